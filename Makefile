@@ -1,0 +1,63 @@
+# speclet — see README.md. `make run` and `make test` install what they need.
+SHELL := /bin/bash
+GO    ?= go
+# Debian packages the tests, `make run` and `make docs` need.
+DEB_PKGS := containerd runc containernetworking-plugins busybox-static graphviz iproute2 ca-certificates
+TEST_TIMEOUT ?= 25m
+FUZZTIME ?= 10s
+
+.PHONY: all deps generate check fmt vet layering fresh test unit bench docs run clean
+
+all: check
+
+# deps installs missing Debian packages (as root, with apt-get) and Go modules. Idempotent.
+deps:
+	@missing=""; for p in $(DEB_PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -z "$$missing" ]; then echo "deps: Debian packages present ($(DEB_PKGS))"; \
+	elif [ "$$(id -u)" != 0 ]; then echo "deps: missing Debian packages:$$missing — run as root to install them; tests that need them will skip"; \
+	else echo "deps: installing Debian packages:$$missing (apt-get)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null && echo "deps: installed$$missing"; \
+	fi
+	@echo "deps: downloading Go modules (go mod download)"; $(GO) mod download
+
+generate:
+	$(GO) generate ./...
+
+fmt:
+	@bad=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$bad" ]; then echo "gofmt would change:"; echo "$$bad"; exit 1; fi; echo "fmt: ok"
+
+vet:
+	$(GO) vet ./...
+
+layering:
+	$(GO) test ./test -run 'TestLayering' -count=1
+
+# fresh fails when `go generate ./...` changes or adds a file.
+fresh:
+	@before=$$(git status --porcelain); $(GO) generate ./...; after=$$(git status --porcelain); \
+	if [ "$$before" != "$$after" ]; then echo "go generate ./... left a diff; run 'make generate' and commit:"; \
+	  diff <(echo "$$before") <(echo "$$after"); git diff --stat; exit 1; fi; echo "fresh: generated code is up to date"
+
+check: fmt vet layering fresh
+
+# unit runs every test (real containerd included when root) without the checks.
+unit:
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test ./spec -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
+
+test: deps check unit
+
+bench: deps
+	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
+
+docs: deps generate
+	@for f in docs/states/*.dot; do dot -Tsvg "$$f" -o "$${f%.dot}.svg" && echo "docs: $${f%.dot}.svg"; done
+
+run: deps
+	@echo "run: the daemon is not built yet (the engine issue finishes it)"; exit 1
+
+clean:
+	$(GO) clean -testcache
