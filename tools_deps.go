@@ -1,3 +1,6 @@
+// Package speclet pins the modules the packages of this repository build on,
+// so that they are required in go.mod before the code that uses them lands.
+
 //go:build deps
 
 package speclet
@@ -14,5 +17,6 @@ import (
 	_ "k8s.io/api/core/v1"
 	_ "k8s.io/apimachinery/pkg/apis/meta/v1"
 	_ "k8s.io/cri-api/pkg/apis/runtime/v1"
+	_ "k8s.io/utils/clock/testing"
 	_ "sigs.k8s.io/yaml"
 )
