@@ -1,0 +1,314 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/speclet/speclet/cri"
+)
+
+// Image pull and container creation reasons, kubelet's words (they appear in
+// container statuses as waiting reasons).
+const (
+	ReasonErrImagePull      = "ErrImagePull"
+	ReasonImagePullBackOff  = "ImagePullBackOff"
+	ReasonErrImageNeverPull = "ErrImageNeverPull"
+	ReasonCreateContainer   = "CreateContainerError"
+	ReasonRunContainer      = "RunContainerError"
+	ReasonCrashLoopBackOff  = "CrashLoopBackOff"
+	ReasonContainerCreating = "ContainerCreating"
+	ReasonPodInitializing   = "PodInitializing"
+	ReasonCompleted         = "Completed"
+	ReasonError             = "Error"
+)
+
+// errImageNeverPull is returned by ensureImage when the pull policy is Never
+// and the image is absent.
+var errImageNeverPull = errors.New("image is absent and pull policy is Never")
+
+// podLogDir is the sandbox LogDirectory under --root-dir:
+// <root>/logs/<namespace>_<name>_<uid>.
+func podLogDir(root string, pod *v1.Pod) string {
+	return filepath.Join(root, "logs", pod.Namespace+"_"+pod.Name+"_"+string(pod.UID))
+}
+
+// podVolumeDir is where emptyDir volumes of a pod live.
+func podVolumeDir(root string, pod *v1.Pod, volume string) string {
+	return filepath.Join(root, "pods", string(pod.UID), "volumes", volume)
+}
+
+// sandboxConfig builds the RunPodSandbox request for pod. hostNetwork pods get
+// the node's network namespace (no CNI); others get a pod network namespace
+// from the runtime's CNI.
+func sandboxConfig(root string, pod *v1.Pod, attempt uint32) *runtimeapi.PodSandboxConfig {
+	netMode := runtimeapi.NamespaceMode_POD
+	if pod.Spec.HostNetwork {
+		netMode = runtimeapi.NamespaceMode_NODE
+	}
+	pidMode := runtimeapi.NamespaceMode_CONTAINER
+	if pod.Spec.HostPID {
+		pidMode = runtimeapi.NamespaceMode_NODE
+	} else if pod.Spec.ShareProcessNamespace != nil && *pod.Spec.ShareProcessNamespace {
+		pidMode = runtimeapi.NamespaceMode_POD
+	}
+	ipcMode := runtimeapi.NamespaceMode_POD
+	if pod.Spec.HostIPC {
+		ipcMode = runtimeapi.NamespaceMode_NODE
+	}
+	hostname := ""
+	if !pod.Spec.HostNetwork {
+		hostname = pod.Name
+		if pod.Spec.Hostname != "" {
+			hostname = pod.Spec.Hostname
+		}
+		if len(hostname) > 63 {
+			hostname = hostname[:63]
+		}
+	}
+	ann := map[string]string{}
+	for k, v := range pod.Annotations {
+		ann[k] = v
+	}
+	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		ann[AnnotationGracePeriod] = strconv.FormatInt(*g, 10)
+	}
+	var ports []*runtimeapi.PortMapping
+	if !pod.Spec.HostNetwork {
+		for _, c := range pod.Spec.Containers {
+			for _, p := range c.Ports {
+				if p.HostPort == 0 {
+					continue
+				}
+				proto := runtimeapi.Protocol_TCP
+				switch p.Protocol {
+				case v1.ProtocolUDP:
+					proto = runtimeapi.Protocol_UDP
+				case v1.ProtocolSCTP:
+					proto = runtimeapi.Protocol_SCTP
+				}
+				ports = append(ports, &runtimeapi.PortMapping{Protocol: proto, ContainerPort: p.ContainerPort, HostPort: p.HostPort, HostIp: p.HostIP})
+			}
+		}
+	}
+	return &runtimeapi.PodSandboxConfig{
+		Metadata: &runtimeapi.PodSandboxMetadata{
+			Name: pod.Name, Namespace: pod.Namespace, Uid: string(pod.UID), Attempt: attempt,
+		},
+		Hostname:     hostname,
+		LogDirectory: podLogDir(root, pod),
+		PortMappings: ports,
+		Labels:       podLabels(pod),
+		Annotations:  ann,
+		Linux: &runtimeapi.LinuxPodSandboxConfig{
+			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+				NamespaceOptions: &runtimeapi.NamespaceOption{Network: netMode, Pid: pidMode, Ipc: ipcMode},
+			},
+		},
+	}
+}
+
+// runSandbox creates the log directory and runs the sandbox; it returns the
+// sandbox id and the pod IP (empty for hostNetwork pods, which use the node's).
+func runSandbox(ctx context.Context, rt cri.Runtime, cfg *runtimeapi.PodSandboxConfig) (id, ip string, err error) {
+	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
+		return "", "", fmt.Errorf("run sandbox %q: create log directory: %w", cfg.Metadata.Name, err)
+	}
+	id, err = rt.RunPodSandbox(ctx, cfg, "")
+	if err != nil {
+		return "", "", fmt.Errorf("run sandbox %q: %w", cfg.Metadata.Name, err)
+	}
+	st, err := rt.PodSandboxStatus(ctx, id)
+	if err != nil {
+		return id, "", fmt.Errorf("status of sandbox %q: %w", cfg.Metadata.Name, err)
+	}
+	if n := st.GetNetwork(); n != nil {
+		ip = n.Ip
+	}
+	return id, ip, nil
+}
+
+// pullPolicy returns the container's effective pull policy: the declared one,
+// else Always for ":latest" or untagged images and IfNotPresent otherwise.
+func pullPolicy(c *v1.Container) v1.PullPolicy {
+	if c.ImagePullPolicy != "" {
+		return c.ImagePullPolicy
+	}
+	img := c.Image
+	if i := lastIndexByte(img, '@'); i >= 0 {
+		return v1.PullIfNotPresent
+	}
+	slash := lastIndexByte(img, '/')
+	colon := lastIndexByte(img, ':')
+	if colon <= slash || img[colon+1:] == "latest" {
+		return v1.PullAlways
+	}
+	return v1.PullIfNotPresent
+}
+
+func lastIndexByte(s string, b byte) int {
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == b {
+			return i
+		}
+	}
+	return -1
+}
+
+// imagePresent reports the image reference (id) of c's image if the runtime
+// has it, or "".
+func imagePresent(ctx context.Context, rt cri.Runtime, image string) (string, error) {
+	img, err := rt.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: image})
+	if err != nil {
+		return "", fmt.Errorf("image status %q: %w", image, err)
+	}
+	if img == nil {
+		return "", nil
+	}
+	return img.Id, nil
+}
+
+// pullImage pulls image and returns its reference.
+func pullImage(ctx context.Context, rt cri.Runtime, image string, sandbox *runtimeapi.PodSandboxConfig) (string, error) {
+	ref, err := rt.PullImage(ctx, &runtimeapi.ImageSpec{Image: image}, nil, sandbox)
+	if err != nil {
+		return "", fmt.Errorf("pull image %q: %w", image, err)
+	}
+	return ref, nil
+}
+
+// containerConfig builds the CreateContainer request for c, the restartCount-th
+// attempt of that container in pod.
+func containerConfig(root string, pod *v1.Pod, c *v1.Container, restartCount int32, imageRef string, init bool) (*runtimeapi.ContainerConfig, error) {
+	envs := make([]*runtimeapi.KeyValue, 0, len(c.Env))
+	for _, e := range c.Env {
+		envs = append(envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(e.Value)})
+	}
+	mounts, err := containerMounts(root, pod, c)
+	if err != nil {
+		return nil, err
+	}
+	netMode := runtimeapi.NamespaceMode_POD
+	if pod.Spec.HostNetwork {
+		netMode = runtimeapi.NamespaceMode_NODE
+	}
+	ann := map[string]string{
+		AnnotationContainerHash: containerHash(c),
+		AnnotationRestartCount:  strconv.Itoa(int(restartCount)),
+	}
+	if init {
+		ann[AnnotationInitContainer] = "true"
+	}
+	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		ann[AnnotationGracePeriod] = strconv.FormatInt(*g, 10)
+	}
+	image := imageRef
+	if image == "" {
+		image = c.Image
+	}
+	return &runtimeapi.ContainerConfig{
+		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
+		Image:       &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: c.Image},
+		Command:     c.Command,
+		Args:        c.Args,
+		WorkingDir:  c.WorkingDir,
+		Envs:        envs,
+		Mounts:      mounts,
+		Labels:      containerLabels(pod, c.Name),
+		Annotations: ann,
+		LogPath:     filepath.Join(c.Name, strconv.Itoa(int(restartCount))+".log"),
+		Stdin:       c.Stdin,
+		StdinOnce:   c.StdinOnce,
+		Tty:         c.TTY,
+		Linux: &runtimeapi.LinuxContainerConfig{
+			SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
+				NamespaceOptions: &runtimeapi.NamespaceOption{
+					Network: netMode, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD,
+				},
+			},
+		},
+	}, nil
+}
+
+// containerMounts maps c's volume mounts to hostPath and emptyDir
+// directories. Other volume kinds are an error naming the pod and volume.
+func containerMounts(root string, pod *v1.Pod, c *v1.Container) ([]*runtimeapi.Mount, error) {
+	if len(c.VolumeMounts) == 0 {
+		return nil, nil
+	}
+	vols := make(map[string]*v1.Volume, len(pod.Spec.Volumes))
+	for i := range pod.Spec.Volumes {
+		vols[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
+	}
+	var mounts []*runtimeapi.Mount
+	for _, m := range c.VolumeMounts {
+		v, ok := vols[m.Name]
+		if !ok {
+			return nil, fmt.Errorf("pod %s/%s container %q: volumeMounts %q: no such volume", pod.Namespace, pod.Name, c.Name, m.Name)
+		}
+		var host string
+		switch {
+		case v.HostPath != nil:
+			host = v.HostPath.Path
+		case v.EmptyDir != nil:
+			host = podVolumeDir(root, pod, v.Name)
+			if err := os.MkdirAll(host, 0o777); err != nil {
+				return nil, fmt.Errorf("pod %s/%s volume %q: create emptyDir: %w", pod.Namespace, pod.Name, v.Name, err)
+			}
+		default:
+			return nil, fmt.Errorf("pod %s/%s volume %q: only hostPath and emptyDir volumes are supported", pod.Namespace, pod.Name, v.Name)
+		}
+		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: m.MountPath, HostPath: host, Readonly: m.ReadOnly})
+	}
+	return mounts, nil
+}
+
+// createAndStart creates a container from cfg in the sandbox and starts it.
+// It returns the container id even when only the start failed, so the caller
+// can remove it.
+func createAndStart(ctx context.Context, rt cri.Runtime, sandboxID string, sandbox *runtimeapi.PodSandboxConfig, cfg *runtimeapi.ContainerConfig) (string, error) {
+	id, err := rt.CreateContainer(ctx, sandboxID, cfg, sandbox)
+	if err != nil {
+		return "", fmt.Errorf("create container %q: %w", cfg.Metadata.Name, err)
+	}
+	if err := rt.StartContainer(ctx, id); err != nil {
+		return id, fmt.Errorf("start container %q: %w", cfg.Metadata.Name, err)
+	}
+	return id, nil
+}
+
+// stopContainer stops id, killing it after grace seconds; a container the
+// runtime no longer knows counts as stopped.
+func stopContainer(ctx context.Context, rt cri.Runtime, name, id string, grace int64) error {
+	if err := rt.StopContainer(ctx, id, grace); err != nil && !cri.IsNotFound(err) {
+		return fmt.Errorf("stop container %q: %w", name, err)
+	}
+	return nil
+}
+
+func removeContainer(ctx context.Context, rt cri.Runtime, name, id string) error {
+	if err := rt.RemoveContainer(ctx, id); err != nil && !cri.IsNotFound(err) {
+		return fmt.Errorf("remove container %q: %w", name, err)
+	}
+	return nil
+}
+
+func stopSandbox(ctx context.Context, rt cri.Runtime, pod, id string) error {
+	if err := rt.StopPodSandbox(ctx, id); err != nil && !cri.IsNotFound(err) {
+		return fmt.Errorf("stop sandbox of pod %q: %w", pod, err)
+	}
+	return nil
+}
+
+func removeSandbox(ctx context.Context, rt cri.Runtime, pod, id string) error {
+	if err := rt.RemovePodSandbox(ctx, id); err != nil && !cri.IsNotFound(err) {
+		return fmt.Errorf("remove sandbox of pod %q: %w", pod, err)
+	}
+	return nil
+}
