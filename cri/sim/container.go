@@ -1,0 +1,315 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+)
+
+// A container moves CREATED -> RUNNING -> EXITED, each step once:
+//
+//	CreateContainer -> CREATED --StartContainer--> RUNNING --exit/stop/kill--> EXITED
+//	CREATED --StartContainer fails--> EXITED (128, "StartError")
+//
+// RemoveContainer kills a running container first and then forgets it.
+type container struct {
+	id          string
+	name        string // reserved name
+	sandbox     *sandbox
+	meta        *runtimeapi.ContainerMetadata
+	image       *runtimeapi.ImageSpec
+	imageID     string
+	labels      map[string]string
+	annotations map[string]string
+	logPath     string
+	b           *Behavior
+
+	state      runtimeapi.ContainerState
+	createdAt  int64
+	startedAt  int64
+	finishedAt int64
+	exitCode   int32
+	reason     string
+	message    string
+	timer      clock.Timer   // scripted exit
+	exited     chan struct{} // closed when the container leaves RUNNING for EXITED
+}
+
+func (c *container) status() *runtimeapi.ContainerStatus {
+	return &runtimeapi.ContainerStatus{
+		Id:          c.id,
+		Metadata:    c.meta,
+		State:       c.state,
+		CreatedAt:   c.createdAt,
+		StartedAt:   c.startedAt,
+		FinishedAt:  c.finishedAt,
+		ExitCode:    c.exitCode,
+		Image:       c.image,
+		ImageRef:    c.imageID,
+		ImageId:     c.imageID,
+		Reason:      c.reason,
+		Message:     c.message,
+		Labels:      c.labels,
+		Annotations: c.annotations,
+		LogPath:     c.logPath,
+	}
+}
+
+// exit moves a running container to EXITED with code. r.mu is held.
+func (r *Runtime) exit(c *container, code int32) {
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer = nil
+	}
+	c.state = runtimeapi.ContainerState_CONTAINER_EXITED
+	c.finishedAt = r.now()
+	c.exitCode = code
+	c.reason = "Completed"
+	if code != 0 {
+		c.reason = "Error"
+	}
+	close(c.exited)
+	r.emit(c, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
+}
+
+// removeContainer kills c if it runs and forgets it. r.mu is held.
+func (r *Runtime) removeContainer(c *container) {
+	if c.state == runtimeapi.ContainerState_CONTAINER_RUNNING {
+		r.exit(c, 137)
+	}
+	list := c.sandbox.containers
+	for i, x := range list {
+		if x == c {
+			c.sandbox.containers = append(list[:i:i], list[i+1:]...)
+			break
+		}
+	}
+	delete(r.containers, c.id)
+	delete(r.names, c.name)
+	r.emit(c, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
+}
+
+// CreateContainer creates a CREATED container in a READY sandbox from an
+// image that is present. The container's behaviour is decided now (see
+// OnContainer).
+func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateContainerRequest) (*runtimeapi.CreateContainerResponse, error) {
+	if err := r.before(ctx, "CreateContainer"); err != nil {
+		return nil, err
+	}
+	cfg := req.GetConfig()
+	m := cfg.GetMetadata()
+	if m == nil || m.Name == "" {
+		return nil, status.Error(codes.InvalidArgument, "container config must include metadata with a name")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, err := r.findSandbox(req.GetPodSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	if s.state != runtimeapi.PodSandboxState_SANDBOX_READY {
+		return nil, errorf("failed to create container in sandbox %q: sandbox is not ready", s.id)
+	}
+	img := r.findImage(cfg.GetImage().GetImage())
+	if img == nil {
+		return nil, status.Errorf(codes.NotFound, "failed to resolve image %q: not found", cfg.GetImage().GetImage())
+	}
+	sm := s.meta
+	name := fmt.Sprintf("%s_%s_%s_%s_%d", m.Name, sm.Name, sm.Namespace, sm.Uid, m.Attempt)
+	if other, ok := r.names[name]; ok {
+		return nil, errorf("failed to reserve container name %q: name %q is reserved for %q", name, name, other)
+	}
+	c := &container{
+		id:          newID(),
+		name:        name,
+		sandbox:     s,
+		meta:        m,
+		image:       cfg.GetImage(),
+		imageID:     img.id,
+		labels:      cfg.GetLabels(),
+		annotations: cfg.GetAnnotations(),
+		b:           r.behaviorFor(sm.Name, cfg),
+		state:       runtimeapi.ContainerState_CONTAINER_CREATED,
+		createdAt:   r.now(),
+		exited:      make(chan struct{}),
+	}
+	if cfg.GetLogPath() != "" {
+		c.logPath = filepath.Join(req.GetSandboxConfig().GetLogDirectory(), cfg.GetLogPath())
+	}
+	r.containers[c.id] = c
+	r.names[name] = c.id
+	s.containers = append(s.containers, c)
+	r.emit(c, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
+	return &runtimeapi.CreateContainerResponse{ContainerId: c.id}, nil
+}
+
+// StartContainer starts a CREATED container in a READY sandbox.
+func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartContainerRequest) (*runtimeapi.StartContainerResponse, error) {
+	if err := r.before(ctx, "StartContainer"); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, err := r.findContainer(req.GetContainerId())
+	if err != nil {
+		return nil, err
+	}
+	if c.state != runtimeapi.ContainerState_CONTAINER_CREATED {
+		return nil, errorf("container %q is in %s state", c.id, c.state)
+	}
+	if c.sandbox.state != runtimeapi.PodSandboxState_SANDBOX_READY {
+		return nil, errorf("sandbox container %q is not running", c.sandbox.id)
+	}
+	if c.b.StartError != "" {
+		c.state = runtimeapi.ContainerState_CONTAINER_EXITED
+		c.finishedAt = r.now()
+		c.exitCode = 128
+		c.reason = "StartError"
+		c.message = c.b.StartError
+		close(c.exited)
+		r.emit(c, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
+		return nil, errorf("failed to create containerd task: failed to create shim task: %s", c.b.StartError)
+	}
+	c.state = runtimeapi.ContainerState_CONTAINER_RUNNING
+	c.startedAt = r.now()
+	r.emit(c, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
+	if e := c.b.Exit; e != nil {
+		if e.After <= 0 {
+			r.exit(c, e.Code)
+		} else {
+			code := e.Code
+			c.timer = r.clock.AfterFunc(e.After, func() {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				if c.state == runtimeapi.ContainerState_CONTAINER_RUNNING {
+					r.exit(c, code)
+				}
+			})
+		}
+	}
+	return &runtimeapi.StartContainerResponse{}, nil
+}
+
+// StopContainer sends the container's process SIGTERM and, timeout seconds
+// later on the runtime's clock, SIGKILL; it returns once the container has
+// stopped. Stopping a container that is not running succeeds.
+func (r *Runtime) StopContainer(ctx context.Context, req *runtimeapi.StopContainerRequest) (*runtimeapi.StopContainerResponse, error) {
+	if err := r.before(ctx, "StopContainer"); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	c, err := r.findContainer(req.GetContainerId())
+	if err != nil {
+		r.mu.Unlock()
+		return nil, err
+	}
+	if c.state != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		r.mu.Unlock()
+		return &runtimeapi.StopContainerResponse{}, nil
+	}
+	switch {
+	case c.b.Term == TermHandled:
+		r.exit(c, c.b.TermExitCode)
+	case c.b.Term == TermIgnored && req.GetTimeout() > 0:
+		exited := c.exited
+		r.mu.Unlock()
+		t := r.clock.NewTimer(time.Duration(req.GetTimeout()) * time.Second)
+		defer t.Stop()
+		select {
+		case <-exited:
+			return &runtimeapi.StopContainerResponse{}, nil
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		case <-t.C():
+		}
+		r.mu.Lock()
+		if c.state == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			r.exit(c, 137)
+		}
+	case c.b.Term == TermIgnored:
+		r.exit(c, 137)
+	default:
+		r.exit(c, 143)
+	}
+	r.mu.Unlock()
+	return &runtimeapi.StopContainerResponse{}, nil
+}
+
+// RemoveContainer kills the container if it runs and removes it. Removing
+// an unknown container succeeds, as in containerd.
+func (r *Runtime) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveContainerRequest) (*runtimeapi.RemoveContainerResponse, error) {
+	if err := r.before(ctx, "RemoveContainer"); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, err := r.findContainer(req.GetContainerId()); err == nil {
+		r.removeContainer(c)
+	}
+	return &runtimeapi.RemoveContainerResponse{}, nil
+}
+
+// ContainerStatus returns the status of a container.
+func (r *Runtime) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
+	if err := r.before(ctx, "ContainerStatus"); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, err := r.findContainer(req.GetContainerId())
+	if err != nil {
+		return nil, err
+	}
+	return &runtimeapi.ContainerStatusResponse{Status: c.status()}, nil
+}
+
+// ListContainers lists containers by id (or unique prefix), state, sandbox
+// and labels.
+func (r *Runtime) ListContainers(ctx context.Context, req *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
+	if err := r.before(ctx, "ListContainers"); err != nil {
+		return nil, err
+	}
+	f := req.GetFilter()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*runtimeapi.Container
+	add := func(c *container) {
+		if f.GetState() != nil && f.GetState().GetState() != c.state {
+			return
+		}
+		if !matchLabels(f.GetLabelSelector(), c.labels) {
+			return
+		}
+		out = append(out, &runtimeapi.Container{
+			Id: c.id, PodSandboxId: c.sandbox.id, Metadata: c.meta, Image: c.image,
+			ImageRef: c.imageID, ImageId: c.imageID, State: c.state, CreatedAt: c.createdAt,
+			Labels: c.labels, Annotations: c.annotations,
+		})
+	}
+	switch {
+	case f.GetId() != "":
+		if c, err := r.findContainer(f.GetId()); err == nil && (f.GetPodSandboxId() == "" || hasPrefix(c.sandbox.id, f.GetPodSandboxId())) {
+			add(c)
+		}
+	case f.GetPodSandboxId() != "":
+		if s, err := r.findSandbox(f.GetPodSandboxId()); err == nil {
+			for _, c := range s.containers {
+				add(c)
+			}
+		}
+	default:
+		out = make([]*runtimeapi.Container, 0, len(r.containers))
+		for _, c := range r.containers {
+			add(c)
+		}
+	}
+	return &runtimeapi.ListContainersResponse{Containers: out}, nil
+}
+
+func hasPrefix(s, prefix string) bool { return len(s) >= len(prefix) && s[:len(prefix)] == prefix }

@@ -1,0 +1,114 @@
+package sim
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+type image struct {
+	id  string // "sha256:<hex>", derived from the reference
+	ref string // normalized reference
+}
+
+// normalizeRef adds ":latest" to a reference without tag or digest.
+func normalizeRef(ref string) string {
+	if strings.Contains(ref, "@") {
+		return ref
+	}
+	slash := strings.LastIndex(ref, "/")
+	if !strings.Contains(ref[slash+1:], ":") {
+		return ref + ":latest"
+	}
+	return ref
+}
+
+// addImage makes ref present. r.mu is held (or r is not shared yet).
+func (r *Runtime) addImage(ref string) *image {
+	if img, ok := r.images[ref]; ok {
+		return img
+	}
+	sum := sha256.Sum256([]byte(ref))
+	img := &image{id: "sha256:" + hex.EncodeToString(sum[:]), ref: ref}
+	r.images[ref] = img
+	r.images[img.id] = img
+	return img
+}
+
+// findImage finds a present image by reference or id. r.mu is held.
+func (r *Runtime) findImage(ref string) *image {
+	if img, ok := r.images[ref]; ok {
+		return img
+	}
+	return r.images[normalizeRef(ref)]
+}
+
+func (img *image) api() *runtimeapi.Image {
+	return &runtimeapi.Image{
+		Id:       img.id,
+		RepoTags: []string{img.ref},
+		Size:     1 << 20,
+		Spec:     &runtimeapi.ImageSpec{Image: img.id},
+	}
+}
+
+// PullImage makes an image present and returns its id. Every reference can
+// be pulled except those made missing with MissingImage.
+func (r *Runtime) PullImage(ctx context.Context, req *runtimeapi.PullImageRequest) (*runtimeapi.PullImageResponse, error) {
+	if err := r.before(ctx, "PullImage"); err != nil {
+		return nil, err
+	}
+	ref := req.GetImage().GetImage()
+	if ref == "" {
+		return nil, status.Error(codes.InvalidArgument, "PullImage: empty image reference")
+	}
+	n := normalizeRef(ref)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.missing[n] {
+		return nil, status.Errorf(codes.NotFound, "failed to pull and unpack image %q: failed to resolve reference %q: %s: not found", n, n, n)
+	}
+	return &runtimeapi.PullImageResponse{ImageRef: r.addImage(n).id}, nil
+}
+
+// ImageStatus returns the image, or no image (and no error) when it is not
+// present.
+func (r *Runtime) ImageStatus(ctx context.Context, req *runtimeapi.ImageStatusRequest) (*runtimeapi.ImageStatusResponse, error) {
+	if err := r.before(ctx, "ImageStatus"); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	img := r.findImage(req.GetImage().GetImage())
+	if img == nil {
+		return &runtimeapi.ImageStatusResponse{}, nil
+	}
+	return &runtimeapi.ImageStatusResponse{Image: img.api()}, nil
+}
+
+// ListImages lists present images, all or the one named by the filter.
+func (r *Runtime) ListImages(ctx context.Context, req *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error) {
+	if err := r.before(ctx, "ListImages"); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*runtimeapi.Image
+	if want := req.GetFilter().GetImage().GetImage(); want != "" {
+		if img := r.findImage(want); img != nil {
+			out = append(out, img.api())
+		}
+		return &runtimeapi.ListImagesResponse{Images: out}, nil
+	}
+	for k, img := range r.images {
+		if k == img.ref {
+			out = append(out, img.api())
+		}
+	}
+	return &runtimeapi.ListImagesResponse{Images: out}, nil
+}

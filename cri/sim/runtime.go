@@ -1,0 +1,216 @@
+package sim
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+)
+
+// Options configure a simulated runtime.
+type Options struct {
+	// Clock drives every time the runtime reports or waits for: timestamps,
+	// scripted exits, stop timeouts and slow calls. nil = the real clock.
+	// Give a k8s.io/utils/clock/testing.FakeClock for deterministic tests.
+	Clock clock.WithDelayedExecution
+	// Images are present from the start (references, e.g. "busybox:latest").
+	Images []string
+	// EventBuffer is how many events a GetContainerEvents subscriber may lag
+	// behind before its stream is ended with ResourceExhausted (default 4096).
+	EventBuffer int
+}
+
+// RuntimeName and RuntimeVersion are what Version reports.
+const (
+	RuntimeName    = "speclet-sim"
+	RuntimeVersion = "0.1.0"
+)
+
+// Runtime is an in-memory CRI runtime. It implements the CRI runtime and
+// image services; Serve exposes it over gRPC. All methods are safe for
+// concurrent use.
+type Runtime struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+	runtimeapi.UnimplementedImageServiceServer
+
+	clock       clock.WithDelayedExecution
+	eventBuffer int
+
+	mu         sync.Mutex
+	sandboxes  map[string]*sandbox
+	containers map[string]*container
+	names      map[string]string // reserved sandbox and container names -> id
+	images     map[string]*image // by normalized ref and by id
+	missing    map[string]bool
+	behaviors  []behaviorRule
+	rules      map[string]*callRule
+	calls      map[string]int
+	subs       map[*subscriber]struct{}
+	nextIP     uint32
+}
+
+// New returns an empty simulated runtime.
+func New(o Options) *Runtime {
+	r := &Runtime{
+		clock:       o.Clock,
+		eventBuffer: o.EventBuffer,
+		sandboxes:   map[string]*sandbox{},
+		containers:  map[string]*container{},
+		names:       map[string]string{},
+		images:      map[string]*image{},
+		missing:     map[string]bool{},
+		rules:       map[string]*callRule{},
+		calls:       map[string]int{},
+		subs:        map[*subscriber]struct{}{},
+	}
+	if r.clock == nil {
+		r.clock = clock.RealClock{}
+	}
+	if r.eventBuffer <= 0 {
+		r.eventBuffer = 4096
+	}
+	for _, ref := range o.Images {
+		r.addImage(normalizeRef(ref))
+	}
+	return r
+}
+
+// now returns the clock's time in Unix nanoseconds, as CRI reports times.
+func (r *Runtime) now() int64 { return r.clock.Now().UnixNano() }
+
+// newID returns a 64-hex-digit id, as containerd makes them.
+func newID() string {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("sim: read random id: " + err.Error())
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// before runs the scripted behaviour of a call: counts it, waits for its
+// delay and fails it when scripted to.
+func (r *Runtime) before(ctx context.Context, method string) error {
+	r.mu.Lock()
+	r.calls[method]++
+	var delay time.Duration
+	var fail error
+	if c := r.rules[method]; c != nil {
+		delay = c.delay
+		if c.fail > 0 {
+			c.fail--
+			fail = status.Error(c.code, c.msg)
+		}
+	}
+	r.mu.Unlock()
+	if delay > 0 {
+		t := r.clock.NewTimer(delay)
+		defer t.Stop()
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		}
+	}
+	return fail
+}
+
+func notFound(kind, id string) error {
+	return status.Errorf(codes.NotFound, "an error occurred when try to find %s %q: not found", kind, id)
+}
+
+// findSandbox resolves an id or a unique id prefix, as containerd does.
+// r.mu is held.
+func (r *Runtime) findSandbox(id string) (*sandbox, error) {
+	if s, ok := r.sandboxes[id]; ok {
+		return s, nil
+	}
+	if id != "" {
+		var found *sandbox
+		for k, s := range r.sandboxes {
+			if strings.HasPrefix(k, id) {
+				if found != nil {
+					return nil, status.Errorf(codes.NotFound, "sandbox id prefix %q is ambiguous", id)
+				}
+				found = s
+			}
+		}
+		if found != nil {
+			return found, nil
+		}
+	}
+	return nil, notFound("sandbox", id)
+}
+
+// findContainer resolves an id or a unique id prefix. r.mu is held.
+func (r *Runtime) findContainer(id string) (*container, error) {
+	if c, ok := r.containers[id]; ok {
+		return c, nil
+	}
+	if id != "" {
+		var found *container
+		for k, c := range r.containers {
+			if strings.HasPrefix(k, id) {
+				if found != nil {
+					return nil, status.Errorf(codes.NotFound, "container id prefix %q is ambiguous", id)
+				}
+				found = c
+			}
+		}
+		if found != nil {
+			return found, nil
+		}
+	}
+	return nil, notFound("container", id)
+}
+
+func matchLabels(selector, labels map[string]string) bool {
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Version reports the simulated runtime's name and version.
+func (r *Runtime) Version(ctx context.Context, _ *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
+	if err := r.before(ctx, "Version"); err != nil {
+		return nil, err
+	}
+	return &runtimeapi.VersionResponse{
+		Version:           "0.1.0",
+		RuntimeName:       RuntimeName,
+		RuntimeVersion:    RuntimeVersion,
+		RuntimeApiVersion: "v1",
+	}, nil
+}
+
+// Status reports the runtime and the network ready.
+func (r *Runtime) Status(ctx context.Context, _ *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
+	if err := r.before(ctx, "Status"); err != nil {
+		return nil, err
+	}
+	return &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
+		{Type: runtimeapi.RuntimeReady, Status: true},
+		{Type: runtimeapi.NetworkReady, Status: true},
+	}}}, nil
+}
+
+// Len returns the number of sandboxes and containers the runtime holds.
+func (r *Runtime) Len() (sandboxes, containers int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.sandboxes), len(r.containers)
+}
+
+func errorf(format string, args ...any) error {
+	return status.Error(codes.Unknown, fmt.Sprintf(format, args...))
+}

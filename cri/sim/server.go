@@ -1,0 +1,77 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"google.golang.org/grpc"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// maxMsgSize matches the client's limit: a ListContainers of 10,000 pods is
+// several megabytes.
+const maxMsgSize = 16 * 1024 * 1024
+
+// SocketName is the socket Start creates in its directory.
+const SocketName = "sim.sock"
+
+// Server is a Runtime served over gRPC on a unix socket.
+type Server struct {
+	Runtime  *Runtime
+	Endpoint string // "unix:///dir/sim.sock"
+	Socket   string // the socket's path
+
+	srv      *grpc.Server
+	stopOnce sync.Once
+	done     chan error
+}
+
+// Serve serves r on a unix socket at socketPath (a stale socket file there
+// is replaced) until Stop.
+func (r *Runtime) Serve(socketPath string) (*Server, error) {
+	if !filepath.IsAbs(socketPath) {
+		return nil, fmt.Errorf("serve simulated runtime: socket path %q is not absolute", socketPath)
+	}
+	if err := os.Remove(socketPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("serve simulated runtime: remove stale socket: %w", err)
+	}
+	l, err := net.Listen("unix", socketPath)
+	if err != nil {
+		return nil, fmt.Errorf("serve simulated runtime: %w", err)
+	}
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(maxMsgSize), grpc.MaxSendMsgSize(maxMsgSize))
+	runtimeapi.RegisterRuntimeServiceServer(srv, r)
+	runtimeapi.RegisterImageServiceServer(srv, r)
+	s := &Server{Runtime: r, Endpoint: "unix://" + socketPath, Socket: socketPath, srv: srv, done: make(chan error, 1)}
+	go func() { s.done <- srv.Serve(l) }()
+	return s, nil
+}
+
+// Start creates a simulated runtime with options o and serves it on
+// dir/sim.sock; it is what the daemon's --runtime=sim runs. The directory is
+// created when missing.
+func Start(dir string, o Options) (*Server, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("start simulated runtime: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("start simulated runtime: %w", err)
+	}
+	return New(o).Serve(filepath.Join(dir, SocketName))
+}
+
+// Stop stops serving at once: open calls and event streams fail with
+// Unavailable, the socket is removed. The runtime's state is kept; Serve it
+// again to bring the runtime back. Stop is idempotent.
+func (s *Server) Stop() {
+	s.stopOnce.Do(func() {
+		s.srv.Stop()
+		<-s.done
+		_ = os.Remove(s.Socket)
+	})
+}
