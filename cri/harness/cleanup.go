@@ -1,0 +1,267 @@
+package harness
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Process is one process of the machine as /proc shows it.
+type Process struct {
+	PID     int
+	PPID    int
+	Cmdline string // arguments joined by spaces
+}
+
+// processes lists every process of the machine.
+func processes() []Process {
+	entries, _ := os.ReadDir("/proc")
+	var ps []Process
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		ps = append(ps, Process{PID: pid, PPID: ppid(pid), Cmdline: strings.TrimSpace(string(bytes.ReplaceAll(cmd, []byte{0}, []byte{' '})))})
+	}
+	return ps
+}
+
+func ppid(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name in parentheses may hold spaces; fields follow the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[1])
+	return n
+}
+
+// Leftovers lists the processes that belong to the harness rooted at dir: any
+// whose command line names dir (containerd, its shims, runc) and their
+// descendants (the pods' processes). It is what Stop guarantees to be empty.
+func Leftovers(dir string) []Process {
+	ps := processes()
+	children := map[int][]Process{}
+	for _, p := range ps {
+		children[p.PPID] = append(children[p.PPID], p)
+	}
+	seen := map[int]bool{}
+	var out []Process
+	var walk func(p Process)
+	walk = func(p Process) {
+		if seen[p.PID] || p.PID == os.Getpid() {
+			return
+		}
+		seen[p.PID] = true
+		out = append(out, p)
+		for _, c := range children[p.PID] {
+			walk(c)
+		}
+	}
+	for _, p := range ps {
+		if strings.Contains(p.Cmdline, dir+"/") {
+			walk(p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].PID < out[j].PID })
+	return out
+}
+
+// Mounts lists the mount points at or under dir in /proc/self/mountinfo,
+// deepest first.
+func Mounts(dir string) []string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		mp := unescapeMountinfo(fields[4])
+		if mp == dir || strings.HasPrefix(mp, dir+"/") {
+			out = append(out, mp)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	return out
+}
+
+// unescapeMountinfo undoes the octal escapes (\040 for space) of mountinfo.
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// LinkExists reports whether the network interface name exists.
+func LinkExists(name string) bool {
+	_, err := os.Stat(filepath.Join("/sys/class/net", name))
+	return err == nil
+}
+
+// reap removes everything a harness rooted at dir may have left: it kills the
+// processes of Leftovers(dir) and the processes in the cgroups of its
+// containers, lazily unmounts everything under dir, deletes the CNI bridge
+// and the shim sockets containerd 1.6 keeps in /run/containerd/s. It does not
+// remove dir.
+func reap(l layout) error {
+	var errs []error
+	ids := taskIDs(l)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		left := append(Leftovers(l.dir), cgroupProcesses(ids)...)
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			errs = append(errs, fmt.Errorf("kill leftover processes: still running: %s", describe(left)))
+			break
+		}
+		for _, p := range left {
+			_ = syscall.Kill(p.PID, syscall.SIGKILL)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for try := 0; ; try++ {
+		mounts := Mounts(l.dir)
+		if len(mounts) == 0 {
+			break
+		}
+		if try == 20 {
+			errs = append(errs, fmt.Errorf("unmount under %s: still mounted: %s", l.dir, strings.Join(mounts, ", ")))
+			break
+		}
+		for _, m := range mounts {
+			if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+				errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
+			}
+		}
+	}
+	if b, err := os.ReadFile(l.bridgeFile()); err == nil {
+		if bridge := strings.TrimSpace(string(b)); bridge != "" && LinkExists(bridge) {
+			if out, err := exec.Command("ip", "link", "delete", bridge).CombinedOutput(); err != nil && LinkExists(bridge) {
+				errs = append(errs, fmt.Errorf("delete bridge %s: %w: %s", bridge, err, strings.TrimSpace(string(out))))
+			}
+		}
+	}
+	for _, id := range ids {
+		_ = os.Remove(shimSocket(l.socket(), id))
+	}
+	return errors.Join(errs...)
+}
+
+// taskIDs lists the ids of the sandboxes and containers containerd has state
+// for under l.
+func taskIDs(l layout) []string {
+	entries, _ := os.ReadDir(l.taskDir())
+	var ids []string
+	for _, e := range entries {
+		ids = append(ids, e.Name())
+	}
+	return ids
+}
+
+// cgroupProcesses lists the processes whose cgroup path names one of ids:
+// the pods' processes even when their shim is already gone.
+func cgroupProcesses(ids []string) []Process {
+	if len(ids) == 0 {
+		return nil
+	}
+	var out []Process
+	for _, p := range processes() {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p.PID))
+		if err != nil {
+			continue
+		}
+		for _, id := range ids {
+			if bytes.Contains(b, []byte(id)) {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// shimSocket is where containerd 1.6 puts the socket of the shim for id
+// (pkg/shim SocketAddress): it cannot be moved under the harness's Dir.
+func shimSocket(containerdSocket, id string) string {
+	d := sha256.Sum256([]byte(filepath.Join(containerdSocket, criNamespace, id)))
+	return fmt.Sprintf("/run/containerd/s/%x", d)
+}
+
+func describe(ps []Process) string {
+	var parts []string
+	for _, p := range ps {
+		parts = append(parts, fmt.Sprintf("%d %q", p.PID, p.Cmdline))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// ReapStale cleans up after harness instances under /tmp whose owning process
+// is gone (a test binary that was killed before its cleanup ran) and removes
+// their directories. It logs what it removes to log.
+func ReapStale(log func(format string, args ...any)) {
+	dirs, _ := filepath.Glob(filepath.Join(tmpRoot, dirPrefix+"*"))
+	for _, d := range dirs {
+		b, err := os.ReadFile(layout{d}.ownerFile())
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 0 || syscall.Kill(pid, 0) == nil {
+			continue
+		}
+		if err := reap(layout{d}); err != nil {
+			log("harness: clean stale %s: %v", d, err)
+			continue
+		}
+		if err := os.RemoveAll(d); err != nil {
+			log("harness: remove stale %s: %v", d, err)
+			continue
+		}
+		log("harness: removed stale instance %s (owner pid %d gone)", d, pid)
+	}
+}

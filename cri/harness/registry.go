@@ -1,0 +1,119 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+)
+
+// Registry is an in-process OCI registry (go-containerregistry's
+// pkg/registry) serving plain HTTP on a loopback address. Images live in
+// memory and disappear on Close.
+type Registry struct {
+	// Addr is the registry's host:port, always on 127.0.0.1.
+	Addr string
+
+	srv  *http.Server
+	done chan error
+}
+
+// StartRegistry serves a new, empty registry on addr ("" means 127.0.0.1:0).
+// Only loopback addresses are accepted.
+func StartRegistry(addr string) (*Registry, error) {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("start registry on %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return nil, fmt.Errorf("start registry on %q: address must be a loopback IP such as 127.0.0.1", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("start registry on %q: %w", addr, err)
+	}
+	r := &Registry{
+		Addr: ln.Addr().String(),
+		srv: &http.Server{
+			Handler:           registry.New(registry.Logger(log.New(io.Discard, "", 0))),
+			ReadHeaderTimeout: 30 * time.Second,
+		},
+		done: make(chan error, 1),
+	}
+	go func() { r.done <- r.srv.Serve(ln) }()
+	return r, nil
+}
+
+// Close stops serving; images pushed to it are gone.
+func (r *Registry) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := r.srv.Shutdown(ctx)
+	if serveErr := <-r.done; !errors.Is(serveErr, http.ErrServerClosed) && err == nil {
+		err = serveErr
+	}
+	if err != nil {
+		return fmt.Errorf("close registry %s: %w", r.Addr, err)
+	}
+	return nil
+}
+
+// Ref returns the reference of repository name (with an optional :tag or
+// @digest) on this registry: "127.0.0.1:PORT/<name>".
+func (r *Registry) Ref(name string) string { return r.Addr + "/" + name }
+
+// Push uploads img as name ("busybox:latest"; a name without a tag gets
+// ":latest") and returns its reference on this registry.
+func (r *Registry) Push(ctx context.Context, repo string, img v1.Image) (string, error) {
+	if !strings.Contains(repo, ":") && !strings.Contains(repo, "@") {
+		repo += ":latest"
+	}
+	ref := r.Ref(repo)
+	parsed, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		return "", fmt.Errorf("push %q: %w", ref, err)
+	}
+	if err := remote.Write(parsed, img, remote.WithContext(ctx)); err != nil {
+		return "", fmt.Errorf("push %q: %w", ref, err)
+	}
+	return ref, nil
+}
+
+// PushDefaults pushes BusyboxImage as busybox:latest and PauseImage as
+// pause:latest, the two images every harness containerd expects.
+func (r *Registry) PushDefaults(ctx context.Context) error {
+	bb, err := BusyboxImage()
+	if err != nil {
+		return err
+	}
+	pause, err := PauseImage()
+	if err != nil {
+		return err
+	}
+	if _, err := r.Push(ctx, BusyboxRepo, bb); err != nil {
+		return err
+	}
+	if _, err := r.Push(ctx, PauseRepo, pause); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Names of the images a harness registry always holds.
+const (
+	BusyboxRepo = "busybox:latest"
+	PauseRepo   = "pause:latest"
+)
