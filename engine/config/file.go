@@ -1,0 +1,213 @@
+package config
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// DirSource is a directory of static pod manifests (kubelet's
+// --pod-manifest-path): one v1 Pod per regular file, in YAML or JSON. Files
+// whose names start with "." are ignored, and so are subdirectories.
+//
+// A manifest that cannot be used (it does not decode, is not a v1 Pod, fails
+// validation, or clashes with another file's pod name or UID) is logged with
+// its file and field and skipped; all other pods are unaffected. A file that
+// was valid and becomes invalid keeps its last valid pod running until the
+// file is fixed or removed: unlike kubelet, which drops the pod, speclet does
+// not kill a running pod over a half-written or mistyped edit. Removing the
+// file removes the pod.
+type DirSource struct {
+	Dir      string
+	NodeName string
+	// Period is how often the directory is read even without inotify
+	// events; 0 means 1 s.
+	Period time.Duration
+}
+
+// fileEntry is what the scanner remembers about one file.
+type fileEntry struct {
+	data []byte
+	good *v1.Pod // last valid pod from this file, nil if never valid
+	err  error   // the current content's problem, nil when valid
+}
+
+// dirScanner reads a manifest directory into a snapshot, remembering each
+// file's content so that unchanged files are not decoded again and each
+// problem is reported once per content.
+type dirScanner struct {
+	dir, nodeName string
+	files         map[string]*fileEntry
+	dirErr        string
+}
+
+func newDirScanner(dir, nodeName string) *dirScanner {
+	return &dirScanner{dir: dir, nodeName: nodeName, files: map[string]*fileEntry{}}
+}
+
+// scan reads the directory. It returns the snapshot (pods in file name
+// order), whether anything changed since the last scan, and the problems
+// found in files that changed since the last scan (new problems only).
+func (s *dirScanner) scan() (pods []*v1.Pod, changed bool, problems []error) {
+	ents, err := os.ReadDir(s.dir)
+	if err != nil {
+		msg := fmt.Sprintf("read manifest directory %s: %v", s.dir, err)
+		if msg != s.dirErr {
+			problems = append(problems, errors.New(msg))
+			s.dirErr = msg
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			ents = nil // a missing directory declares no pods
+		} else {
+			// Keep the last snapshot: a transient error must not kill pods.
+			return s.snapshot(&problems), false, problems
+		}
+	} else {
+		s.dirErr = ""
+	}
+	present := map[string]bool{}
+	for _, e := range ents {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") {
+			continue
+		}
+		path := filepath.Join(s.dir, name)
+		info, err := os.Stat(path) // follows symlinks, as kubelet does
+		if err != nil || !info.Mode().IsRegular() {
+			continue
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // removed while we read
+			}
+			prev := s.files[path]
+			if prev != nil {
+				present[path] = true
+			}
+			problems = append(problems, fmt.Errorf("read manifest %s: %w", path, err))
+			continue
+		}
+		present[path] = true
+		prev := s.files[path]
+		if prev != nil && bytes.Equal(prev.data, data) {
+			continue
+		}
+		changed = true
+		ent := &fileEntry{data: data}
+		if prev != nil {
+			ent.good = prev.good
+		}
+		pod, err := s.decode(path, data)
+		if err != nil {
+			ent.err = err
+			problems = append(problems, err)
+			if ent.good != nil {
+				problems = append(problems, fmt.Errorf("manifest %s: keeping its last valid pod %s/%s (uid %s) until the file is fixed or removed", path, ent.good.Namespace, ent.good.Name, ent.good.UID))
+			}
+		} else {
+			ent.good = pod
+		}
+		s.files[path] = ent
+	}
+	for path := range s.files {
+		if !present[path] {
+			delete(s.files, path)
+			changed = true
+		}
+	}
+	return s.snapshot(&problems), changed, problems
+}
+
+func (s *dirScanner) decode(path string, data []byte) (*v1.Pod, error) {
+	pod, err := decodePod(data, path)
+	if err != nil {
+		return nil, err
+	}
+	return staticPod(pod, SourceFile, path, path, s.nodeName)
+}
+
+// snapshot returns the pods of the remembered files in path order; of two
+// files with the same pod full name or UID, the first in path order wins and
+// the other is reported (on every scan that changed something, so the
+// message names the file still in the way).
+func (s *dirScanner) snapshot(problems *[]error) []*v1.Pod {
+	paths := make([]string, 0, len(s.files))
+	for p := range s.files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	byName := map[string]string{}
+	byUID := map[types.UID]string{}
+	var pods []*v1.Pod
+	for _, path := range paths {
+		p := s.files[path].good
+		if p == nil {
+			continue
+		}
+		full := p.Namespace + "/" + p.Name
+		if other, dup := byName[full]; dup {
+			*problems = append(*problems, &ManifestError{Origin: path, Field: "metadata.name", Msg: fmt.Sprintf("pod %s is already declared by %s; skipped", full, other)})
+			continue
+		}
+		if other, dup := byUID[p.UID]; dup {
+			*problems = append(*problems, &ManifestError{Origin: path, Field: "metadata.uid", Msg: fmt.Sprintf("uid %s is already used by %s; skipped", p.UID, other)})
+			continue
+		}
+		byName[full], byUID[p.UID] = path, path
+		pods = append(pods, p)
+	}
+	return pods
+}
+
+// WatchDir feeds the Merger with the snapshots of src until ctx ends: at
+// once, then on every inotify event in the directory (when inotify is
+// available) and every Period. Problems are logged once per file content.
+func WatchDir(ctx context.Context, src DirSource, m *Merger, log *slog.Logger) error {
+	if log == nil {
+		log = slog.Default()
+	}
+	period := src.Period
+	if period <= 0 {
+		period = time.Second
+	}
+	poke := make(chan struct{}, 1)
+	if w, err := watchInotify(src.Dir, poke); err != nil {
+		log.Info("manifest directory: no inotify, polling", "dir", src.Dir, "period", period, "err", err)
+	} else {
+		defer w.Close()
+	}
+	sc := newDirScanner(src.Dir, src.NodeName)
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	first := true
+	for {
+		pods, changed, problems := sc.scan()
+		for _, p := range problems {
+			log.Error("manifest skipped", "source", SourceFile, "err", p)
+		}
+		if changed || first {
+			if err := m.Set(ctx, SourceFile, pods); err != nil {
+				return err
+			}
+			first = false
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		case <-poke:
+		}
+	}
+}

@@ -1,0 +1,167 @@
+package config
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+func podYAML(name, cmd string) string {
+	return fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\nspec:\n  containers:\n  - name: main\n    image: busybox:1\n    command: [sh, -c, %q]\n", name, cmd)
+}
+
+func names(pods []*v1.Pod) string {
+	var s []string
+	for _, p := range pods {
+		s = append(s, p.Name)
+	}
+	return strings.Join(s, ",")
+}
+
+func errText(errs []error) string {
+	var s []string
+	for _, e := range errs {
+		s = append(s, e.Error())
+	}
+	return strings.Join(s, "\n")
+}
+
+func TestDirScanner(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rm := func(name string) {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sc := newDirScanner(dir, "n1")
+	var webUID string
+	steps := []struct {
+		what    string
+		do      func()
+		pods    string
+		changed bool
+		errs    []string // substrings, one per expected problem, in order
+		check   func(pods []*v1.Pod)
+	}{
+		{what: "empty directory", do: func() {}, pods: ""},
+		{what: "a YAML and a JSON manifest, a dotfile and a subdirectory", do: func() {
+			write("web.yaml", podYAML("web", "sleep 1000"))
+			write("job.json", `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"job"},"spec":{"restartPolicy":"Never","containers":[{"name":"main","image":"busybox:1"}]}}`)
+			write(".web.yaml.swp", "garbage")
+			if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			write("sub/other.yaml", podYAML("other", "true"))
+		}, pods: "job-n1,web-n1", changed: true, check: func(pods []*v1.Pod) { webUID = string(pods[1].UID) }},
+		{what: "nothing changed", do: func() {}, pods: "job-n1,web-n1"},
+		{what: "an invalid new manifest is reported and skipped", do: func() {
+			write("bad.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: bad}\nspec: {}\n")
+		}, pods: "job-n1,web-n1", changed: true, errs: []string{"bad.yaml: field spec.containers"}},
+		{what: "the invalid manifest is reported once", do: func() {}, pods: "job-n1,web-n1"},
+		{what: "a valid manifest turning invalid keeps its last valid pod", do: func() {
+			write("web.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: web\n")
+		}, pods: "job-n1,web-n1", changed: true, errs: []string{"web.yaml: decode", "web.yaml: keeping its last valid pod default/web-n1"},
+			check: func(pods []*v1.Pod) {
+				if string(pods[1].UID) != webUID {
+					t.Errorf("web uid %s, want the last valid %s", pods[1].UID, webUID)
+				}
+			}},
+		{what: "fixing it with an edit replaces the pod", do: func() { write("web.yaml", podYAML("web", "sleep 2000")) },
+			pods: "job-n1,web-n1", changed: true, check: func(pods []*v1.Pod) {
+				if string(pods[1].UID) == webUID {
+					t.Errorf("edited manifest kept uid %s; want a new pod", webUID)
+				}
+			}},
+		{what: "a second manifest with the same pod name is skipped", do: func() { write("web2.yaml", podYAML("web", "sleep 3")) },
+			pods: "job-n1,web-n1", changed: true, errs: []string{"web2.yaml: field metadata.name: pod default/web-n1 is already declared by " + filepath.Join(dir, "web.yaml")}},
+		{what: "a removed manifest removes its pod; the clash is gone", do: func() { rm("job.json"); rm("web.yaml") },
+			pods: "web-n1", changed: true},
+		{what: "the directory disappears: no pods", do: func() {
+			if err := os.RemoveAll(dir); err != nil {
+				t.Fatal(err)
+			}
+		}, pods: "", changed: true, errs: []string{"read manifest directory"}},
+	}
+	for _, s := range steps {
+		s.do()
+		pods, changed, problems := sc.scan()
+		if got := names(pods); got != s.pods || changed != s.changed {
+			t.Errorf("%s: pods %q changed %v, want %q changed %v", s.what, got, changed, s.pods, s.changed)
+		}
+		got := errText(problems)
+		if len(problems) != len(s.errs) {
+			t.Errorf("%s: %d problems, want %d:\n%s", s.what, len(problems), len(s.errs), got)
+		}
+		for i, w := range s.errs {
+			if i < len(problems) && !strings.Contains(problems[i].Error(), w) {
+				t.Errorf("%s: problem %d %q does not contain %q", s.what, i, problems[i], w)
+			}
+		}
+		if s.check != nil && len(pods) > 0 {
+			s.check(pods)
+		}
+	}
+}
+
+// next waits for the next update; waiting is bounded, never asserted on.
+func next(t *testing.T, m *Merger) PodUpdate {
+	t.Helper()
+	select {
+	case u := <-m.Updates():
+		return u
+	case <-time.After(10 * time.Second):
+		t.Fatal("no update within 10s")
+		return PodUpdate{}
+	}
+}
+
+func TestWatchDir(t *testing.T) {
+	for _, period := range []time.Duration{time.Second, time.Hour} {
+		// With a one-hour period only inotify can notice the changes.
+		t.Run(fmt.Sprint("period=", period), func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(podYAML("a", "sleep 1")), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			m := NewMerger(nil)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- WatchDir(ctx, DirSource{Dir: dir, NodeName: "n1", Period: period}, m, nil) }()
+			if u := next(t, m); u.Op != OpAdd || names(u.Pods) != "a-n1" || u.Source != SourceFile {
+				t.Fatalf("first update %s %q from %s, want ADD a-n1 from file", u.Op, names(u.Pods), u.Source)
+			}
+			// Written the atomic way: a temporary dotfile renamed into place.
+			tmp := filepath.Join(dir, ".b.yaml.tmp")
+			if err := os.WriteFile(tmp, []byte(podYAML("b", "sleep 1")), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(tmp, filepath.Join(dir, "b.yaml")); err != nil {
+				t.Fatal(err)
+			}
+			if u := next(t, m); u.Op != OpAdd || names(u.Pods) != "b-n1" {
+				t.Fatalf("after adding b.yaml: %s %q, want ADD b-n1", u.Op, names(u.Pods))
+			}
+			if err := os.Remove(filepath.Join(dir, "a.yaml")); err != nil {
+				t.Fatal(err)
+			}
+			if u := next(t, m); u.Op != OpRemove || names(u.Pods) != "a-n1" {
+				t.Fatalf("after removing a.yaml: %s %q, want REMOVE a-n1", u.Op, names(u.Pods))
+			}
+			cancel()
+			if err := <-done; err != context.Canceled {
+				t.Errorf("WatchDir returned %v, want context.Canceled", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,12 @@
+//go:build !linux
+
+package config
+
+import (
+	"errors"
+	"io"
+)
+
+func watchInotify(string, chan<- struct{}) (io.Closer, error) {
+	return nil, errors.New("inotify is linux only")
+}

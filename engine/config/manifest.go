@@ -1,0 +1,415 @@
+package config
+
+import (
+	"crypto/md5"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+)
+
+// ManifestError says what is wrong with one manifest: where it came from
+// (a file path or a URL, with the item index for lists), the field at fault
+// (empty when the manifest could not be decoded at all) and why.
+type ManifestError struct {
+	Origin string
+	Field  string
+	Msg    string
+}
+
+func (e *ManifestError) Error() string {
+	if e.Field == "" {
+		return fmt.Sprintf("manifest %s: %s", e.Origin, e.Msg)
+	}
+	return fmt.Sprintf("manifest %s: field %s: %s", e.Origin, e.Field, e.Msg)
+}
+
+// decodeObject decodes YAML or JSON strictly: a field the v1 API does not
+// know is an error naming the field's path, so that a typo does not go
+// unnoticed.
+func decodeObject(data []byte, origin string, into any) error {
+	if len(strings.TrimSpace(string(data))) == 0 {
+		return &ManifestError{Origin: origin, Msg: "empty manifest"}
+	}
+	if err := yaml.Unmarshal(data, into); err != nil {
+		return &ManifestError{Origin: origin, Msg: "decode: " + cleanDecodeError(err)}
+	}
+	var generic any
+	if err := yaml.Unmarshal(data, &generic); err != nil {
+		return &ManifestError{Origin: origin, Msg: "decode: " + cleanDecodeError(err)}
+	}
+	if unknown := unknownFields(generic, reflect.TypeOf(into), ""); len(unknown) > 0 {
+		var errs []error
+		for _, f := range unknown {
+			errs = append(errs, &ManifestError{Origin: origin, Field: f, Msg: "unknown field (not in the v1 API)"})
+		}
+		return errors.Join(errs...)
+	}
+	return nil
+}
+
+var jsonUnmarshaler = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()
+
+// unknownFields lists the paths of keys in v (decoded JSON) that type t does
+// not declare, like "spec.containers[0].imagePullPolicey".
+func unknownFields(v any, t reflect.Type, path string) []string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(jsonUnmarshaler) {
+		return nil // custom decoding (quantities, times, int-or-string)
+	}
+	var out []string
+	switch t.Kind() {
+	case reflect.Struct:
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		fields := map[string]reflect.Type{}
+		collectJSONFields(t, fields)
+		keys := make([]string, 0, len(obj))
+		for k := range obj {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			ft, ok := fields[k]
+			if !ok {
+				out = append(out, p)
+				continue
+			}
+			out = append(out, unknownFields(obj[k], ft, p)...)
+		}
+	case reflect.Slice, reflect.Array:
+		arr, ok := v.([]any)
+		if !ok {
+			return nil
+		}
+		for i, e := range arr {
+			out = append(out, unknownFields(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i))...)
+		}
+	case reflect.Map:
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		for k, e := range obj {
+			out = append(out, unknownFields(e, t.Elem(), path+"."+k)...)
+		}
+	}
+	return out
+}
+
+func collectJSONFields(t reflect.Type, into map[string]reflect.Type) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "-" {
+			continue
+		}
+		if f.Anonymous && (name == "" || strings.Contains(opts, "inline")) {
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				collectJSONFields(ft, into)
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		into[name] = f.Type
+	}
+}
+
+// cleanDecodeError drops the wrapping the YAML-to-JSON conversion adds.
+func cleanDecodeError(err error) string {
+	s := err.Error()
+	for _, p := range []string{"error unmarshaling JSON: ", "while decoding JSON: "} {
+		s = strings.TrimPrefix(s, p)
+	}
+	return s
+}
+
+// decodePod decodes one v1 Pod manifest.
+func decodePod(data []byte, origin string) (*v1.Pod, error) {
+	if len(strings.TrimSpace(string(data))) == 0 {
+		return nil, &ManifestError{Origin: origin, Msg: "empty manifest"}
+	}
+	var tm metav1.TypeMeta
+	if err := yaml.Unmarshal(data, &tm); err != nil {
+		return nil, &ManifestError{Origin: origin, Msg: "decode: " + cleanDecodeError(err)}
+	}
+	if err := checkKind(tm, origin, "Pod"); err != nil {
+		return nil, err
+	}
+	pod := &v1.Pod{}
+	if err := decodeObject(data, origin, pod); err != nil {
+		return nil, err
+	}
+	return pod, nil
+}
+
+func checkKind(tm metav1.TypeMeta, origin string, kinds ...string) error {
+	if tm.Kind == "" {
+		return &ManifestError{Origin: origin, Field: "kind", Msg: fmt.Sprintf("missing; want %s", strings.Join(kinds, " or "))}
+	}
+	ok := false
+	for _, k := range kinds {
+		ok = ok || tm.Kind == k
+	}
+	if !ok {
+		return &ManifestError{Origin: origin, Field: "kind", Msg: fmt.Sprintf("%q is not supported; want %s", tm.Kind, strings.Join(kinds, " or "))}
+	}
+	if tm.APIVersion != "v1" {
+		return &ManifestError{Origin: origin, Field: "apiVersion", Msg: fmt.Sprintf("%q is not supported; want \"v1\"", tm.APIVersion)}
+	}
+	return nil
+}
+
+// staticPod validates a decoded manifest and turns it into the pod the
+// engine runs, as kubelet's applyDefaults does for static pods: a UID that
+// hashes the manifest, the node name and the origin (unless the manifest sets
+// one), the name "<name>-<node-name>", namespace "default" when none is
+// given, spec.nodeName, the config annotations, the NoExecute toleration, the
+// API defaults the engine relies on, and phase Pending.
+//
+// origin names the manifest in errors; key (the file path or the URL) goes
+// into the hash.
+func staticPod(pod *v1.Pod, source, origin, key, nodeName string) (*v1.Pod, error) {
+	if err := validatePod(pod, origin, nodeName); err != nil {
+		return nil, err
+	}
+	pod = pod.DeepCopy()
+	if pod.UID == "" {
+		canon, err := json.Marshal(pod)
+		if err != nil {
+			return nil, &ManifestError{Origin: origin, Msg: "encode for hashing: " + err.Error()}
+		}
+		h := md5.New()
+		h.Write(canon)
+		fmt.Fprintf(h, "host:%s", nodeName)
+		fmt.Fprintf(h, "%s:%s", source, key)
+		pod.UID = types.UID(hex.EncodeToString(h.Sum(nil)))
+	}
+	pod.Name = staticPodName(pod.Name, nodeName)
+	if pod.Namespace == "" {
+		pod.Namespace = metav1.NamespaceDefault
+	}
+	pod.Spec.NodeName = nodeName
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[AnnotationSource] = source
+	pod.Annotations[AnnotationHash] = string(pod.UID)
+	addNoExecuteToleration(pod)
+	applyDefaults(pod)
+	pod.Status = v1.PodStatus{Phase: v1.PodPending}
+	return pod, nil
+}
+
+func staticPodName(name, nodeName string) string {
+	return name + "-" + strings.ToLower(nodeName)
+}
+
+func addNoExecuteToleration(pod *v1.Pod) {
+	for _, t := range pod.Spec.Tolerations {
+		if t.Operator == v1.TolerationOpExists && t.Key == "" && t.Effect == v1.TaintEffectNoExecute {
+			return
+		}
+	}
+	pod.Spec.Tolerations = append(pod.Spec.Tolerations, v1.Toleration{Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute})
+}
+
+// Defaults the API server would apply and the engine relies on.
+const (
+	DefaultTerminationGracePeriodSeconds int64 = 30
+	DefaultTerminationMessagePath              = "/dev/termination-log"
+	DefaultSchedulerName                       = "default-scheduler"
+)
+
+// applyDefaults fills the fields the API server's defaulting would, for the
+// parts of the pod speclet reads.
+func applyDefaults(pod *v1.Pod) {
+	s := &pod.Spec
+	if s.RestartPolicy == "" {
+		s.RestartPolicy = v1.RestartPolicyAlways
+	}
+	if s.DNSPolicy == "" {
+		s.DNSPolicy = v1.DNSClusterFirst
+	}
+	if s.SchedulerName == "" {
+		s.SchedulerName = DefaultSchedulerName
+	}
+	if s.TerminationGracePeriodSeconds == nil {
+		g := DefaultTerminationGracePeriodSeconds
+		s.TerminationGracePeriodSeconds = &g
+	}
+	if s.SecurityContext == nil {
+		s.SecurityContext = &v1.PodSecurityContext{}
+	}
+	if s.EnableServiceLinks == nil {
+		t := true
+		s.EnableServiceLinks = &t
+	}
+	for i := range s.InitContainers {
+		defaultContainer(&s.InitContainers[i], s.HostNetwork)
+	}
+	for i := range s.Containers {
+		defaultContainer(&s.Containers[i], s.HostNetwork)
+	}
+}
+
+func defaultContainer(c *v1.Container, hostNetwork bool) {
+	if c.ImagePullPolicy == "" {
+		c.ImagePullPolicy = DefaultPullPolicy(c.Image)
+	}
+	if c.TerminationMessagePath == "" {
+		c.TerminationMessagePath = DefaultTerminationMessagePath
+	}
+	if c.TerminationMessagePolicy == "" {
+		c.TerminationMessagePolicy = v1.TerminationMessageReadFile
+	}
+	for i := range c.Ports {
+		p := &c.Ports[i]
+		if p.Protocol == "" {
+			p.Protocol = v1.ProtocolTCP
+		}
+		if hostNetwork && p.HostPort == 0 {
+			p.HostPort = p.ContainerPort
+		}
+	}
+}
+
+// DefaultPullPolicy is the API server's default: Always for an image with no
+// tag or the tag "latest" (and no digest), IfNotPresent otherwise.
+func DefaultPullPolicy(image string) v1.PullPolicy {
+	if strings.Contains(image, "@") {
+		return v1.PullIfNotPresent
+	}
+	tag := ""
+	if i := strings.LastIndexByte(image, ':'); i >= 0 && !strings.Contains(image[i+1:], "/") {
+		tag = image[i+1:]
+	}
+	if tag == "" || tag == "latest" {
+		return v1.PullAlways
+	}
+	return v1.PullIfNotPresent
+}
+
+// validatePod checks what the engine needs to run the pod and reports every
+// problem, each naming its field.
+func validatePod(pod *v1.Pod, origin, nodeName string) error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &ManifestError{Origin: origin, Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+	switch {
+	case pod.Name == "":
+		bad("metadata.name", "required")
+	default:
+		for _, m := range validation.IsDNS1123Subdomain(pod.Name) {
+			bad("metadata.name", "%q: %s", pod.Name, m)
+		}
+		if full := staticPodName(pod.Name, nodeName); len(full) > validation.DNS1123SubdomainMaxLength {
+			bad("metadata.name", "%q: with the node name the pod name %q is longer than %d characters", pod.Name, full, validation.DNS1123SubdomainMaxLength)
+		}
+	}
+	if pod.Namespace != "" {
+		for _, m := range validation.IsDNS1123Label(pod.Namespace) {
+			bad("metadata.namespace", "%q: %s", pod.Namespace, m)
+		}
+	}
+	s := &pod.Spec
+	switch s.RestartPolicy {
+	case "", v1.RestartPolicyAlways, v1.RestartPolicyOnFailure, v1.RestartPolicyNever:
+	default:
+		bad("spec.restartPolicy", "%q: want Always, OnFailure or Never", s.RestartPolicy)
+	}
+	if g := s.TerminationGracePeriodSeconds; g != nil && *g < 0 {
+		bad("spec.terminationGracePeriodSeconds", "%d: must not be negative", *g)
+	}
+	if d := s.ActiveDeadlineSeconds; d != nil && *d <= 0 {
+		bad("spec.activeDeadlineSeconds", "%d: must be positive", *d)
+	}
+	if len(s.Containers) == 0 {
+		bad("spec.containers", "required: a pod needs at least one container")
+	}
+	names := map[string]string{}
+	check := func(field string, c *v1.Container, init bool) {
+		if c.Name == "" {
+			bad(field+".name", "required")
+		} else {
+			for _, m := range validation.IsDNS1123Label(c.Name) {
+				bad(field+".name", "%q: %s", c.Name, m)
+			}
+			if prev, dup := names[c.Name]; dup {
+				bad(field+".name", "%q: duplicate of %s", c.Name, prev)
+			} else {
+				names[c.Name] = field
+			}
+		}
+		if strings.TrimSpace(c.Image) == "" {
+			bad(field+".image", "required")
+		}
+		switch c.ImagePullPolicy {
+		case "", v1.PullAlways, v1.PullIfNotPresent, v1.PullNever:
+		default:
+			bad(field+".imagePullPolicy", "%q: want Always, IfNotPresent or Never", c.ImagePullPolicy)
+		}
+		if c.RestartPolicy != nil {
+			switch {
+			case !init:
+				bad(field+".restartPolicy", "only init containers may set a restart policy")
+			case *c.RestartPolicy != v1.ContainerRestartPolicyAlways:
+				bad(field+".restartPolicy", "%q: an init container may only say Always (a sidecar)", *c.RestartPolicy)
+			}
+		}
+		for j, p := range c.Ports {
+			pf := fmt.Sprintf("%s.ports[%d]", field, j)
+			for _, m := range validation.IsValidPortNum(int(p.ContainerPort)) {
+				bad(pf+".containerPort", "%d: %s", p.ContainerPort, m)
+			}
+			if p.HostPort != 0 {
+				for _, m := range validation.IsValidPortNum(int(p.HostPort)) {
+					bad(pf+".hostPort", "%d: %s", p.HostPort, m)
+				}
+			}
+			switch p.Protocol {
+			case "", v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP:
+			default:
+				bad(pf+".protocol", "%q: want TCP, UDP or SCTP", p.Protocol)
+			}
+		}
+	}
+	for i := range s.InitContainers {
+		check(fmt.Sprintf("spec.initContainers[%d]", i), &s.InitContainers[i], true)
+	}
+	for i := range s.Containers {
+		check(fmt.Sprintf("spec.containers[%d]", i), &s.Containers[i], false)
+	}
+	if len(s.EphemeralContainers) > 0 {
+		bad("spec.ephemeralContainers", "not supported in static pods")
+	}
+	return errors.Join(errs...)
+}
