@@ -1,0 +1,94 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+type fakeNode struct {
+	pods []*v1.Pod
+	err  error
+}
+
+func (f *fakeNode) Pods() []*v1.Pod { return f.pods }
+func (f *fakeNode) Healthz() error  { return f.err }
+
+func serve(t *testing.T, h http.Handler) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := httptest.NewUnstartedServer(h)
+	s.Listener = l
+	s.Start()
+	t.Cleanup(s.Close)
+	return s.URL
+}
+
+func get(t *testing.T, method, url string) (int, string, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
+}
+
+func TestServer(t *testing.T) {
+	node := &fakeNode{pods: []*v1.Pod{{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-n1", Namespace: "default", UID: "u1"},
+		Status:     v1.PodStatus{Phase: v1.PodRunning},
+	}}}
+	reg := prometheus.NewRegistry()
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "speclet_test_total", Help: "test"})
+	reg.MustRegister(c)
+	c.Add(3)
+	url := serve(t, Handler(node, reg))
+
+	code, ctype, body := get(t, "GET", url+"/pods")
+	var list v1.PodList
+	if err := json.Unmarshal([]byte(body), &list); err != nil || code != 200 || ctype != "application/json" {
+		t.Fatalf("GET /pods: %d %s %v: %s", code, ctype, err, body)
+	}
+	if list.Kind != "PodList" || list.APIVersion != "v1" || len(list.Items) != 1 ||
+		list.Items[0].Name != "web-n1" || list.Items[0].Status.Phase != v1.PodRunning {
+		t.Errorf("GET /pods = %s, want a v1 PodList with web-n1 Running", body)
+	}
+
+	node.pods = nil
+	if _, _, body := get(t, "GET", url+"/pods"); !strings.Contains(body, `"items":[]`) {
+		t.Errorf("GET /pods with no pods = %s, want an empty items list", body)
+	}
+
+	if code, _, body := get(t, "GET", url+"/healthz"); code != 200 || body != "ok" {
+		t.Errorf("GET /healthz healthy = %d %q, want 200 ok", code, body)
+	}
+	node.err = errors.New("PLEG is not healthy: last relist 3m1s ago")
+	if code, _, body := get(t, "GET", url+"/healthz"); code != 500 || !strings.Contains(body, "PLEG is not healthy") {
+		t.Errorf("GET /healthz unhealthy = %d %q, want 500 with the error", code, body)
+	}
+
+	if code, _, body := get(t, "GET", url+"/metrics"); code != 200 || !strings.Contains(body, "speclet_test_total 3") {
+		t.Errorf("GET /metrics = %d, body without speclet_test_total 3:\n%s", code, body)
+	}
+	if code, _, _ := get(t, "POST", url+"/pods"); code != http.StatusMethodNotAllowed {
+		t.Errorf("POST /pods = %d, want 405 (read-only)", code)
+	}
+	if code, _, _ := get(t, "GET", url+"/nope"); code != 404 {
+		t.Errorf("GET /nope = %d, want 404", code)
+	}
+}
