@@ -347,18 +347,22 @@ func (c *Containerd) Stop() error {
 	c.mu.Unlock()
 
 	var errs []error
+	t0 := time.Now()
 	if c.PID() != 0 {
 		if err := c.removeAllPods(); err != nil {
 			errs = append(errs, fmt.Errorf("stop containerd: remove pods: %w", err))
 		}
+		c.logf("harness: pods removed in %v", time.Since(t0).Round(time.Millisecond))
 		if err := c.stopDaemon(); err != nil {
 			errs = append(errs, err)
 		}
+		c.logf("harness: daemon stopped after %v", time.Since(t0).Round(time.Millisecond))
 	}
 	if c.Dir != "" {
 		if err := reap(c.l); err != nil {
 			errs = append(errs, fmt.Errorf("stop containerd %s: %w", c.Endpoint, err))
 		}
+		c.logf("harness: leftovers reaped after %v", time.Since(t0).Round(time.Millisecond))
 	}
 	if c.ownRegistry && c.Registry != nil {
 		if err := c.Registry.Close(); err != nil {
