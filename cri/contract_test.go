@@ -127,7 +127,6 @@ func (e *env) runPod(t *testing.T, name string, labels, annotations map[string]s
 	maps.Copy(l, labels)
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "contract", Uid: uid(), Attempt: 0},
-		Hostname:     name,
 		LogDirectory: t.TempDir(),
 		Labels:       l,
 		Annotations:  annotations,
@@ -242,6 +241,7 @@ func wantClass(t *testing.T, what string, err error, class cri.Class, e *env, op
 		t.Errorf("%s: no error, want class %v", what, class)
 		return
 	}
+	t.Logf("%s: %v", what, err)
 	if got := cri.ClassOf(err); got != class {
 		t.Errorf("%s: class %v, want %v (error: %v)", what, got, class, err)
 	}
