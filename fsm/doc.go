@@ -1,0 +1,40 @@
+// Package fsm holds the lifecycle state machines generated from spec/*.hcl
+// (pod_gen.go, container_gen.go, routes_gen.go) and a little hand-written
+// glue (errors.go). Never edit the generated files; change the spec and run
+// `go generate ./fsm` (make generate).
+//
+// Per machine (prefix Pod, Container): typed State, Event, Guard, Action and
+// Duration constants whose String returns the spec name; the Guards, Actions
+// and Durations interfaces the engine implements (one method per name in the
+// spec, so a missing one fails to compile); the static TransitionTable,
+// ChoiceTable, StateEntry and StateTimers tables; and the Machine over
+// looplab/fsm with Fire, Can, State and Timers. Route maps the engine's
+// channel Inputs to machine events.
+//
+// Semantics. Fire(ev) tries the transitions of the current state on ev in
+// spec order and takes the first whose guard holds. An internal transition
+// (no `to` in the spec) stays in the state: no entry action, timers keep
+// running, Step.Path is empty. An external transition (also one back to the
+// same state) enters its target: Step.Path lists it, its entry actions are
+// appended to Step.Actions and its timers are armed. A state with a choice is
+// passed through at once via the first branch whose guard holds. Fire never
+// runs an action and never calls back into the engine except for guards: the
+// engine runs Step.Actions in order afterwards, outside any lock of the
+// machine (looplab callbacks are not used, so nothing re-enters looplab).
+//
+// Usage:
+//
+//	m := fsm.NewPodMachine(worker)      // worker implements fsm.PodGuards
+//	step, err := m.Fire(fsm.PodEventUpdate)
+//	if errors.Is(err, fsm.ErrNoTransition) { /* ignore or log */ }
+//	if len(step.Path) > 0 { cancel timers of step.From; arm m.Timers() }
+//	for _, a := range step.Actions {
+//		err := fsm.RunPodAction(ctx, worker, a) // worker implements fsm.PodActions
+//		...
+//	}
+//
+// A Machine is not safe for concurrent use; Step.Actions and Step.Path are
+// valid until the next Fire.
+package fsm
+
+//go:generate go run ../cmd/specgen -spec ../spec -root ..

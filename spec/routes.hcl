@@ -1,0 +1,73 @@
+# Channel inputs and the machine events they are delivered as.
+#
+# Each input names at most one event per machine. `pod = pod.EVENT` goes to
+# the worker of the pod the input is about; `container = container.EVENT` goes
+# to the container the input names (runtime events and probe results name one
+# container; the engine drops the container part when the container is not
+# known). Inputs for a pod UID are delivered in arrival order by its worker.
+
+input "config_add" {
+  doc = "A source (file, http, apiserver) lists a new pod (kubelet ADD)."
+  pod = pod.update
+}
+input "config_update" {
+  doc = "A pod spec changed (kubelet UPDATE). Only the newest pending update counts."
+  pod = pod.update
+}
+input "config_remove" {
+  doc = "A source stopped listing the pod (kubelet REMOVE): terminate with the pod's grace period."
+  pod = pod.kill
+}
+input "config_delete" {
+  doc = "The pod was deleted gracefully (kubelet DELETE, deletionTimestamp set): terminate with deletionGracePeriodSeconds."
+  pod = pod.kill
+}
+input "config_reconcile" {
+  doc = "Status-only change (kubelet RECONCILE): sync to rewrite the status."
+  pod = pod.sync
+}
+input "config_restore" {
+  doc = "A pod found in the runtime after a restart and still listed by a source (kubelet RESTORE)."
+  pod = pod.update
+}
+
+input "container_started" {
+  doc       = "PLEG: ContainerStarted."
+  pod       = pod.sync
+  container = container.started
+}
+input "container_died" {
+  doc       = "PLEG: ContainerDied."
+  pod       = pod.sync
+  container = container.died
+}
+input "container_removed" {
+  doc       = "PLEG: ContainerRemoved."
+  container = container.removed
+}
+input "container_changed" {
+  doc = "PLEG: ContainerChanged (another status change)."
+  pod = pod.sync
+}
+
+input "sync_tick" {
+  doc = "The sync ticker found the pod due for a resync."
+  pod = pod.sync
+}
+input "housekeeping" {
+  doc = "Periodic housekeeping (every 2 s): kills orphans, purges finished UIDs, resyncs the pod."
+  pod = pod.sync
+}
+
+input "liveness_failed" {
+  doc       = "A liveness probe failed its threshold: kill the container, restart under the restart policy."
+  container = container.liveness_failed
+}
+input "startup_failed" {
+  doc       = "A startup probe failed its threshold: like a liveness failure."
+  container = container.liveness_failed
+}
+input "readiness_changed" {
+  doc = "A readiness probe changed result: sync to recompute Ready and ContainersReady."
+  pod = pod.sync
+}

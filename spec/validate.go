@@ -1,0 +1,345 @@
+package spec
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+var identRE = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+
+// GoName converts a spec identifier to the CamelCase used in generated Go
+// names: "waiting_to_start" -> "WaitingToStart".
+func GoName(s string) string {
+	var b strings.Builder
+	up := true
+	for _, r := range s {
+		if r == '_' {
+			up = true
+			continue
+		}
+		if up && r >= 'a' && r <= 'z' {
+			r -= 'a' - 'A'
+		}
+		up = false
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// IsCRIMethod reports whether name is a method of the CRI RuntimeService or
+// ImageService (k8s.io/cri-api runtime/v1).
+func IsCRIMethod(name string) bool {
+	i := sort.SearchStrings(criMethods, name)
+	return i < len(criMethods) && criMethods[i] == name
+}
+
+// CRIMethods returns the CRI method names actions may declare, sorted.
+func CRIMethods() []string { return append([]string(nil), criMethods...) }
+
+type validator struct {
+	diags hcl.Diagnostics
+}
+
+func (v *validator) errorf(rng hcl.Range, summary, format string, args ...any) {
+	v.diags = append(v.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: fmt.Sprintf(format, args...), Subject: rng.Ptr()})
+}
+
+func (v *validator) warnf(rng hcl.Range, summary, format string, args ...any) {
+	v.diags = append(v.diags, &hcl.Diagnostic{Severity: hcl.DiagWarning, Summary: summary, Detail: fmt.Sprintf(format, args...), Subject: rng.Ptr()})
+}
+
+func (v *validator) ident(kind string, d Decl) {
+	if !identRE.MatchString(d.Name) || strings.HasSuffix(d.Name, "_") || strings.Contains(d.Name, "__") {
+		v.errorf(d.NameRange, "Invalid name",
+			"%s name %q must match [a-z][a-z0-9_]* with single underscores between words, e.g. \"waiting_to_start\".", kind, d.Name)
+	}
+}
+
+// names records declared names of one kind for duplicate and reference
+// checks.
+type names struct {
+	kind  string
+	decl  map[string]Decl
+	goKey map[string]string
+	order []string
+	used  map[string]bool
+}
+
+func newNames(kind string) *names {
+	return &names{kind: kind, decl: map[string]Decl{}, goKey: map[string]string{}, used: map[string]bool{}}
+}
+
+func (v *validator) declare(n *names, d Decl) {
+	v.ident(n.kind, d)
+	if prev, dup := n.decl[d.Name]; dup {
+		v.errorf(d.NameRange, "Duplicate "+n.kind, "%s %q is already declared at %s.", n.kind, d.Name, prev.NameRange)
+		return
+	}
+	if other, dup := n.goKey[GoName(d.Name)]; dup {
+		v.errorf(d.NameRange, "Clashing "+n.kind+" names", "%s %q and %q both become the Go name %s; rename one.", n.kind, d.Name, other, GoName(d.Name))
+	}
+	n.goKey[GoName(d.Name)] = d.Name
+	n.decl[d.Name] = d
+	n.order = append(n.order, d.Name)
+}
+
+func (v *validator) ref(n *names, r Ref, where string) bool {
+	if !r.Set() {
+		return false
+	}
+	if _, ok := n.decl[r.Name]; ok {
+		n.used[r.Name] = true
+		return true
+	}
+	detail := fmt.Sprintf("%s refers to %s %q, which is not declared.", where, n.kind, r.Name)
+	if s := suggest(r.Name, n.order); s != "" {
+		detail += fmt.Sprintf(" Did you mean %q?", s)
+	} else if len(n.order) > 0 {
+		detail += " Declared: " + strings.Join(n.order, ", ") + "."
+	}
+	v.errorf(r.Range, "Unknown "+n.kind, "%s", detail)
+	return false
+}
+
+func validate(s *Spec) hcl.Diagnostics {
+	v := &validator{}
+	if len(s.Machines) == 0 {
+		v.diags = append(v.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "No machine", Detail: "The spec declares no machine block."})
+		return v.diags
+	}
+	machines := newNames("machine")
+	for _, m := range s.Machines {
+		v.declare(machines, m.Decl)
+		v.machine(m)
+	}
+	v.inputs(s, machines)
+	return v.diags
+}
+
+func (v *validator) machine(m *Machine) {
+	events, guards, actions, durations, states := newNames("event"), newNames("guard"), newNames("action"), newNames("duration"), newNames("state")
+	for _, e := range m.Events {
+		v.declare(events, *e)
+	}
+	// Guards, actions and durations become methods that one engine type may
+	// implement together, so their Go names must not clash across kinds.
+	methods := map[string]string{}
+	method := func(kind string, d Decl) {
+		g := GoName(d.Name)
+		if prev, dup := methods[g]; dup && prev != kind+" "+d.Name {
+			v.errorf(d.NameRange, "Clashing method names", "%s %q becomes the Go method %s, like %s; rename one.", kind, d.Name, g, prev)
+		}
+		methods[g] = kind + " " + d.Name
+	}
+	for _, g := range m.Guards {
+		v.declare(guards, *g)
+		method("guard", *g)
+	}
+	for _, a := range m.Actions {
+		v.declare(actions, a.Decl)
+		method("action", a.Decl)
+		for _, c := range a.CRI {
+			if !IsCRIMethod(c) {
+				detail := fmt.Sprintf("Action %q names CRI call %q, which is no method of the CRI RuntimeService or ImageService (k8s.io/cri-api runtime/v1).", a.Name, c)
+				if sug := suggest(c, criMethods); sug != "" {
+					detail += fmt.Sprintf(" Did you mean %q?", sug)
+				}
+				v.errorf(a.CRIRange, "Unknown CRI call", "%s", detail)
+			}
+		}
+	}
+	for _, d := range m.Durations {
+		v.declare(durations, d.Decl)
+		method("duration", d.Decl)
+		if d.Max != 0 && d.Default != 0 && d.Max < d.Default {
+			v.errorf(d.NameRange, "Invalid duration", "duration %q has max %s below its default %s.", d.Name, d.Max, d.Default)
+		}
+	}
+	for _, st := range m.States {
+		v.declare(states, st.Decl)
+	}
+	if len(m.States) == 0 {
+		v.errorf(m.NameRange, "No states", "machine %q declares no state.", m.Name)
+		return
+	}
+	if !m.Initial.Set() {
+		return // reported by the schema (initial is required) or as an invalid reference
+	}
+	if !v.ref(states, m.Initial, "initial") {
+		return
+	}
+
+	for _, st := range m.States {
+		where := fmt.Sprintf("state %q", st.Name)
+		for _, a := range st.Entry {
+			v.ref(actions, a, where+" entry")
+		}
+		for _, tm := range st.Timers {
+			v.ref(durations, tm.After, where+" timeout")
+			if v.ref(events, tm.Event, where+" timeout") {
+				found := false
+				for _, t := range st.Transitions {
+					found = found || t.Event.Name == tm.Event.Name
+				}
+				if !found {
+					v.errorf(tm.Event.Range, "Timer without transition",
+						"state %q arms a timer for event %q but has no transition on %q; the timer would fire into nothing.", st.Name, tm.Event.Name, tm.Event.Name)
+				}
+			}
+		}
+		// Per event: guarded transitions first, at most one unguarded, last.
+		unguarded := map[string]*Transition{}
+		seenGuard := map[string]map[string]bool{}
+		for _, t := range st.Transitions {
+			tw := fmt.Sprintf("%s transition %q", where, t.Event.Name)
+			v.ref(events, t.Event, where+" transition")
+			if t.Guard.Set() {
+				v.ref(guards, t.Guard, tw)
+			}
+			if t.To.Set() {
+				v.ref(states, t.To, tw)
+			}
+			for _, a := range t.Actions {
+				v.ref(actions, a, tw)
+			}
+			if prev := unguarded[t.Event.Name]; prev != nil {
+				if t.Guard.Set() {
+					v.errorf(t.Range, "Shadowed transition",
+						"state %q already has an unguarded transition on %q at %s, so this guarded one is never tried; put guarded transitions first.", st.Name, t.Event.Name, prev.Range)
+				} else {
+					v.errorf(t.Range, "Ambiguous transition",
+						"state %q has two unguarded transitions on %q (the other at %s); guard one of them.", st.Name, t.Event.Name, prev.Range)
+				}
+				continue
+			}
+			if !t.Guard.Set() {
+				unguarded[t.Event.Name] = t
+				continue
+			}
+			if seenGuard[t.Event.Name] == nil {
+				seenGuard[t.Event.Name] = map[string]bool{}
+			}
+			if seenGuard[t.Event.Name][t.Guard.Name] {
+				v.errorf(t.Guard.Range, "Shadowed transition",
+					"state %q already has a transition on %q guarded by %q, so this one is never taken.", st.Name, t.Event.Name, t.Guard.Name)
+			}
+			seenGuard[t.Event.Name][t.Guard.Name] = true
+		}
+		if ch := st.Choice; ch != nil {
+			for _, br := range ch.When {
+				bw := fmt.Sprintf("%s choice", where)
+				v.ref(guards, br.Guard, bw)
+				v.ref(states, br.To, bw)
+				for _, a := range br.Actions {
+					v.ref(actions, a, bw)
+				}
+			}
+			if ch.Otherwise == nil {
+				v.errorf(ch.Range, "Choice without otherwise",
+					"the choice of state %q has no otherwise branch; when no guard holds the machine would be stuck. Add `otherwise { to = state.NAME }`.", st.Name)
+			} else {
+				v.ref(states, ch.Otherwise.To, where+" otherwise")
+				for _, a := range ch.Otherwise.Actions {
+					v.ref(actions, a, where+" otherwise")
+				}
+			}
+			if len(ch.When) == 0 {
+				v.errorf(ch.Range, "Choice without when", "the choice of state %q has no when branch; use a transition instead.", st.Name)
+			}
+			if len(st.Transitions) > 0 || len(st.Timers) > 0 {
+				v.errorf(ch.Range, "Choice with transitions",
+					"state %q has a choice, so it is left as soon as it is entered; its transitions and timers would never be used.", st.Name)
+			}
+		}
+		external := st.Choice != nil
+		for _, t := range st.Transitions {
+			external = external || t.To.Set()
+		}
+		switch {
+		case st.Final && (len(st.Transitions) > 0 || len(st.Timers) > 0 || st.Choice != nil):
+			v.errorf(st.NameRange, "Final state with exits",
+				"state %q is final, so it may have no transitions, timers or choice.", st.Name)
+		case !st.Final && !external:
+			v.errorf(st.NameRange, "Dead end",
+				"state %q is not final but has no transition to another state; add one or mark it `final = true`.", st.Name)
+		}
+	}
+	if v.diags.HasErrors() {
+		return
+	}
+	reach := Reachable(m)
+	for _, st := range m.States {
+		if !reach[st.Name] {
+			v.errorf(st.NameRange, "Unreachable state",
+				"state %q cannot be reached from the initial state %q.", st.Name, m.Initial.Name)
+		}
+	}
+	for _, n := range []*names{guards, actions, durations} {
+		for _, name := range n.order {
+			if !n.used[name] {
+				v.warnf(n.decl[name].NameRange, "Unused "+n.kind, "%s %q of machine %q is declared but never used.", n.kind, name, m.Name)
+			}
+		}
+	}
+}
+
+// Reachable returns the states reachable from the initial state over
+// external transitions and choice branches, ignoring guards.
+func Reachable(m *Machine) map[string]bool {
+	seen := map[string]bool{m.Initial.Name: true}
+	queue := []string{m.Initial.Name}
+	for len(queue) > 0 {
+		st := m.State(queue[0])
+		queue = queue[1:]
+		if st == nil {
+			continue
+		}
+		var next []string
+		for _, t := range st.Transitions {
+			if t.To.Set() {
+				next = append(next, t.To.Name)
+			}
+		}
+		if st.Choice != nil {
+			for _, br := range st.Choice.When {
+				next = append(next, br.To.Name)
+			}
+			if st.Choice.Otherwise != nil {
+				next = append(next, st.Choice.Otherwise.To.Name)
+			}
+		}
+		for _, n := range next {
+			if !seen[n] {
+				seen[n] = true
+				queue = append(queue, n)
+			}
+		}
+	}
+	return seen
+}
+
+func (v *validator) inputs(s *Spec, machines *names) {
+	inputs := newNames("input")
+	for _, in := range s.Inputs {
+		v.declare(inputs, in.Decl)
+		if len(in.Routes) == 0 {
+			v.errorf(in.NameRange, "Input without route", "input %q delivers to no machine; add e.g. `pod = pod.sync`.", in.Name)
+		}
+		for _, r := range in.Routes {
+			if !v.ref(machines, r.Machine, fmt.Sprintf("input %q", in.Name)) {
+				continue
+			}
+			m := s.Machine(r.Machine.Name)
+			evs := newNames("event")
+			for _, e := range m.Events {
+				evs.decl[e.Name] = *e
+				evs.order = append(evs.order, e.Name)
+			}
+			v.ref(evs, r.Event, fmt.Sprintf("input %q", in.Name))
+		}
+	}
+}
