@@ -56,8 +56,13 @@ bench: deps
 docs: deps generate
 	@for f in docs/states/*.dot; do dot -Tsvg "$$f" -o "$${f%.dot}.svg" && echo "docs: $${f%.dot}.svg"; done
 
+# run starts speclet on a private containerd (installed when missing) with the
+# pods of examples/pods; Ctrl-C stops it and removes everything. Extra flags
+# for `speclet run`: make run RUN_ARGS="-v 4".
+RUN_BIN := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/speclet/bin
 run: deps
-	@echo "run: the daemon is not built yet (the engine issue finishes it)"; exit 1
+	@mkdir -p $(RUN_BIN) && $(GO) build -o $(RUN_BIN)/speclet ./cmd/speclet && $(GO) build -o $(RUN_BIN)/speclet-dev ./cmd/speclet-dev
+	@$(RUN_BIN)/speclet-dev --speclet $(RUN_BIN)/speclet --pod-manifest-path examples/pods -- $(RUN_ARGS)
 
 clean:
 	$(GO) clean -testcache
