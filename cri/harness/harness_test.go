@@ -316,3 +316,31 @@ func TestRestartKeepsPodsRunning(t *testing.T) {
 		t.Errorf("after Restart: container is %v, want RUNNING", s)
 	}
 }
+
+// TestInstancesAreIndependent runs two instances at once: each serves its own
+// pods, and stopping one leaves the other's pod running.
+func TestInstancesAreIndependent(t *testing.T) {
+	requireRoot(t)
+	a, b := ForTest(t), ForTest(t)
+	if a.Endpoint == b.Endpoint || a.Bridge == b.Bridge || a.Registry.Addr == b.Registry.Addr {
+		t.Fatalf("instances share an endpoint, bridge or registry: %s %s, %s %s, %s %s",
+			a.Endpoint, b.Endpoint, a.Bridge, b.Bridge, a.Registry.Addr, b.Registry.Addr)
+	}
+	ra, _ := criClient(t, a)
+	rb, _ := criClient(t, b)
+	_, ctrA := pod(t, ra, a, "same-name", true, "sleep", "4242")
+	_, ctrB := pod(t, rb, b, "same-name", true, "sleep", "4242")
+	list, err := ra.ListContainers(context.Background(), &runtimeapi.ListContainersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Containers) != 1 || list.Containers[0].Id != ctrA {
+		t.Errorf("instance a lists %d containers, want only its own %s", len(list.Containers), ctrA)
+	}
+	if err := a.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if s := containerState(t, rb, ctrB); s != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		t.Errorf("after stopping a, b's container is %v, want RUNNING", s)
+	}
+}

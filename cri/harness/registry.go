@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -24,8 +25,10 @@ type Registry struct {
 	// Addr is the registry's host:port, always on 127.0.0.1.
 	Addr string
 
-	srv  *http.Server
-	done chan error
+	srv       *http.Server
+	done      chan error
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // StartRegistry serves a new, empty registry on addr ("" means 127.0.0.1:0).
@@ -57,18 +60,19 @@ func StartRegistry(addr string) (*Registry, error) {
 	return r, nil
 }
 
-// Close stops serving; images pushed to it are gone.
+// Close stops serving at once, closing open connections; images pushed to
+// it are gone. Close is idempotent.
 func (r *Registry) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := r.srv.Shutdown(ctx)
-	if serveErr := <-r.done; !errors.Is(serveErr, http.ErrServerClosed) && err == nil {
-		err = serveErr
-	}
-	if err != nil {
-		return fmt.Errorf("close registry %s: %w", r.Addr, err)
-	}
-	return nil
+	r.closeOnce.Do(func() {
+		err := r.srv.Close()
+		if serveErr := <-r.done; !errors.Is(serveErr, http.ErrServerClosed) && err == nil {
+			err = serveErr
+		}
+		if err != nil {
+			r.closeErr = fmt.Errorf("close registry %s: %w", r.Addr, err)
+		}
+	})
+	return r.closeErr
 }
 
 // Ref returns the reference of repository name (with an optional :tag or
