@@ -109,6 +109,11 @@ machine "container" {
   state "pulling" {
     doc   = "PullImage runs."
     entry = [action.pull_image]
+    transition "pull_ok" {
+      guard = guard.pod_terminating
+      to    = state.terminated
+      doc   = "Termination arrived while pulling: never create it."
+    }
     transition "pull_ok" { to = state.creating }
     transition "pull_failed" { to = state.pull_backoff }
     transition "kill" { to = state.terminated }

@@ -1,0 +1,406 @@
+package fsm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/datadriven"
+)
+
+// guards answers every guard of every machine from a map of spec names, so
+// scripts can set them.
+type guards map[string]bool
+
+func (g guards) NameTaken() bool            { return g["name_taken"] }
+func (g guards) PodDone() bool              { return g["pod_done"] }
+func (g guards) UpdatePending() bool        { return g["update_pending"] }
+func (g guards) AllContainersStopped() bool { return g["all_containers_stopped"] }
+func (g guards) PodTerminating() bool       { return g["pod_terminating"] }
+func (g guards) ImagePresent() bool         { return g["image_present"] }
+func (g guards) PullPolicyAlways() bool     { return g["pull_policy_always"] }
+func (g guards) PullPolicyNever() bool      { return g["pull_policy_never"] }
+func (g guards) RestartAllowed() bool       { return g["restart_allowed"] }
+
+// driver fires events by spec name on either machine and renders the steps.
+type driver interface {
+	fire(ev string) (string, error)
+	state() string
+	timers() string
+}
+
+type podDriver struct{ m *PodMachine }
+
+func (d podDriver) fire(name string) (string, error) {
+	ev, ok := ParsePodEvent(name)
+	if !ok {
+		return "", fmt.Errorf("no pod event %q", name)
+	}
+	st, err := d.m.Fire(ev)
+	if err != nil {
+		return "", err
+	}
+	return render(st.From.String(), st.To.String(), st.Event.String(), names(st.Actions), names(st.Path)), nil
+}
+func (d podDriver) state() string { return d.m.State().String() }
+func (d podDriver) timers() string {
+	var out []string
+	for _, t := range d.m.Timers() {
+		out = append(out, fmt.Sprintf("%s after %s", t.Event, t.After))
+	}
+	return strings.Join(out, "\n")
+}
+
+type containerDriver struct{ m *ContainerMachine }
+
+func (d containerDriver) fire(name string) (string, error) {
+	ev, ok := ParseContainerEvent(name)
+	if !ok {
+		return "", fmt.Errorf("no container event %q", name)
+	}
+	st, err := d.m.Fire(ev)
+	if err != nil {
+		return "", err
+	}
+	return render(st.From.String(), st.To.String(), st.Event.String(), names(st.Actions), names(st.Path)), nil
+}
+func (d containerDriver) state() string { return d.m.State().String() }
+func (d containerDriver) timers() string {
+	var out []string
+	for _, t := range d.m.Timers() {
+		out = append(out, fmt.Sprintf("%s after %s", t.Event, t.After))
+	}
+	return strings.Join(out, "\n")
+}
+
+func names[T fmt.Stringer](xs []T) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = x.String()
+	}
+	return out
+}
+
+func render(from, to, ev string, actions, path []string) string {
+	var b strings.Builder
+	if len(path) == 0 {
+		fmt.Fprintf(&b, "%s: internal on %s", from, ev)
+	} else {
+		fmt.Fprintf(&b, "%s -> %s on %s", from, to, ev)
+		if len(path) > 1 || path[0] != to {
+			fmt.Fprintf(&b, " via %s", strings.Join(path, ", "))
+		}
+	}
+	if len(actions) > 0 {
+		fmt.Fprintf(&b, " / %s", strings.Join(actions, ", "))
+	}
+	return b.String()
+}
+
+// TestLifecycle runs the scripts in testdata/*.txt. Commands:
+//
+//	new pod|container [at=STATE]   a fresh machine (guards all false)
+//	set NAME[=false] ...           set guards
+//	fire EVENT ...                 fire events in order; one line per step
+//	timers                         timers armed in the current state
+func TestLifecycle(t *testing.T) {
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		var d driver
+		g := guards{}
+		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
+			switch td.Cmd {
+			case "new":
+				g = guards{}
+				var at string
+				if td.HasArg("at") {
+					td.ScanArgs(t, "at", &at)
+				}
+				switch {
+				case td.HasArg("pod"):
+					s := PodInitialState
+					if at != "" {
+						var ok bool
+						if s, ok = ParsePodState(at); !ok {
+							t.Fatalf("%s: no pod state %q", td.Pos, at)
+						}
+					}
+					d = podDriver{NewPodMachineAt(s, g)}
+				case td.HasArg("container"):
+					s := ContainerInitialState
+					if at != "" {
+						var ok bool
+						if s, ok = ParseContainerState(at); !ok {
+							t.Fatalf("%s: no container state %q", td.Pos, at)
+						}
+					}
+					d = containerDriver{NewContainerMachineAt(s, g)}
+				default:
+					t.Fatalf("%s: new needs pod or container", td.Pos)
+				}
+				return d.state()
+			case "set":
+				for _, a := range td.CmdArgs {
+					v := true
+					if len(a.Vals) > 0 {
+						v = a.Vals[0] != "false"
+					}
+					g[a.Key] = v
+				}
+				return ""
+			case "fire":
+				var out []string
+				for _, a := range td.CmdArgs {
+					s, err := d.fire(a.Key)
+					if err != nil {
+						out = append(out, "error: "+err.Error())
+						continue
+					}
+					out = append(out, s)
+				}
+				return strings.Join(out, "\n")
+			case "timers":
+				return d.timers()
+			}
+			t.Fatalf("%s: unknown command %q", td.Pos, td.Cmd)
+			return ""
+		})
+	})
+}
+
+func TestFireWithoutTransitionChangesNothing(t *testing.T) {
+	m := NewPodMachine(guards{})
+	_, err := m.Fire(PodEventCleanupDone)
+	if !errors.Is(err, ErrNoTransition) {
+		t.Fatalf("Fire(cleanup_done) in pending: err = %v, want ErrNoTransition", err)
+	}
+	if !strings.Contains(err.Error(), `"cleanup_done"`) || !strings.Contains(err.Error(), `"pending"`) {
+		t.Errorf("error %q does not name the event and the state", err)
+	}
+	if m.State() != PodStatePending || m.Can(PodEventCleanupDone) {
+		t.Errorf("after a refused event: state %s, Can = %v; want pending, false", m.State(), m.Can(PodEventCleanupDone))
+	}
+	if _, err := m.Fire(PodEvent(200)); !errors.Is(err, ErrNoTransition) {
+		t.Errorf("Fire(unknown event) = %v, want ErrNoTransition", err)
+	}
+}
+
+// TestPodNeverGoesBack checks the kubelet rule over the whole table: once a
+// worker has seen termination it never reaches a state that starts
+// containers again.
+func TestPodNeverGoesBack(t *testing.T) {
+	rank := map[PodState]int{
+		PodStatePending: 0, PodStateWaitingToStart: 1, PodStateSyncing: 2, PodStateSynced: 2, PodStateSyncBackoff: 2,
+		PodStateTerminating: 3, PodStateTerminated: 4, PodStateFinished: 5,
+	}
+	if len(rank) != len(PodStates) {
+		t.Fatalf("rank covers %d states, the machine has %d: rank the new ones", len(rank), len(PodStates))
+	}
+	for _, tr := range PodTransitionTable {
+		if rank[tr.To] < rank[tr.From] {
+			t.Errorf("pod transition %s -> %s on %s goes backwards", tr.From, tr.To, tr.Event)
+		}
+	}
+}
+
+// TestContainerNeverStartsWhenPodTerminates: with pod_terminating set, no
+// event sequence from any state reaches a state that creates or starts a
+// container.
+func TestContainerNeverStartsWhenPodTerminates(t *testing.T) {
+	g := guards{"pod_terminating": true, "image_present": true, "restart_allowed": true}
+	for _, from := range ContainerStates {
+		seen := map[ContainerState]bool{from: true}
+		queue := []ContainerState{from}
+		for len(queue) > 0 {
+			s := queue[0]
+			queue = queue[1:]
+			for _, ev := range ContainerEvents {
+				m := NewContainerMachineAt(s, g)
+				step, err := m.Fire(ev)
+				if err != nil {
+					continue
+				}
+				for _, p := range step.Path {
+					if p == ContainerStateCreating || p == ContainerStateStarting || p == ContainerStatePulling {
+						t.Errorf("from %s: %s on %s enters %s while the pod terminates", from, s, ev, p)
+					}
+				}
+				if !seen[step.To] {
+					seen[step.To] = true
+					queue = append(queue, step.To)
+				}
+			}
+		}
+	}
+}
+
+// TestShortestPathsReachEveryState replays each generated shortest path with
+// every guard assignment at every step (guards may change between events)
+// and checks that the path can end in, or pass through, its state.
+func TestShortestPathsReachEveryState(t *testing.T) {
+	podGuards := []string{"name_taken", "pod_done", "update_pending", "all_containers_stopped"}
+	paths := PodShortestPaths()
+	if len(paths) != len(PodStates) {
+		t.Errorf("pod: %d shortest paths for %d states", len(paths), len(PodStates))
+	}
+	for target, evs := range paths {
+		frontier := map[PodState]bool{PodInitialState: true}
+		passed := map[PodState]bool{PodInitialState: true}
+		for _, ev := range evs {
+			next := map[PodState]bool{}
+			passed = map[PodState]bool{}
+			for s := range frontier {
+				for _, g := range assignments(podGuards) {
+					if st, err := NewPodMachineAt(s, g).Fire(ev); err == nil {
+						next[st.To] = true
+						for _, p := range st.Path {
+							passed[p] = true
+						}
+					}
+				}
+			}
+			frontier = next
+		}
+		if !passed[target] {
+			t.Errorf("pod: path %v does not reach %s", evs, target)
+		}
+	}
+	ctrGuards := []string{"pod_terminating", "image_present", "pull_policy_always", "pull_policy_never", "restart_allowed"}
+	cpaths := ContainerShortestPaths()
+	if len(cpaths) != len(ContainerStates) {
+		t.Errorf("container: %d shortest paths for %d states", len(cpaths), len(ContainerStates))
+	}
+	for target, evs := range cpaths {
+		frontier := map[ContainerState]bool{ContainerInitialState: true}
+		passed := map[ContainerState]bool{ContainerInitialState: true}
+		for _, ev := range evs {
+			next := map[ContainerState]bool{}
+			passed = map[ContainerState]bool{}
+			for s := range frontier {
+				for _, g := range assignments(ctrGuards) {
+					if st, err := NewContainerMachineAt(s, g).Fire(ev); err == nil {
+						next[st.To] = true
+						for _, p := range st.Path {
+							passed[p] = true
+						}
+					}
+				}
+			}
+			frontier = next
+		}
+		if !passed[target] {
+			t.Errorf("container: path %v does not reach %s", evs, target)
+		}
+	}
+}
+
+// assignments returns every true/false assignment of the named guards.
+func assignments(names []string) []guards {
+	var out []guards
+	for bits := 0; bits < 1<<len(names); bits++ {
+		g := guards{}
+		for i, n := range names {
+			g[n] = bits&(1<<i) != 0
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+func contains[T comparable](xs []T, x T) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+func TestMetricLabelsAreSpecNames(t *testing.T) {
+	states, events := PodMetricLabels()
+	if len(states) != len(PodStates) || len(events) != len(PodEvents) {
+		t.Fatalf("labels: %d states, %d events; machine has %d, %d", len(states), len(events), len(PodStates), len(PodEvents))
+	}
+	for i, s := range PodStates {
+		if states[i] != s.String() {
+			t.Errorf("state label %d = %q, want %q", i, states[i], s)
+		}
+	}
+	states[0] = "changed"
+	if again, _ := PodMetricLabels(); again[0] != PodStates[0].String() {
+		t.Error("PodMetricLabels returns a shared slice; callers could corrupt the names")
+	}
+}
+
+func TestRoutes(t *testing.T) {
+	for _, tc := range []struct {
+		in        Input
+		pod       string
+		container string
+	}{
+		{InputConfigAdd, "update", ""},
+		{InputConfigUpdate, "update", ""},
+		{InputConfigRestore, "update", ""},
+		{InputConfigRemove, "kill", ""},
+		{InputConfigDelete, "kill", ""},
+		{InputConfigReconcile, "sync", ""},
+		{InputContainerStarted, "sync", "started"},
+		{InputContainerDied, "sync", "died"},
+		{InputContainerRemoved, "", "removed"},
+		{InputContainerChanged, "sync", ""},
+		{InputSyncTick, "sync", ""},
+		{InputHousekeeping, "sync", ""},
+		{InputLivenessFailed, "", "liveness_failed"},
+		{InputStartupFailed, "", "liveness_failed"},
+		{InputReadinessChanged, "sync", ""},
+	} {
+		r := Route(tc.in)
+		var pod, ctr string
+		if r.HasPod {
+			pod = r.Pod.String()
+		}
+		if r.HasContainer {
+			ctr = r.Container.String()
+		}
+		if pod != tc.pod || ctr != tc.container {
+			t.Errorf("Route(%s) = pod %q container %q, want %q %q", tc.in, pod, ctr, tc.pod, tc.container)
+		}
+		if back, ok := ParseInput(tc.in.String()); !ok || back != tc.in {
+			t.Errorf("ParseInput(%q) = %v, %v", tc.in, back, ok)
+		}
+	}
+	if r := Route(Input(250)); r.HasPod || r.HasContainer {
+		t.Errorf("Route(unknown) = %+v, want nothing", r)
+	}
+}
+
+func TestActionsRunByName(t *testing.T) {
+	rec := &recorder{}
+	for _, a := range []PodAction{PodActionSyncPod, PodActionKillContainers, PodActionRemovePod} {
+		if err := RunPodAction(t.Context(), rec, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := strings.Join(rec.ran, ","); got != "sync_pod,kill_containers,remove_pod" {
+		t.Errorf("ran %s", got)
+	}
+	if err := RunPodAction(t.Context(), rec, PodAction(99)); err == nil {
+		t.Error("RunPodAction(unknown) = nil, want an error")
+	}
+	if got := PodActionCRI[PodActionRemovePod]; strings.Join(got, ",") != "RemoveContainer,RemovePodSandbox" {
+		t.Errorf("remove_pod CRI calls = %v", got)
+	}
+}
+
+// recorder implements PodActions by recording the names of the actions run.
+type recorder struct{ ran []string }
+
+func (r *recorder) rec(name string) error                { r.ran = append(r.ran, name); return nil }
+func (r *recorder) SyncPod(context.Context) error        { return r.rec("sync_pod") }
+func (r *recorder) RunSandbox(context.Context) error     { return r.rec("run_sandbox") }
+func (r *recorder) KillContainers(context.Context) error { return r.rec("kill_containers") }
+func (r *recorder) StopSandbox(context.Context) error    { return r.rec("stop_sandbox") }
+func (r *recorder) RemovePod(context.Context) error      { return r.rec("remove_pod") }
+func (r *recorder) ReleaseName(context.Context) error    { return r.rec("release_name") }
+func (r *recorder) ReportStatus(context.Context) error   { return r.rec("report_status") }
