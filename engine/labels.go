@@ -74,10 +74,3 @@ func restartCountOf(annotations map[string]string) int32 {
 func fullName(pod *v1.Pod) string {
 	return pod.Name + "_" + pod.Namespace
 }
-
-// isStatic mirrors config.IsStatic without importing the sources package:
-// a pod from any source but the API server.
-func isStatic(pod *v1.Pod) bool {
-	src := pod.Annotations[annotationKubeConfigSrc]
-	return src != "" && src != "api"
-}

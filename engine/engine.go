@@ -1,0 +1,314 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/engine/config"
+)
+
+// Defaults, kubelet's.
+const (
+	DefaultSyncFrequency        = time.Minute
+	DefaultCrashLoopBackOffBase = 10 * time.Second
+	CrashLoopBackOffMax         = 300 * time.Second
+	DefaultImagePullBackOffBase = 10 * time.Second
+	ImagePullBackOffMax         = 300 * time.Second
+	// backOffResetAfter: a container running this long without failing
+	// loses its backoff.
+	backOffResetAfter = 10 * time.Minute
+	// syncErrorBackoff is the requeue delay after a failed sync (jittered).
+	syncErrorBackoff = 10 * time.Second
+	syncTickPeriod   = 1 * time.Second
+	housekeepPeriod  = 2 * time.Second
+	// sourcesSettle is how long after the first config update the engine
+	// waits before it treats runtime pods no source declares as orphans.
+	sourcesSettle = 2 * time.Second
+	// runtimeBackoffMax caps the pause of pod syncs while the runtime is down.
+	runtimeBackoffMax = 5 * time.Second
+)
+
+// Config configures an Engine. Zero values get kubelet's defaults.
+type Config struct {
+	Runtime              cri.Runtime
+	NodeName             string
+	RootDir              string
+	SyncFrequency        time.Duration // default 1 min (jittered)
+	CrashLoopBackOffBase time.Duration // default 10 s; max 300 s (CrashLoopBackOffMax)
+	ImagePullBackOffBase time.Duration // default 10 s; max 300 s
+	Clock                clock.WithTicker
+	Registerer           prometheus.Registerer // nil = no metrics
+	Log                  *slog.Logger          // nil = slog.Default()
+	// ProbeResults carries probe outcomes; nil until probes exist.
+	ProbeResults <-chan ProbeResult
+}
+
+// ProbeResult is one probe outcome for a container of a pod.
+type ProbeResult struct {
+	UID       types.UID
+	Container string
+	Liveness  bool // a liveness (true) or readiness (false) probe
+	Success   bool
+}
+
+// Engine runs pods: one worker per pod UID drives the generated pod and
+// container machines and turns their actions into CRI calls.
+type Engine struct {
+	cfg     Config
+	rt      cri.Runtime
+	clock   clock.WithTicker
+	log     *slog.Logger
+	metrics *metrics
+
+	crashBackoff *backoff
+	pullBackoff  *backoff
+	pleg         *pleg
+
+	// mu guards the worker table and static name ownership; it is never held
+	// across a CRI call.
+	mu       sync.RWMutex
+	workers  map[types.UID]*podWorker
+	names    map[string]types.UID   // static full name -> the started pod owning it
+	queued   map[string][]types.UID // static full name -> successors, FIFO
+	adopted  map[types.UID]*adoptedPod
+	desired  map[types.UID]*v1.Pod // the pods the sources declare now, newest spec
+	firstUpd time.Time             // when the first config update arrived (zero: none yet)
+
+	runCtx     context.Context
+	wg         sync.WaitGroup
+	runtimeErr atomic.Pointer[error] // last runtime health error, nil when healthy
+	gate       atomic.Pointer[chan struct{}]
+}
+
+// New checks cfg and returns an engine ready to Run.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Runtime == nil {
+		return nil, errors.New("engine: Config.Runtime is required")
+	}
+	if cfg.RootDir == "" {
+		return nil, errors.New("engine: Config.RootDir is required")
+	}
+	if cfg.SyncFrequency <= 0 {
+		cfg.SyncFrequency = DefaultSyncFrequency
+	}
+	if cfg.CrashLoopBackOffBase <= 0 {
+		cfg.CrashLoopBackOffBase = DefaultCrashLoopBackOffBase
+	}
+	if cfg.ImagePullBackOffBase <= 0 {
+		cfg.ImagePullBackOffBase = DefaultImagePullBackOffBase
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		cfg:          cfg,
+		rt:           cfg.Runtime,
+		clock:        cfg.Clock,
+		log:          cfg.Log,
+		metrics:      m,
+		crashBackoff: newBackoff(cfg.Clock, cfg.CrashLoopBackOffBase, CrashLoopBackOffMax, backOffResetAfter),
+		pullBackoff:  newBackoff(cfg.Clock, cfg.ImagePullBackOffBase, ImagePullBackOffMax, backOffResetAfter),
+		pleg:         newPLEG(cfg.Runtime, cfg.Clock),
+		workers:      map[types.UID]*podWorker{},
+		names:        map[string]types.UID{},
+		queued:       map[string][]types.UID{},
+		adopted:      map[types.UID]*adoptedPod{},
+		desired:      map[types.UID]*v1.Pod{},
+	}
+	open := make(chan struct{})
+	close(open)
+	e.gate.Store(&open)
+	return e, nil
+}
+
+// Run drives the pods until ctx ends, then returns; it leaves pods running
+// (they are adopted at the next start). Before the first update it rebuilds
+// its state from the runtime (the labels speclet put on CRI objects).
+func (e *Engine) Run(ctx context.Context, updates <-chan config.PodUpdate) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer func() {
+		cancel()
+		e.wg.Wait()
+	}()
+	e.runCtx = ctx
+	if err := e.recover(ctx); err != nil {
+		return fmt.Errorf("rebuild state from runtime: %w", err)
+	}
+
+	plegCh := make(chan plegEvent, 4096)
+	e.wg.Add(1)
+	go func() { defer e.wg.Done(); e.runPLEG(ctx, plegCh) }()
+
+	syncTick := e.clock.NewTicker(syncTickPeriod)
+	defer syncTick.Stop()
+	housekeeping := e.clock.NewTicker(housekeepPeriod)
+	defer housekeeping.Stop()
+	probes := e.cfg.ProbeResults
+
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case u, ok := <-updates:
+			if !ok {
+				updates = nil
+				continue
+			}
+			e.handleUpdate(u)
+		case ev := <-plegCh:
+			e.handlePLEG(ev)
+		case <-syncTick.C():
+			e.syncDue()
+		case <-housekeeping.C():
+			e.housekeeping(ctx)
+		case r, ok := <-probes:
+			if !ok {
+				probes = nil
+				continue
+			}
+			e.handleProbe(r)
+		}
+	}
+}
+
+// handleUpdate hands each pod of u to its worker, creating workers for new
+// UIDs. Only the newest pending update of a worker counts.
+func (e *Engine) handleUpdate(u config.PodUpdate) {
+	e.mu.Lock()
+	if e.firstUpd.IsZero() {
+		e.firstUpd = e.clock.Now()
+	}
+	for _, pod := range u.Pods {
+		if pod == nil || pod.UID == "" {
+			continue
+		}
+		switch u.Op {
+		case config.OpAdd, config.OpUpdate, config.OpRestore, config.OpReconcile:
+			e.desired[pod.UID] = pod
+		case config.OpRemove, config.OpDelete:
+			delete(e.desired, pod.UID)
+		}
+	}
+	e.mu.Unlock()
+	for _, pod := range u.Pods {
+		if pod == nil || pod.UID == "" {
+			e.log.Warn("pod update without UID ignored", "op", u.Op.String(), "source", u.Source)
+			continue
+		}
+		w := e.worker(pod.UID, u.Op == config.OpAdd || u.Op == config.OpUpdate || u.Op == config.OpRestore || u.Op == config.OpReconcile, pod)
+		if w == nil {
+			continue
+		}
+		w.post(input{kind: inputConfig, op: u.Op, pod: pod})
+	}
+}
+
+// worker returns the worker of uid, creating it when create is set.
+func (e *Engine) worker(uid types.UID, create bool, pod *v1.Pod) *podWorker {
+	e.mu.RLock()
+	w := e.workers[uid]
+	e.mu.RUnlock()
+	if w != nil || !create {
+		return w
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if w = e.workers[uid]; w != nil {
+		return w
+	}
+	ad := e.adopted[uid]
+	delete(e.adopted, uid)
+	w = newPodWorker(e, pod, ad)
+	e.workers[uid] = w
+	e.wg.Add(1)
+	go func() { defer e.wg.Done(); w.run(e.runCtx) }()
+	return w
+}
+
+func (e *Engine) handlePLEG(ev plegEvent) {
+	if w := e.worker(ev.UID, false, nil); w != nil {
+		w.post(input{kind: inputPLEG, pleg: ev})
+	}
+}
+
+func (e *Engine) handleProbe(r ProbeResult) {
+	if w := e.worker(r.UID, false, nil); w != nil {
+		w.post(input{kind: inputProbe, probe: r})
+	}
+}
+
+// syncDue posts a sync to every worker whose requeue time has come.
+func (e *Engine) syncDue() {
+	now := e.clock.Now()
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	for _, w := range e.workers {
+		if w.due(now) {
+			w.post(input{kind: inputSync})
+		}
+	}
+}
+
+// jitter returns d plus up to 10% (kubelet's wait.Jitter(d, 0.1) is what it
+// adds to its requeue delays).
+func jitter(d time.Duration) time.Duration {
+	return d + time.Duration(rand.Int64N(int64(d)/10+1))
+}
+
+// waitRuntime blocks while the runtime is marked down. Pod workers call it
+// before each batch of work: their inputs stay queued meanwhile.
+func (e *Engine) waitRuntime(ctx context.Context) error {
+	ch := *e.gate.Load()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Pods returns copies of the pods the engine knows with their current status.
+func (e *Engine) Pods() []*v1.Pod {
+	e.mu.RLock()
+	ws := make([]*podWorker, 0, len(e.workers))
+	for _, w := range e.workers {
+		ws = append(ws, w)
+	}
+	e.mu.RUnlock()
+	out := make([]*v1.Pod, 0, len(ws))
+	for _, w := range ws {
+		if p := w.snapshot(); p != nil {
+			out = append(out, p.DeepCopy())
+		}
+	}
+	sortPods(out)
+	return out
+}
+
+// Healthz returns nil while the runtime answers and the PLEG relisted
+// successfully within the last three minutes.
+func (e *Engine) Healthz() error {
+	if p := e.runtimeErr.Load(); p != nil {
+		return fmt.Errorf("container runtime is down: %w", *p)
+	}
+	return e.pleg.Healthy()
+}

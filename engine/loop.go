@@ -1,0 +1,158 @@
+package engine
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/speclet/speclet/cri"
+)
+
+// runPLEG relists every period and, when the runtime streams container
+// events, forwards them as they come (the relist then slows to a safety net).
+func (e *Engine) runPLEG(ctx context.Context, out chan<- plegEvent) {
+	send := func(ev plegEvent) {
+		select {
+		case out <- ev:
+		case <-ctx.Done():
+		}
+	}
+	e.wg.Add(1)
+	go func() { defer e.wg.Done(); e.streamEvents(ctx, send) }()
+	for {
+		evs, err := e.pleg.Relist(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			e.log.Warn("relist failed", "err", err)
+		}
+		for _, ev := range evs {
+			send(ev)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.clock.After(e.pleg.Period()):
+		}
+	}
+}
+
+// streamEvents consumes GetContainerEvents while the runtime offers it and
+// re-opens the stream after a break; a runtime without it (containerd 1.6)
+// leaves the relist at its 1 s period.
+func (e *Engine) streamEvents(ctx context.Context, send func(plegEvent)) {
+	delay := time.Second
+	for ctx.Err() == nil {
+		ch := make(chan *runtimeapi.ContainerEventResponse, 256)
+		done := make(chan error, 1)
+		sctx, cancel := context.WithCancel(ctx)
+		go func() { done <- e.rt.GetContainerEvents(sctx, ch) }()
+		streaming := false
+	recv:
+		for {
+			select {
+			case ev := <-ch:
+				if !streaming {
+					streaming = true
+					e.pleg.setEvented(true)
+				}
+				if pe, ok := e.pleg.Observe(ev); ok {
+					send(pe)
+				}
+			case err := <-done:
+				cancel()
+				e.pleg.setEvented(false)
+				if cri.IsUnimplemented(err) {
+					e.log.Info("runtime has no container event stream; relisting every second")
+					return
+				}
+				if ctx.Err() == nil {
+					e.log.Warn("container event stream broke; relisting every second until it is back", "err", err)
+				}
+				break recv
+			case <-ctx.Done():
+				cancel()
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.clock.After(delay):
+		}
+	}
+}
+
+// housekeeping runs every 2 s: it checks the runtime (pausing pod syncs with
+// exponential backoff while it is down), purges finished workers, stops and
+// removes runtime pods no source declares, and forgets old backoff entries.
+func (e *Engine) housekeeping(ctx context.Context) {
+	e.checkRuntime(ctx)
+	e.crashBackoff.GC()
+	e.pullBackoff.GC()
+	e.purgeFinished()
+	e.cleanupOrphans()
+}
+
+// checkRuntime asks the runtime for its status; while it fails, the gate
+// closes so pod workers hold their queued inputs, and a prober retries with
+// exponential backoff (100 ms doubling to 5 s) until it answers again.
+func (e *Engine) checkRuntime(ctx context.Context) {
+	if e.runtimeErr.Load() != nil {
+		return // the prober is running
+	}
+	if err := e.runtimeStatus(ctx); err == nil {
+		return
+	} else {
+		e.runtimeErr.Store(&err)
+		e.log.Error("container runtime is down; pausing pod syncs", "err", err)
+	}
+	closed := make(chan struct{})
+	e.gate.Store(&closed)
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		delay := 100 * time.Millisecond
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-e.clock.After(delay):
+			}
+			err := e.runtimeStatus(ctx)
+			if err == nil {
+				e.runtimeErr.Store(nil)
+				close(closed)
+				e.log.Info("container runtime is back; resuming pod syncs")
+				return
+			}
+			e.runtimeErr.Store(&err)
+			if delay *= 2; delay > runtimeBackoffMax {
+				delay = runtimeBackoffMax
+			}
+		}
+	}()
+}
+
+func (e *Engine) runtimeStatus(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := e.rt.Status(ctx, false)
+	return err
+}
+
+func sortPods(ps []*v1.Pod) {
+	sort.Slice(ps, func(i, j int) bool {
+		if ps[i].Namespace != ps[j].Namespace {
+			return ps[i].Namespace < ps[j].Namespace
+		}
+		if ps[i].Name != ps[j].Name {
+			return ps[i].Name < ps[j].Name
+		}
+		return ps[i].UID < ps[j].UID
+	})
+}

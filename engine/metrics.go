@@ -1,0 +1,53 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the engine's Prometheus series. A nil *metrics records nothing.
+type metrics struct {
+	transitions *prometheus.CounterVec
+	workers     prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	if reg == nil {
+		return nil, nil
+	}
+	m := &metrics{
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "speclet_transitions_total",
+			Help: "State machine transitions taken, by machine, source state, target state and event (names from spec/*.hcl).",
+		}, []string{"machine", "from", "to", "event"}),
+		workers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "speclet_pod_workers",
+			Help: "Pod workers the engine runs (one per pod UID).",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.transitions, m.workers} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return nil, fmt.Errorf("register engine metrics: %w", err)
+			}
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) transition(machine, from, to, event string) {
+	if m == nil {
+		return
+	}
+	m.transitions.WithLabelValues(machine, from, to, event).Inc()
+}
+
+func (m *metrics) setWorkers(n int) {
+	if m == nil {
+		return
+	}
+	m.workers.Set(float64(n))
+}

@@ -1,0 +1,160 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// adoptedPod is what the runtime still holds of a pod speclet started before
+// it restarted: rebuilt from the labels and annotations on its CRI objects.
+type adoptedPod struct {
+	UID       types.UID
+	Name      string
+	Namespace string
+	Grace     int64 // from the sandbox annotation; -1 when unknown
+
+	// Sandboxes, newest first. The first READY one is reused.
+	Sandboxes []*runtimeapi.PodSandbox
+	// Containers by container name, newest first.
+	Containers map[string][]*runtimeapi.Container
+}
+
+// readySandbox returns the newest ready sandbox, or nil.
+func (a *adoptedPod) readySandbox() *runtimeapi.PodSandbox {
+	for _, s := range a.Sandboxes {
+		if s.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			return s
+		}
+	}
+	return nil
+}
+
+// recover lists the runtime's sandboxes and containers and groups speclet's
+// by pod UID. A pod whose UID a source declares again is adopted by its new
+// worker (running containers keep running, nothing starts twice); the rest are
+// orphans, stopped and removed once the sources have spoken.
+func (e *Engine) recover(ctx context.Context) error {
+	sbs, err := e.rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{})
+	if err != nil {
+		return fmt.Errorf("list sandboxes: %w", err)
+	}
+	cs, err := e.rt.ListContainers(ctx, &runtimeapi.ContainerFilter{})
+	if err != nil {
+		return fmt.Errorf("list containers: %w", err)
+	}
+	pods := map[types.UID]*adoptedPod{}
+	get := func(labels map[string]string) *adoptedPod {
+		uid := podUIDOf(labels)
+		if uid == "" {
+			return nil
+		}
+		a := pods[uid]
+		if a == nil {
+			a = &adoptedPod{UID: uid, Name: labels[LabelPodName], Namespace: labels[LabelPodNamespace], Grace: -1,
+				Containers: map[string][]*runtimeapi.Container{}}
+			pods[uid] = a
+		}
+		return a
+	}
+	for _, s := range sbs {
+		a := get(s.Labels)
+		if a == nil {
+			continue
+		}
+		a.Sandboxes = append(a.Sandboxes, s)
+		if g, err := strconv.ParseInt(s.Annotations[AnnotationGracePeriod], 10, 64); err == nil && a.Grace < 0 {
+			a.Grace = g
+		}
+	}
+	for _, c := range cs {
+		a := get(c.Labels)
+		if a == nil {
+			continue
+		}
+		name := c.Labels[LabelContainerName]
+		a.Containers[name] = append(a.Containers[name], c)
+	}
+	for _, a := range pods {
+		sortNewestFirst(a)
+	}
+	e.mu.Lock()
+	e.adopted = pods
+	e.mu.Unlock()
+	for _, c := range cs {
+		if podUIDOf(c.Labels) != "" {
+			e.pleg.seen[c.Id] = containerRecord{uid: podUIDOf(c.Labels), name: c.Labels[LabelContainerName], state: c.State}
+		}
+	}
+	if len(pods) > 0 {
+		e.log.Info("found pods in the runtime from a previous run", "pods", len(pods))
+	}
+	return nil
+}
+
+func sortNewestFirst(a *adoptedPod) {
+	sbs := a.Sandboxes
+	for i := 1; i < len(sbs); i++ {
+		for j := i; j > 0 && sbs[j].CreatedAt > sbs[j-1].CreatedAt; j-- {
+			sbs[j], sbs[j-1] = sbs[j-1], sbs[j]
+		}
+	}
+	for _, cs := range a.Containers {
+		for i := 1; i < len(cs); i++ {
+			for j := i; j > 0 && newer(cs[j], cs[j-1]); j-- {
+				cs[j], cs[j-1] = cs[j-1], cs[j]
+			}
+		}
+	}
+}
+
+func newer(a, b *runtimeapi.Container) bool {
+	ra, rb := restartCountOf(a.Annotations), restartCountOf(b.Annotations)
+	if ra != rb {
+		return ra > rb
+	}
+	return a.CreatedAt > b.CreatedAt
+}
+
+// orphanPod is the stand-in pod of an orphan: only what the labels say, and
+// the grace period its sandbox recorded.
+func orphanPod(a *adoptedPod) *v1.Pod {
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: a.UID, Name: a.Name, Namespace: a.Namespace}}
+	if a.Grace >= 0 {
+		g := a.Grace
+		p.Spec.TerminationGracePeriodSeconds = &g
+	}
+	for name := range a.Containers {
+		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: name})
+	}
+	return p
+}
+
+// cleanupOrphans kills the runtime pods no source declared, once the first
+// config update is sourcesSettle old: a worker for each drives it through
+// the same terminating path as a removed pod.
+func (e *Engine) cleanupOrphans() {
+	e.mu.Lock()
+	if e.firstUpd.IsZero() || e.clock.Since(e.firstUpd) < sourcesSettle || len(e.adopted) == 0 {
+		e.mu.Unlock()
+		return
+	}
+	orphans := e.adopted
+	e.adopted = map[types.UID]*adoptedPod{}
+	e.mu.Unlock()
+	for _, a := range orphans {
+		e.log.Info("stopping a pod no source declares", "pod", a.Namespace+"/"+a.Name, "uid", a.UID)
+		e.mu.Lock()
+		e.adopted[a.UID] = a
+		e.mu.Unlock()
+		pod := orphanPod(a)
+		if w := e.worker(a.UID, true, pod); w != nil {
+			w.post(input{kind: inputOrphan, pod: pod})
+		}
+	}
+}

@@ -1,0 +1,282 @@
+package engine
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// containerPhase is the coarse state a container's machine state maps to.
+type containerPhase uint8
+
+const (
+	phaseWaiting containerPhase = iota
+	phaseRunning
+	phaseTerminated
+)
+
+// termination is one finished run of a container.
+type termination struct {
+	ContainerID string
+	ExitCode    int32
+	Reason      string
+	Message     string
+	StartedAt   time.Time
+	FinishedAt  time.Time
+}
+
+// containerView is what status needs to know about one container; the engine
+// fills it from the container's machine state and the runtime's last report.
+type containerView struct {
+	Name    string
+	Image   string
+	ImageID string
+	Init    bool // an init container (sidecars included)
+	Sidecar bool // an init container with restartPolicy Always
+
+	Phase          containerPhase
+	WaitingReason  string
+	WaitingMessage string
+	ContainerID    string // the current (or last) runtime container
+	StartedAt      time.Time
+	Current        *termination // set when Phase == phaseTerminated
+	Last           *termination // the run before the current one
+	RestartCount   int32
+	Ready          bool
+}
+
+// podView is what status needs to know about one pod.
+type podView struct {
+	Pod          *v1.Pod
+	SandboxReady bool
+	PodIP        string
+	HostIP       string
+	StartTime    time.Time
+	Containers   []containerView // regular containers, in spec order
+	Inits        []containerView // init containers, in spec order
+	Terminating  bool            // the worker is killing the pod
+	Terminated   bool            // every container is stopped for good
+}
+
+// computeStatus derives a pod's status from its view. A pod that reached
+// Succeeded or Failed stays there (prev is the status last published): phase
+// never goes backwards, as kubelet's status manager enforces.
+func computeStatus(prev *v1.PodStatus, v *podView, now time.Time) v1.PodStatus {
+	pod := v.Pod
+	st := v1.PodStatus{
+		HostIP:   v.HostIP,
+		PodIP:    v.PodIP,
+		QOSClass: v1.PodQOSBestEffort,
+	}
+	if v.HostIP != "" {
+		st.HostIPs = []v1.HostIP{{IP: v.HostIP}}
+	}
+	if v.PodIP != "" {
+		st.PodIPs = []v1.PodIP{{IP: v.PodIP}}
+	}
+	if !v.StartTime.IsZero() {
+		t := metav1.NewTime(v.StartTime)
+		st.StartTime = &t
+	}
+	for i := range v.Inits {
+		st.InitContainerStatuses = append(st.InitContainerStatuses, containerStatus(&v.Inits[i], pod))
+	}
+	for i := range v.Containers {
+		st.ContainerStatuses = append(st.ContainerStatuses, containerStatus(&v.Containers[i], pod))
+	}
+	st.Phase = podPhase(pod, v)
+	if prev != nil && (prev.Phase == v1.PodSucceeded || prev.Phase == v1.PodFailed) {
+		st.Phase = prev.Phase
+	}
+
+	ts := metav1.NewTime(now)
+	cond := func(t v1.PodConditionType, ok bool, reason, msg string) v1.PodCondition {
+		c := v1.PodCondition{Type: t, Status: v1.ConditionFalse, Reason: reason, Message: msg, LastTransitionTime: ts}
+		if ok {
+			c.Status, c.Reason, c.Message = v1.ConditionTrue, "", ""
+		}
+		if prev != nil {
+			for _, p := range prev.Conditions {
+				if p.Type == t && p.Status == c.Status {
+					c.LastTransitionTime = p.LastTransitionTime
+				}
+			}
+		}
+		return c
+	}
+
+	initialized, pendingInit := true, []string(nil)
+	for i := range v.Inits {
+		c := &v.Inits[i]
+		done := c.Phase == phaseTerminated && c.Current != nil && c.Current.ExitCode == 0
+		if c.Sidecar {
+			done = c.StartedAt != (time.Time{}) || c.Phase == phaseRunning
+		}
+		if !done && !(c.Phase == phaseWaiting && c.Last != nil && c.Last.ExitCode == 0 && !c.Sidecar) {
+			initialized = false
+			pendingInit = append(pendingInit, c.Name)
+		}
+	}
+	var unready []string
+	for i := range v.Containers {
+		if !v.Containers[i].Ready {
+			unready = append(unready, v.Containers[i].Name)
+		}
+	}
+	completed := st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed
+	readyReason, readyMsg := "ContainersNotReady", listMsg("containers with unready status", unready)
+	if completed {
+		readyReason, readyMsg = "PodCompleted", ""
+	}
+	initReason, initMsg := "ContainersNotInitialized", listMsg("containers with incomplete status", pendingInit)
+	if completed && initialized {
+		initReason = "PodCompleted"
+	}
+	allReady := len(unready) == 0 && !completed
+	st.Conditions = []v1.PodCondition{
+		cond(v1.PodReadyToStartContainers, v.SandboxReady, "", ""),
+		cond(v1.PodInitialized, initialized, initReason, initMsg),
+		cond(v1.PodReady, allReady, readyReason, readyMsg),
+		cond(v1.ContainersReady, allReady, readyReason, readyMsg),
+		cond(v1.PodScheduled, true, "", ""),
+	}
+	return st
+}
+
+func listMsg(what string, names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	sort.Strings(names)
+	return fmt.Sprintf("%s: [%s]", what, strings.Join(names, " "))
+}
+
+func containerStatus(c *containerView, pod *v1.Pod) v1.ContainerStatus {
+	cs := v1.ContainerStatus{
+		Name:         c.Name,
+		Image:        c.Image,
+		ImageID:      c.ImageID,
+		ContainerID:  c.ContainerID,
+		RestartCount: c.RestartCount,
+		Ready:        c.Ready,
+	}
+	started := c.Phase == phaseRunning
+	cs.Started = &started
+	switch c.Phase {
+	case phaseRunning:
+		cs.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(c.StartedAt)}
+	case phaseTerminated:
+		cs.State.Terminated = terminatedState(c.Current)
+	default:
+		reason := c.WaitingReason
+		if reason == "" {
+			reason = ReasonContainerCreating
+		}
+		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: reason, Message: c.WaitingMessage}
+	}
+	if c.Last != nil {
+		cs.LastTerminationState.Terminated = terminatedState(c.Last)
+	}
+	if cs.ContainerID != "" && !strings.Contains(cs.ContainerID, "://") {
+		cs.ContainerID = "cri://" + cs.ContainerID
+	}
+	return cs
+}
+
+func terminatedState(t *termination) *v1.ContainerStateTerminated {
+	if t == nil {
+		return &v1.ContainerStateTerminated{Reason: ReasonError, ExitCode: 137}
+	}
+	reason := t.Reason
+	if reason == "" {
+		reason = ReasonCompleted
+		if t.ExitCode != 0 {
+			reason = ReasonError
+		}
+	}
+	id := t.ContainerID
+	if id != "" && !strings.Contains(id, "://") {
+		id = "cri://" + id
+	}
+	return &v1.ContainerStateTerminated{
+		ExitCode: t.ExitCode, Reason: reason, Message: t.Message,
+		StartedAt: metav1.NewTime(t.StartedAt), FinishedAt: metav1.NewTime(t.FinishedAt),
+		ContainerID: id,
+	}
+}
+
+// podPhase is kubelet's getPhase over the view: Pending until the init
+// containers are done and every regular container ran; Running while one runs
+// or will be restarted; Succeeded/Failed when all stopped for good.
+func podPhase(pod *v1.Pod, v *podView) v1.PodPhase {
+	policy := pod.Spec.RestartPolicy
+	if policy == "" {
+		policy = v1.RestartPolicyAlways
+	}
+	for i := range v.Inits {
+		c := &v.Inits[i]
+		if c.Sidecar {
+			continue
+		}
+		failed := c.Phase == phaseTerminated && c.Current != nil && c.Current.ExitCode != 0
+		if failed && policy == v1.RestartPolicyNever {
+			return v1.PodFailed
+		}
+		ok := c.Phase == phaseTerminated && c.Current != nil && c.Current.ExitCode == 0
+		if !ok {
+			if len(v.Containers) > 0 && v.Containers[0].Phase == phaseWaiting && v.Containers[0].ContainerID == "" {
+				return v1.PodPending
+			}
+		}
+	}
+	var running, waiting, stopped, succeeded int
+	for i := range v.Containers {
+		c := &v.Containers[i]
+		switch c.Phase {
+		case phaseRunning:
+			running++
+		case phaseTerminated:
+			stopped++
+			if c.Current != nil && c.Current.ExitCode == 0 {
+				succeeded++
+			}
+		default:
+			if c.Last != nil {
+				stopped++
+				if c.Last.ExitCode == 0 {
+					succeeded++
+				}
+			} else {
+				waiting++
+			}
+		}
+	}
+	switch {
+	case waiting > 0:
+		return v1.PodPending
+	case running > 0:
+		return v1.PodRunning
+	case stopped > 0:
+		if v.Terminated || !v.Terminating {
+			switch policy {
+			case v1.RestartPolicyAlways:
+				if !v.Terminated {
+					return v1.PodRunning
+				}
+			case v1.RestartPolicyOnFailure:
+				if stopped != succeeded && !v.Terminated {
+					return v1.PodRunning
+				}
+			}
+		}
+		if stopped == succeeded {
+			return v1.PodSucceeded
+		}
+		return v1.PodFailed
+	}
+	return v1.PodPending
+}

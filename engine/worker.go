@@ -1,0 +1,163 @@
+package engine
+
+import (
+	"context"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/speclet/speclet/engine/config"
+)
+
+// inputKind is the channel an input came from; fsm.Route maps it (with the
+// op or runtime event) to machine events.
+type inputKind uint8
+
+const (
+	inputConfig   inputKind = iota // a config update (op + newest pod spec)
+	inputPLEG                      // a runtime container event
+	inputSync                      // a machine timer ran out (found by the sync tick)
+	inputProbe                     // a probe result
+	inputOrphan                    // a runtime pod no source declares
+	inputNameFree                  // the static pod name this worker waits for is free
+)
+
+// input is one message to a pod worker.
+type input struct {
+	kind  inputKind
+	op    config.Op
+	pod   *v1.Pod
+	pleg  plegEvent
+	probe ProbeResult
+}
+
+// podWorker is the one serialized worker of a pod UID. Inputs are queued by
+// post from any goroutine; the worker goroutine alone touches the machines
+// and calls the runtime. Config inputs coalesce: only the newest pending pod
+// spec counts, but a pending kill is never lost.
+type podWorker struct {
+	e   *Engine
+	uid types.UID
+
+	mu       sync.Mutex
+	queue    []input
+	cfg      *input // newest pending config input (coalesced)
+	wake     chan struct{}
+	cancel   context.CancelFunc // cancels the running actions (a kill arrived)
+	timers   []armed            // the machines' armed timers
+	pub      *v1.Pod            // last published pod with status
+	killReq  bool               // a kill (config REMOVE/DELETE, orphan) was posted
+	finished bool               // the pod machine reached finished
+	stopped  bool               // purged: the goroutine ends
+
+	adopted *adoptedPod // what the runtime held of the pod at start, until the first input
+	st      *podState   // owned by the worker goroutine
+}
+
+func (w *podWorker) post(in input) {
+	w.mu.Lock()
+	if w.stopped {
+		w.mu.Unlock()
+		return
+	}
+	if in.kind == inputConfig {
+		if w.cfg != nil && isKillOp(w.cfg.op) && !isKillOp(in.op) {
+			// A pending kill is never replaced by a later non-kill: the
+			// worker has seen termination.
+		} else {
+			c := in
+			w.cfg = &c
+		}
+		if isKillOp(in.op) {
+			if !w.killReq && w.cancel != nil {
+				w.cancel() // interrupt a slow pull or start: the kill comes first
+			}
+			w.killReq = true
+		}
+	} else {
+		if in.kind == inputOrphan {
+			w.killReq = true
+		}
+		w.queue = append(w.queue, in)
+	}
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func isKillOp(op config.Op) bool { return op == config.OpRemove || op == config.OpDelete }
+
+// take returns the queued inputs, the coalesced config input first, and a
+// context for the actions they trigger that a kill cancels.
+func (w *podWorker) take(ctx context.Context) ([]input, context.Context, context.CancelFunc) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var ins []input
+	if w.cfg != nil {
+		ins = append(ins, *w.cfg)
+		w.cfg = nil
+	}
+	ins = append(ins, w.queue...)
+	w.queue = w.queue[:0]
+	actx, cancel := context.WithCancel(ctx)
+	w.cancel = cancel
+	return ins, actx, cancel
+}
+
+func (w *podWorker) snapshot() *v1.Pod {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.pub
+}
+
+func (w *podWorker) publish(p *v1.Pod) {
+	w.mu.Lock()
+	w.pub = p
+	w.mu.Unlock()
+}
+
+// run is the worker goroutine: it waits for inputs and handles them in order
+// until the pod is finished (then purged by housekeeping) or ctx ends.
+func (w *podWorker) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wake:
+		}
+		w.mu.Lock()
+		stopped := w.stopped
+		w.mu.Unlock()
+		if stopped {
+			return
+		}
+		if err := w.e.waitRuntime(ctx); err != nil {
+			return
+		}
+		ins, actx, cancel := w.take(ctx)
+		for i, in := range ins {
+			w.handle(actx, in)
+			if actx.Err() != nil && ctx.Err() == nil {
+				// A kill cancelled the running actions: put back what is
+				// left and start over with a fresh context so the kill runs.
+				w.mu.Lock()
+				w.queue = append(append([]input(nil), ins[i+1:]...), w.queue...)
+				w.cancel = nil
+				w.mu.Unlock()
+				select {
+				case w.wake <- struct{}{}:
+				default:
+				}
+				break
+			}
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		w.publishStatus()
+	}
+}
