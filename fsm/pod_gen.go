@@ -17,7 +17,7 @@ const PodMachineName = "pod"
 
 // PodSpecSHA256 is the SHA-256 of spec/pod.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const PodSpecSHA256 = "7b80304bd45d0f2a600c462f24c450274804c63516b188ab7db647efd62c894b"
+const PodSpecSHA256 = "e32abe2f6753f703028771d33504e04775bf456cf16818aea5b21c11d9b62f8e"
 
 // PodState is a state of the pod machine.
 //
@@ -237,7 +237,8 @@ const (
 	// sync_failed.
 	PodActionSyncPod PodAction = iota
 	// PodActionRunSandbox: Create the pod sandbox when none is ready and read
-	// back its IPs. Run by sync_pod before any container starts.
+	// back its IPs. Run by sync_pod (see its calls) after the kills and before
+	// any container starts.
 	PodActionRunSandbox
 	// PodActionKillContainers: preStop hooks, then StopContainer with the
 	// effective grace period for every container, sidecars last. Reports
@@ -286,9 +287,11 @@ type PodActions interface {
 	// container machines: init containers one at a time (sidecars are restartable
 	// init containers), then regular containers. Reports sync_ok or sync_failed.
 	// CRI: PodSandboxStatus, ListContainers.
+	// Runs itself: run_sandbox.
 	SyncPod(ctx context.Context) error
 	// RunSandbox: Create the pod sandbox when none is ready and read back its
-	// IPs. Run by sync_pod before any container starts.
+	// IPs. Run by sync_pod (see its calls) after the kills and before any
+	// container starts.
 	// CRI: RunPodSandbox, PodSandboxStatus.
 	RunSandbox(ctx context.Context) error
 	// KillContainers: preStop hooks, then StopContainer with the effective grace

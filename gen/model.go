@@ -43,7 +43,8 @@ type nameView struct {
 
 type actionView struct {
 	nameView
-	CRI []string
+	CRI   []string
+	Calls []string
 }
 
 type durationView struct {
@@ -89,7 +90,11 @@ func newMachineView(s *spec.Spec, m *spec.Machine) *machineView {
 		v.Guards = append(v.Guards, nameView{Name: g.Name, Go: spec.GoName(g.Name), Const: c("Guard", g.Name), Doc: g.Doc})
 	}
 	for _, a := range m.Actions {
-		v.Actions = append(v.Actions, actionView{nameView{Name: a.Name, Go: spec.GoName(a.Name), Const: c("Action", a.Name), Doc: a.Doc}, a.CRI})
+		av := actionView{nameView: nameView{Name: a.Name, Go: spec.GoName(a.Name), Const: c("Action", a.Name), Doc: a.Doc}, CRI: a.CRI}
+		for _, r := range a.Calls {
+			av.Calls = append(av.Calls, r.Name)
+		}
+		v.Actions = append(v.Actions, av)
 	}
 	for _, d := range m.Durations {
 		v.Durations = append(v.Durations, durationView{nameView{Name: d.Name, Go: spec.GoName(d.Name), Const: c("Duration", d.Name), Doc: d.Doc}, int64(d.Default), int64(d.Max)})

@@ -85,7 +85,7 @@ var machineSchema = &hcl.BodySchema{
 
 var docSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "doc"}}}
 
-var actionSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "doc"}, {Name: "cri"}}}
+var actionSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "doc"}, {Name: "cri"}, {Name: "calls"}}}
 
 var durationSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "doc"}, {Name: "default"}, {Name: "max"}}}
 
@@ -175,6 +175,9 @@ func decodeMachine(b *hcl.Block) (*Machine, hcl.Diagnostics) {
 			if at := c.Attributes["cri"]; at != nil {
 				a.CRI = stringListAttr(at, &diags)
 				a.CRIRange = at.Expr.Range()
+			}
+			if at := c.Attributes["calls"]; at != nil {
+				a.Calls = refListAttr(at, "action", &diags)
 			}
 			m.Actions = append(m.Actions, a)
 		case "duration":

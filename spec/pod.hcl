@@ -46,10 +46,11 @@ machine "pod" {
 
   action "sync_pod" {
     doc = "SyncPod: kill what must die, ensure the sandbox, then drive the container machines: init containers one at a time (sidecars are restartable init containers), then regular containers. Reports sync_ok or sync_failed."
-    cri = ["PodSandboxStatus", "ListContainers"]
+    cri   = ["PodSandboxStatus", "ListContainers"]
+    calls = [action.run_sandbox]
   }
   action "run_sandbox" {
-    doc = "Create the pod sandbox when none is ready and read back its IPs. Run by sync_pod before any container starts."
+    doc = "Create the pod sandbox when none is ready and read back its IPs. Run by sync_pod (see its calls) after the kills and before any container starts."
     cri = ["RunPodSandbox", "PodSandboxStatus"]
   }
   action "kill_containers" {

@@ -85,10 +85,14 @@ func (m *Machine) State(name string) *State {
 
 // Action is a side effect the engine runs after a transition. CRI lists the
 // CRI methods (RuntimeService or ImageService) the action may call.
+//
+// Calls lists actions this action runs itself as steps (sync_pod runs
+// run_sandbox); they are not run again by the machine.
 type Action struct {
 	Decl
 	CRI      []string
 	CRIRange hcl.Range
+	Calls    []Ref
 }
 
 // Duration is a named span of time a timer waits. The engine supplies the

@@ -173,6 +173,15 @@ func (v *validator) machine(m *Machine) {
 		return
 	}
 
+	for _, a := range m.Actions {
+		for _, c := range a.Calls {
+			if c.Name == a.Name {
+				v.errorf(c.Range, "Action calls itself", "action %q lists itself in calls.", a.Name)
+				continue
+			}
+			v.ref(actions, c, fmt.Sprintf("action %q calls", a.Name))
+		}
+	}
 	for _, st := range m.States {
 		where := fmt.Sprintf("state %q", st.Name)
 		for _, a := range st.Entry {

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+
+	"github.com/speclet/speclet/gen"
+	"github.com/speclet/speclet/spec"
+)
+
+func init() { register("spec", "check and draw the lifecycle spec", specMain) }
+
+const specUsage = `usage:
+  speclet spec check [FILE...]      validate spec files (default: the built-in spec)
+  speclet spec graph --machine NAME [--format dot|mermaid|svg] [--spec DIR]
+                                    draw a machine (default: the built-in spec)
+`
+
+func specMain(args []string) int { return runSpec(args, os.Stdout, os.Stderr) }
+
+// runSpec runs `speclet spec ...` and returns the exit status: 0 on success,
+// 1 when the spec has errors or drawing failed, 2 on bad usage.
+func runSpec(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, specUsage)
+		return 2
+	}
+	switch args[0] {
+	case "check":
+		return specCheck(args[1:], stdout, stderr)
+	case "graph":
+		return specGraph(args[1:], stdout, stderr)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, specUsage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "speclet spec: unknown subcommand %q\n%s", args[0], specUsage)
+	return 2
+}
+
+// specCheck validates the files named in args as one spec (all machines
+// and routes together), prints every diagnostic with its source snippet,
+// and a one-line summary when there is no error.
+func specCheck(args []string, stdout, stderr io.Writer) int {
+	files := spec.Embedded()
+	if len(args) > 0 {
+		var err error
+		if files, err = spec.ReadFiles(args...); err != nil {
+			fmt.Fprintf(stderr, "speclet spec check: %v\n", err)
+			return 1
+		}
+	}
+	s, diags := spec.Parse(files)
+	if len(diags) > 0 {
+		if err := s.WriteDiagnostics(stderr, diags); err != nil {
+			fmt.Fprintf(stderr, "speclet spec check: print diagnostics: %v\n", err)
+		}
+	}
+	if diags.HasErrors() {
+		fmt.Fprintf(stderr, "speclet spec check: %d error(s)\n", countErrors(diags))
+		return 1
+	}
+	var parts []string
+	for _, m := range s.Machines {
+		n := 0
+		for _, st := range m.States {
+			n += len(st.Transitions)
+		}
+		parts = append(parts, fmt.Sprintf("%s: %d states, %d transitions", m.Name, len(m.States), n))
+	}
+	fmt.Fprintf(stdout, "spec ok: %d file(s), %d machine(s) (%s), %d input(s), %d warning(s)\n",
+		len(files), len(s.Machines), strings.Join(parts, "; "), len(s.Inputs), len(diags))
+	return 0
+}
+
+func countErrors(diags interface{ Errs() []error }) int { return len(diags.Errs()) }
+
+// specGraph prints one machine as DOT, Mermaid or SVG (DOT through
+// Graphviz's dot).
+func specGraph(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("speclet spec graph", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	machine := fs.String("machine", "", "machine to draw (e.g. pod, container)")
+	format := fs.String("format", "dot", "output format: dot, mermaid or svg")
+	dir := fs.String("spec", "", "directory of spec *.hcl files (default: the built-in spec)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "speclet spec graph: unexpected argument %q\n%s", fs.Arg(0), specUsage)
+		return 2
+	}
+	files := spec.Embedded()
+	if *dir != "" {
+		var err error
+		if files, err = spec.ReadDir(*dir); err != nil {
+			fmt.Fprintf(stderr, "speclet spec graph: %v\n", err)
+			return 1
+		}
+	}
+	s, diags := spec.Parse(files)
+	if diags.HasErrors() {
+		_ = s.WriteDiagnostics(stderr, diags)
+		fmt.Fprintf(stderr, "speclet spec graph: the spec has %d error(s); run `speclet spec check` on it\n", countErrors(diags))
+		return 1
+	}
+	var names []string
+	for _, m := range s.Machines {
+		names = append(names, m.Name)
+	}
+	if *machine == "" {
+		fmt.Fprintf(stderr, "speclet spec graph: --machine is required (one of: %s)\n", strings.Join(names, ", "))
+		return 2
+	}
+	m := s.Machine(*machine)
+	if m == nil {
+		fmt.Fprintf(stderr, "speclet spec graph: no machine %q in the spec (machines: %s)\n", *machine, strings.Join(names, ", "))
+		return 1
+	}
+	var out []byte
+	switch *format {
+	case "dot":
+		out = gen.DOT(m)
+	case "mermaid":
+		out = gen.Mermaid(m)
+	case "svg":
+		svg, err := dotToSVG(gen.DOT(m))
+		if err != nil {
+			fmt.Fprintf(stderr, "speclet spec graph: %v\n", err)
+			return 1
+		}
+		out = svg
+	default:
+		fmt.Fprintf(stderr, "speclet spec graph: unknown --format %q (want dot, mermaid or svg)\n", *format)
+		return 2
+	}
+	if _, err := stdout.Write(out); err != nil {
+		fmt.Fprintf(stderr, "speclet spec graph: write: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// errNoGraphviz is returned by dotToSVG when Graphviz's dot is not installed.
+var errNoGraphviz = errors.New("svg needs Graphviz's dot command, which is not in PATH: install it (Debian: apt-get install graphviz) or use --format dot")
+
+// dotPath is the dot command; tests replace it.
+var dotPath = "dot"
+
+func dotToSVG(dot []byte) ([]byte, error) {
+	path, err := exec.LookPath(dotPath)
+	if err != nil {
+		return nil, errNoGraphviz
+	}
+	cmd := exec.Command(path, "-Tsvg")
+	cmd.Stdin = bytes.NewReader(dot)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("render svg with %s: %w: %s", path, err, strings.TrimSpace(errb.String()))
+	}
+	return out.Bytes(), nil
+}

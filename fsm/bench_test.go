@@ -1,0 +1,68 @@
+package fsm
+
+import "testing"
+
+// BenchmarkFire measures one Fire (guards evaluated, looplab transition,
+// actions collected) per op.
+func BenchmarkFire(b *testing.B) {
+	b.Run("pod/sync_cycle", func(b *testing.B) {
+		// synced -sync-> syncing -sync_ok-> synced: two external transitions.
+		m := NewPodMachineAt(PodStateSynced, guards{})
+		evs := [2]PodEvent{PodEventSync, PodEventSyncOk}
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if _, err := m.Fire(evs[i&1]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("pod/internal", func(b *testing.B) {
+		// An update during a sync: internal, looplab is not involved.
+		m := NewPodMachineAt(PodStateSyncing, guards{})
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := m.Fire(PodEventUpdate); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("container/restart_cycle", func(b *testing.B) {
+		// running -died-> (exited, choice) crashloop_backoff -backoff_done->
+		// waiting -start-> creating -created-> starting -started-> running.
+		m := NewContainerMachineAt(ContainerStateRunning, guards{"image_present": true, "restart_allowed": true})
+		evs := [5]ContainerEvent{ContainerEventDied, ContainerEventBackoffDone, ContainerEventStart, ContainerEventCreated, ContainerEventStarted}
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if _, err := m.Fire(evs[i%5]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("container/refused", func(b *testing.B) {
+		// An event with no transition: the error path.
+		m := NewContainerMachineAt(ContainerStateRemoved, guards{})
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := m.Fire(ContainerEventStart); err == nil {
+				b.Fatal("removed container accepted start")
+			}
+		}
+	})
+}
+
+// BenchmarkNewMachine measures building a machine (one per pod, one per
+// container).
+func BenchmarkNewMachine(b *testing.B) {
+	b.Run("pod", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = NewPodMachine(guards{})
+		}
+	})
+	b.Run("container", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = NewContainerMachine(guards{})
+		}
+	})
+}
