@@ -61,14 +61,18 @@ func (c *container) status() *runtimeapi.ContainerStatus {
 	}
 }
 
-// exit moves a running container to EXITED with code. r.mu is held.
-func (r *Runtime) exit(c *container, code int32) {
+// exit moves a running container to EXITED with code now. r.mu is held.
+func (r *Runtime) exit(c *container, code int32) { r.exitAt(c, code, r.now()) }
+
+// exitAt moves a running container to EXITED with code at time at (Unix
+// nanoseconds). r.mu is held.
+func (r *Runtime) exitAt(c *container, code int32, at int64) {
 	if c.timer != nil {
 		c.timer.Stop()
 		c.timer = nil
 	}
 	c.state = runtimeapi.ContainerState_CONTAINER_EXITED
-	c.finishedAt = r.now()
+	c.finishedAt = at
 	c.exitCode = code
 	c.reason = "Completed"
 	if code != 0 {
@@ -183,13 +187,20 @@ func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 		if e.After <= 0 {
 			r.exit(c, e.Code)
 		} else {
-			code := e.Code
+			code, at := e.Code, c.startedAt+e.After.Nanoseconds()
+			// A fake clock runs the callback inside Step with its lock held, so
+			// the callback must neither take r.mu nor touch the clock: the exit
+			// happens in a goroutine that Settle waits for.
 			c.timer = r.clock.AfterFunc(e.After, func() {
-				r.mu.Lock()
-				defer r.mu.Unlock()
-				if c.state == runtimeapi.ContainerState_CONTAINER_RUNNING {
-					r.exit(c, code)
-				}
+				r.pending.Add(1)
+				go func() {
+					defer r.pending.Done()
+					r.mu.Lock()
+					defer r.mu.Unlock()
+					if c.state == runtimeapi.ContainerState_CONTAINER_RUNNING {
+						r.exitAt(c, code, at)
+					}
+				}()
 			})
 		}
 	}

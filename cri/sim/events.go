@@ -82,3 +82,11 @@ func (r *Runtime) GetContainerEvents(_ *runtimeapi.GetEventsRequest, stream grpc
 		}
 	}
 }
+
+// Subscribers returns the number of open GetContainerEvents streams. Tests
+// wait for it before making changes they expect events for.
+func (r *Runtime) Subscribers() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.subs)
+}

@@ -55,6 +55,8 @@ type Runtime struct {
 	calls      map[string]int
 	subs       map[*subscriber]struct{}
 	nextIP     uint32
+
+	pending sync.WaitGroup // scripted exits fired by the clock and not yet applied
 }
 
 // New returns an empty simulated runtime.
@@ -203,6 +205,14 @@ func (r *Runtime) Status(ctx context.Context, _ *runtimeapi.StatusRequest) (*run
 		{Type: runtimeapi.NetworkReady, Status: true},
 	}}}, nil
 }
+
+// Settle waits until every scripted exit whose time has come on the clock
+// has been applied. With a fake clock, call it after Step and before
+// looking at states:
+//
+//	clk.Step(10 * time.Second)
+//	srv.Runtime.Settle()
+func (r *Runtime) Settle() { r.pending.Wait() }
 
 // Len returns the number of sandboxes and containers the runtime holds.
 func (r *Runtime) Len() (sandboxes, containers int) {
