@@ -1,0 +1,305 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/cri/sim"
+	"github.com/speclet/speclet/engine"
+	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/server"
+)
+
+func init() { register("run", "run the node agent", runMain) }
+
+// runOptions are the flags of `speclet run`, checked.
+type runOptions struct {
+	endpoint             string
+	runtime              string // "remote" or "sim"
+	manifestPath         string
+	manifestURL          string
+	nodeName             string
+	rootDir              string
+	address              string
+	readOnlyPort         int
+	syncFrequency        time.Duration
+	crashLoopBackOffBase time.Duration
+	imagePullBackOffBase time.Duration
+	requestTimeout       time.Duration
+	fileCheckFrequency   time.Duration
+	httpCheckFrequency   time.Duration
+	runtimeWait          time.Duration
+	verbosity            int
+	logFormat            string
+}
+
+const defaultEndpoint = "unix:///run/containerd/containerd.sock"
+
+// parseRunFlags parses and checks the flags; every error names its flag.
+func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
+	host, _ := os.Hostname()
+	o := &runOptions{}
+	fs := flag.NewFlagSet("speclet run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.endpoint, "container-runtime-endpoint", defaultEndpoint, "CRI endpoint of the container runtime (unix socket); ignored with --runtime=sim")
+	fs.StringVar(&o.runtime, "runtime", "remote", "remote: the CRI runtime at --container-runtime-endpoint; sim: an in-process simulated runtime on a socket under --root-dir")
+	fs.StringVar(&o.manifestPath, "pod-manifest-path", "", "directory of static pod manifests (YAML or JSON v1 Pods, one per file)")
+	fs.StringVar(&o.manifestURL, "manifest-url", "", "URL serving a v1 Pod, PodList or List of static pods")
+	fs.StringVar(&o.nodeName, "node-name", strings.ToLower(host), "name of this node; static pods are named <name>-<node-name>")
+	fs.StringVar(&o.rootDir, "root-dir", "/var/lib/speclet", "directory for speclet's files")
+	fs.StringVar(&o.address, "address", "127.0.0.1", "IP address the read-only HTTP server listens on")
+	fs.IntVar(&o.readOnlyPort, "read-only-port", 10255, "port of the read-only HTTP server (GET /pods, /healthz, /metrics); 0 disables it")
+	fs.DurationVar(&o.syncFrequency, "sync-frequency", engine.DefaultSyncFrequency, "maximum time between resyncs of a running pod")
+	fs.DurationVar(&o.crashLoopBackOffBase, "crashloop-backoff-base", engine.DefaultCrashLoopBackOffBase, "first CrashLoopBackOff delay; it doubles up to 300s")
+	fs.DurationVar(&o.imagePullBackOffBase, "image-pull-backoff-base", engine.DefaultImagePullBackOffBase, "first ImagePullBackOff delay; it doubles up to 300s")
+	fs.DurationVar(&o.requestTimeout, "runtime-request-timeout", cri.DefaultTimeout, "timeout of every CRI call except image pulls")
+	fs.DurationVar(&o.fileCheckFrequency, "file-check-frequency", time.Second, "how often --pod-manifest-path is read besides inotify events")
+	fs.DurationVar(&o.httpCheckFrequency, "http-check-frequency", config.DefaultURLPeriod, "how often --manifest-url is fetched")
+	fs.DurationVar(&o.runtimeWait, "runtime-wait", 30*time.Second, "how long to wait at start for the runtime to answer")
+	fs.IntVar(&o.verbosity, "v", 0, "log verbosity: 0 info, 4 and more debug")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q (flags only)", fs.Arg(0))
+	}
+	switch o.runtime {
+	case "remote", "sim":
+	default:
+		return nil, fmt.Errorf("--runtime: %q: want remote or sim", o.runtime)
+	}
+	if o.runtime == "remote" {
+		if !strings.HasPrefix(o.endpoint, "unix://") && !filepath.IsAbs(o.endpoint) {
+			return nil, fmt.Errorf("--container-runtime-endpoint: %q: want unix:///path/to.sock", o.endpoint)
+		}
+	}
+	if o.nodeName == "" {
+		return nil, errors.New("--node-name: empty (and the hostname is unknown)")
+	}
+	if msgs := validation.IsDNS1123Subdomain(o.nodeName); len(msgs) > 0 {
+		return nil, fmt.Errorf("--node-name: %q: %s", o.nodeName, strings.Join(msgs, "; "))
+	}
+	if o.rootDir == "" {
+		return nil, errors.New("--root-dir: empty")
+	}
+	if net.ParseIP(o.address) == nil {
+		return nil, fmt.Errorf("--address: %q is not an IP address", o.address)
+	}
+	if o.readOnlyPort < 0 || o.readOnlyPort > 65535 {
+		return nil, fmt.Errorf("--read-only-port: %d: want 0..65535", o.readOnlyPort)
+	}
+	if o.manifestURL != "" {
+		u, err := url.Parse(o.manifestURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("--manifest-url: %q: want an http:// or https:// URL", o.manifestURL)
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"--sync-frequency", o.syncFrequency}, {"--crashloop-backoff-base", o.crashLoopBackOffBase},
+		{"--image-pull-backoff-base", o.imagePullBackOffBase}, {"--runtime-request-timeout", o.requestTimeout},
+		{"--file-check-frequency", o.fileCheckFrequency}, {"--http-check-frequency", o.httpCheckFrequency},
+		{"--runtime-wait", o.runtimeWait},
+	} {
+		if d.v <= 0 {
+			return nil, fmt.Errorf("%s: %s: want a positive duration", d.name, d.v)
+		}
+	}
+	switch o.logFormat {
+	case "text", "json":
+	default:
+		return nil, fmt.Errorf("--log-format: %q: want text or json", o.logFormat)
+	}
+	return o, nil
+}
+
+func runMain(args []string) int {
+	o, err := parseRunFlags(args, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "speclet run:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := runDaemon(ctx, o, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "speclet run:", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(o *runOptions, w io.Writer) *slog.Logger {
+	level := slog.LevelInfo
+	if o.verbosity >= 4 {
+		level = slog.LevelDebug
+	}
+	ho := &slog.HandlerOptions{Level: level}
+	if o.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, ho))
+	}
+	return slog.New(slog.NewTextHandler(w, ho))
+}
+
+// runDaemon runs the node agent until ctx ends. It returns nil after a
+// clean stop; pods keep running, to be adopted by the next start.
+func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
+	log := newLogger(o, logw)
+	slog.SetDefault(log)
+	if err := os.MkdirAll(o.rootDir, 0o755); err != nil {
+		hint := ""
+		if errors.Is(err, os.ErrPermission) && os.Geteuid() != 0 {
+			hint = " (run as root, or give a --root-dir you can write)"
+		}
+		return fmt.Errorf("create --root-dir: %w%s", err, hint)
+	}
+
+	endpoint := o.endpoint
+	if o.runtime == "sim" {
+		srv, err := sim.Start(filepath.Join(o.rootDir, "sim"), sim.Options{})
+		if err != nil {
+			return fmt.Errorf("start simulated runtime under %s: %w", o.rootDir, err)
+		}
+		defer srv.Stop()
+		endpoint = srv.Endpoint
+		log.Info("simulated runtime started", "endpoint", endpoint)
+	}
+	client, err := cri.Dial(ctx, endpoint, cri.WithTimeout(o.requestTimeout))
+	if err != nil {
+		return fmt.Errorf("connect to runtime (--container-runtime-endpoint): %w", err)
+	}
+	defer client.Close()
+	if err := waitRuntime(ctx, client, o.runtimeWait, log); err != nil {
+		hint := ""
+		if o.runtime == "remote" && os.Geteuid() != 0 {
+			hint = " (not root: the runtime's socket is usually root's; try --runtime=sim)"
+		}
+		return fmt.Errorf("runtime at %s (--container-runtime-endpoint) does not answer: %w%s", endpoint, err, hint)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	eng, err := engine.New(engine.Config{
+		Runtime:              cri.WithMetrics(client, reg),
+		NodeName:             o.nodeName,
+		RootDir:              o.rootDir,
+		SyncFrequency:        o.syncFrequency,
+		CrashLoopBackOffBase: o.crashLoopBackOffBase,
+		ImagePullBackOffBase: o.imagePullBackOffBase,
+		Registerer:           reg,
+		Log:                  log,
+	})
+	if err != nil {
+		return fmt.Errorf("create engine: %w", err)
+	}
+
+	var httpSrv *http.Server
+	if o.readOnlyPort != 0 {
+		addr := net.JoinHostPort(o.address, strconv.Itoa(o.readOnlyPort))
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("listen on %s (--address, --read-only-port): %w", addr, err)
+		}
+		httpSrv = &http.Server{Handler: server.Handler(eng, reg), ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := httpSrv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("read-only server stopped", "addr", addr, "err", err)
+			}
+		}()
+		log.Info("read-only server listening", "addr", "http://"+addr, "paths", "/pods /healthz /metrics")
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	merger := config.NewMerger(log)
+	var wg sync.WaitGroup
+	if o.manifestPath != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			src := config.DirSource{Dir: o.manifestPath, NodeName: o.nodeName, Period: o.fileCheckFrequency}
+			if err := config.WatchDir(runCtx, src, merger, log); err != nil && runCtx.Err() == nil {
+				log.Error("manifest directory source stopped", "dir", o.manifestPath, "err", err)
+			}
+		}()
+	}
+	if o.manifestURL != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			src := config.URLSource{URL: o.manifestURL, NodeName: o.nodeName, Period: o.httpCheckFrequency}
+			if err := config.WatchURL(runCtx, src, merger, log); err != nil && runCtx.Err() == nil {
+				log.Error("manifest URL source stopped", "url", o.manifestURL, "err", err)
+			}
+		}()
+	}
+	if o.manifestPath == "" && o.manifestURL == "" {
+		log.Warn("no pod source: give --pod-manifest-path or --manifest-url")
+	}
+	log.Info("speclet running", "node", o.nodeName, "runtime", endpoint, "root-dir", o.rootDir,
+		"pod-manifest-path", o.manifestPath, "manifest-url", o.manifestURL)
+
+	runErr := eng.Run(runCtx, merger.Updates())
+	cancel()
+	wg.Wait()
+	if httpSrv != nil {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		httpSrv.Shutdown(sctx)
+		scancel()
+	}
+	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+		return fmt.Errorf("engine: %w", runErr)
+	}
+	log.Info("speclet stopped; pods keep running and are adopted at the next start")
+	return nil
+}
+
+// waitRuntime waits until the runtime answers Version, for at most wait.
+func waitRuntime(ctx context.Context, rt cri.Runtime, wait time.Duration, log *slog.Logger) error {
+	deadline := time.Now().Add(wait)
+	for attempt := 0; ; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		v, err := rt.Version(cctx)
+		cancel()
+		if err == nil {
+			log.Info("runtime answers", "name", v.GetRuntimeName(), "version", v.GetRuntimeVersion(), "cri", v.GetRuntimeApiVersion())
+			return nil
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		if attempt == 0 {
+			log.Warn("runtime does not answer yet; waiting", "for", wait, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+func TestRunFlagsDefaults(t *testing.T) {
+	o, err := parseRunFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.endpoint != "unix:///run/containerd/containerd.sock" || o.runtime != "remote" || o.rootDir != "/var/lib/speclet" ||
+		o.address != "127.0.0.1" || o.readOnlyPort != 10255 || o.syncFrequency != time.Minute ||
+		o.crashLoopBackOffBase != 10*time.Second || o.requestTimeout != 2*time.Minute || o.httpCheckFrequency != 20*time.Second {
+		t.Errorf("defaults = %+v, want kubelet's", *o)
+	}
+	if o.nodeName == "" {
+		t.Error("--node-name defaults to empty, want the hostname")
+	}
+}
+
+func TestRunFlagsParse(t *testing.T) {
+	o, err := parseRunFlags(strings.Fields("--runtime=sim --pod-manifest-path /etc/pods --manifest-url http://127.0.0.1:8080/pods "+
+		"--node-name n1 --root-dir /tmp/x --address 0.0.0.0 --read-only-port 0 --sync-frequency 10s --crashloop-backoff-base 1s -v 4"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.runtime != "sim" || o.manifestPath != "/etc/pods" || o.manifestURL != "http://127.0.0.1:8080/pods" || o.nodeName != "n1" ||
+		o.rootDir != "/tmp/x" || o.address != "0.0.0.0" || o.readOnlyPort != 0 || o.syncFrequency != 10*time.Second ||
+		o.crashLoopBackOffBase != time.Second || o.verbosity != 4 {
+		t.Errorf("parsed %+v", *o)
+	}
+}
+
+func TestRunFlagErrorsNameTheFlag(t *testing.T) {
+	for _, tc := range []struct{ args, want string }{
+		{"--runtime=docker", `--runtime: "docker": want remote or sim`},
+		{"--container-runtime-endpoint tcp://1.2.3.4:1", "--container-runtime-endpoint"},
+		{"--node-name Bad_Name", "--node-name"},
+		{"--address localhost", `--address: "localhost" is not an IP address`},
+		{"--read-only-port 70000", "--read-only-port: 70000"},
+		{"--sync-frequency 0s", "--sync-frequency: 0s: want a positive duration"},
+		{"--crashloop-backoff-base soon", "crashloop-backoff-base"},
+		{"--manifest-url ftp://x/pods", "--manifest-url"},
+		{"--log-format xml", "--log-format"},
+		{"--no-such-flag", "no-such-flag"},
+		{"extra", `unexpected argument "extra"`},
+	} {
+		_, err := parseRunFlags(strings.Fields(tc.args), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("speclet run %s: error %v, want one containing %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// TestRunDaemonOnSim runs the whole daemon on the simulated runtime: a
+// manifest in the directory becomes a Running pod on GET /pods, /healthz says
+// ok, /metrics has the runtime metrics, and cancelling (as SIGTERM does)
+// stops the daemon cleanly.
+func TestRunDaemonOnSim(t *testing.T) {
+	dir := t.TempDir()
+	manifests := filepath.Join(dir, "pods")
+	if err := os.MkdirAll(manifests, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pod := "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers: [{name: main, image: 'busybox:latest'}]\n"
+	if err := os.WriteFile(filepath.Join(manifests, "web.yaml"), []byte(pod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	o, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", filepath.Join(dir, "root"), "--pod-manifest-path", manifests,
+		"--node-name", "n1", "--read-only-port", fmt.Sprint(port)}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var logs syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- runDaemon(ctx, o, &logs) }()
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var list v1.PodList
+		if body, err := httpGet(base + "/pods"); err == nil && json.Unmarshal(body, &list) == nil &&
+			len(list.Items) == 1 && list.Items[0].Name == "web-n1" && list.Items[0].Status.Phase == v1.PodRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod web-n1 not Running on /pods within 30s; log:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if body, err := httpGet(base + "/healthz"); err != nil || string(body) != "ok" {
+		t.Errorf("GET /healthz = %q, %v; want ok", body, err)
+	}
+	if body, err := httpGet(base + "/metrics"); err != nil || !strings.Contains(string(body), "speclet_runtime_operations_duration_seconds") {
+		t.Errorf("GET /metrics lacks the runtime metrics (%v)", err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("runDaemon after cancel = %v, want nil", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("runDaemon did not return within 30s of cancel")
+	}
+	if !strings.Contains(logs.String(), "pods keep running") {
+		t.Errorf("log does not say the pods keep running:\n%s", logs.String())
+	}
+}
+
+func TestRunDaemonBadPort(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	o, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", t.TempDir(), "--read-only-port", fmt.Sprint(port)}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = runDaemon(context.Background(), o, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--read-only-port") || !strings.Contains(err.Error(), "address already in use") {
+		t.Errorf("runDaemon on a busy port = %v, want an error naming --read-only-port and the cause", err)
+	}
+}
+
+func httpGet(url string) ([]byte, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
