@@ -23,7 +23,8 @@ type Process struct {
 	Cmdline string // arguments joined by spaces
 }
 
-// processes lists every process of the machine.
+// processes lists every live process of the machine. Zombies are left out:
+// they have exited and only wait for their parent (often init) to reap them.
 func processes() []Process {
 	entries, _ := os.ReadDir("/proc")
 	var ps []Process
@@ -36,28 +37,34 @@ func processes() []Process {
 		if err != nil {
 			continue
 		}
-		ps = append(ps, Process{PID: pid, PPID: ppid(pid), Cmdline: strings.TrimSpace(string(bytes.ReplaceAll(cmd, []byte{0}, []byte{' '})))})
+		parent, state := stat(pid)
+		if state == "Z" || state == "" {
+			continue
+		}
+		ps = append(ps, Process{PID: pid, PPID: parent, Cmdline: strings.TrimSpace(string(bytes.ReplaceAll(cmd, []byte{0}, []byte{' '})))})
 	}
 	return ps
 }
 
-func ppid(pid int) int {
+// stat returns the parent and the state letter ("R", "S", "Z", ...) of pid;
+// state is "" when the process is gone.
+func stat(pid int) (ppid int, state string) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0
+		return 0, ""
 	}
 	// The command name in parentheses may hold spaces; fields follow the last ')'.
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0
+		return 0, ""
 	}
 	f := strings.Fields(s[i+1:])
 	if len(f) < 2 {
-		return 0
+		return 0, ""
 	}
 	n, _ := strconv.Atoi(f[1])
-	return n
+	return n, f[0]
 }
 
 // Leftovers lists the processes that belong to the harness rooted at dir: any

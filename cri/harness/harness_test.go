@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -205,13 +206,8 @@ func containerState(t *testing.T, rs runtimeapi.RuntimeServiceClient, id string)
 // alive reports whether pid runs; a zombie waiting for init to reap it has
 // already exited and counts as dead.
 func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || !strings.HasPrefix(s[i+1:], " Z")
+	_, state := stat(pid)
+	return state != "" && state != "Z"
 }
 
 // TestStopLeavesNothing runs a host-network pod and a bridged pod, stops the
@@ -342,5 +338,67 @@ func TestInstancesAreIndependent(t *testing.T) {
 	}
 	if s := containerState(t, rb, ctrB); s != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		t.Errorf("after stopping a, b's container is %v, want RUNNING", s)
+	}
+}
+
+func TestEnsurePackagesIsIdempotent(t *testing.T) {
+	requireRoot(t)
+	ctx := context.Background()
+	if err := EnsurePackages(ctx, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	if err := EnsurePackages(ctx, &log); err != nil {
+		t.Fatalf("second EnsurePackages: %v", err)
+	}
+	if log.Len() != 0 {
+		t.Errorf("second EnsurePackages logged %q, want nothing to do", log.String())
+	}
+	if m := missingPackages(ctx); len(m) > 0 {
+		t.Errorf("packages still missing: %v", m)
+	}
+}
+
+// TestReapStaleCleansAfterDeadOwner plays a test binary killed before its
+// cleanup ran: its instance, pod included, is reaped by the next start.
+func TestReapStaleCleansAfterDeadOwner(t *testing.T) {
+	requireRoot(t)
+	c, err := StartContainerd(context.Background(), Options{Log: &testLog{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	rs, _ := criClient(t, c)
+	pod(t, rs, c, "orphan", false, "sleep", "4242")
+	before := Leftovers(c.Dir)
+	if len(before) < 3 || len(Mounts(c.Dir)) == 0 || !LinkExists(c.Bridge) {
+		t.Fatalf("before: %d processes, %d mounts, bridge %v; want a running pod", len(before), len(Mounts(c.Dir)), LinkExists(c.Bridge))
+	}
+	// A process that has exited stands for the dead owner.
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(c.l.ownerFile(), []byte(fmt.Sprint(dead.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logged []string
+	ReapStale(func(format string, args ...any) { logged = append(logged, fmt.Sprintf(format, args...)) })
+	for _, p := range before {
+		if alive(p.PID) {
+			t.Errorf("after ReapStale: process %d %q still alive", p.PID, p.Cmdline)
+		}
+	}
+	if m := Mounts(c.Dir); len(m) > 0 {
+		t.Errorf("after ReapStale: mounts left: %v", m)
+	}
+	if LinkExists(c.Bridge) {
+		t.Errorf("after ReapStale: bridge %s left", c.Bridge)
+	}
+	if _, err := os.Stat(c.Dir); !os.IsNotExist(err) {
+		t.Errorf("after ReapStale: %s still exists", c.Dir)
+	}
+	if !strings.Contains(strings.Join(logged, "\n"), "removed stale instance "+c.Dir) {
+		t.Errorf("ReapStale logged %q, want a line naming %s", logged, c.Dir)
 	}
 }
