@@ -86,6 +86,10 @@ type Engine struct {
 	desired  map[types.UID]*v1.Pod // the pods the sources declare now, newest spec
 	firstUpd time.Time             // when the first config update arrived (zero: none yet)
 
+	// busy counts inputs queued or in progress anywhere in the engine; tests
+	// wait for it to reach zero to see a settled state.
+	busy atomic.Int64
+
 	runCtx     context.Context
 	wg         sync.WaitGroup
 	runtimeErr atomic.Pointer[error] // last runtime health error, nil when healthy
@@ -173,13 +177,20 @@ func (e *Engine) Run(ctx context.Context, updates <-chan config.PodUpdate) error
 				updates = nil
 				continue
 			}
+			e.busy.Add(1)
 			e.handleUpdate(u)
+			e.busy.Add(-1)
 		case ev := <-plegCh:
 			e.handlePLEG(ev)
+			e.busy.Add(-1)
 		case <-syncTick.C():
+			e.busy.Add(1)
 			e.syncDue()
+			e.busy.Add(-1)
 		case <-housekeeping.C():
+			e.busy.Add(1)
 			e.housekeeping(ctx)
+			e.busy.Add(-1)
 		case r, ok := <-probes:
 			if !ok {
 				probes = nil

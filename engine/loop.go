@@ -15,17 +15,21 @@ import (
 // events, forwards them as they come (the relist then slows to a safety net).
 func (e *Engine) runPLEG(ctx context.Context, out chan<- plegEvent) {
 	send := func(ev plegEvent) {
+		e.busy.Add(1) // until the loop handed it to the worker
 		select {
 		case out <- ev:
 		case <-ctx.Done():
+			e.busy.Add(-1)
 		}
 	}
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); e.streamEvents(ctx, send) }()
 	for {
+		e.busy.Add(1)
 		evs, err := e.pleg.Relist(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
+				e.busy.Add(-1)
 				return
 			}
 			e.log.Warn("relist failed", "err", err)
@@ -33,6 +37,7 @@ func (e *Engine) runPLEG(ctx context.Context, out chan<- plegEvent) {
 		for _, ev := range evs {
 			send(ev)
 		}
+		e.busy.Add(-1)
 		select {
 		case <-ctx.Done():
 			return

@@ -61,7 +61,11 @@ func (w *podWorker) post(in input) {
 		w.mu.Unlock()
 		return
 	}
+	w.e.busy.Add(1)
 	if in.kind == inputConfig {
+		if w.cfg != nil {
+			w.e.busy.Add(-1) // the pending config input is replaced or dropped
+		}
 		if w.cfg != nil && isKillOp(w.cfg.op) && !isKillOp(in.op) {
 			// A pending kill is never replaced by a later non-kill: the
 			// worker has seen termination.
@@ -130,6 +134,14 @@ func (w *podWorker) run(ctx context.Context) {
 		}
 		w.mu.Lock()
 		stopped := w.stopped
+		if stopped {
+			n := len(w.queue)
+			if w.cfg != nil {
+				n++
+			}
+			w.queue, w.cfg = nil, nil
+			w.e.busy.Add(-int64(n))
+		}
 		w.mu.Unlock()
 		if stopped {
 			return
@@ -140,6 +152,7 @@ func (w *podWorker) run(ctx context.Context) {
 		ins, actx, cancel := w.take(ctx)
 		for i, in := range ins {
 			w.handle(actx, in)
+			w.e.busy.Add(-1)
 			if actx.Err() != nil && ctx.Err() == nil {
 				// A kill cancelled the running actions: put back what is
 				// left and start over with a fresh context so the kill runs.

@@ -1,0 +1,453 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/cri/sim"
+	"github.com/speclet/speclet/engine/config"
+)
+
+// harness runs an Engine against the simulated runtime served over gRPC,
+// with a fake clock shared by both. Scripts in testdata/ drive it.
+type harness struct {
+	t       *testing.T
+	clk     *clocktesting.FakeClock
+	srv     *sim.Server
+	rt      *cri.Client
+	dir     string
+	eng     *Engine
+	reg     *prometheus.Registry
+	updates chan config.PodUpdate
+	cancel  context.CancelFunc
+	done    chan error
+	cfg     Config
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	h := &harness{t: t, clk: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), dir: t.TempDir()}
+	srv, err := sim.Start(h.dir, sim.Options{Clock: h.clk, Images: []string{"busybox:latest"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.srv = srv
+	rt, err := cri.Dial(context.Background(), srv.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.rt = rt
+	t.Cleanup(func() {
+		h.stop()
+		srv.Stop()
+	})
+	return h
+}
+
+func (h *harness) start(cfg Config) {
+	h.t.Helper()
+	cfg.Runtime = h.rt
+	cfg.RootDir = filepath.Join(h.dir, "root")
+	cfg.Clock = h.clk
+	cfg.NodeName = "node"
+	h.reg = prometheus.NewRegistry()
+	cfg.Registerer = h.reg
+	cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		cfg.Log = slog.New(slog.NewTextHandler(testWriter{h.t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	e, err := New(cfg)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.cfg = cfg
+	h.eng = e
+	h.updates = make(chan config.PodUpdate)
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	h.done = make(chan error, 1)
+	go func() { h.done <- e.Run(ctx, h.updates) }()
+	h.send(config.PodUpdate{Op: config.OpAdd, Source: config.SourceFile}) // the source's first snapshot
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(strings.TrimSpace(string(p))); return len(p), nil }
+
+func (h *harness) stop() {
+	if h.cancel == nil {
+		return
+	}
+	h.cancel()
+	select {
+	case err := <-h.done:
+		if err != nil {
+			h.t.Errorf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		h.t.Errorf("Run did not return 10 s after its context ended")
+	}
+	h.cancel = nil
+}
+
+func (h *harness) send(u config.PodUpdate) {
+	select {
+	case h.updates <- u:
+	case <-time.After(5 * time.Second):
+		h.t.Fatal("engine did not take a config update within 5 s")
+	}
+	h.settle()
+}
+
+// settle waits (in real time, briefly) until the engine has nothing queued
+// or running and the simulated runtime applied its scripted exits. A worker
+// blocked on the fake clock (a slow call) stays busy; settle then gives up
+// after a short while and the script shows that state.
+func (h *harness) settle() {
+	deadline := time.Now().Add(400 * time.Millisecond)
+	idle := 0
+	for time.Now().Before(deadline) {
+		h.srv.Runtime.Settle()
+		if h.eng.busy.Load() == 0 {
+			idle++
+			if idle >= 4 {
+				return
+			}
+		} else {
+			idle = 0
+		}
+		time.Sleep(3 * time.Millisecond)
+	}
+}
+
+// step advances the fake clock by d in steps of at most one second, settling
+// after each, as the real tickers would see time pass.
+func (h *harness) step(d time.Duration) {
+	for d > 0 {
+		s := min(d, time.Second)
+		h.clk.Step(s)
+		d -= s
+		h.settle()
+	}
+}
+
+// parsePod builds a pod from a script: args on the command line, one
+// container per body line:
+//
+//	add pod=NAME [uid=UID] [restart=Always|OnFailure|Never] [grace=S] [static=false]
+//	container NAME [image=REF] [pull=Always|IfNotPresent|Never] [exit=DUR code=N] [term=dies|handle|ignore] [starterr=MSG]
+//	init NAME ...
+//	sidecar NAME ...
+func (h *harness) parsePod(d *datadriven.TestData) *v1.Pod {
+	var name, uid, restart string
+	grace := int64(30)
+	static := true
+	for _, a := range d.CmdArgs {
+		v := ""
+		if len(a.Vals) > 0 {
+			v = a.Vals[0]
+		}
+		switch a.Key {
+		case "pod":
+			name = v
+		case "uid":
+			uid = v
+		case "restart":
+			restart = v
+		case "grace":
+			g, _ := strconv.ParseInt(v, 10, 64)
+			grace = g
+		case "static":
+			static = v != "false"
+		case "deletion-grace":
+		default:
+			h.t.Fatalf("%s: unknown argument %q", d.Pos, a.Key)
+		}
+	}
+	if uid == "" {
+		uid = name
+	}
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(uid), Annotations: map[string]string{}},
+		Spec:       v1.PodSpec{RestartPolicy: v1.RestartPolicy(restart), TerminationGracePeriodSeconds: &grace, HostNetwork: true},
+	}
+	if restart == "" {
+		pod.Spec.RestartPolicy = v1.RestartPolicyAlways
+	}
+	if static {
+		pod.Annotations[config.AnnotationSource] = config.SourceFile
+	} else {
+		pod.Annotations[config.AnnotationSource] = config.SourceAPI
+	}
+	if d.HasArg("deletion-grace") {
+		var g int64
+		d.ScanArgs(h.t, "deletion-grace", &g)
+		pod.DeletionGracePeriodSeconds = &g
+	}
+	for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		c := v1.Container{Name: f[1], Image: "busybox:latest", ImagePullPolicy: v1.PullIfNotPresent}
+		b := sim.Behavior{}
+		var exit *sim.Exit
+		for _, kv := range f[2:] {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "image":
+				c.Image = v
+			case "pull":
+				c.ImagePullPolicy = v1.PullPolicy(v)
+			case "exit":
+				dur, err := time.ParseDuration(v)
+				if err != nil {
+					h.t.Fatalf("%s: %v", d.Pos, err)
+				}
+				if exit == nil {
+					exit = &sim.Exit{}
+				}
+				exit.After = dur
+			case "code":
+				n, _ := strconv.Atoi(v)
+				if exit == nil {
+					exit = &sim.Exit{}
+				}
+				exit.Code = int32(n)
+			case "term":
+				b.Term = map[string]sim.Term{"dies": sim.TermDies, "handle": sim.TermHandled, "ignore": sim.TermIgnored}[v]
+			case "starterr":
+				b.StartError = v
+			default:
+				h.t.Fatalf("%s: unknown container field %q", d.Pos, k)
+			}
+		}
+		b.Exit = exit
+		h.srv.Runtime.OnContainer(sim.Match{Pod: name, Name: c.Name}, b)
+		switch f[0] {
+		case "container":
+			pod.Spec.Containers = append(pod.Spec.Containers, c)
+		case "init":
+			pod.Spec.InitContainers = append(pod.Spec.InitContainers, c)
+		case "sidecar":
+			always := v1.ContainerRestartPolicyAlways
+			c.RestartPolicy = &always
+			pod.Spec.InitContainers = append(pod.Spec.InitContainers, c)
+		default:
+			h.t.Fatalf("%s: unknown line %q", d.Pos, line)
+		}
+	}
+	return pod
+}
+
+func TestEngineScripts(t *testing.T) {
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		h := newHarness(t)
+		pods := map[string]*v1.Pod{}
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			switch d.Cmd {
+			case "start":
+				var cfg Config
+				if d.HasArg("crashloop") {
+					var s string
+					d.ScanArgs(t, "crashloop", &s)
+					cfg.CrashLoopBackOffBase, _ = time.ParseDuration(s)
+				}
+				h.start(cfg)
+				return ""
+			case "restart":
+				h.stop()
+				h.start(h.cfg)
+				return ""
+			case "add", "update":
+				pod := h.parsePod(d)
+				pods[string(pod.UID)] = pod
+				op := config.OpAdd
+				if d.Cmd == "update" {
+					op = config.OpUpdate
+				}
+				h.send(config.PodUpdate{Op: op, Pods: []*v1.Pod{pod}, Source: config.SourceFile})
+				return ""
+			case "remove", "delete":
+				var uid string
+				d.ScanArgs(t, "uid", &uid)
+				pod := pods[uid].DeepCopy()
+				op := config.OpRemove
+				if d.Cmd == "delete" {
+					op = config.OpDelete
+					var g int64
+					d.ScanArgs(t, "grace", &g)
+					pod.DeletionGracePeriodSeconds = &g
+				}
+				h.send(config.PodUpdate{Op: op, Pods: []*v1.Pod{pod}, Source: config.SourceFile})
+				return ""
+			case "tick":
+				var s string
+				d.ScanArgs(t, "d", &s)
+				dur, err := time.ParseDuration(s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				h.step(dur)
+				return ""
+			case "pods":
+				return formatPods(h.eng.Pods())
+			case "runtime":
+				return h.formatRuntime()
+			case "calls":
+				var out []string
+				for _, a := range d.CmdArgs {
+					out = append(out, fmt.Sprintf("%s=%d", a.Key, h.srv.Runtime.Calls(a.Key)))
+				}
+				return strings.Join(out, " ")
+			case "missing-image":
+				var ref string
+				d.ScanArgs(t, "ref", &ref)
+				h.srv.Runtime.MissingImage(ref)
+				return ""
+			case "slow":
+				var call, s string
+				d.ScanArgs(t, "call", &call)
+				d.ScanArgs(t, "d", &s)
+				dur, _ := time.ParseDuration(s)
+				h.srv.Runtime.SlowCall(call, dur)
+				return ""
+			case "healthz":
+				if err := h.eng.Healthz(); err != nil {
+					return err.Error()
+				}
+				return "ok"
+			case "transitions":
+				var machine string
+				d.ScanArgs(t, "machine", &machine)
+				return h.formatTransitions(machine)
+			default:
+				t.Fatalf("%s: unknown command %q", d.Pos, d.Cmd)
+				return ""
+			}
+		})
+	})
+}
+
+// formatPods prints what a user reads from GET /pods: phase, conditions and
+// per container state, reason, exit code, restarts and readiness.
+func formatPods(ps []*v1.Pod) string {
+	var b strings.Builder
+	for _, p := range ps {
+		fmt.Fprintf(&b, "%s uid=%s phase=%s", p.Name, p.UID, p.Status.Phase)
+		for _, c := range p.Status.Conditions {
+			if c.Type == v1.PodScheduled {
+				continue
+			}
+			fmt.Fprintf(&b, " %s=%s", c.Type, c.Status)
+		}
+		b.WriteString("\n")
+		for _, cs := range p.Status.InitContainerStatuses {
+			fmt.Fprintf(&b, "  init %s\n", formatContainer(cs))
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			fmt.Fprintf(&b, "  %s\n", formatContainer(cs))
+		}
+	}
+	if b.Len() == 0 {
+		return "no pods"
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+func formatContainer(cs v1.ContainerStatus) string {
+	s := cs.Name + ": " + formatState(cs.State)
+	s += fmt.Sprintf(" restarts=%d ready=%t", cs.RestartCount, cs.Ready)
+	if cs.LastTerminationState.Terminated != nil {
+		s += " last=" + formatState(cs.LastTerminationState)
+	}
+	return s
+}
+
+func formatState(st v1.ContainerState) string {
+	switch {
+	case st.Running != nil:
+		return "running"
+	case st.Terminated != nil:
+		return fmt.Sprintf("terminated(%s,%d)", st.Terminated.Reason, st.Terminated.ExitCode)
+	case st.Waiting != nil:
+		return "waiting(" + st.Waiting.Reason + ")"
+	}
+	return "unknown"
+}
+
+// formatRuntime prints the simulated runtime's sandboxes and containers.
+func (h *harness) formatRuntime() string {
+	ctx := context.Background()
+	sbs, err := h.rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	cs, err := h.rt.ListContainers(ctx, &runtimeapi.ContainerFilter{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	names := map[string]string{}
+	var lines []string
+	for _, s := range sbs {
+		names[s.Id] = s.Metadata.Name
+		lines = append(lines, fmt.Sprintf("sandbox %s attempt=%d %s", s.Metadata.Name, s.Metadata.Attempt,
+			strings.TrimPrefix(s.State.String(), "SANDBOX_")))
+	}
+	for _, c := range cs {
+		lines = append(lines, fmt.Sprintf("container %s/%s attempt=%d %s", names[c.PodSandboxId], c.Metadata.Name,
+			c.Metadata.Attempt, strings.TrimPrefix(c.State.String(), "CONTAINER_")))
+	}
+	sort.Strings(lines)
+	if len(lines) == 0 {
+		return "empty"
+	}
+	return strings.Join(lines, "\n")
+}
+
+// formatTransitions prints the non-zero speclet_transitions_total series of
+// one machine.
+func (h *harness) formatTransitions(machine string) string {
+	mfs, err := h.reg.Gather()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var lines []string
+	for _, mf := range mfs {
+		if mf.GetName() != "speclet_transitions_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				l[lp.GetName()] = lp.GetValue()
+			}
+			if l["machine"] != machine || m.GetCounter().GetValue() == 0 {
+				continue
+			}
+			lines = append(lines, fmt.Sprintf("%s -%s-> %s: %v", l["from"], l["event"], l["to"], m.GetCounter().GetValue()))
+		}
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+var _ = testutil.ToFloat64
