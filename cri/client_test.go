@@ -1,0 +1,153 @@
+package cri_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/cri/sim"
+)
+
+func simServer(t *testing.T) *sim.Server {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "speclet-cri-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	srv, err := sim.Start(dir, sim.Options{Images: []string{"busybox:latest"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	return srv
+}
+
+// PullImage is not bound by the per-call timeout (pulls are long), only by
+// its own optional one.
+func TestPullImageHasItsOwnTimeout(t *testing.T) {
+	srv := simServer(t)
+	srv.Runtime.SlowCall("PullImage", 300*time.Millisecond)
+	c := dial(t, srv.Endpoint, cri.WithTimeout(50*time.Millisecond))
+	if _, err := c.PullImage(context.Background(), &runtimeapi.ImageSpec{Image: "nginx:1"}, nil, nil); err != nil {
+		t.Fatalf("a 300 ms pull with a 50 ms call timeout: %v; want success", err)
+	}
+	c = dial(t, srv.Endpoint, cri.WithPullTimeout(50*time.Millisecond))
+	_, err := c.PullImage(context.Background(), &runtimeapi.ImageSpec{Image: "nginx:2"}, nil, nil)
+	if !cri.IsDeadlineExceeded(err) {
+		t.Fatalf("a 300 ms pull with a 50 ms pull timeout: %v; want ClassDeadlineExceeded", err)
+	}
+}
+
+// StopContainer's deadline is the call timeout plus the grace period, so a
+// grace period longer than the call timeout is honoured.
+func TestStopContainerDeadlineCoversTheGracePeriod(t *testing.T) {
+	srv := simServer(t)
+	srv.Runtime.OnContainer(sim.Match{Name: "stubborn"}, sim.Behavior{Term: sim.TermIgnored})
+	c := dial(t, srv.Endpoint, cri.WithTimeout(200*time.Millisecond))
+	bg := context.Background()
+	cfg := &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "p", Namespace: "n", Uid: "u"}}
+	sb, err := c.RunPodSandbox(bg, cfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := c.CreateContainer(bg, sb, &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "stubborn"}, Image: &runtimeapi.ImageSpec{Image: "busybox"}}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.StartContainer(bg, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.StopContainer(bg, id, 1); err != nil {
+		t.Fatalf("stop with a 1 s grace period and a 200 ms call timeout: %v; want success", err)
+	}
+	s, err := c.ContainerStatus(bg, id)
+	if err != nil || s.ExitCode != 137 {
+		t.Fatalf("after stop: %v %v; want exit code 137", s, err)
+	}
+}
+
+func TestGetContainerEventsEndsWithItsContext(t *testing.T) {
+	srv := simServer(t)
+	c := dial(t, srv.Endpoint)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- c.GetContainerEvents(ctx, make(chan *runtimeapi.ContainerEventResponse, 1)) }()
+	for srv.Runtime.Subscribers() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Errorf("GetContainerEvents after cancel: %v, want nil", err)
+	}
+	// A runtime that goes away breaks the stream with an error.
+	errc2 := make(chan error, 1)
+	go func() {
+		errc2 <- c.GetContainerEvents(context.Background(), make(chan *runtimeapi.ContainerEventResponse, 1))
+	}()
+	for srv.Runtime.Subscribers() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	srv.Stop()
+	if err := <-errc2; !cri.IsUnavailable(err) {
+		t.Errorf("GetContainerEvents when the runtime stops: %v, want ClassUnavailable", err)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	srv := simServer(t)
+	reg := prometheus.NewPedanticRegistry()
+	rt := cri.WithMetrics(dial(t, srv.Endpoint), reg)
+	bg := context.Background()
+	for range 3 {
+		if _, err := rt.Version(bg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := rt.ContainerStatus(bg, "nosuch"); !cri.IsNotFound(err) {
+		t.Fatalf("status of an unknown id: %v", err)
+	}
+	// A second decorator on the same registry shares the collectors.
+	rt2 := cri.WithMetrics(dial(t, srv.Endpoint), reg)
+	if _, err := rt2.ContainerStatus(bg, "nosuch"); err == nil {
+		t.Fatal("no error")
+	}
+
+	const errorsWant = `
+# HELP speclet_runtime_operations_errors_total Number of failed container runtime (CRI) calls, by CRI method.
+# TYPE speclet_runtime_operations_errors_total counter
+speclet_runtime_operations_errors_total{operation_type="ContainerStatus"} 2
+`
+	if err := testutil.GatherAndCompare(reg, stringsReader(errorsWant), cri.MetricOperationsErrors); err != nil {
+		t.Error(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]uint64{}
+	for _, mf := range mfs {
+		if mf.GetName() != cri.MetricOperationsDuration {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "operation_type" {
+					counts[l.GetValue()] = m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	if counts["Version"] != 3 || counts["ContainerStatus"] != 2 || len(counts) != 2 {
+		t.Errorf("duration sample counts %v, want Version 3 and ContainerStatus 2", counts)
+	}
+}
+
+func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }
