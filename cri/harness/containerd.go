@@ -174,6 +174,11 @@ func (c *Containerd) PID() int {
 }
 
 func (c *Containerd) logf(format string, args ...any) {
+	if tl, ok := c.log.(*testLog); ok {
+		tl.t.Helper()
+		tl.t.Logf(format, args...)
+		return
+	}
 	fmt.Fprintf(c.log, format+"\n", args...)
 }
 

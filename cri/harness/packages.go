@@ -56,10 +56,12 @@ func EnsurePackages(ctx context.Context, log io.Writer) error {
 		return checkBinaries()
 	}
 	fmt.Fprintf(log, "harness: installing Debian packages: %s\n", strings.Join(missing, " "))
-	if err := apt(ctx, "update", "-qq"); err != nil {
+	// Wait for a dpkg lock held by an apt run outside the harness instead of
+	// failing at once.
+	if err := apt(ctx, "-o", "DPkg::Lock::Timeout=300", "update", "-qq"); err != nil {
 		return err
 	}
-	args := append([]string{"install", "-y", "-qq", "--no-install-recommends"}, missing...)
+	args := append([]string{"-o", "DPkg::Lock::Timeout=300", "install", "-y", "-qq", "--no-install-recommends"}, missing...)
 	if err := apt(ctx, args...); err != nil {
 		return err
 	}
