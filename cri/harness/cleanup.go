@@ -151,11 +151,11 @@ func LinkExists(name string) bool {
 // reap removes everything a harness rooted at dir may have left: it kills the
 // processes of Leftovers(dir) and the processes in the cgroups of its
 // containers, lazily unmounts everything under dir, deletes the CNI bridge
-// and the shim sockets containerd 1.6 keeps in /run/containerd/s. It does not
-// remove dir.
-func reap(l layout) error {
+// and the shim sockets containerd 1.6 keeps in /run/containerd/s for known
+// plus the ids now in its state. It does not remove dir.
+func reap(l layout, known ...string) error {
 	var errs []error
-	ids := taskIDs(l)
+	ids := append(taskIDs(l), known...)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		left := append(Leftovers(l.dir), cgroupProcesses(ids)...)

@@ -353,6 +353,7 @@ func (c *Containerd) Stop() error {
 
 	var errs []error
 	t0 := time.Now()
+	ids := taskIDs(c.l) // before the shims remove their state
 	if c.PID() != 0 {
 		if err := c.removeAllPods(); err != nil {
 			errs = append(errs, fmt.Errorf("stop containerd: remove pods: %w", err))
@@ -364,7 +365,7 @@ func (c *Containerd) Stop() error {
 		c.logf("harness: daemon stopped after %v", time.Since(t0).Round(time.Millisecond))
 	}
 	if c.Dir != "" {
-		if err := reap(c.l); err != nil {
+		if err := reap(c.l, ids...); err != nil {
 			errs = append(errs, fmt.Errorf("stop containerd %s: %w", c.Endpoint, err))
 		}
 		c.logf("harness: leftovers reaped after %v", time.Since(t0).Round(time.Millisecond))

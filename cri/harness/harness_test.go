@@ -256,6 +256,19 @@ func TestStopLeavesNothing(t *testing.T) {
 	if len(Mounts(c.Dir)) == 0 {
 		t.Fatalf("before Stop: no mount under %s, want the pods' rootfs mounts", c.Dir)
 	}
+	ids := taskIDs(c.l)
+	if len(ids) != 4 {
+		t.Fatalf("before Stop: %d task ids in %s, want 2 sandboxes + 2 containers", len(ids), c.l.taskDir())
+	}
+	sockets := 0
+	for _, id := range ids {
+		if _, err := os.Stat(shimSocket(c.l.socket(), id)); err == nil {
+			sockets++
+		}
+	}
+	if sockets != 2 {
+		t.Fatalf("before Stop: %d shim sockets in /run/containerd/s, want one per sandbox", sockets)
+	}
 	dir := c.Dir
 	stopped = true
 	if err := c.Stop(); err != nil {
@@ -274,6 +287,11 @@ func TestStopLeavesNothing(t *testing.T) {
 	}
 	if LinkExists(c.Bridge) {
 		t.Errorf("after Stop: bridge %s still exists", c.Bridge)
+	}
+	for _, id := range ids {
+		if _, err := os.Stat(shimSocket(c.l.socket(), id)); !os.IsNotExist(err) {
+			t.Errorf("after Stop: shim socket of %s still in /run/containerd/s (err %v)", id, err)
+		}
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("after Stop: %s still exists (err %v)", dir, err)
