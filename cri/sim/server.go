@@ -16,6 +16,10 @@ import (
 // several megabytes.
 const maxMsgSize = 16 * 1024 * 1024
 
+// maxSocketPath is the longest unix socket path Linux accepts (sun_path
+// holds 108 bytes with the terminating NUL).
+const maxSocketPath = 107
+
 // SocketName is the socket Start creates in its directory.
 const SocketName = "sim.sock"
 
@@ -35,6 +39,9 @@ type Server struct {
 func (r *Runtime) Serve(socketPath string) (*Server, error) {
 	if !filepath.IsAbs(socketPath) {
 		return nil, fmt.Errorf("serve simulated runtime: socket path %q is not absolute", socketPath)
+	}
+	if len(socketPath) > maxSocketPath {
+		return nil, fmt.Errorf("serve simulated runtime: socket path %s is %d bytes, more than the %d a unix socket allows; use a shorter directory", socketPath, len(socketPath), maxSocketPath)
 	}
 	if err := os.Remove(socketPath); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("serve simulated runtime: remove stale socket: %w", err)

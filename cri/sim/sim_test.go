@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -377,4 +378,13 @@ func TestRuntimeComesBackAfterRestart(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+func TestStartRejectsALongSocketPath(t *testing.T) {
+	dir := "/tmp/" + strings.Repeat("d", 110)
+	_, err := sim.Start(dir, sim.Options{})
+	if err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "more than the 107") {
+		t.Fatalf("Start in a directory too long for a socket: %v; want an error naming the path and the limit", err)
+	}
+	_ = os.RemoveAll(dir)
 }
