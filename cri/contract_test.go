@@ -636,6 +636,7 @@ var contractCases = []contractCase{
 		wantClass(t, "StopContainer", e.rt.StopContainer(ctx(t), id, 1), cri.ClassNotFound, e, "StopContainer")
 		_, err = e.rt.PodSandboxStatus(ctx(t), p.id)
 		wantClass(t, "PodSandboxStatus", err, cri.ClassNotFound, e, "PodSandboxStatus")
+		wantClass(t, "StopPodSandbox", e.rt.StopPodSandbox(ctx(t), p.id), cri.ClassNotFound, e, "StopPodSandbox")
 		_, err = e.rt.CreateContainer(ctx(t), p.id, &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "late"}, Image: &runtimeapi.ImageSpec{Image: e.image}}, p.cfg)
 		wantClass(t, "CreateContainer", err, cri.ClassNotFound, e, "CreateContainer")
 		if err := e.rt.RemoveContainer(ctx(t), id); err != nil {
@@ -643,6 +644,71 @@ var contractCases = []contractCase{
 		}
 		if err := e.rt.RemovePodSandbox(ctx(t), p.id); err != nil {
 			t.Errorf("removing a removed sandbox: %v; want success (removal is idempotent)", err)
+		}
+	}},
+
+	{"sandbox_stop_kills_containers", func(t *testing.T, e *env) {
+		p := e.runPod(t, "kill", nil, nil)
+		run := e.create(t, p, "run", ignorer, nil, nil)
+		idle := e.create(t, p, "idle", handler, nil, nil)
+		e.start(t, run)
+		if err := e.rt.StopPodSandbox(ctx(t), p.id); err != nil {
+			t.Fatal(err)
+		}
+		if s := e.status(t, run); s.State != runtimeapi.ContainerState_CONTAINER_EXITED || s.ExitCode != 137 || s.Reason != "Error" {
+			t.Errorf("running container after sandbox stop: %s %d %q; want EXITED 137 Error (killed, no grace)", s.State, s.ExitCode, s.Reason)
+		}
+		if s := e.status(t, idle); s.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			t.Errorf("never-started container after sandbox stop: %s", s.State)
+		}
+		if err := e.rt.StartContainer(ctx(t), idle); err == nil {
+			t.Errorf("a container started in a stopped sandbox")
+		}
+	}},
+
+	{"names_are_reserved", func(t *testing.T, e *env) {
+		p := e.runPod(t, "names", nil, nil)
+		if _, err := e.rt.RunPodSandbox(ctx(t), p.cfg, ""); err == nil {
+			t.Errorf("a second sandbox with the same name, namespace, uid and attempt was created")
+		}
+		e.create(t, p, "app", handler, nil, nil)
+		_, err := e.rt.CreateContainer(ctx(t), p.id, &runtimeapi.ContainerConfig{
+			Metadata: &runtimeapi.ContainerMetadata{Name: "app"}, Image: &runtimeapi.ImageSpec{Image: e.image},
+			Command: handler.argv,
+		}, p.cfg)
+		if err == nil {
+			t.Errorf("a second container with the same name and attempt was created")
+		}
+		if _, err := e.rt.CreateContainer(ctx(t), p.id, &runtimeapi.ContainerConfig{
+			Metadata: &runtimeapi.ContainerMetadata{Name: "app", Attempt: 1}, Image: &runtimeapi.ImageSpec{Image: e.image},
+			Command: handler.argv, Labels: map[string]string{"contract": e.label},
+		}, p.cfg); err != nil {
+			t.Errorf("the next attempt of the container: %v", err)
+		}
+	}},
+
+	{"create_needs_a_present_image", func(t *testing.T, e *env) {
+		p := e.runPod(t, "noimage", nil, nil)
+		_, err := e.rt.CreateContainer(ctx(t), p.id, &runtimeapi.ContainerConfig{
+			Metadata: &runtimeapi.ContainerMetadata{Name: "app"}, Image: &runtimeapi.ImageSpec{Image: e.missing},
+		}, p.cfg)
+		wantClass(t, "create from an image never pulled", err, cri.ClassNotFound, e, "CreateContainer")
+	}},
+
+	{"list_by_id_prefix", func(t *testing.T, e *env) {
+		p := e.runPod(t, "prefix", nil, nil)
+		id := e.create(t, p, "app", handler, nil, nil)
+		cs, err := e.rt.ListContainers(ctx(t), &runtimeapi.ContainerFilter{Id: id[:12]})
+		if err != nil || len(cs) != 1 || cs[0].Id != id {
+			t.Errorf("containers by a 12-digit id prefix = %v %v, want %s", ids(cs), err, id)
+		}
+		ps, err := e.rt.ListPodSandbox(ctx(t), &runtimeapi.PodSandboxFilter{Id: p.id[:12]})
+		if err != nil || len(ps) != 1 || ps[0].Id != p.id {
+			t.Errorf("sandboxes by a 12-digit id prefix = %v %v, want %s", ids(ps), err, p.id)
+		}
+		s, err := e.rt.ContainerStatus(ctx(t), id[:12])
+		if err != nil || s.Id != id {
+			t.Errorf("status by id prefix = %v %v, want %s", s, err, id)
 		}
 	}},
 
