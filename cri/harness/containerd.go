@@ -81,7 +81,7 @@ type Containerd struct {
 // StartContainerd writes a project-local config and starts containerd. It
 // returns once the CRI answers Version and, unless o.NoPrePull, the busybox
 // and pause images are pulled. On error nothing of the instance is left.
-func StartContainerd(ctx context.Context, o Options) (_ *Containerd, err error) {
+func StartContainerd(ctx context.Context, o Options) (res *Containerd, err error) {
 	c := &Containerd{Dir: o.Dir, Registry: o.Registry, log: o.Log}
 	if c.log == nil {
 		c.log = io.Discard
@@ -113,6 +113,7 @@ func StartContainerd(ctx context.Context, o Options) (_ *Containerd, err error) 
 			if stopErr := c.Stop(); stopErr != nil {
 				err = errors.Join(err, stopErr)
 			}
+			res = nil
 		}
 	}()
 	if err := os.WriteFile(c.l.ownerFile(), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
