@@ -80,7 +80,9 @@ func (e *Error) Error() string {
 		b.WriteString(e.Class.String())
 		b.WriteString(": ")
 	}
-	if s, ok := status.FromError(e.Err); ok {
+	if e.Err == nil {
+		b.WriteString("unknown error")
+	} else if s, ok := status.FromError(e.Err); ok {
 		b.WriteString(s.Message())
 	} else {
 		b.WriteString(e.Err.Error())

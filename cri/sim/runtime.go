@@ -59,6 +59,11 @@ type Runtime struct {
 	pending sync.WaitGroup // scripted exits fired by the clock and not yet applied
 }
 
+var (
+	_ runtimeapi.RuntimeServiceServer = (*Runtime)(nil)
+	_ runtimeapi.ImageServiceServer   = (*Runtime)(nil)
+)
+
 // New returns an empty simulated runtime.
 func New(o Options) *Runtime {
 	r := &Runtime{
