@@ -2,6 +2,7 @@ package spec
 
 import (
 	"embed"
+	"fmt"
 	"io"
 	"io/fs"
 	"sort"
@@ -31,7 +32,34 @@ func Embedded() []File {
 	return files
 }
 
-// WriteDiagnostics prints diags with source snippets, wrapped at 100 columns.
+// WriteDiagnostics prints each diagnostic as a Line, then with its source
+// snippet, wrapped at 100 columns.
 func (s *Spec) WriteDiagnostics(w io.Writer, diags hcl.Diagnostics) error {
-	return hcl.NewDiagnosticTextWriter(w, s.Sources, 100, false).WriteDiagnostics(diags)
+	tw := hcl.NewDiagnosticTextWriter(w, s.Sources, 100, false)
+	for _, d := range diags {
+		if _, err := fmt.Fprintln(w, Line(d)); err != nil {
+			return err
+		}
+		if err := tw.WriteDiagnostic(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Line renders d on one line: "file:line:col: error: summary: detail".
+func Line(d *hcl.Diagnostic) string {
+	sev := "error"
+	if d.Severity == hcl.DiagWarning {
+		sev = "warning"
+	}
+	pos := "spec"
+	if d.Subject != nil {
+		pos = fmt.Sprintf("%s:%d:%d", d.Subject.Filename, d.Subject.Start.Line, d.Subject.Start.Column)
+	}
+	msg := d.Summary
+	if d.Detail != "" {
+		msg += ": " + d.Detail
+	}
+	return fmt.Sprintf("%s: %s: %s", pos, sev, msg)
 }

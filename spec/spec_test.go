@@ -1,0 +1,223 @@
+package spec
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/hcl/v2"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+var update = flag.Bool("update", false, "rewrite the expected diagnostics in testdata/invalid/*.diag")
+
+func TestEmbeddedSpecIsValid(t *testing.T) {
+	s, diags := Parse(Embedded())
+	for _, d := range diags {
+		t.Errorf("%s", Line(d))
+	}
+	for name, states := range map[string][]string{
+		"pod":       {"waiting_to_start", "syncing", "terminating", "terminated", "finished"},
+		"container": {"waiting", "pulling", "pull_backoff", "creating", "starting", "running", "exited", "crashloop_backoff", "stopping", "terminated", "removed"},
+	} {
+		m := s.Machine(name)
+		if m == nil {
+			t.Errorf("no machine %q", name)
+			continue
+		}
+		for _, st := range states {
+			if m.State(st) == nil {
+				t.Errorf("machine %q has no state %q", name, st)
+			}
+		}
+	}
+	if f := s.Machine("pod").State("finished"); f == nil || !f.Final {
+		t.Error("pod state finished must be final")
+	}
+}
+
+// TestRoutesCoverEveryInput checks that the spec routes each channel input
+// the engine has: config ops, runtime events, ticks and probe results.
+func TestRoutesCoverEveryInput(t *testing.T) {
+	s, diags := Parse(Embedded())
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	var got []string
+	for _, in := range s.Inputs {
+		got = append(got, in.Name)
+	}
+	for _, want := range []string{
+		"config_add", "config_update", "config_remove", "config_delete", "config_reconcile", "config_restore",
+		"container_started", "container_died", "container_removed", "container_changed",
+		"sync_tick", "housekeeping", "liveness_failed", "readiness_changed",
+	} {
+		if !slices.Contains(got, want) {
+			t.Errorf("routes.hcl has no input %q", want)
+		}
+	}
+}
+
+// TestInvalidCorpus parses each testdata/invalid/*.hcl and compares its
+// diagnostics, one Line each, with NAME.diag (-update rewrites them). Every
+// file must fail with a positioned error.
+func TestInvalidCorpus(t *testing.T) {
+	files, err := filepath.Glob("testdata/invalid/*.hcl")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no invalid corpus: %v", err)
+	}
+	for _, f := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".hcl"), func(t *testing.T) {
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, diags := Parse([]File{{Name: f, Src: src}})
+			if !diags.HasErrors() {
+				t.Fatalf("%s: accepted, want an error", f)
+			}
+			var lines []string
+			for _, d := range diags {
+				if d.Severity == hcl.DiagError && (d.Subject == nil || d.Subject.Filename != f || d.Subject.Start.Line < 1) {
+					t.Errorf("error without a position in %s: %s", f, Line(d))
+				}
+				lines = append(lines, Line(d))
+			}
+			got := strings.Join(lines, "\n") + "\n"
+			golden := strings.TrimSuffix(f, ".hcl") + ".diag"
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./spec -run TestInvalidCorpus -update)", err)
+			}
+			if got != string(want) {
+				t.Errorf("diagnostics of %s:\n%s\nwant (%s):\n%s", f, got, golden, want)
+			}
+		})
+	}
+}
+
+func TestValidCorpus(t *testing.T) {
+	files, _ := filepath.Glob("testdata/valid/*.hcl")
+	if len(files) == 0 {
+		t.Fatal("no valid corpus")
+	}
+	for _, f := range files {
+		fs, err := ReadFiles(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, diags := Parse(fs); len(diags) > 0 {
+			for _, d := range diags {
+				t.Errorf("%s", Line(d))
+			}
+		}
+	}
+}
+
+// TestCRIMethodsMatchCRIAPI checks the generated list against the
+// RuntimeService and ImageService of k8s.io/cri-api.
+func TestCRIMethodsMatchCRIAPI(t *testing.T) {
+	var want []string
+	for _, typ := range []reflect.Type{
+		reflect.TypeFor[runtimeapi.RuntimeServiceClient](),
+		reflect.TypeFor[runtimeapi.ImageServiceClient](),
+	} {
+		for i := 0; i < typ.NumMethod(); i++ {
+			want = append(want, typ.Method(i).Name)
+		}
+	}
+	slices.Sort(want)
+	if !slices.Equal(CRIMethods(), want) {
+		t.Errorf("crimethods_gen.go is stale; run go generate ./spec\n got %v\nwant %v", CRIMethods(), want)
+	}
+	for _, m := range []string{"RunPodSandbox", "PullImage", "StopContainer"} {
+		if !IsCRIMethod(m) {
+			t.Errorf("IsCRIMethod(%q) = false", m)
+		}
+	}
+	if IsCRIMethod("StartContianer") {
+		t.Error("IsCRIMethod accepts a misspelt name")
+	}
+}
+
+func TestGoName(t *testing.T) {
+	for in, want := range map[string]string{"waiting_to_start": "WaitingToStart", "kill": "Kill", "sync_ok": "SyncOk", "a1b": "A1b"} {
+		if got := GoName(in); got != want {
+			t.Errorf("GoName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestSuggestion: an unknown reference names the closest declared one.
+func TestSuggestion(t *testing.T) {
+	src := []byte(`machine "m" {
+  initial = state.runing
+  event "go" {}
+  state "running" {
+    transition "go" { to = state.done }
+  }
+  state "done" { final = true }
+}
+`)
+	_, diags := Parse([]File{{Name: "m.hcl", Src: src}})
+	if len(diags) != 1 {
+		t.Fatalf("diags = %v, want one", diags)
+	}
+	if got := Line(diags[0]); got != `m.hcl:2:13: error: Unknown state: initial refers to state "runing", which is not declared. Did you mean "running"?` {
+		t.Errorf("got %s", got)
+	}
+}
+
+// FuzzDecode: any input either parses into a spec whose references all
+// resolve, or fails with positioned errors; it never panics.
+func FuzzDecode(f *testing.F) {
+	// Small seeds only: the fuzzer minimizes every input that finds new
+	// coverage, and minimizing the full spec files takes longer than the
+	// 10 s `make test` gives it.
+	seeds, _ := filepath.Glob("testdata/*/*.hcl")
+	for _, p := range seeds {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		s, diags := Parse([]File{{Name: "fuzz.hcl", Src: src}})
+		if s == nil {
+			t.Fatal("Parse returned a nil spec")
+		}
+		if diags.HasErrors() {
+			for _, d := range diags {
+				if d.Severity == hcl.DiagError && d.Subject != nil && d.Subject.Filename != "fuzz.hcl" {
+					t.Fatalf("diagnostic names another file: %s", Line(d))
+				}
+			}
+			return
+		}
+		for _, m := range s.Machines {
+			if m.State(m.Initial.Name) == nil {
+				t.Fatalf("valid spec with unknown initial state %q", m.Initial.Name)
+			}
+			reach := Reachable(m)
+			for _, st := range m.States {
+				if !reach[st.Name] {
+					t.Fatalf("valid spec with unreachable state %q", st.Name)
+				}
+				for _, tr := range st.Transitions {
+					if tr.To.Set() && m.State(tr.To.Name) == nil {
+						t.Fatalf("valid spec with transition to unknown state %q", tr.To.Name)
+					}
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,20 @@
+# Invalid: duplicate event.
+machine "m" {
+  initial = state.a
+  event "go" {}
+  event "back" {}
+  event "go" {}
+  guard "ok" {}
+  action "act" { cri = ["StartContainer"] }
+  duration "wait" {}
+  state "a" {
+    timeout "back" { after = duration.wait }
+    transition "go" {
+      guard   = guard.ok
+      to      = state.b
+      actions = [action.act]
+    }
+    transition "back" { to = state.b }
+  }
+  state "b" { final = true }
+}

@@ -1,0 +1,19 @@
+# Invalid: timer undeclared event.
+machine "m" {
+  initial = state.a
+  event "go" {}
+  event "back" {}
+  guard "ok" {}
+  action "act" { cri = ["StartContainer"] }
+  duration "wait" {}
+  state "a" {
+    timeout "expired" { after = duration.wait }
+    transition "go" {
+      guard   = guard.ok
+      to      = state.b
+      actions = [action.act]
+    }
+    transition "back" { to = state.b }
+  }
+  state "b" { final = true }
+}
