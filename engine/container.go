@@ -72,6 +72,13 @@ func (c *ctrState) fire(ctx context.Context, ev fsm.ContainerEvent) {
 	for len(c.events) > 0 {
 		ev := c.events[0]
 		c.events = c.events[1:]
+		if exitEvent(ev) && c.machine.Can(ev) {
+			// The spec's choice in exited asks restart_allowed at once:
+			// the exit must be known before the event is fired.
+			if err := c.recordExit(ctx); err != nil {
+				c.p.e.log.Warn("record exit", "pod", c.p.key(), "container", c.name, "err", err)
+			}
+		}
 		step, err := c.machine.Fire(ev)
 		if err != nil {
 			if !errors.Is(err, fsm.ErrNoTransition) {
@@ -95,6 +102,11 @@ func (c *ctrState) fire(ctx context.Context, ev fsm.ContainerEvent) {
 
 func (c *ctrState) raise(ev fsm.ContainerEvent) { c.events = append(c.events, ev) }
 
+// exitEvent: events after which the container's instance is dead.
+func exitEvent(ev fsm.ContainerEvent) bool {
+	return ev == fsm.ContainerEventDied || ev == fsm.ContainerEventStopped || ev == fsm.ContainerEventStartFailed
+}
+
 func (c *ctrState) armTimers() {
 	c.p.w.clearTimers(c.name)
 	now := c.p.e.clock.Now()
@@ -108,6 +120,15 @@ func (c *ctrState) enterHook(s fsm.ContainerState) {
 	switch s {
 	case fsm.ContainerStatePulling, fsm.ContainerStateCreating, fsm.ContainerStateStarting, fsm.ContainerStateRunning:
 		c.waitingReason, c.waitingMessage = "", ""
+	case fsm.ContainerStatePullBackoff:
+		if c.PullPolicyNever() {
+			c.waitingReason = ReasonErrImageNeverPull
+			c.waitingMessage = fmt.Sprintf("Container image %q is not present with pull policy of Never", c.spec.Image)
+		} else {
+			// ErrImagePull for the failed attempt; the next sync tick
+			// shows ImagePullBackOff while the backoff runs.
+			c.p.w.refreshAfter(c.p.e.clock.Now().Add(time.Second))
+		}
 	case fsm.ContainerStateCrashloopBackoff:
 		if c.waitingReason != ReasonCreateContainer {
 			c.waitingReason = ReasonCrashLoopBackOff
@@ -121,7 +142,7 @@ func (c *ctrState) enterHook(s fsm.ContainerState) {
 // ImagePullBackOff, as kubelet does after the first ErrImagePull.
 func (c *ctrState) noteSync() {
 	if c.machine.State() == fsm.ContainerStatePullBackoff && c.waitingReason == ReasonErrImagePull &&
-		c.p.e.clock.Since(c.pullFailedAt) > 0 {
+		c.p.e.clock.Since(c.pullFailedAt) >= time.Second {
 		c.waitingReason = ReasonImagePullBackOff
 		c.waitingMessage = fmt.Sprintf("Back-off pulling image %q", c.spec.Image)
 	}
@@ -302,8 +323,11 @@ func (c *ctrState) forceStopDue() bool {
 }
 
 // RecordExit reads the exit of the current instance for the status and
-// restart_allowed.
-func (c *ctrState) RecordExit(ctx context.Context) error {
+// restart_allowed. The engine records it before it fires the exit event, so
+// this action finds it done unless the runtime did not answer then.
+func (c *ctrState) RecordExit(ctx context.Context) error { return c.recordExit(ctx) }
+
+func (c *ctrState) recordExit(ctx context.Context) error {
 	if c.current != nil && c.current.ContainerID == c.id && c.id != "" {
 		return nil // already recorded
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc/codes"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -90,7 +90,10 @@ func (h *harness) start(cfg Config) {
 
 type testWriter struct{ t *testing.T }
 
-func (w testWriter) Write(p []byte) (int, error) { w.t.Log(strings.TrimSpace(string(p))); return len(p), nil }
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
 
 func (h *harness) stop() {
 	if h.cancel == nil {
@@ -330,6 +333,17 @@ func TestEngineScripts(t *testing.T) {
 				dur, _ := time.ParseDuration(s)
 				h.srv.Runtime.SlowCall(call, dur)
 				return ""
+			case "fail":
+				var call string
+				var n int
+				d.ScanArgs(t, "call", &call)
+				d.ScanArgs(t, "n", &n)
+				msg := "scripted failure"
+				if d.HasArg("msg") {
+					d.ScanArgs(t, "msg", &msg)
+				}
+				h.srv.Runtime.FailCall(call, n, codes.Unknown, msg)
+				return ""
 			case "healthz":
 				if err := h.eng.Healthz(); err != nil {
 					return err.Error()
@@ -449,5 +463,3 @@ func (h *harness) formatTransitions(machine string) string {
 	sort.Strings(lines)
 	return strings.Join(lines, "\n")
 }
-
-var _ = testutil.ToFloat64

@@ -42,10 +42,21 @@ func (w *podWorker) clearTimers(container string) {
 	w.mu.Unlock()
 }
 
-// due reports whether one of the worker's timers has run out.
+// refreshAfter asks for a status refresh at the first sync tick after t.
+func (w *podWorker) refreshAfter(t time.Time) {
+	w.mu.Lock()
+	w.refresh = t
+	w.mu.Unlock()
+}
+
+// due reports whether one of the worker's timers has run out or a status
+// refresh is due.
 func (w *podWorker) due(now time.Time) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if !w.refresh.IsZero() && !now.Before(w.refresh) {
+		return true
+	}
 	for _, t := range w.timers {
 		if !now.Before(t.at) {
 			return true
@@ -68,6 +79,9 @@ func (w *podWorker) takeDue(now time.Time) []armed {
 		}
 	}
 	w.timers = kept
+	if !w.refresh.IsZero() && !now.Before(w.refresh) {
+		w.refresh = time.Time{}
+	}
 	for i := 1; i < len(out); i++ {
 		for j := i; j > 0 && out[j].at.Before(out[j-1].at); j-- {
 			out[j], out[j-1] = out[j-1], out[j]
@@ -147,6 +161,7 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 			s.fire(ctx, r.Pod)
 		}
 	case inputSync:
+		s.noteBackoff()
 		for _, t := range w.takeDue(w.e.clock.Now()) {
 			if t.container == "" {
 				s.fire(ctx, fsm.PodEvent(t.event))
@@ -307,7 +322,7 @@ func (c *ctrState) view(initsDone bool) containerView {
 	switch c.machine.State() {
 	case fsm.ContainerStateRunning, fsm.ContainerStateStopping:
 		cv.Phase = phaseRunning
-		cv.Ready = c.machine.State() == fsm.ContainerStateRunning && !c.p.killed
+		cv.Ready = c.machine.State() == fsm.ContainerStateRunning && !c.p.killed && (!c.init || c.sidecar)
 		if c.current != nil && c.current.ContainerID != c.id {
 			cv.Last = c.current
 		}
@@ -317,6 +332,9 @@ func (c *ctrState) view(initsDone bool) containerView {
 			cv.Current, cv.Last = c.current, c.last
 		} else if cv.WaitingReason == "" {
 			cv.WaitingReason = ReasonContainerCreating
+			if !initsDone && !c.init {
+				cv.WaitingReason = ReasonPodInitializing
+			}
 		}
 	default:
 		cv.Last = c.current

@@ -220,6 +220,7 @@ func (s *podState) syncPod(ctx context.Context) error {
 		if err := fsm.RunPodAction(ctx, s, fsm.PodActionRunSandbox); err != nil {
 			return err
 		}
+		s.w.publishStatus() // Pending with ContainerCreating while images pull
 	}
 	// Init containers, one at a time; sidecars must be running before the
 	// next init container starts.

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -46,6 +47,8 @@ type podWorker struct {
 	wake     chan struct{}
 	cancel   context.CancelFunc // cancels the running actions (a kill arrived)
 	timers   []armed            // the machines' armed timers
+	refresh  time.Time          // a status refresh is due at the first sync tick after this
+	killG    int64              // grace period of the last kill posted
 	pub      *v1.Pod            // last published pod with status
 	killReq  bool               // a kill (config REMOVE/DELETE, orphan) was posted
 	finished bool               // the pod machine reached finished
@@ -74,8 +77,14 @@ func (w *podWorker) post(in input) {
 			w.cfg = &c
 		}
 		if isKillOp(in.op) {
-			if !w.killReq && w.cancel != nil {
-				w.cancel() // interrupt a slow pull or start: the kill comes first
+			g := podGrace(in.pod)
+			if (!w.killReq || g < w.killG) && w.cancel != nil {
+				// Interrupt a slow pull or start, or a stop running with a
+				// longer grace period: the kill comes first.
+				w.cancel()
+			}
+			if !w.killReq || g < w.killG {
+				w.killG = g
 			}
 			w.killReq = true
 		}
