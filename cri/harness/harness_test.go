@@ -420,3 +420,33 @@ func TestReapStaleCleansAfterDeadOwner(t *testing.T) {
 		t.Errorf("ReapStale logged %q, want a line naming %s", logged, c.Dir)
 	}
 }
+
+// TestStartWithEmptyRegistryFailsCleanly gives containerd a registry without
+// the pause image: the start fails naming the image, and nothing runs.
+func TestStartWithEmptyRegistryFailsCleanly(t *testing.T) {
+	requireRoot(t)
+	r, err := StartRegistry("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	dir := t.TempDir()
+	c, err := StartContainerd(context.Background(), Options{Dir: dir, Registry: r})
+	if err == nil {
+		c.Stop()
+		t.Fatal("StartContainerd with an empty registry succeeded, want a pull error")
+	}
+	t.Logf("start error: %v", err)
+	if c != nil {
+		t.Errorf("StartContainerd returned an instance with its error")
+	}
+	if want := r.Ref(PauseRepo); !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not name the image %s", err, want)
+	}
+	if left := Leftovers(dir); len(left) > 0 {
+		t.Errorf("processes left after the failed start: %s", describe(left))
+	}
+	if m := Mounts(dir); len(m) > 0 {
+		t.Errorf("mounts left after the failed start: %v", m)
+	}
+}
