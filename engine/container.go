@@ -87,6 +87,9 @@ func (c *ctrState) fire(ctx context.Context, ev fsm.ContainerEvent) {
 			continue
 		}
 		c.p.e.metrics.transition(fsm.ContainerMachineName, step.From.String(), step.To.String(), step.Event.String())
+		if f := c.p.e.onTransition; f != nil {
+			f()
+		}
 		if len(step.Path) > 0 {
 			c.armTimers()
 			c.enterHook(step.To)

@@ -90,6 +90,10 @@ type Engine struct {
 	// wait for it to reach zero to see a settled state.
 	busy atomic.Int64
 
+	// onTransition, when set, is called after every machine transition
+	// (benchmarks count them).
+	onTransition func()
+
 	runCtx     context.Context
 	wg         sync.WaitGroup
 	runtimeErr atomic.Pointer[error] // last runtime health error, nil when healthy
@@ -322,4 +326,17 @@ func (e *Engine) Healthz() error {
 		return fmt.Errorf("container runtime is down: %w", *p)
 	}
 	return e.pleg.Healthy()
+}
+
+// countRunning counts pods whose published phase is Running.
+func (e *Engine) countRunning() int {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	n := 0
+	for _, w := range e.workers {
+		if p := w.snapshot(); p != nil && p.Status.Phase == v1.PodRunning {
+			n++
+		}
+	}
+	return n
 }

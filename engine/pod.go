@@ -130,6 +130,9 @@ func (s *podState) fire(ctx context.Context, ev fsm.PodEvent) {
 			continue
 		}
 		s.e.metrics.transition(fsm.PodMachineName, step.From.String(), step.To.String(), step.Event.String())
+		if f := s.e.onTransition; f != nil {
+			f()
+		}
 		if len(step.Path) > 0 {
 			s.armPodTimers()
 		}

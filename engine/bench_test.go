@@ -1,0 +1,182 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/cri/sim"
+	"github.com/speclet/speclet/engine/config"
+)
+
+func benchPod(i int) *v1.Pod {
+	g := int64(1)
+	name := fmt.Sprintf("p%05d", i)
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name),
+			Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
+		Spec: v1.PodSpec{HostNetwork: true, TerminationGracePeriodSeconds: &g, RestartPolicy: v1.RestartPolicyAlways,
+			Containers: []v1.Container{{Name: "app", Image: "busybox:latest", ImagePullPolicy: v1.PullIfNotPresent}}},
+	}
+}
+
+// BenchmarkStatus measures computing a pod status from its view (one init
+// container, two regular containers).
+func BenchmarkStatus(b *testing.B) {
+	pod := benchPod(0)
+	now := time.Now()
+	v := &podView{Pod: pod, SandboxReady: true, StartTime: now,
+		Inits: []containerView{{Name: "init", Init: true, Phase: phaseTerminated, Current: &termination{ExitCode: 0}}},
+		Containers: []containerView{
+			{Name: "app", Phase: phaseRunning, Ready: true, StartedAt: now, ContainerID: "abc"},
+			{Name: "side", Phase: phaseWaiting, WaitingReason: ReasonCrashLoopBackOff, Last: &termination{ExitCode: 1}},
+		}}
+	var prev *v1.PodStatus
+	b.ReportAllocs()
+	for b.Loop() {
+		st := computeStatus(prev, v, now)
+		prev = &st
+	}
+}
+
+// startSim serves a simulated runtime on the real clock and dials it.
+func startSim(b *testing.B) (*sim.Server, *cri.Client) {
+	b.Helper()
+	srv, err := sim.Start(b.TempDir(), sim.Options{Images: []string{"busybox:latest"}, EventBuffer: 1 << 16})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(srv.Stop)
+	rt, err := cri.Dial(context.Background(), srv.Endpoint)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return srv, rt
+}
+
+// BenchmarkRelist measures one PLEG relist against the simulated runtime
+// holding N running pods (ListContainers over gRPC plus the diff).
+func BenchmarkRelist(b *testing.B) {
+	for _, n := range []int{100, 1000, 10000} {
+		b.Run("pods="+strconv.Itoa(n), func(b *testing.B) {
+			_, rt := startSim(b)
+			ctx := context.Background()
+			for i := 0; i < n; i++ {
+				pod := benchPod(i)
+				cfg := sandboxConfig(b.TempDir(), pod, 0)
+				cfg.LogDirectory = ""
+				sb, err := rt.RunPodSandbox(ctx, cfg, "")
+				if err != nil {
+					b.Fatal(err)
+				}
+				cc, _ := containerConfig("", pod, &pod.Spec.Containers[0], 0, "", false)
+				id, err := rt.CreateContainer(ctx, sb, cc, cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := rt.StartContainer(ctx, id); err != nil {
+					b.Fatal(err)
+				}
+			}
+			p := newPLEG(rt, clock.RealClock{})
+			if _, err := p.Relist(ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := p.Relist(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func rssBytes() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmRSS:") {
+			f := strings.Fields(l)
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+// BenchmarkEngineScale starts N pods on the simulated runtime (real gRPC,
+// real clock) and waits until all are Running, then removes them all and
+// waits until the runtime is empty. It reports transitions per second over
+// the whole run and the growth of the process RSS per pod (engine and
+// simulated runtime share the process).
+func BenchmarkEngineScale(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run("pods="+strconv.Itoa(n), func(b *testing.B) {
+			for b.Loop() {
+				benchScale(b, n)
+			}
+		})
+	}
+}
+
+func benchScale(b *testing.B, n int) {
+	srv, rt := startSim(b)
+	reg := prometheus.NewRegistry()
+	e, err := New(Config{Runtime: rt, RootDir: b.TempDir(), NodeName: "node", Registerer: reg,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var transitions atomic.Int64
+	e.onTransition = func() { transitions.Add(1) }
+	updates := make(chan config.PodUpdate, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx, updates) }()
+	defer func() { cancel(); <-done }()
+
+	rss0 := rssBytes()
+	pods := make([]*v1.Pod, n)
+	for i := range pods {
+		pods[i] = benchPod(i)
+	}
+	start := time.Now()
+	updates <- config.PodUpdate{Op: config.OpAdd, Pods: pods, Source: config.SourceFile}
+	for e.countRunning() < n {
+		time.Sleep(20 * time.Millisecond)
+	}
+	running := time.Since(start)
+	rss1 := rssBytes()
+	updates <- config.PodUpdate{Op: config.OpRemove, Pods: pods, Source: config.SourceFile}
+	for {
+		sbs, cs := srv.Runtime.Len()
+		if sbs == 0 && cs == 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	total := time.Since(start)
+	b.ReportMetric(running.Seconds(), "s-to-running")
+	b.ReportMetric((total - running).Seconds(), "s-to-removed")
+	b.ReportMetric(float64(transitions.Load())/total.Seconds(), "transitions/s")
+	b.ReportMetric(float64(rss1-rss0)/float64(n), "rss-bytes/pod")
+	_ = runtimeapi.ContainerState_CONTAINER_RUNNING
+}
