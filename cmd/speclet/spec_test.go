@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bytes"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func runSpecCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = runSpec(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestSpecCheckRepositorySpec(t *testing.T) {
+	files, _ := filepath.Glob("../../spec/*.hcl")
+	if len(files) < 3 {
+		t.Fatalf("found %d spec files", len(files))
+	}
+	code, out, errs := runSpecCmd(t, append([]string{"check"}, files...)...)
+	if code != 0 || !strings.HasPrefix(out, "spec ok: 3 file(s), 2 machine(s)") || errs != "" {
+		t.Fatalf("check spec/*.hcl: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+	}
+	// Without files it checks the spec built into the binary.
+	if code, out, _ := runSpecCmd(t, "check"); code != 0 || !strings.HasPrefix(out, "spec ok:") {
+		t.Fatalf("check (built-in): exit %d, %s", code, out)
+	}
+}
+
+// TestSpecCheckInvalidCorpus: every invalid file exits 1 naming file:line:col
+// and showing the offending source line.
+func TestSpecCheckInvalidCorpus(t *testing.T) {
+	files, _ := filepath.Glob("../../spec/testdata/invalid/*.hcl")
+	if len(files) == 0 {
+		t.Fatal("no invalid corpus")
+	}
+	for _, f := range files {
+		code, out, errs := runSpecCmd(t, "check", f)
+		pos := regexp.MustCompile(regexp.QuoteMeta(f) + `:\d+:\d+: error: `)
+		if code != 1 || !pos.MatchString(errs) || out != "" {
+			t.Errorf("check %s: exit %d, want 1 with %s:LINE:COL in the message\nstderr: %s", f, code, f, errs)
+		}
+		if !strings.Contains(errs, "on "+f+" line ") {
+			t.Errorf("check %s: no source snippet in\n%s", f, errs)
+		}
+	}
+}
+
+func TestSpecCheckNamesPositions(t *testing.T) {
+	for _, tc := range []struct{ file, want string }{
+		{"syntax_error.hcl", "syntax_error.hcl:16:37: error: Invalid single-argument block definition"},
+		{"unknown_state.hcl", `unknown_state.hcl:16:30: error: Unknown state: state "a" transition "back" refers to state "bb", which is not declared. Did you mean "b"?`},
+	} {
+		code, _, errs := runSpecCmd(t, "check", "../../spec/testdata/invalid/"+tc.file)
+		if code != 1 || !strings.Contains(errs, tc.want) {
+			t.Errorf("check %s: exit %d, want 1 and %q in\n%s", tc.file, code, tc.want, errs)
+		}
+	}
+	if code, _, errs := runSpecCmd(t, "check", "no/such.hcl"); code != 1 || !strings.Contains(errs, "no/such.hcl") {
+		t.Errorf("check of a missing file: exit %d, %s", code, errs)
+	}
+}
+
+func TestSpecGraph(t *testing.T) {
+	code, out, errs := runSpecCmd(t, "graph", "--machine", "pod", "--format", "dot")
+	if code != 0 || errs != "" {
+		t.Fatalf("graph pod dot: exit %d: %s", code, errs)
+	}
+	for _, want := range []string{`digraph "pod" {`, `"syncing"`, `"terminating"`, `"terminated"`, `"[*]" -> "pending";`, `"terminating" -> "terminated" [label="termination_done [all_containers_stopped]"];`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("pod DOT lacks %s", want)
+		}
+	}
+	code, out, _ = runSpecCmd(t, "graph", "--machine", "container", "--format", "mermaid")
+	if code != 0 || !strings.Contains(out, "stateDiagram-v2") || !strings.Contains(out, "running --> stopping : liveness_failed") {
+		t.Errorf("graph container mermaid: exit %d\n%s", code, out)
+	}
+	code, out, errs = runSpecCmd(t, "graph", "--spec", "../../spec/testdata/valid", "--machine", "door")
+	if code != 0 || !strings.Contains(out, `digraph "door"`) {
+		t.Errorf("graph --spec testdata/valid door: exit %d %s", code, errs)
+	}
+}
+
+func TestSpecGraphErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"graph", "--machine", "node"}, 1, `no machine "node" in the spec (machines: container, pod)`},
+		{[]string{"graph", "--machine", "pod", "--format", "png"}, 2, `unknown --format "png"`},
+		{[]string{"graph"}, 2, "--machine is required (one of: container, pod)"},
+		{[]string{"graph", "--spec", "../../spec/testdata/invalid", "--machine", "m"}, 1, "the spec has"},
+		{[]string{"draw"}, 2, `unknown subcommand "draw"`},
+		{nil, 2, "usage:"},
+	} {
+		code, _, errs := runSpecCmd(t, tc.args...)
+		if code != tc.code || !strings.Contains(errs, tc.want) {
+			t.Errorf("spec %v: exit %d, want %d and %q in\n%s", tc.args, code, tc.code, tc.want, errs)
+		}
+	}
+}
+
+func TestSpecGraphSVG(t *testing.T) {
+	if _, err := exec.LookPath("dot"); err != nil {
+		t.Skip("graphviz is not installed (Debian package graphviz)")
+	}
+	code, out, errs := runSpecCmd(t, "graph", "--machine", "pod", "--format", "svg")
+	if code != 0 || !strings.Contains(out, "<svg") || !strings.Contains(out, "terminating") {
+		t.Fatalf("graph svg: exit %d: %s", code, errs)
+	}
+}
+
+func TestSpecGraphSVGWithoutGraphviz(t *testing.T) {
+	old := dotPath
+	dotPath = "speclet-no-such-dot"
+	defer func() { dotPath = old }()
+	code, _, errs := runSpecCmd(t, "graph", "--machine", "pod", "--format", "svg")
+	if code != 1 || !strings.Contains(errs, "Graphviz") || !strings.Contains(errs, "--format dot") {
+		t.Fatalf("svg without graphviz: exit %d: %s", code, errs)
+	}
+}
