@@ -1,0 +1,271 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/cri/harness"
+	"github.com/speclet/speclet/engine"
+)
+
+// BenchmarkBurst measures speclet on real containerd against the direct-CRI
+// floor, in the same run: N host-network busybox pods (one container running
+// `sleep 3600`, which ignores SIGTERM, grace period 1 s) are started at once
+// and then removed.
+//
+// Floor: a direct CRI client with unlimited parallelism (RunPodSandbox,
+// CreateContainer, StartContainer), until ListContainers shows all N
+// running; then StopContainer (1 s), StopPodSandbox and RemovePodSandbox
+// until no sandbox is left. Speclet: N manifests written to the daemon's
+// --pod-manifest-path until GET /pods shows all N Running; then the manifests
+// removed until the runtime holds no container or sandbox of them.
+//
+// Metrics (seconds): floor-start-all, floor-remove-all, start-all (manifests
+// written to all Running), start-p50 and start-p99 (per pod), remove-all
+// (manifests removed to runtime empty), and the ratios start/floor and
+// remove/floor. Run with -benchtime=1x.
+func BenchmarkBurst(b *testing.B) {
+	c, d := env(b)
+	for _, n := range []int{30, 100} {
+		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
+			var floorStart, floorRemove, start, p50, p99, remove float64
+			for i := 0; i < b.N; i++ {
+				fs, fr, err := floorBurst(context.Background(), shared.rt, c.ImageRef(harness.BusyboxRepo), n, b.TempDir())
+				if err != nil {
+					b.Fatal(err)
+				}
+				r := specletBurst(b, c, d, n)
+				floorStart += fs.Seconds()
+				floorRemove += fr.Seconds()
+				start += r.startAll.Seconds()
+				p50 += percentile(r.perPod, 0.5)
+				p99 += percentile(r.perPod, 0.99)
+				remove += r.removeAll.Seconds()
+			}
+			k := float64(b.N)
+			b.ReportMetric(floorStart/k, "floor-start-all-s")
+			b.ReportMetric(floorRemove/k, "floor-remove-all-s")
+			b.ReportMetric(start/k, "start-all-s")
+			b.ReportMetric(p50/k, "start-p50-s")
+			b.ReportMetric(p99/k, "start-p99-s")
+			b.ReportMetric(remove/k, "remove-all-s")
+			b.ReportMetric(start/floorStart, "start/floor")
+			b.ReportMetric(remove/floorRemove, "remove/floor")
+		})
+	}
+}
+
+type specletBurstResult struct {
+	perPod              []float64 // seconds from the first manifest written to the pod Running on /pods
+	startAll, removeAll time.Duration
+}
+
+func specletBurst(b *testing.B, c *harness.Containerd, d *daemon, n int) specletBurstResult {
+	b.Helper()
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("burst-%03d", i)
+	}
+	manifest := func(name string) string {
+		return fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 1\n"+
+			"  containers:\n  - name: main\n    image: %s\n    imagePullPolicy: IfNotPresent\n    command: [sleep, \"3600\"]\n",
+			name, c.ImageRef(harness.BusyboxRepo))
+	}
+	var res specletBurstResult
+	t0 := time.Now()
+	for _, name := range names {
+		tmp := filepath.Join(d.manifests, "."+name+".tmp")
+		if err := os.WriteFile(tmp, []byte(manifest(name)), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(d.manifests, name+".yaml")); err != nil {
+			b.Fatal(err)
+		}
+	}
+	running := map[string]time.Duration{}
+	for len(running) < n {
+		if time.Since(t0) > 5*time.Minute {
+			b.Fatalf("only %d of %d burst pods Running after 5 minutes", len(running), n)
+		}
+		list, err := d.tryPods()
+		if err != nil {
+			b.Fatal(err)
+		}
+		now := time.Since(t0)
+		for i := range list {
+			p := &list[i]
+			if strings.HasPrefix(p.Name, "burst-") && isRunning(p) {
+				if _, ok := running[p.Name]; !ok {
+					running[p.Name] = now
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, v := range running {
+		res.perPod = append(res.perPod, v.Seconds())
+		res.startAll = max(res.startAll, v)
+	}
+	sort.Float64s(res.perPod)
+
+	t1 := time.Now()
+	for _, name := range names {
+		if err := os.Remove(filepath.Join(d.manifests, name+".yaml")); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for {
+		left, err := burstObjects()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if left == 0 {
+			break
+		}
+		if time.Since(t1) > 5*time.Minute {
+			b.Fatalf("%d burst containers and sandboxes left 5 minutes after removal", left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	res.removeAll = time.Since(t1)
+	return res
+}
+
+// burstObjects counts the containers and sandboxes of burst pods in the runtime.
+func burstObjects() (int, error) {
+	ctx := context.Background()
+	cs, err := shared.rt.ListContainers(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	sbs, err := shared.rt.ListPodSandbox(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, c := range cs {
+		if strings.HasPrefix(c.Labels[engine.LabelPodName], "burst-") {
+			n++
+		}
+	}
+	for _, s := range sbs {
+		if strings.HasPrefix(s.Labels[engine.LabelPodName], "burst-") {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return sorted[max(i, 0)]
+}
+
+// floorBurst starts n pods straight through the CRI with unlimited
+// parallelism, waits until all run, then removes them; it returns the time to
+// all running and the time to none left.
+func floorBurst(ctx context.Context, rt cri.Runtime, image string, n int, logDir string) (startAll, removeAll time.Duration, err error) {
+	run := fmt.Sprint(time.Now().UnixNano())
+	labels := map[string]string{"speclet.e2e/floor": run}
+	sandboxes := make([]string, n)
+	containers := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := fmt.Sprintf("floor-%d", i)
+			dir := filepath.Join(logDir, name)
+			if errs[i] = os.MkdirAll(dir, 0o755); errs[i] != nil {
+				return
+			}
+			sc := &runtimeapi.PodSandboxConfig{
+				Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "floor", Uid: run + "-" + fmt.Sprint(i)},
+				Labels:       labels,
+				LogDirectory: dir,
+				Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+					NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE},
+				}},
+			}
+			if sandboxes[i], errs[i] = rt.RunPodSandbox(ctx, sc, ""); errs[i] != nil {
+				return
+			}
+			cc := &runtimeapi.ContainerConfig{
+				Metadata: &runtimeapi.ContainerMetadata{Name: "main"},
+				Image:    &runtimeapi.ImageSpec{Image: image},
+				Command:  []string{"sleep", "3600"},
+				Labels:   labels,
+				LogPath:  "main_0.log",
+			}
+			if containers[i], errs[i] = rt.CreateContainer(ctx, sandboxes[i], cc, sc); errs[i] != nil {
+				return
+			}
+			errs[i] = rt.StartContainer(ctx, containers[i])
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return 0, 0, fmt.Errorf("floor: start %d pods: %w", n, err)
+	}
+	for {
+		cs, err := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{
+			State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+			LabelSelector: labels,
+		})
+		if err != nil {
+			return 0, 0, fmt.Errorf("floor: list running containers: %w", err)
+		}
+		if len(cs) == n {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	startAll = time.Since(t0)
+
+	t1 := time.Now()
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if errs[i] = rt.StopContainer(ctx, containers[i], 1); errs[i] != nil {
+				return
+			}
+			if errs[i] = rt.StopPodSandbox(ctx, sandboxes[i]); errs[i] != nil {
+				return
+			}
+			errs[i] = rt.RemovePodSandbox(ctx, sandboxes[i])
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return startAll, 0, fmt.Errorf("floor: remove %d pods: %w", n, err)
+	}
+	for {
+		sbs, err := rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: labels})
+		if err != nil {
+			return startAll, 0, fmt.Errorf("floor: list sandboxes: %w", err)
+		}
+		if len(sbs) == 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return startAll, time.Since(t1), nil
+}
