@@ -26,9 +26,9 @@ import (
 	"github.com/speclet/speclet/engine/config"
 )
 
-// harness runs an Engine against the simulated runtime served over gRPC,
+// scriptHarness runs an Engine against the simulated runtime served over gRPC,
 // with a fake clock shared by both. Scripts in testdata/ drive it.
-type harness struct {
+type scriptHarness struct {
 	t       *testing.T
 	clk     *clocktesting.FakeClock
 	srv     *sim.Server
@@ -42,9 +42,9 @@ type harness struct {
 	cfg     Config
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T) *scriptHarness {
 	t.Helper()
-	h := &harness{t: t, clk: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), dir: t.TempDir()}
+	h := &scriptHarness{t: t, clk: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), dir: t.TempDir()}
 	srv, err := sim.Start(h.dir, sim.Options{Clock: h.clk, Images: []string{"busybox:latest"}})
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +62,7 @@ func newHarness(t *testing.T) *harness {
 	return h
 }
 
-func (h *harness) start(cfg Config) {
+func (h *scriptHarness) start(cfg Config) {
 	h.t.Helper()
 	cfg.Runtime = h.rt
 	cfg.RootDir = filepath.Join(h.dir, "root")
@@ -95,7 +95,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (h *harness) stop() {
+func (h *scriptHarness) stop() {
 	if h.cancel == nil {
 		return
 	}
@@ -111,7 +111,7 @@ func (h *harness) stop() {
 	h.cancel = nil
 }
 
-func (h *harness) send(u config.PodUpdate) {
+func (h *scriptHarness) send(u config.PodUpdate) {
 	select {
 	case h.updates <- u:
 	case <-time.After(5 * time.Second):
@@ -124,7 +124,7 @@ func (h *harness) send(u config.PodUpdate) {
 // or running and the simulated runtime applied its scripted exits. A worker
 // blocked on the fake clock (a slow call) stays busy; settle then gives up
 // after a short while and the script shows that state.
-func (h *harness) settle() {
+func (h *scriptHarness) settle() {
 	deadline := time.Now().Add(400 * time.Millisecond)
 	idle := 0
 	for time.Now().Before(deadline) {
@@ -143,7 +143,7 @@ func (h *harness) settle() {
 
 // step advances the fake clock by d in steps of at most one second, settling
 // after each, as the real tickers would see time pass.
-func (h *harness) step(d time.Duration) {
+func (h *scriptHarness) step(d time.Duration) {
 	for d > 0 {
 		s := min(d, time.Second)
 		h.clk.Step(s)
@@ -159,7 +159,7 @@ func (h *harness) step(d time.Duration) {
 //	container NAME [image=REF] [pull=Always|IfNotPresent|Never] [exit=DUR code=N] [term=dies|handle|ignore] [starterr=MSG]
 //	init NAME ...
 //	sidecar NAME ...
-func (h *harness) parsePod(d *datadriven.TestData) *v1.Pod {
+func (h *scriptHarness) parsePod(d *datadriven.TestData) *v1.Pod {
 	var name, uid, restart string
 	grace := int64(30)
 	static := true
@@ -409,7 +409,7 @@ func formatState(st v1.ContainerState) string {
 }
 
 // formatRuntime prints the simulated runtime's sandboxes and containers.
-func (h *harness) formatRuntime() string {
+func (h *scriptHarness) formatRuntime() string {
 	ctx := context.Background()
 	sbs, err := h.rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{})
 	if err != nil {
@@ -439,7 +439,7 @@ func (h *harness) formatRuntime() string {
 
 // formatTransitions prints the non-zero speclet_transitions_total series of
 // one machine.
-func (h *harness) formatTransitions(machine string) string {
+func (h *scriptHarness) formatTransitions(machine string) string {
 	mfs, err := h.reg.Gather()
 	if err != nil {
 		h.t.Fatal(err)
