@@ -269,3 +269,28 @@ func TestCompileAndRun(t *testing.T) {
 		t.Fatalf("after editing the spec, the stale-spec test should fail naming the file; got err=%v:\n%s", err, got)
 	}
 }
+
+// TestReadmeShowsCurrentPodMachine: the Mermaid block of README.md's
+// Lifecycle section is the pod machine generated from spec/pod.hcl.
+func TestReadmeShowsCurrentPodMachine(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(readme), "\n## Lifecycle\n")
+	if !ok {
+		t.Fatal("README.md has no Lifecycle section")
+	}
+	_, block, ok := strings.Cut(sec, "```mermaid\n")
+	if !ok {
+		t.Fatal("README.md's Lifecycle section has no mermaid block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	s, diags := spec.Parse(spec.Embedded())
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	if want := string(Mermaid(s.Machine("pod"))); block != want {
+		t.Errorf("README.md's pod diagram is stale; replace the mermaid block with docs/states/pod.mmd:\n%s", want)
+	}
+}
