@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"container/heap"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -38,6 +39,7 @@ type container struct {
 	reason     string
 	message    string
 	timer      clock.Timer   // scripted exit
+	exitDue    int64         // when the scripted exit is due (Unix ns); 0 = none
 	exited     chan struct{} // closed when the container leaves RUNNING for EXITED
 }
 
@@ -71,6 +73,7 @@ func (r *Runtime) exitAt(c *container, code int32, at int64) {
 		c.timer.Stop()
 		c.timer = nil
 	}
+	c.exitDue = 0
 	c.state = runtimeapi.ContainerState_CONTAINER_EXITED
 	c.finishedAt = at
 	c.exitCode = code
@@ -111,7 +114,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	if m == nil || m.Name == "" {
 		return nil, status.Error(codes.InvalidArgument, "container config must include metadata with a name")
 	}
-	r.mu.Lock()
+	r.lock()
 	defer r.mu.Unlock()
 	s, err := r.findSandbox(req.GetPodSandboxId())
 	if err != nil {
@@ -158,7 +161,7 @@ func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	if err := r.before(ctx, "StartContainer"); err != nil {
 		return nil, err
 	}
-	r.mu.Lock()
+	r.lock()
 	defer r.mu.Unlock()
 	c, err := r.findContainer(req.GetContainerId())
 	if err != nil {
@@ -187,19 +190,20 @@ func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 		if e.After <= 0 {
 			r.exit(c, e.Code)
 		} else {
-			code, at := e.Code, c.startedAt+e.After.Nanoseconds()
-			// A fake clock runs the callback inside Step with its lock held, so
-			// the callback must neither take r.mu nor touch the clock: the exit
-			// happens in a goroutine that Settle waits for.
+			c.exitDue = c.startedAt + e.After.Nanoseconds()
+			heap.Push(&r.due, dueExit{at: c.exitDue, c: c, code: e.Code})
+			// Every call applies the exits that are due (see lock), so what
+			// a client reads follows the clock at once. The timer makes an
+			// exit happen, with its event, when no call comes. A fake clock
+			// runs the callback inside Step with its own lock held, so the
+			// callback must neither take r.mu nor touch the clock: the exit
+			// is applied in a goroutine that Settle waits for.
 			c.timer = r.clock.AfterFunc(e.After, func() {
 				r.pending.Add(1)
 				go func() {
 					defer r.pending.Done()
-					r.mu.Lock()
-					defer r.mu.Unlock()
-					if c.state == runtimeapi.ContainerState_CONTAINER_RUNNING {
-						r.exitAt(c, code, at)
-					}
+					r.lock()
+					r.mu.Unlock()
 				}()
 			})
 		}
@@ -214,7 +218,7 @@ func (r *Runtime) StopContainer(ctx context.Context, req *runtimeapi.StopContain
 	if err := r.before(ctx, "StopContainer"); err != nil {
 		return nil, err
 	}
-	r.mu.Lock()
+	r.lock()
 	c, err := r.findContainer(req.GetContainerId())
 	if err != nil {
 		r.mu.Unlock()
@@ -239,7 +243,7 @@ func (r *Runtime) StopContainer(ctx context.Context, req *runtimeapi.StopContain
 			return nil, status.FromContextError(ctx.Err()).Err()
 		case <-t.C():
 		}
-		r.mu.Lock()
+		r.lock()
 		if c.state == runtimeapi.ContainerState_CONTAINER_RUNNING {
 			r.exit(c, 137)
 		}
@@ -258,7 +262,7 @@ func (r *Runtime) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveCon
 	if err := r.before(ctx, "RemoveContainer"); err != nil {
 		return nil, err
 	}
-	r.mu.Lock()
+	r.lock()
 	defer r.mu.Unlock()
 	if c, err := r.findContainer(req.GetContainerId()); err == nil {
 		r.removeContainer(c)
@@ -271,7 +275,7 @@ func (r *Runtime) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 	if err := r.before(ctx, "ContainerStatus"); err != nil {
 		return nil, err
 	}
-	r.mu.Lock()
+	r.lock()
 	defer r.mu.Unlock()
 	c, err := r.findContainer(req.GetContainerId())
 	if err != nil {
@@ -287,7 +291,7 @@ func (r *Runtime) ListContainers(ctx context.Context, req *runtimeapi.ListContai
 		return nil, err
 	}
 	f := req.GetFilter()
-	r.mu.Lock()
+	r.lock()
 	defer r.mu.Unlock()
 	var out []*runtimeapi.Container
 	add := func(c *container) {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"container/heap"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -56,7 +57,46 @@ type Runtime struct {
 	subs       map[*subscriber]struct{}
 	nextIP     uint32
 
+	due     exitHeap       // scripted exits, soonest first
 	pending sync.WaitGroup // scripted exits fired by the clock and not yet applied
+}
+
+// dueExit is a scripted exit of c at time at (Unix ns).
+type dueExit struct {
+	at   int64
+	c    *container
+	code int32
+}
+
+// exitHeap is a min-heap of scripted exits by time.
+type exitHeap []dueExit
+
+func (h exitHeap) Len() int           { return len(h) }
+func (h exitHeap) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h exitHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *exitHeap) Push(x any)        { *h = append(*h, x.(dueExit)) }
+func (h *exitHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	old[len(old)-1] = dueExit{}
+	*h = old[:len(old)-1]
+	return x
+}
+
+// lock takes r.mu and applies every scripted exit that is due on the clock,
+// at its due time, so that no call sees a container running past its exit.
+func (r *Runtime) lock() {
+	r.mu.Lock()
+	if len(r.due) == 0 {
+		return
+	}
+	now := r.now()
+	for len(r.due) > 0 && r.due[0].at <= now {
+		d := heap.Pop(&r.due).(dueExit)
+		if d.c.state == runtimeapi.ContainerState_CONTAINER_RUNNING && d.c.exitDue == d.at {
+			r.exitAt(d.c, d.code, d.at)
+		}
+	}
 }
 
 var (
@@ -212,11 +252,12 @@ func (r *Runtime) Status(ctx context.Context, _ *runtimeapi.StatusRequest) (*run
 }
 
 // Settle waits until every scripted exit whose time has come on the clock
-// has been applied. With a fake clock, call it after Step and before
-// looking at states:
+// has been applied and its event queued. CRI calls never need it (each
+// applies the exits that are due first); with a fake clock, call it after
+// Step when waiting for the events of those exits:
 //
 //	clk.Step(10 * time.Second)
-//	srv.Runtime.Settle()
+//	srv.Runtime.Settle() // the CONTAINER_STOPPED events are now queued
 func (r *Runtime) Settle() { r.pending.Wait() }
 
 // Len returns the number of sandboxes and containers the runtime holds.

@@ -66,7 +66,7 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 		return nil, status.Error(codes.InvalidArgument, "sandbox config must include metadata with a name")
 	}
 	name := fmt.Sprintf("%s_%s_%s_%d", m.Name, m.Namespace, m.Uid, m.Attempt)
-	r.mu.Lock()
+	r.lock()
 	defer r.mu.Unlock()
 	if other, ok := r.names[name]; ok {
 		return nil, errorf("failed to reserve sandbox name %q: name %q is reserved for %q", name, name, other)
@@ -97,7 +97,7 @@ func (r *Runtime) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 	if err := r.before(ctx, "StopPodSandbox"); err != nil {
 		return nil, err
 	}
-	r.mu.Lock()
+	r.lock()
 	defer r.mu.Unlock()
 	s, err := r.findSandbox(req.GetPodSandboxId())
 	if err != nil {
@@ -118,7 +118,7 @@ func (r *Runtime) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 	if err := r.before(ctx, "RemovePodSandbox"); err != nil {
 		return nil, err
 	}
-	r.mu.Lock()
+	r.lock()
 	defer r.mu.Unlock()
 	s, err := r.findSandbox(req.GetPodSandboxId())
 	if err != nil {
@@ -139,7 +139,7 @@ func (r *Runtime) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandb
 	if err := r.before(ctx, "PodSandboxStatus"); err != nil {
 		return nil, err
 	}
-	r.mu.Lock()
+	r.lock()
 	defer r.mu.Unlock()
 	s, err := r.findSandbox(req.GetPodSandboxId())
 	if err != nil {
@@ -158,7 +158,7 @@ func (r *Runtime) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSan
 		return nil, err
 	}
 	f := req.GetFilter()
-	r.mu.Lock()
+	r.lock()
 	defer r.mu.Unlock()
 	var items []*runtimeapi.PodSandbox
 	add := func(s *sandbox) {

@@ -102,13 +102,12 @@ func TestTimesFollowTheClock(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Reads follow the clock at once: no waiting after Step.
 	f.clk.Step(9*time.Second + 999*time.Millisecond)
-	f.srv.Runtime.Settle()
 	if s := f.status(t, id); s.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		t.Fatalf("1 ms before its exit: %s, want RUNNING", s.State)
 	}
 	f.clk.Step(time.Millisecond)
-	f.srv.Runtime.Settle()
 	s := f.status(t, id)
 	if s.State != runtimeapi.ContainerState_CONTAINER_EXITED || s.ExitCode != 2 || s.Reason != "Error" {
 		t.Fatalf("at its exit time: %s %d %q, want EXITED 2 Error", s.State, s.ExitCode, s.Reason)
@@ -387,4 +386,36 @@ func TestStartRejectsALongSocketPath(t *testing.T) {
 		t.Fatalf("Start in a directory too long for a socket: %v; want an error naming the path and the limit", err)
 	}
 	_ = os.RemoveAll(dir)
+}
+
+// A scripted exit produces its CONTAINER_STOPPED event when the clock
+// reaches it, without any call; Settle waits for it to be queued.
+func TestScriptedExitEmitsItsEventOnTheClock(t *testing.T) {
+	f := newFixture(t, sim.Options{})
+	f.srv.Runtime.OnContainer(sim.Match{Name: "job"}, sim.Behavior{Exit: &sim.Exit{After: 5 * time.Second, Code: 0}})
+	sb, cfg := f.pod(t, "p")
+	id := f.container(t, sb, cfg, "job")
+	if err := f.rt.StartContainer(bg, id); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	ch := make(chan *runtimeapi.ContainerEventResponse, 16)
+	go func() { _ = f.rt.GetContainerEvents(ctx, ch) }()
+	for f.srv.Runtime.Subscribers() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	f.clk.Step(5 * time.Second)
+	f.srv.Runtime.Settle()
+	select {
+	case ev := <-ch:
+		if ev.ContainerId != id || ev.ContainerEventType != runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT {
+			t.Fatalf("event %s for %s, want CONTAINER_STOPPED for %s", ev.ContainerEventType, ev.ContainerId, id)
+		}
+		if len(ev.ContainersStatuses) != 1 || ev.ContainersStatuses[0].FinishedAt != t0.Add(5*time.Second).UnixNano() {
+			t.Errorf("event statuses %v, want the container finished at +5s", ev.ContainersStatuses)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event for a scripted exit")
+	}
 }
