@@ -1,6 +1,11 @@
 package fsm
 
-import "testing"
+import (
+	"context"
+	"testing"
+
+	"github.com/looplab/fsm"
+)
 
 // BenchmarkFire measures one Fire (guards evaluated, looplab transition,
 // actions collected) per op.
@@ -65,4 +70,21 @@ func BenchmarkNewMachine(b *testing.B) {
 			_ = NewContainerMachine(guards{})
 		}
 	})
+}
+
+// BenchmarkLooplabEvent is the floor: one bare looplab/fsm Event between two
+// states, no guards, no tables.
+func BenchmarkLooplabEvent(b *testing.B) {
+	f := fsm.NewFSM("a", fsm.Events{
+		{Name: "ab", Src: []string{"a"}, Dst: "b"},
+		{Name: "ba", Src: []string{"b"}, Dst: "a"},
+	}, nil)
+	evs := [2]string{"ab", "ba"}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if err := f.Event(ctx, evs[i&1]); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
