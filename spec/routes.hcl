@@ -5,6 +5,23 @@
 # to the container the input names (runtime events and probe results name one
 # container; the engine drops the container part when the container is not
 # known). Inputs for a pod UID are delivered in arrival order by its worker.
+#
+# Rules that are not routes, and where the engine enforces them:
+#  - PLEG: the engine relists the runtime every 1 s and turns differences into
+#    container_started / container_died / container_removed /
+#    container_changed; a runtime with GetContainerEvents feeds them directly
+#    with a slow relist as a safety net. "PLEG is not healthy" after 3 min
+#    without a successful relist is node health, reported by the engine.
+#  - No checkpoint: after a restart the engine rebuilds each worker from CRI
+#    labels and annotations (NewPodMachineAt / NewContainerMachineAt with the
+#    state the runtime shows), sends config_restore for pods a source still
+#    lists and config_remove (kill) for pods no source knows.
+#  - A stale runtime cache never kills a new pod: runtime events carry the pod
+#    UID and container ID; the engine must drop events for IDs the worker does
+#    not own.
+#  - One hung runtime call never blocks the node: the engine runs a pod's
+#    actions on that pod's worker only, gives runtime calls deadlines, and arms
+#    timers (grace_expired, sync) independently of running actions.
 
 input "config_add" {
   doc = "A source (file, http, apiserver) lists a new pod (kubelet ADD)."
