@@ -97,6 +97,7 @@ type Engine struct {
 	runCtx     context.Context
 	wg         sync.WaitGroup
 	runtimeErr atomic.Pointer[error] // last runtime health error, nil when healthy
+	checking   atomic.Bool           // a runtime check runs
 	gate       atomic.Pointer[chan struct{}]
 }
 
@@ -322,10 +323,11 @@ func (e *Engine) Pods() []*v1.Pod {
 // Healthz returns nil while the runtime answers and the PLEG relisted
 // successfully within the last three minutes.
 func (e *Engine) Healthz() error {
+	var rtErr error
 	if p := e.runtimeErr.Load(); p != nil {
-		return fmt.Errorf("container runtime is down: %w", *p)
+		rtErr = fmt.Errorf("container runtime is down: %w", *p)
 	}
-	return e.pleg.Healthy()
+	return errors.Join(rtErr, e.pleg.Healthy())
 }
 
 // countRunning counts pods whose published phase is Running.

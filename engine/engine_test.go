@@ -143,9 +143,9 @@ func (h *scriptHarness) settle() {
 
 // step advances the fake clock by d in steps of at most one second, settling
 // after each, as the real tickers would see time pass.
-func (h *scriptHarness) step(d time.Duration) {
+func (h *scriptHarness) step(d, max time.Duration) {
 	for d > 0 {
-		s := min(d, time.Second)
+		s := min(d, max)
 		h.clk.Step(s)
 		d -= s
 		h.settle()
@@ -309,7 +309,12 @@ func TestEngineScripts(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				h.step(dur)
+				step := time.Second
+				if d.HasArg("step") {
+					d.ScanArgs(t, "step", &s)
+					step, _ = time.ParseDuration(s)
+				}
+				h.step(dur, step)
 				return ""
 			case "pods":
 				return formatPods(h.eng.Pods())
@@ -344,11 +349,44 @@ func TestEngineScripts(t *testing.T) {
 				}
 				h.srv.Runtime.FailCall(call, n, codes.Unknown, msg)
 				return ""
-			case "healthz":
-				if err := h.eng.Healthz(); err != nil {
-					return err.Error()
+			case "runtime-down":
+				h.srv.Stop()
+				return ""
+			case "runtime-up":
+				srv, err := h.srv.Runtime.Serve(h.srv.Socket)
+				if err != nil {
+					t.Fatal(err)
 				}
-				return "ok"
+				h.srv = srv
+				// gRPC reconnects on its own real-time backoff: wait until
+				// the engine's connection answers again.
+				deadline := time.Now().Add(30 * time.Second)
+				for {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+					_, err := h.rt.Version(ctx)
+					cancel()
+					if err == nil {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("runtime did not answer 30 s after it came back: %v", err)
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+				return ""
+			case "healthz":
+				err := h.eng.Healthz()
+				if err == nil {
+					return "ok"
+				}
+				// The causes name socket paths of this run: keep the gist.
+				var out []string
+				for _, l := range strings.Split(err.Error(), "\n") {
+					l, _, _ = strings.Cut(l, ": cri ")
+					l, _, _ = strings.Cut(l, ": relist")
+					out = append(out, l)
+				}
+				return strings.Join(out, "\n")
 			case "transitions":
 				var machine string
 				d.ScanArgs(t, "machine", &machine)

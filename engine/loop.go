@@ -103,24 +103,26 @@ func (e *Engine) housekeeping(ctx context.Context) {
 	e.cleanupOrphans()
 }
 
-// checkRuntime asks the runtime for its status; while it fails, the gate
-// closes so pod workers hold their queued inputs, and a prober retries with
-// exponential backoff (100 ms doubling to 5 s) until it answers again.
+// checkRuntime asks the runtime for its status without blocking the loop.
+// While it fails, the gate closes so pod workers hold their queued inputs,
+// and the check retries with exponential backoff (100 ms doubling to 5 s)
+// until the runtime answers again.
 func (e *Engine) checkRuntime(ctx context.Context) {
-	if e.runtimeErr.Load() != nil {
-		return // the prober is running
+	if !e.checking.CompareAndSwap(false, true) {
+		return // a check or a recovery prober is running
 	}
-	if err := e.runtimeStatus(ctx); err == nil {
-		return
-	} else {
-		e.runtimeErr.Store(&err)
-		e.log.Error("container runtime is down; pausing pod syncs", "err", err)
-	}
-	closed := make(chan struct{})
-	e.gate.Store(&closed)
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
+		defer e.checking.Store(false)
+		err := e.runtimeStatus(ctx)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		e.runtimeErr.Store(&err)
+		e.log.Error("container runtime is down; pausing pod syncs", "err", err)
+		closed := make(chan struct{})
+		e.gate.Store(&closed)
 		delay := 100 * time.Millisecond
 		for {
 			select {
