@@ -287,6 +287,15 @@ func (v *validator) machine(m *Machine) {
 				"state %q cannot be reached from the initial state %q.", st.Name, m.Initial.Name)
 		}
 	}
+	finishing := canFinish(m)
+	if len(finishing) > 0 {
+		for _, st := range m.States {
+			if reach[st.Name] && !finishing[st.Name] {
+				v.errorf(st.NameRange, "No way to finish",
+					"no path leads from state %q to a final state; a machine that enters it can never finish.", st.Name)
+			}
+		}
+	}
 	for _, n := range []*names{guards, actions, durations} {
 		for _, name := range n.order {
 			if !n.used[name] {
@@ -329,6 +338,43 @@ func Reachable(m *Machine) map[string]bool {
 		}
 	}
 	return seen
+}
+
+// canFinish returns the states from which some final state is reachable,
+// ignoring guards (empty when the machine has no final state).
+func canFinish(m *Machine) map[string]bool {
+	into := map[string][]string{}
+	var queue []string
+	ok := map[string]bool{}
+	for _, st := range m.States {
+		if st.Final {
+			ok[st.Name] = true
+			queue = append(queue, st.Name)
+		}
+		for _, t := range st.Transitions {
+			if t.To.Set() {
+				into[t.To.Name] = append(into[t.To.Name], st.Name)
+			}
+		}
+		if st.Choice != nil {
+			for _, br := range append(append([]*Branch(nil), st.Choice.When...), st.Choice.Otherwise) {
+				if br != nil {
+					into[br.To.Name] = append(into[br.To.Name], st.Name)
+				}
+			}
+		}
+	}
+	for len(queue) > 0 {
+		n := queue[0]
+		queue = queue[1:]
+		for _, from := range into[n] {
+			if !ok[from] {
+				ok[from] = true
+				queue = append(queue, from)
+			}
+		}
+	}
+	return ok
 }
 
 func (v *validator) inputs(s *Spec, machines *names) {
