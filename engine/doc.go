@@ -1,0 +1,47 @@
+// Package engine runs pods: it turns channel inputs (pod config updates,
+// runtime container events, ticks, probe results) into events of the
+// generated state machines (package fsm, from spec/*.hcl) and carries out the
+// actions their transitions return as CRI calls.
+//
+// # Structure
+//
+//   - engine.go, loop.go: the sync loop. One goroutine selects over config
+//     updates, PLEG events, a 1 s sync tick (machine timers that ran out), a
+//     2 s housekeeping tick (runtime health, orphans, purge of finished
+//     workers, backoff GC) and probe results. While the runtime does not
+//     answer, pod workers hold their inputs (nothing is lost) and a prober
+//     retries with exponential backoff.
+//   - worker.go, glue.go: one worker goroutine per pod UID. Inputs are queued;
+//     config inputs coalesce (only the newest pending spec counts; a pending
+//     kill is never replaced). fsm.Route maps each input to machine events.
+//     A kill cancels the running actions (a slow pull, a stop with a longer
+//     grace period) so it is handled next.
+//   - pod.go: the pod machine's guards, actions and durations (SyncPod,
+//     RunSandbox, KillContainers, StopSandbox, RemovePod, ReleaseName,
+//     ReportStatus), the grace period that only shortens, and static pod
+//     name ownership (one started pod per full name, successors FIFO).
+//   - container.go: the container machine's guards, actions and durations
+//     (PullImage, CreateContainer, StartContainer, StopContainer, RecordExit,
+//     RemoveContainer; CrashLoopBackOff and image pull backoff per container).
+//   - effects.go, labels.go: CRI requests (sandbox and container configs, log
+//     paths under RootDir, speclet's labels and annotations).
+//   - pleg.go: relist diff and the runtime's event stream.
+//   - status.go: the pod status derived from the machine states.
+//   - recover.go: rebuilding from the runtime after a restart; orphans.
+//
+// Every CRI call the engine makes is inside an implementation of a generated
+// Actions method, run by fsm.RunPodAction or fsm.RunContainerAction, except
+// the reads that answer guards or feed the PLEG and status (ImageStatus before
+// a start, ListContainers, ListPodSandbox, ContainerStatus, Status). Actions
+// report their outcome as the events the spec names (sync_ok, pull_failed,
+// ...); the engine fires them after the step's actions ran, never from inside
+// a looplab callback.
+//
+// # Usage
+//
+//	e, err := engine.New(engine.Config{Runtime: rt, NodeName: node, RootDir: "/var/lib/speclet"})
+//	if err != nil { ... }
+//	go e.Run(ctx, merger.Updates()) // returns when ctx ends; pods keep running
+//	pods := e.Pods()                // copies with status
+//	err = e.Healthz()               // runtime down or PLEG stale
+package engine
