@@ -8,11 +8,42 @@
 // their transitions, timers and choices. routes.hcl maps the engine's channel
 // inputs to machine events. See State for the transition semantics.
 //
+// Format (one machine per file; inputs in routes.hcl):
+//
+//	machine "NAME" {
+//	  doc     = "..."
+//	  initial = state.NAME
+//	  event "NAME" { doc = "..." }               // something that happens
+//	  guard "NAME" { doc = "..." }               // a yes/no question the engine answers
+//	  action "NAME" {                            // an effect the engine runs
+//	    cri   = ["StartContainer"]               // CRI methods it calls
+//	    calls = [action.OTHER]                   // actions it runs itself as steps
+//	  }
+//	  duration "NAME" { default = "10s" }        // a timer length the engine supplies (also max)
+//	  state "NAME" {
+//	    final = true                             // no way out
+//	    entry = [action.A, ...]                  // run on every entry
+//	    timeout "EVENT" { after = duration.D }   // fire EVENT after D while here
+//	    transition "EVENT" {                     // tried in order; first guard that holds wins
+//	      guard   = guard.G                      // optional; the unguarded one comes last
+//	      to      = state.S                      // omit for an internal transition
+//	      actions = [action.A, ...]
+//	    }
+//	    choice {                                 // eventless branch taken on entry
+//	      when "GUARD" { to = state.S }
+//	      otherwise { to = state.S }
+//	    }
+//	  }
+//	}
+//	input "NAME" { MACHINE = MACHINE.EVENT ... }  // a channel input and the events it becomes
+//
 // Validation reports every problem as an HCL diagnostic with file:line:col:
 // syntax errors, unknown references with a suggestion, duplicate or invalid
-// names, unreachable states, dead ends, final states with exits, ambiguous or
-// shadowed transitions, choices without otherwise, timers without a
-// transition, and CRI calls that k8s.io/cri-api does not define.
+// names, unreachable states, dead ends, states that cannot reach a final
+// state, final states with exits, ambiguous or shadowed transitions, choices
+// without otherwise, timers without a transition, and CRI calls that
+// k8s.io/cri-api does not define. Unused guards, actions and durations are
+// warnings.
 //
 // Usage:
 //
