@@ -193,9 +193,23 @@ func TestDoor(t *testing.T) {
 	if p := DoorShortestPaths()[DoorStateGone]; len(p) != 2 || p[0] != DoorEventLock || p[1] != DoorEventBreak {
 		t.Fatalf("shortest path to gone = %v", p)
 	}
+	b := NewBareMachine(struct{}{})
+	if st, err := b.Fire(BareEventGo); err != nil || st.To != BareStateB || len(st.Actions) != 0 {
+		t.Fatalf("bare go: %+v %v", st, err)
+	}
 	if DoorDurationDefaults[DoorDurationAutoLock] != 30*time.Second || DoorDurationMax[DoorDurationAutoLock] != time.Minute {
 		t.Fatal("duration defaults")
 	}
+}
+`
+
+const bareSpec = `machine "bare" {
+  initial = state.a
+  event "go" {}
+  state "a" {
+    transition "go" { to = state.b }
+  }
+  state "b" { final = true }
 }
 `
 
@@ -210,7 +224,16 @@ func TestCompileAndRun(t *testing.T) {
 	if err != nil {
 		t.Skip("no go command")
 	}
-	s := parseDoor(t)
+	// The door uses every construct; the bare machine none it can omit (no
+	// guard, action, duration, choice or timer), so empty tables compile too.
+	doorSrc, err := os.ReadFile(doorSpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, diags := spec.Parse([]spec.File{{Name: "spec/door.hcl", Src: doorSrc}, {Name: "spec/bare.hcl", Src: []byte(bareSpec)}})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
 	out, err := Files(s)
 	if err != nil {
 		t.Fatal(err)
@@ -235,11 +258,8 @@ func TestCompileAndRun(t *testing.T) {
 	write("fsm/errors.go", glue)
 	prog := strings.Replace(doorProgram, "\"errors\"\n", "\"errors\"\n\t\"strings\"\n\t\"time\"\n", 1)
 	write("fsm/door_test.go", []byte(prog))
-	doorSrc, err := os.ReadFile(doorSpec)
-	if err != nil {
-		t.Fatal(err)
-	}
 	write("spec/door.hcl", doorSrc)
+	write("spec/bare.hcl", []byte(bareSpec))
 	sum, err := os.ReadFile("../go.sum")
 	if err != nil {
 		t.Fatal(err)
@@ -293,4 +313,26 @@ func TestReadmeShowsCurrentPodMachine(t *testing.T) {
 	if want := string(Mermaid(s.Machine("pod"))); block != want {
 		t.Errorf("README.md's pod diagram is stale; replace the mermaid block with docs/states/pod.mmd:\n%s", want)
 	}
+}
+
+// FuzzGenerate: every spec that validates renders to gofmt'ed Go and graphs
+// (format.Source rejects Go that does not parse). Its seeds run with the
+// other tests; `go test ./gen -fuzz FuzzGenerate` explores further.
+func FuzzGenerate(f *testing.F) {
+	for _, file := range spec.Embedded() {
+		f.Add(file.Src)
+	}
+	if b, err := os.ReadFile(doorSpec); err == nil {
+		f.Add(b)
+	}
+	f.Add([]byte(bareSpec))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		s, diags := spec.Parse([]spec.File{{Name: "spec/fuzz.hcl", Src: src}})
+		if diags.HasErrors() || len(s.Machines) == 0 {
+			return
+		}
+		if _, err := Files(s); err != nil {
+			t.Fatalf("valid spec does not render: %v", err)
+		}
+	})
 }
