@@ -17,7 +17,7 @@ const PodMachineName = "pod"
 
 // PodSpecSHA256 is the SHA-256 of spec/pod.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const PodSpecSHA256 = "e32abe2f6753f703028771d33504e04775bf456cf16818aea5b21c11d9b62f8e"
+const PodSpecSHA256 = "5f25c1f695fa7bff544b9af8fc43491d1f9da67d6d36c2ba0d84ac89d168c7a7"
 
 // PodState is a state of the pod machine.
 //

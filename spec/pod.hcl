@@ -26,6 +26,12 @@
 #    previous holder reaches finished (action release_name).
 #  - Requeue jitter: the engine supplies jittered values for resync and
 #    sync_backoff through the Durations interface.
+#  - Status is derived from machine states, never patched: phase Pending until
+#    a container machine reaches running; Running while syncing; Succeeded or
+#    Failed from the exits recorded once sync_ok fired under pod_done, and
+#    since no transition leaves terminating/terminated/finished for a syncing
+#    state, a terminal phase never goes back (no Running -> Pending, no
+#    Failed -> Succeeded). The engine computes it in report_status.
 machine "pod" {
   doc     = "Pod worker: one per pod UID; syncs the pod while it should run, then terminates and cleans it up."
   initial = state.pending
