@@ -770,3 +770,18 @@ func ContainerShortestPaths() map[ContainerState][]ContainerEvent {
 		ContainerStateRemoved:          {ContainerEventStart, ContainerEventRemoved},
 	}
 }
+
+// ContainerTransitionPaths returns, for each row of ContainerTransitionTable, a
+// shortest event path from the initial state that ends with the row's event
+// fired in its From state (guards permitting). For model-based tests that
+// cover every transition.
+func ContainerTransitionPaths() [][]ContainerEvent {
+	sp := ContainerShortestPaths()
+	out := make([][]ContainerEvent, len(ContainerTransitionTable))
+	for i, t := range ContainerTransitionTable {
+		if p, ok := sp[t.From]; ok {
+			out[i] = append(append(make([]ContainerEvent, 0, len(p)+1), p...), t.Event)
+		}
+	}
+	return out
+}

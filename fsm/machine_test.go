@@ -404,3 +404,53 @@ func (r *recorder) StopSandbox(context.Context) error    { return r.rec("stop_sa
 func (r *recorder) RemovePod(context.Context) error      { return r.rec("remove_pod") }
 func (r *recorder) ReleaseName(context.Context) error    { return r.rec("release_name") }
 func (r *recorder) ReportStatus(context.Context) error   { return r.rec("report_status") }
+
+// TestTransitionPathsCoverEveryTransition replays the path generated for each
+// pod and container transition (any guard assignment at each step) and checks
+// it can end in the transition's target.
+func TestTransitionPathsCoverEveryTransition(t *testing.T) {
+	podGuards := []string{"name_taken", "pod_done", "update_pending", "all_containers_stopped"}
+	for i, evs := range PodTransitionPaths() {
+		tr := PodTransitionTable[i]
+		frontier := map[PodState]bool{PodInitialState: true}
+		for _, ev := range evs {
+			next := map[PodState]bool{}
+			for s := range frontier {
+				for _, g := range assignments(podGuards) {
+					if st, err := NewPodMachineAt(s, g).Fire(ev); err == nil {
+						next[st.To] = true
+					}
+				}
+			}
+			frontier = next
+		}
+		if len(evs) == 0 || !frontier[tr.To] {
+			t.Errorf("pod transition %d (%s -%s-> %s): path %v does not take it", i, tr.From, tr.Event, tr.To, evs)
+		}
+	}
+	ctrGuards := []string{"pod_terminating", "image_present", "pull_policy_always", "pull_policy_never", "restart_allowed"}
+	for i, evs := range ContainerTransitionPaths() {
+		tr := ContainerTransitionTable[i]
+		frontier := map[ContainerState]bool{ContainerInitialState: true}
+		passed := map[ContainerState]bool{}
+		for _, ev := range evs {
+			next := map[ContainerState]bool{}
+			passed = map[ContainerState]bool{}
+			for s := range frontier {
+				for _, g := range assignments(ctrGuards) {
+					if st, err := NewContainerMachineAt(s, g).Fire(ev); err == nil {
+						next[st.To] = true
+						passed[st.To] = true
+						for _, p := range st.Path {
+							passed[p] = true
+						}
+					}
+				}
+			}
+			frontier = next
+		}
+		if len(evs) == 0 || !passed[tr.To] {
+			t.Errorf("container transition %d (%s -%s-> %s): path %v does not take it", i, tr.From, tr.Event, tr.To, evs)
+		}
+	}
+}

@@ -698,3 +698,18 @@ func PodShortestPaths() map[PodState][]PodEvent {
 		PodStateFinished:       {PodEventKill, PodEventCleanupDone},
 	}
 }
+
+// PodTransitionPaths returns, for each row of PodTransitionTable, a
+// shortest event path from the initial state that ends with the row's event
+// fired in its From state (guards permitting). For model-based tests that
+// cover every transition.
+func PodTransitionPaths() [][]PodEvent {
+	sp := PodShortestPaths()
+	out := make([][]PodEvent, len(PodTransitionTable))
+	for i, t := range PodTransitionTable {
+		if p, ok := sp[t.From]; ok {
+			out[i] = append(append(make([]PodEvent, 0, len(p)+1), p...), t.Event)
+		}
+	}
+	return out
+}
