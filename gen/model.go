@@ -172,43 +172,54 @@ func itoa(i int) string {
 	return string(b)
 }
 
-// shortestPaths runs a BFS from the initial state over external transitions
-// (each guarded branch counts as possible) and choice branches (no event).
+// shortestPaths finds, for each state, a path from the initial state with the
+// fewest events over external transitions (each guarded branch counts as
+// possible) and choice branches (no event): a 0-1 BFS, deterministic in spec
+// order.
 func shortestPaths(m *spec.Machine, idx map[string]int) ([][]string, []bool) {
 	paths := make([][]string, len(m.States))
 	reach := make([]bool, len(m.States))
 	start := idx[m.Initial.Name]
 	reach[start] = true
 	paths[start] = []string{}
-	queue := []int{start}
-	for len(queue) > 0 {
-		si := queue[0]
-		queue = queue[1:]
+	deque := []int{start}
+	for len(deque) > 0 {
+		si := deque[0]
+		deque = deque[1:]
 		st := m.States[si]
-		visit := func(to string, ev string) {
+		relax := func(to string, ev string) {
 			ti, ok := idx[to]
-			if !ok || reach[ti] {
+			if !ok {
+				return
+			}
+			n := len(paths[si])
+			if ev != "" {
+				n++
+			}
+			if reach[ti] && len(paths[ti]) <= n {
 				return
 			}
 			reach[ti] = true
-			p := append([]string(nil), paths[si]...)
+			p := append(make([]string, 0, n), paths[si]...)
 			if ev != "" {
 				p = append(p, ev)
+				deque = append(deque, ti)
+			} else {
+				deque = append([]int{ti}, deque...)
 			}
 			paths[ti] = p
-			queue = append(queue, ti)
 		}
 		for _, t := range st.Transitions {
 			if t.To.Set() {
-				visit(t.To.Name, t.Event.Name)
+				relax(t.To.Name, t.Event.Name)
 			}
 		}
 		if st.Choice != nil {
 			for _, br := range st.Choice.When {
-				visit(br.To.Name, "")
+				relax(br.To.Name, "")
 			}
 			if st.Choice.Otherwise != nil {
-				visit(st.Choice.Otherwise.To.Name, "")
+				relax(st.Choice.Otherwise.To.Name, "")
 			}
 		}
 	}
