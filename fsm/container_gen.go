@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/looplab/fsm"
@@ -630,6 +631,26 @@ type ContainerStep struct {
 	Event    ContainerEvent
 	Actions  []ContainerAction
 	Path     []ContainerState
+}
+
+// String renders the step for logs: "from -> to on event / a, b", or
+// "from: internal on event" when no state was entered.
+func (s ContainerStep) String() string {
+	var b strings.Builder
+	if len(s.Path) == 0 {
+		b.WriteString(s.From.String() + ": internal on " + s.Event.String())
+	} else {
+		b.WriteString(s.From.String() + " -> " + s.To.String() + " on " + s.Event.String())
+	}
+	for i, a := range s.Actions {
+		if i == 0 {
+			b.WriteString(" / ")
+		} else {
+			b.WriteString(", ")
+		}
+		b.WriteString(a.String())
+	}
+	return b.String()
 }
 
 // ContainerMachine is one container state machine over looplab/fsm. It is not

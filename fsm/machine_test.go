@@ -454,3 +454,18 @@ func TestTransitionPathsCoverEveryTransition(t *testing.T) {
 		}
 	}
 }
+
+func TestStepString(t *testing.T) {
+	m := NewPodMachine(guards{})
+	st, err := m.Fire(PodEventUpdate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.String(); got != "pending -> syncing on update / sync_pod" {
+		t.Errorf("step = %q", got)
+	}
+	st, _ = m.Fire(PodEventUpdate)
+	if got := st.String(); got != "syncing: internal on update" {
+		t.Errorf("step = %q", got)
+	}
+}

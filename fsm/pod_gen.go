@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/looplab/fsm"
@@ -561,6 +562,26 @@ type PodStep struct {
 	Event    PodEvent
 	Actions  []PodAction
 	Path     []PodState
+}
+
+// String renders the step for logs: "from -> to on event / a, b", or
+// "from: internal on event" when no state was entered.
+func (s PodStep) String() string {
+	var b strings.Builder
+	if len(s.Path) == 0 {
+		b.WriteString(s.From.String() + ": internal on " + s.Event.String())
+	} else {
+		b.WriteString(s.From.String() + " -> " + s.To.String() + " on " + s.Event.String())
+	}
+	for i, a := range s.Actions {
+		if i == 0 {
+			b.WriteString(" / ")
+		} else {
+			b.WriteString(", ")
+		}
+		b.WriteString(a.String())
+	}
+	return b.String()
 }
 
 // PodMachine is one pod state machine over looplab/fsm. It is not
