@@ -531,22 +531,22 @@ var ContainerStateTimers = [11][]ContainerTimer{
 
 // containerByStateEvent indexes ContainerTransitionTable by (From, Event).
 var containerByStateEvent = [11][14][]uint16{
-	{{0, 1, 2, 3, 4}, nil, nil, nil, nil, nil, nil, nil, nil, {5}, nil, nil, nil, nil},
-	{nil, {6, 7}, {8}, nil, nil, nil, nil, nil, nil, {9}, nil, nil, nil, nil},
-	{nil, nil, nil, nil, nil, nil, nil, nil, {10}, {11}, nil, nil, nil, nil},
-	{nil, nil, nil, {12, 13}, {14}, nil, nil, nil, nil, {15}, nil, nil, nil, nil},
-	{nil, nil, nil, nil, nil, {16}, {17}, {18}, nil, {19}, nil, nil, nil, nil},
-	{nil, nil, nil, nil, nil, {23}, nil, {20}, nil, {22}, {21}, nil, nil, nil},
-	{nil, nil, nil, nil, nil, {28}, nil, {26}, nil, {27}, nil, {25}, {24}, nil},
-	{nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
-	{nil, nil, nil, nil, nil, nil, nil, nil, {29}, {30}, nil, nil, nil, nil},
-	{{35}, nil, nil, nil, nil, nil, nil, {33}, nil, {32}, nil, {34}, nil, {31}},
-	{nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStateWaiting:          {{0, 1, 2, 3, 4}, nil, nil, nil, nil, nil, nil, nil, nil, {5}, nil, nil, nil, nil},
+	ContainerStatePulling:          {nil, {6, 7}, {8}, nil, nil, nil, nil, nil, nil, {9}, nil, nil, nil, nil},
+	ContainerStatePullBackoff:      {nil, nil, nil, nil, nil, nil, nil, nil, {10}, {11}, nil, nil, nil, nil},
+	ContainerStateCreating:         {nil, nil, nil, {12, 13}, {14}, nil, nil, nil, nil, {15}, nil, nil, nil, nil},
+	ContainerStateStarting:         {nil, nil, nil, nil, nil, {16}, {17}, {18}, nil, {19}, nil, nil, nil, nil},
+	ContainerStateRunning:          {nil, nil, nil, nil, nil, {23}, nil, {20}, nil, {22}, {21}, nil, nil, nil},
+	ContainerStateStopping:         {nil, nil, nil, nil, nil, {28}, nil, {26}, nil, {27}, nil, {25}, {24}, nil},
+	ContainerStateExited:           {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStateCrashloopBackoff: {nil, nil, nil, nil, nil, nil, nil, nil, {29}, {30}, nil, nil, nil, nil},
+	ContainerStateTerminated:       {{35}, nil, nil, nil, nil, nil, nil, {33}, nil, {32}, nil, {34}, nil, {31}},
+	ContainerStateRemoved:          {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
 }
 
 // containerChoicesByState indexes ContainerChoiceTable by State.
 var containerChoicesByState = [11][]uint16{
-	7: {0, 1, 2},
+	ContainerStateExited: {0, 1, 2},
 }
 
 // containerTransitionKeys names each external transition for looplab/fsm

@@ -487,14 +487,14 @@ var PodStateTimers = [8][]PodTimer{
 
 // podByStateEvent indexes PodTransitionTable by (From, Event).
 var podByStateEvent = [8][8][]uint16{
-	{{0, 1}, nil, nil, nil, {2}, nil, nil, nil},
-	{{4}, nil, nil, nil, {5}, {3}, nil, nil},
-	{{10}, {11}, {6, 7, 8}, {9}, {12}, nil, nil, nil},
-	{{14}, {13}, nil, nil, {15}, nil, nil, nil},
-	{{17}, {16}, nil, nil, {18}, nil, nil, nil},
-	{{24}, {21, 22}, {25}, {26}, {23}, nil, {19, 20}, nil},
-	{{30}, {28}, {31}, {32}, {29}, nil, {33}, {27}},
-	{nil, nil, nil, nil, nil, nil, nil, nil},
+	PodStatePending:        {{0, 1}, nil, nil, nil, {2}, nil, nil, nil},
+	PodStateWaitingToStart: {{4}, nil, nil, nil, {5}, {3}, nil, nil},
+	PodStateSyncing:        {{10}, {11}, {6, 7, 8}, {9}, {12}, nil, nil, nil},
+	PodStateSynced:         {{14}, {13}, nil, nil, {15}, nil, nil, nil},
+	PodStateSyncBackoff:    {{17}, {16}, nil, nil, {18}, nil, nil, nil},
+	PodStateTerminating:    {{24}, {21, 22}, {25}, {26}, {23}, nil, {19, 20}, nil},
+	PodStateTerminated:     {{30}, {28}, {31}, {32}, {29}, nil, {33}, {27}},
+	PodStateFinished:       {nil, nil, nil, nil, nil, nil, nil, nil},
 }
 
 // podChoicesByState indexes PodChoiceTable by State.
