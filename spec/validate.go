@@ -166,6 +166,15 @@ func (v *validator) machine(m *Machine) {
 		v.errorf(m.NameRange, "No states", "machine %q declares no state.", m.Name)
 		return
 	}
+	// Generated types are uint8.
+	for _, c := range []struct {
+		kind string
+		n    int
+	}{{"states", len(m.States)}, {"events", len(m.Events)}, {"guards", len(m.Guards)}, {"actions", len(m.Actions)}, {"durations", len(m.Durations)}} {
+		if c.n > 256 {
+			v.errorf(m.NameRange, "Too many "+c.kind, "machine %q declares %d %s; at most 256 fit the generated types.", m.Name, c.n, c.kind)
+		}
+	}
 	if !m.Initial.Set() {
 		return // reported by the schema (initial is required) or as an invalid reference
 	}
@@ -378,6 +387,9 @@ func canFinish(m *Machine) map[string]bool {
 }
 
 func (v *validator) inputs(s *Spec, machines *names) {
+	if len(s.Inputs) > 256 {
+		v.errorf(s.Inputs[256].NameRange, "Too many inputs", "the spec declares %d inputs; at most 256 fit the generated type.", len(s.Inputs))
+	}
 	inputs := newNames("input")
 	for _, in := range s.Inputs {
 		v.declare(inputs, in.Decl)
