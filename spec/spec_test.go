@@ -2,6 +2,7 @@ package spec
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -220,4 +221,18 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestTooManyStates: the generated state type is a uint8.
+func TestTooManyStates(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("machine \"big\" {\n  initial = state.s0\n  event \"next\" {}\n")
+	for i := 0; i < 300; i++ {
+		fmt.Fprintf(&b, "  state \"s%d\" {\n    transition \"next\" { to = state.s%d }\n  }\n", i, i+1)
+	}
+	b.WriteString("  state \"s300\" { final = true }\n}\n")
+	_, diags := Parse([]File{{Name: "big.hcl", Src: []byte(b.String())}})
+	if len(diags) != 1 || !strings.Contains(Line(diags[0]), `big.hcl:1:9: error: Too many states: machine "big" declares 301 states`) {
+		t.Fatalf("diags = %v", diags)
+	}
 }
