@@ -18,7 +18,7 @@ const PodMachineName = "pod"
 
 // PodSpecSHA256 is the SHA-256 of spec/pod.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const PodSpecSHA256 = "5f25c1f695fa7bff544b9af8fc43491d1f9da67d6d36c2ba0d84ac89d168c7a7"
+const PodSpecSHA256 = "53857f40ef5a782de6a1fe637fa1451b7c0902363a53334c9271e10c8f177b02"
 
 // PodState is a state of the pod machine.
 //

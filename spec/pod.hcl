@@ -23,7 +23,10 @@
 #  - Static pods: at most one started pod per full name (name_namespace);
 #    successors wait FIFO. The engine keeps the FIFO per full name, answers
 #    guard name_taken, and fires name_free at the head of the queue when the
-#    previous holder reaches finished (action release_name).
+#    previous holder reaches finished (action release_name). A successor
+#    killed while waiting must leave the FIFO at once: name_free is refused
+#    outside waiting_to_start, so handing the name to a dead successor would
+#    block the ones behind it forever.
 #  - Requeue jitter: the engine supplies jittered values for resync and
 #    sync_backoff through the Durations interface.
 #  - Status is derived from machine states, never patched: phase Pending until
