@@ -87,6 +87,7 @@ func (c *ctrState) fire(ctx context.Context, ev fsm.ContainerEvent) {
 			continue
 		}
 		c.p.e.metrics.transition(fsm.ContainerMachineName, step.From.String(), step.To.String(), step.Event.String())
+		c.p.e.progress.Add(1)
 		if f := c.p.e.onTransition; f != nil {
 			f()
 		}

@@ -2,9 +2,13 @@ package engine
 
 import (
 	"context"
+	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -84,6 +88,102 @@ func waitFor(t *testing.T, ctx context.Context, what string, ok func() bool, e *
 		case <-ctx.Done():
 			t.Fatalf("timed out waiting for %s; pods:\n%s", what, formatPods(e.Pods()))
 		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// BenchmarkContainerdBurst starts N hostNetwork busybox pods through the
+// engine on a real containerd and reports the time until all are Running
+// and, after their removal, until the runtime is empty. Compare with the
+// direct-CRI floor (cri BenchmarkFloor, test/e2e BenchmarkBurst).
+func BenchmarkContainerdBurst(b *testing.B) {
+	c := harness.ForTest(b)
+	for _, n := range []int{30, 100} {
+		b.Run("N="+strconv.Itoa(n), func(b *testing.B) {
+			var start, remove time.Duration
+			for i := 0; b.Loop(); i++ {
+				s, r := containerdBurst(b, c, n, i)
+				start += s
+				remove += r
+			}
+			b.ReportMetric(start.Seconds()/float64(b.N), "start-all-s")
+			b.ReportMetric(remove.Seconds()/float64(b.N), "remove-all-s")
+		})
+	}
+}
+
+func containerdBurst(b *testing.B, c *harness.Containerd, n, iter int) (startAll, removeAll time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	rt, err := cri.Dial(ctx, c.Endpoint)
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	e, err := New(Config{Runtime: cri.WithMetrics(rt, reg), RootDir: filepath.Join(b.TempDir(), "root"), NodeName: "node",
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if os.Getenv("SPECLET_BENCH_OPS") != "" {
+		defer printOps(b, reg)
+	}
+	updates := make(chan config.PodUpdate, 1)
+	done := make(chan error, 1)
+	rctx, stop := context.WithCancel(ctx)
+	go func() { done <- e.Run(rctx, updates) }()
+	defer func() { stop(); <-done }()
+	grace := int64(1)
+	pods := make([]*v1.Pod, n)
+	for i := range pods {
+		name := fmt.Sprintf("burst-%d-%03d", iter, i)
+		pods[i] = &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name + "-uid"),
+				Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
+			Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace,
+				Containers: []v1.Container{{Name: "main", Image: c.ImageRef("busybox:latest"),
+					ImagePullPolicy: v1.PullIfNotPresent, Command: []string{"sleep", "3600"}}}},
+		}
+	}
+	t0 := time.Now()
+	updates <- config.PodUpdate{Op: config.OpAdd, Pods: pods, Source: config.SourceFile}
+	for e.countRunning() < n {
+		if ctx.Err() != nil {
+			b.Fatalf("only %d of %d pods Running", e.countRunning(), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	startAll = time.Since(t0)
+	t1 := time.Now()
+	updates <- config.PodUpdate{Op: config.OpRemove, Pods: pods, Source: config.SourceFile}
+	for {
+		sbs, err1 := rt.ListPodSandbox(ctx, nil)
+		cs, err2 := rt.ListContainers(ctx, nil)
+		if err1 == nil && err2 == nil && len(sbs) == 0 && len(cs) == 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			b.Fatalf("runtime not empty after removal: %d sandboxes, %d containers", len(sbs), len(cs))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return startAll, time.Since(t1)
+}
+
+// printOps logs the count and mean latency of every CRI call the engine
+// made (SPECLET_BENCH_OPS=1), to see where a burst spends its time.
+func printOps(b *testing.B, reg *prometheus.Registry) {
+	mfs, err := reg.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "speclet_runtime_operations_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			h := m.GetHistogram()
+			b.Logf("%-20s n=%4d mean=%6.3fs", m.GetLabel()[0].GetValue(), h.GetSampleCount(), h.GetSampleSum()/float64(h.GetSampleCount()))
 		}
 	}
 }

@@ -89,6 +89,9 @@ type Engine struct {
 	// busy counts inputs queued or in progress anywhere in the engine; tests
 	// wait for it to reach zero to see a settled state.
 	busy atomic.Int64
+	// progress counts machine transitions and inputs posted; tests use it
+	// to tell a busy engine from one blocked on a fake clock.
+	progress atomic.Int64
 
 	// onTransition, when set, is called after every machine transition
 	// (benchmarks count them).

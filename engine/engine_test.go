@@ -120,22 +120,30 @@ func (h *scriptHarness) send(u config.PodUpdate) {
 	h.settle()
 }
 
-// settle waits (in real time, briefly) until the engine has nothing queued
-// or running and the simulated runtime applied its scripted exits. A worker
-// blocked on the fake clock (a slow call) stays busy; settle then gives up
-// after a short while and the script shows that state.
+// settle waits (in real time) until the engine has nothing queued or
+// running and the simulated runtime applied its scripted exits. A worker
+// blocked on the fake clock (a slow call, a stop waiting for its timeout)
+// stays busy without progress; settle then returns after 300 ms without
+// progress, and the script shows that state.
 func (h *scriptHarness) settle() {
-	deadline := time.Now().Add(400 * time.Millisecond)
+	deadline := time.Now().Add(10 * time.Second)
 	idle := 0
+	last, lastChange := h.eng.progress.Load(), time.Now()
 	for time.Now().Before(deadline) {
 		h.srv.Runtime.Settle()
+		if p := h.eng.progress.Load(); p != last {
+			last, lastChange = p, time.Now()
+		}
 		if h.eng.busy.Load() == 0 {
 			idle++
-			if idle >= 4 {
+			if idle >= 5 {
 				return
 			}
 		} else {
 			idle = 0
+			if time.Since(lastChange) > 300*time.Millisecond {
+				return
+			}
 		}
 		time.Sleep(3 * time.Millisecond)
 	}

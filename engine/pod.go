@@ -130,6 +130,7 @@ func (s *podState) fire(ctx context.Context, ev fsm.PodEvent) {
 			continue
 		}
 		s.e.metrics.transition(fsm.PodMachineName, step.From.String(), step.To.String(), step.Event.String())
+		s.e.progress.Add(1)
 		if f := s.e.onTransition; f != nil {
 			f()
 		}

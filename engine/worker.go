@@ -65,6 +65,7 @@ func (w *podWorker) post(in input) {
 		return
 	}
 	w.e.busy.Add(1)
+	w.e.progress.Add(1)
 	if in.kind == inputConfig {
 		if w.cfg != nil {
 			w.e.busy.Add(-1) // the pending config input is replaced or dropped
