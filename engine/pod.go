@@ -409,11 +409,20 @@ func forcedKill(pod *v1.Pod) bool {
 }
 
 // adopt takes over what the runtime holds of the pod from a previous run.
+//
+// A pod with a ready sandbox was synced before the restart: its machine
+// resumes in synced (a later kill goes through terminating and honours the
+// grace period; a later update syncs it) and it holds its static name again.
 func (s *podState) adopt(a *adoptedPod) {
 	if sb := a.readySandbox(); sb != nil {
 		s.sandboxID, s.sandboxReady, s.sandboxAttempt = sb.Id, true, sb.GetMetadata().GetAttempt()
 		s.sandboxCfg = sandboxConfig(s.e.cfg.RootDir, s.pod, s.sandboxAttempt)
 		s.startTime = time.Unix(0, sb.CreatedAt)
+		s.machine = fsm.NewPodMachineAt(fsm.PodStateSynced, s)
+		s.armPodTimers()
+		if config.IsStatic(s.pod) || a.Name != "" {
+			s.e.claimName(fullName(s.pod), s.pod.UID)
+		}
 	}
 	for _, sb := range a.Sandboxes {
 		if sb.Id != s.sandboxID {

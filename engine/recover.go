@@ -85,6 +85,14 @@ func (e *Engine) recover(ctx context.Context) error {
 	}
 	e.mu.Lock()
 	e.adopted = pods
+	// A pod that ran before the restart still holds its full name: a new
+	// pod of the same name waits until it is adopted or stopped.
+	for _, a := range pods {
+		full := a.Name + "_" + a.Namespace
+		if _, taken := e.names[full]; !taken && a.readySandbox() != nil {
+			e.names[full] = a.UID
+		}
+	}
 	e.mu.Unlock()
 	for _, c := range cs {
 		if podUIDOf(c.Labels) != "" {

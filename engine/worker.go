@@ -51,6 +51,7 @@ type podWorker struct {
 	killG    int64              // grace period of the last kill posted
 	pub      *v1.Pod            // last published pod with status
 	killReq  bool               // a kill (config REMOVE/DELETE, orphan) was posted
+	orphan   bool               // a runtime pod no source declares, being stopped
 	finished bool               // the pod machine reached finished
 	stopped  bool               // purged: the goroutine ends
 
@@ -91,7 +92,7 @@ func (w *podWorker) post(in input) {
 		}
 	} else {
 		if in.kind == inputOrphan {
-			w.killReq = true
+			w.killReq, w.orphan = true, true
 		}
 		w.queue = append(w.queue, in)
 	}
@@ -121,9 +122,14 @@ func (w *podWorker) take(ctx context.Context) ([]input, context.Context, context
 	return ins, actx, cancel
 }
 
+// snapshot returns the last published pod; nil for an orphan (a runtime pod
+// no source declares is stopped but not listed).
 func (w *podWorker) snapshot() *v1.Pod {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.orphan {
+		return nil
+	}
 	return w.pub
 }
 
