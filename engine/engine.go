@@ -101,7 +101,10 @@ type Engine struct {
 	wg         sync.WaitGroup
 	runtimeErr atomic.Pointer[error] // last runtime health error, nil when healthy
 	checking   atomic.Bool           // a runtime check runs
-	gate       atomic.Pointer[chan struct{}]
+	// runtimeName prefixes container IDs in statuses ("containerd://<id>"),
+	// from the runtime's Version; "cri" when it does not say.
+	runtimeName string
+	gate        atomic.Pointer[chan struct{}]
 }
 
 // New checks cfg and returns an engine ready to Run.
@@ -145,6 +148,7 @@ func New(cfg Config) (*Engine, error) {
 		queued:       map[string][]types.UID{},
 		adopted:      map[types.UID]*adoptedPod{},
 		desired:      map[types.UID]*v1.Pod{},
+		runtimeName:  "cri",
 	}
 	open := make(chan struct{})
 	close(open)
@@ -162,6 +166,9 @@ func (e *Engine) Run(ctx context.Context, updates <-chan config.PodUpdate) error
 		e.wg.Wait()
 	}()
 	e.runCtx = ctx
+	if v, err := e.rt.Version(ctx); err == nil && v.RuntimeName != "" {
+		e.runtimeName = v.RuntimeName
+	}
 	if err := e.recover(ctx); err != nil {
 		return fmt.Errorf("rebuild state from runtime: %w", err)
 	}
@@ -305,12 +312,16 @@ func (e *Engine) waitRuntime(ctx context.Context) error {
 	}
 }
 
-// Pods returns copies of the pods the engine knows with their current status.
+// Pods returns copies of the pods the sources declare with their current
+// status. Like kubelet's pod manager, a pod leaves the list as soon as its
+// source removes it, even while it still terminates.
 func (e *Engine) Pods() []*v1.Pod {
 	e.mu.RLock()
 	ws := make([]*podWorker, 0, len(e.workers))
-	for _, w := range e.workers {
-		ws = append(ws, w)
+	for uid, w := range e.workers {
+		if e.desired[uid] != nil {
+			ws = append(ws, w)
+		}
 	}
 	e.mu.RUnlock()
 	out := make([]*v1.Pod, 0, len(ws))
@@ -338,8 +349,8 @@ func (e *Engine) countRunning() int {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	n := 0
-	for _, w := range e.workers {
-		if p := w.snapshot(); p != nil && p.Status.Phase == v1.PodRunning {
+	for uid, w := range e.workers {
+		if p := w.snapshot(); p != nil && e.desired[uid] != nil && p.Status.Phase == v1.PodRunning {
 			n++
 		}
 	}

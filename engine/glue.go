@@ -288,7 +288,7 @@ func (e *Engine) purgeFinished() {
 func (s *podState) view() *podView {
 	v := &podView{
 		Pod: s.pod, SandboxReady: s.sandboxReady, PodIP: s.podIP, StartTime: s.startTime,
-		Terminating: s.killed,
+		Terminating: s.killed, RuntimeName: s.e.runtimeName,
 	}
 	st := s.machine.State()
 	v.Terminated = st == fsm.PodStateTerminated || st == fsm.PodStateFinished

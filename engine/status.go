@@ -60,12 +60,17 @@ type podView struct {
 	Inits        []containerView // init containers, in spec order
 	Terminating  bool            // the worker is killing the pod
 	Terminated   bool            // every container is stopped for good
+	RuntimeName  string          // container IDs read "<RuntimeName>://<id>"
 }
 
 // computeStatus derives a pod's status from its view. A pod that reached
 // Succeeded or Failed stays there (prev is the status last published): phase
 // never goes backwards, as kubelet's status manager enforces.
 func computeStatus(prev *v1.PodStatus, v *podView, now time.Time) v1.PodStatus {
+	runtime := v.RuntimeName
+	if runtime == "" {
+		runtime = "cri"
+	}
 	pod := v.Pod
 	st := v1.PodStatus{
 		HostIP:   v.HostIP,
@@ -83,10 +88,10 @@ func computeStatus(prev *v1.PodStatus, v *podView, now time.Time) v1.PodStatus {
 		st.StartTime = &t
 	}
 	for i := range v.Inits {
-		st.InitContainerStatuses = append(st.InitContainerStatuses, containerStatus(&v.Inits[i], pod))
+		st.InitContainerStatuses = append(st.InitContainerStatuses, containerStatus(&v.Inits[i], runtime))
 	}
 	for i := range v.Containers {
-		st.ContainerStatuses = append(st.ContainerStatuses, containerStatus(&v.Containers[i], pod))
+		st.ContainerStatuses = append(st.ContainerStatuses, containerStatus(&v.Containers[i], runtime))
 	}
 	st.Phase = podPhase(pod, v)
 	if prev != nil && (prev.Phase == v1.PodSucceeded || prev.Phase == v1.PodFailed) {
@@ -155,7 +160,7 @@ func listMsg(what string, names []string) string {
 	return fmt.Sprintf("%s: [%s]", what, strings.Join(names, " "))
 }
 
-func containerStatus(c *containerView, pod *v1.Pod) v1.ContainerStatus {
+func containerStatus(c *containerView, runtime string) v1.ContainerStatus {
 	cs := v1.ContainerStatus{
 		Name:         c.Name,
 		Image:        c.Image,
@@ -170,7 +175,7 @@ func containerStatus(c *containerView, pod *v1.Pod) v1.ContainerStatus {
 	case phaseRunning:
 		cs.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(c.StartedAt)}
 	case phaseTerminated:
-		cs.State.Terminated = terminatedState(c.Current)
+		cs.State.Terminated = terminatedState(c.Current, runtime)
 	default:
 		reason := c.WaitingReason
 		if reason == "" {
@@ -179,15 +184,15 @@ func containerStatus(c *containerView, pod *v1.Pod) v1.ContainerStatus {
 		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: reason, Message: c.WaitingMessage}
 	}
 	if c.Last != nil {
-		cs.LastTerminationState.Terminated = terminatedState(c.Last)
+		cs.LastTerminationState.Terminated = terminatedState(c.Last, runtime)
 	}
 	if cs.ContainerID != "" && !strings.Contains(cs.ContainerID, "://") {
-		cs.ContainerID = "cri://" + cs.ContainerID
+		cs.ContainerID = runtime + "://" + cs.ContainerID
 	}
 	return cs
 }
 
-func terminatedState(t *termination) *v1.ContainerStateTerminated {
+func terminatedState(t *termination, runtime string) *v1.ContainerStateTerminated {
 	if t == nil {
 		return &v1.ContainerStateTerminated{Reason: ReasonError, ExitCode: 137}
 	}
@@ -200,7 +205,7 @@ func terminatedState(t *termination) *v1.ContainerStateTerminated {
 	}
 	id := t.ContainerID
 	if id != "" && !strings.Contains(id, "://") {
-		id = "cri://" + id
+		id = runtime + "://" + id
 	}
 	return &v1.ContainerStateTerminated{
 		ExitCode: t.ExitCode, Reason: reason, Message: t.Message,
