@@ -16,7 +16,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/speclet/speclet/cri"
@@ -178,5 +177,4 @@ func benchScale(b *testing.B, n int) {
 	b.ReportMetric((total - running).Seconds(), "s-to-removed")
 	b.ReportMetric(float64(transitions.Load())/total.Seconds(), "transitions/s")
 	b.ReportMetric(float64(rss1-rss0)/float64(n), "rss-bytes/pod")
-	_ = runtimeapi.ContainerState_CONTAINER_RUNNING
 }
