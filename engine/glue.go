@@ -142,7 +142,10 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 		case fsm.PodEventUpdate:
 			if !s.killed {
 				s.setSpec(in.pod)
-				s.updatePending = true
+				// Only an update that arrives while a sync runs asks for
+				// another one (update_pending); SyncPod reads the newest
+				// spec anyway.
+				s.updatePending = s.machine.State() == fsm.PodStateSyncing
 			}
 		}
 		s.fire(ctx, r.Pod)
