@@ -18,7 +18,7 @@ import (
 )
 
 // requireRoot skips (or, with CI=true, fails) a test that needs root.
-func requireRoot(t *testing.T) {
+func requireRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		if os.Getenv("CI") == "true" {
