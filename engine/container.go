@@ -26,8 +26,9 @@ type ctrState struct {
 	sidecar bool
 	machine *fsm.ContainerMachine
 
-	id           string   // the current (newest) runtime instance
-	ids          []string // every instance still in the runtime, oldest first
+	id           string            // the current (newest) runtime instance
+	ids          []string          // every instance still in the runtime, oldest first
+	sandboxOf    map[string]string // instance id -> its sandbox id
 	imageRef     string
 	imagePresent bool
 	restartCount int32
@@ -277,6 +278,7 @@ func (c *ctrState) CreateContainer(ctx context.Context) error {
 		id, err = c.p.e.rt.CreateContainer(ctx, c.p.sandboxID, cfg, c.p.sandboxCfg)
 		if err == nil {
 			c.id, c.ids, c.restartCount, c.created = id, append(c.ids, id), rc, true
+			c.noteSandbox(id, c.p.sandboxID)
 			c.exitStatus = nil
 			c.raise(fsm.ContainerEventCreated)
 			return nil
@@ -383,10 +385,18 @@ func (c *ctrState) RemoveContainer(ctx context.Context) error {
 			errs = append(errs, err)
 			continue
 		}
+		delete(c.sandboxOf, id)
 		c.p.e.pleg.Forget(id)
 	}
 	c.ids = keep
 	return errors.Join(errs...)
+}
+
+func (c *ctrState) noteSandbox(id, sandbox string) {
+	if c.sandboxOf == nil {
+		c.sandboxOf = map[string]string{}
+	}
+	c.sandboxOf[id] = sandbox
 }
 
 // adopt rebuilds the machine from the runtime's instances of this container
@@ -395,6 +405,7 @@ func (c *ctrState) RemoveContainer(ctx context.Context) error {
 func (c *ctrState) adopt(cs []*runtimeapi.Container, sandboxOK bool) {
 	for i := len(cs) - 1; i >= 0; i-- {
 		c.ids = append(c.ids, cs[i].Id)
+		c.noteSandbox(cs[i].Id, cs[i].PodSandboxId)
 	}
 	newest := cs[0]
 	c.id, c.created = newest.Id, true

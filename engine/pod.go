@@ -338,21 +338,24 @@ func (s *podState) StopSandbox(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// RemovePod removes the pod's containers and sandboxes from the runtime;
-// raises cleanup_done when all calls succeeded.
+// RemovePod removes the pod's sandboxes from the runtime, which removes
+// their containers with them (the CRI contract of RemovePodSandbox); only a
+// container instance outside those sandboxes gets its own RemoveContainer.
+// Raises cleanup_done when all calls succeeded.
 func (s *podState) RemovePod(ctx context.Context) error {
 	var errs []error
+	sandboxes := map[string]bool{}
+	for _, id := range s.sandboxIDs() {
+		sandboxes[id] = true
+	}
 	for _, c := range s.all() {
 		for _, id := range c.instances() {
-			if err := removeContainer(ctx, s.e.rt, c.name, id); err != nil {
-				errs = append(errs, err)
+			if sandboxes[c.sandboxOf[id]] {
 				continue
 			}
-			s.e.pleg.Forget(id)
-		}
-		if len(errs) == 0 {
-			c.ids = nil
-			c.fire(ctx, fsm.ContainerEventRemoved)
+			if err := removeContainer(ctx, s.e.rt, c.name, id); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	for _, id := range s.sandboxIDs() {
@@ -360,6 +363,13 @@ func (s *podState) RemovePod(ctx context.Context) error {
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
+	}
+	for _, c := range s.all() {
+		for _, id := range c.instances() {
+			s.e.pleg.Forget(id)
+		}
+		c.ids = nil
+		c.fire(ctx, fsm.ContainerEventRemoved)
 	}
 	s.sandboxID, s.oldSandboxes = "", nil
 	s.raise(fsm.PodEventCleanupDone)
