@@ -81,6 +81,22 @@ func TestRunDaemonOnSim(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(manifests, "web.yaml"), []byte(pod), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A manifest with a bad field is skipped, with the file and field logged.
+	bad := "apiVersion: v1\nkind: Pod\nmetadata: {name: bad}\nspec:\n  restartPolicy: Sometimes\n  containers: [{name: main, image: 'busybox:latest'}]\n"
+	if err := os.WriteFile(filepath.Join(manifests, "bad.yaml"), []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A manifest URL on loopback serves a second pod.
+	ul, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	urlSrv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"apiVersion":"v1","kind":"PodList","items":[{"metadata":{"name":"remote"},"spec":{"containers":[{"name":"main","image":"busybox:latest"}]}}]}`))
+	})}
+	go urlSrv.Serve(ul)
+	defer urlSrv.Close()
+
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +104,7 @@ func TestRunDaemonOnSim(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	o, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", filepath.Join(dir, "root"), "--pod-manifest-path", manifests,
-		"--node-name", "n1", "--read-only-port", fmt.Sprint(port)}, io.Discard)
+		"--manifest-url", "http://" + ul.Addr().String() + "/pods", "--node-name", "n1", "--read-only-port", fmt.Sprint(port)}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,12 +117,17 @@ func TestRunDaemonOnSim(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var list v1.PodList
-		if body, err := httpGet(base + "/pods"); err == nil && json.Unmarshal(body, &list) == nil &&
-			len(list.Items) == 1 && list.Items[0].Name == "web-n1" && list.Items[0].Status.Phase == v1.PodRunning {
+		running := map[string]string{}
+		if body, err := httpGet(base + "/pods"); err == nil && json.Unmarshal(body, &list) == nil {
+			for _, p := range list.Items {
+				running[p.Name] = p.Annotations["kubernetes.io/config.source"] + " " + string(p.Status.Phase)
+			}
+		}
+		if len(running) == 2 && running["web-n1"] == "file Running" && running["remote-n1"] == "http Running" {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("pod web-n1 not Running on /pods within 30s; log:\n%s", logs.String())
+			t.Fatalf("/pods = %v within 30s, want web-n1 (file) and remote-n1 (http) Running and nothing else; log:\n%s", running, logs.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -115,6 +136,9 @@ func TestRunDaemonOnSim(t *testing.T) {
 	}
 	if body, err := httpGet(base + "/metrics"); err != nil || !strings.Contains(string(body), "speclet_runtime_operations_duration_seconds") {
 		t.Errorf("GET /metrics lacks the runtime metrics (%v)", err)
+	}
+	if l := logs.String(); !strings.Contains(l, filepath.Join(manifests, "bad.yaml")) || !strings.Contains(l, "spec.restartPolicy") {
+		t.Errorf("log does not name the bad manifest's file and field:\n%s", l)
 	}
 	cancel()
 	select {
