@@ -178,3 +178,56 @@ func benchScale(b *testing.B, n int) {
 	b.ReportMetric(float64(transitions.Load())/total.Seconds(), "transitions/s")
 	b.ReportMetric(float64(rss1-rss0)/float64(n), "rss-bytes/pod")
 }
+
+// BenchmarkEventToStatus measures how long after a container dies in the
+// runtime its pod's published status shows it no longer running, with 1,000
+// pods on the simulated runtime (its event stream feeds the PLEG). One op is
+// one container killed behind the engine's back and seen in the status.
+func BenchmarkEventToStatus(b *testing.B) {
+	const n = 1000
+	_, rt := startSim(b)
+	e, err := New(Config{Runtime: rt, RootDir: b.TempDir(), NodeName: "node",
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	updates := make(chan config.PodUpdate, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx, updates) }()
+	defer func() { cancel(); <-done }()
+	pods := make([]*v1.Pod, n)
+	for i := range pods {
+		pods[i] = benchPod(i)
+	}
+	updates <- config.PodUpdate{Op: config.OpAdd, Pods: pods, Source: config.SourceFile}
+	for e.countRunning() < n {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cs, err := rt.ListContainers(ctx, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(cs) < b.N {
+		b.Skipf("only %d containers to kill for b.N=%d; use -benchtime=%dx or less", len(cs), b.N, len(cs))
+	}
+	var total time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c := cs[i]
+		w := e.worker(types.UID(c.Labels[LabelPodUID]), false, nil)
+		t0 := time.Now()
+		if err := rt.StopContainer(ctx, c.Id, 0); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			p := w.snapshot()
+			if st := p.Status.ContainerStatuses; len(st) == 1 && st[0].State.Running == nil {
+				break
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+		total += time.Since(t0)
+	}
+	b.ReportMetric(float64(total.Microseconds())/float64(b.N)/1000, "ms/event")
+}
