@@ -27,7 +27,8 @@ import (
 // was valid and becomes invalid keeps its last valid pod running until the
 // file is fixed or removed: unlike kubelet, which drops the pod, speclet does
 // not kill a running pod over a half-written or mistyped edit. Removing the
-// file removes the pod.
+// file removes the pod. The last valid pod lives in memory only: a daemon
+// restarted while the file is invalid no longer declares the pod.
 type DirSource struct {
 	Dir      string
 	NodeName string
