@@ -103,7 +103,8 @@ func (e *Engine) housekeeping(ctx context.Context) {
 	e.cleanupOrphans()
 }
 
-// checkRuntime asks the runtime for its status without blocking the loop.
+// checkRuntime asks the runtime for its status (and the PLEG for its
+// health) without blocking the loop.
 // While it fails, the gate closes so pod workers hold their queued inputs,
 // and the check retries with exponential backoff (100 ms doubling to 5 s)
 // until the runtime answers again.
@@ -145,11 +146,15 @@ func (e *Engine) checkRuntime(ctx context.Context) {
 	}()
 }
 
+// runtimeStatus is the runtime's health as kubelet's sync loop sees it:
+// the runtime answers Status and the PLEG relisted within 3 minutes.
 func (e *Engine) runtimeStatus(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err := e.rt.Status(ctx, false)
-	return err
+	if _, err := e.rt.Status(ctx, false); err != nil {
+		return err
+	}
+	return e.pleg.Healthy()
 }
 
 func sortPods(ps []*v1.Pod) {
