@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -29,9 +28,6 @@ const (
 	ReasonError             = "Error"
 )
 
-// errImageNeverPull is returned by ensureImage when the pull policy is Never
-// and the image is absent.
-var errImageNeverPull = errors.New("image is absent and pull policy is Never")
 
 // podLogDir is the sandbox LogDirectory under --root-dir:
 // <root>/logs/<namespace>_<name>_<uid>.
@@ -267,20 +263,6 @@ func containerMounts(root string, pod *v1.Pod, c *v1.Container) ([]*runtimeapi.M
 		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: m.MountPath, HostPath: host, Readonly: m.ReadOnly})
 	}
 	return mounts, nil
-}
-
-// createAndStart creates a container from cfg in the sandbox and starts it.
-// It returns the container id even when only the start failed, so the caller
-// can remove it.
-func createAndStart(ctx context.Context, rt cri.Runtime, sandboxID string, sandbox *runtimeapi.PodSandboxConfig, cfg *runtimeapi.ContainerConfig) (string, error) {
-	id, err := rt.CreateContainer(ctx, sandboxID, cfg, sandbox)
-	if err != nil {
-		return "", fmt.Errorf("create container %q: %w", cfg.Metadata.Name, err)
-	}
-	if err := rt.StartContainer(ctx, id); err != nil {
-		return id, fmt.Errorf("start container %q: %w", cfg.Metadata.Name, err)
-	}
-	return id, nil
 }
 
 // stopContainer stops id, killing it after grace seconds; a container the

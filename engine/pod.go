@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -452,5 +451,3 @@ func (s *podState) adopt(a *adoptedPod) {
 		c.adopt(cs, cs[0].PodSandboxId == s.sandboxID && s.sandboxReady)
 	}
 }
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
