@@ -111,7 +111,8 @@ func sandboxConfig(root string, pod *v1.Pod, attempt uint32) *runtimeapi.PodSand
 }
 
 // runSandbox creates the log directory and runs the sandbox; it returns the
-// sandbox id and the pod IP (empty for hostNetwork pods, which use the node's).
+// sandbox id and the pod IP read back with PodSandboxStatus (empty for
+// hostNetwork pods, which use the node's and skip that call).
 func runSandbox(ctx context.Context, rt cri.Runtime, cfg *runtimeapi.PodSandboxConfig) (id, ip string, err error) {
 	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
 		return "", "", fmt.Errorf("run sandbox %q: create log directory: %w", cfg.Metadata.Name, err)
@@ -119,6 +120,9 @@ func runSandbox(ctx context.Context, rt cri.Runtime, cfg *runtimeapi.PodSandboxC
 	id, err = rt.RunPodSandbox(ctx, cfg, "")
 	if err != nil {
 		return "", "", fmt.Errorf("run sandbox %q: %w", cfg.Metadata.Name, err)
+	}
+	if cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE {
+		return id, "", nil // the node's network: no pod IP to read back
 	}
 	st, err := rt.PodSandboxStatus(ctx, id)
 	if err != nil {
