@@ -18,7 +18,7 @@ const ContainerMachineName = "container"
 
 // ContainerSpecSHA256 is the SHA-256 of spec/container.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ContainerSpecSHA256 = "a7f8b695b7408e0abcb812b1c61dc550f820ae041fdf97426db7ad536af5770c"
+const ContainerSpecSHA256 = "58f41a3b6ebe7908e2f38c00588c6ae5f4c969da3204f096c72ef7c23954bc2d"
 
 // ContainerState is a state of the container machine.
 //
@@ -469,15 +469,18 @@ var ContainerTransitionTable = []ContainerTransition{
 	{From: ContainerStateStarting, Event: ContainerEventStartFailed, To: ContainerStateExited},
 	{From: ContainerStateStarting, Event: ContainerEventDied, To: ContainerStateExited},
 	{From: ContainerStateStarting, Event: ContainerEventKill, To: ContainerStateStopping},
+	{From: ContainerStateStarting, Event: ContainerEventRemoved, To: ContainerStateExited},
 	{From: ContainerStateRunning, Event: ContainerEventDied, To: ContainerStateExited},
 	{From: ContainerStateRunning, Event: ContainerEventLivenessFailed, To: ContainerStateStopping},
 	{From: ContainerStateRunning, Event: ContainerEventKill, To: ContainerStateStopping},
 	{From: ContainerStateRunning, Event: ContainerEventStarted, To: ContainerStateRunning, Internal: true},
+	{From: ContainerStateRunning, Event: ContainerEventRemoved, To: ContainerStateExited},
 	{From: ContainerStateStopping, Event: ContainerEventGraceExpired, To: ContainerStateStopping, Internal: true, Actions: []ContainerAction{ContainerActionStopContainer}},
 	{From: ContainerStateStopping, Event: ContainerEventStopped, To: ContainerStateExited},
 	{From: ContainerStateStopping, Event: ContainerEventDied, To: ContainerStateExited},
 	{From: ContainerStateStopping, Event: ContainerEventKill, To: ContainerStateStopping, Internal: true, Actions: []ContainerAction{ContainerActionStopContainer}},
 	{From: ContainerStateStopping, Event: ContainerEventStarted, To: ContainerStateStopping, Internal: true},
+	{From: ContainerStateStopping, Event: ContainerEventRemoved, To: ContainerStateExited},
 	{From: ContainerStateCrashloopBackoff, Event: ContainerEventBackoffDone, To: ContainerStateWaiting, Actions: []ContainerAction{ContainerActionRemoveContainer}},
 	{From: ContainerStateCrashloopBackoff, Event: ContainerEventKill, To: ContainerStateTerminated},
 	{From: ContainerStateTerminated, Event: ContainerEventRemoved, To: ContainerStateRemoved},
@@ -535,12 +538,12 @@ var containerByStateEvent = [11][14][]uint16{
 	ContainerStatePulling:          {nil, {6, 7}, {8}, nil, nil, nil, nil, nil, nil, {9}, nil, nil, nil, nil},
 	ContainerStatePullBackoff:      {nil, nil, nil, nil, nil, nil, nil, nil, {10}, {11}, nil, nil, nil, nil},
 	ContainerStateCreating:         {nil, nil, nil, {12, 13}, {14}, nil, nil, nil, nil, {15}, nil, nil, nil, nil},
-	ContainerStateStarting:         {nil, nil, nil, nil, nil, {16}, {17}, {18}, nil, {19}, nil, nil, nil, nil},
-	ContainerStateRunning:          {nil, nil, nil, nil, nil, {23}, nil, {20}, nil, {22}, {21}, nil, nil, nil},
-	ContainerStateStopping:         {nil, nil, nil, nil, nil, {28}, nil, {26}, nil, {27}, nil, {25}, {24}, nil},
+	ContainerStateStarting:         {nil, nil, nil, nil, nil, {16}, {17}, {18}, nil, {19}, nil, nil, nil, {20}},
+	ContainerStateRunning:          {nil, nil, nil, nil, nil, {24}, nil, {21}, nil, {23}, {22}, nil, nil, {25}},
+	ContainerStateStopping:         {nil, nil, nil, nil, nil, {30}, nil, {28}, nil, {29}, nil, {27}, {26}, {31}},
 	ContainerStateExited:           {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
-	ContainerStateCrashloopBackoff: {nil, nil, nil, nil, nil, nil, nil, nil, {29}, {30}, nil, nil, nil, nil},
-	ContainerStateTerminated:       {{35}, nil, nil, nil, nil, nil, nil, {33}, nil, {32}, nil, {34}, nil, {31}},
+	ContainerStateCrashloopBackoff: {nil, nil, nil, nil, nil, nil, nil, nil, {32}, {33}, nil, nil, nil, nil},
+	ContainerStateTerminated:       {{38}, nil, nil, nil, nil, nil, nil, {36}, nil, {35}, nil, {37}, nil, {34}},
 	ContainerStateRemoved:          {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
 }
 
@@ -551,7 +554,7 @@ var containerChoicesByState = [11][]uint16{
 
 // containerTransitionKeys names each external transition for looplab/fsm
 // (looplab allows one destination per event and source).
-var containerTransitionKeys = [36]string{
+var containerTransitionKeys = [39]string{
 	0:  "t0:start",
 	1:  "t1:start",
 	2:  "t2:start",
@@ -572,14 +575,17 @@ var containerTransitionKeys = [36]string{
 	17: "t17:start_failed",
 	18: "t18:died",
 	19: "t19:kill",
-	20: "t20:died",
-	21: "t21:liveness_failed",
-	22: "t22:kill",
-	25: "t25:stopped",
-	26: "t26:died",
-	29: "t29:backoff_done",
-	30: "t30:kill",
+	20: "t20:removed",
+	21: "t21:died",
+	22: "t22:liveness_failed",
+	23: "t23:kill",
+	25: "t25:removed",
+	27: "t27:stopped",
+	28: "t28:died",
 	31: "t31:removed",
+	32: "t32:backoff_done",
+	33: "t33:kill",
+	34: "t34:removed",
 }
 
 var containerChoiceKeys = [...]string{"c0:exited", "c1:exited", "c2:exited"}
@@ -605,14 +611,17 @@ var containerFSMEvents = fsm.Events{
 	{Name: "t17:start_failed", Src: []string{ContainerStateStarting.String()}, Dst: ContainerStateExited.String()},
 	{Name: "t18:died", Src: []string{ContainerStateStarting.String()}, Dst: ContainerStateExited.String()},
 	{Name: "t19:kill", Src: []string{ContainerStateStarting.String()}, Dst: ContainerStateStopping.String()},
-	{Name: "t20:died", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateExited.String()},
-	{Name: "t21:liveness_failed", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateStopping.String()},
-	{Name: "t22:kill", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateStopping.String()},
-	{Name: "t25:stopped", Src: []string{ContainerStateStopping.String()}, Dst: ContainerStateExited.String()},
-	{Name: "t26:died", Src: []string{ContainerStateStopping.String()}, Dst: ContainerStateExited.String()},
-	{Name: "t29:backoff_done", Src: []string{ContainerStateCrashloopBackoff.String()}, Dst: ContainerStateWaiting.String()},
-	{Name: "t30:kill", Src: []string{ContainerStateCrashloopBackoff.String()}, Dst: ContainerStateTerminated.String()},
-	{Name: "t31:removed", Src: []string{ContainerStateTerminated.String()}, Dst: ContainerStateRemoved.String()},
+	{Name: "t20:removed", Src: []string{ContainerStateStarting.String()}, Dst: ContainerStateExited.String()},
+	{Name: "t21:died", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateExited.String()},
+	{Name: "t22:liveness_failed", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateStopping.String()},
+	{Name: "t23:kill", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateStopping.String()},
+	{Name: "t25:removed", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateExited.String()},
+	{Name: "t27:stopped", Src: []string{ContainerStateStopping.String()}, Dst: ContainerStateExited.String()},
+	{Name: "t28:died", Src: []string{ContainerStateStopping.String()}, Dst: ContainerStateExited.String()},
+	{Name: "t31:removed", Src: []string{ContainerStateStopping.String()}, Dst: ContainerStateExited.String()},
+	{Name: "t32:backoff_done", Src: []string{ContainerStateCrashloopBackoff.String()}, Dst: ContainerStateWaiting.String()},
+	{Name: "t33:kill", Src: []string{ContainerStateCrashloopBackoff.String()}, Dst: ContainerStateTerminated.String()},
+	{Name: "t34:removed", Src: []string{ContainerStateTerminated.String()}, Dst: ContainerStateRemoved.String()},
 	{Name: "c0:exited", Src: []string{ContainerStateExited.String()}, Dst: ContainerStateTerminated.String()},
 	{Name: "c1:exited", Src: []string{ContainerStateExited.String()}, Dst: ContainerStateCrashloopBackoff.String()},
 	{Name: "c2:exited", Src: []string{ContainerStateExited.String()}, Dst: ContainerStateTerminated.String()},

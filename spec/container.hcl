@@ -149,6 +149,10 @@ machine "container" {
     transition "start_failed" { to = state.exited }
     transition "died" { to = state.exited }
     transition "kill" { to = state.stopping }
+    transition "removed" {
+      to  = state.exited
+      doc = "Removed behind speclet's back: recorded as an unknown exit (137)."
+    }
   }
 
   state "running" {
@@ -157,6 +161,10 @@ machine "container" {
     transition "liveness_failed" { to = state.stopping }
     transition "kill" { to = state.stopping }
     transition "started" { doc = "A late ContainerStarted runtime event." }
+    transition "removed" {
+      to  = state.exited
+      doc = "Removed behind speclet's back (crictl rm -f): recorded as an unknown exit (137); the restart policy decides."
+    }
   }
 
   state "stopping" {
@@ -174,6 +182,7 @@ machine "container" {
       doc     = "A shorter grace period: the engine re-issues the stop when the grace period shrank."
     }
     transition "started" { doc = "A late ContainerStarted runtime event." }
+    transition "removed" { to = state.exited }
   }
 
   state "exited" {
