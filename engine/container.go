@@ -73,7 +73,7 @@ func (c *ctrState) fire(ctx context.Context, ev fsm.ContainerEvent) {
 	for len(c.events) > 0 {
 		ev := c.events[0]
 		c.events = c.events[1:]
-		if exitEvent(ev) && c.machine.Can(ev) {
+		if c.exitEvent(ev) && c.machine.Can(ev) {
 			// The spec's choice in exited asks restart_allowed at once:
 			// the exit must be known before the event is fired.
 			if err := c.recordExit(ctx); err != nil {
@@ -107,9 +107,19 @@ func (c *ctrState) fire(ctx context.Context, ev fsm.ContainerEvent) {
 
 func (c *ctrState) raise(ev fsm.ContainerEvent) { c.events = append(c.events, ev) }
 
-// exitEvent: events after which the container's instance is dead.
-func exitEvent(ev fsm.ContainerEvent) bool {
-	return ev == fsm.ContainerEventDied || ev == fsm.ContainerEventStopped || ev == fsm.ContainerEventStartFailed
+// exitEvent: events after which the container's live instance is dead (a
+// removal counts while the instance was starting, running or stopping).
+func (c *ctrState) exitEvent(ev fsm.ContainerEvent) bool {
+	switch ev {
+	case fsm.ContainerEventDied, fsm.ContainerEventStopped, fsm.ContainerEventStartFailed:
+		return true
+	case fsm.ContainerEventRemoved:
+		switch c.machine.State() {
+		case fsm.ContainerStateStarting, fsm.ContainerStateRunning, fsm.ContainerStateStopping:
+			return true
+		}
+	}
+	return false
 }
 
 func (c *ctrState) armTimers() {

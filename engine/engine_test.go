@@ -357,6 +357,23 @@ func TestEngineScripts(t *testing.T) {
 				}
 				h.srv.Runtime.FailCall(call, n, codes.Unknown, msg)
 				return ""
+			case "crictl-rm":
+				// Remove a pod's container behind the engine's back.
+				var pod, name string
+				d.ScanArgs(t, "pod", &pod)
+				d.ScanArgs(t, "container", &name)
+				cs, err := h.rt.ListContainers(context.Background(), &runtimeapi.ContainerFilter{
+					LabelSelector: map[string]string{LabelPodUID: pod, LabelContainerName: name}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, c := range cs {
+					if err := h.rt.RemoveContainer(context.Background(), c.Id); err != nil {
+						t.Fatal(err)
+					}
+				}
+				h.settle()
+				return fmt.Sprintf("removed %d", len(cs))
 			case "runtime-down":
 				h.srv.Stop()
 				return ""
