@@ -13,6 +13,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -55,6 +56,8 @@ func TestContainerd(t *testing.T) {
 		}
 	}
 	web := mk("web", v1.RestartPolicyAlways, `trap "" TERM; while true; do sleep 0.2; done`)
+	web.Spec.Containers[0].Resources.Limits = v1.ResourceList{
+		v1.ResourceCPU: resource.MustParse("200m"), v1.ResourceMemory: resource.MustParse("64Mi")}
 	job := mk("job", v1.RestartPolicyNever, `exit 3`)
 	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{web, job}, Source: config.SourceFile}
 

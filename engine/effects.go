@@ -28,7 +28,6 @@ const (
 	ReasonError             = "Error"
 )
 
-
 // podLogDir is the sandbox LogDirectory under --root-dir:
 // <root>/logs/<namespace>_<name>_<uid>.
 func podLogDir(root string, pod *v1.Pod) string {
@@ -227,6 +226,7 @@ func containerConfig(root string, pod *v1.Pod, c *v1.Container, restartCount int
 		StdinOnce:   c.StdinOnce,
 		Tty:         c.TTY,
 		Linux: &runtimeapi.LinuxContainerConfig{
+			Resources: containerResources(c),
 			SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
 				NamespaceOptions: &runtimeapi.NamespaceOption{
 					Network: netMode, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD,
@@ -297,4 +297,25 @@ func removeSandbox(ctx context.Context, rt cri.Runtime, pod, id string) error {
 		return fmt.Errorf("remove sandbox of pod %q: %w", pod, err)
 	}
 	return nil
+}
+
+// containerResources maps c's CPU and memory requests and limits to cgroup
+// settings as kubelet does: shares from the CPU request (2 minimum), a CFS
+// quota over a 100 ms period from the CPU limit, the memory limit in bytes.
+func containerResources(c *v1.Container) *runtimeapi.LinuxContainerResources {
+	r := &runtimeapi.LinuxContainerResources{CpuShares: 2}
+	if q, ok := c.Resources.Requests[v1.ResourceCPU]; ok {
+		r.CpuShares = max(q.MilliValue()*1024/1000, 2)
+	} else if q, ok := c.Resources.Limits[v1.ResourceCPU]; ok {
+		r.CpuShares = max(q.MilliValue()*1024/1000, 2)
+	}
+	if q, ok := c.Resources.Limits[v1.ResourceCPU]; ok {
+		const period = 100000
+		r.CpuPeriod = period
+		r.CpuQuota = max(q.MilliValue()*period/1000, 1000)
+	}
+	if q, ok := c.Resources.Limits[v1.ResourceMemory]; ok {
+		r.MemoryLimitInBytes = q.Value()
+	}
+	return r
 }

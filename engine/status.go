@@ -75,7 +75,7 @@ func computeStatus(prev *v1.PodStatus, v *podView, now time.Time) v1.PodStatus {
 	st := v1.PodStatus{
 		HostIP:   v.HostIP,
 		PodIP:    v.PodIP,
-		QOSClass: v1.PodQOSBestEffort,
+		QOSClass: qosClass(pod),
 	}
 	if v.HostIP != "" {
 		st.HostIPs = []v1.HostIP{{IP: v.HostIP}}
@@ -284,4 +284,35 @@ func podPhase(pod *v1.Pod, v *podView) v1.PodPhase {
 		return v1.PodFailed
 	}
 	return v1.PodPending
+}
+
+// qosClass is kubelet's QoS class of pod: Guaranteed when every container
+// has CPU and memory limits equal to its requests, BestEffort when none sets
+// any, Burstable otherwise.
+func qosClass(pod *v1.Pod) v1.PodQOSClass {
+	set, guaranteed := false, true
+	check := func(cs []v1.Container) {
+		for i := range cs {
+			r := cs[i].Resources
+			if len(r.Requests) > 0 || len(r.Limits) > 0 {
+				set = true
+			}
+			for _, res := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+				l, hasL := r.Limits[res]
+				q, hasQ := r.Requests[res]
+				if !hasL || (hasQ && q.Cmp(l) != 0) {
+					guaranteed = false
+				}
+			}
+		}
+	}
+	check(pod.Spec.InitContainers)
+	check(pod.Spec.Containers)
+	switch {
+	case !set:
+		return v1.PodQOSBestEffort
+	case guaranteed:
+		return v1.PodQOSGuaranteed
+	}
+	return v1.PodQOSBurstable
 }

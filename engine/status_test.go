@@ -1,0 +1,59 @@
+package engine
+
+import (
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// TestPhaseNeverGoesBackwards: once Succeeded or Failed, a pod keeps its
+// phase whatever its containers look like later.
+func TestPhaseNeverGoesBackwards(t *testing.T) {
+	pod := benchPod(0)
+	pod.Spec.RestartPolicy = v1.RestartPolicyNever
+	now := time.Now()
+	done := &podView{Pod: pod, Containers: []containerView{{Name: "app", Phase: phaseTerminated, Current: &termination{ExitCode: 1}}}}
+	st := computeStatus(nil, done, now)
+	if st.Phase != v1.PodFailed {
+		t.Fatalf("phase = %s, want Failed for exit code 1 under Never", st.Phase)
+	}
+	for _, later := range []*podView{
+		{Pod: pod, Containers: []containerView{{Name: "app", Phase: phaseRunning}}},
+		{Pod: pod, Containers: []containerView{{Name: "app", Phase: phaseTerminated, Current: &termination{ExitCode: 0}}}},
+		{Pod: pod, Containers: []containerView{{Name: "app", Phase: phaseWaiting}}},
+	} {
+		if got := computeStatus(&st, later, now).Phase; got != v1.PodFailed {
+			t.Errorf("phase after Failed = %s, want Failed", got)
+		}
+	}
+}
+
+func TestQOSClass(t *testing.T) {
+	q := resource.MustParse
+	for _, tc := range []struct {
+		name string
+		res  v1.ResourceRequirements
+		want v1.PodQOSClass
+	}{
+		{"nothing set", v1.ResourceRequirements{}, v1.PodQOSBestEffort},
+		{"limits equal requests", v1.ResourceRequirements{
+			Limits:   v1.ResourceList{v1.ResourceCPU: q("1"), v1.ResourceMemory: q("64Mi")},
+			Requests: v1.ResourceList{v1.ResourceCPU: q("1"), v1.ResourceMemory: q("64Mi")}}, v1.PodQOSGuaranteed},
+		{"limits only", v1.ResourceRequirements{
+			Limits: v1.ResourceList{v1.ResourceCPU: q("1"), v1.ResourceMemory: q("64Mi")}}, v1.PodQOSGuaranteed},
+		{"a request below its limit", v1.ResourceRequirements{
+			Limits:   v1.ResourceList{v1.ResourceCPU: q("1"), v1.ResourceMemory: q("64Mi")},
+			Requests: v1.ResourceList{v1.ResourceCPU: q("500m"), v1.ResourceMemory: q("64Mi")}}, v1.PodQOSBurstable},
+		{"memory request only", v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceMemory: q("64Mi")}}, v1.PodQOSBurstable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := benchPod(0)
+			pod.Spec.Containers[0].Resources = tc.res
+			if got := qosClass(pod); got != tc.want {
+				t.Errorf("qosClass = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
