@@ -121,7 +121,9 @@ func TestImagePullBackOffRecovers(t *testing.T) {
 	t.Parallel()
 	c, d := env(t)
 	d.dumpOnFailure(t, "pull")
-	image := c.ImageRef("e2e-late:v1")
+	// A repository new to the registry on every run of the test.
+	repo := fmt.Sprintf("e2e-late-%d:v1", time.Now().UnixNano())
+	image := c.ImageRef(repo)
 	d.writeManifest(t, "pull", podSpec{name: "pull", grace: 1, image: image, containers: []ctr{{name: "main", command: handlesTERM}}}.yaml(c))
 	seen := map[string]bool{}
 	d.waitPod(t, "pull", 2*time.Minute, "in ImagePullBackOff", func(p *v1.Pod) bool {
@@ -147,7 +149,7 @@ func TestImagePullBackOffRecovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Registry.Push(context.Background(), "e2e-late:v1", img); err != nil {
+	if _, err := c.Registry.Push(context.Background(), repo, img); err != nil {
 		t.Fatal(err)
 	}
 	p := d.waitPod(t, "pull", 2*time.Minute, "Running once the image is pushed", isRunning)
@@ -226,10 +228,18 @@ func TestSidecar(t *testing.T) {
 	if main := containerStatus(p, "main"); main.State.Running.StartedAt.Before(&proxy.State.Running.StartedAt) {
 		t.Errorf("main started before its sidecar:\n%s", describePod(p))
 	}
-	// The main container completes: the sidecar is stopped and the pod succeeds.
-	p = d.waitPod(t, "sidecar", 2*time.Minute, "Succeeded", func(p *v1.Pod) bool { return p != nil && p.Status.Phase == v1.PodSucceeded })
-	if proxy := containerStatus(p, "proxy"); proxy.State.Running != nil {
-		t.Errorf("sidecar still running in a Succeeded pod:\n%s", describePod(p))
+	// The main container completes: the pod succeeds (the phase follows the
+	// regular containers, as in kubelet) and its sidecar is then stopped.
+	d.waitPod(t, "sidecar", 2*time.Minute, "Succeeded", func(p *v1.Pod) bool { return p != nil && p.Status.Phase == v1.PodSucceeded })
+	p = d.waitPod(t, "sidecar", time.Minute, "Succeeded with its sidecar stopped", func(p *v1.Pod) bool {
+		proxy := containerStatus(p, "proxy")
+		return p != nil && p.Status.Phase == v1.PodSucceeded && proxy != nil && proxy.State.Terminated != nil
+	})
+	ctrs, _ := runtimeObjects(t, "sidecar")
+	for _, ct := range ctrs {
+		if ct.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			t.Errorf("container %s still runs in the runtime after the pod succeeded", ct.Metadata.Name)
+		}
 	}
 }
 
