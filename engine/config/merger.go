@@ -101,44 +101,48 @@ func (m *Merger) Set(ctx context.Context, source string, pods []*v1.Pod) error {
 	}
 	m.pods[source] = next
 
-	send := func(op Op, ps []*v1.Pod, always bool) error {
-		if len(ps) == 0 && !always {
-			return nil
+	first := !seen && len(updates) == 0 && len(deletes) == 0
+	batches := []struct {
+		op     Op
+		pods   []*v1.Pod
+		always bool
+	}{
+		{OpRemove, removes, false},
+		{OpAdd, adds, first},
+		{OpUpdate, updates, false},
+		{OpDelete, deletes, false},
+		{OpReconcile, reconciles, false},
+	}
+	for i, bt := range batches {
+		if len(bt.pods) == 0 && !bt.always {
+			continue
 		}
-		sortPods(ps)
-		u := PodUpdate{Op: op, Source: source, Pods: make([]*v1.Pod, len(ps))}
-		for i, p := range ps {
-			u.Pods[i] = p.DeepCopy()
+		sortPods(bt.pods)
+		u := PodUpdate{Op: bt.op, Source: source, Pods: make([]*v1.Pod, len(bt.pods))}
+		for j, p := range bt.pods {
+			u.Pods[j] = p.DeepCopy()
 		}
 		select {
 		case m.updates <- u:
-			return nil
 		case <-ctx.Done():
-			// Forget what was not delivered so the next snapshot sends it again.
-			for _, p := range ps {
-				if op == OpRemove {
-					m.pods[source][p.UID] = p
-				} else {
-					delete(m.pods[source], p.UID)
+			// Forget what was not delivered, so that the next snapshot
+			// sends it again.
+			for _, rest := range batches[i:] {
+				for _, p := range rest.pods {
+					if prev, ok := old[p.UID]; ok {
+						m.pods[source][p.UID] = prev
+					} else {
+						delete(m.pods[source], p.UID)
+					}
 				}
+			}
+			if !seen && i <= 1 {
+				delete(m.pods, source) // the source's first ADD is still owed
 			}
 			return ctx.Err()
 		}
 	}
-	if err := send(OpRemove, removes, false); err != nil {
-		return err
-	}
-	first := !seen && len(updates) == 0 && len(deletes) == 0
-	if err := send(OpAdd, adds, first); err != nil {
-		return err
-	}
-	if err := send(OpUpdate, updates, false); err != nil {
-		return err
-	}
-	if err := send(OpDelete, deletes, false); err != nil {
-		return err
-	}
-	return send(OpReconcile, reconciles, false)
+	return nil
 }
 
 // Pods returns copies of the current pods of source, sorted by namespace and name.

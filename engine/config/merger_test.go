@@ -132,6 +132,23 @@ func TestMergerSetHonoursContext(t *testing.T) {
 	if got := drain(m); fmt.Sprint(got) != "[ADD a]" {
 		t.Errorf("after a cancelled Set: ops %q, want [ADD a]", got)
 	}
+	// A snapshot replacing a by b, cancelled before anything is delivered,
+	// is sent whole by the next Set.
+	for i := 0; i < cap(m.updates); i++ {
+		m.updates <- PodUpdate{}
+	}
+	if err := m.Set(ctx, "file", []*v1.Pod{pod("b", "2")}); err != context.Canceled {
+		t.Fatalf("Set = %v, want context.Canceled", err)
+	}
+	for len(m.updates) > 0 {
+		<-m.updates
+	}
+	if err := m.Set(context.Background(), "file", []*v1.Pod{pod("b", "2")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := drain(m); fmt.Sprint(got) != "[REMOVE a ADD b]" {
+		t.Errorf("after a cancelled Set: ops %q, want [REMOVE a ADD b]", got)
+	}
 }
 
 func TestOpString(t *testing.T) {
