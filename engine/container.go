@@ -30,6 +30,7 @@ type ctrState struct {
 	ids          []string          // every instance still in the runtime, oldest first
 	sandboxOf    map[string]string // instance id -> its sandbox id
 	imageRef     string
+	runHash      string // spec hash the current instance was created from
 	imagePresent bool
 	restartCount int32
 	created      bool // an instance was created at least once (the next one is a restart)
@@ -214,6 +215,12 @@ func (c *ctrState) PullPolicyNever() bool {
 	return c.spec != nil && pullPolicy(c.spec) == v1.PullNever
 }
 
+// SpecChanged: the current instance was created from an older spec of this
+// container; it is restarted at once (kubelet's hash check).
+func (c *ctrState) SpecChanged() bool {
+	return c.spec != nil && c.runHash != "" && c.runHash != containerHash(c.spec)
+}
+
 // RestartAllowed: restartPolicy Always, or OnFailure with a non-zero exit
 // code; a sidecar always restarts; an init container restarts only after a
 // failure and never under restartPolicy Never.
@@ -288,6 +295,7 @@ func (c *ctrState) CreateContainer(ctx context.Context) error {
 		id, err = c.p.e.rt.CreateContainer(ctx, c.p.sandboxID, cfg, c.p.sandboxCfg)
 		if err == nil {
 			c.id, c.ids, c.restartCount, c.created = id, append(c.ids, id), rc, true
+			c.runHash = cfg.Annotations[AnnotationContainerHash]
 			c.noteSandbox(id, c.p.sandboxID)
 			c.exitStatus = nil
 			c.raise(fsm.ContainerEventCreated)
@@ -420,6 +428,7 @@ func (c *ctrState) adopt(cs []*runtimeapi.Container, sandboxOK bool) {
 	newest := cs[0]
 	c.id, c.created = newest.Id, true
 	c.restartCount = restartCountOf(newest.Annotations)
+	c.runHash = newest.Annotations[AnnotationContainerHash]
 	c.imageRef = newest.ImageRef
 	c.startedAt = time.Unix(0, newest.CreatedAt)
 	switch {

@@ -219,6 +219,13 @@ func (s *podState) syncPod(ctx context.Context) error {
 	if s.startTime.IsZero() {
 		s.startTime = s.e.clock.Now()
 	}
+	// Kill what must die: running instances of an older spec (the
+	// container machine restarts them through spec_changed).
+	for _, c := range s.all() {
+		if c.machine.State() == fsm.ContainerStateRunning && c.SpecChanged() {
+			c.fire(ctx, fsm.ContainerEventKill)
+		}
+	}
 	if !s.sandboxReady {
 		if err := fsm.RunPodAction(ctx, s, fsm.PodActionRunSandbox); err != nil {
 			return err

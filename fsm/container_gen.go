@@ -18,7 +18,7 @@ const ContainerMachineName = "container"
 
 // ContainerSpecSHA256 is the SHA-256 of spec/container.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ContainerSpecSHA256 = "58f41a3b6ebe7908e2f38c00588c6ae5f4c969da3204f096c72ef7c23954bc2d"
+const ContainerSpecSHA256 = "a6a7e14625796c17af005ffb722084e24ee29d5a071a892228b8775a3cb51316"
 
 // ContainerState is a state of the container machine.
 //
@@ -220,9 +220,13 @@ const (
 	// ContainerGuardRestartAllowed: restartPolicy Always, or OnFailure with a
 	// non-zero exit code (sidecars always restart).
 	ContainerGuardRestartAllowed
+	// ContainerGuardSpecChanged: The instance was created from an older spec of
+	// this container (its hash differs): kubelet restarts it at once, whatever
+	// the restart policy.
+	ContainerGuardSpecChanged
 )
 
-var containerGuardNames = [...]string{"pod_terminating", "image_present", "pull_policy_always", "pull_policy_never", "restart_allowed"}
+var containerGuardNames = [...]string{"pod_terminating", "image_present", "pull_policy_always", "pull_policy_never", "restart_allowed", "spec_changed"}
 
 // String returns the guard's name in the spec.
 func (g ContainerGuard) String() string {
@@ -250,6 +254,10 @@ type ContainerGuards interface {
 	// RestartAllowed: restartPolicy Always, or OnFailure with a non-zero exit
 	// code (sidecars always restart).
 	RestartAllowed() bool
+	// SpecChanged: The instance was created from an older spec of this container
+	// (its hash differs): kubelet restarts it at once, whatever the restart
+	// policy.
+	SpecChanged() bool
 }
 
 func containerGuard(g ContainerGuards, which ContainerGuard) bool {
@@ -264,6 +272,8 @@ func containerGuard(g ContainerGuards, which ContainerGuard) bool {
 		return g.PullPolicyNever()
 	case ContainerGuardRestartAllowed:
 		return g.RestartAllowed()
+	case ContainerGuardSpecChanged:
+		return g.SpecChanged()
 	}
 	panic(fmt.Sprintf("container machine: unknown guard %d", uint8(which)))
 }
@@ -505,6 +515,7 @@ type ContainerChoice struct {
 // ContainerChoiceTable lists the choice branches in spec order.
 var ContainerChoiceTable = []ContainerChoice{
 	{State: ContainerStateExited, Guard: ContainerGuardPodTerminating, HasGuard: true, To: ContainerStateTerminated},
+	{State: ContainerStateExited, Guard: ContainerGuardSpecChanged, HasGuard: true, To: ContainerStateWaiting},
 	{State: ContainerStateExited, Guard: ContainerGuardRestartAllowed, HasGuard: true, To: ContainerStateCrashloopBackoff},
 	{State: ContainerStateExited, To: ContainerStateTerminated},
 }
@@ -549,7 +560,7 @@ var containerByStateEvent = [11][14][]uint16{
 
 // containerChoicesByState indexes ContainerChoiceTable by State.
 var containerChoicesByState = [11][]uint16{
-	ContainerStateExited: {0, 1, 2},
+	ContainerStateExited: {0, 1, 2, 3},
 }
 
 // containerTransitionKeys names each external transition for looplab/fsm
@@ -588,7 +599,7 @@ var containerTransitionKeys = [39]string{
 	34: "t34:removed",
 }
 
-var containerChoiceKeys = [...]string{"c0:exited", "c1:exited", "c2:exited"}
+var containerChoiceKeys = [...]string{"c0:exited", "c1:exited", "c2:exited", "c3:exited"}
 
 var containerFSMEvents = fsm.Events{
 	{Name: "t0:start", Src: []string{ContainerStateWaiting.String()}, Dst: ContainerStateTerminated.String()},
@@ -623,8 +634,9 @@ var containerFSMEvents = fsm.Events{
 	{Name: "t33:kill", Src: []string{ContainerStateCrashloopBackoff.String()}, Dst: ContainerStateTerminated.String()},
 	{Name: "t34:removed", Src: []string{ContainerStateTerminated.String()}, Dst: ContainerStateRemoved.String()},
 	{Name: "c0:exited", Src: []string{ContainerStateExited.String()}, Dst: ContainerStateTerminated.String()},
-	{Name: "c1:exited", Src: []string{ContainerStateExited.String()}, Dst: ContainerStateCrashloopBackoff.String()},
-	{Name: "c2:exited", Src: []string{ContainerStateExited.String()}, Dst: ContainerStateTerminated.String()},
+	{Name: "c1:exited", Src: []string{ContainerStateExited.String()}, Dst: ContainerStateWaiting.String()},
+	{Name: "c2:exited", Src: []string{ContainerStateExited.String()}, Dst: ContainerStateCrashloopBackoff.String()},
+	{Name: "c3:exited", Src: []string{ContainerStateExited.String()}, Dst: ContainerStateTerminated.String()},
 }
 
 // ContainerStep is the outcome of one Fire: the machine moved From -> To on

@@ -41,6 +41,7 @@ machine "container" {
   guard "pull_policy_always" { doc = "imagePullPolicy is Always." }
   guard "pull_policy_never" { doc = "imagePullPolicy is Never (the image is missing: ErrImageNeverPull)." }
   guard "restart_allowed" { doc = "restartPolicy Always, or OnFailure with a non-zero exit code (sidecars always restart)." }
+  guard "spec_changed" { doc = "The instance was created from an older spec of this container (its hash differs): kubelet restarts it at once, whatever the restart policy." }
 
   action "pull_image" {
     doc = "Pull the image with the pod's credentials; reports pull_ok or pull_failed."
@@ -190,6 +191,7 @@ machine "container" {
     entry = [action.record_exit]
     choice {
       when "pod_terminating" { to = state.terminated }
+      when "spec_changed" { to = state.waiting }
       when "restart_allowed" { to = state.crashloop_backoff }
       otherwise { to = state.terminated }
     }
