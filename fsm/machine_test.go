@@ -23,6 +23,7 @@ func (g guards) ImagePresent() bool         { return g["image_present"] }
 func (g guards) PullPolicyAlways() bool     { return g["pull_policy_always"] }
 func (g guards) PullPolicyNever() bool      { return g["pull_policy_never"] }
 func (g guards) RestartAllowed() bool       { return g["restart_allowed"] }
+func (g guards) SpecChanged() bool          { return g["spec_changed"] }
 
 // driver fires events by spec name on either machine and renders the steps.
 type driver interface {
