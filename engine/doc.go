@@ -37,6 +37,14 @@
 // ...); the engine fires them after the step's actions ran, never from inside
 // a looplab callback.
 //
+// Housekeeping does not resync every pod (the spec routes it to pod.sync;
+// at 10,000 pods that would be 5,000 syncs a second): the resync timer of
+// the synced state does, as kubelet's work queue does.
+//
+// Not done yet: postStart and preStop hooks (the CRI interface has no
+// ExecSync), probes (the ProbeResults channel carries them once they exist),
+// image pull credentials.
+//
 // # Usage
 //
 //	e, err := engine.New(engine.Config{Runtime: rt, NodeName: node, RootDir: "/var/lib/speclet"})

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -186,8 +187,19 @@ func pullImage(ctx context.Context, rt cri.Runtime, image string, sandbox *runti
 // attempt of that container in pod.
 func containerConfig(root string, pod *v1.Pod, c *v1.Container, restartCount int32, imageRef string, init bool) (*runtimeapi.ContainerConfig, error) {
 	envs := make([]*runtimeapi.KeyValue, 0, len(c.Env))
+	vars := make(map[string]string, len(c.Env))
 	for _, e := range c.Env {
-		envs = append(envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(e.Value)})
+		v := expand(e.Value, vars) // later variables may refer to earlier ones
+		vars[e.Name] = v
+		envs = append(envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(v)})
+	}
+	command := make([]string, len(c.Command))
+	for i, a := range c.Command {
+		command[i] = expand(a, vars)
+	}
+	args := make([]string, len(c.Args))
+	for i, a := range c.Args {
+		args[i] = expand(a, vars)
 	}
 	mounts, err := containerMounts(root, pod, c)
 	if err != nil {
@@ -214,8 +226,8 @@ func containerConfig(root string, pod *v1.Pod, c *v1.Container, restartCount int
 	return &runtimeapi.ContainerConfig{
 		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
 		Image:       &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: c.Image},
-		Command:     c.Command,
-		Args:        c.Args,
+		Command:     command,
+		Args:        args,
 		WorkingDir:  c.WorkingDir,
 		Envs:        envs,
 		Mounts:      mounts,
@@ -318,4 +330,41 @@ func containerResources(c *v1.Container) *runtimeapi.LinuxContainerResources {
 		r.MemoryLimitInBytes = q.Value()
 	}
 	return r
+}
+
+// expand replaces $(NAME) with the value of the container's environment
+// variable NAME, as kubelet does in env values, command and args: "$$"
+// escapes a "$", and a reference to an unknown variable stays as written.
+func expand(s string, vars map[string]string) string {
+	if !strings.Contains(s, "$") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 >= len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '(':
+			end := strings.IndexByte(s[i+2:], ')')
+			if end < 0 {
+				b.WriteString(s[i:])
+				return b.String()
+			}
+			name := s[i+2 : i+2+end]
+			if v, ok := vars[name]; ok {
+				b.WriteString(v)
+			} else {
+				b.WriteString(s[i : i+3+end])
+			}
+			i += 2 + end
+		default:
+			b.WriteByte('$')
+		}
+	}
+	return b.String()
 }
