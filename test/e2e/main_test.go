@@ -46,12 +46,17 @@ var shared struct {
 	rt      *cri.Client
 	d       *daemon
 	cleanup []func()
+	// dirty is set by a cleanup that left something behind; it fails the run.
+	dirty bool
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
 	for i := len(shared.cleanup) - 1; i >= 0; i-- {
 		shared.cleanup[i]()
+	}
+	if shared.dirty && code == 0 {
+		code = 1
 	}
 	os.Exit(code)
 }
@@ -100,9 +105,15 @@ func setup() error {
 		dir := c.Dir
 		if err := c.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "e2e: stop containerd:", err)
+			shared.dirty = true
 		}
 		if left := harness.Leftovers(dir); len(left) > 0 {
 			fmt.Fprintf(os.Stderr, "e2e: processes left after Stop: %v\n", left)
+			shared.dirty = true
+		}
+		if m := harness.Mounts(dir); len(m) > 0 {
+			fmt.Fprintf(os.Stderr, "e2e: mounts left after Stop: %v\n", m)
+			shared.dirty = true
 		}
 	})
 	rt, err := cri.Dial(ctx, c.Endpoint, cri.WithTimeout(30*time.Second))
@@ -115,7 +126,12 @@ func setup() error {
 		return err
 	}
 	shared.d = d
-	shared.cleanup = append(shared.cleanup, func() { d.stop() })
+	shared.cleanup = append(shared.cleanup, func() {
+		if err := d.signal(syscall.SIGTERM); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			shared.dirty = true
+		}
+	})
 	return nil
 }
 
@@ -215,11 +231,13 @@ func (d *daemon) signal(sig syscall.Signal) error {
 		<-d.exited
 		return fmt.Errorf("speclet did not exit within 30s of %s", sig)
 	}
+	cmd := d.cmd
 	d.cmd = nil
+	if sig == syscall.SIGTERM && !cmd.ProcessState.Success() {
+		return fmt.Errorf("speclet exited with %s after SIGTERM, want status 0", cmd.ProcessState)
+	}
 	return nil
 }
-
-func (d *daemon) stop() { d.signal(syscall.SIGTERM) }
 
 func (d *daemon) logTail(n int) string {
 	b, _ := os.ReadFile(d.logPath)
