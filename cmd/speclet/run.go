@@ -195,6 +195,10 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 	}
 	defer client.Close()
 	if err := waitRuntime(ctx, client, o.runtimeWait, log); err != nil {
+		if ctx.Err() != nil {
+			log.Info("stopped while waiting for the runtime")
+			return nil
+		}
 		hint := ""
 		if o.runtime == "remote" && os.Geteuid() != 0 {
 			hint = " (not root: the runtime's socket is usually root's; try --runtime=sim)"

@@ -196,3 +196,23 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+func TestRunDaemonRuntimeDown(t *testing.T) {
+	dir := t.TempDir()
+	o, err := parseRunFlags([]string{"--container-runtime-endpoint", "unix://" + filepath.Join(dir, "nothing.sock"),
+		"--root-dir", dir, "--read-only-port", "0", "--runtime-wait", "1s"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = runDaemon(context.Background(), o, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "nothing.sock") || !strings.Contains(err.Error(), "--container-runtime-endpoint") {
+		t.Errorf("runDaemon with no runtime = %v, want an error naming the endpoint and the flag", err)
+	}
+	// Stopped (SIGTERM) while waiting for the runtime: a clean exit.
+	o.runtimeWait = time.Hour
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if err := runDaemon(ctx, o, io.Discard); err != nil {
+		t.Errorf("runDaemon stopped while waiting for the runtime = %v, want nil", err)
+	}
+}
