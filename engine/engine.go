@@ -338,7 +338,7 @@ func (e *Engine) Pods() []*v1.Pod {
 // successfully within the last three minutes.
 func (e *Engine) Healthz() error {
 	var rtErr error
-	if p := e.runtimeErr.Load(); p != nil {
+	if p := e.runtimeErr.Load(); p != nil && !errors.Is(*p, errPLEGUnhealthy) {
 		rtErr = fmt.Errorf("container runtime is down: %w", *p)
 	}
 	return errors.Join(rtErr, e.pleg.Healthy())

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -21,6 +22,9 @@ const (
 	eventedRelistPeriod  = 10 * time.Second
 	relistUnhealthyAfter = 3 * time.Minute
 )
+
+// errPLEGUnhealthy is wrapped by Healthy's error.
+var errPLEGUnhealthy = errors.New("PLEG is not healthy")
 
 // plegType is what happened to a container between two observations.
 type plegType uint8
@@ -200,9 +204,9 @@ func (p *pleg) Healthy() error {
 	defer p.mu.Unlock()
 	if d := p.clock.Since(p.lastOK); d > relistUnhealthyAfter {
 		if p.lastErr != nil {
-			return fmt.Errorf("PLEG is not healthy: no successful relist for %s: %w", d.Round(time.Second), p.lastErr)
+			return fmt.Errorf("%w: no successful relist for %s: %w", errPLEGUnhealthy, d.Round(time.Second), p.lastErr)
 		}
-		return fmt.Errorf("PLEG is not healthy: no successful relist for %s", d.Round(time.Second))
+		return fmt.Errorf("%w: no successful relist for %s", errPLEGUnhealthy, d.Round(time.Second))
 	}
 	return nil
 }
