@@ -40,6 +40,7 @@ type scriptHarness struct {
 	cancel  context.CancelFunc
 	done    chan error
 	cfg     Config
+	probes  chan ProbeResult
 }
 
 func newHarness(t *testing.T) *scriptHarness {
@@ -65,6 +66,8 @@ func newHarness(t *testing.T) *scriptHarness {
 func (h *scriptHarness) start(cfg Config) {
 	h.t.Helper()
 	cfg.Runtime = h.rt
+	h.probes = make(chan ProbeResult)
+	cfg.ProbeResults = h.probes
 	cfg.RootDir = filepath.Join(h.dir, "root")
 	cfg.Clock = h.clk
 	cfg.NodeName = "node"
@@ -374,6 +377,15 @@ func TestEngineScripts(t *testing.T) {
 				}
 				h.settle()
 				return fmt.Sprintf("removed %d", len(cs))
+			case "probe":
+				var uid, name, kind, result string
+				d.ScanArgs(t, "uid", &uid)
+				d.ScanArgs(t, "container", &name)
+				d.ScanArgs(t, "kind", &kind)
+				d.ScanArgs(t, "result", &result)
+				h.probes <- ProbeResult{UID: types.UID(uid), Container: name, Liveness: kind == "liveness", Success: result == "success"}
+				h.settle()
+				return ""
 			case "runtime-down":
 				h.srv.Stop()
 				return ""
