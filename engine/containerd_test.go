@@ -23,9 +23,10 @@ import (
 )
 
 // TestContainerd runs the engine on a real containerd (root only; see
-// harness.ForTest): a hostNetwork busybox pod that ignores SIGTERM and a
-// job that exits 3 under restartPolicy Never; then removes both and checks
-// that the runtime is empty.
+// harness.ForTest): a hostNetwork busybox pod that ignores SIGTERM, a job
+// that exits 3 under restartPolicy Never, and a pod in its own network
+// namespace (the harness's bridge CNI) that gets a pod IP; then removes them
+// and checks that the runtime is empty.
 func TestContainerd(t *testing.T) {
 	c := harness.ForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -59,12 +60,16 @@ func TestContainerd(t *testing.T) {
 	web.Spec.Containers[0].Resources.Limits = v1.ResourceList{
 		v1.ResourceCPU: resource.MustParse("200m"), v1.ResourceMemory: resource.MustParse("64Mi")}
 	job := mk("job", v1.RestartPolicyNever, `exit 3`)
-	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{web, job}, Source: config.SourceFile}
+	cni := mk("cni", v1.RestartPolicyAlways, `sleep 3600`)
+	cni.Spec.HostNetwork = false
+	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{web, job, cni}, Source: config.SourceFile}
 
-	waitFor(t, ctx, "web Running and Ready, job Failed with exit code 3", func() bool {
-		var okWeb, okJob bool
+	waitFor(t, ctx, "web Running and Ready, job Failed with exit code 3, cni Running with a pod IP", func() bool {
+		var okWeb, okJob, okCNI bool
 		for _, p := range e.Pods() {
 			switch p.Name {
+			case "cni":
+				okCNI = p.Status.Phase == v1.PodRunning && p.Status.PodIP != ""
 			case "web":
 				okWeb = p.Status.Phase == v1.PodRunning && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].Ready
 			case "job":
@@ -73,10 +78,10 @@ func TestContainerd(t *testing.T) {
 					cs[0].State.Terminated.ExitCode == 3 && cs[0].State.Terminated.Reason == "Error"
 			}
 		}
-		return okWeb && okJob
+		return okWeb && okJob && okCNI
 	}, e)
 
-	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{web, job}, Source: config.SourceFile}
+	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{web, job, cni}, Source: config.SourceFile}
 	waitFor(t, ctx, "runtime empty", func() bool {
 		sbs, err1 := rt.ListPodSandbox(ctx, nil)
 		cs, err2 := rt.ListContainers(ctx, nil)
