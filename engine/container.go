@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -89,6 +90,10 @@ func (c *ctrState) fire(ctx context.Context, ev fsm.ContainerEvent) {
 			continue
 		}
 		c.p.e.metrics.transition(fsm.ContainerMachineName, step.From.String(), step.To.String(), step.Event.String())
+		if c.p.e.log.Enabled(ctx, slog.LevelDebug) {
+			c.p.e.log.Debug("container transition", "pod", c.p.key(), "container", c.name, "from", step.From.String(),
+				"event", step.Event.String(), "to", step.To.String(), "actions", fmt.Sprint(step.Actions))
+		}
 		c.p.e.progress.Add(1)
 		if f := c.p.e.onTransition; f != nil {
 			f()

@@ -265,6 +265,7 @@ func (e *Engine) worker(uid types.UID, create bool, pod *v1.Pod) *podWorker {
 	delete(e.adopted, uid)
 	w = newPodWorker(e, pod, ad)
 	e.workers[uid] = w
+	e.metrics.setWorkers(len(e.workers))
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); w.run(e.runCtx) }()
 	return w

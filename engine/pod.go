@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -129,6 +130,10 @@ func (s *podState) fire(ctx context.Context, ev fsm.PodEvent) {
 			continue
 		}
 		s.e.metrics.transition(fsm.PodMachineName, step.From.String(), step.To.String(), step.Event.String())
+		if s.e.log.Enabled(ctx, slog.LevelDebug) {
+			s.e.log.Debug("pod transition", "pod", s.key(), "from", step.From.String(), "event", step.Event.String(),
+				"to", step.To.String(), "actions", fmt.Sprint(step.Actions))
+		}
 		s.e.progress.Add(1)
 		if f := s.e.onTransition; f != nil {
 			f()
