@@ -129,6 +129,7 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 			a.c.fire(ctx, a.ev)
 		}
 		s.adoptEvents = nil
+		w.publishStatus() // listed (Pending) before its first sync ends
 	}
 	switch in.kind {
 	case inputConfig:
