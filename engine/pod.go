@@ -18,7 +18,8 @@ import (
 // podState is the worker goroutine's view of one pod: the pod machine, one
 // container machine per container, and what the runtime holds of the pod.
 // It implements fsm.PodGuards, fsm.PodActions and fsm.PodDurations; every
-// CRI call for the pod is made by one of those actions.
+// CRI call that changes the pod in the runtime is made by one of those
+// actions or by a container machine's action.
 type podState struct {
 	w       *podWorker
 	e       *Engine
@@ -44,7 +45,6 @@ type podState struct {
 	forced        bool
 
 	updatePending bool
-	lastSyncErr   error
 	lastStatus    *v1.PodStatus
 
 	// events raised by actions, fired in order after the running step.
@@ -210,9 +210,7 @@ func (s *podState) SyncBackoff() time.Duration { return jitter(syncErrorBackoff)
 // this action only picks which container is asked. Raises sync_ok or
 // sync_failed.
 func (s *podState) SyncPod(ctx context.Context) error {
-	err := s.syncPod(ctx)
-	s.lastSyncErr = err
-	if err != nil {
+	if err := s.syncPod(ctx); err != nil {
 		s.raise(fsm.PodEventSyncFailed)
 		return err
 	}
