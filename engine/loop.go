@@ -24,15 +24,20 @@ func (e *Engine) runPLEG(ctx context.Context, out chan<- plegEvent) {
 	}
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); e.streamEvents(ctx, send) }()
+	failing := false
 	for {
 		e.busy.Add(1)
 		evs, err := e.pleg.Relist(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				e.busy.Add(-1)
-				return
-			}
-			e.log.Warn("relist failed", "err", err)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			e.busy.Add(-1)
+			return
+		case err != nil && !failing:
+			failing = true
+			e.log.Warn("relist failed; retrying every period", "err", err)
+		case err == nil && failing:
+			failing = false
+			e.log.Info("relist works again")
 		}
 		for _, ev := range evs {
 			send(ev)
