@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -87,7 +88,11 @@ func setup() error {
 	shared.tmp = tmp
 	shared.cleanup = append(shared.cleanup, func() { os.RemoveAll(tmp) })
 	shared.bin = filepath.Join(tmp, "speclet")
-	build := exec.Command("go", "build", "-o", shared.bin, "github.com/speclet/speclet/cmd/speclet")
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go") // the toolchain running this test
+	if _, err := os.Stat(goBin); err != nil {
+		goBin = "go"
+	}
+	build := exec.Command(goBin, "build", "-o", shared.bin, "github.com/speclet/speclet/cmd/speclet")
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build speclet: %v\n%s", err, out)
 	}
