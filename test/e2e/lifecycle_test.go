@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +37,19 @@ func TestPodRuns(t *testing.T) {
 	}
 	if p.Namespace != "default" || p.Spec.NodeName != nodeName || p.Annotations["kubernetes.io/config.source"] != "file" {
 		t.Errorf("pod metadata: namespace %q node %q annotations %v", p.Namespace, p.Spec.NodeName, p.Annotations)
+	}
+	// /metrics counts the CRI calls that started it.
+	resp, err := http.Get(d.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`speclet_runtime_operations_duration_seconds_count{operation_type="RunPodSandbox"}`,
+		`speclet_runtime_operations_duration_seconds_count{operation_type="StartContainer"}`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("GET /metrics lacks %s", want)
+		}
 	}
 	ctrs, sbs := runtimeObjects(t, "runs")
 	if len(ctrs) != 1 || len(sbs) != 1 || ctrs[0].State != runtimeapi.ContainerState_CONTAINER_RUNNING ||
