@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,6 +54,10 @@ type Config struct {
 	Log                  *slog.Logger          // nil = slog.Default()
 	// ProbeResults carries probe outcomes; nil until probes exist.
 	ProbeResults <-chan ProbeResult
+	// NodeIP is the node's address in pod statuses (hostIP, and podIP of
+	// hostNetwork pods); "" = the first global unicast address of the
+	// machine's interfaces, if any.
+	NodeIP string
 }
 
 // ProbeResult is one probe outcome for a container of a pod.
@@ -129,6 +134,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
+	}
+	if cfg.NodeIP == "" {
+		cfg.NodeIP = nodeIP()
 	}
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
@@ -356,4 +364,27 @@ func (e *Engine) countRunning() int {
 		}
 	}
 	return n
+}
+
+// nodeIP returns the first global unicast address of the machine's
+// interfaces (IPv4 preferred), or "".
+func nodeIP() string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return ""
+	}
+	var v6 string
+	for _, a := range addrs {
+		n, ok := a.(*net.IPNet)
+		if !ok || !n.IP.IsGlobalUnicast() {
+			continue
+		}
+		if n.IP.To4() != nil {
+			return n.IP.String()
+		}
+		if v6 == "" {
+			v6 = n.IP.String()
+		}
+	}
+	return v6
 }

@@ -291,8 +291,11 @@ func (e *Engine) purgeFinished() {
 // view collects what the status needs from the machines.
 func (s *podState) view() *podView {
 	v := &podView{
-		Pod: s.pod, SandboxReady: s.sandboxReady, PodIP: s.podIP, StartTime: s.startTime,
+		Pod: s.pod, SandboxReady: s.sandboxReady, PodIP: s.podIP, HostIP: s.e.cfg.NodeIP, StartTime: s.startTime,
 		Terminating: s.killed, RuntimeName: s.e.runtimeName,
+	}
+	if s.pod.Spec.HostNetwork && s.sandboxReady {
+		v.PodIP = s.e.cfg.NodeIP // a hostNetwork pod has the node's address
 	}
 	st := s.machine.State()
 	v.Terminated = st == fsm.PodStateTerminated || st == fsm.PodStateFinished
@@ -362,7 +365,6 @@ func (w *podWorker) publishStatus() {
 		return
 	}
 	st := computeStatus(s.lastStatus, s.view(), w.e.clock.Now())
-	st.HostIP = ""
 	s.lastStatus = &st
 	p := &v1.Pod{TypeMeta: s.pod.TypeMeta, ObjectMeta: s.pod.ObjectMeta, Spec: s.pod.Spec, Status: st}
 	p.Spec.NodeName = w.e.cfg.NodeName
