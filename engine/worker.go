@@ -41,19 +41,20 @@ type podWorker struct {
 	e   *Engine
 	uid types.UID
 
-	mu       sync.Mutex
-	queue    []input
-	cfg      *input // newest pending config input (coalesced)
-	wake     chan struct{}
-	cancel   context.CancelFunc // cancels the running actions (a kill arrived)
-	timers   []armed            // the machines' armed timers
-	refresh  time.Time          // a status refresh is due at the first sync tick after this
-	killG    int64              // grace period of the last kill posted
-	pub      *v1.Pod            // last published pod with status
-	killReq  bool               // a kill (config REMOVE/DELETE, orphan) was posted
-	orphan   bool               // a runtime pod no source declares, being stopped
-	finished bool               // the pod machine reached finished
-	stopped  bool               // purged: the goroutine ends
+	mu         sync.Mutex
+	queue      []input
+	cfg        *input // newest pending config input (coalesced)
+	wake       chan struct{}
+	cancel     context.CancelFunc // cancels the running actions (a kill arrived)
+	timers     []armed            // the machines' armed timers
+	refresh    time.Time          // a status refresh is due at the first sync tick after this
+	killG      int64              // grace period of the last kill posted
+	pub        *v1.Pod            // last published pod with status
+	killReq    bool               // a kill (config REMOVE/DELETE, orphan) was posted
+	orphan     bool               // a runtime pod no source declares, being stopped
+	syncQueued bool               // an inputSync waits in the queue
+	finished   bool               // the pod machine reached finished
+	stopped    bool               // purged: the goroutine ends
 
 	adopted *adoptedPod // what the runtime held of the pod at start, until the first input
 	st      *podState   // owned by the worker goroutine
@@ -91,6 +92,14 @@ func (w *podWorker) post(in input) {
 			w.killReq = true
 		}
 	} else {
+		if in.kind == inputSync {
+			if w.syncQueued {
+				w.e.busy.Add(-1) // one queued sync covers every timer due
+				w.mu.Unlock()
+				return
+			}
+			w.syncQueued = true
+		}
 		if in.kind == inputOrphan {
 			w.killReq, w.orphan = true, true
 		}
@@ -117,6 +126,7 @@ func (w *podWorker) take(ctx context.Context) ([]input, context.Context, context
 	}
 	ins = append(ins, w.queue...)
 	w.queue = w.queue[:0]
+	w.syncQueued = false
 	actx, cancel := context.WithCancel(ctx)
 	w.cancel = cancel
 	return ins, actx, cancel
