@@ -191,7 +191,7 @@ func printOps(b *testing.B, reg *prometheus.Registry) {
 		}
 		for _, m := range mf.GetMetric() {
 			h := m.GetHistogram()
-			b.Logf("%-20s n=%4d mean=%6.3fs", m.GetLabel()[0].GetValue(), h.GetSampleCount(), h.GetSampleSum()/float64(h.GetSampleCount()))
+			fmt.Fprintf(os.Stderr, "%-20s n=%4d mean=%6.3fs\n", m.GetLabel()[0].GetValue(), h.GetSampleCount(), h.GetSampleSum()/float64(h.GetSampleCount()))
 		}
 	}
 }
