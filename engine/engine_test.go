@@ -126,7 +126,7 @@ func (h *scriptHarness) send(u config.PodUpdate) {
 // settle waits (in real time) until the engine has nothing queued or
 // running and the simulated runtime applied its scripted exits. A worker
 // blocked on the fake clock (a slow call, a stop waiting for its timeout)
-// stays busy without progress; settle then returns after 300 ms without
+// stays busy without progress; settle then returns after 500 ms without
 // progress, and the script shows that state.
 func (h *scriptHarness) settle() {
 	deadline := time.Now().Add(10 * time.Second)
@@ -144,7 +144,7 @@ func (h *scriptHarness) settle() {
 			}
 		} else {
 			idle = 0
-			if time.Since(lastChange) > 300*time.Millisecond {
+			if time.Since(lastChange) > 500*time.Millisecond {
 				return
 			}
 		}

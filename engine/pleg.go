@@ -56,6 +56,8 @@ type containerRecord struct {
 	uid   types.UID
 	name  string
 	state runtimeapi.ContainerState
+	seq   uint64 // observation number: newer than a relist's list means the list is stale for it
+	gone  bool   // the stream reported it deleted; kept until a relist confirms
 }
 
 // pleg turns the runtime's container states into per-pod events: a relist
@@ -68,6 +70,7 @@ type pleg struct {
 
 	mu      sync.Mutex
 	seen    map[string]containerRecord // container id -> record
+	seq     uint64                     // counts observations from the event stream
 	lastOK  time.Time
 	lastErr error
 	evented bool
@@ -79,7 +82,14 @@ func newPLEG(rt cri.Runtime, c clock.PassiveClock) *pleg {
 
 // Relist lists the runtime's containers and returns the events since the last
 // observation. Only containers with speclet's pod UID label are considered.
+//
+// The event stream may record changes while the list is in flight; a
+// container the stream observed after the list began is left to the stream
+// (the list may predate its creation or its last change).
 func (p *pleg) Relist(ctx context.Context) ([]plegEvent, error) {
+	p.mu.Lock()
+	startSeq := p.seq
+	p.mu.Unlock()
 	cs, err := p.rt.ListContainers(ctx, &runtimeapi.ContainerFilter{})
 	if err != nil {
 		p.mu.Lock()
@@ -96,9 +106,9 @@ func (p *pleg) Relist(ctx context.Context) ([]plegEvent, error) {
 			continue
 		}
 		now[c.Id] = struct{}{}
-		rec := containerRecord{uid: uid, name: c.Labels[LabelContainerName], state: c.State}
+		rec := containerRecord{uid: uid, name: c.Labels[LabelContainerName], state: c.State, seq: startSeq}
 		old, had := p.seen[c.Id]
-		if had && old.state == rec.state {
+		if had && (old.state == rec.state && !old.gone || old.seq > startSeq) {
 			continue
 		}
 		p.seen[c.Id] = rec
@@ -107,9 +117,11 @@ func (p *pleg) Relist(ctx context.Context) ([]plegEvent, error) {
 		}
 	}
 	for id, rec := range p.seen {
-		if _, ok := now[id]; !ok {
+		if _, ok := now[id]; !ok && rec.seq <= startSeq {
 			delete(p.seen, id)
-			evs = append(evs, plegEvent{UID: rec.uid, Type: containerRemoved, ContainerID: id, Name: rec.name})
+			if !rec.gone {
+				evs = append(evs, plegEvent{UID: rec.uid, Type: containerRemoved, ContainerID: id, Name: rec.name})
+			}
 		}
 	}
 	p.lastOK = p.clock.Now()
@@ -164,10 +176,12 @@ func (p *pleg) Observe(ev *runtimeapi.ContainerEventResponse) (plegEvent, bool) 
 	var rec containerRecord
 	switch ev.ContainerEventType {
 	case runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT:
-		if !had {
+		if !had || old.gone {
 			return plegEvent{}, false
 		}
-		delete(p.seen, ev.ContainerId)
+		p.seq++
+		old.gone, old.seq = true, p.seq
+		p.seen[ev.ContainerId] = old // a tombstone, so a stale relist does not revive it
 		return plegEvent{UID: uid, Type: containerRemoved, ContainerID: ev.ContainerId, Name: old.name, Status: st}, true
 	case runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT:
 		rec = containerRecord{uid: uid, name: name, state: runtimeapi.ContainerState_CONTAINER_RUNNING}
@@ -178,7 +192,10 @@ func (p *pleg) Observe(ev *runtimeapi.ContainerEventResponse) (plegEvent, bool) 
 	default:
 		return plegEvent{}, false
 	}
+	p.seq++
+	rec.seq = p.seq
 	if had && old.state == rec.state {
+		p.seen[ev.ContainerId] = rec
 		return plegEvent{}, false
 	}
 	p.seen[ev.ContainerId] = rec
@@ -193,7 +210,11 @@ func (p *pleg) Observe(ev *runtimeapi.ContainerEventResponse) (plegEvent, bool) 
 // removed it itself; a later relist then reports nothing for it.
 func (p *pleg) Forget(id string) {
 	p.mu.Lock()
-	delete(p.seen, id)
+	if rec, ok := p.seen[id]; ok && !rec.gone {
+		p.seq++
+		rec.gone, rec.seq = true, p.seq
+		p.seen[id] = rec // a tombstone until a relist that began later confirms
+	}
 	p.mu.Unlock()
 }
 

@@ -7,8 +7,10 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/config"
 )
 
@@ -139,5 +141,71 @@ func TestRelistDiff(t *testing.T) {
 	h.clk.Step(relistUnhealthyAfter + time.Second)
 	if err := p.Healthy(); err == nil {
 		t.Errorf("healthy 3 minutes after the last relist, want PLEG is not healthy")
+	}
+}
+
+// listGate is a runtime whose ListContainers returns a fixed list only when
+// released, so a test can feed the event stream while a relist is in flight.
+type listGate struct {
+	cri.Runtime
+	list    []*runtimeapi.Container
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *listGate) ListContainers(ctx context.Context, _ *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	g.entered <- struct{}{}
+	<-g.release
+	return g.list, nil
+}
+
+// TestRelistDoesNotUndoTheStream: a container the event stream reports
+// while a relist's ListContainers is in flight is neither reported removed
+// (the list predates it) nor reset to the list's older state.
+func TestRelistDoesNotUndoTheStream(t *testing.T) {
+	labels := map[string]string{LabelPodUID: "u", LabelContainerName: "app"}
+	old := &runtimeapi.Container{Id: "old", Labels: labels, State: runtimeapi.ContainerState_CONTAINER_RUNNING}
+	g := &listGate{list: []*runtimeapi.Container{old}, entered: make(chan struct{}), release: make(chan struct{})}
+	p := newPLEG(g, clocktesting.NewFakeClock(time.Now()))
+	p.seen["old"] = containerRecord{uid: "u", name: "app", state: runtimeapi.ContainerState_CONTAINER_RUNNING}
+
+	type result struct {
+		evs []plegEvent
+		err error
+	}
+	done := make(chan result)
+	go func() {
+		evs, err := p.Relist(context.Background())
+		done <- result{evs, err}
+	}()
+	<-g.entered
+	// While the list is in flight: a new container starts, the old one dies.
+	st := func(id string, s runtimeapi.ContainerState) *runtimeapi.ContainerEventResponse {
+		return &runtimeapi.ContainerEventResponse{ContainerId: id,
+			ContainerEventType: map[runtimeapi.ContainerState]runtimeapi.ContainerEventType{
+				runtimeapi.ContainerState_CONTAINER_RUNNING: runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT,
+				runtimeapi.ContainerState_CONTAINER_EXITED:  runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT,
+			}[s],
+			ContainersStatuses: []*runtimeapi.ContainerStatus{{Id: id, State: s, Labels: labels}}}
+	}
+	if ev, ok := p.Observe(st("new", runtimeapi.ContainerState_CONTAINER_RUNNING)); !ok || ev.Type != containerStarted {
+		t.Fatalf("stream start of new: %v %v, want ContainerStarted", ev, ok)
+	}
+	if ev, ok := p.Observe(st("old", runtimeapi.ContainerState_CONTAINER_EXITED)); !ok || ev.Type != containerDied {
+		t.Fatalf("stream death of old: %v %v, want ContainerDied", ev, ok)
+	}
+	close(g.release)
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if len(r.evs) != 0 {
+		t.Errorf("the stale relist reported %+v, want nothing", r.evs)
+	}
+	if rec := p.seen["new"]; rec.state != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		t.Errorf("new container state = %v, want RUNNING (from the stream)", rec.state)
+	}
+	if rec := p.seen["old"]; rec.state != runtimeapi.ContainerState_CONTAINER_EXITED {
+		t.Errorf("old container state = %v, want EXITED (from the stream, not the stale list)", rec.state)
 	}
 }
