@@ -45,6 +45,18 @@
 // ExecSync), probes (the ProbeResults channel carries them once they exist),
 // image pull credentials.
 //
+// # Tests
+//
+// testdata/*.txt are lifecycle scripts (cockroachdb/datadriven), one per
+// rule: the engine runs on the simulated runtime (cri/sim over real gRPC)
+// with a fake clock shared by both; commands add and remove pods, advance the
+// clock, and print what a user sees (GET /pods) and what the runtime holds.
+// `go test ./engine -run TestEngineScripts -rewrite` rewrites the expected
+// output after a deliberate change. TestContainerd runs pods on a real
+// containerd (root only, cri/harness); the benchmarks cover status, relist,
+// 1,000 and 10,000 pods on the simulated runtime, event-to-status latency and
+// a burst on containerd (docs/performance.md).
+//
 // # Usage
 //
 //	e, err := engine.New(engine.Config{Runtime: rt, NodeName: node, RootDir: "/var/lib/speclet"})
