@@ -177,8 +177,22 @@ func (e *Engine) Run(ctx context.Context, updates <-chan config.PodUpdate) error
 	if v, err := e.rt.Version(ctx); err == nil && v.RuntimeName != "" {
 		e.runtimeName = v.RuntimeName
 	}
-	if err := e.recover(ctx); err != nil {
-		return fmt.Errorf("rebuild state from runtime: %w", err)
+	// The runtime may not answer yet (containerd restarting): retry with
+	// backoff; config updates wait in their channel meanwhile.
+	for delay := time.Second; ; delay = min(2*delay, 10*time.Second) {
+		err := e.recover(ctx)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		e.log.Error("rebuild state from runtime failed; retrying", "err", err, "retry-in", delay)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-e.clock.After(delay):
+		}
 	}
 
 	plegCh := make(chan plegEvent, 4096)
