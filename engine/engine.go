@@ -174,14 +174,14 @@ func (e *Engine) Run(ctx context.Context, updates <-chan config.PodUpdate) error
 		e.wg.Wait()
 	}()
 	e.runCtx = ctx
-	if v, err := e.rt.Version(ctx); err == nil && v.RuntimeName != "" {
-		e.runtimeName = v.RuntimeName
-	}
 	// The runtime may not answer yet (containerd restarting): retry with
 	// backoff; config updates wait in their channel meanwhile.
 	for delay := time.Second; ; delay = min(2*delay, 10*time.Second) {
 		err := e.recover(ctx)
 		if err == nil {
+			if v, err := e.rt.Version(ctx); err == nil && v.RuntimeName != "" {
+				e.runtimeName = v.RuntimeName
+			}
 			break
 		}
 		if ctx.Err() != nil {
