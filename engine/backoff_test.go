@@ -1,0 +1,38 @@
+package engine
+
+import (
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// TestBackoff: 10 s doubling to the 300 s cap, per key, and back to 10 s
+// after 10 minutes without a failure.
+func TestBackoff(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	b := newBackoff(clk, 10*time.Second, 300*time.Second, 10*time.Minute)
+	var got []time.Duration
+	for range 7 {
+		got = append(got, b.Next("a"))
+		clk.Step(time.Second)
+	}
+	want := []time.Duration{10, 20, 40, 80, 160, 300, 300}
+	for i := range want {
+		if got[i] != want[i]*time.Second {
+			t.Errorf("failure %d: delay %s, want %s", i+1, got[i], want[i]*time.Second)
+		}
+	}
+	if d := b.Next("b"); d != 10*time.Second {
+		t.Errorf("another key starts at %s, want 10s", d)
+	}
+	clk.Step(10*time.Minute + time.Second)
+	if d := b.Next("a"); d != 10*time.Second {
+		t.Errorf("after 10 minutes without failure: %s, want 10s", d)
+	}
+	clk.Step(11 * time.Minute)
+	b.GC()
+	if d := b.Current("b"); d != 0 {
+		t.Errorf("GC kept a key idle for 21 minutes (delay %s)", d)
+	}
+}
