@@ -268,6 +268,34 @@ func (c *Client) ContainerStatus(ctx context.Context, containerID string) (*runt
 	return r.Status, nil
 }
 
+// ExecSync runs cmd in a running container. The CRI timeout is timeout
+// rounded up to whole seconds (0: none); the call's deadline is the client's
+// call timeout plus timeout, as StopContainer's, so a slow command is ended
+// by the runtime first.
+func (c *Client) ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (ExecResult, error) {
+	secs := execSeconds(timeout)
+	var cancel context.CancelFunc
+	if c.opts.timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, c.opts.timeout+time.Duration(secs)*time.Second)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
+	}
+	defer cancel()
+	r, err := c.rt.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: containerID, Cmd: cmd, Timeout: secs})
+	if err != nil {
+		return ExecResult{}, c.err("ExecSync", containerID, err)
+	}
+	return ExecResult{Stdout: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode}, nil
+}
+
+// execSeconds rounds an exec timeout up to the whole seconds of the CRI.
+func execSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
 // ListContainers lists the containers that match filter (nil: all).
 func (c *Client) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
 	ctx, cancel := c.ctx(ctx)

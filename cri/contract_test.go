@@ -835,4 +835,34 @@ var contractCases = []contractCase{
 			t.Errorf("GetContainerEvents after its context ended: %v, want nil", err)
 		}
 	}},
+
+	{"exec_sync", func(t *testing.T, e *env) {
+		p := e.runPod(t, "exec", nil, nil)
+		pr := handler
+		pr.sim.Exec = []sim.ExecReply{{Command: "echo hi; exit 3", Stdout: "hi\n", ExitCode: 3}}
+		id := e.create(t, p, "app", pr, nil, nil)
+
+		_, err := e.rt.ExecSync(ctx(t), id, []string{"true"}, 0)
+		if err == nil {
+			t.Errorf("ExecSync in a created, not started container: no error")
+		}
+		e.start(t, id)
+		r, err := e.rt.ExecSync(ctx(t), id, []string{"sh", "-c", "echo hi; exit 3"}, 10*time.Second)
+		if err != nil {
+			t.Fatalf("ExecSync: %v", err)
+		}
+		if string(r.Stdout) != "hi\n" || r.ExitCode != 3 {
+			t.Errorf("ExecSync = stdout %q code %d, want \"hi\\n\" and 3", r.Stdout, r.ExitCode)
+		}
+
+		_, err = e.rt.ExecSync(ctx(t), "nosuch"+uid(), []string{"true"}, 0)
+		wantClass(t, "ExecSync in an unknown container", err, cri.ClassNotFound, e, "ExecSync")
+
+		if err := e.rt.StopContainer(ctx(t), id, 10); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.rt.ExecSync(ctx(t), id, []string{"true"}, 0); err == nil {
+			t.Errorf("ExecSync in an exited container: no error")
+		}
+	}},
 }

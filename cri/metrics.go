@@ -142,6 +142,13 @@ func (x *metered) StopContainer(ctx context.Context, containerID string, timeout
 	return err
 }
 
+func (x *metered) ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (ExecResult, error) {
+	start := time.Now()
+	r, err := x.r.ExecSync(ctx, containerID, cmd, timeout)
+	x.m.record("ExecSync", start, err)
+	return r, err
+}
+
 func (x *metered) RemoveContainer(ctx context.Context, containerID string) error {
 	start := time.Now()
 	err := x.r.RemoveContainer(ctx, containerID)

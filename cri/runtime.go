@@ -2,6 +2,7 @@ package cri
 
 import (
 	"context"
+	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -26,6 +27,12 @@ type RuntimeService interface {
 	RemoveContainer(ctx context.Context, containerID string) error
 	ContainerStatus(ctx context.Context, containerID string) (*runtimeapi.ContainerStatus, error)
 	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
+	// ExecSync runs cmd in a running container and waits for it to exit, at
+	// most timeout (rounded up to whole seconds; 0 = no bound but the
+	// caller's context). A command that ran and exited non-zero is not an
+	// error: its code is in the result. A runtime that gave up on the
+	// command after timeout returns an error of class DeadlineExceeded.
+	ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (ExecResult, error)
 
 	// GetContainerEvents streams container events into ch until ctx ends or
 	// the stream breaks. A runtime that does not implement it returns an error
@@ -46,4 +53,10 @@ type ImageService interface {
 type Runtime interface {
 	RuntimeService
 	ImageService
+}
+
+// ExecResult is what a command run by ExecSync printed and its exit code.
+type ExecResult struct {
+	Stdout, Stderr []byte
+	ExitCode       int32
 }

@@ -167,6 +167,7 @@ func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	if err != nil {
 		return nil, err
 	}
+	r.record("StartContainer", c, 0, nil)
 	if c.state != runtimeapi.ContainerState_CONTAINER_CREATED {
 		return nil, errorf("container %q is in %s state", c.id, c.state)
 	}
@@ -224,6 +225,7 @@ func (r *Runtime) StopContainer(ctx context.Context, req *runtimeapi.StopContain
 		r.mu.Unlock()
 		return nil, err
 	}
+	r.record("StopContainer", c, req.GetTimeout(), nil)
 	if c.state != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		r.mu.Unlock()
 		return &runtimeapi.StopContainerResponse{}, nil
@@ -254,6 +256,45 @@ func (r *Runtime) StopContainer(ctx context.Context, req *runtimeapi.StopContain
 	}
 	r.mu.Unlock()
 	return &runtimeapi.StopContainerResponse{}, nil
+}
+
+// ExecSync answers with the container's scripted ExecReply (see
+// Behavior.Exec) after its delay on the runtime's clock. An unknown
+// container is NotFound; one that is not running fails as in containerd.
+func (r *Runtime) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error) {
+	if err := r.before(ctx, "ExecSync"); err != nil {
+		return nil, err
+	}
+	r.lock()
+	c, err := r.findContainer(req.GetContainerId())
+	if err != nil {
+		r.mu.Unlock()
+		return nil, err
+	}
+	r.record("ExecSync", c, req.GetTimeout(), req.GetCmd())
+	if c.state != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		r.mu.Unlock()
+		return nil, errorf("container %q is in %s state", c.id, c.state)
+	}
+	reply := c.b.execReply(req.GetCmd())
+	r.mu.Unlock()
+	if d := reply.Delay; d > 0 {
+		timedOut := false
+		if to := time.Duration(req.GetTimeout()) * time.Second; to > 0 && to < d {
+			d, timedOut = to, true
+		}
+		t := r.clock.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+		if timedOut {
+			return nil, status.Errorf(codes.DeadlineExceeded, "timeout %ds exceeded running %q", req.GetTimeout(), req.GetCmd())
+		}
+	}
+	return &runtimeapi.ExecSyncResponse{Stdout: []byte(reply.Stdout), Stderr: []byte(reply.Stderr), ExitCode: reply.ExitCode}, nil
 }
 
 // RemoveContainer kills the container if it runs and removes it. Removing

@@ -56,6 +56,8 @@ type Runtime struct {
 	calls      map[string]int
 	subs       map[*subscriber]struct{}
 	nextIP     uint32
+	recording  bool
+	log        []Call
 
 	due     exitHeap       // scripted exits, soonest first
 	pending sync.WaitGroup // scripted exits fired by the clock and not yet applied

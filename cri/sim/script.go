@@ -67,6 +67,63 @@ type Behavior struct {
 	// when the executable does not exist: the container is left EXITED with
 	// exit code 128 and reason "StartError".
 	StartError string
+	// Exec scripts ExecSync: the first reply whose Command matches answers.
+	// A command no reply matches exits 0 at once with no output.
+	Exec []ExecReply
+}
+
+// ExecReply is the scripted outcome of an ExecSync in a running container.
+type ExecReply struct {
+	Command        string // a substring of the command joined by spaces; "" matches any
+	Stdout, Stderr string
+	ExitCode       int32
+	// Delay is how long the command runs on the runtime's clock. When the
+	// request's timeout is shorter, ExecSync fails with DeadlineExceeded
+	// once that timeout has passed.
+	Delay time.Duration
+}
+
+func (b *Behavior) execReply(cmd []string) ExecReply {
+	joined := strings.Join(cmd, " ")
+	for _, e := range b.Exec {
+		if strings.Contains(joined, e.Command) {
+			return e
+		}
+	}
+	return ExecReply{}
+}
+
+// Call is one recorded container call (see RecordCalls).
+type Call struct {
+	Method    string
+	Pod       string // the sandbox's metadata name
+	Container string // the container's metadata name
+	Timeout   int64  // StopContainer's and ExecSync's timeout in seconds
+	Cmd       []string
+}
+
+// RecordCalls makes the runtime record, in order of arrival, every later
+// StartContainer, StopContainer and ExecSync call that finds its container
+// (for tests that assert the order of calls and their timeouts).
+func (r *Runtime) RecordCalls() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recording = true
+}
+
+// CallLog returns the calls recorded since RecordCalls.
+func (r *Runtime) CallLog() []Call {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Call(nil), r.log...)
+}
+
+// record notes a call on c when recording. r.mu is held.
+func (r *Runtime) record(method string, c *container, timeout int64, cmd []string) {
+	if !r.recording {
+		return
+	}
+	r.log = append(r.log, Call{Method: method, Pod: c.sandbox.meta.GetName(), Container: c.meta.GetName(), Timeout: timeout, Cmd: cmd})
 }
 
 type behaviorRule struct {
