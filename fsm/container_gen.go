@@ -18,7 +18,7 @@ const ContainerMachineName = "container"
 
 // ContainerSpecSHA256 is the SHA-256 of spec/container.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ContainerSpecSHA256 = "a6a7e14625796c17af005ffb722084e24ee29d5a071a892228b8775a3cb51316"
+const ContainerSpecSHA256 = "5a3130da9133e334dfbf5f4b08c367080fa7dceb3995ce2789040e90af8beea4"
 
 // ContainerState is a state of the container machine.
 //
@@ -318,8 +318,8 @@ func (a ContainerAction) String() string {
 var ContainerActionCRI = [...][]string{
 	ContainerActionPullImage:       {"PullImage", "ImageStatus"},
 	ContainerActionCreateContainer: {"CreateContainer"},
-	ContainerActionStartContainer:  {"StartContainer"},
-	ContainerActionStopContainer:   {"StopContainer"},
+	ContainerActionStartContainer:  {"StartContainer", "ExecSync"},
+	ContainerActionStopContainer:   {"ExecSync", "StopContainer"},
 	ContainerActionRecordExit:      {"ContainerStatus"},
 	ContainerActionRemoveContainer: {"RemoveContainer"},
 }
@@ -338,11 +338,11 @@ type ContainerActions interface {
 	CreateContainer(ctx context.Context) error
 	// StartContainer: Start the container, then run the postStart hook; reports
 	// started or start_failed.
-	// CRI: StartContainer.
+	// CRI: StartContainer, ExecSync.
 	StartContainer(ctx context.Context) error
 	// StopContainer: Run the preStop hook, then StopContainer with the grace
 	// period; reports stopped.
-	// CRI: StopContainer.
+	// CRI: ExecSync, StopContainer.
 	StopContainer(ctx context.Context) error
 	// RecordExit: Read the exit code, reason and finish time of the dead
 	// container for the status and restart_allowed.

@@ -18,7 +18,7 @@ const PodMachineName = "pod"
 
 // PodSpecSHA256 is the SHA-256 of spec/pod.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const PodSpecSHA256 = "53857f40ef5a782de6a1fe637fa1451b7c0902363a53334c9271e10c8f177b02"
+const PodSpecSHA256 = "c101f613def1b78b8be5f02eeb2c0ca8a34083bafd66b6adf06a0a8fe68a0b34"
 
 // PodState is a state of the pod machine.
 //
@@ -273,7 +273,7 @@ func (a PodAction) String() string {
 var PodActionCRI = [...][]string{
 	PodActionSyncPod:        {"PodSandboxStatus", "ListContainers"},
 	PodActionRunSandbox:     {"RunPodSandbox", "PodSandboxStatus"},
-	PodActionKillContainers: {"StopContainer"},
+	PodActionKillContainers: {"ExecSync", "StopContainer"},
 	PodActionStopSandbox:    {"StopPodSandbox"},
 	PodActionRemovePod:      {"RemoveContainer", "RemovePodSandbox"},
 	PodActionReleaseName:    {},
@@ -297,7 +297,7 @@ type PodActions interface {
 	RunSandbox(ctx context.Context) error
 	// KillContainers: preStop hooks, then StopContainer with the effective grace
 	// period for every container, sidecars last. Reports termination_done.
-	// CRI: StopContainer.
+	// CRI: ExecSync, StopContainer.
 	KillContainers(ctx context.Context) error
 	// StopSandbox: Stop the pod sandbox (network and shared namespaces).
 	// Idempotent.

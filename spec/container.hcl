@@ -53,11 +53,11 @@ machine "container" {
   }
   action "start_container" {
     doc = "Start the container, then run the postStart hook; reports started or start_failed."
-    cri = ["StartContainer"]
+    cri = ["StartContainer", "ExecSync"]
   }
   action "stop_container" {
     doc = "Run the preStop hook, then StopContainer with the grace period; reports stopped."
-    cri = ["StopContainer"]
+    cri = ["ExecSync", "StopContainer"]
   }
   action "record_exit" {
     doc = "Read the exit code, reason and finish time of the dead container for the status and restart_allowed."

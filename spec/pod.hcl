@@ -64,7 +64,7 @@ machine "pod" {
   }
   action "kill_containers" {
     doc = "preStop hooks, then StopContainer with the effective grace period for every container, sidecars last. Reports termination_done."
-    cri = ["StopContainer"]
+    cri = ["ExecSync", "StopContainer"]
   }
   action "stop_sandbox" {
     doc = "Stop the pod sandbox (network and shared namespaces). Idempotent."
