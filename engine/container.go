@@ -40,6 +40,8 @@ type ctrState struct {
 	last         *termination // the exit of the instance before
 	exitStatus   *runtimeapi.ContainerStatus
 	forceStop    bool
+	started      bool   // the current instance was started (StartContainer returned or it was adopted running)
+	preStopDone  string // the instance whose preStop hook ran
 
 	waitingReason, waitingMessage string
 	pullFailedAt                  time.Time
@@ -300,6 +302,7 @@ func (c *ctrState) CreateContainer(ctx context.Context) error {
 		id, err = c.p.e.rt.CreateContainer(ctx, c.p.sandboxID, cfg, c.p.sandboxCfg)
 		if err == nil {
 			c.id, c.ids, c.restartCount, c.created = id, append(c.ids, id), rc, true
+			c.started = false
 			c.runHash = cfg.Annotations[AnnotationContainerHash]
 			c.noteSandbox(id, c.p.sandboxID)
 			c.exitStatus = nil
@@ -322,6 +325,20 @@ func (c *ctrState) StartContainer(ctx context.Context) error {
 		return fmt.Errorf("start container %q: %w", c.name, err)
 	}
 	c.startedAt = c.p.e.clock.Now()
+	c.started = true
+	if h := c.postStartHook(); h != nil {
+		if err := c.hookTarget().runHook(ctx, "PostStart", h, 0); err != nil {
+			// kubelet: FailedPostStartHook, the container is killed and
+			// the start fails with PostStartHookError.
+			c.p.e.log.Warn("FailedPostStartHook", "pod", c.p.key(), "container", c.name, "err", err)
+			if kerr := c.stopInstance(ctx); kerr != nil {
+				c.p.e.log.Warn("kill container after its postStart hook failed", "pod", c.p.key(), "container", c.name, "err", kerr)
+			}
+			c.waitingReason, c.waitingMessage = ReasonPostStartHookError, err.Error()
+			c.raise(fsm.ContainerEventStartFailed)
+			return fmt.Errorf("start container %q: %w", c.name, err)
+		}
+	}
 	c.raise(fsm.ContainerEventStarted)
 	return nil
 }
@@ -336,14 +353,20 @@ func (c *ctrState) StopContainer(ctx context.Context) error {
 		c.raise(fsm.ContainerEventStopped)
 		return nil
 	}
-	g := c.stopGrace()
-	sctx, cancel := context.WithTimeout(ctx, time.Duration(g+10)*time.Second)
-	defer cancel()
-	if err := stopContainer(sctx, c.p.e.rt, c.name, c.id, g); err != nil {
+	if err := c.stopInstance(ctx); err != nil {
 		return err
 	}
 	c.raise(fsm.ContainerEventStopped)
 	return nil
+}
+
+// stopInstance runs the preStop hook of the current instance (once) and
+// stops it with the grace period that is left.
+func (c *ctrState) stopInstance(ctx context.Context) error {
+	g := c.runPreStop(ctx, c.stopGrace())
+	sctx, cancel := context.WithTimeout(ctx, time.Duration(g+10)*time.Second)
+	defer cancel()
+	return stopContainer(sctx, c.p.e.rt, c.name, c.id, g)
 }
 
 // forceStopDue: the grace timer of the stopping state has run out.
@@ -432,6 +455,7 @@ func (c *ctrState) adopt(cs []*runtimeapi.Container, sandboxOK bool) {
 	}
 	newest := cs[0]
 	c.id, c.created = newest.Id, true
+	c.started = newest.State == runtimeapi.ContainerState_CONTAINER_RUNNING
 	c.restartCount = restartCountOf(newest.Annotations)
 	c.runHash = newest.Annotations[AnnotationContainerHash]
 	c.imageRef = newest.ImageRef

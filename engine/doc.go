@@ -41,9 +41,14 @@
 // at 10,000 pods that would be 5,000 syncs a second): the resync timer of
 // the synced state does, as kubelet's work queue does.
 //
-// Not done yet: postStart and preStop hooks (the CRI interface has no
-// ExecSync), probes (the ProbeResults channel carries them once they exist),
-// image pull credentials.
+// Lifecycle hooks follow kubelet (hooks.go): postStart runs after
+// StartContainer and a failure kills the container (PostStartHookError,
+// then the restart policy); preStop runs once per running instance before
+// StopContainer, and the seconds it took are taken from the grace period
+// given to StopContainer (at least 2 s remain).
+//
+// Not done yet: probes (the ProbeResults channel carries them once they
+// exist), image pull credentials.
 //
 // # Tests
 //
