@@ -153,7 +153,9 @@ func (c *ctrState) enterHook(s fsm.ContainerState) {
 			c.p.w.refreshAfter(c.p.e.clock.Now().Add(time.Second))
 		}
 	case fsm.ContainerStateCrashloopBackoff:
-		if c.waitingReason != ReasonCreateContainer {
+		// A failed create or postStart hook keeps its own reason
+		// through the backoff, as kubelet's reason cache shows it.
+		if c.waitingReason != ReasonCreateContainer && c.waitingReason != ReasonPostStartHookError {
 			c.waitingReason = ReasonCrashLoopBackOff
 			c.waitingMessage = fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)",
 				c.p.e.crashBackoff.Current(c.backoffKey()), c.name, c.p.pod.Name, c.p.pod.Namespace, c.p.pod.UID)

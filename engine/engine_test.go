@@ -51,6 +51,7 @@ func newHarness(t *testing.T) *scriptHarness {
 		t.Fatal(err)
 	}
 	h.srv = srv
+	srv.Runtime.RecordCalls()
 	rt, err := cri.Dial(context.Background(), srv.Endpoint)
 	if err != nil {
 		t.Fatal(err)
@@ -168,6 +169,7 @@ func (h *scriptHarness) step(d, max time.Duration) {
 //
 //	add pod=NAME [uid=UID] [restart=Always|OnFailure|Never] [grace=S] [static=false]
 //	container NAME [image=REF] [pull=Always|IfNotPresent|Never] [exit=DUR code=N] [term=dies|handle|ignore] [starterr=MSG]
+//	          [poststart=HOOK[:CODE[:DELAY]]] [prestop=HOOK[:CODE[:DELAY]]]
 //	init NAME ...
 //	sidecar NAME ...
 func (h *scriptHarness) parsePod(d *datadriven.TestData) *v1.Pod {
@@ -250,6 +252,19 @@ func (h *scriptHarness) parsePod(d *datadriven.TestData) *v1.Pod {
 				b.Term = map[string]sim.Term{"dies": sim.TermDies, "handle": sim.TermHandled, "ignore": sim.TermIgnored}[v]
 			case "starterr":
 				b.StartError = v
+			case "poststart", "prestop":
+				// NAME[:CODE[:DELAY]]: an exec hook running NAME, which the
+				// runtime answers with exit code CODE after DELAY.
+				hook, reply := execHook(h.t, d, v)
+				if c.Lifecycle == nil {
+					c.Lifecycle = &v1.Lifecycle{}
+				}
+				if k == "poststart" {
+					c.Lifecycle.PostStart = hook
+				} else {
+					c.Lifecycle.PreStop = hook
+				}
+				b.Exec = append(b.Exec, reply)
 			default:
 				h.t.Fatalf("%s: unknown container field %q", d.Pos, k)
 			}
@@ -270,6 +285,51 @@ func (h *scriptHarness) parsePod(d *datadriven.TestData) *v1.Pod {
 		}
 	}
 	return pod
+}
+
+// execHook parses NAME[:CODE[:DELAY]] into an exec hook running NAME and
+// the simulated runtime's reply to it.
+func execHook(t *testing.T, d *datadriven.TestData, v string) (*v1.LifecycleHandler, sim.ExecReply) {
+	f := strings.Split(v, ":")
+	reply := sim.ExecReply{Command: f[0]}
+	if len(f) > 1 {
+		n, err := strconv.Atoi(f[1])
+		if err != nil {
+			t.Fatalf("%s: hook %q: %v", d.Pos, v, err)
+		}
+		reply.ExitCode = int32(n)
+		if reply.ExitCode != 0 {
+			reply.Stderr = f[0] + " failed"
+		}
+	}
+	if len(f) > 2 {
+		dur, err := time.ParseDuration(f[2])
+		if err != nil {
+			t.Fatalf("%s: hook %q: %v", d.Pos, v, err)
+		}
+		reply.Delay = dur
+	}
+	return &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{f[0]}}}, reply
+}
+
+// formatCallLog prints the recorded StartContainer, ExecSync and
+// StopContainer calls in order, with their timeouts.
+func (h *scriptHarness) formatCallLog() string {
+	var out []string
+	for _, c := range h.srv.Runtime.CallLog() {
+		line := c.Method + " " + c.Pod + "/" + c.Container
+		switch c.Method {
+		case "ExecSync":
+			line += fmt.Sprintf(" %v timeout=%d", c.Cmd, c.Timeout)
+		case "StopContainer":
+			line += fmt.Sprintf(" timeout=%d", c.Timeout)
+		}
+		out = append(out, line)
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, "\n")
 }
 
 func TestEngineScripts(t *testing.T) {
@@ -337,6 +397,8 @@ func TestEngineScripts(t *testing.T) {
 					out = append(out, fmt.Sprintf("%s=%d", a.Key, h.srv.Runtime.Calls(a.Key)))
 				}
 				return strings.Join(out, " ")
+			case "calllog":
+				return h.formatCallLog()
 			case "missing-image":
 				var ref string
 				d.ScanArgs(t, "ref", &ref)
