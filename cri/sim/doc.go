@@ -18,6 +18,7 @@
 //	if err != nil { ... }
 //	defer srv.Stop()
 //	srv.Runtime.OnContainer(sim.Match{Name: "job"}, sim.Behavior{Exit: &sim.Exit{After: 5 * time.Second, Code: 1}})
+//	srv.Runtime.OnContainer(sim.Match{Name: "web"}, sim.Behavior{Exec: []sim.ExecReply{{Command: "drain", Delay: 3 * time.Second}}})
 //	srv.Runtime.MissingImage("nosuch:latest")
 //	srv.Runtime.SlowCall("StartContainer", 3*time.Second)
 //	srv.Runtime.FailCall("CreateContainer", 2, codes.Unavailable, "runtime restarting")
