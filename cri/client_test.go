@@ -74,6 +74,49 @@ func TestStopContainerDeadlineCoversTheGracePeriod(t *testing.T) {
 	}
 }
 
+// ExecSync sends its timeout rounded up to whole seconds, its deadline
+// covers that timeout beyond the call timeout, and a command the runtime
+// ends at its timeout is ClassDeadlineExceeded.
+func TestExecSyncTimeout(t *testing.T) {
+	srv := simServer(t)
+	srv.Runtime.RecordCalls()
+	srv.Runtime.OnContainer(sim.Match{Name: "app"}, sim.Behavior{Exec: []sim.ExecReply{
+		{Command: "slow", Delay: 400 * time.Millisecond, Stdout: "done"},
+		{Command: "hang", Delay: time.Hour},
+	}})
+	c := dial(t, srv.Endpoint, cri.WithTimeout(100*time.Millisecond))
+	bg := context.Background()
+	cfg := &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "p", Namespace: "n", Uid: "u"}}
+	sb, err := c.RunPodSandbox(bg, cfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := c.CreateContainer(bg, sb, &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "app"}, Image: &runtimeapi.ImageSpec{Image: "busybox"}}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.StartContainer(bg, id); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.ExecSync(bg, id, []string{"slow"}, 1500*time.Millisecond)
+	if err != nil || string(r.Stdout) != "done" {
+		t.Fatalf("a 400 ms command with a 1.5 s timeout and a 100 ms call timeout: %q, %v; want its output", r.Stdout, err)
+	}
+	_, err = c.ExecSync(bg, id, []string{"hang"}, time.Second)
+	if !cri.IsDeadlineExceeded(err) {
+		t.Fatalf("a hanging command with a 1 s timeout: %v; want ClassDeadlineExceeded", err)
+	}
+	var timeouts []int64
+	for _, call := range srv.Runtime.CallLog() {
+		if call.Method == "ExecSync" {
+			timeouts = append(timeouts, call.Timeout)
+		}
+	}
+	if len(timeouts) != 2 || timeouts[0] != 2 || timeouts[1] != 1 {
+		t.Errorf("ExecSync timeouts sent = %v, want [2 1] (seconds, rounded up)", timeouts)
+	}
+}
+
 func TestGetContainerEventsEndsWithItsContext(t *testing.T) {
 	srv := simServer(t)
 	c := dial(t, srv.Endpoint)
