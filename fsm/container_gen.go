@@ -4,9 +4,7 @@ package fsm
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/looplab/fsm"
@@ -544,7 +542,7 @@ var ContainerStateTimers = [11][]ContainerTimer{
 }
 
 // containerByStateEvent indexes ContainerTransitionTable by (From, Event).
-var containerByStateEvent = [11][14][]uint16{
+var containerByStateEvent = [11][][]uint16{
 	ContainerStateWaiting:          {{0, 1, 2, 3, 4}, nil, nil, nil, nil, nil, nil, nil, nil, {5}, nil, nil, nil, nil},
 	ContainerStatePulling:          {nil, {6, 7}, {8}, nil, nil, nil, nil, nil, nil, {9}, nil, nil, nil, nil},
 	ContainerStatePullBackoff:      {nil, nil, nil, nil, nil, nil, nil, nil, {10}, {11}, nil, nil, nil, nil},
@@ -657,32 +655,23 @@ type ContainerStep struct {
 // String renders the step for logs: "from -> to on event / a, b", or
 // "from: internal on event" when no state was entered.
 func (s ContainerStep) String() string {
-	var b strings.Builder
-	if len(s.Path) == 0 {
-		b.WriteString(s.From.String() + ": internal on " + s.Event.String())
-	} else {
-		b.WriteString(s.From.String() + " -> " + s.To.String() + " on " + s.Event.String())
-	}
-	for i, a := range s.Actions {
-		if i == 0 {
-			b.WriteString(" / ")
-		} else {
-			b.WriteString(", ")
-		}
-		b.WriteString(a.String())
-	}
-	return b.String()
+	return stepString(s.From, s.To, s.Event, s.Actions, len(s.Path) > 0)
 }
 
 // ContainerMachine is one container state machine over looplab/fsm. It is not
 // safe for concurrent use: one goroutine (the owner's worker) fires it.
 type ContainerMachine struct {
-	fsm     *fsm.FSM
-	guards  ContainerGuards
-	state   ContainerState
-	actions []ContainerAction
-	path    []ContainerState
+	m machine[ContainerState, ContainerEvent, ContainerAction, ContainerGuard, ContainerGuards]
 }
+
+// containerTable is the container machine's tables as the core runs them.
+var containerTable = newTable[ContainerState, ContainerEvent, ContainerAction, ContainerGuard, ContainerGuards](
+	ContainerMachineName, containerStateNames[:], containerEventNames[:],
+	ContainerTransitionTable, containerTransitionKeys[:],
+	ContainerChoiceTable, containerChoiceKeys[:],
+	ContainerStateEntry[:], containerByStateEvent[:], containerChoicesByState[:],
+	containerFSMEvents, containerGuard,
+)
 
 // NewContainerMachine returns a machine in the initial state. g answers its
 // guards.
@@ -693,99 +682,34 @@ func NewContainerMachine(g ContainerGuards) *ContainerMachine {
 // NewContainerMachineAt returns a machine in state s, as rebuilt after a restart;
 // no entry action runs. It panics when s is not one of ContainerStates.
 func NewContainerMachineAt(s ContainerState, g ContainerGuards) *ContainerMachine {
-	if int(s) >= len(containerStateNames) {
-		panic(fmt.Sprintf("container machine: no state %d", uint8(s)))
-	}
-	return &ContainerMachine{
-		fsm:     fsm.NewFSM(s.String(), containerFSMEvents, nil),
-		guards:  g,
-		state:   s,
-		actions: make([]ContainerAction, 0, 8),
-		path:    make([]ContainerState, 0, 4),
-	}
+	m := &ContainerMachine{}
+	m.m.init(containerTable, s, g)
+	return m
 }
 
 // State returns the current state.
-func (m *ContainerMachine) State() ContainerState { return m.state }
+func (m *ContainerMachine) State() ContainerState { return m.m.state }
 
 // Can reports whether Fire(ev) would take a transition now (guards are
 // evaluated).
 func (m *ContainerMachine) Can(ev ContainerEvent) bool {
-	_, ok := m.pick(ev)
+	_, ok := m.m.pick(ev)
 	return ok
 }
 
 // Timers returns the timers armed while in the current state.
-func (m *ContainerMachine) Timers() []ContainerTimer { return ContainerStateTimers[m.state] }
-
-func (m *ContainerMachine) pick(ev ContainerEvent) (int, bool) {
-	if int(ev) >= len(containerEventNames) {
-		return 0, false
-	}
-	for _, i := range containerByStateEvent[m.state][ev] {
-		t := &ContainerTransitionTable[i]
-		if !t.HasGuard || containerGuard(m.guards, t.Guard) {
-			return int(i), true
-		}
-	}
-	return 0, false
-}
+func (m *ContainerMachine) Timers() []ContainerTimer { return ContainerStateTimers[m.m.state] }
 
 // Fire takes the first transition on ev from the current state whose guard
 // holds, follows the choices of the states it enters, and returns the step
 // for the engine to carry out. With no such transition it returns an error
 // wrapping ErrNoTransition and changes nothing. Fire runs no action.
 func (m *ContainerMachine) Fire(ev ContainerEvent) (ContainerStep, error) {
-	i, ok := m.pick(ev)
-	if !ok {
-		return ContainerStep{}, &NoTransitionError{Machine: ContainerMachineName, State: m.state.String(), Event: ev.String()}
+	from, err := m.m.fire(ev)
+	if err != nil {
+		return ContainerStep{}, err
 	}
-	t := &ContainerTransitionTable[i]
-	from := m.state
-	m.actions = append(m.actions[:0], t.Actions...)
-	m.path = m.path[:0]
-	if !t.Internal {
-		if err := m.enter(containerTransitionKeys[i], t.To); err != nil {
-			return ContainerStep{}, err
-		}
-		for hops := 0; len(containerChoicesByState[m.state]) > 0; hops++ {
-			if hops > len(containerStateNames) {
-				return ContainerStep{}, fmt.Errorf("container machine: event %s from %s: %w", ev, from, errChoiceLoop)
-			}
-			cs := containerChoicesByState[m.state]
-			ci := cs[len(cs)-1]
-			for _, k := range cs {
-				if c := &ContainerChoiceTable[k]; !c.HasGuard || containerGuard(m.guards, c.Guard) {
-					ci = k
-					break
-				}
-			}
-			c := &ContainerChoiceTable[ci]
-			m.actions = append(m.actions, c.Actions...)
-			if err := m.enter(containerChoiceKeys[ci], c.To); err != nil {
-				return ContainerStep{}, err
-			}
-		}
-	}
-	return ContainerStep{From: from, To: m.state, Event: ev, Actions: m.actions, Path: m.path}, nil
-}
-
-// enter moves to s through looplab event key and records s's entry actions.
-// A transition back to the same state re-enters it without looplab, which
-// has no self-transitions.
-func (m *ContainerMachine) enter(key string, s ContainerState) error {
-	if s != m.state {
-		if err := m.fsm.Event(context.Background(), key); err != nil {
-			var nt fsm.NoTransitionError
-			if !errors.As(err, &nt) {
-				return fmt.Errorf("container machine: enter %s from %s: %w", s, m.state, err)
-			}
-		}
-	}
-	m.state = s
-	m.path = append(m.path, s)
-	m.actions = append(m.actions, ContainerStateEntry[s]...)
-	return nil
+	return ContainerStep{From: from, To: m.m.state, Event: ev, Actions: m.m.actions, Path: m.m.path}, nil
 }
 
 // ContainerMetricLabels returns the label values of the container machine's
@@ -818,12 +742,5 @@ func ContainerShortestPaths() map[ContainerState][]ContainerEvent {
 // fired in its From state (guards permitting). For model-based tests that
 // cover every transition.
 func ContainerTransitionPaths() [][]ContainerEvent {
-	sp := ContainerShortestPaths()
-	out := make([][]ContainerEvent, len(ContainerTransitionTable))
-	for i, t := range ContainerTransitionTable {
-		if p, ok := sp[t.From]; ok {
-			out[i] = append(append(make([]ContainerEvent, 0, len(p)+1), p...), t.Event)
-		}
-	}
-	return out
+	return transitionPaths(ContainerShortestPaths(), containerTable.transitions)
 }

@@ -1,7 +1,9 @@
 // Package fsm holds the lifecycle state machines generated from spec/*.hcl
-// (pod_gen.go, container_gen.go, routes_gen.go) and a little hand-written
-// glue (errors.go). Never edit the generated files; change the spec and run
-// `go generate ./fsm` (make generate).
+// (pod_gen.go, container_gen.go, routes_gen.go) and the hand-written core
+// they share (core.go: the table-driven machine every generated Machine
+// wraps, one copy of Fire, Can and the choice walk) with its errors
+// (errors.go). Never edit the generated files; change the spec or
+// gen/machine.go.tmpl and run `go generate ./fsm` (make generate).
 //
 // Per machine (prefix Pod, Container): typed State, Event, Guard, Action and
 // Duration constants whose String returns the spec name; the Guards, Actions

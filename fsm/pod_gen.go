@@ -4,9 +4,7 @@ package fsm
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/looplab/fsm"
@@ -486,7 +484,7 @@ var PodStateTimers = [8][]PodTimer{
 }
 
 // podByStateEvent indexes PodTransitionTable by (From, Event).
-var podByStateEvent = [8][8][]uint16{
+var podByStateEvent = [8][][]uint16{
 	PodStatePending:        {{0, 1}, nil, nil, nil, {2}, nil, nil, nil},
 	PodStateWaitingToStart: {{4}, nil, nil, nil, {5}, {3}, nil, nil},
 	PodStateSyncing:        {{10}, {11}, {6, 7, 8}, {9}, {12}, nil, nil, nil},
@@ -567,32 +565,23 @@ type PodStep struct {
 // String renders the step for logs: "from -> to on event / a, b", or
 // "from: internal on event" when no state was entered.
 func (s PodStep) String() string {
-	var b strings.Builder
-	if len(s.Path) == 0 {
-		b.WriteString(s.From.String() + ": internal on " + s.Event.String())
-	} else {
-		b.WriteString(s.From.String() + " -> " + s.To.String() + " on " + s.Event.String())
-	}
-	for i, a := range s.Actions {
-		if i == 0 {
-			b.WriteString(" / ")
-		} else {
-			b.WriteString(", ")
-		}
-		b.WriteString(a.String())
-	}
-	return b.String()
+	return stepString(s.From, s.To, s.Event, s.Actions, len(s.Path) > 0)
 }
 
 // PodMachine is one pod state machine over looplab/fsm. It is not
 // safe for concurrent use: one goroutine (the owner's worker) fires it.
 type PodMachine struct {
-	fsm     *fsm.FSM
-	guards  PodGuards
-	state   PodState
-	actions []PodAction
-	path    []PodState
+	m machine[PodState, PodEvent, PodAction, PodGuard, PodGuards]
 }
+
+// podTable is the pod machine's tables as the core runs them.
+var podTable = newTable[PodState, PodEvent, PodAction, PodGuard, PodGuards](
+	PodMachineName, podStateNames[:], podEventNames[:],
+	PodTransitionTable, podTransitionKeys[:],
+	PodChoiceTable, podChoiceKeys[:],
+	PodStateEntry[:], podByStateEvent[:], podChoicesByState[:],
+	podFSMEvents, podGuard,
+)
 
 // NewPodMachine returns a machine in the initial state. g answers its
 // guards.
@@ -603,99 +592,34 @@ func NewPodMachine(g PodGuards) *PodMachine {
 // NewPodMachineAt returns a machine in state s, as rebuilt after a restart;
 // no entry action runs. It panics when s is not one of PodStates.
 func NewPodMachineAt(s PodState, g PodGuards) *PodMachine {
-	if int(s) >= len(podStateNames) {
-		panic(fmt.Sprintf("pod machine: no state %d", uint8(s)))
-	}
-	return &PodMachine{
-		fsm:     fsm.NewFSM(s.String(), podFSMEvents, nil),
-		guards:  g,
-		state:   s,
-		actions: make([]PodAction, 0, 8),
-		path:    make([]PodState, 0, 4),
-	}
+	m := &PodMachine{}
+	m.m.init(podTable, s, g)
+	return m
 }
 
 // State returns the current state.
-func (m *PodMachine) State() PodState { return m.state }
+func (m *PodMachine) State() PodState { return m.m.state }
 
 // Can reports whether Fire(ev) would take a transition now (guards are
 // evaluated).
 func (m *PodMachine) Can(ev PodEvent) bool {
-	_, ok := m.pick(ev)
+	_, ok := m.m.pick(ev)
 	return ok
 }
 
 // Timers returns the timers armed while in the current state.
-func (m *PodMachine) Timers() []PodTimer { return PodStateTimers[m.state] }
-
-func (m *PodMachine) pick(ev PodEvent) (int, bool) {
-	if int(ev) >= len(podEventNames) {
-		return 0, false
-	}
-	for _, i := range podByStateEvent[m.state][ev] {
-		t := &PodTransitionTable[i]
-		if !t.HasGuard || podGuard(m.guards, t.Guard) {
-			return int(i), true
-		}
-	}
-	return 0, false
-}
+func (m *PodMachine) Timers() []PodTimer { return PodStateTimers[m.m.state] }
 
 // Fire takes the first transition on ev from the current state whose guard
 // holds, follows the choices of the states it enters, and returns the step
 // for the engine to carry out. With no such transition it returns an error
 // wrapping ErrNoTransition and changes nothing. Fire runs no action.
 func (m *PodMachine) Fire(ev PodEvent) (PodStep, error) {
-	i, ok := m.pick(ev)
-	if !ok {
-		return PodStep{}, &NoTransitionError{Machine: PodMachineName, State: m.state.String(), Event: ev.String()}
+	from, err := m.m.fire(ev)
+	if err != nil {
+		return PodStep{}, err
 	}
-	t := &PodTransitionTable[i]
-	from := m.state
-	m.actions = append(m.actions[:0], t.Actions...)
-	m.path = m.path[:0]
-	if !t.Internal {
-		if err := m.enter(podTransitionKeys[i], t.To); err != nil {
-			return PodStep{}, err
-		}
-		for hops := 0; len(podChoicesByState[m.state]) > 0; hops++ {
-			if hops > len(podStateNames) {
-				return PodStep{}, fmt.Errorf("pod machine: event %s from %s: %w", ev, from, errChoiceLoop)
-			}
-			cs := podChoicesByState[m.state]
-			ci := cs[len(cs)-1]
-			for _, k := range cs {
-				if c := &PodChoiceTable[k]; !c.HasGuard || podGuard(m.guards, c.Guard) {
-					ci = k
-					break
-				}
-			}
-			c := &PodChoiceTable[ci]
-			m.actions = append(m.actions, c.Actions...)
-			if err := m.enter(podChoiceKeys[ci], c.To); err != nil {
-				return PodStep{}, err
-			}
-		}
-	}
-	return PodStep{From: from, To: m.state, Event: ev, Actions: m.actions, Path: m.path}, nil
-}
-
-// enter moves to s through looplab event key and records s's entry actions.
-// A transition back to the same state re-enters it without looplab, which
-// has no self-transitions.
-func (m *PodMachine) enter(key string, s PodState) error {
-	if s != m.state {
-		if err := m.fsm.Event(context.Background(), key); err != nil {
-			var nt fsm.NoTransitionError
-			if !errors.As(err, &nt) {
-				return fmt.Errorf("pod machine: enter %s from %s: %w", s, m.state, err)
-			}
-		}
-	}
-	m.state = s
-	m.path = append(m.path, s)
-	m.actions = append(m.actions, PodStateEntry[s]...)
-	return nil
+	return PodStep{From: from, To: m.m.state, Event: ev, Actions: m.m.actions, Path: m.m.path}, nil
 }
 
 // PodMetricLabels returns the label values of the pod machine's
@@ -725,12 +649,5 @@ func PodShortestPaths() map[PodState][]PodEvent {
 // fired in its From state (guards permitting). For model-based tests that
 // cover every transition.
 func PodTransitionPaths() [][]PodEvent {
-	sp := PodShortestPaths()
-	out := make([][]PodEvent, len(PodTransitionTable))
-	for i, t := range PodTransitionTable {
-		if p, ok := sp[t.From]; ok {
-			out[i] = append(append(make([]PodEvent, 0, len(p)+1), p...), t.Event)
-		}
-	}
-	return out
+	return transitionPaths(PodShortestPaths(), podTable.transitions)
 }
