@@ -236,64 +236,64 @@ func TestContainerNeverStartsWhenPodTerminates(t *testing.T) {
 	}
 }
 
-// TestShortestPathsReachEveryState replays each generated shortest path with
+// TestShortestPathsReachEveryState replays each generated shortest path under
 // every guard assignment at every step (guards may change between events)
 // and checks that the path can end in, or pass through, its state.
 func TestShortestPathsReachEveryState(t *testing.T) {
-	podGuards := []string{"name_taken", "pod_done", "update_pending", "all_containers_stopped"}
 	paths := PodShortestPaths()
 	if len(paths) != len(PodStates) {
 		t.Errorf("pod: %d shortest paths for %d states", len(paths), len(PodStates))
 	}
 	for target, evs := range paths {
-		frontier := map[PodState]bool{PodInitialState: true}
-		passed := map[PodState]bool{PodInitialState: true}
-		for _, ev := range evs {
-			next := map[PodState]bool{}
-			passed = map[PodState]bool{}
-			for s := range frontier {
-				for _, g := range assignments(podGuards) {
-					if st, err := NewPodMachineAt(s, g).Fire(ev); err == nil {
-						next[st.To] = true
-						for _, p := range st.Path {
-							passed[p] = true
-						}
-					}
-				}
-			}
-			frontier = next
-		}
-		if !passed[target] {
+		if _, passed := replay(PodInitialState, evs, podGuardNames[:], firePod); !passed[target] {
 			t.Errorf("pod: path %v does not reach %s", evs, target)
 		}
 	}
-	ctrGuards := []string{"pod_terminating", "image_present", "pull_policy_always", "pull_policy_never", "restart_allowed"}
 	cpaths := ContainerShortestPaths()
 	if len(cpaths) != len(ContainerStates) {
 		t.Errorf("container: %d shortest paths for %d states", len(cpaths), len(ContainerStates))
 	}
 	for target, evs := range cpaths {
-		frontier := map[ContainerState]bool{ContainerInitialState: true}
-		passed := map[ContainerState]bool{ContainerInitialState: true}
-		for _, ev := range evs {
-			next := map[ContainerState]bool{}
-			passed = map[ContainerState]bool{}
-			for s := range frontier {
-				for _, g := range assignments(ctrGuards) {
-					if st, err := NewContainerMachineAt(s, g).Fire(ev); err == nil {
-						next[st.To] = true
-						for _, p := range st.Path {
-							passed[p] = true
-						}
-					}
-				}
-			}
-			frontier = next
-		}
-		if !passed[target] {
+		if _, passed := replay(ContainerInitialState, evs, containerGuardNames[:], fireContainer); !passed[target] {
 			t.Errorf("container: path %v does not reach %s", evs, target)
 		}
 	}
+}
+
+// replay fires evs from initial under every assignment of the named guards at
+// every step. It returns the states the last event can end in, and the states
+// the last event can enter (its path, choices included). The initial state
+// counts as both when evs is empty.
+func replay[S comparable, E any](initial S, evs []E, guardNames []string, fire func(S, guards, E) (S, []S, bool)) (end, passed map[S]bool) {
+	end = map[S]bool{initial: true}
+	passed = map[S]bool{initial: true}
+	for _, ev := range evs {
+		next := map[S]bool{}
+		passed = map[S]bool{}
+		for s := range end {
+			for _, g := range assignments(guardNames) {
+				if to, path, ok := fire(s, g, ev); ok {
+					next[to] = true
+					passed[to] = true
+					for _, p := range path {
+						passed[p] = true
+					}
+				}
+			}
+		}
+		end = next
+	}
+	return end, passed
+}
+
+func firePod(s PodState, g guards, ev PodEvent) (PodState, []PodState, bool) {
+	st, err := NewPodMachineAt(s, g).Fire(ev)
+	return st.To, st.Path, err == nil
+}
+
+func fireContainer(s ContainerState, g guards, ev ContainerEvent) (ContainerState, []ContainerState, bool) {
+	st, err := NewContainerMachineAt(s, g).Fire(ev)
+	return st.To, st.Path, err == nil
 }
 
 // assignments returns every true/false assignment of the named guards.
@@ -410,47 +410,17 @@ func (r *recorder) ReportStatus(context.Context) error   { return r.rec("report_
 // pod and container transition (any guard assignment at each step) and checks
 // it can end in the transition's target.
 func TestTransitionPathsCoverEveryTransition(t *testing.T) {
-	podGuards := []string{"name_taken", "pod_done", "update_pending", "all_containers_stopped"}
 	for i, evs := range PodTransitionPaths() {
 		tr := PodTransitionTable[i]
-		frontier := map[PodState]bool{PodInitialState: true}
-		for _, ev := range evs {
-			next := map[PodState]bool{}
-			for s := range frontier {
-				for _, g := range assignments(podGuards) {
-					if st, err := NewPodMachineAt(s, g).Fire(ev); err == nil {
-						next[st.To] = true
-					}
-				}
-			}
-			frontier = next
-		}
-		if len(evs) == 0 || !frontier[tr.To] {
+		if end, _ := replay(PodInitialState, evs, podGuardNames[:], firePod); len(evs) == 0 || !end[tr.To] {
 			t.Errorf("pod transition %d (%s -%s-> %s): path %v does not take it", i, tr.From, tr.Event, tr.To, evs)
 		}
 	}
-	ctrGuards := []string{"pod_terminating", "image_present", "pull_policy_always", "pull_policy_never", "restart_allowed"}
+	// A container transition may lead into a choice state that is left at
+	// once (exited), so its target need only be passed.
 	for i, evs := range ContainerTransitionPaths() {
 		tr := ContainerTransitionTable[i]
-		frontier := map[ContainerState]bool{ContainerInitialState: true}
-		passed := map[ContainerState]bool{}
-		for _, ev := range evs {
-			next := map[ContainerState]bool{}
-			passed = map[ContainerState]bool{}
-			for s := range frontier {
-				for _, g := range assignments(ctrGuards) {
-					if st, err := NewContainerMachineAt(s, g).Fire(ev); err == nil {
-						next[st.To] = true
-						passed[st.To] = true
-						for _, p := range st.Path {
-							passed[p] = true
-						}
-					}
-				}
-			}
-			frontier = next
-		}
-		if len(evs) == 0 || !passed[tr.To] {
+		if _, passed := replay(ContainerInitialState, evs, containerGuardNames[:], fireContainer); len(evs) == 0 || !passed[tr.To] {
 			t.Errorf("container transition %d (%s -%s-> %s): path %v does not take it", i, tr.From, tr.Event, tr.To, evs)
 		}
 	}
