@@ -2,20 +2,15 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
-	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/cri/floor"
 	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine"
 )
@@ -43,13 +38,13 @@ func BenchmarkBurst(b *testing.B) {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
 			var floorStart, floorRemove, start, remove float64
 			var perPod []float64
-			floor := func() {
-				fs, fr, err := floorBurst(context.Background(), shared.rt, c.ImageRef(harness.BusyboxRepo), n, b.TempDir())
+			runFloor := func() {
+				r, err := floor.Burst(context.Background(), shared.rt, c.ImageRef(harness.BusyboxRepo), n, b.TempDir())
 				if err != nil {
 					b.Fatal(err)
 				}
-				floorStart += fs.Seconds() / 2
-				floorRemove += fr.Seconds() / 2
+				floorStart += r.StartAll.Seconds() / 2
+				floorRemove += r.RemoveAll.Seconds() / 2
 			}
 			spec := func() {
 				r := specletBurst(b, c, d, n)
@@ -60,18 +55,18 @@ func BenchmarkBurst(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				// floor, speclet, speclet, floor: neither side always meets
 				// a containerd warmed (or burdened) by the other.
-				floor()
+				runFloor()
 				spec()
 				spec()
-				floor()
+				runFloor()
 			}
 			sort.Float64s(perPod)
 			k := float64(b.N)
 			b.ReportMetric(floorStart/k, "floor-start-all-s")
 			b.ReportMetric(floorRemove/k, "floor-remove-all-s")
 			b.ReportMetric(start/k, "start-all-s")
-			b.ReportMetric(percentile(perPod, 0.50), "start-p50-s")
-			b.ReportMetric(percentile(perPod, 0.99), "start-p99-s")
+			b.ReportMetric(floor.Percentile(perPod, 0.50), "start-p50-s")
+			b.ReportMetric(floor.Percentile(perPod, 0.99), "start-p99-s")
 			b.ReportMetric(remove/k, "remove-all-s")
 			b.ReportMetric(start/floorStart, "start/floor")
 			b.ReportMetric(remove/floorRemove, "remove/floor")
@@ -184,106 +179,4 @@ func burstObjects() (int, error) {
 		}
 	}
 	return n, nil
-}
-
-func percentile(sorted []float64, p float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(math.Ceil(p*float64(len(sorted)))) - 1
-	return sorted[max(i, 0)]
-}
-
-// floorBurst starts n pods straight through the CRI with unlimited
-// parallelism, waits until all run, then removes them; it returns the time to
-// all running and the time to none left.
-func floorBurst(ctx context.Context, rt cri.Runtime, image string, n int, logDir string) (startAll, removeAll time.Duration, err error) {
-	run := fmt.Sprint(time.Now().UnixNano())
-	labels := map[string]string{"speclet.e2e/floor": run}
-	sandboxes := make([]string, n)
-	containers := make([]string, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	t0 := time.Now()
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			name := fmt.Sprintf("floor-%d", i)
-			dir := filepath.Join(logDir, name)
-			if errs[i] = os.MkdirAll(dir, 0o755); errs[i] != nil {
-				return
-			}
-			sc := &runtimeapi.PodSandboxConfig{
-				Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "floor", Uid: run + "-" + fmt.Sprint(i)},
-				Labels:       labels,
-				LogDirectory: dir,
-				Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
-					NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE},
-				}},
-			}
-			if sandboxes[i], errs[i] = rt.RunPodSandbox(ctx, sc, ""); errs[i] != nil {
-				return
-			}
-			cc := &runtimeapi.ContainerConfig{
-				Metadata: &runtimeapi.ContainerMetadata{Name: "main"},
-				Image:    &runtimeapi.ImageSpec{Image: image},
-				Command:  []string{"sleep", "3600"},
-				Labels:   labels,
-				LogPath:  "main_0.log",
-			}
-			if containers[i], errs[i] = rt.CreateContainer(ctx, sandboxes[i], cc, sc); errs[i] != nil {
-				return
-			}
-			errs[i] = rt.StartContainer(ctx, containers[i])
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return 0, 0, fmt.Errorf("floor: start %d pods: %w", n, err)
-	}
-	for {
-		cs, err := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{
-			State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
-			LabelSelector: labels,
-		})
-		if err != nil {
-			return 0, 0, fmt.Errorf("floor: list running containers: %w", err)
-		}
-		if len(cs) == n {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	startAll = time.Since(t0)
-
-	t1 := time.Now()
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// A shim busy with the burst may drop the kill (ttrpc: closed);
-			// StopPodSandbox stops whatever still runs, as kubelet relies on.
-			_ = rt.StopContainer(ctx, containers[i], 1)
-			if errs[i] = rt.StopPodSandbox(ctx, sandboxes[i]); errs[i] != nil {
-				return
-			}
-			errs[i] = rt.RemovePodSandbox(ctx, sandboxes[i])
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return startAll, 0, fmt.Errorf("floor: remove %d pods: %w", n, err)
-	}
-	for {
-		sbs, err := rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: labels})
-		if err != nil {
-			return startAll, 0, fmt.Errorf("floor: list sandboxes: %w", err)
-		}
-		if len(sbs) == 0 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return startAll, time.Since(t1), nil
 }

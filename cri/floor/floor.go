@@ -1,0 +1,196 @@
+// Package floor measures the direct-CRI floor that speclet's pod start and
+// removal are compared against: what a client talking straight to the
+// runtime, with unlimited parallelism and no state machine, achieves.
+package floor
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/speclet/speclet/cri"
+)
+
+// grace is the stop timeout in seconds of every container, as a pod with
+// terminationGracePeriodSeconds: 1.
+const grace = 1
+
+// command is each pod's only container. busybox sleep as PID 1 has no
+// SIGTERM handler, so the kernel ignores the signal and every stop waits the
+// full grace period before the kill, as a plain workload does under kubelet.
+var command = []string{"sleep", "3600"}
+
+// Result is one burst's measurements.
+type Result struct {
+	PodStart  []time.Duration // per pod: burst start to StartContainer return
+	StartAll  time.Duration   // burst start to all containers RUNNING
+	RemoveAll time.Duration   // removal start to no sandbox left
+	// StopRetries counts StopContainer errors on containers that had in
+	// fact stopped, or that a second StopContainer stopped.
+	StopRetries int
+}
+
+// Burst starts n host-network pods at once (RunPodSandbox + CreateContainer
+// + StartContainer of command in image, which must be present), waits until
+// ListContainers shows all n RUNNING, then removes them (StopContainer with
+// grace, StopPodSandbox, RemovePodSandbox) and checks that ListPodSandbox
+// shows none. Each pod gets a log directory under logDir. Pods carry a label
+// unique to the burst, so the runtime may hold other pods. On error the
+// runtime may keep pods of the burst.
+func Burst(ctx context.Context, rt cri.Runtime, image string, n int, logDir string) (Result, error) {
+	var rnd [6]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return Result{}, err
+	}
+	run := hex.EncodeToString(rnd[:])
+	labels := map[string]string{"speclet.floor/run": run}
+
+	type pod struct {
+		sandbox, container string
+		started            time.Duration
+		err                error
+	}
+	pods := make([]pod, n)
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for i := range pods {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := &pods[i]
+			name := fmt.Sprintf("floor-%s-%d", run, i)
+			dir := filepath.Join(logDir, name)
+			if p.err = os.MkdirAll(dir, 0o755); p.err != nil {
+				return
+			}
+			sc := &runtimeapi.PodSandboxConfig{
+				Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "floor", Uid: run + fmt.Sprint(i)},
+				Labels:       labels,
+				LogDirectory: dir,
+				Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+					NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE},
+				}},
+			}
+			if p.sandbox, p.err = rt.RunPodSandbox(ctx, sc, ""); p.err != nil {
+				return
+			}
+			cc := &runtimeapi.ContainerConfig{
+				Metadata: &runtimeapi.ContainerMetadata{Name: "main"},
+				Image:    &runtimeapi.ImageSpec{Image: image},
+				Command:  command,
+				Labels:   labels,
+				LogPath:  "main_0.log",
+			}
+			if p.container, p.err = rt.CreateContainer(ctx, p.sandbox, cc, sc); p.err != nil {
+				return
+			}
+			if p.err = rt.StartContainer(ctx, p.container); p.err != nil {
+				return
+			}
+			p.started = time.Since(t0)
+		}()
+	}
+	wg.Wait()
+	var res Result
+	var errs []error
+	for _, p := range pods {
+		errs = append(errs, p.err)
+		res.PodStart = append(res.PodStart, p.started)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return res, fmt.Errorf("start burst of %d pods: %w", n, err)
+	}
+	running := &runtimeapi.ContainerFilter{
+		State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+		LabelSelector: labels,
+	}
+	for {
+		cs, err := rt.ListContainers(ctx, running)
+		if err != nil {
+			return res, fmt.Errorf("wait for %d running containers: %w", n, err)
+		}
+		if len(cs) == n {
+			break
+		}
+		if time.Since(t0) > 5*time.Minute {
+			return res, fmt.Errorf("wait for %d running containers: %d running after 5 minutes", n, len(cs))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	res.StartAll = time.Since(t0)
+
+	t1 := time.Now()
+	var stopRetries atomic.Int64
+	for i := range pods {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := &pods[i]
+			if p.err = stopContainer(ctx, rt, p.container, &stopRetries); p.err != nil {
+				return
+			}
+			if p.err = rt.StopPodSandbox(ctx, p.sandbox); p.err != nil {
+				return
+			}
+			p.err = rt.RemovePodSandbox(ctx, p.sandbox)
+		}()
+	}
+	wg.Wait()
+	errs = errs[:0]
+	for _, p := range pods {
+		errs = append(errs, p.err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return res, fmt.Errorf("remove burst of %d pods: %w", n, err)
+	}
+	left, err := rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: labels})
+	if err != nil {
+		return res, fmt.Errorf("list sandboxes after removal: %w", err)
+	}
+	if len(left) > 0 {
+		return res, fmt.Errorf("remove burst of %d pods: %d sandboxes left", n, len(left))
+	}
+	res.RemoveAll = time.Since(t1)
+	res.StopRetries = int(stopRetries.Load())
+	return res, nil
+}
+
+// stopContainer stops id with grace, as a kubelet pod worker would:
+// containerd 1.6 under load sometimes answers StopContainer with
+// "ttrpc: closed" after its shim reported the kill; then the container's
+// status decides, and a container still running is stopped again.
+func stopContainer(ctx context.Context, rt cri.Runtime, id string, retries *atomic.Int64) error {
+	err := rt.StopContainer(ctx, id, grace)
+	if err == nil {
+		return nil
+	}
+	retries.Add(1)
+	st, serr := rt.ContainerStatus(ctx, id)
+	if serr == nil && st.GetState() == runtimeapi.ContainerState_CONTAINER_EXITED {
+		return nil
+	}
+	if err2 := rt.StopContainer(ctx, id, grace); err2 != nil {
+		return fmt.Errorf("stop container %q twice: %w; then %w", id, err, err2)
+	}
+	return nil
+}
+
+// Percentile returns the nearest-rank p-quantile (0 < p <= 1) of sorted
+// values, 0 for none.
+func Percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return sorted[max(i, 0)]
+}
