@@ -353,7 +353,7 @@ func (e *Engine) Pods() []*v1.Pod {
 			out = append(out, p.DeepCopy())
 		}
 	}
-	sortPods(out)
+	config.SortPods(out)
 	return out
 }
 

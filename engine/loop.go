@@ -2,10 +2,8 @@ package engine
 
 import (
 	"context"
-	"sort"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/cri"
@@ -160,16 +158,4 @@ func (e *Engine) runtimeStatus(ctx context.Context) error {
 		return err
 	}
 	return e.pleg.Healthy()
-}
-
-func sortPods(ps []*v1.Pod) {
-	sort.Slice(ps, func(i, j int) bool {
-		if ps[i].Namespace != ps[j].Namespace {
-			return ps[i].Namespace < ps[j].Namespace
-		}
-		if ps[i].Name != ps[j].Name {
-			return ps[i].Name < ps[j].Name
-		}
-		return ps[i].UID < ps[j].UID
-	})
 }

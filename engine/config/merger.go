@@ -117,7 +117,7 @@ func (m *Merger) Set(ctx context.Context, source string, pods []*v1.Pod) error {
 		if len(bt.pods) == 0 && !bt.always {
 			continue
 		}
-		sortPods(bt.pods)
+		SortPods(bt.pods)
 		u := PodUpdate{Op: bt.op, Source: source, Pods: make([]*v1.Pod, len(bt.pods))}
 		for j, p := range bt.pods {
 			u.Pods[j] = p.DeepCopy()
@@ -153,11 +153,13 @@ func (m *Merger) Pods(source string) []*v1.Pod {
 	for _, p := range m.pods[source] {
 		out = append(out, p.DeepCopy())
 	}
-	sortPods(out)
+	SortPods(out)
 	return out
 }
 
-func sortPods(ps []*v1.Pod) {
+// SortPods orders pods by namespace, name, then UID: the one order every
+// pod list the engine and its sources hand out is in.
+func SortPods(ps []*v1.Pod) {
 	sort.Slice(ps, func(i, j int) bool {
 		if ps[i].Namespace != ps[j].Namespace {
 			return ps[i].Namespace < ps[j].Namespace
