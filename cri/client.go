@@ -111,11 +111,19 @@ func (c *Client) Endpoint() string { return c.endpoint }
 // Close closes the connection. Calls in flight fail.
 func (c *Client) Close() error { return c.conn.Close() }
 
+// ctx bounds a call by the client's call timeout.
 func (c *Client) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
-	if c.opts.timeout <= 0 {
+	return bounded(ctx, c.opts.timeout, 0)
+}
+
+// bounded returns ctx with a deadline d+extra from now, or only a cancel
+// when d <= 0 (no bound but ctx). extra is time a call may legitimately
+// spend on the runtime's side beyond d: a grace period, an exec timeout.
+func bounded(ctx context.Context, d, extra time.Duration) (context.Context, context.CancelFunc) {
+	if d <= 0 {
 		return context.WithCancel(ctx)
 	}
-	return context.WithTimeout(ctx, c.opts.timeout)
+	return context.WithTimeout(ctx, d+extra)
 }
 
 func (c *Client) err(op, id string, err error) error { return wrap(c.endpoint, op, id, err) }
@@ -235,12 +243,7 @@ func (c *Client) StartContainer(ctx context.Context, containerID string) error {
 // returns when the container has stopped. The call's deadline is extended
 // by timeout, as in kubelet, so a long grace period is not cut short.
 func (c *Client) StopContainer(ctx context.Context, containerID string, timeout int64) error {
-	var cancel context.CancelFunc
-	if c.opts.timeout > 0 {
-		ctx, cancel = context.WithTimeout(ctx, c.opts.timeout+time.Duration(timeout)*time.Second)
-	} else {
-		ctx, cancel = context.WithCancel(ctx)
-	}
+	ctx, cancel := bounded(ctx, c.opts.timeout, time.Duration(timeout)*time.Second)
 	defer cancel()
 	_, err := c.rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: containerID, Timeout: timeout})
 	return c.err("StopContainer", containerID, err)
@@ -274,12 +277,7 @@ func (c *Client) ContainerStatus(ctx context.Context, containerID string) (*runt
 // by the runtime first.
 func (c *Client) ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (ExecResult, error) {
 	secs := execSeconds(timeout)
-	var cancel context.CancelFunc
-	if c.opts.timeout > 0 {
-		ctx, cancel = context.WithTimeout(ctx, c.opts.timeout+time.Duration(secs)*time.Second)
-	} else {
-		ctx, cancel = context.WithCancel(ctx)
-	}
+	ctx, cancel := bounded(ctx, c.opts.timeout, time.Duration(secs)*time.Second)
 	defer cancel()
 	r, err := c.rt.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: containerID, Cmd: cmd, Timeout: secs})
 	if err != nil {
@@ -344,12 +342,7 @@ func (c *Client) eventsErr(ctx context.Context, err error) error {
 // PullImage pulls an image and returns the image id the runtime reports.
 // A reference that does not exist gives ClassImageNotFound.
 func (c *Client) PullImage(ctx context.Context, image *runtimeapi.ImageSpec, auth *runtimeapi.AuthConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
-	var cancel context.CancelFunc
-	if c.opts.pullTimeout > 0 {
-		ctx, cancel = context.WithTimeout(ctx, c.opts.pullTimeout)
-	} else {
-		ctx, cancel = context.WithCancel(ctx)
-	}
+	ctx, cancel := bounded(ctx, c.opts.pullTimeout, 0)
 	defer cancel()
 	r, err := c.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: image, Auth: auth, SandboxConfig: sandboxConfig})
 	if err != nil {
