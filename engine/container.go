@@ -97,9 +97,6 @@ func (c *ctrState) fire(ctx context.Context, ev fsm.ContainerEvent) {
 				"event", step.Event.String(), "to", step.To.String(), "actions", fmt.Sprint(step.Actions))
 		}
 		c.p.e.progress.Add(1)
-		if f := c.p.e.onTransition; f != nil {
-			f()
-		}
 		if len(step.Path) > 0 {
 			c.armTimers()
 			c.enterHook(step.To)

@@ -98,10 +98,6 @@ type Engine struct {
 	// to tell a busy engine from one blocked on a fake clock.
 	progress atomic.Int64
 
-	// onTransition, when set, is called after every machine transition
-	// (benchmarks count them).
-	onTransition func()
-
 	runCtx     context.Context
 	wg         sync.WaitGroup
 	runtimeErr atomic.Pointer[error] // last runtime health error, nil when healthy

@@ -135,9 +135,6 @@ func (s *podState) fire(ctx context.Context, ev fsm.PodEvent) {
 				"to", step.To.String(), "actions", fmt.Sprint(step.Actions))
 		}
 		s.e.progress.Add(1)
-		if f := s.e.onTransition; f != nil {
-			f()
-		}
 		if len(step.Path) > 0 {
 			s.armPodTimers()
 		}
