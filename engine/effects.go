@@ -141,24 +141,15 @@ func pullPolicy(c *v1.Container) v1.PullPolicy {
 		return c.ImagePullPolicy
 	}
 	img := c.Image
-	if i := lastIndexByte(img, '@'); i >= 0 {
+	if strings.Contains(img, "@") {
 		return v1.PullIfNotPresent
 	}
-	slash := lastIndexByte(img, '/')
-	colon := lastIndexByte(img, ':')
+	slash := strings.LastIndexByte(img, '/')
+	colon := strings.LastIndexByte(img, ':')
 	if colon <= slash || img[colon+1:] == "latest" {
 		return v1.PullAlways
 	}
 	return v1.PullIfNotPresent
-}
-
-func lastIndexByte(s string, b byte) int {
-	for i := len(s) - 1; i >= 0; i-- {
-		if s[i] == b {
-			return i
-		}
-	}
-	return -1
 }
 
 // imagePresent reports the image reference (id) of c's image if the runtime
