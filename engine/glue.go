@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -82,11 +83,7 @@ func (w *podWorker) takeDue(now time.Time) []armed {
 	if !w.refresh.IsZero() && !now.Before(w.refresh) {
 		w.refresh = time.Time{}
 	}
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && out[j].at.Before(out[j-1].at); j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
+	slices.SortStableFunc(out, func(a, b armed) int { return a.at.Compare(b.at) })
 	return out
 }
 
