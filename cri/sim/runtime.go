@@ -177,47 +177,38 @@ func notFound(kind, id string) error {
 
 // findSandbox resolves an id or a unique id prefix, as containerd does.
 // r.mu is held.
-func (r *Runtime) findSandbox(id string) (*sandbox, error) {
-	if s, ok := r.sandboxes[id]; ok {
-		return s, nil
-	}
-	if id != "" {
-		var found *sandbox
-		for k, s := range r.sandboxes {
-			if strings.HasPrefix(k, id) {
-				if found != nil {
-					return nil, status.Errorf(codes.NotFound, "sandbox id prefix %q is ambiguous", id)
-				}
-				found = s
-			}
-		}
-		if found != nil {
-			return found, nil
-		}
-	}
-	return nil, notFound("sandbox", id)
-}
+func (r *Runtime) findSandbox(id string) (*sandbox, error) { return find(r.sandboxes, "sandbox", id) }
 
 // findContainer resolves an id or a unique id prefix. r.mu is held.
 func (r *Runtime) findContainer(id string) (*container, error) {
-	if c, ok := r.containers[id]; ok {
-		return c, nil
+	return find(r.containers, "container", id)
+}
+
+// find resolves id in byID, exactly or as the prefix of a single id; kind
+// names the object in the NotFound error.
+func find[T any](byID map[string]T, kind, id string) (T, error) {
+	if x, ok := byID[id]; ok {
+		return x, nil
 	}
+	var found T
+	n := 0
 	if id != "" {
-		var found *container
-		for k, c := range r.containers {
+		for k, x := range byID {
 			if strings.HasPrefix(k, id) {
-				if found != nil {
-					return nil, status.Errorf(codes.NotFound, "container id prefix %q is ambiguous", id)
-				}
-				found = c
+				found = x
+				n++
 			}
 		}
-		if found != nil {
-			return found, nil
-		}
 	}
-	return nil, notFound("container", id)
+	switch n {
+	case 0:
+		return found, notFound(kind, id)
+	case 1:
+		return found, nil
+	default:
+		var zero T
+		return zero, status.Errorf(codes.NotFound, "%s id prefix %q is ambiguous", kind, id)
+	}
 }
 
 func matchLabels(selector, labels map[string]string) bool {
