@@ -368,9 +368,10 @@ func (c *ctrState) stopInstance(ctx context.Context) error {
 	return stopContainer(sctx, c.p.e.rt, c.name, c.id, g)
 }
 
-// forceStopDue: the grace timer of the stopping state has run out.
+// forceStopDue: the pod's grace period has run out (its remaining grace is
+// then at most 1 s), so the grace timer of the stopping state fired for good.
 func (c *ctrState) forceStopDue() bool {
-	return c.p.killed && c.p.remainingGrace(c.p.e.clock.Now()) <= 1 && c.p.e.clock.Now().After(c.p.graceDeadline)
+	return c.p.killed && c.p.e.clock.Now().After(c.p.graceDeadline)
 }
 
 // RecordExit reads the exit of the current instance for the status and
