@@ -10,11 +10,9 @@ import (
 
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-)
 
-// maxMsgSize matches the client's limit: a ListContainers of 10,000 pods is
-// several megabytes.
-const maxMsgSize = 16 * 1024 * 1024
+	"github.com/speclet/speclet/cri"
+)
 
 // maxSocketPath is the longest unix socket path Linux accepts (sun_path
 // holds 108 bytes with the terminating NUL).
@@ -50,7 +48,9 @@ func (r *Runtime) Serve(socketPath string) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("serve simulated runtime: %w", err)
 	}
-	srv := grpc.NewServer(grpc.MaxRecvMsgSize(maxMsgSize), grpc.MaxSendMsgSize(maxMsgSize))
+	// The client's message limit: a ListContainers of 10,000 pods is several
+	// megabytes.
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(cri.MaxMsgSize), grpc.MaxSendMsgSize(cri.MaxMsgSize))
 	runtimeapi.RegisterRuntimeServiceServer(srv, r)
 	runtimeapi.RegisterImageServiceServer(srv, r)
 	s := &Server{Runtime: r, Endpoint: "unix://" + socketPath, Socket: socketPath, srv: srv, done: make(chan error, 1)}
