@@ -23,6 +23,7 @@ type ctrState struct {
 	p       *podState
 	name    string
 	spec    *v1.Container // nil: a container adopted from the runtime that the spec no longer has
+	hash    string        // containerHash(spec), "" without spec; set with spec by setSpec
 	init    bool
 	sidecar bool
 	machine *fsm.ContainerMachine
@@ -53,7 +54,8 @@ var _ fsm.ContainerActions = (*ctrState)(nil)
 var _ fsm.ContainerDurations = (*ctrState)(nil)
 
 func newCtrState(p *podState, c *v1.Container, init, sidecar bool) *ctrState {
-	cs := &ctrState{p: p, name: c.Name, spec: c, init: init, sidecar: sidecar}
+	cs := &ctrState{p: p, name: c.Name, init: init, sidecar: sidecar}
+	cs.setSpec(c)
 	cs.machine = fsm.NewContainerMachine(cs)
 	return cs
 }
@@ -192,12 +194,17 @@ func (c *ctrState) stopped() bool {
 // instances returns the ids of every instance still in the runtime.
 func (c *ctrState) instances() []string { return append([]string(nil), c.ids...) }
 
-func (c *ctrState) backoffKey() string {
-	h := ""
-	if c.spec != nil {
-		h = containerHash(c.spec)
+// setSpec installs the container's spec (nil: the spec no longer has it)
+// and its hash, computed once per spec rather than at every sync.
+func (c *ctrState) setSpec(spec *v1.Container) {
+	c.spec, c.hash = spec, ""
+	if spec != nil {
+		c.hash = containerHash(spec)
 	}
-	return c.key() + "/" + h
+}
+
+func (c *ctrState) backoffKey() string {
+	return c.key() + "/" + c.hash
 }
 
 func (c *ctrState) restartPolicy() v1.RestartPolicy {
@@ -224,7 +231,7 @@ func (c *ctrState) PullPolicyNever() bool {
 // SpecChanged: the current instance was created from an older spec of this
 // container; it is restarted at once (kubelet's hash check).
 func (c *ctrState) SpecChanged() bool {
-	return c.spec != nil && c.runHash != "" && c.runHash != containerHash(c.spec)
+	return c.spec != nil && c.runHash != "" && c.runHash != c.hash
 }
 
 // RestartAllowed: restartPolicy Always, or OnFailure with a non-zero exit

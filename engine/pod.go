@@ -92,7 +92,7 @@ func (s *podState) setSpec(pod *v1.Pod) {
 				s.containers = append(s.containers, cs)
 			}
 		}
-		cs.spec = c
+		cs.setSpec(c)
 		return cs
 	}
 	for i := range pod.Spec.InitContainers {
@@ -451,7 +451,7 @@ func (s *podState) adopt(a *adoptedPod) {
 			// A container the spec no longer has: keep a machine so it is
 			// stopped and removed with the pod.
 			c = newCtrState(s, &v1.Container{Name: name}, false, false)
-			c.spec = nil
+			c.setSpec(nil)
 			s.byName[name] = c
 			s.containers = append(s.containers, c)
 		}
