@@ -241,14 +241,15 @@ func (e *Engine) handleUpdate(u config.PodUpdate) {
 	if e.firstUpd.IsZero() {
 		e.firstUpd = e.clock.Now()
 	}
+	declares := declaresPod(u.Op)
 	for _, pod := range u.Pods {
 		if pod == nil || pod.UID == "" {
 			continue
 		}
-		switch u.Op {
-		case config.OpAdd, config.OpUpdate, config.OpRestore, config.OpReconcile:
+		switch {
+		case declares:
 			e.desired[pod.UID] = pod
-		case config.OpRemove, config.OpDelete:
+		case isKillOp(u.Op):
 			delete(e.desired, pod.UID)
 		}
 	}
@@ -258,7 +259,7 @@ func (e *Engine) handleUpdate(u config.PodUpdate) {
 			e.log.Warn("pod update without UID ignored", "op", u.Op.String(), "source", u.Source)
 			continue
 		}
-		w := e.worker(pod.UID, u.Op == config.OpAdd || u.Op == config.OpUpdate || u.Op == config.OpRestore || u.Op == config.OpReconcile, pod)
+		w := e.worker(pod.UID, declares, pod)
 		if w == nil {
 			continue
 		}

@@ -114,6 +114,16 @@ func (w *podWorker) post(in input) {
 
 func isKillOp(op config.Op) bool { return op == config.OpRemove || op == config.OpDelete }
 
+// declaresPod reports an op after which the source declares the pod: the
+// engine wants it and creates its worker if it has none.
+func declaresPod(op config.Op) bool {
+	switch op {
+	case config.OpAdd, config.OpUpdate, config.OpRestore, config.OpReconcile:
+		return true
+	}
+	return false
+}
+
 // take returns the queued inputs, the coalesced config input first, and a
 // context for the actions they trigger that a kill cancels.
 func (w *podWorker) take(ctx context.Context) ([]input, context.Context, context.CancelFunc) {
