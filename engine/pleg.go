@@ -46,8 +46,9 @@ type plegEvent struct {
 	Type        plegType
 	ContainerID string
 	Name        string // container name (from speclet's label)
-	// Status is the container's full status when the source had it (the
-	// event stream always has it; a relist fetches it for died containers).
+	// Status is the container's full status when the source had it: the
+	// event stream always has it, a relist never (the worker then reads it
+	// with ContainerStatus when it records the exit).
 	Status *runtimeapi.ContainerStatus
 }
 
