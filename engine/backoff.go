@@ -57,11 +57,30 @@ func (b *backoff) Next(key string) time.Duration {
 	return e.delay
 }
 
-// Current returns the delay Next last handed out for key, or 0.
-func (b *backoff) Current(key string) time.Duration {
+// Peek returns the delay Next would hand out for key now, without recording
+// a failure.
+func (b *backoff) Peek(key string) time.Duration {
+	now := b.clock.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.entries[key].delay
+	e, ok := b.entries[key]
+	if !ok || now.Sub(e.lastUpdate) > b.resetAfter {
+		return b.base
+	}
+	return min(2*e.delay, b.max)
+}
+
+// Current returns the delay Next last handed out for key, or 0 (also once
+// resetAfter passed without a failure).
+func (b *backoff) Current(key string) time.Duration {
+	now := b.clock.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, ok := b.entries[key]
+	if !ok || now.Sub(e.lastUpdate) > b.resetAfter {
+		return 0
+	}
+	return e.delay
 }
 
 // Reset forgets key.

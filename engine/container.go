@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -28,25 +27,23 @@ type ctrState struct {
 	sidecar bool
 	machine *fsm.ContainerMachine
 
-	id           string            // the current (newest) runtime instance
+	id           string            // the current (newest) runtime instance; "" before the first create
 	ids          []string          // every instance still in the runtime, oldest first
 	sandboxOf    map[string]string // instance id -> its sandbox id
 	imageRef     string
 	runHash      string // spec hash the current instance was created from
-	imagePresent bool
 	restartCount int32
-	created      bool // an instance was created at least once (the next one is a restart)
 	startedAt    time.Time
 	current      *termination // the exit of the current instance
 	last         *termination // the exit of the instance before
 	exitStatus   *runtimeapi.ContainerStatus
-	forceStop    bool
-	started      bool   // the current instance was started (StartContainer returned or it was adopted running)
 	preStopDone  string // the instance whose preStop hook ran
 
 	waitingReason, waitingMessage string
 	pullFailedAt                  time.Time
-	events                        []fsm.ContainerEvent
+
+	run    runner[fsm.ContainerEvent, fsm.ContainerAction]
+	events []fsm.ContainerEvent
 }
 
 var _ fsm.ContainerGuards = (*ctrState)(nil)
@@ -57,6 +54,30 @@ func newCtrState(p *podState, c *v1.Container, init, sidecar bool) *ctrState {
 	cs := &ctrState{p: p, name: c.Name, init: init, sidecar: sidecar}
 	cs.setSpec(c)
 	cs.machine = fsm.NewContainerMachine(cs)
+	cs.run = runner[fsm.ContainerEvent, fsm.ContainerAction]{
+		kind: fsm.ContainerMachineName,
+		who:  func() []any { return []any{"pod", p.key(), "container", cs.name} },
+		fire: func(ev fsm.ContainerEvent) (step[fsm.ContainerAction], error) {
+			st, err := cs.machine.Fire(ev)
+			return step[fsm.ContainerAction]{from: st.From.String(), to: st.To.String(), event: st.Event.String(),
+				entered: len(st.Path) > 0, actions: st.Actions}, err
+		},
+		run: func(ctx context.Context, a fsm.ContainerAction) error { return fsm.RunContainerAction(ctx, cs, a) },
+		timers: func(now time.Time) []timer {
+			var ts []timer
+			for _, t := range cs.machine.Timers() {
+				ev := t.Event
+				ts = append(ts, timer{at: now.Add(fsm.ContainerDurationOf(cs, t.After)), fire: func(ctx context.Context) {
+					cs.fire(ctx, ev)
+					// The container may start again: the sync tick's
+					// route lets the pod sync.
+					p.fire(ctx, fsm.Route(fsm.InputSyncTick).Pod)
+				}})
+			}
+			return ts
+		},
+		entered: func() { cs.enterHook(cs.machine.State()) },
+	}
 	return cs
 }
 
@@ -64,78 +85,13 @@ func (c *ctrState) key() string {
 	return string(c.p.pod.UID) + "/" + c.name
 }
 
-// fire delivers ev to the container machine and carries out the steps, like
-// podState.fire. Before a start it asks the runtime whether the image is
-// present (guard image_present).
+// fire delivers ev to the container machine and carries out the steps
+// (fireLoop).
 func (c *ctrState) fire(ctx context.Context, ev fsm.ContainerEvent) {
-	if ev == fsm.ContainerEventStart && c.machine.State() == fsm.ContainerStateWaiting && c.spec != nil && !c.p.killed {
-		ref, err := imagePresent(ctx, c.p.e.rt, c.spec.Image)
-		c.imagePresent = err == nil && ref != ""
-		if c.imagePresent {
-			c.imageRef = ref
-		}
-	}
-	c.events = append(c.events, ev)
-	for len(c.events) > 0 {
-		ev := c.events[0]
-		c.events = c.events[1:]
-		if c.exitEvent(ev) && c.machine.Can(ev) {
-			// The spec's choice in exited asks restart_allowed at once:
-			// the exit must be known before the event is fired.
-			if err := c.recordExit(ctx); err != nil {
-				c.p.e.log.Warn("record exit", "pod", c.p.key(), "container", c.name, "err", err)
-			}
-		}
-		step, err := c.machine.Fire(ev)
-		if err != nil {
-			if !errors.Is(err, fsm.ErrNoTransition) {
-				c.p.e.log.Error("container machine", "pod", c.p.key(), "container", c.name, "err", err)
-			}
-			continue
-		}
-		c.p.e.metrics.transition(fsm.ContainerMachineName, step.From.String(), step.To.String(), step.Event.String())
-		if c.p.e.log.Enabled(ctx, slog.LevelDebug) {
-			c.p.e.log.Debug("container transition", "pod", c.p.key(), "container", c.name, "from", step.From.String(),
-				"event", step.Event.String(), "to", step.To.String(), "actions", fmt.Sprint(step.Actions))
-		}
-		c.p.e.progress.Add(1)
-		if len(step.Path) > 0 {
-			c.armTimers()
-			c.enterHook(step.To)
-		}
-		actions := append([]fsm.ContainerAction(nil), step.Actions...)
-		for _, a := range actions {
-			if err := fsm.RunContainerAction(ctx, c, a); err != nil {
-				c.p.e.log.Warn("container action failed", "pod", c.p.key(), "container", c.name, "action", a.String(), "err", err)
-			}
-		}
-	}
+	fireLoop(ctx, c.p.w, "container/"+c.name, &c.run, &c.events, ev)
 }
 
 func (c *ctrState) raise(ev fsm.ContainerEvent) { c.events = append(c.events, ev) }
-
-// exitEvent: events after which the container's live instance is dead (a
-// removal counts while the instance was starting, running or stopping).
-func (c *ctrState) exitEvent(ev fsm.ContainerEvent) bool {
-	switch ev {
-	case fsm.ContainerEventDied, fsm.ContainerEventStopped, fsm.ContainerEventStartFailed:
-		return true
-	case fsm.ContainerEventRemoved:
-		switch c.machine.State() {
-		case fsm.ContainerStateStarting, fsm.ContainerStateRunning, fsm.ContainerStateStopping:
-			return true
-		}
-	}
-	return false
-}
-
-func (c *ctrState) armTimers() {
-	c.p.w.clearTimers(c.name)
-	now := c.p.e.clock.Now()
-	for i, t := range c.machine.Timers() {
-		c.p.w.armTimer(c.name, i, uint8(t.Event), now.Add(fsm.ContainerDurationOf(c, t.After)))
-	}
-}
 
 // enterHook keeps the waiting reason in step with the state entered.
 func (c *ctrState) enterHook(s fsm.ContainerState) {
@@ -143,18 +99,17 @@ func (c *ctrState) enterHook(s fsm.ContainerState) {
 	case fsm.ContainerStatePulling, fsm.ContainerStateCreating, fsm.ContainerStateStarting, fsm.ContainerStateRunning:
 		c.waitingReason, c.waitingMessage = "", ""
 	case fsm.ContainerStatePullBackoff:
-		if c.PullPolicyNever() {
-			c.waitingReason = ReasonErrImageNeverPull
-			c.waitingMessage = fmt.Sprintf("Container image %q is not present with pull policy of Never", c.spec.Image)
-		} else {
+		if c.waitingReason == ReasonErrImagePull {
 			// ErrImagePull for the failed attempt; the next sync tick
 			// shows ImagePullBackOff while the backoff runs.
 			c.p.w.refreshAfter(c.p.e.clock.Now().Add(time.Second))
 		}
 	case fsm.ContainerStateCrashloopBackoff:
 		// A failed create or postStart hook keeps its own reason
-		// through the backoff, as kubelet's reason cache shows it.
-		if c.waitingReason != ReasonCreateContainer && c.waitingReason != ReasonPostStartHookError {
+		// through the backoff, as kubelet's reason cache shows it; the
+		// first restart waits 0 s and shows no back-off.
+		if c.waitingReason != ReasonCreateContainer && c.waitingReason != ReasonPostStartHookError &&
+			c.Crashloop() > 0 {
 			c.waitingReason = ReasonCrashLoopBackOff
 			c.waitingMessage = fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)",
 				c.p.e.crashBackoff.Current(c.backoffKey()), c.name, c.p.pod.Name, c.p.pod.Namespace, c.p.pod.UID)
@@ -177,8 +132,13 @@ func (c *ctrState) initDone() bool {
 	if c.sidecar {
 		return c.machine.State() == fsm.ContainerStateRunning
 	}
-	return c.machine.State() == fsm.ContainerStateTerminated && c.current != nil && c.current.ExitCode == 0 ||
-		c.machine.State() == fsm.ContainerStateRemoved && c.current != nil && c.current.ExitCode == 0
+	return c.final() && c.current != nil && c.current.ExitCode == 0
+}
+
+// final: the machine is terminated or removed; it never runs again.
+func (c *ctrState) final() bool {
+	st := c.machine.State()
+	return st == fsm.ContainerStateTerminated || st == fsm.ContainerStateRemoved
 }
 
 // stopped: nothing of this container runs.
@@ -219,13 +179,29 @@ func (c *ctrState) restartPolicy() v1.RestartPolicy {
 
 // --- guards ---
 
-func (c *ctrState) PodTerminating() bool { return c.p.killed || c.spec == nil }
-func (c *ctrState) ImagePresent() bool   { return c.imagePresent }
-func (c *ctrState) PullPolicyAlways() bool {
-	return c.spec != nil && pullPolicy(c.spec) == v1.PullAlways
-}
-func (c *ctrState) PullPolicyNever() bool {
-	return c.spec != nil && pullPolicy(c.spec) == v1.PullNever
+// PodTerminating: the pod machine has seen termination, or the pod spec no
+// longer has this container.
+func (c *ctrState) PodTerminating() bool { return c.p.terminating() || c.spec == nil }
+
+// StartBlocked: not this container's turn. Init containers start one at a
+// time in spec order (a sidecar counts as done once it runs); regular
+// containers start once the pod is initialized.
+func (c *ctrState) StartBlocked() bool {
+	if c.spec == nil {
+		return true
+	}
+	if !c.init {
+		return !c.p.initialized()
+	}
+	for _, before := range c.p.inits {
+		if before == c {
+			return false
+		}
+		if !before.initDone() {
+			return true
+		}
+	}
+	return false
 }
 
 // SpecChanged: the current instance was created from an older spec of this
@@ -254,13 +230,15 @@ func (c *ctrState) RestartAllowed() bool {
 	return false
 }
 
-// --- durations ---
+// --- durations (pure: the count_* actions advance the backoffs) ---
 
-// Crashloop hands out the next CrashLoopBackOff delay of this container.
-func (c *ctrState) Crashloop() time.Duration { return c.p.e.crashBackoff.Next(c.backoffKey()) }
+// Crashloop is the wait before the next restart: 0 for the first one, then
+// the delay the last count_restart handed out (kubelet's doBackOff).
+func (c *ctrState) Crashloop() time.Duration { return c.p.e.crashBackoff.Current(c.backoffKey()) }
 
-// ImagePullBackoff hands out the next image pull backoff delay.
-func (c *ctrState) ImagePullBackoff() time.Duration { return c.p.e.pullBackoff.Next(c.backoffKey()) }
+// ImagePullBackoff is the wait before the next pull: the delay that
+// count_pull_failure is about to hand out.
+func (c *ctrState) ImagePullBackoff() time.Duration { return c.p.e.pullBackoff.Peek(c.backoffKey()) }
 
 // GracePeriod is the remaining grace period of the pod plus a margin for the
 // runtime to report the kill; when it runs out the stop is forced.
@@ -268,21 +246,37 @@ func (c *ctrState) GracePeriod() time.Duration {
 	return time.Duration(c.stopGrace()+2) * time.Second
 }
 
+// stopGrace is the grace period of a stop now: the pod's remaining grace
+// period, 0 once it ran out in the stopping state (forced).
 func (c *ctrState) stopGrace() int64 {
-	if c.forceStop {
+	if c.machine.State() == fsm.ContainerStateStopping && c.forceStopDue() {
 		return 0
 	}
-	if c.p.killed {
-		return c.p.remainingGrace(c.p.e.clock.Now())
-	}
-	return max(podGrace(c.p.pod), 1)
+	return c.p.remainingGrace(c.p.e.clock.Now())
 }
 
 // --- actions ---
 
-// PullImage pulls the container's image; raises pull_ok or pull_failed.
+// PullImage makes sure the image is present: ImageStatus, then PullImage
+// when it is missing or the policy is Always (never under Never); raises
+// pull_ok or pull_failed.
 func (c *ctrState) PullImage(ctx context.Context) error {
-	ref, err := pullImage(ctx, c.p.e.rt, c.spec.Image, c.p.sandboxCfg)
+	policy := pullPolicy(c.spec)
+	if policy != v1.PullAlways {
+		ref, err := imagePresent(ctx, c.p.e.rt, c.spec.Image)
+		if err == nil && ref != "" {
+			c.imageRef = ref
+			c.raise(fsm.ContainerEventPullOk)
+			return nil
+		}
+		if policy == v1.PullNever {
+			c.waitingReason = ReasonErrImageNeverPull
+			c.waitingMessage = fmt.Sprintf("Container image %q is not present with pull policy of Never", c.spec.Image)
+			c.raise(fsm.ContainerEventPullFailed)
+			return nil
+		}
+	}
+	ref, err := pullImage(ctx, c.p.e.rt, c.spec.Image, c.p.sandbox.cfg)
 	if err != nil {
 		c.waitingReason, c.waitingMessage = ReasonErrImagePull, err.Error()
 		c.pullFailedAt = c.p.e.clock.Now()
@@ -295,22 +289,34 @@ func (c *ctrState) PullImage(ctx context.Context) error {
 	return nil
 }
 
-// CreateContainer creates the next instance; raises created or
-// create_failed.
+// CountPullFailure advances the image pull backoff.
+func (c *ctrState) CountPullFailure(context.Context) error {
+	c.p.e.pullBackoff.Next(c.backoffKey())
+	return nil
+}
+
+// CountRestart advances the CrashLoopBackOff.
+func (c *ctrState) CountRestart(context.Context) error {
+	c.p.e.crashBackoff.Next(c.backoffKey())
+	return nil
+}
+
+// CreateContainer creates the next instance in the current sandbox; raises
+// created or create_failed.
 func (c *ctrState) CreateContainer(ctx context.Context) error {
 	rc := c.restartCount
-	if c.created {
-		rc++
+	if c.id != "" {
+		rc++ // an instance existed before: this one is a restart
 	}
+	sb := c.p.sandbox
 	cfg, err := containerConfig(c.p.e.cfg.RootDir, c.p.pod, c.spec, rc, c.imageRef, c.init)
 	if err == nil {
 		var id string
-		id, err = c.p.e.rt.CreateContainer(ctx, c.p.sandboxID, cfg, c.p.sandboxCfg)
+		id, err = c.p.e.rt.CreateContainer(ctx, sb.id, cfg, sb.cfg)
 		if err == nil {
-			c.id, c.ids, c.restartCount, c.created = id, append(c.ids, id), rc, true
-			c.started = false
+			c.id, c.ids, c.restartCount = id, append(c.ids, id), rc
 			c.runHash = cfg.Annotations[AnnotationContainerHash]
-			c.noteSandbox(id, c.p.sandboxID)
+			c.noteSandbox(id, sb.id)
 			c.exitStatus = nil
 			c.raise(fsm.ContainerEventCreated)
 			return nil
@@ -322,8 +328,8 @@ func (c *ctrState) CreateContainer(ctx context.Context) error {
 	return err
 }
 
-// StartContainer starts the created instance; raises started or
-// start_failed.
+// StartContainer starts the created instance, then runs its postStart hook;
+// raises started, start_failed or post_start_failed.
 func (c *ctrState) StartContainer(ctx context.Context) error {
 	if err := c.p.e.rt.StartContainer(ctx, c.id); err != nil {
 		c.waitingReason, c.waitingMessage = ReasonRunContainer, err.Error()
@@ -331,17 +337,14 @@ func (c *ctrState) StartContainer(ctx context.Context) error {
 		return fmt.Errorf("start container %q: %w", c.name, err)
 	}
 	c.startedAt = c.p.e.clock.Now()
-	c.started = true
 	if h := c.postStartHook(); h != nil {
 		if err := c.hookTarget().runHook(ctx, "PostStart", h, 0); err != nil {
-			// kubelet: FailedPostStartHook, the container is killed and
-			// the start fails with PostStartHookError.
+			// kubelet: FailedPostStartHook; the machine stops the
+			// container and the restart policy decides
+			// (PostStartHookError).
 			c.p.e.log.Warn("FailedPostStartHook", "pod", c.p.key(), "container", c.name, "err", err)
-			if kerr := c.stopInstance(ctx); kerr != nil {
-				c.p.e.log.Warn("kill container after its postStart hook failed", "pod", c.p.key(), "container", c.name, "err", kerr)
-			}
 			c.waitingReason, c.waitingMessage = ReasonPostStartHookError, err.Error()
-			c.raise(fsm.ContainerEventStartFailed)
+			c.raise(fsm.ContainerEventPostStartFailed)
 			return fmt.Errorf("start container %q: %w", c.name, err)
 		}
 	}
@@ -349,47 +352,41 @@ func (c *ctrState) StartContainer(ctx context.Context) error {
 	return nil
 }
 
-// StopContainer stops the current instance with the remaining grace period
-// (0 once the grace timer expired); raises stopped.
+// StopContainer runs the preStop hook of the current instance (once), then
+// stops it with the grace period that is left (0 once the grace timer
+// expired); raises stopped.
 func (c *ctrState) StopContainer(ctx context.Context) error {
-	if c.machine.State() == fsm.ContainerStateStopping && c.forceStopDue() {
-		c.forceStop = true
-	}
 	if c.id == "" {
 		c.raise(fsm.ContainerEventStopped)
 		return nil
 	}
-	if err := c.stopInstance(ctx); err != nil {
+	g := c.runPreStop(ctx, c.stopGrace())
+	sctx, cancel := context.WithTimeout(ctx, time.Duration(g+10)*time.Second)
+	defer cancel()
+	if err := stopContainer(sctx, c.p.e.rt, c.name, c.id, g); err != nil {
 		return err
 	}
 	c.raise(fsm.ContainerEventStopped)
 	return nil
 }
 
-// stopInstance runs the preStop hook of the current instance (once) and
-// stops it with the grace period that is left.
-func (c *ctrState) stopInstance(ctx context.Context) error {
-	g := c.runPreStop(ctx, c.stopGrace())
-	sctx, cancel := context.WithTimeout(ctx, time.Duration(g+10)*time.Second)
-	defer cancel()
-	return stopContainer(sctx, c.p.e.rt, c.name, c.id, g)
-}
-
 // forceStopDue: the pod's grace period has run out (its remaining grace is
 // then at most 1 s), so the grace timer of the stopping state fired for good.
 func (c *ctrState) forceStopDue() bool {
-	return c.p.killed && c.p.e.clock.Now().After(c.p.graceDeadline)
+	return c.p.grace >= 0 && c.p.e.clock.Now().After(c.p.graceDeadline)
 }
 
-// RecordExit reads the exit of the current instance for the status and
-// restart_allowed. The engine records it before it fires the exit event, so
-// this action finds it done unless the runtime did not answer then.
-func (c *ctrState) RecordExit(ctx context.Context) error { return c.recordExit(ctx) }
+// RecordExit records the exit of the current instance for the status and
+// restart_allowed: from the runtime event when it carried the status, else
+// from ContainerStatus; an instance the runtime cannot describe exited
+// 137 (ContainerStatusUnknown). Raises exit_recorded.
+func (c *ctrState) RecordExit(ctx context.Context) error {
+	err := c.recordExit(ctx)
+	c.raise(fsm.ContainerEventExitRecorded)
+	return err
+}
 
 func (c *ctrState) recordExit(ctx context.Context) error {
-	if c.current != nil && c.current.ContainerID == c.id && c.id != "" {
-		return nil // already recorded
-	}
 	st := c.exitStatus
 	var err error
 	if (st == nil || st.State != runtimeapi.ContainerState_CONTAINER_EXITED) && c.id != "" {
@@ -461,21 +458,18 @@ func (c *ctrState) adopt(cs []*runtimeapi.Container, sandboxOK bool) {
 		c.noteSandbox(cs[i].Id, cs[i].PodSandboxId)
 	}
 	newest := cs[0]
-	c.id, c.created = newest.Id, true
-	c.started = newest.State == runtimeapi.ContainerState_CONTAINER_RUNNING
+	c.id = newest.Id
 	c.restartCount = restartCountOf(newest.Annotations)
 	c.runHash = newest.Annotations[AnnotationContainerHash]
 	c.imageRef = newest.ImageRef
 	c.startedAt = time.Unix(0, newest.CreatedAt)
+	c.machine = fsm.NewContainerMachineAt(fsm.ContainerStateRunning, c)
 	switch {
 	case newest.State == runtimeapi.ContainerState_CONTAINER_RUNNING && sandboxOK:
-		c.machine = fsm.NewContainerMachineAt(fsm.ContainerStateRunning, c)
 	case newest.State == runtimeapi.ContainerState_CONTAINER_RUNNING:
 		// Its sandbox is gone: the instance must die.
-		c.machine = fsm.NewContainerMachineAt(fsm.ContainerStateRunning, c)
-		c.p.adoptEvents = append(c.p.adoptEvents, adoptEvent{c, fsm.ContainerEventKill})
+		c.p.adoptEvents = append(c.p.adoptEvents, adoptEvent{c, fsm.ContainerEventSandboxDied})
 	default:
-		c.machine = fsm.NewContainerMachineAt(fsm.ContainerStateStarting, c)
 		c.p.adoptEvents = append(c.p.adoptEvents, adoptEvent{c, fsm.ContainerEventDied})
 	}
 }

@@ -18,22 +18,26 @@ import (
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/fsm"
 )
 
-// Defaults, kubelet's.
+// Defaults, read from the spec's durations (spec/pod.hcl, container.hcl):
+// kubelet's values. Flags override the bases.
+var (
+	DefaultSyncFrequency        = fsm.PodDurationDefaults[fsm.PodDurationResync]
+	DefaultCrashLoopBackOffBase = fsm.ContainerDurationDefaults[fsm.ContainerDurationCrashloop]
+	CrashLoopBackOffMax         = fsm.ContainerDurationMax[fsm.ContainerDurationCrashloop]
+	DefaultImagePullBackOffBase = fsm.ContainerDurationDefaults[fsm.ContainerDurationImagePullBackoff]
+	ImagePullBackOffMax         = fsm.ContainerDurationMax[fsm.ContainerDurationImagePullBackoff]
+)
+
+// Engine timings that are not machine durations.
 const (
-	DefaultSyncFrequency        = time.Minute
-	DefaultCrashLoopBackOffBase = 10 * time.Second
-	CrashLoopBackOffMax         = 300 * time.Second
-	DefaultImagePullBackOffBase = 10 * time.Second
-	ImagePullBackOffMax         = 300 * time.Second
 	// backOffResetAfter: a container running this long without failing
 	// loses its backoff.
 	backOffResetAfter = 10 * time.Minute
-	// syncErrorBackoff is the requeue delay after a failed sync (jittered).
-	syncErrorBackoff = 10 * time.Second
-	syncTickPeriod   = 1 * time.Second
-	housekeepPeriod  = 2 * time.Second
+	syncTickPeriod    = 1 * time.Second
+	housekeepPeriod   = 2 * time.Second
 	// sourcesSettle is how long after the first config update the engine
 	// waits before it treats runtime pods no source declares as orphans.
 	sourcesSettle = 2 * time.Second
@@ -85,8 +89,7 @@ type Engine struct {
 	// across a CRI call.
 	mu       sync.RWMutex
 	workers  map[types.UID]*podWorker
-	names    map[string]types.UID   // static full name -> the started pod owning it
-	queued   map[string][]types.UID // static full name -> successors, FIFO
+	names    map[string][]types.UID // static full name -> the UIDs holding it (first) and waiting for it, FIFO
 	adopted  map[types.UID]*adoptedPod
 	desired  map[types.UID]*v1.Pod // the pods the sources declare now, newest spec
 	firstUpd time.Time             // when the first config update arrived (zero: none yet)
@@ -148,8 +151,7 @@ func New(cfg Config) (*Engine, error) {
 		pullBackoff:  newBackoff(cfg.Clock, cfg.ImagePullBackOffBase, ImagePullBackOffMax, backOffResetAfter),
 		pleg:         newPLEG(cfg.Runtime, cfg.Clock),
 		workers:      map[types.UID]*podWorker{},
-		names:        map[string]types.UID{},
-		queued:       map[string][]types.UID{},
+		names:        map[string][]types.UID{},
 		adopted:      map[types.UID]*adoptedPod{},
 		desired:      map[types.UID]*v1.Pod{},
 		runtimeName:  "cri",
@@ -283,6 +285,9 @@ func (e *Engine) worker(uid types.UID, create bool, pod *v1.Pod) *podWorker {
 	ad := e.adopted[uid]
 	delete(e.adopted, uid)
 	w = newPodWorker(e, pod, ad)
+	if config.IsStatic(pod) {
+		e.queueNameLocked(fullName(pod), uid)
+	}
 	e.workers[uid] = w
 	e.metrics.setWorkers(len(e.workers))
 	e.wg.Add(1)

@@ -76,7 +76,7 @@ type hookTarget struct {
 }
 
 func (c *ctrState) hookTarget() hookTarget {
-	return hookTarget{rt: c.p.e.rt, clock: c.p.e.clock, id: c.id, name: c.name, podIP: c.p.podIP, spec: c.spec}
+	return hookTarget{rt: c.p.e.rt, clock: c.p.e.clock, id: c.id, name: c.name, podIP: c.p.sandbox.podIP, spec: c.spec}
 }
 
 // runHook runs handler h of kind ("PostStart", "PreStop") in the instance.
@@ -201,7 +201,7 @@ func resolvePort(p intstr.IntOrString, c *v1.Container) (int, error) {
 // seconds. It returns the grace left for StopContainer.
 func (c *ctrState) runPreStop(ctx context.Context, grace int64) int64 {
 	h := c.preStopHook()
-	if h == nil || !c.started || c.preStopDone == c.id || grace <= 0 {
+	if h == nil || c.preStopDone == c.id || grace <= 0 {
 		return grace
 	}
 	c.preStopDone = c.id

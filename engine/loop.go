@@ -4,9 +4,12 @@ import (
 	"context"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/fsm"
 )
 
 // runPLEG relists every period and, when the runtime streams container
@@ -158,4 +161,42 @@ func (e *Engine) runtimeStatus(ctx context.Context) error {
 		return err
 	}
 	return e.pleg.Healthy()
+}
+// purgeFinished forgets finished workers whose pod no source declares any
+// more (SyncKnownPods). A UID that was killed and declared again gets a new
+// worker: a terminated UID restarts only after this purge.
+func (e *Engine) purgeFinished() {
+	e.mu.Lock()
+	var restart []*v1.Pod
+	for uid, w := range e.workers {
+		w.mu.Lock()
+		fin, killed := w.podState == fsm.PodStateFinished, w.killReq
+		w.mu.Unlock()
+		if !fin {
+			continue
+		}
+		want := e.desired[uid]
+		if want != nil && !killed {
+			continue // a completed pod its source still lists: keep its status
+		}
+		delete(e.workers, uid)
+		w.mu.Lock()
+		w.stopped = true
+		w.mu.Unlock()
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+		if want != nil {
+			restart = append(restart, want)
+		}
+	}
+	n := len(e.workers)
+	e.mu.Unlock()
+	e.metrics.setWorkers(n)
+	for _, pod := range restart {
+		if w := e.worker(pod.UID, true, pod); w != nil {
+			w.post(input{kind: inputConfig, op: config.OpAdd, pod: pod})
+		}
+	}
 }

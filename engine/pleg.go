@@ -34,17 +34,19 @@ const (
 	containerDied
 	containerRemoved
 	containerChanged
+	sandboxDied // the pod's sandbox is not ready or gone
 )
 
 func (t plegType) String() string {
-	return [...]string{"ContainerStarted", "ContainerDied", "ContainerRemoved", "ContainerChanged"}[t]
+	return [...]string{"ContainerStarted", "ContainerDied", "ContainerRemoved", "ContainerChanged", "SandboxDied"}[t]
 }
 
-// plegEvent is one container change of one speclet pod.
+// plegEvent is one container or sandbox change of one speclet pod.
 type plegEvent struct {
 	UID         types.UID
 	Type        plegType
 	ContainerID string
+	SandboxID   string // for sandboxDied
 	Name        string // container name (from speclet's label)
 	// Status is the container's full status when the source had it: the
 	// event stream always has it, a relist never (the worker then reads it
@@ -69,8 +71,9 @@ type pleg struct {
 	rt    cri.Runtime
 	clock clock.PassiveClock
 
-	mu      sync.Mutex
-	seen    map[string]containerRecord // container id -> record
+	mu        sync.Mutex
+	seen      map[string]containerRecord // container id -> record
+	sandboxes map[string]sandboxRecord   // sandbox id -> record
 	seq     uint64                     // counts observations from the event stream
 	lastOK  time.Time
 	lastErr error
@@ -78,7 +81,14 @@ type pleg struct {
 }
 
 func newPLEG(rt cri.Runtime, c clock.PassiveClock) *pleg {
-	return &pleg{rt: rt, clock: c, seen: map[string]containerRecord{}, lastOK: c.Now()}
+	return &pleg{rt: rt, clock: c, seen: map[string]containerRecord{}, sandboxes: map[string]sandboxRecord{}, lastOK: c.Now()}
+}
+
+// sandboxRecord is what the PLEG remembers of a sandbox.
+type sandboxRecord struct {
+	uid       types.UID
+	ready     bool
+	forgotten bool // the engine stops or removes it itself: not news
 }
 
 // Relist lists the runtime's containers and returns the events since the last
@@ -125,10 +135,69 @@ func (p *pleg) Relist(ctx context.Context) ([]plegEvent, error) {
 			}
 		}
 	}
+	p.mu.Unlock()
+	sevs, err := p.relistSandboxes(ctx)
+	if err != nil {
+		p.mu.Lock()
+		p.lastErr = err
+		p.mu.Unlock()
+		return evs, err
+	}
+	p.mu.Lock()
 	p.lastOK = p.clock.Now()
 	p.lastErr = nil
 	p.mu.Unlock()
+	return append(evs, sevs...), nil
+}
+
+// relistSandboxes lists the runtime's sandboxes and reports, once, each
+// speclet sandbox that is not ready (on first sight, or after it was seen
+// ready) or that vanished after it was seen ready, unless the engine forgot
+// it (it stopped or removed it itself).
+func (p *pleg) relistSandboxes(ctx context.Context) ([]plegEvent, error) {
+	sbs, err := p.rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{})
+	if err != nil {
+		return nil, fmt.Errorf("relist sandboxes: %w", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var evs []plegEvent
+	now := make(map[string]struct{}, len(sbs))
+	for _, sb := range sbs {
+		uid := podUIDOf(sb.Labels)
+		if uid == "" {
+			continue
+		}
+		now[sb.Id] = struct{}{}
+		ready := sb.State == runtimeapi.PodSandboxState_SANDBOX_READY
+		old, had := p.sandboxes[sb.Id]
+		if had && old.ready == ready {
+			continue
+		}
+		p.sandboxes[sb.Id] = sandboxRecord{uid: uid, ready: ready, forgotten: old.forgotten}
+		if !ready && (!had || old.ready) && !old.forgotten {
+			evs = append(evs, plegEvent{UID: uid, Type: sandboxDied, SandboxID: sb.Id})
+		}
+	}
+	for id, rec := range p.sandboxes {
+		if _, ok := now[id]; !ok {
+			delete(p.sandboxes, id)
+			if rec.ready && !rec.forgotten {
+				evs = append(evs, plegEvent{UID: rec.uid, Type: sandboxDied, SandboxID: id})
+			}
+		}
+	}
 	return evs, nil
+}
+
+// ForgetSandbox marks a sandbox the engine stops or removes itself: its
+// stop or disappearance is not reported.
+func (p *pleg) ForgetSandbox(id string) {
+	p.mu.Lock()
+	rec := p.sandboxes[id]
+	rec.forgotten = true
+	p.sandboxes[id] = rec
+	p.mu.Unlock()
 }
 
 // stateEvent maps an observed container state to its event; a created

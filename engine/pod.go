@@ -3,52 +3,44 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/fsm"
 )
 
-// podState is the worker goroutine's view of one pod: the pod machine, one
-// container machine per container, and what the runtime holds of the pod.
-// It implements fsm.PodGuards, fsm.PodActions and fsm.PodDurations; every
-// CRI call that changes the pod in the runtime is made by one of those
-// actions or by a container machine's action.
+// podState is the worker goroutine's view of one pod: the pod machine, the
+// sandbox machine, one container machine per container, and what the runtime
+// holds of the pod. It implements fsm.PodGuards, fsm.PodActions and
+// fsm.PodDurations; every CRI call that changes the pod in the runtime is
+// made by one of those actions or by an action of the sandbox or a container
+// machine.
 type podState struct {
 	w       *podWorker
 	e       *Engine
 	pod     *v1.Pod
 	machine *fsm.PodMachine
+	sandbox *sandboxState
 
 	inits      []*ctrState // init containers (sidecars included), spec order
 	containers []*ctrState // regular containers, spec order
 	byName     map[string]*ctrState
 
-	sandboxID      string
-	sandboxCfg     *runtimeapi.PodSandboxConfig
-	sandboxReady   bool
-	sandboxAttempt uint32
-	oldSandboxes   []string // sandboxes of earlier attempts, removed at cleanup
-	podIP          string
-	startTime      time.Time
+	startTime time.Time
 
-	// Termination: the effective grace period (seconds) and when it began.
-	killed        bool
+	// The effective grace period of a kill (seconds, -1 before any kill),
+	// when it ends, and whether 0 was asked for explicitly.
 	grace         int64
 	graceDeadline time.Time
 	forced        bool
 
-	updatePending bool
-	lastStatus    *v1.PodStatus
+	lastStatus *v1.PodStatus
 
-	// events raised by actions, fired in order after the running step.
-	podEvents []fsm.PodEvent
+	run    runner[fsm.PodEvent, fsm.PodAction]
+	events []fsm.PodEvent // raised by actions, fired after the running step
 	// container events that bring adopted containers in line with the
 	// runtime, fired before the first input.
 	adoptEvents []adoptEvent
@@ -69,12 +61,41 @@ var _ fsm.PodDurations = (*podState)(nil)
 func newPodState(w *podWorker, pod *v1.Pod, ad *adoptedPod) *podState {
 	s := &podState{w: w, e: w.e, pod: pod, byName: map[string]*ctrState{}, grace: -1}
 	s.machine = fsm.NewPodMachine(s)
+	s.run = runner[fsm.PodEvent, fsm.PodAction]{
+		kind: fsm.PodMachineName,
+		who:  func() []any { return []any{"pod", s.key()} },
+		fire: func(ev fsm.PodEvent) (step[fsm.PodAction], error) {
+			st, err := s.machine.Fire(ev)
+			return step[fsm.PodAction]{from: st.From.String(), to: st.To.String(), event: st.Event.String(),
+				entered: len(st.Path) > 0, actions: st.Actions}, err
+		},
+		run: func(ctx context.Context, a fsm.PodAction) error { return fsm.RunPodAction(ctx, s, a) },
+		timers: func(now time.Time) []timer {
+			var ts []timer
+			for _, t := range s.machine.Timers() {
+				ev := t.Event
+				ts = append(ts, timer{at: now.Add(fsm.PodDurationOf(s, t.After)), fire: func(ctx context.Context) { s.fire(ctx, ev) }})
+			}
+			return ts
+		},
+		entered: func() { s.w.setPodState(s.machine.State()) },
+	}
+	s.sandbox = newSandboxState(s)
 	s.setSpec(pod)
 	if ad != nil {
 		s.adopt(ad)
 	}
 	return s
 }
+
+// fire delivers ev to the pod machine and carries out the steps (fireLoop).
+func (s *podState) fire(ctx context.Context, ev fsm.PodEvent) {
+	fireLoop(ctx, s.w, "pod", &s.run, &s.events, ev)
+}
+
+// raise queues an event for the pod machine; fire delivers it after the
+// running step's actions.
+func (s *podState) raise(ev fsm.PodEvent) { s.events = append(s.events, ev) }
 
 // setSpec installs a (newer) pod spec and adds machines for new containers.
 // Containers that left the spec keep their machines so they are stopped and
@@ -114,75 +135,50 @@ func (s *podState) all() []*ctrState {
 
 func (s *podState) key() string { return s.pod.Namespace + "/" + s.pod.Name }
 
-// fire delivers ev to the pod machine and carries out the step: it re-arms
-// the pod's timers when the state was (re-)entered, runs the actions in order,
-// then fires the events the actions raised, until none is left.
-func (s *podState) fire(ctx context.Context, ev fsm.PodEvent) {
-	s.podEvents = append(s.podEvents, ev)
-	for len(s.podEvents) > 0 {
-		ev := s.podEvents[0]
-		s.podEvents = s.podEvents[1:]
-		step, err := s.machine.Fire(ev)
-		if err != nil {
-			if !errors.Is(err, fsm.ErrNoTransition) {
-				s.e.log.Error("pod machine", "pod", s.key(), "err", err)
-			}
-			continue
-		}
-		s.e.metrics.transition(fsm.PodMachineName, step.From.String(), step.To.String(), step.Event.String())
-		if s.e.log.Enabled(ctx, slog.LevelDebug) {
-			s.e.log.Debug("pod transition", "pod", s.key(), "from", step.From.String(), "event", step.Event.String(),
-				"to", step.To.String(), "actions", fmt.Sprint(step.Actions))
-		}
-		s.e.progress.Add(1)
-		if len(step.Path) > 0 {
-			s.armPodTimers()
-		}
-		actions := append([]fsm.PodAction(nil), step.Actions...)
-		for _, a := range actions {
-			if err := fsm.RunPodAction(ctx, s, a); err != nil {
-				s.e.log.Warn("pod action failed", "pod", s.key(), "action", a.String(), "err", err)
-			}
-		}
+// terminating: the pod machine has seen termination.
+func (s *podState) terminating() bool {
+	switch s.machine.State() {
+	case fsm.PodStateTerminating, fsm.PodStateTerminated, fsm.PodStateFinished:
+		return true
 	}
+	return false
 }
 
-// raise queues an event for the pod machine; fire delivers it after the
-// running step's actions.
-func (s *podState) raise(ev fsm.PodEvent) { s.podEvents = append(s.podEvents, ev) }
-
-func (s *podState) armPodTimers() {
-	ts := s.machine.Timers()
-	now := s.e.clock.Now()
-	s.w.clearTimers("")
-	for i, t := range ts {
-		s.w.armTimer("", i, uint8(t.Event), now.Add(fsm.PodDurationOf(s, t.After)))
+// initialized: every init container completed (a sidecar: runs). Guard
+// start_blocked and the status's Initialized condition both read it.
+func (s *podState) initialized() bool {
+	for _, c := range s.inits {
+		if !c.initDone() {
+			return false
+		}
 	}
+	return true
 }
 
 // --- guards ---
 
-// NameTaken: a static pod whose full name another started pod holds, or that
-// earlier successors wait for. A free name is claimed by this pod.
+// NameTaken: a static pod whose full name another UID holds or waits for
+// ahead of this one.
 func (s *podState) NameTaken() bool {
-	if !config.IsStatic(s.pod) {
-		return false
-	}
-	return !s.e.claimName(fullName(s.pod), s.pod.UID)
+	return config.IsStatic(s.pod) && s.e.nameTaken(fullName(s.pod), s.pod.UID)
 }
 
-// PodDone: every container finished and none may restart: the phase is
-// Succeeded or Failed.
+// PodDone: no container will run again. Every regular container machine is
+// terminated or removed, or an init container is terminated after a failure
+// (its restart policy forbids a retry, so the pod never initializes).
+// Sidecars do not count.
 func (s *podState) PodDone() bool {
-	v := s.view()
-	ph := podPhase(s.pod, v)
-	return ph == v1.PodSucceeded || ph == v1.PodFailed
-}
-
-func (s *podState) UpdatePending() bool {
-	p := s.updatePending
-	s.updatePending = false
-	return p
+	for _, c := range s.inits {
+		if !c.sidecar && c.final() && !c.initDone() {
+			return true
+		}
+	}
+	for _, c := range s.containers {
+		if c.spec != nil && !c.final() {
+			return false
+		}
+	}
+	return len(s.containers) > 0
 }
 
 func (s *podState) AllContainersStopped() bool {
@@ -196,18 +192,52 @@ func (s *podState) AllContainersStopped() bool {
 
 // --- durations ---
 
-func (s *podState) Resync() time.Duration      { return jitter(s.e.cfg.SyncFrequency) }
-func (s *podState) SyncBackoff() time.Duration { return jitter(syncErrorBackoff) }
+func (s *podState) Resync() time.Duration { return jitter(s.e.cfg.SyncFrequency) }
+func (s *podState) SyncBackoff() time.Duration {
+	return jitter(fsm.PodDurationDefaults[fsm.PodDurationSyncBackoff])
+}
 
 // --- actions ---
 
-// SyncPod is kubelet's SyncPod: ensure the sandbox, then start the init
-// containers one at a time (sidecars stay running), then the regular
-// containers. Whether and how a container starts is its machine's decision;
-// this action only picks which container is asked. Raises sync_ok or
-// sync_failed.
+// SyncPod is kubelet's SyncPod over the machines: the newest spec goes to
+// every container (a running one whose spec changed stops), a dead sandbox's
+// containers are stopped, the sandbox is asked to be ready, and then every
+// container is asked to start; its guards decide whether it may now. Regular
+// containers start in parallel, like a direct CRI client: their machines are
+// independent. Raises sync_ok, or sync_failed when there is no ready sandbox
+// and some container could still run.
 func (s *podState) SyncPod(ctx context.Context) error {
-	if err := s.syncPod(ctx); err != nil {
+	if s.startTime.IsZero() {
+		s.startTime = s.e.clock.Now()
+	}
+	for _, c := range s.all() {
+		c.fire(ctx, fsm.ContainerEventUpdate)
+	}
+	if s.sandbox.machine.State() == fsm.SandboxStateDead {
+		s.each(ctx, fsm.ContainerEventSandboxDied)
+	}
+	s.sandbox.fire(ctx, fsm.SandboxEventCreate)
+	if s.sandbox.machine.State() != fsm.SandboxStateReady {
+		s.noteBackoff()
+		if s.PodDone() {
+			s.raise(fsm.PodEventSyncOk)
+			return nil
+		}
+		s.raise(fsm.PodEventSyncFailed)
+		return errors.Join(ctx.Err(), s.sandbox.err)
+	}
+	s.w.publishStatus() // Pending with ContainerCreating while images pull
+	for _, c := range s.inits {
+		c.fire(ctx, fsm.ContainerEventStart)
+	}
+	var wg sync.WaitGroup
+	for _, c := range s.containers {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.fire(ctx, fsm.ContainerEventStart) }()
+	}
+	wg.Wait()
+	s.noteBackoff()
+	if err := ctx.Err(); err != nil {
 		s.raise(fsm.PodEventSyncFailed)
 		return err
 	}
@@ -215,48 +245,17 @@ func (s *podState) SyncPod(ctx context.Context) error {
 	return nil
 }
 
-func (s *podState) syncPod(ctx context.Context) error {
-	if s.startTime.IsZero() {
-		s.startTime = s.e.clock.Now()
-	}
-	// Kill what must die: running instances of an older spec (the
-	// container machine restarts them through spec_changed).
-	for _, c := range s.all() {
-		if c.machine.State() == fsm.ContainerStateRunning && c.SpecChanged() {
-			c.fire(ctx, fsm.ContainerEventKill)
+// each delivers ev to every container: regular containers in parallel, then
+// init containers and sidecars in parallel.
+func (s *podState) each(ctx context.Context, ev fsm.ContainerEvent) {
+	for _, group := range [][]*ctrState{s.containers, s.inits} {
+		var wg sync.WaitGroup
+		for _, c := range group {
+			wg.Add(1)
+			go func() { defer wg.Done(); c.fire(ctx, ev) }()
 		}
+		wg.Wait()
 	}
-	if !s.sandboxReady {
-		if err := fsm.RunPodAction(ctx, s, fsm.PodActionRunSandbox); err != nil {
-			return err
-		}
-		s.w.publishStatus() // Pending with ContainerCreating while images pull
-	}
-	// Init containers, one at a time; sidecars must be running before the
-	// next init container starts.
-	for _, c := range s.inits {
-		if c.initDone() {
-			continue
-		}
-		c.fire(ctx, fsm.ContainerEventStart)
-		if !c.initDone() {
-			s.noteBackoff()
-			return ctx.Err()
-		}
-	}
-	// Regular containers, started in parallel like a direct CRI client
-	// would: their machines are independent.
-	var wg sync.WaitGroup
-	for _, c := range s.containers {
-		if c.spec == nil || c.machine.State() != fsm.ContainerStateWaiting {
-			continue
-		}
-		wg.Add(1)
-		go func() { defer wg.Done(); c.fire(ctx, fsm.ContainerEventStart) }()
-	}
-	wg.Wait()
-	s.noteBackoff()
-	return ctx.Err()
 }
 
 // noteBackoff turns ErrImagePull into ImagePullBackOff for containers still
@@ -267,33 +266,15 @@ func (s *podState) noteBackoff() {
 	}
 }
 
-// RunSandbox creates a sandbox when none is ready and reads back its IP.
-func (s *podState) RunSandbox(ctx context.Context) error {
-	if s.sandboxID != "" {
-		s.oldSandboxes = append(s.oldSandboxes, s.sandboxID)
-		s.sandboxAttempt++
-	}
-	cfg := sandboxConfig(s.e.cfg.RootDir, s.pod, s.sandboxAttempt)
-	id, ip, err := runSandbox(ctx, s.e.rt, cfg)
-	if id != "" {
-		s.sandboxID, s.sandboxCfg = id, cfg
-	}
-	if err != nil {
-		return fmt.Errorf("pod %s: %w", s.key(), err)
-	}
-	s.sandboxReady, s.podIP = true, ip
-	return nil
-}
-
 // kill records a termination request with grace period g seconds (forced: 0
-// allowed); the effective grace period only shortens.
+// allowed); the effective grace period only shortens. It returns whether
+// the grace period changed.
 func (s *podState) kill(g int64, forced bool) bool {
 	if !forced && g < 1 {
 		g = 1
 	}
 	now := s.e.clock.Now()
-	if !s.killed || g < s.remainingGrace(now) {
-		s.killed = true
+	if s.grace < 0 || g < s.remainingGrace(now) {
 		s.grace = g
 		s.forced = forced && g == 0
 		s.graceDeadline = now.Add(time.Duration(g) * time.Second)
@@ -303,10 +284,10 @@ func (s *podState) kill(g int64, forced bool) bool {
 }
 
 // remainingGrace is what is left of the effective grace period, at least 1 s
-// unless the kill was forced.
+// unless the kill was forced; before any kill, the pod's own grace period.
 func (s *podState) remainingGrace(now time.Time) int64 {
-	if !s.killed {
-		return s.grace
+	if s.grace < 0 {
+		return max(podGrace(s.pod), 1)
 	}
 	left := int64(s.graceDeadline.Sub(now).Round(time.Second) / time.Second)
 	if s.forced {
@@ -315,43 +296,36 @@ func (s *podState) remainingGrace(now time.Time) int64 {
 	return max(left, 1)
 }
 
-// KillContainers stops every container with the remaining grace period:
-// regular containers in parallel, then init containers and sidecars.
-// Raises termination_done.
+// KillContainers delivers kill to every container with the remaining grace
+// period: regular containers in parallel, then init containers and
+// sidecars. Raises termination_done.
 func (s *podState) KillContainers(ctx context.Context) error {
-	if !s.killed {
+	if s.grace < 0 {
 		s.kill(podGrace(s.pod), false)
 	}
-	for _, group := range [][]*ctrState{s.containers, s.inits} {
-		var wg sync.WaitGroup
-		for _, c := range group {
-			wg.Add(1)
-			go func() { defer wg.Done(); c.fire(ctx, fsm.ContainerEventKill) }()
-		}
-		wg.Wait()
-	}
+	s.each(ctx, fsm.ContainerEventKill)
 	s.raise(fsm.PodEventTerminationDone)
 	return ctx.Err()
 }
 
-// StopSandbox stops the pod's sandboxes (network and namespaces).
+// StopSandbox delivers stop to the sandbox machine.
 func (s *podState) StopSandbox(ctx context.Context) error {
-	var errs []error
-	for _, id := range s.sandboxIDs() {
-		errs = append(errs, stopSandbox(ctx, s.e.rt, s.key(), id))
-	}
-	s.sandboxReady = false
-	return errors.Join(errs...)
+	s.sandbox.fire(ctx, fsm.SandboxEventStop)
+	return s.sandbox.err
 }
 
 // RemovePod removes the pod's sandboxes from the runtime, which removes
 // their containers with them (the CRI contract of RemovePodSandbox); only a
 // container instance outside those sandboxes gets its own RemoveContainer.
-// Raises cleanup_done when all calls succeeded.
+// Raises cleanup_done when all calls succeeded, after delivering removed to
+// every container and the sandbox.
 func (s *podState) RemovePod(ctx context.Context) error {
+	if s.sandbox.machine.State() != fsm.SandboxStateStopped {
+		return errors.New("sandbox not stopped yet")
+	}
 	var errs []error
 	sandboxes := map[string]bool{}
-	for _, id := range s.sandboxIDs() {
+	for _, id := range s.sandbox.ids {
 		sandboxes[id] = true
 	}
 	for _, c := range s.all() {
@@ -364,7 +338,7 @@ func (s *podState) RemovePod(ctx context.Context) error {
 			}
 		}
 	}
-	for _, id := range s.sandboxIDs() {
+	for _, id := range s.sandbox.ids {
 		errs = append(errs, removeSandbox(ctx, s.e.rt, s.key(), id))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -377,24 +351,18 @@ func (s *podState) RemovePod(ctx context.Context) error {
 		c.ids = nil
 		c.fire(ctx, fsm.ContainerEventRemoved)
 	}
-	s.sandboxID, s.oldSandboxes = "", nil
+	for _, id := range s.sandbox.ids {
+		s.e.pleg.ForgetSandbox(id)
+	}
+	s.sandbox.fire(ctx, fsm.SandboxEventRemoved)
 	s.raise(fsm.PodEventCleanupDone)
 	return nil
 }
 
-func (s *podState) sandboxIDs() []string {
-	ids := append([]string(nil), s.oldSandboxes...)
-	if s.sandboxID != "" {
-		ids = append(ids, s.sandboxID)
-	}
-	return ids
-}
-
-// ReleaseName gives up the static pod's full name; the next successor in the
-// FIFO gets it and a name_free event.
+// ReleaseName leaves the static pod full name's queue; the next UID waiting
+// for it gets name_free.
 func (s *podState) ReleaseName(ctx context.Context) error {
 	s.e.releaseName(fullName(s.pod), s.pod.UID)
-	s.w.finish()
 	return nil
 }
 
@@ -407,9 +375,9 @@ func (s *podState) ReportStatus(ctx context.Context) error {
 
 // podGrace is the grace period a kill of pod asks for:
 // deletionGracePeriodSeconds when set, else terminationGracePeriodSeconds
-// (default 30 s).
+// (default 30 s, the container machine's grace_period duration).
 func podGrace(pod *v1.Pod) int64 {
-	g := int64(v1.DefaultTerminationGracePeriodSeconds)
+	g := int64(fsm.ContainerDurationDefaults[fsm.ContainerDurationGracePeriod] / time.Second)
 	if pod.Spec.TerminationGracePeriodSeconds != nil {
 		g = *pod.Spec.TerminationGracePeriodSeconds
 	}
@@ -428,23 +396,16 @@ func forcedKill(pod *v1.Pod) bool {
 //
 // A pod with a ready sandbox was synced before the restart: its machine
 // resumes in synced (a later kill goes through terminating and honours the
-// grace period; a later update syncs it) and it holds its static name again.
+// grace period; a later update syncs it).
 func (s *podState) adopt(a *adoptedPod) {
-	if sb := a.readySandbox(); sb != nil {
-		s.sandboxID, s.sandboxReady, s.sandboxAttempt = sb.Id, true, sb.GetMetadata().GetAttempt()
-		s.sandboxCfg = sandboxConfig(s.e.cfg.RootDir, s.pod, s.sandboxAttempt)
+	sb := s.sandbox.adopt(a)
+	if sb != nil {
 		s.startTime = time.Unix(0, sb.CreatedAt)
 		s.machine = fsm.NewPodMachineAt(fsm.PodStateSynced, s)
-		s.armPodTimers()
-		if config.IsStatic(s.pod) || a.Name != "" {
-			s.e.claimName(fullName(s.pod), s.pod.UID)
-		}
+		s.w.setPodState(fsm.PodStateSynced)
+		s.w.setTimers("pod", s.run.timers(s.e.clock.Now()))
 	}
-	for _, sb := range a.Sandboxes {
-		if sb.Id != s.sandboxID {
-			s.oldSandboxes = append(s.oldSandboxes, sb.Id)
-		}
-	}
+	ready := s.sandbox.machine.State() == fsm.SandboxStateReady
 	for name, cs := range a.Containers {
 		c := s.byName[name]
 		if c == nil {
@@ -455,6 +416,6 @@ func (s *podState) adopt(a *adoptedPod) {
 			s.byName[name] = c
 			s.containers = append(s.containers, c)
 		}
-		c.adopt(cs, cs[0].PodSandboxId == s.sandboxID && s.sandboxReady)
+		c.adopt(cs, cs[0].PodSandboxId == s.sandbox.id && ready)
 	}
 }

@@ -88,12 +88,18 @@ func (e *Engine) recover(ctx context.Context) error {
 	// A pod that ran before the restart still holds its full name: a new
 	// pod of the same name waits until it is adopted or stopped.
 	for _, a := range pods {
-		full := a.Name + "_" + a.Namespace
-		if _, taken := e.names[full]; !taken && a.readySandbox() != nil {
-			e.names[full] = a.UID
+		if a.readySandbox() != nil {
+			e.queueNameLocked(a.Name+"_"+a.Namespace, a.UID)
 		}
 	}
 	e.mu.Unlock()
+	e.pleg.mu.Lock()
+	for _, sb := range sbs {
+		if uid := podUIDOf(sb.Labels); uid != "" {
+			e.pleg.sandboxes[sb.Id] = sandboxRecord{uid: uid, ready: sb.State == runtimeapi.PodSandboxState_SANDBOX_READY}
+		}
+	}
+	e.pleg.mu.Unlock()
 	for _, c := range cs {
 		if podUIDOf(c.Labels) != "" {
 			e.pleg.seen[c.Id] = containerRecord{uid: podUIDOf(c.Labels), name: c.Labels[LabelContainerName], state: c.State}

@@ -10,6 +10,21 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// Image pull and container creation reasons, kubelet's words (they appear in
+// container statuses as waiting reasons).
+const (
+	ReasonErrImagePull      = "ErrImagePull"
+	ReasonImagePullBackOff  = "ImagePullBackOff"
+	ReasonErrImageNeverPull = "ErrImageNeverPull"
+	ReasonCreateContainer   = "CreateContainerError"
+	ReasonRunContainer      = "RunContainerError"
+	ReasonCrashLoopBackOff  = "CrashLoopBackOff"
+	ReasonContainerCreating = "ContainerCreating"
+	ReasonPodInitializing   = "PodInitializing"
+	ReasonCompleted         = "Completed"
+	ReasonError             = "Error"
+)
+
 // containerPhase is the coarse state a container's machine state maps to.
 type containerPhase uint8
 

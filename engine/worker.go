@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/fsm"
 )
 
 // inputKind is the channel an input came from; fsm.Route maps it (with the
@@ -53,8 +54,10 @@ type podWorker struct {
 	killReq    bool               // a kill (config REMOVE/DELETE, orphan) was posted
 	orphan     bool               // a runtime pod no source declares, being stopped
 	syncQueued bool               // an inputSync waits in the queue
-	finished   bool               // the pod machine reached finished
 	stopped    bool               // purged: the goroutine ends
+	// podState is the pod machine's state, published for the sync loop
+	// (housekeeping purges workers whose machine is finished).
+	podState fsm.PodState
 
 	adopted *adoptedPod // what the runtime held of the pod at start, until the first input
 	st      *podState   // owned by the worker goroutine
@@ -151,6 +154,13 @@ func (w *podWorker) snapshot() *v1.Pod {
 		return nil
 	}
 	return w.pub
+}
+
+// setPodState publishes the pod machine's state after it entered one.
+func (w *podWorker) setPodState(s fsm.PodState) {
+	w.mu.Lock()
+	w.podState = s
+	w.mu.Unlock()
 }
 
 func (w *podWorker) publish(p *v1.Pod) {

@@ -159,6 +159,10 @@ func (g *listGate) ListContainers(ctx context.Context, _ *runtimeapi.ContainerFi
 	return g.list, nil
 }
 
+func (g *listGate) ListPodSandbox(context.Context, *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+	return nil, nil
+}
+
 // TestRelistDoesNotUndoTheStream: a container the event stream reports
 // while a relist's ListContainers is in flight is neither reported removed
 // (the list predates it) nor reset to the list's older state.

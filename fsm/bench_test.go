@@ -32,13 +32,15 @@ func BenchmarkFire(b *testing.B) {
 		}
 	})
 	b.Run("container/restart_cycle", func(b *testing.B) {
-		// running -died-> (exited, choice) crashloop_backoff -backoff_done->
-		// waiting -start-> creating -created-> starting -started-> running.
-		m := NewContainerMachineAt(ContainerStateRunning, guards{"image_present": true, "restart_allowed": true})
-		evs := [5]ContainerEvent{ContainerEventDied, ContainerEventBackoffDone, ContainerEventStart, ContainerEventCreated, ContainerEventStarted}
+		// running -died-> exited -exit_recorded-> (deciding, choice)
+		// crashloop_backoff -backoff_done-> waiting -start-> pulling
+		// -pull_ok-> creating -created-> starting -started-> running.
+		m := NewContainerMachineAt(ContainerStateRunning, guards{"restart_allowed": true})
+		evs := [7]ContainerEvent{ContainerEventDied, ContainerEventExitRecorded, ContainerEventBackoffDone,
+			ContainerEventStart, ContainerEventPullOk, ContainerEventCreated, ContainerEventStarted}
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
-			if _, err := m.Fire(evs[i%5]); err != nil {
+			if _, err := m.Fire(evs[i%len(evs)]); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -16,7 +16,7 @@ const ContainerMachineName = "container"
 
 // ContainerSpecSHA256 is the SHA-256 of spec/container.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ContainerSpecSHA256 = "5a3130da9133e334dfbf5f4b08c367080fa7dceb3995ce2789040e90af8beea4"
+const ContainerSpecSHA256 = "532dafdec811df6a8ec08540e6409e2796e69948cdb4cc1cb69d6f0ef731ebc2"
 
 // ContainerState is a state of the container machine.
 //
@@ -28,10 +28,10 @@ const (
 	// ContainerStateWaiting: Not started yet, or waiting for the next attempt
 	// after a backoff.
 	ContainerStateWaiting ContainerState = iota
-	// ContainerStatePulling: PullImage runs.
+	// ContainerStatePulling: The image check and, when needed, PullImage run.
 	ContainerStatePulling
-	// ContainerStatePullBackoff: ImagePullBackOff (or ErrImageNeverPull): wait,
-	// then let the next sync try again.
+	// ContainerStatePullBackoff: ErrImagePull, then ImagePullBackOff (or
+	// ErrImageNeverPull): wait, then let the next sync try again.
 	ContainerStatePullBackoff
 	// ContainerStateCreating: CreateContainer runs.
 	ContainerStateCreating
@@ -40,13 +40,14 @@ const (
 	// ContainerStateRunning: The container runs.
 	ContainerStateRunning
 	// ContainerStateStopping: preStop and StopContainer run with the grace
-	// period.
+	// period; it stays here only when the stop failed.
 	ContainerStateStopping
-	// ContainerStateExited: The container died or was stopped: record the exit,
-	// then decide on a restart.
+	// ContainerStateExited: The instance died or was stopped: record its exit.
 	ContainerStateExited
+	// ContainerStateDeciding: Restart or not, from the recorded exit.
+	ContainerStateDeciding
 	// ContainerStateCrashloopBackoff: CrashLoopBackOff: wait before the next
-	// attempt.
+	// attempt (the first restart waits 0 s).
 	ContainerStateCrashloopBackoff
 	// ContainerStateTerminated: Dead and never restarted (the restart policy
 	// forbids it or the pod terminates); still present in the runtime.
@@ -56,12 +57,12 @@ const (
 )
 
 // ContainerStates lists every state of the container machine in spec order.
-var ContainerStates = []ContainerState{ContainerStateWaiting, ContainerStatePulling, ContainerStatePullBackoff, ContainerStateCreating, ContainerStateStarting, ContainerStateRunning, ContainerStateStopping, ContainerStateExited, ContainerStateCrashloopBackoff, ContainerStateTerminated, ContainerStateRemoved}
+var ContainerStates = []ContainerState{ContainerStateWaiting, ContainerStatePulling, ContainerStatePullBackoff, ContainerStateCreating, ContainerStateStarting, ContainerStateRunning, ContainerStateStopping, ContainerStateExited, ContainerStateDeciding, ContainerStateCrashloopBackoff, ContainerStateTerminated, ContainerStateRemoved}
 
 // ContainerInitialState is the state a new machine starts in.
 const ContainerInitialState = ContainerStateWaiting
 
-var containerStateNames = [...]string{"waiting", "pulling", "pull_backoff", "creating", "starting", "running", "stopping", "exited", "crashloop_backoff", "terminated", "removed"}
+var containerStateNames = [...]string{"waiting", "pulling", "pull_backoff", "creating", "starting", "running", "stopping", "exited", "deciding", "crashloop_backoff", "terminated", "removed"}
 
 // String returns the state's name in the spec.
 func (s ContainerState) String() string {
@@ -99,6 +100,8 @@ func ParseContainerState(name string) (ContainerState, bool) {
 		return ContainerStateStopping, true
 	case "exited":
 		return ContainerStateExited, true
+	case "deciding":
+		return ContainerStateDeciding, true
 	case "crashloop_backoff":
 		return ContainerStateCrashloopBackoff, true
 	case "terminated":
@@ -114,11 +117,14 @@ type ContainerEvent uint8
 
 // Events of the container machine, in spec order.
 const (
-	// ContainerEventStart: The pod worker wants this container running now.
+	// ContainerEventStart: sync_pod asks the container to run now.
 	ContainerEventStart ContainerEvent = iota
-	// ContainerEventPullOk: PullImage returned the image.
+	// ContainerEventUpdate: sync_pod delivers the newest pod spec.
+	ContainerEventUpdate
+	// ContainerEventPullOk: pull_image found the image present or pulled it.
 	ContainerEventPullOk
-	// ContainerEventPullFailed: PullImage failed (missing image, registry error).
+	// ContainerEventPullFailed: pull_image failed (ErrImagePull), or the image is
+	// missing under pull policy Never (ErrImageNeverPull).
 	ContainerEventPullFailed
 	// ContainerEventCreated: CreateContainer returned a container ID.
 	ContainerEventCreated
@@ -127,17 +133,23 @@ const (
 	// ContainerEventStarted: StartContainer and the postStart hook succeeded, or
 	// the runtime reported ContainerStarted.
 	ContainerEventStarted
-	// ContainerEventStartFailed: StartContainer or the postStart hook failed
-	// (RunContainerError).
+	// ContainerEventStartFailed: StartContainer failed (RunContainerError).
 	ContainerEventStartFailed
-	// ContainerEventDied: The runtime reported ContainerDied; the engine recorded
-	// the exit code.
+	// ContainerEventPostStartFailed: The postStart hook failed
+	// (FailedPostStartHook): the container is killed.
+	ContainerEventPostStartFailed
+	// ContainerEventDied: The runtime reported ContainerDied.
 	ContainerEventDied
+	// ContainerEventExitRecorded: record_exit recorded the exit code, reason and
+	// finish time of the dead instance.
+	ContainerEventExitRecorded
 	// ContainerEventBackoffDone: A backoff timer expired.
 	ContainerEventBackoffDone
-	// ContainerEventKill: Stop this container: the pod is terminating, or the
-	// spec changed so that it must be restarted.
+	// ContainerEventKill: Stop this container: the pod is terminating.
 	ContainerEventKill
+	// ContainerEventSandboxDied: The pod's sandbox died: a running container is
+	// stopped and restarts in the next sandbox under the restart policy.
+	ContainerEventSandboxDied
 	// ContainerEventLivenessFailed: The liveness or startup probe failed its
 	// threshold: kill, then restart under the restart policy.
 	ContainerEventLivenessFailed
@@ -151,9 +163,9 @@ const (
 )
 
 // ContainerEvents lists every event of the container machine in spec order.
-var ContainerEvents = []ContainerEvent{ContainerEventStart, ContainerEventPullOk, ContainerEventPullFailed, ContainerEventCreated, ContainerEventCreateFailed, ContainerEventStarted, ContainerEventStartFailed, ContainerEventDied, ContainerEventBackoffDone, ContainerEventKill, ContainerEventLivenessFailed, ContainerEventStopped, ContainerEventGraceExpired, ContainerEventRemoved}
+var ContainerEvents = []ContainerEvent{ContainerEventStart, ContainerEventUpdate, ContainerEventPullOk, ContainerEventPullFailed, ContainerEventCreated, ContainerEventCreateFailed, ContainerEventStarted, ContainerEventStartFailed, ContainerEventPostStartFailed, ContainerEventDied, ContainerEventExitRecorded, ContainerEventBackoffDone, ContainerEventKill, ContainerEventSandboxDied, ContainerEventLivenessFailed, ContainerEventStopped, ContainerEventGraceExpired, ContainerEventRemoved}
 
-var containerEventNames = [...]string{"start", "pull_ok", "pull_failed", "created", "create_failed", "started", "start_failed", "died", "backoff_done", "kill", "liveness_failed", "stopped", "grace_expired", "removed"}
+var containerEventNames = [...]string{"start", "update", "pull_ok", "pull_failed", "created", "create_failed", "started", "start_failed", "post_start_failed", "died", "exit_recorded", "backoff_done", "kill", "sandbox_died", "liveness_failed", "stopped", "grace_expired", "removed"}
 
 // String returns the event's name in the spec.
 func (e ContainerEvent) String() string {
@@ -168,6 +180,8 @@ func ParseContainerEvent(name string) (ContainerEvent, bool) {
 	switch name {
 	case "start":
 		return ContainerEventStart, true
+	case "update":
+		return ContainerEventUpdate, true
 	case "pull_ok":
 		return ContainerEventPullOk, true
 	case "pull_failed":
@@ -180,12 +194,18 @@ func ParseContainerEvent(name string) (ContainerEvent, bool) {
 		return ContainerEventStarted, true
 	case "start_failed":
 		return ContainerEventStartFailed, true
+	case "post_start_failed":
+		return ContainerEventPostStartFailed, true
 	case "died":
 		return ContainerEventDied, true
+	case "exit_recorded":
+		return ContainerEventExitRecorded, true
 	case "backoff_done":
 		return ContainerEventBackoffDone, true
 	case "kill":
 		return ContainerEventKill, true
+	case "sandbox_died":
+		return ContainerEventSandboxDied, true
 	case "liveness_failed":
 		return ContainerEventLivenessFailed, true
 	case "stopped":
@@ -204,27 +224,26 @@ type ContainerGuard uint8
 
 // Guards of the container machine, in spec order.
 const (
-	// ContainerGuardPodTerminating: The pod worker has seen termination: never
-	// start a container again.
+	// ContainerGuardPodTerminating: The pod machine is terminating, terminated or
+	// finished, or the pod spec no longer has this container: never start it
+	// again.
 	ContainerGuardPodTerminating ContainerGuard = iota
-	// ContainerGuardImagePresent: ImageStatus found the image (the engine asks
-	// before firing start).
-	ContainerGuardImagePresent
-	// ContainerGuardPullPolicyAlways: imagePullPolicy is Always.
-	ContainerGuardPullPolicyAlways
-	// ContainerGuardPullPolicyNever: imagePullPolicy is Never (the image is
-	// missing: ErrImageNeverPull).
-	ContainerGuardPullPolicyNever
+	// ContainerGuardStartBlocked: Not this container's turn: an earlier init
+	// container has not completed (a sidecar counts once it runs), or it is a
+	// regular container and some init container has not (the pod is not
+	// Initialized).
+	ContainerGuardStartBlocked
 	// ContainerGuardRestartAllowed: restartPolicy Always, or OnFailure with a
-	// non-zero exit code (sidecars always restart).
+	// non-zero exit code; a sidecar always restarts; an init container only after
+	// a failure and never under Never.
 	ContainerGuardRestartAllowed
 	// ContainerGuardSpecChanged: The instance was created from an older spec of
-	// this container (its hash differs): kubelet restarts it at once, whatever
-	// the restart policy.
+	// this container (its hash differs): kubelet restarts it, whatever the
+	// restart policy.
 	ContainerGuardSpecChanged
 )
 
-var containerGuardNames = [...]string{"pod_terminating", "image_present", "pull_policy_always", "pull_policy_never", "restart_allowed", "spec_changed"}
+var containerGuardNames = [...]string{"pod_terminating", "start_blocked", "restart_allowed", "spec_changed"}
 
 // String returns the guard's name in the spec.
 func (g ContainerGuard) String() string {
@@ -238,23 +257,19 @@ func (g ContainerGuard) String() string {
 // implements it on its per-container object. Guards are called from Fire and
 // Can; they must be quick and must not fire events.
 type ContainerGuards interface {
-	// PodTerminating: The pod worker has seen termination: never start a
-	// container again.
+	// PodTerminating: The pod machine is terminating, terminated or finished, or
+	// the pod spec no longer has this container: never start it again.
 	PodTerminating() bool
-	// ImagePresent: ImageStatus found the image (the engine asks before firing
-	// start).
-	ImagePresent() bool
-	// PullPolicyAlways: imagePullPolicy is Always.
-	PullPolicyAlways() bool
-	// PullPolicyNever: imagePullPolicy is Never (the image is missing:
-	// ErrImageNeverPull).
-	PullPolicyNever() bool
+	// StartBlocked: Not this container's turn: an earlier init container has not
+	// completed (a sidecar counts once it runs), or it is a regular container and
+	// some init container has not (the pod is not Initialized).
+	StartBlocked() bool
 	// RestartAllowed: restartPolicy Always, or OnFailure with a non-zero exit
-	// code (sidecars always restart).
+	// code; a sidecar always restarts; an init container only after a failure and
+	// never under Never.
 	RestartAllowed() bool
 	// SpecChanged: The instance was created from an older spec of this container
-	// (its hash differs): kubelet restarts it at once, whatever the restart
-	// policy.
+	// (its hash differs): kubelet restarts it, whatever the restart policy.
 	SpecChanged() bool
 }
 
@@ -262,12 +277,8 @@ func containerGuard(g ContainerGuards, which ContainerGuard) bool {
 	switch which {
 	case ContainerGuardPodTerminating:
 		return g.PodTerminating()
-	case ContainerGuardImagePresent:
-		return g.ImagePresent()
-	case ContainerGuardPullPolicyAlways:
-		return g.PullPolicyAlways()
-	case ContainerGuardPullPolicyNever:
-		return g.PullPolicyNever()
+	case ContainerGuardStartBlocked:
+		return g.StartBlocked()
 	case ContainerGuardRestartAllowed:
 		return g.RestartAllowed()
 	case ContainerGuardSpecChanged:
@@ -282,27 +293,35 @@ type ContainerAction uint8
 
 // Actions of the container machine, in spec order.
 const (
-	// ContainerActionPullImage: Pull the image with the pod's credentials;
-	// reports pull_ok or pull_failed.
+	// ContainerActionPullImage: ImageStatus; PullImage when the image is missing
+	// or the pull policy is Always, unless the policy is Never
+	// (ErrImageNeverPull). Reports pull_ok or pull_failed.
 	ContainerActionPullImage ContainerAction = iota
+	// ContainerActionCountPullFailure: Advance the image pull backoff of the
+	// container.
+	ContainerActionCountPullFailure
 	// ContainerActionCreateContainer: Create the container in the pod sandbox;
 	// reports created or create_failed.
 	ContainerActionCreateContainer
 	// ContainerActionStartContainer: Start the container, then run the postStart
-	// hook; reports started or start_failed.
+	// hook; reports started, start_failed or post_start_failed.
 	ContainerActionStartContainer
-	// ContainerActionStopContainer: Run the preStop hook, then StopContainer with
-	// the grace period; reports stopped.
+	// ContainerActionStopContainer: Run the preStop hook (once per instance),
+	// then StopContainer with the remaining grace period (0 once the grace timer
+	// expired); reports stopped.
 	ContainerActionStopContainer
 	// ContainerActionRecordExit: Read the exit code, reason and finish time of
-	// the dead container for the status and restart_allowed.
+	// the dead instance (ContainerStatus when the runtime event did not carry
+	// them); reports exit_recorded.
 	ContainerActionRecordExit
-	// ContainerActionRemoveContainer: Remove a dead container instance that will
-	// not be reported any more (garbage collection of older attempts).
+	// ContainerActionCountRestart: Advance the CrashLoopBackOff of the container.
+	ContainerActionCountRestart
+	// ContainerActionRemoveContainer: Remove the dead instances before the last
+	// one (the last stays for its logs and status until the pod is removed).
 	ContainerActionRemoveContainer
 )
 
-var containerActionNames = [...]string{"pull_image", "create_container", "start_container", "stop_container", "record_exit", "remove_container"}
+var containerActionNames = [...]string{"pull_image", "count_pull_failure", "create_container", "start_container", "stop_container", "record_exit", "count_restart", "remove_container"}
 
 // String returns the action's name in the spec.
 func (a ContainerAction) String() string {
@@ -314,40 +333,49 @@ func (a ContainerAction) String() string {
 
 // ContainerActionCRI lists, per action, the CRI methods the spec says it calls.
 var ContainerActionCRI = [...][]string{
-	ContainerActionPullImage:       {"PullImage", "ImageStatus"},
-	ContainerActionCreateContainer: {"CreateContainer"},
-	ContainerActionStartContainer:  {"StartContainer", "ExecSync"},
-	ContainerActionStopContainer:   {"ExecSync", "StopContainer"},
-	ContainerActionRecordExit:      {"ContainerStatus"},
-	ContainerActionRemoveContainer: {"RemoveContainer"},
+	ContainerActionPullImage:        {"ImageStatus", "PullImage"},
+	ContainerActionCountPullFailure: {},
+	ContainerActionCreateContainer:  {"CreateContainer"},
+	ContainerActionStartContainer:   {"StartContainer", "ExecSync"},
+	ContainerActionStopContainer:    {"ExecSync", "StopContainer"},
+	ContainerActionRecordExit:       {"ContainerStatus"},
+	ContainerActionCountRestart:     {},
+	ContainerActionRemoveContainer:  {"RemoveContainer"},
 }
 
 // ContainerActions runs the actions of the container machine. The engine
 // implements it on its per-container object and runs the actions a Step
 // returns, in order, outside the machine.
 type ContainerActions interface {
-	// PullImage: Pull the image with the pod's credentials; reports pull_ok or
-	// pull_failed.
-	// CRI: PullImage, ImageStatus.
+	// PullImage: ImageStatus; PullImage when the image is missing or the pull
+	// policy is Always, unless the policy is Never (ErrImageNeverPull). Reports
+	// pull_ok or pull_failed.
+	// CRI: ImageStatus, PullImage.
 	PullImage(ctx context.Context) error
+	// CountPullFailure: Advance the image pull backoff of the container.
+	CountPullFailure(ctx context.Context) error
 	// CreateContainer: Create the container in the pod sandbox; reports created
 	// or create_failed.
 	// CRI: CreateContainer.
 	CreateContainer(ctx context.Context) error
 	// StartContainer: Start the container, then run the postStart hook; reports
-	// started or start_failed.
+	// started, start_failed or post_start_failed.
 	// CRI: StartContainer, ExecSync.
 	StartContainer(ctx context.Context) error
-	// StopContainer: Run the preStop hook, then StopContainer with the grace
-	// period; reports stopped.
+	// StopContainer: Run the preStop hook (once per instance), then StopContainer
+	// with the remaining grace period (0 once the grace timer expired); reports
+	// stopped.
 	// CRI: ExecSync, StopContainer.
 	StopContainer(ctx context.Context) error
-	// RecordExit: Read the exit code, reason and finish time of the dead
-	// container for the status and restart_allowed.
+	// RecordExit: Read the exit code, reason and finish time of the dead instance
+	// (ContainerStatus when the runtime event did not carry them); reports
+	// exit_recorded.
 	// CRI: ContainerStatus.
 	RecordExit(ctx context.Context) error
-	// RemoveContainer: Remove a dead container instance that will not be reported
-	// any more (garbage collection of older attempts).
+	// CountRestart: Advance the CrashLoopBackOff of the container.
+	CountRestart(ctx context.Context) error
+	// RemoveContainer: Remove the dead instances before the last one (the last
+	// stays for its logs and status until the pod is removed).
 	// CRI: RemoveContainer.
 	RemoveContainer(ctx context.Context) error
 }
@@ -357,6 +385,8 @@ func RunContainerAction(ctx context.Context, impl ContainerActions, a ContainerA
 	switch a {
 	case ContainerActionPullImage:
 		return impl.PullImage(ctx)
+	case ContainerActionCountPullFailure:
+		return impl.CountPullFailure(ctx)
 	case ContainerActionCreateContainer:
 		return impl.CreateContainer(ctx)
 	case ContainerActionStartContainer:
@@ -365,6 +395,8 @@ func RunContainerAction(ctx context.Context, impl ContainerActions, a ContainerA
 		return impl.StopContainer(ctx)
 	case ContainerActionRecordExit:
 		return impl.RecordExit(ctx)
+	case ContainerActionCountRestart:
+		return impl.CountRestart(ctx)
 	case ContainerActionRemoveContainer:
 		return impl.RemoveContainer(ctx)
 	}
@@ -377,14 +409,14 @@ type ContainerDuration uint8
 
 // Durations of the container machine, in spec order.
 const (
-	// ContainerDurationCrashloop: CrashLoopBackOff: 10 s doubling to 300 s, reset
-	// after 10 min without failure.
+	// ContainerDurationCrashloop: CrashLoopBackOff: the first restart is
+	// immediate, then 10 s doubling to 300 s, reset after 10 min without failure.
 	ContainerDurationCrashloop ContainerDuration = iota
 	// ContainerDurationImagePullBackoff: ImagePullBackOff and ErrImageNeverPull
 	// retry: 10 s doubling to 300 s.
 	ContainerDurationImagePullBackoff
 	// ContainerDurationGracePeriod: The effective termination grace period of the
-	// pod (only shortens).
+	// pod (only shortens), plus 2 s for the runtime to report the kill.
 	ContainerDurationGracePeriod
 )
 
@@ -417,14 +449,14 @@ var ContainerDurationMax = [...]time.Duration{
 // ContainerDurations supplies the current length of each duration (backoff
 // state, jitter, grace period).
 type ContainerDurations interface {
-	// Crashloop: CrashLoopBackOff: 10 s doubling to 300 s, reset after 10 min
-	// without failure.
+	// Crashloop: CrashLoopBackOff: the first restart is immediate, then 10 s
+	// doubling to 300 s, reset after 10 min without failure.
 	Crashloop() time.Duration
 	// ImagePullBackoff: ImagePullBackOff and ErrImageNeverPull retry: 10 s
 	// doubling to 300 s.
 	ImagePullBackoff() time.Duration
 	// GracePeriod: The effective termination grace period of the pod (only
-	// shortens).
+	// shortens), plus 2 s for the runtime to report the kill.
 	GracePeriod() time.Duration
 }
 
@@ -457,44 +489,39 @@ type ContainerTransition struct {
 // ContainerTransitionTable lists the transitions in spec order. For one (From,
 // Event) they are tried in this order; the first whose guard holds is taken.
 var ContainerTransitionTable = []ContainerTransition{
-	{From: ContainerStateWaiting, Event: ContainerEventStart, Guard: ContainerGuardPodTerminating, HasGuard: true, To: ContainerStateTerminated},
-	{From: ContainerStateWaiting, Event: ContainerEventStart, Guard: ContainerGuardPullPolicyAlways, HasGuard: true, To: ContainerStatePulling},
-	{From: ContainerStateWaiting, Event: ContainerEventStart, Guard: ContainerGuardImagePresent, HasGuard: true, To: ContainerStateCreating},
-	{From: ContainerStateWaiting, Event: ContainerEventStart, Guard: ContainerGuardPullPolicyNever, HasGuard: true, To: ContainerStatePullBackoff},
+	{From: ContainerStateWaiting, Event: ContainerEventStart, Guard: ContainerGuardStartBlocked, HasGuard: true, To: ContainerStateWaiting, Internal: true},
 	{From: ContainerStateWaiting, Event: ContainerEventStart, To: ContainerStatePulling},
 	{From: ContainerStateWaiting, Event: ContainerEventKill, To: ContainerStateTerminated},
-	{From: ContainerStatePulling, Event: ContainerEventPullOk, Guard: ContainerGuardPodTerminating, HasGuard: true, To: ContainerStateTerminated},
 	{From: ContainerStatePulling, Event: ContainerEventPullOk, To: ContainerStateCreating},
 	{From: ContainerStatePulling, Event: ContainerEventPullFailed, To: ContainerStatePullBackoff},
-	{From: ContainerStatePulling, Event: ContainerEventKill, To: ContainerStateTerminated},
 	{From: ContainerStatePullBackoff, Event: ContainerEventBackoffDone, To: ContainerStateWaiting},
+	{From: ContainerStatePullBackoff, Event: ContainerEventStart, To: ContainerStatePullBackoff, Internal: true},
 	{From: ContainerStatePullBackoff, Event: ContainerEventKill, To: ContainerStateTerminated},
-	{From: ContainerStateCreating, Event: ContainerEventCreated, Guard: ContainerGuardPodTerminating, HasGuard: true, To: ContainerStateStopping},
 	{From: ContainerStateCreating, Event: ContainerEventCreated, To: ContainerStateStarting},
 	{From: ContainerStateCreating, Event: ContainerEventCreateFailed, To: ContainerStateCrashloopBackoff},
-	{From: ContainerStateCreating, Event: ContainerEventKill, To: ContainerStateStopping},
 	{From: ContainerStateStarting, Event: ContainerEventStarted, To: ContainerStateRunning},
 	{From: ContainerStateStarting, Event: ContainerEventStartFailed, To: ContainerStateExited},
-	{From: ContainerStateStarting, Event: ContainerEventDied, To: ContainerStateExited},
-	{From: ContainerStateStarting, Event: ContainerEventKill, To: ContainerStateStopping},
-	{From: ContainerStateStarting, Event: ContainerEventRemoved, To: ContainerStateExited},
+	{From: ContainerStateStarting, Event: ContainerEventPostStartFailed, To: ContainerStateStopping},
 	{From: ContainerStateRunning, Event: ContainerEventDied, To: ContainerStateExited},
 	{From: ContainerStateRunning, Event: ContainerEventLivenessFailed, To: ContainerStateStopping},
 	{From: ContainerStateRunning, Event: ContainerEventKill, To: ContainerStateStopping},
+	{From: ContainerStateRunning, Event: ContainerEventSandboxDied, To: ContainerStateStopping},
+	{From: ContainerStateRunning, Event: ContainerEventUpdate, Guard: ContainerGuardSpecChanged, HasGuard: true, To: ContainerStateStopping},
+	{From: ContainerStateRunning, Event: ContainerEventUpdate, To: ContainerStateRunning, Internal: true},
+	{From: ContainerStateRunning, Event: ContainerEventStart, To: ContainerStateRunning, Internal: true},
 	{From: ContainerStateRunning, Event: ContainerEventStarted, To: ContainerStateRunning, Internal: true},
 	{From: ContainerStateRunning, Event: ContainerEventRemoved, To: ContainerStateExited},
 	{From: ContainerStateStopping, Event: ContainerEventGraceExpired, To: ContainerStateStopping, Internal: true, Actions: []ContainerAction{ContainerActionStopContainer}},
 	{From: ContainerStateStopping, Event: ContainerEventStopped, To: ContainerStateExited},
 	{From: ContainerStateStopping, Event: ContainerEventDied, To: ContainerStateExited},
 	{From: ContainerStateStopping, Event: ContainerEventKill, To: ContainerStateStopping, Internal: true, Actions: []ContainerAction{ContainerActionStopContainer}},
-	{From: ContainerStateStopping, Event: ContainerEventStarted, To: ContainerStateStopping, Internal: true},
-	{From: ContainerStateStopping, Event: ContainerEventRemoved, To: ContainerStateExited},
+	{From: ContainerStateExited, Event: ContainerEventExitRecorded, To: ContainerStateDeciding},
 	{From: ContainerStateCrashloopBackoff, Event: ContainerEventBackoffDone, To: ContainerStateWaiting, Actions: []ContainerAction{ContainerActionRemoveContainer}},
+	{From: ContainerStateCrashloopBackoff, Event: ContainerEventStart, To: ContainerStateCrashloopBackoff, Internal: true},
 	{From: ContainerStateCrashloopBackoff, Event: ContainerEventKill, To: ContainerStateTerminated},
 	{From: ContainerStateTerminated, Event: ContainerEventRemoved, To: ContainerStateRemoved},
 	{From: ContainerStateTerminated, Event: ContainerEventKill, To: ContainerStateTerminated, Internal: true},
 	{From: ContainerStateTerminated, Event: ContainerEventDied, To: ContainerStateTerminated, Internal: true},
-	{From: ContainerStateTerminated, Event: ContainerEventStopped, To: ContainerStateTerminated, Internal: true},
 	{From: ContainerStateTerminated, Event: ContainerEventStart, To: ContainerStateTerminated, Internal: true},
 }
 
@@ -512,19 +539,21 @@ type ContainerChoice struct {
 
 // ContainerChoiceTable lists the choice branches in spec order.
 var ContainerChoiceTable = []ContainerChoice{
-	{State: ContainerStateExited, Guard: ContainerGuardPodTerminating, HasGuard: true, To: ContainerStateTerminated},
-	{State: ContainerStateExited, Guard: ContainerGuardSpecChanged, HasGuard: true, To: ContainerStateWaiting},
-	{State: ContainerStateExited, Guard: ContainerGuardRestartAllowed, HasGuard: true, To: ContainerStateCrashloopBackoff},
-	{State: ContainerStateExited, To: ContainerStateTerminated},
+	{State: ContainerStateDeciding, Guard: ContainerGuardPodTerminating, HasGuard: true, To: ContainerStateTerminated},
+	{State: ContainerStateDeciding, Guard: ContainerGuardSpecChanged, HasGuard: true, To: ContainerStateWaiting},
+	{State: ContainerStateDeciding, Guard: ContainerGuardRestartAllowed, HasGuard: true, To: ContainerStateCrashloopBackoff},
+	{State: ContainerStateDeciding, To: ContainerStateTerminated},
 }
 
 // ContainerStateEntry lists, per state, the actions run on entering it.
-var ContainerStateEntry = [11][]ContainerAction{
-	ContainerStatePulling:  {ContainerActionPullImage},
-	ContainerStateCreating: {ContainerActionCreateContainer},
-	ContainerStateStarting: {ContainerActionStartContainer},
-	ContainerStateStopping: {ContainerActionStopContainer},
-	ContainerStateExited:   {ContainerActionRecordExit},
+var ContainerStateEntry = [12][]ContainerAction{
+	ContainerStatePulling:          {ContainerActionPullImage},
+	ContainerStatePullBackoff:      {ContainerActionCountPullFailure},
+	ContainerStateCreating:         {ContainerActionCreateContainer},
+	ContainerStateStarting:         {ContainerActionStartContainer},
+	ContainerStateStopping:         {ContainerActionStopContainer},
+	ContainerStateExited:           {ContainerActionRecordExit},
+	ContainerStateCrashloopBackoff: {ContainerActionCountRestart},
 }
 
 // ContainerTimer arms Event after Duration while the machine stays in a state.
@@ -535,106 +564,91 @@ type ContainerTimer struct {
 
 // ContainerStateTimers lists, per state, the timers armed while in it: the engine
 // arms them when a Step enters the state and cancels them when one leaves it.
-var ContainerStateTimers = [11][]ContainerTimer{
+var ContainerStateTimers = [12][]ContainerTimer{
 	ContainerStatePullBackoff:      {{ContainerEventBackoffDone, ContainerDurationImagePullBackoff}},
 	ContainerStateStopping:         {{ContainerEventGraceExpired, ContainerDurationGracePeriod}},
 	ContainerStateCrashloopBackoff: {{ContainerEventBackoffDone, ContainerDurationCrashloop}},
 }
 
 // containerByStateEvent indexes ContainerTransitionTable by (From, Event).
-var containerByStateEvent = [11][][]uint16{
-	ContainerStateWaiting:          {{0, 1, 2, 3, 4}, nil, nil, nil, nil, nil, nil, nil, nil, {5}, nil, nil, nil, nil},
-	ContainerStatePulling:          {nil, {6, 7}, {8}, nil, nil, nil, nil, nil, nil, {9}, nil, nil, nil, nil},
-	ContainerStatePullBackoff:      {nil, nil, nil, nil, nil, nil, nil, nil, {10}, {11}, nil, nil, nil, nil},
-	ContainerStateCreating:         {nil, nil, nil, {12, 13}, {14}, nil, nil, nil, nil, {15}, nil, nil, nil, nil},
-	ContainerStateStarting:         {nil, nil, nil, nil, nil, {16}, {17}, {18}, nil, {19}, nil, nil, nil, {20}},
-	ContainerStateRunning:          {nil, nil, nil, nil, nil, {24}, nil, {21}, nil, {23}, {22}, nil, nil, {25}},
-	ContainerStateStopping:         {nil, nil, nil, nil, nil, {30}, nil, {28}, nil, {29}, nil, {27}, {26}, {31}},
-	ContainerStateExited:           {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
-	ContainerStateCrashloopBackoff: {nil, nil, nil, nil, nil, nil, nil, nil, {32}, {33}, nil, nil, nil, nil},
-	ContainerStateTerminated:       {{38}, nil, nil, nil, nil, nil, nil, {36}, nil, {35}, nil, {37}, nil, {34}},
-	ContainerStateRemoved:          {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+var containerByStateEvent = [12][][]uint16{
+	ContainerStateWaiting:          {{0, 1}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {2}, nil, nil, nil, nil, nil},
+	ContainerStatePulling:          {nil, nil, {3}, {4}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStatePullBackoff:      {{6}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {5}, {7}, nil, nil, nil, nil, nil},
+	ContainerStateCreating:         {nil, nil, nil, nil, {8}, {9}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStateStarting:         {nil, nil, nil, nil, nil, nil, {10}, {11}, {12}, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStateRunning:          {{19}, {17, 18}, nil, nil, nil, nil, {20}, nil, nil, {13}, nil, nil, {15}, {16}, {14}, nil, nil, {21}},
+	ContainerStateStopping:         {nil, nil, nil, nil, nil, nil, nil, nil, nil, {24}, nil, nil, {25}, nil, nil, {23}, {22}, nil},
+	ContainerStateExited:           {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {26}, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStateDeciding:         {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStateCrashloopBackoff: {{28}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {27}, {29}, nil, nil, nil, nil, nil},
+	ContainerStateTerminated:       {{33}, nil, nil, nil, nil, nil, nil, nil, nil, {32}, nil, nil, {31}, nil, nil, nil, nil, {30}},
+	ContainerStateRemoved:          {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
 }
 
 // containerChoicesByState indexes ContainerChoiceTable by State.
-var containerChoicesByState = [11][]uint16{
-	ContainerStateExited: {0, 1, 2, 3},
+var containerChoicesByState = [12][]uint16{
+	ContainerStateDeciding: {0, 1, 2, 3},
 }
 
 // containerTransitionKeys names each external transition for looplab/fsm
 // (looplab allows one destination per event and source).
-var containerTransitionKeys = [39]string{
-	0:  "t0:start",
+var containerTransitionKeys = [34]string{
 	1:  "t1:start",
-	2:  "t2:start",
-	3:  "t3:start",
-	4:  "t4:start",
-	5:  "t5:kill",
-	6:  "t6:pull_ok",
-	7:  "t7:pull_ok",
-	8:  "t8:pull_failed",
-	9:  "t9:kill",
-	10: "t10:backoff_done",
-	11: "t11:kill",
-	12: "t12:created",
-	13: "t13:created",
-	14: "t14:create_failed",
+	2:  "t2:kill",
+	3:  "t3:pull_ok",
+	4:  "t4:pull_failed",
+	5:  "t5:backoff_done",
+	7:  "t7:kill",
+	8:  "t8:created",
+	9:  "t9:create_failed",
+	10: "t10:started",
+	11: "t11:start_failed",
+	12: "t12:post_start_failed",
+	13: "t13:died",
+	14: "t14:liveness_failed",
 	15: "t15:kill",
-	16: "t16:started",
-	17: "t17:start_failed",
-	18: "t18:died",
-	19: "t19:kill",
-	20: "t20:removed",
-	21: "t21:died",
-	22: "t22:liveness_failed",
-	23: "t23:kill",
-	25: "t25:removed",
-	27: "t27:stopped",
-	28: "t28:died",
-	31: "t31:removed",
-	32: "t32:backoff_done",
-	33: "t33:kill",
-	34: "t34:removed",
+	16: "t16:sandbox_died",
+	17: "t17:update",
+	21: "t21:removed",
+	23: "t23:stopped",
+	24: "t24:died",
+	26: "t26:exit_recorded",
+	27: "t27:backoff_done",
+	29: "t29:kill",
+	30: "t30:removed",
 }
 
-var containerChoiceKeys = [...]string{"c0:exited", "c1:exited", "c2:exited", "c3:exited"}
+var containerChoiceKeys = [...]string{"c0:deciding", "c1:deciding", "c2:deciding", "c3:deciding"}
 
 var containerFSMEvents = fsm.Events{
-	{Name: "t0:start", Src: []string{ContainerStateWaiting.String()}, Dst: ContainerStateTerminated.String()},
 	{Name: "t1:start", Src: []string{ContainerStateWaiting.String()}, Dst: ContainerStatePulling.String()},
-	{Name: "t2:start", Src: []string{ContainerStateWaiting.String()}, Dst: ContainerStateCreating.String()},
-	{Name: "t3:start", Src: []string{ContainerStateWaiting.String()}, Dst: ContainerStatePullBackoff.String()},
-	{Name: "t4:start", Src: []string{ContainerStateWaiting.String()}, Dst: ContainerStatePulling.String()},
-	{Name: "t5:kill", Src: []string{ContainerStateWaiting.String()}, Dst: ContainerStateTerminated.String()},
-	{Name: "t6:pull_ok", Src: []string{ContainerStatePulling.String()}, Dst: ContainerStateTerminated.String()},
-	{Name: "t7:pull_ok", Src: []string{ContainerStatePulling.String()}, Dst: ContainerStateCreating.String()},
-	{Name: "t8:pull_failed", Src: []string{ContainerStatePulling.String()}, Dst: ContainerStatePullBackoff.String()},
-	{Name: "t9:kill", Src: []string{ContainerStatePulling.String()}, Dst: ContainerStateTerminated.String()},
-	{Name: "t10:backoff_done", Src: []string{ContainerStatePullBackoff.String()}, Dst: ContainerStateWaiting.String()},
-	{Name: "t11:kill", Src: []string{ContainerStatePullBackoff.String()}, Dst: ContainerStateTerminated.String()},
-	{Name: "t12:created", Src: []string{ContainerStateCreating.String()}, Dst: ContainerStateStopping.String()},
-	{Name: "t13:created", Src: []string{ContainerStateCreating.String()}, Dst: ContainerStateStarting.String()},
-	{Name: "t14:create_failed", Src: []string{ContainerStateCreating.String()}, Dst: ContainerStateCrashloopBackoff.String()},
-	{Name: "t15:kill", Src: []string{ContainerStateCreating.String()}, Dst: ContainerStateStopping.String()},
-	{Name: "t16:started", Src: []string{ContainerStateStarting.String()}, Dst: ContainerStateRunning.String()},
-	{Name: "t17:start_failed", Src: []string{ContainerStateStarting.String()}, Dst: ContainerStateExited.String()},
-	{Name: "t18:died", Src: []string{ContainerStateStarting.String()}, Dst: ContainerStateExited.String()},
-	{Name: "t19:kill", Src: []string{ContainerStateStarting.String()}, Dst: ContainerStateStopping.String()},
-	{Name: "t20:removed", Src: []string{ContainerStateStarting.String()}, Dst: ContainerStateExited.String()},
-	{Name: "t21:died", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateExited.String()},
-	{Name: "t22:liveness_failed", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateStopping.String()},
-	{Name: "t23:kill", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateStopping.String()},
-	{Name: "t25:removed", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateExited.String()},
-	{Name: "t27:stopped", Src: []string{ContainerStateStopping.String()}, Dst: ContainerStateExited.String()},
-	{Name: "t28:died", Src: []string{ContainerStateStopping.String()}, Dst: ContainerStateExited.String()},
-	{Name: "t31:removed", Src: []string{ContainerStateStopping.String()}, Dst: ContainerStateExited.String()},
-	{Name: "t32:backoff_done", Src: []string{ContainerStateCrashloopBackoff.String()}, Dst: ContainerStateWaiting.String()},
-	{Name: "t33:kill", Src: []string{ContainerStateCrashloopBackoff.String()}, Dst: ContainerStateTerminated.String()},
-	{Name: "t34:removed", Src: []string{ContainerStateTerminated.String()}, Dst: ContainerStateRemoved.String()},
-	{Name: "c0:exited", Src: []string{ContainerStateExited.String()}, Dst: ContainerStateTerminated.String()},
-	{Name: "c1:exited", Src: []string{ContainerStateExited.String()}, Dst: ContainerStateWaiting.String()},
-	{Name: "c2:exited", Src: []string{ContainerStateExited.String()}, Dst: ContainerStateCrashloopBackoff.String()},
-	{Name: "c3:exited", Src: []string{ContainerStateExited.String()}, Dst: ContainerStateTerminated.String()},
+	{Name: "t2:kill", Src: []string{ContainerStateWaiting.String()}, Dst: ContainerStateTerminated.String()},
+	{Name: "t3:pull_ok", Src: []string{ContainerStatePulling.String()}, Dst: ContainerStateCreating.String()},
+	{Name: "t4:pull_failed", Src: []string{ContainerStatePulling.String()}, Dst: ContainerStatePullBackoff.String()},
+	{Name: "t5:backoff_done", Src: []string{ContainerStatePullBackoff.String()}, Dst: ContainerStateWaiting.String()},
+	{Name: "t7:kill", Src: []string{ContainerStatePullBackoff.String()}, Dst: ContainerStateTerminated.String()},
+	{Name: "t8:created", Src: []string{ContainerStateCreating.String()}, Dst: ContainerStateStarting.String()},
+	{Name: "t9:create_failed", Src: []string{ContainerStateCreating.String()}, Dst: ContainerStateCrashloopBackoff.String()},
+	{Name: "t10:started", Src: []string{ContainerStateStarting.String()}, Dst: ContainerStateRunning.String()},
+	{Name: "t11:start_failed", Src: []string{ContainerStateStarting.String()}, Dst: ContainerStateExited.String()},
+	{Name: "t12:post_start_failed", Src: []string{ContainerStateStarting.String()}, Dst: ContainerStateStopping.String()},
+	{Name: "t13:died", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateExited.String()},
+	{Name: "t14:liveness_failed", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateStopping.String()},
+	{Name: "t15:kill", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateStopping.String()},
+	{Name: "t16:sandbox_died", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateStopping.String()},
+	{Name: "t17:update", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateStopping.String()},
+	{Name: "t21:removed", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateExited.String()},
+	{Name: "t23:stopped", Src: []string{ContainerStateStopping.String()}, Dst: ContainerStateExited.String()},
+	{Name: "t24:died", Src: []string{ContainerStateStopping.String()}, Dst: ContainerStateExited.String()},
+	{Name: "t26:exit_recorded", Src: []string{ContainerStateExited.String()}, Dst: ContainerStateDeciding.String()},
+	{Name: "t27:backoff_done", Src: []string{ContainerStateCrashloopBackoff.String()}, Dst: ContainerStateWaiting.String()},
+	{Name: "t29:kill", Src: []string{ContainerStateCrashloopBackoff.String()}, Dst: ContainerStateTerminated.String()},
+	{Name: "t30:removed", Src: []string{ContainerStateTerminated.String()}, Dst: ContainerStateRemoved.String()},
+	{Name: "c0:deciding", Src: []string{ContainerStateDeciding.String()}, Dst: ContainerStateTerminated.String()},
+	{Name: "c1:deciding", Src: []string{ContainerStateDeciding.String()}, Dst: ContainerStateWaiting.String()},
+	{Name: "c2:deciding", Src: []string{ContainerStateDeciding.String()}, Dst: ContainerStateCrashloopBackoff.String()},
+	{Name: "c3:deciding", Src: []string{ContainerStateDeciding.String()}, Dst: ContainerStateTerminated.String()},
 }
 
 // ContainerStep is the outcome of one Fire: the machine moved From -> To on
@@ -725,15 +739,16 @@ func ContainerShortestPaths() map[ContainerState][]ContainerEvent {
 	return map[ContainerState][]ContainerEvent{
 		ContainerStateWaiting:          {},
 		ContainerStatePulling:          {ContainerEventStart},
-		ContainerStatePullBackoff:      {ContainerEventStart},
-		ContainerStateCreating:         {ContainerEventStart},
-		ContainerStateStarting:         {ContainerEventStart, ContainerEventCreated},
-		ContainerStateRunning:          {ContainerEventStart, ContainerEventCreated, ContainerEventStarted},
-		ContainerStateStopping:         {ContainerEventStart, ContainerEventCreated},
-		ContainerStateExited:           {ContainerEventStart, ContainerEventCreated, ContainerEventStopped},
-		ContainerStateCrashloopBackoff: {ContainerEventStart, ContainerEventCreateFailed},
-		ContainerStateTerminated:       {ContainerEventStart},
-		ContainerStateRemoved:          {ContainerEventStart, ContainerEventRemoved},
+		ContainerStatePullBackoff:      {ContainerEventStart, ContainerEventPullFailed},
+		ContainerStateCreating:         {ContainerEventStart, ContainerEventPullOk},
+		ContainerStateStarting:         {ContainerEventStart, ContainerEventPullOk, ContainerEventCreated},
+		ContainerStateRunning:          {ContainerEventStart, ContainerEventPullOk, ContainerEventCreated, ContainerEventStarted},
+		ContainerStateStopping:         {ContainerEventStart, ContainerEventPullOk, ContainerEventCreated, ContainerEventPostStartFailed},
+		ContainerStateExited:           {ContainerEventStart, ContainerEventPullOk, ContainerEventCreated, ContainerEventStartFailed},
+		ContainerStateDeciding:         {ContainerEventStart, ContainerEventPullOk, ContainerEventCreated, ContainerEventStartFailed, ContainerEventExitRecorded},
+		ContainerStateCrashloopBackoff: {ContainerEventStart, ContainerEventPullOk, ContainerEventCreateFailed},
+		ContainerStateTerminated:       {ContainerEventKill},
+		ContainerStateRemoved:          {ContainerEventKill, ContainerEventRemoved},
 	}
 }
 

@@ -16,12 +16,10 @@ type guards map[string]bool
 
 func (g guards) NameTaken() bool            { return g["name_taken"] }
 func (g guards) PodDone() bool              { return g["pod_done"] }
-func (g guards) UpdatePending() bool        { return g["update_pending"] }
 func (g guards) AllContainersStopped() bool { return g["all_containers_stopped"] }
 func (g guards) PodTerminating() bool       { return g["pod_terminating"] }
-func (g guards) ImagePresent() bool         { return g["image_present"] }
-func (g guards) PullPolicyAlways() bool     { return g["pull_policy_always"] }
-func (g guards) PullPolicyNever() bool      { return g["pull_policy_never"] }
+func (g guards) StartBlocked() bool         { return g["start_blocked"] }
+func (g guards) RecreateForbidden() bool    { return g["recreate_forbidden"] }
 func (g guards) RestartAllowed() bool       { return g["restart_allowed"] }
 func (g guards) SpecChanged() bool          { return g["spec_changed"] }
 
@@ -205,32 +203,38 @@ func TestPodNeverGoesBack(t *testing.T) {
 	}
 }
 
-// TestContainerNeverStartsWhenPodTerminates: with pod_terminating set, no
-// event sequence from any state reaches a state that creates or starts a
-// container.
-func TestContainerNeverStartsWhenPodTerminates(t *testing.T) {
-	g := guards{"pod_terminating": true, "image_present": true, "restart_allowed": true}
-	for _, from := range ContainerStates {
-		seen := map[ContainerState]bool{from: true}
-		queue := []ContainerState{from}
-		for len(queue) > 0 {
-			s := queue[0]
-			queue = queue[1:]
-			for _, ev := range ContainerEvents {
-				m := NewContainerMachineAt(s, g)
-				step, err := m.Fire(ev)
-				if err != nil {
-					continue
-				}
-				for _, p := range step.Path {
-					if p == ContainerStateCreating || p == ContainerStateStarting || p == ContainerStatePulling {
-						t.Errorf("from %s: %s on %s enters %s while the pod terminates", from, s, ev, p)
-					}
-				}
-				if !seen[step.To] {
-					seen[step.To] = true
-					queue = append(queue, step.To)
-				}
+// TestOnlyStartEntersTheStartPath: the start path (pulling, creating,
+// starting) is entered only by `start` from waiting and by the completions
+// along it; the pod machine delivers `start` only from sync_pod, the entry
+// action of syncing, which no state after termination reaches
+// (TestPodNeverGoesBack), so no container starts once the pod terminates.
+// With pod_terminating set, an exit never leads back to waiting.
+func TestOnlyStartEntersTheStartPath(t *testing.T) {
+	startPath := map[ContainerState]ContainerState{
+		ContainerStatePulling:  ContainerStateWaiting,
+		ContainerStateCreating: ContainerStatePulling,
+		ContainerStateStarting: ContainerStateCreating,
+	}
+	for _, tr := range ContainerTransitionTable {
+		from, ok := startPath[tr.To]
+		if !ok || tr.Internal {
+			continue
+		}
+		if tr.From != from || tr.From == ContainerStateWaiting && tr.Event != ContainerEventStart {
+			t.Errorf("container transition %s -> %s on %s enters the start path", tr.From, tr.To, tr.Event)
+		}
+	}
+	g := guards{"pod_terminating": true, "restart_allowed": true, "spec_changed": true}
+	for _, ev := range []ContainerEvent{ContainerEventExitRecorded} {
+		st, err := NewContainerMachineAt(ContainerStateExited, g).Fire(ev)
+		if err != nil || st.To != ContainerStateTerminated {
+			t.Errorf("exit while the pod terminates: %s, %v; want terminated", st.To, err)
+		}
+	}
+	for _, s := range []PodState{PodStateTerminating, PodStateTerminated, PodStateFinished} {
+		for _, a := range PodStateEntry[s] {
+			if a == PodActionSyncPod {
+				t.Errorf("pod state %s runs sync_pod", s)
 			}
 		}
 	}
@@ -258,6 +262,20 @@ func TestShortestPathsReachEveryState(t *testing.T) {
 			t.Errorf("container: path %v does not reach %s", evs, target)
 		}
 	}
+	spaths := SandboxShortestPaths()
+	if len(spaths) != len(SandboxStates) {
+		t.Errorf("sandbox: %d shortest paths for %d states", len(spaths), len(SandboxStates))
+	}
+	for target, evs := range spaths {
+		if _, passed := replay(SandboxInitialState, evs, sandboxGuardNames[:], fireSandbox); !passed[target] {
+			t.Errorf("sandbox: path %v does not reach %s", evs, target)
+		}
+	}
+}
+
+func fireSandbox(s SandboxState, g guards, ev SandboxEvent) (SandboxState, []SandboxState, bool) {
+	st, err := NewSandboxMachineAt(s, g).Fire(ev)
+	return st.To, st.Path, err == nil
 }
 
 // replay fires evs from initial under every assignment of the named guards at
@@ -424,6 +442,12 @@ func TestTransitionPathsCoverEveryTransition(t *testing.T) {
 			t.Errorf("container transition %d (%s -%s-> %s): path %v does not take it", i, tr.From, tr.Event, tr.To, evs)
 		}
 	}
+	for i, evs := range SandboxTransitionPaths() {
+		tr := SandboxTransitionTable[i]
+		if end, _ := replay(SandboxInitialState, evs, sandboxGuardNames[:], fireSandbox); len(evs) == 0 || !end[tr.To] {
+			t.Errorf("sandbox transition %d (%s -%s-> %s): path %v does not take it", i, tr.From, tr.Event, tr.To, evs)
+		}
+	}
 }
 
 func TestStepString(t *testing.T) {
@@ -435,8 +459,10 @@ func TestStepString(t *testing.T) {
 	if got := st.String(); got != "pending -> syncing on update / sync_pod" {
 		t.Errorf("step = %q", got)
 	}
+	st, _ = m.Fire(PodEventSyncOk)
+	st, _ = m.Fire(PodEventKill)
 	st, _ = m.Fire(PodEventUpdate)
-	if got := st.String(); got != "syncing: internal on update" {
+	if got := st.String(); got != "terminating: internal on update" {
 		t.Errorf("step = %q", got)
 	}
 }

@@ -16,7 +16,7 @@ const PodMachineName = "pod"
 
 // PodSpecSHA256 is the SHA-256 of spec/pod.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const PodSpecSHA256 = "c101f613def1b78b8be5f02eeb2c0ca8a34083bafd66b6adf06a0a8fe68a0b34"
+const PodSpecSHA256 = "a675e4d3d47631d5173dffe5b4a04caf6b48753d349033d47194cdb2ba56286d"
 
 // PodState is a state of the pod machine.
 //
@@ -31,7 +31,7 @@ const (
 	// PodStateWaitingToStart: A static pod whose full name is still taken; it
 	// waits FIFO for name_free.
 	PodStateWaitingToStart
-	// PodStateSyncing: A SyncPod runs.
+	// PodStateSyncing: sync_pod runs.
 	PodStateSyncing
 	// PodStateSynced: The last sync succeeded; wait for the resync timer, an
 	// update or a runtime event.
@@ -108,10 +108,10 @@ const (
 	// PodEventSync: Sync now: the sync tick or requeue timer fired, a runtime
 	// event or probe changed the pod, or config RECONCILE.
 	PodEventSync
-	// PodEventSyncOk: The SyncPod started by sync_pod succeeded.
+	// PodEventSyncOk: sync_pod succeeded.
 	PodEventSyncOk
-	// PodEventSyncFailed: The SyncPod started by sync_pod failed (requeue with
-	// backoff).
+	// PodEventSyncFailed: sync_pod failed (the sandbox could not be created, or a
+	// container could not start): requeue with backoff.
 	PodEventSyncFailed
 	// PodEventKill: Termination requested (config REMOVE or DELETE, eviction, pod
 	// became terminal, orphan after restart), with a grace period the engine
@@ -168,21 +168,21 @@ type PodGuard uint8
 
 // Guards of the pod machine, in spec order.
 const (
-	// PodGuardNameTaken: A static pod whose full name (name_namespace) is held by
-	// another started pod, or earlier successors wait for it (FIFO).
+	// PodGuardNameTaken: A static pod whose full name (name_namespace) another
+	// UID holds or waits for ahead of this one (FIFO).
 	PodGuardNameTaken PodGuard = iota
-	// PodGuardPodDone: Every container finished and none may restart under the
-	// restart policy: the phase is Succeeded or Failed and stays so.
+	// PodGuardPodDone: No container will run again: every regular container
+	// machine is terminated or removed, or an init container is terminated after
+	// a failure (it never restarts and the pod cannot initialize). Sidecars do
+	// not count: they are stopped while the pod terminates.
 	PodGuardPodDone
-	// PodGuardUpdatePending: An update or a sync request arrived while the sync
-	// ran: sync again with the newest spec.
-	PodGuardUpdatePending
-	// PodGuardAllContainersStopped: No container of the pod is running (every
-	// container machine is exited, terminated or removed).
+	// PodGuardAllContainersStopped: No container of the pod runs: every container
+	// machine is in waiting, pull_backoff, crashloop_backoff, terminated or
+	// removed.
 	PodGuardAllContainersStopped
 )
 
-var podGuardNames = [...]string{"name_taken", "pod_done", "update_pending", "all_containers_stopped"}
+var podGuardNames = [...]string{"name_taken", "pod_done", "all_containers_stopped"}
 
 // String returns the guard's name in the spec.
 func (g PodGuard) String() string {
@@ -196,17 +196,16 @@ func (g PodGuard) String() string {
 // implements it on its per-pod object. Guards are called from Fire and
 // Can; they must be quick and must not fire events.
 type PodGuards interface {
-	// NameTaken: A static pod whose full name (name_namespace) is held by another
-	// started pod, or earlier successors wait for it (FIFO).
+	// NameTaken: A static pod whose full name (name_namespace) another UID holds
+	// or waits for ahead of this one (FIFO).
 	NameTaken() bool
-	// PodDone: Every container finished and none may restart under the restart
-	// policy: the phase is Succeeded or Failed and stays so.
+	// PodDone: No container will run again: every regular container machine is
+	// terminated or removed, or an init container is terminated after a failure
+	// (it never restarts and the pod cannot initialize). Sidecars do not count:
+	// they are stopped while the pod terminates.
 	PodDone() bool
-	// UpdatePending: An update or a sync request arrived while the sync ran: sync
-	// again with the newest spec.
-	UpdatePending() bool
-	// AllContainersStopped: No container of the pod is running (every container
-	// machine is exited, terminated or removed).
+	// AllContainersStopped: No container of the pod runs: every container machine
+	// is in waiting, pull_backoff, crashloop_backoff, terminated or removed.
 	AllContainersStopped() bool
 }
 
@@ -216,8 +215,6 @@ func podGuard(g PodGuards, which PodGuard) bool {
 		return g.NameTaken()
 	case PodGuardPodDone:
 		return g.PodDone()
-	case PodGuardUpdatePending:
-		return g.UpdatePending()
 	case PodGuardAllContainersStopped:
 		return g.AllContainersStopped()
 	}
@@ -230,34 +227,32 @@ type PodAction uint8
 
 // Actions of the pod machine, in spec order.
 const (
-	// PodActionSyncPod: SyncPod: kill what must die, ensure the sandbox, then
-	// drive the container machines: init containers one at a time (sidecars are
-	// restartable init containers), then regular containers. Reports sync_ok or
-	// sync_failed.
+	// PodActionSyncPod: SyncPod: deliver update to every container (a running one
+	// whose spec changed stops; see container spec_changed), kill the containers
+	// of a dead sandbox, deliver create to the sandbox, then, when it is ready,
+	// start to every container (each container's guards decide whether it may
+	// start now). Reports sync_ok, or sync_failed when the sandbox is not ready
+	// or a container start failed.
 	PodActionSyncPod PodAction = iota
-	// PodActionRunSandbox: Create the pod sandbox when none is ready and read
-	// back its IPs. Run by sync_pod (see its calls) after the kills and before
-	// any container starts.
-	PodActionRunSandbox
-	// PodActionKillContainers: preStop hooks, then StopContainer with the
-	// effective grace period for every container, sidecars last. Reports
-	// termination_done.
+	// PodActionKillContainers: Deliver kill to every container with the effective
+	// grace period: regular containers in parallel, then init containers and
+	// sidecars. Reports termination_done.
 	PodActionKillContainers
-	// PodActionStopSandbox: Stop the pod sandbox (network and shared namespaces).
-	// Idempotent.
+	// PodActionStopSandbox: Deliver stop to the sandbox machine.
 	PodActionStopSandbox
-	// PodActionRemovePod: Remove the containers and the sandbox of the pod from
-	// the runtime. Idempotent; reports cleanup_done.
+	// PodActionRemovePod: Remove the containers and every sandbox of the pod from
+	// the runtime (idempotent), then deliver removed to the container and sandbox
+	// machines. Reports cleanup_done when every call succeeded.
 	PodActionRemovePod
-	// PodActionReleaseName: Give up the static pod full name so that the next
-	// successor in the FIFO may start.
+	// PodActionReleaseName: Leave the static pod full name's queue; the next UID
+	// waiting for it gets name_free.
 	PodActionReleaseName
 	// PodActionReportStatus: Recompute the pod status from the machine states and
 	// hand it to the status writer.
 	PodActionReportStatus
 )
 
-var podActionNames = [...]string{"sync_pod", "run_sandbox", "kill_containers", "stop_sandbox", "remove_pod", "release_name", "report_status"}
+var podActionNames = [...]string{"sync_pod", "kill_containers", "stop_sandbox", "remove_pod", "release_name", "report_status"}
 
 // String returns the action's name in the spec.
 func (a PodAction) String() string {
@@ -269,10 +264,9 @@ func (a PodAction) String() string {
 
 // PodActionCRI lists, per action, the CRI methods the spec says it calls.
 var PodActionCRI = [...][]string{
-	PodActionSyncPod:        {"PodSandboxStatus", "ListContainers"},
-	PodActionRunSandbox:     {"RunPodSandbox", "PodSandboxStatus"},
-	PodActionKillContainers: {"ExecSync", "StopContainer"},
-	PodActionStopSandbox:    {"StopPodSandbox"},
+	PodActionSyncPod:        {},
+	PodActionKillContainers: {},
+	PodActionStopSandbox:    {},
 	PodActionRemovePod:      {"RemoveContainer", "RemovePodSandbox"},
 	PodActionReleaseName:    {},
 	PodActionReportStatus:   {},
@@ -282,31 +276,26 @@ var PodActionCRI = [...][]string{
 // implements it on its per-pod object and runs the actions a Step
 // returns, in order, outside the machine.
 type PodActions interface {
-	// SyncPod: SyncPod: kill what must die, ensure the sandbox, then drive the
-	// container machines: init containers one at a time (sidecars are restartable
-	// init containers), then regular containers. Reports sync_ok or sync_failed.
-	// CRI: PodSandboxStatus, ListContainers.
-	// Runs itself: run_sandbox.
+	// SyncPod: SyncPod: deliver update to every container (a running one whose
+	// spec changed stops; see container spec_changed), kill the containers of a
+	// dead sandbox, deliver create to the sandbox, then, when it is ready, start
+	// to every container (each container's guards decide whether it may start
+	// now). Reports sync_ok, or sync_failed when the sandbox is not ready or a
+	// container start failed.
 	SyncPod(ctx context.Context) error
-	// RunSandbox: Create the pod sandbox when none is ready and read back its
-	// IPs. Run by sync_pod (see its calls) after the kills and before any
-	// container starts.
-	// CRI: RunPodSandbox, PodSandboxStatus.
-	RunSandbox(ctx context.Context) error
-	// KillContainers: preStop hooks, then StopContainer with the effective grace
-	// period for every container, sidecars last. Reports termination_done.
-	// CRI: ExecSync, StopContainer.
+	// KillContainers: Deliver kill to every container with the effective grace
+	// period: regular containers in parallel, then init containers and sidecars.
+	// Reports termination_done.
 	KillContainers(ctx context.Context) error
-	// StopSandbox: Stop the pod sandbox (network and shared namespaces).
-	// Idempotent.
-	// CRI: StopPodSandbox.
+	// StopSandbox: Deliver stop to the sandbox machine.
 	StopSandbox(ctx context.Context) error
-	// RemovePod: Remove the containers and the sandbox of the pod from the
-	// runtime. Idempotent; reports cleanup_done.
+	// RemovePod: Remove the containers and every sandbox of the pod from the
+	// runtime (idempotent), then deliver removed to the container and sandbox
+	// machines. Reports cleanup_done when every call succeeded.
 	// CRI: RemoveContainer, RemovePodSandbox.
 	RemovePod(ctx context.Context) error
-	// ReleaseName: Give up the static pod full name so that the next successor in
-	// the FIFO may start.
+	// ReleaseName: Leave the static pod full name's queue; the next UID waiting
+	// for it gets name_free.
 	ReleaseName(ctx context.Context) error
 	// ReportStatus: Recompute the pod status from the machine states and hand it
 	// to the status writer.
@@ -318,8 +307,6 @@ func RunPodAction(ctx context.Context, impl PodActions, a PodAction) error {
 	switch a {
 	case PodActionSyncPod:
 		return impl.SyncPod(ctx)
-	case PodActionRunSandbox:
-		return impl.RunSandbox(ctx)
 	case PodActionKillContainers:
 		return impl.KillContainers(ctx)
 	case PodActionStopSandbox:
@@ -416,12 +403,8 @@ var PodTransitionTable = []PodTransition{
 	{From: PodStateWaitingToStart, Event: PodEventUpdate, To: PodStateWaitingToStart, Internal: true},
 	{From: PodStateWaitingToStart, Event: PodEventKill, To: PodStateTerminated},
 	{From: PodStateSyncing, Event: PodEventSyncOk, Guard: PodGuardPodDone, HasGuard: true, To: PodStateTerminating, Actions: []PodAction{PodActionReportStatus}},
-	{From: PodStateSyncing, Event: PodEventSyncOk, Guard: PodGuardUpdatePending, HasGuard: true, To: PodStateSyncing, Actions: []PodAction{PodActionReportStatus}},
 	{From: PodStateSyncing, Event: PodEventSyncOk, To: PodStateSynced, Actions: []PodAction{PodActionReportStatus}},
 	{From: PodStateSyncing, Event: PodEventSyncFailed, To: PodStateSyncBackoff, Actions: []PodAction{PodActionReportStatus}},
-	{From: PodStateSyncing, Event: PodEventUpdate, To: PodStateSyncing, Internal: true},
-	{From: PodStateSyncing, Event: PodEventSync, To: PodStateSyncing, Internal: true},
-	{From: PodStateSyncing, Event: PodEventKill, To: PodStateTerminating},
 	{From: PodStateSynced, Event: PodEventSync, To: PodStateSyncing},
 	{From: PodStateSynced, Event: PodEventUpdate, To: PodStateSyncing},
 	{From: PodStateSynced, Event: PodEventKill, To: PodStateTerminating},
@@ -434,15 +417,8 @@ var PodTransitionTable = []PodTransition{
 	{From: PodStateTerminating, Event: PodEventSync, To: PodStateTerminating},
 	{From: PodStateTerminating, Event: PodEventKill, To: PodStateTerminating, Internal: true, Actions: []PodAction{PodActionKillContainers}},
 	{From: PodStateTerminating, Event: PodEventUpdate, To: PodStateTerminating, Internal: true},
-	{From: PodStateTerminating, Event: PodEventSyncOk, To: PodStateTerminating, Internal: true},
-	{From: PodStateTerminating, Event: PodEventSyncFailed, To: PodStateTerminating, Internal: true},
 	{From: PodStateTerminated, Event: PodEventCleanupDone, To: PodStateFinished},
 	{From: PodStateTerminated, Event: PodEventSync, To: PodStateTerminated},
-	{From: PodStateTerminated, Event: PodEventKill, To: PodStateTerminated, Internal: true},
-	{From: PodStateTerminated, Event: PodEventUpdate, To: PodStateTerminated, Internal: true},
-	{From: PodStateTerminated, Event: PodEventSyncOk, To: PodStateTerminated, Internal: true},
-	{From: PodStateTerminated, Event: PodEventSyncFailed, To: PodStateTerminated, Internal: true},
-	{From: PodStateTerminated, Event: PodEventTerminationDone, To: PodStateTerminated, Internal: true},
 }
 
 // PodChoice is a branch of a choice: on entering State, the branches of
@@ -487,11 +463,11 @@ var PodStateTimers = [8][]PodTimer{
 var podByStateEvent = [8][][]uint16{
 	PodStatePending:        {{0, 1}, nil, nil, nil, {2}, nil, nil, nil},
 	PodStateWaitingToStart: {{4}, nil, nil, nil, {5}, {3}, nil, nil},
-	PodStateSyncing:        {{10}, {11}, {6, 7, 8}, {9}, {12}, nil, nil, nil},
-	PodStateSynced:         {{14}, {13}, nil, nil, {15}, nil, nil, nil},
-	PodStateSyncBackoff:    {{17}, {16}, nil, nil, {18}, nil, nil, nil},
-	PodStateTerminating:    {{24}, {21, 22}, {25}, {26}, {23}, nil, {19, 20}, nil},
-	PodStateTerminated:     {{30}, {28}, {31}, {32}, {29}, nil, {33}, {27}},
+	PodStateSyncing:        {nil, nil, {6, 7}, {8}, nil, nil, nil, nil},
+	PodStateSynced:         {{10}, {9}, nil, nil, {11}, nil, nil, nil},
+	PodStateSyncBackoff:    {{13}, {12}, nil, nil, {14}, nil, nil, nil},
+	PodStateTerminating:    {{20}, {17, 18}, nil, nil, {19}, nil, {15, 16}, nil},
+	PodStateTerminated:     {nil, {22}, nil, nil, nil, nil, nil, {21}},
 	PodStateFinished:       {nil, nil, nil, nil, nil, nil, nil, nil},
 }
 
@@ -500,7 +476,7 @@ var podChoicesByState = [8][]uint16{}
 
 // podTransitionKeys names each external transition for looplab/fsm
 // (looplab allows one destination per event and source).
-var podTransitionKeys = [34]string{
+var podTransitionKeys = [23]string{
 	0:  "t0:update",
 	1:  "t1:update",
 	2:  "t2:kill",
@@ -508,20 +484,18 @@ var podTransitionKeys = [34]string{
 	5:  "t5:kill",
 	6:  "t6:sync_ok",
 	7:  "t7:sync_ok",
-	8:  "t8:sync_ok",
-	9:  "t9:sync_failed",
-	12: "t12:kill",
-	13: "t13:sync",
-	14: "t14:update",
-	15: "t15:kill",
-	16: "t16:sync",
-	17: "t17:update",
-	18: "t18:kill",
-	19: "t19:termination_done",
-	21: "t21:sync",
+	8:  "t8:sync_failed",
+	9:  "t9:sync",
+	10: "t10:update",
+	11: "t11:kill",
+	12: "t12:sync",
+	13: "t13:update",
+	14: "t14:kill",
+	15: "t15:termination_done",
+	17: "t17:sync",
+	18: "t18:sync",
+	21: "t21:cleanup_done",
 	22: "t22:sync",
-	27: "t27:cleanup_done",
-	28: "t28:sync",
 }
 
 var podChoiceKeys = [...]string{}
@@ -533,18 +507,17 @@ var podFSMEvents = fsm.Events{
 	{Name: "t3:name_free", Src: []string{PodStateWaitingToStart.String()}, Dst: PodStateSyncing.String()},
 	{Name: "t5:kill", Src: []string{PodStateWaitingToStart.String()}, Dst: PodStateTerminated.String()},
 	{Name: "t6:sync_ok", Src: []string{PodStateSyncing.String()}, Dst: PodStateTerminating.String()},
-	{Name: "t8:sync_ok", Src: []string{PodStateSyncing.String()}, Dst: PodStateSynced.String()},
-	{Name: "t9:sync_failed", Src: []string{PodStateSyncing.String()}, Dst: PodStateSyncBackoff.String()},
-	{Name: "t12:kill", Src: []string{PodStateSyncing.String()}, Dst: PodStateTerminating.String()},
-	{Name: "t13:sync", Src: []string{PodStateSynced.String()}, Dst: PodStateSyncing.String()},
-	{Name: "t14:update", Src: []string{PodStateSynced.String()}, Dst: PodStateSyncing.String()},
-	{Name: "t15:kill", Src: []string{PodStateSynced.String()}, Dst: PodStateTerminating.String()},
-	{Name: "t16:sync", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateSyncing.String()},
-	{Name: "t17:update", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateSyncing.String()},
-	{Name: "t18:kill", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateTerminating.String()},
-	{Name: "t19:termination_done", Src: []string{PodStateTerminating.String()}, Dst: PodStateTerminated.String()},
-	{Name: "t21:sync", Src: []string{PodStateTerminating.String()}, Dst: PodStateTerminated.String()},
-	{Name: "t27:cleanup_done", Src: []string{PodStateTerminated.String()}, Dst: PodStateFinished.String()},
+	{Name: "t7:sync_ok", Src: []string{PodStateSyncing.String()}, Dst: PodStateSynced.String()},
+	{Name: "t8:sync_failed", Src: []string{PodStateSyncing.String()}, Dst: PodStateSyncBackoff.String()},
+	{Name: "t9:sync", Src: []string{PodStateSynced.String()}, Dst: PodStateSyncing.String()},
+	{Name: "t10:update", Src: []string{PodStateSynced.String()}, Dst: PodStateSyncing.String()},
+	{Name: "t11:kill", Src: []string{PodStateSynced.String()}, Dst: PodStateTerminating.String()},
+	{Name: "t12:sync", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateSyncing.String()},
+	{Name: "t13:update", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateSyncing.String()},
+	{Name: "t14:kill", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateTerminating.String()},
+	{Name: "t15:termination_done", Src: []string{PodStateTerminating.String()}, Dst: PodStateTerminated.String()},
+	{Name: "t17:sync", Src: []string{PodStateTerminating.String()}, Dst: PodStateTerminated.String()},
+	{Name: "t21:cleanup_done", Src: []string{PodStateTerminated.String()}, Dst: PodStateFinished.String()},
 }
 
 // PodStep is the outcome of one Fire: the machine moved From -> To on

@@ -6,7 +6,7 @@ import "fmt"
 
 // RoutesSpecSHA256 is the SHA-256 of spec/routes.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const RoutesSpecSHA256 = "7f9cb35013fd6c892d39e65d4451e0577b092e2e2f8806fd461d09f6327bb6a5"
+const RoutesSpecSHA256 = "a96a19a8c08616f8ada73c6d0d0accd580a093df4aa1e93561cfe9fe5388f3b9"
 
 // Input is a channel input of the engine: a config op, a runtime event, a
 // tick or a probe result. Route says which machine events it becomes.
@@ -38,6 +38,8 @@ const (
 	InputContainerDied
 	// InputContainerRemoved: PLEG: ContainerRemoved.
 	InputContainerRemoved
+	// InputSandboxDied: PLEG: the pod's current sandbox is not ready or gone.
+	InputSandboxDied
 	// InputContainerChanged: PLEG: ContainerChanged (another status change).
 	InputContainerChanged
 	// InputSyncTick: The sync ticker found the pod due for a resync.
@@ -57,9 +59,9 @@ const (
 )
 
 // Inputs lists every input in spec order.
-var Inputs = []Input{InputConfigAdd, InputConfigUpdate, InputConfigRemove, InputConfigDelete, InputConfigReconcile, InputConfigRestore, InputContainerStarted, InputContainerDied, InputContainerRemoved, InputContainerChanged, InputSyncTick, InputHousekeeping, InputLivenessFailed, InputStartupFailed, InputReadinessChanged}
+var Inputs = []Input{InputConfigAdd, InputConfigUpdate, InputConfigRemove, InputConfigDelete, InputConfigReconcile, InputConfigRestore, InputContainerStarted, InputContainerDied, InputContainerRemoved, InputSandboxDied, InputContainerChanged, InputSyncTick, InputHousekeeping, InputLivenessFailed, InputStartupFailed, InputReadinessChanged}
 
-var inputNames = [...]string{"config_add", "config_update", "config_remove", "config_delete", "config_reconcile", "config_restore", "container_started", "container_died", "container_removed", "container_changed", "sync_tick", "housekeeping", "liveness_failed", "startup_failed", "readiness_changed"}
+var inputNames = [...]string{"config_add", "config_update", "config_remove", "config_delete", "config_reconcile", "config_restore", "container_started", "container_died", "container_removed", "sandbox_died", "container_changed", "sync_tick", "housekeeping", "liveness_failed", "startup_failed", "readiness_changed"}
 
 // String returns the input's name in the spec.
 func (in Input) String() string {
@@ -86,9 +88,11 @@ type Routed struct {
 	HasContainer bool
 	Pod          PodEvent
 	HasPod       bool
+	Sandbox      SandboxEvent
+	HasSandbox   bool
 }
 
-var routeTable = [15]Routed{
+var routeTable = [16]Routed{
 	InputConfigAdd:        {Pod: PodEventUpdate, HasPod: true},
 	InputConfigUpdate:     {Pod: PodEventUpdate, HasPod: true},
 	InputConfigRemove:     {Pod: PodEventKill, HasPod: true},
@@ -98,6 +102,7 @@ var routeTable = [15]Routed{
 	InputContainerStarted: {Pod: PodEventSync, HasPod: true, Container: ContainerEventStarted, HasContainer: true},
 	InputContainerDied:    {Pod: PodEventSync, HasPod: true, Container: ContainerEventDied, HasContainer: true},
 	InputContainerRemoved: {Container: ContainerEventRemoved, HasContainer: true},
+	InputSandboxDied:      {Pod: PodEventSync, HasPod: true, Sandbox: SandboxEventDied, HasSandbox: true},
 	InputContainerChanged: {Pod: PodEventSync, HasPod: true},
 	InputSyncTick:         {Pod: PodEventSync, HasPod: true},
 	InputHousekeeping:     {Pod: PodEventSync, HasPod: true},

@@ -17,6 +17,7 @@ func TestGeneratedFromCurrentSpec(t *testing.T) {
 		"container.hcl": {ContainerSpecSHA256, "fsm/container_gen.go"},
 		"pod.hcl":       {PodSpecSHA256, "fsm/pod_gen.go"},
 		"routes.hcl":    {RoutesSpecSHA256, "fsm/routes_gen.go"},
+		"sandbox.hcl":   {SandboxSpecSHA256, "fsm/sandbox_gen.go"},
 	}
 	files, err := filepath.Glob(filepath.Join("..", "spec", "*.hcl"))
 	if err != nil {

@@ -2,74 +2,96 @@
 # startContainer, killContainer).
 #
 # Each start runs: image check / PullImage -> CreateContainer -> StartContainer
-# -> postStart hook. The pod worker decides which container may start now
-# (init containers one at a time, sidecars = restartable init containers, then
-# regular containers) and fires `start` for it; this machine decides how.
+# -> postStart hook. The pod worker's sync_pod delivers `start` to every
+# container; guard start_blocked decides whether this container's turn has
+# come (init containers one at a time, sidecars started and kept running, then
+# regular containers), so the start order is on this graph.
+#
+# Actions run synchronously on the pod worker (regular containers of one pod
+# in parallel): `pulling`, `creating` and `starting` are left before the
+# worker handles its next input, and their rows are the completions their
+# entry actions report. A kill meanwhile cancels the running action, which
+# then reports its failure; the kill is handled next. `stopping` stays
+# observable when a stop fails: its grace timer, a shorter grace and the
+# runtime's death report then finish it.
 #
 # Rules that are not transitions, and where the engine enforces them:
-#  - CrashLoopBackOff starts at 10 s, doubles on each restart, caps at 300 s
-#    and resets after 10 min without a failure; image pull backoff the same.
-#    The engine keeps the backoff per container and answers the crashloop and
-#    image_pull_backoff durations with the current value.
+#  - CrashLoopBackOff: the first restart is immediate; the delay then starts
+#    at the crashloop duration, doubles on each restart, caps at its max and
+#    resets after 10 min without a failure; image pull backoff starts at the
+#    image_pull_backoff duration and doubles the same way. The durations are
+#    read from the backoff of the container (pure); the actions count_restart
+#    and count_pull_failure advance it. Flags override the spec's values.
 #  - The grace period of stop_container is the effective grace period of the
 #    pod worker (only shortens); on grace_expired the engine re-issues
 #    StopContainer with timeout 0, so a hung stop cannot block the worker.
-#  - Restart counts, exit codes, reasons (ErrImageNeverPull, ImagePullBackOff,
-#    CrashLoopBackOff, CreateContainerError) for the status are derived from
-#    the state and the last exit the engine recorded, never patched by hand.
+#  - Restart counts, exit codes and reasons (ErrImagePull, ErrImageNeverPull,
+#    ImagePullBackOff, CrashLoopBackOff, CreateContainerError,
+#    PostStartHookError) for the status are derived from the state and the
+#    exit record_exit recorded, never patched by hand.
+#  - A runtime event names the container instance it is about; the engine
+#    drops events for instances other than the current one.
 machine "container" {
   doc     = "One container of a pod, from image pull to removal."
   initial = state.waiting
 
-  event "start" { doc = "The pod worker wants this container running now." }
-  event "pull_ok" { doc = "PullImage returned the image." }
-  event "pull_failed" { doc = "PullImage failed (missing image, registry error)." }
+  event "start" { doc = "sync_pod asks the container to run now." }
+  event "update" { doc = "sync_pod delivers the newest pod spec." }
+  event "pull_ok" { doc = "pull_image found the image present or pulled it." }
+  event "pull_failed" { doc = "pull_image failed (ErrImagePull), or the image is missing under pull policy Never (ErrImageNeverPull)." }
   event "created" { doc = "CreateContainer returned a container ID." }
   event "create_failed" { doc = "CreateContainer failed (CreateContainerError)." }
   event "started" { doc = "StartContainer and the postStart hook succeeded, or the runtime reported ContainerStarted." }
-  event "start_failed" { doc = "StartContainer or the postStart hook failed (RunContainerError)." }
-  event "died" { doc = "The runtime reported ContainerDied; the engine recorded the exit code." }
+  event "start_failed" { doc = "StartContainer failed (RunContainerError)." }
+  event "post_start_failed" { doc = "The postStart hook failed (FailedPostStartHook): the container is killed." }
+  event "died" { doc = "The runtime reported ContainerDied." }
+  event "exit_recorded" { doc = "record_exit recorded the exit code, reason and finish time of the dead instance." }
   event "backoff_done" { doc = "A backoff timer expired." }
-  event "kill" { doc = "Stop this container: the pod is terminating, or the spec changed so that it must be restarted." }
+  event "kill" { doc = "Stop this container: the pod is terminating." }
+  event "sandbox_died" { doc = "The pod's sandbox died: a running container is stopped and restarts in the next sandbox under the restart policy." }
   event "liveness_failed" { doc = "The liveness or startup probe failed its threshold: kill, then restart under the restart policy." }
   event "stopped" { doc = "StopContainer returned." }
   event "grace_expired" { doc = "The grace period ran out while stopping." }
   event "removed" { doc = "The container is gone from the runtime (RemoveContainer, or the runtime reported ContainerRemoved)." }
 
-  guard "pod_terminating" { doc = "The pod worker has seen termination: never start a container again." }
-  guard "image_present" { doc = "ImageStatus found the image (the engine asks before firing start)." }
-  guard "pull_policy_always" { doc = "imagePullPolicy is Always." }
-  guard "pull_policy_never" { doc = "imagePullPolicy is Never (the image is missing: ErrImageNeverPull)." }
-  guard "restart_allowed" { doc = "restartPolicy Always, or OnFailure with a non-zero exit code (sidecars always restart)." }
-  guard "spec_changed" { doc = "The instance was created from an older spec of this container (its hash differs): kubelet restarts it at once, whatever the restart policy." }
+  guard "pod_terminating" { doc = "The pod machine is terminating, terminated or finished, or the pod spec no longer has this container: never start it again." }
+  guard "start_blocked" { doc = "Not this container's turn: an earlier init container has not completed (a sidecar counts once it runs), or it is a regular container and some init container has not (the pod is not Initialized)." }
+  guard "restart_allowed" { doc = "restartPolicy Always, or OnFailure with a non-zero exit code; a sidecar always restarts; an init container only after a failure and never under Never." }
+  guard "spec_changed" { doc = "The instance was created from an older spec of this container (its hash differs): kubelet restarts it, whatever the restart policy." }
 
   action "pull_image" {
-    doc = "Pull the image with the pod's credentials; reports pull_ok or pull_failed."
-    cri = ["PullImage", "ImageStatus"]
+    doc = "ImageStatus; PullImage when the image is missing or the pull policy is Always, unless the policy is Never (ErrImageNeverPull). Reports pull_ok or pull_failed."
+    cri = ["ImageStatus", "PullImage"]
+  }
+  action "count_pull_failure" {
+    doc = "Advance the image pull backoff of the container."
   }
   action "create_container" {
     doc = "Create the container in the pod sandbox; reports created or create_failed."
     cri = ["CreateContainer"]
   }
   action "start_container" {
-    doc = "Start the container, then run the postStart hook; reports started or start_failed."
+    doc = "Start the container, then run the postStart hook; reports started, start_failed or post_start_failed."
     cri = ["StartContainer", "ExecSync"]
   }
   action "stop_container" {
-    doc = "Run the preStop hook, then StopContainer with the grace period; reports stopped."
+    doc = "Run the preStop hook (once per instance), then StopContainer with the remaining grace period (0 once the grace timer expired); reports stopped."
     cri = ["ExecSync", "StopContainer"]
   }
   action "record_exit" {
-    doc = "Read the exit code, reason and finish time of the dead container for the status and restart_allowed."
+    doc = "Read the exit code, reason and finish time of the dead instance (ContainerStatus when the runtime event did not carry them); reports exit_recorded."
     cri = ["ContainerStatus"]
   }
+  action "count_restart" {
+    doc = "Advance the CrashLoopBackOff of the container."
+  }
   action "remove_container" {
-    doc = "Remove a dead container instance that will not be reported any more (garbage collection of older attempts)."
+    doc = "Remove the dead instances before the last one (the last stays for its logs and status until the pod is removed)."
     cri = ["RemoveContainer"]
   }
 
   duration "crashloop" {
-    doc     = "CrashLoopBackOff: 10 s doubling to 300 s, reset after 10 min without failure."
+    doc     = "CrashLoopBackOff: the first restart is immediate, then 10 s doubling to 300 s, reset after 10 min without failure."
     default = "10s"
     max     = "5m"
   }
@@ -79,68 +101,41 @@ machine "container" {
     max     = "5m"
   }
   duration "grace_period" {
-    doc     = "The effective termination grace period of the pod (only shortens)."
+    doc     = "The effective termination grace period of the pod (only shortens), plus 2 s for the runtime to report the kill."
     default = "30s"
   }
 
   state "waiting" {
     doc = "Not started yet, or waiting for the next attempt after a backoff."
     transition "start" {
-      guard = guard.pod_terminating
-      to    = state.terminated
-      doc   = "Once the pod terminates, a container never starts again."
-    }
-    transition "start" {
-      guard = guard.pull_policy_always
-      to    = state.pulling
-    }
-    transition "start" {
-      guard = guard.image_present
-      to    = state.creating
-    }
-    transition "start" {
-      guard = guard.pull_policy_never
-      to    = state.pull_backoff
-      doc   = "ErrImageNeverPull: the image is missing and may not be pulled."
+      guard = guard.start_blocked
+      doc   = "Not its turn yet: it waits for the init containers before it."
     }
     transition "start" { to = state.pulling }
     transition "kill" { to = state.terminated }
   }
 
   state "pulling" {
-    doc   = "PullImage runs."
+    doc   = "The image check and, when needed, PullImage run."
     entry = [action.pull_image]
-    transition "pull_ok" {
-      guard = guard.pod_terminating
-      to    = state.terminated
-      doc   = "Termination arrived while pulling: never create it."
-    }
     transition "pull_ok" { to = state.creating }
     transition "pull_failed" { to = state.pull_backoff }
-    transition "kill" { to = state.terminated }
   }
 
   state "pull_backoff" {
-    doc = "ImagePullBackOff (or ErrImageNeverPull): wait, then let the next sync try again."
+    doc   = "ErrImagePull, then ImagePullBackOff (or ErrImageNeverPull): wait, then let the next sync try again."
+    entry = [action.count_pull_failure]
     timeout "backoff_done" { after = duration.image_pull_backoff }
     transition "backoff_done" { to = state.waiting }
+    transition "start" { doc = "A sync during the backoff: the next attempt waits for it." }
     transition "kill" { to = state.terminated }
   }
 
   state "creating" {
     doc   = "CreateContainer runs."
     entry = [action.create_container]
-    transition "created" {
-      guard = guard.pod_terminating
-      to    = state.stopping
-      doc   = "Termination arrived while creating: never start it."
-    }
     transition "created" { to = state.starting }
     transition "create_failed" { to = state.crashloop_backoff }
-    transition "kill" {
-      to  = state.stopping
-      doc = "The create may have succeeded already: stop whatever exists (NotFound counts as stopped)."
-    }
   }
 
   state "starting" {
@@ -148,11 +143,9 @@ machine "container" {
     entry = [action.start_container]
     transition "started" { to = state.running }
     transition "start_failed" { to = state.exited }
-    transition "died" { to = state.exited }
-    transition "kill" { to = state.stopping }
-    transition "removed" {
-      to  = state.exited
-      doc = "Removed behind speclet's back: recorded as an unknown exit (137)."
+    transition "post_start_failed" {
+      to  = state.stopping
+      doc = "FailedPostStartHook: kill it with the grace period; the restart policy decides (PostStartHookError)."
     }
   }
 
@@ -161,6 +154,17 @@ machine "container" {
     transition "died" { to = state.exited }
     transition "liveness_failed" { to = state.stopping }
     transition "kill" { to = state.stopping }
+    transition "sandbox_died" {
+      to  = state.stopping
+      doc = "Its sandbox died: stop it; the restart policy decides whether it starts again in a new sandbox."
+    }
+    transition "update" {
+      guard = guard.spec_changed
+      to    = state.stopping
+      doc   = "Its spec changed: kill it with the grace period; it restarts whatever the restart policy."
+    }
+    transition "update" { doc = "Unchanged spec." }
+    transition "start" { doc = "Already running." }
     transition "started" { doc = "A late ContainerStarted runtime event." }
     transition "removed" {
       to  = state.exited
@@ -169,7 +173,7 @@ machine "container" {
   }
 
   state "stopping" {
-    doc   = "preStop and StopContainer run with the grace period."
+    doc   = "preStop and StopContainer run with the grace period; it stays here only when the stop failed."
     entry = [action.stop_container]
     timeout "grace_expired" { after = duration.grace_period }
     transition "grace_expired" {
@@ -180,15 +184,18 @@ machine "container" {
     transition "died" { to = state.exited }
     transition "kill" {
       actions = [action.stop_container]
-      doc     = "A shorter grace period: the engine re-issues the stop when the grace period shrank."
+      doc     = "Killed again (the pod terminates, maybe with a shorter grace period): the stop is re-issued."
     }
-    transition "started" { doc = "A late ContainerStarted runtime event." }
-    transition "removed" { to = state.exited }
   }
 
   state "exited" {
-    doc   = "The container died or was stopped: record the exit, then decide on a restart."
+    doc   = "The instance died or was stopped: record its exit."
     entry = [action.record_exit]
+    transition "exit_recorded" { to = state.deciding }
+  }
+
+  state "deciding" {
+    doc = "Restart or not, from the recorded exit."
     choice {
       when "pod_terminating" { to = state.terminated }
       when "spec_changed" { to = state.waiting }
@@ -198,13 +205,15 @@ machine "container" {
   }
 
   state "crashloop_backoff" {
-    doc = "CrashLoopBackOff: wait before the next attempt."
+    doc   = "CrashLoopBackOff: wait before the next attempt (the first restart waits 0 s)."
+    entry = [action.count_restart]
     timeout "backoff_done" { after = duration.crashloop }
     transition "backoff_done" {
       to      = state.waiting
       actions = [action.remove_container]
       doc     = "The next sync starts a new attempt; the dead instance before the last one is removed."
     }
+    transition "start" { doc = "A sync during the backoff: the restart waits for it." }
     transition "kill" { to = state.terminated }
   }
 
@@ -212,9 +221,8 @@ machine "container" {
     doc = "Dead and never restarted (the restart policy forbids it or the pod terminates); still present in the runtime."
     transition "removed" { to = state.removed }
     transition "kill" {}
-    transition "died" {}
-    transition "stopped" {}
-    transition "start" { doc = "A terminated container never starts again; the pod worker may still ask." }
+    transition "died" { doc = "A late ContainerDied runtime event." }
+    transition "start" { doc = "A terminated container never starts again; sync_pod still asks every container." }
   }
 
   state "removed" {

@@ -2,80 +2,79 @@
 #
 # Phases only move forward: pending -> (waiting_to_start) -> syncing / synced /
 # sync_backoff -> terminating -> terminated -> finished. No transition leads
-# from terminating, terminated or finished back to a syncing state, so once a
-# worker has seen termination it never starts a container again (the container
-# machines also refuse to start under guard pod_terminating).
+# from terminating, terminated or finished back to a syncing state, and only
+# sync_pod (the entry action of syncing) asks a container to start, so once a
+# worker has seen termination it never starts a container again.
+#
+# Actions run synchronously on the pod's worker goroutine: an action's
+# completion (sync_ok, termination_done, cleanup_done) is fired before the
+# worker takes its next input. So `syncing` is left within the input that
+# entered it: an update, a sync request or a kill that arrives meanwhile
+# waits in the worker's queue, and a kill also cancels the running action's
+# context so that it is handled next. Timers are armed on entering a state
+# and fire as inputs between actions, never during one.
 #
 # Rules that are not transitions, and where the engine enforces them:
 #  - One serialized worker per pod UID: the engine runs one goroutine per UID
-#    and fires this machine only from it.
-#  - Only the newest pending update counts: the engine keeps one pending pod
-#    spec per UID, replaced by every update; `update` while a sync runs is an
-#    internal transition and the next sync reads the newest spec.
+#    and fires this pod's machines only from it.
+#  - Only the newest pending update counts: the worker's queue keeps one
+#    pending config input, replaced by every update; a pending kill is never
+#    replaced by a later update.
 #  - Effective grace period = min(current, deletionGracePeriodSeconds, kill
 #    override); it only shortens, with a floor of 1 s for a plain kill and 0
-#    only when forced: computed by the engine when it fires `kill`; a repeated
-#    kill in terminating re-runs kill_containers, which the engine skips unless
-#    the grace period got shorter.
+#    only when forced: computed by the engine before it fires `kill`; a
+#    repeated kill in terminating re-runs kill_containers, and a container
+#    that is stopping re-issues its stop only when its grace got shorter.
 #  - A terminated UID never restarts until purged: finished is final; the
 #    engine keeps finished UIDs and drops config updates for them until
 #    housekeeping purges a UID that no source lists any more.
 #  - Static pods: at most one started pod per full name (name_namespace);
-#    successors wait FIFO. The engine keeps the FIFO per full name, answers
-#    guard name_taken, and fires name_free at the head of the queue when the
-#    previous holder reaches finished (action release_name). A successor
-#    killed while waiting must leave the FIFO at once: name_free is refused
-#    outside waiting_to_start, so handing the name to a dead successor would
-#    block the ones behind it forever.
+#    successors wait FIFO. The sync loop (one goroutine) queues each static
+#    pod UID under its full name in arrival order when the UID is first
+#    declared; guard name_taken reads that queue; action release_name removes
+#    the UID and sends name_free to the next UID still waiting. A successor
+#    killed while waiting leaves the queue at once (release_name runs in
+#    finished), so it never blocks the ones behind it.
 #  - Requeue jitter: the engine supplies jittered values for resync and
 #    sync_backoff through the Durations interface.
 #  - Status is derived from machine states, never patched: phase Pending until
 #    a container machine reaches running; Running while syncing; Succeeded or
-#    Failed from the exits recorded once sync_ok fired under pod_done, and
-#    since no transition leaves terminating/terminated/finished for a syncing
-#    state, a terminal phase never goes back (no Running -> Pending, no
-#    Failed -> Succeeded). The engine computes it in report_status.
+#    Failed once pod_done held; since no transition leaves terminating,
+#    terminated or finished for a syncing state, a terminal phase never goes
+#    back (no Running -> Pending, no Failed -> Succeeded). report_status
+#    computes it.
 machine "pod" {
   doc     = "Pod worker: one per pod UID; syncs the pod while it should run, then terminates and cleans it up."
   initial = state.pending
 
   event "update" { doc = "A new pod spec to run (config ADD, UPDATE, RESTORE)." }
   event "sync" { doc = "Sync now: the sync tick or requeue timer fired, a runtime event or probe changed the pod, or config RECONCILE." }
-  event "sync_ok" { doc = "The SyncPod started by sync_pod succeeded." }
-  event "sync_failed" { doc = "The SyncPod started by sync_pod failed (requeue with backoff)." }
+  event "sync_ok" { doc = "sync_pod succeeded." }
+  event "sync_failed" { doc = "sync_pod failed (the sandbox could not be created, or a container could not start): requeue with backoff." }
   event "kill" { doc = "Termination requested (config REMOVE or DELETE, eviction, pod became terminal, orphan after restart), with a grace period the engine computed." }
   event "name_free" { doc = "A static pod waiting for its full name reached the head of the FIFO and the name is free." }
   event "termination_done" { doc = "kill_containers returned." }
   event "cleanup_done" { doc = "stop_sandbox and remove_pod returned without error." }
 
-  guard "name_taken" { doc = "A static pod whose full name (name_namespace) is held by another started pod, or earlier successors wait for it (FIFO)." }
-  guard "pod_done" { doc = "Every container finished and none may restart under the restart policy: the phase is Succeeded or Failed and stays so." }
-  guard "update_pending" { doc = "An update or a sync request arrived while the sync ran: sync again with the newest spec." }
-  guard "all_containers_stopped" { doc = "No container of the pod is running (every container machine is exited, terminated or removed)." }
+  guard "name_taken" { doc = "A static pod whose full name (name_namespace) another UID holds or waits for ahead of this one (FIFO)." }
+  guard "pod_done" { doc = "No container will run again: every regular container machine is terminated or removed, or an init container is terminated after a failure (it never restarts and the pod cannot initialize). Sidecars do not count: they are stopped while the pod terminates." }
+  guard "all_containers_stopped" { doc = "No container of the pod runs: every container machine is in waiting, pull_backoff, crashloop_backoff, terminated or removed." }
 
   action "sync_pod" {
-    doc = "SyncPod: kill what must die, ensure the sandbox, then drive the container machines: init containers one at a time (sidecars are restartable init containers), then regular containers. Reports sync_ok or sync_failed."
-    cri   = ["PodSandboxStatus", "ListContainers"]
-    calls = [action.run_sandbox]
-  }
-  action "run_sandbox" {
-    doc = "Create the pod sandbox when none is ready and read back its IPs. Run by sync_pod (see its calls) after the kills and before any container starts."
-    cri = ["RunPodSandbox", "PodSandboxStatus"]
+    doc = "SyncPod: deliver update to every container (a running one whose spec changed stops; see container spec_changed), kill the containers of a dead sandbox, deliver create to the sandbox, then, when it is ready, start to every container (each container's guards decide whether it may start now). Reports sync_ok, or sync_failed when the sandbox is not ready or a container start failed."
   }
   action "kill_containers" {
-    doc = "preStop hooks, then StopContainer with the effective grace period for every container, sidecars last. Reports termination_done."
-    cri = ["ExecSync", "StopContainer"]
+    doc = "Deliver kill to every container with the effective grace period: regular containers in parallel, then init containers and sidecars. Reports termination_done."
   }
   action "stop_sandbox" {
-    doc = "Stop the pod sandbox (network and shared namespaces). Idempotent."
-    cri = ["StopPodSandbox"]
+    doc = "Deliver stop to the sandbox machine."
   }
   action "remove_pod" {
-    doc = "Remove the containers and the sandbox of the pod from the runtime. Idempotent; reports cleanup_done."
+    doc = "Remove the containers and every sandbox of the pod from the runtime (idempotent), then deliver removed to the container and sandbox machines. Reports cleanup_done when every call succeeded."
     cri = ["RemoveContainer", "RemovePodSandbox"]
   }
   action "release_name" {
-    doc = "Give up the static pod full name so that the next successor in the FIFO may start."
+    doc = "Leave the static pod full name's queue; the next UID waiting for it gets name_free."
   }
   action "report_status" {
     doc = "Recompute the pod status from the machine states and hand it to the status writer."
@@ -111,18 +110,13 @@ machine "pod" {
   }
 
   state "syncing" {
-    doc   = "A SyncPod runs."
+    doc   = "sync_pod runs."
     entry = [action.sync_pod]
     transition "sync_ok" {
       guard   = guard.pod_done
       to      = state.terminating
       actions = [action.report_status]
-      doc     = "All containers finished under the restart policy: Succeeded or Failed, then terminate."
-    }
-    transition "sync_ok" {
-      guard   = guard.update_pending
-      to      = state.syncing
-      actions = [action.report_status]
+      doc     = "No container will run again: Succeeded or Failed, then terminate."
     }
     transition "sync_ok" {
       to      = state.synced
@@ -131,12 +125,6 @@ machine "pod" {
     transition "sync_failed" {
       to      = state.sync_backoff
       actions = [action.report_status]
-    }
-    transition "update" { doc = "Recorded by the engine; sync_ok then re-syncs under update_pending." }
-    transition "sync" { doc = "A sync already runs; the engine records the request for update_pending." }
-    transition "kill" {
-      to  = state.terminating
-      doc = "The engine cancels the running SyncPod; its late result is ignored in terminating."
     }
   }
 
@@ -164,10 +152,11 @@ machine "pod" {
       guard = guard.all_containers_stopped
       to    = state.terminated
     }
-    transition "termination_done" { doc = "Some container still runs: retry when the timer fires." }
+    transition "termination_done" { doc = "A stop failed and a container still runs: retry when the timer fires." }
     transition "sync" {
       guard = guard.all_containers_stopped
       to    = state.terminated
+      doc   = "The runtime reported the last container dead."
     }
     transition "sync" {
       to  = state.terminating
@@ -175,11 +164,9 @@ machine "pod" {
     }
     transition "kill" {
       actions = [action.kill_containers]
-      doc     = "A shorter grace period: the engine re-issues the stops when the grace period shrank."
+      doc     = "A shorter grace period: containers still stopping re-issue their stop."
     }
     transition "update" { doc = "Updates during termination only matter for the grace period." }
-    transition "sync_ok" { doc = "Late result of a cancelled sync." }
-    transition "sync_failed" { doc = "Late result of a cancelled sync." }
   }
 
   state "terminated" {
@@ -189,13 +176,8 @@ machine "pod" {
     transition "cleanup_done" { to = state.finished }
     transition "sync" {
       to  = state.terminated
-      doc = "Cleanup failed: retry (both calls are idempotent)."
+      doc = "Cleanup failed: retry (every call is idempotent)."
     }
-    transition "kill" {}
-    transition "update" {}
-    transition "sync_ok" {}
-    transition "sync_failed" {}
-    transition "termination_done" {}
   }
 
   state "finished" {

@@ -9,19 +9,21 @@
 # Rules that are not routes, and where the engine enforces them:
 #  - PLEG: the engine relists the runtime every 1 s and turns differences into
 #    container_started / container_died / container_removed /
-#    container_changed; a runtime with GetContainerEvents feeds them directly
-#    with a slow relist as a safety net. "PLEG is not healthy" after 3 min
+#    container_changed and sandbox_died; a runtime with GetContainerEvents
+#    feeds the container events directly with a slow relist as a safety net. "PLEG is not healthy" after 3 min
 #    without a successful relist is node health, reported by the engine.
 #  - No checkpoint: after a restart the engine rebuilds each worker from CRI
 #    labels and annotations (NewPodMachineAt / NewContainerMachineAt with the
 #    state the runtime shows), sends config_restore for pods a source still
 #    lists and config_remove (kill) for pods no source knows.
+#  - Inputs for a machine in a state with no row for that event are rejected
+#    and logged at debug level (a late event); the other routes still apply.
 #  - A stale runtime cache never kills a new pod: runtime events carry the pod
 #    UID and container ID; the engine must drop events for IDs the worker does
 #    not own.
 #  - One hung runtime call never blocks the node: the engine runs a pod's
-#    actions on that pod's worker only, gives runtime calls deadlines, and arms
-#    timers (grace_expired, sync) independently of running actions.
+#    actions on that pod's worker only and gives runtime calls deadlines; a
+#    kill cancels the running action of its pod.
 
 input "config_add" {
   doc = "A source (file, http, apiserver) lists a new pod (kubelet ADD)."
@@ -61,6 +63,11 @@ input "container_died" {
 input "container_removed" {
   doc       = "PLEG: ContainerRemoved."
   container = container.removed
+}
+input "sandbox_died" {
+  doc     = "PLEG: the pod's current sandbox is not ready or gone."
+  pod     = pod.sync
+  sandbox = sandbox.died
 }
 input "container_changed" {
   doc = "PLEG: ContainerChanged (another status change)."

@@ -22,7 +22,7 @@ func TestSpecCheckRepositorySpec(t *testing.T) {
 		t.Fatalf("found %d spec files", len(files))
 	}
 	code, out, errs := runSpecCmd(t, append([]string{"check"}, files...)...)
-	if code != 0 || !strings.HasPrefix(out, "spec ok: 3 file(s), 2 machine(s)") || errs != "" {
+	if code != 0 || !strings.HasPrefix(out, "spec ok: 4 file(s), 3 machine(s)") || errs != "" {
 		t.Fatalf("check spec/*.hcl: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
 	}
 	// Without files it checks the spec built into the binary.
@@ -91,9 +91,9 @@ func TestSpecGraphErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"graph", "--machine", "node"}, 1, `no machine "node" in the spec (machines: container, pod)`},
+		{[]string{"graph", "--machine", "node"}, 1, `no machine "node" in the spec (machines: container, pod, sandbox)`},
 		{[]string{"graph", "--machine", "pod", "--format", "png"}, 2, `unknown --format "png"`},
-		{[]string{"graph"}, 2, "--machine is required (one of: container, pod)"},
+		{[]string{"graph"}, 2, "--machine is required (one of: container, pod, sandbox)"},
 		{[]string{"graph", "--spec", "../../spec/testdata/invalid", "--machine", "m"}, 1, "the spec has"},
 		{[]string{"draw"}, 2, `unknown subcommand "draw"`},
 		{nil, 2, "usage:"},

@@ -14,20 +14,9 @@ import (
 	"github.com/speclet/speclet/cri"
 )
 
-// Image pull and container creation reasons, kubelet's words (they appear in
-// container statuses as waiting reasons).
-const (
-	ReasonErrImagePull      = "ErrImagePull"
-	ReasonImagePullBackOff  = "ImagePullBackOff"
-	ReasonErrImageNeverPull = "ErrImageNeverPull"
-	ReasonCreateContainer   = "CreateContainerError"
-	ReasonRunContainer      = "RunContainerError"
-	ReasonCrashLoopBackOff  = "CrashLoopBackOff"
-	ReasonContainerCreating = "ContainerCreating"
-	ReasonPodInitializing   = "PodInitializing"
-	ReasonCompleted         = "Completed"
-	ReasonError             = "Error"
-)
+// This file builds the CRI requests of a pod (sandbox and container
+// configs, mounts, resources) and holds the small CRI helpers the actions
+// share.
 
 // podLogDir is the sandbox LogDirectory under --root-dir:
 // <root>/logs/<namespace>_<name>_<uid>.
@@ -108,30 +97,6 @@ func sandboxConfig(root string, pod *v1.Pod, attempt uint32) *runtimeapi.PodSand
 			},
 		},
 	}
-}
-
-// runSandbox creates the log directory and runs the sandbox; it returns the
-// sandbox id and the pod IP read back with PodSandboxStatus (empty for
-// hostNetwork pods, which use the node's and skip that call).
-func runSandbox(ctx context.Context, rt cri.Runtime, cfg *runtimeapi.PodSandboxConfig) (id, ip string, err error) {
-	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
-		return "", "", fmt.Errorf("run sandbox %q: create log directory: %w", cfg.Metadata.Name, err)
-	}
-	id, err = rt.RunPodSandbox(ctx, cfg, "")
-	if err != nil {
-		return "", "", fmt.Errorf("run sandbox %q: %w", cfg.Metadata.Name, err)
-	}
-	if cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE {
-		return id, "", nil // the node's network: no pod IP to read back
-	}
-	st, err := rt.PodSandboxStatus(ctx, id)
-	if err != nil {
-		return id, "", fmt.Errorf("status of sandbox %q: %w", cfg.Metadata.Name, err)
-	}
-	if n := st.GetNetwork(); n != nil {
-		ip = n.Ip
-	}
-	return id, ip, nil
 }
 
 // pullPolicy returns the container's effective pull policy: the declared one,
@@ -284,20 +249,6 @@ func stopContainer(ctx context.Context, rt cri.Runtime, name, id string, grace i
 func removeContainer(ctx context.Context, rt cri.Runtime, name, id string) error {
 	if err := rt.RemoveContainer(ctx, id); err != nil && !cri.IsNotFound(err) {
 		return fmt.Errorf("remove container %q: %w", name, err)
-	}
-	return nil
-}
-
-func stopSandbox(ctx context.Context, rt cri.Runtime, pod, id string) error {
-	if err := rt.StopPodSandbox(ctx, id); err != nil && !cri.IsNotFound(err) {
-		return fmt.Errorf("stop sandbox of pod %q: %w", pod, err)
-	}
-	return nil
-}
-
-func removeSandbox(ctx context.Context, rt cri.Runtime, pod, id string) error {
-	if err := rt.RemovePodSandbox(ctx, id); err != nil && !cri.IsNotFound(err) {
-		return fmt.Errorf("remove sandbox of pod %q: %w", pod, err)
 	}
 	return nil
 }

@@ -1,0 +1,104 @@
+package engine
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/fsm"
+)
+
+// This file turns a pod worker's inputs into machine events through the
+// routes of spec/routes.hcl (fsm.Route).
+
+var opInputs = map[config.Op]fsm.Input{
+	config.OpAdd:       fsm.InputConfigAdd,
+	config.OpUpdate:    fsm.InputConfigUpdate,
+	config.OpRemove:    fsm.InputConfigRemove,
+	config.OpDelete:    fsm.InputConfigDelete,
+	config.OpReconcile: fsm.InputConfigReconcile,
+	config.OpRestore:   fsm.InputConfigRestore,
+}
+
+var plegInputs = [...]fsm.Input{
+	containerStarted: fsm.InputContainerStarted,
+	containerDied:    fsm.InputContainerDied,
+	containerRemoved: fsm.InputContainerRemoved,
+	containerChanged: fsm.InputContainerChanged,
+	sandboxDied:      fsm.InputSandboxDied,
+}
+
+func newPodWorker(e *Engine, pod *v1.Pod, ad *adoptedPod) *podWorker {
+	return &podWorker{e: e, uid: pod.UID, wake: make(chan struct{}, 1), adopted: ad}
+}
+
+// handle turns one input into machine events through fsm.Route and fires
+// them: the container or sandbox event first (it records what the runtime
+// said), then the pod event.
+func (w *podWorker) handle(ctx context.Context, in input) {
+	s := w.st
+	if s == nil {
+		if in.pod == nil {
+			return // runtime news about a pod no source declared yet
+		}
+		s = newPodState(w, in.pod, w.adopted)
+		w.adopted = nil
+		w.st = s
+		for _, a := range s.adoptEvents {
+			a.c.fire(ctx, a.ev)
+		}
+		s.adoptEvents = nil
+		w.publishStatus() // listed (Pending) before its first sync ends
+	}
+	switch in.kind {
+	case inputConfig:
+		r := fsm.Route(opInputs[in.op])
+		if !r.HasPod {
+			return
+		}
+		switch r.Pod {
+		case fsm.PodEventKill:
+			s.kill(podGrace(in.pod), forcedKill(in.pod))
+		case fsm.PodEventUpdate:
+			if !s.terminating() {
+				s.setSpec(in.pod)
+			}
+		}
+		s.fire(ctx, r.Pod)
+	case inputOrphan:
+		s.kill(podGrace(s.pod), false)
+		s.fire(ctx, fsm.Route(fsm.InputConfigRemove).Pod)
+	case inputPLEG:
+		r := fsm.Route(plegInputs[in.pleg.Type])
+		if r.HasSandbox && in.pleg.SandboxID == s.sandbox.id && s.sandbox.id != "" {
+			s.sandbox.fire(ctx, r.Sandbox)
+		}
+		if c := s.byName[in.pleg.Name]; c != nil && r.HasContainer && in.pleg.ContainerID == c.id {
+			if in.pleg.Status != nil {
+				c.exitStatus = in.pleg.Status
+			}
+			c.fire(ctx, r.Container)
+		}
+		if r.HasPod {
+			s.fire(ctx, r.Pod)
+		}
+	case inputSync:
+		s.noteBackoff()
+		w.fireDue(ctx)
+	case inputProbe:
+		in2 := fsm.InputReadinessChanged
+		if in.probe.Liveness && !in.probe.Success {
+			in2 = fsm.InputLivenessFailed
+		}
+		r := fsm.Route(in2)
+		if c := s.byName[in.probe.Container]; c != nil && r.HasContainer {
+			c.fire(ctx, r.Container)
+		}
+		if r.HasPod {
+			s.fire(ctx, r.Pod)
+		}
+	case inputNameFree:
+		s.fire(ctx, fsm.PodEventNameFree)
+	}
+}

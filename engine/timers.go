@@ -1,0 +1,84 @@
+package engine
+
+import (
+	"context"
+	"slices"
+	"time"
+)
+
+// armed is a machine timer waiting for its deadline. owner names the
+// machine of the pod it belongs to ("pod", "sandbox", "container/NAME"); the
+// timer's fire delivers its typed event to that machine.
+type armed struct {
+	owner string
+	timer
+}
+
+// setTimers replaces the armed timers of owner's machine by ts: a machine
+// that enters a state cancels the timers of the state it left.
+func (w *podWorker) setTimers(owner string, ts []timer) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	kept := w.timers[:0]
+	for _, t := range w.timers {
+		if t.owner != owner {
+			kept = append(kept, t)
+		}
+	}
+	w.timers = kept
+	for _, t := range ts {
+		w.timers = append(w.timers, armed{owner: owner, timer: t})
+	}
+}
+
+// refreshAfter asks for a status refresh at the first sync tick after t.
+func (w *podWorker) refreshAfter(t time.Time) {
+	w.mu.Lock()
+	w.refresh = t
+	w.mu.Unlock()
+}
+
+// due reports whether one of the worker's timers has run out or a status
+// refresh is due.
+func (w *podWorker) due(now time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.refresh.IsZero() && !now.Before(w.refresh) {
+		return true
+	}
+	for _, t := range w.timers {
+		if !now.Before(t.at) {
+			return true
+		}
+	}
+	return false
+}
+
+// takeDue removes and returns the timers that ran out, earliest first.
+func (w *podWorker) takeDue(now time.Time) []armed {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []armed
+	kept := w.timers[:0]
+	for _, t := range w.timers {
+		if !now.Before(t.at) {
+			out = append(out, t)
+		} else {
+			kept = append(kept, t)
+		}
+	}
+	w.timers = kept
+	if !w.refresh.IsZero() && !now.Before(w.refresh) {
+		w.refresh = time.Time{}
+	}
+	slices.SortStableFunc(out, func(a, b armed) int { return a.at.Compare(b.at) })
+	return out
+}
+
+// fireDue fires the timers that ran out, earliest first. A timer whose
+// machine left its state meanwhile was cancelled by setTimers.
+func (w *podWorker) fireDue(ctx context.Context) {
+	for _, t := range w.takeDue(w.e.clock.Now()) {
+		t.fire(ctx)
+	}
+}

@@ -1,0 +1,125 @@
+# The pod sandbox: the shared namespaces (and the network) of a pod, with
+# kubelet's rules (kuberuntime computePodActions: createPodSandbox, and
+# podSandboxChanged).
+#
+# A pod has one current sandbox. When the runtime reports it dead or not
+# ready, the pod worker kills the pod's containers and the next sync creates a
+# new sandbox with attempt + 1; the containers then restart under the restart
+# policy. With restartPolicy Never, once a container of the pod has run, no
+# new sandbox is created: the containers stay dead and the pod fails.
+#
+# Actions run synchronously on the pod worker, so `creating` and `checking`
+# are left before the worker handles its next input; their rows are the
+# completions run_sandbox and check_sandbox report.
+#
+# Rules that are not transitions, and where the engine enforces them:
+#  - The PLEG relists ListPodSandbox beside ListContainers; a current sandbox
+#    that is NOTREADY, or missing, becomes input sandbox_died for its pod.
+#  - The attempt of a new sandbox is the number of sandboxes the pod had
+#    before (sandbox metadata.attempt).
+#  - A sandbox is never forgotten: its ID is kept as soon as RunPodSandbox
+#    returned, so a failing PodSandboxStatus leads to `unknown` and a
+#    check_sandbox at the next sync, never to a second sandbox; every sandbox
+#    the pod ever had is stopped and removed with the pod.
+#  - The status condition PodReadyToStartContainers is true exactly while
+#    this machine is in `ready`.
+machine "sandbox" {
+  doc     = "The pod sandbox: created when the pod syncs, replaced when it dies, stopped and removed with the pod."
+  initial = state.none
+
+  event "create" { doc = "A sync of the pod needs a ready sandbox." }
+  event "ready" { doc = "run_sandbox or check_sandbox found the sandbox ready and read its IPs." }
+  event "create_failed" { doc = "RunPodSandbox failed (FailedCreatePodSandBox): no sandbox was created." }
+  event "status_failed" { doc = "The sandbox exists but PodSandboxStatus failed: its ID is kept." }
+  event "died" { doc = "The runtime reports the sandbox not ready or gone (PLEG relist of ListPodSandbox)." }
+  event "stop" { doc = "The pod terminated: stop its sandboxes." }
+  event "stopped" { doc = "stop_sandbox returned for every sandbox of the pod." }
+  event "removed" { doc = "The pod's sandboxes were removed from the runtime (remove_pod)." }
+
+  guard "recreate_forbidden" { doc = "restartPolicy Never and a container of the pod has run: kubelet creates no new sandbox and the pod fails." }
+
+  action "run_sandbox" {
+    doc = "RunPodSandbox with the next attempt, then PodSandboxStatus for the pod IP (skipped for hostNetwork pods). Reports ready, create_failed or status_failed."
+    cri = ["RunPodSandbox", "PodSandboxStatus"]
+  }
+  action "check_sandbox" {
+    doc = "PodSandboxStatus of the sandbox whose status is unknown. Reports ready, died or status_failed."
+    cri = ["PodSandboxStatus"]
+  }
+  action "stop_sandbox" {
+    doc = "StopPodSandbox for every sandbox of the pod (idempotent). Reports stopped when all calls succeeded."
+    cri = ["StopPodSandbox"]
+  }
+
+  state "none" {
+    doc = "No sandbox yet."
+    transition "create" { to = state.creating }
+    transition "stop" { to = state.stopping }
+  }
+
+  state "creating" {
+    doc   = "RunPodSandbox and PodSandboxStatus run."
+    entry = [action.run_sandbox]
+    transition "ready" { to = state.ready }
+    transition "create_failed" {
+      to  = state.none
+      doc = "The sync fails and the pod worker retries after its sync backoff."
+    }
+    transition "status_failed" { to = state.unknown }
+  }
+
+  state "unknown" {
+    doc = "The sandbox exists but its status could not be read; the next sync asks again."
+    transition "create" { to = state.checking }
+    transition "stop" { to = state.stopping }
+  }
+
+  state "checking" {
+    doc   = "PodSandboxStatus runs for a sandbox whose status was unknown."
+    entry = [action.check_sandbox]
+    transition "ready" { to = state.ready }
+    transition "died" { to = state.dead }
+    transition "status_failed" { to = state.unknown }
+  }
+
+  state "ready" {
+    doc = "The sandbox runs: containers may start in it (PodReadyToStartContainers)."
+    transition "create" { doc = "Already ready." }
+    transition "died" { to = state.dead }
+    transition "stop" { to = state.stopping }
+  }
+
+  state "dead" {
+    doc = "The sandbox died behind the pod's back; the pod worker kills the pod's containers."
+    transition "create" {
+      guard = guard.recreate_forbidden
+      doc   = "restartPolicy Never after a container ran: no new sandbox; the pod fails."
+    }
+    transition "create" {
+      to  = state.creating
+      doc = "A new sandbox with attempt + 1."
+    }
+    transition "stop" { to = state.stopping }
+  }
+
+  state "stopping" {
+    doc   = "StopPodSandbox runs for every sandbox of the pod."
+    entry = [action.stop_sandbox]
+    transition "stopped" { to = state.stopped }
+    transition "stop" {
+      to  = state.stopping
+      doc = "A stop failed: the pod worker retries on its timer."
+    }
+  }
+
+  state "stopped" {
+    doc = "Every sandbox of the pod is stopped; remove_pod removes them."
+    transition "removed" { to = state.removed }
+    transition "stop" { doc = "Already stopped." }
+  }
+
+  state "removed" {
+    doc   = "Nothing of the sandboxes is left in the runtime."
+    final = true
+  }
+}
