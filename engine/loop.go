@@ -162,6 +162,7 @@ func (e *Engine) runtimeStatus(ctx context.Context) error {
 	}
 	return e.pleg.Healthy()
 }
+
 // purgeFinished forgets finished workers whose pod no source declares any
 // more (SyncKnownPods). A UID that was killed and declared again gets a new
 // worker: a terminated UID restarts only after this purge.

@@ -74,10 +74,10 @@ type pleg struct {
 	mu        sync.Mutex
 	seen      map[string]containerRecord // container id -> record
 	sandboxes map[string]sandboxRecord   // sandbox id -> record
-	seq     uint64                     // counts observations from the event stream
-	lastOK  time.Time
-	lastErr error
-	evented bool
+	seq       uint64                     // counts observations from the event stream
+	lastOK    time.Time
+	lastErr   error
+	evented   bool
 }
 
 func newPLEG(rt cri.Runtime, c clock.PassiveClock) *pleg {
