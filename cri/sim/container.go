@@ -30,6 +30,10 @@ type container struct {
 	annotations map[string]string
 	logPath     string
 	b           *Behavior
+	// pidMode is the container's PID namespace option: POD (the proto's
+	// zero value, as containerd reads an absent option) joins the
+	// sandbox's PID namespace, whose init is the pause process.
+	pidMode runtimeapi.NamespaceMode
 
 	state      runtimeapi.ContainerState
 	createdAt  int64
@@ -142,6 +146,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		labels:      cfg.GetLabels(),
 		annotations: cfg.GetAnnotations(),
 		b:           r.behaviorFor(sm.Name, cfg),
+		pidMode:     cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetPid(),
 		state:       runtimeapi.ContainerState_CONTAINER_CREATED,
 		createdAt:   r.now(),
 		exited:      make(chan struct{}),
