@@ -125,7 +125,9 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		return nil, err
 	}
 	if s.state != runtimeapi.PodSandboxState_SANDBOX_READY {
-		return nil, errorf("failed to create container in sandbox %q: sandbox is not ready", s.id)
+		// containerd's answer once the sandbox's task is gone (stopped or
+		// its pause process killed).
+		return nil, status.Errorf(codes.NotFound, "failed to get sandbox container task: no running task found: task %s not found: not found", s.id)
 	}
 	img := r.findImage(cfg.GetImage().GetImage())
 	if img == nil {

@@ -1,24 +1,17 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine"
 )
 
@@ -53,7 +46,16 @@ func TestSandboxDeath(t *testing.T) {
 			t.Fatalf("pod %s before the kill: sandboxes %s; want one READY sandbox with attempt 0", name, describeSandboxes(sbs))
 		}
 		oldSandbox[name] = sbs[0].Id
-		killPause(t, c, sbs[0].Id)
+		// The pause process's pid comes from containerd's own record
+		// (verbose PodSandboxStatus), checked against the sandbox's cgroup
+		// and the pause command before the kill; see harness.KillSandbox.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		pid, err := c.KillSandbox(ctx, sbs[0].Id)
+		cancel()
+		if err != nil {
+			t.Fatalf("pod %s: %v", name, err)
+		}
+		t.Logf("pod %s: killed pause process %d of sandbox %.12s; it is gone and containerd reports the sandbox NOTREADY", name, pid, sbs[0].Id)
 		// What the runtime shows of the pod right after its sandbox died,
 		// before the agent reacts (a fact about containerd, logged for the
 		// simulated runtime's KillSandbox to follow).
@@ -195,106 +197,4 @@ func describeContainers(cs []*runtimeapi.Container) string {
 			strings.TrimPrefix(st.State.String(), "CONTAINER_"), st.ExitCode, st.Reason))
 	}
 	return strings.Join(parts, ", ")
-}
-
-// pausePID returns the pid of a sandbox's pause process.
-//
-// It asks containerd itself: PodSandboxStatus with verbose=true carries
-// info["info"], a JSON document whose "pid" is the pid of the sandbox
-// task's init process (what `crictl inspectp` prints). That is the
-// runtime's own record of the process, so it names the right process even
-// when several pods' pause processes look alike, as they do with host
-// network (one network namespace for all). A /proc scan for the pause
-// command would have to tell pods apart by their namespaces or cgroups;
-// killPause uses the cgroup only to cross-check this pid.
-func pausePID(ctx context.Context, endpoint, sandboxID string) (int, error) {
-	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return 0, fmt.Errorf("dial %s: %w", endpoint, err)
-	}
-	defer conn.Close()
-	resp, err := runtimeapi.NewRuntimeServiceClient(conn).PodSandboxStatus(ctx,
-		&runtimeapi.PodSandboxStatusRequest{PodSandboxId: sandboxID, Verbose: true})
-	if err != nil {
-		return 0, fmt.Errorf("PodSandboxStatus %s (verbose): %w", sandboxID, err)
-	}
-	raw, ok := resp.Info["info"]
-	if !ok {
-		return 0, fmt.Errorf("PodSandboxStatus %s (verbose): no info[\"info\"] (keys: %v)", sandboxID, keys(resp.Info))
-	}
-	var info struct {
-		Pid int `json:"pid"`
-	}
-	if err := json.Unmarshal([]byte(raw), &info); err != nil {
-		return 0, fmt.Errorf("PodSandboxStatus %s (verbose): decode info: %w", sandboxID, err)
-	}
-	if info.Pid <= 1 {
-		return 0, fmt.Errorf("PodSandboxStatus %s (verbose): pid %d, want the pause process's", sandboxID, info.Pid)
-	}
-	return info.Pid, nil
-}
-
-// killPause SIGKILLs the pause process of a sandbox behind the agent's back
-// and returns once the process is gone and containerd reports the sandbox
-// NOTREADY. Before the kill it checks that the pid runs the harness's pause
-// command in a cgroup named after the sandbox, so that it never kills
-// anything else.
-func killPause(t testing.TB, c *harness.Containerd, sandboxID string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	pid, err := pausePID(ctx, c.Endpoint, sandboxID)
-	if err != nil {
-		t.Fatalf("find the pause process of sandbox %s: %v", sandboxID, err)
-	}
-	cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-	if err != nil || !bytes.Contains(cg, []byte(sandboxID)) {
-		t.Fatalf("pid %d of sandbox %s: cgroup %q (%v) does not name the sandbox", pid, sandboxID, cg, err)
-	}
-	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if got, want := string(bytes.ReplaceAll(bytes.TrimRight(cmdline, "\x00"), []byte{0}, []byte{' '})), strings.Join(harness.PauseCommand, " "); got != want {
-		t.Fatalf("pid %d of sandbox %s runs %q, want the pause command %q", pid, sandboxID, got, want)
-	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatalf("kill -9 %d (pause of sandbox %s): %v", pid, sandboxID, err)
-	}
-	// The shim reaps its task: the pid leaves /proc (or lingers as a zombie
-	// only until then).
-	for !pidGone(pid) {
-		if ctx.Err() != nil {
-			t.Fatalf("pause process %d of sandbox %s still alive 30s after SIGKILL", pid, sandboxID)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	for {
-		st, err := shared.rt.PodSandboxStatus(ctx, sandboxID)
-		if err == nil && st.State == runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("sandbox %s not NOTREADY in the runtime within 30s of its pause process's death (last: %v, %v)", sandboxID, st.GetState(), err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Logf("killed pause process %d of sandbox %.12s; containerd reports it NOTREADY", pid, sandboxID)
-}
-
-// pidGone reports whether pid has exited (absent from /proc or a zombie).
-func pidGone(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || strings.HasPrefix(strings.TrimSpace(s[i+1:]), "Z")
-}
-
-func keys(m map[string]string) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
