@@ -38,7 +38,7 @@ func TestSandboxDeath(t *testing.T) {
 	pn := d.waitPod(t, never, 2*time.Minute, "Running", isRunning)
 	oldAlwaysCtr := containerStatus(pa, "main").ContainerID
 
-	var oldSandbox = map[string]string{} // pod -> its attempt-0 sandbox id
+	oldSandbox := map[string]string{} // pod -> its attempt-0 sandbox id
 	for _, p := range []*v1.Pod{pa, pn} {
 		name := strings.TrimSuffix(p.Name, "-"+nodeName)
 		sbs := podSandboxes(t, p.UID)
@@ -82,6 +82,14 @@ func TestSandboxDeath(t *testing.T) {
 		alwaysOK = recreatedAndRestarted(lastA, sbsA, oldAlwaysCtr) == ""
 		neverOK = lastN != nil && lastN.Status.Phase == v1.PodFailed
 		time.Sleep(200 * time.Millisecond)
+	}
+	// Once Failed, the Never pod stays without a new sandbox: a few more
+	// relists must not bring one.
+	for end := time.Now().Add(3 * time.Second); neverOK && time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		sbsN = podSandboxes(t, pn.UID)
+		if s := newerThanFirst(sbsN); s != nil && neverGotNewSandbox == "" {
+			neverGotNewSandbox = describeSandboxes(sbsN)
+		}
 	}
 	if why := recreatedAndRestarted(lastA, sbsA, oldAlwaysCtr); why != "" {
 		t.Errorf("restartPolicy Always pod: within 60s of its pause process being killed, %s\nsandboxes: %s\npod:\n%s",
