@@ -59,10 +59,11 @@ func TestContract(t *testing.T) {
 type env struct {
 	rt       *cri.Client
 	endpoint string
-	image    string      // a busybox image present in the runtime
-	missing  string      // an image reference the registry does not have
-	sim      *sim.Server // nil for containerd
-	label    string      // unique per subtest; every pod and container carries contract=<label>
+	image    string              // a busybox image present in the runtime
+	missing  string              // an image reference the registry does not have
+	sim      *sim.Server         // nil for containerd
+	cd       *harness.Containerd // nil for sim
+	label    string              // unique per subtest; every pod and container carries contract=<label>
 }
 
 func uid() string {
@@ -103,6 +104,7 @@ func startContainerd(t *testing.T, cd *harness.Containerd) *env {
 		endpoint: cd.Endpoint,
 		image:    cd.ImageRef("busybox:latest"),
 		missing:  cd.ImageRef("nosuch-" + uid() + ":latest"),
+		cd:       cd,
 		label:    uid(),
 	}
 }
@@ -863,6 +865,67 @@ var contractCases = []contractCase{
 		}
 		if _, err := e.rt.ExecSync(ctx(t), id, []string{"true"}, 0); err == nil {
 			t.Errorf("ExecSync in an exited container: no error")
+		}
+	}},
+
+	// The pause process dies behind the agent's back (kill -9, OOM): the
+	// sandbox turns NOTREADY; a container in its own PID namespace keeps
+	// running, one in the pause process's PID namespace dies of SIGKILL.
+	{"sandbox_killed", func(t *testing.T, e *env) {
+		p := e.runPod(t, "killed", nil, nil)
+		own := e.create(t, p, "own", ignorer, nil, nil) // the pod's PID mode: CONTAINER
+		if e.sim != nil {
+			e.sim.Runtime.OnContainer(sim.Match{Pod: "killed", Name: "shared"}, ignorer.sim)
+		}
+		sharedCfg := &runtimeapi.ContainerConfig{
+			Metadata: &runtimeapi.ContainerMetadata{Name: "shared"},
+			Image:    &runtimeapi.ImageSpec{Image: e.image},
+			Command:  ignorer.argv,
+			LogPath:  "shared.log",
+			Labels:   map[string]string{"contract": e.label},
+			Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
+				NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE, Pid: runtimeapi.NamespaceMode_POD, Ipc: runtimeapi.NamespaceMode_POD},
+			}},
+		}
+		shared, err := e.rt.CreateContainer(ctx(t), p.id, sharedCfg, p.cfg)
+		if err != nil {
+			t.Fatalf("create container shared: %v", err)
+		}
+		e.start(t, own)
+		e.start(t, shared)
+
+		if e.sim != nil {
+			err = e.sim.Runtime.KillSandbox(p.id)
+		} else {
+			_, err = e.cd.KillSandbox(ctx(t), p.id)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := e.rt.PodSandboxStatus(ctx(t), p.id)
+		if err != nil || st.State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
+			t.Errorf("PodSandboxStatus after the kill: %v %v; want NOTREADY", st.GetState(), err)
+		}
+		list, err := e.rt.ListPodSandbox(ctx(t), &runtimeapi.PodSandboxFilter{Id: p.id})
+		if err != nil || len(list) != 1 || list[0].State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
+			t.Errorf("ListPodSandbox after the kill: %v %v; want it NOTREADY", list, err)
+		}
+		s := e.waitExited(t, shared)
+		if s.ExitCode != 137 || s.Reason != "Error" || s.FinishedAt == 0 {
+			t.Errorf("container in the pause's PID namespace: exit %d reason %q finishedAt %d; want 137 Error, finished", s.ExitCode, s.Reason, s.FinishedAt)
+		}
+		// By now the kernel has killed all it kills with the pause process.
+		if s := e.status(t, own); s.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+			t.Errorf("container in its own PID namespace after the pause process died: %s exit %d; want RUNNING", s.State, s.ExitCode)
+		}
+		if _, err := e.rt.CreateContainer(ctx(t), p.id, &runtimeapi.ContainerConfig{
+			Metadata: &runtimeapi.ContainerMetadata{Name: "late"}, Image: &runtimeapi.ImageSpec{Image: e.image},
+			Command: handler.argv, Labels: map[string]string{"contract": e.label},
+		}, p.cfg); err == nil {
+			t.Errorf("CreateContainer in the killed sandbox succeeded")
+		} else {
+			// containerd: "failed to get sandbox container task: no running task found".
+			wantClass(t, "CreateContainer in the killed sandbox", err, cri.ClassNotFound, e, "CreateContainer")
 		}
 	}},
 }

@@ -439,6 +439,31 @@ func TestEngineScripts(t *testing.T) {
 				}
 				h.settle()
 				return fmt.Sprintf("removed %d", len(cs))
+			case "kill-sandbox":
+				// Kill the pause process of a pod's READY sandbox behind
+				// the engine's back (kill -9, the OOM killer): the runtime
+				// shows the sandbox NOTREADY (see sim.Runtime.KillSandbox).
+				var pod string
+				d.ScanArgs(t, "pod", &pod)
+				sbs, err := h.rt.ListPodSandbox(context.Background(), &runtimeapi.PodSandboxFilter{
+					LabelSelector: map[string]string{LabelPodUID: pod},
+					State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, sb := range sbs {
+					if err := h.srv.Runtime.KillSandbox(sb.Id); err != nil {
+						t.Fatal(err)
+					}
+				}
+				h.settle()
+				return fmt.Sprintf("killed %d", len(sbs))
+			case "pending":
+				// A script of behaviour the engine does not have yet: the
+				// input says what it waits for. Remove the directive to run
+				// the script.
+				t.Skipf("%s: pending: %s", d.Pos, strings.TrimSpace(d.Input))
+				return ""
 			case "probe":
 				var uid, name, kind, result string
 				d.ScanArgs(t, "uid", &uid)

@@ -30,6 +30,10 @@ type container struct {
 	annotations map[string]string
 	logPath     string
 	b           *Behavior
+	// pidMode is the container's PID namespace option: POD (the proto's
+	// zero value, as containerd reads an absent option) joins the
+	// sandbox's PID namespace, whose init is the pause process.
+	pidMode runtimeapi.NamespaceMode
 
 	state      runtimeapi.ContainerState
 	createdAt  int64
@@ -121,7 +125,9 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		return nil, err
 	}
 	if s.state != runtimeapi.PodSandboxState_SANDBOX_READY {
-		return nil, errorf("failed to create container in sandbox %q: sandbox is not ready", s.id)
+		// containerd's answer once the sandbox's task is gone (stopped or
+		// its pause process killed).
+		return nil, status.Errorf(codes.NotFound, "failed to get sandbox container task: no running task found: task %s not found: not found", s.id)
 	}
 	img := r.findImage(cfg.GetImage().GetImage())
 	if img == nil {
@@ -142,6 +148,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		labels:      cfg.GetLabels(),
 		annotations: cfg.GetAnnotations(),
 		b:           r.behaviorFor(sm.Name, cfg),
+		pidMode:     cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetPid(),
 		state:       runtimeapi.ContainerState_CONTAINER_CREATED,
 		createdAt:   r.now(),
 		exited:      make(chan struct{}),

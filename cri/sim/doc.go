@@ -7,7 +7,8 @@
 // and container states, created/started/finished timestamps, exit codes and
 // reasons ("Completed", "Error", "StartError"), labels and annotations,
 // list filters, gRPC NotFound on unknown ids, idempotent removal, stop with
-// a timeout, name reservation, GetContainerEvents. Processes are scripted,
+// a timeout, name reservation, GetContainerEvents, a sandbox whose pause
+// process dies behind the agent's back (KillSandbox). Processes are scripted,
 // not run: a container runs until stopped unless a Behavior says otherwise.
 // Every time the runtime reports or waits for follows its injected clock.
 //
@@ -22,6 +23,7 @@
 //	srv.Runtime.MissingImage("nosuch:latest")
 //	srv.Runtime.SlowCall("StartContainer", 3*time.Second)
 //	srv.Runtime.FailCall("CreateContainer", 2, codes.Unavailable, "runtime restarting")
+//	err = srv.Runtime.KillSandbox(sandboxID) // kill -9 of its pause process: NOTREADY
 //	rt, err := cri.Dial(ctx, srv.Endpoint)
 //	... // "job" exits with code 1 once clk has stepped 5 s past its start
 package sim

@@ -21,16 +21,38 @@ func (r *Runtime) emit(c *container, t runtimeapi.ContainerEventType) {
 	if len(r.subs) == 0 {
 		return
 	}
-	ev := &runtimeapi.ContainerEventResponse{
-		ContainerId:        c.id,
-		ContainerEventType: t,
-		CreatedAt:          r.now(),
-		PodSandboxStatus:   c.sandbox.status(),
-		ContainersStatuses: c.sandbox.containerStatuses(),
-	}
+	var gone *runtimeapi.ContainerStatus
 	if t == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT {
 		// c is no longer in its sandbox; report its last status too.
-		ev.ContainersStatuses = append(ev.ContainersStatuses, c.status())
+		gone = c.status()
+	}
+	r.send(c.id, c.sandbox, t, gone)
+}
+
+// emitSandboxStopped sends the event containerd (1.7 and later) sends when a
+// sandbox's pause process exits: CONTAINER_STOPPED_EVENT whose ContainerId
+// is the sandbox's id, with the sandbox's status (NOTREADY) and its
+// containers' statuses. The CRI has no sandbox event type. r.mu is held.
+func (r *Runtime) emitSandboxStopped(s *sandbox) {
+	if len(r.subs) == 0 {
+		return
+	}
+	r.send(s.id, s, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, nil)
+}
+
+// send queues an event about id, a container of sb or sb itself, for every
+// subscriber; gone, when set, is the last status of a removed container.
+// r.mu is held.
+func (r *Runtime) send(id string, sb *sandbox, t runtimeapi.ContainerEventType, gone *runtimeapi.ContainerStatus) {
+	ev := &runtimeapi.ContainerEventResponse{
+		ContainerId:        id,
+		ContainerEventType: t,
+		CreatedAt:          r.now(),
+		PodSandboxStatus:   sb.status(),
+		ContainersStatuses: sb.containerStatuses(),
+	}
+	if gone != nil {
+		ev.ContainersStatuses = append(ev.ContainersStatuses, gone)
 	}
 	for s := range r.subs {
 		select {
@@ -45,6 +67,8 @@ func (r *Runtime) emit(c *container, t runtimeapi.ContainerEventType) {
 // GetContainerEvents streams CONTAINER_CREATED, _STARTED, _STOPPED and
 // _DELETED events, each with the status of the container's sandbox and of
 // its containers, from the moment of the call until the client goes away.
+// A sandbox killed behind the agent's back (KillSandbox) sends a
+// CONTAINER_STOPPED event with the sandbox's id, as containerd does.
 func (r *Runtime) GetContainerEvents(_ *runtimeapi.GetEventsRequest, stream grpc.ServerStreamingServer[runtimeapi.ContainerEventResponse]) error {
 	ctx := stream.Context()
 	if err := r.before(ctx, "GetContainerEvents"); err != nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -202,4 +203,48 @@ func (r *Runtime) rule(method string) *callRule {
 		r.rules[method] = c
 	}
 	return c
+}
+
+// KillSandbox kills a READY sandbox's pause process behind the agent's back
+// (kill -9, the OOM killer) and shows it as containerd does: the sandbox
+// is NOTREADY in PodSandboxStatus and ListPodSandbox, and subscribers get a
+// CONTAINER_STOPPED_EVENT whose ContainerId is the sandbox's id (containerd
+// 1.7+; 1.6 sends no events). The sandbox is not removed and its name stays
+// reserved.
+//
+// Its containers die with it only when they share the pause process's PID
+// namespace (container PID namespace option POD, the CRI's zero value, with
+// a sandbox that is not in the node's PID namespace): the kernel kills every
+// process of a namespace whose init dies, and they exit with 137 ("Error"),
+// each with its CONTAINER_STOPPED_EVENT after the sandbox's. A container
+// in its own PID namespace (kubelet's default, NamespaceMode_CONTAINER)
+// keeps RUNNING in a NOTREADY sandbox, as containerd 1.6 shows after the
+// pause process of a host-network pod is killed; the agent must stop it.
+//
+// KillSandbox fails with NotFound for an unknown sandbox and with
+// FailedPrecondition for one that is not READY.
+func (r *Runtime) KillSandbox(id string) error {
+	r.lock()
+	defer r.mu.Unlock()
+	s, err := r.findSandbox(id)
+	if err != nil {
+		return err
+	}
+	if s.state != runtimeapi.PodSandboxState_SANDBOX_READY {
+		return status.Errorf(codes.FailedPrecondition, "sandbox %q is %s: its pause process is not running", s.id, s.state)
+	}
+	s.state = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+	var dying []*container
+	if s.nsOptions.GetPid() != runtimeapi.NamespaceMode_NODE {
+		for _, c := range s.containers {
+			if c.state == runtimeapi.ContainerState_CONTAINER_RUNNING && c.pidMode == runtimeapi.NamespaceMode_POD {
+				dying = append(dying, c)
+			}
+		}
+	}
+	r.emitSandboxStopped(s)
+	for _, c := range dying {
+		r.exit(c, 137)
+	}
+	return nil
 }
