@@ -11,39 +11,53 @@
 //     workers, backoff GC) and probe results. While the runtime does not
 //     answer, pod workers hold their inputs (nothing is lost) and a prober
 //     retries with exponential backoff.
-//   - worker.go, glue.go: one worker goroutine per pod UID. Inputs are queued;
-//     config inputs coalesce (only the newest pending spec counts; a pending
-//     kill is never replaced). fsm.Route maps each input to machine events.
-//     A kill cancels the running actions (a slow pull, a stop with a longer
-//     grace period) so it is handled next.
+//   - worker.go: one worker goroutine per pod UID and its input queue.
+//     Config inputs coalesce (only the newest pending spec counts; a pending
+//     kill is never replaced). A kill cancels the running action (a slow
+//     pull, a stop with a longer grace period) so it is handled next.
+//   - inputs.go: each input becomes machine events through fsm.Route.
+//   - fire.go: the one fire loop of every machine: Fire, re-arm the state's
+//     timers, run the step's actions in order, fire the events they raised.
+//   - timers.go: the armed timers of a pod's machines, typed per machine.
 //   - pod.go: the pod machine's guards, actions and durations (SyncPod,
-//     RunSandbox, KillContainers, StopSandbox, RemovePod, ReleaseName,
-//     ReportStatus), the grace period that only shortens, and static pod
-//     name ownership (one started pod per full name, successors FIFO).
-//   - container.go: the container machine's guards, actions and durations
-//     (PullImage, CreateContainer, StartContainer, StopContainer, RecordExit,
-//     RemoveContainer; CrashLoopBackOff and image pull backoff per container).
-//   - effects.go, labels.go: CRI requests (sandbox and container configs, log
-//     paths under RootDir, speclet's labels and annotations).
-//   - pleg.go: relist diff and the runtime's event stream.
-//   - status.go: the pod status derived from the machine states.
+//     KillContainers, StopSandbox, RemovePod, ReleaseName, ReportStatus) and
+//     the grace period that only shortens.
+//   - sandbox.go: the sandbox machine's (RunSandbox, CheckSandbox,
+//     StopSandbox; recreate_forbidden).
+//   - container.go: the container machine's (PullImage, CreateContainer,
+//     StartContainer, StopContainer, RecordExit, RemoveContainer, the
+//     count_* backoff actions; start_blocked, restart_allowed, spec_changed).
+//   - hooks.go: postStart and preStop handlers (exec, httpGet).
+//   - names.go: static pod full names, one started pod per name, FIFO.
+//   - backoff.go: CrashLoopBackOff and image pull backoff per container.
+//   - requests.go, labels.go: CRI requests (sandbox and container configs,
+//     mounts, resources, log paths under RootDir, speclet's labels and
+//     annotations).
+//   - pleg.go: relist diff of containers and sandboxes, and the runtime's
+//     event stream.
+//   - view.go, status.go: what the status needs, read from the machine
+//     states, and the pod status computed from it.
 //   - recover.go: rebuilding from the runtime after a restart; orphans.
 //
-// Every CRI call the engine makes is inside an implementation of a generated
-// Actions method, run by fsm.RunPodAction or fsm.RunContainerAction, except
-// the reads that answer guards or feed the PLEG and status (ImageStatus before
-// a start, ListContainers, ListPodSandbox, ContainerStatus, Status). Actions
-// report their outcome as the events the spec names (sync_ok, pull_failed,
-// ...); the engine fires them after the step's actions ran, never from inside
-// a looplab callback.
+// Every CRI call that changes the runtime is made inside an implementation
+// of a generated Actions method, run by fsm.Run<Machine>Action; only reads
+// that feed the PLEG, recovery and health (ListContainers, ListPodSandbox,
+// Status, Version) happen outside actions. Actions run synchronously on the
+// pod's worker goroutine and report their outcome as the events the spec
+// names (sync_ok, pull_failed, exit_recorded, ...), fired after the step's
+// actions ran, never from inside a looplab callback. So the in-flight
+// states (syncing, pulling, creating, starting, creating and checking of
+// the sandbox) are left before the worker takes its next input; the spec
+// draws only the rows that can happen that way.
 //
 // Housekeeping does not resync every pod (the spec routes it to pod.sync;
 // at 10,000 pods that would be 5,000 syncs a second): the resync timer of
 // the synced state does, as kubelet's work queue does.
 //
 // Lifecycle hooks follow kubelet (hooks.go): postStart runs after
-// StartContainer and a failure kills the container (PostStartHookError,
-// then the restart policy); preStop runs once per running instance before
+// StartContainer and a failure stops the container through the stopping
+// state with the grace period (PostStartHookError, then the restart
+// policy); preStop runs once per running instance before
 // StopContainer, and the seconds it took are taken from the grace period
 // given to StopContainer (at least 2 s remain).
 //
