@@ -278,6 +278,24 @@ var PodActionCRI = [...][]string{
 	PodActionReportStatus:   {},
 }
 
+// PodActionCalls lists, per action, the actions of this machine the spec
+// says it runs itself (its `calls`); their CRI methods are allowed to it too.
+var PodActionCalls = [7][]PodAction{
+	PodActionSyncPod: {PodActionRunSandbox},
+}
+
+// podActionTags are the context tags RunPodAction puts on the
+// context of the action it runs (see WithAction).
+var podActionTags = [...]actionTag{
+	PodActionSyncPod:        {"pod", "sync_pod"},
+	PodActionRunSandbox:     {"pod", "run_sandbox"},
+	PodActionKillContainers: {"pod", "kill_containers"},
+	PodActionStopSandbox:    {"pod", "stop_sandbox"},
+	PodActionRemovePod:      {"pod", "remove_pod"},
+	PodActionReleaseName:    {"pod", "release_name"},
+	PodActionReportStatus:   {"pod", "report_status"},
+}
+
 // PodActions runs the actions of the pod machine. The engine
 // implements it on its per-pod object and runs the actions a Step
 // returns, in order, outside the machine.
@@ -313,8 +331,13 @@ type PodActions interface {
 	ReportStatus(ctx context.Context) error
 }
 
-// RunPodAction runs action a on impl.
+// RunPodAction runs action a on impl, with ctx tagged with the action
+// (ActionFrom returns it) so that the CRI calls it makes can be audited
+// against the spec's cri lists.
 func RunPodAction(ctx context.Context, impl PodActions, a PodAction) error {
+	if int(a) < len(podActionTags) {
+		ctx = withActionTag(ctx, &podActionTags[a])
+	}
 	switch a {
 	case PodActionSyncPod:
 		return impl.SyncPod(ctx)
@@ -553,13 +576,19 @@ var podFSMEvents = fsm.Events{
 // transition's actions, then the entry actions of each state entered (and
 // choice branch actions between them), in the order the engine must run them.
 //
-// Actions and Path alias buffers of the machine: they are valid until the
-// next Fire; copy them to keep them longer.
+// Row is the index in PodTransitionTable of the transition taken, and
+// Choices the indices in PodChoiceTable of the choice branches passed
+// after it, in order (for row coverage).
+//
+// Actions, Path and Choices alias buffers of the machine: they are valid
+// until the next Fire; copy them to keep them longer.
 type PodStep struct {
 	From, To PodState
 	Event    PodEvent
 	Actions  []PodAction
 	Path     []PodState
+	Row      int
+	Choices  []int
 }
 
 // String renders the step for logs: "from -> to on event / a, b", or
@@ -619,7 +648,7 @@ func (m *PodMachine) Fire(ev PodEvent) (PodStep, error) {
 	if err != nil {
 		return PodStep{}, err
 	}
-	return PodStep{From: from, To: m.m.state, Event: ev, Actions: m.m.actions, Path: m.m.path}, nil
+	return PodStep{From: from, To: m.m.state, Event: ev, Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
 }
 
 // PodMetricLabels returns the label values of the pod machine's
