@@ -96,7 +96,7 @@ func (c *ctrState) fire(ctx context.Context, ev fsm.ContainerEvent) {
 		c.p.e.metrics.transition(fsm.ContainerMachineName, step.From.String(), step.To.String(), step.Event.String())
 		if c.p.e.log.Enabled(ctx, slog.LevelDebug) {
 			c.p.e.log.Debug("container transition", "pod", c.p.key(), "container", c.name, "from", step.From.String(),
-				"event", step.Event.String(), "to", step.To.String(), "actions", fmt.Sprint(step.Actions))
+				"event", step.Event.String(), "to", step.To.String(), "actions", fmt.Sprint(step.Actions), "row", step.Row, "choices", step.Choices)
 		}
 		c.p.e.progress.Add(1)
 		if len(step.Path) > 0 {

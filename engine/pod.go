@@ -132,7 +132,7 @@ func (s *podState) fire(ctx context.Context, ev fsm.PodEvent) {
 		s.e.metrics.transition(fsm.PodMachineName, step.From.String(), step.To.String(), step.Event.String())
 		if s.e.log.Enabled(ctx, slog.LevelDebug) {
 			s.e.log.Debug("pod transition", "pod", s.key(), "from", step.From.String(), "event", step.Event.String(),
-				"to", step.To.String(), "actions", fmt.Sprint(step.Actions))
+				"to", step.To.String(), "actions", fmt.Sprint(step.Actions), "row", step.Row, "choices", step.Choices)
 		}
 		s.e.progress.Add(1)
 		if len(step.Path) > 0 {

@@ -1,0 +1,279 @@
+package engine
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"text/tabwriter"
+
+	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/engine/criaudit"
+	"github.com/speclet/speclet/fsm"
+)
+
+// This file holds the two checks every engine test feeds (doc.go, # Tests):
+//
+//   - CRI audit: each engine test runs its runtime behind a criaudit.Recorder
+//     (auditRuntime). A test fails when its records show a mutating call
+//     outside an action or an action calling a method its spec does not
+//     allow. When the whole package ran, TestMain also fails when a declared
+//     (machine, action, method) was never called by any test.
+//   - Row coverage: each engine test logs through coverageLogger, which
+//     counts the transition rows and choice branches of the "pod transition"
+//     and "container transition" debug records (attributes row and choices).
+//     When the whole package ran, TestMain prints the table and fails when a
+//     row or branch was never taken.
+
+// suite collects what every test of the package recorded.
+var suite struct {
+	mu      sync.Mutex
+	records []criaudit.Record
+	rows    map[string][]int // machine -> count per transition row
+	choices map[string][]int // machine -> count per choice branch
+}
+
+func init() {
+	suite.rows = map[string][]int{
+		fsm.PodMachineName:       make([]int, len(fsm.PodTransitionTable)),
+		fsm.ContainerMachineName: make([]int, len(fsm.ContainerTransitionTable)),
+	}
+	suite.choices = map[string][]int{
+		fsm.PodMachineName:       make([]int, len(fsm.PodChoiceTable)),
+		fsm.ContainerMachineName: make([]int, len(fsm.ContainerChoiceTable)),
+	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if wholePackage() {
+		if !suiteChecks(os.Stdout) && code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// wholePackage: no -run filter was given, so every test of the package ran
+// (a -skip, like a skipped TestContainerd without root, still counts: the
+// suite checks then see what the remaining tests did).
+func wholePackage() bool {
+	f := flag.Lookup("test.run")
+	return f == nil || f.Value.String() == ""
+}
+
+// auditRuntime returns rt behind a recorder; when t ends, it fails t on the
+// violations of its records and adds them to the suite's.
+func auditRuntime(t testing.TB, rt cri.Runtime) *criaudit.Recorder {
+	rec := criaudit.NewRecorder(rt)
+	t.Cleanup(func() {
+		recs := rec.Records()
+		if v := criaudit.Check(recs); len(v) > 0 {
+			t.Errorf("CRI audit: %d violations of the spec's cri lists (engine/criaudit):\n%s", len(v), criaudit.FormatViolations(v))
+		}
+		suite.mu.Lock()
+		suite.records = append(suite.records, recs...)
+		suite.mu.Unlock()
+	})
+	return rec
+}
+
+// coverageLogger returns a logger that counts the transitions the engine
+// logs and passes every record inner handles on to it.
+func coverageLogger(inner slog.Handler) *slog.Logger {
+	return slog.New(coverageHandler{inner: inner})
+}
+
+type coverageHandler struct{ inner slog.Handler }
+
+func (h coverageHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelDebug || h.inner.Enabled(ctx, l)
+}
+
+func (h coverageHandler) Handle(ctx context.Context, r slog.Record) error {
+	var machine string
+	switch r.Message {
+	case "pod transition":
+		machine = fsm.PodMachineName
+	case "container transition":
+		machine = fsm.ContainerMachineName
+	}
+	if machine != "" {
+		countTransition(machine, r)
+	}
+	if h.inner.Enabled(ctx, r.Level) {
+		return h.inner.Handle(ctx, r)
+	}
+	return nil
+}
+
+func (h coverageHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return coverageHandler{inner: h.inner.WithAttrs(as)}
+}
+
+func (h coverageHandler) WithGroup(name string) slog.Handler {
+	return coverageHandler{inner: h.inner.WithGroup(name)}
+}
+
+// countTransition counts the row and choices attributes of a transition
+// record.
+func countTransition(machine string, r slog.Record) {
+	row := -1
+	var choices []int
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "row":
+			if a.Value.Kind() == slog.KindInt64 {
+				row = int(a.Value.Int64())
+			}
+		case "choices":
+			if cs, ok := a.Value.Any().([]int); ok {
+				choices = cs
+			}
+		}
+		return true
+	})
+	suite.mu.Lock()
+	defer suite.mu.Unlock()
+	if rows := suite.rows[machine]; row >= 0 && row < len(rows) {
+		rows[row]++
+	}
+	for _, c := range choices {
+		if cs := suite.choices[machine]; c >= 0 && c < len(cs) {
+			cs[c]++
+		}
+	}
+}
+
+// coverageRow is one line of the row coverage table.
+type coverageRow struct {
+	machine, from, event, guard, to string
+	choice                          bool
+	count                           int
+}
+
+func (c coverageRow) String() string {
+	if c.choice {
+		return fmt.Sprintf("%s %s: [%s] -> %s", c.machine, c.from, c.guard, c.to)
+	}
+	g := ""
+	if c.guard != "" {
+		g = " [" + c.guard + "]"
+	}
+	return fmt.Sprintf("%s %s -%s%s-> %s", c.machine, c.from, c.event, g, c.to)
+}
+
+// coverageTable returns every transition row and choice branch of both
+// machines, in spec order, with the number of times the tests took it.
+func coverageTable() []coverageRow {
+	suite.mu.Lock()
+	defer suite.mu.Unlock()
+	var out []coverageRow
+	for i, r := range fsm.PodTransitionTable {
+		to := r.To.String()
+		if r.Internal {
+			to = "(internal)"
+		}
+		g := ""
+		if r.HasGuard {
+			g = r.Guard.String()
+		}
+		out = append(out, coverageRow{fsm.PodMachineName, r.From.String(), r.Event.String(), g, to, false, suite.rows[fsm.PodMachineName][i]})
+	}
+	for i, c := range fsm.PodChoiceTable {
+		g := "otherwise"
+		if c.HasGuard {
+			g = c.Guard.String()
+		}
+		out = append(out, coverageRow{fsm.PodMachineName, c.State.String(), "", g, c.To.String(), true, suite.choices[fsm.PodMachineName][i]})
+	}
+	for i, r := range fsm.ContainerTransitionTable {
+		to := r.To.String()
+		if r.Internal {
+			to = "(internal)"
+		}
+		g := ""
+		if r.HasGuard {
+			g = r.Guard.String()
+		}
+		out = append(out, coverageRow{fsm.ContainerMachineName, r.From.String(), r.Event.String(), g, to, false, suite.rows[fsm.ContainerMachineName][i]})
+	}
+	for i, c := range fsm.ContainerChoiceTable {
+		g := "otherwise"
+		if c.HasGuard {
+			g = c.Guard.String()
+		}
+		out = append(out, coverageRow{fsm.ContainerMachineName, c.State.String(), "", g, c.To.String(), true, suite.choices[fsm.ContainerMachineName][i]})
+	}
+	return out
+}
+
+// formatCoverage renders the table: transitions as machine, from, event,
+// [guard], to and count; then choice branches as "state: [guard] -> to".
+func formatCoverage(rows []coverageRow) string {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "MACHINE\tFROM\tEVENT\t[GUARD]\tTO\tTAKEN")
+	for _, r := range rows {
+		if r.choice {
+			continue
+		}
+		g := ""
+		if r.guard != "" {
+			g = "[" + r.guard + "]"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\n", r.machine, r.from, r.event, g, r.to, r.count)
+	}
+	w.Flush()
+	b.WriteString("\n")
+	w = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "MACHINE\tCHOICE BRANCH\tTAKEN")
+	for _, r := range rows {
+		if r.choice {
+			fmt.Fprintf(w, "%s\t%s: [%s] -> %s\t%d\n", r.machine, r.from, r.guard, r.to, r.count)
+		}
+	}
+	w.Flush()
+	return b.String()
+}
+
+// suiteChecks prints the row coverage table and the CRI audit over every
+// test of the package to w, and reports whether both passed.
+func suiteChecks(w io.Writer) bool {
+	ok := true
+	rows := coverageTable()
+	fmt.Fprintf(w, "\nRow coverage of the engine tests (spec/*.hcl transitions and choice branches):\n%s", formatCoverage(rows))
+	var untaken []string
+	for _, r := range rows {
+		if r.count == 0 {
+			untaken = append(untaken, "  "+r.String())
+		}
+	}
+	if len(untaken) > 0 {
+		ok = false
+		fmt.Fprintf(w, "FAIL: %d of %d rows and branches were never taken by the engine tests:\n%s\n", len(untaken), len(rows), strings.Join(untaken, "\n"))
+	} else {
+		fmt.Fprintf(w, "row coverage: all %d rows and branches taken\n", len(rows))
+	}
+
+	suite.mu.Lock()
+	recs := append([]criaudit.Record(nil), suite.records...)
+	suite.mu.Unlock()
+	if v := criaudit.Check(recs); len(v) > 0 {
+		ok = false
+		fmt.Fprintf(w, "\nFAIL: CRI audit: %d violations over %d calls of all engine tests:\n%s", len(v), len(recs), criaudit.FormatViolations(v))
+	}
+	if u := criaudit.Unseen(recs); len(u) > 0 {
+		ok = false
+		fmt.Fprintf(w, "\nFAIL: CRI audit: %d methods declared in the spec's cri lists were never called by their action in any engine test:\n%s", len(u), criaudit.FormatUnseen(u))
+	}
+	if ok {
+		fmt.Fprintf(w, "CRI audit: %d calls, no violation, every declared method seen\n", len(recs))
+	}
+	return ok
+}
