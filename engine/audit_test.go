@@ -34,18 +34,28 @@ import (
 var suite struct {
 	mu      sync.Mutex
 	records []criaudit.Record
+	cov     *coverage
+}
+
+func init() { suite.cov = newCoverage() }
+
+// coverage counts how often each transition row and choice branch was taken.
+type coverage struct {
+	mu      sync.Mutex
 	rows    map[string][]int // machine -> count per transition row
 	choices map[string][]int // machine -> count per choice branch
 }
 
-func init() {
-	suite.rows = map[string][]int{
-		fsm.PodMachineName:       make([]int, len(fsm.PodTransitionTable)),
-		fsm.ContainerMachineName: make([]int, len(fsm.ContainerTransitionTable)),
-	}
-	suite.choices = map[string][]int{
-		fsm.PodMachineName:       make([]int, len(fsm.PodChoiceTable)),
-		fsm.ContainerMachineName: make([]int, len(fsm.ContainerChoiceTable)),
+func newCoverage() *coverage {
+	return &coverage{
+		rows: map[string][]int{
+			fsm.PodMachineName:       make([]int, len(fsm.PodTransitionTable)),
+			fsm.ContainerMachineName: make([]int, len(fsm.ContainerTransitionTable)),
+		},
+		choices: map[string][]int{
+			fsm.PodMachineName:       make([]int, len(fsm.PodChoiceTable)),
+			fsm.ContainerMachineName: make([]int, len(fsm.ContainerChoiceTable)),
+		},
 	}
 }
 
@@ -86,10 +96,13 @@ func auditRuntime(t testing.TB, rt cri.Runtime) *criaudit.Recorder {
 // coverageLogger returns a logger that counts the transitions the engine
 // logs and passes every record inner handles on to it.
 func coverageLogger(inner slog.Handler) *slog.Logger {
-	return slog.New(coverageHandler{inner: inner})
+	return slog.New(coverageHandler{inner: inner, cov: suite.cov})
 }
 
-type coverageHandler struct{ inner slog.Handler }
+type coverageHandler struct {
+	inner slog.Handler
+	cov   *coverage
+}
 
 func (h coverageHandler) Enabled(ctx context.Context, l slog.Level) bool {
 	return l >= slog.LevelDebug || h.inner.Enabled(ctx, l)
@@ -104,7 +117,7 @@ func (h coverageHandler) Handle(ctx context.Context, r slog.Record) error {
 		machine = fsm.ContainerMachineName
 	}
 	if machine != "" {
-		countTransition(machine, r)
+		h.cov.count(machine, r)
 	}
 	if h.inner.Enabled(ctx, r.Level) {
 		return h.inner.Handle(ctx, r)
@@ -113,16 +126,15 @@ func (h coverageHandler) Handle(ctx context.Context, r slog.Record) error {
 }
 
 func (h coverageHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return coverageHandler{inner: h.inner.WithAttrs(as)}
+	return coverageHandler{inner: h.inner.WithAttrs(as), cov: h.cov}
 }
 
 func (h coverageHandler) WithGroup(name string) slog.Handler {
-	return coverageHandler{inner: h.inner.WithGroup(name)}
+	return coverageHandler{inner: h.inner.WithGroup(name), cov: h.cov}
 }
 
-// countTransition counts the row and choices attributes of a transition
-// record.
-func countTransition(machine string, r slog.Record) {
+// count counts the row and choices attributes of a transition record.
+func (cv *coverage) count(machine string, r slog.Record) {
 	row := -1
 	var choices []int
 	r.Attrs(func(a slog.Attr) bool {
@@ -138,13 +150,13 @@ func countTransition(machine string, r slog.Record) {
 		}
 		return true
 	})
-	suite.mu.Lock()
-	defer suite.mu.Unlock()
-	if rows := suite.rows[machine]; row >= 0 && row < len(rows) {
+	cv.mu.Lock()
+	defer cv.mu.Unlock()
+	if rows := cv.rows[machine]; row >= 0 && row < len(rows) {
 		rows[row]++
 	}
 	for _, c := range choices {
-		if cs := suite.choices[machine]; c >= 0 && c < len(cs) {
+		if cs := cv.choices[machine]; c >= 0 && c < len(cs) {
 			cs[c]++
 		}
 	}
@@ -168,11 +180,11 @@ func (c coverageRow) String() string {
 	return fmt.Sprintf("%s %s -%s%s-> %s", c.machine, c.from, c.event, g, c.to)
 }
 
-// coverageTable returns every transition row and choice branch of both
-// machines, in spec order, with the number of times the tests took it.
-func coverageTable() []coverageRow {
-	suite.mu.Lock()
-	defer suite.mu.Unlock()
+// table returns every transition row and choice branch of both machines,
+// in spec order, with the number of times the tests took it.
+func (cv *coverage) table() []coverageRow {
+	cv.mu.Lock()
+	defer cv.mu.Unlock()
 	var out []coverageRow
 	for i, r := range fsm.PodTransitionTable {
 		to := r.To.String()
@@ -183,14 +195,14 @@ func coverageTable() []coverageRow {
 		if r.HasGuard {
 			g = r.Guard.String()
 		}
-		out = append(out, coverageRow{fsm.PodMachineName, r.From.String(), r.Event.String(), g, to, false, suite.rows[fsm.PodMachineName][i]})
+		out = append(out, coverageRow{fsm.PodMachineName, r.From.String(), r.Event.String(), g, to, false, cv.rows[fsm.PodMachineName][i]})
 	}
 	for i, c := range fsm.PodChoiceTable {
 		g := "otherwise"
 		if c.HasGuard {
 			g = c.Guard.String()
 		}
-		out = append(out, coverageRow{fsm.PodMachineName, c.State.String(), "", g, c.To.String(), true, suite.choices[fsm.PodMachineName][i]})
+		out = append(out, coverageRow{fsm.PodMachineName, c.State.String(), "", g, c.To.String(), true, cv.choices[fsm.PodMachineName][i]})
 	}
 	for i, r := range fsm.ContainerTransitionTable {
 		to := r.To.String()
@@ -201,14 +213,14 @@ func coverageTable() []coverageRow {
 		if r.HasGuard {
 			g = r.Guard.String()
 		}
-		out = append(out, coverageRow{fsm.ContainerMachineName, r.From.String(), r.Event.String(), g, to, false, suite.rows[fsm.ContainerMachineName][i]})
+		out = append(out, coverageRow{fsm.ContainerMachineName, r.From.String(), r.Event.String(), g, to, false, cv.rows[fsm.ContainerMachineName][i]})
 	}
 	for i, c := range fsm.ContainerChoiceTable {
 		g := "otherwise"
 		if c.HasGuard {
 			g = c.Guard.String()
 		}
-		out = append(out, coverageRow{fsm.ContainerMachineName, c.State.String(), "", g, c.To.String(), true, suite.choices[fsm.ContainerMachineName][i]})
+		out = append(out, coverageRow{fsm.ContainerMachineName, c.State.String(), "", g, c.To.String(), true, cv.choices[fsm.ContainerMachineName][i]})
 	}
 	return out
 }
@@ -246,7 +258,7 @@ func formatCoverage(rows []coverageRow) string {
 // test of the package to w, and reports whether both passed.
 func suiteChecks(w io.Writer) bool {
 	ok := true
-	rows := coverageTable()
+	rows := suite.cov.table()
 	fmt.Fprintf(w, "\nRow coverage of the engine tests (spec/*.hcl transitions and choice branches):\n%s", formatCoverage(rows))
 	var untaken []string
 	for _, r := range rows {
@@ -276,4 +288,36 @@ func suiteChecks(w io.Writer) bool {
 		fmt.Fprintf(w, "CRI audit: %d calls, no violation, every declared method seen\n", len(recs))
 	}
 	return ok
+}
+
+// TestCoverageHandler: the handler counts the row and choices of transition
+// records and passes on what its inner handler takes.
+func TestCoverageHandler(t *testing.T) {
+	var out strings.Builder
+	cv := newCoverage()
+	log := slog.New(coverageHandler{inner: slog.NewTextHandler(&out, nil), cov: cv}).With("pod", "default/web")
+	if !log.Enabled(context.Background(), slog.LevelDebug) {
+		t.Fatal("debug disabled: the engine would not log its transitions")
+	}
+	log.Debug("pod transition", "row", 1, "choices", []int{})
+	log.Debug("container transition", "row", 21, "choices", []int{2})
+	log.Debug("container transition", "row", 21, "choices", []int{2})
+	log.Info("something else", "row", 3)
+	if cv.rows[fsm.PodMachineName][1] != 1 || cv.rows[fsm.ContainerMachineName][21] != 2 || cv.choices[fsm.ContainerMachineName][2] != 2 {
+		t.Errorf("counts: pod rows %v, container rows %v, container choices %v",
+			cv.rows[fsm.PodMachineName], cv.rows[fsm.ContainerMachineName], cv.choices[fsm.ContainerMachineName])
+	}
+	if cv.rows[fsm.PodMachineName][3] != 0 {
+		t.Error("a record that is no transition was counted")
+	}
+	if got := out.String(); strings.Contains(got, "transition") || !strings.Contains(got, "something else") {
+		t.Errorf("inner handler (info) got:\n%s", got)
+	}
+	var taken int
+	for _, r := range cv.table() {
+		taken += r.count
+	}
+	if taken != 5 {
+		t.Errorf("table counts %d, want 5 (3 rows, 2 branches)", taken)
+	}
 }
