@@ -24,6 +24,7 @@ import (
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/cri/sim"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/criaudit"
 )
 
 // scriptHarness runs an Engine against the simulated runtime served over gRPC,
@@ -32,7 +33,8 @@ type scriptHarness struct {
 	t       *testing.T
 	clk     *clocktesting.FakeClock
 	srv     *sim.Server
-	rt      *cri.Client
+	rt      *cri.Client        // the test's own calls (crictl-rm, runtime listings)
+	audit   *criaudit.Recorder // the engine's runtime: rt behind the CRI audit
 	dir     string
 	eng     *Engine
 	reg     *prometheus.Registry
@@ -57,6 +59,7 @@ func newHarness(t *testing.T) *scriptHarness {
 		t.Fatal(err)
 	}
 	h.rt = rt
+	h.audit = auditRuntime(t, rt) // its check runs after the cleanup below stopped the engine
 	t.Cleanup(func() {
 		h.stop()
 		srv.Stop()
@@ -66,7 +69,7 @@ func newHarness(t *testing.T) *scriptHarness {
 
 func (h *scriptHarness) start(cfg Config) {
 	h.t.Helper()
-	cfg.Runtime = h.rt
+	cfg.Runtime = h.audit
 	h.probes = make(chan ProbeResult)
 	cfg.ProbeResults = h.probes
 	cfg.RootDir = filepath.Join(h.dir, "root")
@@ -74,10 +77,11 @@ func (h *scriptHarness) start(cfg Config) {
 	cfg.NodeName = "node"
 	h.reg = prometheus.NewRegistry()
 	cfg.Registerer = h.reg
-	cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	var logh slog.Handler = slog.NewTextHandler(io.Discard, nil)
 	if testing.Verbose() {
-		cfg.Log = slog.New(slog.NewTextHandler(testWriter{h.t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		logh = slog.NewTextHandler(testWriter{h.t}, &slog.HandlerOptions{Level: slog.LevelDebug})
 	}
+	cfg.Log = coverageLogger(logh)
 	e, err := New(cfg)
 	if err != nil {
 		h.t.Fatal(err)

@@ -18,6 +18,8 @@ type step[A any] struct {
 	from, to, event string
 	entered         bool // a state was (re-)entered: its timers are re-armed
 	actions         []A
+	row             int   // index of the transition taken in the machine's TransitionTable
+	choices         []int // indices of the choice branches passed in its ChoiceTable
 }
 
 // runner adapts one generated machine to the loop: fire takes one event, run
@@ -64,7 +66,7 @@ func fireLoop[E fmt.Stringer, A fmt.Stringer](ctx context.Context, w *podWorker,
 		e.metrics.transition(r.kind, st.from, st.to, st.event)
 		if e.log.Enabled(ctx, slog.LevelDebug) {
 			e.log.Debug("transition", append(r.who(), "machine", r.kind, "from", st.from, "event", st.event,
-				"to", st.to, "actions", fmt.Sprint(st.actions))...)
+				"to", st.to, "actions", fmt.Sprint(st.actions), "row", st.row, "choices", st.choices)...)
 		}
 		e.progress.Add(1)
 		if st.entered {
