@@ -1,0 +1,138 @@
+# The system: how the machines of one pod act on each other, and the
+# invariants `speclet spec verify` checks over every reachable combination of
+# their states (one pod machine, one instance of every other machine, and 1..K
+# container machines, each with a role). The generated code does not use this
+# file; the engine implements the ties (guards) and effects (actions) by hand.
+#
+# Blocks (references are written MACHINE.NAME; roles are role.init,
+# role.sidecar and role.regular):
+#
+#   replicated "MACHINE" {}            the machine that runs once per container,
+#                                      each instance with a role; the others run
+#                                      once per pod.
+#
+#   tie "MACHINE" "GUARD" {            the guard is a function of the system;
+#     in    = [M.S, ...]               M (a once-per-pod machine) is in one of S
+#     all   = [C.S, ...]               every container instance is in one of S
+#     any   = [C.S, ...]               some container instance is in one of S
+#     among = [role.R, ...]            all/any only count instances of these roles
+#     roles = [role.R, ...]            the guard's own instance has one of these roles
+#     mode  = "iff"                    "iff" (default): holds exactly when every
+#   }                                  condition given holds; "if": holds when they
+#                                      do, free otherwise. Untied guards are free.
+#
+#   effect "MACHINE" "ACTION" {        what an action does when it runs:
+#     sends   = [M.E, ...]             delivered in order to M (every instance of
+#                                      the replicated machine), each handled to
+#                                      the end before the next
+#     reports = [MACHINE.E, ...]       then it reports exactly one of these to its
+#                                      own machine (queued behind the step)
+#     may_report_nothing = true        or it fails before any effect
+#   }                                  Actions without an effect do nothing visible.
+#
+#   invariant "NAME" {                 exactly one of:
+#     never_enter = [M.S, ...]         no step enters one of S ...
+#     while       = [P.S, ...]           ... while P is in one of these (optional)
+#     rank = [[P.A, P.B], [P.C], ...]  P's tiers, lowest first: no step goes down
+#     always_reaches = [P.S, ...]      every reachable state can reach one of S
+#     after   = P.E                    once an input delivered P.E, completions
+#     reaches = [P.S, ...]             and timers alone can reach one of S
+#   }
+#
+# The environment: every input of routes.hcl may arrive whenever no step is
+# being handled (an input naming a container goes to any one of them), and a
+# timer of a state may fire whenever its machine rests in that state.
+
+replicated "container" {
+  doc = "One container machine per container of the pod spec: init containers, sidecars (restartable init containers), then regular containers."
+}
+
+# --- guard ties ---
+
+tie "container" "pod_terminating" {
+  doc = "The pod worker has seen termination."
+  in  = [pod.terminating, pod.terminated, pod.finished]
+}
+
+tie "container" "restart_allowed" {
+  doc   = "Sidecars always restart; the restart policy and exit code decide for the others."
+  roles = [role.sidecar]
+  mode  = "if"
+}
+
+tie "pod" "all_containers_stopped" {
+  doc = "Nothing of any container runs (engine: ctrState.stopped)."
+  all = [container.waiting, container.pull_backoff, container.crashloop_backoff, container.exited, container.terminated, container.removed]
+}
+
+tie "pod" "pod_done" {
+  doc   = "Succeeded or Failed: every regular container finished and may not restart (sidecars do not count)."
+  all   = [container.terminated, container.removed]
+  among = [role.regular]
+}
+
+# --- action effects and completions ---
+
+effect "pod" "sync_pod" {
+  doc     = "Asks every container to start; each container machine decides whether and how."
+  sends   = [container.start]
+  reports = [pod.sync_ok, pod.sync_failed]
+}
+
+effect "pod" "kill_containers" {
+  sends   = [container.kill]
+  reports = [pod.termination_done]
+}
+
+effect "pod" "remove_pod" {
+  doc                = "On success every container is gone from the runtime; on failure nothing is reported and the sync timer retries."
+  sends              = [container.removed]
+  reports            = [pod.cleanup_done]
+  may_report_nothing = true
+}
+
+effect "container" "pull_image" {
+  reports = [container.pull_ok, container.pull_failed]
+}
+
+effect "container" "create_container" {
+  reports = [container.created, container.create_failed]
+}
+
+effect "container" "start_container" {
+  reports = [container.started, container.start_failed]
+}
+
+effect "container" "stop_container" {
+  doc                = "A failed StopContainer reports nothing; grace_expired retries with timeout 0."
+  reports            = [container.stopped]
+  may_report_nothing = true
+}
+
+# --- invariants ---
+
+invariant "no_start_after_termination" {
+  doc         = "Once the pod worker has seen termination, no container enters its start path."
+  never_enter = [container.pulling, container.creating, container.starting]
+  while       = [pod.terminating, pod.terminated, pod.finished]
+}
+
+invariant "phase_never_backwards" {
+  doc = "The pod phase only moves forward: pending, then running, then terminal."
+  rank = [
+    [pod.pending, pod.waiting_to_start],
+    [pod.syncing, pod.synced, pod.sync_backoff],
+    [pod.terminating, pod.terminated, pod.finished],
+  ]
+}
+
+invariant "can_always_finish" {
+  doc            = "From every reachable state the pod worker can still reach finished."
+  always_reaches = [pod.finished]
+}
+
+invariant "kill_finishes" {
+  doc     = "After kill, the pod worker reaches finished through action completions and timers alone."
+  after   = pod.kill
+  reaches = [pod.finished]
+}
