@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -22,7 +23,7 @@ func TestSpecCheckRepositorySpec(t *testing.T) {
 		t.Fatalf("found %d spec files", len(files))
 	}
 	code, out, errs := runSpecCmd(t, append([]string{"check"}, files...)...)
-	if code != 0 || !strings.HasPrefix(out, "spec ok: 3 file(s), 2 machine(s)") || errs != "" {
+	if code != 0 || !strings.HasPrefix(out, fmt.Sprintf("spec ok: %d file(s), ", len(files))) || errs != "" {
 		t.Fatalf("check spec/*.hcl: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
 	}
 	// Without files it checks the spec built into the binary.
