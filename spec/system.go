@@ -375,7 +375,7 @@ func (sv *systemValidator) mrefs(refs []MRef, kind, want, where string) *Machine
 	var m *Machine
 	for _, r := range refs {
 		if want != "" && r.Machine != want {
-			sv.errorf(r.Range, "Wrong machine", "%s names %s, but it must name a %s of machine %q.", where, r, kind, want)
+			sv.errorf(r.Range, "Wrong machine", "%s names %s, but it must name %s %s of machine %q.", where, r, article(kind), kind, want)
 			continue
 		}
 		if m != nil && r.Machine != m.Name {
@@ -459,7 +459,6 @@ func (sv *systemValidator) effect(e *Effect, effects map[string]*Effect) {
 		return
 	}
 	effects[key] = e
-	sv.mrefs(e.Reports, "event", m.Name, where+" reports")
 	for _, r := range e.Sends {
 		if r.Machine == m.Name {
 			sv.errorf(r.Range, "Send to itself", "%s sends %s to its own machine; list the event in reports instead.", where, r)
@@ -467,6 +466,7 @@ func (sv *systemValidator) effect(e *Effect, effects map[string]*Effect) {
 		}
 		sv.mrefs([]MRef{r}, "event", "", where+" sends")
 	}
+	sv.mrefs(e.Reports, "event", m.Name, where+" reports")
 }
 
 func (sv *systemValidator) single(refs []MRef, where string) *Machine {
@@ -528,4 +528,11 @@ func boolAttr(a *hcl.Attribute, diags *hcl.Diagnostics) bool {
 		return false
 	}
 	return v.True()
+}
+
+func article(kind string) string {
+	if strings.ContainsRune("aeiou", rune(kind[0])) {
+		return "an"
+	}
+	return "a"
 }
