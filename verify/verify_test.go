@@ -187,3 +187,41 @@ func TestAssignments(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifyWithSandboxMachine: another machine that runs once per pod (as
+// a sandbox machine would) joins the product; its inputs and timers are
+// explored and the invariants still hold.
+func TestVerifyWithSandboxMachine(t *testing.T) {
+	const sandbox = `
+machine "sandbox" {
+  initial = state.none
+  event "ready" {}
+  event "lost" {}
+  event "retry" {}
+  duration "backoff" {}
+  state "none" {
+    transition "ready" { to = state.ready }
+  }
+  state "ready" {
+    transition "lost" { to = state.broken }
+  }
+  state "broken" {
+    timeout "retry" { after = duration.backoff }
+    transition "retry" { to = state.none }
+  }
+}
+input "sandbox_ready" { sandbox = sandbox.ready }
+input "sandbox_lost" { sandbox = sandbox.lost }
+`
+	files := append(spec.Embedded(), spec.File{Name: "spec/zz_test_sandbox.hcl", Src: []byte(sandbox)})
+	plain := check(t, spec.Embedded(), 1)
+	rep := check(t, files, 1)
+	if rep.Runs[0].States <= plain.Runs[0].States {
+		t.Errorf("with a sandbox machine: %d states, without: %d", rep.Runs[0].States, plain.Runs[0].States)
+	}
+	for _, iv := range rep.Invariants {
+		if iv.Violation != nil {
+			t.Errorf("invariant %s violated:\n%s", iv.Name, strings.Join(iv.Violation.Trace, "\n"))
+		}
+	}
+}
