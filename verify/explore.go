@@ -101,7 +101,8 @@ type run struct {
 	edgeTo     []int32
 	edgeKind   []uint8
 
-	memo []int8 // guard values of the running fire, -1 unknown
+	memo  []int8 // guard values of the running fire, -1 unknown
+	fixed []bool // when set, the value of every guard (Step)
 }
 
 type move struct {
@@ -210,7 +211,9 @@ func (r *run) guard(s *sys, inst, g int, d *decider, shown *[]string) bool {
 	m := r.md.machines[r.instMachine[inst]]
 	var v bool
 	tied := false
-	if t := m.ties[g]; t != nil {
+	if r.fixed != nil {
+		v, tied = r.fixed[g], true
+	} else if t := m.ties[g]; t != nil {
 		if h := r.tieHolds(s, inst, t); h || !t.ifMode {
 			v, tied = h, true
 		}
@@ -245,9 +248,6 @@ type fireResult struct {
 // updated.
 func (r *run) fireOnce(s *sys, inst, ev int, d *decider, shown *[]string) fireResult {
 	m := r.md.machines[r.instMachine[inst]]
-	for i := range r.memo {
-		r.memo[i] = -1
-	}
 	if cap(r.memo) < len(m.guards) {
 		r.memo = make([]int8, len(m.guards))
 	}

@@ -369,3 +369,48 @@ func (r *run) describe(s *sys) string {
 	}
 	return out
 }
+
+// Step takes one step of machine from state on event, with each guard's
+// value taken from guards (a missing guard is false), the way Check
+// explores it. It returns the states entered (empty for an internal
+// transition) and the actions to run; ok is false when no transition
+// applies. It exists to check the exploration against the generated code.
+func Step(s *spec.Spec, machine, state, event string, guards map[string]bool) (path, actions []string, ok bool, err error) {
+	md, err := compile(s)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	mi := slices.IndexFunc(md.machines, func(m *mach) bool { return m.Name == machine })
+	if mi < 0 {
+		return nil, nil, false, fmt.Errorf("no machine %q", machine)
+	}
+	m := md.machines[mi]
+	st, ok1 := m.state[state]
+	ev, ok2 := m.event[event]
+	if !ok1 || !ok2 {
+		return nil, nil, false, fmt.Errorf("machine %q has no state %q or no event %q", machine, state, event)
+	}
+	r := &run{md: md, nInst: 1, instMachine: []int{mi}, instNum: []int{0}, fixed: make([]bool, len(m.guards))}
+	for g, v := range guards {
+		i, ok := m.guard[g]
+		if !ok {
+			return nil, nil, false, fmt.Errorf("machine %q has no guard %q", machine, g)
+		}
+		r.fixed[i] = v
+	}
+	sy := &sys{roles: []uint8{roleRegular}, st: []uint8{uint8(st)}}
+	res := r.fireOnce(sy, 0, ev, &decider{}, nil)
+	if res.loop {
+		return nil, nil, false, fmt.Errorf("choice loop")
+	}
+	if res.none {
+		return nil, nil, false, nil
+	}
+	for _, p := range res.path {
+		path = append(path, m.states[p])
+	}
+	for _, a := range res.actions {
+		actions = append(actions, m.actions[a])
+	}
+	return path, actions, true, nil
+}
