@@ -74,6 +74,7 @@ var fileSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
 	{Type: "replicated", LabelNames: []string{"machine"}},
 	{Type: "tie", LabelNames: []string{"machine", "guard"}},
 	{Type: "effect", LabelNames: []string{"machine", "action"}},
+	{Type: "external", LabelNames: []string{"machine", "event"}},
 	{Type: "invariant", LabelNames: []string{"name"}},
 }}
 

@@ -56,6 +56,7 @@
 //	  reports = [MACHINE.EVENT, ...]             // then exactly one of these is reported
 //	  may_report_nothing = true                  // or it fails before any effect
 //	}
+//	external "pod" "name_free" {}                // fired from outside the pod; no input carries it
 //	invariant "NAME" {                           // exactly one kind of:
 //	  never_enter = [container.pulling, ...]     // no step enters one of these ...
 //	  while       = [pod.terminating, ...]       // ... while this holds (optional)

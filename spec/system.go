@@ -21,7 +21,19 @@ type System struct {
 	ReplicatedRange hcl.Range
 	Ties            []*Tie
 	Effects         []*Effect
+	Externals       []*External
 	Invariants      []*Invariant
+}
+
+// External is an event the engine fires from outside the pod (another pod,
+// a global decision) that no input of routes.hcl carries, declared by
+// `external "MACHINE" "EVENT" {}`: it may happen whenever no input is being
+// handled.
+type External struct {
+	Machine Ref
+	Event   Ref
+	Doc     string
+	Range   hcl.Range
 }
 
 // Roles are the roles an instance of the replicated machine may have, in
@@ -179,6 +191,12 @@ func (s *Spec) decodeSystemBlock(b *hcl.Block) hcl.Diagnostics {
 			e.MayReportNothing = boolAttr(a, &diags)
 		}
 		sys.Effects = append(sys.Effects, e)
+	case "external":
+		x := &External{Machine: labelRef(b, 0), Event: labelRef(b, 1), Range: b.DefRange}
+		c, d := b.Body.Content(docSchema)
+		diags = append(diags, d...)
+		x.Doc = stringAttr(c.Attributes["doc"], &diags)
+		sys.Externals = append(sys.Externals, x)
 	case "invariant":
 		inv := &Invariant{Decl: declOf(b)}
 		c, d := b.Body.Content(invariantSchema)
@@ -321,6 +339,18 @@ func (v *validator) system(s *Spec, machines *names) {
 	effects := map[string]*Effect{}
 	for _, e := range sys.Effects {
 		sv.effect(e, effects)
+	}
+	externals := map[string]*External{}
+	for _, x := range sys.Externals {
+		where := fmt.Sprintf("external %q %q", x.Machine.Name, x.Event.Name)
+		m := sv.machine(x.Machine, where)
+		if m == nil || !sv.ref(machineNames(m, "event"), x.Event, where) {
+			continue
+		}
+		if prev := externals[m.Name+"."+x.Event.Name]; prev != nil {
+			sv.errorf(x.Event.Range, "Duplicate external", "event %q of machine %q is already external at %s.", x.Event.Name, m.Name, prev.Range)
+		}
+		externals[m.Name+"."+x.Event.Name] = x
 	}
 	invs := newNames("invariant")
 	for _, inv := range sys.Invariants {

@@ -30,6 +30,10 @@
 #     may_report_nothing = true        or it fails before any effect
 #   }                                  Actions without an effect do nothing visible.
 #
+#   external "MACHINE" "EVENT" {}      an event the engine fires from outside the
+#                                      pod, which no input carries: it may happen
+#                                      whenever an input could.
+#
 #   invariant "NAME" {                 exactly one of:
 #     never_enter = [M.S, ...]         no step enters one of S ...
 #     while       = [P.S, ...]           ... while P is in one of these (optional)
@@ -39,8 +43,9 @@
 #     reaches = [P.S, ...]             and timers alone can reach one of S
 #   }
 #
-# The environment: every input of routes.hcl may arrive whenever no step is
-# being handled (an input naming a container goes to any one of them), and a
+# The environment: every input of routes.hcl and every external event may
+# arrive whenever no step is being handled (an input naming a container goes
+# to any one of them, and to it before the pod, as the engine does), and a
 # timer of a state may fire whenever its machine rests in that state.
 
 replicated "container" {
@@ -107,6 +112,12 @@ effect "container" "stop_container" {
   doc                = "A failed StopContainer reports nothing; grace_expired retries with timeout 0."
   reports            = [container.stopped]
   may_report_nothing = true
+}
+
+# --- events from outside the pod ---
+
+external "pod" "name_free" {
+  doc = "The previous holder of this static pod's full name finished (its release_name) and this pod heads the FIFO."
 }
 
 # --- invariants ---

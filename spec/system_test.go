@@ -62,6 +62,9 @@ func TestEmbeddedSystem(t *testing.T) {
 	if e := effect("container", "pull_image"); !slices.Equal(names(e.Reports), []string{"container.pull_ok", "container.pull_failed"}) {
 		t.Errorf("pull_image reports %v", names(e.Reports))
 	}
+	if len(sys.Externals) != 1 || sys.Externals[0].Machine.Name != "pod" || sys.Externals[0].Event.Name != "name_free" {
+		t.Errorf("externals = %+v", sys.Externals)
+	}
 	kinds := map[string]string{}
 	for _, inv := range sys.Invariants {
 		kinds[inv.Name] = inv.Kind

@@ -398,6 +398,7 @@ func (r *run) successors(s *sys, describe bool, emit func(*move)) {
 			for _, c := range targets {
 				next := s.clone()
 				var parts []string
+				// Frames are a stack: push the last route first.
 				for j := len(in.routes) - 1; j >= 0; j-- {
 					rt := in.routes[j]
 					inst := r.singleInst[rt.machine]
@@ -419,6 +420,9 @@ func (r *run) successors(s *sys, describe bool, emit func(*move)) {
 				mv := &move{next: next, kind: edgeInput, input: ii}
 				if describe {
 					mv.label = fmt.Sprintf("input %s: %s", in.name, strings.Join(parts, ", "))
+					if in.external {
+						mv.label = "external: " + strings.Join(parts, ", ")
+					}
 				}
 				emit(mv)
 			}

@@ -65,9 +65,13 @@ type effect struct {
 
 type send struct{ machine, event int }
 
+// input is a move of the environment: an input of routes.hcl or an
+// external event. Its routes are in delivery order: the replicated
+// machine's first (the engine fires the container event, then the pod's).
 type input struct {
-	name   string
-	routes []send
+	name     string
+	external bool
+	routes   []send
 }
 
 type inv struct {
@@ -222,7 +226,15 @@ func compile(s *spec.Spec) (*model, error) {
 			m := md.machines[byName[r.Machine.Name]]
 			ip.routes = append(ip.routes, send{machine: m.idx, event: m.event[r.Event.Name]})
 		}
+		slices.SortStableFunc(ip.routes, func(a, b send) int {
+			return cmpBool(b.machine == md.rep, a.machine == md.rep)
+		})
 		md.inputs = append(md.inputs, ip)
+	}
+	for _, x := range sys.Externals {
+		m := md.machines[byName[x.Machine.Name]]
+		md.inputs = append(md.inputs, &input{name: x.Machine.Name + "." + x.Event.Name, external: true,
+			routes: []send{{machine: m.idx, event: m.event[x.Event.Name]}}})
 	}
 	for _, si := range sys.Invariants {
 		iv := &inv{Invariant: si, machine: -1, whileMachine: -1, afterMachine: -1}
@@ -259,4 +271,53 @@ func compile(s *spec.Spec) (*model, error) {
 		md.invs = append(md.invs, iv)
 	}
 	return md, nil
+}
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	}
+	return 1
+}
+
+// unproduced lists the events no input, external, timer, send or report
+// produces: they never happen in the explored system.
+func (md *model) unproduced() []string {
+	made := map[send]bool{}
+	for _, in := range md.inputs {
+		for _, r := range in.routes {
+			made[r] = true
+		}
+	}
+	for _, m := range md.machines {
+		for _, ts := range m.timers {
+			for _, ev := range ts {
+				made[send{m.idx, ev}] = true
+			}
+		}
+		for _, ef := range m.effects {
+			if ef == nil {
+				continue
+			}
+			for _, sd := range ef.sends {
+				made[sd] = true
+			}
+			for _, ev := range ef.reports {
+				made[send{m.idx, ev}] = true
+			}
+		}
+	}
+	var out []string
+	for _, m := range md.machines {
+		for ev, name := range m.events {
+			if !made[send{m.idx, ev}] {
+				out = append(out, m.Name+"."+name)
+			}
+		}
+	}
+	return out
 }

@@ -41,6 +41,9 @@ type Options struct {
 type Report struct {
 	Runs       []Run
 	Invariants []*InvariantResult
+	// Unproduced lists the events (MACHINE.EVENT) that nothing in the
+	// system produces: no input, external, timer, send or report.
+	Unproduced []string
 	States     int // over every run
 	Elapsed    time.Duration
 }
@@ -50,6 +53,7 @@ type Run struct {
 	K           int
 	Assignments int // role assignments explored
 	States      int
+	Resting     int // states between inputs: no step in progress
 	Transitions int
 	Elapsed     time.Duration
 }
@@ -93,7 +97,7 @@ func Check(s *spec.Spec, opt Options) (*Report, error) {
 		return nil, err
 	}
 	start := time.Now()
-	rep := &Report{}
+	rep := &Report{Unproduced: md.unproduced()}
 	ks := []int{0}
 	if md.rep >= 0 {
 		ks = ks[:0]
@@ -108,7 +112,13 @@ func Check(s *spec.Spec, opt Options) (*Report, error) {
 			return nil, fmt.Errorf("too many machine instances (%d)", r.nInst)
 		}
 		n := r.explore()
-		rep.Runs = append(rep.Runs, Run{K: k, Assignments: n, States: len(r.keys), Transitions: len(r.edgeTo), Elapsed: time.Since(t0)})
+		resting := 0
+		for _, key := range r.keys {
+			if len(key) == r.k+r.nInst {
+				resting++
+			}
+		}
+		rep.Runs = append(rep.Runs, Run{K: k, Assignments: n, States: len(r.keys), Resting: resting, Transitions: len(r.edgeTo), Elapsed: time.Since(t0)})
 		rep.States += len(r.keys)
 	}
 	for _, iv := range md.invs {

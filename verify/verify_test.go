@@ -40,6 +40,9 @@ func TestVerifyEmbeddedSpec(t *testing.T) {
 		}
 		prev = r.States
 	}
+	if len(rep.Unproduced) > 0 {
+		t.Errorf("events nothing produces: %v", rep.Unproduced)
+	}
 	kinds := map[string]bool{}
 	for _, iv := range rep.Invariants {
 		kinds[iv.Kind] = true

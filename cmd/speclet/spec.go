@@ -224,8 +224,11 @@ func specVerify(args []string, stdout, stderr io.Writer) int {
 
 func writeVerifyReport(w io.Writer, rep *verify.Report) {
 	for _, r := range rep.Runs {
-		fmt.Fprintf(w, "K=%d: %d role assignment(s), %d states, %d transitions, %s\n",
-			r.K, r.Assignments, r.States, r.Transitions, r.Elapsed.Round(time.Millisecond))
+		fmt.Fprintf(w, "K=%d: %d role assignment(s), %d states (%d between inputs), %d transitions, %s\n",
+			r.K, r.Assignments, r.States, r.Resting, r.Transitions, r.Elapsed.Round(time.Millisecond))
+	}
+	for _, ev := range rep.Unproduced {
+		fmt.Fprintf(w, "note: event %s never happens: no input, external, timer, send or report of system.hcl produces it\n", ev)
 	}
 	bad := 0
 	for _, iv := range rep.Invariants {

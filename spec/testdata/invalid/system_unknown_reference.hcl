@@ -41,3 +41,4 @@ effect "p" "act" {
 }
 effect "p" "acts" {}
 invariant "i" { always_reaches = [p.c] }
+external "p" "goo" {}
