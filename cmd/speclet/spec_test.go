@@ -166,6 +166,9 @@ func TestSpecVerify(t *testing.T) {
 		t.Fatalf("verify of a spec whose pod goes back to syncing: exit %d\n%s", code, out)
 	}
 
+	if code, _, _ := runSpecCmd(t, "verify", "-k", "5"); code != 2 {
+		t.Errorf("verify -k 5: exit %d, want 2", code)
+	}
 	if code, _, _ := runSpecCmd(t, "verify", "-k", "0"); code != 2 {
 		t.Errorf("verify -k 0: exit %d, want 2", code)
 	}
