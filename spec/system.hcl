@@ -47,6 +47,14 @@
 # arrive whenever no step is being handled (an input naming a container goes
 # to any one of them, and to it before the pod, as the engine does), and a
 # timer of a state may fire whenever its machine rests in that state.
+# Actions run synchronously, as in the engine: an event is handled to the end
+# (actions, sends, reports and the steps they cause) before the next input.
+#
+# Limits of the model: pods have at least one regular container, init and
+# sidecar containers first; sync_pod asks every container at once (the engine
+# asks init containers one at a time), so the model allows more orders than
+# the engine. After editing this file run `make generate`: the stale test in
+# fsm/ keeps its hash so that every spec file is accounted for.
 
 replicated "container" {
   doc = "One container machine per container of the pod spec: init containers, sidecars (restartable init containers), then regular containers."
