@@ -14,9 +14,15 @@
 // delivered to a machine is handled like the engine's fire loop: the step's
 // actions run in order; an action delivers its sends (each handled to the end
 // before the next) and then reports one of its reports, queued behind the
-// step; the queue is handled before any other input. Between inputs, any input
-// of routes.hcl may arrive (one naming the replicated machine goes to any one
-// instance) and any timer of a resting machine may fire.
+// step; the queue is handled before any other input. An action that may
+// report nothing may also fail before any effect. Between inputs, any input
+// of routes.hcl or external event may arrive (one naming the replicated
+// machine goes to any one instance, and to it before the other machines) and
+// any timer of a resting machine may fire.
+//
+// Invariants of kind never_enter and rank are checked on every step; the
+// reachability kinds (always_reaches, after) on the explored graph once the
+// search ends.
 //
 // The search is breadth first over a compact byte encoding of the product
 // state, so a violation's trace is a shortest one.
