@@ -29,19 +29,21 @@ func (r *tagRecorder) rec(ctx context.Context) error {
 	return nil
 }
 func (r *tagRecorder) SyncPod(ctx context.Context) error {
-	// An action that runs another (the spec's calls): the inner one is
-	// tagged with its own name, the outer one keeps its tag.
-	if err := RunPodAction(ctx, r, PodActionRunSandbox); err != nil {
+	// An action that runs another machine's action (sync_pod delivers
+	// create to the sandbox): the inner one is tagged with its own name,
+	// the outer one keeps its tag.
+	if err := RunSandboxAction(ctx, r, SandboxActionRunSandbox); err != nil {
 		return err
 	}
 	return r.rec(ctx)
 }
-func (r *tagRecorder) RunSandbox(ctx context.Context) error     { return r.rec(ctx) }
 func (r *tagRecorder) KillContainers(ctx context.Context) error { return r.rec(ctx) }
 func (r *tagRecorder) StopSandbox(ctx context.Context) error    { return r.rec(ctx) }
 func (r *tagRecorder) RemovePod(ctx context.Context) error      { return r.rec(ctx) }
 func (r *tagRecorder) ReleaseName(ctx context.Context) error    { return r.rec(ctx) }
 func (r *tagRecorder) ReportStatus(ctx context.Context) error   { return r.rec(ctx) }
+func (r *tagRecorder) RunSandbox(ctx context.Context) error     { return r.rec(ctx) }
+func (r *tagRecorder) CheckSandbox(ctx context.Context) error   { return r.rec(ctx) }
 
 func TestRunActionTagsContext(t *testing.T) {
 	r := &tagRecorder{}
@@ -50,7 +52,7 @@ func TestRunActionTagsContext(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := []string{"pod/run_sandbox", "pod/sync_pod", "pod/stop_sandbox"}
+	want := []string{"sandbox/run_sandbox", "pod/sync_pod", "pod/stop_sandbox"}
 	if len(r.got) != len(want) {
 		t.Fatalf("tags %v, want %v", r.got, want)
 	}
@@ -59,8 +61,8 @@ func TestRunActionTagsContext(t *testing.T) {
 			t.Fatalf("tags %v, want %v", r.got, want)
 		}
 	}
-	if got := PodActionCalls[PodActionSyncPod]; len(got) != 1 || got[0] != PodActionRunSandbox {
-		t.Errorf("sync_pod calls = %v, want [run_sandbox]", got)
+	if got := SandboxActionCRI[SandboxActionRunSandbox]; len(got) != 2 || got[0] != "RunPodSandbox" {
+		t.Errorf("run_sandbox cri = %v, want [RunPodSandbox PodSandboxStatus]", got)
 	}
 	if got := PodActionCalls[PodActionStopSandbox]; len(got) != 0 {
 		t.Errorf("stop_sandbox calls = %v, want none", got)
@@ -79,12 +81,19 @@ func TestStepRowAndChoices(t *testing.T) {
 	if r.From != ContainerStateRunning || r.Event != ContainerEventDied || r.To != ContainerStateExited {
 		t.Errorf("row %d = %+v, want running -died-> exited", st.Row, r)
 	}
+	if len(st.Choices) != 0 {
+		t.Errorf("died: choices %v, want none (exited is no choice state)", st.Choices)
+	}
+	st, err = m.Fire(ContainerEventExitRecorded)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(st.Choices) != 1 {
 		t.Fatalf("choices %v, want one branch", st.Choices)
 	}
 	c := ContainerChoiceTable[st.Choices[0]]
-	if c.State != ContainerStateExited || c.Guard != ContainerGuardRestartAllowed || c.To != ContainerStateCrashloopBackoff {
-		t.Errorf("choice %d = %+v, want exited [restart_allowed] -> crashloop_backoff", st.Choices[0], c)
+	if c.State != ContainerStateDeciding || c.Guard != ContainerGuardRestartAllowed || c.To != ContainerStateCrashloopBackoff {
+		t.Errorf("choice %d = %+v, want deciding [restart_allowed] -> crashloop_backoff", st.Choices[0], c)
 	}
 	// An internal transition passes no choice.
 	st, err = m.Fire(ContainerEventKill)

@@ -170,7 +170,7 @@ func TestRunDaemonOnSim(t *testing.T) {
 	for _, r := range recs {
 		tagged[r.Machine+"/"+r.Action+" "+r.Method] = true
 	}
-	for _, want := range []string{"pod/run_sandbox RunPodSandbox", "container/create_container CreateContainer", "container/start_container StartContainer"} {
+	for _, want := range []string{"sandbox/run_sandbox RunPodSandbox", "container/create_container CreateContainer", "container/start_container StartContainer"} {
 		if !tagged[want] {
 			t.Errorf("--cri-audit-log has no %s among %d records", want, len(recs))
 		}
