@@ -171,7 +171,7 @@ func (h *scriptHarness) step(d, max time.Duration) {
 // parsePod builds a pod from a script: args on the command line, one
 // container per body line:
 //
-//	add pod=NAME [uid=UID] [restart=Always|OnFailure|Never] [grace=S] [static=false]
+//	add pod=NAME [uid=UID] [restart=Always|OnFailure|Never] [grace=S] [static=false] [network=pod]
 //	container NAME [image=REF] [pull=Always|IfNotPresent|Never] [exit=DUR code=N] [term=dies|handle|ignore] [starterr=MSG]
 //	          [poststart=HOOK[:CODE[:DELAY]]] [prestop=HOOK[:CODE[:DELAY]]]
 //	init NAME ...
@@ -179,7 +179,7 @@ func (h *scriptHarness) step(d, max time.Duration) {
 func (h *scriptHarness) parsePod(d *datadriven.TestData) *v1.Pod {
 	var name, uid, restart string
 	grace := int64(30)
-	static := true
+	static, hostNetwork := true, true
 	for _, a := range d.CmdArgs {
 		v := ""
 		if len(a.Vals) > 0 {
@@ -197,6 +197,8 @@ func (h *scriptHarness) parsePod(d *datadriven.TestData) *v1.Pod {
 			grace = g
 		case "static":
 			static = v != "false"
+		case "network":
+			hostNetwork = v != "pod"
 		case "deletion-grace":
 		default:
 			h.t.Fatalf("%s: unknown argument %q", d.Pos, a.Key)
@@ -207,7 +209,7 @@ func (h *scriptHarness) parsePod(d *datadriven.TestData) *v1.Pod {
 	}
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(uid), Annotations: map[string]string{}},
-		Spec:       v1.PodSpec{RestartPolicy: v1.RestartPolicy(restart), TerminationGracePeriodSeconds: &grace, HostNetwork: true},
+		Spec:       v1.PodSpec{RestartPolicy: v1.RestartPolicy(restart), TerminationGracePeriodSeconds: &grace, HostNetwork: hostNetwork},
 	}
 	if restart == "" {
 		pod.Spec.RestartPolicy = v1.RestartPolicyAlways
@@ -424,7 +426,15 @@ func TestEngineScripts(t *testing.T) {
 				if d.HasArg("msg") {
 					d.ScanArgs(t, "msg", &msg)
 				}
-				h.srv.Runtime.FailCall(call, n, codes.Unknown, msg)
+				code := codes.Unknown
+				if d.HasArg("code") {
+					var s string
+					d.ScanArgs(t, "code", &s)
+					if err := code.UnmarshalJSON([]byte(`"` + strings.ToUpper(s) + `"`)); err != nil {
+						t.Fatalf("%s: code %q: %v", d.Pos, s, err)
+					}
+				}
+				h.srv.Runtime.FailCall(call, n, code, msg)
 				return ""
 			case "crictl-rm":
 				// Remove a pod's container behind the engine's back.
