@@ -116,7 +116,12 @@ func Allowed(machine, action string) (methods map[string]bool, ok bool) {
 	if _, ok := m.byName[action]; !ok {
 		return nil, false
 	}
-	methods = map[string]bool{}
+	return m.allowed(action), true
+}
+
+// allowed walks action's cri list and, transitively, those of its calls.
+func (m *machineDecl) allowed(action string) map[string]bool {
+	methods := map[string]bool{}
 	seen := map[string]bool{}
 	var walk func(a string)
 	walk = func(a string) {
@@ -133,7 +138,7 @@ func Allowed(machine, action string) (methods map[string]bool, ok bool) {
 		}
 	}
 	walk(action)
-	return methods, true
+	return methods
 }
 
 // Declared returns every (machine, action, method) of the spec's cri lists
