@@ -58,8 +58,7 @@ func newCtrState(p *podState, c *v1.Container, init, sidecar bool) *ctrState {
 		who:  func() []any { return []any{"pod", p.key(), "container", cs.name} },
 		fire: func(ev fsm.ContainerEvent) (step[fsm.ContainerAction], error) {
 			st, err := cs.machine.Fire(ev)
-			return step[fsm.ContainerAction]{from: st.From.String(), to: st.To.String(), event: st.Event.String(),
-				entered: len(st.Path) > 0, actions: st.Actions, row: st.Row, choices: st.Choices}, err
+			return stepOf(st.From, st.To, st.Event, st.Path, st.Actions, st.Row, st.Choices), err
 		},
 		run: func(ctx context.Context, a fsm.ContainerAction) error { return fsm.RunContainerAction(ctx, cs, a) },
 		timers: func(now time.Time) []timer {

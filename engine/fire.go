@@ -22,6 +22,12 @@ type step[A any] struct {
 	choices         []int // indices of the choice branches passed in its ChoiceTable
 }
 
+// stepOf is the loop's view of a generated Step.
+func stepOf[S, E, A fmt.Stringer](from, to S, ev E, path []S, actions []A, row int, choices []int) step[A] {
+	return step[A]{from: from.String(), to: to.String(), event: ev.String(), entered: len(path) > 0,
+		actions: actions, row: row, choices: choices}
+}
+
 // runner adapts one generated machine to the loop: fire takes one event, run
 // carries out one action, timers returns the timers of the current state.
 type runner[E, A any] struct {

@@ -66,8 +66,7 @@ func newPodState(w *podWorker, pod *v1.Pod, ad *adoptedPod) *podState {
 		who:  func() []any { return []any{"pod", s.key()} },
 		fire: func(ev fsm.PodEvent) (step[fsm.PodAction], error) {
 			st, err := s.machine.Fire(ev)
-			return step[fsm.PodAction]{from: st.From.String(), to: st.To.String(), event: st.Event.String(),
-				entered: len(st.Path) > 0, actions: st.Actions, row: st.Row, choices: st.Choices}, err
+			return stepOf(st.From, st.To, st.Event, st.Path, st.Actions, st.Row, st.Choices), err
 		},
 		run: func(ctx context.Context, a fsm.PodAction) error { return fsm.RunPodAction(ctx, s, a) },
 		timers: func(now time.Time) []timer {

@@ -43,8 +43,7 @@ func newSandboxState(p *podState) *sandboxState {
 		who:  func() []any { return []any{"pod", p.key()} },
 		fire: func(ev fsm.SandboxEvent) (step[fsm.SandboxAction], error) {
 			st, err := sb.machine.Fire(ev)
-			return step[fsm.SandboxAction]{from: st.From.String(), to: st.To.String(), event: st.Event.String(),
-				entered: len(st.Path) > 0, actions: st.Actions, row: st.Row, choices: st.Choices}, err
+			return stepOf(st.From, st.To, st.Event, st.Path, st.Actions, st.Row, st.Choices), err
 		},
 		run:    func(ctx context.Context, a fsm.SandboxAction) error { return fsm.RunSandboxAction(ctx, sb, a) },
 		timers: func(time.Time) []timer { return nil }, // the sandbox machine has no timers
