@@ -75,6 +75,17 @@ func newCtrState(p *podState, c *v1.Container, init, sidecar bool) *ctrState {
 			return ts
 		},
 		entered: func() { cs.enterHook(cs.machine.State()) },
+		state:   func() string { return cs.machine.State().String() },
+		guard: func(i int) string {
+			r := fsm.ContainerTransitionTable[i]
+			return rowGuard(r.Guard, r.HasGuard)
+		},
+		choice: func(i int) string {
+			c := fsm.ContainerChoiceTable[i]
+			return branchString(c.Guard, c.HasGuard, c.To)
+		},
+		instance: c.Name,
+		since:    p.e.clock.Now(),
 	}
 	return cs
 }

@@ -91,8 +91,9 @@ type Engine struct {
 	workers  map[types.UID]*podWorker
 	names    map[string][]types.UID // static full name -> the UIDs holding it (first) and waiting for it, FIFO
 	adopted  map[types.UID]*adoptedPod
-	desired  map[types.UID]*v1.Pod // the pods the sources declare now, newest spec
-	firstUpd time.Time             // when the first config update arrived (zero: none yet)
+	desired  map[types.UID]*v1.Pod     // the pods the sources declare now, newest spec
+	gone     map[types.UID]goneHistory // the debug history of purged pods, for a while
+	firstUpd time.Time                 // when the first config update arrived (zero: none yet)
 
 	// busy counts inputs queued or in progress anywhere in the engine; tests
 	// wait for it to reach zero to see a settled state.
@@ -137,16 +138,11 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.NodeIP == "" {
 		cfg.NodeIP = nodeIP()
 	}
-	m, err := newMetrics(cfg.Registerer)
-	if err != nil {
-		return nil, err
-	}
 	e := &Engine{
 		cfg:          cfg,
 		rt:           cfg.Runtime,
 		clock:        cfg.Clock,
 		log:          cfg.Log,
-		metrics:      m,
 		crashBackoff: newBackoff(cfg.Clock, cfg.CrashLoopBackOffBase, CrashLoopBackOffMax, backOffResetAfter),
 		pullBackoff:  newBackoff(cfg.Clock, cfg.ImagePullBackOffBase, ImagePullBackOffMax, backOffResetAfter),
 		pleg:         newPLEG(cfg.Runtime, cfg.Clock),
@@ -154,8 +150,14 @@ func New(cfg Config) (*Engine, error) {
 		names:        map[string][]types.UID{},
 		adopted:      map[types.UID]*adoptedPod{},
 		desired:      map[types.UID]*v1.Pod{},
+		gone:         map[types.UID]goneHistory{},
 		runtimeName:  "cri",
 	}
+	m, err := newMetrics(cfg.Registerer, e)
+	if err != nil {
+		return nil, err
+	}
+	e.metrics = m
 	open := make(chan struct{})
 	close(open)
 	e.gate.Store(&open)

@@ -32,6 +32,7 @@ import (
 type scriptHarness struct {
 	t       *testing.T
 	clk     *clocktesting.FakeClock
+	t0      time.Time // the fake clock's start
 	srv     *sim.Server
 	rt      *cri.Client        // the test's own calls (crictl-rm, runtime listings)
 	audit   *criaudit.Recorder // the engine's runtime: rt behind the CRI audit
@@ -47,7 +48,8 @@ type scriptHarness struct {
 
 func newHarness(t *testing.T) *scriptHarness {
 	t.Helper()
-	h := &scriptHarness{t: t, clk: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), dir: t.TempDir()}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	h := &scriptHarness{t: t, clk: clocktesting.NewFakeClock(t0), t0: t0, dir: t.TempDir()}
 	srv, err := sim.Start(h.dir, sim.Options{Clock: h.clk, Images: []string{"busybox:latest"}})
 	if err != nil {
 		t.Fatal(err)
@@ -529,6 +531,15 @@ func TestEngineScripts(t *testing.T) {
 				var machine string
 				d.ScanArgs(t, "machine", &machine)
 				return h.formatTransitions(machine)
+			case "history":
+				// What GET /debug/pods/{uid} shows of a pod: its machines
+				// now and every transition, with the time since start.
+				var uid, machine string
+				d.ScanArgs(t, "uid", &uid)
+				if d.HasArg("machine") {
+					d.ScanArgs(t, "machine", &machine)
+				}
+				return h.formatHistory(uid, machine)
 			default:
 				t.Fatalf("%s: unknown command %q", d.Pos, d.Cmd)
 				return ""
@@ -638,4 +649,55 @@ func (h *scriptHarness) formatTransitions(machine string) string {
 	}
 	sort.Strings(lines)
 	return strings.Join(lines, "\n")
+}
+
+// formatHistory prints a pod's debug view: machine states, then the
+// transitions of machine ("" for all), each with its time since the
+// harness's start, guard, choices and actions (errors included).
+func (h *scriptHarness) formatHistory(uid, machine string) string {
+	p, ok := h.eng.PodHistory(uid)
+	if !ok {
+		return "no pod " + uid
+	}
+	var b strings.Builder
+	gone := ""
+	if p.Gone {
+		gone = " (gone)"
+	}
+	fmt.Fprintf(&b, "%s phase=%s%s\n", p.Name, p.Phase, gone)
+	for _, m := range p.Machines {
+		fmt.Fprintf(&b, "  %s%s: %s since +%s\n", m.Machine, instance(m.Instance), m.State, m.Since.Sub(h.t0))
+	}
+	for _, t := range p.History {
+		if machine != "" && t.Machine != machine {
+			continue
+		}
+		guard := ""
+		if t.Guard != "" {
+			guard = " [" + t.Guard + "]"
+		}
+		fmt.Fprintf(&b, "+%s %s%s: %s -%s%s-> %s", t.Time.Sub(h.t0), t.Machine, instance(t.Instance), t.From, t.Event, guard, t.To)
+		if len(t.Choices) > 0 {
+			fmt.Fprintf(&b, " via %s", strings.Join(t.Choices, ", "))
+		}
+		for i, a := range t.Actions {
+			sep := ", "
+			if i == 0 {
+				sep = " / "
+			}
+			b.WriteString(sep + a.Action)
+			if a.Error != "" {
+				b.WriteString(" (error)")
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func instance(name string) string {
+	if name == "" {
+		return ""
+	}
+	return "/" + name
 }

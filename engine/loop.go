@@ -181,6 +181,7 @@ func (e *Engine) purgeFinished() {
 			continue // a completed pod its source still lists: keep its status
 		}
 		delete(e.workers, uid)
+		e.forgetLocked(w)
 		w.mu.Lock()
 		w.stopped = true
 		w.mu.Unlock()

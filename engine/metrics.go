@@ -3,31 +3,53 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/speclet/speclet/fsm"
 )
 
 // metrics are the engine's Prometheus series. A nil *metrics records nothing.
 type metrics struct {
-	transitions *prometheus.CounterVec
-	workers     prometheus.Gauge
+	transitions   *prometheus.CounterVec
+	rejects       *prometheus.CounterVec
+	stateDurs     *prometheus.HistogramVec
+	workers       prometheus.Gauge
+	machineStates *prometheus.Desc
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, e *Engine) (*metrics, error) {
 	if reg == nil {
 		return nil, nil
 	}
 	m := &metrics{
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "speclet_transitions_total",
-			Help: "State machine transitions taken, by machine, source state, target state and event (names from spec/*.hcl).",
+			Help: "State machine transitions taken, by machine, source state, target state and event (names from spec/*.hcl; every row of the spec starts at 0).",
 		}, []string{"machine", "from", "to", "event"}),
+		rejects: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "speclet_rejected_events_total",
+			Help: "Events a machine refused because its state has no row for them (a late runtime event, a sync in a state that ignores it), by machine, state and event.",
+		}, []string{"machine", "state", "event"}),
+		stateDurs: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "speclet_state_duration_seconds",
+			Help:    "Time a machine spent in a state, observed when it leaves (or re-enters) the state.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 12), // 1 ms .. about 70 min
+		}, []string{"machine", "state"}),
 		workers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "speclet_pod_workers",
 			Help: "Pod workers the engine runs (one per pod UID).",
 		}),
+		machineStates: prometheus.NewDesc("speclet_machines",
+			"Machines in each state now, by machine and state (from the states the pod workers last published).",
+			[]string{"machine", "state"}, nil),
 	}
-	for _, c := range []prometheus.Collector{m.transitions, m.workers} {
+	for _, l := range transitionLabels() {
+		m.transitions.WithLabelValues(l[0], l[1], l[2], l[3])
+	}
+	for _, c := range []prometheus.Collector{m.transitions, m.rejects, m.stateDurs, m.workers, machinesCollector{m, e}} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
@@ -50,4 +72,136 @@ func (m *metrics) setWorkers(n int) {
 		return
 	}
 	m.workers.Set(float64(n))
+}
+
+func (m *metrics) rejected(machine, state, event string) {
+	if m == nil {
+		return
+	}
+	m.rejects.WithLabelValues(machine, state, event).Inc()
+}
+
+func (m *metrics) stateDuration(machine, state string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.stateDurs.WithLabelValues(machine, state).Observe(d.Seconds())
+}
+
+// machinesCollector counts, at each scrape, the machines of every pod
+// worker in each state, from the states the workers last published.
+type machinesCollector struct {
+	m *metrics
+	e *Engine
+}
+
+func (c machinesCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.m.machineStates }
+
+func (c machinesCollector) Collect(ch chan<- prometheus.Metric) {
+	counts := map[[2]string]int{}
+	for _, l := range stateLabels() {
+		counts[l] = 0
+	}
+	c.e.mu.RLock()
+	ws := make([]*podWorker, 0, len(c.e.workers))
+	for _, w := range c.e.workers {
+		ws = append(ws, w)
+	}
+	c.e.mu.RUnlock()
+	for _, w := range ws {
+		w.mu.Lock()
+		for _, s := range w.machines {
+			counts[[2]string{s.Machine, s.State}]++
+		}
+		w.mu.Unlock()
+	}
+	for l, n := range counts {
+		ch <- prometheus.MustNewConstMetric(c.m.machineStates, prometheus.GaugeValue, float64(n), l[0], l[1])
+	}
+}
+
+// stateLabels lists (machine, state) of every state of the spec.
+func stateLabels() [][2]string {
+	var out [][2]string
+	for _, s := range fsm.PodStates {
+		out = append(out, [2]string{fsm.PodMachineName, s.String()})
+	}
+	for _, s := range fsm.SandboxStates {
+		out = append(out, [2]string{fsm.SandboxMachineName, s.String()})
+	}
+	for _, s := range fsm.ContainerStates {
+		out = append(out, [2]string{fsm.ContainerMachineName, s.String()})
+	}
+	return out
+}
+
+// transitionLabels lists, once each, (machine, from, to, event) of every step the spec
+// allows: each transition row, with a target that is a choice state
+// resolved to every state its branches lead to, and an internal row's
+// target its own state.
+func transitionLabels() [][4]string {
+	var out [][4]string
+	add := func(machine string, rows int, row func(i int) (from, event, to string, internal bool), branches func(state string) []string) {
+		for i := range rows {
+			from, event, to, internal := row(i)
+			if internal {
+				to = from
+			}
+			targets := []string{to}
+			for seen := 0; seen < 8; seen++ { // choices may lead to choices
+				var next []string
+				changed := false
+				for _, t := range targets {
+					if bs := branches(t); len(bs) > 0 {
+						next, changed = append(next, bs...), true
+					} else {
+						next = append(next, t)
+					}
+				}
+				targets = next
+				if !changed {
+					break
+				}
+			}
+			for _, t := range targets {
+				if l := [4]string{machine, from, t, event}; !slices.Contains(out, l) {
+					out = append(out, l) // two choice branches may lead to one state
+				}
+			}
+		}
+	}
+	add(fsm.PodMachineName, len(fsm.PodTransitionTable), func(i int) (string, string, string, bool) {
+		r := fsm.PodTransitionTable[i]
+		return r.From.String(), r.Event.String(), r.To.String(), r.Internal
+	}, func(state string) (out []string) {
+		for _, c := range fsm.PodChoiceTable {
+			if c.State.String() == state {
+				out = append(out, c.To.String())
+			}
+		}
+		return out
+	})
+	add(fsm.SandboxMachineName, len(fsm.SandboxTransitionTable), func(i int) (string, string, string, bool) {
+		r := fsm.SandboxTransitionTable[i]
+		return r.From.String(), r.Event.String(), r.To.String(), r.Internal
+	}, func(state string) (out []string) {
+		for _, c := range fsm.SandboxChoiceTable {
+			if c.State.String() == state {
+				out = append(out, c.To.String())
+			}
+		}
+		return out
+	})
+	add(fsm.ContainerMachineName, len(fsm.ContainerTransitionTable), func(i int) (string, string, string, bool) {
+		r := fsm.ContainerTransitionTable[i]
+		return r.From.String(), r.Event.String(), r.To.String(), r.Internal
+	}, func(state string) (out []string) {
+		for _, c := range fsm.ContainerChoiceTable {
+			if c.State.String() == state {
+				out = append(out, c.To.String())
+			}
+		}
+		return out
+	})
+	return out
 }

@@ -78,6 +78,16 @@ func newPodState(w *podWorker, pod *v1.Pod, ad *adoptedPod) *podState {
 			return ts
 		},
 		entered: func() { s.w.setPodState(s.machine.State()) },
+		state:   func() string { return s.machine.State().String() },
+		guard: func(i int) string {
+			r := fsm.PodTransitionTable[i]
+			return rowGuard(r.Guard, r.HasGuard)
+		},
+		choice: func(i int) string {
+			c := fsm.PodChoiceTable[i]
+			return branchString(c.Guard, c.HasGuard, c.To)
+		},
+		since: w.e.clock.Now(),
 	}
 	s.sandbox = newSandboxState(s)
 	s.setSpec(pod)

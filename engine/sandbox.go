@@ -47,6 +47,16 @@ func newSandboxState(p *podState) *sandboxState {
 		},
 		run:    func(ctx context.Context, a fsm.SandboxAction) error { return fsm.RunSandboxAction(ctx, sb, a) },
 		timers: func(time.Time) []timer { return nil }, // the sandbox machine has no timers
+		state:  func() string { return sb.machine.State().String() },
+		guard: func(i int) string {
+			r := fsm.SandboxTransitionTable[i]
+			return rowGuard(r.Guard, r.HasGuard)
+		},
+		choice: func(i int) string {
+			c := fsm.SandboxChoiceTable[i]
+			return branchString(c.Guard, c.HasGuard, c.To)
+		},
+		since: p.e.clock.Now(),
 	}
 	return sb
 }

@@ -65,6 +65,10 @@ type podWorker struct {
 	// podState is the pod machine's state, published for the sync loop
 	// (housekeeping purges workers whose machine is finished).
 	podState fsm.PodState
+	// machines is where each machine of the pod is, published with the
+	// status for /debug/pods and the speclet_machines gauge.
+	machines []MachineState
+	hist     history // the pod's transitions, for /debug/pods/{uid}
 
 	adopted *adoptedPod // what the runtime held of the pod at start, until the first input
 	st      *podState   // owned by the worker goroutine

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -143,6 +144,22 @@ func TestRunDaemonOnSim(t *testing.T) {
 	}
 	if l := logs.String(); !strings.Contains(l, filepath.Join(manifests, "bad.yaml")) || !strings.Contains(l, "spec.restartPolicy") {
 		t.Errorf("log does not name the bad manifest's file and field:\n%s", l)
+	}
+	// speclet pods and speclet pod read the daemon's /debug/pods.
+	var out, errs strings.Builder
+	if code := runPods([]string{"--server", base}, &out, &errs); code != 0 ||
+		!regexp.MustCompile(`default/web-n1 +\S+ +Running +synced \d+s +ready \d+s +main=running \d+s`).MatchString(out.String()) {
+		t.Errorf("speclet pods: exit %d\n%s%s", code, out.String(), errs.String())
+	}
+	out.Reset()
+	if code := runPod([]string{"--server", base, "web-n1"}, &out, &errs); code != 0 ||
+		!strings.Contains(out.String(), "container/main  running") ||
+		!regexp.MustCompile(`container/main +starting +started +running`).MatchString(out.String()) ||
+		!regexp.MustCompile(`sandbox +none +create +creating +run_sandbox`).MatchString(out.String()) {
+		t.Errorf("speclet pod web-n1: exit %d\n%s%s", code, out.String(), errs.String())
+	}
+	if code := runPod([]string{"--server", base, "nope"}, &out, &errs); code != 1 || !strings.Contains(errs.String(), "404") {
+		t.Errorf("speclet pod nope: exit %d, stderr %q; want 1 and the 404", code, errs.String())
 	}
 	cancel()
 	select {

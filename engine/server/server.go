@@ -1,6 +1,8 @@
 // Package server is speclet's read-only HTTP endpoint, like kubelet's
-// read-only port: GET /pods (a v1 PodList in JSON), GET /healthz and
-// GET /metrics.
+// read-only port: GET /pods (a v1 PodList in JSON), GET /healthz,
+// GET /metrics, and, for a node that keeps them, GET /debug/pods (each pod's
+// machines and their states) and GET /debug/pods/{uid or name} (with the
+// transition history).
 //
 // Usage:
 //
@@ -29,8 +31,18 @@ type Node interface {
 	Healthz() error
 }
 
-// Handler serves GET /pods, GET /healthz and, when gatherer is not nil,
-// GET /metrics from gatherer. Other methods get 405, other paths 404.
+// Debugger is what a node that keeps its machines' history shows under
+// /debug; the values are encoded as JSON.
+type Debugger interface {
+	// DebugPods lists the pods with the state of each of their machines.
+	DebugPods() any
+	// DebugPod returns one pod, by UID or name, with its history.
+	DebugPod(key string) (any, bool)
+}
+
+// Handler serves GET /pods, GET /healthz, GET /debug/pods when node is a
+// Debugger, and, when gatherer is not nil, GET /metrics from gatherer.
+// Other methods get 405, other paths 404.
 func Handler(node Node, gatherer prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /pods", func(w http.ResponseWriter, r *http.Request) {
@@ -58,5 +70,28 @@ func Handler(node Node, gatherer prometheus.Gatherer) http.Handler {
 	if gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	}
+	if d, ok := node.(Debugger); ok {
+		mux.HandleFunc("GET /debug/pods", func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, d.DebugPods())
+		})
+		mux.HandleFunc("GET /debug/pods/{key...}", func(w http.ResponseWriter, r *http.Request) {
+			v, ok := d.DebugPod(r.PathValue("key"))
+			if !ok {
+				http.Error(w, "no pod "+r.PathValue("key"), http.StatusNotFound)
+				return
+			}
+			writeJSON(w, v)
+		})
+	}
 	return mux
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	body, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		http.Error(w, "encode: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(append(body, '\n'))
 }

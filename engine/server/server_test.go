@@ -92,3 +92,41 @@ func TestServer(t *testing.T) {
 		t.Errorf("GET /nope = %d, want 404", code)
 	}
 }
+
+// debugNode is a node that keeps its machines' history.
+type debugNode struct {
+	fakeNode
+	pods map[string]any
+}
+
+func (d *debugNode) DebugPods() any { return []string{"web"} }
+func (d *debugNode) DebugPod(key string) (any, bool) {
+	v, ok := d.pods[key]
+	return v, ok
+}
+
+// TestDebugPods: a node that keeps history serves /debug/pods and
+// /debug/pods/{uid or namespace/name} as JSON, 404 for an unknown pod; a
+// node that does not has no /debug.
+func TestDebugPods(t *testing.T) {
+	url := serve(t, Handler(&debugNode{pods: map[string]any{"u1": map[string]string{"uid": "u1"}, "default/web": map[string]string{"uid": "u1"}}}, nil))
+	for _, c := range []struct {
+		path string
+		code int
+		body string
+	}{
+		{"/debug/pods", 200, `"web"`},
+		{"/debug/pods/u1", 200, `"uid": "u1"`},
+		{"/debug/pods/default/web", 200, `"uid": "u1"`},
+		{"/debug/pods/nope", 404, "no pod nope"},
+	} {
+		code, ctype, body := get(t, "GET", url+c.path)
+		if code != c.code || !strings.Contains(body, c.body) || code == 200 && ctype != "application/json" {
+			t.Errorf("GET %s: %d %s %q; want %d with %q", c.path, code, ctype, body, c.code, c.body)
+		}
+	}
+	plain := serve(t, Handler(&fakeNode{}, nil))
+	if code, _, _ := get(t, "GET", plain+"/debug/pods"); code != 404 {
+		t.Errorf("GET /debug/pods on a node without history: %d, want 404", code)
+	}
+}

@@ -1,0 +1,221 @@
+package engine
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// This file keeps what /debug/pods shows: the current state of each machine
+// of a pod, and the bounded history of its transitions, kept for a while
+// after the pod is gone.
+
+// Bounds of the debug history.
+const (
+	historyPerPod = 64               // transitions kept per pod, newest last (a steady pod adds about 6 per resync)
+	historyPods   = 200              // pods gone from the engine whose history is kept
+	historyKeep   = 15 * time.Minute // how long the history of a pod that is gone is kept
+)
+
+// Transition is one step of one machine of a pod, as the fire loop took it.
+type Transition struct {
+	Time     time.Time      `json:"time"`
+	Machine  string         `json:"machine"`            // pod, sandbox, container
+	Instance string         `json:"instance,omitempty"` // the container's name
+	From     string         `json:"from"`
+	Event    string         `json:"event"`
+	Guard    string         `json:"guard,omitempty"` // the guard of the row taken, "" when unguarded
+	To       string         `json:"to"`              // after choices; equal to From for an internal transition
+	Choices  []string       `json:"choices,omitempty"`
+	Actions  []ActionResult `json:"actions,omitempty"`
+}
+
+// ActionResult is an action a step ran and its error, if any.
+type ActionResult struct {
+	Action string `json:"action"`
+	Error  string `json:"error,omitempty"`
+}
+
+// MachineState is where one machine of a pod is now.
+type MachineState struct {
+	Machine  string    `json:"machine"`
+	Instance string    `json:"instance,omitempty"`
+	State    string    `json:"state"`
+	Since    time.Time `json:"since"`
+}
+
+// PodDebug is a pod's machines now and, from DebugPod, their history.
+type PodDebug struct {
+	UID       types.UID      `json:"uid"`
+	Namespace string         `json:"namespace"`
+	Name      string         `json:"name"`
+	Phase     string         `json:"phase"`
+	Gone      bool           `json:"gone,omitempty"` // the engine forgot the pod; its history is kept for a while
+	Machines  []MachineState `json:"machines"`
+	History   []Transition   `json:"history,omitempty"`
+}
+
+// history is the bounded transition log of one pod. Container machines of
+// a pod fire from parallel goroutines, so it has its own lock.
+type history struct {
+	mu   sync.Mutex
+	recs []*Transition // a ring of historyPerPod, oldest at next once full
+	next int
+}
+
+// add appends t and returns it, so that the fire loop can attach the results
+// of the step's actions once they ran (setActions).
+func (h *history) add(t Transition) *Transition {
+	p := &t
+	h.mu.Lock()
+	if len(h.recs) < historyPerPod {
+		h.recs = append(h.recs, p)
+	} else {
+		h.recs[h.next] = p
+		h.next = (h.next + 1) % historyPerPod
+	}
+	h.mu.Unlock()
+	return p
+}
+
+func (h *history) setActions(t *Transition, rs []ActionResult) {
+	h.mu.Lock()
+	t.Actions = rs
+	h.mu.Unlock()
+}
+
+// list returns copies of the records, oldest first.
+func (h *history) list() []Transition {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]Transition, 0, len(h.recs))
+	for i := range h.recs {
+		t := *h.recs[(h.next+i)%len(h.recs)]
+		t.Actions = slices.Clone(t.Actions)
+		out = append(out, t)
+	}
+	return out
+}
+
+// goneHistory is the history of a pod the engine forgot.
+type goneHistory struct {
+	at  time.Time
+	pod PodDebug
+}
+
+// Debug returns every pod the engine runs, and those it forgot within the
+// last minutes, with the current state of each of their machines.
+func (e *Engine) Debug() []PodDebug {
+	e.mu.RLock()
+	ws := make([]*podWorker, 0, len(e.workers))
+	for _, w := range e.workers {
+		ws = append(ws, w)
+	}
+	var gone []PodDebug
+	for _, g := range e.gone {
+		gone = append(gone, g.pod)
+	}
+	e.mu.RUnlock()
+	out := make([]PodDebug, 0, len(ws)+len(gone))
+	for _, w := range ws {
+		if d, ok := w.debug(false); ok {
+			out = append(out, d)
+		}
+	}
+	for _, g := range gone {
+		g.History = nil
+		out = append(out, g)
+	}
+	slices.SortFunc(out, func(a, b PodDebug) int {
+		if a.Namespace+"/"+a.Name != b.Namespace+"/"+b.Name {
+			if a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name {
+				return -1
+			}
+			return 1
+		}
+		return a.Machines[0].Since.Compare(b.Machines[0].Since)
+	})
+	return out
+}
+
+// PodHistory returns one pod's machines and their transition history, by
+// UID, or by name (namespace/name, or a name in any namespace) for a pod of
+// that name the engine still runs, else one it forgot.
+func (e *Engine) PodHistory(key string) (PodDebug, bool) {
+	e.mu.RLock()
+	w := e.workers[types.UID(key)]
+	g, isGone := e.gone[types.UID(key)]
+	e.mu.RUnlock()
+	if w != nil {
+		return w.debug(true)
+	}
+	if isGone {
+		return g.pod, true
+	}
+	var best *PodDebug
+	for _, d := range e.Debug() {
+		if d.Name == key || d.Namespace+"/"+d.Name == key {
+			if best == nil || best.Gone && !d.Gone {
+				d := d
+				best = &d
+			}
+		}
+	}
+	if best == nil {
+		return PodDebug{}, false
+	}
+	return e.PodHistory(string(best.UID))
+}
+
+// debug is the worker's published machine states, with the history when
+// asked. ok is false before the worker handled its first input.
+func (w *podWorker) debug(withHistory bool) (PodDebug, bool) {
+	w.mu.Lock()
+	d := PodDebug{UID: w.uid, Machines: slices.Clone(w.machines)}
+	if w.pub != nil {
+		d.Namespace, d.Name, d.Phase = w.pub.Namespace, w.pub.Name, string(w.pub.Status.Phase)
+	}
+	w.mu.Unlock()
+	if len(d.Machines) == 0 {
+		return d, false
+	}
+	if withHistory {
+		d.History = w.hist.list()
+	}
+	return d, true
+}
+
+// forget keeps the history of a purged worker for historyKeep, at most
+// historyPods of them. The caller holds e.mu.
+func (e *Engine) forgetLocked(w *podWorker) {
+	d, ok := w.debug(true)
+	if !ok {
+		return
+	}
+	d.Gone = true
+	now := e.clock.Now()
+	e.gone[w.uid] = goneHistory{at: now, pod: d}
+	for uid, g := range e.gone {
+		if now.Sub(g.at) > historyKeep {
+			delete(e.gone, uid)
+		}
+	}
+	for len(e.gone) > historyPods {
+		var oldest types.UID
+		var at time.Time
+		for uid, g := range e.gone {
+			if oldest == "" || g.at.Before(at) {
+				oldest, at = uid, g.at
+			}
+		}
+		delete(e.gone, oldest)
+	}
+}
+
+// DebugPods is Debug for the read-only server (engine/server.Debugger).
+func (e *Engine) DebugPods() any { return e.Debug() }
+
+// DebugPod is PodHistory for the read-only server.
+func (e *Engine) DebugPod(key string) (any, bool) { return e.PodHistory(key) }

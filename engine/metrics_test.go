@@ -1,0 +1,116 @@
+package engine
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/speclet/speclet/cri/sim"
+	"github.com/speclet/speclet/engine/config"
+)
+
+// TestMetricsAfterAPodsLife scrapes the registry after a pod crashed once,
+// restarted and was removed on the simulated runtime: the transition
+// counters of the rows it took moved, every other row of the spec is
+// exported at 0, events the machines refused are counted, the time spent
+// in running was observed, and the machines gauge counts what runs now.
+func TestMetricsAfterAPodsLife(t *testing.T) {
+	h := newHarness(t)
+	h.start(Config{})
+	grace := int64(1)
+	mk := func(name string) *v1.Pod {
+		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name),
+			Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
+			Spec: v1.PodSpec{TerminationGracePeriodSeconds: &grace, HostNetwork: true,
+				Containers: []v1.Container{{Name: "app", Image: "busybox:latest", ImagePullPolicy: v1.PullIfNotPresent}}}}
+	}
+	crash := mk("crash")
+	h.srv.Runtime.OnContainer(sim.Match{Pod: "crash", Name: "app"}, sim.Behavior{Exit: &sim.Exit{After: time.Second, Code: 1}})
+	steady := mk("steady")
+	h.send(config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{crash, steady}, Source: config.SourceFile})
+	h.step(3*time.Second, time.Second)
+	h.send(config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{crash}, Source: config.SourceFile})
+	h.step(3*time.Second, time.Second)
+
+	tr := func(machine, from, to, event string) float64 {
+		return testutil.ToFloat64(h.eng.metrics.transitions.WithLabelValues(machine, from, to, event))
+	}
+	for _, c := range []struct {
+		machine, from, to, event string
+		atLeast                  float64
+	}{
+		{"pod", "pending", "syncing", "update", 2},
+		{"pod", "terminating", "terminated", "termination_done", 1},
+		{"pod", "terminated", "finished", "cleanup_done", 1},
+		{"sandbox", "none", "creating", "create", 2},
+		{"container", "running", "exited", "died", 1},
+		{"container", "exited", "crashloop_backoff", "exit_recorded", 1},
+		{"container", "crashloop_backoff", "waiting", "backoff_done", 1},
+	} {
+		if got := tr(c.machine, c.from, c.to, c.event); got < c.atLeast {
+			t.Errorf("speclet_transitions_total{%s %s -%s-> %s} = %v, want >= %v", c.machine, c.from, c.event, c.to, got, c.atLeast)
+		}
+	}
+	// Rows no pod took are exported at 0 from the start.
+	fams, err := h.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*dto.MetricFamily{}
+	for _, f := range fams {
+		byName[f.GetName()] = f
+	}
+	if n := len(byName["speclet_transitions_total"].GetMetric()); n < len(transitionLabels()) {
+		t.Errorf("speclet_transitions_total has %d series, want every one of the spec's %d", n, len(transitionLabels()))
+	}
+	if got := tr("sandbox", "checking", "dead", "died"); got != 0 {
+		t.Errorf("an untaken row counts %v", got)
+	}
+	// A running container sees sync's start as an internal row; a sandbox
+	// that is ready takes create internally; refused events are counted.
+	if f := byName["speclet_rejected_events_total"]; f == nil || len(f.GetMetric()) == 0 {
+		t.Error("no refused event was counted (the pod machine refuses update in terminated, for one)")
+	}
+	hist := byName["speclet_state_duration_seconds"]
+	var runningObs uint64
+	for _, m := range hist.GetMetric() {
+		if label(m, "machine") == "container" && label(m, "state") == "running" {
+			runningObs = m.GetHistogram().GetSampleCount()
+		}
+	}
+	if runningObs < 2 {
+		t.Errorf("speclet_state_duration_seconds{container,running} observed %d times, want >= 2 (two crashes)", runningObs)
+	}
+	gauge := map[string]float64{}
+	for _, m := range byName["speclet_machines"].GetMetric() {
+		gauge[label(m, "machine")+"/"+label(m, "state")] = m.GetGauge().GetValue()
+	}
+	if gauge["pod/synced"] != 1 || gauge["container/running"] != 1 || gauge["sandbox/ready"] != 1 || gauge["pod/terminated"] != 0 {
+		t.Errorf("speclet_machines = %v, want the steady pod synced, ready, running and nothing else", nonzero(gauge))
+	}
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+func nonzero(g map[string]float64) string {
+	var out []string
+	for k, v := range g {
+		if v != 0 {
+			out = append(out, k)
+		}
+	}
+	return strings.Join(out, " ")
+}
