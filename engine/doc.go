@@ -38,6 +38,10 @@
 //   - view.go, status.go: what the status needs, read from the machine
 //     states, and the pod status computed from it.
 //   - recover.go: rebuilding from the runtime after a restart; orphans.
+//   - history.go: each pod's machine states and bounded transition history
+//     (GET /debug/pods), kept a while after the pod is gone.
+//   - metrics.go: transitions (every spec row exported from 0), refused
+//     events, time in state, machines per state, pod workers.
 //
 // Every CRI call that changes the runtime is made inside an implementation
 // of a generated Actions method, run by fsm.Run<Machine>Action; only reads
