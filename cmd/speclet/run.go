@@ -248,13 +248,16 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("listen on %s (--address, --read-only-port): %w", addr, err)
 		}
-		httpSrv = &http.Server{Handler: server.Handler(eng, reg), ReadHeaderTimeout: 10 * time.Second}
+		mux := http.NewServeMux()
+		mux.Handle("/", server.Handler(eng, reg))
+		mux.Handle("GET /spec/graph", graphHandler(eng))
+		httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() {
 			if err := httpSrv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("read-only server stopped", "addr", addr, "err", err)
 			}
 		}()
-		log.Info("read-only server listening", "addr", "http://"+addr, "paths", "/pods /healthz /metrics")
+		log.Info("read-only server listening", "addr", "http://"+addr, "paths", "/pods /healthz /metrics /debug/pods /spec/graph")
 	}
 
 	runCtx, cancel := context.WithCancel(ctx)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -160,6 +161,30 @@ func TestRunDaemonOnSim(t *testing.T) {
 	}
 	if code := runPod([]string{"--server", base, "nope"}, &out, &errs); code != 1 || !strings.Contains(errs.String(), "404") {
 		t.Errorf("speclet pod nope: exit %d, stderr %q; want 1 and the 404", code, errs.String())
+	}
+	// GET /spec/graph draws a machine; with &pod= the pod's current state
+	// is filled and the rows it took carry their counts.
+	if body, err := httpGet(base + "/spec/graph?machine=pod&format=dot&pod=web-n1"); err != nil ||
+		!regexp.MustCompile(`"synced" \[label="synced[^\]]*fillcolor="#ffd54f"`).Match(body) ||
+		!regexp.MustCompile(`"pending" -> "syncing" \[label="update \(1x\)"`).Match(body) {
+		t.Errorf("GET /spec/graph?machine=pod&format=dot&pod=web-n1 (%v):\n%s", err, body)
+	}
+	if body, err := httpGet(base + "/spec/graph?machine=container&format=mermaid&pod=web-n1"); err != nil ||
+		!strings.Contains(string(body), "class running current") || !strings.Contains(string(body), "pulling --> creating : pull_ok (1x)") {
+		t.Errorf("GET /spec/graph?machine=container&format=mermaid&pod=web-n1 (%v):\n%s", err, body)
+	}
+	if _, err := exec.LookPath("dot"); err == nil {
+		if body, err := httpGet(base + "/spec/graph?machine=sandbox&format=svg&pod=web-n1"); err != nil || !strings.Contains(string(body), "<svg") {
+			t.Errorf("GET /spec/graph?machine=sandbox&format=svg (%v): %.200s", err, body)
+		}
+	}
+	if resp, err := http.Get(base + "/spec/graph?machine=nope"); err != nil {
+		t.Errorf("GET /spec/graph?machine=nope: %v", err)
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("GET /spec/graph?machine=nope: %s, want 400", resp.Status)
+		}
 	}
 	cancel()
 	select {
