@@ -285,7 +285,15 @@ func (c *ctrState) PullImage(ctx context.Context) error {
 			return nil
 		}
 	}
+	t0 := c.p.e.clock.Now()
 	ref, err := pullImage(ctx, c.p.e.rt, c.spec.Image, c.p.sandbox.cfg)
+	if err == nil {
+		d := c.p.e.clock.Since(t0)
+		c.p.e.metrics.imagePulled(d)
+		c.p.w.mu.Lock()
+		c.p.pullTime += d
+		c.p.w.mu.Unlock()
+	}
 	if err != nil {
 		c.waitingReason, c.waitingMessage = ReasonErrImagePull, err.Error()
 		c.pullFailedAt = c.p.e.clock.Now()
@@ -331,6 +339,7 @@ func (c *ctrState) CreateContainer(ctx context.Context) error {
 		}
 		err = fmt.Errorf("create container %q: %w", c.name, err)
 	}
+	c.p.e.metrics.containerStarted(err)
 	c.waitingReason, c.waitingMessage = ReasonCreateContainer, err.Error()
 	c.raise(fsm.ContainerEventCreateFailed)
 	return err
@@ -339,7 +348,9 @@ func (c *ctrState) CreateContainer(ctx context.Context) error {
 // StartContainer starts the created instance, then runs its postStart hook;
 // raises started, start_failed or post_start_failed.
 func (c *ctrState) StartContainer(ctx context.Context) error {
-	if err := c.p.e.rt.StartContainer(ctx, c.id); err != nil {
+	err := c.p.e.rt.StartContainer(ctx, c.id)
+	c.p.e.metrics.containerStarted(err)
+	if err != nil {
 		c.waitingReason, c.waitingMessage = ReasonRunContainer, err.Error()
 		c.raise(fsm.ContainerEventStartFailed)
 		return fmt.Errorf("start container %q: %w", c.name, err)

@@ -26,9 +26,19 @@ func (e *Engine) runPLEG(ctx context.Context, out chan<- plegEvent) {
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); e.streamEvents(ctx, send) }()
 	failing := false
+	var last time.Time
 	for {
 		e.busy.Add(1)
+		t0 := e.clock.Now()
 		evs, err := e.pleg.Relist(ctx)
+		if err == nil {
+			var interval time.Duration
+			if !last.IsZero() {
+				interval = t0.Sub(last)
+			}
+			e.metrics.relisted(e.clock.Since(t0), interval)
+		}
+		last = t0
 		switch {
 		case err != nil && ctx.Err() != nil:
 			e.busy.Add(-1)

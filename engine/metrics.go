@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -18,7 +19,23 @@ type metrics struct {
 	stateDurs     *prometheus.HistogramVec
 	workers       prometheus.Gauge
 	machineStates *prometheus.Desc
+
+	// kubelet's equivalents, with kubelet's buckets.
+	podStart        prometheus.Histogram
+	podStartSLI     prometheus.Histogram
+	podWorker       *prometheus.HistogramVec
+	relist          prometheus.Histogram
+	relistInterval  prometheus.Histogram
+	started         prometheus.Counter
+	startErrors     *prometheus.CounterVec
+	imagePull       prometheus.Histogram
+	runningPods     *prometheus.Desc
+	runningCtrs     *prometheus.Desc
 }
+
+// podStartBuckets are kubelet's for pod_start_duration_seconds and
+// pod_start_sli_duration_seconds.
+var podStartBuckets = []float64{0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600}
 
 func newMetrics(reg prometheus.Registerer, e *Engine) (*metrics, error) {
 	if reg == nil {
@@ -45,11 +62,55 @@ func newMetrics(reg prometheus.Registerer, e *Engine) (*metrics, error) {
 		machineStates: prometheus.NewDesc("speclet_machines",
 			"Machines in each state now, by machine and state (from the states the pod workers last published).",
 			[]string{"machine", "state"}, nil),
+		podStart: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "speclet_pod_start_duration_seconds",
+			Help:    "Time from the worker's first input of a pod to all its regular containers running (kubelet's pod_start_duration_seconds).",
+			Buckets: podStartBuckets,
+		}),
+		podStartSLI: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "speclet_pod_start_sli_duration_seconds",
+			Help:    "Pod start duration without the time spent pulling images (kubelet's pod_start_sli_duration_seconds).",
+			Buckets: podStartBuckets,
+		}),
+		podWorker: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "speclet_pod_worker_duration_seconds",
+			Help:    "Duration of one sync of a pod (sync_pod, kill_containers), by operation type: create (the first sync), sync, kill.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"operation_type"}),
+		relist: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "speclet_pleg_relist_duration_seconds",
+			Help:    "Duration of one PLEG relist (ListContainers, ListPodSandbox and the diff).",
+			Buckets: prometheus.DefBuckets,
+		}),
+		relistInterval: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "speclet_pleg_relist_interval_seconds",
+			Help:    "Interval between the starts of two PLEG relists.",
+			Buckets: prometheus.DefBuckets,
+		}),
+		started: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "speclet_started_containers_total",
+			Help: "Containers started (StartContainer succeeded).",
+		}),
+		startErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "speclet_started_containers_errors_total",
+			Help: "Container creates and starts that failed, by the CRI error class (code).",
+		}, []string{"code"}),
+		imagePull: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "speclet_image_pull_duration_seconds",
+			Help:    "Duration of a PullImage that pulled (not the image check).",
+			Buckets: []float64{0.1, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600},
+		}),
+		runningPods: prometheus.NewDesc("speclet_running_pods",
+			"Pods whose sandbox is ready (kubelet's running_pods).", nil, nil),
+		runningCtrs: prometheus.NewDesc("speclet_running_containers",
+			"Containers by state: running (running or stopping) and exited (terminated and not removed).",
+			[]string{"container_state"}, nil),
 	}
 	for _, l := range transitionLabels() {
 		m.transitions.WithLabelValues(l[0], l[1], l[2], l[3])
 	}
-	for _, c := range []prometheus.Collector{m.transitions, m.rejects, m.stateDurs, m.workers, machinesCollector{m, e}} {
+	for _, c := range []prometheus.Collector{m.transitions, m.rejects, m.stateDurs, m.workers, machinesCollector{m, e},
+		m.podStart, m.podStartSLI, m.podWorker, m.relist, m.relistInterval, m.started, m.startErrors, m.imagePull} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
@@ -95,7 +156,11 @@ type machinesCollector struct {
 	e *Engine
 }
 
-func (c machinesCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.m.machineStates }
+func (c machinesCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.m.machineStates
+	ch <- c.m.runningPods
+	ch <- c.m.runningCtrs
+}
 
 func (c machinesCollector) Collect(ch chan<- prometheus.Metric) {
 	counts := map[[2]string]int{}
@@ -118,6 +183,53 @@ func (c machinesCollector) Collect(ch chan<- prometheus.Metric) {
 	for l, n := range counts {
 		ch <- prometheus.MustNewConstMetric(c.m.machineStates, prometheus.GaugeValue, float64(n), l[0], l[1])
 	}
+	ch <- prometheus.MustNewConstMetric(c.m.runningPods, prometheus.GaugeValue, float64(counts[[2]string{fsm.SandboxMachineName, "ready"}]))
+	running := counts[[2]string{fsm.ContainerMachineName, "running"}] + counts[[2]string{fsm.ContainerMachineName, "stopping"}]
+	ch <- prometheus.MustNewConstMetric(c.m.runningCtrs, prometheus.GaugeValue, float64(running), "running")
+	ch <- prometheus.MustNewConstMetric(c.m.runningCtrs, prometheus.GaugeValue, float64(counts[[2]string{fsm.ContainerMachineName, "terminated"}]), "exited")
+}
+
+func (m *metrics) podStarted(total, pulling time.Duration) {
+	if m == nil {
+		return
+	}
+	m.podStart.Observe(total.Seconds())
+	m.podStartSLI.Observe((total - pulling).Seconds())
+}
+
+func (m *metrics) workerDuration(op string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.podWorker.WithLabelValues(op).Observe(d.Seconds())
+}
+
+func (m *metrics) relisted(d, interval time.Duration) {
+	if m == nil {
+		return
+	}
+	m.relist.Observe(d.Seconds())
+	if interval > 0 {
+		m.relistInterval.Observe(interval.Seconds())
+	}
+}
+
+func (m *metrics) containerStarted(err error) {
+	if m == nil {
+		return
+	}
+	if err != nil {
+		m.startErrors.WithLabelValues(cri.ClassOf(err).String()).Inc()
+		return
+	}
+	m.started.Inc()
+}
+
+func (m *metrics) imagePulled(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.imagePull.Observe(d.Seconds())
 }
 
 // stateLabels lists (machine, state) of every state of the spec.

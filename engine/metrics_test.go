@@ -94,6 +94,45 @@ func TestMetricsAfterAPodsLife(t *testing.T) {
 	if gauge["pod/synced"] != 1 || gauge["container/running"] != 1 || gauge["sandbox/ready"] != 1 || gauge["pod/terminated"] != 0 {
 		t.Errorf("speclet_machines = %v, want the steady pod synced, ready, running and nothing else", nonzero(gauge))
 	}
+
+	// kubelet's equivalents.
+	count := func(name string) uint64 {
+		var n uint64
+		for _, m := range byName[name].GetMetric() {
+			n += m.GetHistogram().GetSampleCount()
+		}
+		return n
+	}
+	value := func(name string, labels ...string) float64 {
+		for _, m := range byName[name].GetMetric() {
+			if len(labels) == 0 || label(m, labels[0]) == labels[1] {
+				return m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			}
+		}
+		return -1
+	}
+	for _, c := range []struct {
+		name string
+		min  uint64
+	}{
+		{"speclet_pod_start_duration_seconds", 2}, // both pods started once (the crash's restart does not count)
+		{"speclet_pod_start_sli_duration_seconds", 2},
+		{"speclet_pod_worker_duration_seconds", 4}, // creates, syncs, a kill
+		{"speclet_pleg_relist_duration_seconds", 1},
+	} {
+		if n := count(c.name); n < c.min || c.name == "speclet_pod_start_duration_seconds" && n != 2 {
+			t.Errorf("%s observed %d times, want >= %d", c.name, n, c.min)
+		}
+	}
+	if v := value("speclet_started_containers_total"); v < 3 {
+		t.Errorf("speclet_started_containers_total = %v, want >= 3 (two starts and a restart)", v)
+	}
+	if v := value("speclet_running_pods"); v != 1 {
+		t.Errorf("speclet_running_pods = %v, want 1", v)
+	}
+	if v := value("speclet_running_containers", "container_state", "running"); v != 1 {
+		t.Errorf("speclet_running_containers{running} = %v, want 1", v)
+	}
 }
 
 func label(m *dto.Metric, name string) string {

@@ -31,6 +31,14 @@ type podState struct {
 
 	startTime time.Time
 
+	// For speclet_pod_start_duration_seconds: when the worker first saw the
+	// pod (zero for a pod adopted from the runtime), the time its images
+	// took to pull, and whether the start was observed.
+	firstSeen    time.Time
+	pullTime     time.Duration
+	startCounted bool
+	syncs        int // sync_pod runs so far (the first is operation "create")
+
 	// The effective grace period of a kill (seconds, -1 before any kill),
 	// when it ends, and whether 0 was asked for explicitly.
 	grace         int64
@@ -59,7 +67,7 @@ var _ fsm.PodDurations = (*podState)(nil)
 // runtime after a restart (ad != nil): its ready sandbox is reused and its
 // containers' machines start in the state the runtime reports.
 func newPodState(w *podWorker, pod *v1.Pod, ad *adoptedPod) *podState {
-	s := &podState{w: w, e: w.e, pod: pod, byName: map[string]*ctrState{}, grace: -1}
+	s := &podState{w: w, e: w.e, pod: pod, byName: map[string]*ctrState{}, grace: -1, firstSeen: w.e.clock.Now()}
 	s.machine = fsm.NewPodMachine(s)
 	s.run = runner[fsm.PodEvent, fsm.PodAction]{
 		kind: fsm.PodMachineName,
@@ -164,6 +172,23 @@ func (s *podState) initialized() bool {
 	return true
 }
 
+// noteRunning observes the pod's start the first time every regular
+// container runs (kubelet's pod start: first seen to all containers
+// running; the SLI without image pulls). publishStatus calls it on the
+// worker goroutine, never while containers start in parallel.
+func (s *podState) noteRunning() {
+	if s.startCounted || s.firstSeen.IsZero() {
+		return
+	}
+	for _, c := range s.containers {
+		if c.spec != nil && c.machine.State() != fsm.ContainerStateRunning {
+			return
+		}
+	}
+	s.startCounted = true
+	s.e.metrics.podStarted(s.e.clock.Since(s.firstSeen), s.pullTime)
+}
+
 // --- guards ---
 
 // NameTaken: a static pod whose full name another UID holds or waits for
@@ -216,6 +241,12 @@ func (s *podState) SyncBackoff() time.Duration {
 // independent. Raises sync_ok, or sync_failed when there is no ready sandbox
 // and some container could still run.
 func (s *podState) SyncPod(ctx context.Context) error {
+	op := "sync"
+	if s.syncs == 0 {
+		op = "create"
+	}
+	s.syncs++
+	defer func(t0 time.Time) { s.e.metrics.workerDuration(op, s.e.clock.Since(t0)) }(s.e.clock.Now())
 	if s.startTime.IsZero() {
 		s.startTime = s.e.clock.Now()
 	}
@@ -309,6 +340,7 @@ func (s *podState) remainingGrace(now time.Time) int64 {
 // period: regular containers in parallel, then init containers and
 // sidecars. Raises termination_done.
 func (s *podState) KillContainers(ctx context.Context) error {
+	defer func(t0 time.Time) { s.e.metrics.workerDuration("kill", s.e.clock.Since(t0)) }(s.e.clock.Now())
 	if s.grace < 0 {
 		s.kill(podGrace(s.pod), false)
 	}
@@ -393,6 +425,7 @@ func forcedKill(pod *v1.Pod) bool {
 // resumes in synced (a later kill goes through terminating and honours the
 // grace period; a later update syncs it).
 func (s *podState) adopt(a *adoptedPod) {
+	s.firstSeen = time.Time{} // it started before the restart: no start to observe
 	sb := s.sandbox.adopt(a)
 	if sb != nil {
 		s.startTime = time.Unix(0, sb.CreatedAt)

@@ -89,6 +89,7 @@ func (w *podWorker) publishStatus() {
 	for _, c := range append(append([]*ctrState(nil), s.inits...), s.containers...) {
 		ms = append(ms, MachineState{Machine: fsm.ContainerMachineName, Instance: c.name, State: c.machine.State().String(), Since: c.run.since})
 	}
+	s.noteRunning()
 	w.mu.Lock()
 	w.machines = ms
 	w.mu.Unlock()
