@@ -21,16 +21,16 @@ type metrics struct {
 	machineStates *prometheus.Desc
 
 	// kubelet's equivalents, with kubelet's buckets.
-	podStart        prometheus.Histogram
-	podStartSLI     prometheus.Histogram
-	podWorker       *prometheus.HistogramVec
-	relist          prometheus.Histogram
-	relistInterval  prometheus.Histogram
-	started         prometheus.Counter
-	startErrors     *prometheus.CounterVec
-	imagePull       prometheus.Histogram
-	runningPods     *prometheus.Desc
-	runningCtrs     *prometheus.Desc
+	podStart       prometheus.Histogram
+	podStartSLI    prometheus.Histogram
+	podWorker      *prometheus.HistogramVec
+	relist         prometheus.Histogram
+	relistInterval prometheus.Histogram
+	started        prometheus.Counter
+	startErrors    *prometheus.CounterVec
+	imagePull      prometheus.Histogram
+	runningPods    *prometheus.Desc
+	runningCtrs    *prometheus.Desc
 }
 
 // podStartBuckets are kubelet's for pod_start_duration_seconds and
