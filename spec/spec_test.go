@@ -236,3 +236,27 @@ func TestTooManyStates(t *testing.T) {
 		t.Fatalf("diags = %v", diags)
 	}
 }
+
+// TestDocsListEveryValidationRule: docs/spec.md shows, for each invalid
+// spec of the corpus, the diagnostic it produces.
+func TestDocsListEveryValidationRule(t *testing.T) {
+	doc, err := os.ReadFile("../docs/spec.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob("testdata/invalid/*.diag")
+	if len(files) == 0 {
+		t.Fatal("no invalid corpus")
+	}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, _, _ := strings.Cut(strings.TrimSpace(string(raw)), "\n")
+		name := strings.TrimSuffix(filepath.Base(f), ".diag")
+		if !strings.Contains(string(doc), "| `"+name+"` | `"+strings.ReplaceAll(first, "|", `\|`)+"` |") {
+			t.Errorf("docs/spec.md lacks the row of %s: %s", name, first)
+		}
+	}
+}
