@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -173,10 +172,9 @@ func TestRunDaemonOnSim(t *testing.T) {
 		!strings.Contains(string(body), "class running current") || !strings.Contains(string(body), "pulling --> creating : pull_ok (1x)") {
 		t.Errorf("GET /spec/graph?machine=container&format=mermaid&pod=web-n1 (%v):\n%s", err, body)
 	}
-	if _, err := exec.LookPath("dot"); err == nil {
-		if body, err := httpGet(base + "/spec/graph?machine=sandbox&format=svg&pod=web-n1"); err != nil || !strings.Contains(string(body), "<svg") {
-			t.Errorf("GET /spec/graph?machine=sandbox&format=svg (%v): %.200s", err, body)
-		}
+	if body, err := httpGet(base + "/spec/graph?machine=sandbox&format=svg&pod=web-n1"); err != nil || !strings.Contains(string(body), "<svg") ||
+		!strings.Contains(string(body), `class="state current" id="state-ready"`) {
+		t.Errorf("GET /spec/graph?machine=sandbox&format=svg (%v): %.300s", err, body)
 	}
 	if resp, err := http.Get(base + "/spec/graph?machine=nope"); err != nil {
 		t.Errorf("GET /spec/graph?machine=nope: %v", err)
