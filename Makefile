@@ -2,8 +2,10 @@
 SHELL := /bin/bash
 GO    ?= go
 # Debian packages the tests, `make run` and `make docs` need.
-DEB_PKGS := containerd runc containernetworking-plugins busybox-static graphviz iproute2 ca-certificates
+DEB_PKGS := containerd runc containernetworking-plugins busybox-static graphviz iproute2 ca-certificates chromium
 TEST_TIMEOUT ?= 25m
+# Test artifacts (the web UI's screenshot) are kept here, outside the repository.
+ARTIFACTS ?= $(or $(TMPDIR),/tmp)/speclet-test-artifacts
 FUZZTIME ?= 10s
 
 .PHONY: all deps generate check fmt vet layering fresh verify test unit bench docs run clean
@@ -53,7 +55,8 @@ check: fmt vet layering fresh verify
 # that its TestMain output shows even when it passes: the row coverage table
 # of the spec and the CRI audit over all engine tests (engine/doc.go, # Tests).
 unit:
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v '/speclet/engine$$')
+	@mkdir -p $(ARTIFACTS) && echo "unit: test artifacts (screenshots) go to $(ARTIFACTS)"
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -artifacts -outputdir $(ARTIFACTS) $$($(GO) list ./... | grep -v '/speclet/engine$$')
 	cd engine && $(GO) test -count=1 -timeout $(TEST_TIMEOUT)
 	$(GO) test ./spec -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 

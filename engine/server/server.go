@@ -13,6 +13,7 @@
 package server
 
 import (
+	_ "embed"
 	"encoding/json"
 	"net/http"
 
@@ -30,6 +31,14 @@ type Node interface {
 	// Healthz returns nil when the node is healthy, or why it is not.
 	Healthz() error
 }
+
+// uiPage is the web page on /ui: the pods and their machines, polled from
+// /debug/pods every second; a click shows each machine on its live graph
+// (/spec/graph, served by the daemon) and the pod's history. Everything it
+// needs is in the page: no external network.
+//
+//go:embed ui/index.html
+var uiPage []byte
 
 // Debugger is what a node that keeps its machines' history shows under
 // /debug; the values are encoded as JSON.
@@ -71,6 +80,10 @@ func Handler(node Node, gatherer prometheus.Gatherer) http.Handler {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	}
 	if d, ok := node.(Debugger); ok {
+		mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			w.Write(uiPage)
+		})
 		mux.HandleFunc("GET /debug/pods", func(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, d.DebugPods())
 		})
