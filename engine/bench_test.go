@@ -21,6 +21,7 @@ import (
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/cri/sim"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/fsm"
 )
 
 func benchPod(i int) *v1.Pod {
@@ -263,3 +264,60 @@ func transitionsTotal(b *testing.B, reg prometheus.Gatherer) float64 {
 	}
 	return n
 }
+
+// BenchmarkFireLoop measures one transition through the engine's fire loop
+// (engine/fire.go) on a pod machine cycling synced -sync-> syncing
+// -sync_ok-> synced with no actions run: Fire, the transition counter, the
+// state-duration histogram and the history record. "bare" is Fire alone,
+// "loop" without a registry (history only), "loop+metrics" with one.
+func BenchmarkFireLoop(b *testing.B) {
+	run := func(b *testing.B, reg prometheus.Registerer) {
+		e, err := New(Config{Runtime: nopRuntime{}, RootDir: b.TempDir(), Registerer: reg, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			b.Fatal(err)
+		}
+		w := &podWorker{e: e}
+		m := fsm.NewPodMachineAt(fsm.PodStateSynced, benchGuards{})
+		var queue []fsm.PodEvent
+		r := &runner[fsm.PodEvent, fsm.PodAction]{
+			kind: fsm.PodMachineName, who: func() []any { return nil },
+			fire: func(ev fsm.PodEvent) (step[fsm.PodAction], error) {
+				st, err := m.Fire(ev)
+				// Drop the actions: only the loop's own cost is measured.
+				return stepOf(st.From, st.To, st.Event, st.Path, []fsm.PodAction(nil), st.Row, st.Choices), err
+			},
+			run:    func(context.Context, fsm.PodAction) error { return nil },
+			timers: func(time.Time) []timer { return nil },
+			state:  func() string { return m.State().String() },
+			guard:  func(int) string { return "" },
+			choice: func(int) string { return "" },
+		}
+		evs := [2]fsm.PodEvent{fsm.PodEventSync, fsm.PodEventSyncOk}
+		ctx := context.Background()
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			fireLoop(ctx, w, "pod", r, &queue, evs[i%2])
+		}
+	}
+	b.Run("bare", func(b *testing.B) {
+		m := fsm.NewPodMachineAt(fsm.PodStateSynced, benchGuards{})
+		evs := [2]fsm.PodEvent{fsm.PodEventSync, fsm.PodEventSyncOk}
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if _, err := m.Fire(evs[i%2]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("loop", func(b *testing.B) { run(b, nil) })
+	b.Run("loop+metrics", func(b *testing.B) { run(b, prometheus.NewRegistry()) })
+}
+
+type benchGuards struct{}
+
+func (benchGuards) NameTaken() bool            { return false }
+func (benchGuards) PodDone() bool              { return false }
+func (benchGuards) AllContainersStopped() bool { return false }
+
+// nopRuntime satisfies cri.Runtime for engines that never call it.
+type nopRuntime struct{ cri.Runtime }
