@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strings"
 	"time"
 
@@ -90,8 +87,8 @@ func specCheck(args []string, stdout, stderr io.Writer) int {
 
 func countErrors(diags interface{ Errs() []error }) int { return len(diags.Errs()) }
 
-// specGraph prints one machine as DOT, Mermaid or SVG (DOT through
-// Graphviz's dot).
+// specGraph prints one machine as DOT, Mermaid or SVG (drawn in Go, no
+// Graphviz needed).
 func specGraph(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("speclet spec graph", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -139,12 +136,7 @@ func specGraph(args []string, stdout, stderr io.Writer) int {
 	case "mermaid":
 		out = gen.Mermaid(m)
 	case "svg":
-		svg, err := dotToSVG(gen.DOT(m))
-		if err != nil {
-			fmt.Fprintf(stderr, "speclet spec graph: %v\n", err)
-			return 1
-		}
-		out = svg
+		out = gen.SVG(m, nil) // drawn in Go, as the daemon's /spec/graph draws it
 	default:
 		fmt.Fprintf(stderr, "speclet spec graph: unknown --format %q (want dot, mermaid or svg)\n", *format)
 		return 2
@@ -156,26 +148,6 @@ func specGraph(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// errNoGraphviz is returned by dotToSVG when Graphviz's dot is not installed.
-var errNoGraphviz = errors.New("svg needs Graphviz's dot command, which is not in PATH: install it (Debian: apt-get install graphviz) or use --format dot")
-
-// dotPath is the dot command; tests replace it.
-var dotPath = "dot"
-
-func dotToSVG(dot []byte) ([]byte, error) {
-	path, err := exec.LookPath(dotPath)
-	if err != nil {
-		return nil, errNoGraphviz
-	}
-	cmd := exec.Command(path, "-Tsvg")
-	cmd.Stdin = bytes.NewReader(dot)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("render svg with %s: %w: %s", path, err, strings.TrimSpace(errb.String()))
-	}
-	return out.Bytes(), nil
-}
 
 // specVerify explores the spec named by the files in args (default: the
 // built-in spec) for 1..k containers and checks its invariants. Exit status:
