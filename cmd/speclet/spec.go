@@ -148,7 +148,6 @@ func specGraph(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-
 // specVerify explores the spec named by the files in args (default: the
 // built-in spec) for 1..k containers and checks its invariants. Exit status:
 // 0 when every invariant holds, 1 on a violation (with its trace), 2 on bad
