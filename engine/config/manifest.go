@@ -36,8 +36,9 @@ const (
 	// reference is at most 255 characters of name, a 128-character tag and
 	// a digest.
 	MaxImageLength = 512
-	// MaxContainers bounds init plus regular containers of one pod.
-	MaxContainers = 32
+	// MaxContainers bounds init plus regular containers of one pod, so
+	// that --max-pods pods fit in one CRI list (engine/requests.go).
+	MaxContainers = 24
 )
 
 // ManifestError says what is wrong with one manifest: where it came from
@@ -397,6 +398,12 @@ func validatePod(pod *v1.Pod, origin, nodeName string) error {
 			bad("metadata.namespace", "%q: %s", pod.Namespace, m)
 		}
 	}
+	if pod.UID != "" {
+		// The UID names directories under --root-dir and a CRI label.
+		for _, m := range validation.IsValidLabelValue(string(pod.UID)) {
+			bad("metadata.uid", "%q: %s", truncate(string(pod.UID), 80), m)
+		}
+	}
 	fieldErrs := metavalidation.ValidateLabels(pod.Labels, field.NewPath("metadata", "labels"))
 	fieldErrs = append(fieldErrs, apivalidation.ValidateAnnotations(pod.Annotations, field.NewPath("metadata", "annotations"))...)
 	for _, fe := range fieldErrs {
@@ -494,4 +501,11 @@ func annotationBytes(a map[string]string) int {
 		n += len(k) + len(v)
 	}
 	return n
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }
