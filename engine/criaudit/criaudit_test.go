@@ -181,7 +181,7 @@ func TestCheck(t *testing.T) {
 		{Method: "StopContainer"},  // mutating outside
 		{Method: "StopContainer"},
 		{Method: "StopContainer", Machine: "container", Action: "stop_container"}, // declared
-		{Method: "RunPodSandbox", Machine: "pod", Action: "sync_pod"},             // through calls
+		{Method: "RunPodSandbox", Machine: "sandbox", Action: "run_sandbox"},      // declared on the sandbox machine
 		{Method: "PullImage", Machine: "container", Action: "create_container"},   // undeclared
 		{Method: "Version", Machine: "container", Action: "create_container"},     // undeclared read
 		{Method: "Version", Machine: "pod", Action: "nope"},
