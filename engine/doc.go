@@ -38,6 +38,12 @@
 //   - view.go, status.go: what the status needs, read from the machine
 //     states, and the pod status computed from it.
 //   - recover.go: rebuilding from the runtime after a restart; orphans.
+//   - cleanup.go: removing the directories (emptyDir volumes, logs) of
+//     pods gone from every source and from the runtime.
+//   - oplog.go: the operator's info lines (container started, killing
+//     container, container died, killing pod, pod finished), derived from
+//     the transitions through one hook in fire.go keyed on (machine,
+//     to-state); the SyncLoop ADD/UPDATE/REMOVE lines come from engine.go.
 //
 // Every CRI call that changes the runtime is made inside an implementation
 // of a generated Actions method, run by fsm.Run<Machine>Action; only reads
@@ -97,5 +103,5 @@
 //	if err != nil { ... }
 //	go e.Run(ctx, merger.Updates()) // returns when ctx ends; pods keep running
 //	pods := e.Pods()                // copies with status
-//	err = e.Healthz()               // runtime down or PLEG stale
+//	err = e.Healthz()               // not recovered yet, runtime down, or PLEG stale
 package engine
