@@ -491,7 +491,8 @@ func (r *run) settledProblems() []string {
 	if err != nil {
 		return []string{err.Error()}
 	}
-	live := map[string]string{} // uid -> pod name
+	live := map[string]string{} // uid -> pod name, of pods that run
+	done := map[string]string{} // uid -> pod name, of declared pods that completed
 	for _, p := range pods {
 		g, ok := want[p.Name]
 		if !ok {
@@ -502,10 +503,17 @@ func (r *run) settledProblems() []string {
 			out = append(out, fmt.Sprintf("/pods has %s at generation %s, want %d", p.Name, p.Annotations[genKey], g))
 			continue
 		}
-		if p.Status.Phase != v1.PodRunning {
-			out = append(out, fmt.Sprintf("pod %s is %s, want Running", p.Name, p.Status.Phase))
+		switch p.Status.Phase {
+		case v1.PodRunning:
+			live[string(p.UID)] = p.Name
+		case v1.PodFailed, v1.PodSucceeded:
+			// A Never pod whose start failed (containerd restarting) fails,
+			// as with kubelet: it must hold nothing in the runtime.
+			done[string(p.UID)] = p.Name
+		default:
+			out = append(out, fmt.Sprintf("pod %s is %s, want Running (or Failed/Succeeded)", p.Name, p.Status.Phase))
+			live[string(p.UID)] = p.Name
 		}
-		live[string(p.UID)] = p.Name
 		delete(want, p.Name)
 	}
 	for n := range want {
@@ -522,15 +530,19 @@ func (r *run) settledProblems() []string {
 		return append(out, "ListContainers: "+err.Error())
 	}
 	ready := map[string]int{}
-	var gone []string // sandbox ids of pods that are not live
 	for _, sb := range sbs {
 		uid := sb.Labels[engine.LabelPodUID]
 		if uid == "" {
 			continue
 		}
+		if _, ok := done[uid]; ok {
+			if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+				out = append(out, fmt.Sprintf("completed pod %s (uid %s) still has a READY sandbox %s", sb.Labels[engine.LabelPodName], uid, sb.Id[:12]))
+			}
+			continue
+		}
 		if _, ok := live[uid]; !ok {
 			out = append(out, fmt.Sprintf("sandbox %s of removed pod %s (uid %s) is still in the runtime (%s)", sb.Id[:12], sb.Labels[engine.LabelPodName], uid, sb.State))
-			gone = append(gone, sb.Id)
 			continue
 		}
 		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
@@ -546,6 +558,12 @@ func (r *run) settledProblems() []string {
 	for _, c := range cs {
 		uid := c.Labels[engine.LabelPodUID]
 		if uid == "" {
+			continue
+		}
+		if _, ok := done[uid]; ok {
+			if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+				out = append(out, fmt.Sprintf("completed pod %s (uid %s) still runs container %s", c.Labels[engine.LabelPodName], uid, c.Labels[engine.LabelContainerName]))
+			}
 			continue
 		}
 		if _, ok := live[uid]; !ok {
@@ -569,13 +587,15 @@ func (r *run) settledProblems() []string {
 			if sub == "logs" {
 				uid = uid[strings.LastIndexByte(uid, '_')+1:]
 			}
-			if _, ok := live[uid]; !ok {
+			_, running := live[uid]
+			_, completed := done[uid]
+			if !running && !completed {
 				out = append(out, fmt.Sprintf("%s is left of a removed pod", filepath.Join(r.d.root, sub, e.Name())))
 			}
 		}
 	}
 	// Mounts and shims of sandboxes of removed pods (known from the audit log).
-	removed := r.removedSandboxes(live)
+	removed := r.removedSandboxes(live) // of removed and of completed pods
 	for _, m := range harness.Mounts(r.c.Dir) {
 		for id := range removed {
 			if strings.Contains(m, id) {
@@ -777,9 +797,15 @@ func (d *daemon) stop() {
 	d.cmd = nil
 }
 
+// logTail returns the last n lines of the daemon's log above debug level.
 func (d *daemon) logTail(n int) string {
 	b, _ := os.ReadFile(d.logPath)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	var lines []string
+	for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		if !strings.Contains(l, "level=DEBUG") && !strings.Contains(l, "level=DEBUG-4") && !strings.Contains(l, "SyncLoop (PLEG)") {
+			lines = append(lines, l)
+		}
+	}
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
