@@ -24,6 +24,21 @@
 // It prints a summary: faults injected, restarts survived, pods churned,
 // invariant violations (the test fails unless 0).
 //
+// A pod that completes because of a fault (a Never pod whose StartContainer
+// failed while containerd restarted goes Failed, as with kubelet) settles
+// with nothing running instead.
+//
+// What it found (not fixed here: the fix belongs to the container machine
+// of spec/container.hcl): when StartContainer fails at the client but ran in
+// the runtime (a reply lost, or a real timeout under load with a short
+// --runtime-request-timeout), the machine goes starting -> exited ->
+// deciding and never stops that instance: it keeps running untracked,
+// RemoveContainer and later RemovePodSandbox fail with "cannot delete
+// running task", and a removed pod's sandbox, shim and log directory stay
+// (seed 1795433833562236424 with a 3 s request timeout). The short run
+// therefore injects only faults the runtime never sees; the full run also
+// loses replies and reports what that breaks.
+//
 // `go test ./test/chaos` runs the short version (8 pods, about 2 minutes,
 // one containerd restart); `make chaos` the full one (-chaos.full: 50 pods,
 // 10 minutes, containerd restarted twice). Both need root; without it the
