@@ -92,6 +92,18 @@ func TestRunDaemonOnSim(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(manifests, "bad.yaml"), []byte(bad), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A manifest with 300 KiB of annotations is refused (kubelet's 256 KiB
+	// limit), so are a two-document file and a 10 MiB file.
+	big := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: big\n  annotations: {a: " + strings.Repeat("x", 300<<10) + "}\nspec:\n  containers: [{name: main, image: 'busybox:latest'}]\n"
+	if err := os.WriteFile(filepath.Join(manifests, "big.yaml"), []byte(big), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(manifests, "two.yaml"), []byte(pod+"---\n"+pod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(manifests, "huge.yaml"), make([]byte, 10<<20+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	// A manifest URL on loopback serves a second pod.
 	ul, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -147,6 +159,15 @@ func TestRunDaemonOnSim(t *testing.T) {
 	}
 	if l := logs.String(); !strings.Contains(l, filepath.Join(manifests, "bad.yaml")) || !strings.Contains(l, "spec.restartPolicy") {
 		t.Errorf("log does not name the bad manifest's file and field:\n%s", l)
+	}
+	for _, want := range []string{
+		filepath.Join(manifests, "big.yaml") + ": field metadata.annotations: annotations take",
+		filepath.Join(manifests, "two.yaml") + ": 2 YAML documents",
+		filepath.Join(manifests, "huge.yaml") + ": 10485761 bytes, more than the 10485760 bytes (10 MiB)",
+	} {
+		if n := strings.Count(logs.String(), want); n != 1 {
+			t.Errorf("log names %q %d times, want once", want, n)
+		}
 	}
 	cancel()
 	select {
