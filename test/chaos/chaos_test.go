@@ -88,7 +88,8 @@ type run struct {
 	churned  int // adds, edits and removes
 	violated []string
 
-	samples []sample
+	samples   []sample
+	unsettled bool // a checkpoint did not settle
 }
 
 type sample struct {
@@ -460,8 +461,12 @@ func (r *run) checkpoint(what string) {
 	r.proxy.enabled.Store(false)
 	defer r.proxy.enabled.Store(true)
 	start := time.Now()
+	settle := r.p.settle
+	if r.unsettled {
+		settle = time.Minute // it did not settle before: do not wait as long again
+	}
 	var problems []string
-	for deadline := time.Now().Add(r.p.settle); ; {
+	for deadline := time.Now().Add(settle); ; {
 		problems = r.settledProblems()
 		if len(problems) == 0 || time.Now().After(deadline) {
 			break
@@ -469,8 +474,9 @@ func (r *run) checkpoint(what string) {
 		time.Sleep(time.Second)
 	}
 	if len(problems) > 0 {
+		r.unsettled = true
 		for _, p := range problems {
-			r.violation("after %s, not settled within %s: %s", what, r.p.settle, p)
+			r.violation("after %s, not settled within %s: %s", what, settle, p)
 		}
 		r.t.Logf("speclet log tail:\n%s", r.d.logTail(60))
 		return
