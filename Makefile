@@ -8,7 +8,7 @@ TEST_TIMEOUT ?= 25m
 ARTIFACTS ?= $(or $(TMPDIR),/tmp)/speclet-test-artifacts
 FUZZTIME ?= 10s
 
-.PHONY: all deps generate check fmt vet layering fresh verify test unit bench docs run clean
+.PHONY: all deps generate check fmt vet layering fresh verify test unit bench docs run clean chaos soak
 
 all: check
 
@@ -56,11 +56,24 @@ check: fmt vet layering fresh verify
 # of the spec and the CRI audit over all engine tests (engine/doc.go, # Tests).
 unit:
 	@mkdir -p $(ARTIFACTS) && echo "unit: test artifacts (screenshots) go to $(ARTIFACTS)"
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -artifacts -outputdir $(ARTIFACTS) $$($(GO) list ./... | grep -v '/speclet/engine$$')
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -artifacts -outputdir $(ARTIFACTS) $$($(GO) list ./... | grep -v -e '/speclet/engine$$' -e '/test/chaos$$')
 	cd engine && $(GO) test -count=1 -timeout $(TEST_TIMEOUT)
+	$(GO) test -count=1 -timeout 15m ./test/chaos
 	$(GO) test ./spec -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 
 test: deps check unit
+
+# chaos is the full chaos suite (test/chaos): 50 pods churned for 10 minutes on
+# a real containerd while speclet is killed with SIGKILL, containerd restarts
+# twice and CRI calls fail through a fault-injecting proxy. `make test` runs a
+# 2-minute version. Rerun a seed with `make chaos SEED=N`.
+chaos: deps
+	$(GO) test -count=1 -timeout 40m -v -run '^TestChaos$$' ./test/chaos -args -chaos.full $(if $(SEED),-chaos.seed $(SEED))
+
+# soak churns 100 pods for 10 minutes on the simulated runtime and prints the
+# daemon's heap and goroutines every 30 s (docs/performance.md).
+soak:
+	$(GO) test -count=1 -timeout 30m -v -run '^TestSoak$$' ./test/chaos -args -soak
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...

@@ -42,6 +42,12 @@
 //     (GET /debug/pods), kept a while after the pod is gone.
 //   - metrics.go: transitions (every spec row exported from 0), refused
 //     events, time in state, machines per state, pod workers.
+//   - cleanup.go: removing the directories (emptyDir volumes, logs) of
+//     pods gone from every source and from the runtime.
+//   - oplog.go: the operator's info lines (container started, killing
+//     container, container died, killing pod, pod finished), derived from
+//     the transitions through one hook in fire.go keyed on (machine,
+//     to-state); the SyncLoop ADD/UPDATE/REMOVE lines come from engine.go.
 //
 // Every CRI call that changes the runtime is made inside an implementation
 // of a generated Actions method, run by fsm.Run<Machine>Action; only reads
@@ -101,5 +107,5 @@
 //	if err != nil { ... }
 //	go e.Run(ctx, merger.Updates()) // returns when ctx ends; pods keep running
 //	pods := e.Pods()                // copies with status
-//	err = e.Healthz()               // runtime down or PLEG stale
+//	err = e.Healthz()               // not recovered yet, runtime down, or PLEG stale
 package engine

@@ -62,6 +62,11 @@ type Config struct {
 	// hostNetwork pods); "" = the first global unicast address of the
 	// machine's interfaces, if any.
 	NodeIP string
+	// MaxPods is the most pods the sources may declare at once (kubelet's
+	// --max-pods); a pod beyond it is refused and logged. 0 = no limit.
+	// With the manifest limits of engine/config it bounds what a CRI list
+	// call returns (MaxSandboxRecordBytes, MaxContainerRecordBytes).
+	MaxPods int
 }
 
 // ProbeResult is one probe outcome for a container of a pod.
@@ -101,6 +106,13 @@ type Engine struct {
 	// progress counts machine transitions and inputs posted; tests use it
 	// to tell a busy engine from one blocked on a fake clock.
 	progress atomic.Int64
+
+	// recovered is set once the state was rebuilt from the runtime;
+	// until then recoverErr holds the last failure and Healthz fails.
+	recovered  atomic.Bool
+	recoverErr atomic.Pointer[error]
+	// refused are the UIDs refused over MaxPods, so each is logged once.
+	refused map[types.UID]bool
 
 	runCtx     context.Context
 	wg         sync.WaitGroup
@@ -151,6 +163,7 @@ func New(cfg Config) (*Engine, error) {
 		adopted:      map[types.UID]*adoptedPod{},
 		desired:      map[types.UID]*v1.Pod{},
 		gone:         map[types.UID]goneHistory{},
+		refused:      map[types.UID]bool{},
 		runtimeName:  "cri",
 	}
 	m, err := newMetrics(cfg.Registerer, e)
@@ -158,6 +171,9 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.metrics = m
+	if err := m.registerHealth(cfg.Registerer, e); err != nil {
+		return nil, err
+	}
 	open := make(chan struct{})
 	close(open)
 	e.gate.Store(&open)
@@ -182,11 +198,14 @@ func (e *Engine) Run(ctx context.Context, updates <-chan config.PodUpdate) error
 			if v, err := e.rt.Version(ctx); err == nil && v.RuntimeName != "" {
 				e.runtimeName = v.RuntimeName
 			}
+			e.recoverErr.Store(nil)
+			e.recovered.Store(true)
 			break
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
+		e.recoverErr.Store(&err)
 		e.log.Error("rebuild state from runtime failed; retrying", "err", err, "retry-in", delay)
 		select {
 		case <-ctx.Done():
@@ -246,15 +265,29 @@ func (e *Engine) handleUpdate(u config.PodUpdate) {
 		e.firstUpd = e.clock.Now()
 	}
 	declares := declaresPod(u.Op)
+	var refused map[types.UID]bool
 	for _, pod := range u.Pods {
 		if pod == nil || pod.UID == "" {
 			continue
 		}
 		switch {
 		case declares:
+			if _, known := e.desired[pod.UID]; !known && e.cfg.MaxPods > 0 && len(e.desired) >= e.cfg.MaxPods {
+				if refused == nil {
+					refused = map[types.UID]bool{}
+				}
+				refused[pod.UID] = true
+				if !e.refused[pod.UID] {
+					e.refused[pod.UID] = true
+					e.log.Error("pod refused: the node already runs the most pods allowed (--max-pods)", "pod", pod.Namespace+"/"+pod.Name, "uid", pod.UID, "max-pods", e.cfg.MaxPods, "source", u.Source)
+				}
+				continue
+			}
+			delete(e.refused, pod.UID)
 			e.desired[pod.UID] = pod
 		case isKillOp(u.Op):
 			delete(e.desired, pod.UID)
+			delete(e.refused, pod.UID)
 		}
 	}
 	e.mu.Unlock()
@@ -263,6 +296,15 @@ func (e *Engine) handleUpdate(u config.PodUpdate) {
 			e.log.Warn("pod update without UID ignored", "op", u.Op.String(), "source", u.Source)
 			continue
 		}
+		if refused[pod.UID] {
+			continue
+		}
+		// kubelet's "SyncLoop ADD/UPDATE/REMOVE" lines.
+		level := slog.LevelInfo
+		if u.Op == config.OpReconcile {
+			level = LevelVerbose
+		}
+		e.log.Log(context.Background(), level, "SyncLoop "+u.Op.String(), "pod", pod.Namespace+"/"+pod.Name, "uid", pod.UID, "source", u.Source)
 		w := e.worker(pod.UID, declares, pod)
 		if w == nil {
 			continue
@@ -297,7 +339,14 @@ func (e *Engine) worker(uid types.UID, create bool, pod *v1.Pod) *podWorker {
 	return w
 }
 
+// LevelVerbose is the log level of -v 2: what the sync loop receives (PLEG
+// events, pod syncs) besides the operator's info lines.
+const LevelVerbose = slog.LevelInfo - 2
+
 func (e *Engine) handlePLEG(ev plegEvent) {
+	if e.log.Enabled(context.Background(), LevelVerbose) {
+		e.log.Log(context.Background(), LevelVerbose, "SyncLoop (PLEG)", "uid", ev.UID, "event", fmt.Sprint(ev.Type), "container", ev.Name, "container-id", ev.ContainerID)
+	}
 	if w := e.worker(ev.UID, false, nil); w != nil {
 		w.post(input{kind: inputPLEG, pleg: ev})
 	}
@@ -361,9 +410,16 @@ func (e *Engine) Pods() []*v1.Pod {
 	return out
 }
 
-// Healthz returns nil while the runtime answers and the PLEG relisted
-// successfully within the last three minutes.
+// Healthz returns nil once the state was rebuilt from the runtime, while
+// the runtime answers and the PLEG relisted successfully within the last
+// three minutes; otherwise an error naming each reason.
 func (e *Engine) Healthz() error {
+	if !e.recovered.Load() {
+		if p := e.recoverErr.Load(); p != nil {
+			return fmt.Errorf("not ready: rebuilding state from the runtime failed (retrying): %w", *p)
+		}
+		return errors.New("not ready: rebuilding state from the runtime has not completed")
+	}
 	var rtErr error
 	if p := e.runtimeErr.Load(); p != nil && !errors.Is(*p, errPLEGUnhealthy) {
 		rtErr = fmt.Errorf("container runtime is down: %w", *p)

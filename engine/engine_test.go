@@ -71,6 +71,13 @@ func newHarness(t *testing.T) *scriptHarness {
 
 func (h *scriptHarness) start(cfg Config) {
 	h.t.Helper()
+	h.launch(cfg)
+	h.send(config.PodUpdate{Op: config.OpAdd, Source: config.SourceFile}) // the source's first snapshot
+}
+
+// launch starts the engine without sending the source's first snapshot.
+func (h *scriptHarness) launch(cfg Config) {
+	h.t.Helper()
 	cfg.Runtime = h.audit
 	h.probes = make(chan ProbeResult)
 	cfg.ProbeResults = h.probes
@@ -95,7 +102,6 @@ func (h *scriptHarness) start(cfg Config) {
 	h.cancel = cancel
 	h.done = make(chan error, 1)
 	go func() { h.done <- e.Run(ctx, h.updates) }()
-	h.send(config.PodUpdate{Op: config.OpAdd, Source: config.SourceFile}) // the source's first snapshot
 }
 
 type testWriter struct{ t *testing.T }

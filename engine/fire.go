@@ -111,6 +111,8 @@ func fireLoop[E fmt.Stringer, A fmt.Stringer](ctx context.Context, w *podWorker,
 				"to", st.to, "actions", fmt.Sprint(st.actions), "row", st.row, "choices", st.choices)...)
 		}
 		e.progress.Add(1)
+		// The operator's info line of this step, if any (oplog.go).
+		w.logLifecycle(ctx, r.kind, st.from, st.event, st.to, r.who())
 		if st.entered {
 			w.setTimers(owner, r.timers(e.clock.Now()))
 			if r.entered != nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/cri"
@@ -117,6 +118,7 @@ func (e *Engine) housekeeping(ctx context.Context) {
 	e.pullBackoff.GC()
 	e.purgeFinished()
 	e.cleanupOrphans()
+	e.cleanupPodDirs()
 }
 
 // checkRuntime asks the runtime for its status (and the PLEG for its
@@ -179,9 +181,14 @@ func (e *Engine) runtimeStatus(ctx context.Context) error {
 func (e *Engine) purgeFinished() {
 	e.mu.Lock()
 	var restart []*v1.Pod
+	var purged []types.UID
 	for uid, w := range e.workers {
 		w.mu.Lock()
 		fin, killed := w.podState == fsm.PodStateFinished, w.killPosted
+		name := string(uid)
+		if w.pub != nil {
+			name = w.pub.Namespace + "/" + w.pub.Name
+		}
 		w.mu.Unlock()
 		if !fin {
 			continue
@@ -192,6 +199,10 @@ func (e *Engine) purgeFinished() {
 		}
 		delete(e.workers, uid)
 		e.forgetLocked(w)
+		purged = append(purged, uid)
+		if want == nil {
+			e.log.Info("pod removed", "pod", name, "uid", uid)
+		}
 		w.mu.Lock()
 		w.stopped = true
 		w.mu.Unlock()
@@ -206,6 +217,12 @@ func (e *Engine) purgeFinished() {
 	n := len(e.workers)
 	e.mu.Unlock()
 	e.metrics.setWorkers(n)
+	// Nothing of a finished pod is left in the runtime: its directories go
+	// before a pod declared again with its UID gets a new worker, so that
+	// it starts with fresh emptyDirs.
+	for _, uid := range purged {
+		e.removePodDirs(uid)
+	}
 	for _, pod := range restart {
 		if w := e.worker(pod.UID, true, pod); w != nil {
 			w.post(input{kind: inputConfig, op: config.OpAdd, pod: pod})

@@ -317,3 +317,36 @@ func transitionLabels() [][4]string {
 	})
 	return out
 }
+
+// registerHealth registers the gauges that say what Healthz says:
+// speclet_engine_recovered (1 once the state was rebuilt from the runtime)
+// and speclet_engine_healthy (1 while Healthz returns nil).
+func (m *metrics) registerHealth(reg prometheus.Registerer, e *Engine) error {
+	if m == nil || reg == nil {
+		return nil
+	}
+	b := func(v bool) float64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	for _, c := range []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "speclet_engine_recovered",
+			Help: "1 once the engine rebuilt its state from the runtime after start; 0 while it retries (see /healthz).",
+		}, func() float64 { return b(e.recovered.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "speclet_engine_healthy",
+			Help: "1 while /healthz answers ok: recovered, runtime answering, PLEG relisting.",
+		}, func() float64 { return b(e.Healthz() == nil) }),
+	} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return fmt.Errorf("register engine metrics: %w", err)
+			}
+		}
+	}
+	return nil
+}

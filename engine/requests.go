@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -57,10 +58,7 @@ func sandboxConfig(root string, pod *v1.Pod, attempt uint32) *runtimeapi.PodSand
 			hostname = hostname[:63]
 		}
 	}
-	ann := map[string]string{}
-	for k, v := range pod.Annotations {
-		ann[k] = v
-	}
+	ann := runtimeAnnotations(pod.Annotations)
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
 		ann[AnnotationGracePeriod] = strconv.FormatInt(*g, 10)
 	}
@@ -97,6 +95,55 @@ func sandboxConfig(root string, pod *v1.Pod, attempt uint32) *runtimeapi.PodSand
 			},
 		},
 	}
+}
+
+// Bounds on what speclet writes to the runtime, so that no pod and no set
+// of up to Config.MaxPods pods (--max-pods, default 110) makes a CRI list
+// call exceed the 16 MiB gRPC message limit (cri.MaxMsgSize; containerd
+// sends no larger message).
+//
+// A sandbox record (ListPodSandbox) holds an id, its metadata (name <= 253,
+// namespace <= 63, uid <= 63), speclet's three labels (the same values),
+// the pod's annotations cut to MaxRuntimeAnnotationBytes and speclet's own:
+// at most MaxSandboxRecordBytes. A container record (ListContainers) holds
+// two ids, its name (<= 63), the image twice (<= 512 each,
+// config.MaxImageLength) and its image ref, speclet's four labels and three
+// annotations: at most MaxContainerRecordBytes. TestRuntimeRecordBounds
+// checks both with the largest values a valid manifest allows.
+//
+// A pod has at most config.MaxContainers (24) containers, each with at most
+// two instances in the runtime (the last dead one is kept for its status
+// until the next one runs), and at most two sandboxes. So ListPodSandbox
+// returns at most 110 * 2 * 6 KiB = 1.3 MiB and ListContainers at most
+// 110 * 24 * 2 * 3 KiB = 15.5 MiB. (Instances whose RemoveContainer keeps
+// failing stay longer: a runtime failing that way is unhealthy anyway.)
+const (
+	// MaxRuntimeAnnotationBytes is the share of a pod's annotations
+	// copied onto its sandbox (keys in order, each that still fits); the
+	// pod keeps all of them in /pods.
+	MaxRuntimeAnnotationBytes = 4 << 10
+	MaxSandboxRecordBytes     = 6 << 10
+	MaxContainerRecordBytes   = 3 << 10
+)
+
+// runtimeAnnotations copies the pod's annotations in key order while they
+// fit in MaxRuntimeAnnotationBytes; an annotation that does not fit is left
+// off (the next smaller ones may still fit).
+func runtimeAnnotations(pod map[string]string) map[string]string {
+	keys := make([]string, 0, len(pod))
+	for k := range pod {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	ann := make(map[string]string, len(keys)+1)
+	left := MaxRuntimeAnnotationBytes
+	for _, k := range keys {
+		if n := len(k) + len(pod[k]); n <= left {
+			ann[k] = pod[k]
+			left -= n
+		}
+	}
+	return ann
 }
 
 // pullPolicy returns the container's effective pull policy: the declared one,

@@ -1,9 +1,19 @@
 package engine
 
 import (
+	"fmt"
+	"math"
+	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/engine/config"
 )
 
 func TestExpand(t *testing.T) {
@@ -78,5 +88,48 @@ func TestPullPolicy(t *testing.T) {
 		if got := pullPolicy(c); got != tc.want {
 			t.Errorf("pullPolicy(%q, %q) = %s, want %s", tc.image, tc.policy, got, tc.want)
 		}
+	}
+}
+
+// TestRuntimeRecordBounds checks the bounds documented in requests.go: the
+// runtime's list records of a pod with the largest names, UID, image and
+// annotations a valid manifest may have stay within MaxSandboxRecordBytes
+// and MaxContainerRecordBytes.
+func TestRuntimeRecordBounds(t *testing.T) {
+	ann := map[string]string{}
+	for i := 0; len(ann) < 64; i++ {
+		ann[fmt.Sprintf("example.com/key-%d", i)] = strings.Repeat("v", 4000) // 256 KiB in all
+	}
+	long := func(c byte, n int) string { return strings.Repeat(string(c), n) }
+	grace := int64(30)
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: long('n', 253), Namespace: long('s', 63), UID: types.UID(long('u', 63)), Annotations: ann},
+		Spec: v1.PodSpec{TerminationGracePeriodSeconds: &grace, Containers: []v1.Container{{
+			Name: long('c', 63), Image: long('i', config.MaxImageLength)}}},
+	}
+	sc := sandboxConfig(t.TempDir(), pod, 99)
+	sb := &runtimeapi.PodSandbox{Id: long('a', 64), Metadata: sc.Metadata, State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY,
+		CreatedAt: math.MaxInt64, Labels: sc.Labels, Annotations: sc.Annotations, RuntimeHandler: "runc"}
+	if n := proto.Size(&runtimeapi.ListPodSandboxResponse{Items: []*runtimeapi.PodSandbox{sb}}); n > MaxSandboxRecordBytes {
+		t.Errorf("sandbox record: %d bytes, bound %d", n, MaxSandboxRecordBytes)
+	} else {
+		t.Logf("sandbox record: %d bytes (bound %d)", n, MaxSandboxRecordBytes)
+	}
+	cc, err := containerConfig(t.TempDir(), pod, &pod.Spec.Containers[0], math.MaxInt32, "sha256:"+long('f', 64), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &runtimeapi.Container{Id: long('b', 64), PodSandboxId: long('a', 64), Metadata: cc.Metadata,
+		Image:    &runtimeapi.ImageSpec{Image: cc.Image.Image, UserSpecifiedImage: pod.Spec.Containers[0].Image},
+		ImageRef: "sha256:" + long('f', 64), ImageId: "sha256:" + long('f', 64), State: runtimeapi.ContainerState_CONTAINER_EXITED,
+		CreatedAt: math.MaxInt64, Labels: cc.Labels, Annotations: cc.Annotations}
+	if n := proto.Size(&runtimeapi.ListContainersResponse{Containers: []*runtimeapi.Container{c}}); n > MaxContainerRecordBytes {
+		t.Errorf("container record: %d bytes, bound %d", n, MaxContainerRecordBytes)
+	} else {
+		t.Logf("container record: %d bytes (bound %d)", n, MaxContainerRecordBytes)
+	}
+	// The documented total for --max-pods 110 fits one message.
+	if total := 110 * config.MaxContainers * 2 * MaxContainerRecordBytes; total > cri.MaxMsgSize {
+		t.Errorf("110 pods of %d containers: %d bytes of container records, over the %d message limit", config.MaxContainers, total, cri.MaxMsgSize)
 	}
 }

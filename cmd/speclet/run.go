@@ -53,6 +53,7 @@ type runOptions struct {
 	verbosity            int
 	logFormat            string
 	criAuditLog          string
+	maxPods              int
 }
 
 const defaultEndpoint = "unix:///run/containerd/containerd.sock"
@@ -78,7 +79,8 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.DurationVar(&o.fileCheckFrequency, "file-check-frequency", time.Second, "how often --pod-manifest-path is read besides inotify events")
 	fs.DurationVar(&o.httpCheckFrequency, "http-check-frequency", config.DefaultURLPeriod, "how often --manifest-url is fetched")
 	fs.DurationVar(&o.runtimeWait, "runtime-wait", 30*time.Second, "how long to wait at start for the runtime to answer")
-	fs.IntVar(&o.verbosity, "v", 0, "log verbosity: 0 info, 4 and more debug")
+	fs.IntVar(&o.verbosity, "v", 0, "log verbosity: 0 lifecycle steps (SyncLoop ADD/UPDATE/REMOVE, container started/died/killed, pod removed) and problems; 2 also PLEG events and RECONCILE updates; 4 every machine transition and CRI-facing action; 6 also events a state ignores")
+	fs.IntVar(&o.maxPods, "max-pods", 110, "most pods the sources may declare at once; more are refused (bounds what CRI list calls return)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&o.criAuditLog, "cri-audit-log", "", "debugging aid: append every CRI call (method and the spec action making it) to this file as JSON lines, for engine/criaudit")
 	if err := fs.Parse(args); err != nil {
@@ -108,6 +110,12 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	}
 	if net.ParseIP(o.address) == nil {
 		return nil, fmt.Errorf("--address: %q is not an IP address", o.address)
+	}
+	if o.maxPods <= 0 {
+		return nil, fmt.Errorf("--max-pods: %d: want a positive number", o.maxPods)
+	}
+	if o.verbosity < 0 {
+		return nil, fmt.Errorf("-v: %d: want 0 or more", o.verbosity)
 	}
 	if o.readOnlyPort < 0 || o.readOnlyPort > 65535 {
 		return nil, fmt.Errorf("--read-only-port: %d: want 0..65535", o.readOnlyPort)
@@ -157,11 +165,22 @@ func runMain(args []string) int {
 	return 0
 }
 
-func newLogger(o *runOptions, w io.Writer) *slog.Logger {
-	level := slog.LevelInfo
-	if o.verbosity >= 4 {
-		level = slog.LevelDebug
+// logLevel maps -v to a slog level: 0-1 info, 2-3 engine.LevelVerbose,
+// 4-5 debug, 6 and more debug-4.
+func logLevel(v int) slog.Level {
+	switch {
+	case v >= 6:
+		return slog.LevelDebug - 4
+	case v >= 4:
+		return slog.LevelDebug
+	case v >= 2:
+		return engine.LevelVerbose
 	}
+	return slog.LevelInfo
+}
+
+func newLogger(o *runOptions, w io.Writer) *slog.Logger {
+	level := logLevel(o.verbosity)
 	ho := &slog.HandlerOptions{Level: level}
 	if o.logFormat == "json" {
 		return slog.New(slog.NewJSONHandler(w, ho))
@@ -181,6 +200,11 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		}
 		return fmt.Errorf("create --root-dir: %w%s", err, hint)
 	}
+	unlock, err := lockRootDir(o.rootDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 
 	endpoint := o.endpoint
 	if o.runtime == "sim" {
@@ -236,12 +260,13 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		ImagePullBackOffBase: o.imagePullBackOffBase,
 		Registerer:           reg,
 		Log:                  log,
+		MaxPods:              o.maxPods,
 	})
 	if err != nil {
 		return fmt.Errorf("create engine: %w", err)
 	}
 
-	var httpSrv *http.Server
+	var httpSrv *server.Server
 	if o.readOnlyPort != 0 {
 		addr := net.JoinHostPort(o.address, strconv.Itoa(o.readOnlyPort))
 		l, err := net.Listen("tcp", addr)
@@ -251,9 +276,9 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		mux := http.NewServeMux()
 		mux.Handle("/", server.Handler(eng, reg))
 		mux.Handle("GET /spec/graph", graphHandler(eng))
-		httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		httpSrv = server.New(l, mux, server.DefaultLimits)
 		go func() {
-			if err := httpSrv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := httpSrv.Serve(); err != nil {
 				log.Error("read-only server stopped", "addr", addr, "err", err)
 			}
 		}()
@@ -301,8 +326,40 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
 		return fmt.Errorf("engine: %w", runErr)
 	}
-	log.Info("speclet stopped; pods keep running and are adopted at the next start")
+	if o.runtime == "sim" {
+		log.Info("speclet stopped; the simulated runtime stops with it and its pods are gone (a next start begins with none)")
+	} else {
+		log.Info("speclet stopped; pods keep running and are adopted at the next start")
+	}
 	return nil
+}
+
+// lockRootDir takes an exclusive flock on <root>/speclet.lock, so that one
+// instance runs per root dir; a second one fails here before it touches
+// anything else (the simulated runtime's socket, pod directories). The lock
+// goes with the process, even after kill -9.
+func lockRootDir(root string) (unlock func(), err error) {
+	path := filepath.Join(root, "speclet.lock")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lock --root-dir: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder, _ := io.ReadAll(io.LimitReader(f, 64))
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			who := strings.TrimSpace(string(holder))
+			if who != "" {
+				who = " (pid " + who + ")"
+			}
+			return nil, fmt.Errorf("--root-dir %s is in use by another speclet%s: it holds %s; give each instance its own --root-dir", root, who, path)
+		}
+		return nil, fmt.Errorf("lock --root-dir: flock %s: %w", path, err)
+	}
+	if err := f.Truncate(0); err == nil {
+		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return func() { f.Close() }, nil
 }
 
 // waitRuntime waits until the runtime answers Version, for at most wait.

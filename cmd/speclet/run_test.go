@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -18,6 +19,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/criaudit"
 )
 
@@ -60,6 +62,8 @@ func TestRunFlagErrorsNameTheFlag(t *testing.T) {
 		{"--crashloop-backoff-base soon", "crashloop-backoff-base"},
 		{"--manifest-url ftp://x/pods", "--manifest-url"},
 		{"--log-format xml", "--log-format"},
+		{"--max-pods 0", "--max-pods"},
+		{"-v -1", "-v"},
 		{"--no-such-flag", "no-such-flag"},
 		{"extra", `unexpected argument "extra"`},
 	} {
@@ -87,6 +91,18 @@ func TestRunDaemonOnSim(t *testing.T) {
 	// A manifest with a bad field is skipped, with the file and field logged.
 	bad := "apiVersion: v1\nkind: Pod\nmetadata: {name: bad}\nspec:\n  restartPolicy: Sometimes\n  containers: [{name: main, image: 'busybox:latest'}]\n"
 	if err := os.WriteFile(filepath.Join(manifests, "bad.yaml"), []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A manifest with 300 KiB of annotations is refused (kubelet's 256 KiB
+	// limit), so are a two-document file and a 10 MiB file.
+	big := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: big\n  annotations: {a: " + strings.Repeat("x", 300<<10) + "}\nspec:\n  containers: [{name: main, image: 'busybox:latest'}]\n"
+	if err := os.WriteFile(filepath.Join(manifests, "big.yaml"), []byte(big), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(manifests, "two.yaml"), []byte(pod+"---\n"+pod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(manifests, "huge.yaml"), make([]byte, 10<<20+1), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// A manifest URL on loopback serves a second pod.
@@ -184,6 +200,15 @@ func TestRunDaemonOnSim(t *testing.T) {
 			t.Errorf("GET /spec/graph?machine=nope: %s, want 400", resp.Status)
 		}
 	}
+	for _, want := range []string{
+		filepath.Join(manifests, "big.yaml") + ": field metadata.annotations: annotations take",
+		filepath.Join(manifests, "two.yaml") + ": 2 YAML documents",
+		filepath.Join(manifests, "huge.yaml") + ": 10485761 bytes, more than the 10485760 bytes (10 MiB)",
+	} {
+		if n := strings.Count(logs.String(), want); n != 1 {
+			t.Errorf("log names %q %d times, want once", want, n)
+		}
+	}
 	cancel()
 	select {
 	case err := <-done:
@@ -193,8 +218,18 @@ func TestRunDaemonOnSim(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("runDaemon did not return within 30s of cancel")
 	}
-	if !strings.Contains(logs.String(), "pods keep running") {
-		t.Errorf("log does not say the pods keep running:\n%s", logs.String())
+	if !strings.Contains(logs.String(), "the simulated runtime stops with it and its pods are gone") {
+		t.Errorf("log does not say the simulated runtime's pods are gone:\n%s", logs.String())
+	}
+	// At the default level the log has the lifecycle steps, as structured
+	// fields, and no transition lines.
+	for _, want := range []string{`msg="SyncLoop ADD" pod=default/web-n1`, `msg="container started" pod=default/web-n1`, "container=main"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("default-level log lacks %q:\n%s", want, logs.String())
+		}
+	}
+	if strings.Contains(logs.String(), "msg=transition") {
+		t.Errorf("default-level log has debug transition lines")
 	}
 	// --cri-audit-log recorded the calls with the actions that made them.
 	f, err := os.Open(auditLog)
@@ -277,5 +312,85 @@ func TestRunDaemonRuntimeDown(t *testing.T) {
 	defer cancel()
 	if err := runDaemon(ctx, o, io.Discard); err != nil {
 		t.Errorf("runDaemon stopped while waiting for the runtime = %v, want nil", err)
+	}
+}
+
+// TestLogLevels: -v 2 shows more than -v 0, -v 4 the transitions.
+func TestLogLevels(t *testing.T) {
+	for v, want := range map[int]slog.Level{0: slog.LevelInfo, 1: slog.LevelInfo, 2: engine.LevelVerbose, 4: slog.LevelDebug, 6: slog.LevelDebug - 4} {
+		if got := logLevel(v); got != want {
+			t.Errorf("-v %d: level %v, want %v", v, got, want)
+		}
+	}
+	if logLevel(2) >= logLevel(0) || logLevel(4) >= logLevel(2) {
+		t.Errorf("-v 2 must log more than -v 0, and -v 4 more than -v 2")
+	}
+}
+
+// A second daemon on the same --root-dir fails with an error naming the
+// root dir, and leaves the first one's runtime socket and pods alone.
+func TestRunDaemonRootDirLock(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	freePort := func() int {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().(*net.TCPAddr).Port
+	}
+	port := freePort()
+	o, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", root, "--node-name", "n1", "--read-only-port", fmt.Sprint(port)}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- runDaemon(ctx, o, &logs) }()
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if body, err := httpGet(base + "/healthz"); err == nil && string(body) == "ok" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("first daemon not healthy within 30s; log:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	socks, _ := filepath.Glob(filepath.Join(root, "sim", "*"))
+	if len(socks) == 0 {
+		t.Fatalf("no simulated runtime files under %s", filepath.Join(root, "sim"))
+	}
+	before := map[string]os.FileInfo{}
+	for _, s := range socks {
+		fi, err := os.Stat(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[s] = fi
+	}
+
+	o2, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", root, "--node-name", "n1", "--read-only-port", fmt.Sprint(freePort())}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = runDaemon(context.Background(), o2, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--root-dir "+root+" is in use by another speclet") {
+		t.Fatalf("second daemon on the same root dir: %v, want an error saying the root dir is in use", err)
+	}
+	for s, fi := range before {
+		now, err := os.Stat(s)
+		if err != nil || !os.SameFile(fi, now) {
+			t.Errorf("the second daemon replaced or removed %s (%v)", s, err)
+		}
+	}
+	if body, err := httpGet(base + "/healthz"); err != nil || string(body) != "ok" {
+		t.Errorf("first daemon after the second failed: /healthz = %q, %v", body, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("first daemon: %v", err)
 	}
 }

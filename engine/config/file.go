@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -27,7 +28,12 @@ import (
 // was valid and becomes invalid keeps its last valid pod running until the
 // file is fixed or removed: unlike kubelet, which drops the pod, speclet does
 // not kill a running pod over a half-written or mistyped edit. Removing the
-// file removes the pod. The last valid pod lives in memory only: a daemon
+// file removes the pod.
+//
+// Limits: a file over MaxManifestBytes (10 MiB) is refused unread; a file
+// holds one YAML document; a rescan reads only files whose mtime, size or
+// inode changed; each problem is logged once, when its file changes (a
+// clash between two files once, when it appears). The last valid pod lives in memory only: a daemon
 // restarted while the file is invalid no longer declares the pod.
 type DirSource struct {
 	Dir      string
@@ -39,9 +45,22 @@ type DirSource struct {
 
 // fileEntry is what the scanner remembers about one file.
 type fileEntry struct {
+	stat fileStat
 	data []byte
 	good *v1.Pod // last valid pod from this file, nil if never valid
 	err  error   // the current content's problem, nil when valid
+}
+
+// fileStat identifies a file's version without reading it: a rescan reads
+// only files whose stat changed.
+type fileStat struct {
+	mtime time.Time
+	size  int64
+	ino   uint64
+}
+
+func statOf(info fs.FileInfo) fileStat {
+	return fileStat{mtime: info.ModTime(), size: info.Size(), ino: inodeOf(info)}
 }
 
 // dirScanner reads a manifest directory into a snapshot, remembering each
@@ -51,6 +70,9 @@ type dirScanner struct {
 	dir, nodeName string
 	files         map[string]*fileEntry
 	dirErr        string
+	// clashes are the name and UID clashes last reported, so that each is
+	// reported once, when it appears.
+	clashes map[string]bool
 }
 
 func newDirScanner(dir, nodeName string) *dirScanner {
@@ -88,12 +110,31 @@ func (s *dirScanner) scan() (pods []*v1.Pod, changed bool, problems []error) {
 		if err != nil || !info.Mode().IsRegular() {
 			continue
 		}
-		data, err := os.ReadFile(path)
+		st := statOf(info)
+		prev := s.files[path]
+		if prev != nil && prev.stat == st {
+			present[path] = true
+			continue // unchanged since the last scan: not read again
+		}
+		if info.Size() > MaxManifestBytes {
+			present[path] = true
+			changed = true
+			ent := &fileEntry{stat: st, err: &ManifestError{Origin: path, Msg: fmt.Sprintf("%d bytes, more than the %d bytes (10 MiB) a manifest may have; not read", info.Size(), MaxManifestBytes)}}
+			if prev != nil {
+				ent.good = prev.good
+			}
+			problems = append(problems, ent.err)
+			if ent.good != nil {
+				problems = append(problems, keepingErr(path, ent.good))
+			}
+			s.files[path] = ent
+			continue
+		}
+		data, err := readLimited(path, MaxManifestBytes)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				continue // removed while we read
 			}
-			prev := s.files[path]
 			if prev != nil {
 				present[path] = true
 			}
@@ -101,12 +142,12 @@ func (s *dirScanner) scan() (pods []*v1.Pod, changed bool, problems []error) {
 			continue
 		}
 		present[path] = true
-		prev := s.files[path]
 		if prev != nil && bytes.Equal(prev.data, data) {
+			prev.stat = st // touched, not changed
 			continue
 		}
 		changed = true
-		ent := &fileEntry{data: data}
+		ent := &fileEntry{stat: st, data: data}
 		if prev != nil {
 			ent.good = prev.good
 		}
@@ -115,7 +156,7 @@ func (s *dirScanner) scan() (pods []*v1.Pod, changed bool, problems []error) {
 			ent.err = err
 			problems = append(problems, err)
 			if ent.good != nil {
-				problems = append(problems, fmt.Errorf("manifest %s: keeping its last valid pod %s/%s (uid %s) until the file is fixed or removed", path, ent.good.Namespace, ent.good.Name, ent.good.UID))
+				problems = append(problems, keepingErr(path, ent.good))
 			}
 		} else {
 			ent.good = pod
@@ -131,6 +172,28 @@ func (s *dirScanner) scan() (pods []*v1.Pod, changed bool, problems []error) {
 	return s.snapshot(&problems), changed, problems
 }
 
+func keepingErr(path string, good *v1.Pod) error {
+	return fmt.Errorf("manifest %s: keeping its last valid pod %s/%s (uid %s) until the file is fixed or removed", path, good.Namespace, good.Name, good.UID)
+}
+
+// readLimited reads path, failing when it holds more than limit bytes (it
+// may have grown since its stat).
+func readLimited(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("more than the %d bytes (10 MiB) a manifest may have", limit)
+	}
+	return data, nil
+}
+
 func (s *dirScanner) decode(path string, data []byte) (*v1.Pod, error) {
 	pod, err := decodePod(data, path)
 	if err != nil {
@@ -141,9 +204,18 @@ func (s *dirScanner) decode(path string, data []byte) (*v1.Pod, error) {
 
 // snapshot returns the pods of the remembered files in path order; of two
 // files with the same pod full name or UID, the first in path order wins and
-// the other is reported (on every scan that changed something, so the
-// message names the file still in the way).
+// the other is reported once, when the clash appears (again after it was
+// resolved and came back).
 func (s *dirScanner) snapshot(problems *[]error) []*v1.Pod {
+	clashes := map[string]bool{}
+	defer func() { s.clashes = clashes }()
+	report := func(err error) {
+		msg := err.Error()
+		clashes[msg] = true
+		if !s.clashes[msg] {
+			*problems = append(*problems, err)
+		}
+	}
 	paths := make([]string, 0, len(s.files))
 	for p := range s.files {
 		paths = append(paths, p)
@@ -159,11 +231,11 @@ func (s *dirScanner) snapshot(problems *[]error) []*v1.Pod {
 		}
 		full := p.Namespace + "/" + p.Name
 		if other, dup := byName[full]; dup {
-			*problems = append(*problems, &ManifestError{Origin: path, Field: "metadata.name", Msg: fmt.Sprintf("pod %s is already declared by %s; skipped", full, other)})
+			report(&ManifestError{Origin: path, Field: "metadata.name", Msg: fmt.Sprintf("pod %s is already declared by %s; skipped", full, other)})
 			continue
 		}
 		if other, dup := byUID[p.UID]; dup {
-			*problems = append(*problems, &ManifestError{Origin: path, Field: "metadata.uid", Msg: fmt.Sprintf("uid %s is already used by %s; skipped", p.UID, other)})
+			report(&ManifestError{Origin: path, Field: "metadata.uid", Msg: fmt.Sprintf("uid %s is already used by %s; skipped", p.UID, other)})
 			continue
 		}
 		byName[full], byUID[p.UID] = path, path

@@ -165,3 +165,101 @@ func TestWatchDir(t *testing.T) {
 		})
 	}
 }
+
+// A name clash between two files is reported when it appears, not on every
+// rescan; it is reported again when it comes back after being resolved.
+func TestDirScannerReportsClashOnce(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sc := newDirScanner(dir, "n1")
+	write("a.yaml", podYAML("web", "sleep 1"))
+	write("b.yaml", podYAML("web", "sleep 2"))
+	pods, _, problems := sc.scan()
+	if names(pods) != "web-n1" || len(problems) != 1 || !strings.Contains(problems[0].Error(), "b.yaml: field metadata.name: pod default/web-n1 is already declared by") {
+		t.Fatalf("first scan: pods %q problems %q", names(pods), errText(problems))
+	}
+	for i := 0; i < 3; i++ {
+		if _, _, problems := sc.scan(); len(problems) != 0 {
+			t.Fatalf("rescan %d reported again: %q", i, errText(problems))
+		}
+	}
+	write("b.yaml", podYAML("other", "sleep 2"))
+	if pods, _, problems := sc.scan(); names(pods) != "web-n1,other-n1" || len(problems) != 0 {
+		t.Fatalf("resolved: pods %q problems %q", names(pods), errText(problems))
+	}
+	write("b.yaml", podYAML("web", "sleep 3"))
+	if _, _, problems := sc.scan(); len(problems) != 1 {
+		t.Fatalf("clash back: want it reported once more, got %q", errText(problems))
+	}
+}
+
+// A manifest over 10 MiB is refused with an error naming the file and the
+// limit, without being read; the other pods are unaffected.
+func TestDirScannerFileSizeLimit(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "web.yaml"), []byte(podYAML("web", "sleep 1")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big.yaml")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(MaxManifestBytes + 1); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	sc := newDirScanner(dir, "n1")
+	pods, _, problems := sc.scan()
+	if names(pods) != "web-n1" {
+		t.Errorf("pods %q, want web-n1", names(pods))
+	}
+	if len(problems) != 1 || !strings.Contains(problems[0].Error(), big) || !strings.Contains(problems[0].Error(), "10 MiB") {
+		t.Fatalf("problems %q, want one naming %s and the 10 MiB limit", errText(problems), big)
+	}
+	if _, _, problems := sc.scan(); len(problems) != 0 {
+		t.Errorf("rescan reported again: %q", errText(problems))
+	}
+}
+
+// A rescan does not read a file whose mtime, size and inode are unchanged.
+func TestDirScannerSkipsUnchangedFiles(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "web.yaml")
+	if err := os.WriteFile(path, []byte(podYAML("web", "sleep 1")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sc := newDirScanner(dir, "n1")
+	if pods, _, _ := sc.scan(); names(pods) != "web-n1" {
+		t.Fatalf("pods %q", names(pods))
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Same size, same inode, same mtime: the scanner must not read it (it
+	// would find garbage).
+	garbage := strings.Repeat("!", int(info.Size()))
+	if err := os.WriteFile(path, []byte(garbage), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(path, info.ModTime(), info.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	pods, changed, problems := sc.scan()
+	if names(pods) != "web-n1" || changed || len(problems) != 0 {
+		t.Fatalf("unchanged stat: pods %q changed %v problems %q; the file was read again", names(pods), changed, errText(problems))
+	}
+	// A new mtime makes it read.
+	later := info.ModTime().Add(time.Second)
+	if err := os.Chtimes(path, later, later); err != nil {
+		t.Fatal(err)
+	}
+	if _, changed, problems := sc.scan(); !changed || len(problems) == 0 {
+		t.Fatalf("touched: changed %v problems %q, want the garbage reported", changed, errText(problems))
+	}
+}

@@ -1,20 +1,44 @@
 package config
 
 import (
+	"bytes"
 	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"sort"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
+	goyaml "sigs.k8s.io/yaml/goyaml.v2"
+)
+
+// Limits on what a manifest may hold. Annotations, labels and names follow
+// kubelet's (the API server's) validation; the others bound what speclet
+// writes to the runtime (see MaxContainerRecordBytes in package engine).
+const (
+	// MaxManifestBytes is the largest manifest file or URL body read.
+	MaxManifestBytes = 10 << 20
+	// MaxAnnotationBytes is the total size of a pod's annotation keys and
+	// values, as the API server checks (apivalidation.TotalAnnotationSizeLimitB).
+	MaxAnnotationBytes = apivalidation.TotalAnnotationSizeLimitB
+	// MaxImageLength bounds a container's image reference: a registry
+	// reference is at most 255 characters of name, a 128-character tag and
+	// a digest.
+	MaxImageLength = 512
+	// MaxContainers bounds init plus regular containers of one pod, so
+	// that --max-pods pods fit in one CRI list (engine/requests.go).
+	MaxContainers = 24
 )
 
 // ManifestError says what is wrong with one manifest: where it came from
@@ -39,6 +63,9 @@ func (e *ManifestError) Error() string {
 func decodeObject(data []byte, origin string, into any) error {
 	if len(strings.TrimSpace(string(data))) == 0 {
 		return &ManifestError{Origin: origin, Msg: "empty manifest"}
+	}
+	if err := checkDocument(data, origin); err != nil {
+		return err
 	}
 	if err := yaml.Unmarshal(data, into); err != nil {
 		return &ManifestError{Origin: origin, Msg: "decode: " + cleanDecodeError(err)}
@@ -151,10 +178,41 @@ func cleanDecodeError(err error) string {
 	return s
 }
 
+// checkDocument refuses what the YAML decoder would silently drop: a file
+// of several YAML documents (only the first would run) and a mapping with a
+// key given twice (the last would win).
+func checkDocument(data []byte, origin string) error {
+	dec := goyaml.NewDecoder(bytes.NewReader(data))
+	docs := 0
+	for {
+		var v any
+		err := dec.Decode(&v)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return &ManifestError{Origin: origin, Msg: "decode: " + cleanDecodeError(err)}
+		}
+		if v != nil {
+			docs++
+		}
+	}
+	if docs > 1 {
+		return &ManifestError{Origin: origin, Msg: fmt.Sprintf("%d YAML documents (separated by ---); a manifest holds one pod: put each pod in its own file", docs)}
+	}
+	if _, err := yaml.YAMLToJSONStrict(data); err != nil {
+		return &ManifestError{Origin: origin, Msg: "duplicate key: " + cleanDecodeError(err)}
+	}
+	return nil
+}
+
 // decodePod decodes one v1 Pod manifest.
 func decodePod(data []byte, origin string) (*v1.Pod, error) {
 	if len(strings.TrimSpace(string(data))) == 0 {
 		return nil, &ManifestError{Origin: origin, Msg: "empty manifest"}
+	}
+	if err := checkDocument(data, origin); err != nil {
+		return nil, err
 	}
 	var tm metav1.TypeMeta
 	if err := yaml.Unmarshal(data, &tm); err != nil {
@@ -340,6 +398,27 @@ func validatePod(pod *v1.Pod, origin, nodeName string) error {
 			bad("metadata.namespace", "%q: %s", pod.Namespace, m)
 		}
 	}
+	if pod.UID != "" {
+		// The UID names directories under --root-dir and a CRI label.
+		for _, m := range validation.IsValidLabelValue(string(pod.UID)) {
+			bad("metadata.uid", "%q: %s", truncate(string(pod.UID), 80), m)
+		}
+	}
+	fieldErrs := metavalidation.ValidateLabels(pod.Labels, field.NewPath("metadata", "labels"))
+	fieldErrs = append(fieldErrs, apivalidation.ValidateAnnotations(pod.Annotations, field.NewPath("metadata", "annotations"))...)
+	for _, fe := range fieldErrs {
+		msg := fe.ErrorBody()
+		if fe.Type == field.ErrorTypeTooLong {
+			// The value is the whole map: name the limit, not the data.
+			msg = fmt.Sprintf("annotations take %d bytes, more than the %d bytes (256 KiB) allowed", annotationBytes(pod.Annotations), MaxAnnotationBytes)
+		} else if len(msg) > 300 {
+			msg = msg[:300] + "..."
+		}
+		bad(fe.Field, "%s", msg)
+	}
+	if n := len(pod.Spec.InitContainers) + len(pod.Spec.Containers); n > MaxContainers {
+		bad("spec.containers", "%d init and regular containers, more than the %d speclet runs in one pod", n, MaxContainers)
+	}
 	s := &pod.Spec
 	switch s.RestartPolicy {
 	case "", v1.RestartPolicyAlways, v1.RestartPolicyOnFailure, v1.RestartPolicyNever:
@@ -371,6 +450,8 @@ func validatePod(pod *v1.Pod, origin, nodeName string) error {
 		}
 		if strings.TrimSpace(c.Image) == "" {
 			bad(field+".image", "required")
+		} else if len(c.Image) > MaxImageLength {
+			bad(field+".image", "%d characters, more than the %d an image reference may have", len(c.Image), MaxImageLength)
 		}
 		switch c.ImagePullPolicy {
 		case "", v1.PullAlways, v1.PullIfNotPresent, v1.PullNever:
@@ -412,4 +493,19 @@ func validatePod(pod *v1.Pod, origin, nodeName string) error {
 		bad("spec.ephemeralContainers", "not supported in static pods")
 	}
 	return errors.Join(errs...)
+}
+
+func annotationBytes(a map[string]string) int {
+	n := 0
+	for k, v := range a {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }

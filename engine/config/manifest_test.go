@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -126,6 +127,16 @@ func TestInvalidManifests(t *testing.T) {
 		{"negative grace", "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {terminationGracePeriodSeconds: -1, containers: [{name: a, image: i}]}\n", []string{"field spec.terminationGracePeriodSeconds", "negative"}},
 		{"bad port", "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: [{name: a, image: i, ports: [{containerPort: 70000}]}]}\n", []string{"field spec.containers[0].ports[0].containerPort", "70000"}},
 		{"restart policy on a regular container", "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: [{name: a, image: i, restartPolicy: Always}]}\n", []string{"field spec.containers[0].restartPolicy", "only init containers"}},
+		{"annotations over 256 KiB", "apiVersion: v1\nkind: Pod\nmetadata: {name: x, annotations: {a: " + strings.Repeat("x", 200<<10) + ", b: " + strings.Repeat("y", 100<<10) + "}}\nspec: {containers: [{name: a, image: i}]}\n", []string{"/p/m.yaml", "field metadata.annotations", "more than the 262144 bytes (256 KiB) allowed"}},
+		{"bad annotation key", "apiVersion: v1\nkind: Pod\nmetadata: {name: x, annotations: {'bad key!': v}}\nspec: {containers: [{name: a, image: i}]}\n", []string{"field metadata.annotations", "bad key!"}},
+		{"bad label value", "apiVersion: v1\nkind: Pod\nmetadata: {name: x, labels: {app: 'not a value!'}}\nspec: {containers: [{name: a, image: i}]}\n", []string{"field metadata.labels", "not a value!"}},
+		{"label value too long", "apiVersion: v1\nkind: Pod\nmetadata: {name: x, labels: {app: " + strings.Repeat("a", 64) + "}}\nspec: {containers: [{name: a, image: i}]}\n", []string{"field metadata.labels", "63"}},
+		{"image too long", "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: [{name: a, image: " + strings.Repeat("i", 600) + "}]}\n", []string{"field spec.containers[0].image", "600 characters, more than the 512"}},
+		{"too many containers", "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: [" + manyContainers(25) + "]}\n", []string{"field spec.containers", "25 init and regular containers"}},
+		{"uid that is not a path component", "apiVersion: v1\nkind: Pod\nmetadata: {name: x, uid: ../../etc}\nspec: {containers: [{name: a, image: i}]}\n", []string{"field metadata.uid", `"../../etc"`}},
+		{"two YAML documents", webYAML + "---\n" + webYAML, []string{"/p/m.yaml", "2 YAML documents", "its own file"}},
+		{"duplicate key", "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec:\n  restartPolicy: Never\n  restartPolicy: Always\n  containers: [{name: a, image: i}]\n", []string{"/p/m.yaml", "duplicate key", "restartPolicy"}},
+		{"duplicate key in JSON", `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x","name":"y"},"spec":{"containers":[{"name":"a","image":"i"}]}}`, []string{"/p/m.yaml", "duplicate key", "name"}},
 		{"init container restart policy Never", "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {initContainers: [{name: s, image: i, restartPolicy: Never}], containers: [{name: a, image: i}]}\n", []string{"field spec.initContainers[0].restartPolicy", "only say Always"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -155,5 +166,19 @@ func TestDefaultPullPolicy(t *testing.T) {
 		if got := DefaultPullPolicy(image); got != want {
 			t.Errorf("DefaultPullPolicy(%q) = %s, want %s", image, got, want)
 		}
+	}
+}
+
+func manyContainers(n int) string {
+	var cs []string
+	for i := 0; i < n; i++ {
+		cs = append(cs, fmt.Sprintf("{name: c%d, image: i}", i))
+	}
+	return strings.Join(cs, ", ")
+}
+
+func TestDocumentSeparatorAloneIsOneDocument(t *testing.T) {
+	if _, err := decodeStatic(t, "---\n"+webYAML, "/p/m.yaml", "n1"); err != nil {
+		t.Fatalf("a manifest starting with --- is one document: %v", err)
 	}
 }

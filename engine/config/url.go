@@ -45,6 +45,10 @@ type urlFetcher struct {
 	last []*v1.Pod
 }
 
+// maxURLBytes bounds the body of --manifest-url (a list of pods, each
+// item also held to MaxManifestBytes once decoded).
+const maxURLBytes = 64 << 20
+
 func newURLFetcher(src URLSource) *urlFetcher {
 	if src.Client == nil {
 		src.Client = &http.Client{Timeout: 10 * time.Second}
@@ -68,9 +72,12 @@ func (f *urlFetcher) fetch(ctx context.Context) (pods []*v1.Pod, changed bool, p
 	if resp.StatusCode != http.StatusOK {
 		return f.last, false, nil, fmt.Errorf("fetch manifest url %s: HTTP %s", f.src.URL, resp.Status)
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxURLBytes+1))
 	if err != nil {
 		return f.last, false, nil, fmt.Errorf("read manifest url %s: %w", f.src.URL, err)
+	}
+	if len(data) > maxURLBytes {
+		return f.last, false, nil, fmt.Errorf("read manifest url %s: more than %d bytes (64 MiB); not used", f.src.URL, maxURLBytes)
 	}
 	if f.seen && bytes.Equal(data, f.data) {
 		return f.last, false, nil, nil
@@ -170,10 +177,19 @@ func WatchURL(ctx context.Context, src URLSource, m *Merger, log *slog.Logger) e
 	f := newURLFetcher(src)
 	tick := time.NewTicker(period)
 	defer tick.Stop()
+	lastErr := ""
 	for {
 		pods, changed, problems, err := f.fetch(ctx)
-		if err != nil && ctx.Err() == nil {
-			log.Error("manifest url: keeping the previous pods", "source", SourceHTTP, "url", src.URL, "err", err)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			// Once per distinct error, not once per fetch.
+			if err.Error() != lastErr {
+				log.Error("manifest url: keeping the previous pods", "source", SourceHTTP, "url", src.URL, "err", err)
+				lastErr = err.Error()
+			}
+		case err == nil && lastErr != "":
+			log.Info("manifest url answers again", "source", SourceHTTP, "url", src.URL)
+			lastErr = ""
 		}
 		for _, p := range problems {
 			log.Error("manifest skipped", "source", SourceHTTP, "err", p)

@@ -2,6 +2,7 @@ package config
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,7 +17,14 @@ type manifestServer struct {
 	mu     sync.Mutex
 	status int
 	body   string
+	n      int // requests served
 	*httptest.Server
+}
+
+func (s *manifestServer) hits() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
 }
 
 func newManifestServer(t *testing.T) *manifestServer {
@@ -24,6 +32,7 @@ func newManifestServer(t *testing.T) *manifestServer {
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		s.n++
 		w.WriteHeader(s.status)
 		w.Write([]byte(s.body))
 	}))
@@ -111,4 +120,52 @@ func TestWatchURL(t *testing.T) {
 	if u := next(t, m); u.Op != OpAdd || names(u.Pods) != "web-n1" {
 		t.Fatalf("after editing the pod: %s %q, want ADD web-n1", u.Op, names(u.Pods))
 	}
+}
+
+// A failing URL is logged once per distinct error, not on every fetch, and
+// its recovery once.
+func TestWatchURLReportsErrorsOnce(t *testing.T) {
+	srv := newManifestServer(t)
+	srv.set(500, "down")
+	var logs lockedBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	m := NewMerger(nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go WatchURL(ctx, URLSource{URL: srv.URL, NodeName: "n1", Period: 10 * time.Millisecond}, m, log)
+	for deadline := time.Now().Add(10 * time.Second); srv.hits() < 10 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if srv.hits() < 10 {
+		t.Fatalf("only %d fetches", srv.hits())
+	}
+	srv.set(200, podYAML("web", "sleep 1"))
+	if u := next(t, m); u.Op != OpAdd || names(u.Pods) != "web-n1" {
+		t.Fatalf("after the URL works: %s %q", u.Op, names(u.Pods))
+	}
+	cancel()
+	out := logs.String()
+	if n := strings.Count(out, "keeping the previous pods"); n != 1 {
+		t.Errorf("the failing URL was logged %d times over %d fetches, want once:\n%s", n, srv.hits(), out)
+	}
+	if n := strings.Count(out, "manifest url answers again"); n != 1 {
+		t.Errorf("recovery logged %d times, want once:\n%s", n, out)
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

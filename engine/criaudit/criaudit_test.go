@@ -221,6 +221,9 @@ func TestLogRoundTrip(t *testing.T) {
 	ctx := fsm.WithAction(context.Background(), "container", "pull_image")
 	rec.PullImage(ctx, nil, nil, nil)
 	rec.ListContainers(context.Background(), nil)
+	sctx := fsm.WithAction(context.Background(), "sandbox", "run_sandbox")
+	rec.RunPodSandbox(sctx, &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Uid: "u1"}}, "")
+	rec.StartContainer(context.Background(), "c1")
 	if err := rec.Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +234,9 @@ func TestLogRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Record{{"PullImage", "container", "pull_image"}, {Method: "ListContainers"}}
+	want := []Record{{Method: "PullImage", Machine: "container", Action: "pull_image"}, {Method: "ListContainers"},
+		{Method: "RunPodSandbox", Machine: "sandbox", Action: "run_sandbox", Pod: "u1", Result: "sb"},
+		{Method: "StartContainer", ID: "c1"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("read back %+v, want %+v", got, want)
 	}

@@ -21,6 +21,17 @@ type Record struct {
 	Method  string `json:"method"`
 	Machine string `json:"machine,omitempty"`
 	Action  string `json:"action,omitempty"`
+	// Pod is the pod UID a RunPodSandbox or CreateContainer request
+	// names; ID the sandbox or container a call is about; Result the ID
+	// that RunPodSandbox or CreateContainer returned (those two are
+	// recorded when they return, the others before the call). With them a
+	// reader of the log can follow the calls of each pod (IDs map to the
+	// pod of the call that created them).
+	Pod    string `json:"pod,omitempty"`
+	ID     string `json:"id,omitempty"`
+	Result string `json:"result,omitempty"`
+	// Err is the error of a RunPodSandbox or CreateContainer that failed.
+	Err string `json:"err,omitempty"`
 }
 
 // Recorder is a cri.Runtime that records every call before forwarding it,
@@ -60,8 +71,15 @@ func (r *Recorder) Err() error {
 }
 
 func (r *Recorder) record(ctx context.Context, method string) {
-	machine, action, _ := fsm.ActionFrom(ctx)
-	rec := Record{Method: method, Machine: machine, Action: action}
+	r.recordFull(ctx, Record{Method: method})
+}
+
+func (r *Recorder) recordID(ctx context.Context, method, id string) {
+	r.recordFull(ctx, Record{Method: method, ID: id})
+}
+
+func (r *Recorder) recordFull(ctx context.Context, rec Record) {
+	rec.Machine, rec.Action, _ = fsm.ActionFrom(ctx)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.w == nil {
@@ -115,22 +133,27 @@ func (r *Recorder) Status(ctx context.Context, verbose bool) (*runtimeapi.Status
 }
 
 func (r *Recorder) RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandboxConfig, runtimeHandler string) (string, error) {
-	r.record(ctx, "RunPodSandbox")
-	return r.rt.RunPodSandbox(ctx, config, runtimeHandler)
+	id, err := r.rt.RunPodSandbox(ctx, config, runtimeHandler)
+	rec := Record{Method: "RunPodSandbox", Pod: config.GetMetadata().GetUid(), Result: id}
+	if err != nil {
+		rec.Err = err.Error()
+	}
+	r.recordFull(ctx, rec)
+	return id, err
 }
 
 func (r *Recorder) StopPodSandbox(ctx context.Context, podSandboxID string) error {
-	r.record(ctx, "StopPodSandbox")
+	r.recordID(ctx, "StopPodSandbox", podSandboxID)
 	return r.rt.StopPodSandbox(ctx, podSandboxID)
 }
 
 func (r *Recorder) RemovePodSandbox(ctx context.Context, podSandboxID string) error {
-	r.record(ctx, "RemovePodSandbox")
+	r.recordID(ctx, "RemovePodSandbox", podSandboxID)
 	return r.rt.RemovePodSandbox(ctx, podSandboxID)
 }
 
 func (r *Recorder) PodSandboxStatus(ctx context.Context, podSandboxID string) (*runtimeapi.PodSandboxStatus, error) {
-	r.record(ctx, "PodSandboxStatus")
+	r.recordID(ctx, "PodSandboxStatus", podSandboxID)
 	return r.rt.PodSandboxStatus(ctx, podSandboxID)
 }
 
@@ -140,27 +163,32 @@ func (r *Recorder) ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSan
 }
 
 func (r *Recorder) CreateContainer(ctx context.Context, podSandboxID string, config *runtimeapi.ContainerConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
-	r.record(ctx, "CreateContainer")
-	return r.rt.CreateContainer(ctx, podSandboxID, config, sandboxConfig)
+	id, err := r.rt.CreateContainer(ctx, podSandboxID, config, sandboxConfig)
+	rec := Record{Method: "CreateContainer", Pod: sandboxConfig.GetMetadata().GetUid(), ID: podSandboxID, Result: id}
+	if err != nil {
+		rec.Err = err.Error()
+	}
+	r.recordFull(ctx, rec)
+	return id, err
 }
 
 func (r *Recorder) StartContainer(ctx context.Context, containerID string) error {
-	r.record(ctx, "StartContainer")
+	r.recordID(ctx, "StartContainer", containerID)
 	return r.rt.StartContainer(ctx, containerID)
 }
 
 func (r *Recorder) StopContainer(ctx context.Context, containerID string, timeout int64) error {
-	r.record(ctx, "StopContainer")
+	r.recordID(ctx, "StopContainer", containerID)
 	return r.rt.StopContainer(ctx, containerID, timeout)
 }
 
 func (r *Recorder) RemoveContainer(ctx context.Context, containerID string) error {
-	r.record(ctx, "RemoveContainer")
+	r.recordID(ctx, "RemoveContainer", containerID)
 	return r.rt.RemoveContainer(ctx, containerID)
 }
 
 func (r *Recorder) ContainerStatus(ctx context.Context, containerID string) (*runtimeapi.ContainerStatus, error) {
-	r.record(ctx, "ContainerStatus")
+	r.recordID(ctx, "ContainerStatus", containerID)
 	return r.rt.ContainerStatus(ctx, containerID)
 }
 
@@ -170,7 +198,7 @@ func (r *Recorder) ListContainers(ctx context.Context, filter *runtimeapi.Contai
 }
 
 func (r *Recorder) ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (cri.ExecResult, error) {
-	r.record(ctx, "ExecSync")
+	r.recordID(ctx, "ExecSync", containerID)
 	return r.rt.ExecSync(ctx, containerID, cmd, timeout)
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
@@ -128,5 +130,86 @@ func TestDebugPods(t *testing.T) {
 	plain := serve(t, Handler(&fakeNode{}, nil))
 	if code, _, _ := get(t, "GET", plain+"/debug/pods"); code != 404 {
 		t.Errorf("GET /debug/pods on a node without history: %d, want 404", code)
+	}
+}
+
+// A flood of connections that send nothing holds at most MaxConns
+// connections of the server; they are closed after ReadHeaderTimeout, and
+// /healthz answers again.
+func TestServerBoundsConnections(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := New(l, Handler(&fakeNode{}, nil), Limits{MaxConns: 8, ReadHeaderTimeout: 200 * time.Millisecond, IdleTimeout: 200 * time.Millisecond})
+	go srv.Serve()
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	var flood []net.Conn
+	t.Cleanup(func() {
+		for _, c := range flood {
+			c.Close()
+		}
+	})
+	for i := 0; i < 200; i++ {
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatalf("dial %d: %v", i, err)
+		}
+		flood = append(flood, c)
+	}
+	maxOpen := 0
+	for i := 0; i < 50; i++ {
+		maxOpen = max(maxOpen, srv.Open())
+		time.Sleep(2 * time.Millisecond)
+	}
+	if maxOpen > 8 {
+		t.Errorf("server held %d connections, limit 8", maxOpen)
+	}
+	// The flood is reaped by the header timeout: /healthz answers.
+	client := &http.Client{Timeout: time.Minute}
+	resp, err := client.Get("http://" + l.Addr().String() + "/healthz")
+	if err != nil {
+		t.Fatalf("GET /healthz during the flood: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "ok" {
+		t.Errorf("GET /healthz = %d %q", resp.StatusCode, body)
+	}
+	if n := srv.Open(); n > 8 {
+		t.Errorf("open connections %d after the flood, limit 8", n)
+	}
+}
+
+// An idle keep-alive connection is closed by the server after IdleTimeout.
+func TestServerClosesIdleConnections(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := New(l, Handler(&fakeNode{}, nil), Limits{IdleTimeout: 100 * time.Millisecond})
+	go srv.Serve()
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(time.Minute)) // a bound, not an assertion
+	b, err := io.ReadAll(c)                        // ends when the server closes the idle connection
+	if err != nil {
+		t.Fatalf("read: %v (the server kept the idle connection open)", err)
+	}
+	if !strings.Contains(string(b), "200 OK") {
+		t.Errorf("response %q", b)
+	}
+	for deadline := time.Now().Add(10 * time.Second); srv.Open() != 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond) // the server counts the close just after it
+	}
+	if n := srv.Open(); n != 0 {
+		t.Errorf("open connections %d after the idle timeout", n)
 	}
 }

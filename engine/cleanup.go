@@ -1,0 +1,100 @@
+package engine
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// This file removes the directories of pods that are gone, as kubelet's
+// cleanupOrphanedPodDirs and its log GC do: <root>/pods/<uid> (emptyDir
+// volumes) and <root>/logs/<namespace>_<name>_<uid> (container logs).
+// A pod's directories go when its worker is purged after the pod machine
+// finished (nothing of the pod is left in the runtime), so a pod declared
+// again with the same UID starts with fresh emptyDirs; and housekeeping
+// sweeps the directories of UIDs no worker, source or runtime object knows
+// (pods removed while speclet was down). The directories of a pod that still
+// runs, or that a source declares, are never touched.
+
+// removePodDirs removes the directories of pod uid.
+func (e *Engine) removePodDirs(uid types.UID) {
+	root := e.cfg.RootDir
+	paths := []string{filepath.Join(root, "pods", string(uid))}
+	if ents, err := os.ReadDir(filepath.Join(root, "logs")); err == nil {
+		for _, ent := range ents {
+			if logDirUID(ent.Name()) == uid {
+				paths = append(paths, filepath.Join(root, "logs", ent.Name()))
+			}
+		}
+	}
+	for _, p := range paths {
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		if err := os.RemoveAll(p); err != nil {
+			e.log.Warn("remove directory of a removed pod", "uid", uid, "dir", p, "err", err)
+			continue
+		}
+		e.log.Debug("removed directory of a removed pod", "uid", uid, "dir", p)
+	}
+}
+
+// logDirUID returns the UID of a log directory <namespace>_<name>_<uid>.
+func logDirUID(name string) types.UID {
+	i := strings.LastIndexByte(name, '_')
+	if i < 0 {
+		return ""
+	}
+	return types.UID(name[i+1:])
+}
+
+// cleanupPodDirs removes the directories of UIDs that no worker, no
+// source and no runtime object knows. It runs once the state was rebuilt
+// from the runtime and the sources have spoken, like orphan cleanup.
+func (e *Engine) cleanupPodDirs() {
+	if !e.recovered.Load() {
+		return
+	}
+	root := e.cfg.RootDir
+	uids := map[types.UID]bool{}
+	if ents, err := os.ReadDir(filepath.Join(root, "pods")); err == nil {
+		for _, ent := range ents {
+			uids[types.UID(ent.Name())] = true
+		}
+	}
+	if ents, err := os.ReadDir(filepath.Join(root, "logs")); err == nil {
+		for _, ent := range ents {
+			if uid := logDirUID(ent.Name()); uid != "" {
+				uids[uid] = true
+			}
+		}
+	}
+	if len(uids) == 0 {
+		return
+	}
+	inRuntime := map[types.UID]bool{}
+	e.pleg.mu.Lock()
+	for _, r := range e.pleg.sandboxes {
+		inRuntime[r.uid] = true
+	}
+	for _, r := range e.pleg.seen {
+		inRuntime[r.uid] = true
+	}
+	e.pleg.mu.Unlock()
+	// Held while removing: a new worker (which creates its directories)
+	// needs the write lock, so it cannot appear meanwhile.
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.firstUpd.IsZero() || e.clock.Since(e.firstUpd) < sourcesSettle {
+		return
+	}
+	for uid := range uids {
+		if uid == "" || inRuntime[uid] || e.workers[uid] != nil || e.desired[uid] != nil || e.adopted[uid] != nil {
+			continue
+		}
+		e.log.Info("removing directories of a pod that is gone", "uid", uid)
+		e.removePodDirs(uid)
+	}
+}

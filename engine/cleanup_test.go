@@ -1,0 +1,79 @@
+package engine
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/speclet/speclet/engine/config"
+)
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+// A removed pod's directories (emptyDir volumes, logs) are removed once
+// nothing of it is left in the runtime; declaring it again (same UID)
+// starts it with a fresh emptyDir. Directories of UIDs nobody knows (left
+// from a run that ended abruptly) are swept; those of a running pod stay.
+func TestPodDirectoriesCleanup(t *testing.T) {
+	h := newHarness(t)
+	h.start(Config{})
+	root := h.cfg.RootDir
+	grace := int64(1)
+	pod := func(name string) *v1.Pod {
+		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name),
+			Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
+			Spec: v1.PodSpec{RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace,
+				Volumes: []v1.Volume{{Name: "cache", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}},
+				Containers: []v1.Container{{Name: "main", Image: "busybox:latest", ImagePullPolicy: v1.PullIfNotPresent,
+					VolumeMounts: []v1.VolumeMount{{Name: "cache", MountPath: "/cache"}}}}}}
+	}
+	data, keep := pod("data"), pod("keep")
+	h.send(config.PodUpdate{Op: config.OpAdd, Source: config.SourceFile, Pods: []*v1.Pod{data, keep}})
+	vol := podVolumeDir(root, data, "cache")
+	logs := podLogDir(root, data)
+	keepVol := podVolumeDir(root, keep, "cache")
+	if !exists(vol) || !exists(keepVol) {
+		t.Fatalf("emptyDirs %s, %s not created", vol, keepVol)
+	}
+	if err := os.MkdirAll(logs, 0o755); err != nil { // the runtime writes logs here
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(vol, "old"), []byte("from the first run"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ghostVol := filepath.Join(root, "pods", "ghost", "volumes", "x")
+	ghostLogs := filepath.Join(root, "logs", "default_ghost_ghost")
+	for _, d := range []string{ghostVol, ghostLogs} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	h.send(config.PodUpdate{Op: config.OpRemove, Source: config.SourceFile, Pods: []*v1.Pod{data}})
+	if !h.waitFor(time.Second, func() bool { return !exists(filepath.Join(root, "pods", "uid-data")) && !exists(logs) }) {
+		t.Fatalf("removed pod: %s or %s still there", filepath.Join(root, "pods", "uid-data"), logs)
+	}
+	if !h.waitFor(time.Second, func() bool { return !exists(filepath.Join(root, "pods", "ghost")) && !exists(ghostLogs) }) {
+		t.Fatalf("directories of an unknown pod were not swept")
+	}
+	if !exists(keepVol) {
+		t.Fatalf("the running pod's emptyDir %s was removed", keepVol)
+	}
+
+	h.send(config.PodUpdate{Op: config.OpAdd, Source: config.SourceFile, Pods: []*v1.Pod{pod("data")}})
+	h.step(2*time.Second, time.Second)
+	if !exists(vol) {
+		t.Fatalf("restored pod: emptyDir %s not created", vol)
+	}
+	if exists(filepath.Join(vol, "old")) {
+		t.Fatalf("restored pod sees the data of its previous run in %s", vol)
+	}
+}

