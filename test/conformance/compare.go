@@ -1,0 +1,81 @@
+package conformance
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Equivalences: what the comparison forgives because it is timing, not
+// semantics. Sampling is once a second on two agents that start the pod at
+// different moments, so:
+//
+//  1. Leading "absent" samples are dropped: each agent notices the manifest
+//     within its own file-check period.
+//  2. A state seen in a single sample (except the final one) is dropped: a
+//     state that lasts less than the sampling period is seen or missed by
+//     chance (ContainerCreating for 300 ms, the Running of a container that
+//     exits at once).
+//  3. Only the first appearance of each state counts: a crash loop cycles
+//     Running -> Error -> CrashLoopBackOff as many times as the run lasts,
+//     and restartCount is already bucketed to 0, 1, 2+ (Normalize).
+//
+// What remains must be equal: the final state and the sequence of states.
+// Times (Seen.At) and removal times are reported, never compared.
+
+// Key returns the sequence that is compared after the equivalences.
+func Key(states []Seen) []string {
+	var out []string
+	seen := map[string]bool{}
+	i := 0
+	for i < len(states) && states[i].State == Absent {
+		i++
+	}
+	for ; i < len(states); i++ {
+		s := states[i]
+		last := i == len(states)-1
+		if s.Count < 2 && !last {
+			continue
+		}
+		if seen[s.State] {
+			continue
+		}
+		seen[s.State] = true
+		out = append(out, s.State)
+	}
+	return out
+}
+
+// Verdict compares speclet's result with kubelet's.
+type Verdict struct {
+	Scenario string
+	Match    bool
+	Reasons  []string // why not, one line each
+	// RuntimeDiffers is set when the runtime held different things at the
+	// final sample (reported apart from Match: see docs/conformance.md).
+	RuntimeDiffers bool
+}
+
+// Compare applies the equivalences to both results.
+func Compare(kubelet, speclet *Result) Verdict {
+	v := Verdict{Scenario: kubelet.Scenario, Match: true}
+	fail := func(format string, args ...any) {
+		v.Match = false
+		v.Reasons = append(v.Reasons, fmt.Sprintf(format, args...))
+	}
+	if kubelet.Error != "" {
+		fail("kubelet run failed: %s", kubelet.Error)
+	}
+	if speclet.Error != "" {
+		fail("speclet run failed: %s", speclet.Error)
+	}
+	if kubelet.Final != speclet.Final {
+		fail("final state differs:\n    kubelet: %s\n    speclet: %s", kubelet.Final, speclet.Final)
+	}
+	kk, sk := Key(kubelet.States), Key(speclet.States)
+	if strings.Join(kk, "\n") != strings.Join(sk, "\n") {
+		fail("state sequence differs:\n    kubelet:\n      %s\n    speclet:\n      %s",
+			strings.Join(kk, "\n      "), strings.Join(sk, "\n      "))
+	}
+	v.RuntimeDiffers = kubelet.Runtime != speclet.Runtime
+	return v
+}
