@@ -254,6 +254,23 @@ func podPhase(pod *v1.Pod, v *podView) v1.PodPhase {
 		}
 	}
 	var running, waiting, stopped, succeeded int
+	// Sidecars count as kubelet's getPhase counts restartable init
+	// containers: a running one keeps the pod Running (so a pod whose
+	// regular containers all completed stays Running until its sidecars
+	// have stopped), one that never ran keeps it Pending, and a stopped one
+	// counts for nothing.
+	for i := range v.Inits {
+		c := &v.Inits[i]
+		if !c.Sidecar {
+			continue
+		}
+		switch {
+		case c.Phase == phaseRunning:
+			running++
+		case c.Phase == phaseWaiting && c.Last == nil:
+			waiting++
+		}
+	}
 	for i := range v.Containers {
 		c := &v.Containers[i]
 		switch c.Phase {

@@ -51,6 +51,9 @@ func (c *ctrState) view(initsDone bool) containerView {
 		if c.current != nil {
 			cv.Phase = phaseTerminated
 			cv.Current, cv.Last = c.current, c.last
+			// kubelet's prober manager: an init container (not a sidecar)
+			// that completed with exit code 0 is ready.
+			cv.Ready = c.init && !c.sidecar && c.current.ExitCode == 0
 		} else if cv.WaitingReason == "" {
 			cv.WaitingReason = ReasonContainerCreating
 			if !initsDone && !c.init {
