@@ -15,7 +15,12 @@ import (
 //     state that lasts less than the sampling period is seen or missed by
 //     chance (ContainerCreating for 300 ms, the Running of a container that
 //     exits at once).
-//  3. Only the first appearance of each state counts: a crash loop cycles
+//  3. A start-up progress state (Pending, every container waiting in
+//     ContainerCreating or PodInitializing, running, or completed with exit
+//     0, nothing restarted) is dropped unless it is the final one: how long
+//     an agent takes to create a sandbox and start containers is speed, not
+//     semantics (kubelet needs seconds for its first pod).
+//  4. Only the first appearance of each state counts: a crash loop cycles
 //     Running -> Error -> CrashLoopBackOff as many times as the run lasts,
 //     and restartCount is already bucketed to 0, 1, 2+ (Normalize).
 //
@@ -33,7 +38,7 @@ func Key(states []Seen) []string {
 	for ; i < len(states); i++ {
 		s := states[i]
 		last := i == len(states)-1
-		if s.Count < 2 && !last {
+		if !last && (s.Count < 2 || progress(s.State)) {
 			continue
 		}
 		if seen[s.State] {
@@ -78,4 +83,28 @@ func Compare(kubelet, speclet *Result) Verdict {
 	}
 	v.RuntimeDiffers = kubelet.Runtime != speclet.Runtime
 	return v
+}
+
+// progress reports whether a normalized state is start-up progress
+// (equivalence 3).
+func progress(state string) bool {
+	parts := strings.Split(state, " | ")
+	if !strings.HasPrefix(parts[0], "Pending ") {
+		return false
+	}
+	for _, p := range parts[2:] {
+		f := strings.Fields(p)
+		if len(f) < 3 || f[2] != "r0" {
+			return false
+		}
+		switch f[1] {
+		case "waiting(ContainerCreating)", "waiting(PodInitializing)", "running", "terminated(Completed,0)":
+		default:
+			return false
+		}
+		if strings.Contains(p, " last=") {
+			return false
+		}
+	}
+	return true
 }

@@ -25,12 +25,14 @@ func Normalize(p *v1.Pod) string {
 	}
 	var b strings.Builder
 	st := &p.Status
+	// A hostNetwork pod is "host" whatever its podIP: a standalone kubelet
+	// (no API client) never sets one, speclet sets the node's address while
+	// the sandbox runs (docs/conformance.md).
 	ip := "none"
 	switch {
-	case st.PodIP == "":
 	case p.Spec.HostNetwork:
 		ip = "host"
-	default:
+	case st.PodIP != "":
 		ip = "pod"
 	}
 	fmt.Fprintf(&b, "%s ip=%s |", orDash(string(st.Phase)), ip)

@@ -157,8 +157,8 @@ func remove(ctx context.Context, a *Agent, file, full string, removedAt time.Tim
 	return fmt.Errorf("pod %s not gone within %s of its removal (GET /pods: %.1fs, runtime: %.1fs)", full, RemovalWait, r.GoneFromPods, r.RuntimeEmpty)
 }
 
-// RunAll runs the scenarios on each agent, pool scenarios at a time (each
-// scenario runs on every agent concurrently), and returns the results per
+// RunAll runs the scenarios on each agent, pool scenarios at a time per
+// agent (the agents run side by side), and returns the results per
 // agent and scenario.
 func RunAll(ctx context.Context, agents []*Agent, scenarios []*Scenario, env Env, pool int, progress func(*Result)) map[AgentKind]map[string]*Result {
 	out := map[AgentKind]map[string]*Result{}
@@ -166,14 +166,18 @@ func RunAll(ctx context.Context, agents []*Agent, scenarios []*Scenario, env Env
 		out[a.Kind] = map[string]*Result{}
 	}
 	var mu sync.Mutex
-	sem := make(chan struct{}, pool)
+	sems := map[AgentKind]chan struct{}{}
+	for _, a := range agents {
+		sems[a.Kind] = make(chan struct{}, pool)
+	}
 	var wg sync.WaitGroup
 	for _, s := range scenarios {
 		for _, a := range agents {
 			wg.Add(1)
+			sem := sems[a.Kind]
+			sem <- struct{}{} // in corpus order, pool at a time per agent
 			go func(a *Agent, s *Scenario) {
 				defer wg.Done()
-				sem <- struct{}{}
 				defer func() { <-sem }()
 				res := Run(ctx, a, s, env)
 				mu.Lock()
