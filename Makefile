@@ -75,7 +75,7 @@ clean:
 # once and cached in ~/.cache/speclet/kubelet/$(KUBELET_VERSION)/kubelet.
 # Not part of `make test`. CONFORMANCE_RUN=regexp selects scenarios.
 KUBELET_VERSION ?= v1.34.4
-CONFORMANCE_POOL ?= 4
+CONFORMANCE_POOL ?= 6
 CONFORMANCE_OUT ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/speclet/conformance
 conformance: deps
 	@kubelet=$$($(GO) run ./test/conformance/cmd/buildkubelet -version $(KUBELET_VERSION)) && echo "conformance: kubelet $$kubelet" && \

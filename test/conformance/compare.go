@@ -89,10 +89,13 @@ func Compare(kubelet, speclet *Result) Verdict {
 // (equivalence 3).
 func progress(state string) bool {
 	parts := strings.Split(state, " | ")
-	if !strings.HasPrefix(parts[0], "Pending ") {
+	if !strings.HasPrefix(parts[0], "Pending ") || len(parts) < 2 {
 		return false
 	}
-	for _, p := range parts[2:] {
+	for _, p := range parts[1:] {
+		if strings.Contains(p, "=") && !strings.Contains(p, " r") {
+			continue // the conditions
+		}
 		f := strings.Fields(p)
 		if len(f) < 3 || f[2] != "r0" {
 			return false

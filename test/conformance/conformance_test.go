@@ -26,6 +26,7 @@ var (
 	pool        = flag.Int("conformance.pool", 3, "scenarios run at a time (each on every agent)")
 	only        = flag.String("conformance.run", "", "regexp: run only the scenarios whose name matches")
 	specletOnly = flag.Bool("conformance.speclet-only", false, "run the selected scenarios on speclet alone and print the states seen")
+	results     = flag.String("conformance.results", "", "directory of results written by -conformance.out: compare them again without running anything")
 	outDir      = flag.String("conformance.out", "", "directory to write every result (JSON) and the report to")
 )
 
@@ -262,20 +263,20 @@ func TestConformance(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Hour)
 	defer cancel()
 	t0 := time.Now()
-	res := RunAll(ctx, []*Agent{ka, sa}, scenarios, env, 2**pool, func(r *Result) {
+	if *outDir != "" {
+		os.MkdirAll(*outDir, 0o755)
+	}
+	res := RunAll(ctx, []*Agent{ka, sa}, scenarios, env, *pool, func(r *Result) {
 		fmt.Fprintf(os.Stderr, "conformance: %s on %s done at %s: %s\n", r.Scenario, r.Agent, time.Since(t0).Round(time.Second), r.Final)
+		if *outDir != "" {
+			writeJSON(filepath.Join(*outDir, r.Agent+"-"+r.Scenario+".json"), r)
+		}
 	})
 	kube, spec := res[Kubelet], res[Speclet]
 	text, matched := report(t, scenarios, kube, spec)
 	fmt.Print(text)
 	if *outDir != "" {
-		os.MkdirAll(*outDir, 0o755)
 		os.WriteFile(filepath.Join(*outDir, "report.txt"), []byte(text), 0o644)
-		for kind, rs := range res {
-			for name, r := range rs {
-				writeJSON(filepath.Join(*outDir, string(kind)+"-"+name+".json"), r)
-			}
-		}
 	}
 	if *record {
 		for name, r := range kube {
@@ -359,4 +360,24 @@ func TestSpecletOnly(t *testing.T) {
 			writeJSON(filepath.Join(*outDir, "speclet-"+s.Name+".json"), r)
 		}
 	}
+}
+
+// TestReport compares results written earlier (-conformance.out) again, to
+// look at a change of the equivalences without running the agents.
+func TestReport(t *testing.T) {
+	if *results == "" {
+		t.Skip("no -conformance.results")
+	}
+	scenarios := selectScenarios(t, false)
+	kube, spec := map[string]*Result{}, map[string]*Result{}
+	for _, s := range scenarios {
+		if r, err := readResult(filepath.Join(*results, "kubelet-"+s.Name+".json")); err == nil {
+			kube[s.Name] = r
+		}
+		if r, err := readResult(filepath.Join(*results, "speclet-"+s.Name+".json")); err == nil {
+			spec[s.Name] = r
+		}
+	}
+	text, _ := report(t, scenarios, kube, spec)
+	fmt.Print(text)
 }
