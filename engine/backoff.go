@@ -60,14 +60,10 @@ func (b *backoff) Next(key string) time.Duration {
 // Peek returns the delay Next would hand out for key now, without recording
 // a failure.
 func (b *backoff) Peek(key string) time.Duration {
-	now := b.clock.Now()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	e, ok := b.entries[key]
-	if !ok || now.Sub(e.lastUpdate) > b.resetAfter {
-		return b.base
+	if d := b.Current(key); d > 0 {
+		return min(2*d, b.max)
 	}
-	return min(2*e.delay, b.max)
+	return b.base
 }
 
 // Current returns the delay Next last handed out for key, or 0 (also once

@@ -27,9 +27,8 @@ type ctrState struct {
 	sidecar bool
 	machine *fsm.ContainerMachine
 
-	id           string            // the current (newest) runtime instance; "" before the first create
-	ids          []string          // every instance still in the runtime, oldest first
-	sandboxOf    map[string]string // instance id -> its sandbox id
+	id           string   // the current (newest) runtime instance; "" before the first create
+	ids          []string // every instance still in the runtime, oldest first
 	imageRef     string
 	runHash      string // spec hash the current instance was created from
 	restartCount int32
@@ -59,8 +58,7 @@ func newCtrState(p *podState, c *v1.Container, init, sidecar bool) *ctrState {
 		who:  func() []any { return []any{"pod", p.key(), "container", cs.name} },
 		fire: func(ev fsm.ContainerEvent) (step[fsm.ContainerAction], error) {
 			st, err := cs.machine.Fire(ev)
-			return step[fsm.ContainerAction]{from: st.From.String(), to: st.To.String(), event: st.Event.String(),
-				entered: len(st.Path) > 0, actions: st.Actions}, err
+			return stepOf(st.From, st.To, st.Event, st.Path, st.Actions, st.Row, st.Choices), err
 		},
 		run: func(ctx context.Context, a fsm.ContainerAction) error { return fsm.RunContainerAction(ctx, cs, a) },
 		timers: func(now time.Time) []timer {
@@ -316,7 +314,6 @@ func (c *ctrState) CreateContainer(ctx context.Context) error {
 		if err == nil {
 			c.id, c.ids, c.restartCount = id, append(c.ids, id), rc
 			c.runHash = cfg.Annotations[AnnotationContainerHash]
-			c.noteSandbox(id, sb.id)
 			c.exitStatus = nil
 			c.raise(fsm.ContainerEventCreated)
 			return nil
@@ -435,18 +432,10 @@ func (c *ctrState) RemoveContainer(ctx context.Context) error {
 			errs = append(errs, err)
 			continue
 		}
-		delete(c.sandboxOf, id)
 		c.p.e.pleg.Forget(id)
 	}
 	c.ids = keep
 	return errors.Join(errs...)
-}
-
-func (c *ctrState) noteSandbox(id, sandbox string) {
-	if c.sandboxOf == nil {
-		c.sandboxOf = map[string]string{}
-	}
-	c.sandboxOf[id] = sandbox
 }
 
 // adopt rebuilds the machine from the runtime's instances of this container
@@ -455,7 +444,6 @@ func (c *ctrState) noteSandbox(id, sandbox string) {
 func (c *ctrState) adopt(cs []*runtimeapi.Container, sandboxOK bool) {
 	for i := len(cs) - 1; i >= 0; i-- {
 		c.ids = append(c.ids, cs[i].Id)
-		c.noteSandbox(cs[i].Id, cs[i].PodSandboxId)
 	}
 	newest := cs[0]
 	c.id = newest.Id

@@ -35,8 +35,8 @@ func TestContainerd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := New(Config{Runtime: rt, RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	e, err := New(Config{Runtime: auditRuntime(t, rt), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
+		Log: coverageLogger(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

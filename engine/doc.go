@@ -76,6 +76,21 @@
 // 1,000 and 10,000 pods on the simulated runtime, event-to-status latency and
 // a burst on containerd (docs/performance.md).
 //
+// Two checks run over every engine test (audit_test.go). The CRI audit: each
+// engine test (the scripts, TestContainerd; not the benchmarks) gives the
+// engine its runtime behind an engine/criaudit Recorder, and fails when a
+// mutating CRI call happened outside a spec action or an action called a
+// method missing from its `cri` list (and from those of the actions in its
+// `calls` list). Row coverage: the tests log through a slog handler that
+// counts the `row` and `choices` attributes of the "pod transition" and
+// "container transition" debug records. When the whole package ran (no -run
+// filter), TestMain prints the table of every transition row (machine, from,
+// event, [guard], to, times taken) and choice branch (`state: [guard] -> to`)
+// and fails the package when a row or branch was never taken, or when a
+// declared (machine, action, method) was never called by that action in any
+// test. `make test` runs the package in local directory mode so the table
+// shows when it passes too.
+//
 // # Usage
 //
 //	e, err := engine.New(engine.Config{Runtime: rt, NodeName: node, RootDir: "/var/lib/speclet"})

@@ -24,6 +24,7 @@ import (
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/cri/sim"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/criaudit"
 )
 
 // scriptHarness runs an Engine against the simulated runtime served over gRPC,
@@ -32,7 +33,8 @@ type scriptHarness struct {
 	t       *testing.T
 	clk     *clocktesting.FakeClock
 	srv     *sim.Server
-	rt      *cri.Client
+	rt      *cri.Client        // the test's own calls (crictl-rm, runtime listings)
+	audit   *criaudit.Recorder // the engine's runtime: rt behind the CRI audit
 	dir     string
 	eng     *Engine
 	reg     *prometheus.Registry
@@ -57,6 +59,7 @@ func newHarness(t *testing.T) *scriptHarness {
 		t.Fatal(err)
 	}
 	h.rt = rt
+	h.audit = auditRuntime(t, rt) // its check runs after the cleanup below stopped the engine
 	t.Cleanup(func() {
 		h.stop()
 		srv.Stop()
@@ -66,7 +69,7 @@ func newHarness(t *testing.T) *scriptHarness {
 
 func (h *scriptHarness) start(cfg Config) {
 	h.t.Helper()
-	cfg.Runtime = h.rt
+	cfg.Runtime = h.audit
 	h.probes = make(chan ProbeResult)
 	cfg.ProbeResults = h.probes
 	cfg.RootDir = filepath.Join(h.dir, "root")
@@ -74,10 +77,11 @@ func (h *scriptHarness) start(cfg Config) {
 	cfg.NodeName = "node"
 	h.reg = prometheus.NewRegistry()
 	cfg.Registerer = h.reg
-	cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	var logh slog.Handler = slog.NewTextHandler(io.Discard, nil)
 	if testing.Verbose() {
-		cfg.Log = slog.New(slog.NewTextHandler(testWriter{h.t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		logh = slog.NewTextHandler(testWriter{h.t}, &slog.HandlerOptions{Level: slog.LevelDebug})
 	}
+	cfg.Log = coverageLogger(logh)
 	e, err := New(cfg)
 	if err != nil {
 		h.t.Fatal(err)
@@ -167,7 +171,7 @@ func (h *scriptHarness) step(d, max time.Duration) {
 // parsePod builds a pod from a script: args on the command line, one
 // container per body line:
 //
-//	add pod=NAME [uid=UID] [restart=Always|OnFailure|Never] [grace=S] [static=false]
+//	add pod=NAME [uid=UID] [restart=Always|OnFailure|Never] [grace=S] [static=false] [network=pod]
 //	container NAME [image=REF] [pull=Always|IfNotPresent|Never] [exit=DUR code=N] [term=dies|handle|ignore] [starterr=MSG]
 //	          [poststart=HOOK[:CODE[:DELAY]]] [prestop=HOOK[:CODE[:DELAY]]]
 //	init NAME ...
@@ -175,7 +179,7 @@ func (h *scriptHarness) step(d, max time.Duration) {
 func (h *scriptHarness) parsePod(d *datadriven.TestData) *v1.Pod {
 	var name, uid, restart string
 	grace := int64(30)
-	static := true
+	static, hostNetwork := true, true
 	for _, a := range d.CmdArgs {
 		v := ""
 		if len(a.Vals) > 0 {
@@ -193,6 +197,8 @@ func (h *scriptHarness) parsePod(d *datadriven.TestData) *v1.Pod {
 			grace = g
 		case "static":
 			static = v != "false"
+		case "network":
+			hostNetwork = v != "pod"
 		case "deletion-grace":
 		default:
 			h.t.Fatalf("%s: unknown argument %q", d.Pos, a.Key)
@@ -203,7 +209,7 @@ func (h *scriptHarness) parsePod(d *datadriven.TestData) *v1.Pod {
 	}
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(uid), Annotations: map[string]string{}},
-		Spec:       v1.PodSpec{RestartPolicy: v1.RestartPolicy(restart), TerminationGracePeriodSeconds: &grace, HostNetwork: true},
+		Spec:       v1.PodSpec{RestartPolicy: v1.RestartPolicy(restart), TerminationGracePeriodSeconds: &grace, HostNetwork: hostNetwork},
 	}
 	if restart == "" {
 		pod.Spec.RestartPolicy = v1.RestartPolicyAlways
@@ -420,7 +426,15 @@ func TestEngineScripts(t *testing.T) {
 				if d.HasArg("msg") {
 					d.ScanArgs(t, "msg", &msg)
 				}
-				h.srv.Runtime.FailCall(call, n, codes.Unknown, msg)
+				code := codes.Unknown
+				if d.HasArg("code") {
+					var s string
+					d.ScanArgs(t, "code", &s)
+					if err := code.UnmarshalJSON([]byte(`"` + strings.ToUpper(s) + `"`)); err != nil {
+						t.Fatalf("%s: code %q: %v", d.Pos, s, err)
+					}
+				}
+				h.srv.Runtime.FailCall(call, n, code, msg)
 				return ""
 			case "crictl-rm":
 				// Remove a pod's container behind the engine's back.

@@ -18,6 +18,14 @@ type step[A any] struct {
 	from, to, event string
 	entered         bool // a state was (re-)entered: its timers are re-armed
 	actions         []A
+	row             int   // index of the transition taken in the machine's TransitionTable
+	choices         []int // indices of the choice branches passed in its ChoiceTable
+}
+
+// stepOf is the loop's view of a generated Step.
+func stepOf[S, E, A fmt.Stringer](from, to S, ev E, path []S, actions []A, row int, choices []int) step[A] {
+	return step[A]{from: from.String(), to: to.String(), event: ev.String(), entered: len(path) > 0,
+		actions: actions, row: row, choices: choices}
 }
 
 // runner adapts one generated machine to the loop: fire takes one event, run
@@ -64,7 +72,7 @@ func fireLoop[E fmt.Stringer, A fmt.Stringer](ctx context.Context, w *podWorker,
 		e.metrics.transition(r.kind, st.from, st.to, st.event)
 		if e.log.Enabled(ctx, slog.LevelDebug) {
 			e.log.Debug("transition", append(r.who(), "machine", r.kind, "from", st.from, "event", st.event,
-				"to", st.to, "actions", fmt.Sprint(st.actions))...)
+				"to", st.to, "actions", fmt.Sprint(st.actions), "row", st.row, "choices", st.choices)...)
 		}
 		e.progress.Add(1)
 		if st.entered {

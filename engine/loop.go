@@ -171,7 +171,7 @@ func (e *Engine) purgeFinished() {
 	var restart []*v1.Pod
 	for uid, w := range e.workers {
 		w.mu.Lock()
-		fin, killed := w.podState == fsm.PodStateFinished, w.killReq
+		fin, killed := w.podState == fsm.PodStateFinished, w.killPosted
 		w.mu.Unlock()
 		if !fin {
 			continue

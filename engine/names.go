@@ -51,8 +51,9 @@ func (e *Engine) releaseName(full string, uid types.UID) {
 			break
 		}
 	}
-	// UIDs whose worker is gone (purged) never ask again: skip them.
-	for len(q) > 0 && e.workers[q[0]] == nil {
+	// UIDs whose worker is gone (purged) never ask again: skip them. A UID
+	// adopted from the runtime keeps its place until its worker exists.
+	for len(q) > 0 && e.workers[q[0]] == nil && e.adopted[q[0]] == nil {
 		q = q[1:]
 	}
 	var next *podWorker

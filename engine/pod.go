@@ -66,8 +66,7 @@ func newPodState(w *podWorker, pod *v1.Pod, ad *adoptedPod) *podState {
 		who:  func() []any { return []any{"pod", s.key()} },
 		fire: func(ev fsm.PodEvent) (step[fsm.PodAction], error) {
 			st, err := s.machine.Fire(ev)
-			return step[fsm.PodAction]{from: st.From.String(), to: st.To.String(), event: st.Event.String(),
-				entered: len(st.Path) > 0, actions: st.Actions}, err
+			return stepOf(st.From, st.To, st.Event, st.Path, st.Actions, st.Row, st.Choices), err
 		},
 		run: func(ctx context.Context, a fsm.PodAction) error { return fsm.RunPodAction(ctx, s, a) },
 		timers: func(now time.Time) []timer {
@@ -314,9 +313,9 @@ func (s *podState) StopSandbox(ctx context.Context) error {
 	return s.sandbox.err
 }
 
-// RemovePod removes the pod's sandboxes from the runtime, which removes
-// their containers with them (the CRI contract of RemovePodSandbox); only a
-// container instance outside those sandboxes gets its own RemoveContainer.
+// RemovePod removes every sandbox the pod had from the runtime, which
+// removes their containers with them (the CRI contract of
+// RemovePodSandbox; every container instance is created in one of them).
 // Raises cleanup_done when all calls succeeded, after delivering removed to
 // every container and the sandbox.
 func (s *podState) RemovePod(ctx context.Context) error {
@@ -324,20 +323,6 @@ func (s *podState) RemovePod(ctx context.Context) error {
 		return errors.New("sandbox not stopped yet")
 	}
 	var errs []error
-	sandboxes := map[string]bool{}
-	for _, id := range s.sandbox.ids {
-		sandboxes[id] = true
-	}
-	for _, c := range s.all() {
-		for _, id := range c.instances() {
-			if sandboxes[c.sandboxOf[id]] {
-				continue
-			}
-			if err := removeContainer(ctx, s.e.rt, c.name, id); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
 	for _, id := range s.sandbox.ids {
 		errs = append(errs, removeSandbox(ctx, s.e.rt, s.key(), id))
 	}

@@ -43,8 +43,7 @@ func newSandboxState(p *podState) *sandboxState {
 		who:  func() []any { return []any{"pod", p.key()} },
 		fire: func(ev fsm.SandboxEvent) (step[fsm.SandboxAction], error) {
 			st, err := sb.machine.Fire(ev)
-			return step[fsm.SandboxAction]{from: st.From.String(), to: st.To.String(), event: st.Event.String(),
-				entered: len(st.Path) > 0, actions: st.Actions}, err
+			return stepOf(st.From, st.To, st.Event, st.Path, st.Actions, st.Row, st.Choices), err
 		},
 		run:    func(ctx context.Context, a fsm.SandboxAction) error { return fsm.RunSandboxAction(ctx, sb, a) },
 		timers: func(time.Time) []timer { return nil }, // the sandbox machine has no timers
@@ -91,6 +90,7 @@ func (sb *sandboxState) RunSandbox(ctx context.Context) error {
 	}
 	id, err := p.e.rt.RunPodSandbox(ctx, cfg, "")
 	if err != nil {
+		p.e.log.Warn("FailedCreatePodSandBox", "pod", p.key(), "uid", p.pod.UID, "err", err)
 		return sb.fail(fsm.SandboxEventCreateFailed, fmt.Errorf("run sandbox of pod %q: %w", p.key(), err))
 	}
 	sb.id, sb.ids, sb.cfg, sb.podIP = id, append(sb.ids, id), cfg, ""

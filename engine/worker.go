@@ -38,6 +38,13 @@ type input struct {
 // post from any goroutine; the worker goroutine alone touches the machines
 // and calls the runtime. Config inputs coalesce: only the newest pending pod
 // spec counts, but a pending kill is never lost.
+//
+// Its fields describe the input queue, never a machine: killPosted and
+// killGrace record the kills posted (a kill may wait in the queue while an
+// action runs, so the poster decides from them whether to cancel that
+// action; housekeeping tells a pod that was killed and declared again from
+// a completed pod its source still lists), and podState is a copy of the pod
+// machine's state that the worker publishes for the sync loop.
 type podWorker struct {
 	e   *Engine
 	uid types.UID
@@ -49,9 +56,9 @@ type podWorker struct {
 	cancel     context.CancelFunc // cancels the running actions (a kill arrived)
 	timers     []armed            // the machines' armed timers
 	refresh    time.Time          // a status refresh is due at the first sync tick after this
-	killG      int64              // grace period of the last kill posted
+	killGrace  int64              // grace period of the last kill posted
 	pub        *v1.Pod            // last published pod with status
-	killReq    bool               // a kill (config REMOVE/DELETE, orphan) was posted
+	killPosted bool               // a kill (config REMOVE/DELETE, orphan) was posted
 	orphan     bool               // a runtime pod no source declares, being stopped
 	syncQueued bool               // an inputSync waits in the queue
 	stopped    bool               // purged: the goroutine ends
@@ -84,15 +91,15 @@ func (w *podWorker) post(in input) {
 		}
 		if isKillOp(in.op) {
 			g := podGrace(in.pod)
-			if (!w.killReq || g < w.killG) && w.cancel != nil {
+			if (!w.killPosted || g < w.killGrace) && w.cancel != nil {
 				// Interrupt a slow pull or start, or a stop running with a
 				// longer grace period: the kill comes first.
 				w.cancel()
 			}
-			if !w.killReq || g < w.killG {
-				w.killG = g
+			if !w.killPosted || g < w.killGrace {
+				w.killGrace = g
 			}
-			w.killReq = true
+			w.killPosted = true
 		}
 	} else {
 		if in.kind == inputSync {
@@ -104,7 +111,7 @@ func (w *podWorker) post(in input) {
 			w.syncQueued = true
 		}
 		if in.kind == inputOrphan {
-			w.killReq, w.orphan = true, true
+			w.killPosted, w.orphan = true, true
 		}
 		w.queue = append(w.queue, in)
 	}

@@ -343,6 +343,23 @@ var ContainerActionCRI = [...][]string{
 	ContainerActionRemoveContainer:  {"RemoveContainer"},
 }
 
+// ContainerActionCalls lists, per action, the actions of this machine the spec
+// says it runs itself (its `calls`); their CRI methods are allowed to it too.
+var ContainerActionCalls = [8][]ContainerAction{}
+
+// containerActionTags are the context tags RunContainerAction puts on the
+// context of the action it runs (see WithAction).
+var containerActionTags = [...]actionTag{
+	ContainerActionPullImage:        {"container", "pull_image"},
+	ContainerActionCountPullFailure: {"container", "count_pull_failure"},
+	ContainerActionCreateContainer:  {"container", "create_container"},
+	ContainerActionStartContainer:   {"container", "start_container"},
+	ContainerActionStopContainer:    {"container", "stop_container"},
+	ContainerActionRecordExit:       {"container", "record_exit"},
+	ContainerActionCountRestart:     {"container", "count_restart"},
+	ContainerActionRemoveContainer:  {"container", "remove_container"},
+}
+
 // ContainerActions runs the actions of the container machine. The engine
 // implements it on its per-container object and runs the actions a Step
 // returns, in order, outside the machine.
@@ -380,8 +397,13 @@ type ContainerActions interface {
 	RemoveContainer(ctx context.Context) error
 }
 
-// RunContainerAction runs action a on impl.
+// RunContainerAction runs action a on impl, with ctx tagged with the action
+// (ActionFrom returns it) so that the CRI calls it makes can be audited
+// against the spec's cri lists.
 func RunContainerAction(ctx context.Context, impl ContainerActions, a ContainerAction) error {
+	if int(a) < len(containerActionTags) {
+		ctx = withActionTag(ctx, &containerActionTags[a])
+	}
 	switch a {
 	case ContainerActionPullImage:
 		return impl.PullImage(ctx)
@@ -657,13 +679,19 @@ var containerFSMEvents = fsm.Events{
 // transition's actions, then the entry actions of each state entered (and
 // choice branch actions between them), in the order the engine must run them.
 //
-// Actions and Path alias buffers of the machine: they are valid until the
-// next Fire; copy them to keep them longer.
+// Row is the index in ContainerTransitionTable of the transition taken, and
+// Choices the indices in ContainerChoiceTable of the choice branches passed
+// after it, in order (for row coverage).
+//
+// Actions, Path and Choices alias buffers of the machine: they are valid
+// until the next Fire; copy them to keep them longer.
 type ContainerStep struct {
 	From, To ContainerState
 	Event    ContainerEvent
 	Actions  []ContainerAction
 	Path     []ContainerState
+	Row      int
+	Choices  []int
 }
 
 // String renders the step for logs: "from -> to on event / a, b", or
@@ -723,7 +751,7 @@ func (m *ContainerMachine) Fire(ev ContainerEvent) (ContainerStep, error) {
 	if err != nil {
 		return ContainerStep{}, err
 	}
-	return ContainerStep{From: from, To: m.m.state, Event: ev, Actions: m.m.actions, Path: m.m.path}, nil
+	return ContainerStep{From: from, To: m.m.state, Event: ev, Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
 }
 
 // ContainerMetricLabels returns the label values of the container machine's

@@ -93,7 +93,8 @@ func newTable[S, E enum, A, G ~uint8, I any,
 }
 
 // machine is the state of one machine instance over looplab/fsm. It is not
-// safe for concurrent use. actions and path are reused by every fire.
+// safe for concurrent use. actions, path and choices are reused by every
+// fire.
 type machine[S, E enum, A, G ~uint8, I any] struct {
 	t       *table[S, E, A, G, I]
 	fsm     *fsm.FSM
@@ -101,6 +102,8 @@ type machine[S, E enum, A, G ~uint8, I any] struct {
 	state   S
 	actions []A
 	path    []S
+	row     int   // index into the transition table of the last fire's transition
+	choices []int // indices into the choice table of the branches the last fire passed
 }
 
 // init puts m in state s with guards g; no entry action runs. It panics when
@@ -116,6 +119,7 @@ func (m *machine[S, E, A, G, I]) init(t *table[S, E, A, G, I], s S, g I) {
 		state:   s,
 		actions: make([]A, 0, 8),
 		path:    make([]S, 0, 4),
+		choices: make([]int, 0, 4),
 	}
 }
 
@@ -143,8 +147,9 @@ func (m *machine[S, E, A, G, I]) eventName(ev E) string {
 }
 
 // fire takes the transition on ev (see doc.go) and returns the state it left;
-// afterwards m.state, m.actions and m.path describe the step. With no
-// transition it returns a *NoTransitionError and changes nothing.
+// afterwards m.state, m.actions, m.path, m.row and m.choices describe the
+// step. With no transition it returns a *NoTransitionError and changes
+// nothing.
 func (m *machine[S, E, A, G, I]) fire(ev E) (S, error) {
 	from := m.state
 	i, ok := m.pick(ev)
@@ -152,8 +157,10 @@ func (m *machine[S, E, A, G, I]) fire(ev E) (S, error) {
 		return from, &NoTransitionError{Machine: m.t.name, State: m.t.stateNames[m.state], Event: m.eventName(ev)}
 	}
 	r := &m.t.transitions[i]
+	m.row = i
 	m.actions = append(m.actions[:0], r.Actions...)
 	m.path = m.path[:0]
+	m.choices = m.choices[:0]
 	if r.Internal {
 		return from, nil
 	}
@@ -173,6 +180,7 @@ func (m *machine[S, E, A, G, I]) fire(ev E) (S, error) {
 			}
 		}
 		c := &m.t.choices[ci]
+		m.choices = append(m.choices, int(ci))
 		m.actions = append(m.actions, c.Actions...)
 		if err := m.enter(m.t.choiceKeys[ci], c.To); err != nil {
 			return from, err

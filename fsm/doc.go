@@ -35,8 +35,18 @@
 //		...
 //	}
 //
-// A Machine is not safe for concurrent use; Step.Actions and Step.Path are
-// valid until the next Fire.
+// Step.Row is the index in <Machine>TransitionTable of the transition taken
+// and Step.Choices the indices in <Machine>ChoiceTable of the choice branches
+// passed, in order (the engine tests count them for row coverage).
+//
+// Run<Machine>Action tags the context it passes to the action with the
+// machine and action names (actionctx.go: WithAction, ActionFrom), so a CRI
+// wrapper can check each call against the action's `cri` list
+// (<Machine>ActionCRI) and those of the actions it runs itself
+// (<Machine>ActionCalls); see engine/criaudit.
+//
+// A Machine is not safe for concurrent use; Step.Actions, Step.Path and
+// Step.Choices are valid until the next Fire.
 package fsm
 
 //go:generate go run ../cmd/specgen -spec ../spec -root ..

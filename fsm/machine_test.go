@@ -407,7 +407,7 @@ func TestActionsRunByName(t *testing.T) {
 	if err := RunPodAction(t.Context(), rec, PodAction(99)); err == nil {
 		t.Error("RunPodAction(unknown) = nil, want an error")
 	}
-	if got := PodActionCRI[PodActionRemovePod]; strings.Join(got, ",") != "RemoveContainer,RemovePodSandbox" {
+	if got := PodActionCRI[PodActionRemovePod]; strings.Join(got, ",") != "RemovePodSandbox" {
 		t.Errorf("remove_pod CRI calls = %v", got)
 	}
 }

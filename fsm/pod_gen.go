@@ -16,7 +16,7 @@ const PodMachineName = "pod"
 
 // PodSpecSHA256 is the SHA-256 of spec/pod.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const PodSpecSHA256 = "a675e4d3d47631d5173dffe5b4a04caf6b48753d349033d47194cdb2ba56286d"
+const PodSpecSHA256 = "f3695474344750388376ec15c2aa917081b8406ead490fdeb10511db45e2f327"
 
 // PodState is a state of the pod machine.
 //
@@ -240,9 +240,9 @@ const (
 	PodActionKillContainers
 	// PodActionStopSandbox: Deliver stop to the sandbox machine.
 	PodActionStopSandbox
-	// PodActionRemovePod: Remove the containers and every sandbox of the pod from
-	// the runtime (idempotent), then deliver removed to the container and sandbox
-	// machines. Reports cleanup_done when every call succeeded.
+	// PodActionRemovePod: Remove every sandbox of the pod from the runtime, their
+	// containers with them (idempotent), then deliver removed to the container
+	// and sandbox machines. Reports cleanup_done when every call succeeded.
 	PodActionRemovePod
 	// PodActionReleaseName: Leave the static pod full name's queue; the next UID
 	// waiting for it gets name_free.
@@ -267,9 +267,24 @@ var PodActionCRI = [...][]string{
 	PodActionSyncPod:        {},
 	PodActionKillContainers: {},
 	PodActionStopSandbox:    {},
-	PodActionRemovePod:      {"RemoveContainer", "RemovePodSandbox"},
+	PodActionRemovePod:      {"RemovePodSandbox"},
 	PodActionReleaseName:    {},
 	PodActionReportStatus:   {},
+}
+
+// PodActionCalls lists, per action, the actions of this machine the spec
+// says it runs itself (its `calls`); their CRI methods are allowed to it too.
+var PodActionCalls = [6][]PodAction{}
+
+// podActionTags are the context tags RunPodAction puts on the
+// context of the action it runs (see WithAction).
+var podActionTags = [...]actionTag{
+	PodActionSyncPod:        {"pod", "sync_pod"},
+	PodActionKillContainers: {"pod", "kill_containers"},
+	PodActionStopSandbox:    {"pod", "stop_sandbox"},
+	PodActionRemovePod:      {"pod", "remove_pod"},
+	PodActionReleaseName:    {"pod", "release_name"},
+	PodActionReportStatus:   {"pod", "report_status"},
 }
 
 // PodActions runs the actions of the pod machine. The engine
@@ -289,10 +304,10 @@ type PodActions interface {
 	KillContainers(ctx context.Context) error
 	// StopSandbox: Deliver stop to the sandbox machine.
 	StopSandbox(ctx context.Context) error
-	// RemovePod: Remove the containers and every sandbox of the pod from the
-	// runtime (idempotent), then deliver removed to the container and sandbox
-	// machines. Reports cleanup_done when every call succeeded.
-	// CRI: RemoveContainer, RemovePodSandbox.
+	// RemovePod: Remove every sandbox of the pod from the runtime, their
+	// containers with them (idempotent), then deliver removed to the container
+	// and sandbox machines. Reports cleanup_done when every call succeeded.
+	// CRI: RemovePodSandbox.
 	RemovePod(ctx context.Context) error
 	// ReleaseName: Leave the static pod full name's queue; the next UID waiting
 	// for it gets name_free.
@@ -302,8 +317,13 @@ type PodActions interface {
 	ReportStatus(ctx context.Context) error
 }
 
-// RunPodAction runs action a on impl.
+// RunPodAction runs action a on impl, with ctx tagged with the action
+// (ActionFrom returns it) so that the CRI calls it makes can be audited
+// against the spec's cri lists.
 func RunPodAction(ctx context.Context, impl PodActions, a PodAction) error {
+	if int(a) < len(podActionTags) {
+		ctx = withActionTag(ctx, &podActionTags[a])
+	}
 	switch a {
 	case PodActionSyncPod:
 		return impl.SyncPod(ctx)
@@ -526,13 +546,19 @@ var podFSMEvents = fsm.Events{
 // transition's actions, then the entry actions of each state entered (and
 // choice branch actions between them), in the order the engine must run them.
 //
-// Actions and Path alias buffers of the machine: they are valid until the
-// next Fire; copy them to keep them longer.
+// Row is the index in PodTransitionTable of the transition taken, and
+// Choices the indices in PodChoiceTable of the choice branches passed
+// after it, in order (for row coverage).
+//
+// Actions, Path and Choices alias buffers of the machine: they are valid
+// until the next Fire; copy them to keep them longer.
 type PodStep struct {
 	From, To PodState
 	Event    PodEvent
 	Actions  []PodAction
 	Path     []PodState
+	Row      int
+	Choices  []int
 }
 
 // String renders the step for logs: "from -> to on event / a, b", or
@@ -592,7 +618,7 @@ func (m *PodMachine) Fire(ev PodEvent) (PodStep, error) {
 	if err != nil {
 		return PodStep{}, err
 	}
-	return PodStep{From: from, To: m.m.state, Event: ev, Actions: m.m.actions, Path: m.m.path}, nil
+	return PodStep{From: from, To: m.m.state, Event: ev, Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
 }
 
 // PodMetricLabels returns the label values of the pod machine's

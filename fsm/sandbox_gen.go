@@ -238,6 +238,18 @@ var SandboxActionCRI = [...][]string{
 	SandboxActionStopSandbox:  {"StopPodSandbox"},
 }
 
+// SandboxActionCalls lists, per action, the actions of this machine the spec
+// says it runs itself (its `calls`); their CRI methods are allowed to it too.
+var SandboxActionCalls = [3][]SandboxAction{}
+
+// sandboxActionTags are the context tags RunSandboxAction puts on the
+// context of the action it runs (see WithAction).
+var sandboxActionTags = [...]actionTag{
+	SandboxActionRunSandbox:   {"sandbox", "run_sandbox"},
+	SandboxActionCheckSandbox: {"sandbox", "check_sandbox"},
+	SandboxActionStopSandbox:  {"sandbox", "stop_sandbox"},
+}
+
 // SandboxActions runs the actions of the sandbox machine. The engine
 // implements it on its per-sandbox object and runs the actions a Step
 // returns, in order, outside the machine.
@@ -257,8 +269,13 @@ type SandboxActions interface {
 	StopSandbox(ctx context.Context) error
 }
 
-// RunSandboxAction runs action a on impl.
+// RunSandboxAction runs action a on impl, with ctx tagged with the action
+// (ActionFrom returns it) so that the CRI calls it makes can be audited
+// against the spec's cri lists.
 func RunSandboxAction(ctx context.Context, impl SandboxActions, a SandboxAction) error {
+	if int(a) < len(sandboxActionTags) {
+		ctx = withActionTag(ctx, &sandboxActionTags[a])
+	}
 	switch a {
 	case SandboxActionRunSandbox:
 		return impl.RunSandbox(ctx)
@@ -442,13 +459,19 @@ var sandboxFSMEvents = fsm.Events{
 // transition's actions, then the entry actions of each state entered (and
 // choice branch actions between them), in the order the engine must run them.
 //
-// Actions and Path alias buffers of the machine: they are valid until the
-// next Fire; copy them to keep them longer.
+// Row is the index in SandboxTransitionTable of the transition taken, and
+// Choices the indices in SandboxChoiceTable of the choice branches passed
+// after it, in order (for row coverage).
+//
+// Actions, Path and Choices alias buffers of the machine: they are valid
+// until the next Fire; copy them to keep them longer.
 type SandboxStep struct {
 	From, To SandboxState
 	Event    SandboxEvent
 	Actions  []SandboxAction
 	Path     []SandboxState
+	Row      int
+	Choices  []int
 }
 
 // String renders the step for logs: "from -> to on event / a, b", or
@@ -508,7 +531,7 @@ func (m *SandboxMachine) Fire(ev SandboxEvent) (SandboxStep, error) {
 	if err != nil {
 		return SandboxStep{}, err
 	}
-	return SandboxStep{From: from, To: m.m.state, Event: ev, Actions: m.m.actions, Path: m.m.path}, nil
+	return SandboxStep{From: from, To: m.m.state, Event: ev, Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
 }
 
 // SandboxMetricLabels returns the label values of the sandbox machine's

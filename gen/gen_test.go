@@ -141,7 +141,13 @@ type doorImpl struct {
 
 func (d *doorImpl) HasKey() bool                  { return d.key }
 func (d *doorImpl) AlarmOn() bool                 { return d.alarm }
-func (d *doorImpl) Ring(context.Context) error     { d.ran = append(d.ran, "ring"); return nil }
+func (d *doorImpl) Ring(ctx context.Context) error {
+	if m, a, ok := ActionFrom(ctx); !ok || m != "door" || a != "ring" {
+		panic("ring runs under " + m + "/" + a + ", want door/ring")
+	}
+	d.ran = append(d.ran, "ring")
+	return nil
+}
 func (d *doorImpl) Log(context.Context) error      { d.ran = append(d.ran, "log"); return nil }
 func (d *doorImpl) AutoLock() time.Duration        { return 0 }
 
@@ -180,6 +186,9 @@ func TestDoor(t *testing.T) {
 	st := fire(DoorEventBreak, DoorStateGone)
 	if len(st.Path) != 2 || st.Path[0] != DoorStateBroken || st.Path[1] != DoorStateGone {
 		t.Fatalf("break path = %v, want broken, gone", st.Path)
+	}
+	if DoorTransitionTable[st.Row].Event != DoorEventBreak || len(st.Choices) != 1 || DoorChoiceTable[st.Choices[0]].State != DoorStateBroken {
+		t.Fatalf("break row %d choices %v", st.Row, st.Choices)
 	}
 	if got := strings.Join(d.ran, ","); got != "log,log,ring,log,ring" {
 		t.Fatalf("actions ran %s", got)
@@ -252,8 +261,8 @@ func TestCompileAndRun(t *testing.T) {
 		write(rel, b)
 	}
 	// The hand-written part of package fsm: the core every machine delegates
-	// to and the errors it returns.
-	for _, name := range []string{"core.go", "errors.go"} {
+	// to, the errors it returns and the action context tags.
+	for _, name := range []string{"core.go", "errors.go", "actionctx.go"} {
 		glue, err := os.ReadFile(filepath.Join("../fsm", name))
 		if err != nil {
 			t.Fatal(err)

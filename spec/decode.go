@@ -70,6 +70,12 @@ func ReadFiles(names ...string) ([]File, error) {
 var fileSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
 	{Type: "machine", LabelNames: []string{"name"}},
 	{Type: "input", LabelNames: []string{"name"}},
+	// The system blocks (see System), written in system.hcl.
+	{Type: "replicated", LabelNames: []string{"machine"}},
+	{Type: "tie", LabelNames: []string{"machine", "guard"}},
+	{Type: "effect", LabelNames: []string{"machine", "action"}},
+	{Type: "external", LabelNames: []string{"machine", "event"}},
+	{Type: "invariant", LabelNames: []string{"name"}},
 }}
 
 var machineSchema = &hcl.BodySchema{
@@ -137,6 +143,8 @@ func decode(files []File) (*Spec, hcl.Diagnostics) {
 				in, d := decodeInput(b)
 				diags = append(diags, d...)
 				s.Inputs = append(s.Inputs, in)
+			default:
+				diags = append(diags, s.decodeSystemBlock(b)...)
 			}
 		}
 	}

@@ -1,6 +1,6 @@
 // Package spec owns the lifecycle spec of speclet: the HCL files in this
-// directory (pod.hcl, container.hcl, routes.hcl) and the Go package that
-// decodes and validates them.
+// directory (pod.hcl, container.hcl, routes.hcl, system.hcl) and the Go
+// package that decodes and validates them.
 //
 // A machine file declares one state machine: its events, guards (questions the
 // engine answers), actions (effects the engine runs, each naming the CRI calls
@@ -37,13 +37,55 @@
 //	}
 //	input "NAME" { MACHINE = MACHINE.EVENT ... }  // a channel input and the events it becomes
 //
+// The system (system.hcl, read only by `speclet spec verify`, package
+// verify) couples the machines of one pod and declares its invariants; see
+// System and the comment at the top of system.hcl. References are written
+// MACHINE.NAME and roles role.init, role.sidecar, role.regular:
+//
+//	replicated "container" {}                    // runs once per container, with a role
+//	tie "MACHINE" "GUARD" {                      // the guard is a function of the system
+//	  in    = [pod.terminating, ...]             // a once-per-pod machine is in one of these
+//	  all   = [container.exited, ...]            // every container is in one of these
+//	  any   = [container.running, ...]           // some container is in one of these
+//	  among = [role.regular]                     // all/any count only these roles
+//	  roles = [role.sidecar]                     // the guard's own container has one of these
+//	  mode  = "iff"                              // or "if": holds when the conditions do, else free
+//	}
+//	effect "MACHINE" "ACTION" {                  // what an action does when it runs
+//	  sends   = [container.kill]                 // delivered to every instance, in order
+//	  reports = [MACHINE.EVENT, ...]             // then exactly one of these is reported
+//	  may_report_nothing = true                  // or it fails before any effect
+//	}
+//	external "pod" "name_free" {}                // fired from outside the pod; no input carries it
+//	invariant "NAME" {                           // exactly one kind of:
+//	  never_enter = [container.pulling, ...]     // no step enters one of these ...
+//	  while       = [pod.terminating, ...]       // ... while this holds (optional)
+//	}
+//	invariant "NAME" {
+//	  rank = [[pod.pending], [pod.syncing], ...] // tiers, lowest first: never go down
+//	}
+//	invariant "NAME" {
+//	  always_reaches = [pod.finished]            // every reachable state can get there
+//	}
+//	invariant "NAME" {
+//	  after   = pod.kill                         // once an input delivered this,
+//	  reaches = [pod.finished]                   // completions and timers alone get there
+//	}
+//
+// Action completions are declared in system.hcl only (effect reports), not
+// in the machine files, so that the machine files stay what the generator
+// reads. Guards without a tie are free: the verifier explores both values.
+//
 // Validation reports every problem as an HCL diagnostic with file:line:col:
 // syntax errors, unknown references with a suggestion, duplicate or invalid
 // names, unreachable states, dead ends, states that cannot reach a final
 // state, final states with exits, ambiguous or shadowed transitions, choices
 // without otherwise, timers without a transition, and CRI calls that
-// k8s.io/cri-api does not define. Unused guards, actions and durations are
-// warnings.
+// k8s.io/cri-api does not define; in the system blocks, references to
+// unknown machines, states, events, guards, actions and roles (with a hint),
+// ties without a condition or tied twice, invariants with no or several
+// kinds, and ranks that miss a state. Unused guards, actions and durations
+// are warnings.
 //
 // Usage:
 //

@@ -70,8 +70,8 @@ machine "pod" {
     doc = "Deliver stop to the sandbox machine."
   }
   action "remove_pod" {
-    doc = "Remove the containers and every sandbox of the pod from the runtime (idempotent), then deliver removed to the container and sandbox machines. Reports cleanup_done when every call succeeded."
-    cri = ["RemoveContainer", "RemovePodSandbox"]
+    doc = "Remove every sandbox of the pod from the runtime, their containers with them (idempotent), then deliver removed to the container and sandbox machines. Reports cleanup_done when every call succeeded."
+    cri = ["RemovePodSandbox"]
   }
   action "release_name" {
     doc = "Leave the static pod full name's queue; the next UID waiting for it gets name_free."

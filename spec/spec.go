@@ -15,6 +15,9 @@ import (
 type Spec struct {
 	Machines []*Machine
 	Inputs   []*Input
+	// System couples the machines and declares the invariants
+	// `speclet spec verify` checks (system.hcl).
+	System System
 	// Sources holds the parsed files by the file name given to Parse, for
 	// printing diagnostics with source snippets.
 	Sources map[string]*hcl.File

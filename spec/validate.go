@@ -117,6 +117,7 @@ func validate(s *Spec) hcl.Diagnostics {
 		v.machine(m)
 	}
 	v.inputs(s, machines)
+	v.system(s, machines)
 	return v.diags
 }
 

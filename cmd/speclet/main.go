@@ -4,6 +4,7 @@
 //
 //	speclet run [flags]                         run the node agent
 //	speclet spec check FILE...                  validate lifecycle spec files
+//	speclet spec verify [-k N] [FILE...]        check the spec's invariants over every reachable state
 //	speclet spec graph --machine NAME --format dot|mermaid|svg
 //	speclet version
 //

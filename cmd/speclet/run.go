@@ -27,6 +27,7 @@ import (
 	"github.com/speclet/speclet/cri/sim"
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/criaudit"
 	"github.com/speclet/speclet/engine/server"
 )
 
@@ -51,6 +52,7 @@ type runOptions struct {
 	runtimeWait          time.Duration
 	verbosity            int
 	logFormat            string
+	criAuditLog          string
 }
 
 const defaultEndpoint = "unix:///run/containerd/containerd.sock"
@@ -78,6 +80,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.DurationVar(&o.runtimeWait, "runtime-wait", 30*time.Second, "how long to wait at start for the runtime to answer")
 	fs.IntVar(&o.verbosity, "v", 0, "log verbosity: 0 info, 4 and more debug")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&o.criAuditLog, "cri-audit-log", "", "debugging aid: append every CRI call (method and the spec action making it) to this file as JSON lines, for engine/criaudit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -206,10 +209,26 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		return fmt.Errorf("runtime at %s (--container-runtime-endpoint) does not answer: %w%s", endpoint, err, hint)
 	}
 
+	var rt cri.Runtime = client
+	if o.criAuditLog != "" {
+		f, err := os.OpenFile(o.criAuditLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return fmt.Errorf("open --cri-audit-log: %w", err)
+		}
+		defer f.Close()
+		rec := criaudit.NewLogRecorder(client, f)
+		defer func() {
+			if err := rec.Err(); err != nil {
+				log.Error("CRI audit log incomplete", "file", o.criAuditLog, "err", err)
+			}
+		}()
+		rt = rec
+		log.Info("recording CRI calls", "file", o.criAuditLog)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	eng, err := engine.New(engine.Config{
-		Runtime:              cri.WithMetrics(client, reg),
+		Runtime:              cri.WithMetrics(rt, reg),
 		NodeName:             o.nodeName,
 		RootDir:              o.rootDir,
 		SyncFrequency:        o.syncFrequency,

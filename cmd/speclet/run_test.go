@@ -16,6 +16,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/speclet/speclet/engine/criaudit"
 )
 
 func TestRunFlagsDefaults(t *testing.T) {
@@ -103,8 +105,10 @@ func TestRunDaemonOnSim(t *testing.T) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
+	auditLog := filepath.Join(dir, "cri-audit.jsonl")
 	o, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", filepath.Join(dir, "root"), "--pod-manifest-path", manifests,
-		"--manifest-url", "http://" + ul.Addr().String() + "/pods", "--node-name", "n1", "--read-only-port", fmt.Sprint(port)}, io.Discard)
+		"--manifest-url", "http://" + ul.Addr().String() + "/pods", "--node-name", "n1", "--read-only-port", fmt.Sprint(port),
+		"--cri-audit-log", auditLog}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,6 +155,25 @@ func TestRunDaemonOnSim(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "pods keep running") {
 		t.Errorf("log does not say the pods keep running:\n%s", logs.String())
+	}
+	// --cri-audit-log recorded the calls with the actions that made them.
+	f, err := os.Open(auditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := criaudit.ReadLog(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tagged := map[string]bool{}
+	for _, r := range recs {
+		tagged[r.Machine+"/"+r.Action+" "+r.Method] = true
+	}
+	for _, want := range []string{"sandbox/run_sandbox RunPodSandbox", "container/create_container CreateContainer", "container/start_container StartContainer"} {
+		if !tagged[want] {
+			t.Errorf("--cri-audit-log has no %s among %d records", want, len(recs))
+		}
 	}
 }
 

@@ -7,6 +7,10 @@
 // daemon or containerd (kill -9, restarts) are sequential; the others run in
 // parallel, each with its own pods. Without root the tests skip, except with
 // CI=true, where they fail.
+//
+// Every daemon runs with --cri-audit-log; at the end TestMain fails the run
+// when a recorded CRI call breaks the spec's cri lists (engine/criaudit:
+// a mutating call outside an action, or an undeclared call in one).
 package e2e
 
 import (
@@ -33,6 +37,7 @@ import (
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine"
+	"github.com/speclet/speclet/engine/criaudit"
 )
 
 // nodeName is the daemon's --node-name: pod "x" shows as "x-e2e".
@@ -47,8 +52,11 @@ var shared struct {
 	rt      *cri.Client
 	d       *daemon
 	cleanup []func()
-	// dirty is set by a cleanup that left something behind; it fails the run.
+	// dirty is set by a cleanup that left something behind, or by the CRI
+	// audit of the daemons' calls; it fails the run.
 	dirty bool
+	// auditLogs are the --cri-audit-log files of every daemon started.
+	auditLogs []string
 }
 
 func TestMain(m *testing.M) {
@@ -87,6 +95,9 @@ func setup() error {
 	}
 	shared.tmp = tmp
 	shared.cleanup = append(shared.cleanup, func() { os.RemoveAll(tmp) })
+	// Cleanups run last first: the audit reads the logs after the daemon
+	// stopped and before tmp is removed.
+	shared.cleanup = append(shared.cleanup, checkCRIAudit)
 	shared.bin = filepath.Join(tmp, "speclet")
 	goBin := filepath.Join(runtime.GOROOT(), "bin", "go") // the toolchain running this test
 	if _, err := os.Stat(goBin); err != nil {
@@ -140,6 +151,42 @@ func setup() error {
 	return nil
 }
 
+// checkCRIAudit reads the CRI calls every daemon recorded (--cri-audit-log)
+// and marks the run dirty when a mutating call happened outside a spec action
+// or an action called a method its spec does not allow (engine/criaudit).
+// Declared methods no call showed are listed for information only: the
+// engine tests, not these, must cover every action.
+func checkCRIAudit() {
+	var recs []criaudit.Record
+	for _, path := range shared.auditLogs {
+		f, err := os.Open(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: CRI audit:", err)
+			shared.dirty = true
+			continue
+		}
+		r, err := criaudit.ReadLog(f)
+		f.Close()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: CRI audit:", err)
+			shared.dirty = true
+		}
+		recs = append(recs, r...)
+	}
+	if len(shared.auditLogs) == 0 {
+		return
+	}
+	if v := criaudit.Check(recs); len(v) > 0 {
+		fmt.Fprintf(os.Stderr, "e2e: FAIL: CRI audit: %d violations over %d calls of the daemons:\n%s", len(v), len(recs), criaudit.FormatViolations(v))
+		shared.dirty = true
+	} else {
+		fmt.Fprintf(os.Stderr, "e2e: CRI audit: %d calls of the daemons, no violation\n", len(recs))
+	}
+	if u := criaudit.Unseen(recs); len(u) > 0 {
+		fmt.Fprintf(os.Stderr, "e2e: CRI audit (information): declared methods no daemon call showed:\n%s", criaudit.FormatUnseen(u))
+	}
+}
+
 // daemon is the speclet process under test.
 type daemon struct {
 	mu        sync.Mutex
@@ -149,6 +196,7 @@ type daemon struct {
 	manifests string
 	rootDir   string
 	logPath   string
+	auditLog  string // --cri-audit-log, appended by every start
 	port      int
 	base      string // http://127.0.0.1:PORT
 }
@@ -165,12 +213,14 @@ func startDaemon(tmp, endpoint string) (*daemon, error) {
 		manifests: filepath.Join(tmp, "manifests"),
 		rootDir:   filepath.Join(tmp, "root"),
 		logPath:   filepath.Join(tmp, "speclet.log"),
+		auditLog:  filepath.Join(tmp, "cri-audit.jsonl"),
 		port:      port,
 		base:      fmt.Sprintf("http://127.0.0.1:%d", port),
 	}
 	if err := os.MkdirAll(d.manifests, 0o755); err != nil {
 		return nil, err
 	}
+	shared.auditLogs = append(shared.auditLogs, d.auditLog)
 	return d, d.start()
 }
 
@@ -194,6 +244,7 @@ func (d *daemon) start() error {
 		"--image-pull-backoff-base", "1s",
 		"--runtime-request-timeout", "30s",
 		"--runtime-wait", "60s",
+		"--cri-audit-log", d.auditLog,
 		"-v", "4")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {

@@ -1,0 +1,112 @@
+package fsm
+
+import (
+	"context"
+	"testing"
+)
+
+func TestActionFrom(t *testing.T) {
+	ctx := context.Background()
+	if m, a, ok := ActionFrom(ctx); ok || m != "" || a != "" {
+		t.Fatalf("untagged context: %q %q %v", m, a, ok)
+	}
+	outer := WithAction(ctx, "pod", "sync_pod")
+	inner := WithAction(outer, "container", "pull_image")
+	if m, a, ok := ActionFrom(inner); !ok || m != "container" || a != "pull_image" {
+		t.Fatalf("inner: %q %q %v", m, a, ok)
+	}
+	if m, a, ok := ActionFrom(outer); !ok || m != "pod" || a != "sync_pod" {
+		t.Fatalf("outer: %q %q %v", m, a, ok)
+	}
+}
+
+// tagRecorder records the action each dispatched method found in its ctx.
+type tagRecorder struct{ got []string }
+
+func (r *tagRecorder) rec(ctx context.Context) error {
+	m, a, _ := ActionFrom(ctx)
+	r.got = append(r.got, m+"/"+a)
+	return nil
+}
+func (r *tagRecorder) SyncPod(ctx context.Context) error {
+	// An action that runs another machine's action (sync_pod delivers
+	// create to the sandbox): the inner one is tagged with its own name,
+	// the outer one keeps its tag.
+	if err := RunSandboxAction(ctx, r, SandboxActionRunSandbox); err != nil {
+		return err
+	}
+	return r.rec(ctx)
+}
+func (r *tagRecorder) KillContainers(ctx context.Context) error { return r.rec(ctx) }
+func (r *tagRecorder) StopSandbox(ctx context.Context) error    { return r.rec(ctx) }
+func (r *tagRecorder) RemovePod(ctx context.Context) error      { return r.rec(ctx) }
+func (r *tagRecorder) ReleaseName(ctx context.Context) error    { return r.rec(ctx) }
+func (r *tagRecorder) ReportStatus(ctx context.Context) error   { return r.rec(ctx) }
+func (r *tagRecorder) RunSandbox(ctx context.Context) error     { return r.rec(ctx) }
+func (r *tagRecorder) CheckSandbox(ctx context.Context) error   { return r.rec(ctx) }
+
+func TestRunActionTagsContext(t *testing.T) {
+	r := &tagRecorder{}
+	for _, a := range []PodAction{PodActionSyncPod, PodActionStopSandbox} {
+		if err := RunPodAction(context.Background(), r, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"sandbox/run_sandbox", "pod/sync_pod", "pod/stop_sandbox"}
+	if len(r.got) != len(want) {
+		t.Fatalf("tags %v, want %v", r.got, want)
+	}
+	for i := range want {
+		if r.got[i] != want[i] {
+			t.Fatalf("tags %v, want %v", r.got, want)
+		}
+	}
+	if got := SandboxActionCRI[SandboxActionRunSandbox]; len(got) != 2 || got[0] != "RunPodSandbox" {
+		t.Errorf("run_sandbox cri = %v, want [RunPodSandbox PodSandboxStatus]", got)
+	}
+	if got := PodActionCalls[PodActionStopSandbox]; len(got) != 0 {
+		t.Errorf("stop_sandbox calls = %v, want none", got)
+	}
+}
+
+// TestStepRowAndChoices: a step names the transition row it took and the
+// choice branches it passed.
+func TestStepRowAndChoices(t *testing.T) {
+	m := NewContainerMachineAt(ContainerStateRunning, guards{"restart_allowed": true})
+	st, err := m.Fire(ContainerEventDied)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := ContainerTransitionTable[st.Row]
+	if r.From != ContainerStateRunning || r.Event != ContainerEventDied || r.To != ContainerStateExited {
+		t.Errorf("row %d = %+v, want running -died-> exited", st.Row, r)
+	}
+	if len(st.Choices) != 0 {
+		t.Errorf("died: choices %v, want none (exited is no choice state)", st.Choices)
+	}
+	st, err = m.Fire(ContainerEventExitRecorded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Choices) != 1 {
+		t.Fatalf("choices %v, want one branch", st.Choices)
+	}
+	c := ContainerChoiceTable[st.Choices[0]]
+	if c.State != ContainerStateDeciding || c.Guard != ContainerGuardRestartAllowed || c.To != ContainerStateCrashloopBackoff {
+		t.Errorf("choice %d = %+v, want deciding [restart_allowed] -> crashloop_backoff", st.Choices[0], c)
+	}
+	// An internal transition passes no choice.
+	st, err = m.Fire(ContainerEventKill)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := ContainerTransitionTable[st.Row]; r.From != ContainerStateCrashloopBackoff || r.Event != ContainerEventKill || len(st.Choices) != 0 {
+		t.Errorf("kill: row %d = %+v, choices %v", st.Row, r, st.Choices)
+	}
+	// Guarded rows: the row index tells which of the rows on one event won.
+	p := NewPodMachine(guards{"name_taken": true})
+	st2, _ := p.Fire(PodEventUpdate)
+	if r := PodTransitionTable[st2.Row]; !r.HasGuard || r.Guard != PodGuardNameTaken {
+		t.Errorf("update with name_taken: row %d = %+v", st2.Row, r)
+	}
+}

@@ -1,0 +1,568 @@
+package spec
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+)
+
+// System is the coupling between machines and the invariants of the whole
+// pod, declared by the top-level blocks replicated, tie, effect and invariant
+// (in spec/system.hcl). It is what `speclet spec verify` explores; the
+// generated code does not use it. The zero System declares nothing.
+type System struct {
+	// Replicated names the machine that runs once per container of the pod,
+	// each instance with a role (init, sidecar or regular); every other
+	// machine runs once per pod. Unset when no replicated block is given.
+	Replicated Ref
+	// ReplicatedRange covers the replicated block's header.
+	ReplicatedRange hcl.Range
+	Ties            []*Tie
+	Effects         []*Effect
+	Externals       []*External
+	Invariants      []*Invariant
+}
+
+// External is an event the engine fires from outside the pod (another pod,
+// a global decision) that no input of routes.hcl carries, declared by
+// `external "MACHINE" "EVENT" {}`: it may happen whenever no input is being
+// handled.
+type External struct {
+	Machine Ref
+	Event   Ref
+	Doc     string
+	Range   hcl.Range
+}
+
+// Roles are the roles an instance of the replicated machine may have, in
+// the order a pod spec lists them: init and sidecar containers (restartable
+// init containers) come before regular ones.
+var Roles = []string{"init", "sidecar", "regular"}
+
+// MRef is a reference written MACHINE.NAME to a state or an event of a
+// machine.
+type MRef struct {
+	Machine string
+	Name    string
+	Range   hcl.Range
+}
+
+func (r MRef) String() string { return r.Machine + "." + r.Name }
+
+// Tie makes a guard of Machine a function of the other machines' states
+// (and of the instance's role), declared by `tie "MACHINE" "GUARD" { ... }`.
+// The conditions given (In, All, Any, Roles) must all hold. With Mode "iff"
+// (the default) the guard holds exactly when they do; with Mode "if" the
+// guard holds when they do and is free otherwise.
+type Tie struct {
+	Machine Ref
+	Guard   Ref
+	Doc     string
+	// In: the (single) machine these states belong to is in one of them.
+	In []MRef
+	// All: every instance of the replicated machine (of a role in Among,
+	// when given) is in one of these states; true when there is none.
+	All []MRef
+	// Any: some instance of the replicated machine (of a role in Among) is
+	// in one of these states.
+	Any   []MRef
+	Among []Ref // role.NAME
+	// Roles: the guard's own instance (of the replicated machine) has one of
+	// these roles.
+	Roles []Ref
+	Mode  string // "iff" or "if"
+	Range hcl.Range
+}
+
+// Effect says what an action of Machine does to the machines, declared by
+// `effect "MACHINE" "ACTION" { ... }`: Sends are delivered, in order, when
+// the action runs (to every instance of a replicated machine), then the
+// action reports exactly one of Reports to its own machine.
+type Effect struct {
+	Machine Ref
+	Action  Ref
+	Doc     string
+	Sends   []MRef
+	Reports []MRef
+	// MayReportNothing: the action may also fail before any effect, sending
+	// and reporting nothing (the machine notices through a timer).
+	MayReportNothing bool
+	Range            hcl.Range
+}
+
+// Invariant kinds.
+const (
+	InvNeverEnter    = "never_enter"
+	InvRank          = "rank"
+	InvAlwaysReaches = "always_reaches"
+	InvAfterReaches  = "after"
+)
+
+// Invariant is a property of the whole system, declared by
+// `invariant "NAME" { ... }` with exactly one kind:
+//
+//   - never_enter (+ optional while): no step moves an instance into one of
+//     NeverEnter while the machine of While is in one of While;
+//   - rank: every step of the machine moves to a state of equal or higher
+//     tier (Rank lists the tiers, lowest first, and covers every state);
+//   - always_reaches: from every reachable state some sequence of inputs
+//     leads to one of AlwaysReaches;
+//   - after (+ reaches): once the event After was delivered by an input,
+//     action completions and timers alone lead to one of Reaches.
+type Invariant struct {
+	Decl
+	Kind          string
+	NeverEnter    []MRef
+	While         []MRef
+	Rank          [][]MRef
+	AlwaysReaches []MRef
+	After         MRef
+	Reaches       []MRef
+}
+
+var tieSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+	{Name: "doc"}, {Name: "in"}, {Name: "all"}, {Name: "any"}, {Name: "among"}, {Name: "roles"}, {Name: "mode"},
+}}
+
+var effectSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "doc"}, {Name: "sends"}, {Name: "reports"}, {Name: "may_report_nothing"}}}
+
+var invariantSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+	{Name: "doc"}, {Name: "never_enter"}, {Name: "while"}, {Name: "rank"}, {Name: "always_reaches"}, {Name: "after"}, {Name: "reaches"},
+}}
+
+func labelRef(b *hcl.Block, i int) Ref { return Ref{Name: b.Labels[i], Range: b.LabelRanges[i]} }
+
+func (s *Spec) decodeSystemBlock(b *hcl.Block) hcl.Diagnostics {
+	sys := &s.System
+	var diags hcl.Diagnostics
+	switch b.Type {
+	case "replicated":
+		c, d := b.Body.Content(docSchema)
+		diags = append(diags, d...)
+		_ = stringAttr(c.Attributes["doc"], &diags)
+		if sys.Replicated.Set() {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError, Summary: "Duplicate replicated",
+				Detail:  fmt.Sprintf("Machine %q is already the replicated machine (%s); only one machine runs once per container.", sys.Replicated.Name, sys.ReplicatedRange),
+				Subject: b.DefRange.Ptr(),
+			})
+			return diags
+		}
+		sys.Replicated, sys.ReplicatedRange = labelRef(b, 0), b.DefRange
+	case "tie":
+		t := &Tie{Machine: labelRef(b, 0), Guard: labelRef(b, 1), Range: b.DefRange, Mode: "iff"}
+		c, d := b.Body.Content(tieSchema)
+		diags = append(diags, d...)
+		t.Doc = stringAttr(c.Attributes["doc"], &diags)
+		t.In = mrefListAttr(c.Attributes["in"], &diags)
+		t.All = mrefListAttr(c.Attributes["all"], &diags)
+		t.Any = mrefListAttr(c.Attributes["any"], &diags)
+		if a := c.Attributes["among"]; a != nil {
+			t.Among = refListAttr(a, "role", &diags)
+		}
+		if a := c.Attributes["roles"]; a != nil {
+			t.Roles = refListAttr(a, "role", &diags)
+		}
+		if a := c.Attributes["mode"]; a != nil {
+			t.Mode = stringAttr(a, &diags)
+			if t.Mode != "iff" && t.Mode != "if" {
+				diags = append(diags, attrErr(a, "Invalid mode",
+					fmt.Sprintf("mode must be \"iff\" (the guard holds exactly when the conditions do) or \"if\" (it holds when they do, and is free otherwise), not %q.", t.Mode)))
+			}
+		}
+		if len(t.In)+len(t.All)+len(t.Any)+len(t.Roles) == 0 && !d.HasErrors() {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError, Summary: "Tie without condition",
+				Detail:  fmt.Sprintf("tie of guard %q sets none of in, all, any or roles; an untied guard is free, so remove the block or add a condition.", t.Guard.Name),
+				Subject: b.DefRange.Ptr(),
+			})
+		}
+		sys.Ties = append(sys.Ties, t)
+	case "effect":
+		e := &Effect{Machine: labelRef(b, 0), Action: labelRef(b, 1), Range: b.DefRange}
+		c, d := b.Body.Content(effectSchema)
+		diags = append(diags, d...)
+		e.Doc = stringAttr(c.Attributes["doc"], &diags)
+		e.Sends = mrefListAttr(c.Attributes["sends"], &diags)
+		e.Reports = mrefListAttr(c.Attributes["reports"], &diags)
+		if a := c.Attributes["may_report_nothing"]; a != nil {
+			e.MayReportNothing = boolAttr(a, &diags)
+		}
+		sys.Effects = append(sys.Effects, e)
+	case "external":
+		x := &External{Machine: labelRef(b, 0), Event: labelRef(b, 1), Range: b.DefRange}
+		c, d := b.Body.Content(docSchema)
+		diags = append(diags, d...)
+		x.Doc = stringAttr(c.Attributes["doc"], &diags)
+		sys.Externals = append(sys.Externals, x)
+	case "invariant":
+		inv := &Invariant{Decl: declOf(b)}
+		c, d := b.Body.Content(invariantSchema)
+		diags = append(diags, d...)
+		inv.Doc = stringAttr(c.Attributes["doc"], &diags)
+		var kinds []string
+		if a := c.Attributes["never_enter"]; a != nil {
+			kinds = append(kinds, InvNeverEnter)
+			inv.NeverEnter = mrefListAttr(a, &diags)
+		}
+		inv.While = mrefListAttr(c.Attributes["while"], &diags)
+		if a := c.Attributes["rank"]; a != nil {
+			kinds = append(kinds, InvRank)
+			inv.Rank = rankAttr(a, &diags)
+		}
+		if a := c.Attributes["always_reaches"]; a != nil {
+			kinds = append(kinds, InvAlwaysReaches)
+			inv.AlwaysReaches = mrefListAttr(a, &diags)
+		}
+		if a := c.Attributes["after"]; a != nil {
+			kinds = append(kinds, InvAfterReaches)
+			if r, ok := mrefExpr(a.Expr); ok {
+				inv.After = r
+			} else {
+				diags = append(diags, attrErr(a, "Invalid reference", "after must be a reference written MACHINE.EVENT."))
+			}
+		}
+		inv.Reaches = mrefListAttr(c.Attributes["reaches"], &diags)
+		switch {
+		case len(kinds) == 1:
+			inv.Kind = kinds[0]
+		case len(kinds) == 0:
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError, Summary: "Invariant without kind",
+				Detail:  fmt.Sprintf("invariant %q sets none of never_enter, rank, always_reaches or after; set exactly one.", inv.Name),
+				Subject: b.DefRange.Ptr(),
+			})
+		default:
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError, Summary: "Invariant with several kinds",
+				Detail:  fmt.Sprintf("invariant %q sets %s; set exactly one of never_enter, rank, always_reaches or after (write one invariant per property).", inv.Name, strings.Join(kinds, " and ")),
+				Subject: b.DefRange.Ptr(),
+			})
+		}
+		if c.Attributes["while"] != nil && inv.Kind != InvNeverEnter && inv.Kind != "" {
+			diags = append(diags, attrErr(c.Attributes["while"], "Misplaced while", "while only qualifies never_enter."))
+		}
+		if a := c.Attributes["reaches"]; a != nil && inv.Kind != InvAfterReaches && inv.Kind != "" {
+			diags = append(diags, attrErr(a, "Misplaced reaches", "reaches only goes with after; for a property of every state use always_reaches."))
+		}
+		if inv.Kind == InvAfterReaches && c.Attributes["reaches"] == nil {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError, Summary: "Missing reaches",
+				Detail:  fmt.Sprintf("invariant %q sets after but not reaches = [MACHINE.STATE, ...].", inv.Name),
+				Subject: b.DefRange.Ptr(),
+			})
+		}
+		sys.Invariants = append(sys.Invariants, inv)
+	}
+	return diags
+}
+
+// mrefExpr decodes MACHINE.NAME.
+func mrefExpr(e hcl.Expression) (MRef, bool) {
+	tr, d := hcl.AbsTraversalForExpr(e)
+	if d.HasErrors() || len(tr) != 2 {
+		return MRef{}, false
+	}
+	at, ok := tr[1].(hcl.TraverseAttr)
+	if !ok {
+		return MRef{}, false
+	}
+	return MRef{Machine: tr.RootName(), Name: at.Name, Range: tr.SourceRange()}, true
+}
+
+func mrefListAttr(a *hcl.Attribute, diags *hcl.Diagnostics) []MRef {
+	if a == nil {
+		return nil
+	}
+	return mrefListExpr(a, a.Expr, diags)
+}
+
+func mrefListExpr(a *hcl.Attribute, e hcl.Expression, diags *hcl.Diagnostics) []MRef {
+	exprs, d := hcl.ExprList(e)
+	if d.HasErrors() {
+		*diags = append(*diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError, Summary: "Invalid " + a.Name,
+			Detail:  a.Name + " must be a list of references written [MACHINE.NAME, ...].",
+			Subject: e.Range().Ptr(), Context: a.Range.Ptr(),
+		})
+		return nil
+	}
+	var out []MRef
+	for _, x := range exprs {
+		r, ok := mrefExpr(x)
+		if !ok {
+			*diags = append(*diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError, Summary: "Invalid reference",
+				Detail:  fmt.Sprintf("Each element of %s must be a reference written MACHINE.NAME, e.g. pod.terminating.", a.Name),
+				Subject: x.Range().Ptr(), Context: a.Range.Ptr(),
+			})
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func rankAttr(a *hcl.Attribute, diags *hcl.Diagnostics) [][]MRef {
+	tiers, d := hcl.ExprList(a.Expr)
+	if d.HasErrors() {
+		*diags = append(*diags, attrErr(a, "Invalid rank",
+			"rank must be a list of tiers, lowest first, each a list of states: [[pod.a, pod.b], [pod.c]]."))
+		return nil
+	}
+	var out [][]MRef
+	for _, t := range tiers {
+		out = append(out, mrefListExpr(a, t, diags))
+	}
+	return out
+}
+
+// systemValidator checks the system declarations against the machines.
+type systemValidator struct {
+	*validator
+	s        *Spec
+	machines *names
+}
+
+func (v *validator) system(s *Spec, machines *names) {
+	sv := &systemValidator{validator: v, s: s, machines: machines}
+	sys := &s.System
+	if sys.Replicated.Set() {
+		sv.machine(sys.Replicated, "replicated")
+	}
+	tied := map[string]*Tie{}
+	for _, t := range sys.Ties {
+		sv.tie(t, tied)
+	}
+	effects := map[string]*Effect{}
+	for _, e := range sys.Effects {
+		sv.effect(e, effects)
+	}
+	externals := map[string]*External{}
+	for _, x := range sys.Externals {
+		where := fmt.Sprintf("external %q %q", x.Machine.Name, x.Event.Name)
+		m := sv.machine(x.Machine, where)
+		if m == nil || !sv.ref(machineNames(m, "event"), x.Event, where) {
+			continue
+		}
+		if prev := externals[m.Name+"."+x.Event.Name]; prev != nil {
+			sv.errorf(x.Event.Range, "Duplicate external", "event %q of machine %q is already external at %s.", x.Event.Name, m.Name, prev.Range)
+		}
+		externals[m.Name+"."+x.Event.Name] = x
+	}
+	invs := newNames("invariant")
+	for _, inv := range sys.Invariants {
+		v.declare(invs, inv.Decl)
+		sv.invariant(inv)
+	}
+}
+
+// machine resolves a machine name.
+func (sv *systemValidator) machine(r Ref, where string) *Machine {
+	if !sv.ref(sv.machines, r, where) {
+		return nil
+	}
+	return sv.s.Machine(r.Name)
+}
+
+func (sv *systemValidator) replicated(name string) bool {
+	return sv.s.System.Replicated.Set() && sv.s.System.Replicated.Name == name
+}
+
+// names of one kind of a machine, for reference checks with hints.
+func machineNames(m *Machine, kind string) *names {
+	n := newNames(kind)
+	add := func(d Decl) {
+		n.decl[d.Name] = d
+		n.order = append(n.order, d.Name)
+	}
+	switch kind {
+	case "state":
+		for _, s := range m.States {
+			add(s.Decl)
+		}
+	case "event":
+		for _, e := range m.Events {
+			add(*e)
+		}
+	case "guard":
+		for _, g := range m.Guards {
+			add(*g)
+		}
+	case "action":
+		for _, a := range m.Actions {
+			add(a.Decl)
+		}
+	}
+	return n
+}
+
+// mrefs checks that refs name items of kind of one machine (want, when not
+// empty) and returns that machine.
+func (sv *systemValidator) mrefs(refs []MRef, kind, want, where string) *Machine {
+	var m *Machine
+	for _, r := range refs {
+		if want != "" && r.Machine != want {
+			sv.errorf(r.Range, "Wrong machine", "%s names %s, but it must name %s %s of machine %q.", where, r, article(kind), kind, want)
+			continue
+		}
+		if m != nil && r.Machine != m.Name {
+			sv.errorf(r.Range, "Mixed machines", "%s names %s, but the list names %ss of machine %q; one list names one machine.", where, r, kind, m.Name)
+			continue
+		}
+		mm := sv.machine(Ref{Name: r.Machine, Range: r.Range}, where)
+		if mm == nil {
+			continue
+		}
+		m = mm
+		sv.ref(machineNames(mm, kind), Ref{Name: r.Name, Range: r.Range}, fmt.Sprintf("%s (machine %q)", where, mm.Name))
+	}
+	return m
+}
+
+func (sv *systemValidator) roles(refs []Ref, where string) {
+	n := newNames("role")
+	for _, r := range Roles {
+		n.decl[r] = Decl{Name: r}
+		n.order = append(n.order, r)
+	}
+	for _, r := range refs {
+		sv.ref(n, r, where)
+	}
+}
+
+func (sv *systemValidator) tie(t *Tie, tied map[string]*Tie) {
+	where := fmt.Sprintf("tie %q %q", t.Machine.Name, t.Guard.Name)
+	m := sv.machine(t.Machine, where)
+	if m == nil {
+		return
+	}
+	if !sv.ref(machineNames(m, "guard"), t.Guard, where) {
+		return
+	}
+	key := m.Name + "." + t.Guard.Name
+	if prev := tied[key]; prev != nil {
+		sv.errorf(t.Guard.Range, "Duplicate tie", "guard %q of machine %q is already tied at %s.", t.Guard.Name, m.Name, prev.Range)
+		return
+	}
+	tied[key] = t
+	if in := sv.mrefs(t.In, "state", "", where+" in"); in != nil && sv.replicated(in.Name) {
+		sv.errorf(t.In[0].Range, "Replicated machine in in",
+			"in names states of %q, which runs once per container; use all or any.", in.Name)
+	}
+	rep := sv.s.System.Replicated.Name
+	for _, l := range [][]MRef{t.All, t.Any} {
+		if len(l) == 0 {
+			continue
+		}
+		if rep == "" {
+			sv.errorf(l[0].Range, "No replicated machine", "all and any range over the replicated machine; declare one with `replicated \"container\" {}`.")
+			continue
+		}
+		sv.mrefs(l, "state", rep, where)
+	}
+	sv.roles(t.Among, where+" among")
+	sv.roles(t.Roles, where+" roles")
+	if len(t.Among) > 0 && len(t.All)+len(t.Any) == 0 {
+		sv.errorf(t.Among[0].Range, "Misplaced among", "among filters all and any; this tie sets neither.")
+	}
+	if len(t.Roles) > 0 && !sv.replicated(m.Name) {
+		sv.errorf(t.Roles[0].Range, "Roles of a single machine",
+			"roles ties a guard to the role of its own instance, but machine %q runs once per pod and has no role.", m.Name)
+	}
+}
+
+func (sv *systemValidator) effect(e *Effect, effects map[string]*Effect) {
+	where := fmt.Sprintf("effect %q %q", e.Machine.Name, e.Action.Name)
+	m := sv.machine(e.Machine, where)
+	if m == nil {
+		return
+	}
+	if !sv.ref(machineNames(m, "action"), e.Action, where) {
+		return
+	}
+	key := m.Name + "." + e.Action.Name
+	if prev := effects[key]; prev != nil {
+		sv.errorf(e.Action.Range, "Duplicate effect", "action %q of machine %q already has an effect at %s.", e.Action.Name, m.Name, prev.Range)
+		return
+	}
+	effects[key] = e
+	for _, r := range e.Sends {
+		if r.Machine == m.Name {
+			sv.errorf(r.Range, "Send to itself", "%s sends %s to its own machine; list the event in reports instead.", where, r)
+			continue
+		}
+		sv.mrefs([]MRef{r}, "event", "", where+" sends")
+	}
+	sv.mrefs(e.Reports, "event", m.Name, where+" reports")
+}
+
+func (sv *systemValidator) single(refs []MRef, where string) *Machine {
+	m := sv.mrefs(refs, "state", "", where)
+	if m != nil && sv.replicated(m.Name) {
+		sv.errorf(refs[0].Range, "Replicated machine", "%s names states of %q, which runs once per container; name states of a machine that runs once per pod.", where, m.Name)
+		return nil
+	}
+	return m
+}
+
+func (sv *systemValidator) invariant(inv *Invariant) {
+	where := fmt.Sprintf("invariant %q", inv.Name)
+	switch inv.Kind {
+	case InvNeverEnter:
+		sv.mrefs(inv.NeverEnter, "state", "", where+" never_enter")
+		sv.single(inv.While, where+" while")
+	case InvRank:
+		var all []MRef
+		for _, t := range inv.Rank {
+			all = append(all, t...)
+		}
+		m := sv.single(all, where+" rank")
+		if m == nil {
+			return
+		}
+		seen := map[string]MRef{}
+		for _, r := range all {
+			if prev, dup := seen[r.Name]; dup {
+				sv.errorf(r.Range, "Duplicate rank", "state %s already has a tier at %s.", r, prev.Range)
+			}
+			seen[r.Name] = r
+		}
+		var missing []string
+		for _, st := range m.States {
+			if _, ok := seen[st.Name]; !ok {
+				missing = append(missing, st.Name)
+			}
+		}
+		if len(missing) > 0 && len(all) > 0 {
+			sv.errorf(all[0].Range, "Incomplete rank", "%s ranks no tier for state(s) %s of machine %q; put each in a tier.", where, strings.Join(missing, ", "), m.Name)
+		}
+	case InvAlwaysReaches:
+		sv.single(inv.AlwaysReaches, where+" always_reaches")
+	case InvAfterReaches:
+		sv.mrefs([]MRef{inv.After}, "event", "", where+" after")
+		sv.single(inv.Reaches, where+" reaches")
+	}
+}
+
+func boolAttr(a *hcl.Attribute, diags *hcl.Diagnostics) bool {
+	v, d := a.Expr.Value(nil)
+	*diags = append(*diags, d...)
+	if d.HasErrors() {
+		return false
+	}
+	if v.Type() != cty.Bool || v.IsNull() || !v.IsKnown() {
+		*diags = append(*diags, attrErr(a, "Invalid "+a.Name, a.Name+" must be true or false."))
+		return false
+	}
+	return v.True()
+}
+
+func article(kind string) string {
+	if strings.ContainsRune("aeiou", rune(kind[0])) {
+		return "an"
+	}
+	return "a"
+}

@@ -1,0 +1,195 @@
+package spec
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestEmbeddedSystem checks what spec/system.hcl declares once decoded.
+func TestEmbeddedSystem(t *testing.T) {
+	s, diags := Parse(Embedded())
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	sys := s.System
+	if sys.Replicated.Name != "container" {
+		t.Errorf("replicated machine = %q, want container", sys.Replicated.Name)
+	}
+	tie := func(machine, guard string) *Tie {
+		for _, ti := range sys.Ties {
+			if ti.Machine.Name == machine && ti.Guard.Name == guard {
+				return ti
+			}
+		}
+		t.Fatalf("no tie of %s.%s", machine, guard)
+		return nil
+	}
+	names := func(refs []MRef) []string {
+		var out []string
+		for _, r := range refs {
+			out = append(out, r.String())
+		}
+		return out
+	}
+	if got := names(tie("container", "pod_terminating").In); !slices.Equal(got, []string{"pod.terminating", "pod.terminated", "pod.finished"}) {
+		t.Errorf("pod_terminating in = %v", got)
+	}
+	if ti := tie("container", "restart_allowed"); ti.Mode != "if" || len(ti.Roles) != 1 || ti.Roles[0].Name != "sidecar" {
+		t.Errorf("restart_allowed tie = %+v", ti)
+	}
+	if got := names(tie("pod", "all_containers_stopped").All); !slices.Contains(got, "container.terminated") || slices.Contains(got, "container.running") {
+		t.Errorf("all_containers_stopped all = %v", got)
+	}
+	if ti := tie("pod", "pod_done"); ti.Mode != "if" || len(ti.Among) != 1 || ti.Among[0].Name != "regular" {
+		t.Errorf("pod_done tie = %+v", ti)
+	}
+	effect := func(machine, action string) *Effect {
+		for _, e := range sys.Effects {
+			if e.Machine.Name == machine && e.Action.Name == action {
+				return e
+			}
+		}
+		t.Fatalf("no effect of %s.%s", machine, action)
+		return nil
+	}
+	if e := effect("pod", "sync_pod"); !slices.Equal(names(e.Sends), []string{"container.update", "container.sandbox_died", "sandbox.create", "container.start"}) || !slices.Equal(names(e.Reports), []string{"pod.sync_ok", "pod.sync_failed"}) {
+		t.Errorf("sync_pod effect: sends %v reports %v", names(e.Sends), names(e.Reports))
+	}
+	if e := effect("pod", "remove_pod"); !e.MayReportNothing || !slices.Equal(names(e.Sends), []string{"container.removed", "sandbox.removed"}) {
+		t.Errorf("remove_pod effect = %+v", e)
+	}
+	if e := effect("container", "pull_image"); !slices.Equal(names(e.Reports), []string{"container.pull_ok", "container.pull_failed"}) {
+		t.Errorf("pull_image reports %v", names(e.Reports))
+	}
+	if len(sys.Externals) != 1 || sys.Externals[0].Machine.Name != "pod" || sys.Externals[0].Event.Name != "name_free" {
+		t.Errorf("externals = %+v", sys.Externals)
+	}
+	kinds := map[string]string{}
+	for _, inv := range sys.Invariants {
+		kinds[inv.Name] = inv.Kind
+		if inv.Doc == "" {
+			t.Errorf("invariant %q has no doc", inv.Name)
+		}
+	}
+	for name, kind := range map[string]string{
+		"no_start_after_termination": InvNeverEnter,
+		"phase_never_backwards":      InvRank,
+		"can_always_finish":          InvAlwaysReaches,
+		"kill_finishes":              InvAfterReaches,
+	} {
+		if kinds[name] != kind {
+			t.Errorf("invariant %q kind = %q, want %q", name, kinds[name], kind)
+		}
+	}
+}
+
+// TestSystemDecode decodes each construct from a small spec.
+func TestSystemDecode(t *testing.T) {
+	src := `
+machine "p" {
+  initial = state.a
+  event "go" {}
+  event "done" {}
+  event "fail" {}
+  guard "ok" {}
+  action "act" {}
+  state "a" {
+    entry = [action.act]
+    transition "go" {
+      guard = guard.ok
+      to    = state.b
+    }
+    transition "go" { to = state.a }
+    transition "done" { to = state.b }
+    transition "fail" {}
+  }
+  state "b" { final = true }
+}
+machine "c" {
+  initial = state.x
+  event "poke" {}
+  guard "lead" {}
+  state "x" {
+    transition "poke" {
+      guard = guard.lead
+      to    = state.y
+    }
+    transition "poke" { to = state.y }
+  }
+  state "y" { final = true }
+}
+replicated "c" { doc = "many" }
+tie "p" "ok" {
+  any   = [c.y]
+  among = [role.init, role.sidecar]
+}
+tie "c" "lead" {
+  in    = [p.a]
+  roles = [role.regular]
+  mode  = "if"
+}
+effect "p" "act" {
+  sends              = [c.poke]
+  reports            = [p.done, p.fail]
+  may_report_nothing = true
+}
+invariant "never" {
+  doc         = "d"
+  never_enter = [c.y]
+  while       = [p.b]
+}
+invariant "up" { rank = [[p.a], [p.b]] }
+invariant "fin" { always_reaches = [p.b] }
+invariant "kill" {
+  after   = p.go
+  reaches = [p.b]
+}
+`
+	s, diags := Parse([]File{{Name: "x.hcl", Src: []byte(src)}})
+	for _, d := range diags {
+		t.Errorf("%s", Line(d))
+	}
+	sys := s.System
+	if sys.Replicated.Name != "c" || len(sys.Ties) != 2 || len(sys.Effects) != 1 || len(sys.Invariants) != 4 {
+		t.Fatalf("system = %+v", sys)
+	}
+	if ti := sys.Ties[0]; len(ti.Any) != 1 || ti.Any[0].String() != "c.y" || len(ti.Among) != 2 || ti.Mode != "iff" {
+		t.Errorf("tie p.ok = %+v", ti)
+	}
+	if ti := sys.Ties[1]; len(ti.In) != 1 || ti.Roles[0].Name != "regular" || ti.Mode != "if" {
+		t.Errorf("tie c.lead = %+v", ti)
+	}
+	if e := sys.Effects[0]; len(e.Sends) != 1 || len(e.Reports) != 2 || !e.MayReportNothing {
+		t.Errorf("effect = %+v", e)
+	}
+	inv := sys.Invariants
+	if inv[0].Kind != InvNeverEnter || inv[0].Doc != "d" || len(inv[0].While) != 1 ||
+		inv[1].Kind != InvRank || len(inv[1].Rank) != 2 ||
+		inv[2].Kind != InvAlwaysReaches ||
+		inv[3].Kind != InvAfterReaches || inv[3].After.String() != "p.go" || len(inv[3].Reaches) != 1 {
+		t.Errorf("invariants = %+v %+v %+v %+v", inv[0], inv[1], inv[2], inv[3])
+	}
+	// Positions point into the file.
+	if r := inv[3].After.Range; r.Filename != "x.hcl" || r.Start.Line == 0 {
+		t.Errorf("after range = %v", r)
+	}
+}
+
+// TestSystemErrorsHaveHints: a typo in a system reference suggests the name.
+func TestSystemErrorsHaveHints(t *testing.T) {
+	files := Embedded()
+	for i, f := range files {
+		if strings.HasSuffix(f.Name, "system.hcl") {
+			files[i].Src = []byte(strings.Replace(string(f.Src), "pod.terminating, pod.terminated", "pod.terminatin, pod.terminated", 1))
+		}
+	}
+	_, diags := Parse(files)
+	if !diags.HasErrors() {
+		t.Fatal("accepted a reference to pod.terminatin")
+	}
+	got := Line(diags[0])
+	if !strings.Contains(got, "spec/system.hcl:") || !strings.Contains(got, `Did you mean "terminating"?`) {
+		t.Errorf("diagnostic = %s", got)
+	}
+}

@@ -1,0 +1,568 @@
+package verify
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/speclet/speclet/spec"
+)
+
+// Ops of a frame, run in order before the frame's next queued event.
+const (
+	opAction = iota // run action a of the frame's machine
+	opSend          // deliver event b to instance a (a nested frame)
+	opRaise         // queue event a on the frame's machine
+	opReport        // action a reports one of its reports
+)
+
+type op struct{ kind, a, b uint8 }
+
+// frame is one machine instance handling its queued events, as the engine's
+// fire loop does: the step's actions (ops) run before the next queued event.
+type frame struct {
+	inst  uint8
+	queue []uint8
+	ops   []op
+}
+
+// sys is one product state: the role of each replicated instance, the state
+// of every instance, and the stack of frames being handled (empty between
+// inputs).
+type sys struct {
+	roles  []uint8
+	st     []uint8
+	frames []frame
+}
+
+func (s *sys) clone() *sys {
+	c := &sys{roles: s.roles, st: append([]uint8(nil), s.st...), frames: make([]frame, len(s.frames))}
+	for i, f := range s.frames {
+		c.frames[i] = frame{inst: f.inst, queue: append([]uint8(nil), f.queue...), ops: append([]op(nil), f.ops...)}
+	}
+	return c
+}
+
+func (s *sys) encode(buf []byte) []byte {
+	buf = append(buf, s.roles...)
+	buf = append(buf, s.st...)
+	for _, f := range s.frames {
+		buf = append(buf, f.inst, uint8(len(f.queue)))
+		buf = append(buf, f.queue...)
+		buf = append(buf, uint8(len(f.ops)))
+		for _, o := range f.ops {
+			buf = append(buf, o.kind, o.a, o.b)
+		}
+	}
+	return buf
+}
+
+func (r *run) decode(key string) *sys {
+	b := []byte(key)
+	s := &sys{roles: b[:r.k:r.k], st: b[r.k : r.k+r.nInst : r.k+r.nInst]}
+	for i := r.k + r.nInst; i < len(b); {
+		f := frame{inst: b[i]}
+		n := int(b[i+1])
+		i += 2
+		f.queue = append([]uint8(nil), b[i:i+n]...)
+		i += n
+		n = int(b[i])
+		i++
+		for range n {
+			f.ops = append(f.ops, op{b[i], b[i+1], b[i+2]})
+			i += 3
+		}
+		s.frames = append(s.frames, f)
+	}
+	return s
+}
+
+// Edge kinds.
+const (
+	edgeInternal = iota // a step, action outcome: no environment input
+	edgeTimer           // a timer of a resting machine fired
+	edgeInput           // an input of routes.hcl arrived
+)
+
+// run explores the product for one number of replicated instances.
+type run struct {
+	md          *model
+	k           int
+	nInst       int
+	instMachine []int
+	instNum     []int // number of the instance among its machine's (0 for singles)
+	singleInst  []int // per machine: its instance, -1 for the replicated one
+	repInsts    []int
+
+	keys       []string
+	index      map[string]int32
+	parent     []int32
+	parentEdge []int32
+	edgeStart  []int32
+	edgeTo     []int32
+	edgeKind   []uint8
+
+	memo  []int8 // guard values of the running fire, -1 unknown
+	fixed []bool // when set, the value of every guard (Step)
+}
+
+type move struct {
+	next  *sys
+	kind  uint8
+	input int // index of the input, -1
+	label string
+	viols []int // invariants the step violates
+}
+
+func newRun(md *model, k int) *run {
+	r := &run{md: md, k: k, index: map[string]int32{}}
+	r.singleInst = make([]int, len(md.machines))
+	for i := range r.singleInst {
+		r.singleInst[i] = -1
+	}
+	for _, m := range md.singles {
+		r.singleInst[m] = len(r.instMachine)
+		r.instMachine = append(r.instMachine, m)
+		r.instNum = append(r.instNum, 0)
+	}
+	if md.rep >= 0 {
+		for c := range k {
+			r.repInsts = append(r.repInsts, len(r.instMachine))
+			r.instMachine = append(r.instMachine, md.rep)
+			r.instNum = append(r.instNum, c)
+		}
+	}
+	r.nInst = len(r.instMachine)
+	return r
+}
+
+func (r *run) instName(s *sys, inst int) string {
+	m := r.md.machines[r.instMachine[inst]]
+	if r.instMachine[inst] != r.md.rep {
+		return m.Name
+	}
+	c := r.instNum[inst]
+	return fmt.Sprintf("%s[%d](%s)", m.Name, c, spec.Roles[s.roles[c]])
+}
+
+// decider enumerates the values of free guards and action outcomes by
+// replaying a prefix of choices.
+type decider struct {
+	prefix []int
+	trace  []int
+	arity  []int
+}
+
+func (d *decider) choose(n int) int {
+	i := len(d.trace)
+	v := 0
+	if i < len(d.prefix) {
+		v = d.prefix[i]
+	}
+	d.trace = append(d.trace, v)
+	d.arity = append(d.arity, n)
+	return v
+}
+
+// next returns the next prefix to try, or false when every combination was
+// tried.
+func (d *decider) next() bool {
+	for i := len(d.trace) - 1; i >= 0; i-- {
+		if d.trace[i]+1 < d.arity[i] {
+			d.prefix = append(d.trace[:i:i], d.trace[i]+1)
+			d.trace, d.arity = d.trace[:0:0], d.arity[:0:0]
+			return true
+		}
+	}
+	return false
+}
+
+func (r *run) tieHolds(s *sys, inst int, t *tie) bool {
+	if t.inMachine >= 0 && !t.in[s.st[r.singleInst[t.inMachine]]] {
+		return false
+	}
+	if t.all != nil {
+		for c, i := range r.repInsts {
+			if (t.among == nil || t.among[s.roles[c]]) && !t.all[s.st[i]] {
+				return false
+			}
+		}
+	}
+	if t.any != nil {
+		found := false
+		for c, i := range r.repInsts {
+			found = found || (t.among == nil || t.among[s.roles[c]]) && t.any[s.st[i]]
+		}
+		if !found {
+			return false
+		}
+	}
+	if t.roles != nil {
+		if r.instMachine[inst] != r.md.rep || !t.roles[s.roles[r.instNum[inst]]] {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *run) guard(s *sys, inst, g int, d *decider, shown *[]string) bool {
+	if v := r.memo[g]; v >= 0 {
+		return v == 1
+	}
+	m := r.md.machines[r.instMachine[inst]]
+	var v bool
+	tied := false
+	if r.fixed != nil {
+		v, tied = r.fixed[g], true
+	} else if t := m.ties[g]; t != nil {
+		if h := r.tieHolds(s, inst, t); h || !t.ifMode {
+			v, tied = h, true
+		}
+	}
+	if !tied {
+		v = d.choose(2) == 1
+	}
+	r.memo[g] = 0
+	if v {
+		r.memo[g] = 1
+	}
+	if shown != nil {
+		suffix := ""
+		if tied {
+			suffix = "(tied)"
+		}
+		*shown = append(*shown, fmt.Sprintf("%s=%v%s", m.guards[g], v, suffix))
+	}
+	return v
+}
+
+type fireResult struct {
+	none, loop bool
+	internal   bool
+	path       []int
+	actions    []int
+}
+
+// fireOnce takes the step of inst on ev like fsm/core.go: the first
+// transition in spec order whose guard holds; choice states are passed at
+// once, first branch whose guard holds, else otherwise. s.st[inst] is
+// updated.
+func (r *run) fireOnce(s *sys, inst, ev int, d *decider, shown *[]string) fireResult {
+	m := r.md.machines[r.instMachine[inst]]
+	if cap(r.memo) < len(m.guards) {
+		r.memo = make([]int8, len(m.guards))
+	}
+	r.memo = r.memo[:len(m.guards)]
+	for i := range r.memo {
+		r.memo[i] = -1
+	}
+	from := int(s.st[inst])
+	var picked *trans
+	for _, t := range m.trans[from][ev] {
+		if t.guard < 0 || r.guard(s, inst, t.guard, d, shown) {
+			picked = t
+			break
+		}
+	}
+	if picked == nil {
+		return fireResult{none: true}
+	}
+	res := fireResult{actions: append([]int(nil), picked.actions...)}
+	if picked.to < 0 {
+		res.internal = true
+		return res
+	}
+	cur := picked.to
+	s.st[inst] = uint8(cur)
+	res.path = append(res.path, cur)
+	res.actions = append(res.actions, m.entry[cur]...)
+	for hops := 0; len(m.choice[cur]) > 0; hops++ {
+		if hops > len(m.states) {
+			res.loop = true
+			return res
+		}
+		cs := m.choice[cur]
+		b := cs[len(cs)-1]
+		for _, c := range cs {
+			if c.guard < 0 || r.guard(s, inst, c.guard, d, shown) {
+				b = c
+				break
+			}
+		}
+		res.actions = append(res.actions, b.actions...)
+		cur = b.to
+		s.st[inst] = uint8(cur)
+		res.path = append(res.path, cur)
+		res.actions = append(res.actions, m.entry[cur]...)
+	}
+	return res
+}
+
+// sendOps expands the sends of an effect to one op per target instance.
+func (r *run) sendOps(ef *effect) []op {
+	var ops []op
+	for _, sd := range ef.sends {
+		if sd.machine == r.md.rep {
+			for _, i := range r.repInsts {
+				ops = append(ops, op{opSend, uint8(i), uint8(sd.event)})
+			}
+		} else if i := r.singleInst[sd.machine]; i >= 0 {
+			ops = append(ops, op{opSend, uint8(i), uint8(sd.event)})
+		}
+	}
+	return ops
+}
+
+// choices returns the number of outcomes of the top frame's first op (an
+// action or a report): 1 when it is deterministic.
+func choices(ef *effect, o op) int {
+	switch {
+	case ef == nil:
+		return 1
+	case o.kind == opAction && ef.nothing:
+		return 2 // fails before any effect, or runs
+	case o.kind == opReport && len(ef.reports) > 1:
+		return len(ef.reports)
+	}
+	return 1
+}
+
+// apply replaces the top frame's first op (an action or a report) by its
+// outcome number i: an action becomes its sends then its report (outcome 0
+// of an action that may report nothing drops it); a report becomes the
+// raise of reports[i].
+func (r *run) apply(s *sys, ef *effect, i int) {
+	f := &s.frames[len(s.frames)-1]
+	o, rest := f.ops[0], f.ops[1:]
+	var ops []op
+	switch {
+	case ef == nil:
+	case o.kind == opAction:
+		if ef.nothing && i == 0 {
+			break
+		}
+		ops = r.sendOps(ef)
+		if len(ef.reports) > 0 {
+			ops = append(ops, op{opReport, o.a, 0})
+		}
+	case o.kind == opReport:
+		ops = []op{{opRaise, uint8(ef.reports[i]), 0}}
+	}
+	f.ops = append(ops, rest...)
+}
+
+// settle carries out the deterministic parts of the top frames: queued
+// raises, sends, actions and reports with one outcome, finished frames. It
+// stops where a choice or a step is due, or when no frame is left.
+func (r *run) settle(s *sys) {
+	for len(s.frames) > 0 {
+		f := &s.frames[len(s.frames)-1]
+		if len(f.ops) > 0 {
+			o := f.ops[0]
+			switch o.kind {
+			case opRaise:
+				f.queue = append(f.queue, o.a)
+				f.ops = f.ops[1:]
+				continue
+			case opSend:
+				f.ops = f.ops[1:]
+				s.frames = append(s.frames, frame{inst: o.a, queue: []uint8{o.b}})
+				continue
+			case opAction, opReport:
+				ef := r.md.machines[r.instMachine[f.inst]].effects[o.a]
+				if choices(ef, o) == 1 {
+					r.apply(s, ef, 0)
+					continue
+				}
+				return
+			}
+		}
+		if len(f.queue) > 0 {
+			return
+		}
+		s.frames = s.frames[:len(s.frames)-1]
+	}
+}
+
+// successors calls emit for every move from s (settled), in a fixed order.
+// Labels are built only when describe is set.
+func (r *run) successors(s *sys, describe bool, emit func(*move)) {
+	md := r.md
+	if len(s.frames) == 0 {
+		for ii, in := range md.inputs {
+			targets := []int{-1}
+			for _, rt := range in.routes {
+				if rt.machine == md.rep {
+					targets = r.repInsts
+				}
+			}
+			for _, c := range targets {
+				next := s.clone()
+				var parts []string
+				// Frames are a stack: push the last route first.
+				for j := len(in.routes) - 1; j >= 0; j-- {
+					rt := in.routes[j]
+					inst := r.singleInst[rt.machine]
+					if rt.machine == md.rep {
+						inst = c
+					}
+					if inst < 0 {
+						continue
+					}
+					next.frames = append(next.frames, frame{inst: uint8(inst), queue: []uint8{uint8(rt.event)}})
+					if describe {
+						parts = append([]string{r.instName(s, inst) + "." + md.machines[rt.machine].events[rt.event]}, parts...)
+					}
+				}
+				if len(next.frames) == 0 {
+					continue
+				}
+				r.settle(next)
+				mv := &move{next: next, kind: edgeInput, input: ii}
+				if describe {
+					mv.label = fmt.Sprintf("input %s: %s", in.name, strings.Join(parts, ", "))
+					if in.external {
+						mv.label = "external: " + strings.Join(parts, ", ")
+					}
+				}
+				emit(mv)
+			}
+		}
+		for inst := range r.nInst {
+			m := md.machines[r.instMachine[inst]]
+			for _, ev := range m.timers[s.st[inst]] {
+				next := s.clone()
+				next.frames = append(next.frames, frame{inst: uint8(inst), queue: []uint8{uint8(ev)}})
+				r.settle(next)
+				mv := &move{next: next, kind: edgeTimer, input: -1}
+				if describe {
+					mv.label = fmt.Sprintf("timer: %s in %s fires %s", r.instName(s, inst), m.states[s.st[inst]], m.events[ev])
+				}
+				emit(mv)
+			}
+		}
+		return
+	}
+	f := &s.frames[len(s.frames)-1]
+	inst := int(f.inst)
+	m := md.machines[r.instMachine[inst]]
+	if len(f.ops) > 0 { // an action or a report with several outcomes
+		o := f.ops[0]
+		ef := m.effects[o.a]
+		for i := range choices(ef, o) {
+			next := s.clone()
+			r.apply(next, ef, i)
+			r.settle(next)
+			mv := &move{next: next, kind: edgeInternal, input: -1}
+			if describe {
+				what := [2]string{"fails before any effect (reports nothing)", "runs"}[min(i, 1)]
+				if o.kind == opReport {
+					what = "reports " + m.events[ef.reports[i]]
+				}
+				mv.label = fmt.Sprintf("%s: %s %s", r.instName(s, inst), m.actions[o.a], what)
+			}
+			emit(mv)
+		}
+		return
+	}
+	ev := int(f.queue[0])
+	d := &decider{}
+	for {
+		next := s.clone()
+		var shown []string
+		var sp *[]string
+		if describe {
+			sp = &shown
+		}
+		from := int(s.st[inst])
+		res := r.fireOnce(next, inst, ev, d, sp)
+		nf := &next.frames[len(next.frames)-1]
+		nf.queue = nf.queue[1:]
+		var ops []op
+		for _, a := range res.actions {
+			ops = append(ops, op{opAction, uint8(a), 0})
+		}
+		nf.ops = ops
+		mv := &move{next: next, kind: edgeInternal, input: -1}
+		if !res.none && !res.loop {
+			mv.viols = r.check(next, inst, from, res.path)
+		}
+		r.settle(next)
+		if describe {
+			g := ""
+			if len(shown) > 0 {
+				g = " [" + strings.Join(shown, " ") + "]"
+			}
+			who := r.instName(s, inst)
+			switch {
+			case res.none:
+				mv.label = fmt.Sprintf("%s %s --%s%s--> no transition (ignored)", who, m.states[from], m.events[ev], g)
+			case res.loop:
+				mv.label = fmt.Sprintf("%s %s --%s%s--> choice loop (ignored)", who, m.states[from], m.events[ev], g)
+			default:
+				to := "(internal)"
+				if !res.internal {
+					var p []string
+					for _, st := range res.path {
+						p = append(p, m.states[st])
+					}
+					to = strings.Join(p, " -> ")
+				}
+				var acts []string
+				for _, a := range res.actions {
+					acts = append(acts, m.actions[a])
+				}
+				a := ""
+				if len(acts) > 0 {
+					a = " / " + strings.Join(acts, ", ")
+				}
+				mv.label = fmt.Sprintf("%s %s --%s%s--> %s%s", who, m.states[from], m.events[ev], g, to, a)
+			}
+		}
+		if res.loop {
+			next.st[inst] = uint8(from)
+		}
+		emit(mv)
+		if !d.next() {
+			return
+		}
+	}
+}
+
+// check evaluates the step invariants on a step of inst from state from
+// through path (next holds the states after the step) and returns the
+// indices of the invariants it violates.
+func (r *run) check(next *sys, inst, from int, path []int) []int {
+	var viols []int
+	for i, iv := range r.md.invs {
+		if iv.machine != r.instMachine[inst] {
+			continue
+		}
+		switch iv.Kind {
+		case spec.InvNeverEnter:
+			iv.checks++
+			if iv.whileMachine >= 0 {
+				w := r.singleInst[iv.whileMachine]
+				if w < 0 || !iv.while[next.st[w]] {
+					continue
+				}
+			}
+			for _, p := range path {
+				if iv.set[p] {
+					viols = append(viols, i)
+					break
+				}
+			}
+		case spec.InvRank:
+			iv.checks++
+			prev := from
+			for _, p := range path {
+				if iv.rank[p] < iv.rank[prev] {
+					viols = append(viols, i)
+					break
+				}
+				prev = p
+			}
+		}
+	}
+	return viols
+}

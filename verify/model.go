@@ -1,0 +1,323 @@
+package verify
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/speclet/speclet/spec"
+)
+
+// model is the decoded spec compiled to indices for exploration.
+type model struct {
+	machines []*mach
+	rep      int   // index of the replicated machine in machines, -1 when none
+	singles  []int // machines that run once per pod, in spec order
+	inputs   []*input
+	invs     []*inv
+}
+
+type mach struct {
+	*spec.Machine
+	idx     int
+	states  []string
+	events  []string
+	guards  []string
+	actions []string
+	state   map[string]int
+	event   map[string]int
+	guard   map[string]int
+	action  map[string]int
+	initial int
+	trans   [][][]*trans // [state][event], spec order
+	choice  [][]*branch  // [state], when branches then otherwise
+	entry   [][]int      // entry actions per state
+	timers  [][]int      // timer events per state
+	ties    []*tie       // per guard; nil: free
+	effects []*effect    // per action; nil: no visible effect
+}
+
+type trans struct {
+	guard   int // -1: unguarded
+	to      int // -1: internal
+	actions []int
+}
+
+type branch struct {
+	guard   int // -1: otherwise
+	to      int
+	actions []int
+}
+
+type tie struct {
+	inMachine int    // -1 when no in
+	in        []bool // by state of inMachine
+	all, any  []bool // by state of the replicated machine; nil when unset
+	among     []bool // by role; nil: every role
+	roles     []bool // by role; nil when unset
+	ifMode    bool
+}
+
+type effect struct {
+	sends   []send
+	reports []int
+	nothing bool
+}
+
+type send struct{ machine, event int }
+
+// input is a move of the environment: an input of routes.hcl or an
+// external event. Its routes are in delivery order: the replicated
+// machine's first (the engine fires the container event, then the pod's).
+type input struct {
+	name     string
+	external bool
+	routes   []send
+}
+
+type inv struct {
+	*spec.Invariant
+	machine      int    // machine whose states set names
+	set          []bool // never_enter, always_reaches, reaches
+	whileMachine int    // -1: no while
+	while        []bool
+	rank         []int // by state of machine
+	afterMachine int
+	afterEvent   int
+	checks       int64
+	violation    *Violation
+}
+
+// Roles of an instance of the replicated machine, as indices of spec.Roles.
+const (
+	roleInit = iota
+	roleSidecar
+	roleRegular
+)
+
+func indexOf(names []string) map[string]int {
+	m := make(map[string]int, len(names))
+	for i, n := range names {
+		m[n] = i
+	}
+	return m
+}
+
+func compile(s *spec.Spec) (*model, error) {
+	md := &model{rep: -1}
+	byName := map[string]int{}
+	for i, m := range s.Machines {
+		mc := &mach{Machine: m, idx: i}
+		for _, st := range m.States {
+			mc.states = append(mc.states, st.Name)
+		}
+		for _, e := range m.Events {
+			mc.events = append(mc.events, e.Name)
+		}
+		for _, g := range m.Guards {
+			mc.guards = append(mc.guards, g.Name)
+		}
+		for _, a := range m.Actions {
+			mc.actions = append(mc.actions, a.Name)
+		}
+		if len(mc.states) > 255 || len(mc.events) > 255 || len(mc.actions) > 255 {
+			return nil, fmt.Errorf("machine %q is too large to explore", m.Name)
+		}
+		mc.state, mc.event, mc.guard, mc.action = indexOf(mc.states), indexOf(mc.events), indexOf(mc.guards), indexOf(mc.actions)
+		mc.initial = mc.state[m.Initial.Name]
+		refs := func(rs []spec.Ref) []int {
+			out := make([]int, len(rs))
+			for i, r := range rs {
+				out[i] = mc.action[r.Name]
+			}
+			return out
+		}
+		guardOf := func(r spec.Ref) int {
+			if !r.Set() {
+				return -1
+			}
+			return mc.guard[r.Name]
+		}
+		mc.trans = make([][][]*trans, len(m.States))
+		mc.choice = make([][]*branch, len(m.States))
+		mc.entry = make([][]int, len(m.States))
+		mc.timers = make([][]int, len(m.States))
+		for si, st := range m.States {
+			mc.trans[si] = make([][]*trans, len(mc.events))
+			for _, t := range st.Transitions {
+				to := -1
+				if t.To.Set() {
+					to = mc.state[t.To.Name]
+				}
+				ei := mc.event[t.Event.Name]
+				mc.trans[si][ei] = append(mc.trans[si][ei], &trans{guard: guardOf(t.Guard), to: to, actions: refs(t.Actions)})
+			}
+			if ch := st.Choice; ch != nil {
+				for _, br := range ch.When {
+					mc.choice[si] = append(mc.choice[si], &branch{guard: guardOf(br.Guard), to: mc.state[br.To.Name], actions: refs(br.Actions)})
+				}
+				if ch.Otherwise != nil {
+					mc.choice[si] = append(mc.choice[si], &branch{guard: -1, to: mc.state[ch.Otherwise.To.Name], actions: refs(ch.Otherwise.Actions)})
+				}
+			}
+			mc.entry[si] = refs(st.Entry)
+			for _, tm := range st.Timers {
+				mc.timers[si] = append(mc.timers[si], mc.event[tm.Event.Name])
+			}
+		}
+		mc.ties = make([]*tie, len(mc.guards))
+		mc.effects = make([]*effect, len(mc.actions))
+		md.machines = append(md.machines, mc)
+		byName[m.Name] = i
+	}
+	sys := &s.System
+	if sys.Replicated.Set() {
+		md.rep = byName[sys.Replicated.Name]
+	}
+	for i := range md.machines {
+		if i != md.rep {
+			md.singles = append(md.singles, i)
+		}
+	}
+	states := func(refs []spec.MRef) (int, []bool) {
+		if len(refs) == 0 {
+			return -1, nil
+		}
+		m := md.machines[byName[refs[0].Machine]]
+		set := make([]bool, len(m.states))
+		for _, r := range refs {
+			set[m.state[r.Name]] = true
+		}
+		return m.idx, set
+	}
+	roles := func(refs []spec.Ref) []bool {
+		if len(refs) == 0 {
+			return nil
+		}
+		set := make([]bool, len(spec.Roles))
+		for _, r := range refs {
+			set[slices.Index(spec.Roles, r.Name)] = true
+		}
+		return set
+	}
+	for _, t := range sys.Ties {
+		m := md.machines[byName[t.Machine.Name]]
+		ti := &tie{ifMode: t.Mode == "if"}
+		ti.inMachine, ti.in = states(t.In)
+		_, ti.all = states(t.All)
+		_, ti.any = states(t.Any)
+		ti.among, ti.roles = roles(t.Among), roles(t.Roles)
+		m.ties[m.guard[t.Guard.Name]] = ti
+	}
+	for _, e := range sys.Effects {
+		m := md.machines[byName[e.Machine.Name]]
+		ef := &effect{nothing: e.MayReportNothing}
+		for _, r := range e.Sends {
+			to := md.machines[byName[r.Machine]]
+			ef.sends = append(ef.sends, send{machine: to.idx, event: to.event[r.Name]})
+		}
+		for _, r := range e.Reports {
+			ef.reports = append(ef.reports, m.event[r.Name])
+		}
+		m.effects[m.action[e.Action.Name]] = ef
+	}
+	for _, in := range s.Inputs {
+		ip := &input{name: in.Name}
+		for _, r := range in.Routes {
+			m := md.machines[byName[r.Machine.Name]]
+			ip.routes = append(ip.routes, send{machine: m.idx, event: m.event[r.Event.Name]})
+		}
+		slices.SortStableFunc(ip.routes, func(a, b send) int {
+			return cmpBool(b.machine == md.rep, a.machine == md.rep)
+		})
+		md.inputs = append(md.inputs, ip)
+	}
+	for _, x := range sys.Externals {
+		m := md.machines[byName[x.Machine.Name]]
+		md.inputs = append(md.inputs, &input{name: x.Machine.Name + "." + x.Event.Name, external: true,
+			routes: []send{{machine: m.idx, event: m.event[x.Event.Name]}}})
+	}
+	for _, si := range sys.Invariants {
+		iv := &inv{Invariant: si, machine: -1, whileMachine: -1, afterMachine: -1}
+		switch si.Kind {
+		case spec.InvNeverEnter:
+			iv.machine, iv.set = states(si.NeverEnter)
+			iv.whileMachine, iv.while = states(si.While)
+		case spec.InvRank:
+			var all []spec.MRef
+			for _, t := range si.Rank {
+				all = append(all, t...)
+			}
+			if len(all) == 0 {
+				return nil, fmt.Errorf("invariant %q ranks no state", si.Name)
+			}
+			m := md.machines[byName[all[0].Machine]]
+			iv.machine = m.idx
+			iv.rank = make([]int, len(m.states))
+			for tier, t := range si.Rank {
+				for _, r := range t {
+					iv.rank[m.state[r.Name]] = tier
+				}
+			}
+		case spec.InvAlwaysReaches:
+			iv.machine, iv.set = states(si.AlwaysReaches)
+		case spec.InvAfterReaches:
+			iv.machine, iv.set = states(si.Reaches)
+			m := md.machines[byName[si.After.Machine]]
+			iv.afterMachine, iv.afterEvent = m.idx, m.event[si.After.Name]
+		}
+		if iv.machine < 0 {
+			return nil, fmt.Errorf("invariant %q names no state", si.Name)
+		}
+		md.invs = append(md.invs, iv)
+	}
+	return md, nil
+}
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	}
+	return 1
+}
+
+// unproduced lists the events no input, external, timer, send or report
+// produces: they never happen in the explored system.
+func (md *model) unproduced() []string {
+	made := map[send]bool{}
+	for _, in := range md.inputs {
+		for _, r := range in.routes {
+			made[r] = true
+		}
+	}
+	for _, m := range md.machines {
+		for _, ts := range m.timers {
+			for _, ev := range ts {
+				made[send{m.idx, ev}] = true
+			}
+		}
+		for _, ef := range m.effects {
+			if ef == nil {
+				continue
+			}
+			for _, sd := range ef.sends {
+				made[sd] = true
+			}
+			for _, ev := range ef.reports {
+				made[send{m.idx, ev}] = true
+			}
+		}
+	}
+	var out []string
+	for _, m := range md.machines {
+		for ev, name := range m.events {
+			if !made[send{m.idx, ev}] {
+				out = append(out, m.Name+"."+name)
+			}
+		}
+	}
+	return out
+}

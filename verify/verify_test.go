@@ -1,0 +1,194 @@
+package verify
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/speclet/speclet/spec"
+)
+
+func check(t *testing.T, files []spec.File, k int) *Report {
+	t.Helper()
+	s, diags := spec.Parse(files)
+	if diags.HasErrors() {
+		for _, d := range diags {
+			t.Errorf("%s", spec.Line(d))
+		}
+		t.FailNow()
+	}
+	rep, err := Check(s, Options{MaxContainers: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// TestVerifyEmbeddedSpec: the repository's spec keeps its invariants with
+// 1, 2 and 3 containers.
+func TestVerifyEmbeddedSpec(t *testing.T) {
+	rep := check(t, spec.Embedded(), 3)
+	if len(rep.Runs) != 3 {
+		t.Fatalf("%d runs, want K=1..3", len(rep.Runs))
+	}
+	prev := 0
+	for _, r := range rep.Runs {
+		t.Logf("K=%d: %d role assignments, %d states, %d transitions, %s", r.K, r.Assignments, r.States, r.Transitions, r.Elapsed)
+		if r.States <= prev || r.Transitions <= 0 || r.Assignments != 1<<r.K-1 {
+			t.Errorf("K=%d: %d states (previous K: %d), %d transitions, %d assignments", r.K, r.States, prev, r.Transitions, r.Assignments)
+		}
+		prev = r.States
+	}
+	if len(rep.Unproduced) > 0 {
+		t.Errorf("events nothing produces: %v", rep.Unproduced)
+	}
+	kinds := map[string]bool{}
+	for _, iv := range rep.Invariants {
+		kinds[iv.Kind] = true
+		if iv.Checks <= 0 {
+			t.Errorf("invariant %s was never evaluated", iv.Name)
+		}
+		if v := iv.Violation; v != nil {
+			t.Errorf("invariant %s violated with K=%d (roles %v): %s\n%s", iv.Name, v.K, v.Roles, v.Detail, strings.Join(v.Trace, "\n"))
+		}
+	}
+	for _, k := range []string{spec.InvNeverEnter, spec.InvRank, spec.InvAlwaysReaches, spec.InvAfterReaches} {
+		if !kinds[k] {
+			t.Errorf("no invariant of kind %s in the spec", k)
+		}
+	}
+	if len(rep.Invariants) < 4 {
+		t.Errorf("%d invariants, want at least 4", len(rep.Invariants))
+	}
+}
+
+// mutate writes the built-in spec files to a temporary directory with old
+// replaced by new in file base, and reads them back.
+func mutate(t *testing.T, base, old, new string) []spec.File {
+	t.Helper()
+	dir := t.TempDir()
+	found := false
+	for _, f := range spec.Embedded() {
+		src := string(f.Src)
+		if filepath.Base(f.Name) == base {
+			if strings.Count(src, old) != 1 {
+				t.Fatalf("spec/%s does not contain exactly one %q; update the mutation", base, old)
+			}
+			src = strings.Replace(src, old, new, 1)
+			found = true
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f.Name)), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !found {
+		t.Fatalf("no spec file %s", base)
+	}
+	files, err := spec.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// TestVerifyMutations: specs broken on purpose violate the invariant that
+// guards against the mistake, with a trace.
+func TestVerifyMutations(t *testing.T) {
+	for _, tc := range []struct {
+		name, file, old, new, invariant, inTrace string
+	}{
+		{
+			// kill_containers delivers kill to a container that already
+			// terminated while the pod terminates.
+			name: "terminated container restarts", file: "container.hcl",
+			old:       `    transition "kill" {}` + "\n" + `    transition "died" { doc = "A late ContainerDied runtime event." }`,
+			new:       `    transition "kill" { to = state.pulling }` + "\n" + `    transition "died" { doc = "A late ContainerDied runtime event." }`,
+			invariant: "no_start_after_termination", inTrace: "terminated --kill--> pulling",
+		},
+		{
+			// A stopped container goes back to running: a killed pod's
+			// containers never all stop.
+			name: "stopping never ends", file: "container.hcl",
+			old:       `    transition "stopped" { to = state.exited }` + "\n" + `    transition "died" { to = state.exited }` + "\n",
+			new:       `    transition "stopped" { to = state.running }` + "\n" + `    transition "died" { to = state.running }` + "\n",
+			invariant: "kill_finishes", inTrace: "--kill--> stopping",
+		},
+		{
+			name: "termination resyncs", file: "pod.hcl",
+			old:       `transition "update" { doc = "Updates during termination only matter for the grace period." }`,
+			new:       `transition "update" { to = state.syncing }`,
+			invariant: "phase_never_backwards", inTrace: "terminating --update--> syncing",
+		},
+		{
+			// The pod waits in terminating for a condition stopped
+			// containers never meet.
+			name: "termination waits for running containers", file: "system.hcl",
+			old:       `all = [container.waiting, container.pull_backoff, container.crashloop_backoff, container.exited, container.terminated, container.removed]`,
+			new:       `all = [container.running]`,
+			invariant: "can_always_finish", inTrace: "container[0](regular)=running",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := check(t, mutate(t, tc.file, tc.old, tc.new), 2)
+			if rep.OK() {
+				t.Fatal("the mutated spec passed")
+			}
+			for _, iv := range rep.Invariants {
+				if iv.Name != tc.invariant {
+					continue
+				}
+				v := iv.Violation
+				if v == nil {
+					t.Fatalf("invariant %s holds", iv.Name)
+				}
+				trace := strings.Join(v.Trace, "\n")
+				t.Logf("%s violated with K=%d, roles %v:\n%s\n=> %s", iv.Name, v.K, v.Roles, trace, v.Detail)
+				if len(v.Trace) < 2 || !strings.HasPrefix(v.Trace[0], "input ") || !strings.HasPrefix(v.Trace[len(v.Trace)-1], "state: ") {
+					t.Errorf("trace does not start with an input and end with the state:\n%s", trace)
+				}
+				if !strings.Contains(trace, tc.inTrace) {
+					t.Errorf("trace has no step %q", tc.inTrace)
+				}
+				return
+			}
+			t.Fatalf("no invariant %s", tc.invariant)
+		})
+	}
+}
+
+// TestVerifyStartOnTerminatedIsUnreachable: a container transition from
+// terminated on start into the start path breaks no invariant, because only
+// sync_pod sends start and it runs only while the pod syncs; once the pod
+// terminates nothing asks a container to start. The pod machine alone keeps
+// no_start_after_termination.
+func TestVerifyStartOnTerminatedIsUnreachable(t *testing.T) {
+	rep := check(t, mutate(t, "container.hcl",
+		`transition "start" { doc = "A terminated container never starts again; sync_pod still asks every container." }`,
+		`transition "start" { to = state.pulling }`), 2)
+	for _, iv := range rep.Invariants {
+		if iv.Violation != nil {
+			t.Errorf("invariant %s violated:\n%s", iv.Name, strings.Join(iv.Violation.Trace, "\n"))
+		}
+	}
+}
+
+func TestAssignments(t *testing.T) {
+	for k, want := range map[int][]string{
+		1: {"r"},
+		2: {"r r", "i r", "s r"},
+		3: {"r r r", "i r r", "s r r", "i i r", "s i r", "i s r", "s s r"},
+	} {
+		var got []string
+		for _, a := range assignments(k) {
+			var w []string
+			for _, r := range a {
+				w = append(w, spec.Roles[r][:1])
+			}
+			got = append(got, strings.Join(w, " "))
+		}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("assignments(%d) = %v, want %v", k, got, want)
+		}
+	}
+}
