@@ -105,6 +105,9 @@ type Result struct {
 	Scenario string `json:"scenario"`
 	Agent    string `json:"agent"`
 	Version  string `json:"version,omitempty"`
+	// Anchor is when (seconds from the manifest's write) the scenario's
+	// clock started: steps and the duration count from it (see Run).
+	Anchor float64 `json:"anchor"`
 	// States are the distinct consecutive states sampled every second.
 	States []Seen `json:"states"`
 	// Final is the last state sampled before the manifest was removed.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 )
@@ -13,6 +14,28 @@ import (
 // runtime. kubelet removes the dead containers of a deleted pod in its
 // container GC, which runs once a minute.
 const RemovalWait = 150 * time.Second
+
+// StartWait bounds the wait for a scenario's anchor (see run).
+const StartWait = 45 * time.Second
+
+// started reports whether a normalized state shows that the agent got
+// somewhere with the pod: a container running or terminated, or a waiting
+// reason other than the start-up ones.
+func started(state string) bool {
+	if state == Absent {
+		return false
+	}
+	for _, p := range strings.Split(state, " | ")[1:] {
+		f := strings.Fields(p)
+		if len(f) < 2 || strings.Contains(p, "=") && !strings.Contains(p, " r") {
+			continue
+		}
+		if f[1] != "waiting(ContainerCreating)" && f[1] != "waiting(PodInitializing)" {
+			return true
+		}
+	}
+	return false
+}
 
 // Env is what a run needs besides the agent: the placeholder values that
 // are the same for both agents.
@@ -77,14 +100,26 @@ func run(ctx context.Context, a *Agent, s *Scenario, env Env, r *Result) error {
 		r.add(state, time.Since(start).Seconds())
 		return nil
 	}
+	// The scenario's clock (steps, duration) starts at the anchor: the first
+	// sample where the pod has got somewhere (a container ran, or reports
+	// an error), so that an agent slow to start its first pod on a loaded
+	// machine is sampled as long as a fast one. StartWait bounds the wait.
+	var anchor time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
 		}
-		el := time.Since(start)
-		for len(steps) > 0 && el >= steps[0].At {
+		if anchor.IsZero() && time.Since(start) >= StartWait {
+			anchor = time.Now()
+			r.Anchor = time.Since(start).Seconds()
+		}
+		var el time.Duration
+		if !anchor.IsZero() {
+			el = time.Since(anchor)
+		}
+		for !anchor.IsZero() && len(steps) > 0 && el >= steps[0].At {
 			st := steps[0]
 			steps = steps[1:]
 			switch st.Action {
@@ -100,9 +135,13 @@ func run(ctx context.Context, a *Agent, s *Scenario, env Env, r *Result) error {
 			}
 		}
 		if err := sample(); err != nil {
-			return fmt.Errorf("sample at %s: %w", el.Round(time.Second), err)
+			return fmt.Errorf("sample at %s: %w", time.Since(start).Round(time.Second), err)
 		}
-		if el >= s.Duration {
+		if anchor.IsZero() && started(r.States[len(r.States)-1].State) {
+			anchor = time.Now()
+			r.Anchor = time.Since(start).Seconds()
+		}
+		if !anchor.IsZero() && el >= s.Duration {
 			break
 		}
 	}

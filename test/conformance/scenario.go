@@ -14,10 +14,14 @@ import (
 // named sections (txtar-like, "-- name --" lines). The section "pod.yaml" is
 // the manifest written at the start; other sections are used by steps.
 //
-//	duration: 40s            how long the pod is sampled (<= 90s)
+//	duration: 40s            how long the pod is sampled after its anchor (<= 90s)
 //	fast: true               part of the subset `go test ./...` runs
 //	step 20s apply pod2.yaml replace the manifest with section pod2.yaml
 //	step 30s remove          remove the manifest mid-way
+//
+// Durations and step offsets count from the anchor: the first sample where
+// a container ran or reports an error (see Run), not from the write.
+//
 //	# anything               a comment (what the scenario checks)
 //
 // Manifests use placeholders filled per agent run: $IMAGE (busybox on the
