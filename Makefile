@@ -8,7 +8,7 @@ TEST_TIMEOUT ?= 25m
 ARTIFACTS ?= $(or $(TMPDIR),/tmp)/speclet-test-artifacts
 FUZZTIME ?= 10s
 
-.PHONY: all deps generate check fmt vet layering fresh verify test unit bench docs run clean chaos soak
+.PHONY: all deps generate check fmt vet layering fresh verify test unit bench docs run clean chaos soak conformance conformance-record
 
 all: check
 
@@ -91,3 +91,25 @@ run: deps
 
 clean:
 	$(GO) clean -testcache
+
+# conformance runs the whole corpus of test/conformance/testdata/scenarios on
+# upstream kubelet and on speclet, each on its own containerd, prints
+# "conformance: N of M scenarios match" with a verdict per scenario, and
+# rewrites kubelet's recorded results in test/conformance/testdata/kubelet
+# (what `go test ./...` compares speclet with). The kubelet binary is built
+# once and cached in ~/.cache/speclet/kubelet/$(KUBELET_VERSION)/kubelet.
+# Not part of `make test`. CONFORMANCE_RUN=regexp selects scenarios.
+KUBELET_VERSION ?= v1.34.4
+CONFORMANCE_POOL ?= 6
+CONFORMANCE_OUT ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/speclet/conformance
+conformance: deps
+	@kubelet=$$($(GO) run ./test/conformance/cmd/buildkubelet -version $(KUBELET_VERSION)) && echo "conformance: kubelet $$kubelet" && \
+	$(GO) test ./test/conformance -run '^TestConformance$$' -count=1 -timeout 90m -v \
+	  -conformance.kubelet "$$kubelet" -conformance.record -conformance.pool $(CONFORMANCE_POOL) \
+	  -conformance.out $(CONFORMANCE_OUT) $(if $(CONFORMANCE_RUN),-conformance.run '$(CONFORMANCE_RUN)') \
+	  | grep -v -E '^(=== RUN|--- PASS|PASS$$|ok )'; \
+	status=$${PIPESTATUS[0]}; echo "conformance: report and every result in $(CONFORMANCE_OUT)"; exit $$status
+
+# conformance-record is the one command that re-records kubelet's results
+# (make conformance always does).
+conformance-record: conformance

@@ -13,8 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// TestHTTPGetHook: an httpGet hook succeeds on a 2xx or 3xx answer and fails,
-// naming the URL and status, otherwise; a named port is the container's port
+// TestHTTPGetHook: an httpGet hook succeeds on any HTTP answer, a 500
+// included (kubelet's runHTTPHandler ignores the status code), and fails,
+// naming the URL, when it gets none; a named port is the container's port
 // of that name.
 func TestHTTPGetHook(t *testing.T) {
 	var gotHeader string
@@ -46,7 +47,8 @@ func TestHTTPGetHook(t *testing.T) {
 		{"200 on a numeric port", v1.HTTPGetAction{Path: "/ok", Port: intstr.FromInt32(int32(port)), Host: "127.0.0.1"}, ""},
 		{"302 is success", v1.HTTPGetAction{Path: "/moved", Port: intstr.FromInt32(int32(port)), Host: "127.0.0.1"}, ""},
 		{"named port, pod IP as host", v1.HTTPGetAction{Path: "ok", Port: intstr.FromString("http")}, ""},
-		{"500 fails", v1.HTTPGetAction{Path: "/broken", Port: intstr.FromInt32(int32(port)), Host: "127.0.0.1"}, "status 500"},
+		{"500 is success too", v1.HTTPGetAction{Path: "/broken", Port: intstr.FromInt32(int32(port)), Host: "127.0.0.1"}, ""},
+		{"no answer fails", v1.HTTPGetAction{Path: "/ok", Port: intstr.FromInt32(int32(closedPort(t))), Host: "127.0.0.1"}, "httpGet http://127.0.0.1:"},
 		{"unknown port name", v1.HTTPGetAction{Path: "/ok", Port: intstr.FromString("admin"), Host: "127.0.0.1"}, `port "admin": no container port of that name`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -67,4 +69,15 @@ func TestHTTPGetHook(t *testing.T) {
 			}
 		})
 	}
+}
+
+// closedPort returns a port on 127.0.0.1 that nothing listens on.
+func closedPort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	return port
 }

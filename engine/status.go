@@ -141,25 +141,47 @@ func computeStatus(prev *v1.PodStatus, v *podView, now time.Time) v1.PodStatus {
 			pendingInit = append(pendingInit, c.Name)
 		}
 	}
+	// ContainersReady counts sidecars too (kubelet's
+	// GenerateContainersReadyCondition): a sidecar in CrashLoopBackOff makes
+	// the pod unready.
 	var unready []string
+	for i := range v.Inits {
+		if v.Inits[i].Sidecar && !v.Inits[i].Ready {
+			unready = append(unready, v.Inits[i].Name)
+		}
+	}
 	for i := range v.Containers {
 		if !v.Containers[i].Ready {
 			unready = append(unready, v.Containers[i].Name)
 		}
 	}
 	completed := st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed
+	// kubelet's status.Generate*Condition: a terminal phase gives Ready and
+	// ContainersReady False with reason PodCompleted (Succeeded) or
+	// PodFailed (Failed); Initialized is True with reason PodCompleted once
+	// the pod Succeeded, and True (no reason) once a regular container has
+	// run, whatever the init containers do since.
 	readyReason, readyMsg := "ContainersNotReady", listMsg("containers with unready status", unready)
-	if completed {
+	switch st.Phase {
+	case v1.PodSucceeded:
 		readyReason, readyMsg = "PodCompleted", ""
+	case v1.PodFailed:
+		readyReason, readyMsg = "PodFailed", ""
 	}
-	initReason, initMsg := "ContainersNotInitialized", listMsg("containers with incomplete status", pendingInit)
-	if completed && initialized {
-		initReason = "PodCompleted"
+	for i := range v.Containers {
+		if c := &v.Containers[i]; c.Phase == phaseRunning || c.Phase == phaseTerminated {
+			initialized = true
+		}
+	}
+	initCond := cond(v1.PodInitialized, initialized, "ContainersNotInitialized", listMsg("containers with incomplete status", pendingInit))
+	if st.Phase == v1.PodSucceeded {
+		initCond = cond(v1.PodInitialized, true, "", "")
+		initCond.Reason = "PodCompleted"
 	}
 	allReady := len(unready) == 0 && !completed
 	st.Conditions = []v1.PodCondition{
 		cond(v1.PodReadyToStartContainers, v.SandboxReady, "", ""),
-		cond(v1.PodInitialized, initialized, initReason, initMsg),
+		initCond,
 		cond(v1.PodReady, allReady, readyReason, readyMsg),
 		cond(v1.ContainersReady, allReady, readyReason, readyMsg),
 		cond(v1.PodScheduled, true, "", ""),
@@ -254,6 +276,23 @@ func podPhase(pod *v1.Pod, v *podView) v1.PodPhase {
 		}
 	}
 	var running, waiting, stopped, succeeded int
+	// Sidecars count as kubelet's getPhase counts restartable init
+	// containers: a running one keeps the pod Running (so a pod whose
+	// regular containers all completed stays Running until its sidecars
+	// have stopped), one that never ran keeps it Pending, and a stopped one
+	// counts for nothing.
+	for i := range v.Inits {
+		c := &v.Inits[i]
+		if !c.Sidecar {
+			continue
+		}
+		switch {
+		case c.Phase == phaseRunning:
+			running++
+		case c.Phase == phaseWaiting && c.Last == nil:
+			waiting++
+		}
+	}
 	for i := range v.Containers {
 		c := &v.Containers[i]
 		switch c.Phase {

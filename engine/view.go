@@ -18,27 +18,41 @@ func (s *podState) view() *podView {
 	}
 	st := s.machine.State()
 	v.Terminated = st == fsm.PodStateTerminated || st == fsm.PodStateFinished
-	initsDone := s.initialized()
 	for _, c := range s.inits {
 		if c.spec != nil {
-			v.Inits = append(v.Inits, c.view(true))
+			v.Inits = append(v.Inits, c.view())
 		}
 	}
 	for _, c := range s.containers {
 		if c.spec == nil {
 			continue
 		}
-		cv := c.view(initsDone)
+		cv := c.view()
 		v.Containers = append(v.Containers, cv)
 	}
 	return v
 }
 
-func (c *ctrState) view(initsDone bool) containerView {
+func (c *ctrState) view() containerView {
 	cv := containerView{
 		Name: c.name, Image: c.spec.Image, ImageID: c.imageRef, Init: c.init, Sidecar: c.sidecar,
 		ContainerID: c.id, StartedAt: c.startedAt, RestartCount: c.restartCount,
 		WaitingReason: c.waitingReason, WaitingMessage: c.waitingMessage,
+	}
+	// kubelet's default waiting reason of a container that has no instance
+	// yet: PodInitializing in a pod with init containers (for every
+	// container, init or regular, before and after initialization),
+	// ContainerCreating otherwise.
+	creating := ReasonContainerCreating
+	if len(c.p.pod.Spec.InitContainers) > 0 {
+		creating = ReasonPodInitializing
+	}
+	terminated := func() {
+		cv.Phase = phaseTerminated
+		cv.Current, cv.Last = c.current, c.last
+		// kubelet's prober manager: an init container (not a sidecar)
+		// that completed with exit code 0 is ready.
+		cv.Ready = c.init && !c.sidecar && c.current.ExitCode == 0
 	}
 	switch c.machine.State() {
 	case fsm.ContainerStateRunning, fsm.ContainerStateStopping:
@@ -49,23 +63,21 @@ func (c *ctrState) view(initsDone bool) containerView {
 		}
 	case fsm.ContainerStateExited, fsm.ContainerStateTerminated, fsm.ContainerStateRemoved:
 		if c.current != nil {
-			cv.Phase = phaseTerminated
-			cv.Current, cv.Last = c.current, c.last
+			terminated()
 		} else if cv.WaitingReason == "" {
-			cv.WaitingReason = ReasonContainerCreating
-			if !initsDone && !c.init {
-				cv.WaitingReason = ReasonPodInitializing
-			}
+			cv.WaitingReason = creating
 		}
 	default:
+		if c.current != nil && cv.WaitingReason == "" {
+			// Between a death and the next instance (no backoff, no pull
+			// error to report) kubelet shows the dead instance: its status
+			// is built from the newest container in the runtime.
+			terminated()
+			break
+		}
 		cv.Last = c.current
 		if cv.WaitingReason == "" || c.machine.State() == fsm.ContainerStateWaiting && c.current == nil {
-			switch {
-			case !initsDone && !c.init:
-				cv.WaitingReason = ReasonPodInitializing
-			case cv.WaitingReason == "":
-				cv.WaitingReason = ReasonContainerCreating
-			}
+			cv.WaitingReason = creating
 		}
 	}
 	return cv

@@ -1,0 +1,141 @@
+package conformance
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Equivalences: what the comparison forgives because it is timing, not
+// semantics. Sampling is once a second on two agents that start the pod at
+// different moments, so:
+//
+//  1. Leading "absent" samples are dropped: each agent notices the manifest
+//     within its own file-check period.
+//  2. A state seen in a single sample (except the final one) is dropped: a
+//     state that lasts less than the sampling period is seen or missed by
+//     chance (ContainerCreating for 300 ms, the Running of a container that
+//     exits at once).
+//  3. A start-up progress state (Pending, every container waiting in
+//     ContainerCreating or PodInitializing, running, or completed with exit
+//     0, nothing restarted) is dropped unless it is the final one: how long
+//     an agent takes to create a sandbox and start containers is speed, not
+//     semantics (kubelet needs seconds for its first pod).
+//  4. In a loop (CrashLoopBackOff, ImagePullBackOff) the agents end at
+//     different points of the same cycle: the final states match when each
+//     agent's final state is among the stable states the other showed in
+//     its last FinalWindow seconds.
+//  5. Only the first appearance of each state counts: a crash loop cycles
+//     Running -> Error -> CrashLoopBackOff as many times as the run lasts,
+//     and restartCount is already bucketed to 0, 1, 2+ (Normalize).
+//
+// What remains must be equal: the final state and the sequence of states.
+// Times (Seen.At) and removal times are reported, never compared.
+
+// Key returns the sequence that is compared after the equivalences.
+func Key(states []Seen) []string {
+	var out []string
+	seen := map[string]bool{}
+	i := 0
+	for i < len(states) && states[i].State == Absent {
+		i++
+	}
+	for ; i < len(states); i++ {
+		s := states[i]
+		last := i == len(states)-1
+		if !last && (s.Count < 2 || progress(s.State)) {
+			continue
+		}
+		if seen[s.State] {
+			continue
+		}
+		seen[s.State] = true
+		out = append(out, s.State)
+	}
+	return out
+}
+
+// Verdict compares speclet's result with kubelet's.
+type Verdict struct {
+	Scenario string
+	Match    bool
+	Reasons  []string // why not, one line each
+	// RuntimeDiffers is set when the runtime held different things at the
+	// final sample (reported apart from Match: see docs/conformance.md).
+	RuntimeDiffers bool
+}
+
+// Compare applies the equivalences to both results.
+func Compare(kubelet, speclet *Result) Verdict {
+	v := Verdict{Scenario: kubelet.Scenario, Match: true}
+	fail := func(format string, args ...any) {
+		v.Match = false
+		v.Reasons = append(v.Reasons, fmt.Sprintf(format, args...))
+	}
+	if kubelet.Error != "" {
+		fail("kubelet run failed: %s", kubelet.Error)
+	}
+	if speclet.Error != "" {
+		fail("speclet run failed: %s", speclet.Error)
+	}
+	if kubelet.Final != speclet.Final && !(inWindow(kubelet.Final, speclet) && inWindow(speclet.Final, kubelet)) {
+		fail("final state differs:\n    kubelet: %s\n    speclet: %s", kubelet.Final, speclet.Final)
+	}
+	kk, sk := Key(kubelet.States), Key(speclet.States)
+	if strings.Join(kk, "\n") != strings.Join(sk, "\n") {
+		fail("state sequence differs:\n    kubelet:\n      %s\n    speclet:\n      %s",
+			strings.Join(kk, "\n      "), strings.Join(sk, "\n      "))
+	}
+	v.RuntimeDiffers = kubelet.Runtime != speclet.Runtime
+	return v
+}
+
+// progress reports whether a normalized state is start-up progress
+// (equivalence 3).
+func progress(state string) bool {
+	parts := strings.Split(state, " | ")
+	if !strings.HasPrefix(parts[0], "Pending ") || len(parts) < 2 {
+		return false
+	}
+	for _, p := range parts[1:] {
+		if strings.Contains(p, "=") && !strings.Contains(p, " r") {
+			continue // the conditions
+		}
+		f := strings.Fields(p)
+		if len(f) < 3 || f[2] != "r0" {
+			return false
+		}
+		switch f[1] {
+		case "waiting(ContainerCreating)", "waiting(PodInitializing)", "running", "terminated(Completed,0)":
+		default:
+			return false
+		}
+		if strings.Contains(p, " last=") {
+			return false
+		}
+	}
+	return true
+}
+
+// FinalWindow is the end of a run whose stable states count as final
+// (equivalence 4).
+const FinalWindow = 25.0
+
+// inWindow reports whether state is the final state of r or a stable state
+// (two samples or more) r showed in its last FinalWindow seconds.
+func inWindow(state string, r *Result) bool {
+	if state == r.Final {
+		return true
+	}
+	n := len(r.States)
+	if n == 0 {
+		return false
+	}
+	end := r.States[n-1].At + float64(r.States[n-1].Count-1)
+	for _, s := range r.States {
+		last := s.At + float64(s.Count-1)
+		if s.State == state && s.Count >= 2 && last >= end-FinalWindow {
+			return true
+		}
+	}
+	return false
+}
