@@ -33,6 +33,7 @@ type scriptHarness struct {
 	t       *testing.T
 	clk     *clocktesting.FakeClock
 	t0      time.Time // the fake clock's start
+	logw    io.Writer // when set, the engine's info log goes here
 	srv     *sim.Server
 	rt      *cri.Client        // the test's own calls (crictl-rm, runtime listings)
 	audit   *criaudit.Recorder // the engine's runtime: rt behind the CRI audit
@@ -87,7 +88,9 @@ func (h *scriptHarness) launch(cfg Config) {
 	h.reg = prometheus.NewRegistry()
 	cfg.Registerer = h.reg
 	var logh slog.Handler = slog.NewTextHandler(io.Discard, nil)
-	if testing.Verbose() {
+	if h.logw != nil {
+		logh = slog.NewTextHandler(h.logw, nil) // info level, as a default daemon logs
+	} else if testing.Verbose() {
 		logh = slog.NewTextHandler(testWriter{h.t}, &slog.HandlerOptions{Level: slog.LevelDebug})
 	}
 	cfg.Log = coverageLogger(logh)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,4 +153,56 @@ func nonzero(g map[string]float64) string {
 		}
 	}
 	return strings.Join(out, " ")
+}
+
+// TestOperatorLogLines: at the default level the engine logs one line per
+// lifecycle step a person wants, with the pod, container, exit code and
+// reason as fields: a start, a death with its exit code and the restart
+// policy's answer, the kill of the pod and its end.
+func TestOperatorLogLines(t *testing.T) {
+	h := newHarness(t)
+	var logs syncWriter
+	h.logw = &logs
+	h.start(Config{})
+	grace := int64(1)
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "crash", Namespace: "default", UID: "crash",
+		Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
+		Spec: v1.PodSpec{TerminationGracePeriodSeconds: &grace, HostNetwork: true,
+			Containers: []v1.Container{{Name: "app", Image: "busybox:latest", ImagePullPolicy: v1.PullIfNotPresent}}}}
+	h.srv.Runtime.OnContainer(sim.Match{Pod: "crash", Name: "app"}, sim.Behavior{Exit: &sim.Exit{After: time.Second, Code: 3}})
+	h.send(config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{pod}, Source: config.SourceFile})
+	h.step(2*time.Second, time.Second)
+	h.send(config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{pod}, Source: config.SourceFile})
+	h.step(4*time.Second, time.Second)
+	out := logs.String()
+	for _, want := range []string{
+		`msg="container started" pod=default/crash container=app`,
+		`msg="container died" pod=default/crash container=app uid=crash exit-code=3 reason=Error next=crashloop_backoff`,
+		`msg="killing pod" pod=default/crash uid=crash event=kill`,
+		`msg="pod finished: nothing of it is left in the runtime" pod=default/crash`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the info log lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "level=DEBUG") {
+		t.Error("debug lines at the default level")
+	}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }

@@ -27,12 +27,25 @@ var killReasons = map[string]string{
 // keyed on (machine, to-state), if any.
 func (w *podWorker) logLifecycle(ctx context.Context, machine, from, event, to string, who []any) {
 	log := w.e.log
-	if !log.Enabled(ctx, slog.LevelInfo) || from == to {
+	if !log.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
 	attrs := func(extra ...any) []any {
 		out := append(append([]any(nil), who...), "uid", w.uid)
 		return append(out, extra...)
+	}
+	if machine == fsm.ContainerMachineName && event == fsm.ContainerEventExitRecorded.String() {
+		// The exit is known once record_exit ran; the step then leaves
+		// through the deciding choice to the restart policy's answer.
+		var extra []any
+		if c := w.container(who); c != nil && c.current != nil {
+			extra = []any{"exit-code", c.current.ExitCode, "reason", c.current.Reason}
+		}
+		log.Info("container died", attrs(append(extra, "next", to)...)...)
+		return
+	}
+	if from == to {
+		return
 	}
 	switch machine {
 	case fsm.ContainerMachineName:
@@ -45,12 +58,6 @@ func (w *podWorker) logLifecycle(ctx context.Context, machine, from, event, to s
 				reason = event
 			}
 			log.Info("killing container", attrs("reason", reason, "event", event)...)
-		case fsm.ContainerStateDeciding.String():
-			var extra []any
-			if c := w.container(who); c != nil && c.current != nil {
-				extra = []any{"exit-code", c.current.ExitCode, "reason", c.current.Reason}
-			}
-			log.Info("container died", attrs(extra...)...)
 		}
 	case fsm.PodMachineName:
 		switch to {
