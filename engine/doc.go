@@ -38,6 +38,9 @@
 //   - view.go, status.go: what the status needs, read from the machine
 //     states, and the pod status computed from it.
 //   - recover.go: rebuilding from the runtime after a restart; orphans.
+//   - detach.go: RunPodSandbox, CreateContainer and StartContainer are not
+//     cancelled by a kill (they would complete in the runtime unseen); the
+//     kill is handled when they return.
 //   - cleanup.go: removing the directories (emptyDir volumes, logs) of
 //     pods gone from every source and from the runtime.
 //   - oplog.go: the operator's info lines (container started, killing

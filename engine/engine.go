@@ -169,6 +169,7 @@ func New(cfg Config) (*Engine, error) {
 		refused:      map[types.UID]bool{},
 		runtimeName:  "cri",
 	}
+	e.rt = detachedRuntime{Runtime: cfg.Runtime, run: func() context.Context { return e.runCtx }}
 	if err := m.registerHealth(cfg.Registerer, e); err != nil {
 		return nil, err
 	}
