@@ -55,11 +55,13 @@
 //     1795435494397300048, pods p034 and p078). kubelet keeps a completed
 //     pod's sandbox until the pod is deleted. The short run can hit it too
 //     when a Never pod fails and speclet is killed afterwards.
-//   - Under investigation (full run, seed 1795435494397300048, pod p063): a
-//     pod removed right after an edit (REMOVE of the old UID with the ADD of
-//     its successor) never got StopContainer for its container with a
-//     preStop hook; RemovePodSandbox then failed with "cannot delete running
-//     task" until the end. A rerun at -v 4 should show the transitions.
+//   - Likely the StartContainer case above (full run, seed
+//     1795435494397300048, pod p063): the audit log shows the first
+//     instances of both containers recorded as exited right after their
+//     StartContainer and replaced by new ones, while the first `web` kept
+//     running; it was never stopped, and RemovePodSandbox failed with
+//     "cannot delete running task" until the end. The full run logs at
+//     -v 2; a rerun at -v 4 would show the transitions.
 //
 // `go test ./test/chaos` runs the short version (8 pods, about 2 minutes,
 // one containerd restart); `make chaos` the full one (-chaos.full: 50 pods,
