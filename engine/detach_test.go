@@ -2,8 +2,13 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/cri"
 )
@@ -58,5 +63,38 @@ func TestKillDoesNotCancelStartContainer(t *testing.T) {
 				t.Errorf("StartContainer's context ended = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// failingCreates answers every create with containerd's "name is reserved"
+// error, as after an earlier attempt whose reply was lost.
+type failingCreates struct {
+	cri.Runtime
+}
+
+const reservedID = "7887782cd3ca21c0db1967e1f7b8f3173e0bf6739cca91fedcfe6c7ad5df352c"
+
+func (failingCreates) RunPodSandbox(context.Context, *runtimeapi.PodSandboxConfig, string) (string, error) {
+	return "", status.Error(codes.Unknown, `failed to reserve sandbox name "p_default_u_0": name "p_default_u_0" is reserved for "`+reservedID+`"`)
+}
+
+func (failingCreates) CreateContainer(context.Context, string, *runtimeapi.ContainerConfig, *runtimeapi.PodSandboxConfig) (string, error) {
+	return "", errors.New(`cri unix:///x.sock: CreateContainer "main": failed to reserve container name \"main_p_default_u_0\": name \"main_p_default_u_0\" is reserved for \"` + reservedID + `\"`)
+}
+
+// A create that finds its name reserved by an earlier unanswered attempt of
+// itself adopts that object instead of failing on every retry (the pod
+// would never start: containerd keeps the name until the object is
+// removed).
+func TestCreateAdoptsReservedName(t *testing.T) {
+	rt := detachedRuntime{Runtime: failingCreates{}}
+	if id, err := rt.RunPodSandbox(context.Background(), &runtimeapi.PodSandboxConfig{}, ""); err != nil || id != reservedID {
+		t.Errorf("RunPodSandbox = %q, %v; want the reserved sandbox %s", id, err, reservedID)
+	}
+	if id, err := rt.CreateContainer(context.Background(), "sb", &runtimeapi.ContainerConfig{}, nil); err != nil || id != reservedID {
+		t.Errorf("CreateContainer = %q, %v; want the reserved container %s", id, err, reservedID)
+	}
+	if reservedFor(errors.New("something else")) != "" {
+		t.Error("an unrelated error was taken for a reserved name")
 	}
 }

@@ -40,7 +40,9 @@
 //   - recover.go: rebuilding from the runtime after a restart; orphans.
 //   - detach.go: RunPodSandbox, CreateContainer and StartContainer are not
 //     cancelled by a kill (they would complete in the runtime unseen); the
-//     kill is handled when they return.
+//     kill is handled when they return. A create whose name containerd
+//     still reserves for an earlier unanswered attempt of the same create
+//     adopts that object instead of failing on every retry.
 //   - cleanup.go: removing the directories (emptyDir volumes, logs) of
 //     pods gone from every source and from the runtime.
 //   - oplog.go: the operator's info lines (container started, killing

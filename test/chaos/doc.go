@@ -36,6 +36,11 @@
 //     failed forever with "cannot delete running task" (its sandbox, shim
 //     and log directory stayed). Fixed in engine/detach.go: a kill no longer
 //     cancels RunPodSandbox, CreateContainer or StartContainer.
+//   - A RunPodSandbox cut by a containerd restart ("error reading from
+//     server: EOF") had created the sandbox; every retry then failed with
+//     "failed to reserve sandbox name ... is reserved for ID" and the pod
+//     stayed Pending (short run, seed 1795436269582496180). Fixed in
+//     engine/detach.go: such a create adopts the reserved object.
 //   - Not fixed (it belongs to the container machine of spec/container.hcl):
 //     the same leak when StartContainer fails at the client but ran in the
 //     runtime for another reason, a lost reply or a timeout under load with
