@@ -42,6 +42,11 @@
 //     (GET /debug/pods), kept a while after the pod is gone.
 //   - metrics.go: transitions (every spec row exported from 0), refused
 //     events, time in state, machines per state, pod workers.
+//   - detach.go: RunPodSandbox, CreateContainer and StartContainer are not
+//     cancelled by a kill (they would complete in the runtime unseen); the
+//     kill is handled when they return. A create whose name containerd
+//     still reserves for an earlier unanswered attempt of the same create
+//     adopts that object instead of failing on every retry.
 //   - cleanup.go: removing the directories (emptyDir volumes, logs) of
 //     pods gone from every source and from the runtime.
 //   - oplog.go: the operator's info lines (container started, killing

@@ -171,6 +171,7 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.metrics = m
+	e.rt = detachedRuntime{Runtime: cfg.Runtime, run: func() context.Context { return e.runCtx }}
 	if err := m.registerHealth(cfg.Registerer, e); err != nil {
 		return nil, err
 	}
