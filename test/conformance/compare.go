@@ -35,7 +35,13 @@ import (
 //  6. A Succeeded or Failed pod whose sandbox still runs
 //     (PodReadyToStartContainers=True) is dropped unless final: how fast
 //     the sandbox of a finished pod is stopped is speed.
-//  7. Only the first appearance of each state counts: a crash loop cycles
+//  7. A container that shows CrashLoopBackOff anywhere in either run is in
+//     a loop: in a Pending or Running pod its dead instance and its backoff
+//     are one state, dead(reason,exit) rN. Which of the two an agent shows
+//     during the backoff is when its status was last generated: kubelet
+//     often shows terminated for the whole 10 s backoff, sometimes
+//     CrashLoopBackOff; speclet shows CrashLoopBackOff.
+//  8. Only the first appearance of each state counts: a crash loop cycles
 //     Running -> Error -> CrashLoopBackOff as many times as the run lasts,
 //     and restartCount is already bucketed to 0, 1, 2+ (Normalize).
 //
@@ -93,7 +99,10 @@ func betweenInstances(state string, later []string) bool {
 		return false
 	}
 	for name, f := range containers(state) {
-		if !strings.HasPrefix(f[0], "terminated(") {
+		// A looping container's first death (dead r0) is followed by the
+		// immediate restart; later deaths are its backoff (equivalence 7).
+		firstDeath := strings.HasPrefix(f[0], "dead(") && f[1] == "r0"
+		if !strings.HasPrefix(f[0], "terminated(") && !firstDeath {
 			continue
 		}
 		for _, l := range later {
@@ -135,6 +144,8 @@ func Compare(kubelet, speclet *Result) Verdict {
 	if speclet.Error != "" {
 		fail("speclet run failed: %s", speclet.Error)
 	}
+	loop := loopers(kubelet, speclet)
+	kubelet, speclet = canonResult(kubelet, loop), canonResult(speclet, loop)
 	if kubelet.Final != speclet.Final && !((inWindow(kubelet.Final, speclet) || deadInLoop(kubelet)) && (inWindow(speclet.Final, kubelet) || deadInLoop(speclet))) {
 		fail("final state differs:\n    kubelet: %s\n    speclet: %s", kubelet.Final, speclet.Final)
 	}
@@ -213,10 +224,69 @@ func deadInLoop(r *Result) bool {
 			continue
 		}
 		for _, s := range r.States {
-			if g, ok := containers(s.State)[name]; ok && g[0] == "waiting(CrashLoopBackOff)" {
+			if g, ok := containers(s.State)[name]; ok && (g[0] == "waiting(CrashLoopBackOff)" || strings.HasPrefix(g[0], "dead(")) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// loopers returns the containers that show CrashLoopBackOff in any of rs
+// (equivalence 7).
+func loopers(rs ...*Result) map[string]bool {
+	out := map[string]bool{}
+	for _, r := range rs {
+		for _, st := range r.States {
+			for name, f := range containers(st.State) {
+				if f[0] == "waiting(CrashLoopBackOff)" {
+					out[name] = true
+				}
+			}
+		}
+	}
+	return out
+}
+
+// canon rewrites the dead instance and the backoff of a looping container
+// in a Pending or Running pod as dead(reason,exit) rN (equivalence 7).
+func canon(state string, loop map[string]bool) string {
+	if len(loop) == 0 || !strings.HasPrefix(state, "Pending ") && !strings.HasPrefix(state, "Running ") {
+		return state
+	}
+	parts := strings.Split(state, " | ")
+	for i := 1; i < len(parts); i++ {
+		f := strings.Fields(parts[i])
+		if len(f) < 3 || !loop[f[0]] || !strings.HasPrefix(f[2], "r") {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(f[1], "terminated("):
+			parts[i] = f[0] + " dead(" + strings.TrimSuffix(strings.TrimPrefix(f[1], "terminated("), ")") + ") " + f[2]
+		case f[1] == "waiting(CrashLoopBackOff)":
+			for _, g := range f[3:] {
+				if last, ok := strings.CutPrefix(g, "last="); ok {
+					parts[i] = f[0] + " dead(" + strings.Replace(last, "/", ",", 1) + ") " + f[2]
+				}
+			}
+		}
+	}
+	return strings.Join(parts, " | ")
+}
+
+// canonResult is r with every state canonicalized and consecutive equal
+// states merged.
+func canonResult(r *Result, loop map[string]bool) *Result {
+	c := *r
+	c.States = nil
+	for _, st := range r.States {
+		st.State = canon(st.State, loop)
+		if n := len(c.States); n > 0 && c.States[n-1].State == st.State {
+			c.States[n-1].Count += st.Count
+			continue
+		}
+		c.States = append(c.States, st)
+	}
+	c.Final = canon(r.Final, loop)
+	return &c
 }
