@@ -41,7 +41,11 @@ import (
 //     during the backoff is when its status was last generated: kubelet
 //     often shows terminated for the whole 10 s backoff, sometimes
 //     CrashLoopBackOff; speclet shows CrashLoopBackOff.
-//  8. Only the first appearance of each state counts: a crash loop cycles
+//  8. A container that shows ImagePullBackOff anywhere in either run is in
+//     a pull loop: its ErrImagePull (the attempt) and ImagePullBackOff (the
+//     wait) are one state, waiting(pull-failing). kubelet shows ErrImagePull
+//     for ~12 s after each attempt (one sync late), speclet for 1 s.
+//  9. Only the first appearance of each state counts: a crash loop cycles
 //     Running -> Error -> CrashLoopBackOff as many times as the run lasts,
 //     and restartCount is already bucketed to 0, 1, 2+ (Normalize).
 //
@@ -233,7 +237,8 @@ func deadInLoop(r *Result) bool {
 }
 
 // loopers returns the containers that show CrashLoopBackOff in any of rs
-// (equivalence 7).
+// (equivalence 7), and "NAME pull" for those that show ImagePullBackOff
+// (equivalence 8).
 func loopers(rs ...*Result) map[string]bool {
 	out := map[string]bool{}
 	for _, r := range rs {
@@ -241,6 +246,9 @@ func loopers(rs ...*Result) map[string]bool {
 			for name, f := range containers(st.State) {
 				if f[0] == "waiting(CrashLoopBackOff)" {
 					out[name] = true
+				}
+				if f[0] == "waiting(ImagePullBackOff)" {
+					out[name+" pull"] = true
 				}
 			}
 		}
@@ -257,6 +265,11 @@ func canon(state string, loop map[string]bool) string {
 	parts := strings.Split(state, " | ")
 	for i := 1; i < len(parts); i++ {
 		f := strings.Fields(parts[i])
+		if len(f) >= 2 && loop[f[0]+" pull"] && (f[1] == "waiting(ErrImagePull)" || f[1] == "waiting(ImagePullBackOff)") {
+			f[1] = "waiting(pull-failing)"
+			parts[i] = strings.Join(f, " ")
+			continue
+		}
 		if len(f) < 3 || !loop[f[0]] || !strings.HasPrefix(f[2], "r") {
 			continue
 		}
