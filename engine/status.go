@@ -108,6 +108,9 @@ func computeStatus(prev *v1.PodStatus, v *podView, now time.Time) v1.PodStatus {
 	for i := range v.Containers {
 		st.ContainerStatuses = append(st.ContainerStatuses, containerStatus(&v.Containers[i], runtime))
 	}
+	// kubelet sorts the regular containers' statuses by name
+	// (kubetypes.SortedContainerStatuses); init containers keep spec order.
+	sort.SliceStable(st.ContainerStatuses, func(i, j int) bool { return st.ContainerStatuses[i].Name < st.ContainerStatuses[j].Name })
 	st.Phase = podPhase(pod, v)
 	if prev != nil && (prev.Phase == v1.PodSucceeded || prev.Phase == v1.PodFailed) {
 		st.Phase = prev.Phase

@@ -57,7 +57,10 @@ func (c *ctrState) view() containerView {
 	switch c.machine.State() {
 	case fsm.ContainerStateRunning, fsm.ContainerStateStopping:
 		cv.Phase = phaseRunning
-		cv.Ready = c.machine.State() == fsm.ContainerStateRunning && !c.p.terminating() && (!c.init || c.sidecar)
+		// A sidecar stays ready while it runs, also while the pod
+		// terminates (kubelet: readiness without a probe follows the
+		// running state; observed in scenario sidecar-ignores-term).
+		cv.Ready = c.machine.State() == fsm.ContainerStateRunning && (!c.init || c.sidecar) && (!c.p.terminating() || c.sidecar)
 		if c.current != nil && c.current.ContainerID != c.id {
 			cv.Last = c.current
 		}

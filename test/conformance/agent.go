@@ -295,8 +295,18 @@ func (a *Agent) Stop() error {
 			errs = append(errs, err.Error())
 		}
 	}
+	// kubelet bind-mounts its root dir onto itself (mount propagation);
+	// detach what is left under the agent's dir, deepest first.
+	mounts := harness.Mounts(a.Dir)
+	for i := len(mounts) - 1; i >= 0; i-- {
+		if err := syscall.Unmount(mounts[i], syscall.MNT_DETACH); err != nil {
+			errs = append(errs, fmt.Sprintf("unmount %s: %v", mounts[i], err))
+		}
+	}
 	if len(harness.Mounts(a.Dir)) == 0 {
 		os.RemoveAll(a.Dir)
+	} else {
+		errs = append(errs, fmt.Sprintf("mounts left under %s", a.Dir))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("stop %s: %s", a.Kind, strings.Join(errs, "; "))

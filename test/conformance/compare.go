@@ -23,8 +23,29 @@ import (
 //  4. In a loop (CrashLoopBackOff, ImagePullBackOff) the agents end at
 //     different points of the same cycle: the final states match when each
 //     agent's final state is among the stable states the other showed in
-//     its last FinalWindow seconds.
-//  5. Only the first appearance of each state counts: a crash loop cycles
+//     its last FinalWindow seconds; a final state that shows a dead
+//     instance of a container that backed off before (equivalence 5 at the
+//     end of the run) matches any final state the other agent showed there.
+//  5. A dead instance that is followed by a restart is shown for as long as
+//     the agent takes to act on the death: kubelet until the sync after the
+//     backoff began (observed 1 to 11 s), speclet until its restart decision
+//     (under a second). A state where a container is terminated in a pod
+//     that is Pending or Running is dropped when that container later shows
+//     running or waiting(CrashLoopBackOff) again.
+//  6. A Succeeded or Failed pod whose sandbox still runs
+//     (PodReadyToStartContainers=True) is dropped unless final: how fast
+//     the sandbox of a finished pod is stopped is speed.
+//  7. A container that shows CrashLoopBackOff anywhere in either run is in
+//     a loop: in a Pending or Running pod its dead instance and its backoff
+//     are one state, dead(reason,exit) rN. Which of the two an agent shows
+//     during the backoff is when its status was last generated: kubelet
+//     often shows terminated for the whole 10 s backoff, sometimes
+//     CrashLoopBackOff; speclet shows CrashLoopBackOff.
+//  8. A container that shows ImagePullBackOff anywhere in either run is in
+//     a pull loop: its ErrImagePull (the attempt) and ImagePullBackOff (the
+//     wait) are one state, waiting(pull-failing). kubelet shows ErrImagePull
+//     for ~12 s after each attempt (one sync late), speclet for 1 s.
+//  9. Only the first appearance of each state counts: a crash loop cycles
 //     Running -> Error -> CrashLoopBackOff as many times as the run lasts,
 //     and restartCount is already bucketed to 0, 1, 2+ (Normalize).
 //
@@ -33,25 +54,75 @@ import (
 
 // Key returns the sequence that is compared after the equivalences.
 func Key(states []Seen) []string {
-	var out []string
-	seen := map[string]bool{}
 	i := 0
 	for i < len(states) && states[i].State == Absent {
 		i++
 	}
+	var stable []string
 	for ; i < len(states); i++ {
 		s := states[i]
 		last := i == len(states)-1
-		if !last && (s.Count < 2 || progress(s.State)) {
+		if !last && (s.Count < 2 || progress(s.State) || sandboxLingers(s.State)) {
 			continue
 		}
-		if seen[s.State] {
+		stable = append(stable, s.State)
+	}
+	var out []string
+	seen := map[string]bool{}
+	for i, st := range stable {
+		if i < len(stable)-1 && betweenInstances(st, stable[i+1:]) {
 			continue
 		}
-		seen[s.State] = true
-		out = append(out, s.State)
+		if seen[st] {
+			continue
+		}
+		seen[st] = true
+		out = append(out, st)
 	}
 	return out
+}
+
+// containers returns the container parts of a normalized state by name
+// ("init:x" for init containers): "NAME STATE rN [last=..] [ready] [started]".
+func containers(state string) map[string][]string {
+	out := map[string][]string{}
+	for _, p := range strings.Split(state, " | ")[1:] {
+		f := strings.Fields(p)
+		if len(f) >= 3 && strings.HasPrefix(f[2], "r") && !strings.Contains(f[0], "=") {
+			out[f[0]] = f[1:]
+		}
+	}
+	return out
+}
+
+// betweenInstances (equivalence 5) reports whether state shows a
+// container terminated in a pending or running pod that later runs or
+// backs off again.
+func betweenInstances(state string, later []string) bool {
+	if !strings.HasPrefix(state, "Pending ") && !strings.HasPrefix(state, "Running ") {
+		return false
+	}
+	for name, f := range containers(state) {
+		// A looping container's first death (dead r0) is followed by the
+		// immediate restart; later deaths are its backoff (equivalence 7).
+		firstDeath := strings.HasPrefix(f[0], "dead(") && f[1] == "r0"
+		if !strings.HasPrefix(f[0], "terminated(") && !firstDeath {
+			continue
+		}
+		for _, l := range later {
+			if g, ok := containers(l)[name]; ok && (g[0] == "running" || g[0] == "waiting(CrashLoopBackOff)") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// sandboxLingers (equivalence 6) reports a finished pod whose sandbox still
+// runs.
+func sandboxLingers(state string) bool {
+	return (strings.HasPrefix(state, "Succeeded ") || strings.HasPrefix(state, "Failed ")) &&
+		strings.Contains(state, " PodReadyToStartContainers=True")
 }
 
 // Verdict compares speclet's result with kubelet's.
@@ -77,7 +148,9 @@ func Compare(kubelet, speclet *Result) Verdict {
 	if speclet.Error != "" {
 		fail("speclet run failed: %s", speclet.Error)
 	}
-	if kubelet.Final != speclet.Final && !(inWindow(kubelet.Final, speclet) && inWindow(speclet.Final, kubelet)) {
+	loop := loopers(kubelet, speclet)
+	kubelet, speclet = canonResult(kubelet, loop), canonResult(speclet, loop)
+	if kubelet.Final != speclet.Final && !((inWindow(kubelet.Final, speclet) || deadInLoop(kubelet)) && (inWindow(speclet.Final, kubelet) || deadInLoop(speclet))) {
 		fail("final state differs:\n    kubelet: %s\n    speclet: %s", kubelet.Final, speclet.Final)
 	}
 	kk, sk := Key(kubelet.States), Key(speclet.States)
@@ -93,8 +166,11 @@ func Compare(kubelet, speclet *Result) Verdict {
 // (equivalence 3).
 func progress(state string) bool {
 	parts := strings.Split(state, " | ")
-	if !strings.HasPrefix(parts[0], "Pending ") || len(parts) < 2 {
+	if !strings.HasPrefix(parts[0], "Pending ") {
 		return false
+	}
+	if len(containers(state)) == 0 {
+		return true // no status generated yet
 	}
 	for _, p := range parts[1:] {
 		if strings.Contains(p, "=") && !strings.Contains(p, " r") {
@@ -138,4 +214,92 @@ func inWindow(state string, r *Result) bool {
 		}
 	}
 	return false
+}
+
+// deadInLoop reports whether r ended on a dead instance (a terminated
+// container in a pending or running pod) of a container r showed in
+// CrashLoopBackOff before.
+func deadInLoop(r *Result) bool {
+	if !strings.HasPrefix(r.Final, "Pending ") && !strings.HasPrefix(r.Final, "Running ") {
+		return false
+	}
+	for name, f := range containers(r.Final) {
+		if !strings.HasPrefix(f[0], "terminated(") {
+			continue
+		}
+		for _, s := range r.States {
+			if g, ok := containers(s.State)[name]; ok && (g[0] == "waiting(CrashLoopBackOff)" || strings.HasPrefix(g[0], "dead(")) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// loopers returns the containers that show CrashLoopBackOff in any of rs
+// (equivalence 7), and "NAME pull" for those that show ImagePullBackOff
+// (equivalence 8).
+func loopers(rs ...*Result) map[string]bool {
+	out := map[string]bool{}
+	for _, r := range rs {
+		for _, st := range r.States {
+			for name, f := range containers(st.State) {
+				if f[0] == "waiting(CrashLoopBackOff)" {
+					out[name] = true
+				}
+				if f[0] == "waiting(ImagePullBackOff)" {
+					out[name+" pull"] = true
+				}
+			}
+		}
+	}
+	return out
+}
+
+// canon rewrites the dead instance and the backoff of a looping container
+// in a Pending or Running pod as dead(reason,exit) rN (equivalence 7).
+func canon(state string, loop map[string]bool) string {
+	if len(loop) == 0 || !strings.HasPrefix(state, "Pending ") && !strings.HasPrefix(state, "Running ") {
+		return state
+	}
+	parts := strings.Split(state, " | ")
+	for i := 1; i < len(parts); i++ {
+		f := strings.Fields(parts[i])
+		if len(f) >= 2 && loop[f[0]+" pull"] && (f[1] == "waiting(ErrImagePull)" || f[1] == "waiting(ImagePullBackOff)") {
+			f[1] = "waiting(pull-failing)"
+			parts[i] = strings.Join(f, " ")
+			continue
+		}
+		if len(f) < 3 || !loop[f[0]] || !strings.HasPrefix(f[2], "r") {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(f[1], "terminated("):
+			parts[i] = f[0] + " dead(" + strings.TrimSuffix(strings.TrimPrefix(f[1], "terminated("), ")") + ") " + f[2]
+		case f[1] == "waiting(CrashLoopBackOff)":
+			for _, g := range f[3:] {
+				if last, ok := strings.CutPrefix(g, "last="); ok {
+					parts[i] = f[0] + " dead(" + strings.Replace(last, "/", ",", 1) + ") " + f[2]
+				}
+			}
+		}
+	}
+	return strings.Join(parts, " | ")
+}
+
+// canonResult is r with every state canonicalized and consecutive equal
+// states merged.
+func canonResult(r *Result, loop map[string]bool) *Result {
+	c := *r
+	c.States = nil
+	for _, st := range r.States {
+		st.State = canon(st.State, loop)
+		if n := len(c.States); n > 0 && c.States[n-1].State == st.State {
+			c.States[n-1].Count += st.Count
+			continue
+		}
+		c.States = append(c.States, st)
+	}
+	c.Final = canon(r.Final, loop)
+	return &c
 }

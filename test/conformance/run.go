@@ -137,6 +137,12 @@ func run(ctx context.Context, a *Agent, s *Scenario, env Env, r *Result) error {
 		if err := sample(); err != nil {
 			return fmt.Errorf("sample at %s: %w", time.Since(start).Round(time.Second), err)
 		}
+		if !removedAt.IsZero() && r.RuntimeEmpty <= 0 {
+			// removed by a step: time the removal while sampling goes on
+			if _, n, err := a.RuntimeOf(ctx, full); err == nil && n == 0 {
+				r.RuntimeEmpty = time.Since(removedAt).Seconds()
+			}
+		}
 		if anchor.IsZero() && started(r.States[len(r.States)-1].State) {
 			anchor = time.Now()
 			r.Anchor = time.Since(start).Seconds()
@@ -166,7 +172,11 @@ func remove(ctx context.Context, a *Agent, file, full string, removedAt time.Tim
 			return err
 		}
 	}
+	empty := r.RuntimeEmpty // > 0: seen empty while sampling after a remove step
 	r.GoneFromPods, r.RuntimeEmpty = -1, -1
+	if empty > 0 {
+		r.RuntimeEmpty = empty
+	}
 	for time.Since(t0) < RemovalWait {
 		if r.GoneFromPods < 0 {
 			if pods, err := a.Pods(); err == nil {
