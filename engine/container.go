@@ -41,6 +41,11 @@ type ctrState struct {
 	waitingReason, waitingMessage string
 	pullFailedAt                  time.Time
 
+	// probe is the probe machine of the container; probeGrace is the grace
+	// period of a kill for a failed probe (-1: none, the pod's applies).
+	probe      *probeState
+	probeGrace int64
+
 	run    runner[fsm.ContainerEvent, fsm.ContainerAction]
 	events []fsm.ContainerEvent
 }
@@ -50,7 +55,8 @@ var _ fsm.ContainerActions = (*ctrState)(nil)
 var _ fsm.ContainerDurations = (*ctrState)(nil)
 
 func newCtrState(p *podState, c *v1.Container, init, sidecar bool) *ctrState {
-	cs := &ctrState{p: p, name: c.Name, init: init, sidecar: sidecar}
+	cs := &ctrState{p: p, name: c.Name, init: init, sidecar: sidecar, probeGrace: -1}
+	cs.probe = newProbeState(cs)
 	cs.setSpec(c)
 	cs.machine = fsm.NewContainerMachine(cs)
 	cs.run = runner[fsm.ContainerEvent, fsm.ContainerAction]{
@@ -75,7 +81,7 @@ func newCtrState(p *podState, c *v1.Container, init, sidecar bool) *ctrState {
 			}
 			return ts
 		},
-		entered: func() { cs.enterHook(cs.machine.State()) },
+		entered: func(ctx context.Context) { cs.enterHook(ctx, cs.machine.State()) },
 	}
 	return cs
 }
@@ -93,7 +99,12 @@ func (c *ctrState) fire(ctx context.Context, ev fsm.ContainerEvent) {
 func (c *ctrState) raise(ev fsm.ContainerEvent) { c.events = append(c.events, ev) }
 
 // enterHook keeps the waiting reason in step with the state entered.
-func (c *ctrState) enterHook(s fsm.ContainerState) {
+// The probe machine learns that the container runs or stopped running.
+func (c *ctrState) enterHook(ctx context.Context, s fsm.ContainerState) {
+	if s != fsm.ContainerStateStopping {
+		c.probeGrace = -1
+	}
+	c.probe.containerEntered(ctx, s)
 	switch s {
 	case fsm.ContainerStatePulling, fsm.ContainerStateCreating, fsm.ContainerStateStarting, fsm.ContainerStateRunning:
 		c.waitingReason, c.waitingMessage = "", ""
@@ -250,6 +261,9 @@ func (c *ctrState) GracePeriod() time.Duration {
 func (c *ctrState) stopGrace() int64 {
 	if c.machine.State() == fsm.ContainerStateStopping && c.forceStopDue() {
 		return 0
+	}
+	if c.probeGrace >= 0 && !c.p.terminating() {
+		return c.probeGrace // a kill for a failed probe with its own grace period
 	}
 	return c.p.remainingGrace(c.p.e.clock.Now())
 }

@@ -78,7 +78,7 @@ func newPodState(w *podWorker, pod *v1.Pod, ad *adoptedPod) *podState {
 			}
 			return ts
 		},
-		entered: func() { s.w.setPodState(s.machine.State()) },
+		entered: func(context.Context) { s.w.setPodState(s.machine.State()) },
 	}
 	s.sandbox = newSandboxState(s)
 	s.setSpec(pod)

@@ -43,7 +43,9 @@ func (c *ctrState) view(initsDone bool) containerView {
 	switch c.machine.State() {
 	case fsm.ContainerStateRunning, fsm.ContainerStateStopping:
 		cv.Phase = phaseRunning
-		cv.Ready = c.machine.State() == fsm.ContainerStateRunning && !c.p.terminating() && (!c.init || c.sidecar)
+		cv.Ready = c.machine.State() == fsm.ContainerStateRunning && !c.p.terminating() && (!c.init || c.sidecar) &&
+			c.probe.ready()
+		cv.Started = c.probe.started()
 		if c.current != nil && c.current.ContainerID != c.id {
 			cv.Last = c.current
 		}
