@@ -77,7 +77,7 @@ func BenchmarkProbes(b *testing.B) {
 		<-done
 		wall := t1.Sub(t0).Seconds()
 		b.ReportMetric(ready.Seconds(), "s-to-ready")
-		b.ReportMetric((cpu1 - cpu0).Seconds()/wall, "cores")
+		b.ReportMetric((cpu1-cpu0).Seconds()/wall, "cores")
 		b.ReportMetric(float64(rss)/(1<<20), "rss-MiB")
 		b.ReportMetric(float64(execs1-execs0)/wall, "exec-probes/s")
 		b.ReportMetric(float64(hits1-hits0)/wall, "http-probes/s")

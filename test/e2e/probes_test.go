@@ -3,6 +3,10 @@ package e2e
 import (
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -222,4 +226,65 @@ func freePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestProbeGRPC: a grpc probe against a small grpc.health.v1 server that the
+// test builds and mounts into the pod (hostPath), serving on 127.0.0.1 (the
+// node IP of the test daemon, the host of a hostNetwork pod's grpc probe):
+// the overall service passes readiness, the service "down" (NOT_SERVING)
+// keeps its container unready.
+func TestProbeGRPC(t *testing.T) {
+	t.Parallel()
+	c, d := env(t)
+	d.dumpOnFailure(t, "grpcprobe")
+	dir := t.TempDir()
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goBin); err != nil {
+		goBin = "go"
+	}
+	build := exec.Command(goBin, "build", "-o", filepath.Join(dir, "grpchealth"), "./testdata/grpchealth")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build grpchealth: %v\n%s", err, out)
+	}
+	port := freePort(t)
+	m := probePod(c, "grpcprobe", 1,
+		probeCtr{
+			name:    "server",
+			command: fmt.Sprintf("exec /bin2/grpchealth -addr 127.0.0.1:%d", port),
+			extra: fmt.Sprintf(`volumeMounts:
+- name: bin
+  mountPath: /bin2
+readinessProbe:
+  grpc:
+    port: %d
+  periodSeconds: 1
+livenessProbe:
+  grpc:
+    port: %d
+  periodSeconds: 1
+  failureThreshold: 1
+`, port, port)},
+		probeCtr{
+			name:    "down",
+			command: handlesTERM,
+			extra: fmt.Sprintf(`readinessProbe:
+  grpc:
+    port: %d
+    service: down
+  periodSeconds: 1
+`, port)})
+	m += fmt.Sprintf("  volumes:\n  - name: bin\n    hostPath:\n      path: %s\n", dir)
+	d.writeManifest(t, "grpcprobe", m)
+	d.waitPod(t, "grpcprobe", 2*time.Minute, "server ready", func(p *v1.Pod) bool {
+		cs := containerStatus(p, "server")
+		return cs != nil && cs.Ready
+	})
+	time.Sleep(3 * time.Second) // a few liveness periods
+	p := d.pod(t, "grpcprobe")
+	if restarts(p, "server") != 0 || !containerStatus(p, "server").Ready || containerStatus(p, "down").Ready || podReady(p) {
+		t.Errorf("server must stay ready and unrestarted, down unready (NOT_SERVING), the pod not Ready:\n%s", describePod(p))
+	}
+	d.removeManifest(t, "grpcprobe")
+	d.waitGone(t, "grpcprobe", 2*time.Minute)
 }
