@@ -43,8 +43,9 @@ type ctrState struct {
 
 	// probe is the probe machine of the container; probeGrace is the grace
 	// period of a kill for a failed probe (-1: none, the pod's applies).
-	probe      *probeState
-	probeGrace int64
+	probe         *probeState
+	probeGrace    int64
+	probeDeadline time.Time // when probeGrace runs out
 
 	run    runner[fsm.ContainerEvent, fsm.ContainerAction]
 	events []fsm.ContainerEvent
@@ -263,7 +264,13 @@ func (c *ctrState) stopGrace() int64 {
 		return 0
 	}
 	if c.probeGrace >= 0 && !c.p.terminating() {
-		return c.probeGrace // a kill for a failed probe with its own grace period
+		// A kill for a failed probe with its own grace period; forced
+		// once it ran out (the grace timer fired).
+		left := int64(c.probeDeadline.Sub(c.p.e.clock.Now()).Round(time.Second) / time.Second)
+		if c.machine.State() == fsm.ContainerStateStopping && left < 0 {
+			return 0
+		}
+		return min(c.probeGrace, max(left, 1))
 	}
 	return c.p.remainingGrace(c.p.e.clock.Now())
 }

@@ -83,10 +83,16 @@ func (l *eventLog) Handle(ctx context.Context, r slog.Record) error {
 	return l.inner.Handle(ctx, r)
 }
 
-// take returns the records kept since the last call.
+// take returns the records kept since the last call, grouped by container
+// (probes of different containers run concurrently), in order within one.
 func (l *eventLog) take() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	ctr := func(line string) string {
+		_, after, _ := strings.Cut(line, "container=")
+		return after[:strings.IndexByte(after+" ", ' ')]
+	}
+	sort.SliceStable(*l.lines, func(i, j int) bool { return ctr((*l.lines)[i]) < ctr((*l.lines)[j]) })
 	out := strings.Join(*l.lines, "\n")
 	*l.lines = nil
 	if out == "" {

@@ -192,6 +192,9 @@ func (ps *probeState) KillContainer(ctx context.Context) error {
 	c.p.e.log.Info("Killing", "pod", c.p.key(), "container", c.name,
 		"message", fmt.Sprintf("Container %s failed %s probe, will be restarted", c.name, what))
 	c.probeGrace = grace
+	if grace >= 0 {
+		c.probeDeadline = c.p.e.clock.Now().Add(time.Duration(grace) * time.Second)
+	}
 	c.fire(ctx, fsm.ContainerEventLivenessFailed)
 	return nil
 }
