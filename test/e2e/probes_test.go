@@ -231,8 +231,9 @@ func freePort(t *testing.T) int {
 // TestProbeGRPC: a grpc probe against a small grpc.health.v1 server that the
 // test builds and mounts into the pod (hostPath), serving on 127.0.0.1 (the
 // node IP of the test daemon, the host of a hostNetwork pod's grpc probe):
-// the overall service passes readiness, the service "down" (NOT_SERVING)
-// keeps its container unready.
+// the overall service passes startup (which holds liveness back until the
+// server listens), readiness and liveness; the service "down"
+// (NOT_SERVING) keeps its container unready.
 func TestProbeGRPC(t *testing.T) {
 	t.Parallel()
 	c, d := env(t)
@@ -255,6 +256,11 @@ func TestProbeGRPC(t *testing.T) {
 			extra: fmt.Sprintf(`volumeMounts:
 - name: bin
   mountPath: /bin2
+startupProbe:
+  grpc:
+    port: %d
+  periodSeconds: 1
+  failureThreshold: 30
 readinessProbe:
   grpc:
     port: %d
@@ -264,7 +270,7 @@ livenessProbe:
     port: %d
   periodSeconds: 1
   failureThreshold: 1
-`, port, port)},
+`, port, port, port)},
 		probeCtr{
 			name:    "down",
 			command: handlesTERM,
