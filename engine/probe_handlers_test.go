@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -60,6 +61,10 @@ func TestProbeHandlers(t *testing.T) {
 	cport := int32(closed.Addr().(*net.TCPAddr).Port)
 	_ = closed.Close()
 
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(tlsSrv.Close)
+	tlsPort := int32(tlsSrv.Listener.Addr().(*net.TCPAddr).Port)
+
 	target := hookTarget{podIP: "127.0.0.1", spec: &v1.Container{Ports: []v1.ContainerPort{{Name: "http", ContainerPort: hport}}}}
 	httpGet := func(path string, port intstr.IntOrString) *v1.Probe {
 		return &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: path, Port: port,
@@ -75,6 +80,8 @@ func TestProbeHandlers(t *testing.T) {
 	}{
 		{name: "http by number", probe: httpGet("/ok", intstr.FromInt32(hport)), ok: true},
 		{name: "http by name", probe: httpGet("ok", intstr.FromString("http")), ok: true},
+		{name: "https self-signed", probe: &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{
+			Scheme: v1.URISchemeHTTPS, Port: intstr.FromInt32(tlsPort)}}}, ok: true},
 		{name: "http 500", probe: httpGet("/fail", intstr.FromInt32(hport)), errHas: "statuscode: 500"},
 		{name: "http redirect same host followed", probe: httpGet("/same", intstr.FromInt32(hport)), errHas: "statuscode: 500"},
 		{name: "http redirect elsewhere", probe: httpGet("/away", intstr.FromInt32(hport)), ok: true, warning: "Probe terminated redirects"},
