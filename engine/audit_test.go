@@ -52,11 +52,13 @@ func newCoverage() *coverage {
 			fsm.PodMachineName:       make([]int, len(fsm.PodTransitionTable)),
 			fsm.ContainerMachineName: make([]int, len(fsm.ContainerTransitionTable)),
 			fsm.SandboxMachineName:   make([]int, len(fsm.SandboxTransitionTable)),
+			fsm.ProbeMachineName:     make([]int, len(fsm.ProbeTransitionTable)),
 		},
 		choices: map[string][]int{
 			fsm.PodMachineName:       make([]int, len(fsm.PodChoiceTable)),
 			fsm.ContainerMachineName: make([]int, len(fsm.ContainerChoiceTable)),
 			fsm.SandboxMachineName:   make([]int, len(fsm.SandboxChoiceTable)),
+			fsm.ProbeMachineName:     make([]int, len(fsm.ProbeChoiceTable)),
 		},
 	}
 }
@@ -227,6 +229,14 @@ func (cv *coverage) table() []coverageRow {
 	})
 	choices(fsm.SandboxMachineName, len(fsm.SandboxChoiceTable), func(i int) (string, string, string) {
 		c := fsm.SandboxChoiceTable[i]
+		return c.State.String(), guard(c.Guard, c.HasGuard, "otherwise"), c.To.String()
+	})
+	rows(fsm.ProbeMachineName, len(fsm.ProbeTransitionTable), func(i int) (string, string, string, string) {
+		r := fsm.ProbeTransitionTable[i]
+		return r.From.String(), r.Event.String(), guard(r.Guard, r.HasGuard, ""), target(r.To, r.Internal)
+	})
+	choices(fsm.ProbeMachineName, len(fsm.ProbeChoiceTable), func(i int) (string, string, string) {
+		c := fsm.ProbeChoiceTable[i]
 		return c.State.String(), guard(c.Guard, c.HasGuard, "otherwise"), c.To.String()
 	})
 	rows(fsm.ContainerMachineName, len(fsm.ContainerTransitionTable), func(i int) (string, string, string, string) {

@@ -41,6 +41,12 @@ type ctrState struct {
 	waitingReason, waitingMessage string
 	pullFailedAt                  time.Time
 
+	// probe is the probe machine of the container; probeGrace is the grace
+	// period of a kill for a failed probe (-1: none, the pod's applies).
+	probe         *probeState
+	probeGrace    int64
+	probeDeadline time.Time // when probeGrace runs out
+
 	run    runner[fsm.ContainerEvent, fsm.ContainerAction]
 	events []fsm.ContainerEvent
 }
@@ -50,7 +56,8 @@ var _ fsm.ContainerActions = (*ctrState)(nil)
 var _ fsm.ContainerDurations = (*ctrState)(nil)
 
 func newCtrState(p *podState, c *v1.Container, init, sidecar bool) *ctrState {
-	cs := &ctrState{p: p, name: c.Name, init: init, sidecar: sidecar}
+	cs := &ctrState{p: p, name: c.Name, init: init, sidecar: sidecar, probeGrace: -1}
+	cs.probe = newProbeState(cs)
 	cs.setSpec(c)
 	cs.machine = fsm.NewContainerMachine(cs)
 	cs.run = runner[fsm.ContainerEvent, fsm.ContainerAction]{
@@ -74,7 +81,7 @@ func newCtrState(p *podState, c *v1.Container, init, sidecar bool) *ctrState {
 			}
 			return ts
 		},
-		entered: func() { cs.enterHook(cs.machine.State()) },
+		entered: func(ctx context.Context) { cs.enterHook(ctx, cs.machine.State()) },
 		state:   func() string { return cs.machine.State().String() },
 		guard: func(i int) string {
 			r := fsm.ContainerTransitionTable[i]
@@ -103,7 +110,12 @@ func (c *ctrState) fire(ctx context.Context, ev fsm.ContainerEvent) {
 func (c *ctrState) raise(ev fsm.ContainerEvent) { c.events = append(c.events, ev) }
 
 // enterHook keeps the waiting reason in step with the state entered.
-func (c *ctrState) enterHook(s fsm.ContainerState) {
+// The probe machine learns that the container runs or stopped running.
+func (c *ctrState) enterHook(ctx context.Context, s fsm.ContainerState) {
+	if s != fsm.ContainerStateStopping {
+		c.probeGrace = -1
+	}
+	c.probe.containerEntered(ctx, s)
 	switch s {
 	case fsm.ContainerStatePulling, fsm.ContainerStateCreating, fsm.ContainerStateStarting, fsm.ContainerStateRunning:
 		c.waitingReason, c.waitingMessage = "", ""
@@ -260,6 +272,15 @@ func (c *ctrState) GracePeriod() time.Duration {
 func (c *ctrState) stopGrace() int64 {
 	if c.machine.State() == fsm.ContainerStateStopping && c.forceStopDue() {
 		return 0
+	}
+	if c.probeGrace >= 0 && !c.p.terminating() {
+		// A kill for a failed probe with its own grace period; forced
+		// once it ran out (the grace timer fired).
+		left := int64(c.probeDeadline.Sub(c.p.e.clock.Now()).Round(time.Second) / time.Second)
+		if c.machine.State() == fsm.ContainerStateStopping && left < 0 {
+			return 0
+		}
+		return min(c.probeGrace, max(left, 1))
 	}
 	return c.p.remainingGrace(c.p.e.clock.Now())
 }

@@ -28,6 +28,12 @@
 //     StartContainer, StopContainer, RecordExit, RemoveContainer, the
 //     count_* backoff actions; start_blocked, restart_allowed, spec_changed).
 //   - hooks.go: postStart and preStop handlers (exec, httpGet).
+//   - probe.go, probe_handlers.go: the probe machine of each container
+//     (start_startup, start_probes, run_probe, kill_container,
+//     stop_probes), its workers (one per probe kind of the running
+//     instance, timers on the pod worker's clock, probes on their own
+//     goroutine, thresholds counted on the pod worker) and the exec,
+//     httpGet, tcpSocket and grpc handlers.
 //   - names.go: static pod full names, one started pod per name, FIFO.
 //   - backoff.go: CrashLoopBackOff and image pull backoff per container.
 //   - requests.go, labels.go: CRI requests (sandbox and container configs,
@@ -76,8 +82,17 @@
 // StopContainer, and the seconds it took are taken from the grace period
 // given to StopContainer (at least 2 s remain).
 //
-// Not done yet: probes (the ProbeResults channel carries them once they
-// exist), image pull credentials.
+// Probes follow kubelet's prober (probe.go, spec/probe.hcl): readiness
+// starts false, a startup probe gates liveness and readiness, a liveness or
+// startup failure kills the container through its machine with the probe's
+// terminationGracePeriodSeconds or the pod's, and the results start over
+// with each instance. A worker's first probe waits for initialDelaySeconds
+// from the container's start; workers that start within one period of the
+// engine's start wait a further random part of the period
+// (Config.ProbeJitter). Probe timers are found by the 1 s sync tick, so a
+// probe may run up to 1 s after its period.
+//
+// Not done yet: image pull credentials.
 //
 // # Tests
 //

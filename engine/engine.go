@@ -56,8 +56,13 @@ type Config struct {
 	Clock                clock.WithTicker
 	Registerer           prometheus.Registerer // nil = no metrics
 	Log                  *slog.Logger          // nil = slog.Default()
-	// ProbeResults carries probe outcomes; nil until probes exist.
+	// ProbeResults carries thresholded probe outcomes from outside the
+	// engine (tests); the engine's own probe workers feed it too.
 	ProbeResults <-chan ProbeResult
+	// ProbeJitter returns the delay of the first probe of a worker that
+	// starts within one period of the engine's start (kubelet's jitter);
+	// nil = uniform in [0, period).
+	ProbeJitter func(period time.Duration) time.Duration
 	// NodeIP is the node's address in pod statuses (hostIP, and podIP of
 	// hostNetwork pods); "" = the first global unicast address of the
 	// machine's interfaces, if any.
@@ -69,12 +74,15 @@ type Config struct {
 	MaxPods int
 }
 
-// ProbeResult is one probe outcome for a container of a pod.
+// ProbeResult is one probe outcome for a container of a pod. One sent on
+// Config.ProbeResults counts as a thresholded result: it is routed as is.
 type ProbeResult struct {
 	UID       types.UID
 	Container string
-	Liveness  bool // a liveness (true) or readiness (false) probe
+	Kind      ProbeKind
 	Success   bool
+	Output    string // what the probe said (Unhealthy, ProbeWarning)
+	gen       uint64 // the worker that ran it; 0: thresholded already
 }
 
 // Engine runs pods: one worker per pod UID drives the generated pod and
@@ -115,6 +123,7 @@ type Engine struct {
 	refused map[types.UID]bool
 
 	runCtx     context.Context
+	startedAt  time.Time // when Run began: probe workers starting within a period of it are jittered
 	wg         sync.WaitGroup
 	runtimeErr atomic.Pointer[error] // last runtime health error, nil when healthy
 	checking   atomic.Bool           // a runtime check runs
@@ -191,6 +200,7 @@ func (e *Engine) Run(ctx context.Context, updates <-chan config.PodUpdate) error
 		e.wg.Wait()
 	}()
 	e.runCtx = ctx
+	e.startedAt = e.clock.Now()
 	// The runtime may not answer yet (containerd restarting): retry with
 	// backoff; config updates wait in their channel meanwhile.
 	for delay := time.Second; ; delay = min(2*delay, 10*time.Second) {
@@ -462,4 +472,21 @@ func nodeIP() string {
 		}
 	}
 	return v6
+}
+
+// ctx is the context of Run (background before Run): probe workers end
+// with it.
+func (e *Engine) ctx() context.Context {
+	if e.runCtx == nil {
+		return context.Background()
+	}
+	return e.runCtx
+}
+
+// probeJitter is the random delay of a first probe, at most period.
+func (e *Engine) probeJitter(period time.Duration) time.Duration {
+	if e.cfg.ProbeJitter != nil {
+		return min(e.cfg.ProbeJitter(period), period)
+	}
+	return rand.N(period)
 }

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -45,6 +47,60 @@ type scriptHarness struct {
 	done    chan error
 	cfg     Config
 	probes  chan ProbeResult
+	events  *eventLog
+}
+
+// eventLog keeps the log records that stand for kubelet's events
+// (Unhealthy, Killing, ProbeWarning) for the `events` command.
+type eventLog struct {
+	inner slog.Handler
+	mu    *sync.Mutex
+	lines *[]string
+}
+
+func (l *eventLog) Enabled(ctx context.Context, lv slog.Level) bool { return l.inner.Enabled(ctx, lv) }
+func (l *eventLog) WithAttrs(as []slog.Attr) slog.Handler {
+	return &eventLog{inner: l.inner.WithAttrs(as), mu: l.mu, lines: l.lines}
+}
+func (l *eventLog) WithGroup(g string) slog.Handler {
+	return &eventLog{inner: l.inner.WithGroup(g), mu: l.mu, lines: l.lines}
+}
+func (l *eventLog) Handle(ctx context.Context, r slog.Record) error {
+	switch r.Message {
+	case "Unhealthy", "Killing", "ProbeWarning":
+		line := r.Message
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "container" || a.Key == "message" {
+				line += " " + a.Key + "=" + strconv.Quote(a.Value.String())
+			}
+			return true
+		})
+		l.mu.Lock()
+		*l.lines = append(*l.lines, line)
+		l.mu.Unlock()
+	}
+	if !l.inner.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return l.inner.Handle(ctx, r)
+}
+
+// take returns the records kept since the last call, grouped by container
+// (probes of different containers run concurrently), in order within one.
+func (l *eventLog) take() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ctr := func(line string) string {
+		_, after, _ := strings.Cut(line, "container=")
+		return after[:strings.IndexByte(after+" ", ' ')]
+	}
+	sort.SliceStable(*l.lines, func(i, j int) bool { return ctr((*l.lines)[i]) < ctr((*l.lines)[j]) })
+	out := strings.Join(*l.lines, "\n")
+	*l.lines = nil
+	if out == "" {
+		return "none"
+	}
+	return out
 }
 
 func newHarness(t *testing.T) *scriptHarness {
@@ -93,7 +149,8 @@ func (h *scriptHarness) launch(cfg Config) {
 	} else if testing.Verbose() {
 		logh = slog.NewTextHandler(testWriter{h.t}, &slog.HandlerOptions{Level: slog.LevelDebug})
 	}
-	cfg.Log = coverageLogger(logh)
+	h.events = &eventLog{inner: logh, mu: &sync.Mutex{}, lines: new([]string)}
+	cfg.Log = coverageLogger(h.events)
 	e, err := New(cfg)
 	if err != nil {
 		h.t.Fatal(err)
@@ -282,6 +339,27 @@ func (h *scriptHarness) parsePod(d *datadriven.TestData) *v1.Pod {
 					c.Lifecycle.PreStop = hook
 				}
 				b.Exec = append(b.Exec, reply)
+			case "reply":
+				// CMD[:CODE[:DELAY]]: how the runtime answers an exec of CMD.
+				_, reply := execHook(h.t, d, v)
+				b.Exec = append(b.Exec, reply)
+			case "liveness", "readiness", "startup":
+				p := parseProbe(h.t, d, v)
+				switch k {
+				case "liveness":
+					c.LivenessProbe = p
+				case "readiness":
+					c.ReadinessProbe = p
+				default:
+					c.StartupProbe = p
+				}
+			case "ports":
+				// NAME:PORT,...
+				for _, np := range strings.Split(v, ",") {
+					n, port, _ := strings.Cut(np, ":")
+					pn, _ := strconv.Atoi(port)
+					c.Ports = append(c.Ports, v1.ContainerPort{Name: n, ContainerPort: int32(pn)})
+				}
 			default:
 				h.t.Fatalf("%s: unknown container field %q", d.Pos, k)
 			}
@@ -302,6 +380,61 @@ func (h *scriptHarness) parsePod(d *datadriven.TestData) *v1.Pod {
 		}
 	}
 	return pod
+}
+
+// parseProbe parses HANDLER[,period=S][,failure=N][,success=N][,delay=S][,timeout=S][,grace=S]
+// where HANDLER is exec:CMD, http:PORT[:PATH], tcp:PORT or grpc:PORT (hosts
+// are 127.0.0.1; PORT is a number or a port name).
+func parseProbe(t *testing.T, d *datadriven.TestData, v string) *v1.Probe {
+	f := strings.Split(v, ",")
+	p := &v1.Probe{}
+	h := strings.SplitN(f[0], ":", 3)
+	port := func() intstr.IntOrString {
+		if len(h) < 2 {
+			t.Fatalf("%s: probe %q: no port", d.Pos, v)
+		}
+		return intstr.Parse(h[1])
+	}
+	switch h[0] {
+	case "exec":
+		p.Exec = &v1.ExecAction{Command: []string{h[1]}}
+	case "http":
+		p.HTTPGet = &v1.HTTPGetAction{Host: "127.0.0.1", Port: port()}
+		if len(h) > 2 {
+			p.HTTPGet.Path = h[2]
+		}
+	case "tcp":
+		p.TCPSocket = &v1.TCPSocketAction{Host: "127.0.0.1", Port: port()}
+	case "grpc":
+		p.GRPC = &v1.GRPCAction{Port: port().IntVal}
+	default:
+		t.Fatalf("%s: probe %q: unknown handler", d.Pos, v)
+	}
+	for _, kv := range f[1:] {
+		k, s, _ := strings.Cut(kv, "=")
+		n64, err := strconv.ParseInt(s, 10, 32)
+		if err != nil {
+			t.Fatalf("%s: probe %q: %v", d.Pos, v, err)
+		}
+		n := int32(n64)
+		switch k {
+		case "period":
+			p.PeriodSeconds = n
+		case "failure":
+			p.FailureThreshold = n
+		case "success":
+			p.SuccessThreshold = n
+		case "delay":
+			p.InitialDelaySeconds = n
+		case "timeout":
+			p.TimeoutSeconds = n
+		case "grace":
+			p.TerminationGracePeriodSeconds = &n64
+		default:
+			t.Fatalf("%s: probe %q: unknown field %q", d.Pos, v, k)
+		}
+	}
+	return p
 }
 
 // execHook parses NAME[:CODE[:DELAY]] into an exec hook running NAME and
@@ -362,7 +495,24 @@ func TestEngineScripts(t *testing.T) {
 					d.ScanArgs(t, "crashloop", &s)
 					cfg.CrashLoopBackOffBase, _ = time.ParseDuration(s)
 				}
+				// Probe jitter is fixed (default 0) so scripts never depend on chance.
+				jitter := time.Duration(0)
+				if d.HasArg("jitter") {
+					var s string
+					d.ScanArgs(t, "jitter", &s)
+					jitter, _ = time.ParseDuration(s)
+				}
+				cfg.ProbeJitter = func(time.Duration) time.Duration { return jitter }
 				h.start(cfg)
+				return ""
+			case "exec-reply":
+				// Change how the runtime answers an exec from now on.
+				var pod, name, spec string
+				d.ScanArgs(t, "pod", &pod)
+				d.ScanArgs(t, "container", &name)
+				d.ScanArgs(t, "reply", &spec)
+				_, reply := execHook(t, d, spec)
+				h.srv.Runtime.SetExec(sim.Match{Pod: pod, Name: name}, reply)
 				return ""
 			case "restart":
 				h.stop()
@@ -414,6 +564,8 @@ func TestEngineScripts(t *testing.T) {
 					out = append(out, fmt.Sprintf("%s=%d", a.Key, h.srv.Runtime.Calls(a.Key)))
 				}
 				return strings.Join(out, " ")
+			case "events":
+				return h.events.take()
 			case "calllog":
 				return h.formatCallLog()
 			case "missing-image":
@@ -495,7 +647,11 @@ func TestEngineScripts(t *testing.T) {
 				d.ScanArgs(t, "container", &name)
 				d.ScanArgs(t, "kind", &kind)
 				d.ScanArgs(t, "result", &result)
-				h.probes <- ProbeResult{UID: types.UID(uid), Container: name, Liveness: kind == "liveness", Success: result == "success"}
+				k, ok := ParseProbeKind(kind)
+				if !ok {
+					t.Fatalf("%s: probe kind %q", d.Pos, kind)
+				}
+				h.probes <- ProbeResult{UID: types.UID(uid), Container: name, Kind: k, Success: result == "success"}
 				h.settle()
 				return ""
 			case "runtime-down":
@@ -586,6 +742,9 @@ func formatPods(ps []*v1.Pod) string {
 func formatContainer(cs v1.ContainerStatus) string {
 	s := cs.Name + ": " + formatState(cs.State)
 	s += fmt.Sprintf(" restarts=%d ready=%t", cs.RestartCount, cs.Ready)
+	if cs.State.Running != nil && cs.Started != nil && !*cs.Started {
+		s += " started=false"
+	}
 	if cs.LastTerminationState.Terminated != nil {
 		s += " last=" + formatState(cs.LastTerminationState)
 	}

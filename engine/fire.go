@@ -39,7 +39,7 @@ type runner[E, A any] struct {
 	fire     func(E) (step[A], error)
 	run      func(context.Context, A) error
 	timers   func(now time.Time) []timer
-	entered  func() // after a state was entered and its timers armed
+	entered  func(context.Context) // after a state was entered and its timers armed
 	state    func() string
 	guard    func(row int) string
 	choice   func(branch int) string
@@ -116,7 +116,7 @@ func fireLoop[E fmt.Stringer, A fmt.Stringer](ctx context.Context, w *podWorker,
 		if st.entered {
 			w.setTimers(owner, r.timers(e.clock.Now()))
 			if r.entered != nil {
-				r.entered()
+				r.entered(ctx)
 			}
 		}
 		// The step's actions slice is the machine's buffer, valid until

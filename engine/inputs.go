@@ -49,6 +49,10 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 			a.c.fire(ctx, a.ev)
 		}
 		s.adoptEvents = nil
+		for _, c := range s.all() {
+			// Adopted running containers: their probes start over.
+			c.probe.containerEntered(ctx, c.machine.State())
+		}
 		w.publishStatus() // listed (Pending) before its first sync ends
 	}
 	switch in.kind {
@@ -87,12 +91,25 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 		s.noteBackoff()
 		w.fireDue(ctx)
 	case inputProbe:
-		in2 := fsm.InputReadinessChanged
-		if in.probe.Liveness && !in.probe.Success {
-			in2 = fsm.InputLivenessFailed
+		c := s.byName[in.probe.Container]
+		if c == nil {
+			return
 		}
-		r := fsm.Route(in2)
-		if c := s.byName[in.probe.Container]; c != nil && r.HasContainer {
+		var pin fsm.Input
+		var ok bool
+		if in.probe.gen != 0 {
+			pin, ok = c.probe.result(in.probe) // a raw result of a worker
+		} else {
+			pin, ok = probeInput(in.probe.Kind, in.probe.Success)
+		}
+		if !ok {
+			return
+		}
+		r := fsm.Route(pin)
+		if r.HasProbe {
+			c.probe.fire(ctx, r.Probe)
+		}
+		if r.HasContainer {
 			c.fire(ctx, r.Container)
 		}
 		if r.HasPod {

@@ -244,6 +244,9 @@ func stateLabels() [][2]string {
 	for _, s := range fsm.ContainerStates {
 		out = append(out, [2]string{fsm.ContainerMachineName, s.String()})
 	}
+	for _, s := range fsm.ProbeStates {
+		out = append(out, [2]string{fsm.ProbeMachineName, s.String()})
+	}
 	return out
 }
 
@@ -298,6 +301,17 @@ func transitionLabels() [][4]string {
 		return r.From.String(), r.Event.String(), r.To.String(), r.Internal
 	}, func(state string) (out []string) {
 		for _, c := range fsm.SandboxChoiceTable {
+			if c.State.String() == state {
+				out = append(out, c.To.String())
+			}
+		}
+		return out
+	})
+	add(fsm.ProbeMachineName, len(fsm.ProbeTransitionTable), func(i int) (string, string, string, bool) {
+		r := fsm.ProbeTransitionTable[i]
+		return r.From.String(), r.Event.String(), r.To.String(), r.Internal
+	}, func(state string) (out []string) {
+		for _, c := range fsm.ProbeChoiceTable {
 			if c.State.String() == state {
 				out = append(out, c.To.String())
 			}

@@ -85,7 +85,7 @@ func newPodState(w *podWorker, pod *v1.Pod, ad *adoptedPod) *podState {
 			}
 			return ts
 		},
-		entered: func() { s.w.setPodState(s.machine.State()) },
+		entered: func(context.Context) { s.w.setPodState(s.machine.State()) },
 		state:   func() string { return s.machine.State().String() },
 		guard: func(i int) string {
 			r := fsm.PodTransitionTable[i]

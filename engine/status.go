@@ -62,6 +62,7 @@ type containerView struct {
 	Last           *termination // the run before the current one
 	RestartCount   int32
 	Ready          bool
+	Started        bool // the startup probe succeeded, or there is none
 }
 
 // podView is what status needs to know about one pod.
@@ -209,7 +210,7 @@ func containerStatus(c *containerView, runtime string) v1.ContainerStatus {
 		RestartCount: c.RestartCount,
 		Ready:        c.Ready,
 	}
-	started := c.Phase == phaseRunning
+	started := c.Phase == phaseRunning && c.Started
 	cs.Started = &started
 	switch c.Phase {
 	case phaseRunning:

@@ -60,7 +60,9 @@ func (c *ctrState) view() containerView {
 		// A sidecar stays ready while it runs, also while the pod
 		// terminates (kubelet: readiness without a probe follows the
 		// running state; observed in scenario sidecar-ignores-term).
-		cv.Ready = c.machine.State() == fsm.ContainerStateRunning && (!c.init || c.sidecar) && (!c.p.terminating() || c.sidecar)
+		cv.Ready = c.machine.State() == fsm.ContainerStateRunning && (!c.init || c.sidecar) && (!c.p.terminating() || c.sidecar) &&
+			c.probe.ready()
+		cv.Started = c.probe.started()
 		if c.current != nil && c.current.ContainerID != c.id {
 			cv.Last = c.current
 		}

@@ -357,33 +357,39 @@ func TestRoutes(t *testing.T) {
 		in        Input
 		pod       string
 		container string
+		probe     string
 	}{
-		{InputConfigAdd, "update", ""},
-		{InputConfigUpdate, "update", ""},
-		{InputConfigRestore, "update", ""},
-		{InputConfigRemove, "kill", ""},
-		{InputConfigDelete, "kill", ""},
-		{InputConfigReconcile, "sync", ""},
-		{InputContainerStarted, "sync", "started"},
-		{InputContainerDied, "sync", "died"},
-		{InputContainerRemoved, "", "removed"},
-		{InputContainerChanged, "sync", ""},
-		{InputSyncTick, "sync", ""},
-		{InputHousekeeping, "sync", ""},
-		{InputLivenessFailed, "", "liveness_failed"},
-		{InputStartupFailed, "", "liveness_failed"},
-		{InputReadinessChanged, "sync", ""},
+		{InputConfigAdd, "update", "", ""},
+		{InputConfigUpdate, "update", "", ""},
+		{InputConfigRestore, "update", "", ""},
+		{InputConfigRemove, "kill", "", ""},
+		{InputConfigDelete, "kill", "", ""},
+		{InputConfigReconcile, "sync", "", ""},
+		{InputContainerStarted, "sync", "started", ""},
+		{InputContainerDied, "sync", "died", ""},
+		{InputContainerRemoved, "", "removed", ""},
+		{InputContainerChanged, "sync", "", ""},
+		{InputSyncTick, "sync", "", ""},
+		{InputHousekeeping, "sync", "", ""},
+		{InputLivenessFailed, "", "", "liveness_failed"},
+		{InputStartupSucceeded, "", "", "startup_ok"},
+		{InputStartupFailed, "", "", "startup_failed"},
+		{InputReadinessSucceeded, "", "", "ready"},
+		{InputReadinessFailed, "", "", "unready"},
 	} {
 		r := Route(tc.in)
-		var pod, ctr string
+		var pod, ctr, probe string
+		if r.HasProbe {
+			probe = r.Probe.String()
+		}
 		if r.HasPod {
 			pod = r.Pod.String()
 		}
 		if r.HasContainer {
 			ctr = r.Container.String()
 		}
-		if pod != tc.pod || ctr != tc.container {
-			t.Errorf("Route(%s) = pod %q container %q, want %q %q", tc.in, pod, ctr, tc.pod, tc.container)
+		if pod != tc.pod || ctr != tc.container || probe != tc.probe {
+			t.Errorf("Route(%s) = pod %q container %q probe %q, want %q %q %q", tc.in, pod, ctr, probe, tc.pod, tc.container, tc.probe)
 		}
 		if back, ok := ParseInput(tc.in.String()); !ok || back != tc.in {
 			t.Errorf("ParseInput(%q) = %v, %v", tc.in, back, ok)

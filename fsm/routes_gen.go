@@ -6,7 +6,7 @@ import "fmt"
 
 // RoutesSpecSHA256 is the SHA-256 of spec/routes.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const RoutesSpecSHA256 = "a96a19a8c08616f8ada73c6d0d0accd580a093df4aa1e93561cfe9fe5388f3b9"
+const RoutesSpecSHA256 = "80a4f0694255291e47a99489a3f5c7191225748b15af44a9866f5d25a0676691"
 
 // Input is a channel input of the engine: a config op, a runtime event, a
 // tick or a probe result. Route says which machine events it becomes.
@@ -47,21 +47,27 @@ const (
 	// InputHousekeeping: Periodic housekeeping (every 2 s): kills orphans, purges
 	// finished UIDs, resyncs the pod.
 	InputHousekeeping
-	// InputLivenessFailed: A liveness probe failed its threshold: kill the
-	// container, restart under the restart policy.
+	// InputLivenessFailed: A liveness probe reached its failure threshold: the
+	// probe machine kills the container; the restart policy decides.
 	InputLivenessFailed
-	// InputStartupFailed: A startup probe failed its threshold: like a liveness
-	// failure.
+	// InputStartupSucceeded: The startup probe reached its success threshold:
+	// liveness and readiness probes start.
+	InputStartupSucceeded
+	// InputStartupFailed: A startup probe reached its failure threshold: like a
+	// liveness failure.
 	InputStartupFailed
-	// InputReadinessChanged: A readiness probe changed result: sync to recompute
-	// Ready and ContainersReady.
-	InputReadinessChanged
+	// InputReadinessSucceeded: A readiness probe reached its success threshold:
+	// the container is ready (the worker republishes the status).
+	InputReadinessSucceeded
+	// InputReadinessFailed: A readiness probe reached its failure threshold: the
+	// container is not ready.
+	InputReadinessFailed
 )
 
 // Inputs lists every input in spec order.
-var Inputs = []Input{InputConfigAdd, InputConfigUpdate, InputConfigRemove, InputConfigDelete, InputConfigReconcile, InputConfigRestore, InputContainerStarted, InputContainerDied, InputContainerRemoved, InputSandboxDied, InputContainerChanged, InputSyncTick, InputHousekeeping, InputLivenessFailed, InputStartupFailed, InputReadinessChanged}
+var Inputs = []Input{InputConfigAdd, InputConfigUpdate, InputConfigRemove, InputConfigDelete, InputConfigReconcile, InputConfigRestore, InputContainerStarted, InputContainerDied, InputContainerRemoved, InputSandboxDied, InputContainerChanged, InputSyncTick, InputHousekeeping, InputLivenessFailed, InputStartupSucceeded, InputStartupFailed, InputReadinessSucceeded, InputReadinessFailed}
 
-var inputNames = [...]string{"config_add", "config_update", "config_remove", "config_delete", "config_reconcile", "config_restore", "container_started", "container_died", "container_removed", "sandbox_died", "container_changed", "sync_tick", "housekeeping", "liveness_failed", "startup_failed", "readiness_changed"}
+var inputNames = [...]string{"config_add", "config_update", "config_remove", "config_delete", "config_reconcile", "config_restore", "container_started", "container_died", "container_removed", "sandbox_died", "container_changed", "sync_tick", "housekeeping", "liveness_failed", "startup_succeeded", "startup_failed", "readiness_succeeded", "readiness_failed"}
 
 // String returns the input's name in the spec.
 func (in Input) String() string {
@@ -88,27 +94,31 @@ type Routed struct {
 	HasContainer bool
 	Pod          PodEvent
 	HasPod       bool
+	Probe        ProbeEvent
+	HasProbe     bool
 	Sandbox      SandboxEvent
 	HasSandbox   bool
 }
 
-var routeTable = [16]Routed{
-	InputConfigAdd:        {Pod: PodEventUpdate, HasPod: true},
-	InputConfigUpdate:     {Pod: PodEventUpdate, HasPod: true},
-	InputConfigRemove:     {Pod: PodEventKill, HasPod: true},
-	InputConfigDelete:     {Pod: PodEventKill, HasPod: true},
-	InputConfigReconcile:  {Pod: PodEventSync, HasPod: true},
-	InputConfigRestore:    {Pod: PodEventUpdate, HasPod: true},
-	InputContainerStarted: {Pod: PodEventSync, HasPod: true, Container: ContainerEventStarted, HasContainer: true},
-	InputContainerDied:    {Pod: PodEventSync, HasPod: true, Container: ContainerEventDied, HasContainer: true},
-	InputContainerRemoved: {Container: ContainerEventRemoved, HasContainer: true},
-	InputSandboxDied:      {Pod: PodEventSync, HasPod: true, Sandbox: SandboxEventDied, HasSandbox: true},
-	InputContainerChanged: {Pod: PodEventSync, HasPod: true},
-	InputSyncTick:         {Pod: PodEventSync, HasPod: true},
-	InputHousekeeping:     {Pod: PodEventSync, HasPod: true},
-	InputLivenessFailed:   {Container: ContainerEventLivenessFailed, HasContainer: true},
-	InputStartupFailed:    {Container: ContainerEventLivenessFailed, HasContainer: true},
-	InputReadinessChanged: {Pod: PodEventSync, HasPod: true},
+var routeTable = [18]Routed{
+	InputConfigAdd:          {Pod: PodEventUpdate, HasPod: true},
+	InputConfigUpdate:       {Pod: PodEventUpdate, HasPod: true},
+	InputConfigRemove:       {Pod: PodEventKill, HasPod: true},
+	InputConfigDelete:       {Pod: PodEventKill, HasPod: true},
+	InputConfigReconcile:    {Pod: PodEventSync, HasPod: true},
+	InputConfigRestore:      {Pod: PodEventUpdate, HasPod: true},
+	InputContainerStarted:   {Pod: PodEventSync, HasPod: true, Container: ContainerEventStarted, HasContainer: true},
+	InputContainerDied:      {Pod: PodEventSync, HasPod: true, Container: ContainerEventDied, HasContainer: true},
+	InputContainerRemoved:   {Container: ContainerEventRemoved, HasContainer: true},
+	InputSandboxDied:        {Pod: PodEventSync, HasPod: true, Sandbox: SandboxEventDied, HasSandbox: true},
+	InputContainerChanged:   {Pod: PodEventSync, HasPod: true},
+	InputSyncTick:           {Pod: PodEventSync, HasPod: true},
+	InputHousekeeping:       {Pod: PodEventSync, HasPod: true},
+	InputLivenessFailed:     {Probe: ProbeEventLivenessFailed, HasProbe: true},
+	InputStartupSucceeded:   {Probe: ProbeEventStartupOk, HasProbe: true},
+	InputStartupFailed:      {Probe: ProbeEventStartupFailed, HasProbe: true},
+	InputReadinessSucceeded: {Probe: ProbeEventReady, HasProbe: true},
+	InputReadinessFailed:    {Probe: ProbeEventUnready, HasProbe: true},
 }
 
 // Route returns the machine events input in is delivered as. The pod event

@@ -16,9 +16,10 @@ func TestGeneratedFromCurrentSpec(t *testing.T) {
 	want := map[string]struct{ sum, generated string }{
 		"container.hcl": {ContainerSpecSHA256, "fsm/container_gen.go"},
 		"pod.hcl":       {PodSpecSHA256, "fsm/pod_gen.go"},
+		"probe.hcl":     {ProbeSpecSHA256, "fsm/probe_gen.go"},
 		"routes.hcl":    {RoutesSpecSHA256, "fsm/routes_gen.go"},
 		"sandbox.hcl":   {SandboxSpecSHA256, "fsm/sandbox_gen.go"},
-		"system.hcl":    {"ece9fd416488373fa512d08f9199e1dcea78eace35c40cac7f4e3060657d0f2d", "fsm/spec_gen_test.go"},
+		"system.hcl":    {"f600776ee4dfb4d74909f4095d54547b475969a8404d5a516e7f70909989c3e0", "fsm/spec_gen_test.go"},
 	}
 	files, err := filepath.Glob(filepath.Join("..", "spec", "*.hcl"))
 	if err != nil {

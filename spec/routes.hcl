@@ -3,7 +3,8 @@
 # Each input names at most one event per machine. `pod = pod.EVENT` goes to
 # the worker of the pod the input is about; `container = container.EVENT` goes
 # to the container the input names (runtime events and probe results name one
-# container; the engine drops the container part when the container is not
+# container, and `probe = probe.EVENT` goes to that container's probe
+# machine; the engine drops the container part when the container is not
 # known). Inputs for a pod UID are delivered in arrival order by its worker.
 #
 # Rules that are not routes, and where the engine enforces them:
@@ -84,14 +85,22 @@ input "housekeeping" {
 }
 
 input "liveness_failed" {
-  doc       = "A liveness probe failed its threshold: kill the container, restart under the restart policy."
-  container = container.liveness_failed
+  doc   = "A liveness probe reached its failure threshold: the probe machine kills the container; the restart policy decides."
+  probe = probe.liveness_failed
+}
+input "startup_succeeded" {
+  doc   = "The startup probe reached its success threshold: liveness and readiness probes start."
+  probe = probe.startup_ok
 }
 input "startup_failed" {
-  doc       = "A startup probe failed its threshold: like a liveness failure."
-  container = container.liveness_failed
+  doc   = "A startup probe reached its failure threshold: like a liveness failure."
+  probe = probe.startup_failed
 }
-input "readiness_changed" {
-  doc = "A readiness probe changed result: sync to recompute Ready and ContainersReady."
-  pod = pod.sync
+input "readiness_succeeded" {
+  doc   = "A readiness probe reached its success threshold: the container is ready (the worker republishes the status)."
+  probe = probe.ready
+}
+input "readiness_failed" {
+  doc   = "A readiness probe reached its failure threshold: the container is not ready."
+  probe = probe.unready
 }

@@ -145,10 +145,39 @@ effect "sandbox" "stop_sandbox" {
   may_report_nothing = true
 }
 
+effect "probe" "kill_container" {
+  doc   = "A liveness or startup probe failed its threshold: the container is killed through its machine and the restart policy decides. (The engine sends it to the probe's own container; the model, with one probe machine per pod, sends it to every container: more behaviour, not less.)"
+  sends = [container.liveness_failed]
+}
+
+effect "probe" "start_startup" {
+  doc                = "Without a startup probe the container counts as started at once."
+  reports            = [probe.startup_ok]
+  may_report_nothing = true
+}
+
+effect "probe" "start_probes" {
+  doc                = "Without a readiness probe the container is ready once started."
+  reports            = [probe.ready]
+  may_report_nothing = true
+}
+
 # --- events from outside the pod ---
 
 external "pod" "name_free" {
   doc = "The previous holder of this static pod's full name finished (its release_name) and this pod heads the FIFO."
+}
+
+external "probe" "container_running" {
+  doc = "The engine fires it when a container machine enters running (the model has one probe machine per pod, so it may come at any time)."
+}
+
+external "probe" "container_stopped" {
+  doc = "The engine fires it when a container machine leaves running."
+}
+
+external "probe" "probe_due" {
+  doc = "A probe worker's period came round (a timer of the worker, not of a state)."
 }
 
 # --- invariants ---

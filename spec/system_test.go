@@ -62,8 +62,12 @@ func TestEmbeddedSystem(t *testing.T) {
 	if e := effect("container", "pull_image"); !slices.Equal(names(e.Reports), []string{"container.pull_ok", "container.pull_failed"}) {
 		t.Errorf("pull_image reports %v", names(e.Reports))
 	}
-	if len(sys.Externals) != 1 || sys.Externals[0].Machine.Name != "pod" || sys.Externals[0].Event.Name != "name_free" {
-		t.Errorf("externals = %+v", sys.Externals)
+	var externals []string
+	for _, x := range sys.Externals {
+		externals = append(externals, x.Machine.Name+"."+x.Event.Name)
+	}
+	if want := []string{"pod.name_free", "probe.container_running", "probe.container_stopped", "probe.probe_due"}; !slices.Equal(externals, want) {
+		t.Errorf("externals = %v, want %v", externals, want)
 	}
 	kinds := map[string]string{}
 	for _, inv := range sys.Invariants {

@@ -40,6 +40,7 @@ type runOptions struct {
 	manifestPath         string
 	manifestURL          string
 	nodeName             string
+	nodeIP               string
 	rootDir              string
 	address              string
 	readOnlyPort         int
@@ -68,6 +69,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.StringVar(&o.runtime, "runtime", "remote", "remote: the CRI runtime at --container-runtime-endpoint; sim: an in-process simulated runtime on a socket under --root-dir")
 	fs.StringVar(&o.manifestPath, "pod-manifest-path", "", "directory of static pod manifests (YAML or JSON v1 Pods, one per file)")
 	fs.StringVar(&o.manifestURL, "manifest-url", "", "URL serving a v1 Pod, PodList or List of static pods")
+	fs.StringVar(&o.nodeIP, "node-ip", "", "address of this node in pod statuses (hostIP, podIP of hostNetwork pods) and the host of their probes; default: the first global unicast address")
 	fs.StringVar(&o.nodeName, "node-name", strings.ToLower(host), "name of this node; static pods are named <name>-<node-name>")
 	fs.StringVar(&o.rootDir, "root-dir", "/var/lib/speclet", "directory for speclet's files")
 	fs.StringVar(&o.address, "address", "127.0.0.1", "IP address the read-only HTTP server listens on")
@@ -261,6 +263,7 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		Registerer:           reg,
 		Log:                  log,
 		MaxPods:              o.maxPods,
+		NodeIP:               o.nodeIP,
 	})
 	if err != nil {
 		return fmt.Errorf("create engine: %w", err)

@@ -148,6 +148,29 @@ func (r *Runtime) OnContainer(m Match, b Behavior) {
 	r.behaviors = append(r.behaviors, behaviorRule{match: m, b: b})
 }
 
+// SetExec makes ExecSync of commands matching reply.Command answer reply in
+// the containers m matches, running ones included, and in those created
+// later (a probe that starts failing mid-test).
+func (r *Runtime) SetExec(m Match, reply ExecReply) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	with := func(b *Behavior) *Behavior {
+		nb := *b
+		nb.Exec = append([]ExecReply{reply}, b.Exec...)
+		return &nb
+	}
+	for _, c := range r.containers {
+		if m.matches(c.sandbox.meta.GetName(), &runtimeapi.ContainerConfig{Metadata: c.meta, Image: c.image}) {
+			c.b = with(c.b)
+		}
+	}
+	for i := range r.behaviors {
+		if r.behaviors[i].match == m {
+			r.behaviors[i].b = *with(&r.behaviors[i].b)
+		}
+	}
+}
+
 // behaviorFor returns the behaviour of a new container. r.mu is held.
 func (r *Runtime) behaviorFor(podName string, cfg *runtimeapi.ContainerConfig) *Behavior {
 	for i := len(r.behaviors) - 1; i >= 0; i-- {

@@ -75,6 +75,7 @@ var machines = sync.OnceValue(func() []machineDecl {
 		describe(fsm.PodMachineName, fsm.PodActionCRI[:], fsm.PodActionCalls[:]),
 		describe(fsm.ContainerMachineName, fsm.ContainerActionCRI[:], fsm.ContainerActionCalls[:]),
 		describe(fsm.SandboxMachineName, fsm.SandboxActionCRI[:], fsm.SandboxActionCalls[:]),
+		describe(fsm.ProbeMachineName, fsm.ProbeActionCRI[:], fsm.ProbeActionCalls[:]),
 	}
 })
 

@@ -238,6 +238,7 @@ func (d *daemon) start() error {
 		"--pod-manifest-path", d.manifests,
 		"--root-dir", d.rootDir,
 		"--node-name", nodeName,
+		"--node-ip", "127.0.0.1", // hostNetwork pods' probes without a host (grpc) stay on loopback
 		"--read-only-port", fmt.Sprint(d.port),
 		"--sync-frequency", "10s",
 		"--crashloop-backoff-base", "1s",

@@ -1,0 +1,396 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/speclet/speclet/fsm"
+)
+
+// Probes (kubelet pkg/kubelet/prober): the probe machine of a container
+// (spec/probe.hcl) and its workers, one per probe kind.
+//
+// A worker's timer is a machine timer of the pod worker (owner
+// "probe/CONTAINER/KIND"), so it runs on the engine's clock and the sync
+// tick finds it due. When it fires, the probe itself runs on its own
+// goroutine (a slow probe never blocks the pod) and posts its raw result to
+// the pod worker as an input; the worker counts it against the thresholds
+// and, when the thresholded result changes, fires the route of
+// spec/routes.hcl. Everything but the probe call runs on the pod worker.
+
+// ProbeKind names a probe of a container.
+type ProbeKind uint8
+
+const (
+	ProbeLiveness ProbeKind = iota
+	ProbeReadiness
+	ProbeStartup
+)
+
+var probeKindNames = [...]string{"liveness", "readiness", "startup"}
+
+func (k ProbeKind) String() string { return probeKindNames[k] }
+
+// ParseProbeKind returns the kind named s ("liveness", "readiness", "startup").
+func ParseProbeKind(s string) (ProbeKind, bool) {
+	for i, n := range probeKindNames {
+		if n == s {
+			return ProbeKind(i), true
+		}
+	}
+	return 0, false
+}
+
+// Kubelet's probe defaults (API defaulting of v1.Probe).
+const (
+	probeDefaultPeriod           = 10
+	probeDefaultTimeout          = 1
+	probeDefaultSuccessThreshold = 1
+	probeDefaultFailureThreshold = 3
+)
+
+// probeResult is a thresholded (or raw) result: unknown, success, failure.
+type probeResult int8
+
+const (
+	resultUnknown probeResult = iota
+	resultSuccess
+	resultFailure
+)
+
+// probeState is the probe machine of one container and its workers. It
+// implements fsm.ProbeGuards and fsm.ProbeActions. Only the pod worker
+// goroutine touches it.
+type probeState struct {
+	c       *ctrState
+	machine *fsm.ProbeMachine
+	workers [3]*probeWorker // by ProbeKind; nil when not running
+	gen     uint64          // bumped for every worker started: results of stopped workers are dropped
+
+	run    runner[fsm.ProbeEvent, fsm.ProbeAction]
+	events []fsm.ProbeEvent
+}
+
+var _ fsm.ProbeGuards = (*probeState)(nil)
+var _ fsm.ProbeActions = (*probeState)(nil)
+
+// probeWorker probes one kind of probe of one running instance.
+type probeWorker struct {
+	kind     ProbeKind
+	spec     *v1.Probe
+	gen      uint64
+	target   hookTarget
+	cancel   context.CancelFunc
+	ctx      context.Context
+	next     time.Time   // when the next probe is due
+	inFlight bool        // a probe runs; its result re-arms the timer
+	last     probeResult // the last raw result and how many in a row
+	run      int
+	reported probeResult // the thresholded result the machine was told
+}
+
+func newProbeState(c *ctrState) *probeState {
+	ps := &probeState{c: c}
+	ps.machine = fsm.NewProbeMachine(ps)
+	ps.run = runner[fsm.ProbeEvent, fsm.ProbeAction]{
+		kind: fsm.ProbeMachineName,
+		who:  func() []any { return []any{"pod", c.p.key(), "container", c.name} },
+		fire: func(ev fsm.ProbeEvent) (step[fsm.ProbeAction], error) {
+			st, err := ps.machine.Fire(ev)
+			return stepOf(st.From, st.To, st.Event, st.Path, st.Actions, st.Row, st.Choices), err
+		},
+		run:    func(ctx context.Context, a fsm.ProbeAction) error { return fsm.RunProbeAction(ctx, ps, a) },
+		timers: func(time.Time) []timer { return nil }, // the workers arm their own timers
+		state:  func() string { return ps.machine.State().String() },
+		guard: func(i int) string {
+			r := fsm.ProbeTransitionTable[i]
+			return rowGuard(r.Guard, r.HasGuard)
+		},
+		choice: func(i int) string {
+			c := fsm.ProbeChoiceTable[i]
+			return branchString(c.Guard, c.HasGuard, c.To)
+		},
+		instance: c.name,
+		since:    c.p.e.clock.Now(),
+	}
+	return ps
+}
+
+func (ps *probeState) fire(ctx context.Context, ev fsm.ProbeEvent) {
+	fireLoop(ctx, ps.c.p.w, "probe/"+ps.c.name, &ps.run, &ps.events, ev)
+}
+
+func (ps *probeState) raise(ev fsm.ProbeEvent) { ps.events = append(ps.events, ev) }
+
+// started: the startup probe succeeded (or there is none) for the running
+// instance.
+func (ps *probeState) started() bool {
+	switch ps.machine.State() {
+	case fsm.ProbeStateUnready, fsm.ProbeStateReady, fsm.ProbeStateKilling:
+		return true
+	}
+	return false
+}
+
+func (ps *probeState) ready() bool { return ps.machine.State() == fsm.ProbeStateReady }
+
+// containerEntered tells the probe machine about the container machine
+// entering state s.
+func (ps *probeState) containerEntered(ctx context.Context, s fsm.ContainerState) {
+	switch {
+	case s == fsm.ContainerStateRunning && ps.machine.State() == fsm.ProbeStateOff:
+		ps.fire(ctx, fsm.ProbeEventContainerRunning)
+	case s != fsm.ContainerStateRunning && ps.machine.State() != fsm.ProbeStateOff:
+		ps.fire(ctx, fsm.ProbeEventContainerStopped)
+	}
+}
+
+func (ps *probeState) probeSpec(k ProbeKind) *v1.Probe {
+	c := ps.c.spec
+	if c == nil {
+		return nil
+	}
+	switch k {
+	case ProbeLiveness:
+		return c.LivenessProbe
+	case ProbeReadiness:
+		return c.ReadinessProbe
+	default:
+		return c.StartupProbe
+	}
+}
+
+// --- actions ---
+
+// StartStartup starts the startup worker, or raises startup_ok when the
+// container has no startup probe.
+func (ps *probeState) StartStartup(ctx context.Context) error {
+	if !ps.startWorker(ProbeStartup) {
+		ps.raise(fsm.ProbeEventStartupOk)
+	}
+	return nil
+}
+
+// StartProbes stops the startup worker and starts the liveness and
+// readiness workers; raises ready when there is no readiness probe.
+func (ps *probeState) StartProbes(ctx context.Context) error {
+	ps.stopWorker(ProbeStartup)
+	ps.startWorker(ProbeLiveness)
+	if !ps.startWorker(ProbeReadiness) {
+		ps.raise(fsm.ProbeEventReady)
+	}
+	return nil
+}
+
+// KillContainer stops the workers and kills the container through its
+// machine with the failed probe's grace period, or the pod's.
+func (ps *probeState) KillContainer(ctx context.Context) error {
+	c := ps.c
+	kind, what := ProbeLiveness, "liveness"
+	if ps.machine.State() == fsm.ProbeStateKilling && ps.workers[ProbeStartup] != nil {
+		kind, what = ProbeStartup, "startup"
+	}
+	grace := int64(-1)
+	if p := ps.probeSpec(kind); p != nil && p.TerminationGracePeriodSeconds != nil {
+		grace = *p.TerminationGracePeriodSeconds
+	}
+	ps.stopAll()
+	c.p.e.log.Info("Killing", "pod", c.p.key(), "container", c.name,
+		"message", fmt.Sprintf("Container %s failed %s probe, will be restarted", c.name, what))
+	c.probeGrace = grace
+	if grace >= 0 {
+		c.probeDeadline = c.p.e.clock.Now().Add(time.Duration(grace) * time.Second)
+	}
+	c.fire(ctx, fsm.ContainerEventLivenessFailed)
+	return nil
+}
+
+// StopProbes stops the workers of the instance that left running.
+func (ps *probeState) StopProbes(ctx context.Context) error {
+	ps.stopAll()
+	return nil
+}
+
+func (ps *probeState) stopAll() {
+	for k := range ps.workers {
+		ps.stopWorker(ProbeKind(k))
+	}
+}
+
+// --- workers ---
+
+func (ps *probeState) owner(k ProbeKind) string { return "probe/" + ps.c.name + "/" + k.String() }
+
+// startWorker starts the worker of kind k; false when the container has no
+// such probe.
+func (ps *probeState) startWorker(k ProbeKind) bool {
+	spec := ps.probeSpec(k)
+	if spec == nil {
+		return false
+	}
+	e := ps.c.p.e
+	ps.gen++
+	ctx, cancel := context.WithCancel(e.ctx())
+	pw := &probeWorker{kind: k, spec: spec, gen: ps.gen, target: ps.c.hookTarget(), ctx: ctx, cancel: cancel}
+	if ps.c.p.pod.Spec.HostNetwork {
+		pw.target.podIP = e.cfg.NodeIP
+	}
+	if k == ProbeReadiness {
+		pw.reported = resultFailure // readiness starts false
+	} else if k == ProbeLiveness {
+		pw.reported = resultSuccess
+	}
+	now := e.clock.Now()
+	period := probePeriod(spec)
+	first := ps.c.startedAt.Add(time.Duration(spec.InitialDelaySeconds) * time.Second)
+	if first.Before(now) {
+		first = now
+	}
+	// kubelet: workers that start within one period of the agent's start
+	// wait a random part of the period, so a restarted agent does not
+	// probe everything at once.
+	if now.Sub(e.startedAt) < period {
+		first = first.Add(e.probeJitter(period))
+	}
+	pw.next = first
+	ps.workers[k] = pw
+	ps.arm(pw)
+	return true
+}
+
+func (ps *probeState) stopWorker(k ProbeKind) {
+	pw := ps.workers[k]
+	if pw == nil {
+		return
+	}
+	pw.cancel()
+	ps.workers[k] = nil
+	ps.c.p.w.setTimers(ps.owner(k), nil)
+}
+
+// arm sets the worker's timer for its next probe: probe_due.
+func (ps *probeState) arm(pw *probeWorker) {
+	ps.c.p.w.setTimers(ps.owner(pw.kind), []timer{{at: pw.next, fire: func(ctx context.Context) {
+		ps.fire(ctx, fsm.ProbeEventProbeDue)
+	}}})
+}
+
+// RunProbe runs every worker whose probe is due, each on its own goroutine
+// (a slow probe never blocks the pod); each raw result comes back to the pod
+// worker as an input.
+func (ps *probeState) RunProbe(ctx context.Context) error {
+	now := ps.c.p.e.clock.Now()
+	for _, pw := range ps.workers {
+		if pw != nil && !pw.inFlight && !pw.next.After(now) {
+			ps.probe(pw)
+		}
+	}
+	return nil
+}
+
+func (ps *probeState) probe(pw *probeWorker) {
+	pw.inFlight = true
+	e, w := ps.c.p.e, ps.c.p.w
+	r := ProbeResult{UID: ps.c.p.pod.UID, Container: ps.c.name, Kind: pw.kind, gen: pw.gen}
+	// The call belongs to this run_probe, though it returns after it.
+	ctx := fsm.WithAction(pw.ctx, fsm.ProbeMachineName, fsm.ProbeActionRunProbe.String())
+	e.busy.Add(1)
+	go func() {
+		defer e.busy.Add(-1)
+		out, err := pw.target.runProbe(ctx, pw.spec)
+		if pw.ctx.Err() != nil {
+			return // stopped meanwhile
+		}
+		r.Success, r.Output = err == nil, out
+		if err != nil {
+			r.Output = err.Error()
+		}
+		w.post(input{kind: inputProbe, probe: r})
+	}()
+}
+
+// result counts a raw result of a worker against its thresholds and returns
+// the input to route when the thresholded result changed (ok false: none).
+// It re-arms the worker for its next period.
+func (ps *probeState) result(r ProbeResult) (fsm.Input, bool) {
+	pw := ps.workers[r.Kind]
+	if pw == nil || pw.gen != r.gen {
+		return 0, false // a result of a stopped worker
+	}
+	pw.inFlight = false
+	e, c := ps.c.p.e, ps.c
+	res := resultFailure
+	if r.Success {
+		res = resultSuccess
+	} else {
+		e.log.Warn("Unhealthy", "pod", c.p.key(), "container", c.name,
+			"message", fmt.Sprintf("%s%s probe failed: %s", strings.ToUpper(r.Kind.String()[:1]), r.Kind.String()[1:], r.Output))
+	}
+	if r.Success && r.Output != "" {
+		e.log.Info("ProbeWarning", "pod", c.p.key(), "container", c.name,
+			"message", fmt.Sprintf("%s probe warning: %s", r.Kind, r.Output))
+	}
+	if pw.last == res {
+		pw.run++
+	} else {
+		pw.last, pw.run = res, 1
+	}
+	period := probePeriod(pw.spec)
+	now := e.clock.Now()
+	for !pw.next.After(now) {
+		pw.next = pw.next.Add(period)
+	}
+	ps.arm(pw)
+	thr := pw.spec.FailureThreshold
+	if thr <= 0 {
+		thr = probeDefaultFailureThreshold
+	}
+	if res == resultSuccess {
+		thr = pw.spec.SuccessThreshold
+		if thr <= 0 {
+			thr = probeDefaultSuccessThreshold
+		}
+	}
+	if int32(pw.run) < thr || res == pw.reported {
+		return 0, false
+	}
+	pw.reported = res
+	return probeInput(r.Kind, r.Success)
+}
+
+// probeInput is the input of routes.hcl for a thresholded result.
+func probeInput(k ProbeKind, success bool) (fsm.Input, bool) {
+	switch {
+	case k == ProbeLiveness && !success:
+		return fsm.InputLivenessFailed, true
+	case k == ProbeStartup && success:
+		return fsm.InputStartupSucceeded, true
+	case k == ProbeStartup:
+		return fsm.InputStartupFailed, true
+	case k == ProbeReadiness && success:
+		return fsm.InputReadinessSucceeded, true
+	case k == ProbeReadiness:
+		return fsm.InputReadinessFailed, true
+	}
+	return 0, false
+}
+
+func probePeriod(p *v1.Probe) time.Duration {
+	s := p.PeriodSeconds
+	if s <= 0 {
+		s = probeDefaultPeriod
+	}
+	return time.Duration(s) * time.Second
+}
+
+func probeTimeout(p *v1.Probe) time.Duration {
+	s := p.TimeoutSeconds
+	if s <= 0 {
+		s = probeDefaultTimeout
+	}
+	return time.Duration(s) * time.Second
+}
