@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -189,4 +190,25 @@ func wrap(endpoint, op, id string, err error) error {
 		return nil
 	}
 	return &Error{Endpoint: endpoint, Op: op, ID: id, Class: classify(op, err), Err: err}
+}
+
+// reservedRE matches containerd's answer to a create whose name (pod name,
+// namespace, UID and attempt; or container name and attempt in its sandbox)
+// is already taken: `failed to reserve sandbox name "N": name "N" is
+// reserved for "ID"`.
+var reservedRE = regexp.MustCompile(`failed to reserve (?:sandbox|container) name .*is reserved for \\?"([0-9a-f]{64})\\?"`)
+
+// ReservedFor returns the ID of the object a RunPodSandbox or
+// CreateContainer found under its name, or "". The name holds the attempt,
+// so that object is the one an earlier call of the same request created
+// while its answer was lost (a reply cut by a runtime restart, a timeout),
+// or is still creating.
+func ReservedFor(err error) string {
+	if err == nil {
+		return ""
+	}
+	if m := reservedRE.FindStringSubmatch(err.Error()); m != nil {
+		return m[1]
+	}
+	return ""
 }

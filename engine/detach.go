@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"regexp"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -18,9 +17,10 @@ import (
 // delete running task"). These calls are short and bounded by the
 // client's per-call timeout; the kill is handled as soon as they return.
 // They still end when the engine stops (run). Everything else (pulls, stops
-// with a long grace period) stays cancellable. The two creates also adopt
-// the object an earlier, unanswered attempt of the same create made
-// (reservedFor).
+// with a long grace period) stays cancellable. CreateContainer also adopts
+// the container an earlier, unanswered attempt of the same create made
+// (cri.ReservedFor); RunSandbox does the same for sandboxes, once the runtime
+// describes the sandbox as ready (sandbox.go adoptReserved).
 type detachedRuntime struct {
 	cri.Runtime
 	run func() context.Context // the engine's run context, nil before Run
@@ -41,13 +41,7 @@ func (r detachedRuntime) detach(ctx context.Context) (context.Context, context.C
 func (r detachedRuntime) RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandboxConfig, handler string) (string, error) {
 	ctx, cancel := r.detach(ctx)
 	defer cancel()
-	id, err := r.Runtime.RunPodSandbox(ctx, config, handler)
-	if err != nil {
-		if prev := reservedFor(err); prev != "" {
-			return prev, nil
-		}
-	}
-	return id, err
+	return r.Runtime.RunPodSandbox(ctx, config, handler)
 }
 
 func (r detachedRuntime) CreateContainer(ctx context.Context, podSandboxID string, config *runtimeapi.ContainerConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
@@ -55,30 +49,11 @@ func (r detachedRuntime) CreateContainer(ctx context.Context, podSandboxID strin
 	defer cancel()
 	id, err := r.Runtime.CreateContainer(ctx, podSandboxID, config, sandboxConfig)
 	if err != nil {
-		if prev := reservedFor(err); prev != "" {
+		if prev := cri.ReservedFor(err); prev != "" {
 			return prev, nil
 		}
 	}
 	return id, err
-}
-
-// reservedRE matches containerd's answer to a create whose name (pod
-// name, namespace, UID and attempt; or container name and attempt in its
-// sandbox) is already taken: `failed to reserve sandbox name "N": name "N"
-// is reserved for "ID"`.
-var reservedRE = regexp.MustCompile(`failed to reserve (?:sandbox|container) name .*is reserved for \\?"([0-9a-f]{64})\\?"`)
-
-// reservedFor returns the ID of the object a create found under its name,
-// or "". The name holds the attempt, so that object is the one an earlier
-// call of the same request created while its answer was lost (a reply cut
-// by a runtime restart, a timeout): the retry adopts it, as an idempotent
-// create would answer, instead of failing forever. The machines then read
-// its state (PodSandboxStatus, StartContainer) as for any new object.
-func reservedFor(err error) string {
-	if m := reservedRE.FindStringSubmatch(err.Error()); m != nil {
-		return m[1]
-	}
-	return ""
 }
 
 func (r detachedRuntime) StartContainer(ctx context.Context, containerID string) error {

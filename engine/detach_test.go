@@ -82,19 +82,21 @@ func (failingCreates) CreateContainer(context.Context, string, *runtimeapi.Conta
 	return "", errors.New(`cri unix:///x.sock: CreateContainer "main": failed to reserve container name \"main_p_default_u_0\": name \"main_p_default_u_0\" is reserved for \"` + reservedID + `\"`)
 }
 
-// A create that finds its name reserved by an earlier unanswered attempt of
-// itself adopts that object instead of failing on every retry (the pod
-// would never start: containerd keeps the name until the object is
-// removed).
+// A CreateContainer that finds its name reserved by an earlier unanswered
+// attempt of itself adopts that container instead of failing on every retry
+// (containerd keeps the name until the object is removed). RunPodSandbox
+// passes the answer on: the sandbox machine's run_sandbox adopts a reserved
+// sandbox only once the runtime describes it as ready
+// (testdata/sandbox_reply_lost.txt).
 func TestCreateAdoptsReservedName(t *testing.T) {
 	rt := detachedRuntime{Runtime: failingCreates{}}
-	if id, err := rt.RunPodSandbox(context.Background(), &runtimeapi.PodSandboxConfig{}, ""); err != nil || id != reservedID {
-		t.Errorf("RunPodSandbox = %q, %v; want the reserved sandbox %s", id, err, reservedID)
+	if _, err := rt.RunPodSandbox(context.Background(), &runtimeapi.PodSandboxConfig{}, ""); cri.ReservedFor(err) != reservedID {
+		t.Errorf("RunPodSandbox: %v; want the reserved sandbox %s in the error", err, reservedID)
 	}
 	if id, err := rt.CreateContainer(context.Background(), "sb", &runtimeapi.ContainerConfig{}, nil); err != nil || id != reservedID {
 		t.Errorf("CreateContainer = %q, %v; want the reserved container %s", id, err, reservedID)
 	}
-	if reservedFor(errors.New("something else")) != "" {
+	if cri.ReservedFor(errors.New("something else")) != "" {
 		t.Error("an unrelated error was taken for a reserved name")
 	}
 }

@@ -599,6 +599,16 @@ func TestEngineScripts(t *testing.T) {
 				}
 				h.srv.Runtime.FailCall(call, n, code, msg)
 				return ""
+			case "lose-reply":
+				// The next n calls of a method do their work in the
+				// runtime, but the engine sees them fail (deadline
+				// exceeded), as when a reply is lost.
+				var call string
+				var n int
+				d.ScanArgs(t, "call", &call)
+				d.ScanArgs(t, "n", &n)
+				h.srv.Runtime.LoseReply(call, n)
+				return ""
 			case "crictl-rm":
 				// Remove a pod's container behind the engine's back.
 				var pod, name string

@@ -63,6 +63,8 @@ func (w *podWorker) logLifecycle(ctx context.Context, machine, from, event, to s
 		switch to {
 		case fsm.PodStateTerminating.String():
 			log.Info("killing pod", attrs("event", event)...)
+		case fsm.PodStateCompleted.String():
+			log.Info("pod completed: its sandbox is stopped; its containers are kept until the pod is removed", attrs()...)
 		case fsm.PodStateFinished.String():
 			log.Info("pod finished: nothing of it is left in the runtime", attrs()...)
 		}

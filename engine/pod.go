@@ -152,10 +152,11 @@ func (s *podState) all() []*ctrState {
 
 func (s *podState) key() string { return s.pod.Namespace + "/" + s.pod.Name }
 
-// terminating: the pod machine has seen termination.
+// terminating: the pod machine has seen termination (the pod completed or
+// is being killed).
 func (s *podState) terminating() bool {
 	switch s.machine.State() {
-	case fsm.PodStateTerminating, fsm.PodStateTerminated, fsm.PodStateFinished:
+	case fsm.PodStateCompleting, fsm.PodStateCompleted, fsm.PodStateTerminating, fsm.PodStateTerminated, fsm.PodStateFinished:
 		return true
 	}
 	return false

@@ -74,9 +74,14 @@ func (sb *sandboxState) ready() bool { return sb.machine.State() == fsm.SandboxS
 
 // --- guards ---
 
-// RecreateForbidden: restartPolicy Never and a container of the pod has
-// run (kubelet: no new sandbox; the pod fails).
+// RecreateForbidden: no container would start in a new sandbox, as
+// kubelet's computePodActions decides: restartPolicy Never and a container
+// of the pod has run, or the pod is done (every regular container finished
+// and may not restart, e.g. OnFailure after exit 0).
 func (sb *sandboxState) RecreateForbidden() bool {
+	if sb.p.PodDone() {
+		return true
+	}
 	if sb.p.pod.Spec.RestartPolicy != v1.RestartPolicyNever {
 		return false
 	}
@@ -99,9 +104,18 @@ func (sb *sandboxState) RunSandbox(ctx context.Context) error {
 		return sb.fail(fsm.SandboxEventCreateFailed, fmt.Errorf("run sandbox of pod %q: create log directory: %w", p.key(), err))
 	}
 	id, err := p.e.rt.RunPodSandbox(ctx, cfg, "")
+	adopted := false
+	if err != nil {
+		if prev := cri.ReservedFor(err); prev != "" {
+			id, err, adopted = prev, nil, true
+		}
+	}
 	if err != nil {
 		p.e.log.Warn("FailedCreatePodSandBox", "pod", p.key(), "uid", p.pod.UID, "err", err)
 		return sb.fail(fsm.SandboxEventCreateFailed, fmt.Errorf("run sandbox of pod %q: %w", p.key(), err))
+	}
+	if adopted {
+		return sb.adoptReserved(ctx, id, cfg)
 	}
 	sb.id, sb.ids, sb.cfg, sb.podIP = id, append(sb.ids, id), cfg, ""
 	if p.pod.Spec.HostNetwork {
@@ -109,6 +123,35 @@ func (sb *sandboxState) RunSandbox(ctx context.Context) error {
 		return nil
 	}
 	return sb.readStatus(ctx)
+}
+
+// adoptReserved takes over the sandbox an earlier, unanswered RunPodSandbox
+// of the same attempt made (containerd answered the retry that the name is
+// reserved for id): only once the runtime describes it as ready. While the
+// earlier call still runs, containerd reserves the name before the sandbox
+// exists (PodSandboxStatus: not found); the create fails and the retry
+// after sync_backoff asks again, keeping the attempt. A sandbox that exists
+// but is not ready is kept to be stopped and removed with the pod, and the
+// retry makes the next attempt.
+func (sb *sandboxState) adoptReserved(ctx context.Context, id string, cfg *runtimeapi.PodSandboxConfig) error {
+	p := sb.p
+	st, err := p.e.rt.PodSandboxStatus(ctx, id)
+	switch {
+	case err != nil:
+		err = fmt.Errorf("run sandbox of pod %q: its name is reserved for %s, which the runtime does not describe yet: %w", p.key(), id, err)
+	case st.State != runtimeapi.PodSandboxState_SANDBOX_READY:
+		sb.ids = append(sb.ids, id)
+		err = fmt.Errorf("run sandbox of pod %q: its name is reserved for %s, which is not ready (%s)", p.key(), id, st.State)
+	default:
+		sb.id, sb.ids, sb.cfg, sb.podIP = id, append(sb.ids, id), cfg, ""
+		if n := st.GetNetwork(); n != nil && !p.pod.Spec.HostNetwork {
+			sb.podIP = n.Ip
+		}
+		sb.raise(fsm.SandboxEventReady)
+		return nil
+	}
+	p.e.log.Warn("FailedCreatePodSandBox", "pod", p.key(), "uid", p.pod.UID, "err", err)
+	return sb.fail(fsm.SandboxEventCreateFailed, err)
 }
 
 // CheckSandbox reads the status of the sandbox whose status was unknown;
@@ -165,6 +208,15 @@ func (sb *sandboxState) adopt(a *adoptedPod) *runtimeapi.PodSandbox {
 	}
 	ready := a.readySandbox()
 	if ready == nil {
+		if len(a.Sandboxes) > 0 {
+			// The newest sandbox is no longer ready: a pod that completed
+			// (its sandbox stopped, its dead containers kept) or whose
+			// sandbox died. The machine resumes in dead, so the next sync
+			// decides as for a death it saw: recreate_forbidden keeps a
+			// completed pod's outcome instead of running it again.
+			sb.id = a.Sandboxes[0].Id
+			sb.machine = fsm.NewSandboxMachineAt(fsm.SandboxStateDead, sb)
+		}
 		return nil
 	}
 	sb.id = ready.Id

@@ -17,7 +17,7 @@ func (s *podState) view() *podView {
 		v.PodIP = s.e.cfg.NodeIP // a hostNetwork pod has the node's address
 	}
 	st := s.machine.State()
-	v.Terminated = st == fsm.PodStateTerminated || st == fsm.PodStateFinished
+	v.Terminated = st == fsm.PodStateCompleted || st == fsm.PodStateTerminated || st == fsm.PodStateFinished
 	for _, c := range s.inits {
 		if c.spec != nil {
 			v.Inits = append(v.Inits, c.view())

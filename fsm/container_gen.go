@@ -16,7 +16,7 @@ const ContainerMachineName = "container"
 
 // ContainerSpecSHA256 is the SHA-256 of spec/container.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ContainerSpecSHA256 = "532dafdec811df6a8ec08540e6409e2796e69948cdb4cc1cb69d6f0ef731ebc2"
+const ContainerSpecSHA256 = "47b577b15db03526e16b4a51eff822ac03bdcf86da41d67b94070bef2ba11106"
 
 // ContainerState is a state of the container machine.
 //
@@ -522,7 +522,7 @@ var ContainerTransitionTable = []ContainerTransition{
 	{From: ContainerStateCreating, Event: ContainerEventCreated, To: ContainerStateStarting},
 	{From: ContainerStateCreating, Event: ContainerEventCreateFailed, To: ContainerStateCrashloopBackoff},
 	{From: ContainerStateStarting, Event: ContainerEventStarted, To: ContainerStateRunning},
-	{From: ContainerStateStarting, Event: ContainerEventStartFailed, To: ContainerStateExited},
+	{From: ContainerStateStarting, Event: ContainerEventStartFailed, To: ContainerStateStopping},
 	{From: ContainerStateStarting, Event: ContainerEventPostStartFailed, To: ContainerStateStopping},
 	{From: ContainerStateRunning, Event: ContainerEventDied, To: ContainerStateExited},
 	{From: ContainerStateRunning, Event: ContainerEventLivenessFailed, To: ContainerStateStopping},
@@ -653,7 +653,7 @@ var containerFSMEvents = fsm.Events{
 	{Name: "t8:created", Src: []string{ContainerStateCreating.String()}, Dst: ContainerStateStarting.String()},
 	{Name: "t9:create_failed", Src: []string{ContainerStateCreating.String()}, Dst: ContainerStateCrashloopBackoff.String()},
 	{Name: "t10:started", Src: []string{ContainerStateStarting.String()}, Dst: ContainerStateRunning.String()},
-	{Name: "t11:start_failed", Src: []string{ContainerStateStarting.String()}, Dst: ContainerStateExited.String()},
+	{Name: "t11:start_failed", Src: []string{ContainerStateStarting.String()}, Dst: ContainerStateStopping.String()},
 	{Name: "t12:post_start_failed", Src: []string{ContainerStateStarting.String()}, Dst: ContainerStateStopping.String()},
 	{Name: "t13:died", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateExited.String()},
 	{Name: "t14:liveness_failed", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateStopping.String()},
@@ -771,9 +771,9 @@ func ContainerShortestPaths() map[ContainerState][]ContainerEvent {
 		ContainerStateCreating:         {ContainerEventStart, ContainerEventPullOk},
 		ContainerStateStarting:         {ContainerEventStart, ContainerEventPullOk, ContainerEventCreated},
 		ContainerStateRunning:          {ContainerEventStart, ContainerEventPullOk, ContainerEventCreated, ContainerEventStarted},
-		ContainerStateStopping:         {ContainerEventStart, ContainerEventPullOk, ContainerEventCreated, ContainerEventPostStartFailed},
-		ContainerStateExited:           {ContainerEventStart, ContainerEventPullOk, ContainerEventCreated, ContainerEventStartFailed},
-		ContainerStateDeciding:         {ContainerEventStart, ContainerEventPullOk, ContainerEventCreated, ContainerEventStartFailed, ContainerEventExitRecorded},
+		ContainerStateStopping:         {ContainerEventStart, ContainerEventPullOk, ContainerEventCreated, ContainerEventStartFailed},
+		ContainerStateExited:           {ContainerEventStart, ContainerEventPullOk, ContainerEventCreated, ContainerEventStarted, ContainerEventDied},
+		ContainerStateDeciding:         {ContainerEventStart, ContainerEventPullOk, ContainerEventCreated, ContainerEventStarted, ContainerEventDied, ContainerEventExitRecorded},
 		ContainerStateCrashloopBackoff: {ContainerEventStart, ContainerEventPullOk, ContainerEventCreateFailed},
 		ContainerStateTerminated:       {ContainerEventKill},
 		ContainerStateRemoved:          {ContainerEventKill, ContainerEventRemoved},

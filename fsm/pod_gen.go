@@ -16,7 +16,7 @@ const PodMachineName = "pod"
 
 // PodSpecSHA256 is the SHA-256 of spec/pod.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const PodSpecSHA256 = "f3695474344750388376ec15c2aa917081b8406ead490fdeb10511db45e2f327"
+const PodSpecSHA256 = "f3421f8508e83c3b5d2122b32cffb1510fa7fa6920d538c6cd7c169d857af031"
 
 // PodState is a state of the pod machine.
 //
@@ -42,6 +42,15 @@ const (
 	// PodStateTerminating: Stop every container with the effective grace period;
 	// never start one again.
 	PodStateTerminating
+	// PodStateCompleting: The pod completed (Succeeded or Failed) while its
+	// sources still declare it: stop the containers that still run (sidecars)
+	// with the grace period; never start one again.
+	PodStateCompleting
+	// PodStateCompleted: Succeeded or Failed, and still declared: the sandbox is
+	// stopped, the dead containers and the sandbox stay in the runtime (their
+	// logs; what a restarted speclet reads the outcome from) until the pod is
+	// removed, as kubelet keeps them.
+	PodStateCompleted
 	// PodStateTerminated: All containers stopped: stop the sandbox and remove the
 	// pod from the runtime.
 	PodStateTerminated
@@ -51,12 +60,12 @@ const (
 )
 
 // PodStates lists every state of the pod machine in spec order.
-var PodStates = []PodState{PodStatePending, PodStateWaitingToStart, PodStateSyncing, PodStateSynced, PodStateSyncBackoff, PodStateTerminating, PodStateTerminated, PodStateFinished}
+var PodStates = []PodState{PodStatePending, PodStateWaitingToStart, PodStateSyncing, PodStateSynced, PodStateSyncBackoff, PodStateTerminating, PodStateCompleting, PodStateCompleted, PodStateTerminated, PodStateFinished}
 
 // PodInitialState is the state a new machine starts in.
 const PodInitialState = PodStatePending
 
-var podStateNames = [...]string{"pending", "waiting_to_start", "syncing", "synced", "sync_backoff", "terminating", "terminated", "finished"}
+var podStateNames = [...]string{"pending", "waiting_to_start", "syncing", "synced", "sync_backoff", "terminating", "completing", "completed", "terminated", "finished"}
 
 // String returns the state's name in the spec.
 func (s PodState) String() string {
@@ -90,6 +99,10 @@ func ParsePodState(name string) (PodState, bool) {
 		return PodStateSyncBackoff, true
 	case "terminating":
 		return PodStateTerminating, true
+	case "completing":
+		return PodStateCompleting, true
+	case "completed":
+		return PodStateCompleted, true
 	case "terminated":
 		return PodStateTerminated, true
 	case "finished":
@@ -422,7 +435,7 @@ var PodTransitionTable = []PodTransition{
 	{From: PodStateWaitingToStart, Event: PodEventNameFree, To: PodStateSyncing},
 	{From: PodStateWaitingToStart, Event: PodEventUpdate, To: PodStateWaitingToStart, Internal: true},
 	{From: PodStateWaitingToStart, Event: PodEventKill, To: PodStateTerminated},
-	{From: PodStateSyncing, Event: PodEventSyncOk, Guard: PodGuardPodDone, HasGuard: true, To: PodStateTerminating, Actions: []PodAction{PodActionReportStatus}},
+	{From: PodStateSyncing, Event: PodEventSyncOk, Guard: PodGuardPodDone, HasGuard: true, To: PodStateCompleting, Actions: []PodAction{PodActionReportStatus}},
 	{From: PodStateSyncing, Event: PodEventSyncOk, To: PodStateSynced, Actions: []PodAction{PodActionReportStatus}},
 	{From: PodStateSyncing, Event: PodEventSyncFailed, To: PodStateSyncBackoff, Actions: []PodAction{PodActionReportStatus}},
 	{From: PodStateSynced, Event: PodEventSync, To: PodStateSyncing},
@@ -437,6 +450,15 @@ var PodTransitionTable = []PodTransition{
 	{From: PodStateTerminating, Event: PodEventSync, To: PodStateTerminating},
 	{From: PodStateTerminating, Event: PodEventKill, To: PodStateTerminating, Internal: true, Actions: []PodAction{PodActionKillContainers}},
 	{From: PodStateTerminating, Event: PodEventUpdate, To: PodStateTerminating, Internal: true},
+	{From: PodStateCompleting, Event: PodEventTerminationDone, Guard: PodGuardAllContainersStopped, HasGuard: true, To: PodStateCompleted},
+	{From: PodStateCompleting, Event: PodEventTerminationDone, To: PodStateCompleting, Internal: true},
+	{From: PodStateCompleting, Event: PodEventSync, Guard: PodGuardAllContainersStopped, HasGuard: true, To: PodStateCompleted},
+	{From: PodStateCompleting, Event: PodEventSync, To: PodStateCompleting},
+	{From: PodStateCompleting, Event: PodEventKill, To: PodStateTerminating},
+	{From: PodStateCompleting, Event: PodEventUpdate, To: PodStateCompleting, Internal: true},
+	{From: PodStateCompleted, Event: PodEventKill, To: PodStateTerminated},
+	{From: PodStateCompleted, Event: PodEventSync, To: PodStateCompleted},
+	{From: PodStateCompleted, Event: PodEventUpdate, To: PodStateCompleted, Internal: true},
 	{From: PodStateTerminated, Event: PodEventCleanupDone, To: PodStateFinished},
 	{From: PodStateTerminated, Event: PodEventSync, To: PodStateTerminated},
 }
@@ -457,9 +479,11 @@ type PodChoice struct {
 var PodChoiceTable = []PodChoice{}
 
 // PodStateEntry lists, per state, the actions run on entering it.
-var PodStateEntry = [8][]PodAction{
+var PodStateEntry = [10][]PodAction{
 	PodStateSyncing:     {PodActionSyncPod},
 	PodStateTerminating: {PodActionKillContainers},
+	PodStateCompleting:  {PodActionKillContainers},
+	PodStateCompleted:   {PodActionStopSandbox, PodActionReportStatus},
 	PodStateTerminated:  {PodActionStopSandbox, PodActionRemovePod, PodActionReportStatus},
 	PodStateFinished:    {PodActionReleaseName},
 }
@@ -472,31 +496,34 @@ type PodTimer struct {
 
 // PodStateTimers lists, per state, the timers armed while in it: the engine
 // arms them when a Step enters the state and cancels them when one leaves it.
-var PodStateTimers = [8][]PodTimer{
+var PodStateTimers = [10][]PodTimer{
 	PodStateSynced:      {{PodEventSync, PodDurationResync}},
 	PodStateSyncBackoff: {{PodEventSync, PodDurationSyncBackoff}},
 	PodStateTerminating: {{PodEventSync, PodDurationSyncBackoff}},
+	PodStateCompleting:  {{PodEventSync, PodDurationSyncBackoff}},
 	PodStateTerminated:  {{PodEventSync, PodDurationSyncBackoff}},
 }
 
 // podByStateEvent indexes PodTransitionTable by (From, Event).
-var podByStateEvent = [8][][]uint16{
+var podByStateEvent = [10][][]uint16{
 	PodStatePending:        {{0, 1}, nil, nil, nil, {2}, nil, nil, nil},
 	PodStateWaitingToStart: {{4}, nil, nil, nil, {5}, {3}, nil, nil},
 	PodStateSyncing:        {nil, nil, {6, 7}, {8}, nil, nil, nil, nil},
 	PodStateSynced:         {{10}, {9}, nil, nil, {11}, nil, nil, nil},
 	PodStateSyncBackoff:    {{13}, {12}, nil, nil, {14}, nil, nil, nil},
 	PodStateTerminating:    {{20}, {17, 18}, nil, nil, {19}, nil, {15, 16}, nil},
-	PodStateTerminated:     {nil, {22}, nil, nil, nil, nil, nil, {21}},
+	PodStateCompleting:     {{26}, {23, 24}, nil, nil, {25}, nil, {21, 22}, nil},
+	PodStateCompleted:      {{29}, {28}, nil, nil, {27}, nil, nil, nil},
+	PodStateTerminated:     {nil, {31}, nil, nil, nil, nil, nil, {30}},
 	PodStateFinished:       {nil, nil, nil, nil, nil, nil, nil, nil},
 }
 
 // podChoicesByState indexes PodChoiceTable by State.
-var podChoicesByState = [8][]uint16{}
+var podChoicesByState = [10][]uint16{}
 
 // podTransitionKeys names each external transition for looplab/fsm
 // (looplab allows one destination per event and source).
-var podTransitionKeys = [23]string{
+var podTransitionKeys = [32]string{
 	0:  "t0:update",
 	1:  "t1:update",
 	2:  "t2:kill",
@@ -514,8 +541,14 @@ var podTransitionKeys = [23]string{
 	15: "t15:termination_done",
 	17: "t17:sync",
 	18: "t18:sync",
-	21: "t21:cleanup_done",
-	22: "t22:sync",
+	21: "t21:termination_done",
+	23: "t23:sync",
+	24: "t24:sync",
+	25: "t25:kill",
+	27: "t27:kill",
+	28: "t28:sync",
+	30: "t30:cleanup_done",
+	31: "t31:sync",
 }
 
 var podChoiceKeys = [...]string{}
@@ -526,7 +559,7 @@ var podFSMEvents = fsm.Events{
 	{Name: "t2:kill", Src: []string{PodStatePending.String()}, Dst: PodStateTerminated.String()},
 	{Name: "t3:name_free", Src: []string{PodStateWaitingToStart.String()}, Dst: PodStateSyncing.String()},
 	{Name: "t5:kill", Src: []string{PodStateWaitingToStart.String()}, Dst: PodStateTerminated.String()},
-	{Name: "t6:sync_ok", Src: []string{PodStateSyncing.String()}, Dst: PodStateTerminating.String()},
+	{Name: "t6:sync_ok", Src: []string{PodStateSyncing.String()}, Dst: PodStateCompleting.String()},
 	{Name: "t7:sync_ok", Src: []string{PodStateSyncing.String()}, Dst: PodStateSynced.String()},
 	{Name: "t8:sync_failed", Src: []string{PodStateSyncing.String()}, Dst: PodStateSyncBackoff.String()},
 	{Name: "t9:sync", Src: []string{PodStateSynced.String()}, Dst: PodStateSyncing.String()},
@@ -537,7 +570,11 @@ var podFSMEvents = fsm.Events{
 	{Name: "t14:kill", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateTerminating.String()},
 	{Name: "t15:termination_done", Src: []string{PodStateTerminating.String()}, Dst: PodStateTerminated.String()},
 	{Name: "t17:sync", Src: []string{PodStateTerminating.String()}, Dst: PodStateTerminated.String()},
-	{Name: "t21:cleanup_done", Src: []string{PodStateTerminated.String()}, Dst: PodStateFinished.String()},
+	{Name: "t21:termination_done", Src: []string{PodStateCompleting.String()}, Dst: PodStateCompleted.String()},
+	{Name: "t23:sync", Src: []string{PodStateCompleting.String()}, Dst: PodStateCompleted.String()},
+	{Name: "t25:kill", Src: []string{PodStateCompleting.String()}, Dst: PodStateTerminating.String()},
+	{Name: "t27:kill", Src: []string{PodStateCompleted.String()}, Dst: PodStateTerminated.String()},
+	{Name: "t30:cleanup_done", Src: []string{PodStateTerminated.String()}, Dst: PodStateFinished.String()},
 }
 
 // PodStep is the outcome of one Fire: the machine moved From -> To on
@@ -637,7 +674,9 @@ func PodShortestPaths() map[PodState][]PodEvent {
 		PodStateSyncing:        {PodEventUpdate},
 		PodStateSynced:         {PodEventUpdate, PodEventSyncOk},
 		PodStateSyncBackoff:    {PodEventUpdate, PodEventSyncFailed},
-		PodStateTerminating:    {PodEventUpdate, PodEventSyncOk},
+		PodStateTerminating:    {PodEventUpdate, PodEventSyncOk, PodEventKill},
+		PodStateCompleting:     {PodEventUpdate, PodEventSyncOk},
+		PodStateCompleted:      {PodEventUpdate, PodEventSyncOk, PodEventTerminationDone},
 		PodStateTerminated:     {PodEventKill},
 		PodStateFinished:       {PodEventKill, PodEventCleanupDone},
 	}

@@ -16,7 +16,7 @@ const SandboxMachineName = "sandbox"
 
 // SandboxSpecSHA256 is the SHA-256 of spec/sandbox.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const SandboxSpecSHA256 = "587cdbedbff109b877d46dfaab1eddedd2023a48e8562f5d9b94d28d2e551d59"
+const SandboxSpecSHA256 = "63129e84284d5e9442919e4cf9c51bb7a211b5de67a202fd1340f9232436892f"
 
 // SandboxState is a state of the sandbox machine.
 //
@@ -171,8 +171,10 @@ type SandboxGuard uint8
 
 // Guards of the sandbox machine, in spec order.
 const (
-	// SandboxGuardRecreateForbidden: restartPolicy Never and a container of the
-	// pod has run: kubelet creates no new sandbox and the pod fails.
+	// SandboxGuardRecreateForbidden: No container would start in a new sandbox
+	// (kubelet's computePodActions): restartPolicy Never and a container of the
+	// pod has run, so the pod fails; or the pod is done (pod_done), e.g.
+	// OnFailure after every container exited 0.
 	SandboxGuardRecreateForbidden SandboxGuard = iota
 )
 
@@ -190,8 +192,10 @@ func (g SandboxGuard) String() string {
 // implements it on its per-sandbox object. Guards are called from Fire and
 // Can; they must be quick and must not fire events.
 type SandboxGuards interface {
-	// RecreateForbidden: restartPolicy Never and a container of the pod has run:
-	// kubelet creates no new sandbox and the pod fails.
+	// RecreateForbidden: No container would start in a new sandbox (kubelet's
+	// computePodActions): restartPolicy Never and a container of the pod has run,
+	// so the pod fails; or the pod is done (pod_done), e.g. OnFailure after every
+	// container exited 0.
 	RecreateForbidden() bool
 }
 

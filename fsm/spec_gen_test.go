@@ -19,7 +19,7 @@ func TestGeneratedFromCurrentSpec(t *testing.T) {
 		"probe.hcl":     {ProbeSpecSHA256, "fsm/probe_gen.go"},
 		"routes.hcl":    {RoutesSpecSHA256, "fsm/routes_gen.go"},
 		"sandbox.hcl":   {SandboxSpecSHA256, "fsm/sandbox_gen.go"},
-		"system.hcl":    {"f600776ee4dfb4d74909f4095d54547b475969a8404d5a516e7f70909989c3e0", "fsm/spec_gen_test.go"},
+		"system.hcl":    {"f804079719d5711e55e61647648e3e4495e1912d68f800e51122c080988e7351", "fsm/spec_gen_test.go"},
 	}
 	files, err := filepath.Glob(filepath.Join("..", "spec", "*.hcl"))
 	if err != nil {

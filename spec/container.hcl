@@ -142,7 +142,10 @@ machine "container" {
     doc   = "StartContainer and the postStart hook run."
     entry = [action.start_container]
     transition "started" { to = state.running }
-    transition "start_failed" { to = state.exited }
+    transition "start_failed" {
+      to  = state.stopping
+      doc = "RunContainerError. The instance may run anyway (a lost reply, a client timeout): stop it before the restart policy decides, so that nothing runs unseen."
+    }
     transition "post_start_failed" {
       to  = state.stopping
       doc = "FailedPostStartHook: kill it with the grace period; the restart policy decides (PostStartHookError)."

@@ -1,8 +1,11 @@
 # The pod worker: one machine per pod UID (kubelet pod_workers.go).
 #
 # Phases only move forward: pending -> (waiting_to_start) -> syncing / synced /
-# sync_backoff -> terminating -> terminated -> finished. No transition leads
-# from terminating, terminated or finished back to a syncing state, and only
+# sync_backoff -> (completing -> completed) -> terminating -> terminated ->
+# finished. A pod that completes on its own (pod_done) stops its remaining
+# containers and its sandbox and stays completed, its dead containers kept,
+# until a kill removes it. No transition leads from completing, completed,
+# terminating, terminated or finished back to a syncing state, and only
 # sync_pod (the entry action of syncing) asks a container to start, so once a
 # worker has seen termination it never starts a container again.
 #
@@ -114,9 +117,9 @@ machine "pod" {
     entry = [action.sync_pod]
     transition "sync_ok" {
       guard   = guard.pod_done
-      to      = state.terminating
+      to      = state.completing
       actions = [action.report_status]
-      doc     = "No container will run again: Succeeded or Failed, then terminate."
+      doc     = "No container will run again: Succeeded or Failed. Stop what still runs (sidecars), keep the rest."
     }
     transition "sync_ok" {
       to      = state.synced
@@ -167,6 +170,42 @@ machine "pod" {
       doc     = "A shorter grace period: containers still stopping re-issue their stop."
     }
     transition "update" { doc = "Updates during termination only matter for the grace period." }
+  }
+
+  state "completing" {
+    doc   = "The pod completed (Succeeded or Failed) while its sources still declare it: stop the containers that still run (sidecars) with the grace period; never start one again."
+    entry = [action.kill_containers]
+    timeout "sync" { after = duration.sync_backoff }
+    transition "termination_done" {
+      guard = guard.all_containers_stopped
+      to    = state.completed
+    }
+    transition "termination_done" { doc = "A stop failed and a container still runs: retry when the timer fires." }
+    transition "sync" {
+      guard = guard.all_containers_stopped
+      to    = state.completed
+      doc   = "The runtime reported the last container dead."
+    }
+    transition "sync" {
+      to  = state.completing
+      doc = "Retry the stop (re-arms the timer)."
+    }
+    transition "kill" {
+      to  = state.terminating
+      doc = "Removed while its last containers stop: terminate with the (maybe shorter) grace period."
+    }
+    transition "update" { doc = "A completed pod never runs again; its UID is final." }
+  }
+
+  state "completed" {
+    doc   = "Succeeded or Failed, and still declared: the sandbox is stopped, the dead containers and the sandbox stay in the runtime (their logs; what a restarted speclet reads the outcome from) until the pod is removed, as kubelet keeps them."
+    entry = [action.stop_sandbox, action.report_status]
+    transition "kill" { to = state.terminated }
+    transition "sync" {
+      to  = state.completed
+      doc = "A runtime event or a sync request: re-issue the sandbox stop if it failed (the sandbox machine ignores it once stopped); no timer, so a completed pod costs nothing while it waits."
+    }
+    transition "update" { doc = "A completed pod never runs again; its UID is final." }
   }
 
   state "terminated" {

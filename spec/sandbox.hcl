@@ -36,7 +36,7 @@ machine "sandbox" {
   event "stopped" { doc = "stop_sandbox returned for every sandbox of the pod." }
   event "removed" { doc = "The pod's sandboxes were removed from the runtime (remove_pod)." }
 
-  guard "recreate_forbidden" { doc = "restartPolicy Never and a container of the pod has run: kubelet creates no new sandbox and the pod fails." }
+  guard "recreate_forbidden" { doc = "No container would start in a new sandbox (kubelet's computePodActions): restartPolicy Never and a container of the pod has run, so the pod fails; or the pod is done (pod_done), e.g. OnFailure after every container exited 0." }
 
   action "run_sandbox" {
     doc = "RunPodSandbox with the next attempt, then PodSandboxStatus for the pod IP (skipped for hostNetwork pods). Reports ready, create_failed or status_failed."

@@ -64,7 +64,7 @@ replicated "container" {
 
 tie "container" "pod_terminating" {
   doc = "The pod worker has seen termination."
-  in  = [pod.terminating, pod.terminated, pod.finished]
+  in  = [pod.completing, pod.completed, pod.terminating, pod.terminated, pod.finished]
 }
 
 tie "container" "restart_allowed" {
@@ -185,7 +185,7 @@ external "probe" "probe_due" {
 invariant "no_start_after_termination" {
   doc         = "Once the pod worker has seen termination, no container enters its start path."
   never_enter = [container.pulling, container.creating, container.starting]
-  while       = [pod.terminating, pod.terminated, pod.finished]
+  while       = [pod.completing, pod.completed, pod.terminating, pod.terminated, pod.finished]
 }
 
 invariant "phase_never_backwards" {
@@ -193,6 +193,7 @@ invariant "phase_never_backwards" {
   rank = [
     [pod.pending, pod.waiting_to_start],
     [pod.syncing, pod.synced, pod.sync_backoff],
+    [pod.completing, pod.completed],
     [pod.terminating, pod.terminated, pod.finished],
   ]
 }

@@ -1,9 +1,11 @@
 package sim
 
 import (
+	"context"
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -136,6 +138,7 @@ type behaviorRule struct {
 type callRule struct {
 	delay time.Duration
 	fail  int
+	lose  int // replies to lose after the call did its work (LoseReply)
 	code  codes.Code
 	msg   string
 }
@@ -209,6 +212,33 @@ func (r *Runtime) FailCall(method string, n int, code codes.Code, msg string) {
 	defer r.mu.Unlock()
 	c := r.rule(method)
 	c.fail, c.code, c.msg = n, code, msg
+}
+
+// LoseReply makes the next n calls of a CRI method do their work and then
+// answer with an error, as when a reply is lost (a runtime restart cutting the
+// connection, a client timeout): the caller believes the call failed although
+// the runtime carried it out. The error is DeadlineExceeded, as a client
+// whose per-call timeout ran out sees it.
+func (r *Runtime) LoseReply(method string, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rule(method).lose = n
+}
+
+// loseReplies is the server's interceptor for LoseReply.
+func (r *Runtime) loseReplies(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	resp, err := handler(ctx, req)
+	if err != nil {
+		return resp, err
+	}
+	method := info.FullMethod[strings.LastIndex(info.FullMethod, "/")+1:]
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c := r.rules[method]; c != nil && c.lose > 0 {
+		c.lose--
+		return nil, status.Errorf(codes.DeadlineExceeded, "sim: the reply of %s was lost: context deadline exceeded", method)
+	}
+	return resp, nil
 }
 
 // Calls returns how many calls of a CRI method the runtime has received,

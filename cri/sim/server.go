@@ -50,7 +50,8 @@ func (r *Runtime) Serve(socketPath string) (*Server, error) {
 	}
 	// The client's message limit: a ListContainers of 10,000 pods is several
 	// megabytes.
-	srv := grpc.NewServer(grpc.MaxRecvMsgSize(cri.MaxMsgSize), grpc.MaxSendMsgSize(cri.MaxMsgSize))
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(cri.MaxMsgSize), grpc.MaxSendMsgSize(cri.MaxMsgSize),
+		grpc.UnaryInterceptor(r.loseReplies))
 	runtimeapi.RegisterRuntimeServiceServer(srv, r)
 	runtimeapi.RegisterImageServiceServer(srv, r)
 	s := &Server{Runtime: r, Endpoint: "unix://" + socketPath, Socket: socketPath, srv: srv, done: make(chan error, 1)}
