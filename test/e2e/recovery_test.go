@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -92,5 +93,67 @@ func TestContainerdRestartIsSurvived(t *testing.T) {
 	}
 	if d.cmd == nil || d.cmd.ProcessState != nil {
 		t.Error("speclet exited during the containerd restart")
+	}
+}
+
+// TestCompletedPodSurvivesRestart: a restartPolicy Never pod that completed
+// keeps its exited container and its stopped sandbox while its manifest
+// declares it, as kubelet keeps them; after kill -9 of speclet the new
+// daemon reads the outcome from them and does not run the pod again; the
+// manifest's removal takes them away.
+func TestCompletedPodSurvivesRestart(t *testing.T) {
+	c, d := env(t)
+	d.dumpOnFailure(t, "done")
+	d.writeManifest(t, "done", podSpec{name: "done", restartPolicy: "Never", grace: 1,
+		containers: []ctr{{name: "main", command: "exit 0"}}}.yaml(c))
+	succeeded := func(p *v1.Pod) bool { return p != nil && p.Status.Phase == v1.PodSucceeded }
+	p := d.waitPod(t, "done", 2*time.Minute, "Succeeded", succeeded)
+	id := containerStatus(p, "main").ContainerID
+	kept := func(when string) {
+		t.Helper()
+		ctrs, sbs := runtimeObjects(t, "done")
+		if len(ctrs) != 1 || ctrs[0].Id != runtimeID(id) || ctrs[0].State != runtimeapi.ContainerState_CONTAINER_EXITED ||
+			len(sbs) != 1 || sbs[0].State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
+			t.Fatalf("%s: the runtime holds containers %s and sandboxes %s; want the exited container %s and one stopped sandbox",
+				when, describeContainers(ctrs), describeSandboxes(sbs), id)
+		}
+	}
+	// The sandbox is stopped right after the phase turns Succeeded.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, sbs := runtimeObjects(t, "done")
+		if len(sbs) == 1 && sbs[0].State == runtimeapi.PodSandboxState_SANDBOX_NOTREADY || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	kept("completed")
+
+	if err := d.signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.start(); err != nil {
+		t.Fatal(err)
+	}
+	p = d.waitPod(t, "done", 2*time.Minute, "Succeeded after the restart", succeeded)
+	if cs := containerStatus(p, "main"); cs.ContainerID != id || cs.RestartCount != 0 || cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0 {
+		t.Errorf("after the restart: %s; want the completed container %s, exit 0, 0 restarts", describePod(p), id)
+	}
+	// Give the new daemon a few syncs to run it again by mistake.
+	time.Sleep(5 * time.Second)
+	kept("after kill -9 and a restart")
+
+	d.removeManifest(t, "done")
+	deadline = time.Now().Add(time.Minute)
+	for {
+		ctrs, sbs := runtimeObjects(t, "done")
+		if len(ctrs)+len(sbs) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a minute after the manifest's removal the runtime still holds containers %s and sandboxes %s",
+				describeContainers(ctrs), describeSandboxes(sbs))
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
