@@ -347,7 +347,7 @@ func (c *ctrState) CreateContainer(ctx context.Context) error {
 		rc++ // an instance existed before: this one is a restart
 	}
 	sb := c.p.sandbox
-	cfg, err := containerConfig(c.p.e.cfg.RootDir, c.p.pod, c.spec, rc, c.imageRef, c.init)
+	cfg, err := containerConfig(c.p.e.cfg.RootDir, c.p.pod, c.spec, rc, c.imageRef, c.init, c.p.e.cfg.MemoryCapacity)
 	if err == nil {
 		var id string
 		id, err = c.p.e.rt.CreateContainer(ctx, sb.id, cfg, sb.cfg)

@@ -72,6 +72,26 @@ type Config struct {
 	// With the manifest limits of engine/config it bounds what a CRI list
 	// call returns (MaxSandboxRecordBytes, MaxContainerRecordBytes).
 	MaxPods int
+	// PodCgroups, when set, gives every pod a cgroup under its QoS class
+	// (kubelet's --cgroups-per-qos), the CgroupParent of its sandbox;
+	// nil leaves the cgroups to the runtime.
+	PodCgroups PodCgroups
+	// MemoryCapacity is the node's memory in bytes, which the
+	// oom_score_adj of Burstable containers is computed against; 0 gives
+	// every Burstable container 999.
+	MemoryCapacity int64
+}
+
+// PodCgroups owns the pod cgroups (engine/cgroups on a real node).
+type PodCgroups interface {
+	// Parent is the pod's cgroup, the CgroupParent of its sandbox.
+	Parent(pod *v1.Pod) string
+	// Ensure creates or updates the pod's cgroup with its limits.
+	Ensure(pod *v1.Pod) error
+	// Remove removes the pod's cgroup; no process of the pod is left.
+	Remove(uid types.UID) error
+	// Pods lists the UIDs whose cgroups exist.
+	Pods() ([]types.UID, error)
 }
 
 // ProbeResult is one probe outcome for a container of a pod. One sent on

@@ -90,11 +90,49 @@ func (sb *sandboxState) RecreateForbidden() bool {
 
 // --- actions ---
 
+// EnsurePodCgroup creates or updates the pod's cgroup (Config.PodCgroups);
+// raises create_failed when it cannot, and run_sandbox then does nothing.
+func (sb *sandboxState) EnsurePodCgroup(ctx context.Context) error {
+	pc := sb.p.e.cfg.PodCgroups
+	if pc == nil {
+		return nil
+	}
+	if err := pc.Ensure(sb.p.pod); err != nil {
+		return sb.fail(fsm.SandboxEventCreateFailed, fmt.Errorf("create cgroup of pod %q: %w", sb.p.key(), err))
+	}
+	return nil
+}
+
+// RemovePodCgroup removes the pod's cgroup (Config.PodCgroups). A failure
+// is logged; housekeeping retries (cleanup.go).
+func (sb *sandboxState) RemovePodCgroup(ctx context.Context) error {
+	pc := sb.p.e.cfg.PodCgroups
+	if pc == nil {
+		return nil
+	}
+	if err := pc.Remove(sb.p.pod.UID); err != nil {
+		return fmt.Errorf("pod %q: %w", sb.p.key(), err)
+	}
+	return nil
+}
+
+// cgroupParent is the CgroupParent of the pod's sandbox ("" without pod
+// cgroups).
+func (p *podState) cgroupParent() string {
+	if p.e.cfg.PodCgroups == nil {
+		return ""
+	}
+	return p.e.cfg.PodCgroups.Parent(p.pod)
+}
+
 // RunSandbox creates a sandbox with the next attempt and reads its IP back;
 // raises ready, create_failed, or status_failed (the ID is kept).
 func (sb *sandboxState) RunSandbox(ctx context.Context) error {
 	p := sb.p
-	cfg := sandboxConfig(p.e.cfg.RootDir, p.pod, uint32(len(sb.ids)))
+	if sb.err != nil {
+		return nil // ensure_pod_cgroup failed and raised create_failed
+	}
+	cfg := sandboxConfig(p.e.cfg.RootDir, p.pod, uint32(len(sb.ids)), p.cgroupParent())
 	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
 		return sb.fail(fsm.SandboxEventCreateFailed, fmt.Errorf("run sandbox of pod %q: create log directory: %w", p.key(), err))
 	}
@@ -168,7 +206,7 @@ func (sb *sandboxState) adopt(a *adoptedPod) *runtimeapi.PodSandbox {
 		return nil
 	}
 	sb.id = ready.Id
-	sb.cfg = sandboxConfig(sb.p.e.cfg.RootDir, sb.p.pod, ready.GetMetadata().GetAttempt())
+	sb.cfg = sandboxConfig(sb.p.e.cfg.RootDir, sb.p.pod, ready.GetMetadata().GetAttempt(), sb.p.cgroupParent())
 	sb.machine = fsm.NewSandboxMachineAt(fsm.SandboxStateReady, sb)
 	return ready
 }

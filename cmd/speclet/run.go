@@ -55,6 +55,7 @@ type runOptions struct {
 	logFormat            string
 	criAuditLog          string
 	maxPods              int
+	node                 nodeOptions
 }
 
 const defaultEndpoint = "unix:///run/containerd/containerd.sock"
@@ -84,6 +85,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.IntVar(&o.verbosity, "v", 0, "log verbosity: 0 lifecycle steps (SyncLoop ADD/UPDATE/REMOVE, container started/died/killed, pod removed) and problems; 2 also PLEG events and RECONCILE updates; 4 every machine transition and CRI-facing action; 6 also events a state ignores")
 	fs.IntVar(&o.maxPods, "max-pods", 110, "most pods the sources may declare at once; more are refused (bounds what CRI list calls return)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	o.node.flags(fs)
 	fs.StringVar(&o.criAuditLog, "cri-audit-log", "", "debugging aid: append every CRI call (method and the spec action making it) to this file as JSON lines, for engine/criaudit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -145,6 +147,9 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	case "text", "json":
 	default:
 		return nil, fmt.Errorf("--log-format: %q: want text or json", o.logFormat)
+	}
+	if err := o.node.check(); err != nil {
+		return nil, err
 	}
 	return o, nil
 }
@@ -253,7 +258,17 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	nd, err := setupNode(o.node, o.runtime == "sim", log)
+	if err != nil {
+		return err
+	}
+	var podCgroups engine.PodCgroups
+	if nd.cgroups != nil {
+		podCgroups = nd.cgroups
+	}
 	eng, err := engine.New(engine.Config{
+		PodCgroups:           podCgroups,
+		MemoryCapacity:       nd.capacity.Memory().Value(),
 		Runtime:              cri.WithMetrics(rt, reg),
 		NodeName:             o.nodeName,
 		RootDir:              o.rootDir,
