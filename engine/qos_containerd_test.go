@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -159,13 +158,14 @@ func TestContainerdQoS(t *testing.T) {
 	waitFor(t, ctx, "runtime empty and the pod cgroups removed", func() bool {
 		sbs, err1 := rt.ListPodSandbox(ctx, nil)
 		cs, err2 := rt.ListContainers(ctx, nil)
-		left, err3 := cg.Pods()
 		for _, p := range pods {
-			if slices.Contains(left, p.UID) {
-				return false
+			for _, ctrl := range []string{"memory", "cpu", "pids"} {
+				if _, err := os.Stat(cg.Dir(ctrl, cg.Parent(p))); !os.IsNotExist(err) {
+					return false
+				}
 			}
 		}
-		return err1 == nil && err2 == nil && err3 == nil && len(sbs) == 0 && len(cs) == 0
+		return err1 == nil && err2 == nil && len(sbs) == 0 && len(cs) == 0
 	}, e)
 }
 

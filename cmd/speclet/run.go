@@ -56,6 +56,8 @@ type runOptions struct {
 	criAuditLog          string
 	maxPods              int
 	node                 nodeOptions
+	minContainerTTL      time.Duration
+	maxDeadPerContainer  int
 }
 
 const defaultEndpoint = "unix:///run/containerd/containerd.sock"
@@ -86,6 +88,8 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.IntVar(&o.maxPods, "max-pods", 110, "most pods the sources may declare at once; more are refused (bounds what CRI list calls return)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	o.node.flags(fs)
+	fs.DurationVar(&o.minContainerTTL, "minimum-container-ttl-duration", 0, "container GC: a dead container instance younger than this is kept")
+	fs.IntVar(&o.maxDeadPerContainer, "maximum-dead-containers-per-container", 1, "container GC: dead instances kept per container of a pod (the newest always stays, for lastState and logs --previous)")
 	fs.StringVar(&o.criAuditLog, "cri-audit-log", "", "debugging aid: append every CRI call (method and the spec action making it) to this file as JSON lines, for engine/criaudit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -147,6 +151,18 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	case "text", "json":
 	default:
 		return nil, fmt.Errorf("--log-format: %q: want text or json", o.logFormat)
+	}
+	if o.minContainerTTL < 0 {
+		return nil, fmt.Errorf("--minimum-container-ttl-duration: %s: want 0 or more", o.minContainerTTL)
+	}
+	// Every instance in the runtime is a record of ListContainers, which
+	// must stay under the gRPC message limit (engine.MaxContainerRecordBytes).
+	if o.maxDeadPerContainer < 0 {
+		return nil, fmt.Errorf("--maximum-dead-containers-per-container: %d: want 0 or more", o.maxDeadPerContainer)
+	}
+	if n := int64(o.maxPods) * config.MaxContainers * int64(max(o.maxDeadPerContainer, 1)+1) * engine.MaxContainerRecordBytes; n > cri.MaxMsgSize {
+		return nil, fmt.Errorf("--maximum-dead-containers-per-container: %d with --max-pods %d lets ListContainers return up to %d MiB, more than the %d MiB a CRI message may hold; lower one of them",
+			o.maxDeadPerContainer, o.maxPods, n>>20, cri.MaxMsgSize>>20)
 	}
 	if err := o.node.check(); err != nil {
 		return nil, err
@@ -274,6 +290,7 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		RootDir:              o.rootDir,
 		SyncFrequency:        o.syncFrequency,
 		CrashLoopBackOffBase: o.crashLoopBackOffBase,
+		ContainerGC:          engine.ContainerGCPolicy{MinAge: o.minContainerTTL, MaxPerContainer: o.maxDeadPerContainer},
 		ImagePullBackOffBase: o.imagePullBackOffBase,
 		Registerer:           reg,
 		Log:                  log,

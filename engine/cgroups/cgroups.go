@@ -30,6 +30,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -238,7 +239,13 @@ func (m *Manager) Remove(uid types.UID) error {
 	return nil
 }
 
-// Pods lists the UIDs of the pod cgroups that exist, in every QoS parent.
+// settle is how old a pod cgroup must be to be listed by Pods: a younger one
+// may belong to a pod another agent on the machine is about to start.
+const settle = time.Minute
+
+// Pods lists the UIDs of the pod cgroups that exist, in every QoS parent,
+// and are older than a minute (housekeeping removes those of pods that are
+// gone; a fresh one may be about to get its sandbox).
 func (m *Manager) Pods() ([]types.UID, error) {
 	seen := map[types.UID]bool{}
 	for _, class := range []v1.PodQOSClass{v1.PodQOSGuaranteed, v1.PodQOSBurstable, v1.PodQOSBestEffort} {
@@ -251,9 +258,13 @@ func (m *Manager) Pods() ([]types.UID, error) {
 				return nil, fmt.Errorf("list pod cgroups: %w", err)
 			}
 			for _, e := range ents {
-				if e.IsDir() && strings.HasPrefix(e.Name(), podPrefix) {
-					seen[types.UID(strings.TrimPrefix(e.Name(), podPrefix))] = true
+				if !e.IsDir() || !strings.HasPrefix(e.Name(), podPrefix) {
+					continue
 				}
+				if info, err := e.Info(); err != nil || time.Since(info.ModTime()) < settle {
+					continue
+				}
+				seen[types.UID(strings.TrimPrefix(e.Name(), podPrefix))] = true
 			}
 		}
 	}
