@@ -315,6 +315,7 @@ func BenchmarkFireLoop(b *testing.B) {
 
 type benchGuards struct{}
 
+func (benchGuards) AdmissionRefused() bool     { return false }
 func (benchGuards) NameTaken() bool            { return false }
 func (benchGuards) PodDone() bool              { return false }
 func (benchGuards) AllContainersStopped() bool { return false }

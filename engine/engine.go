@@ -81,6 +81,10 @@ type Config struct {
 	// (kubelet's --cgroups-per-qos), the CgroupParent of its sandbox;
 	// nil leaves the cgroups to the runtime.
 	PodCgroups PodCgroups
+	// Allocatable is node allocatable (capacity - reserved - hard
+	// eviction thresholds); a new pod whose requests do not fit beside the
+	// admitted ones fails with OutOfcpu / OutOfmemory. nil: no check.
+	Allocatable v1.ResourceList
 	// MemoryCapacity is the node's memory in bytes, which the
 	// oom_score_adj of Burstable containers is computed against; 0 gives
 	// every Burstable container 999.
@@ -384,6 +388,12 @@ func (e *Engine) worker(uid types.UID, create bool, pod *v1.Pod) *podWorker {
 	ad := e.adopted[uid]
 	delete(e.adopted, uid)
 	w = newPodWorker(e, pod, ad)
+	w.pod = pod
+	if ad == nil {
+		if w.refusal = e.admitLocked(pod); w.refusal != nil {
+			e.log.Warn("pod refused admission", "pod", pod.Namespace+"/"+pod.Name, "uid", uid, "reason", w.refusal.Reason, "message", w.refusal.Message)
+		}
+	}
 	if config.IsStatic(pod) {
 		e.queueNameLocked(fullName(pod), uid)
 	}

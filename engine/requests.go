@@ -124,8 +124,11 @@ func sandboxConfig(root string, pod *v1.Pod, attempt uint32, cgroupParent string
 // checks both with the largest values a valid manifest allows.
 //
 // A pod has at most config.MaxContainers (24) containers, each with at most
-// two instances in the runtime (the last dead one is kept for its status
-// until the next one runs), and at most two sandboxes. So ListPodSandbox
+// two instances in the runtime under the default container GC (one dead
+// instance kept for its status and logs, ContainerGC.MaxPerContainer = 1,
+// and the running one; `speclet run` refuses a larger
+// --maximum-dead-containers-per-container that breaks this bound for its
+// --max-pods), and at most two sandboxes. So ListPodSandbox
 // returns at most 110 * 2 * 6 KiB = 1.3 MiB and ListContainers at most
 // 110 * 24 * 2 * 3 KiB = 15.5 MiB. (Instances whose RemoveContainer keeps
 // failing stay longer: a runtime failing that way is unhealthy anyway.)

@@ -142,20 +142,27 @@ func (sb *sandboxState) RunSandbox(ctx context.Context) error {
 		return sb.fail(fsm.SandboxEventCreateFailed, fmt.Errorf("run sandbox of pod %q: %w", p.key(), err))
 	}
 	sb.id, sb.ids, sb.cfg, sb.podIP = id, append(sb.ids, id), cfg, ""
-	if p.pod.Spec.HostNetwork {
-		sb.raise(fsm.SandboxEventReady) // the node's network: no pod IP to read back
-		return nil
-	}
-	return sb.readStatus(ctx)
+	// The status is read for hostNetwork pods too (their pod IP is the
+	// node's): the ID may be that of a sandbox an interrupted earlier
+	// attempt left under the same name (detach.go), which may have died
+	// meanwhile; its death was reported before the pod knew its ID. Such a
+	// sandbox counts as status_failed: the next sync's check_sandbox finds
+	// it dead and a new attempt (a new name) replaces it.
+	return sb.readStatus(ctx, true)
 }
 
 // CheckSandbox reads the status of the sandbox whose status was unknown;
 // raises ready, died or status_failed.
-func (sb *sandboxState) CheckSandbox(ctx context.Context) error { return sb.readStatus(ctx) }
+func (sb *sandboxState) CheckSandbox(ctx context.Context) error { return sb.readStatus(ctx, false) }
 
-func (sb *sandboxState) readStatus(ctx context.Context) error {
+// readStatus reads the current sandbox's state and IP; fresh: right after
+// RunPodSandbox, where a sandbox that is not ready is reported as
+// status_failed (the creating state has no died row).
+func (sb *sandboxState) readStatus(ctx context.Context, fresh bool) error {
 	st, err := sb.p.e.rt.PodSandboxStatus(ctx, sb.id)
 	switch {
+	case fresh && (cri.IsNotFound(err) || err == nil && st.State != runtimeapi.PodSandboxState_SANDBOX_READY):
+		return sb.fail(fsm.SandboxEventStatusFailed, fmt.Errorf("sandbox of pod %q is not ready right after RunPodSandbox (left by an interrupted attempt?)", sb.p.key()))
 	case cri.IsNotFound(err):
 		sb.raise(fsm.SandboxEventDied)
 		return nil
@@ -165,7 +172,7 @@ func (sb *sandboxState) readStatus(ctx context.Context) error {
 		sb.raise(fsm.SandboxEventDied)
 		return nil
 	}
-	if n := st.GetNetwork(); n != nil {
+	if n := st.GetNetwork(); n != nil && !sb.p.pod.Spec.HostNetwork {
 		sb.podIP = n.Ip
 	}
 	sb.raise(fsm.SandboxEventReady)

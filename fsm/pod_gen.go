@@ -16,7 +16,7 @@ const PodMachineName = "pod"
 
 // PodSpecSHA256 is the SHA-256 of spec/pod.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const PodSpecSHA256 = "f3695474344750388376ec15c2aa917081b8406ead490fdeb10511db45e2f327"
+const PodSpecSHA256 = "f6feda881552abb350bc52a7b7fa742ce2f74cf9424fdd0606416b29fecf3a5c"
 
 // PodState is a state of the pod machine.
 //
@@ -168,9 +168,13 @@ type PodGuard uint8
 
 // Guards of the pod machine, in spec order.
 const (
+	// PodGuardAdmissionRefused: The pod was refused admission when it was first
+	// declared: its requests do not fit the node's allocatable beside the active
+	// pods (OutOfcpu, OutOfmemory, OutOf<resource>); it fails without starting.
+	PodGuardAdmissionRefused PodGuard = iota
 	// PodGuardNameTaken: A static pod whose full name (name_namespace) another
 	// UID holds or waits for ahead of this one (FIFO).
-	PodGuardNameTaken PodGuard = iota
+	PodGuardNameTaken
 	// PodGuardPodDone: No container will run again: every regular container
 	// machine is terminated or removed, or an init container is terminated after
 	// a failure (it never restarts and the pod cannot initialize). Sidecars do
@@ -182,7 +186,7 @@ const (
 	PodGuardAllContainersStopped
 )
 
-var podGuardNames = [...]string{"name_taken", "pod_done", "all_containers_stopped"}
+var podGuardNames = [...]string{"admission_refused", "name_taken", "pod_done", "all_containers_stopped"}
 
 // String returns the guard's name in the spec.
 func (g PodGuard) String() string {
@@ -196,6 +200,10 @@ func (g PodGuard) String() string {
 // implements it on its per-pod object. Guards are called from Fire and
 // Can; they must be quick and must not fire events.
 type PodGuards interface {
+	// AdmissionRefused: The pod was refused admission when it was first declared:
+	// its requests do not fit the node's allocatable beside the active pods
+	// (OutOfcpu, OutOfmemory, OutOf<resource>); it fails without starting.
+	AdmissionRefused() bool
 	// NameTaken: A static pod whose full name (name_namespace) another UID holds
 	// or waits for ahead of this one (FIFO).
 	NameTaken() bool
@@ -211,6 +219,8 @@ type PodGuards interface {
 
 func podGuard(g PodGuards, which PodGuard) bool {
 	switch which {
+	case PodGuardAdmissionRefused:
+		return g.AdmissionRefused()
 	case PodGuardNameTaken:
 		return g.NameTaken()
 	case PodGuardPodDone:
@@ -416,6 +426,7 @@ type PodTransition struct {
 // PodTransitionTable lists the transitions in spec order. For one (From,
 // Event) they are tried in this order; the first whose guard holds is taken.
 var PodTransitionTable = []PodTransition{
+	{From: PodStatePending, Event: PodEventUpdate, Guard: PodGuardAdmissionRefused, HasGuard: true, To: PodStateTerminated},
 	{From: PodStatePending, Event: PodEventUpdate, Guard: PodGuardNameTaken, HasGuard: true, To: PodStateWaitingToStart},
 	{From: PodStatePending, Event: PodEventUpdate, To: PodStateSyncing},
 	{From: PodStatePending, Event: PodEventKill, To: PodStateTerminated},
@@ -481,13 +492,13 @@ var PodStateTimers = [8][]PodTimer{
 
 // podByStateEvent indexes PodTransitionTable by (From, Event).
 var podByStateEvent = [8][][]uint16{
-	PodStatePending:        {{0, 1}, nil, nil, nil, {2}, nil, nil, nil},
-	PodStateWaitingToStart: {{4}, nil, nil, nil, {5}, {3}, nil, nil},
-	PodStateSyncing:        {nil, nil, {6, 7}, {8}, nil, nil, nil, nil},
-	PodStateSynced:         {{10}, {9}, nil, nil, {11}, nil, nil, nil},
-	PodStateSyncBackoff:    {{13}, {12}, nil, nil, {14}, nil, nil, nil},
-	PodStateTerminating:    {{20}, {17, 18}, nil, nil, {19}, nil, {15, 16}, nil},
-	PodStateTerminated:     {nil, {22}, nil, nil, nil, nil, nil, {21}},
+	PodStatePending:        {{0, 1, 2}, nil, nil, nil, {3}, nil, nil, nil},
+	PodStateWaitingToStart: {{5}, nil, nil, nil, {6}, {4}, nil, nil},
+	PodStateSyncing:        {nil, nil, {7, 8}, {9}, nil, nil, nil, nil},
+	PodStateSynced:         {{11}, {10}, nil, nil, {12}, nil, nil, nil},
+	PodStateSyncBackoff:    {{14}, {13}, nil, nil, {15}, nil, nil, nil},
+	PodStateTerminating:    {{21}, {18, 19}, nil, nil, {20}, nil, {16, 17}, nil},
+	PodStateTerminated:     {nil, {23}, nil, nil, nil, nil, nil, {22}},
 	PodStateFinished:       {nil, nil, nil, nil, nil, nil, nil, nil},
 }
 
@@ -496,48 +507,50 @@ var podChoicesByState = [8][]uint16{}
 
 // podTransitionKeys names each external transition for looplab/fsm
 // (looplab allows one destination per event and source).
-var podTransitionKeys = [23]string{
+var podTransitionKeys = [24]string{
 	0:  "t0:update",
 	1:  "t1:update",
-	2:  "t2:kill",
-	3:  "t3:name_free",
-	5:  "t5:kill",
-	6:  "t6:sync_ok",
+	2:  "t2:update",
+	3:  "t3:kill",
+	4:  "t4:name_free",
+	6:  "t6:kill",
 	7:  "t7:sync_ok",
-	8:  "t8:sync_failed",
-	9:  "t9:sync",
-	10: "t10:update",
-	11: "t11:kill",
-	12: "t12:sync",
-	13: "t13:update",
-	14: "t14:kill",
-	15: "t15:termination_done",
-	17: "t17:sync",
+	8:  "t8:sync_ok",
+	9:  "t9:sync_failed",
+	10: "t10:sync",
+	11: "t11:update",
+	12: "t12:kill",
+	13: "t13:sync",
+	14: "t14:update",
+	15: "t15:kill",
+	16: "t16:termination_done",
 	18: "t18:sync",
-	21: "t21:cleanup_done",
-	22: "t22:sync",
+	19: "t19:sync",
+	22: "t22:cleanup_done",
+	23: "t23:sync",
 }
 
 var podChoiceKeys = [...]string{}
 
 var podFSMEvents = fsm.Events{
-	{Name: "t0:update", Src: []string{PodStatePending.String()}, Dst: PodStateWaitingToStart.String()},
-	{Name: "t1:update", Src: []string{PodStatePending.String()}, Dst: PodStateSyncing.String()},
-	{Name: "t2:kill", Src: []string{PodStatePending.String()}, Dst: PodStateTerminated.String()},
-	{Name: "t3:name_free", Src: []string{PodStateWaitingToStart.String()}, Dst: PodStateSyncing.String()},
-	{Name: "t5:kill", Src: []string{PodStateWaitingToStart.String()}, Dst: PodStateTerminated.String()},
-	{Name: "t6:sync_ok", Src: []string{PodStateSyncing.String()}, Dst: PodStateTerminating.String()},
-	{Name: "t7:sync_ok", Src: []string{PodStateSyncing.String()}, Dst: PodStateSynced.String()},
-	{Name: "t8:sync_failed", Src: []string{PodStateSyncing.String()}, Dst: PodStateSyncBackoff.String()},
-	{Name: "t9:sync", Src: []string{PodStateSynced.String()}, Dst: PodStateSyncing.String()},
-	{Name: "t10:update", Src: []string{PodStateSynced.String()}, Dst: PodStateSyncing.String()},
-	{Name: "t11:kill", Src: []string{PodStateSynced.String()}, Dst: PodStateTerminating.String()},
-	{Name: "t12:sync", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateSyncing.String()},
-	{Name: "t13:update", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateSyncing.String()},
-	{Name: "t14:kill", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateTerminating.String()},
-	{Name: "t15:termination_done", Src: []string{PodStateTerminating.String()}, Dst: PodStateTerminated.String()},
-	{Name: "t17:sync", Src: []string{PodStateTerminating.String()}, Dst: PodStateTerminated.String()},
-	{Name: "t21:cleanup_done", Src: []string{PodStateTerminated.String()}, Dst: PodStateFinished.String()},
+	{Name: "t0:update", Src: []string{PodStatePending.String()}, Dst: PodStateTerminated.String()},
+	{Name: "t1:update", Src: []string{PodStatePending.String()}, Dst: PodStateWaitingToStart.String()},
+	{Name: "t2:update", Src: []string{PodStatePending.String()}, Dst: PodStateSyncing.String()},
+	{Name: "t3:kill", Src: []string{PodStatePending.String()}, Dst: PodStateTerminated.String()},
+	{Name: "t4:name_free", Src: []string{PodStateWaitingToStart.String()}, Dst: PodStateSyncing.String()},
+	{Name: "t6:kill", Src: []string{PodStateWaitingToStart.String()}, Dst: PodStateTerminated.String()},
+	{Name: "t7:sync_ok", Src: []string{PodStateSyncing.String()}, Dst: PodStateTerminating.String()},
+	{Name: "t8:sync_ok", Src: []string{PodStateSyncing.String()}, Dst: PodStateSynced.String()},
+	{Name: "t9:sync_failed", Src: []string{PodStateSyncing.String()}, Dst: PodStateSyncBackoff.String()},
+	{Name: "t10:sync", Src: []string{PodStateSynced.String()}, Dst: PodStateSyncing.String()},
+	{Name: "t11:update", Src: []string{PodStateSynced.String()}, Dst: PodStateSyncing.String()},
+	{Name: "t12:kill", Src: []string{PodStateSynced.String()}, Dst: PodStateTerminating.String()},
+	{Name: "t13:sync", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateSyncing.String()},
+	{Name: "t14:update", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateSyncing.String()},
+	{Name: "t15:kill", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateTerminating.String()},
+	{Name: "t16:termination_done", Src: []string{PodStateTerminating.String()}, Dst: PodStateTerminated.String()},
+	{Name: "t18:sync", Src: []string{PodStateTerminating.String()}, Dst: PodStateTerminated.String()},
+	{Name: "t22:cleanup_done", Src: []string{PodStateTerminated.String()}, Dst: PodStateFinished.String()},
 }
 
 // PodStep is the outcome of one Fire: the machine moved From -> To on
@@ -638,8 +651,8 @@ func PodShortestPaths() map[PodState][]PodEvent {
 		PodStateSynced:         {PodEventUpdate, PodEventSyncOk},
 		PodStateSyncBackoff:    {PodEventUpdate, PodEventSyncFailed},
 		PodStateTerminating:    {PodEventUpdate, PodEventSyncOk},
-		PodStateTerminated:     {PodEventKill},
-		PodStateFinished:       {PodEventKill, PodEventCleanupDone},
+		PodStateTerminated:     {PodEventUpdate},
+		PodStateFinished:       {PodEventUpdate, PodEventCleanupDone},
 	}
 }
 

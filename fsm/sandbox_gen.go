@@ -16,7 +16,7 @@ const SandboxMachineName = "sandbox"
 
 // SandboxSpecSHA256 is the SHA-256 of spec/sandbox.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const SandboxSpecSHA256 = "ce8b0967baff84d30cf440c37abbc1ba5ac181422ace99bf06be426de64d1215"
+const SandboxSpecSHA256 = "d64c79ec2b83b83ddfeaad64d612d96262d140adfd4ae897982c47bae4f595db"
 
 // SandboxState is a state of the sandbox machine.
 //
@@ -217,8 +217,10 @@ const (
 	// no process of the pod is left.
 	SandboxActionRemovePodCgroup
 	// SandboxActionRunSandbox: RunPodSandbox with the next attempt, then
-	// PodSandboxStatus for the pod IP (skipped for hostNetwork pods). Reports
-	// ready, create_failed or status_failed.
+	// PodSandboxStatus for its state and the pod IP (also for hostNetwork pods:
+	// the ID may be a sandbox an interrupted attempt left, since dead; one not
+	// ready counts as status_failed). Reports ready, create_failed or
+	// status_failed.
 	SandboxActionRunSandbox
 	// SandboxActionCheckSandbox: PodSandboxStatus of the sandbox whose status is
 	// unknown. Reports ready, died or status_failed.
@@ -273,8 +275,9 @@ type SandboxActions interface {
 	// the pod is left.
 	RemovePodCgroup(ctx context.Context) error
 	// RunSandbox: RunPodSandbox with the next attempt, then PodSandboxStatus for
-	// the pod IP (skipped for hostNetwork pods). Reports ready, create_failed or
-	// status_failed.
+	// its state and the pod IP (also for hostNetwork pods: the ID may be a
+	// sandbox an interrupted attempt left, since dead; one not ready counts as
+	// status_failed). Reports ready, create_failed or status_failed.
 	// CRI: RunPodSandbox, PodSandboxStatus.
 	RunSandbox(ctx context.Context) error
 	// CheckSandbox: PodSandboxStatus of the sandbox whose status is unknown.

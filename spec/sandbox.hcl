@@ -51,7 +51,7 @@ machine "sandbox" {
     doc = "Remove the pod's cgroup (--cgroups-per-qos): no process of the pod is left."
   }
   action "run_sandbox" {
-    doc = "RunPodSandbox with the next attempt, then PodSandboxStatus for the pod IP (skipped for hostNetwork pods). Reports ready, create_failed or status_failed."
+    doc = "RunPodSandbox with the next attempt, then PodSandboxStatus for its state and the pod IP (also for hostNetwork pods: the ID may be a sandbox an interrupted attempt left, since dead; one not ready counts as status_failed). Reports ready, create_failed or status_failed."
     cri = ["RunPodSandbox", "PodSandboxStatus"]
   }
   action "check_sandbox" {

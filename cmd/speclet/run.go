@@ -284,6 +284,7 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 	}
 	eng, err := engine.New(engine.Config{
 		PodCgroups:           podCgroups,
+		Allocatable:          nd.allocatable,
 		MemoryCapacity:       nd.capacity.Memory().Value(),
 		Runtime:              cri.WithMetrics(rt, reg),
 		NodeName:             o.nodeName,

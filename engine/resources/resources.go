@@ -51,7 +51,8 @@ var zero = resource.MustParse("0")
 // ComputePodQOS, with pod-level resources): Guaranteed when every container
 // (or the pod level) has CPU and memory limits equal to its requests,
 // BestEffort when no CPU or memory request or limit is set anywhere,
-// Burstable otherwise. A status that names the class wins.
+// Burstable otherwise. A limit without a request counts as the request (the
+// API server's defaulting). A status that names the class wins.
 func QOSClass(pod *v1.Pod) v1.PodQOSClass {
 	if pod.Status.QOSClass != "" {
 		return pod.Status.QOSClass
@@ -86,7 +87,7 @@ func QOSClass(pod *v1.Pod) v1.PodQOSClass {
 	} else {
 		all := append(append([]v1.Container(nil), pod.Spec.Containers...), pod.Spec.InitContainers...)
 		for _, c := range all {
-			add(requests, c.Resources.Requests)
+			add(requests, defaulted(c.Resources))
 			f := add(limits, c.Resources.Limits)
 			if !f[v1.ResourceCPU] || !f[v1.ResourceMemory] {
 				guaranteed = false
@@ -108,6 +109,25 @@ func QOSClass(pod *v1.Pod) v1.PodQOSClass {
 		return v1.PodQOSGuaranteed
 	}
 	return v1.PodQOSBurstable
+}
+
+// defaulted is the container's requests with the API server's defaulting:
+// a limit without a request is also the request (so a pod that was not
+// defaulted, with limits only, is Guaranteed as it would be in a cluster).
+func defaulted(r v1.ResourceRequirements) v1.ResourceList {
+	out := r.Requests
+	for name, q := range r.Limits {
+		if _, ok := r.Requests[name]; !ok {
+			if len(out) == len(r.Requests) {
+				out = r.Requests.DeepCopy()
+				if out == nil {
+					out = v1.ResourceList{}
+				}
+			}
+			out[name] = q
+		}
+	}
+	return out
 }
 
 // IsCritical: a static or mirror pod, or one with a system-critical priority
