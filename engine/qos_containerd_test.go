@@ -28,7 +28,9 @@ import (
 // its QoS parent, the container's cgroup files hold its limits, its process
 // has the oom_score_adj of its class (as far as the runtime lets it, see
 // below), the allocating container is OOMKilled with exit code 137 and
-// restarts under Always, and the pod cgroups are gone after the pods.
+// restarts under Always, a pod requesting more memory than allocatable is
+// refused (Failed, OutOfmemory) while the others run, and the pod cgroups
+// are gone after the pods.
 func TestContainerdQoS(t *testing.T) {
 	c := harness.ForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -54,7 +56,7 @@ func TestContainerdQoS(t *testing.T) {
 	}
 	memCap := capacity.Memory().Value()
 	e, err := New(Config{Runtime: auditRuntime(t, rt), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
-		PodCgroups: cg, MemoryCapacity: memCap, CrashLoopBackOffBase: time.Second,
+		PodCgroups: cg, MemoryCapacity: memCap, Allocatable: alloc, CrashLoopBackOffBase: time.Second,
 		Log: coverageLogger(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -82,12 +84,18 @@ func TestContainerdQoS(t *testing.T) {
 	besteffort := mk("besteffort", "sleep 3600", nil, nil)
 	// Doubling a shell variable passes 16 MiB within a few steps.
 	oom := mk("oom", "x=0123456789abcdef; while :; do x=$x$x; done", l("memory=16Mi"), l("memory=16Mi"))
-	pods := []*v1.Pod{guaranteed, burstable, besteffort, oom}
+	// Bad input: more memory than the node's allocatable is refused
+	// admission; the other pods run.
+	huge := mk("huge", "sleep 3600", l("memory=100Ti"), nil)
+	pods := []*v1.Pod{guaranteed, burstable, besteffort, oom, huge}
 	updates <- config.PodUpdate{Op: config.OpAdd, Pods: pods, Source: config.SourceFile}
 
-	waitFor(t, ctx, "three pods Running, oom restarted after OOMKilled (137)", func() bool {
+	waitFor(t, ctx, "three pods Running, oom restarted after OOMKilled (137), huge Failed with OutOfmemory", func() bool {
 		n := 0
 		for _, p := range e.Pods() {
+			if p.Name == "huge" && p.Status.Phase == v1.PodFailed && p.Status.Reason == "OutOfmemory" {
+				n++
+			}
 			cs := p.Status.ContainerStatuses
 			if len(cs) != 1 {
 				continue
@@ -101,7 +109,7 @@ func TestContainerdQoS(t *testing.T) {
 				n++
 			}
 		}
-		return n == 4
+		return n == 5
 	}, e)
 
 	// The runtime is asked for kubelet's oom_score_adj; containerd with
