@@ -107,9 +107,13 @@
 // (Config.ProbeJitter). Probe timers are found by the 1 s sync tick, so a
 // probe may run up to 1 s after its period.
 //
+// Admission (admission.go): a pod whose requests do not fit
+// Config.Allocatable beside the admitted pods not yet terminated is refused
+// when first declared and fails with OutOfcpu / OutOfmemory (the pod
+// machine's admission_refused guard); the others keep running.
+//
 // Not done yet: image pull credentials; the node-wide
-// --maximum-dead-containers; eviction and image GC in the running engine;
-// admission against node allocatable (OutOfcpu, OutOfmemory).
+// --maximum-dead-containers; eviction and image GC in the running engine.
 //
 // # Tests
 //
