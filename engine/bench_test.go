@@ -78,13 +78,13 @@ func BenchmarkRelist(b *testing.B) {
 			ctx := context.Background()
 			for i := 0; i < n; i++ {
 				pod := benchPod(i)
-				cfg := sandboxConfig(b.TempDir(), pod, 0)
+				cfg := sandboxConfig(b.TempDir(), pod, 0, "")
 				cfg.LogDirectory = ""
 				sb, err := rt.RunPodSandbox(ctx, cfg, "")
 				if err != nil {
 					b.Fatal(err)
 				}
-				cc, _ := containerConfig("", pod, &pod.Spec.Containers[0], 0, "", false)
+				cc, _ := containerConfig("", pod, &pod.Spec.Containers[0], 0, "", false, 0)
 				id, err := rt.CreateContainer(ctx, sb, cc, cfg)
 				if err != nil {
 					b.Fatal(err)
@@ -315,6 +315,7 @@ func BenchmarkFireLoop(b *testing.B) {
 
 type benchGuards struct{}
 
+func (benchGuards) AdmissionRefused() bool     { return false }
 func (benchGuards) NameTaken() bool            { return false }
 func (benchGuards) PodDone() bool              { return false }
 func (benchGuards) AllContainersStopped() bool { return false }

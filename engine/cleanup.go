@@ -16,7 +16,10 @@ import (
 // again with the same UID starts with fresh emptyDirs; and housekeeping
 // sweeps the directories of UIDs no worker, source or runtime object knows
 // (pods removed while speclet was down). The directories of a pod that still
-// runs, or that a source declares, are never touched.
+// runs, or that a source declares, are never touched. The same sweep
+// removes the pod cgroups (Config.PodCgroups) of such UIDs: a removal that
+// failed in the sandbox machine's remove_pod_cgroup, or a pod removed while
+// speclet was down.
 
 // removePodDirs removes the directories of pod uid.
 func (e *Engine) removePodDirs(uid types.UID) {
@@ -71,6 +74,17 @@ func (e *Engine) cleanupPodDirs() {
 			}
 		}
 	}
+	cgroupUIDs := map[types.UID]bool{}
+	if pc := e.cfg.PodCgroups; pc != nil {
+		list, err := pc.Pods()
+		if err != nil {
+			e.log.Warn("list pod cgroups", "err", err)
+		}
+		for _, uid := range list {
+			uids[uid] = true
+			cgroupUIDs[uid] = true
+		}
+	}
 	if len(uids) == 0 {
 		return
 	}
@@ -93,6 +107,13 @@ func (e *Engine) cleanupPodDirs() {
 	for uid := range uids {
 		if uid == "" || inRuntime[uid] || e.workers[uid] != nil || e.desired[uid] != nil || e.adopted[uid] != nil {
 			continue
+		}
+		if cgroupUIDs[uid] {
+			if err := e.cfg.PodCgroups.Remove(uid); err != nil {
+				e.log.Warn("remove cgroup of a pod that is gone", "uid", uid, "err", err)
+			} else {
+				e.log.Info("removed cgroup of a pod that is gone", "uid", uid)
+			}
 		}
 		e.log.Info("removing directories of a pod that is gone", "uid", uid)
 		e.removePodDirs(uid)

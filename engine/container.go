@@ -27,8 +27,9 @@ type ctrState struct {
 	sidecar bool
 	machine *fsm.ContainerMachine
 
-	id           string   // the current (newest) runtime instance; "" before the first create
-	ids          []string // every instance still in the runtime, oldest first
+	id           string               // the current (newest) runtime instance; "" before the first create
+	ids          []string             // every instance still in the runtime, oldest first
+	created      map[string]time.Time // when each instance of ids was created (container GC's minimum age)
 	imageRef     string
 	runHash      string // spec hash the current instance was created from
 	restartCount int32
@@ -347,12 +348,13 @@ func (c *ctrState) CreateContainer(ctx context.Context) error {
 		rc++ // an instance existed before: this one is a restart
 	}
 	sb := c.p.sandbox
-	cfg, err := containerConfig(c.p.e.cfg.RootDir, c.p.pod, c.spec, rc, c.imageRef, c.init)
+	cfg, err := containerConfig(c.p.e.cfg.RootDir, c.p.pod, c.spec, rc, c.imageRef, c.init, c.p.e.cfg.MemoryCapacity)
 	if err == nil {
 		var id string
 		id, err = c.p.e.rt.CreateContainer(ctx, sb.id, cfg, sb.cfg)
 		if err == nil {
 			c.id, c.ids, c.restartCount = id, append(c.ids, id), rc
+			c.setCreated(id, c.p.e.clock.Now())
 			c.runHash = cfg.Annotations[AnnotationContainerHash]
 			c.exitStatus = nil
 			c.raise(fsm.ContainerEventCreated)
@@ -460,13 +462,21 @@ func (c *ctrState) recordExit(ctx context.Context) error {
 	return err
 }
 
-// RemoveContainer removes the dead instances before the last one (the last
-// stays for its logs and status until the pod is removed).
+// RemoveContainer is the container GC of one container (kubelet's
+// containerGC per pod and container name): it removes the dead instances
+// beyond the newest ContainerGC.MaxPerContainer, oldest first, except those
+// created less than ContainerGC.MinAge ago. The newest instance always
+// stays, for its status (lastState) and its log until the pod is removed.
 func (c *ctrState) RemoveContainer(ctx context.Context) error {
+	gc := c.p.e.cfg.ContainerGC
+	now := c.p.e.clock.Now()
+	excess := len(c.ids) - max(gc.MaxPerContainer, 1)
 	var keep []string
 	var errs []error
-	for _, id := range c.ids {
-		if id == c.id {
+	for _, id := range c.ids { // oldest first
+		born, known := c.created[id]
+		young := gc.MinAge > 0 && known && now.Sub(born) < gc.MinAge
+		if excess <= 0 || id == c.id || young {
 			keep = append(keep, id)
 			continue
 		}
@@ -475,10 +485,19 @@ func (c *ctrState) RemoveContainer(ctx context.Context) error {
 			errs = append(errs, err)
 			continue
 		}
+		excess--
+		delete(c.created, id)
 		c.p.e.pleg.Forget(id)
 	}
 	c.ids = keep
 	return errors.Join(errs...)
+}
+
+func (c *ctrState) setCreated(id string, at time.Time) {
+	if c.created == nil {
+		c.created = map[string]time.Time{}
+	}
+	c.created[id] = at
 }
 
 // adopt rebuilds the machine from the runtime's instances of this container
@@ -487,6 +506,7 @@ func (c *ctrState) RemoveContainer(ctx context.Context) error {
 func (c *ctrState) adopt(cs []*runtimeapi.Container, sandboxOK bool) {
 	for i := len(cs) - 1; i >= 0; i-- {
 		c.ids = append(c.ids, cs[i].Id)
+		c.setCreated(cs[i].Id, time.Unix(0, cs[i].CreatedAt))
 	}
 	newest := cs[0]
 	c.id = newest.Id

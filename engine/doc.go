@@ -53,8 +53,23 @@
 //     kill is handled when they return. A create whose name containerd
 //     still reserves for an earlier unanswered attempt of the same create
 //     adopts that object instead of failing on every retry.
-//   - cleanup.go: removing the directories (emptyDir volumes, logs) of
-//     pods gone from every source and from the runtime.
+//   - cleanup.go: removing the directories (emptyDir volumes, logs) and
+//     the pod cgroups of pods gone from every source and from the runtime.
+//   - resources/ (pure): QoS class, oom_score_adj, pod cgroup settings,
+//     hugepages, node allocatable, the --kube-reserved and --eviction-hard
+//     flag syntax. cgroups/: the kubepods hierarchy and pod cgroups on the
+//     cgroupfs driver (v1 and v2), behind Config.PodCgroups; the sandbox
+//     machine's ensure_pod_cgroup and remove_pod_cgroup call it.
+//   - Container GC is the container machine's remove_container, run when
+//     CrashLoopBackOff begins, with Config.ContainerGC (kubelet's
+//     --maximum-dead-containers-per-container, --minimum-container-ttl-duration).
+//   - eviction/ and imagegc/ (pure): the decisions of kubelet's eviction
+//     manager (thresholds, grace periods, minimum reclaim, pressure
+//     conditions, admission under pressure, ranking) and image GC (high and
+//     low thresholds, LRU, in-use, pinned, minimum age). Not wired into the
+//     engine yet: they need node-level observation (memory and filesystem
+//     signals, ImageFsInfo), a node-level spec machine for RemoveImage and
+//     pod eviction (API pods; static pods are never evicted).
 //   - oplog.go: the operator's info lines (container started, killing
 //     container, container died, killing pod, pod finished), derived from
 //     the transitions through one hook in fire.go keyed on (machine,
@@ -92,7 +107,13 @@
 // (Config.ProbeJitter). Probe timers are found by the 1 s sync tick, so a
 // probe may run up to 1 s after its period.
 //
-// Not done yet: image pull credentials.
+// Admission (admission.go): a pod whose requests do not fit
+// Config.Allocatable beside the admitted pods not yet terminated is refused
+// when first declared and fails with OutOfcpu / OutOfmemory (the pod
+// machine's admission_refused guard); the others keep running.
+//
+// Not done yet: image pull credentials; the node-wide
+// --maximum-dead-containers; eviction and image GC in the running engine.
 //
 // # Tests
 //

@@ -72,6 +72,48 @@ type Config struct {
 	// With the manifest limits of engine/config it bounds what a CRI list
 	// call returns (MaxSandboxRecordBytes, MaxContainerRecordBytes).
 	MaxPods int
+	// CrashLoopBackOffMax caps the CrashLoopBackOff delay; default the
+	// spec's 300 s (kubelet's maxContainerRestartPeriod).
+	CrashLoopBackOffMax time.Duration
+	// ContainerGC is the policy for dead container instances.
+	ContainerGC ContainerGCPolicy
+	// PodCgroups, when set, gives every pod a cgroup under its QoS class
+	// (kubelet's --cgroups-per-qos), the CgroupParent of its sandbox;
+	// nil leaves the cgroups to the runtime.
+	PodCgroups PodCgroups
+	// Allocatable is node allocatable (capacity - reserved - hard
+	// eviction thresholds); a new pod whose requests do not fit beside the
+	// admitted ones fails with OutOfcpu / OutOfmemory. nil: no check.
+	Allocatable v1.ResourceList
+	// MemoryCapacity is the node's memory in bytes, which the
+	// oom_score_adj of Burstable containers is computed against; 0 gives
+	// every Burstable container 999.
+	MemoryCapacity int64
+}
+
+// ContainerGCPolicy is kubelet's container GC policy for the dead
+// instances of a container (--minimum-container-ttl-duration,
+// --maximum-dead-containers-per-container).
+type ContainerGCPolicy struct {
+	// MinAge: an instance created less than this long ago is not removed.
+	MinAge time.Duration
+	// MaxPerContainer is how many dead instances of one container of a pod
+	// stay in the runtime; the newest one always stays (its exit is the
+	// container's lastState and its log is `logs --previous`), so 0 and 1
+	// mean the same. Default 1.
+	MaxPerContainer int
+}
+
+// PodCgroups owns the pod cgroups (engine/cgroups on a real node).
+type PodCgroups interface {
+	// Parent is the pod's cgroup, the CgroupParent of its sandbox.
+	Parent(pod *v1.Pod) string
+	// Ensure creates or updates the pod's cgroup with its limits.
+	Ensure(pod *v1.Pod) error
+	// Remove removes the pod's cgroup; no process of the pod is left.
+	Remove(uid types.UID) error
+	// Pods lists the UIDs whose cgroups exist.
+	Pods() ([]types.UID, error)
 }
 
 // ProbeResult is one probe outcome for a container of a pod. One sent on
@@ -147,6 +189,12 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.CrashLoopBackOffBase <= 0 {
 		cfg.CrashLoopBackOffBase = DefaultCrashLoopBackOffBase
 	}
+	if cfg.CrashLoopBackOffMax <= 0 {
+		cfg.CrashLoopBackOffMax = CrashLoopBackOffMax
+	}
+	if cfg.ContainerGC.MaxPerContainer < 1 {
+		cfg.ContainerGC.MaxPerContainer = 1
+	}
 	if cfg.ImagePullBackOffBase <= 0 {
 		cfg.ImagePullBackOffBase = DefaultImagePullBackOffBase
 	}
@@ -164,7 +212,7 @@ func New(cfg Config) (*Engine, error) {
 		rt:           cfg.Runtime,
 		clock:        cfg.Clock,
 		log:          cfg.Log,
-		crashBackoff: newBackoff(cfg.Clock, cfg.CrashLoopBackOffBase, CrashLoopBackOffMax, backOffResetAfter),
+		crashBackoff: newBackoff(cfg.Clock, cfg.CrashLoopBackOffBase, cfg.CrashLoopBackOffMax, backOffResetAfter),
 		pullBackoff:  newBackoff(cfg.Clock, cfg.ImagePullBackOffBase, ImagePullBackOffMax, backOffResetAfter),
 		pleg:         newPLEG(cfg.Runtime, cfg.Clock),
 		workers:      map[types.UID]*podWorker{},
@@ -340,6 +388,12 @@ func (e *Engine) worker(uid types.UID, create bool, pod *v1.Pod) *podWorker {
 	ad := e.adopted[uid]
 	delete(e.adopted, uid)
 	w = newPodWorker(e, pod, ad)
+	w.pod = pod
+	if ad == nil {
+		if w.refusal = e.admitLocked(pod); w.refusal != nil {
+			e.log.Warn("pod refused admission", "pod", pod.Namespace+"/"+pod.Name, "uid", uid, "reason", w.refusal.Reason, "message", w.refusal.Message)
+		}
+	}
 	if config.IsStatic(pod) {
 		e.queueNameLocked(fullName(pod), uid)
 	}

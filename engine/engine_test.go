@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -240,7 +241,7 @@ func (h *scriptHarness) step(d, max time.Duration) {
 // container per body line:
 //
 //	add pod=NAME [uid=UID] [restart=Always|OnFailure|Never] [grace=S] [static=false] [network=pod]
-//	container NAME [image=REF] [pull=Always|IfNotPresent|Never] [exit=DUR code=N] [term=dies|handle|ignore] [starterr=MSG]
+//	container NAME [cpu=Q] [memory=Q] [image=REF] [pull=Always|IfNotPresent|Never] [exit=DUR code=N] [term=dies|handle|ignore] [starterr=MSG]
 //	          [poststart=HOOK[:CODE[:DELAY]]] [prestop=HOOK[:CODE[:DELAY]]]
 //	init NAME ...
 //	sidecar NAME ...
@@ -353,6 +354,12 @@ func (h *scriptHarness) parsePod(d *datadriven.TestData) *v1.Pod {
 				default:
 					c.StartupProbe = p
 				}
+			case "cpu", "memory":
+				// Requests (limits are not needed for admission).
+				if c.Resources.Requests == nil {
+					c.Resources.Requests = v1.ResourceList{}
+				}
+				c.Resources.Requests[v1.ResourceName(k)] = resource.MustParse(v)
 			case "ports":
 				// NAME:PORT,...
 				for _, np := range strings.Split(v, ",") {
@@ -494,6 +501,12 @@ func TestEngineScripts(t *testing.T) {
 					var s string
 					d.ScanArgs(t, "crashloop", &s)
 					cfg.CrashLoopBackOffBase, _ = time.ParseDuration(s)
+				}
+				if d.HasArg("alloc-cpu") || d.HasArg("alloc-memory") {
+					var c, m string
+					d.ScanArgs(t, "alloc-cpu", &c)
+					d.ScanArgs(t, "alloc-memory", &m)
+					cfg.Allocatable = v1.ResourceList{v1.ResourceCPU: resource.MustParse(c), v1.ResourceMemory: resource.MustParse(m)}
 				}
 				// Probe jitter is fixed (default 0) so scripts never depend on chance.
 				jitter := time.Duration(0)
@@ -729,6 +742,9 @@ func formatPods(ps []*v1.Pod) string {
 	var b strings.Builder
 	for _, p := range ps {
 		fmt.Fprintf(&b, "%s uid=%s phase=%s", p.Name, p.UID, p.Status.Phase)
+		if p.Status.Reason != "" {
+			fmt.Fprintf(&b, " reason=%s message=%q", p.Status.Reason, p.Status.Message)
+		}
 		for _, c := range p.Status.Conditions {
 			if c.Type == v1.PodScheduled {
 				continue

@@ -10,9 +10,13 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	helpers "k8s.io/component-helpers/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/resources"
 )
 
 // This file builds the CRI requests of a pod (sandbox and container
@@ -33,7 +37,12 @@ func podVolumeDir(root string, pod *v1.Pod, volume string) string {
 // sandboxConfig builds the RunPodSandbox request for pod. hostNetwork pods get
 // the node's network namespace (no CNI); others get a pod network namespace
 // from the runtime's CNI.
-func sandboxConfig(root string, pod *v1.Pod, attempt uint32) *runtimeapi.PodSandboxConfig {
+//
+// cgroupParent is the pod's cgroup (--cgroups-per-qos), "" for the
+// runtime's default. Linux.Resources carries the pod's requests and limits
+// without the overhead, Linux.Overhead the overhead (kubelet's
+// applySandboxResources).
+func sandboxConfig(root string, pod *v1.Pod, attempt uint32, cgroupParent string) *runtimeapi.PodSandboxConfig {
 	netMode := runtimeapi.NamespaceMode_POD
 	if pod.Spec.HostNetwork {
 		netMode = runtimeapi.NamespaceMode_NODE
@@ -90,9 +99,12 @@ func sandboxConfig(root string, pod *v1.Pod, attempt uint32) *runtimeapi.PodSand
 		Labels:       podLabels(pod),
 		Annotations:  ann,
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
+			CgroupParent: cgroupParent,
 			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
 				NamespaceOptions: &runtimeapi.NamespaceOption{Network: netMode, Pid: pidMode, Ipc: ipcMode},
 			},
+			Resources: sandboxResources(pod),
+			Overhead:  overheadResources(pod),
 		},
 	}
 }
@@ -112,8 +124,11 @@ func sandboxConfig(root string, pod *v1.Pod, attempt uint32) *runtimeapi.PodSand
 // checks both with the largest values a valid manifest allows.
 //
 // A pod has at most config.MaxContainers (24) containers, each with at most
-// two instances in the runtime (the last dead one is kept for its status
-// until the next one runs), and at most two sandboxes. So ListPodSandbox
+// two instances in the runtime under the default container GC (one dead
+// instance kept for its status and logs, ContainerGC.MaxPerContainer = 1,
+// and the running one; `speclet run` refuses a larger
+// --maximum-dead-containers-per-container that breaks this bound for its
+// --max-pods), and at most two sandboxes. So ListPodSandbox
 // returns at most 110 * 2 * 6 KiB = 1.3 MiB and ListContainers at most
 // 110 * 24 * 2 * 3 KiB = 15.5 MiB. (Instances whose RemoveContainer keeps
 // failing stay longer: a runtime failing that way is unhealthy anyway.)
@@ -187,8 +202,9 @@ func pullImage(ctx context.Context, rt cri.Runtime, image string, sandbox *runti
 }
 
 // containerConfig builds the CreateContainer request for c, the restartCount-th
-// attempt of that container in pod.
-func containerConfig(root string, pod *v1.Pod, c *v1.Container, restartCount int32, imageRef string, init bool) (*runtimeapi.ContainerConfig, error) {
+// attempt of that container in pod, on a node with memCapacity bytes of
+// memory (for the container's oom_score_adj).
+func containerConfig(root string, pod *v1.Pod, c *v1.Container, restartCount int32, imageRef string, init bool, memCapacity int64) (*runtimeapi.ContainerConfig, error) {
 	envs := make([]*runtimeapi.KeyValue, 0, len(c.Env))
 	vars := make(map[string]string, len(c.Env))
 	for _, e := range c.Env {
@@ -241,7 +257,7 @@ func containerConfig(root string, pod *v1.Pod, c *v1.Container, restartCount int
 		StdinOnce:   c.StdinOnce,
 		Tty:         c.TTY,
 		Linux: &runtimeapi.LinuxContainerConfig{
-			Resources: containerResources(c),
+			Resources: containerResources(pod, c, memCapacity),
 			SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
 				NamespaceOptions: &runtimeapi.NamespaceOption{
 					Network: netMode, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD,
@@ -301,24 +317,97 @@ func removeContainer(ctx context.Context, rt cri.Runtime, name, id string) error
 }
 
 // containerResources maps c's CPU and memory requests and limits to cgroup
-// settings as kubelet does: shares from the CPU request (2 minimum), a CFS
-// quota over a 100 ms period from the CPU limit, the memory limit in bytes.
-func containerResources(c *v1.Container) *runtimeapi.LinuxContainerResources {
-	r := &runtimeapi.LinuxContainerResources{CpuShares: 2}
+// settings as kubelet does (generateLinuxContainerResources): shares from
+// the CPU request (or the limit when no request is set; 2 minimum), a CFS
+// quota over a 100 ms period from the CPU limit, the memory limit in bytes
+// (the pod-level limits stand in for limits the container does not set),
+// the oom_score_adj of its QoS class and its hugepage limits.
+func containerResources(pod *v1.Pod, c *v1.Container, memCapacity int64) *runtimeapi.LinuxContainerResources {
+	var cpuReq *resource.Quantity
 	if q, ok := c.Resources.Requests[v1.ResourceCPU]; ok {
-		r.CpuShares = max(q.MilliValue()*1024/1000, 2)
-	} else if q, ok := c.Resources.Limits[v1.ResourceCPU]; ok {
-		r.CpuShares = max(q.MilliValue()*1024/1000, 2)
+		cpuReq = &q
 	}
-	if q, ok := c.Resources.Limits[v1.ResourceCPU]; ok {
-		const period = 100000
-		r.CpuPeriod = period
-		r.CpuQuota = max(q.MilliValue()*period/1000, 1000)
+	cpuLim, memLim := c.Resources.Limits.Cpu(), c.Resources.Limits.Memory()
+	if pod.Spec.Resources != nil {
+		if cpuLim.IsZero() {
+			cpuLim = pod.Spec.Resources.Limits.Cpu()
+		}
+		if memLim.IsZero() {
+			memLim = pod.Spec.Resources.Limits.Memory()
+		}
 	}
-	if q, ok := c.Resources.Limits[v1.ResourceMemory]; ok {
-		r.MemoryLimitInBytes = q.Value()
+	r := linuxResources(cpuReq, cpuLim, memLim)
+	r.OomScoreAdj = int64(resources.OOMScoreAdj(pod, c, memCapacity, config.IsStatic(pod)))
+	r.HugepageLimits = hugepageLimits(c.Resources)
+	return r
+}
+
+// linuxResources is kubelet's calculateLinuxResources with CFS quota
+// enforced: no period is set when there is no CPU limit.
+func linuxResources(cpuReq, cpuLim, memLim *resource.Quantity) *runtimeapi.LinuxContainerResources {
+	r := &runtimeapi.LinuxContainerResources{}
+	if cpuReq == nil && cpuLim != nil && !cpuLim.IsZero() {
+		r.CpuShares = int64(resources.MilliCPUToShares(cpuLim.MilliValue()))
+	} else if cpuReq != nil {
+		r.CpuShares = int64(resources.MilliCPUToShares(cpuReq.MilliValue()))
+	} else {
+		r.CpuShares = resources.MinShares
+	}
+	if cpuLim != nil && !cpuLim.IsZero() {
+		r.CpuPeriod = resources.QuotaPeriod
+		r.CpuQuota = resources.MilliCPUToQuota(cpuLim.MilliValue(), resources.QuotaPeriod)
+	}
+	if memLim != nil {
+		r.MemoryLimitInBytes = memLim.Value()
 	}
 	return r
+}
+
+// sandboxResources is the pod's whole requests and limits without the
+// overhead (kubelet's calculateSandboxResources).
+func sandboxResources(pod *v1.Pod) *runtimeapi.LinuxContainerResources {
+	opts := helpers.PodResourcesOptions{ExcludeOverhead: true}
+	req, lim := helpers.PodRequests(pod, opts), helpers.PodLimits(pod, opts)
+	var cpuReq *resource.Quantity
+	if q, ok := req[v1.ResourceCPU]; ok {
+		cpuReq = &q
+	}
+	return linuxResources(cpuReq, lim.Cpu(), lim.Memory())
+}
+
+// overheadResources is the pod's overhead as resources with requests equal
+// to limits; empty when the pod has none.
+func overheadResources(pod *v1.Pod) *runtimeapi.LinuxContainerResources {
+	if pod.Spec.Overhead == nil {
+		return &runtimeapi.LinuxContainerResources{}
+	}
+	cpu := pod.Spec.Overhead.Cpu()
+	return linuxResources(cpu, cpu, pod.Spec.Overhead.Memory())
+}
+
+// hugepageLimits lists a limit for every hugepage size the container
+// requests or limits (kubelet's GetHugepageLimitsFromResources: limits win
+// over requests; sizes the container does not use are left to the runtime).
+func hugepageLimits(r v1.ResourceRequirements) []*runtimeapi.HugepageLimit {
+	sizes := map[int64]int64{}
+	for _, list := range []v1.ResourceList{r.Requests, r.Limits} { // limits last: they win
+		for size, v := range resources.HugePageLimits(list) {
+			sizes[size] = v
+		}
+	}
+	if len(sizes) == 0 {
+		return nil
+	}
+	keys := make([]int64, 0, len(sizes))
+	for k := range sizes {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	out := make([]*runtimeapi.HugepageLimit, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, &runtimeapi.HugepageLimit{PageSize: resources.HugePageSizeString(k), Limit: uint64(sizes[k])})
+	}
+	return out
 }
 
 // expand replaces $(NAME) with the value of the container's environment

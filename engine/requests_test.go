@@ -41,7 +41,7 @@ func TestContainerConfig(t *testing.T) {
 	c := &pod.Spec.Containers[0]
 	c.Env = []v1.EnvVar{{Name: "GREETING", Value: "hello"}, {Name: "MSG", Value: "$(GREETING) world"}}
 	c.Args = []string{"echo", "$(MSG)"}
-	cfg, err := containerConfig("/root", pod, c, 3, "sha256:abc", false)
+	cfg, err := containerConfig("/root", pod, c, 3, "sha256:abc", false, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestContainerConfig(t *testing.T) {
 	if ns := cfg.Linux.SecurityContext.NamespaceOptions.Network.String(); ns != "NODE" {
 		t.Errorf("network namespace = %s, want NODE for a hostNetwork pod", ns)
 	}
-	sb := sandboxConfig("/root", pod, 0)
+	sb := sandboxConfig("/root", pod, 0, "")
 	if sb.LogDirectory != "/root/logs/default_"+pod.Name+"_"+string(pod.UID) {
 		t.Errorf("sandbox log directory = %q", sb.LogDirectory)
 	}
@@ -107,7 +107,7 @@ func TestRuntimeRecordBounds(t *testing.T) {
 		Spec: v1.PodSpec{TerminationGracePeriodSeconds: &grace, Containers: []v1.Container{{
 			Name: long('c', 63), Image: long('i', config.MaxImageLength)}}},
 	}
-	sc := sandboxConfig(t.TempDir(), pod, 99)
+	sc := sandboxConfig(t.TempDir(), pod, 99, "")
 	sb := &runtimeapi.PodSandbox{Id: long('a', 64), Metadata: sc.Metadata, State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY,
 		CreatedAt: math.MaxInt64, Labels: sc.Labels, Annotations: sc.Annotations, RuntimeHandler: "runc"}
 	if n := proto.Size(&runtimeapi.ListPodSandboxResponse{Items: []*runtimeapi.PodSandbox{sb}}); n > MaxSandboxRecordBytes {
@@ -115,7 +115,7 @@ func TestRuntimeRecordBounds(t *testing.T) {
 	} else {
 		t.Logf("sandbox record: %d bytes (bound %d)", n, MaxSandboxRecordBytes)
 	}
-	cc, err := containerConfig(t.TempDir(), pod, &pod.Spec.Containers[0], math.MaxInt32, "sha256:"+long('f', 64), true)
+	cc, err := containerConfig(t.TempDir(), pod, &pod.Spec.Containers[0], math.MaxInt32, "sha256:"+long('f', 64), true, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -95,11 +95,49 @@ func (sb *sandboxState) RecreateForbidden() bool {
 
 // --- actions ---
 
+// EnsurePodCgroup creates or updates the pod's cgroup (Config.PodCgroups);
+// raises create_failed when it cannot, and run_sandbox then does nothing.
+func (sb *sandboxState) EnsurePodCgroup(ctx context.Context) error {
+	pc := sb.p.e.cfg.PodCgroups
+	if pc == nil {
+		return nil
+	}
+	if err := pc.Ensure(sb.p.pod); err != nil {
+		return sb.fail(fsm.SandboxEventCreateFailed, fmt.Errorf("create cgroup of pod %q: %w", sb.p.key(), err))
+	}
+	return nil
+}
+
+// RemovePodCgroup removes the pod's cgroup (Config.PodCgroups). A failure
+// is logged; housekeeping retries (cleanup.go).
+func (sb *sandboxState) RemovePodCgroup(ctx context.Context) error {
+	pc := sb.p.e.cfg.PodCgroups
+	if pc == nil {
+		return nil
+	}
+	if err := pc.Remove(sb.p.pod.UID); err != nil {
+		return fmt.Errorf("pod %q: %w", sb.p.key(), err)
+	}
+	return nil
+}
+
+// cgroupParent is the CgroupParent of the pod's sandbox ("" without pod
+// cgroups).
+func (p *podState) cgroupParent() string {
+	if p.e.cfg.PodCgroups == nil {
+		return ""
+	}
+	return p.e.cfg.PodCgroups.Parent(p.pod)
+}
+
 // RunSandbox creates a sandbox with the next attempt and reads its IP back;
 // raises ready, create_failed, or status_failed (the ID is kept).
 func (sb *sandboxState) RunSandbox(ctx context.Context) error {
 	p := sb.p
-	cfg := sandboxConfig(p.e.cfg.RootDir, p.pod, uint32(len(sb.ids)))
+	if sb.err != nil {
+		return nil // ensure_pod_cgroup failed and raised create_failed
+	}
+	cfg := sandboxConfig(p.e.cfg.RootDir, p.pod, uint32(len(sb.ids)), p.cgroupParent())
 	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
 		return sb.fail(fsm.SandboxEventCreateFailed, fmt.Errorf("run sandbox of pod %q: create log directory: %w", p.key(), err))
 	}
@@ -119,10 +157,13 @@ func (sb *sandboxState) RunSandbox(ctx context.Context) error {
 	}
 	sb.id, sb.ids, sb.cfg, sb.podIP = id, append(sb.ids, id), cfg, ""
 	if p.pod.Spec.HostNetwork {
-		sb.raise(fsm.SandboxEventReady) // the node's network: no pod IP to read back
+		// The node's network: no pod IP to read back. A sandbox an
+		// interrupted earlier attempt left under the same name is never
+		// taken for this one without its status (adoptReserved).
+		sb.raise(fsm.SandboxEventReady)
 		return nil
 	}
-	return sb.readStatus(ctx)
+	return sb.readStatus(ctx, true)
 }
 
 // adoptReserved takes over the sandbox an earlier, unanswered RunPodSandbox
@@ -156,11 +197,16 @@ func (sb *sandboxState) adoptReserved(ctx context.Context, id string, cfg *runti
 
 // CheckSandbox reads the status of the sandbox whose status was unknown;
 // raises ready, died or status_failed.
-func (sb *sandboxState) CheckSandbox(ctx context.Context) error { return sb.readStatus(ctx) }
+func (sb *sandboxState) CheckSandbox(ctx context.Context) error { return sb.readStatus(ctx, false) }
 
-func (sb *sandboxState) readStatus(ctx context.Context) error {
+// readStatus reads the current sandbox's state and IP; fresh: right after
+// RunPodSandbox, where a sandbox that is not ready is reported as
+// status_failed (the creating state has no died row).
+func (sb *sandboxState) readStatus(ctx context.Context, fresh bool) error {
 	st, err := sb.p.e.rt.PodSandboxStatus(ctx, sb.id)
 	switch {
+	case fresh && (cri.IsNotFound(err) || err == nil && st.State != runtimeapi.PodSandboxState_SANDBOX_READY):
+		return sb.fail(fsm.SandboxEventStatusFailed, fmt.Errorf("sandbox of pod %q is not ready right after RunPodSandbox (left by an interrupted attempt?)", sb.p.key()))
 	case cri.IsNotFound(err):
 		sb.raise(fsm.SandboxEventDied)
 		return nil
@@ -170,7 +216,7 @@ func (sb *sandboxState) readStatus(ctx context.Context) error {
 		sb.raise(fsm.SandboxEventDied)
 		return nil
 	}
-	if n := st.GetNetwork(); n != nil {
+	if n := st.GetNetwork(); n != nil && !sb.p.pod.Spec.HostNetwork {
 		sb.podIP = n.Ip
 	}
 	sb.raise(fsm.SandboxEventReady)
@@ -220,7 +266,7 @@ func (sb *sandboxState) adopt(a *adoptedPod) *runtimeapi.PodSandbox {
 		return nil
 	}
 	sb.id = ready.Id
-	sb.cfg = sandboxConfig(sb.p.e.cfg.RootDir, sb.p.pod, ready.GetMetadata().GetAttempt())
+	sb.cfg = sandboxConfig(sb.p.e.cfg.RootDir, sb.p.pod, ready.GetMetadata().GetAttempt(), sb.p.cgroupParent())
 	sb.machine = fsm.NewSandboxMachineAt(fsm.SandboxStateReady, sb)
 	return ready
 }

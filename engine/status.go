@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"github.com/speclet/speclet/engine/resources"
 	"sort"
 	"strings"
 	"time"
@@ -77,6 +78,7 @@ type podView struct {
 	Terminating  bool            // the worker is killing the pod
 	Terminated   bool            // every container is stopped for good
 	RuntimeName  string          // container IDs read "<RuntimeName>://<id>"
+	Refused      *refusal        // refused admission: Failed with its reason
 }
 
 // computeStatus derives a pod's status from its view. A pod that reached
@@ -88,6 +90,11 @@ func computeStatus(prev *v1.PodStatus, v *podView, now time.Time) v1.PodStatus {
 		runtime = "cri"
 	}
 	pod := v.Pod
+	if v.Refused != nil {
+		// kubelet's rejectPod: only the phase, reason, message and QoS class.
+		return v1.PodStatus{QOSClass: qosClass(pod), Phase: v1.PodFailed, Reason: v.Refused.Reason,
+			Message: "Pod was rejected: " + v.Refused.Message}
+	}
 	st := v1.PodStatus{
 		HostIP:   v.HostIP,
 		PodIP:    v.PodIP,
@@ -344,33 +351,5 @@ func podPhase(pod *v1.Pod, v *podView) v1.PodPhase {
 	return v1.PodPending
 }
 
-// qosClass is kubelet's QoS class of pod: Guaranteed when every container
-// has CPU and memory limits equal to its requests, BestEffort when none sets
-// any, Burstable otherwise.
-func qosClass(pod *v1.Pod) v1.PodQOSClass {
-	set, guaranteed := false, true
-	check := func(cs []v1.Container) {
-		for i := range cs {
-			r := cs[i].Resources
-			if len(r.Requests) > 0 || len(r.Limits) > 0 {
-				set = true
-			}
-			for _, res := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
-				l, hasL := r.Limits[res]
-				q, hasQ := r.Requests[res]
-				if !hasL || (hasQ && q.Cmp(l) != 0) {
-					guaranteed = false
-				}
-			}
-		}
-	}
-	check(pod.Spec.InitContainers)
-	check(pod.Spec.Containers)
-	switch {
-	case !set:
-		return v1.PodQOSBestEffort
-	case guaranteed:
-		return v1.PodQOSGuaranteed
-	}
-	return v1.PodQOSBurstable
-}
+// qosClass is the pod's QoS class, as kubelet computes it.
+func qosClass(pod *v1.Pod) v1.PodQOSClass { return resources.QOSClass(pod) }

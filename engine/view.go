@@ -16,6 +16,9 @@ func (s *podState) view() *podView {
 	if s.pod.Spec.HostNetwork && ready {
 		v.PodIP = s.e.cfg.NodeIP // a hostNetwork pod has the node's address
 	}
+	if r := s.w.refusal; r != nil {
+		v.Refused = r
+	}
 	st := s.machine.State()
 	v.Terminated = st == fsm.PodStateCompleted || st == fsm.PodStateTerminated || st == fsm.PodStateFinished
 	for _, c := range s.inits {

@@ -71,7 +71,12 @@ type podWorker struct {
 	hist     history // the pod's transitions, for /debug/pods/{uid}
 
 	adopted *adoptedPod // what the runtime held of the pod at start, until the first input
-	st      *podState   // owned by the worker goroutine
+	// pod and refusal are set at creation and never change: the pod as
+	// first declared (its requests count against allocatable) and why it
+	// was refused admission (nil: admitted).
+	pod     *v1.Pod
+	refusal *refusal
+	st      *podState // owned by the worker goroutine
 }
 
 func (w *podWorker) post(in input) {

@@ -89,12 +89,12 @@ func TestRelistDiff(t *testing.T) {
 	ctx := context.Background()
 	p := newPLEG(h.rt, h.clk)
 	pod := benchPod(1)
-	sc := sandboxConfig(t.TempDir(), pod, 0)
+	sc := sandboxConfig(t.TempDir(), pod, 0, "")
 	sb, err := h.rt.RunPodSandbox(ctx, sc, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc, _ := containerConfig("", pod, &pod.Spec.Containers[0], 0, "", false)
+	cc, _ := containerConfig("", pod, &pod.Spec.Containers[0], 0, "", false, 0)
 	id, err := h.rt.CreateContainer(ctx, sb, cc, sc)
 	if err != nil {
 		t.Fatal(err)

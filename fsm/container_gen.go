@@ -16,7 +16,7 @@ const ContainerMachineName = "container"
 
 // ContainerSpecSHA256 is the SHA-256 of spec/container.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ContainerSpecSHA256 = "47b577b15db03526e16b4a51eff822ac03bdcf86da41d67b94070bef2ba11106"
+const ContainerSpecSHA256 = "62dde6a943c537dd47efe28b82d0ceee5261399b6064a69e82902c67a2514fc1"
 
 // ContainerState is a state of the container machine.
 //
@@ -46,8 +46,9 @@ const (
 	ContainerStateExited
 	// ContainerStateDeciding: Restart or not, from the recorded exit.
 	ContainerStateDeciding
-	// ContainerStateCrashloopBackoff: CrashLoopBackOff: wait before the next
-	// attempt (the first restart waits 0 s).
+	// ContainerStateCrashloopBackoff: CrashLoopBackOff: container GC removes the
+	// dead instances beyond the limit, then wait before the next attempt (the
+	// first restart waits 0 s).
 	ContainerStateCrashloopBackoff
 	// ContainerStateTerminated: Dead and never restarted (the restart policy
 	// forbids it or the pod terminates); still present in the runtime.
@@ -316,8 +317,10 @@ const (
 	ContainerActionRecordExit
 	// ContainerActionCountRestart: Advance the CrashLoopBackOff of the container.
 	ContainerActionCountRestart
-	// ContainerActionRemoveContainer: Remove the dead instances before the last
-	// one (the last stays for its logs and status until the pod is removed).
+	// ContainerActionRemoveContainer: Container GC of this container: remove the
+	// oldest dead instances beyond --maximum-dead-containers-per-container
+	// (default 1) that are older than --minimum-container-ttl-duration; the
+	// newest stays for its logs and status (lastState) until the pod is removed.
 	ContainerActionRemoveContainer
 )
 
@@ -391,8 +394,10 @@ type ContainerActions interface {
 	RecordExit(ctx context.Context) error
 	// CountRestart: Advance the CrashLoopBackOff of the container.
 	CountRestart(ctx context.Context) error
-	// RemoveContainer: Remove the dead instances before the last one (the last
-	// stays for its logs and status until the pod is removed).
+	// RemoveContainer: Container GC of this container: remove the oldest dead
+	// instances beyond --maximum-dead-containers-per-container (default 1) that
+	// are older than --minimum-container-ttl-duration; the newest stays for its
+	// logs and status (lastState) until the pod is removed.
 	// CRI: RemoveContainer.
 	RemoveContainer(ctx context.Context) error
 }
@@ -538,7 +543,7 @@ var ContainerTransitionTable = []ContainerTransition{
 	{From: ContainerStateStopping, Event: ContainerEventDied, To: ContainerStateExited},
 	{From: ContainerStateStopping, Event: ContainerEventKill, To: ContainerStateStopping, Internal: true, Actions: []ContainerAction{ContainerActionStopContainer}},
 	{From: ContainerStateExited, Event: ContainerEventExitRecorded, To: ContainerStateDeciding},
-	{From: ContainerStateCrashloopBackoff, Event: ContainerEventBackoffDone, To: ContainerStateWaiting, Actions: []ContainerAction{ContainerActionRemoveContainer}},
+	{From: ContainerStateCrashloopBackoff, Event: ContainerEventBackoffDone, To: ContainerStateWaiting},
 	{From: ContainerStateCrashloopBackoff, Event: ContainerEventStart, To: ContainerStateCrashloopBackoff, Internal: true},
 	{From: ContainerStateCrashloopBackoff, Event: ContainerEventKill, To: ContainerStateTerminated},
 	{From: ContainerStateTerminated, Event: ContainerEventRemoved, To: ContainerStateRemoved},
@@ -575,7 +580,7 @@ var ContainerStateEntry = [12][]ContainerAction{
 	ContainerStateStarting:         {ContainerActionStartContainer},
 	ContainerStateStopping:         {ContainerActionStopContainer},
 	ContainerStateExited:           {ContainerActionRecordExit},
-	ContainerStateCrashloopBackoff: {ContainerActionCountRestart},
+	ContainerStateCrashloopBackoff: {ContainerActionCountRestart, ContainerActionRemoveContainer},
 }
 
 // ContainerTimer arms Event after Duration while the machine stays in a state.

@@ -16,7 +16,7 @@ const PodMachineName = "pod"
 
 // PodSpecSHA256 is the SHA-256 of spec/pod.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const PodSpecSHA256 = "f3421f8508e83c3b5d2122b32cffb1510fa7fa6920d538c6cd7c169d857af031"
+const PodSpecSHA256 = "e5b9487c562c50804beb7bdc733f03dccb20cd96e293f96cad79b41fcc2c1e76"
 
 // PodState is a state of the pod machine.
 //
@@ -181,9 +181,13 @@ type PodGuard uint8
 
 // Guards of the pod machine, in spec order.
 const (
+	// PodGuardAdmissionRefused: The pod was refused admission when it was first
+	// declared: its requests do not fit the node's allocatable beside the active
+	// pods (OutOfcpu, OutOfmemory, OutOf<resource>); it fails without starting.
+	PodGuardAdmissionRefused PodGuard = iota
 	// PodGuardNameTaken: A static pod whose full name (name_namespace) another
 	// UID holds or waits for ahead of this one (FIFO).
-	PodGuardNameTaken PodGuard = iota
+	PodGuardNameTaken
 	// PodGuardPodDone: No container will run again: every regular container
 	// machine is terminated or removed, or an init container is terminated after
 	// a failure (it never restarts and the pod cannot initialize). Sidecars do
@@ -195,7 +199,7 @@ const (
 	PodGuardAllContainersStopped
 )
 
-var podGuardNames = [...]string{"name_taken", "pod_done", "all_containers_stopped"}
+var podGuardNames = [...]string{"admission_refused", "name_taken", "pod_done", "all_containers_stopped"}
 
 // String returns the guard's name in the spec.
 func (g PodGuard) String() string {
@@ -209,6 +213,10 @@ func (g PodGuard) String() string {
 // implements it on its per-pod object. Guards are called from Fire and
 // Can; they must be quick and must not fire events.
 type PodGuards interface {
+	// AdmissionRefused: The pod was refused admission when it was first declared:
+	// its requests do not fit the node's allocatable beside the active pods
+	// (OutOfcpu, OutOfmemory, OutOf<resource>); it fails without starting.
+	AdmissionRefused() bool
 	// NameTaken: A static pod whose full name (name_namespace) another UID holds
 	// or waits for ahead of this one (FIFO).
 	NameTaken() bool
@@ -224,6 +232,8 @@ type PodGuards interface {
 
 func podGuard(g PodGuards, which PodGuard) bool {
 	switch which {
+	case PodGuardAdmissionRefused:
+		return g.AdmissionRefused()
 	case PodGuardNameTaken:
 		return g.NameTaken()
 	case PodGuardPodDone:
@@ -429,6 +439,7 @@ type PodTransition struct {
 // PodTransitionTable lists the transitions in spec order. For one (From,
 // Event) they are tried in this order; the first whose guard holds is taken.
 var PodTransitionTable = []PodTransition{
+	{From: PodStatePending, Event: PodEventUpdate, Guard: PodGuardAdmissionRefused, HasGuard: true, To: PodStateTerminated},
 	{From: PodStatePending, Event: PodEventUpdate, Guard: PodGuardNameTaken, HasGuard: true, To: PodStateWaitingToStart},
 	{From: PodStatePending, Event: PodEventUpdate, To: PodStateSyncing},
 	{From: PodStatePending, Event: PodEventKill, To: PodStateTerminated},
@@ -506,15 +517,15 @@ var PodStateTimers = [10][]PodTimer{
 
 // podByStateEvent indexes PodTransitionTable by (From, Event).
 var podByStateEvent = [10][][]uint16{
-	PodStatePending:        {{0, 1}, nil, nil, nil, {2}, nil, nil, nil},
-	PodStateWaitingToStart: {{4}, nil, nil, nil, {5}, {3}, nil, nil},
-	PodStateSyncing:        {nil, nil, {6, 7}, {8}, nil, nil, nil, nil},
-	PodStateSynced:         {{10}, {9}, nil, nil, {11}, nil, nil, nil},
-	PodStateSyncBackoff:    {{13}, {12}, nil, nil, {14}, nil, nil, nil},
-	PodStateTerminating:    {{20}, {17, 18}, nil, nil, {19}, nil, {15, 16}, nil},
-	PodStateCompleting:     {{26}, {23, 24}, nil, nil, {25}, nil, {21, 22}, nil},
-	PodStateCompleted:      {{29}, {28}, nil, nil, {27}, nil, nil, nil},
-	PodStateTerminated:     {nil, {31}, nil, nil, nil, nil, nil, {30}},
+	PodStatePending:        {{0, 1, 2}, nil, nil, nil, {3}, nil, nil, nil},
+	PodStateWaitingToStart: {{5}, nil, nil, nil, {6}, {4}, nil, nil},
+	PodStateSyncing:        {nil, nil, {7, 8}, {9}, nil, nil, nil, nil},
+	PodStateSynced:         {{11}, {10}, nil, nil, {12}, nil, nil, nil},
+	PodStateSyncBackoff:    {{14}, {13}, nil, nil, {15}, nil, nil, nil},
+	PodStateTerminating:    {{21}, {18, 19}, nil, nil, {20}, nil, {16, 17}, nil},
+	PodStateCompleting:     {{27}, {24, 25}, nil, nil, {26}, nil, {22, 23}, nil},
+	PodStateCompleted:      {{30}, {29}, nil, nil, {28}, nil, nil, nil},
+	PodStateTerminated:     {nil, {32}, nil, nil, nil, nil, nil, {31}},
 	PodStateFinished:       {nil, nil, nil, nil, nil, nil, nil, nil},
 }
 
@@ -523,58 +534,60 @@ var podChoicesByState = [10][]uint16{}
 
 // podTransitionKeys names each external transition for looplab/fsm
 // (looplab allows one destination per event and source).
-var podTransitionKeys = [32]string{
+var podTransitionKeys = [33]string{
 	0:  "t0:update",
 	1:  "t1:update",
-	2:  "t2:kill",
-	3:  "t3:name_free",
-	5:  "t5:kill",
-	6:  "t6:sync_ok",
+	2:  "t2:update",
+	3:  "t3:kill",
+	4:  "t4:name_free",
+	6:  "t6:kill",
 	7:  "t7:sync_ok",
-	8:  "t8:sync_failed",
-	9:  "t9:sync",
-	10: "t10:update",
-	11: "t11:kill",
-	12: "t12:sync",
-	13: "t13:update",
-	14: "t14:kill",
-	15: "t15:termination_done",
-	17: "t17:sync",
+	8:  "t8:sync_ok",
+	9:  "t9:sync_failed",
+	10: "t10:sync",
+	11: "t11:update",
+	12: "t12:kill",
+	13: "t13:sync",
+	14: "t14:update",
+	15: "t15:kill",
+	16: "t16:termination_done",
 	18: "t18:sync",
-	21: "t21:termination_done",
-	23: "t23:sync",
+	19: "t19:sync",
+	22: "t22:termination_done",
 	24: "t24:sync",
-	25: "t25:kill",
-	27: "t27:kill",
-	28: "t28:sync",
-	30: "t30:cleanup_done",
-	31: "t31:sync",
+	25: "t25:sync",
+	26: "t26:kill",
+	28: "t28:kill",
+	29: "t29:sync",
+	31: "t31:cleanup_done",
+	32: "t32:sync",
 }
 
 var podChoiceKeys = [...]string{}
 
 var podFSMEvents = fsm.Events{
-	{Name: "t0:update", Src: []string{PodStatePending.String()}, Dst: PodStateWaitingToStart.String()},
-	{Name: "t1:update", Src: []string{PodStatePending.String()}, Dst: PodStateSyncing.String()},
-	{Name: "t2:kill", Src: []string{PodStatePending.String()}, Dst: PodStateTerminated.String()},
-	{Name: "t3:name_free", Src: []string{PodStateWaitingToStart.String()}, Dst: PodStateSyncing.String()},
-	{Name: "t5:kill", Src: []string{PodStateWaitingToStart.String()}, Dst: PodStateTerminated.String()},
-	{Name: "t6:sync_ok", Src: []string{PodStateSyncing.String()}, Dst: PodStateCompleting.String()},
-	{Name: "t7:sync_ok", Src: []string{PodStateSyncing.String()}, Dst: PodStateSynced.String()},
-	{Name: "t8:sync_failed", Src: []string{PodStateSyncing.String()}, Dst: PodStateSyncBackoff.String()},
-	{Name: "t9:sync", Src: []string{PodStateSynced.String()}, Dst: PodStateSyncing.String()},
-	{Name: "t10:update", Src: []string{PodStateSynced.String()}, Dst: PodStateSyncing.String()},
-	{Name: "t11:kill", Src: []string{PodStateSynced.String()}, Dst: PodStateTerminating.String()},
-	{Name: "t12:sync", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateSyncing.String()},
-	{Name: "t13:update", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateSyncing.String()},
-	{Name: "t14:kill", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateTerminating.String()},
-	{Name: "t15:termination_done", Src: []string{PodStateTerminating.String()}, Dst: PodStateTerminated.String()},
-	{Name: "t17:sync", Src: []string{PodStateTerminating.String()}, Dst: PodStateTerminated.String()},
-	{Name: "t21:termination_done", Src: []string{PodStateCompleting.String()}, Dst: PodStateCompleted.String()},
-	{Name: "t23:sync", Src: []string{PodStateCompleting.String()}, Dst: PodStateCompleted.String()},
-	{Name: "t25:kill", Src: []string{PodStateCompleting.String()}, Dst: PodStateTerminating.String()},
-	{Name: "t27:kill", Src: []string{PodStateCompleted.String()}, Dst: PodStateTerminated.String()},
-	{Name: "t30:cleanup_done", Src: []string{PodStateTerminated.String()}, Dst: PodStateFinished.String()},
+	{Name: "t0:update", Src: []string{PodStatePending.String()}, Dst: PodStateTerminated.String()},
+	{Name: "t1:update", Src: []string{PodStatePending.String()}, Dst: PodStateWaitingToStart.String()},
+	{Name: "t2:update", Src: []string{PodStatePending.String()}, Dst: PodStateSyncing.String()},
+	{Name: "t3:kill", Src: []string{PodStatePending.String()}, Dst: PodStateTerminated.String()},
+	{Name: "t4:name_free", Src: []string{PodStateWaitingToStart.String()}, Dst: PodStateSyncing.String()},
+	{Name: "t6:kill", Src: []string{PodStateWaitingToStart.String()}, Dst: PodStateTerminated.String()},
+	{Name: "t7:sync_ok", Src: []string{PodStateSyncing.String()}, Dst: PodStateCompleting.String()},
+	{Name: "t8:sync_ok", Src: []string{PodStateSyncing.String()}, Dst: PodStateSynced.String()},
+	{Name: "t9:sync_failed", Src: []string{PodStateSyncing.String()}, Dst: PodStateSyncBackoff.String()},
+	{Name: "t10:sync", Src: []string{PodStateSynced.String()}, Dst: PodStateSyncing.String()},
+	{Name: "t11:update", Src: []string{PodStateSynced.String()}, Dst: PodStateSyncing.String()},
+	{Name: "t12:kill", Src: []string{PodStateSynced.String()}, Dst: PodStateTerminating.String()},
+	{Name: "t13:sync", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateSyncing.String()},
+	{Name: "t14:update", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateSyncing.String()},
+	{Name: "t15:kill", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateTerminating.String()},
+	{Name: "t16:termination_done", Src: []string{PodStateTerminating.String()}, Dst: PodStateTerminated.String()},
+	{Name: "t18:sync", Src: []string{PodStateTerminating.String()}, Dst: PodStateTerminated.String()},
+	{Name: "t22:termination_done", Src: []string{PodStateCompleting.String()}, Dst: PodStateCompleted.String()},
+	{Name: "t24:sync", Src: []string{PodStateCompleting.String()}, Dst: PodStateCompleted.String()},
+	{Name: "t26:kill", Src: []string{PodStateCompleting.String()}, Dst: PodStateTerminating.String()},
+	{Name: "t28:kill", Src: []string{PodStateCompleted.String()}, Dst: PodStateTerminated.String()},
+	{Name: "t31:cleanup_done", Src: []string{PodStateTerminated.String()}, Dst: PodStateFinished.String()},
 }
 
 // PodStep is the outcome of one Fire: the machine moved From -> To on
@@ -677,8 +690,8 @@ func PodShortestPaths() map[PodState][]PodEvent {
 		PodStateTerminating:    {PodEventUpdate, PodEventSyncOk, PodEventKill},
 		PodStateCompleting:     {PodEventUpdate, PodEventSyncOk},
 		PodStateCompleted:      {PodEventUpdate, PodEventSyncOk, PodEventTerminationDone},
-		PodStateTerminated:     {PodEventKill},
-		PodStateFinished:       {PodEventKill, PodEventCleanupDone},
+		PodStateTerminated:     {PodEventUpdate},
+		PodStateFinished:       {PodEventUpdate, PodEventCleanupDone},
 	}
 }
 

@@ -16,7 +16,7 @@ const SandboxMachineName = "sandbox"
 
 // SandboxSpecSHA256 is the SHA-256 of spec/sandbox.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const SandboxSpecSHA256 = "63129e84284d5e9442919e4cf9c51bb7a211b5de67a202fd1340f9232436892f"
+const SandboxSpecSHA256 = "16932a4fae4f097987bfbc40c8968faafb5154cd3131ebe8dccb78ae26c1ab72"
 
 // SandboxState is a state of the sandbox machine.
 //
@@ -213,10 +213,19 @@ type SandboxAction uint8
 
 // Actions of the sandbox machine, in spec order.
 const (
+	// SandboxActionEnsurePodCgroup: Create or update the pod's cgroup under its
+	// QoS class (--cgroups-per-qos; nothing without it). Reports create_failed
+	// when it cannot.
+	SandboxActionEnsurePodCgroup SandboxAction = iota
+	// SandboxActionRemovePodCgroup: Remove the pod's cgroup (--cgroups-per-qos):
+	// no process of the pod is left.
+	SandboxActionRemovePodCgroup
 	// SandboxActionRunSandbox: RunPodSandbox with the next attempt, then
-	// PodSandboxStatus for the pod IP (skipped for hostNetwork pods). Reports
-	// ready, create_failed or status_failed.
-	SandboxActionRunSandbox SandboxAction = iota
+	// PodSandboxStatus for its state and the pod IP (also for hostNetwork pods:
+	// the ID may be a sandbox an interrupted attempt left, since dead; one not
+	// ready counts as status_failed). Reports ready, create_failed or
+	// status_failed.
+	SandboxActionRunSandbox
 	// SandboxActionCheckSandbox: PodSandboxStatus of the sandbox whose status is
 	// unknown. Reports ready, died or status_failed.
 	SandboxActionCheckSandbox
@@ -225,7 +234,7 @@ const (
 	SandboxActionStopSandbox
 )
 
-var sandboxActionNames = [...]string{"run_sandbox", "check_sandbox", "stop_sandbox"}
+var sandboxActionNames = [...]string{"ensure_pod_cgroup", "remove_pod_cgroup", "run_sandbox", "check_sandbox", "stop_sandbox"}
 
 // String returns the action's name in the spec.
 func (a SandboxAction) String() string {
@@ -237,30 +246,42 @@ func (a SandboxAction) String() string {
 
 // SandboxActionCRI lists, per action, the CRI methods the spec says it calls.
 var SandboxActionCRI = [...][]string{
-	SandboxActionRunSandbox:   {"RunPodSandbox", "PodSandboxStatus"},
-	SandboxActionCheckSandbox: {"PodSandboxStatus"},
-	SandboxActionStopSandbox:  {"StopPodSandbox"},
+	SandboxActionEnsurePodCgroup: {},
+	SandboxActionRemovePodCgroup: {},
+	SandboxActionRunSandbox:      {"RunPodSandbox", "PodSandboxStatus"},
+	SandboxActionCheckSandbox:    {"PodSandboxStatus"},
+	SandboxActionStopSandbox:     {"StopPodSandbox"},
 }
 
 // SandboxActionCalls lists, per action, the actions of this machine the spec
 // says it runs itself (its `calls`); their CRI methods are allowed to it too.
-var SandboxActionCalls = [3][]SandboxAction{}
+var SandboxActionCalls = [5][]SandboxAction{}
 
 // sandboxActionTags are the context tags RunSandboxAction puts on the
 // context of the action it runs (see WithAction).
 var sandboxActionTags = [...]actionTag{
-	SandboxActionRunSandbox:   {"sandbox", "run_sandbox"},
-	SandboxActionCheckSandbox: {"sandbox", "check_sandbox"},
-	SandboxActionStopSandbox:  {"sandbox", "stop_sandbox"},
+	SandboxActionEnsurePodCgroup: {"sandbox", "ensure_pod_cgroup"},
+	SandboxActionRemovePodCgroup: {"sandbox", "remove_pod_cgroup"},
+	SandboxActionRunSandbox:      {"sandbox", "run_sandbox"},
+	SandboxActionCheckSandbox:    {"sandbox", "check_sandbox"},
+	SandboxActionStopSandbox:     {"sandbox", "stop_sandbox"},
 }
 
 // SandboxActions runs the actions of the sandbox machine. The engine
 // implements it on its per-sandbox object and runs the actions a Step
 // returns, in order, outside the machine.
 type SandboxActions interface {
+	// EnsurePodCgroup: Create or update the pod's cgroup under its QoS class
+	// (--cgroups-per-qos; nothing without it). Reports create_failed when it
+	// cannot.
+	EnsurePodCgroup(ctx context.Context) error
+	// RemovePodCgroup: Remove the pod's cgroup (--cgroups-per-qos): no process of
+	// the pod is left.
+	RemovePodCgroup(ctx context.Context) error
 	// RunSandbox: RunPodSandbox with the next attempt, then PodSandboxStatus for
-	// the pod IP (skipped for hostNetwork pods). Reports ready, create_failed or
-	// status_failed.
+	// its state and the pod IP (also for hostNetwork pods: the ID may be a
+	// sandbox an interrupted attempt left, since dead; one not ready counts as
+	// status_failed). Reports ready, create_failed or status_failed.
 	// CRI: RunPodSandbox, PodSandboxStatus.
 	RunSandbox(ctx context.Context) error
 	// CheckSandbox: PodSandboxStatus of the sandbox whose status is unknown.
@@ -281,6 +302,10 @@ func RunSandboxAction(ctx context.Context, impl SandboxActions, a SandboxAction)
 		ctx = withActionTag(ctx, &sandboxActionTags[a])
 	}
 	switch a {
+	case SandboxActionEnsurePodCgroup:
+		return impl.EnsurePodCgroup(ctx)
+	case SandboxActionRemovePodCgroup:
+		return impl.RemovePodCgroup(ctx)
 	case SandboxActionRunSandbox:
 		return impl.RunSandbox(ctx)
 	case SandboxActionCheckSandbox:
@@ -362,7 +387,7 @@ var SandboxTransitionTable = []SandboxTransition{
 	{From: SandboxStateDead, Event: SandboxEventStop, To: SandboxStateStopping},
 	{From: SandboxStateStopping, Event: SandboxEventStopped, To: SandboxStateStopped},
 	{From: SandboxStateStopping, Event: SandboxEventStop, To: SandboxStateStopping},
-	{From: SandboxStateStopped, Event: SandboxEventRemoved, To: SandboxStateRemoved},
+	{From: SandboxStateStopped, Event: SandboxEventRemoved, To: SandboxStateRemoved, Actions: []SandboxAction{SandboxActionRemovePodCgroup}},
 	{From: SandboxStateStopped, Event: SandboxEventStop, To: SandboxStateStopped, Internal: true},
 }
 
@@ -383,7 +408,7 @@ var SandboxChoiceTable = []SandboxChoice{}
 
 // SandboxStateEntry lists, per state, the actions run on entering it.
 var SandboxStateEntry = [9][]SandboxAction{
-	SandboxStateCreating: {SandboxActionRunSandbox},
+	SandboxStateCreating: {SandboxActionEnsurePodCgroup, SandboxActionRunSandbox},
 	SandboxStateChecking: {SandboxActionCheckSandbox},
 	SandboxStateStopping: {SandboxActionStopSandbox},
 }

@@ -86,7 +86,7 @@ machine "container" {
     doc = "Advance the CrashLoopBackOff of the container."
   }
   action "remove_container" {
-    doc = "Remove the dead instances before the last one (the last stays for its logs and status until the pod is removed)."
+    doc = "Container GC of this container: remove the oldest dead instances beyond --maximum-dead-containers-per-container (default 1) that are older than --minimum-container-ttl-duration; the newest stays for its logs and status (lastState) until the pod is removed."
     cri = ["RemoveContainer"]
   }
 
@@ -208,13 +208,12 @@ machine "container" {
   }
 
   state "crashloop_backoff" {
-    doc   = "CrashLoopBackOff: wait before the next attempt (the first restart waits 0 s)."
-    entry = [action.count_restart]
+    doc   = "CrashLoopBackOff: container GC removes the dead instances beyond the limit, then wait before the next attempt (the first restart waits 0 s)."
+    entry = [action.count_restart, action.remove_container]
     timeout "backoff_done" { after = duration.crashloop }
     transition "backoff_done" {
-      to      = state.waiting
-      actions = [action.remove_container]
-      doc     = "The next sync starts a new attempt; the dead instance before the last one is removed."
+      to  = state.waiting
+      doc = "The next sync starts a new attempt."
     }
     transition "start" { doc = "A sync during the backoff: the restart waits for it." }
     transition "kill" { to = state.terminated }

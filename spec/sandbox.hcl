@@ -21,6 +21,12 @@
 #    returned, so a failing PodSandboxStatus leads to `unknown` and a
 #    check_sandbox at the next sync, never to a second sandbox; every sandbox
 #    the pod ever had is stopped and removed with the pod.
+#  - With --cgroups-per-qos, ensure_pod_cgroup creates the pod's cgroup
+#    (kubepods[/burstable|/besteffort]/pod<uid>) before RunPodSandbox, which
+#    gets it as CgroupParent; run_sandbox does not run when it failed.
+#    remove_pod_cgroup removes it once every sandbox of the pod is removed;
+#    housekeeping retries a removal that failed and removes the cgroups of
+#    pods no source declares and the runtime no longer holds.
 #  - The status condition PodReadyToStartContainers is true exactly while
 #    this machine is in `ready`.
 machine "sandbox" {
@@ -38,8 +44,14 @@ machine "sandbox" {
 
   guard "recreate_forbidden" { doc = "No container would start in a new sandbox (kubelet's computePodActions): restartPolicy Never and a container of the pod has run, so the pod fails; or the pod is done (pod_done), e.g. OnFailure after every container exited 0." }
 
+  action "ensure_pod_cgroup" {
+    doc = "Create or update the pod's cgroup under its QoS class (--cgroups-per-qos; nothing without it). Reports create_failed when it cannot."
+  }
+  action "remove_pod_cgroup" {
+    doc = "Remove the pod's cgroup (--cgroups-per-qos): no process of the pod is left."
+  }
   action "run_sandbox" {
-    doc = "RunPodSandbox with the next attempt, then PodSandboxStatus for the pod IP (skipped for hostNetwork pods). Reports ready, create_failed or status_failed."
+    doc = "RunPodSandbox with the next attempt, then PodSandboxStatus for its state and the pod IP (also for hostNetwork pods: the ID may be a sandbox an interrupted attempt left, since dead; one not ready counts as status_failed). Reports ready, create_failed or status_failed."
     cri = ["RunPodSandbox", "PodSandboxStatus"]
   }
   action "check_sandbox" {
@@ -59,11 +71,11 @@ machine "sandbox" {
 
   state "creating" {
     doc   = "RunPodSandbox and PodSandboxStatus run."
-    entry = [action.run_sandbox]
+    entry = [action.ensure_pod_cgroup, action.run_sandbox]
     transition "ready" { to = state.ready }
     transition "create_failed" {
       to  = state.none
-      doc = "The sync fails and the pod worker retries after its sync backoff."
+      doc = "The pod cgroup or RunPodSandbox failed: the sync fails and the pod worker retries after its sync backoff."
     }
     transition "status_failed" { to = state.unknown }
   }
@@ -114,7 +126,10 @@ machine "sandbox" {
 
   state "stopped" {
     doc = "Every sandbox of the pod is stopped; remove_pod removes them."
-    transition "removed" { to = state.removed }
+    transition "removed" {
+      to      = state.removed
+      actions = [action.remove_pod_cgroup]
+    }
     transition "stop" { doc = "Already stopped." }
   }
 

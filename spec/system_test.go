@@ -32,7 +32,7 @@ func TestEmbeddedSystem(t *testing.T) {
 		}
 		return out
 	}
-	if got := names(tie("container", "pod_terminating").In); !slices.Equal(got, []string{"pod.terminating", "pod.terminated", "pod.finished"}) {
+	if got := names(tie("container", "pod_terminating").In); !slices.Equal(got, []string{"pod.completing", "pod.completed", "pod.terminating", "pod.terminated", "pod.finished"}) {
 		t.Errorf("pod_terminating in = %v", got)
 	}
 	if ti := tie("container", "restart_allowed"); ti.Mode != "if" || len(ti.Roles) != 1 || ti.Roles[0].Name != "sidecar" {

@@ -14,6 +14,7 @@ import (
 // guards answers every guard from a map, for both generated machines.
 type guards map[string]bool
 
+func (g guards) AdmissionRefused() bool     { return g["admission_refused"] }
 func (g guards) NameTaken() bool            { return g["name_taken"] }
 func (g guards) PodDone() bool              { return g["pod_done"] }
 func (g guards) AllContainersStopped() bool { return g["all_containers_stopped"] }

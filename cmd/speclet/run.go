@@ -55,6 +55,9 @@ type runOptions struct {
 	logFormat            string
 	criAuditLog          string
 	maxPods              int
+	node                 nodeOptions
+	minContainerTTL      time.Duration
+	maxDeadPerContainer  int
 }
 
 const defaultEndpoint = "unix:///run/containerd/containerd.sock"
@@ -84,6 +87,9 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.IntVar(&o.verbosity, "v", 0, "log verbosity: 0 lifecycle steps (SyncLoop ADD/UPDATE/REMOVE, container started/died/killed, pod removed) and problems; 2 also PLEG events and RECONCILE updates; 4 every machine transition and CRI-facing action; 6 also events a state ignores")
 	fs.IntVar(&o.maxPods, "max-pods", 110, "most pods the sources may declare at once; more are refused (bounds what CRI list calls return)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	o.node.flags(fs)
+	fs.DurationVar(&o.minContainerTTL, "minimum-container-ttl-duration", 0, "container GC: a dead container instance younger than this is kept")
+	fs.IntVar(&o.maxDeadPerContainer, "maximum-dead-containers-per-container", 1, "container GC: dead instances kept per container of a pod (the newest always stays, for lastState and logs --previous)")
 	fs.StringVar(&o.criAuditLog, "cri-audit-log", "", "debugging aid: append every CRI call (method and the spec action making it) to this file as JSON lines, for engine/criaudit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -145,6 +151,21 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	case "text", "json":
 	default:
 		return nil, fmt.Errorf("--log-format: %q: want text or json", o.logFormat)
+	}
+	if o.minContainerTTL < 0 {
+		return nil, fmt.Errorf("--minimum-container-ttl-duration: %s: want 0 or more", o.minContainerTTL)
+	}
+	// Every instance in the runtime is a record of ListContainers, which
+	// must stay under the gRPC message limit (engine.MaxContainerRecordBytes).
+	if o.maxDeadPerContainer < 0 {
+		return nil, fmt.Errorf("--maximum-dead-containers-per-container: %d: want 0 or more", o.maxDeadPerContainer)
+	}
+	if n := int64(o.maxPods) * config.MaxContainers * int64(max(o.maxDeadPerContainer, 1)+1) * engine.MaxContainerRecordBytes; n > cri.MaxMsgSize {
+		return nil, fmt.Errorf("--maximum-dead-containers-per-container: %d with --max-pods %d lets ListContainers return up to %d MiB, more than the %d MiB a CRI message may hold; lower one of them",
+			o.maxDeadPerContainer, o.maxPods, n>>20, cri.MaxMsgSize>>20)
+	}
+	if err := o.node.check(); err != nil {
+		return nil, err
 	}
 	return o, nil
 }
@@ -253,12 +274,24 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	nd, err := setupNode(o.node, o.runtime == "sim", log)
+	if err != nil {
+		return err
+	}
+	var podCgroups engine.PodCgroups
+	if nd.cgroups != nil {
+		podCgroups = nd.cgroups
+	}
 	eng, err := engine.New(engine.Config{
+		PodCgroups:           podCgroups,
+		Allocatable:          nd.allocatable,
+		MemoryCapacity:       nd.capacity.Memory().Value(),
 		Runtime:              cri.WithMetrics(rt, reg),
 		NodeName:             o.nodeName,
 		RootDir:              o.rootDir,
 		SyncFrequency:        o.syncFrequency,
 		CrashLoopBackOffBase: o.crashLoopBackOffBase,
+		ContainerGC:          engine.ContainerGCPolicy{MinAge: o.minContainerTTL, MaxPerContainer: o.maxDeadPerContainer},
 		ImagePullBackOffBase: o.imagePullBackOffBase,
 		Registerer:           reg,
 		Log:                  log,

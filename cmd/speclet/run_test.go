@@ -64,6 +64,13 @@ func TestRunFlagErrorsNameTheFlag(t *testing.T) {
 		{"--log-format xml", "--log-format"},
 		{"--max-pods 0", "--max-pods"},
 		{"-v -1", "-v"},
+		{"--maximum-dead-containers-per-container 3", "--maximum-dead-containers-per-container: 3 with --max-pods 110"},
+		{"--minimum-container-ttl-duration -1s", "--minimum-container-ttl-duration"},
+		{"--kube-reserved cpu", `--kube-reserved: "cpu": want name=quantity`},
+		{"--system-reserved gpu=1", `--system-reserved: unknown resource "gpu"`},
+		{"--eviction-hard memory.free<1Gi", `--eviction-hard: "memory.free<1Gi": unknown signal`},
+		{"--enforce-node-allocatable system-reserved", "--enforce-node-allocatable"},
+		{"--cgroups-per-qos=false", "--enforce-node-allocatable=pods needs --cgroups-per-qos"},
 		{"--no-such-flag", "no-such-flag"},
 		{"extra", `unexpected argument "extra"`},
 	} {
@@ -171,7 +178,7 @@ func TestRunDaemonOnSim(t *testing.T) {
 	if code := runPod([]string{"--server", base, "web-n1"}, &out, &errs); code != 0 ||
 		!strings.Contains(out.String(), "container/main  running") ||
 		!regexp.MustCompile(`container/main +starting +started +running`).MatchString(out.String()) ||
-		!regexp.MustCompile(`sandbox +none +create +creating +run_sandbox`).MatchString(out.String()) {
+		!regexp.MustCompile(`sandbox +none +create +creating +ensure_pod_cgroup, run_sandbox`).MatchString(out.String()) {
 		t.Errorf("speclet pod web-n1: exit %d\n%s%s", code, out.String(), errs.String())
 	}
 	if code := runPod([]string{"--server", base, "nope"}, &out, &errs); code != 1 || !strings.Contains(errs.String(), "404") {

@@ -339,6 +339,16 @@ func applyDefaults(pod *v1.Pod) {
 }
 
 func defaultContainer(c *v1.Container, hostNetwork bool) {
+	// A limit without a request is also the request (the API server's
+	// defaulting): it makes a pod with only limits Guaranteed.
+	for name, q := range c.Resources.Limits {
+		if _, ok := c.Resources.Requests[name]; !ok {
+			if c.Resources.Requests == nil {
+				c.Resources.Requests = v1.ResourceList{}
+			}
+			c.Resources.Requests[name] = q.DeepCopy()
+		}
+	}
 	if c.ImagePullPolicy == "" {
 		c.ImagePullPolicy = DefaultPullPolicy(c.Image)
 	}

@@ -182,3 +182,36 @@ func TestDocumentSeparatorAloneIsOneDocument(t *testing.T) {
 		t.Fatalf("a manifest starting with --- is one document: %v", err)
 	}
 }
+
+// TestLimitsDefaultRequests: a container with only limits gets them as its
+// requests (the API server's defaulting), which makes the pod Guaranteed;
+// an explicit request is kept.
+func TestLimitsDefaultRequests(t *testing.T) {
+	const m = `
+apiVersion: v1
+kind: Pod
+metadata: {name: g}
+spec:
+  containers:
+  - name: a
+    image: busybox:1
+    resources:
+      limits: {cpu: 200m, memory: 64Mi}
+  - name: b
+    image: busybox:1
+    resources:
+      requests: {cpu: 100m}
+      limits: {cpu: 200m}
+`
+	p, err := decodeStatic(t, m, "/etc/pods/g.yaml", "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := p.Spec.Containers[0].Resources.Requests, p.Spec.Containers[1].Resources.Requests
+	if a.Cpu().String() != "200m" || a.Memory().String() != "64Mi" {
+		t.Errorf("container a requests %v, want the limits", a)
+	}
+	if b.Cpu().String() != "100m" {
+		t.Errorf("container b cpu request %v, want the explicit 100m", b.Cpu())
+	}
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/speclet/speclet/engine/cgroups"
+	"github.com/speclet/speclet/engine/resources"
+)
+
+// nodeOptions are the flags of the node's resources: the QoS cgroup
+// hierarchy and node allocatable (kubelet's names and defaults).
+type nodeOptions struct {
+	cgroupsPerQOS   bool
+	cgroupRoot      string // where the cgroup filesystems are mounted
+	kubeReserved    string
+	systemReserved  string
+	enforce         string
+	evictionHard    string
+	kubeReservedL   v1.ResourceList
+	systemReservedL v1.ResourceList
+	evictionHardT   []resources.Threshold
+	enforcePods     bool
+}
+
+func (n *nodeOptions) flags(fs *flag.FlagSet) {
+	fs.BoolVar(&n.cgroupsPerQOS, "cgroups-per-qos", true, "create the kubepods, kubepods/burstable and kubepods/besteffort cgroups and a cgroup per pod under them (cgroupfs driver, cgroup v1 or v2); ignored with --runtime=sim")
+	fs.StringVar(&n.cgroupRoot, "cgroup-fs-root", "/sys/fs/cgroup", "where the cgroup filesystems are mounted")
+	fs.StringVar(&n.kubeReserved, "kube-reserved", "", "resources reserved for the node agent and the runtime, e.g. cpu=200m,memory=500Mi; taken from node allocatable")
+	fs.StringVar(&n.systemReserved, "system-reserved", "", "resources reserved for the system, e.g. cpu=200m,memory=500Mi; taken from node allocatable")
+	fs.StringVar(&n.enforce, "enforce-node-allocatable", "pods", "where node allocatable is enforced: pods (the kubepods cgroup's limits), or none")
+	fs.StringVar(&n.evictionHard, "eviction-hard", resources.DefaultEvictionHard, "hard eviction thresholds (signal<quantity or signal<percent%); the memory.available threshold is taken from node allocatable")
+}
+
+func (n *nodeOptions) check() error {
+	var err error
+	if n.kubeReservedL, err = resources.ParseList("kube-reserved", n.kubeReserved); err != nil {
+		return err
+	}
+	if n.systemReservedL, err = resources.ParseList("system-reserved", n.systemReserved); err != nil {
+		return err
+	}
+	if n.evictionHardT, err = resources.ParseThresholds("eviction-hard", n.evictionHard); err != nil {
+		return err
+	}
+	for _, v := range strings.Split(n.enforce, ",") {
+		switch strings.TrimSpace(v) {
+		case "pods":
+			n.enforcePods = true
+		case "none", "":
+		case "system-reserved", "kube-reserved":
+			return fmt.Errorf("--enforce-node-allocatable: %q: only pods and none are supported (speclet creates no system or kube cgroups)", v)
+		default:
+			return fmt.Errorf("--enforce-node-allocatable: %q: want pods or none", v)
+		}
+	}
+	if n.enforcePods && !n.cgroupsPerQOS {
+		return fmt.Errorf("--enforce-node-allocatable=pods needs --cgroups-per-qos (set --enforce-node-allocatable=none)")
+	}
+	return nil
+}
+
+// node is what the node setup gives the engine.
+type node struct {
+	capacity, allocatable v1.ResourceList
+	cgroups               *cgroups.Manager // nil without --cgroups-per-qos
+}
+
+// setupNode reads the machine's capacity, computes allocatable and, with
+// --cgroups-per-qos on a real runtime, creates the QoS hierarchy.
+func setupNode(n nodeOptions, sim bool, log *slog.Logger) (*node, error) {
+	capacity, err := cgroups.MachineCapacity("")
+	if err != nil {
+		return nil, err
+	}
+	out := &node{capacity: capacity}
+	out.allocatable = resources.Allocatable(capacity, n.kubeReservedL, n.systemReservedL, resources.EvictionReserve(n.evictionHardT, capacity))
+	if !n.cgroupsPerQOS || sim {
+		return out, nil
+	}
+	m, err := cgroups.New(cgroups.Options{Root: n.cgroupRoot})
+	if err != nil {
+		return nil, fmt.Errorf("--cgroups-per-qos: %w (or run with --cgroups-per-qos=false --enforce-node-allocatable=none)", err)
+	}
+	if err := m.Setup(out.allocatable, n.enforcePods); err != nil {
+		return nil, fmt.Errorf("--cgroups-per-qos: %w (or run with --cgroups-per-qos=false --enforce-node-allocatable=none)", err)
+	}
+	out.cgroups = m
+	version := "v1"
+	if m.V2() {
+		version = "v2"
+	}
+	log.Info("node allocatable", "capacity", resources.String(capacity), "allocatable", resources.String(out.allocatable),
+		"cgroups", version, "enforced", n.enforcePods)
+	return out, nil
+}

@@ -1,0 +1,469 @@
+// Package cgroups owns kubelet's cgroup hierarchy on the cgroupfs driver
+// (--cgroups-per-qos): the node-level "kubepods" cgroup (limited to node
+// allocatable with --enforce-node-allocatable=pods), its QoS children
+// "kubepods/burstable" and "kubepods/besteffort", and one "pod<uid>" cgroup
+// per pod under the parent of its QoS class (Guaranteed pods directly under
+// kubepods). The pod cgroup is the CgroupParent of the pod's sandbox and
+// containers; the runtime creates the containers' cgroups inside it.
+//
+// Both cgroup v1 (one directory per mounted controller hierarchy) and
+// cgroup v2 (one unified tree, controllers enabled in subtree_control) are
+// handled; which one is in use is read from the filesystem at Root.
+//
+// # Usage
+//
+//	m, err := cgroups.New(cgroups.Options{Root: "/sys/fs/cgroup"})
+//	err = m.Setup(allocatable, true)       // kubepods, burstable, besteffort
+//	parent := m.Parent(pod)                // "/kubepods/burstable/pod<uid>"
+//	err = m.Ensure(pod)                    // create pod<uid>, write its limits
+//	err = m.Remove(pod.UID)                // after every process of the pod is gone
+package cgroups
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/speclet/speclet/engine/resources"
+)
+
+// Names of the hierarchy, as kubelet names them on cgroupfs.
+const (
+	KubePods   = "kubepods"
+	Burstable  = "burstable"
+	BestEffort = "besteffort"
+	podPrefix  = "pod"
+)
+
+// Options configure a Manager.
+type Options struct {
+	// Root is where the cgroup filesystems are mounted; default
+	// /sys/fs/cgroup.
+	Root string
+	// Mountinfo is read to find the v1 controller hierarchies under Root;
+	// default /proc/self/mountinfo.
+	Mountinfo string
+}
+
+// Manager creates and removes the QoS and pod cgroups. It is safe for
+// concurrent use (pod workers call Ensure and Remove in parallel).
+type Manager struct {
+	v2    bool
+	root  string // v2: the unified mount
+	hiers []hier // v1: one per mounted controller hierarchy
+	mu    sync.Mutex
+	burst map[types.UID]uint64 // cpu.shares of each Burstable pod, summed into kubepods/burstable
+}
+
+// hier is one v1 hierarchy: its mount point and the controllers it carries.
+type hier struct {
+	dir   string
+	ctrls map[string]bool
+}
+
+// New finds the cgroup filesystems under o.Root. It fails when there is none
+// or when the root is not writable.
+func New(o Options) (*Manager, error) {
+	if o.Root == "" {
+		o.Root = "/sys/fs/cgroup"
+	}
+	if o.Mountinfo == "" {
+		o.Mountinfo = "/proc/self/mountinfo"
+	}
+	if _, err := os.Stat(filepath.Join(o.Root, "cgroup.controllers")); err == nil {
+		return &Manager{v2: true, root: o.Root, burst: map[types.UID]uint64{}}, nil
+	}
+	hiers, err := v1Hierarchies(o.Mountinfo, o.Root)
+	if err != nil {
+		return nil, err
+	}
+	if len(hiers) == 0 {
+		return nil, fmt.Errorf("cgroups: no cgroup v1 controller and no cgroup v2 filesystem under %s", o.Root)
+	}
+	return &Manager{hiers: hiers, burst: map[types.UID]uint64{}}, nil
+}
+
+// V2 reports whether the unified hierarchy (cgroup v2) is in use.
+func (m *Manager) V2() bool { return m.v2 }
+
+func v1Hierarchies(mountinfo, root string) ([]hier, error) {
+	f, err := os.Open(mountinfo)
+	if err != nil {
+		return nil, fmt.Errorf("cgroups: read mounts: %w", err)
+	}
+	defer f.Close()
+	var out []hier
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// id parent major:minor root mountpoint opts ... - fstype source superopts
+		fields := strings.Fields(sc.Text())
+		sep := -1
+		for i, f := range fields {
+			if f == "-" {
+				sep = i
+				break
+			}
+		}
+		if sep < 0 || sep+3 >= len(fields) || fields[sep+1] != "cgroup" {
+			continue
+		}
+		dir := fields[4]
+		if filepath.Dir(dir) != filepath.Clean(root) {
+			continue
+		}
+		ctrls := map[string]bool{}
+		for _, o := range strings.Split(fields[sep+3], ",") {
+			switch o {
+			case "cpu", "cpuacct", "cpuset", "memory", "pids", "hugetlb", "blkio", "devices", "freezer", "net_cls", "net_prio", "perf_event", "rdma", "misc":
+				ctrls[o] = true
+			}
+		}
+		if len(ctrls) > 0 { // named hierarchies (name=systemd) are the init system's
+			out = append(out, hier{dir: dir, ctrls: ctrls})
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("cgroups: read mounts: %w", err)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].dir < out[j].dir })
+	return out, nil
+}
+
+// QoSPath is the cgroup of a QoS class relative to the root:
+// "/kubepods" for Guaranteed, "/kubepods/burstable", "/kubepods/besteffort".
+func QoSPath(class v1.PodQOSClass) string {
+	switch class {
+	case v1.PodQOSBurstable:
+		return "/" + KubePods + "/" + Burstable
+	case v1.PodQOSBestEffort:
+		return "/" + KubePods + "/" + BestEffort
+	}
+	return "/" + KubePods
+}
+
+// Parent is the pod's cgroup relative to the root, the CgroupParent of its
+// sandbox: "<QoSPath>/pod<uid>".
+func (m *Manager) Parent(pod *v1.Pod) string {
+	return QoSPath(resources.QOSClass(pod)) + "/" + podPrefix + string(pod.UID)
+}
+
+// Setup creates kubepods, kubepods/burstable and kubepods/besteffort (it is
+// idempotent). kubepods gets the CPU shares of allocatable CPU and, when
+// enforce is set (--enforce-node-allocatable=pods), the memory limit of
+// allocatable memory and its hugepage limits; besteffort gets 2 shares.
+func (m *Manager) Setup(allocatable v1.ResourceList, enforce bool) error {
+	top := resources.CgroupConfig{}
+	if cpu, ok := allocatable[v1.ResourceCPU]; ok {
+		s := resources.MilliCPUToShares(cpu.MilliValue())
+		top.CPUShares = &s
+	}
+	if enforce {
+		if mem, ok := allocatable[v1.ResourceMemory]; ok {
+			v := mem.Value()
+			top.Memory = &v
+		}
+		top.HugePages = resources.HugePageLimits(allocatable)
+	}
+	if err := m.create("/"+KubePods, top); err != nil {
+		return err
+	}
+	two := uint64(resources.MinShares)
+	if err := m.create(QoSPath(v1.PodQOSBestEffort), resources.CgroupConfig{CPUShares: &two}); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.create(QoSPath(v1.PodQOSBurstable), resources.CgroupConfig{CPUShares: ptr(m.burstableShares())})
+}
+
+// Ensure creates the pod's cgroup under its QoS parent, or updates it, with
+// kubelet's pod settings (resources.PodConfig), and adds a Burstable pod's
+// CPU request to kubepods/burstable.
+func (m *Manager) Ensure(pod *v1.Pod) error {
+	cfg := resources.PodConfig(pod)
+	if err := m.create(m.Parent(pod), cfg); err != nil {
+		return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	if resources.QOSClass(pod) != v1.PodQOSBurstable {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.burst[pod.UID] = *cfg.CPUShares
+	return m.write(QoSPath(v1.PodQOSBurstable), resources.CgroupConfig{CPUShares: ptr(m.burstableShares())})
+}
+
+// burstableShares sums the Burstable pods' shares (kubelet's QoS manager);
+// m.mu is held.
+func (m *Manager) burstableShares() uint64 {
+	var sum uint64
+	for _, s := range m.burst {
+		sum += s
+	}
+	return max(sum, resources.MinShares)
+}
+
+// Remove removes the pod's cgroup (and any cgroup the runtime left inside
+// it) from every hierarchy, under whichever QoS parent it is. A cgroup that
+// still holds a process cannot be removed: the error says so. Removing a
+// cgroup that does not exist is no error.
+func (m *Manager) Remove(uid types.UID) error {
+	var errs []error
+	for _, class := range []v1.PodQOSClass{v1.PodQOSGuaranteed, v1.PodQOSBurstable, v1.PodQOSBestEffort} {
+		rel := QoSPath(class) + "/" + podPrefix + string(uid)
+		for _, dir := range m.dirs(rel) {
+			errs = append(errs, removeTree(dir))
+		}
+	}
+	m.mu.Lock()
+	_, had := m.burst[uid]
+	delete(m.burst, uid)
+	if had {
+		errs = append(errs, m.write(QoSPath(v1.PodQOSBurstable), resources.CgroupConfig{CPUShares: ptr(m.burstableShares())}))
+	}
+	m.mu.Unlock()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("remove cgroup of pod %s: %w", uid, err)
+	}
+	return nil
+}
+
+// settle is how old a pod cgroup must be to be listed by Pods: a younger one
+// may belong to a pod another agent on the machine is about to start.
+const settle = time.Minute
+
+// Pods lists the UIDs of the pod cgroups that exist, in every QoS parent,
+// and are older than a minute (housekeeping removes those of pods that are
+// gone; a fresh one may be about to get its sandbox).
+func (m *Manager) Pods() ([]types.UID, error) {
+	seen := map[types.UID]bool{}
+	for _, class := range []v1.PodQOSClass{v1.PodQOSGuaranteed, v1.PodQOSBurstable, v1.PodQOSBestEffort} {
+		for _, dir := range m.dirs(QoSPath(class)) {
+			ents, err := os.ReadDir(dir)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("list pod cgroups: %w", err)
+			}
+			for _, e := range ents {
+				if !e.IsDir() || !strings.HasPrefix(e.Name(), podPrefix) {
+					continue
+				}
+				if info, err := e.Info(); err != nil || time.Since(info.ModTime()) < settle {
+					continue
+				}
+				seen[types.UID(strings.TrimPrefix(e.Name(), podPrefix))] = true
+			}
+		}
+	}
+	out := make([]types.UID, 0, len(seen))
+	for uid := range seen {
+		out = append(out, uid)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out, nil
+}
+
+// Dir is the directory of cgroup rel for controller ctrl ("memory", "cpu",
+// ...): on v2 the unified directory, on v1 the one in the hierarchy that
+// carries ctrl; "" when no hierarchy carries it.
+func (m *Manager) Dir(ctrl, rel string) string {
+	if m.v2 {
+		return filepath.Join(m.root, rel)
+	}
+	for _, h := range m.hiers {
+		if h.ctrls[ctrl] {
+			return filepath.Join(h.dir, rel)
+		}
+	}
+	return ""
+}
+
+// dirs is rel in every hierarchy.
+func (m *Manager) dirs(rel string) []string {
+	if m.v2 {
+		return []string{filepath.Join(m.root, rel)}
+	}
+	out := make([]string, len(m.hiers))
+	for i, h := range m.hiers {
+		out[i] = filepath.Join(h.dir, rel)
+	}
+	return out
+}
+
+// create makes rel (and its parents) in every hierarchy and writes cfg.
+func (m *Manager) create(rel string, cfg resources.CgroupConfig) error {
+	if m.v2 {
+		if err := m.mkdirV2(rel); err != nil {
+			return err
+		}
+	} else {
+		for _, h := range m.hiers {
+			if err := mkdirV1(h, rel); err != nil {
+				return err
+			}
+		}
+	}
+	return m.write(rel, cfg)
+}
+
+func mkdirV1(h hier, rel string) error {
+	dir := h.dir
+	for _, part := range strings.Split(strings.Trim(rel, "/"), "/") {
+		parent := dir
+		dir = filepath.Join(dir, part)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				continue
+			}
+			return fmt.Errorf("create cgroup %s: %w", dir, err)
+		}
+		if h.ctrls["cpuset"] { // a new cpuset has no CPUs and no memory nodes: inherit them
+			for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+				if err := copyIfEmpty(filepath.Join(parent, f), filepath.Join(dir, f)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func copyIfEmpty(from, to string) error {
+	cur, err := os.ReadFile(to)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", to, err)
+	}
+	if strings.TrimSpace(string(cur)) != "" {
+		return nil
+	}
+	v, err := os.ReadFile(from)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", from, err)
+	}
+	return writeFile(to, strings.TrimSpace(string(v)))
+}
+
+// mkdirV2 creates rel and enables the controllers of the root in the
+// subtree_control of every level above it.
+func (m *Manager) mkdirV2(rel string) error {
+	avail, err := os.ReadFile(filepath.Join(m.root, "cgroup.controllers"))
+	if err != nil {
+		return fmt.Errorf("read cgroup controllers: %w", err)
+	}
+	var enable []string
+	for _, c := range strings.Fields(string(avail)) {
+		switch c {
+		case "cpu", "cpuset", "memory", "pids", "hugetlb", "io":
+			enable = append(enable, "+"+c)
+		}
+	}
+	dir := m.root
+	for _, part := range strings.Split(strings.Trim(rel, "/"), "/") {
+		if len(enable) > 0 {
+			if err := writeFile(filepath.Join(dir, "cgroup.subtree_control"), strings.Join(enable, " ")); err != nil {
+				return err
+			}
+		}
+		dir = filepath.Join(dir, part)
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("create cgroup %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// write sets cfg's values in rel.
+func (m *Manager) write(rel string, cfg resources.CgroupConfig) error {
+	var errs []error
+	set := func(ctrl, file, val string) {
+		dir := m.Dir(ctrl, rel)
+		if dir == "" {
+			return // the controller is not mounted: nothing to enforce
+		}
+		errs = append(errs, writeFile(filepath.Join(dir, file), val))
+	}
+	if m.v2 {
+		if cfg.CPUShares != nil {
+			set("cpu", "cpu.weight", strconv.FormatUint(resources.SharesToWeight(*cfg.CPUShares), 10))
+		}
+		if cfg.CPUQuota != nil && cfg.CPUPeriod != nil {
+			q := "max"
+			if *cfg.CPUQuota > 0 {
+				q = strconv.FormatInt(*cfg.CPUQuota, 10)
+			}
+			set("cpu", "cpu.max", q+" "+strconv.FormatUint(*cfg.CPUPeriod, 10))
+		}
+		if cfg.Memory != nil {
+			set("memory", "memory.max", limitString(*cfg.Memory, "max"))
+		}
+		for size, lim := range cfg.HugePages {
+			set("hugetlb", "hugetlb."+resources.HugePageSizeString(size)+".max", limitString(lim, "max"))
+		}
+		return errors.Join(errs...)
+	}
+	if cfg.CPUShares != nil {
+		set("cpu", "cpu.shares", strconv.FormatUint(*cfg.CPUShares, 10))
+	}
+	if cfg.CPUQuota != nil && cfg.CPUPeriod != nil {
+		set("cpu", "cpu.cfs_period_us", strconv.FormatUint(*cfg.CPUPeriod, 10))
+		set("cpu", "cpu.cfs_quota_us", strconv.FormatInt(*cfg.CPUQuota, 10))
+	}
+	if cfg.Memory != nil {
+		set("memory", "memory.limit_in_bytes", limitString(*cfg.Memory, "-1"))
+	}
+	for size, lim := range cfg.HugePages {
+		set("hugetlb", "hugetlb."+resources.HugePageSizeString(size)+".limit_in_bytes", limitString(lim, "-1"))
+	}
+	return errors.Join(errs...)
+}
+
+// limitString: 0 means no limit.
+func limitString(v int64, unlimited string) string {
+	if v <= 0 {
+		return unlimited
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+func writeFile(path, val string) error {
+	if err := os.WriteFile(path, []byte(val), 0o644); err != nil {
+		return fmt.Errorf("write %q to %s: %w", val, path, err)
+	}
+	return nil
+}
+
+// removeTree removes cgroup dir and the cgroups inside it, deepest first.
+func removeTree(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range ents {
+		if e.IsDir() {
+			errs = append(errs, removeTree(filepath.Join(dir, e.Name())))
+		}
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		errs = append(errs, fmt.Errorf("remove %s (a process of the pod may still run): %w", dir, err))
+	}
+	return errors.Join(errs...)
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,527 @@
+// Package resources computes what a pod's resources mean for the node, as
+// kubelet computes them: the QoS class, the oom_score_adj of each container
+// (pkg/kubelet/qos/policy.go), the pod's cgroup settings
+// (pkg/kubelet/cm/helpers_linux.go ResourceConfigForPod), hugepage limits,
+// and node allocatable. It is pure: no cgroup file is touched here.
+//
+// # Usage
+//
+//	class := resources.QOSClass(pod)
+//	adj := resources.OOMScoreAdj(pod, &pod.Spec.Containers[0], capacityBytes)
+//	cfg := resources.PodConfig(pod) // shares, quota, memory limit of pod<uid>
+package resources
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	helpers "k8s.io/component-helpers/resource"
+)
+
+// OOM score adjustments (kubelet pkg/kubelet/qos/policy.go).
+const (
+	GuaranteedOOMScoreAdj = -997
+	BestEffortOOMScoreAdj = 1000
+	// The sandbox (pause) process of every pod: kubelet's PodInfraOOMAdj.
+	PodInfraOOMScoreAdj = -998
+)
+
+// CPU conversions (kubelet pkg/kubelet/cm/helpers_linux.go).
+const (
+	MinShares     = 2
+	MaxShares     = 262144
+	SharesPerCPU  = 1024
+	MilliCPUToCPU = 1000
+	// QuotaPeriod is the CFS period in microseconds (100 ms).
+	QuotaPeriod = 100000
+	// MinQuotaPeriod is the smallest CFS quota kubelet writes (1 ms).
+	MinQuotaPeriod = 1000
+)
+
+// SystemNodeCritical is the priority class of pods that are killed last.
+const SystemNodeCritical = "system-node-critical"
+
+var zero = resource.MustParse("0")
+
+// QOSClass returns the pod's QoS class as kubelet computes it (v1qos
+// ComputePodQOS, with pod-level resources): Guaranteed when every container
+// (or the pod level) has CPU and memory limits equal to its requests,
+// BestEffort when no CPU or memory request or limit is set anywhere,
+// Burstable otherwise. A limit without a request counts as the request (the
+// API server's defaulting). A status that names the class wins.
+func QOSClass(pod *v1.Pod) v1.PodQOSClass {
+	if pod.Status.QOSClass != "" {
+		return pod.Status.QOSClass
+	}
+	requests, limits := v1.ResourceList{}, v1.ResourceList{}
+	guaranteed := true
+	add := func(dst v1.ResourceList, src v1.ResourceList) map[v1.ResourceName]bool {
+		found := map[v1.ResourceName]bool{}
+		for name, q := range src {
+			if name != v1.ResourceCPU && name != v1.ResourceMemory {
+				continue
+			}
+			if q.Cmp(zero) == 1 {
+				found[name] = true
+				sum := q.DeepCopy()
+				if prev, ok := dst[name]; ok {
+					sum.Add(prev)
+				}
+				dst[name] = sum
+			}
+		}
+		return found
+	}
+	if pod.Spec.Resources != nil {
+		add(requests, pod.Spec.Resources.Requests)
+		if len(pod.Spec.Resources.Limits) > 0 {
+			f := add(limits, pod.Spec.Resources.Limits)
+			if !f[v1.ResourceCPU] || !f[v1.ResourceMemory] {
+				guaranteed = false
+			}
+		}
+	} else {
+		all := append(append([]v1.Container(nil), pod.Spec.Containers...), pod.Spec.InitContainers...)
+		for _, c := range all {
+			add(requests, defaulted(c.Resources))
+			f := add(limits, c.Resources.Limits)
+			if !f[v1.ResourceCPU] || !f[v1.ResourceMemory] {
+				guaranteed = false
+			}
+		}
+	}
+	if len(requests) == 0 && len(limits) == 0 {
+		return v1.PodQOSBestEffort
+	}
+	if guaranteed {
+		for name, req := range requests {
+			if lim, ok := limits[name]; !ok || lim.Cmp(req) != 0 {
+				guaranteed = false
+				break
+			}
+		}
+	}
+	if guaranteed && len(requests) == len(limits) {
+		return v1.PodQOSGuaranteed
+	}
+	return v1.PodQOSBurstable
+}
+
+// defaulted is the container's requests with the API server's defaulting:
+// a limit without a request is also the request (so a pod that was not
+// defaulted, with limits only, is Guaranteed as it would be in a cluster).
+func defaulted(r v1.ResourceRequirements) v1.ResourceList {
+	out := r.Requests
+	for name, q := range r.Limits {
+		if _, ok := r.Requests[name]; !ok {
+			if len(out) == len(r.Requests) {
+				out = r.Requests.DeepCopy()
+				if out == nil {
+					out = v1.ResourceList{}
+				}
+			}
+			out[name] = q
+		}
+	}
+	return out
+}
+
+// IsCritical: a static or mirror pod, or one with a system-critical priority
+// (kubelet pkg/kubelet/types IsCriticalPod). Critical pods are never evicted.
+func IsCritical(pod *v1.Pod, static bool) bool {
+	if static {
+		return true
+	}
+	if _, ok := pod.Annotations[v1.MirrorPodAnnotationKey]; ok {
+		return true
+	}
+	const systemCriticalPriority = 2 * 1000000000
+	return pod.Spec.Priority != nil && *pod.Spec.Priority >= systemCriticalPriority
+}
+
+// OOMScoreAdj returns the oom_score_adj of container c of pod on a node with
+// memCapacity bytes of memory, as kubelet's GetContainerOOMScoreAdjust:
+// -997 for Guaranteed pods and critical pods of class system-node-critical,
+// 1000 for BestEffort, and for Burstable 1000 - 1000*request/capacity (the
+// request raised by the pod-level request not given to containers; a
+// sidecar gets at most the score of the smallest regular container), kept
+// within [3, 999] so that Burstable ranks between the other two classes.
+func OOMScoreAdj(pod *v1.Pod, c *v1.Container, memCapacity int64, static bool) int {
+	if IsCritical(pod, static) && pod.Spec.PriorityClassName == SystemNodeCritical {
+		return GuaranteedOOMScoreAdj
+	}
+	switch QOSClass(pod) {
+	case v1.PodQOSGuaranteed:
+		return GuaranteedOOMScoreAdj
+	case v1.PodQOSBestEffort:
+		return BestEffortOOMScoreAdj
+	}
+	if memCapacity <= 0 {
+		return BestEffortOOMScoreAdj - 1
+	}
+	req := c.Resources.Requests.Memory().Value()
+	var extra int64
+	if helpers.IsPodLevelRequestsSet(pod) {
+		extra = remainingPodMemoryPerContainer(pod)
+	}
+	adj := 1000 - (1000*(req+extra))/memCapacity
+	if isSidecar(pod, c) {
+		minAdj := 1000 - (1000*(minRegularMemory(pod)+extra))/memCapacity
+		adj = min(adj, minAdj)
+	}
+	if adj < 1000+GuaranteedOOMScoreAdj {
+		return 1000 + GuaranteedOOMScoreAdj
+	}
+	if adj == BestEffortOOMScoreAdj {
+		return BestEffortOOMScoreAdj - 1
+	}
+	return int(adj)
+}
+
+func isSidecar(pod *v1.Pod, c *v1.Container) bool {
+	if c.RestartPolicy == nil || *c.RestartPolicy != v1.ContainerRestartPolicyAlways {
+		return false
+	}
+	for _, ic := range pod.Spec.InitContainers {
+		if ic.Name == c.Name {
+			return true
+		}
+	}
+	return false
+}
+
+// minRegularMemory is the smallest memory request of the regular
+// containers (0 when one has none).
+func minRegularMemory(pod *v1.Pod) int64 {
+	var m int64 = -1
+	for _, c := range pod.Spec.Containers {
+		r := c.Resources.Requests.Memory().Value()
+		if m < 0 || r < m {
+			m = r
+		}
+	}
+	return max(m, 0)
+}
+
+// remainingPodMemoryPerContainer shares the pod-level memory request not
+// given to containers equally among the regular containers and sidecars.
+func remainingPodMemoryPerContainer(pod *v1.Pod) int64 {
+	podReq := pod.Spec.Resources.Requests.Memory().Value()
+	var sum int64
+	n := int64(len(pod.Spec.Containers))
+	for _, c := range pod.Spec.Containers {
+		sum += c.Resources.Requests.Memory().Value()
+	}
+	for i := range pod.Spec.InitContainers {
+		if isSidecar(pod, &pod.Spec.InitContainers[i]) {
+			sum += pod.Spec.InitContainers[i].Resources.Requests.Memory().Value()
+			n++
+		}
+	}
+	if n == 0 || podReq <= sum {
+		return 0
+	}
+	return (podReq - sum) / n
+}
+
+// Requests returns the pod's effective requests (kubelet's PodRequests:
+// the larger of the running containers' sum and each init container's peak,
+// pod-level requests where set, plus the overhead).
+func Requests(pod *v1.Pod) v1.ResourceList {
+	return helpers.PodRequests(pod, helpers.PodResourcesOptions{})
+}
+
+// MilliCPUToShares converts a CPU request to cpu.shares (at least 2).
+func MilliCPUToShares(milli int64) uint64 {
+	if milli == 0 {
+		return MinShares
+	}
+	s := milli * SharesPerCPU / MilliCPUToCPU
+	return uint64(min(max(s, MinShares), MaxShares))
+}
+
+// MilliCPUToQuota converts a CPU limit to a CFS quota over period (0 = no
+// limit; at least 1 ms otherwise).
+func MilliCPUToQuota(milli, period int64) int64 {
+	if milli == 0 {
+		return 0
+	}
+	return max(milli*period/MilliCPUToCPU, MinQuotaPeriod)
+}
+
+// SharesToWeight converts cpu.shares to cgroup v2 cpu.weight.
+func SharesToWeight(shares uint64) uint64 {
+	if shares == 0 {
+		return 0
+	}
+	return 1 + ((shares-2)*9999)/262142
+}
+
+// CgroupConfig is what kubelet writes into a pod's (or QoS class's) cgroup.
+// A nil field is left as the runtime made it.
+type CgroupConfig struct {
+	CPUShares *uint64
+	CPUQuota  *int64 // microseconds per CPUPeriod; -1 = unlimited
+	CPUPeriod *uint64
+	Memory    *int64          // bytes
+	HugePages map[int64]int64 // page size (bytes) -> limit (bytes)
+}
+
+// PodConfig returns the settings of the pod's cgroup (kubelet
+// ResourceConfigForPod with CFS quota enforced): Guaranteed pods get shares,
+// quota and the memory limit; Burstable pods get shares, and quota or the
+// memory limit only when every container declares that limit (or the pod
+// level does); BestEffort pods get 2 shares. Hugepage limits come from the
+// requests.
+func PodConfig(pod *v1.Pod) CgroupConfig {
+	reqs := helpers.PodRequests(pod, helpers.PodResourcesOptions{})
+	cpuLimits, memLimits := true, true
+	limits := helpers.PodLimits(pod, helpers.PodResourcesOptions{
+		ContainerFn: func(res v1.ResourceList, _ helpers.ContainerType) {
+			if res.Cpu().IsZero() {
+				cpuLimits = false
+			}
+			if res.Memory().IsZero() {
+				memLimits = false
+			}
+		},
+	})
+	if helpers.IsPodLevelResourcesSet(pod) {
+		if !pod.Spec.Resources.Limits.Cpu().IsZero() {
+			cpuLimits = true
+		}
+		if !pod.Spec.Resources.Limits.Memory().IsZero() {
+			memLimits = true
+		}
+	}
+	shares := MilliCPUToShares(reqs.Cpu().MilliValue())
+	quota := MilliCPUToQuota(limits.Cpu().MilliValue(), QuotaPeriod)
+	if quota == 0 {
+		quota = -1
+	}
+	period := uint64(QuotaPeriod)
+	mem := limits.Memory().Value()
+	cfg := CgroupConfig{HugePages: HugePageLimits(reqs)}
+	switch QOSClass(pod) {
+	case v1.PodQOSGuaranteed:
+		cfg.CPUShares, cfg.CPUQuota, cfg.CPUPeriod, cfg.Memory = &shares, &quota, &period, &mem
+	case v1.PodQOSBurstable:
+		cfg.CPUShares = &shares
+		if cpuLimits {
+			cfg.CPUQuota, cfg.CPUPeriod = &quota, &period
+		}
+		if memLimits {
+			cfg.Memory = &mem
+		}
+	default:
+		s := uint64(MinShares)
+		cfg.CPUShares = &s
+	}
+	return cfg
+}
+
+// HugePageLimits maps the hugepages-<size> entries of list to page size in
+// bytes -> limit in bytes.
+func HugePageLimits(list v1.ResourceList) map[int64]int64 {
+	var out map[int64]int64
+	for name, q := range list {
+		size, ok := HugePageSize(name)
+		if !ok {
+			continue
+		}
+		if out == nil {
+			out = map[int64]int64{}
+		}
+		out[size] += q.Value()
+	}
+	return out
+}
+
+// HugePageSize parses "hugepages-2Mi" to 2097152.
+func HugePageSize(name v1.ResourceName) (int64, bool) {
+	s, ok := strings.CutPrefix(string(name), v1.ResourceHugePagesPrefix)
+	if !ok {
+		return 0, false
+	}
+	q, err := resource.ParseQuantity(s)
+	if err != nil || q.Value() <= 0 {
+		return 0, false
+	}
+	return q.Value(), true
+}
+
+// HugePageSizeString formats a page size as the kernel's hugetlb files name
+// it: "2MB", "1GB", "64KB".
+func HugePageSizeString(size int64) string {
+	units := []string{"B", "KB", "MB", "GB", "TB"}
+	i := 0
+	for size >= 1024 && size%1024 == 0 && i < len(units)-1 {
+		size /= 1024
+		i++
+	}
+	return strconv.FormatInt(size, 10) + units[i]
+}
+
+// ParseList parses a flag value "cpu=200m,memory=1Gi" (kubelet's
+// --kube-reserved, --system-reserved). flag names the flag in errors.
+func ParseList(flag, s string) (v1.ResourceList, error) {
+	out := v1.ResourceList{}
+	if strings.TrimSpace(s) == "" {
+		return out, nil
+	}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--%s: %q: want name=quantity", flag, kv)
+		}
+		switch name := v1.ResourceName(k); {
+		case name == v1.ResourceCPU, name == v1.ResourceMemory, name == v1.ResourceEphemeralStorage, name == "pid":
+		default:
+			if _, ok := HugePageSize(name); !ok {
+				return nil, fmt.Errorf("--%s: unknown resource %q (cpu, memory, ephemeral-storage, pid, hugepages-<size>)", flag, k)
+			}
+		}
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return nil, fmt.Errorf("--%s: %s=%q: %w", flag, k, v, err)
+		}
+		if q.Sign() < 0 {
+			return nil, fmt.Errorf("--%s: %s=%q: must not be negative", flag, k, v)
+		}
+		out[v1.ResourceName(k)] = q
+	}
+	return out, nil
+}
+
+// Allocatable is node allocatable: capacity minus kube-reserved, minus
+// system-reserved, minus the hard eviction threshold of memory (and of
+// ephemeral storage for nodefs) — kubelet's GetNodeAllocatableAbsolute with
+// the eviction reservation. Never negative.
+func Allocatable(capacity, kubeReserved, systemReserved, evictionReserved v1.ResourceList) v1.ResourceList {
+	out := v1.ResourceList{}
+	for name, c := range capacity {
+		v := c.DeepCopy()
+		for _, r := range []v1.ResourceList{kubeReserved, systemReserved, evictionReserved} {
+			if q, ok := r[name]; ok {
+				v.Sub(q)
+			}
+		}
+		if v.Sign() < 0 {
+			v = *resource.NewQuantity(0, c.Format)
+		}
+		out[name] = v
+	}
+	return out
+}
+
+// String renders a list as "cpu=2,memory=8Gi" in name order, for logs.
+func String(list v1.ResourceList) string {
+	names := make([]string, 0, len(list))
+	for n := range list {
+		names = append(names, string(n))
+	}
+	sort.Strings(names)
+	for i, n := range names {
+		q := list[v1.ResourceName(n)]
+		names[i] = n + "=" + q.String()
+	}
+	return strings.Join(names, ",")
+}
+
+// Threshold is one eviction threshold of --eviction-hard or --eviction-soft:
+// signal < quantity, or signal < percentage of capacity.
+type Threshold struct {
+	Signal     string
+	Quantity   *resource.Quantity // nil when Percentage is set
+	Percentage float64            // 0..1
+}
+
+// Signals kubelet's eviction manager knows, and the resource each measures.
+var Signals = map[string]v1.ResourceName{
+	"memory.available":      v1.ResourceMemory,
+	"nodefs.available":      v1.ResourceEphemeralStorage,
+	"nodefs.inodesFree":     "inodes",
+	"imagefs.available":     v1.ResourceEphemeralStorage,
+	"imagefs.inodesFree":    "inodes",
+	"pid.available":         "pid",
+	"containerfs.available": v1.ResourceEphemeralStorage,
+}
+
+// DefaultEvictionHard is kubelet's default --eviction-hard on Linux.
+const DefaultEvictionHard = "memory.available<100Mi,nodefs.available<10%,nodefs.inodesFree<5%,imagefs.available<15%"
+
+// ParseThresholds parses "memory.available<100Mi,nodefs.available<10%".
+// flag names the flag in errors.
+func ParseThresholds(flag, s string) ([]Threshold, error) {
+	var out []Threshold
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	seen := map[string]bool{}
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		sig, val, ok := strings.Cut(item, "<")
+		if !ok {
+			return nil, fmt.Errorf("--%s: %q: want signal<quantity or signal<percent%%", flag, item)
+		}
+		if _, known := Signals[sig]; !known {
+			return nil, fmt.Errorf("--%s: %q: unknown signal %q", flag, item, sig)
+		}
+		if seen[sig] {
+			return nil, fmt.Errorf("--%s: signal %q given twice", flag, sig)
+		}
+		seen[sig] = true
+		t := Threshold{Signal: sig}
+		if p, ok := strings.CutSuffix(val, "%"); ok {
+			f, err := strconv.ParseFloat(p, 64)
+			if err != nil || f < 0 || f > 100 {
+				return nil, fmt.Errorf("--%s: %q: want a percentage in 0..100", flag, item)
+			}
+			t.Percentage = f / 100
+		} else {
+			q, err := resource.ParseQuantity(val)
+			if err != nil || q.Sign() < 0 {
+				return nil, fmt.Errorf("--%s: %q: want a non-negative quantity", flag, item)
+			}
+			t.Quantity = &q
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// Value is the threshold in the signal's unit on a node with capacity.
+func (t Threshold) Value(capacity resource.Quantity) int64 {
+	if t.Quantity != nil {
+		return t.Quantity.Value()
+	}
+	return int64(float64(capacity.Value()) * t.Percentage)
+}
+
+// EvictionReserve is what the hard thresholds take from allocatable: the
+// memory.available threshold as memory (kubelet's
+// hardEvictionReservation; nodefs is not measured by speclet).
+func EvictionReserve(hard []Threshold, capacity v1.ResourceList) v1.ResourceList {
+	out := v1.ResourceList{}
+	for _, t := range hard {
+		if t.Signal != "memory.available" {
+			continue
+		}
+		out[v1.ResourceMemory] = *resource.NewQuantity(t.Value(capacity[v1.ResourceMemory]), resource.BinarySI)
+	}
+	return out
+}
+
+// MustList is ParseList for literals in tests and examples; it panics on a
+// bad list.
+func MustList(s string) v1.ResourceList {
+	l, err := ParseList("list", s)
+	if err != nil {
+		panic(err)
+	}
+	return l
+}
