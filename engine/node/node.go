@@ -428,4 +428,3 @@ func diskSpace(dir string) (total, avail uint64, ok bool) {
 	}
 	return st.Blocks * uint64(st.Bsize), st.Bavail * uint64(st.Bsize), true
 }
-

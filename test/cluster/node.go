@@ -170,4 +170,3 @@ func (n *Node) LogTail(lines int) string {
 	}
 	return strings.Join(ls, "\n")
 }
-
