@@ -16,7 +16,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -32,6 +31,7 @@ type env struct {
 	a, b   *cluster.Node
 	ca, cb *harness.Containerd
 	image  string
+	bin    string
 }
 
 func startEnv(t *testing.T) *env {
@@ -53,7 +53,7 @@ func startEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{c: c, admin: admin, ca: harness.ForTest(t), cb: harness.ForTest(t)}
+	e := &env{c: c, admin: admin, ca: harness.ForTest(t), cb: harness.ForTest(t), bin: bin}
 	e.image = e.ca.ImageRef(harness.BusyboxRepo)
 	for _, n := range []struct {
 		name string
@@ -401,6 +401,7 @@ spec:
 
 	t.Run("SpecletRestartAdoptsPods", func(t *testing.T) {
 		before := e.waitPod(t, "web", 10*time.Second, "Running", running)
+		failed := e.waitPod(t, "fails", 10*time.Second, "Failed", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
 		if err := e.a.Stop(); err != nil {
 			t.Fatal(err)
 		}
@@ -411,6 +412,69 @@ spec:
 		after := e.waitPod(t, "web", 30*time.Second, "Running", running)
 		if got, want := after.Status.ContainerStatuses[0], before.Status.ContainerStatuses[0]; got.ContainerID != want.ContainerID || got.RestartCount != 0 {
 			t.Errorf("web's container after a speclet restart: %s restarts %d, want %s restarts 0", got.ContainerID, got.RestartCount, want.ContainerID)
+		}
+		// A pod whose API phase is terminal never runs again.
+		if contains(nodePods(t, e.a), "fails") {
+			t.Errorf("node-a runs the Failed pod fails again after its restart")
+		}
+		now := e.waitPod(t, "fails", 10*time.Second, "still Failed", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
+		if now.Status.ContainerStatuses[0].ContainerID != failed.Status.ContainerStatuses[0].ContainerID {
+			t.Errorf("fails got a new container after the restart: %+v", now.Status.ContainerStatuses[0])
+		}
+	})
+
+	t.Run("StartsWithoutAPIServer", func(t *testing.T) {
+		if err := e.a.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		e.c.StopAPIServer()
+		// The node comes up (its /healthz is the engine's) and keeps its
+		// static pod running while the API server is away.
+		if err := e.a.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Second) // past the engine's source settling, when orphans would be killed
+		if !contains(nodePods(t, e.a), "static-node-a") {
+			t.Errorf("node-a does not run its static pod while the API server is down: %v", nodePods(t, e.a))
+		}
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		if err := e.c.StartAPIServer(rctx); err != nil {
+			t.Fatal(err)
+		}
+		before := e.waitPod(t, "web", 60*time.Second, "Running", running)
+		if before.Status.ContainerStatuses[0].RestartCount != 0 {
+			t.Errorf("web restarted while the API server was down: %+v", before.Status.ContainerStatuses[0])
+		}
+		e.create(t, e.pod("after-outage", "node-a", v1.RestartPolicyAlways, "sleep 3600"))
+		e.waitPod(t, "after-outage", 90*time.Second, "Running", running)
+	})
+
+	t.Run("WrongCredentialsAreAClearError", func(t *testing.T) {
+		kc := filepath.Join(t.TempDir(), "bad.kubeconfig")
+		crt, _ := e.c.CA()
+		bad := fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: %q, certificate-authority: %q}\nusers:\n- name: u\n  user: {token: not-a-valid-token}\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n", e.c.URL, crt)
+		if err := os.WriteFile(kc, []byte(bad), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		n, err := e.c.StartNode(ctx, cluster.NodeOptions{Name: "node-bad", Bin: e.bin, Dir: t.TempDir(), Kubeconfig: kc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer n.Stop()
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(n.LogTail(200), "register node; retrying") {
+			if time.Now().After(deadline) {
+				t.Fatalf("no registration error logged within 30s; log:\n%s", n.LogTail(40))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		log := n.LogTail(200)
+		if !strings.Contains(log, "refused speclet's credentials") && !strings.Contains(log, "forbids it") {
+			t.Errorf("the registration error does not say the credentials were refused; log:\n%s", log)
+		}
+		if _, err := e.admin.CoreV1().Nodes().Get(ctx, "node-bad", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("Node node-bad: %v, want NotFound", err)
 		}
 	})
 
@@ -432,6 +496,4 @@ spec:
 		}
 		e.waitNode(t, "node-b", 60*time.Second, v1.ConditionTrue)
 	})
-
-	var _ types.UID
 }

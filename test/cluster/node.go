@@ -38,7 +38,7 @@ type NodeOptions struct {
 	// Bin is the speclet binary (BuildSpeclet).
 	Bin string
 	// Containerd is the node's own runtime (cri/harness); the node does not
-	// stop it.
+	// stop it. nil: speclet's simulated runtime (--runtime sim).
 	Containerd *harness.Containerd
 	// Dir holds the node's root dir, manifests and log.
 	Dir string
@@ -86,8 +86,12 @@ func (c *Cluster) StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 	if err := os.MkdirAll(n.Manifests, 0o755); err != nil {
 		return nil, err
 	}
-	n.args = append([]string{"run",
-		"--container-runtime-endpoint", o.Containerd.Endpoint,
+	runtimeArgs := []string{"--runtime", "sim"}
+	if o.Containerd != nil {
+		runtimeArgs = []string{"--container-runtime-endpoint", o.Containerd.Endpoint}
+	}
+	n.args = append([]string{"run"}, runtimeArgs...)
+	n.args = append(append(n.args,
 		"--kubeconfig", kc,
 		"--node-name", o.Name,
 		"--node-ip", "127.0.0.1",
@@ -97,7 +101,7 @@ func (c *Cluster) StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 		"--crashloop-backoff-base", "1s",
 		"--runtime-wait", "60s",
 		"-v", "2",
-	}, o.Args...)
+	), o.Args...)
 	return n, n.Start(ctx)
 }
 
