@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -42,7 +43,7 @@ func startEnv(t *testing.T) *env {
 		}
 		t.Skip("cluster end-to-end tests run containerd and need root")
 	}
-	c := cluster.ForTest(t, cluster.Options{})
+	c := cluster.ForTest(t, cluster.Options{Scheduler: true, ControllerManager: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	admin, err := c.AdminClient()
@@ -53,8 +54,29 @@ func startEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{c: c, admin: admin, ca: harness.ForTest(t), cb: harness.ForTest(t), bin: bin}
-	e.image = e.ca.ImageRef(harness.BusyboxRepo)
+	// One registry serves both containerds, so that one image reference
+	// (a Deployment's) pulls on either node.
+	reg, err := harness.StartRegistry("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	if err := reg.PushDefaults(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{c: c, admin: admin, bin: bin, image: reg.Ref(harness.BusyboxRepo)}
+	for _, h := range []**harness.Containerd{&e.ca, &e.cb} {
+		cd, err := harness.StartContainerd(ctx, harness.Options{Registry: reg, Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := cd.Stop(); err != nil {
+				t.Errorf("stop containerd: %v", err)
+			}
+		})
+		*h = cd
+	}
 	for _, n := range []struct {
 		name string
 		cd   *harness.Containerd
@@ -79,12 +101,7 @@ func startEnv(t *testing.T) *env {
 // account token (automountServiceAccountToken: false): projected volumes
 // are another package's work.
 func (e *env) pod(name, node string, restart v1.RestartPolicy, script string) *v1.Pod {
-	// The two containerds serve the same busybox image under their own
-	// registry address; each node pulls from its own.
 	image := e.image
-	if node == "node-b" {
-		image = e.cb.ImageRef(harness.BusyboxRepo)
-	}
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
 		Spec: v1.PodSpec{
@@ -320,6 +337,57 @@ func TestCluster(t *testing.T) {
 		}
 		if err := asA.CoreV1().Pods("default").Delete(ctx, "on-b", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
 			t.Errorf("node-a deleting node-b's pod: %v, want Forbidden", err)
+		}
+	})
+
+	t.Run("DeploymentThroughKubectlAndScheduler", func(t *testing.T) {
+		manifest := fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: spread, namespace: default}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: spread}}
+  template:
+    metadata: {labels: {app: spread}}
+    spec:
+      hostNetwork: true
+      automountServiceAccountToken: false
+      containers:
+      - {name: main, image: %s, command: [sleep, "3600"]}
+`, e.image)
+		path := filepath.Join(t.TempDir(), "deploy.yaml")
+		if err := os.WriteFile(path, []byte(manifest), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(filepath.Join(e.c.BinDir, "kubectl"), "--kubeconfig", e.c.AdminKubeconfig(), "apply", "-f", path)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("kubectl apply: %v\n%s", err, out)
+		}
+		deadline := time.Now().Add(3 * time.Minute)
+		for {
+			l, err := e.admin.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=spread"})
+			nodes, run := map[string]bool{}, 0
+			if err == nil {
+				for i := range l.Items {
+					if running(&l.Items[i]) {
+						run++
+						nodes[l.Items[i].Spec.NodeName] = true
+					}
+				}
+			}
+			if run == 3 {
+				if !nodes["node-a"] || !nodes["node-b"] || len(nodes) != 2 {
+					t.Errorf("the 3 replicas run on %v, want both node-a and node-b", nodes)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of 3 replicas Running after 3 minutes (err %v)", run, err)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		if err := e.admin.AppsV1().Deployments("default").Delete(ctx, "spread", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
 		}
 	})
 
