@@ -503,6 +503,11 @@ func TestEngineScripts(t *testing.T) {
 					jitter, _ = time.ParseDuration(s)
 				}
 				cfg.ProbeJitter = func(time.Duration) time.Duration { return jitter }
+				if d.HasArg("sources") {
+					var s string
+					d.ScanArgs(t, "sources", &s)
+					cfg.Sources = strings.Split(s, ",")
+				}
 				h.start(cfg)
 				return ""
 			case "exec-reply":
@@ -526,6 +531,12 @@ func TestEngineScripts(t *testing.T) {
 					op = config.OpUpdate
 				}
 				h.send(config.PodUpdate{Op: op, Pods: []*v1.Pod{pod}, Source: config.SourceFile})
+				return ""
+			case "source-ready":
+				// A source's first snapshot, declaring no pod.
+				var src string
+				d.ScanArgs(t, "source", &src)
+				h.send(config.PodUpdate{Op: config.OpAdd, Source: src})
 				return ""
 			case "remove", "delete":
 				var uid string
