@@ -81,6 +81,8 @@ type Config struct {
 	// status (Pods changed). It must not block; the API status manager
 	// uses it as a wake-up.
 	Published func()
+	// Events receives the pod events (nil: none are recorded).
+	Events EventRecorder
 }
 
 // ProbeResult is one probe outcome for a container of a pod. One sent on

@@ -22,6 +22,7 @@ import (
 type apiClient struct {
 	cs     *kubernetes.Clientset
 	status *apistatus.Manager
+	events *apistatus.Events
 }
 
 func newAPIClient(o *runOptions) (*apiClient, error) {
@@ -36,6 +37,15 @@ func newAPIClient(o *runOptions) (*apiClient, error) {
 		return nil, fmt.Errorf("--kubeconfig: %w", err)
 	}
 	return &apiClient{cs: cs}, nil
+}
+
+// recorder is engine.Config.Events: nil without --kubeconfig.
+func (a *apiClient) recorder(ctx context.Context, node string) engine.EventRecorder {
+	if a == nil {
+		return nil
+	}
+	a.events = apistatus.NewEvents(ctx, a.cs, node)
+	return a.events
 }
 
 // wake is engine.Config.Published; nil-safe so that runs without

@@ -400,6 +400,34 @@ spec:
 		}
 	})
 
+	t.Run("CrashLoopHasBackOffEvent", func(t *testing.T) {
+		e.create(t, e.pod("crash", "node-a", v1.RestartPolicyAlways, "exit 1"))
+		deadline := time.Now().Add(90 * time.Second)
+		for {
+			l, err := e.admin.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=crash"})
+			reasons := map[string]bool{}
+			if err == nil {
+				for _, ev := range l.Items {
+					reasons[ev.Reason] = true
+					if ev.Reason == "BackOff" && (ev.Type != v1.EventTypeWarning || ev.Source.Host != "node-a" || ev.InvolvedObject.FieldPath != "spec.containers{main}") {
+						t.Errorf("BackOff event %+v: want a Warning from node-a about spec.containers{main}", ev)
+					}
+				}
+			}
+			if reasons["BackOff"] && reasons["Started"] && reasons["Created"] && reasons["Pulled"] {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("events of pod crash: reasons %v (err %v), want Pulled, Created, Started and BackOff", reasons, err)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		if err := e.admin.CoreV1().Pods("default").Delete(ctx, "crash", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		e.waitGone(t, "crash", 60*time.Second)
+	})
+
 	t.Run("GracefulDeletionStopsAndDisappears", func(t *testing.T) {
 		e.create(t, e.pod("bye", "node-a", v1.RestartPolicyAlways, "trap 'exit 0' TERM; while true; do sleep 1; done"))
 		p := e.waitPod(t, "bye", 90*time.Second, "Running", running)
