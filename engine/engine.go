@@ -452,6 +452,15 @@ func (e *Engine) sourcesReady() bool {
 	return true
 }
 
+// SourcesReady reports whether every source delivered its first snapshot
+// (and sourcesSettle passed): what the engine's sources declare is then
+// complete.
+func (e *Engine) SourcesReady() bool {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.sourcesReady()
+}
+
 // NodeIP is the node's address in pod statuses (Config.NodeIP or the one
 // found on the machine).
 func (e *Engine) NodeIP() string { return e.cfg.NodeIP }

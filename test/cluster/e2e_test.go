@@ -468,6 +468,25 @@ spec:
 		if p.Status.ContainerStatuses[0].RestartCount != 0 {
 			t.Errorf("deleting the mirror pod restarted the static pod: %+v", p.Status.ContainerStatuses[0])
 		}
+		// An edited manifest replaces the mirror pod.
+		edited := strings.Replace(manifest, "metadata: {name: static}", "metadata: {name: static, labels: {edited: \"yes\"}}", 1)
+		if err := os.WriteFile(filepath.Join(e.a.Manifests, "static.yaml"), []byte(edited), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		e.waitPod(t, "static-node-a", 60*time.Second, "a mirror pod of the edited manifest", func(p *v1.Pod) bool { return p.Labels["edited"] == "yes" && running(p) })
+	})
+
+	t.Run("RemovedStaticPodLosesItsMirrorPod", func(t *testing.T) {
+		manifest := fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata: {name: brief}\nspec:\n  hostNetwork: true\n  containers:\n  - {name: main, image: %s, command: [sleep, \"3600\"]}\n", e.image)
+		path := filepath.Join(e.a.Manifests, "brief.yaml")
+		if err := os.WriteFile(path, []byte(manifest), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		e.waitPod(t, "brief-node-a", 90*time.Second, "a Running mirror pod", running)
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		e.waitGone(t, "brief-node-a", 60*time.Second)
 	})
 
 	t.Run("APIServerRestartLosesAndDuplicatesNothing", func(t *testing.T) {
