@@ -89,6 +89,17 @@ type Config struct {
 	// oom_score_adj of Burstable containers is computed against; 0 gives
 	// every Burstable container 999.
 	MemoryCapacity int64
+	// Sources are the pod sources (config.SourceFile, SourceHTTP, SourceAPI)
+	// that must each deliver their first snapshot before housekeeping treats
+	// a runtime pod no source declares as an orphan and kills it. nil: the
+	// first update of any source (and sourcesSettle) suffices.
+	Sources []string
+	// Published, when set, is called after a pod worker published a new
+	// status (Pods changed). It must not block; the API status manager
+	// uses it as a wake-up.
+	Published func()
+	// Events receives the pod events (nil: none are recorded).
+	Events EventRecorder
 }
 
 // ContainerGCPolicy is kubelet's container GC policy for the dead
@@ -149,6 +160,7 @@ type Engine struct {
 	desired  map[types.UID]*v1.Pod     // the pods the sources declare now, newest spec
 	gone     map[types.UID]goneHistory // the debug history of purged pods, for a while
 	firstUpd time.Time                 // when the first config update arrived (zero: none yet)
+	spoke    map[string]bool           // the sources that delivered their first snapshot
 
 	// busy counts inputs queued or in progress anywhere in the engine; tests
 	// wait for it to reach zero to see a settled state.
@@ -323,6 +335,10 @@ func (e *Engine) handleUpdate(u config.PodUpdate) {
 	if e.firstUpd.IsZero() {
 		e.firstUpd = e.clock.Now()
 	}
+	if e.spoke == nil {
+		e.spoke = map[string]bool{}
+	}
+	e.spoke[u.Source] = true
 	declares := declaresPod(u.Op)
 	var refused map[types.UID]bool
 	for _, pod := range u.Pods {
@@ -473,6 +489,50 @@ func (e *Engine) Pods() []*v1.Pod {
 	}
 	config.SortPods(out)
 	return out
+}
+
+// sourcesReady reports whether every source of Config.Sources delivered its
+// first snapshot and the first update is sourcesSettle old: only then may
+// housekeeping kill pods no source declares. Called with e.mu held.
+func (e *Engine) sourcesReady() bool {
+	if e.firstUpd.IsZero() || e.clock.Since(e.firstUpd) < sourcesSettle {
+		return false
+	}
+	for _, s := range e.cfg.Sources {
+		if !e.spoke[s] {
+			return false
+		}
+	}
+	return true
+}
+
+// SourcesReady reports whether every source delivered its first snapshot
+// (and sourcesSettle passed): what the engine's sources declare is then
+// complete.
+func (e *Engine) SourcesReady() bool {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.sourcesReady()
+}
+
+// NodeIP is the node's address in pod statuses (Config.NodeIP or the one
+// found on the machine).
+func (e *Engine) NodeIP() string { return e.cfg.NodeIP }
+
+// PodStopped reports whether nothing of pod uid runs: its pod machine
+// reached terminated or finished (no container runs, the sandbox is
+// stopped), or it has no worker (never started, or purged). The API status
+// manager deletes a deleted pod's object only then.
+func (e *Engine) PodStopped(uid types.UID) bool {
+	e.mu.RLock()
+	w := e.workers[uid]
+	e.mu.RUnlock()
+	if w == nil {
+		return true
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.podState == fsm.PodStateTerminated || w.podState == fsm.PodStateFinished
 }
 
 // Healthz returns nil once the state was rebuilt from the runtime, while

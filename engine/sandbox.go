@@ -150,6 +150,7 @@ func (sb *sandboxState) RunSandbox(ctx context.Context) error {
 	}
 	if err != nil {
 		p.e.log.Warn("FailedCreatePodSandBox", "pod", p.key(), "uid", p.pod.UID, "err", err)
+		p.event(eventWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
 		return sb.fail(fsm.SandboxEventCreateFailed, fmt.Errorf("run sandbox of pod %q: %w", p.key(), err))
 	}
 	if adopted {

@@ -192,7 +192,8 @@ func TestFireWithoutTransitionChangesNothing(t *testing.T) {
 func TestPodNeverGoesBack(t *testing.T) {
 	rank := map[PodState]int{
 		PodStatePending: 0, PodStateWaitingToStart: 1, PodStateSyncing: 2, PodStateSynced: 2, PodStateSyncBackoff: 2,
-		PodStateTerminating: 3, PodStateTerminated: 4, PodStateFinished: 5,
+		PodStateCompleting: 3, PodStateCompleted: 3,
+		PodStateTerminating: 4, PodStateTerminated: 5, PodStateFinished: 6,
 	}
 	if len(rank) != len(PodStates) {
 		t.Fatalf("rank covers %d states, the machine has %d: rank the new ones", len(rank), len(PodStates))

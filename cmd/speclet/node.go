@@ -64,20 +64,20 @@ func (n *nodeOptions) check() error {
 	return nil
 }
 
-// node is what the node setup gives the engine.
-type node struct {
+// nodeResources is what the node setup gives the engine.
+type nodeResources struct {
 	capacity, allocatable v1.ResourceList
 	cgroups               *cgroups.Manager // nil without --cgroups-per-qos
 }
 
 // setupNode reads the machine's capacity, computes allocatable and, with
 // --cgroups-per-qos on a real runtime, creates the QoS hierarchy.
-func setupNode(n nodeOptions, sim bool, log *slog.Logger) (*node, error) {
+func setupNode(n nodeOptions, sim bool, log *slog.Logger) (*nodeResources, error) {
 	capacity, err := cgroups.MachineCapacity("")
 	if err != nil {
 		return nil, err
 	}
-	out := &node{capacity: capacity}
+	out := &nodeResources{capacity: capacity}
 	out.allocatable = resources.Allocatable(capacity, n.kubeReservedL, n.systemReservedL, resources.EvictionReserve(n.evictionHardT, capacity))
 	if !n.cgroupsPerQOS || sim {
 		return out, nil

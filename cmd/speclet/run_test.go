@@ -51,6 +51,21 @@ func TestRunFlagsParse(t *testing.T) {
 	}
 }
 
+// TestRunKubeconfigErrorNamesTheFlag: a kubeconfig that cannot be read is an
+// error at start naming --kubeconfig.
+func TestRunKubeconfigErrorNamesTheFlag(t *testing.T) {
+	o, err := parseRunFlags([]string{"--kubeconfig", filepath.Join(t.TempDir(), "missing"), "--node-ip", "127.0.0.1"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.nodeIP != "127.0.0.1" {
+		t.Errorf("--node-ip 127.0.0.1 parsed as %q; a loopback node IP is accepted", o.nodeIP)
+	}
+	if _, err := newAPIClient(o); err == nil || !strings.Contains(err.Error(), "--kubeconfig") {
+		t.Errorf("newAPIClient with a missing kubeconfig: %v, want an error naming --kubeconfig", err)
+	}
+}
+
 func TestRunFlagErrorsNameTheFlag(t *testing.T) {
 	for _, tc := range []struct{ args, want string }{
 		{"--runtime=docker", `--runtime: "docker": want remote or sim`},
@@ -63,6 +78,11 @@ func TestRunFlagErrorsNameTheFlag(t *testing.T) {
 		{"--manifest-url ftp://x/pods", "--manifest-url"},
 		{"--log-format xml", "--log-format"},
 		{"--max-pods 0", "--max-pods"},
+		{"--kube-api-qps 0", "--kube-api-qps: 0"},
+		{"--kube-api-burst -1", "--kube-api-burst: -1"},
+		{"--node-lease-duration-seconds 5", "--node-lease-duration-seconds: 5"},
+		{"--node-ip 127.0.0.300", `--node-ip: "127.0.0.300" is not an IP address`},
+		{"--hostname-override Bad_Name", "--node-name"},
 		{"-v -1", "-v"},
 		{"--maximum-dead-containers-per-container 3", "--maximum-dead-containers-per-container: 3 with --max-pods 110"},
 		{"--minimum-container-ttl-duration -1s", "--minimum-container-ttl-duration"},
