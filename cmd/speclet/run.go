@@ -55,6 +55,16 @@ type runOptions struct {
 	logFormat            string
 	criAuditLog          string
 	maxPods              int
+
+	// the kubelet API (--port)
+	port                     int
+	tlsCertFile              string
+	tlsPrivateKeyFile        string
+	clientCAFile             string
+	anonymousAuth            bool
+	authorizationMode        string
+	kubeconfig               string
+	rotateServerCertificates bool
 }
 
 const defaultEndpoint = "unix:///run/containerd/containerd.sock"
@@ -72,7 +82,15 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.StringVar(&o.nodeIP, "node-ip", "", "address of this node in pod statuses (hostIP, podIP of hostNetwork pods) and the host of their probes; default: the first global unicast address")
 	fs.StringVar(&o.nodeName, "node-name", strings.ToLower(host), "name of this node; static pods are named <name>-<node-name>")
 	fs.StringVar(&o.rootDir, "root-dir", "/var/lib/speclet", "directory for speclet's files")
-	fs.StringVar(&o.address, "address", "127.0.0.1", "IP address the read-only HTTP server listens on")
+	fs.StringVar(&o.address, "address", "127.0.0.1", "IP address the read-only server and the kubelet API listen on")
+	fs.IntVar(&o.port, "port", 10250, "port of the authenticated kubelet API over TLS (logs, exec, attach, port-forward); 0 disables it")
+	fs.StringVar(&o.tlsCertFile, "tls-cert-file", "", "serving certificate of the kubelet API (PEM); default: a self-signed one under --root-dir/pki")
+	fs.StringVar(&o.tlsPrivateKeyFile, "tls-private-key-file", "", "private key of --tls-cert-file")
+	fs.StringVar(&o.clientCAFile, "client-ca-file", "", "CA bundle that verifies client certificates of the kubelet API (the CA of the API server's --kubelet-client-certificate)")
+	fs.BoolVar(&o.anonymousAuth, "anonymous-auth", false, "let requests without credentials in as system:anonymous (they are still authorized)")
+	fs.StringVar(&o.authorizationMode, "authorization-mode", "AlwaysAllow", "authorization of the kubelet API: AlwaysAllow or Webhook (SubjectAccessReview; needs --kubeconfig)")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the API server; the kubelet API checks bearer tokens (TokenReview) and, with --authorization-mode=Webhook, requests (SubjectAccessReview) there")
+	fs.BoolVar(&o.rotateServerCertificates, "rotate-server-certificates", false, "get the serving certificate through a CertificateSigningRequest (not supported yet: an error)")
 	fs.IntVar(&o.readOnlyPort, "read-only-port", 10255, "port of the read-only HTTP server (GET /pods, /healthz, /metrics); 0 disables it")
 	fs.DurationVar(&o.syncFrequency, "sync-frequency", engine.DefaultSyncFrequency, "maximum time between resyncs of a running pod")
 	fs.DurationVar(&o.crashLoopBackOffBase, "crashloop-backoff-base", engine.DefaultCrashLoopBackOffBase, "first CrashLoopBackOff delay; it doubles up to 300s")
@@ -118,6 +136,24 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	}
 	if o.verbosity < 0 {
 		return nil, fmt.Errorf("-v: %d: want 0 or more", o.verbosity)
+	}
+	if o.port < 0 || o.port > 65535 {
+		return nil, fmt.Errorf("--port: %d: want 0..65535", o.port)
+	}
+	if (o.tlsCertFile == "") != (o.tlsPrivateKeyFile == "") {
+		return nil, errors.New("--tls-cert-file and --tls-private-key-file: give both or neither")
+	}
+	switch o.authorizationMode {
+	case "AlwaysAllow":
+	case "Webhook":
+		if o.kubeconfig == "" {
+			return nil, errors.New("--authorization-mode=Webhook: needs --kubeconfig (SubjectAccessReview goes to the API server); without it only AlwaysAllow is possible")
+		}
+	default:
+		return nil, fmt.Errorf("--authorization-mode: %q: want AlwaysAllow or Webhook", o.authorizationMode)
+	}
+	if o.rotateServerCertificates {
+		return nil, errors.New("--rotate-server-certificates: not supported yet; give --tls-cert-file/--tls-private-key-file or let speclet write a self-signed certificate")
 	}
 	if o.readOnlyPort < 0 || o.readOnlyPort > 65535 {
 		return nil, fmt.Errorf("--read-only-port: %d: want 0..65535", o.readOnlyPort)
@@ -288,6 +324,14 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		log.Info("read-only server listening", "addr", "http://"+addr, "paths", "/pods /healthz /metrics /debug/pods /spec/graph")
 	}
 
+	var apiSrv *http.Server
+	if o.port != 0 {
+		apiSrv, err = startKubeletAPI(o, eng, client, reg, log)
+		if err != nil {
+			return err
+		}
+	}
+
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	merger := config.NewMerger(log)
@@ -321,11 +365,14 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 	runErr := eng.Run(runCtx, merger.Updates())
 	cancel()
 	wg.Wait()
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	if httpSrv != nil {
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 		httpSrv.Shutdown(sctx)
-		scancel()
 	}
+	if apiSrv != nil {
+		apiSrv.Shutdown(sctx)
+	}
+	scancel()
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
 		return fmt.Errorf("engine: %w", runErr)
 	}

@@ -124,7 +124,7 @@ func TestRunDaemonOnSim(t *testing.T) {
 	l.Close()
 	auditLog := filepath.Join(dir, "cri-audit.jsonl")
 	o, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", filepath.Join(dir, "root"), "--pod-manifest-path", manifests,
-		"--manifest-url", "http://" + ul.Addr().String() + "/pods", "--node-name", "n1", "--read-only-port", fmt.Sprint(port),
+		"--manifest-url", "http://" + ul.Addr().String() + "/pods", "--node-name", "n1", "--read-only-port", fmt.Sprint(port), "--port", "0",
 		"--cri-audit-log", auditLog}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -259,7 +259,7 @@ func TestRunDaemonBadPort(t *testing.T) {
 	}
 	defer l.Close()
 	port := l.Addr().(*net.TCPAddr).Port
-	o, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", t.TempDir(), "--read-only-port", fmt.Sprint(port)}, io.Discard)
+	o, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", t.TempDir(), "--read-only-port", fmt.Sprint(port), "--port", "0"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +298,7 @@ func (s *syncBuffer) String() string {
 func TestRunDaemonRuntimeDown(t *testing.T) {
 	dir := t.TempDir()
 	o, err := parseRunFlags([]string{"--container-runtime-endpoint", "unix://" + filepath.Join(dir, "nothing.sock"),
-		"--root-dir", dir, "--read-only-port", "0", "--runtime-wait", "1s"}, io.Discard)
+		"--root-dir", dir, "--read-only-port", "0", "--port", "0", "--runtime-wait", "1s"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +340,7 @@ func TestRunDaemonRootDirLock(t *testing.T) {
 		return l.Addr().(*net.TCPAddr).Port
 	}
 	port := freePort()
-	o, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", root, "--node-name", "n1", "--read-only-port", fmt.Sprint(port)}, io.Discard)
+	o, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", root, "--node-name", "n1", "--read-only-port", fmt.Sprint(port), "--port", "0"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +372,7 @@ func TestRunDaemonRootDirLock(t *testing.T) {
 		before[s] = fi
 	}
 
-	o2, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", root, "--node-name", "n1", "--read-only-port", fmt.Sprint(freePort())}, io.Discard)
+	o2, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", root, "--node-name", "n1", "--read-only-port", fmt.Sprint(freePort()), "--port", "0"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
