@@ -94,15 +94,12 @@ func New(c Config) (*API, error) {
 }
 
 // TLSConfig returns the server side TLS configuration with cert as the
-// serving certificate: client certificates are asked for and, when sent,
-// verified against the client CA.
+// serving certificate. Client certificates are asked for, not required, and
+// verified per request (as kubelet's x509 authenticator does), so that a
+// certificate the client CA did not sign gets 401 rather than a failed
+// handshake.
 func (a *API) TLSConfig(cert tls.Certificate) *tls.Config {
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, ClientAuth: tls.RequestClientCert}
-	if a.c.ClientCAs != nil {
-		cfg.ClientAuth = tls.VerifyClientCertIfGiven
-		cfg.ClientCAs = a.c.ClientCAs
-	}
-	return cfg
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, ClientAuth: tls.RequestClientCert}
 }
 
 // ServeHTTP authenticates, authorizes, then routes.
@@ -150,8 +147,21 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // else a bearer token the reviewer accepts, else the anonymous user when
 // allowed; otherwise errUnauthorized.
 func (a *API) authenticate(r *http.Request) (User, error) {
-	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
-		return userFromCert(r.TLS.VerifiedChains[0][0]), nil
+	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+		if a.c.ClientCAs == nil {
+			return User{}, errUnauthorized
+		}
+		leaf := r.TLS.PeerCertificates[0]
+		inter := x509.NewCertPool()
+		for _, c := range r.TLS.PeerCertificates[1:] {
+			inter.AddCert(c)
+		}
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: a.c.ClientCAs, Intermediates: inter,
+			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, CurrentTime: a.c.Now()}); err != nil {
+			a.c.Log.Info("kubelet API: client certificate refused", "subject", leaf.Subject.String(), "err", err)
+			return User{}, errUnauthorized
+		}
+		return userFromCert(leaf), nil
 	}
 	if tok, ok := bearerToken(r); ok {
 		if a.c.Tokens == nil {
