@@ -104,7 +104,9 @@ type node struct {
 	image   string
 }
 
-func startNode(t *testing.T, authz kubeletapi.Authorizer, tokens kubeletapi.TokenReviewer) *node {
+// startNode starts the node; its API trusts client certificates of the
+// node's test CA and of extraCAs (PEM).
+func startNode(t *testing.T, authz kubeletapi.Authorizer, tokens kubeletapi.TokenReviewer, extraCAs ...[]byte) *node {
 	t.Helper()
 	c := harness.ForTest(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -125,6 +127,9 @@ func startNode(t *testing.T, authz kubeletapi.Authorizer, tokens kubeletapi.Toke
 	go func() { done <- eng.Run(ctx, n.updates) }()
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(n.ca.pem)
+	for _, p := range extraCAs {
+		pool.AppendCertsFromPEM(p)
+	}
 	api, err := kubeletapi.New(kubeletapi.Config{Host: eng, Runtime: rt, NodeName: "node-a", ClientCAs: pool,
 		Tokens: tokens, Authorizer: authz,
 		Labels: kubeletapi.Labels{PodUID: engine.LabelPodUID, PodName: engine.LabelPodName,
@@ -161,11 +166,15 @@ func startNode(t *testing.T, authz kubeletapi.Authorizer, tokens kubeletapi.Toke
 }
 
 func (n *node) pod(name string, c v1.Container) *v1.Pod {
+	return n.podIn("default", name, c)
+}
+
+func (n *node) podIn(ns, name string, c v1.Container) *v1.Pod {
 	grace := int64(1)
 	c.Image = n.image
 	c.ImagePullPolicy = v1.PullIfNotPresent
 	return &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name + "-uid"),
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID(name + "-uid"),
 			Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
 		Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace,
 			Containers: []v1.Container{c}},
