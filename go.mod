@@ -17,6 +17,7 @@ require (
 	k8s.io/apimachinery v0.34.13
 	k8s.io/client-go v0.34.13
 	k8s.io/cri-api v0.34.13
+	k8s.io/kubelet v0.34.13
 	k8s.io/utils v0.0.0-20250604170112-4c0f3b243397
 	sigs.k8s.io/yaml v1.6.0
 )

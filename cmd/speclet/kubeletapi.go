@@ -23,7 +23,7 @@ import (
 // over TLS until the returned server is shut down.
 func startKubeletAPI(o *runOptions, eng *engine.Engine, client *cri.Client, reg prometheus.Gatherer, log *slog.Logger) (*http.Server, error) {
 	c := kubeletapi.Config{
-		Host: eng, Runtime: client, NodeName: o.nodeName, Anonymous: o.anonymousAuth,
+		Host: eng, Runtime: client, NodeName: o.nodeName, RootDir: o.rootDir, Anonymous: o.anonymousAuth,
 		Authorizer: kubeletapi.AlwaysAllow{}, Gatherer: reg, Log: log,
 		Labels: kubeletapi.Labels{PodUID: engine.LabelPodUID, PodName: engine.LabelPodName,
 			PodNamespace: engine.LabelPodNamespace, ContainerName: engine.LabelContainerName},

@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/transport/spdy"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/cri/harness"
@@ -130,7 +131,7 @@ func startNode(t *testing.T, authz kubeletapi.Authorizer, tokens kubeletapi.Toke
 	for _, p := range extraCAs {
 		pool.AppendCertsFromPEM(p)
 	}
-	api, err := kubeletapi.New(kubeletapi.Config{Host: eng, Runtime: rt, NodeName: "node-a", ClientCAs: pool,
+	api, err := kubeletapi.New(kubeletapi.Config{Host: eng, Runtime: rt, NodeName: "node-a", RootDir: root, ClientCAs: pool,
 		Tokens: tokens, Authorizer: authz,
 		Labels: kubeletapi.Labels{PodUID: engine.LabelPodUID, PodName: engine.LabelPodName,
 			PodNamespace: engine.LabelPodNamespace, ContainerName: engine.LabelContainerName}})
@@ -422,6 +423,43 @@ func TestContainerd(t *testing.T) {
 		for _, want := range []string{"default/ticker", "default/web", "default/chat"} {
 			if !names[want] {
 				t.Errorf("/runningpods/ lacks %s: %v", want, names)
+			}
+		}
+	})
+
+	t.Run("stats", func(t *testing.T) {
+		code, body := get(t, admin, n.base+"/stats/summary")
+		var s statsapi.Summary
+		if code != 200 || json.Unmarshal([]byte(body), &s) != nil {
+			t.Fatalf("/stats/summary: %d %q", code, body)
+		}
+		if s.Node.NodeName != "node-a" || s.Node.CPU == nil || s.Node.CPU.UsageCoreNanoSeconds == nil || s.Node.Memory == nil ||
+			s.Node.Memory.WorkingSetBytes == nil || *s.Node.Memory.WorkingSetBytes == 0 || s.Node.Fs == nil || *s.Node.Fs.CapacityBytes == 0 {
+			t.Errorf("node stats: %s", body)
+		}
+		var ticker *statsapi.PodStats
+		for i, p := range s.Pods {
+			if p.PodRef.Name == "ticker" && p.PodRef.Namespace == "default" && p.PodRef.UID == "ticker-uid" {
+				ticker = &s.Pods[i]
+			}
+		}
+		if ticker == nil || len(ticker.Containers) != 1 || ticker.Containers[0].Name != "main" {
+			t.Fatalf("no ticker pod with container main in %s", body)
+		}
+		c := ticker.Containers[0]
+		if c.CPU == nil || c.CPU.UsageCoreNanoSeconds == nil || *c.CPU.UsageCoreNanoSeconds == 0 ||
+			c.Memory == nil || c.Memory.WorkingSetBytes == nil || *c.Memory.WorkingSetBytes == 0 {
+			t.Errorf("ticker/main has no CPU or memory usage: %s", body)
+		}
+		if ticker.CPU == nil || ticker.Memory == nil {
+			t.Errorf("ticker pod has no CPU or memory: %s", body)
+		}
+		code, body = get(t, admin, n.base+"/metrics/resource")
+		for _, want := range []string{`container_cpu_usage_seconds_total{container="main",namespace="default",pod="ticker"} `,
+			`container_memory_working_set_bytes{container="main",namespace="default",pod="ticker"} `,
+			`pod_cpu_usage_seconds_total{namespace="default",pod="ticker"} `, "node_cpu_usage_seconds_total ", "node_memory_working_set_bytes ", "resource_scrape_error 0"} {
+			if code != 200 || !strings.Contains(body, "\n"+want) {
+				t.Errorf("/metrics/resource lacks %q: %d\n%s", want, code, body)
 			}
 		}
 	})

@@ -3,6 +3,7 @@
 // `attach` and `port-forward`:
 //
 //	GET  /healthz, /metrics, /pods, /runningpods/
+//	GET  /stats/summary, /metrics/resource
 //	GET  /containerLogs/{ns}/{pod}/{container}?follow&tailLines&limitBytes&sinceSeconds&sinceTime&timestamps&previous
 //	GET|POST /exec/{ns}/{pod}[/{uid}]/{container}?command=...&stdin&stdout&stderr&tty
 //	GET|POST /attach/{ns}/{pod}[/{uid}]/{container}?stdin&stdout&stderr&tty
@@ -23,6 +24,12 @@
 //   - Logs are read from the CRI log files (time stream tag content, P for a
 //     partial line) across rotated files (<log>.<timestamp>, oldest first);
 //     previous is the container created before the newest one.
+//   - /stats/summary is the node (CPU from /proc/stat, memory from
+//     /proc/meminfo, file system of the root dir) and each ready sandbox with
+//     its running containers from the CRI's ListContainerStats (the pod's own
+//     numbers from ListPodSandboxStats when the runtime has them, else the
+//     sum of its containers'); /metrics/resource is the same in the
+//     Prometheus text format metrics-server reads.
 //   - Exec, attach and port-forward ask the runtime for a streaming URL and
 //     proxy the connection there, upgrades included, as kubelet v1.34 does.
 //

@@ -44,6 +44,7 @@ type Runtime interface {
 	ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error)
 	ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (cri.ExecResult, error)
 	cri.Streaming
+	cri.Stats
 }
 
 // Labels names the CRI labels that tie a runtime object to its pod.
@@ -57,6 +58,9 @@ type Config struct {
 	Runtime  Runtime
 	Labels   Labels
 	NodeName string
+	// RootDir is the directory whose file system /stats/summary reports
+	// as the node's; "" leaves it out.
+	RootDir string
 	// ClientCAs verifies client certificates (--client-ca-file); nil: no
 	// certificate is accepted.
 	ClientCAs *x509.CertPool
@@ -75,6 +79,7 @@ type Config struct {
 type API struct {
 	c   Config
 	mux *http.ServeMux
+	cpu nodeCPU
 }
 
 // New returns the API; serve it with TLSConfig through ServeTLS.
@@ -195,6 +200,8 @@ func (a *API) routes() {
 		m.Handle("GET /metrics", promhttp.HandlerFor(a.c.Gatherer, promhttp.HandlerOpts{}))
 	}
 	m.HandleFunc("GET /pods", a.pods)
+	m.HandleFunc("GET /stats/summary", a.statsSummary)
+	m.HandleFunc("GET /metrics/resource", a.metricsResource)
 	m.HandleFunc("GET /runningpods/", a.runningPods)
 	m.HandleFunc("GET /containerLogs/{ns}/{pod}/{container}", a.containerLogs)
 	for _, p := range []string{"/exec/{ns}/{pod}/{container}", "/exec/{ns}/{pod}/{uid}/{container}"} {
