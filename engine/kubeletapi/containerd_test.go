@@ -103,11 +103,12 @@ type node struct {
 	server  []byte // serving certificate, PEM
 	ca      *testCA
 	image   string
+	rt      *cri.Client
 }
 
 // startNode starts the node; its API trusts client certificates of the
 // node's test CA and of extraCAs (PEM).
-func startNode(t *testing.T, authz kubeletapi.Authorizer, tokens kubeletapi.TokenReviewer, extraCAs ...[]byte) *node {
+func startNode(t testing.TB, authz kubeletapi.Authorizer, tokens kubeletapi.TokenReviewer, extraCAs ...[]byte) *node {
 	t.Helper()
 	c := harness.ForTest(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -123,7 +124,7 @@ func startNode(t *testing.T, authz kubeletapi.Authorizer, tokens kubeletapi.Toke
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &node{eng: eng, updates: make(chan config.PodUpdate, 4), ca: newCA(t), image: c.ImageRef("busybox:latest")}
+	n := &node{eng: eng, updates: make(chan config.PodUpdate, 4), ca: newCA(t), image: c.ImageRef("busybox:latest"), rt: rt}
 	done := make(chan error, 1)
 	go func() { done <- eng.Run(ctx, n.updates) }()
 	pool := x509.NewCertPool()
@@ -216,7 +217,7 @@ func get(t *testing.T, c *http.Client, u string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func (n *node) waitFor(t *testing.T, what string, ok func() bool) {
+func (n *node) waitFor(t testing.TB, what string, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for !ok() {
