@@ -79,3 +79,13 @@ func (c *Client) ListPodSandboxStats(ctx context.Context, filter *runtimeapi.Pod
 	}
 	return r.GetStats(), nil
 }
+
+// ReopenContainerLog asks the runtime to reopen a container's log file at its
+// path, after the caller renamed it away (log rotation). It changes only the
+// runtime's file handle, never the container.
+func (c *Client) ReopenContainerLog(ctx context.Context, containerID string) error {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	_, err := c.rt.ReopenContainerLog(ctx, &runtimeapi.ReopenContainerLogRequest{ContainerId: containerID})
+	return c.err("ReopenContainerLog", containerID, err)
+}

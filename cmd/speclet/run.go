@@ -21,12 +21,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/cri/sim"
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/containerlogs"
 	"github.com/speclet/speclet/engine/criaudit"
 	"github.com/speclet/speclet/engine/server"
 )
@@ -65,6 +67,10 @@ type runOptions struct {
 	authorizationMode        string
 	kubeconfig               string
 	rotateServerCertificates bool
+
+	containerLogMaxSize  string
+	containerLogMaxFiles int
+	logMaxSizeBytes      int64
 }
 
 const defaultEndpoint = "unix:///run/containerd/containerd.sock"
@@ -101,6 +107,8 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.DurationVar(&o.runtimeWait, "runtime-wait", 30*time.Second, "how long to wait at start for the runtime to answer")
 	fs.IntVar(&o.verbosity, "v", 0, "log verbosity: 0 lifecycle steps (SyncLoop ADD/UPDATE/REMOVE, container started/died/killed, pod removed) and problems; 2 also PLEG events and RECONCILE updates; 4 every machine transition and CRI-facing action; 6 also events a state ignores")
 	fs.IntVar(&o.maxPods, "max-pods", 110, "most pods the sources may declare at once; more are refused (bounds what CRI list calls return)")
+	fs.StringVar(&o.containerLogMaxSize, "container-log-max-size", "10Mi", "a running container's log file is rotated when it reaches this size (a quantity: 10Mi, 500Ki)")
+	fs.IntVar(&o.containerLogMaxFiles, "container-log-max-files", 5, "most log files kept per container, the current one included (at least 2)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&o.criAuditLog, "cri-audit-log", "", "debugging aid: append every CRI call (method and the spec action making it) to this file as JSON lines, for engine/criaudit")
 	if err := fs.Parse(args); err != nil {
@@ -154,6 +162,14 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	}
 	if o.rotateServerCertificates {
 		return nil, errors.New("--rotate-server-certificates: not supported yet; give --tls-cert-file/--tls-private-key-file or let speclet write a self-signed certificate")
+	}
+	q, err := resource.ParseQuantity(o.containerLogMaxSize)
+	if err != nil || q.Value() <= 0 {
+		return nil, fmt.Errorf("--container-log-max-size: %q: want a positive quantity such as 10Mi", o.containerLogMaxSize)
+	}
+	o.logMaxSizeBytes = q.Value()
+	if o.containerLogMaxFiles < 2 {
+		return nil, fmt.Errorf("--container-log-max-files: %d: want 2 or more", o.containerLogMaxFiles)
 	}
 	if o.readOnlyPort < 0 || o.readOnlyPort > 65535 {
 		return nil, fmt.Errorf("--read-only-port: %d: want 0..65535", o.readOnlyPort)
@@ -356,6 +372,12 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 			}
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		rot := &containerlogs.Rotator{Runtime: client, MaxSize: o.logMaxSizeBytes, MaxFiles: o.containerLogMaxFiles, Log: log}
+		rot.Run(runCtx, containerlogs.DefaultPeriod)
+	}()
 	if o.manifestPath == "" && o.manifestURL == "" {
 		log.Warn("no pod source: give --pod-manifest-path or --manifest-url")
 	}
