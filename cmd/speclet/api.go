@@ -61,7 +61,12 @@ func (a *apiClient) wake() {
 // unreachable they retry, and static pods run meanwhile.
 func (a *apiClient) start(ctx context.Context, o *runOptions, eng *engine.Engine, rt cri.Runtime, m *config.Merger, log *slog.Logger) {
 	watch := config.StartAPI(ctx, config.APISource{Client: a.cs, NodeName: o.nodeName}, m, log)
-	port := int32(o.readOnlyPort)
+	// daemonEndpoints.kubeletEndpoint: the kubelet API the API server
+	// proxies logs, exec and port-forward to; the read-only port without it.
+	port := int32(o.port)
+	if port == 0 {
+		port = int32(o.readOnlyPort)
+	}
 	n := node.New(node.Config{
 		Client: a.cs, Name: o.nodeName, IP: eng.NodeIP(), Port: port, MaxPods: o.maxPods,
 		RootDir: o.rootDir, Version: specletVersion(), Health: eng.Healthz,

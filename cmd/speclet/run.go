@@ -21,12 +21,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/cri/sim"
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/containerlogs"
 	"github.com/speclet/speclet/engine/criaudit"
 	"github.com/speclet/speclet/engine/server"
 )
@@ -62,6 +64,19 @@ type runOptions struct {
 	kubeAPIQPS           float64
 	kubeAPIBurst         int
 	nodeLeaseDuration    int
+
+	// the kubelet API (--port)
+	port                     int
+	tlsCertFile              string
+	tlsPrivateKeyFile        string
+	clientCAFile             string
+	anonymousAuth            bool
+	authorizationMode        string
+	rotateServerCertificates bool
+
+	containerLogMaxSize  string
+	containerLogMaxFiles int
+	logMaxSizeBytes      int64
 }
 
 const defaultEndpoint = "unix:///run/containerd/containerd.sock"
@@ -79,12 +94,19 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.StringVar(&o.nodeIP, "node-ip", "", "address of this node in pod statuses (hostIP, podIP of hostNetwork pods) and the host of their probes; default: the first global unicast address")
 	fs.StringVar(&o.nodeName, "node-name", strings.ToLower(host), "name of this node; static pods are named <name>-<node-name>")
 	fs.StringVar(&o.nodeName, "hostname-override", strings.ToLower(host), "the same as --node-name (kubelet's name for it)")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the API server: join it as node --node-name (register the Node, renew its Lease, run the pods bound to it, write their status, mirror static pods); its identity must be system:node:<node-name> in group system:nodes")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the API server: join it as node --node-name (register the Node, renew its Lease, run the pods bound to it, write their status, mirror static pods); its identity must be system:node:<node-name> in group system:nodes; the kubelet API checks bearer tokens (TokenReview) and, with --authorization-mode=Webhook, requests (SubjectAccessReview) there")
 	fs.Float64Var(&o.kubeAPIQPS, "kube-api-qps", 50, "queries per second to the API server")
 	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 100, "burst of queries to the API server")
 	fs.IntVar(&o.nodeLeaseDuration, "node-lease-duration-seconds", 40, "duration of the node's Lease in kube-node-lease (renewed every 10 s)")
 	fs.StringVar(&o.rootDir, "root-dir", "/var/lib/speclet", "directory for speclet's files")
-	fs.StringVar(&o.address, "address", "127.0.0.1", "IP address the read-only HTTP server listens on")
+	fs.StringVar(&o.address, "address", "127.0.0.1", "IP address the read-only server and the kubelet API listen on")
+	fs.IntVar(&o.port, "port", 10250, "port of the authenticated kubelet API over TLS (logs, exec, attach, port-forward); 0 disables it")
+	fs.StringVar(&o.tlsCertFile, "tls-cert-file", "", "serving certificate of the kubelet API (PEM); default: a self-signed one under --root-dir/pki")
+	fs.StringVar(&o.tlsPrivateKeyFile, "tls-private-key-file", "", "private key of --tls-cert-file")
+	fs.StringVar(&o.clientCAFile, "client-ca-file", "", "CA bundle that verifies client certificates of the kubelet API (the CA of the API server's --kubelet-client-certificate)")
+	fs.BoolVar(&o.anonymousAuth, "anonymous-auth", false, "let requests without credentials in as system:anonymous (they are still authorized)")
+	fs.StringVar(&o.authorizationMode, "authorization-mode", "AlwaysAllow", "authorization of the kubelet API: AlwaysAllow or Webhook (SubjectAccessReview; needs --kubeconfig)")
+	fs.BoolVar(&o.rotateServerCertificates, "rotate-server-certificates", false, "get the serving certificate through a CertificateSigningRequest (not supported yet: an error)")
 	fs.IntVar(&o.readOnlyPort, "read-only-port", 10255, "port of the read-only HTTP server (GET /pods, /healthz, /metrics); 0 disables it")
 	fs.DurationVar(&o.syncFrequency, "sync-frequency", engine.DefaultSyncFrequency, "maximum time between resyncs of a running pod")
 	fs.DurationVar(&o.crashLoopBackOffBase, "crashloop-backoff-base", engine.DefaultCrashLoopBackOffBase, "first CrashLoopBackOff delay; it doubles up to 300s")
@@ -95,6 +117,8 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.DurationVar(&o.runtimeWait, "runtime-wait", 30*time.Second, "how long to wait at start for the runtime to answer")
 	fs.IntVar(&o.verbosity, "v", 0, "log verbosity: 0 lifecycle steps (SyncLoop ADD/UPDATE/REMOVE, container started/died/killed, pod removed) and problems; 2 also PLEG events and RECONCILE updates; 4 every machine transition and CRI-facing action; 6 also events a state ignores")
 	fs.IntVar(&o.maxPods, "max-pods", 110, "most pods the sources may declare at once; more are refused (bounds what CRI list calls return)")
+	fs.StringVar(&o.containerLogMaxSize, "container-log-max-size", "10Mi", "a running container's log file is rotated when it reaches this size (a quantity: 10Mi, 500Ki)")
+	fs.IntVar(&o.containerLogMaxFiles, "container-log-max-files", 5, "most log files kept per container, the current one included (at least 2)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	o.node.flags(fs)
 	fs.DurationVar(&o.minContainerTTL, "minimum-container-ttl-duration", 0, "container GC: a dead container instance younger than this is kept")
@@ -145,6 +169,32 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	}
 	if o.verbosity < 0 {
 		return nil, fmt.Errorf("-v: %d: want 0 or more", o.verbosity)
+	}
+	if o.port < 0 || o.port > 65535 {
+		return nil, fmt.Errorf("--port: %d: want 0..65535", o.port)
+	}
+	if (o.tlsCertFile == "") != (o.tlsPrivateKeyFile == "") {
+		return nil, errors.New("--tls-cert-file and --tls-private-key-file: give both or neither")
+	}
+	switch o.authorizationMode {
+	case "AlwaysAllow":
+	case "Webhook":
+		if o.kubeconfig == "" {
+			return nil, errors.New("--authorization-mode=Webhook: needs --kubeconfig (SubjectAccessReview goes to the API server); without it only AlwaysAllow is possible")
+		}
+	default:
+		return nil, fmt.Errorf("--authorization-mode: %q: want AlwaysAllow or Webhook", o.authorizationMode)
+	}
+	if o.rotateServerCertificates {
+		return nil, errors.New("--rotate-server-certificates: not supported yet; give --tls-cert-file/--tls-private-key-file or let speclet write a self-signed certificate")
+	}
+	q, err := resource.ParseQuantity(o.containerLogMaxSize)
+	if err != nil || q.Value() <= 0 {
+		return nil, fmt.Errorf("--container-log-max-size: %q: want a positive quantity such as 10Mi", o.containerLogMaxSize)
+	}
+	o.logMaxSizeBytes = q.Value()
+	if o.containerLogMaxFiles < 2 {
+		return nil, fmt.Errorf("--container-log-max-files: %d: want 2 or more", o.containerLogMaxFiles)
 	}
 	if o.readOnlyPort < 0 || o.readOnlyPort > 65535 {
 		return nil, fmt.Errorf("--read-only-port: %d: want 0..65535", o.readOnlyPort)
@@ -361,6 +411,14 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		log.Info("read-only server listening", "addr", "http://"+addr, "paths", "/pods /healthz /metrics /debug/pods /spec/graph")
 	}
 
+	var apiSrv *http.Server
+	if o.port != 0 {
+		apiSrv, err = startKubeletAPI(o, eng, client, reg, log)
+		if err != nil {
+			return err
+		}
+	}
+
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	merger := config.NewMerger(log)
@@ -385,6 +443,12 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 			}
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		rot := &containerlogs.Rotator{Runtime: client, MaxSize: o.logMaxSizeBytes, MaxFiles: o.containerLogMaxFiles, Log: log}
+		rot.Run(runCtx, containerlogs.DefaultPeriod)
+	}()
 	if api != nil {
 		api.start(runCtx, o, eng, client, merger, log)
 	}
@@ -397,11 +461,14 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 	runErr := eng.Run(runCtx, merger.Updates())
 	cancel()
 	wg.Wait()
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	if httpSrv != nil {
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 		httpSrv.Shutdown(sctx)
-		scancel()
 	}
+	if apiSrv != nil {
+		apiSrv.Shutdown(sctx)
+	}
+	scancel()
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
 		return fmt.Errorf("engine: %w", runErr)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -73,6 +74,14 @@ func TestRunFlagErrorsNameTheFlag(t *testing.T) {
 		{"--node-name Bad_Name", "--node-name"},
 		{"--address localhost", `--address: "localhost" is not an IP address`},
 		{"--read-only-port 70000", "--read-only-port: 70000"},
+		{"--port -1", "--port: -1"},
+		{"--container-log-max-size lots", `--container-log-max-size: "lots"`},
+		{"--container-log-max-size 0", "--container-log-max-size"},
+		{"--container-log-max-files 1", "--container-log-max-files: 1: want 2 or more"},
+		{"--tls-cert-file /x.crt", "--tls-cert-file and --tls-private-key-file: give both"},
+		{"--authorization-mode Webhook", "--authorization-mode=Webhook: needs --kubeconfig"},
+		{"--authorization-mode RBAC", `--authorization-mode: "RBAC"`},
+		{"--rotate-server-certificates", "--rotate-server-certificates: not supported yet"},
 		{"--sync-frequency 0s", "--sync-frequency: 0s: want a positive duration"},
 		{"--crashloop-backoff-base soon", "crashloop-backoff-base"},
 		{"--manifest-url ftp://x/pods", "--manifest-url"},
@@ -151,7 +160,7 @@ func TestRunDaemonOnSim(t *testing.T) {
 	l.Close()
 	auditLog := filepath.Join(dir, "cri-audit.jsonl")
 	o, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", filepath.Join(dir, "root"), "--pod-manifest-path", manifests,
-		"--manifest-url", "http://" + ul.Addr().String() + "/pods", "--node-name", "n1", "--read-only-port", fmt.Sprint(port),
+		"--manifest-url", "http://" + ul.Addr().String() + "/pods", "--node-name", "n1", "--read-only-port", fmt.Sprint(port), "--port", "0",
 		"--cri-audit-log", auditLog}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -286,13 +295,64 @@ func TestRunDaemonBadPort(t *testing.T) {
 	}
 	defer l.Close()
 	port := l.Addr().(*net.TCPAddr).Port
-	o, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", t.TempDir(), "--read-only-port", fmt.Sprint(port)}, io.Discard)
+	o, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", t.TempDir(), "--read-only-port", fmt.Sprint(port), "--port", "0"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = runDaemon(context.Background(), o, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "--read-only-port") || !strings.Contains(err.Error(), "address already in use") {
 		t.Errorf("runDaemon on a busy port = %v, want an error naming --read-only-port and the cause", err)
+	}
+}
+
+// TestRunDaemonKubeletAPI starts the daemon with the kubelet API on a free
+// port and no --tls-cert-file: it writes a self-signed certificate under the
+// root dir, says at start that without --kubeconfig only client certificates
+// and AlwaysAllow are possible, and refuses a request without credentials
+// with 401.
+func TestRunDaemonKubeletAPI(t *testing.T) {
+	root := t.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	o, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", root, "--node-name", "n1", "--read-only-port", "0", "--port", fmt.Sprint(port)}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	logs := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- runDaemon(ctx, o, logs) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	var resp *http.Response
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	for i := 0; ; i++ {
+		resp, err = client.Get(fmt.Sprintf("https://127.0.0.1:%d/pods", port))
+		if err == nil {
+			break
+		}
+		if i == 100 {
+			t.Fatalf("kubelet API does not answer: %v; log:\n%s", err, logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("GET /pods without credentials: %d, want 401", resp.StatusCode)
+	}
+	if _, err := os.Stat(filepath.Join(root, "pki", "speclet.crt")); err != nil {
+		t.Errorf("no self-signed certificate: %v", err)
+	}
+	if !strings.Contains(logs.String(), "only client certificates and --authorization-mode=AlwaysAllow are possible") {
+		t.Errorf("start log lacks the note on --kubeconfig:\n%s", logs.String())
 	}
 }
 
@@ -325,7 +385,7 @@ func (s *syncBuffer) String() string {
 func TestRunDaemonRuntimeDown(t *testing.T) {
 	dir := t.TempDir()
 	o, err := parseRunFlags([]string{"--container-runtime-endpoint", "unix://" + filepath.Join(dir, "nothing.sock"),
-		"--root-dir", dir, "--read-only-port", "0", "--runtime-wait", "1s"}, io.Discard)
+		"--root-dir", dir, "--read-only-port", "0", "--port", "0", "--runtime-wait", "1s"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +427,7 @@ func TestRunDaemonRootDirLock(t *testing.T) {
 		return l.Addr().(*net.TCPAddr).Port
 	}
 	port := freePort()
-	o, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", root, "--node-name", "n1", "--read-only-port", fmt.Sprint(port)}, io.Discard)
+	o, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", root, "--node-name", "n1", "--read-only-port", fmt.Sprint(port), "--port", "0"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,7 +459,7 @@ func TestRunDaemonRootDirLock(t *testing.T) {
 		before[s] = fi
 	}
 
-	o2, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", root, "--node-name", "n1", "--read-only-port", fmt.Sprint(freePort())}, io.Discard)
+	o2, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", root, "--node-name", "n1", "--read-only-port", fmt.Sprint(freePort()), "--port", "0"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,17 @@
 // happen outside actions (guards, PLEG relist, status, health checks); inside
 // an action they must be declared like any other call.
 //
+// The kubelet API (engine/kubeletapi) calls the runtime outside the engine,
+// on the user's behalf, never through the engine's Runtime: reads
+// (ListContainers, ContainerStatus, ListPodSandbox, ListContainerStats,
+// ListPodSandboxStats), the streaming calls of cri.Streaming (Exec, Attach,
+// PortForward only prepare a session whose commands are the user's), and
+// ExecSync for /run, the user's command. None is a lifecycle effect, so none
+// is a spec action. Likewise engine/containerlogs' ReopenContainerLog, the
+// one mutating call outside the spec: log rotation (--container-log-max-size)
+// renames a running container's log file and has the runtime reopen it; it
+// changes the runtime's file handle, never a container's state.
+//
 // # Usage
 //
 //	rec := criaudit.NewRecorder(rt)          // keeps records in memory

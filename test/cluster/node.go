@@ -79,6 +79,12 @@ func (c *Cluster) StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The kubelet API (10250 by default) gets a port of its own: several
+	// nodes run on one machine.
+	apiPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
 	n := &Node{
 		Name: o.Name, Manifests: filepath.Join(o.Dir, "manifests"), bin: o.Bin,
 		Base: fmt.Sprintf("http://127.0.0.1:%d", port), LogPath: filepath.Join(o.Dir, "speclet.log"),
@@ -98,6 +104,7 @@ func (c *Cluster) StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 		"--pod-manifest-path", n.Manifests,
 		"--root-dir", filepath.Join(o.Dir, "root"),
 		"--read-only-port", strconv.Itoa(port),
+		"--port", strconv.Itoa(apiPort),
 		"--crashloop-backoff-base", "1s",
 		"--runtime-wait", "60s",
 		"-v", "2",

@@ -105,7 +105,7 @@ func StartAgent(ctx context.Context, kind AgentKind, bin string, reg *harness.Re
 			"--pod-manifest-path", a.Manifests,
 			"--root-dir", filepath.Join(dir, "root"),
 			"--node-name", NodeName,
-			"--read-only-port", fmt.Sprint(port),
+			"--read-only-port", fmt.Sprint(port), "--port", "0",
 			"--runtime-wait", "60s",
 			"-v", "4"}
 	default:

@@ -1,0 +1,522 @@
+package kubeletapi_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	restclient "k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/portforward"
+	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/client-go/transport/spdy"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/cri/harness"
+	"github.com/speclet/speclet/engine"
+	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/kubeletapi"
+)
+
+// testCA is a CA that signs client certificates for the tests.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+func newCA(t testing.TB) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test-ca"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := x509.ParseCertificate(der)
+	return &testCA{cert: c, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+// client returns PEM cert and key of a client certificate for user in groups.
+func (ca *testCA) client(t testing.TB, user string, groups ...string) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: user, Organization: groups},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, _ := x509.MarshalECPrivateKey(key)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
+}
+
+// onlyUser allows one user everything and refuses everybody else, as an
+// authorizer with RBAC for one user would.
+type onlyUser string
+
+func (u onlyUser) Authorize(_ context.Context, a kubeletapi.Attributes) (bool, string, error) {
+	if a.User.Name == string(u) {
+		return true, "", nil
+	}
+	return false, "no RBAC for " + a.User.Name, nil
+}
+
+// node is speclet's engine on a real containerd with the kubelet API served
+// on 127.0.0.1.
+type node struct {
+	eng     *engine.Engine
+	updates chan config.PodUpdate
+	base    string // https://127.0.0.1:PORT
+	server  []byte // serving certificate, PEM
+	ca      *testCA
+	image   string
+	rt      *cri.Client
+}
+
+// startNode starts the node; its API trusts client certificates of the
+// node's test CA and of extraCAs (PEM).
+func startNode(t testing.TB, authz kubeletapi.Authorizer, tokens kubeletapi.TokenReviewer, extraCAs ...[]byte) *node {
+	t.Helper()
+	c := harness.ForTest(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	rt, err := cri.Dial(ctx, c.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	root := filepath.Join(t.TempDir(), "root")
+	eng, err := engine.New(engine.Config{Runtime: rt, RootDir: root, NodeName: "node-a",
+		CrashLoopBackOffBase: time.Second, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &node{eng: eng, updates: make(chan config.PodUpdate, 4), ca: newCA(t), image: c.ImageRef("busybox:latest"), rt: rt}
+	done := make(chan error, 1)
+	go func() { done <- eng.Run(ctx, n.updates) }()
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(n.ca.pem)
+	for _, p := range extraCAs {
+		pool.AppendCertsFromPEM(p)
+	}
+	api, err := kubeletapi.New(kubeletapi.Config{Host: eng, Runtime: rt, NodeName: "node-a", RootDir: root, ClientCAs: pool,
+		Tokens: tokens, Authorizer: authz,
+		Labels: kubeletapi.Labels{PodUID: engine.LabelPodUID, PodName: engine.LabelPodName,
+			PodNamespace: engine.LabelPodNamespace, ContainerName: engine.LabelContainerName}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, certPath, err := kubeletapi.ServingCert("", "", filepath.Join(root, "pki"), "node-a", nil, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.server, _ = os.ReadFile(certPath)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: api, TLSConfig: api.TLSConfig(cert)}
+	go srv.Serve(tls.NewListener(l, srv.TLSConfig))
+	n.base = "https://" + l.Addr().String()
+	t.Cleanup(func() {
+		srv.Close()
+		// remove the pods before the harness stops containerd
+		var pods []*v1.Pod
+		pods = append(pods, eng.Pods()...)
+		n.updates <- config.PodUpdate{Op: config.OpRemove, Pods: pods, Source: config.SourceFile}
+		deadline := time.Now().Add(time.Minute)
+		for len(eng.Pods()) > 0 && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		cancel()
+		<-done
+	})
+	return n
+}
+
+func (n *node) pod(name string, c v1.Container) *v1.Pod {
+	return n.podIn("default", name, c)
+}
+
+func (n *node) podIn(ns, name string, c v1.Container) *v1.Pod {
+	grace := int64(1)
+	c.Image = n.image
+	c.ImagePullPolicy = v1.PullIfNotPresent
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID(name + "-uid"),
+			Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
+		Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace,
+			Containers: []v1.Container{c}},
+	}
+}
+
+// restConfig is a client-go config for the API as user (a client
+// certificate), trusting the node's serving certificate.
+func (n *node) restConfig(t testing.TB, user string, groups ...string) *restclient.Config {
+	crt, key := n.ca.client(t, user, groups...)
+	return &restclient.Config{Host: n.base, TLSClientConfig: restclient.TLSClientConfig{CertData: crt, KeyData: key, CAData: n.server}}
+}
+
+// httpClient is an HTTPS client as user; "" sends no certificate.
+func (n *node) httpClient(t testing.TB, user string) *http.Client {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(n.server)
+	cfg := &tls.Config{RootCAs: pool}
+	if user != "" {
+		crt, key := n.ca.client(t, user)
+		pair, err := tls.X509KeyPair(crt, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}
+}
+
+func get(t *testing.T, c *http.Client, u string) (int, string) {
+	t.Helper()
+	resp, err := c.Get(u)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func (n *node) waitFor(t testing.TB, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !ok() {
+		if time.Now().After(deadline) {
+			b, _ := json.MarshalIndent(n.eng.Pods(), "", " ")
+			t.Fatalf("timed out waiting for %s; pods:\n%s", what, b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (n *node) status(name string) *v1.Pod {
+	for _, p := range n.eng.Pods() {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// TestContainerd serves the kubelet API of a speclet node on a real
+// containerd and uses it as kube-apiserver and kubectl would: logs with each
+// parameter, exec (one-shot and interactive, over SPDY), attach,
+// port-forward to a busybox httpd on 127.0.0.1, /pods, /runningpods, and the
+// refusals (401, 403, 404).
+func TestContainerd(t *testing.T) {
+	n := startNode(t, onlyUser("admin"), nil)
+	port := freePort(t)
+	ticker := n.pod("ticker", v1.Container{Name: "main", Command: []string{"sh", "-c",
+		`i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.2; done`}})
+	crasher := n.pod("crasher", v1.Container{Name: "main", Command: []string{"sh", "-c",
+		`echo run at $(cat /proc/uptime); echo second line; sleep 1; exit 1`}})
+	web := n.pod("web", v1.Container{Name: "httpd", Command: []string{"sh", "-c",
+		fmt.Sprintf(`mkdir -p /www && echo hello-from-httpd > /www/index.html && exec httpd -f -p 127.0.0.1:%d -h /www`, port)}})
+	chat := n.pod("chat", v1.Container{Name: "main", Stdin: true, Command: []string{"sh", "-c",
+		`while read l; do echo got:$l; done`}})
+	n.updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{ticker, crasher, web, chat}, Source: config.SourceFile}
+	n.waitFor(t, "ticker, web, chat Running; crasher restarted", func() bool {
+		for _, name := range []string{"ticker", "web", "chat"} {
+			if p := n.status(name); p == nil || p.Status.Phase != v1.PodRunning {
+				return false
+			}
+		}
+		p := n.status("crasher")
+		return p != nil && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount >= 1
+	})
+	admin := n.httpClient(t, "admin")
+
+	t.Run("logs", func(t *testing.T) {
+		u := n.base + "/containerLogs/default/ticker/main"
+		n.waitFor(t, "five ticks", func() bool { _, b := get(t, admin, u); return strings.Contains(b, "tick 4\n") })
+		code, body := get(t, admin, u)
+		if code != 200 || !strings.HasPrefix(body, "tick 0\ntick 1\n") {
+			t.Errorf("logs: %d %q", code, body)
+		}
+		_, body = get(t, admin, u+"?tailLines=2")
+		if lines := strings.Split(strings.TrimSuffix(body, "\n"), "\n"); len(lines) != 2 || !strings.HasPrefix(lines[0], "tick ") {
+			t.Errorf("tailLines=2: %q", body)
+		}
+		_, body = get(t, admin, u+"?limitBytes=8")
+		if body != "tick 0\nt" {
+			t.Errorf("limitBytes=8: %q", body)
+		}
+		_, body = get(t, admin, u+"?timestamps=true&tailLines=1")
+		ts, rest, _ := strings.Cut(body, " ")
+		if _, err := time.Parse(time.RFC3339Nano, ts); err != nil || !strings.HasPrefix(rest, "tick ") {
+			t.Errorf("timestamps: %q", body)
+		}
+		_, body = get(t, admin, u+"?sinceTime="+url.QueryEscape(time.Now().Add(time.Hour).Format(time.RFC3339)))
+		if body != "" {
+			t.Errorf("sinceTime in the future: %q, want nothing", body)
+		}
+		_, body = get(t, admin, u+"?sinceSeconds=1")
+		if strings.Contains(body, "tick 0\n") || !strings.Contains(body, "tick ") {
+			t.Errorf("sinceSeconds=1: %q, want recent ticks only", body)
+		}
+		code, body = get(t, admin, n.base+"/containerLogs/default/ticker/main?tailLines=x")
+		if code != 400 || !strings.Contains(body, "tailLines") {
+			t.Errorf("tailLines=x: %d %q", code, body)
+		}
+		// previous: the container before the restart
+		_, body = get(t, admin, n.base+"/containerLogs/default/crasher/main?previous=true")
+		if !strings.HasPrefix(body, "run at ") || !strings.HasSuffix(body, "second line\n") {
+			t.Errorf("previous: %q", body)
+		}
+		code, body = get(t, admin, n.base+"/containerLogs/default/ticker/main?previous=true")
+		if code != 400 || !strings.Contains(body, "no previous container") {
+			t.Errorf("previous of a container never restarted: %d %q", code, body)
+		}
+		// follow: new lines arrive on an open response
+		resp, err := admin.Get(u + "?follow=true&tailLines=1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		r := bufio.NewReader(resp.Body)
+		seen := map[string]bool{}
+		for len(seen) < 3 {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				t.Fatalf("follow: %v after %v", err, seen)
+			}
+			seen[line] = true
+		}
+	})
+
+	t.Run("exec", func(t *testing.T) {
+		var out, errb bytes.Buffer
+		if err := execIn(n.restConfig(t, "admin"), n.base+"/exec/default/ticker/main?command=sh&command=-c&command=echo+hi&output=1&error=1",
+			remotecommand.StreamOptions{Stdout: &out, Stderr: &errb}); err != nil {
+			t.Fatalf("exec: %v (stderr %q)", err, errb.String())
+		}
+		if out.String() != "hi\n" {
+			t.Errorf("exec echo hi: stdout %q", out.String())
+		}
+		// interactive: a shell reads commands from stdin
+		out.Reset()
+		stdin := strings.NewReader("echo one\necho two >&2\nexit 3\n")
+		err := execIn(n.restConfig(t, "admin"), n.base+"/exec/default/ticker/main?command=sh&input=1&output=1&error=1",
+			remotecommand.StreamOptions{Stdin: stdin, Stdout: &out, Stderr: &errb})
+		if out.String() != "one\n" || errb.String() != "two\n" {
+			t.Errorf("interactive exec: stdout %q stderr %q", out.String(), errb.String())
+		}
+		if err == nil || !strings.Contains(err.Error(), "exit code 3") {
+			t.Errorf("interactive exec error = %v, want exit code 3", err)
+		}
+	})
+
+	t.Run("attach", func(t *testing.T) {
+		pr, pw := io.Pipe()
+		out := &lineWriter{lines: make(chan string, 10)}
+		done := make(chan error, 1)
+		go func() {
+			done <- execIn(n.restConfig(t, "admin"), n.base+"/attach/default/chat/main?input=1&output=1",
+				remotecommand.StreamOptions{Stdin: pr, Stdout: out})
+		}()
+		pw.Write([]byte("hello\n"))
+		select {
+		case l := <-out.lines:
+			if l != "got:hello\n" {
+				t.Errorf("attach: %q, want got:hello", l)
+			}
+		case err := <-done:
+			t.Fatalf("attach ended: %v", err)
+		case <-time.After(time.Minute):
+			t.Fatal("attach: no answer")
+		}
+		pw.Close()
+	})
+
+	t.Run("port-forward", func(t *testing.T) {
+		cfg := n.restConfig(t, "admin")
+		transport, upgrader, err := spdy.RoundTripperFor(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, _ := url.Parse(n.base + "/portForward/default/web")
+		dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, "POST", u)
+		local := freePort(t)
+		stop, ready := make(chan struct{}), make(chan struct{})
+		pf, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("%d:%d", local, port)}, stop, ready, io.Discard, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- pf.ForwardPorts() }()
+		defer func() { close(stop); <-done }()
+		select {
+		case <-ready:
+		case err := <-done:
+			t.Fatalf("port-forward: %v", err)
+		}
+		var body string
+		n.waitFor(t, "httpd answers through the forward", func() bool {
+			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/index.html", local))
+			if err != nil {
+				return false
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			body = string(b)
+			return resp.StatusCode == 200
+		})
+		if body != "hello-from-httpd\n" {
+			t.Errorf("port-forward GET: %q", body)
+		}
+	})
+
+	t.Run("pods", func(t *testing.T) {
+		code, body := get(t, admin, n.base+"/pods")
+		var list v1.PodList
+		if code != 200 || json.Unmarshal([]byte(body), &list) != nil || len(list.Items) != 4 {
+			t.Errorf("/pods: %d, %d pods", code, len(list.Items))
+		}
+		code, body = get(t, admin, n.base+"/runningpods/")
+		list = v1.PodList{}
+		if code != 200 || json.Unmarshal([]byte(body), &list) != nil {
+			t.Fatalf("/runningpods/: %d %q", code, body)
+		}
+		names := map[string]bool{}
+		for _, p := range list.Items {
+			names[p.Namespace+"/"+p.Name] = true
+		}
+		for _, want := range []string{"default/ticker", "default/web", "default/chat"} {
+			if !names[want] {
+				t.Errorf("/runningpods/ lacks %s: %v", want, names)
+			}
+		}
+	})
+
+	t.Run("stats", func(t *testing.T) {
+		code, body := get(t, admin, n.base+"/stats/summary")
+		var s statsapi.Summary
+		if code != 200 || json.Unmarshal([]byte(body), &s) != nil {
+			t.Fatalf("/stats/summary: %d %q", code, body)
+		}
+		if s.Node.NodeName != "node-a" || s.Node.CPU == nil || s.Node.CPU.UsageCoreNanoSeconds == nil || s.Node.Memory == nil ||
+			s.Node.Memory.WorkingSetBytes == nil || *s.Node.Memory.WorkingSetBytes == 0 || s.Node.Fs == nil || *s.Node.Fs.CapacityBytes == 0 {
+			t.Errorf("node stats: %s", body)
+		}
+		var ticker *statsapi.PodStats
+		for i, p := range s.Pods {
+			if p.PodRef.Name == "ticker" && p.PodRef.Namespace == "default" && p.PodRef.UID == "ticker-uid" {
+				ticker = &s.Pods[i]
+			}
+		}
+		if ticker == nil || len(ticker.Containers) != 1 || ticker.Containers[0].Name != "main" {
+			t.Fatalf("no ticker pod with container main in %s", body)
+		}
+		c := ticker.Containers[0]
+		if c.CPU == nil || c.CPU.UsageCoreNanoSeconds == nil || *c.CPU.UsageCoreNanoSeconds == 0 ||
+			c.Memory == nil || c.Memory.WorkingSetBytes == nil || *c.Memory.WorkingSetBytes == 0 {
+			t.Errorf("ticker/main has no CPU or memory usage: %s", body)
+		}
+		if ticker.CPU == nil || ticker.Memory == nil {
+			t.Errorf("ticker pod has no CPU or memory: %s", body)
+		}
+		code, body = get(t, admin, n.base+"/metrics/resource")
+		for _, want := range []string{`container_cpu_usage_seconds_total{container="main",namespace="default",pod="ticker"} `,
+			`container_memory_working_set_bytes{container="main",namespace="default",pod="ticker"} `,
+			`pod_cpu_usage_seconds_total{namespace="default",pod="ticker"} `, "node_cpu_usage_seconds_total ", "node_memory_working_set_bytes ", "resource_scrape_error 0"} {
+			if code != 200 || !strings.Contains(body, "\n"+want) {
+				t.Errorf("/metrics/resource lacks %q: %d\n%s", want, code, body)
+			}
+		}
+	})
+
+	t.Run("refusals", func(t *testing.T) {
+		for _, tc := range []struct {
+			client *http.Client
+			path   string
+			code   int
+			body   string
+		}{
+			{n.httpClient(t, ""), "/pods", 401, "Unauthorized"},
+			{n.httpClient(t, ""), "/containerLogs/default/ticker/main", 401, "Unauthorized"},
+			{n.httpClient(t, "bob"), "/containerLogs/default/ticker/main", 403, "user=bob"},
+			{n.httpClient(t, "bob"), "/stats/summary", 403, "stats"},
+			{admin, "/containerLogs/default/elsewhere/main", 404, "not found on node node-a"},
+			{admin, "/containerLogs/default/ticker/nosuch", 404, `container "nosuch" not found`},
+			{admin, "/exec/other/ticker/main?command=true&output=1", 404, "not found on node"},
+		} {
+			code, body := get(t, tc.client, n.base+tc.path)
+			if code != tc.code || !strings.Contains(body, tc.body) {
+				t.Errorf("GET %s: %d %q, want %d with %q", tc.path, code, body, tc.code, tc.body)
+			}
+		}
+		// a certificate from another CA is no credential
+		other := &node{ca: newCA(t), server: n.server, base: n.base}
+		if code, _ := get(t, other.httpClient(t, "admin"), n.base+"/pods"); code != 401 {
+			t.Errorf("certificate of another CA: %d, want 401", code)
+		}
+	})
+}
+
+// execIn runs a remotecommand session (exec or attach) over SPDY.
+func execIn(cfg *restclient.Config, raw string, o remotecommand.StreamOptions) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return err
+	}
+	ex, err := remotecommand.NewSPDYExecutor(cfg, "POST", u)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return ex.StreamWithContext(ctx, o)
+}
+
+type lineWriter struct{ lines chan string }
+
+func (w *lineWriter) Write(p []byte) (int, error) { w.lines <- string(p); return len(p), nil }
+
+func freePort(t testing.TB) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}

@@ -1,0 +1,40 @@
+// Package kubeletapi is speclet's authenticated kubelet API, the one kubelet
+// serves on port 10250 and kube-apiserver calls for `kubectl logs`, `exec`,
+// `attach` and `port-forward`:
+//
+//	GET  /healthz, /metrics, /pods, /runningpods/
+//	GET  /stats/summary, /metrics/resource
+//	GET  /containerLogs/{ns}/{pod}/{container}?follow&tailLines&limitBytes&sinceSeconds&sinceTime&timestamps&previous
+//	GET|POST /exec/{ns}/{pod}[/{uid}]/{container}?command=...&stdin&stdout&stderr&tty
+//	GET|POST /attach/{ns}/{pod}[/{uid}]/{container}?stdin&stdout&stderr&tty
+//	GET|POST /portForward/{ns}/{pod}[/{uid}]?port=...
+//	POST /run/{ns}/{pod}[/{uid}]/{container}?cmd=...
+//
+// Contracts:
+//   - TLS only (TLSConfig); a request is authenticated by a client
+//     certificate verified against the client CA (CN = user, O = groups), else
+//     by a bearer token the TokenReviewer accepts, else, when Anonymous is on,
+//     as system:anonymous; otherwise it gets 401.
+//   - It is then authorized as kubelet does: verb from the method (GET get,
+//     POST create, ...), resource nodes, name the node, subresource stats,
+//     metrics or log for /stats, /metrics and /logs, healthz, pods or configz
+//     (each falling back to proxy) for those paths, proxy for everything
+//     else; a refusal is 403.
+//   - A pod not on this node is 404; a container that is not running, 400.
+//   - Logs are read from the CRI log files (time stream tag content, P for a
+//     partial line) across rotated files (<log>.<timestamp>, oldest first);
+//     previous is the container created before the newest one.
+//   - /stats/summary is the node (CPU from /proc/stat, memory from
+//     /proc/meminfo, file system of the root dir) and each ready sandbox with
+//     its running containers from the CRI's ListContainerStats (the pod's own
+//     numbers from ListPodSandboxStats when the runtime has them, else the
+//     sum of its containers'); /metrics/resource is the same in the
+//     Prometheus text format metrics-server reads.
+//   - Exec, attach and port-forward ask the runtime for a streaming URL and
+//     proxy the connection there, upgrades included, as kubelet v1.34 does.
+//
+// The CRI calls it makes are reads and the streaming calls (Exec, Attach,
+// PortForward prepare the user's session), plus ExecSync for /run: they are
+// the user's requests, not lifecycle effects, so they are not spec actions
+// and do not go through the engine's CRI audit.
+package kubeletapi

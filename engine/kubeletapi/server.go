@@ -1,0 +1,534 @@
+package kubeletapi
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/speclet/speclet/cri"
+)
+
+// Host is the node whose pods the API serves.
+type Host interface {
+	// Pods returns the pods the node runs, with their status.
+	Pods() []*v1.Pod
+	// Healthz returns nil when the node is healthy, or why it is not.
+	Healthz() error
+}
+
+// Runtime is the part of the CRI the API uses: reads and the streaming calls.
+// None of them is a lifecycle effect: they are not spec actions (see
+// engine/criaudit: Exec, Attach and PortForward only prepare a session of
+// the user's; ExecSync is /run, the user's command).
+type Runtime interface {
+	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
+	ContainerStatus(ctx context.Context, containerID string) (*runtimeapi.ContainerStatus, error)
+	ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error)
+	ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (cri.ExecResult, error)
+	cri.Streaming
+	cri.Stats
+}
+
+// Labels names the CRI labels that tie a runtime object to its pod.
+type Labels struct {
+	PodUID, PodName, PodNamespace, ContainerName string
+}
+
+// Config configures the API.
+type Config struct {
+	Host     Host
+	Runtime  Runtime
+	Labels   Labels
+	NodeName string
+	// RootDir is the directory whose file system /stats/summary reports
+	// as the node's; "" leaves it out.
+	RootDir string
+	// ClientCAs verifies client certificates (--client-ca-file); nil: no
+	// certificate is accepted.
+	ClientCAs *x509.CertPool
+	// Tokens checks bearer tokens (TokenReview); nil: bearer tokens get 401.
+	Tokens TokenReviewer
+	// Anonymous lets requests without credentials in as system:anonymous
+	// (--anonymous-auth); they are authorized like any other.
+	Anonymous  bool
+	Authorizer Authorizer
+	Gatherer   prometheus.Gatherer // /metrics; nil: no /metrics
+	Log        *slog.Logger
+	Now        func() time.Time
+}
+
+// API is the kubelet API of port 10250.
+type API struct {
+	c   Config
+	mux *http.ServeMux
+	cpu nodeCPU
+}
+
+// New returns the API; serve it with TLSConfig through ServeTLS.
+func New(c Config) (*API, error) {
+	if c.Host == nil || c.Runtime == nil || c.Authorizer == nil || c.NodeName == "" {
+		return nil, errors.New("kubelet API: Host, Runtime, Authorizer and NodeName are required")
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	a := &API{c: c, mux: http.NewServeMux()}
+	a.routes()
+	return a, nil
+}
+
+// TLSConfig returns the server side TLS configuration with cert as the
+// serving certificate. Client certificates are asked for, not required, and
+// verified per request (as kubelet's x509 authenticator does), so that a
+// certificate the client CA did not sign gets 401 rather than a failed
+// handshake.
+func (a *API) TLSConfig(cert tls.Certificate) *tls.Config {
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, ClientAuth: tls.RequestClientCert}
+}
+
+// ServeHTTP authenticates, authorizes, then routes.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	u, err := a.authenticate(r)
+	if err != nil {
+		if !errors.Is(err, errUnauthorized) {
+			a.c.Log.Warn("kubelet API: authentication failed", "path", r.URL.Path, "err", err)
+		}
+		http.Error(w, "Unauthorized", http.StatusUnauthorized)
+		return
+	}
+	at := Attributes{User: u, Verb: verbOf(r.Method), Node: a.c.NodeName, Path: r.URL.Path}
+	subs := subresourcesOf(r.URL.Path)
+	var reason string
+	allowed := false
+	for _, s := range subs {
+		at.Subresource = s
+		ok, why, err := a.c.Authorizer.Authorize(r.Context(), at)
+		if err != nil {
+			a.c.Log.Warn("kubelet API: authorization failed", "user", u.Name, "path", r.URL.Path, "err", err)
+			http.Error(w, "Authorization error (user="+u.Name+", verb="+at.Verb+", resource=nodes, subresource="+s+")", http.StatusInternalServerError)
+			return
+		}
+		if ok {
+			allowed = true
+			break
+		}
+		if reason == "" {
+			reason = why
+		}
+	}
+	if !allowed {
+		msg := fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=nodes, subresource(s)=%v)", u.Name, at.Verb, subs)
+		if reason != "" {
+			msg += ": " + reason
+		}
+		http.Error(w, msg, http.StatusForbidden)
+		return
+	}
+	a.mux.ServeHTTP(w, r)
+}
+
+// authenticate returns the request's user: a verified client certificate,
+// else a bearer token the reviewer accepts, else the anonymous user when
+// allowed; otherwise errUnauthorized.
+func (a *API) authenticate(r *http.Request) (User, error) {
+	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+		if a.c.ClientCAs == nil {
+			return User{}, errUnauthorized
+		}
+		leaf := r.TLS.PeerCertificates[0]
+		inter := x509.NewCertPool()
+		for _, c := range r.TLS.PeerCertificates[1:] {
+			inter.AddCert(c)
+		}
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: a.c.ClientCAs, Intermediates: inter,
+			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, CurrentTime: a.c.Now()}); err != nil {
+			a.c.Log.Info("kubelet API: client certificate refused", "subject", leaf.Subject.String(), "err", err)
+			return User{}, errUnauthorized
+		}
+		return userFromCert(leaf), nil
+	}
+	if tok, ok := bearerToken(r); ok {
+		if a.c.Tokens == nil {
+			return User{}, errUnauthorized
+		}
+		u, ok, err := a.c.Tokens.ReviewToken(r.Context(), tok)
+		if err != nil {
+			return User{}, err
+		}
+		if !ok {
+			return User{}, errUnauthorized
+		}
+		return u, nil
+	}
+	if a.c.Anonymous {
+		return Anonymous, nil
+	}
+	return User{}, errUnauthorized
+}
+
+func (a *API) routes() {
+	m := a.mux
+	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := a.c.Host.Healthz(); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Write([]byte("ok"))
+	})
+	if a.c.Gatherer != nil {
+		m.Handle("GET /metrics", promhttp.HandlerFor(a.c.Gatherer, promhttp.HandlerOpts{}))
+	}
+	m.HandleFunc("GET /pods", a.pods)
+	m.HandleFunc("GET /stats/summary", a.statsSummary)
+	m.HandleFunc("GET /metrics/resource", a.metricsResource)
+	m.HandleFunc("GET /runningpods/", a.runningPods)
+	m.HandleFunc("GET /containerLogs/{ns}/{pod}/{container}", a.containerLogs)
+	for _, p := range []string{"/exec/{ns}/{pod}/{container}", "/exec/{ns}/{pod}/{uid}/{container}"} {
+		m.HandleFunc("GET "+p, a.exec)
+		m.HandleFunc("POST "+p, a.exec)
+	}
+	for _, p := range []string{"/attach/{ns}/{pod}/{container}", "/attach/{ns}/{pod}/{uid}/{container}"} {
+		m.HandleFunc("GET "+p, a.attach)
+		m.HandleFunc("POST "+p, a.attach)
+	}
+	for _, p := range []string{"/portForward/{ns}/{pod}", "/portForward/{ns}/{pod}/{uid}"} {
+		m.HandleFunc("GET "+p, a.portForward)
+		m.HandleFunc("POST "+p, a.portForward)
+	}
+	m.HandleFunc("POST /run/{ns}/{pod}/{container}", a.run)
+	m.HandleFunc("POST /run/{ns}/{pod}/{uid}/{container}", a.run)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, "encode: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(body)
+}
+
+func (a *API) pods(w http.ResponseWriter, r *http.Request) {
+	list := v1.PodList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"}, Items: []v1.Pod{}}
+	for _, p := range a.c.Host.Pods() {
+		list.Items = append(list.Items, *p)
+	}
+	writeJSON(w, &list)
+}
+
+// runningPods lists the pods the runtime runs, as kubelet's /runningpods/:
+// from the runtime's ready sandboxes and running containers, with names,
+// namespaces and UIDs from their labels.
+func (a *API) runningPods(w http.ResponseWriter, r *http.Request) {
+	l := a.c.Labels
+	sbs, err := a.c.Runtime.ListPodSandbox(r.Context(), &runtimeapi.PodSandboxFilter{
+		State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}})
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, "list sandboxes: %v", err)
+		return
+	}
+	cs, err := a.c.Runtime.ListContainers(r.Context(), &runtimeapi.ContainerFilter{
+		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}})
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, "list containers: %v", err)
+		return
+	}
+	byUID := map[string]*v1.Pod{}
+	var order []string
+	for _, sb := range sbs {
+		uid := sb.Labels[l.PodUID]
+		if uid == "" || byUID[uid] != nil {
+			continue
+		}
+		byUID[uid] = &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: sb.Labels[l.PodName], Namespace: sb.Labels[l.PodNamespace], UID: types.UID(uid)}}
+		order = append(order, uid)
+	}
+	for _, c := range cs {
+		p := byUID[c.Labels[l.PodUID]]
+		if p == nil {
+			continue
+		}
+		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: c.Labels[l.ContainerName], Image: c.GetImage().GetImage()})
+	}
+	sort.Strings(order)
+	list := v1.PodList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"}, Items: []v1.Pod{}}
+	for _, uid := range order {
+		list.Items = append(list.Items, *byUID[uid])
+	}
+	writeJSON(w, &list)
+}
+
+// findPod returns the node's pod ns/name (and uid, when given), or writes
+// 404.
+func (a *API) findPod(w http.ResponseWriter, r *http.Request) (*v1.Pod, bool) {
+	ns, name, uid := r.PathValue("ns"), r.PathValue("pod"), r.PathValue("uid")
+	for _, p := range a.c.Host.Pods() {
+		if p.Namespace == ns && p.Name == name && (uid == "" || string(p.UID) == uid) {
+			return p, true
+		}
+	}
+	httpError(w, http.StatusNotFound, "pod %q not found on node %s", ns+"/"+name, a.c.NodeName)
+	return nil, false
+}
+
+// containerIDs returns the runtime's containers of a pod's container, newest
+// first.
+func (a *API) containerIDs(ctx context.Context, pod *v1.Pod, container string) ([]*runtimeapi.Container, error) {
+	cs, err := a.c.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: map[string]string{
+		a.c.Labels.PodUID: string(pod.UID), a.c.Labels.ContainerName: container}})
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(cs, func(i, j int) bool { return cs[i].CreatedAt > cs[j].CreatedAt })
+	return cs, nil
+}
+
+func hasContainer(pod *v1.Pod, name string) bool {
+	for _, c := range pod.Spec.InitContainers {
+		if c.Name == name {
+			return true
+		}
+	}
+	for _, c := range pod.Spec.Containers {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// containerLogs serves /containerLogs/{ns}/{pod}/{container}: the current
+// container's log, or with previous=true the one before it.
+func (a *API) containerLogs(w http.ResponseWriter, r *http.Request) {
+	o, err := parseLogOptions(r.URL.Query(), a.c.Now())
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "containerLogs: %v", err)
+		return
+	}
+	pod, ok := a.findPod(w, r)
+	if !ok {
+		return
+	}
+	name := r.PathValue("container")
+	if !hasContainer(pod, name) {
+		httpError(w, http.StatusNotFound, "container %q not found in pod %s/%s", name, pod.Namespace, pod.Name)
+		return
+	}
+	cs, err := a.containerIDs(r.Context(), pod, name)
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, "list containers of %s/%s: %v", pod.Namespace, pod.Name, err)
+		return
+	}
+	i := 0
+	if o.Previous {
+		i = 1
+	}
+	if len(cs) <= i {
+		what := "no container"
+		if o.Previous {
+			what = "no previous container"
+		}
+		httpError(w, http.StatusBadRequest, "%s %q in pod %s/%s (%d in the runtime)", what, name, pod.Namespace, pod.Name, len(cs))
+		return
+	}
+	id := cs[i].Id
+	st, err := a.c.Runtime.ContainerStatus(r.Context(), id)
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, "container status of %q: %v", name, err)
+		return
+	}
+	if st.LogPath == "" {
+		httpError(w, http.StatusNotFound, "container %q of %s/%s has no log file", name, pod.Namespace, pod.Name)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain")
+	w.Header().Set("Transfer-Encoding", "chunked")
+	fl, _ := w.(http.Flusher)
+	flush := func() {
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+	running := func(ctx context.Context) bool {
+		s, err := a.c.Runtime.ContainerStatus(ctx, id)
+		return err == nil && s.State == runtimeapi.ContainerState_CONTAINER_RUNNING
+	}
+	if err := streamLog(r.Context(), st.LogPath, o, w, flush, running); err != nil {
+		a.c.Log.Warn("kubelet API: container log", "pod", pod.Namespace+"/"+pod.Name, "container", name, "err", err)
+	}
+}
+
+// streamOpts reads the stream flags of exec and attach as kubelet does:
+// stdin/input, stdout/output, stderr/error, tty; a tty has no stderr.
+func streamOpts(q url.Values) (stdin, stdout, stderr, tty bool) {
+	get := func(a, b string) bool {
+		return q.Get(a) == "1" || q.Get(b) == "1" || q.Get(a) == "true" || q.Get(b) == "true"
+	}
+	stdin, stdout, stderr, tty = get("stdin", "input"), get("stdout", "output"), get("stderr", "error"), get("tty", "tty")
+	if tty {
+		stderr = false
+	}
+	return
+}
+
+// runningContainer returns the ID of the running container {container} of
+// the request's pod, or writes the error.
+func (a *API) runningContainer(w http.ResponseWriter, r *http.Request) (string, bool) {
+	pod, ok := a.findPod(w, r)
+	if !ok {
+		return "", false
+	}
+	name := r.PathValue("container")
+	if !hasContainer(pod, name) {
+		httpError(w, http.StatusNotFound, "container %q not found in pod %s/%s", name, pod.Namespace, pod.Name)
+		return "", false
+	}
+	cs, err := a.containerIDs(r.Context(), pod, name)
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, "list containers of %s/%s: %v", pod.Namespace, pod.Name, err)
+		return "", false
+	}
+	if len(cs) == 0 || cs[0].State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		httpError(w, http.StatusBadRequest, "container %q of pod %s/%s is not running", name, pod.Namespace, pod.Name)
+		return "", false
+	}
+	return cs[0].Id, true
+}
+
+func (a *API) exec(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	cmd := q["command"]
+	if len(cmd) == 0 {
+		httpError(w, http.StatusBadRequest, "exec: no command (give one or more command= parameters)")
+		return
+	}
+	stdin, stdout, stderr, tty := streamOpts(q)
+	if !stdin && !stdout && !stderr {
+		httpError(w, http.StatusBadRequest, "exec: you must specify at least one of stdin, stdout, stderr")
+		return
+	}
+	id, ok := a.runningContainer(w, r)
+	if !ok {
+		return
+	}
+	u, err := a.c.Runtime.Exec(r.Context(), &runtimeapi.ExecRequest{ContainerId: id, Cmd: cmd, Tty: tty, Stdin: stdin, Stdout: stdout, Stderr: stderr})
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, "exec in %s: %v", r.PathValue("container"), err)
+		return
+	}
+	a.proxyStream(w, r, u)
+}
+
+func (a *API) attach(w http.ResponseWriter, r *http.Request) {
+	stdin, stdout, stderr, tty := streamOpts(r.URL.Query())
+	if !stdin && !stdout && !stderr {
+		httpError(w, http.StatusBadRequest, "attach: you must specify at least one of stdin, stdout, stderr")
+		return
+	}
+	id, ok := a.runningContainer(w, r)
+	if !ok {
+		return
+	}
+	u, err := a.c.Runtime.Attach(r.Context(), &runtimeapi.AttachRequest{ContainerId: id, Tty: tty, Stdin: stdin, Stdout: stdout, Stderr: stderr})
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, "attach to %s: %v", r.PathValue("container"), err)
+		return
+	}
+	a.proxyStream(w, r, u)
+}
+
+func (a *API) portForward(w http.ResponseWriter, r *http.Request) {
+	pod, ok := a.findPod(w, r)
+	if !ok {
+		return
+	}
+	sbs, err := a.c.Runtime.ListPodSandbox(r.Context(), &runtimeapi.PodSandboxFilter{
+		State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
+		LabelSelector: map[string]string{a.c.Labels.PodUID: string(pod.UID)}})
+	if err != nil || len(sbs) == 0 {
+		httpError(w, http.StatusBadRequest, "pod %s/%s has no ready sandbox (err: %v)", pod.Namespace, pod.Name, err)
+		return
+	}
+	var ports []int32
+	for _, p := range r.URL.Query()["port"] {
+		n, err := strconv.ParseUint(p, 10, 16)
+		if err != nil || n == 0 {
+			httpError(w, http.StatusBadRequest, "portForward: port %q: want 1..65535", p)
+			return
+		}
+		ports = append(ports, int32(n))
+	}
+	u, err := a.c.Runtime.PortForward(r.Context(), &runtimeapi.PortForwardRequest{PodSandboxId: sbs[0].Id, Port: ports})
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, "port-forward to %s/%s: %v", pod.Namespace, pod.Name, err)
+		return
+	}
+	a.proxyStream(w, r, u)
+}
+
+// run serves /run: the cmd parameter run with ExecSync, its output in the
+// body (kubelet's RunInContainer).
+func (a *API) run(w http.ResponseWriter, r *http.Request) {
+	cmd := strings.Fields(r.URL.Query().Get("cmd"))
+	if len(cmd) == 0 {
+		httpError(w, http.StatusBadRequest, "run: no cmd parameter")
+		return
+	}
+	id, ok := a.runningContainer(w, r)
+	if !ok {
+		return
+	}
+	res, err := a.c.Runtime.ExecSync(r.Context(), id, cmd, 0)
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, "run in %s: %v", r.PathValue("container"), err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain")
+	w.Write(append(res.Stdout, res.Stderr...))
+}
+
+// proxyStream proxies the request, with its SPDY or WebSocket upgrade, to
+// the runtime's streaming URL, as kubelet v1.34 does (it no longer
+// redirects).
+func (a *API) proxyStream(w http.ResponseWriter, r *http.Request, raw string) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		httpError(w, http.StatusInternalServerError, "runtime returned a bad streaming URL %q", raw)
+		return
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL = u
+			pr.Out.Host = u.Host
+			pr.Out.Header.Del("Authorization")
+		},
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			a.c.Log.Warn("kubelet API: streaming proxy", "url", raw, "err", err)
+			http.Error(w, "streaming proxy: "+err.Error(), http.StatusBadGateway)
+		},
+	}
+	rp.ServeHTTP(w, r)
+}
