@@ -18,6 +18,7 @@ import (
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/volume"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -72,6 +73,10 @@ type Config struct {
 	// With the manifest limits of engine/config it bounds what a CRI list
 	// call returns (MaxSandboxRecordBytes, MaxContainerRecordBytes).
 	MaxPods int
+	// VolumeAPI is where configMap, secret and serviceAccountToken volumes
+	// come from (volume.Clientset over the --kubeconfig client); nil: such
+	// volumes fail to mount with a FailedMount naming the missing API.
+	VolumeAPI volume.API
 }
 
 // ProbeResult is one probe outcome for a container of a pod. One sent on
@@ -88,6 +93,7 @@ type ProbeResult struct {
 // Engine runs pods: one worker per pod UID drives the generated pod and
 // container machines and turns their actions into CRI calls.
 type Engine struct {
+	volumes *volume.Manager // sets up and tears down pod volumes
 	cfg     Config
 	rt      cri.Runtime
 	clock   clock.WithTicker
@@ -174,6 +180,7 @@ func New(cfg Config) (*Engine, error) {
 		gone:         map[types.UID]goneHistory{},
 		refused:      map[types.UID]bool{},
 		runtimeName:  "cri",
+		volumes:      &volume.Manager{Root: cfg.RootDir, API: cfg.VolumeAPI, Node: nodeAllocatable(), Now: cfg.Clock.Now},
 	}
 	m, err := newMetrics(cfg.Registerer, e)
 	if err != nil {

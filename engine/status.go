@@ -20,6 +20,8 @@ const (
 	ReasonRunContainer      = "RunContainerError"
 	ReasonCrashLoopBackOff  = "CrashLoopBackOff"
 	ReasonContainerCreating = "ContainerCreating"
+	// ReasonFailedMount: a volume of the pod could not be set up.
+	ReasonFailedMount = "FailedMount"
 	ReasonPodInitializing   = "PodInitializing"
 	ReasonCompleted         = "Completed"
 	ReasonError             = "Error"
