@@ -21,10 +21,10 @@ const (
 	ReasonCrashLoopBackOff  = "CrashLoopBackOff"
 	ReasonContainerCreating = "ContainerCreating"
 	// ReasonFailedMount: a volume of the pod could not be set up.
-	ReasonFailedMount = "FailedMount"
-	ReasonPodInitializing   = "PodInitializing"
-	ReasonCompleted         = "Completed"
-	ReasonError             = "Error"
+	ReasonFailedMount     = "FailedMount"
+	ReasonPodInitializing = "PodInitializing"
+	ReasonCompleted       = "Completed"
+	ReasonError           = "Error"
 )
 
 // containerPhase is the coarse state a container's machine state maps to.

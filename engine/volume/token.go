@@ -94,4 +94,3 @@ func (t *tokens) forget(uid types.UID) {
 		}
 	}
 }
-
