@@ -1,0 +1,158 @@
+package engine
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	authv1 "k8s.io/api/authentication/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/volume"
+)
+
+// memAPI is an in-memory volume.API (the real API server backs the
+// test/cluster tests).
+type memAPI struct {
+	mu  sync.Mutex
+	cms map[string]*v1.ConfigMap
+}
+
+func (a *memAPI) GetConfigMap(_ context.Context, ns, name string) (*v1.ConfigMap, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if cm := a.cms[ns+"/"+name]; cm != nil {
+		return cm.DeepCopy(), nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, name)
+}
+
+func (a *memAPI) GetSecret(_ context.Context, ns, name string) (*v1.Secret, error) {
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, name)
+}
+
+func (a *memAPI) CreateToken(context.Context, string, string, *authv1.TokenRequest) (*authv1.TokenRequest, error) {
+	return nil, apierrors.NewForbidden(schema.GroupResource{Resource: "serviceaccounts/token"}, "", nil)
+}
+
+func (a *memAPI) set(ns, name string, data map[string]string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.cms[ns+"/"+name] = &v1.ConfigMap{Data: data}
+}
+
+func volumePod(name string, vols ...v1.Volume) *v1.Pod {
+	grace := int64(1)
+	var mounts []v1.VolumeMount
+	for _, v := range vols {
+		mounts = append(mounts, v1.VolumeMount{Name: v.Name, MountPath: "/" + v.Name})
+	}
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: k8stypes.UID("uid-" + name),
+		Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
+		Spec: v1.PodSpec{RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace, HostNetwork: true,
+			Volumes:    vols,
+			Containers: []v1.Container{{Name: "main", Image: "busybox:latest", ImagePullPolicy: v1.PullIfNotPresent, VolumeMounts: mounts}}}}
+}
+
+
+func (h *scriptHarness) podStatus(name string) *v1.PodStatus {
+	for _, p := range h.eng.Pods() {
+		if p.Name == name {
+			return &p.Status
+		}
+	}
+	return nil
+}
+
+func waitingReason(st *v1.PodStatus) string {
+	if st == nil || len(st.ContainerStatuses) == 0 || st.ContainerStatuses[0].State.Waiting == nil {
+		return ""
+	}
+	return st.ContainerStatuses[0].State.Waiting.Reason
+}
+
+func (h *scriptHarness) sandboxCalls() int { return h.srv.Runtime.Calls("RunPodSandbox") }
+
+// A pod whose configMap does not exist yet stays Pending with its
+// container waiting in ContainerCreating, nothing of it in the runtime,
+// and a FailedMount log line naming the volume and the cause; the sync is
+// retried with sync_backoff, and the pod starts once the configMap
+// appears, with the configMap's data in its volume.
+func TestMissingConfigMapWaitsThenStarts(t *testing.T) {
+	h := newHarness(t)
+	var logs syncWriter
+	h.logw = &logs
+	api := &memAPI{cms: map[string]*v1.ConfigMap{}}
+	h.start(Config{VolumeAPI: api})
+	pod := volumePod("cm", v1.Volume{Name: "conf", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "settings"}}}})
+	h.send(config.PodUpdate{Op: config.OpAdd, Source: config.SourceFile, Pods: []*v1.Pod{pod}})
+	h.step(25*time.Second, time.Second) // two sync_backoff retries
+
+	st := h.podStatus("cm")
+	if st == nil || st.Phase != v1.PodPending || waitingReason(st) != ReasonContainerCreating {
+		t.Fatalf("status with a missing configMap: %+v, want Pending with ContainerCreating", st)
+	}
+	if n := h.sandboxCalls(); n != 0 {
+		t.Fatalf("RunPodSandbox called %d times before the volume mounted", n)
+	}
+	line := `reason=FailedMount pod=default/cm volume=conf type=configMap err="configmap \"settings\" not found"`
+	if got := strings.Count(logs.String(), line); got < 2 {
+		t.Fatalf("FailedMount logged %d times, want at least 2 (a retry); log:\n%s", got, logs.String())
+	}
+
+	api.set("default", "settings", map[string]string{"level": "debug"})
+	if !h.waitFor(time.Second, func() bool {
+		st := h.podStatus("cm")
+		return st != nil && st.Phase == v1.PodRunning
+	}) {
+		t.Fatalf("pod not Running once its configMap exists: %+v", h.podStatus("cm"))
+	}
+	dir := volume.HostPath(h.cfg.RootDir, pod, &pod.Spec.Volumes[0])
+	if b, err := os.ReadFile(filepath.Join(dir, "level")); err != nil || string(b) != "debug" {
+		t.Fatalf("volume file level = %q, %v", b, err)
+	}
+}
+
+// Without an API client, a configMap volume fails naming its type and the
+// missing API; an unsupported volume type fails naming the type. Another
+// pod of the same agent runs meanwhile.
+func TestVolumeErrorsNameTheTypeAndCause(t *testing.T) {
+	h := newHarness(t)
+	var logs syncWriter
+	h.logw = &logs
+	h.start(Config{})
+	cm := volumePod("needs-api", v1.Volume{Name: "conf", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "settings"}}}})
+	pvc := volumePod("pvc", v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "claim"}}})
+	ok := volumePod("ok", v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}})
+	h.send(config.PodUpdate{Op: config.OpAdd, Source: config.SourceFile, Pods: []*v1.Pod{cm, pvc, ok}})
+	h.step(2*time.Second, time.Second)
+	for _, want := range []string{
+		`reason=FailedMount pod=default/needs-api volume=conf type=configMap err="configMap \"settings\": no API server client (speclet runs without --kubeconfig)"`,
+		`reason=FailedMount pod=default/pvc volume=data type=persistentVolumeClaim err="volume type \"persistentVolumeClaim\" is not supported by speclet`,
+	} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %s; log:\n%s", want, logs.String())
+		}
+	}
+	for _, name := range []string{"needs-api", "pvc"} {
+		if st := h.podStatus(name); st == nil || waitingReason(st) != ReasonContainerCreating {
+			t.Errorf("%s: status %+v, want ContainerCreating", name, st)
+		}
+	}
+	if st := h.podStatus("ok"); st == nil || st.Phase != v1.PodRunning {
+		t.Errorf("the pod with an emptyDir is not Running: %+v", st)
+	}
+	dir := volume.HostPath(h.cfg.RootDir, ok, &ok.Spec.Volumes[0])
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o777 {
+		t.Errorf("emptyDir %s: %v %v, want a 0777 directory", dir, fi, err)
+	}
+}
