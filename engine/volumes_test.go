@@ -13,8 +13,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/volume"
@@ -62,7 +62,6 @@ func volumePod(name string, vols ...v1.Volume) *v1.Pod {
 			Volumes:    vols,
 			Containers: []v1.Container{{Name: "main", Image: "busybox:latest", ImagePullPolicy: v1.PullIfNotPresent, VolumeMounts: mounts}}}}
 }
-
 
 func (h *scriptHarness) podStatus(name string) *v1.PodStatus {
 	for _, p := range h.eng.Pods() {
