@@ -155,3 +155,36 @@ func TestVolumeErrorsNameTheTypeAndCause(t *testing.T) {
 		t.Errorf("emptyDir %s: %v %v, want a 0777 directory", dir, fi, err)
 	}
 }
+
+// A pod removed while speclet was down leaves its medium Memory emptyDir
+// mounted; the restarted engine's sweep unmounts it before it removes the
+// pod's directory (a RemoveAll through a live mount would fail on the mount
+// point and leave the tmpfs behind).
+func TestSweepUnmountsOrphanTmpfs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	h := newHarness(t)
+	root := filepath.Join(h.dir, "root")
+	ghost := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "ghost"}}
+	mem := volume.HostPath(root, ghost, &v1.Volume{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}})
+	if err := volume.MountTmpfs(mem, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = volume.UnmountAll(volume.PodDir(root, "ghost")) })
+	if err := os.WriteFile(filepath.Join(mem, "left"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.start(Config{})
+	podDir := volume.PodDir(root, "ghost")
+	if !h.waitFor(time.Second, func() bool { _, err := os.Lstat(podDir); return os.IsNotExist(err) }) {
+		t.Fatalf("the directory of a pod removed while the agent was down is still there: %s", podDir)
+	}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(mi), podDir) {
+		t.Fatalf("the orphan tmpfs under %s is still mounted", podDir)
+	}
+}
