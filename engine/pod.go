@@ -262,7 +262,7 @@ func (s *podState) SyncPod(ctx context.Context) error {
 	if s.sandbox.machine.State() == fsm.SandboxStateDead {
 		s.each(ctx, fsm.ContainerEventSandboxDied)
 	}
-	if err := s.MountVolumes(ctx); err != nil {
+	if err := fsm.RunPodAction(ctx, s, fsm.PodActionMountVolumes); err != nil {
 		s.raise(fsm.PodEventSyncFailed)
 		return err
 	}
@@ -392,7 +392,7 @@ func (s *podState) RemovePod(ctx context.Context) error {
 		s.e.pleg.ForgetSandbox(id)
 	}
 	s.sandbox.fire(ctx, fsm.SandboxEventRemoved)
-	if err := s.UnmountVolumes(ctx); err != nil {
+	if err := fsm.RunPodAction(ctx, s, fsm.PodActionUnmountVolumes); err != nil {
 		return err
 	}
 	s.raise(fsm.PodEventCleanupDone)

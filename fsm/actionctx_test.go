@@ -37,6 +37,8 @@ func (r *tagRecorder) SyncPod(ctx context.Context) error {
 	}
 	return r.rec(ctx)
 }
+func (r *tagRecorder) MountVolumes(ctx context.Context) error   { return r.rec(ctx) }
+func (r *tagRecorder) UnmountVolumes(ctx context.Context) error { return r.rec(ctx) }
 func (r *tagRecorder) KillContainers(ctx context.Context) error { return r.rec(ctx) }
 func (r *tagRecorder) StopSandbox(ctx context.Context) error    { return r.rec(ctx) }
 func (r *tagRecorder) RemovePod(ctx context.Context) error      { return r.rec(ctx) }

@@ -16,7 +16,7 @@ const PodMachineName = "pod"
 
 // PodSpecSHA256 is the SHA-256 of spec/pod.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const PodSpecSHA256 = "56b10d77b27f19e7adad8c2598e66a8921cedb6cdd81784849c782f6f42ebc50"
+const PodSpecSHA256 = "e45582741d5c7b8019805828b59ffa4b8032643124777ee2c4edd68dec16680b"
 
 // PodState is a state of the pod machine.
 //
