@@ -57,7 +57,7 @@
 //     from every source and from the runtime, after unmounting what is
 //     still mounted under them (tmpfs volumes of a pod removed while the
 //     agent was down).
-//   - pod.go MountVolumes / UnmountVolumes, node.go: the pod machine's
+//   - pod.go MountVolumes / UnmountVolumes, allocatable.go: the pod machine's
 //     mount_volumes (run by sync_pod before the sandbox) and
 //     unmount_volumes (run by remove_pod) over engine/volume; a volume that
 //     never mounted fails the sync with FailedMount (logged with the
