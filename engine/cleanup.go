@@ -94,7 +94,7 @@ func (e *Engine) cleanupPodDirs() {
 	// needs the write lock, so it cannot appear meanwhile.
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	if e.firstUpd.IsZero() || e.clock.Since(e.firstUpd) < sourcesSettle {
+	if !e.sourcesReady() {
 		return
 	}
 	for uid := range uids {

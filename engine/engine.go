@@ -77,6 +77,15 @@ type Config struct {
 	// come from (volume.Clientset over the --kubeconfig client); nil: such
 	// volumes fail to mount with a FailedMount naming the missing API.
 	VolumeAPI volume.API
+	// Sources are the pod sources (config.SourceFile, SourceHTTP, SourceAPI)
+	// that must each deliver their first snapshot before housekeeping treats
+	// a runtime pod no source declares as an orphan and kills it. nil: the
+	// first update of any source (and sourcesSettle) suffices.
+	Sources []string
+	// Published, when set, is called after a pod worker published a new
+	// status (Pods changed). It must not block; the API status manager
+	// uses it as a wake-up.
+	Published func()
 }
 
 // ProbeResult is one probe outcome for a container of a pod. One sent on
@@ -113,6 +122,7 @@ type Engine struct {
 	desired  map[types.UID]*v1.Pod     // the pods the sources declare now, newest spec
 	gone     map[types.UID]goneHistory // the debug history of purged pods, for a while
 	firstUpd time.Time                 // when the first config update arrived (zero: none yet)
+	spoke    map[string]bool           // the sources that delivered their first snapshot
 
 	// busy counts inputs queued or in progress anywhere in the engine; tests
 	// wait for it to reach zero to see a settled state.
@@ -282,6 +292,10 @@ func (e *Engine) handleUpdate(u config.PodUpdate) {
 	if e.firstUpd.IsZero() {
 		e.firstUpd = e.clock.Now()
 	}
+	if e.spoke == nil {
+		e.spoke = map[string]bool{}
+	}
+	e.spoke[u.Source] = true
 	declares := declaresPod(u.Op)
 	var refused map[types.UID]bool
 	for _, pod := range u.Pods {
@@ -426,6 +440,41 @@ func (e *Engine) Pods() []*v1.Pod {
 	}
 	config.SortPods(out)
 	return out
+}
+
+// sourcesReady reports whether every source of Config.Sources delivered its
+// first snapshot and the first update is sourcesSettle old: only then may
+// housekeeping kill pods no source declares. Called with e.mu held.
+func (e *Engine) sourcesReady() bool {
+	if e.firstUpd.IsZero() || e.clock.Since(e.firstUpd) < sourcesSettle {
+		return false
+	}
+	for _, s := range e.cfg.Sources {
+		if !e.spoke[s] {
+			return false
+		}
+	}
+	return true
+}
+
+// NodeIP is the node's address in pod statuses (Config.NodeIP or the one
+// found on the machine).
+func (e *Engine) NodeIP() string { return e.cfg.NodeIP }
+
+// PodStopped reports whether nothing of pod uid runs: its pod machine
+// reached terminated or finished (no container runs, the sandbox is
+// stopped), or it has no worker (never started, or purged). The API status
+// manager deletes a deleted pod's object only then.
+func (e *Engine) PodStopped(uid types.UID) bool {
+	e.mu.RLock()
+	w := e.workers[uid]
+	e.mu.RUnlock()
+	if w == nil {
+		return true
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.podState == fsm.PodStateTerminated || w.podState == fsm.PodStateFinished
 }
 
 // Healthz returns nil once the state was rebuilt from the runtime, while

@@ -154,7 +154,7 @@ func orphanPod(a *adoptedPod) *v1.Pod {
 // the same terminating path as a removed pod.
 func (e *Engine) cleanupOrphans() {
 	e.mu.Lock()
-	if e.firstUpd.IsZero() || e.clock.Since(e.firstUpd) < sourcesSettle || len(e.adopted) == 0 {
+	if !e.sourcesReady() || len(e.adopted) == 0 {
 		e.mu.Unlock()
 		return
 	}

@@ -178,6 +178,9 @@ func (w *podWorker) publish(p *v1.Pod) {
 	w.mu.Lock()
 	w.pub = p
 	w.mu.Unlock()
+	if f := w.e.cfg.Published; f != nil {
+		f()
+	}
 }
 
 // run is the worker goroutine: it waits for inputs and handles them in order

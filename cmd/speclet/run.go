@@ -55,6 +55,10 @@ type runOptions struct {
 	logFormat            string
 	criAuditLog          string
 	maxPods              int
+	kubeconfig           string
+	kubeAPIQPS           float64
+	kubeAPIBurst         int
+	nodeLeaseDuration    int
 }
 
 const defaultEndpoint = "unix:///run/containerd/containerd.sock"
@@ -71,6 +75,11 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.StringVar(&o.manifestURL, "manifest-url", "", "URL serving a v1 Pod, PodList or List of static pods")
 	fs.StringVar(&o.nodeIP, "node-ip", "", "address of this node in pod statuses (hostIP, podIP of hostNetwork pods) and the host of their probes; default: the first global unicast address")
 	fs.StringVar(&o.nodeName, "node-name", strings.ToLower(host), "name of this node; static pods are named <name>-<node-name>")
+	fs.StringVar(&o.nodeName, "hostname-override", strings.ToLower(host), "the same as --node-name (kubelet's name for it)")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the API server: join it as node --node-name (register the Node, renew its Lease, run the pods bound to it, write their status, mirror static pods); its identity must be system:node:<node-name> in group system:nodes")
+	fs.Float64Var(&o.kubeAPIQPS, "kube-api-qps", 50, "queries per second to the API server")
+	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 100, "burst of queries to the API server")
+	fs.IntVar(&o.nodeLeaseDuration, "node-lease-duration-seconds", 40, "duration of the node's Lease in kube-node-lease (renewed every 10 s)")
 	fs.StringVar(&o.rootDir, "root-dir", "/var/lib/speclet", "directory for speclet's files")
 	fs.StringVar(&o.address, "address", "127.0.0.1", "IP address the read-only HTTP server listens on")
 	fs.IntVar(&o.readOnlyPort, "read-only-port", 10255, "port of the read-only HTTP server (GET /pods, /healthz, /metrics); 0 disables it")
@@ -112,6 +121,18 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	}
 	if net.ParseIP(o.address) == nil {
 		return nil, fmt.Errorf("--address: %q is not an IP address", o.address)
+	}
+	if o.kubeAPIQPS <= 0 {
+		return nil, fmt.Errorf("--kube-api-qps: %v: want a positive number", o.kubeAPIQPS)
+	}
+	if o.kubeAPIBurst <= 0 {
+		return nil, fmt.Errorf("--kube-api-burst: %d: want a positive number", o.kubeAPIBurst)
+	}
+	if o.nodeLeaseDuration <= 10 {
+		return nil, fmt.Errorf("--node-lease-duration-seconds: %d: want more than the 10 s renew period", o.nodeLeaseDuration)
+	}
+	if o.nodeIP != "" && net.ParseIP(o.nodeIP) == nil {
+		return nil, fmt.Errorf("--node-ip: %q is not an IP address", o.nodeIP)
 	}
 	if o.maxPods <= 0 {
 		return nil, fmt.Errorf("--max-pods: %d: want a positive number", o.maxPods)
@@ -251,6 +272,22 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		rt = rec
 		log.Info("recording CRI calls", "file", o.criAuditLog)
 	}
+	var api *apiClient
+	if o.kubeconfig != "" {
+		if api, err = newAPIClient(o); err != nil {
+			return err
+		}
+	}
+	sources := []string{}
+	if o.manifestPath != "" {
+		sources = append(sources, config.SourceFile)
+	}
+	if o.manifestURL != "" {
+		sources = append(sources, config.SourceHTTP)
+	}
+	if api != nil {
+		sources = append(sources, config.SourceAPI)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	eng, err := engine.New(engine.Config{
@@ -264,6 +301,8 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		Log:                  log,
 		MaxPods:              o.maxPods,
 		NodeIP:               o.nodeIP,
+		Sources:              sources,
+		Published:            api.wake,
 	})
 	if err != nil {
 		return fmt.Errorf("create engine: %w", err)
@@ -312,8 +351,11 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 			}
 		}()
 	}
-	if o.manifestPath == "" && o.manifestURL == "" {
-		log.Warn("no pod source: give --pod-manifest-path or --manifest-url")
+	if api != nil {
+		api.start(runCtx, o, eng, client, merger, log)
+	}
+	if o.manifestPath == "" && o.manifestURL == "" && api == nil {
+		log.Warn("no pod source: give --pod-manifest-path, --manifest-url or --kubeconfig")
 	}
 	log.Info("speclet running", "node", o.nodeName, "runtime", endpoint, "root-dir", o.rootDir,
 		"pod-manifest-path", o.manifestPath, "manifest-url", o.manifestURL)

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/engine"
+	"github.com/speclet/speclet/engine/apistatus"
+	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/node"
+)
+
+// apiClient is speclet's side of the API server (--kubeconfig): the pod
+// source, the Node and its Lease, and the status manager.
+type apiClient struct {
+	cs     *kubernetes.Clientset
+	status *apistatus.Manager
+}
+
+func newAPIClient(o *runOptions) (*apiClient, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = float32(o.kubeAPIQPS), o.kubeAPIBurst
+	cfg.UserAgent = "speclet/" + specletVersion()
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig: %w", err)
+	}
+	return &apiClient{cs: cs}, nil
+}
+
+// wake is engine.Config.Published; nil-safe so that runs without
+// --kubeconfig pass a nil *apiClient's method value.
+func (a *apiClient) wake() {
+	if a != nil && a.status != nil {
+		a.status.Wake()
+	}
+}
+
+// start runs the API pod source, the Node keeper and the status manager
+// until ctx ends. None of them blocks the start: while the API server is
+// unreachable they retry, and static pods run meanwhile.
+func (a *apiClient) start(ctx context.Context, o *runOptions, eng *engine.Engine, rt cri.Runtime, m *config.Merger, log *slog.Logger) {
+	watch := config.StartAPI(ctx, config.APISource{Client: a.cs, NodeName: o.nodeName}, m, log)
+	port := int32(o.readOnlyPort)
+	n := node.New(node.Config{
+		Client: a.cs, Name: o.nodeName, IP: eng.NodeIP(), Port: port, MaxPods: o.maxPods,
+		RootDir: o.rootDir, Version: specletVersion(), Health: eng.Healthz,
+		LeaseDuration: secondsDuration(o.nodeLeaseDuration),
+		Runtime: func(ctx context.Context) (string, string, error) {
+			v, err := rt.Version(ctx)
+			if err != nil {
+				return "", "", err
+			}
+			return v.GetRuntimeName(), v.GetRuntimeVersion(), nil
+		},
+		Log: log,
+	})
+	go n.Run(ctx)
+	st := apistatus.New(apistatus.Config{Client: a.cs, Engine: eng, Pods: watch, NodeName: o.nodeName, NodeUID: n.UID, Log: log})
+	a.status = st
+	go st.Run(ctx)
+	log.Info("joining the API server", "node", o.nodeName, "node-ip", eng.NodeIP(), "kubeconfig", o.kubeconfig)
+}
+
+func specletVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
+func secondsDuration(s int) time.Duration { return time.Duration(s) * time.Second }

@@ -1,0 +1,430 @@
+// Package node keeps speclet's Node object and its Lease alive in the API
+// server, as kubelet's node status manager and node lease controller do.
+//
+// Contracts:
+//   - Register creates the Node (or takes over an existing one of the same
+//     name) with capacity and allocatable from the machine, addresses,
+//     nodeInfo (runtime name and version, speclet's version), the labels
+//     kubernetes.io/hostname, kubernetes.io/os and kubernetes.io/arch, and
+//     daemonEndpoints.kubeletEndpoint.port. It retries with backoff (1 s
+//     doubling to 30 s) while the API server is unreachable; a refused
+//     credential (401/403) is logged as such on every attempt.
+//   - Every StatusPeriod (10 s) the Node's conditions are written: Ready
+//     follows Health (runtime and PLEG health), MemoryPressure, DiskPressure
+//     and PIDPressure compare the machine with kubelet's default hard
+//     eviction thresholds (memory.available < 100Mi, nodefs.available < 10%,
+//     pids available < 10%).
+//   - The Lease kube-node-lease/<node> is renewed every LeasePeriod (10 s)
+//     with LeaseDuration (40 s), owned by the Node.
+//   - The node only ever reads its own Node object (a field selector or a
+//     get by name): the Node authorizer refuses anything else.
+//
+// # Usage
+//
+//	n := node.New(node.Config{Client: cs, Name: "node-a", IP: "127.0.0.1", Health: eng.Healthz, ...})
+//	go n.Run(ctx) // registers, then status and lease loops until ctx ends
+//	uid := n.UID() // "" until registered (mirror pods own-reference the Node)
+package node
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	coordv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+)
+
+// Defaults, kubelet's.
+const (
+	DefaultStatusPeriod  = 10 * time.Second
+	DefaultLeasePeriod   = 10 * time.Second
+	DefaultLeaseDuration = 40 * time.Second
+	// LeaseNamespace holds the node leases.
+	LeaseNamespace = "kube-node-lease"
+)
+
+// Config configures a Node keeper.
+type Config struct {
+	Client kubernetes.Interface
+	Name   string
+	// IP is the node's InternalIP (127.0.0.1 is accepted).
+	IP string
+	// Port is daemonEndpoints.kubeletEndpoint.port (0: none served).
+	Port int32
+	// MaxPods is the pods capacity.
+	MaxPods int
+	// RootDir is the filesystem whose space is ephemeral-storage.
+	RootDir string
+	// Version is speclet's version (nodeInfo.kubeletVersion).
+	Version string
+	// Runtime returns the runtime's name and version (nodeInfo's
+	// containerRuntimeVersion is "<name>://<version>").
+	Runtime func(ctx context.Context) (name, version string, err error)
+	// Health is nil when the runtime answers and the PLEG is healthy.
+	Health func() error
+	// StatusPeriod, LeasePeriod and LeaseDuration default to kubelet's.
+	StatusPeriod, LeasePeriod, LeaseDuration time.Duration
+	Log                                      *slog.Logger
+}
+
+// Node keeps one Node object and its Lease.
+type Node struct {
+	cfg Config
+	log *slog.Logger
+	mu  sync.Mutex
+	uid types.UID
+}
+
+// New returns a keeper for cfg.Name; Run starts it.
+func New(cfg Config) *Node {
+	if cfg.StatusPeriod <= 0 {
+		cfg.StatusPeriod = DefaultStatusPeriod
+	}
+	if cfg.LeasePeriod <= 0 {
+		cfg.LeasePeriod = DefaultLeasePeriod
+	}
+	if cfg.LeaseDuration <= 0 {
+		cfg.LeaseDuration = DefaultLeaseDuration
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &Node{cfg: cfg, log: cfg.Log}
+}
+
+// UID is the registered Node's UID, "" before registration.
+func (n *Node) UID() types.UID {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.uid
+}
+
+// Run registers the Node, then keeps its status and Lease until ctx ends.
+func (n *Node) Run(ctx context.Context) {
+	if !n.register(ctx) {
+		return
+	}
+	go n.leaseLoop(ctx)
+	t := time.NewTicker(n.cfg.StatusPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := n.updateStatus(ctx); err != nil && ctx.Err() == nil {
+			n.log.Error("update node status", "node", n.cfg.Name, "err", describe(err))
+		}
+	}
+}
+
+// describe names a refused credential plainly.
+func describe(err error) error {
+	switch {
+	case apierrors.IsUnauthorized(err):
+		return fmt.Errorf("the API server refused speclet's credentials (401 Unauthorized; check --kubeconfig's token or client certificate): %w", err)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("the API server forbids it (403; speclet must authenticate as system:node:<node-name> in group system:nodes): %w", err)
+	}
+	return err
+}
+
+func (n *Node) register(ctx context.Context) bool {
+	for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
+		err := n.tryRegister(ctx)
+		if err == nil {
+			n.log.Info("node registered", "node", n.cfg.Name, "uid", n.UID())
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		n.log.Error("register node; retrying", "node", n.cfg.Name, "retry-in", delay, "err", describe(err))
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(delay):
+		}
+	}
+}
+
+func (n *Node) tryRegister(ctx context.Context) error {
+	nodes := n.cfg.Client.CoreV1().Nodes()
+	want := n.object(ctx)
+	got, err := nodes.Create(ctx, want, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		got, err = nodes.Get(ctx, n.cfg.Name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("get existing node: %w", err)
+		}
+		for k, v := range want.Labels {
+			if got.Labels == nil {
+				got.Labels = map[string]string{}
+			}
+			got.Labels[k] = v
+		}
+		if got, err = nodes.Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("update existing node: %w", err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("create node: %w", err)
+	}
+	n.mu.Lock()
+	n.uid = got.UID
+	n.mu.Unlock()
+	return n.updateStatus(ctx)
+}
+
+func (n *Node) object(ctx context.Context) *v1.Node {
+	return &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: n.cfg.Name,
+			Labels: map[string]string{
+				"kubernetes.io/hostname": n.cfg.Name,
+				"kubernetes.io/os":       runtime.GOOS,
+				"kubernetes.io/arch":     runtime.GOARCH,
+			},
+		},
+	}
+}
+
+// status computes the Node's status now.
+func (n *Node) status(ctx context.Context, prev []v1.NodeCondition) v1.NodeStatus {
+	capacity := v1.ResourceList{
+		v1.ResourceCPU:    *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI),
+		v1.ResourcePods:   *resource.NewQuantity(int64(n.cfg.MaxPods), resource.DecimalSI),
+		v1.ResourceMemory: *resource.NewQuantity(int64(meminfo()["MemTotal"]), resource.BinarySI),
+	}
+	if total, _, ok := diskSpace(n.cfg.RootDir); ok {
+		capacity[v1.ResourceEphemeralStorage] = *resource.NewQuantity(int64(total), resource.BinarySI)
+	}
+	rtName, rtVersion := "unknown", "unknown"
+	if n.cfg.Runtime != nil {
+		if name, ver, err := n.cfg.Runtime(ctx); err == nil {
+			rtName, rtVersion = name, ver
+		}
+	}
+	now := metav1.Now()
+	return v1.NodeStatus{
+		Capacity:    capacity,
+		Allocatable: capacity.DeepCopy(),
+		Addresses: []v1.NodeAddress{
+			{Type: v1.NodeInternalIP, Address: n.cfg.IP},
+			{Type: v1.NodeHostName, Address: n.cfg.Name},
+		},
+		DaemonEndpoints: v1.NodeDaemonEndpoints{KubeletEndpoint: v1.DaemonEndpoint{Port: n.cfg.Port}},
+		NodeInfo: v1.NodeSystemInfo{
+			MachineID:               readTrim("/etc/machine-id"),
+			BootID:                  readTrim("/proc/sys/kernel/random/boot_id"),
+			KernelVersion:           readTrim("/proc/sys/kernel/osrelease"),
+			OSImage:                 osImage(),
+			ContainerRuntimeVersion: rtName + "://" + rtVersion,
+			KubeletVersion:          n.cfg.Version,
+			OperatingSystem:         runtime.GOOS,
+			Architecture:            runtime.GOARCH,
+		},
+		Conditions: conditions(prev, now, n.health(), n.pressure()),
+	}
+}
+
+func (n *Node) health() error {
+	if n.cfg.Health == nil {
+		return nil
+	}
+	return n.cfg.Health()
+}
+
+// pressure is what the machine says of memory, disk and PIDs.
+type pressure struct {
+	memAvail, diskAvail, diskTotal, pidsUsed, pidMax uint64
+}
+
+func (n *Node) pressure() pressure {
+	var p pressure
+	p.memAvail = meminfo()["MemAvailable"]
+	p.diskTotal, p.diskAvail, _ = diskSpace(n.cfg.RootDir)
+	p.pidMax, _ = strconv.ParseUint(readTrim("/proc/sys/kernel/pid_max"), 10, 64)
+	if ents, err := os.ReadDir("/proc"); err == nil {
+		for _, e := range ents {
+			if _, err := strconv.Atoi(e.Name()); err == nil {
+				p.pidsUsed++
+			}
+		}
+	}
+	return p
+}
+
+// conditions builds the four node conditions; a condition's
+// lastTransitionTime moves only when its status changes.
+func conditions(prev []v1.NodeCondition, now metav1.Time, health error, p pressure) []v1.NodeCondition {
+	old := map[v1.NodeConditionType]v1.NodeCondition{}
+	for _, c := range prev {
+		old[c.Type] = c
+	}
+	mk := func(t v1.NodeConditionType, bad bool, badReason, okReason, badMsg, okMsg string) v1.NodeCondition {
+		c := v1.NodeCondition{Type: t, Status: v1.ConditionFalse, Reason: okReason, Message: okMsg, LastHeartbeatTime: now, LastTransitionTime: now}
+		if bad {
+			c.Status, c.Reason, c.Message = v1.ConditionTrue, badReason, badMsg
+		}
+		if t == v1.NodeReady { // Ready is True when all is well
+			c.Status = map[bool]v1.ConditionStatus{true: v1.ConditionFalse, false: v1.ConditionTrue}[bad]
+		}
+		if o, ok := old[t]; ok && o.Status == c.Status {
+			c.LastTransitionTime = o.LastTransitionTime
+		}
+		return c
+	}
+	memLow := p.memAvail > 0 && p.memAvail < 100<<20
+	diskLow := p.diskTotal > 0 && p.diskAvail*10 < p.diskTotal
+	pidLow := p.pidMax > 0 && (p.pidMax-min(p.pidsUsed, p.pidMax))*10 < p.pidMax
+	readyMsg := "speclet is posting ready status"
+	notReady := ""
+	if health != nil {
+		notReady = health.Error()
+	}
+	return []v1.NodeCondition{
+		mk(v1.NodeMemoryPressure, memLow, "KubeletHasInsufficientMemory", "KubeletHasSufficientMemory",
+			"memory available is below 100Mi", "memory available is at least 100Mi"),
+		mk(v1.NodeDiskPressure, diskLow, "KubeletHasDiskPressure", "KubeletHasNoDiskPressure",
+			"less than 10% of the root dir's filesystem is free", "at least 10% of the root dir's filesystem is free"),
+		mk(v1.NodePIDPressure, pidLow, "KubeletHasInsufficientPID", "KubeletHasSufficientPID",
+			"less than 10% of pid_max is available", "at least 10% of pid_max is available"),
+		mk(v1.NodeReady, health != nil, "KubeletNotReady", "KubeletReady", notReady, readyMsg),
+	}
+}
+
+func (n *Node) updateStatus(ctx context.Context) error {
+	nodes := n.cfg.Client.CoreV1().Nodes()
+	cur, err := nodes.Get(ctx, n.cfg.Name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("get node: %w", err)
+	}
+	cur.Status = n.status(ctx, cur.Status.Conditions)
+	if _, err := nodes.UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("write node status: %w", err)
+	}
+	n.mu.Lock()
+	n.uid = cur.UID
+	n.mu.Unlock()
+	return nil
+}
+
+func (n *Node) leaseLoop(ctx context.Context) {
+	t := time.NewTicker(n.cfg.LeasePeriod)
+	defer t.Stop()
+	for {
+		if err := n.renewLease(ctx); err != nil && ctx.Err() == nil {
+			n.log.Error("renew node lease", "node", n.cfg.Name, "err", describe(err))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (n *Node) renewLease(ctx context.Context) error {
+	leases := n.cfg.Client.CoordinationV1().Leases(LeaseNamespace)
+	now := metav1.NewMicroTime(time.Now())
+	l, err := leases.Get(ctx, n.cfg.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		l = &coordv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: n.cfg.Name, Namespace: LeaseNamespace, OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "v1", Kind: "Node", Name: n.cfg.Name, UID: n.UID(),
+			}}},
+			Spec: coordv1.LeaseSpec{
+				HolderIdentity:       ptr.To(n.cfg.Name),
+				LeaseDurationSeconds: ptr.To(int32(n.cfg.LeaseDuration / time.Second)),
+				RenewTime:            &now,
+			},
+		}
+		_, err = leases.Create(ctx, l, metav1.CreateOptions{})
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	l.Spec.HolderIdentity = ptr.To(n.cfg.Name)
+	l.Spec.LeaseDurationSeconds = ptr.To(int32(n.cfg.LeaseDuration / time.Second))
+	l.Spec.RenewTime = &now
+	_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+	return err
+}
+
+func readTrim(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func osImage() string {
+	f, err := os.Open("/etc/os-release")
+	if err != nil {
+		return runtime.GOOS
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "PRETTY_NAME="); ok {
+			return strings.Trim(v, `"`)
+		}
+	}
+	return runtime.GOOS
+}
+
+// meminfo returns /proc/meminfo's fields in bytes.
+func meminfo() map[string]uint64 {
+	out := map[string]uint64{}
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return out
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, rest, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		fs := strings.Fields(rest)
+		if len(fs) == 0 {
+			continue
+		}
+		v, err := strconv.ParseUint(fs[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		if len(fs) > 1 && fs[1] == "kB" {
+			v *= 1024
+		}
+		out[k] = v
+	}
+	return out
+}
+
+func diskSpace(dir string) (total, avail uint64, ok bool) {
+	var st syscall.Statfs_t
+	if dir == "" || syscall.Statfs(dir, &st) != nil {
+		return 0, 0, false
+	}
+	return st.Blocks * uint64(st.Bsize), st.Bavail * uint64(st.Bsize), true
+}

@@ -1,0 +1,176 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/speclet/speclet/cri/harness"
+)
+
+// BuildSpeclet builds cmd/speclet into dir and returns the binary's path.
+func BuildSpeclet(dir string) (string, error) {
+	bin := filepath.Join(dir, "speclet")
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goBin); err != nil {
+		goBin = "go"
+	}
+	out, err := exec.Command(goBin, "build", "-o", bin, "github.com/speclet/speclet/cmd/speclet").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build speclet: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// NodeOptions configure a speclet node.
+type NodeOptions struct {
+	Name string
+	// Bin is the speclet binary (BuildSpeclet).
+	Bin string
+	// Containerd is the node's own runtime (cri/harness); the node does not
+	// stop it. nil: speclet's simulated runtime (--runtime sim).
+	Containerd *harness.Containerd
+	// Dir holds the node's root dir, manifests and log.
+	Dir string
+	// Args are extra flags for `speclet run`.
+	Args []string
+	// Kubeconfig overrides the node's kubeconfig (default: NodeKubeconfig(Name)).
+	Kubeconfig string
+	Log        io.Writer
+}
+
+// Node is a running `speclet run` joined to the cluster.
+type Node struct {
+	Name string
+	// Manifests is the node's --pod-manifest-path.
+	Manifests string
+	// Base is the read-only server's URL (http://127.0.0.1:PORT).
+	Base    string
+	LogPath string
+
+	args   []string
+	bin    string
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// StartNode runs speclet as node o.Name of c on o.Containerd, with
+// --node-ip 127.0.0.1, and returns once its /healthz answers.
+func (c *Cluster) StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
+	kc := o.Kubeconfig
+	if kc == "" {
+		var err error
+		if kc, err = c.NodeKubeconfig(o.Name); err != nil {
+			return nil, err
+		}
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{
+		Name: o.Name, Manifests: filepath.Join(o.Dir, "manifests"), bin: o.Bin,
+		Base: fmt.Sprintf("http://127.0.0.1:%d", port), LogPath: filepath.Join(o.Dir, "speclet.log"),
+	}
+	if err := os.MkdirAll(n.Manifests, 0o755); err != nil {
+		return nil, err
+	}
+	runtimeArgs := []string{"--runtime", "sim"}
+	if o.Containerd != nil {
+		runtimeArgs = []string{"--container-runtime-endpoint", o.Containerd.Endpoint}
+	}
+	n.args = append([]string{"run"}, runtimeArgs...)
+	n.args = append(append(n.args,
+		"--kubeconfig", kc,
+		"--node-name", o.Name,
+		"--node-ip", "127.0.0.1",
+		"--pod-manifest-path", n.Manifests,
+		"--root-dir", filepath.Join(o.Dir, "root"),
+		"--read-only-port", strconv.Itoa(port),
+		"--crashloop-backoff-base", "1s",
+		"--runtime-wait", "60s",
+		"-v", "2",
+	), o.Args...)
+	return n, n.Start(ctx)
+}
+
+// Start (re)starts the daemon and waits for /healthz.
+func (n *Node) Start(ctx context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	logf, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(logf, "==== speclet start %s\n", time.Now().Format(time.RFC3339Nano))
+	cmd := exec.Command(n.bin, n.args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start speclet %s: %w", n.Name, err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); logf.Close(); close(exited) }()
+	n.cmd, n.exited = cmd, exited
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			return fmt.Errorf("speclet %s exited at start: %s; log:\n%s", n.Name, cmd.ProcessState, n.LogTail(30))
+		case <-ctx.Done():
+			return ctx.Err()
+		default:
+		}
+		if resp, err := http.Get(n.Base + "/healthz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("speclet %s: /healthz not ok within 90s; log:\n%s", n.Name, n.LogTail(30))
+}
+
+// Stop sends SIGTERM and waits for the exit (pods keep running in the
+// runtime, as after any speclet stop).
+func (n *Node) Stop() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return nil
+	}
+	n.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-n.exited:
+	case <-time.After(30 * time.Second):
+		n.cmd.Process.Kill()
+		<-n.exited
+		n.cmd = nil
+		return fmt.Errorf("speclet %s did not exit within 30s of SIGTERM", n.Name)
+	}
+	n.cmd = nil
+	return nil
+}
+
+// LogTail returns the last lines of the node's log.
+func (n *Node) LogTail(lines int) string {
+	b, _ := os.ReadFile(n.LogPath)
+	ls := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(ls) > lines {
+		ls = ls[len(ls)-lines:]
+	}
+	return strings.Join(ls, "\n")
+}
