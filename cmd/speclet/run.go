@@ -303,6 +303,7 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		NodeIP:               o.nodeIP,
 		Sources:              sources,
 		Published:            api.wake,
+		VolumeAPI:            api.volumes(),
 	})
 	if err != nil {
 		return fmt.Errorf("create engine: %w", err)
