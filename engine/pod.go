@@ -403,8 +403,9 @@ func (s *podState) RemovePod(ctx context.Context) error {
 // fails is logged with kubelet's reason FailedMount, naming the volume, its
 // type and the cause. It returns an error, so that sync_pod reports
 // sync_failed before any runtime call, only when a volume failed that
-// never mounted before: a running pod whose configMap refresh fails keeps
-// its last files, as under kubelet.
+// never mounted before (in this worker, or on disk from the agent's
+// previous run): a running pod whose configMap refresh fails keeps its
+// last files, as under kubelet.
 func (s *podState) MountVolumes(ctx context.Context) error {
 	err := s.e.volumes.Setup(ctx, s.pod)
 	failed := map[string]bool{}
@@ -412,7 +413,7 @@ func (s *podState) MountVolumes(ctx context.Context) error {
 	for _, me := range mountErrors(err) {
 		failed[me.Volume] = true
 		s.e.log.Warn("volume mount failed", "reason", ReasonFailedMount, "pod", s.key(), "volume", me.Volume, "type", me.Type, "err", me.Err)
-		if !s.mounted[me.Volume] {
+		if !s.mounted[me.Volume] && !s.volumePresent(me.Volume) {
 			blocking = append(blocking, me)
 		}
 	}
@@ -428,6 +429,18 @@ func (s *podState) MountVolumes(ctx context.Context) error {
 		return fmt.Errorf("%s: %w", ReasonFailedMount, errors.Join(blocking...))
 	}
 	return nil
+}
+
+// volumePresent reports a volume set up before this worker existed (the
+// agent restarted while the pod ran): its files stay in use when their
+// refresh fails.
+func (s *podState) volumePresent(name string) bool {
+	for i := range s.pod.Spec.Volumes {
+		if v := &s.pod.Spec.Volumes[i]; v.Name == name {
+			return volume.Present(s.e.cfg.RootDir, s.pod, v)
+		}
+	}
+	return false
 }
 
 // mountErrors unpacks the *volume.MountError of a Setup error.

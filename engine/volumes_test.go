@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
+	"github.com/speclet/speclet/cri/sim"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/volume"
 )
@@ -186,5 +187,42 @@ func TestSweepUnmountsOrphanTmpfs(t *testing.T) {
 	}
 	if strings.Contains(string(mi), podDir) {
 		t.Fatalf("the orphan tmpfs under %s is still mounted", podDir)
+	}
+}
+
+// Once a configMap volume mounted, its configMap disappearing does not
+// hold the pod back: the pod keeps its last files and its syncs go on (its
+// crashing container is restarted), the failed refresh is logged as
+// FailedMount; also after the agent restarted.
+func TestRefreshFailureKeepsRunningPod(t *testing.T) {
+	h := newHarness(t)
+	var logs syncWriter
+	h.logw = &logs
+	api := &memAPI{cms: map[string]*v1.ConfigMap{}}
+	api.set("default", "settings", map[string]string{"level": "info"})
+	h.start(Config{VolumeAPI: api})
+	pod := volumePod("cm", v1.Volume{Name: "conf", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "settings"}}}})
+	h.srv.Runtime.OnContainer(sim.Match{Pod: "cm", Name: "main"}, sim.Behavior{Exit: &sim.Exit{After: 20 * time.Second, Code: 1}})
+	h.send(config.PodUpdate{Op: config.OpAdd, Source: config.SourceFile, Pods: []*v1.Pod{pod}})
+	if !h.waitFor(0, func() bool { st := h.podStatus("cm"); return st != nil && st.Phase == v1.PodRunning }) {
+		t.Fatalf("pod not Running: %+v", h.podStatus("cm"))
+	}
+	api.mu.Lock()
+	delete(api.cms, "default/settings")
+	api.mu.Unlock()
+
+	h.stop() // the agent restarts while the pod runs
+	h.launch(Config{VolumeAPI: api})
+	h.send(config.PodUpdate{Op: config.OpAdd, Source: config.SourceFile, Pods: []*v1.Pod{pod}})
+	h.step(40*time.Second, time.Second) // the container exits at 20 s, its backoff is 10 s
+	if st := h.podStatus("cm"); st == nil || len(st.ContainerStatuses) != 1 || st.ContainerStatuses[0].RestartCount < 1 {
+		t.Fatalf("the crashed container of a pod whose configMap went away was not restarted: %+v", st)
+	}
+	if !strings.Contains(logs.String(), `reason=FailedMount pod=default/cm volume=conf type=configMap err="configmap \"settings\" not found"`) {
+		t.Errorf("the failed refresh was not logged; log:\n%s", logs.String())
+	}
+	dir := volume.HostPath(h.cfg.RootDir, pod, &pod.Spec.Volumes[0])
+	if b, err := os.ReadFile(filepath.Join(dir, "level")); err != nil || string(b) != "info" {
+		t.Errorf("the pod's last files: level = %q, %v", b, err)
 	}
 }

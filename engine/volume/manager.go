@@ -93,6 +93,23 @@ func ReadOnlyKind(v *v1.Volume) bool {
 	return v.ConfigMap != nil || v.Secret != nil || v.DownwardAPI != nil || v.Projected != nil
 }
 
+// Present reports whether volume v of pod was set up on this node before
+// (by this agent or by its previous run): an emptyDir's directory exists,
+// or the ..data of an atomically written volume does. Always false for a
+// hostPath, which has nothing of its own on the node.
+func Present(root string, pod *v1.Pod, v *v1.Volume) bool {
+	dir := HostPath(root, pod, v)
+	switch {
+	case v.HostPath != nil || dir == "":
+		return false
+	case v.EmptyDir != nil:
+		fi, err := os.Stat(dir)
+		return err == nil && fi.IsDir()
+	}
+	_, err := os.Readlink(filepath.Join(dir, dataDirName))
+	return err == nil
+}
+
 // Setup makes every volume of pod ready on the node, and refreshes the
 // content of the API-backed ones (a changed configMap, secret, label or
 // annotation, a token past 80% of its lifetime). It is idempotent and
