@@ -296,17 +296,20 @@ func (c *ctrState) PullImage(ctx context.Context) error {
 		ref, err := imagePresent(ctx, c.p.e.rt, c.spec.Image)
 		if err == nil && ref != "" {
 			c.imageRef = ref
+			c.event(eventNormal, "Pulled", "Container image %q already present on machine", c.spec.Image)
 			c.raise(fsm.ContainerEventPullOk)
 			return nil
 		}
 		if policy == v1.PullNever {
 			c.waitingReason = ReasonErrImageNeverPull
 			c.waitingMessage = fmt.Sprintf("Container image %q is not present with pull policy of Never", c.spec.Image)
+			c.event(eventWarning, ReasonErrImageNeverPull, "%s", c.waitingMessage)
 			c.raise(fsm.ContainerEventPullFailed)
 			return nil
 		}
 	}
 	t0 := c.p.e.clock.Now()
+	c.event(eventNormal, "Pulling", "Pulling image %q", c.spec.Image)
 	ref, err := pullImage(ctx, c.p.e.rt, c.spec.Image, c.p.sandbox.cfg)
 	if err == nil {
 		d := c.p.e.clock.Since(t0)
@@ -318,10 +321,12 @@ func (c *ctrState) PullImage(ctx context.Context) error {
 	if err != nil {
 		c.waitingReason, c.waitingMessage = ReasonErrImagePull, err.Error()
 		c.pullFailedAt = c.p.e.clock.Now()
+		c.event(eventWarning, "Failed", "Failed to pull image %q: %v", c.spec.Image, err)
 		c.raise(fsm.ContainerEventPullFailed)
 		return err
 	}
 	c.imageRef = ref
+	c.event(eventNormal, "Pulled", "Successfully pulled image %q in %s", c.spec.Image, c.p.e.clock.Since(t0).Round(time.Millisecond))
 	c.p.e.pullBackoff.Reset(c.backoffKey())
 	c.raise(fsm.ContainerEventPullOk)
 	return nil
@@ -355,6 +360,7 @@ func (c *ctrState) CreateContainer(ctx context.Context) error {
 			c.id, c.ids, c.restartCount = id, append(c.ids, id), rc
 			c.runHash = cfg.Annotations[AnnotationContainerHash]
 			c.exitStatus = nil
+			c.event(eventNormal, "Created", "Created container: %s", c.name)
 			c.raise(fsm.ContainerEventCreated)
 			return nil
 		}
@@ -362,6 +368,7 @@ func (c *ctrState) CreateContainer(ctx context.Context) error {
 	}
 	c.p.e.metrics.containerStarted(err)
 	c.waitingReason, c.waitingMessage = ReasonCreateContainer, err.Error()
+	c.event(eventWarning, "Failed", "Error: %v", err)
 	c.raise(fsm.ContainerEventCreateFailed)
 	return err
 }
@@ -373,16 +380,19 @@ func (c *ctrState) StartContainer(ctx context.Context) error {
 	c.p.e.metrics.containerStarted(err)
 	if err != nil {
 		c.waitingReason, c.waitingMessage = ReasonRunContainer, err.Error()
+		c.event(eventWarning, "Failed", "Error: %v", err)
 		c.raise(fsm.ContainerEventStartFailed)
 		return fmt.Errorf("start container %q: %w", c.name, err)
 	}
 	c.startedAt = c.p.e.clock.Now()
+	c.event(eventNormal, "Started", "Started container %s", c.name)
 	if h := c.postStartHook(); h != nil {
 		if err := c.hookTarget().runHook(ctx, "PostStart", h, 0); err != nil {
 			// kubelet: FailedPostStartHook; the machine stops the
 			// container and the restart policy decides
 			// (PostStartHookError).
 			c.p.e.log.Warn("FailedPostStartHook", "pod", c.p.key(), "container", c.name, "err", err)
+			c.event(eventWarning, "FailedPostStartHook", "PostStartHook failed: %v", err)
 			c.waitingReason, c.waitingMessage = ReasonPostStartHookError, err.Error()
 			c.raise(fsm.ContainerEventPostStartFailed)
 			return fmt.Errorf("start container %q: %w", c.name, err)

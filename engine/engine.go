@@ -86,6 +86,8 @@ type Config struct {
 	// status (Pods changed). It must not block; the API status manager
 	// uses it as a wake-up.
 	Published func()
+	// Events receives the pod events (nil: none are recorded).
+	Events EventRecorder
 }
 
 // ProbeResult is one probe outcome for a container of a pod. One sent on
@@ -455,6 +457,15 @@ func (e *Engine) sourcesReady() bool {
 		}
 	}
 	return true
+}
+
+// SourcesReady reports whether every source delivered its first snapshot
+// (and sourcesSettle passed): what the engine's sources declare is then
+// complete.
+func (e *Engine) SourcesReady() bool {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.sourcesReady()
 }
 
 // NodeIP is the node's address in pod statuses (Config.NodeIP or the one

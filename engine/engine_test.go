@@ -31,23 +31,65 @@ import (
 
 // scriptHarness runs an Engine against the simulated runtime served over gRPC,
 // with a fake clock shared by both. Scripts in testdata/ drive it.
+// recorder keeps the events the engine records (Config.Events).
+type recorder struct {
+	dir   string // the test's directory, shown as $DIR (runtime errors name its socket)
+	mu    sync.Mutex
+	lines []string
+	keys  []string // pod and fieldPath of each line
+}
+
+func (r *recorder) Event(pod *v1.Pod, fieldPath, eventType, reason, message string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	line := pod.Name + " " + eventType + " " + reason
+	if fieldPath != "" {
+		line += " " + fieldPath
+	}
+	r.lines = append(r.lines, line+": "+strings.ReplaceAll(message, r.dir, "$DIR"))
+	r.keys = append(r.keys, pod.Name+" "+fieldPath)
+}
+
+// take returns the events recorded since the last call, grouped by pod and
+// container (containers start concurrently), in order within one.
+func (r *recorder) take() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	idx := make([]int, len(r.lines))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return r.keys[idx[a]] < r.keys[idx[b]] })
+	lines := make([]string, len(idx))
+	for i, j := range idx {
+		lines[i] = r.lines[j]
+	}
+	out := strings.Join(lines, "\n")
+	r.lines, r.keys = nil, nil
+	if out == "" {
+		return "none"
+	}
+	return out
+}
+
 type scriptHarness struct {
-	t       *testing.T
-	clk     *clocktesting.FakeClock
-	t0      time.Time // the fake clock's start
-	logw    io.Writer // when set, the engine's info log goes here
-	srv     *sim.Server
-	rt      *cri.Client        // the test's own calls (crictl-rm, runtime listings)
-	audit   *criaudit.Recorder // the engine's runtime: rt behind the CRI audit
-	dir     string
-	eng     *Engine
-	reg     *prometheus.Registry
-	updates chan config.PodUpdate
-	cancel  context.CancelFunc
-	done    chan error
-	cfg     Config
-	probes  chan ProbeResult
-	events  *eventLog
+	recorded *recorder
+	t        *testing.T
+	clk      *clocktesting.FakeClock
+	t0       time.Time // the fake clock's start
+	logw     io.Writer // when set, the engine's info log goes here
+	srv      *sim.Server
+	rt       *cri.Client        // the test's own calls (crictl-rm, runtime listings)
+	audit    *criaudit.Recorder // the engine's runtime: rt behind the CRI audit
+	dir      string
+	eng      *Engine
+	reg      *prometheus.Registry
+	updates  chan config.PodUpdate
+	cancel   context.CancelFunc
+	done     chan error
+	cfg      Config
+	probes   chan ProbeResult
+	events   *eventLog
 }
 
 // eventLog keeps the log records that stand for kubelet's events
@@ -151,6 +193,10 @@ func (h *scriptHarness) launch(cfg Config) {
 	}
 	h.events = &eventLog{inner: logh, mu: &sync.Mutex{}, lines: new([]string)}
 	cfg.Log = coverageLogger(h.events)
+	if h.recorded == nil {
+		h.recorded = &recorder{dir: h.dir}
+	}
+	cfg.Events = h.recorded
 	e, err := New(cfg)
 	if err != nil {
 		h.t.Fatal(err)
@@ -503,6 +549,11 @@ func TestEngineScripts(t *testing.T) {
 					jitter, _ = time.ParseDuration(s)
 				}
 				cfg.ProbeJitter = func(time.Duration) time.Duration { return jitter }
+				if d.HasArg("sources") {
+					var s string
+					d.ScanArgs(t, "sources", &s)
+					cfg.Sources = strings.Split(s, ",")
+				}
 				h.start(cfg)
 				return ""
 			case "exec-reply":
@@ -526,6 +577,12 @@ func TestEngineScripts(t *testing.T) {
 					op = config.OpUpdate
 				}
 				h.send(config.PodUpdate{Op: op, Pods: []*v1.Pod{pod}, Source: config.SourceFile})
+				return ""
+			case "source-ready":
+				// A source's first snapshot, declaring no pod.
+				var src string
+				d.ScanArgs(t, "source", &src)
+				h.send(config.PodUpdate{Op: config.OpAdd, Source: src})
 				return ""
 			case "remove", "delete":
 				var uid string
@@ -566,6 +623,9 @@ func TestEngineScripts(t *testing.T) {
 				return strings.Join(out, " ")
 			case "events":
 				return h.events.take()
+			case "recorded":
+				// The events recorded through Config.Events (to the API).
+				return h.recorded.take()
 			case "calllog":
 				return h.formatCallLog()
 			case "missing-image":

@@ -113,6 +113,7 @@ func fireLoop[E fmt.Stringer, A fmt.Stringer](ctx context.Context, w *podWorker,
 		e.progress.Add(1)
 		// The operator's info line of this step, if any (oplog.go).
 		w.logLifecycle(ctx, r.kind, st.from, st.event, st.to, r.who())
+		w.recordLifecycle(r.kind, st.from, st.event, st.to, r.who())
 		if st.entered {
 			w.setTimers(owner, r.timers(e.clock.Now()))
 			if r.entered != nil {

@@ -217,10 +217,12 @@ func (c *ctrState) runPreStop(ctx context.Context, grace int64) int64 {
 	case err := <-done:
 		if err != nil {
 			c.p.e.log.Warn("FailedPreStopHook", "pod", c.p.key(), "container", c.name, "err", err)
+			c.event(eventWarning, "FailedPreStopHook", "PreStopHook failed: %v", err)
 		}
 	case <-t.C():
-		c.p.e.log.Warn("FailedPreStopHook", "pod", c.p.key(), "container", c.name,
-			"err", fmt.Sprintf("PreStop hook of container %q did not finish within %ds", c.name, grace))
+		msg := fmt.Sprintf("PreStop hook of container %q did not finish within %ds", c.name, grace)
+		c.p.e.log.Warn("FailedPreStopHook", "pod", c.p.key(), "container", c.name, "err", msg)
+		c.event(eventWarning, "FailedPreStopHook", "%s", msg)
 	}
 	left := grace - int64(clk.Since(start)/time.Second)
 	return max(left, minGraceAfterPreStop)

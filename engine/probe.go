@@ -199,8 +199,9 @@ func (ps *probeState) KillContainer(ctx context.Context) error {
 		grace = *p.TerminationGracePeriodSeconds
 	}
 	ps.stopAll()
-	c.p.e.log.Info("Killing", "pod", c.p.key(), "container", c.name,
-		"message", fmt.Sprintf("Container %s failed %s probe, will be restarted", c.name, what))
+	msg := fmt.Sprintf("Container %s failed %s probe, will be restarted", c.name, what)
+	c.p.e.log.Info("Killing", "pod", c.p.key(), "container", c.name, "message", msg)
+	c.event(eventNormal, "Killing", "%s", msg)
 	c.probeGrace = grace
 	if grace >= 0 {
 		c.probeDeadline = c.p.e.clock.Now().Add(time.Duration(grace) * time.Second)
@@ -327,12 +328,14 @@ func (ps *probeState) result(r ProbeResult) (fsm.Input, bool) {
 	if r.Success {
 		res = resultSuccess
 	} else {
-		e.log.Warn("Unhealthy", "pod", c.p.key(), "container", c.name,
-			"message", fmt.Sprintf("%s%s probe failed: %s", strings.ToUpper(r.Kind.String()[:1]), r.Kind.String()[1:], r.Output))
+		msg := fmt.Sprintf("%s%s probe failed: %s", strings.ToUpper(r.Kind.String()[:1]), r.Kind.String()[1:], r.Output)
+		e.log.Warn("Unhealthy", "pod", c.p.key(), "container", c.name, "message", msg)
+		c.event(eventWarning, "Unhealthy", "%s", msg)
 	}
 	if r.Success && r.Output != "" {
-		e.log.Info("ProbeWarning", "pod", c.p.key(), "container", c.name,
-			"message", fmt.Sprintf("%s probe warning: %s", r.Kind, r.Output))
+		msg := fmt.Sprintf("%s probe warning: %s", r.Kind, r.Output)
+		e.log.Info("ProbeWarning", "pod", c.p.key(), "container", c.name, "message", msg)
+		c.event(eventWarning, "ProbeWarning", "%s", msg)
 	}
 	if pw.last == res {
 		pw.run++

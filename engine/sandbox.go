@@ -101,6 +101,7 @@ func (sb *sandboxState) RunSandbox(ctx context.Context) error {
 	id, err := p.e.rt.RunPodSandbox(ctx, cfg, "")
 	if err != nil {
 		p.e.log.Warn("FailedCreatePodSandBox", "pod", p.key(), "uid", p.pod.UID, "err", err)
+		p.event(eventWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
 		return sb.fail(fsm.SandboxEventCreateFailed, fmt.Errorf("run sandbox of pod %q: %w", p.key(), err))
 	}
 	sb.id, sb.ids, sb.cfg, sb.podIP = id, append(sb.ids, id), cfg, ""

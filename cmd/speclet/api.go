@@ -23,6 +23,7 @@ import (
 type apiClient struct {
 	cs     *kubernetes.Clientset
 	status *apistatus.Manager
+	events *apistatus.Events
 }
 
 func newAPIClient(o *runOptions) (*apiClient, error) {
@@ -47,6 +48,15 @@ func (a *apiClient) volumes() volume.API {
 		return nil
 	}
 	return volume.Clientset(a.cs)
+}
+
+// recorder is engine.Config.Events: nil without --kubeconfig.
+func (a *apiClient) recorder(ctx context.Context, node string) engine.EventRecorder {
+	if a == nil {
+		return nil
+	}
+	a.events = apistatus.NewEvents(ctx, a.cs, node)
+	return a.events
 }
 
 // wake is engine.Config.Published; nil-safe so that runs without

@@ -304,6 +304,7 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		Sources:              sources,
 		Published:            api.wake,
 		VolumeAPI:            api.volumes(),
+		Events:               api.recorder(ctx, o.nodeName),
 	})
 	if err != nil {
 		return fmt.Errorf("create engine: %w", err)

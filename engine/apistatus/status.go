@@ -16,8 +16,9 @@
 //   - A static pod (file or URL source) gets a mirror pod of the same name:
 //     annotation kubernetes.io/config.mirror = its config hash, an owner
 //     reference to the Node. A mirror pod that is deleted is created again; one
-//     whose hash differs (the manifest changed) is replaced. The static pod's
-//     status is written to its mirror pod.
+//     whose hash differs (the manifest changed) is replaced; one whose static
+//     pod is gone is deleted once every source delivered its first snapshot.
+//     The static pod's status is written to its mirror pod.
 //
 // # Usage
 //
@@ -51,6 +52,8 @@ type Engine interface {
 	// PodStopped reports that nothing of the pod runs (its machine is
 	// terminated or finished, or it has no worker).
 	PodStopped(uid types.UID) bool
+	// SourcesReady reports every pod source delivered its first snapshot.
+	SourcesReady() bool
 }
 
 // PodCache is the API source's view of the node's pods (mirror pods included).
@@ -121,7 +124,12 @@ func (m *Manager) Run(ctx context.Context) {
 
 func (m *Manager) pass(ctx context.Context) {
 	live := map[types.UID]bool{}
+	ready := m.cfg.Engine.SourcesReady()
+	statics := map[string]bool{}
 	for _, p := range m.cfg.Engine.Pods() {
+		if config.IsStatic(p) {
+			statics[p.Namespace+"/"+p.Name] = true
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -141,7 +149,15 @@ func (m *Manager) pass(ctx context.Context) {
 	// A pod marked for deletion leaves the engine's pods at once; its
 	// object goes once nothing of it runs.
 	for _, p := range m.cfg.Pods.ListPods() {
-		if p.DeletionTimestamp == nil || p.Annotations[config.AnnotationMirror] != "" {
+		if p.Annotations[config.AnnotationMirror] != "" {
+			// A mirror pod whose static pod is gone goes too, once the
+			// sources are complete.
+			if ready && p.DeletionTimestamp == nil && !statics[p.Namespace+"/"+p.Name] {
+				m.deleteMirror(ctx, p, "orphaned mirror pod deleted")
+			}
+			continue
+		}
+		if p.DeletionTimestamp == nil {
 			continue
 		}
 		live[p.UID] = true
@@ -250,6 +266,16 @@ func (m *Manager) deleteFinished(ctx context.Context, p *v1.Pod) {
 	m.log.Info("pod object deleted", "pod", p.Namespace+"/"+p.Name, "uid", p.UID)
 }
 
+// deleteMirror deletes mirror pod p (grace 0, UID precondition).
+func (m *Manager) deleteMirror(ctx context.Context, p *v1.Pod, what string) {
+	err := m.cfg.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0), Preconditions: metav1.NewUIDPreconditions(string(p.UID))})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		m.log.Error("delete mirror pod", "pod", p.Namespace+"/"+p.Name, "err", err)
+		return
+	}
+	m.log.Info(what, "pod", p.Namespace+"/"+p.Name, "uid", p.UID)
+}
+
 // mirror returns the mirror pod of static pod p, creating or replacing it
 // as needed; nil while it does not exist (yet).
 func (m *Manager) mirror(ctx context.Context, p *v1.Pod) *v1.Pod {
@@ -271,12 +297,7 @@ func (m *Manager) mirror(ctx context.Context, p *v1.Pod) *v1.Pod {
 			m.log.Error("static pod has no mirror pod: an API pod of the same name exists", "pod", p.Namespace+"/"+p.Name)
 			return nil
 		}
-		err := pods.Delete(ctx, cur.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0), Preconditions: metav1.NewUIDPreconditions(string(cur.UID))})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			m.log.Error("delete outdated mirror pod", "pod", p.Namespace+"/"+p.Name, "err", err)
-		} else {
-			m.log.Info("outdated mirror pod deleted", "pod", p.Namespace+"/"+p.Name)
-		}
+		m.deleteMirror(ctx, cur, "outdated mirror pod deleted")
 		return nil
 	}
 	mp := &v1.Pod{

@@ -341,9 +341,9 @@ func Clientset(path string) (*kubernetes.Clientset, error) {
 // AdminClient returns a cluster-admin clientset.
 func (c *Cluster) AdminClient() (*kubernetes.Clientset, error) { return Clientset(c.admin) }
 
-// EnsureNamespace creates namespace ns if missing and, when no
-// controller-manager runs, its `default` ServiceAccount and `kube-root-ca.crt`
-// ConfigMap (what kube-controller-manager would create).
+// EnsureNamespace creates namespace ns if missing, its `default`
+// ServiceAccount and its `kube-root-ca.crt` ConfigMap (what
+// kube-controller-manager creates, when it runs, a little later).
 func (c *Cluster) EnsureNamespace(ctx context.Context, ns string) error {
 	c.nsCreate.Lock()
 	defer c.nsCreate.Unlock()
@@ -355,9 +355,8 @@ func (c *Cluster) EnsureNamespace(ctx context.Context, ns string) error {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create namespace %s: %w", ns, err)
 	}
-	if c.opts.ControllerManager {
-		return nil
-	}
+	// With a controller-manager these appear on their own, but not at once:
+	// creating them avoids the race (AlreadyExists is fine).
 	_, err = cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create serviceaccount %s/default: %w", ns, err)

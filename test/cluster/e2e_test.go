@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -42,7 +43,7 @@ func startEnv(t *testing.T) *env {
 		}
 		t.Skip("cluster end-to-end tests run containerd and need root")
 	}
-	c := cluster.ForTest(t, cluster.Options{})
+	c := cluster.ForTest(t, cluster.Options{Scheduler: true, ControllerManager: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	admin, err := c.AdminClient()
@@ -53,8 +54,29 @@ func startEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{c: c, admin: admin, ca: harness.ForTest(t), cb: harness.ForTest(t), bin: bin}
-	e.image = e.ca.ImageRef(harness.BusyboxRepo)
+	// One registry serves both containerds, so that one image reference
+	// (a Deployment's) pulls on either node.
+	reg, err := harness.StartRegistry("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	if err := reg.PushDefaults(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{c: c, admin: admin, bin: bin, image: reg.Ref(harness.BusyboxRepo)}
+	for _, h := range []**harness.Containerd{&e.ca, &e.cb} {
+		cd, err := harness.StartContainerd(ctx, harness.Options{Registry: reg, Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := cd.Stop(); err != nil {
+				t.Errorf("stop containerd: %v", err)
+			}
+		})
+		*h = cd
+	}
 	for _, n := range []struct {
 		name string
 		cd   *harness.Containerd
@@ -79,12 +101,7 @@ func startEnv(t *testing.T) *env {
 // account token (automountServiceAccountToken: false): projected volumes
 // are another package's work.
 func (e *env) pod(name, node string, restart v1.RestartPolicy, script string) *v1.Pod {
-	// The two containerds serve the same busybox image under their own
-	// registry address; each node pulls from its own.
 	image := e.image
-	if node == "node-b" {
-		image = e.cb.ImageRef(harness.BusyboxRepo)
-	}
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
 		Spec: v1.PodSpec{
@@ -323,6 +340,57 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("DeploymentThroughKubectlAndScheduler", func(t *testing.T) {
+		manifest := fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: spread, namespace: default}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: spread}}
+  template:
+    metadata: {labels: {app: spread}}
+    spec:
+      hostNetwork: true
+      automountServiceAccountToken: false
+      containers:
+      - {name: main, image: %s, command: [sleep, "3600"]}
+`, e.image)
+		path := filepath.Join(t.TempDir(), "deploy.yaml")
+		if err := os.WriteFile(path, []byte(manifest), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(filepath.Join(e.c.BinDir, "kubectl"), "--kubeconfig", e.c.AdminKubeconfig(), "apply", "-f", path)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("kubectl apply: %v\n%s", err, out)
+		}
+		deadline := time.Now().Add(3 * time.Minute)
+		for {
+			l, err := e.admin.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=spread"})
+			nodes, run := map[string]bool{}, 0
+			if err == nil {
+				for i := range l.Items {
+					if running(&l.Items[i]) {
+						run++
+						nodes[l.Items[i].Spec.NodeName] = true
+					}
+				}
+			}
+			if run == 3 {
+				if !nodes["node-a"] || !nodes["node-b"] || len(nodes) != 2 {
+					t.Errorf("the 3 replicas run on %v, want both node-a and node-b", nodes)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of 3 replicas Running after 3 minutes (err %v)", run, err)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		if err := e.admin.AppsV1().Deployments("default").Delete(ctx, "spread", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("FailingPodIsFailedWithExitCode", func(t *testing.T) {
 		e.create(t, e.pod("fails", "node-a", v1.RestartPolicyNever, "exit 3"))
 		p := e.waitPod(t, "fails", 90*time.Second, "Failed", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
@@ -330,6 +398,34 @@ func TestCluster(t *testing.T) {
 		if len(cs) != 1 || cs[0].State.Terminated == nil || cs[0].State.Terminated.ExitCode != 3 || cs[0].State.Terminated.Reason != "Error" {
 			t.Errorf("container statuses %+v: want terminated, exit code 3, reason Error", cs)
 		}
+	})
+
+	t.Run("CrashLoopHasBackOffEvent", func(t *testing.T) {
+		e.create(t, e.pod("crash", "node-a", v1.RestartPolicyAlways, "exit 1"))
+		deadline := time.Now().Add(90 * time.Second)
+		for {
+			l, err := e.admin.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=crash"})
+			reasons := map[string]bool{}
+			if err == nil {
+				for _, ev := range l.Items {
+					reasons[ev.Reason] = true
+					if ev.Reason == "BackOff" && (ev.Type != v1.EventTypeWarning || ev.Source.Host != "node-a" || ev.InvolvedObject.FieldPath != "spec.containers{main}") {
+						t.Errorf("BackOff event %+v: want a Warning from node-a about spec.containers{main}", ev)
+					}
+				}
+			}
+			if reasons["BackOff"] && reasons["Started"] && reasons["Created"] && reasons["Pulled"] {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("events of pod crash: reasons %v (err %v), want Pulled, Created, Started and BackOff", reasons, err)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		if err := e.admin.CoreV1().Pods("default").Delete(ctx, "crash", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		e.waitGone(t, "crash", 60*time.Second)
 	})
 
 	t.Run("GracefulDeletionStopsAndDisappears", func(t *testing.T) {
@@ -372,6 +468,25 @@ spec:
 		if p.Status.ContainerStatuses[0].RestartCount != 0 {
 			t.Errorf("deleting the mirror pod restarted the static pod: %+v", p.Status.ContainerStatuses[0])
 		}
+		// An edited manifest replaces the mirror pod.
+		edited := strings.Replace(manifest, "metadata: {name: static}", "metadata: {name: static, labels: {edited: \"yes\"}}", 1)
+		if err := os.WriteFile(filepath.Join(e.a.Manifests, "static.yaml"), []byte(edited), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		e.waitPod(t, "static-node-a", 60*time.Second, "a mirror pod of the edited manifest", func(p *v1.Pod) bool { return p.Labels["edited"] == "yes" && running(p) })
+	})
+
+	t.Run("RemovedStaticPodLosesItsMirrorPod", func(t *testing.T) {
+		manifest := fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata: {name: brief}\nspec:\n  hostNetwork: true\n  containers:\n  - {name: main, image: %s, command: [sleep, \"3600\"]}\n", e.image)
+		path := filepath.Join(e.a.Manifests, "brief.yaml")
+		if err := os.WriteFile(path, []byte(manifest), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		e.waitPod(t, "brief-node-a", 90*time.Second, "a Running mirror pod", running)
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		e.waitGone(t, "brief-node-a", 60*time.Second)
 	})
 
 	t.Run("APIServerRestartLosesAndDuplicatesNothing", func(t *testing.T) {

@@ -1,0 +1,74 @@
+package node
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func find(cs []v1.NodeCondition, t v1.NodeConditionType) v1.NodeCondition {
+	for _, c := range cs {
+		if c.Type == t {
+			return c
+		}
+	}
+	return v1.NodeCondition{}
+}
+
+// TestConditions reads like the node's contract: Ready follows health, the
+// pressure conditions follow kubelet's hard eviction thresholds, and a
+// condition's transition time moves only when its status does.
+func TestConditions(t *testing.T) {
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	t1 := metav1.NewTime(t0.Add(10 * time.Second))
+	fine := pressure{memAvail: 4 << 30, diskAvail: 50 << 30, diskTotal: 100 << 30, pidsUsed: 300, pidMax: 4 << 20}
+	tests := []struct {
+		name   string
+		health error
+		p      pressure
+		want   map[v1.NodeConditionType]string // status/reason
+	}{
+		{"healthy", nil, fine, map[v1.NodeConditionType]string{
+			v1.NodeReady: "True/KubeletReady", v1.NodeMemoryPressure: "False/KubeletHasSufficientMemory",
+			v1.NodeDiskPressure: "False/KubeletHasNoDiskPressure", v1.NodePIDPressure: "False/KubeletHasSufficientPID"}},
+		{"runtime down", errors.New("container runtime is down"), fine, map[v1.NodeConditionType]string{
+			v1.NodeReady: "False/KubeletNotReady"}},
+		{"low memory", nil, pressure{memAvail: 50 << 20, diskAvail: 50, diskTotal: 100, pidMax: 100}, map[v1.NodeConditionType]string{
+			v1.NodeMemoryPressure: "True/KubeletHasInsufficientMemory", v1.NodeReady: "True/KubeletReady"}},
+		{"disk almost full", nil, pressure{memAvail: 4 << 30, diskAvail: 5, diskTotal: 100, pidMax: 100}, map[v1.NodeConditionType]string{
+			v1.NodeDiskPressure: "True/KubeletHasDiskPressure"}},
+		{"pids almost exhausted", nil, pressure{memAvail: 4 << 30, diskAvail: 50, diskTotal: 100, pidsUsed: 95, pidMax: 100}, map[v1.NodeConditionType]string{
+			v1.NodePIDPressure: "True/KubeletHasInsufficientPID"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cs := conditions(nil, t0, tt.health, tt.p)
+			if len(cs) != 4 {
+				t.Fatalf("%d conditions, want 4", len(cs))
+			}
+			for typ, want := range tt.want {
+				c := find(cs, typ)
+				if got := string(c.Status) + "/" + c.Reason; got != want {
+					t.Errorf("%s = %s, want %s", typ, got, want)
+				}
+			}
+			if tt.health != nil && find(cs, v1.NodeReady).Message != tt.health.Error() {
+				t.Errorf("NotReady message %q, want the health error", find(cs, v1.NodeReady).Message)
+			}
+		})
+	}
+	t.Run("transition time moves only with the status", func(t *testing.T) {
+		first := conditions(nil, t0, nil, fine)
+		same := conditions(first, t1, nil, fine)
+		if c := find(same, v1.NodeReady); !c.LastTransitionTime.Equal(&t0) || !c.LastHeartbeatTime.Equal(&t1) {
+			t.Errorf("unchanged Ready: transition %s heartbeat %s, want %s and %s", c.LastTransitionTime, c.LastHeartbeatTime, t0, t1)
+		}
+		down := conditions(first, t1, errors.New("down"), fine)
+		if c := find(down, v1.NodeReady); !c.LastTransitionTime.Equal(&t1) {
+			t.Errorf("Ready went False: transition %s, want %s", c.LastTransitionTime, t1)
+		}
+	})
+}

@@ -1,0 +1,134 @@
+// Command cluster runs a one-machine Kubernetes cluster of speclet nodes: it
+// is what `make cluster` starts.
+//
+// It builds (once, cached in $HOME/.cache/speclet/kube/<version>/) and runs
+// etcd, kube-apiserver, kube-scheduler and kube-controller-manager on
+// 127.0.0.1 (test/cluster), starts an image registry on --registry-addr
+// serving busybox:latest and pause:latest, and runs --nodes speclet nodes,
+// each on its own containerd (cri/harness) and each joined with its own
+// system:node:<name> credentials and --node-ip 127.0.0.1. It prints the
+// export line for KUBECONFIG (an admin kubeconfig) and a kubectl example.
+// Ctrl-C (or SIGTERM) stops the nodes, removes every pod and stops
+// containerd, the registry and the control plane, leaving nothing behind.
+//
+// Usage (as root):
+//
+//	go run ./test/cluster/cmd/cluster --speclet bin/speclet [--nodes 2] [--registry-addr 127.0.0.1:5000] [-- speclet run flags]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/speclet/speclet/cri/harness"
+	"github.com/speclet/speclet/test/cluster"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stderr)) }
+
+func run(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("cluster", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	speclet := fs.String("speclet", "", "the speclet binary (default: build ./cmd/speclet)")
+	nodes := fs.Int("nodes", 2, "how many speclet nodes")
+	registryAddr := fs.String("registry-addr", "127.0.0.1:5000", "loopback address of the image registry every node pulls from")
+	version := fs.String("version", cluster.DefaultVersion, "k8s.io/kubernetes version of the control plane")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	say := func(format string, a ...any) { fmt.Fprintf(stderr, "cluster: "+format+"\n", a...) }
+	if os.Geteuid() != 0 {
+		say("needs root: it runs containerd, which runs containers (try `sudo make cluster`)")
+		return 1
+	}
+	if *nodes < 1 {
+		say("--nodes: %d: want 1 or more", *nodes)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	var cleanups []func()
+	defer func() {
+		say("stopping: nodes, containerd, registry, control plane")
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+		say("stopped; nothing is left")
+	}()
+	fail := func(format string, a ...any) int { say(format, a...); return 1 }
+
+	if err := harness.EnsurePackages(ctx, stderr); err != nil {
+		return fail("%v", err)
+	}
+	dir, err := os.MkdirTemp("", "speclet-cluster-nodes-")
+	if err != nil {
+		return fail("%v", err)
+	}
+	cleanups = append(cleanups, func() { os.RemoveAll(dir) })
+	if *speclet == "" {
+		say("building speclet")
+		if *speclet, err = cluster.BuildSpeclet(dir); err != nil {
+			return fail("%v", err)
+		}
+	}
+	if !cluster.BinariesCached(*version) {
+		say("building the control plane %s from the Go module k8s.io/kubernetes (about 10 minutes cold; cached afterwards)", *version)
+	}
+	c, err := cluster.Start(ctx, cluster.Options{Version: *version, Scheduler: true, ControllerManager: true, Log: stderr})
+	if err != nil {
+		return fail("%v", err)
+	}
+	cleanups = append(cleanups, func() { c.Stop() })
+	reg, err := harness.StartRegistry(*registryAddr)
+	if err != nil {
+		return fail("start registry on %s (--registry-addr): %v", *registryAddr, err)
+	}
+	cleanups = append(cleanups, func() { reg.Close() })
+	if err := reg.PushDefaults(ctx); err != nil {
+		return fail("push images: %v", err)
+	}
+	for i := 0; i < *nodes; i++ {
+		name := fmt.Sprintf("node-%c", 'a'+i)
+		h, err := harness.StartContainerd(ctx, harness.Options{Registry: reg, Log: stderr})
+		if err != nil {
+			return fail("start containerd for %s: %v", name, err)
+		}
+		cleanups = append(cleanups, func() {
+			if err := h.Stop(); err != nil {
+				say("stop containerd of %s: %v", name, err)
+			}
+		})
+		ndir := filepath.Join(dir, name)
+		n, err := c.StartNode(ctx, cluster.NodeOptions{Name: name, Bin: *speclet, Containerd: h, Dir: ndir, Args: fs.Args()})
+		if err != nil {
+			return fail("%v", err)
+		}
+		cleanups = append(cleanups, func() { n.Stop() })
+		say("node %s: containerd %s, speclet log %s, read-only server %s", name, h.Endpoint, n.LogPath, n.Base)
+	}
+	fmt.Printf(`
+A cluster of %d speclet nodes is running. In another shell:
+
+  export KUBECONFIG=%s
+  %s get nodes -o wide
+  %s create deployment web --image=%s/busybox:latest --replicas=3 -- sleep 3600
+  %s get pods -o wide
+
+Static pods: drop a manifest into a node's manifests directory (%s/node-a/manifests).
+Ctrl-C stops everything.
+`, *nodes, c.AdminKubeconfig(), kubectl(c), kubectl(c), *registryAddr, kubectl(c), dir)
+	<-ctx.Done()
+	return 0
+}
+
+func kubectl(c *cluster.Cluster) string { return filepath.Join(c.BinDir, "kubectl") }
