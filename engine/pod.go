@@ -400,8 +400,8 @@ func (s *podState) RemovePod(ctx context.Context) error {
 }
 
 // MountVolumes sets up the pod's volumes (engine/volume). Every volume that
-// fails is logged with kubelet's reason FailedMount, naming the volume, its
-// type and the cause. It returns an error, so that sync_pod reports
+// fails is logged and recorded as a Warning event with kubelet's reason
+// FailedMount and message ("MountVolume.SetUp failed for volume %q : cause"). It returns an error, so that sync_pod reports
 // sync_failed before any runtime call, only when a volume failed that
 // never mounted before (in this worker, or on disk from the agent's
 // previous run): a running pod whose configMap refresh fails keeps its
@@ -413,6 +413,7 @@ func (s *podState) MountVolumes(ctx context.Context) error {
 	for _, me := range mountErrors(err) {
 		failed[me.Volume] = true
 		s.e.log.Warn("volume mount failed", "reason", ReasonFailedMount, "pod", s.key(), "volume", me.Volume, "type", me.Type, "err", me.Err)
+		s.event(eventWarning, ReasonFailedMount, "MountVolume.SetUp failed for volume %q : %v", me.Volume, me.Err)
 		if !s.mounted[me.Volume] && !s.volumePresent(me.Volume) {
 			blocking = append(blocking, me)
 		}

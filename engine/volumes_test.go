@@ -84,7 +84,7 @@ func (h *scriptHarness) sandboxCalls() int { return h.srv.Runtime.Calls("RunPodS
 
 // A pod whose configMap does not exist yet stays Pending with its
 // container waiting in ContainerCreating, nothing of it in the runtime,
-// and a FailedMount log line naming the volume and the cause; the sync is
+// and a FailedMount event and log line naming the volume and the cause; the sync is
 // retried with sync_backoff, and the pod starts once the configMap
 // appears, with the configMap's data in its volume.
 func TestMissingConfigMapWaitsThenStarts(t *testing.T) {
@@ -96,6 +96,9 @@ func TestMissingConfigMapWaitsThenStarts(t *testing.T) {
 	pod := volumePod("cm", v1.Volume{Name: "conf", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "settings"}}}})
 	h.send(config.PodUpdate{Op: config.OpAdd, Source: config.SourceFile, Pods: []*v1.Pod{pod}})
 	h.step(25*time.Second, time.Second) // two sync_backoff retries
+	if got, want := h.recorded.take(), `cm Warning FailedMount: MountVolume.SetUp failed for volume "conf" : configmap "settings" not found`; !strings.HasPrefix(got, want) {
+		t.Fatalf("events:\n%s\nwant them to start with %s", got, want)
+	}
 
 	st := h.podStatus("cm")
 	if st == nil || st.Phase != v1.PodPending || waitingReason(st) != ReasonContainerCreating {

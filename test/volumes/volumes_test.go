@@ -56,7 +56,8 @@ func waiting(p *v1.Pod) string {
 //   - a configMap volume's file follows an update of the configMap (the
 //     ..data swap, within --sync-frequency);
 //   - a pod whose configMap does not exist stays ContainerCreating in the
-//     API with a FailedMount log line naming the volume and the cause, and
+//     API with a FailedMount event (and log line) naming the volume and the
+//     cause, and
 //     runs once the configMap is created;
 //   - a secret volume (items, defaultMode) is a tmpfs with the secret's
 //     data.
@@ -172,6 +173,19 @@ func TestAPIVolumes(t *testing.T) {
 	if want := `reason=FailedMount pod=default/waiter volume=conf type=configMap err="configmap \"later\" not found"`; !strings.Contains(n.LogTail(200), want) {
 		t.Fatalf("no FailedMount line %s; %s", want, diag())
 	}
+
+	waitFor(t, ctx, "a FailedMount event of the waiter in the API", func() bool {
+		evs, err := admin.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=waiter,reason=FailedMount"})
+		if err != nil {
+			return false
+		}
+		for _, ev := range evs.Items {
+			if ev.Type == v1.EventTypeWarning && ev.Message == `MountVolume.SetUp failed for volume "conf" : configmap "later" not found` {
+				return true
+			}
+		}
+		return false
+	}, diag)
 
 	// An update reaches the mounted file.
 	cm, err := admin.CoreV1().ConfigMaps("default").Get(ctx, "settings", metav1.GetOptions{})
