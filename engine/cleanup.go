@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/speclet/speclet/engine/volume"
 )
 
 // This file removes the directories of pods that are gone, as kubelet's
@@ -31,6 +33,11 @@ func (e *Engine) removePodDirs(uid types.UID) {
 				paths = append(paths, filepath.Join(root, "logs", ent.Name()))
 			}
 		}
+	}
+	if err := volume.UnmountAll(paths[0]); err != nil {
+		// Never remove through a mount that stayed: retried at the next sweep.
+		e.log.Warn("unmount volumes of a removed pod", "uid", uid, "err", err)
+		paths = paths[1:]
 	}
 	for _, p := range paths {
 		if _, err := os.Lstat(p); err != nil {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/volume"
 )
 
 func exists(path string) bool {
@@ -37,9 +38,9 @@ func TestPodDirectoriesCleanup(t *testing.T) {
 	}
 	data, keep := pod("data"), pod("keep")
 	h.send(config.PodUpdate{Op: config.OpAdd, Source: config.SourceFile, Pods: []*v1.Pod{data, keep}})
-	vol := podVolumeDir(root, data, "cache")
+	vol := volume.HostPath(root, data, &data.Spec.Volumes[0])
 	logs := podLogDir(root, data)
-	keepVol := podVolumeDir(root, keep, "cache")
+	keepVol := volume.HostPath(root, keep, &keep.Spec.Volumes[0])
 	if !exists(vol) || !exists(keepVol) {
 		t.Fatalf("emptyDirs %s, %s not created", vol, keepVol)
 	}

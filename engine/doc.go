@@ -53,8 +53,17 @@
 //     kill is handled when they return. A create whose name containerd
 //     still reserves for an earlier unanswered attempt of the same create
 //     adopts that object instead of failing on every retry.
-//   - cleanup.go: removing the directories (emptyDir volumes, logs) and
-//     the pod cgroups of pods gone from every source and from the runtime.
+//   - cleanup.go: removing the directories (volumes, logs) and the pod
+//     cgroups of pods gone from every source and from the runtime, after
+//     unmounting what is still mounted under them (tmpfs volumes of a pod
+//     removed while the agent was down).
+//   - pod.go MountVolumes / UnmountVolumes, allocatable.go: the pod machine's
+//     mount_volumes (run by sync_pod before the sandbox) and
+//     unmount_volumes (run by remove_pod) over engine/volume; a volume that
+//     never mounted fails the sync with FailedMount (logged with the
+//     volume, its type and the cause), so the pod stays ContainerCreating
+//     and sync_backoff retries it; Config.VolumeAPI supplies configMaps,
+//     secrets and tokens (volume.Clientset over a client-go clientset).
 //   - resources/ (pure): QoS class, oom_score_adj, pod cgroup settings,
 //     hugepages, node allocatable, the --kube-reserved and --eviction-hard
 //     flag syntax. cgroups/: the kubepods hierarchy and pod cgroups on the

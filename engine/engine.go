@@ -18,6 +18,7 @@ import (
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/volume"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -89,6 +90,10 @@ type Config struct {
 	// oom_score_adj of Burstable containers is computed against; 0 gives
 	// every Burstable container 999.
 	MemoryCapacity int64
+	// VolumeAPI is where configMap, secret and serviceAccountToken volumes
+	// come from (volume.Clientset over the --kubeconfig client); nil: such
+	// volumes fail to mount with a FailedMount naming the missing API.
+	VolumeAPI volume.API
 	// Sources are the pod sources (config.SourceFile, SourceHTTP, SourceAPI)
 	// that must each deliver their first snapshot before housekeeping treats
 	// a runtime pod no source declares as an orphan and kills it. nil: the
@@ -141,6 +146,7 @@ type ProbeResult struct {
 // Engine runs pods: one worker per pod UID drives the generated pod and
 // container machines and turns their actions into CRI calls.
 type Engine struct {
+	volumes *volume.Manager // sets up and tears down pod volumes
 	cfg     Config
 	rt      cri.Runtime
 	clock   clock.WithTicker
@@ -234,6 +240,7 @@ func New(cfg Config) (*Engine, error) {
 		gone:         map[types.UID]goneHistory{},
 		refused:      map[types.UID]bool{},
 		runtimeName:  "cri",
+		volumes:      &volume.Manager{Root: cfg.RootDir, API: cfg.VolumeAPI, Node: nodeAllocatable(), Now: cfg.Clock.Now},
 	}
 	m, err := newMetrics(cfg.Registerer, e)
 	if err != nil {

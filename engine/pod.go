@@ -3,12 +3,14 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/volume"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -46,6 +48,10 @@ type podState struct {
 	forced        bool
 
 	lastStatus *v1.PodStatus
+
+	// mounted holds the volumes mount_volumes set up at least once; a
+	// later refresh failing for one of them does not hold the pod back.
+	mounted map[string]bool
 
 	run    runner[fsm.PodEvent, fsm.PodAction]
 	events []fsm.PodEvent // raised by actions, fired after the running step
@@ -257,6 +263,10 @@ func (s *podState) SyncPod(ctx context.Context) error {
 	if s.sandbox.machine.State() == fsm.SandboxStateDead {
 		s.each(ctx, fsm.ContainerEventSandboxDied)
 	}
+	if err := fsm.RunPodAction(ctx, s, fsm.PodActionMountVolumes); err != nil {
+		s.raise(fsm.PodEventSyncFailed)
+		return err
+	}
 	s.sandbox.fire(ctx, fsm.SandboxEventCreate)
 	if s.sandbox.machine.State() != fsm.SandboxStateReady {
 		s.noteBackoff()
@@ -383,7 +393,88 @@ func (s *podState) RemovePod(ctx context.Context) error {
 		s.e.pleg.ForgetSandbox(id)
 	}
 	s.sandbox.fire(ctx, fsm.SandboxEventRemoved)
+	if err := fsm.RunPodAction(ctx, s, fsm.PodActionUnmountVolumes); err != nil {
+		return err
+	}
 	s.raise(fsm.PodEventCleanupDone)
+	return nil
+}
+
+// MountVolumes sets up the pod's volumes (engine/volume). Every volume that
+// fails is logged and recorded as a Warning event with kubelet's reason
+// FailedMount and message ("MountVolume.SetUp failed for volume %q : cause"). It returns an error, so that sync_pod reports
+// sync_failed before any runtime call, only when a volume failed that
+// never mounted before (in this worker, or on disk from the agent's
+// previous run): a running pod whose configMap refresh fails keeps its
+// last files, as under kubelet.
+func (s *podState) MountVolumes(ctx context.Context) error {
+	err := s.e.volumes.Setup(ctx, s.pod)
+	failed := map[string]bool{}
+	var blocking []error
+	for _, me := range mountErrors(err) {
+		failed[me.Volume] = true
+		s.e.log.Warn("volume mount failed", "reason", ReasonFailedMount, "pod", s.key(), "volume", me.Volume, "type", me.Type, "err", me.Err)
+		s.event(eventWarning, ReasonFailedMount, "MountVolume.SetUp failed for volume %q : %v", me.Volume, me.Err)
+		if !s.mounted[me.Volume] && !s.volumePresent(me.Volume) {
+			blocking = append(blocking, me)
+		}
+	}
+	if s.mounted == nil {
+		s.mounted = map[string]bool{}
+	}
+	for _, v := range s.pod.Spec.Volumes {
+		if !failed[v.Name] {
+			s.mounted[v.Name] = true
+		}
+	}
+	if len(blocking) > 0 {
+		return fmt.Errorf("%s: %w", ReasonFailedMount, errors.Join(blocking...))
+	}
+	return nil
+}
+
+// volumePresent reports a volume set up before this worker existed (the
+// agent restarted while the pod ran): its files stay in use when their
+// refresh fails.
+func (s *podState) volumePresent(name string) bool {
+	for i := range s.pod.Spec.Volumes {
+		if v := &s.pod.Spec.Volumes[i]; v.Name == name {
+			return volume.Present(s.e.cfg.RootDir, s.pod, v)
+		}
+	}
+	return false
+}
+
+// mountErrors unpacks the *volume.MountError of a Setup error.
+func mountErrors(err error) []*volume.MountError {
+	if err == nil {
+		return nil
+	}
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	} else {
+		errs = []error{err}
+	}
+	out := make([]*volume.MountError, 0, len(errs))
+	for _, e := range errs {
+		var me *volume.MountError
+		if errors.As(e, &me) {
+			out = append(out, me)
+		} else {
+			out = append(out, &volume.MountError{Volume: "?", Err: e})
+		}
+	}
+	return out
+}
+
+// UnmountVolumes unmounts the pod's tmpfs volumes and forgets its tokens.
+// Its directories are removed when the worker is purged (cleanup.go).
+func (s *podState) UnmountVolumes(ctx context.Context) error {
+	if err := s.e.volumes.TearDown(s.pod.UID); err != nil {
+		return fmt.Errorf("unmount volumes of %s: %w", s.key(), err)
+	}
+	s.mounted = nil
 	return nil
 }
 

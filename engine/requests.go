@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/resources"
+	"github.com/speclet/speclet/engine/volume"
 )
 
 // This file builds the CRI requests of a pod (sandbox and container
@@ -27,11 +27,6 @@ import (
 // <root>/logs/<namespace>_<name>_<uid>.
 func podLogDir(root string, pod *v1.Pod) string {
 	return filepath.Join(root, "logs", pod.Namespace+"_"+pod.Name+"_"+string(pod.UID))
-}
-
-// podVolumeDir is where emptyDir volumes of a pod live.
-func podVolumeDir(root string, pod *v1.Pod, volume string) string {
-	return filepath.Join(root, "pods", string(pod.UID), "volumes", volume)
 }
 
 // sandboxConfig builds the RunPodSandbox request for pod. hostNetwork pods get
@@ -267,8 +262,11 @@ func containerConfig(root string, pod *v1.Pod, c *v1.Container, restartCount int
 	}, nil
 }
 
-// containerMounts maps c's volume mounts to hostPath and emptyDir
-// directories. Other volume kinds are an error naming the pod and volume.
+// containerMounts maps c's volume mounts to the host paths mount_volumes
+// set up (engine/volume). subPath selects a path inside the volume (it may
+// not leave it); configMap, secret, downwardAPI and projected volumes are
+// always read-only, as under kubelet. An unknown volume or kind is an
+// error naming the pod, container and volume.
 func containerMounts(root string, pod *v1.Pod, c *v1.Container) ([]*runtimeapi.Mount, error) {
 	if len(c.VolumeMounts) == 0 {
 		return nil, nil
@@ -283,19 +281,21 @@ func containerMounts(root string, pod *v1.Pod, c *v1.Container) ([]*runtimeapi.M
 		if !ok {
 			return nil, fmt.Errorf("pod %s/%s container %q: volumeMounts %q: no such volume", pod.Namespace, pod.Name, c.Name, m.Name)
 		}
-		var host string
-		switch {
-		case v.HostPath != nil:
-			host = v.HostPath.Path
-		case v.EmptyDir != nil:
-			host = podVolumeDir(root, pod, v.Name)
-			if err := os.MkdirAll(host, 0o777); err != nil {
-				return nil, fmt.Errorf("pod %s/%s volume %q: create emptyDir: %w", pod.Namespace, pod.Name, v.Name, err)
-			}
-		default:
-			return nil, fmt.Errorf("pod %s/%s volume %q: only hostPath and emptyDir volumes are supported", pod.Namespace, pod.Name, v.Name)
+		host := volume.HostPath(root, pod, v)
+		if host == "" {
+			return nil, fmt.Errorf("pod %s/%s volume %q: volume type %q is not supported", pod.Namespace, pod.Name, v.Name, volume.Type(&v.VolumeSource))
 		}
-		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: m.MountPath, HostPath: host, Readonly: m.ReadOnly})
+		if m.SubPathExpr != "" {
+			return nil, fmt.Errorf("pod %s/%s container %q: volumeMounts %q: subPathExpr is not supported", pod.Namespace, pod.Name, c.Name, m.Name)
+		}
+		if m.SubPath != "" {
+			p, err := volume.SubPath(host, m.SubPath)
+			if err != nil {
+				return nil, fmt.Errorf("pod %s/%s container %q: volumeMounts %q: %w", pod.Namespace, pod.Name, c.Name, m.Name, err)
+			}
+			host = p
+		}
+		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: m.MountPath, HostPath: host, Readonly: m.ReadOnly || volume.ReadOnlyKind(v)})
 	}
 	return mounts, nil
 }

@@ -21,9 +21,11 @@ const (
 	ReasonRunContainer      = "RunContainerError"
 	ReasonCrashLoopBackOff  = "CrashLoopBackOff"
 	ReasonContainerCreating = "ContainerCreating"
-	ReasonPodInitializing   = "PodInitializing"
-	ReasonCompleted         = "Completed"
-	ReasonError             = "Error"
+	// ReasonFailedMount: a volume of the pod could not be set up.
+	ReasonFailedMount     = "FailedMount"
+	ReasonPodInitializing = "PodInitializing"
+	ReasonCompleted       = "Completed"
+	ReasonError           = "Error"
 )
 
 // containerPhase is the coarse state a container's machine state maps to.

@@ -37,15 +37,17 @@ func (r *tagRecorder) SyncPod(ctx context.Context) error {
 	}
 	return r.rec(ctx)
 }
-func (r *tagRecorder) KillContainers(ctx context.Context) error  { return r.rec(ctx) }
-func (r *tagRecorder) StopSandbox(ctx context.Context) error     { return r.rec(ctx) }
-func (r *tagRecorder) RemovePod(ctx context.Context) error       { return r.rec(ctx) }
-func (r *tagRecorder) ReleaseName(ctx context.Context) error     { return r.rec(ctx) }
-func (r *tagRecorder) ReportStatus(ctx context.Context) error    { return r.rec(ctx) }
-func (r *tagRecorder) RunSandbox(ctx context.Context) error      { return r.rec(ctx) }
 func (r *tagRecorder) CheckSandbox(ctx context.Context) error    { return r.rec(ctx) }
 func (r *tagRecorder) EnsurePodCgroup(ctx context.Context) error { return r.rec(ctx) }
+func (r *tagRecorder) KillContainers(ctx context.Context) error  { return r.rec(ctx) }
+func (r *tagRecorder) MountVolumes(ctx context.Context) error    { return r.rec(ctx) }
+func (r *tagRecorder) ReleaseName(ctx context.Context) error     { return r.rec(ctx) }
+func (r *tagRecorder) RemovePod(ctx context.Context) error       { return r.rec(ctx) }
 func (r *tagRecorder) RemovePodCgroup(ctx context.Context) error { return r.rec(ctx) }
+func (r *tagRecorder) ReportStatus(ctx context.Context) error    { return r.rec(ctx) }
+func (r *tagRecorder) RunSandbox(ctx context.Context) error      { return r.rec(ctx) }
+func (r *tagRecorder) StopSandbox(ctx context.Context) error     { return r.rec(ctx) }
+func (r *tagRecorder) UnmountVolumes(ctx context.Context) error  { return r.rec(ctx) }
 
 func TestRunActionTagsContext(t *testing.T) {
 	r := &tagRecorder{}

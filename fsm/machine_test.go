@@ -426,6 +426,8 @@ type recorder struct{ ran []string }
 func (r *recorder) rec(name string) error                { r.ran = append(r.ran, name); return nil }
 func (r *recorder) SyncPod(context.Context) error        { return r.rec("sync_pod") }
 func (r *recorder) RunSandbox(context.Context) error     { return r.rec("run_sandbox") }
+func (r *recorder) MountVolumes(context.Context) error   { return r.rec("mount_volumes") }
+func (r *recorder) UnmountVolumes(context.Context) error { return r.rec("unmount_volumes") }
 func (r *recorder) KillContainers(context.Context) error { return r.rec("kill_containers") }
 func (r *recorder) StopSandbox(context.Context) error    { return r.rec("stop_sandbox") }
 func (r *recorder) RemovePod(context.Context) error      { return r.rec("remove_pod") }

@@ -16,7 +16,7 @@ const PodMachineName = "pod"
 
 // PodSpecSHA256 is the SHA-256 of spec/pod.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const PodSpecSHA256 = "e5b9487c562c50804beb7bdc733f03dccb20cd96e293f96cad79b41fcc2c1e76"
+const PodSpecSHA256 = "e4ea558cc0a77f1e1331b505801157b8bfca8fecaa88afd7a5c2d6c427013abe"
 
 // PodState is a state of the pod machine.
 //
@@ -250,13 +250,26 @@ type PodAction uint8
 
 // Actions of the pod machine, in spec order.
 const (
-	// PodActionSyncPod: SyncPod: deliver update to every container (a running one
-	// whose spec changed stops; see container spec_changed), kill the containers
-	// of a dead sandbox, deliver create to the sandbox, then, when it is ready,
-	// start to every container (each container's guards decide whether it may
-	// start now). Reports sync_ok, or sync_failed when the sandbox is not ready
-	// or a container start failed.
-	PodActionSyncPod PodAction = iota
+	// PodActionMountVolumes: Set up every volume of the pod on the node (emptyDir
+	// directory or tmpfs, hostPath type checks, configMap, secret, downwardAPI
+	// and projected files written atomically, service account tokens refreshed at
+	// 80% of their lifetime). A volume that never mounted fails the sync
+	// (FailedMount, naming the volume and the cause): the pod stays
+	// ContainerCreating and sync_backoff retries it. A refresh that fails for a
+	// volume already mounted is logged and the sync goes on.
+	PodActionMountVolumes PodAction = iota
+	// PodActionUnmountVolumes: Unmount the pod's tmpfs volumes (emptyDir medium
+	// Memory, secret, projected) and forget its tokens; the pod's directories go
+	// when its worker is purged.
+	PodActionUnmountVolumes
+	// PodActionSyncPod: SyncPod: run mount_volumes (a volume that never mounted
+	// reports sync_failed before any runtime call), deliver update to every
+	// container (a running one whose spec changed stops; see container
+	// spec_changed), kill the containers of a dead sandbox, deliver create to the
+	// sandbox, then, when it is ready, start to every container (each container's
+	// guards decide whether it may start now). Reports sync_ok, or sync_failed
+	// when the sandbox is not ready or a container start failed.
+	PodActionSyncPod
 	// PodActionKillContainers: Deliver kill to every container with the effective
 	// grace period: regular containers in parallel, then init containers and
 	// sidecars. Reports termination_done.
@@ -264,8 +277,9 @@ const (
 	// PodActionStopSandbox: Deliver stop to the sandbox machine.
 	PodActionStopSandbox
 	// PodActionRemovePod: Remove every sandbox of the pod from the runtime, their
-	// containers with them (idempotent), then deliver removed to the container
-	// and sandbox machines. Reports cleanup_done when every call succeeded.
+	// containers with them (idempotent), deliver removed to the container and
+	// sandbox machines, then run unmount_volumes. Reports cleanup_done when every
+	// call succeeded.
 	PodActionRemovePod
 	// PodActionReleaseName: Leave the static pod full name's queue; the next UID
 	// waiting for it gets name_free.
@@ -275,7 +289,7 @@ const (
 	PodActionReportStatus
 )
 
-var podActionNames = [...]string{"sync_pod", "kill_containers", "stop_sandbox", "remove_pod", "release_name", "report_status"}
+var podActionNames = [...]string{"mount_volumes", "unmount_volumes", "sync_pod", "kill_containers", "stop_sandbox", "remove_pod", "release_name", "report_status"}
 
 // String returns the action's name in the spec.
 func (a PodAction) String() string {
@@ -287,6 +301,8 @@ func (a PodAction) String() string {
 
 // PodActionCRI lists, per action, the CRI methods the spec says it calls.
 var PodActionCRI = [...][]string{
+	PodActionMountVolumes:   {},
+	PodActionUnmountVolumes: {},
 	PodActionSyncPod:        {},
 	PodActionKillContainers: {},
 	PodActionStopSandbox:    {},
@@ -297,11 +313,16 @@ var PodActionCRI = [...][]string{
 
 // PodActionCalls lists, per action, the actions of this machine the spec
 // says it runs itself (its `calls`); their CRI methods are allowed to it too.
-var PodActionCalls = [6][]PodAction{}
+var PodActionCalls = [8][]PodAction{
+	PodActionSyncPod:   {PodActionMountVolumes},
+	PodActionRemovePod: {PodActionUnmountVolumes},
+}
 
 // podActionTags are the context tags RunPodAction puts on the
 // context of the action it runs (see WithAction).
 var podActionTags = [...]actionTag{
+	PodActionMountVolumes:   {"pod", "mount_volumes"},
+	PodActionUnmountVolumes: {"pod", "unmount_volumes"},
 	PodActionSyncPod:        {"pod", "sync_pod"},
 	PodActionKillContainers: {"pod", "kill_containers"},
 	PodActionStopSandbox:    {"pod", "stop_sandbox"},
@@ -314,12 +335,26 @@ var podActionTags = [...]actionTag{
 // implements it on its per-pod object and runs the actions a Step
 // returns, in order, outside the machine.
 type PodActions interface {
-	// SyncPod: SyncPod: deliver update to every container (a running one whose
-	// spec changed stops; see container spec_changed), kill the containers of a
-	// dead sandbox, deliver create to the sandbox, then, when it is ready, start
-	// to every container (each container's guards decide whether it may start
-	// now). Reports sync_ok, or sync_failed when the sandbox is not ready or a
-	// container start failed.
+	// MountVolumes: Set up every volume of the pod on the node (emptyDir
+	// directory or tmpfs, hostPath type checks, configMap, secret, downwardAPI
+	// and projected files written atomically, service account tokens refreshed at
+	// 80% of their lifetime). A volume that never mounted fails the sync
+	// (FailedMount, naming the volume and the cause): the pod stays
+	// ContainerCreating and sync_backoff retries it. A refresh that fails for a
+	// volume already mounted is logged and the sync goes on.
+	MountVolumes(ctx context.Context) error
+	// UnmountVolumes: Unmount the pod's tmpfs volumes (emptyDir medium Memory,
+	// secret, projected) and forget its tokens; the pod's directories go when its
+	// worker is purged.
+	UnmountVolumes(ctx context.Context) error
+	// SyncPod: SyncPod: run mount_volumes (a volume that never mounted reports
+	// sync_failed before any runtime call), deliver update to every container (a
+	// running one whose spec changed stops; see container spec_changed), kill the
+	// containers of a dead sandbox, deliver create to the sandbox, then, when it
+	// is ready, start to every container (each container's guards decide whether
+	// it may start now). Reports sync_ok, or sync_failed when the sandbox is not
+	// ready or a container start failed.
+	// Runs itself: mount_volumes.
 	SyncPod(ctx context.Context) error
 	// KillContainers: Deliver kill to every container with the effective grace
 	// period: regular containers in parallel, then init containers and sidecars.
@@ -328,9 +363,11 @@ type PodActions interface {
 	// StopSandbox: Deliver stop to the sandbox machine.
 	StopSandbox(ctx context.Context) error
 	// RemovePod: Remove every sandbox of the pod from the runtime, their
-	// containers with them (idempotent), then deliver removed to the container
-	// and sandbox machines. Reports cleanup_done when every call succeeded.
+	// containers with them (idempotent), deliver removed to the container and
+	// sandbox machines, then run unmount_volumes. Reports cleanup_done when every
+	// call succeeded.
 	// CRI: RemovePodSandbox.
+	// Runs itself: unmount_volumes.
 	RemovePod(ctx context.Context) error
 	// ReleaseName: Leave the static pod full name's queue; the next UID waiting
 	// for it gets name_free.
@@ -348,6 +385,10 @@ func RunPodAction(ctx context.Context, impl PodActions, a PodAction) error {
 		ctx = withActionTag(ctx, &podActionTags[a])
 	}
 	switch a {
+	case PodActionMountVolumes:
+		return impl.MountVolumes(ctx)
+	case PodActionUnmountVolumes:
+		return impl.UnmountVolumes(ctx)
 	case PodActionSyncPod:
 		return impl.SyncPod(ctx)
 	case PodActionKillContainers:

@@ -68,8 +68,15 @@ machine "pod" {
   guard "pod_done" { doc = "No container will run again: every regular container machine is terminated or removed, or an init container is terminated after a failure (it never restarts and the pod cannot initialize). Sidecars do not count: they are stopped while the pod terminates." }
   guard "all_containers_stopped" { doc = "No container of the pod runs: every container machine is in waiting, pull_backoff, crashloop_backoff, terminated or removed." }
 
+  action "mount_volumes" {
+    doc = "Set up every volume of the pod on the node (emptyDir directory or tmpfs, hostPath type checks, configMap, secret, downwardAPI and projected files written atomically, service account tokens refreshed at 80% of their lifetime). A volume that never mounted fails the sync (FailedMount, naming the volume and the cause): the pod stays ContainerCreating and sync_backoff retries it. A refresh that fails for a volume already mounted is logged and the sync goes on."
+  }
+  action "unmount_volumes" {
+    doc = "Unmount the pod's tmpfs volumes (emptyDir medium Memory, secret, projected) and forget its tokens; the pod's directories go when its worker is purged."
+  }
   action "sync_pod" {
-    doc = "SyncPod: deliver update to every container (a running one whose spec changed stops; see container spec_changed), kill the containers of a dead sandbox, deliver create to the sandbox, then, when it is ready, start to every container (each container's guards decide whether it may start now). Reports sync_ok, or sync_failed when the sandbox is not ready or a container start failed."
+    calls = [action.mount_volumes]
+    doc   = "SyncPod: run mount_volumes (a volume that never mounted reports sync_failed before any runtime call), deliver update to every container (a running one whose spec changed stops; see container spec_changed), kill the containers of a dead sandbox, deliver create to the sandbox, then, when it is ready, start to every container (each container's guards decide whether it may start now). Reports sync_ok, or sync_failed when the sandbox is not ready or a container start failed."
   }
   action "kill_containers" {
     doc = "Deliver kill to every container with the effective grace period: regular containers in parallel, then init containers and sidecars. Reports termination_done."
@@ -78,8 +85,9 @@ machine "pod" {
     doc = "Deliver stop to the sandbox machine."
   }
   action "remove_pod" {
-    doc = "Remove every sandbox of the pod from the runtime, their containers with them (idempotent), then deliver removed to the container and sandbox machines. Reports cleanup_done when every call succeeded."
-    cri = ["RemovePodSandbox"]
+    doc = "Remove every sandbox of the pod from the runtime, their containers with them (idempotent), deliver removed to the container and sandbox machines, then run unmount_volumes. Reports cleanup_done when every call succeeded."
+    cri   = ["RemovePodSandbox"]
+    calls = [action.unmount_volumes]
   }
   action "release_name" {
     doc = "Leave the static pod full name's queue; the next UID waiting for it gets name_free."

@@ -15,6 +15,7 @@ import (
 	"github.com/speclet/speclet/engine/apistatus"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/node"
+	"github.com/speclet/speclet/engine/volume"
 )
 
 // apiClient is speclet's side of the API server (--kubeconfig): the pod
@@ -37,6 +38,16 @@ func newAPIClient(o *runOptions) (*apiClient, error) {
 		return nil, fmt.Errorf("--kubeconfig: %w", err)
 	}
 	return &apiClient{cs: cs}, nil
+}
+
+// volumes is engine.Config.VolumeAPI: configMaps, secrets and service
+// account tokens read with the node's credentials; nil without
+// --kubeconfig (such volumes then fail to mount, naming the missing API).
+func (a *apiClient) volumes() volume.API {
+	if a == nil {
+		return nil
+	}
+	return volume.Clientset(a.cs)
 }
 
 // recorder is engine.Config.Events: nil without --kubeconfig.

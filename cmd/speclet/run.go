@@ -386,6 +386,7 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		NodeIP:               o.nodeIP,
 		Sources:              sources,
 		Published:            api.wake,
+		VolumeAPI:            api.volumes(),
 		Events:               api.recorder(ctx, o.nodeName),
 	})
 	if err != nil {
