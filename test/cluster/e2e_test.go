@@ -305,6 +305,29 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("KubectlLogsAndExecReachTheNode", func(t *testing.T) {
+		// kube-apiserver proxies to the node's kubelet API (--port) with
+		// its client certificate; the node authorizes it through
+		// SubjectAccessReview.
+		e.create(t, e.pod("talk", "node-a", v1.RestartPolicyAlways, "echo hello-from-talk; sleep 3600"))
+		e.waitPod(t, "talk", 90*time.Second, "Running", running)
+		kubectl := func(args ...string) string {
+			t.Helper()
+			cmd := exec.Command(filepath.Join(e.c.BinDir, "kubectl"), append([]string{"--kubeconfig", e.c.AdminKubeconfig(), "-n", "default"}, args...)...)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+			return string(out)
+		}
+		if out := kubectl("logs", "talk"); !strings.Contains(out, "hello-from-talk") {
+			t.Errorf("kubectl logs talk = %q, want the container's output", out)
+		}
+		if out := kubectl("exec", "talk", "--", "sh", "-c", "echo hi"); strings.TrimSpace(out) != "hi" {
+			t.Errorf("kubectl exec talk -- sh -c 'echo hi' = %q, want hi", out)
+		}
+	})
+
 	t.Run("TwoNodesRunOnlyTheirPods", func(t *testing.T) {
 		e.create(t, e.pod("on-b", "node-b", v1.RestartPolicyAlways, "sleep 3600"))
 		e.waitPod(t, "on-b", 90*time.Second, "Running on node-b", running)

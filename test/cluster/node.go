@@ -105,6 +105,11 @@ func (c *Cluster) StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 		"--root-dir", filepath.Join(o.Dir, "root"),
 		"--read-only-port", strconv.Itoa(port),
 		"--port", strconv.Itoa(apiPort),
+		// kube-apiserver reaches the kubelet API (kubectl logs, exec,
+		// port-forward) with its --kubelet-client-certificate, signed by
+		// the cluster CA; requests are authorized by SubjectAccessReview.
+		"--client-ca-file", c.caCrt,
+		"--authorization-mode", "Webhook",
 		"--crashloop-backoff-base", "1s",
 		"--runtime-wait", "60s",
 		"-v", "2",
