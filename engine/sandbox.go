@@ -193,6 +193,7 @@ func (sb *sandboxState) adoptReserved(ctx context.Context, id string, cfg *runti
 		return nil
 	}
 	p.e.log.Warn("FailedCreatePodSandBox", "pod", p.key(), "uid", p.pod.UID, "err", err)
+	p.event(eventWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
 	return sb.fail(fsm.SandboxEventCreateFailed, err)
 }
 
