@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,9 +151,11 @@ func LinkExists(name string) bool {
 
 // reap removes everything a harness rooted at dir may have left: it kills the
 // processes of Leftovers(dir) and the processes in the cgroups of its
-// containers, lazily unmounts everything under dir, deletes the CNI bridge
-// and the shim sockets containerd 1.6 keeps in /run/containerd/s for known
-// plus the ids now in its state. It does not remove dir.
+// containers, removes those cgroups (runc leaves them when its shim is
+// killed; hundreds of empty memory cgroups slow every later runc create),
+// lazily unmounts everything under dir, deletes the CNI bridge and the shim
+// sockets containerd 1.6 keeps in /run/containerd/s for known plus the ids
+// now in its state. It does not remove dir.
 func reap(l layout, known ...string) error {
 	var errs []error
 	ids := append(taskIDs(l), known...)
@@ -170,6 +173,12 @@ func reap(l layout, known ...string) error {
 			_ = syscall.Kill(p.PID, syscall.SIGKILL)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	for _, d := range Cgroups(ids) {
+		// Deepest first: a container's cgroup may sit under its sandbox's.
+		if err := os.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
+		}
 	}
 	for try := 0; ; try++ {
 		mounts := Mounts(l.dir)
@@ -229,6 +238,38 @@ func cgroupProcesses(ids []string) []Process {
 			}
 		}
 	}
+	return out
+}
+
+// cgroupRoot is where the cgroup hierarchies are mounted.
+const cgroupRoot = "/sys/fs/cgroup"
+
+// Cgroups lists the cgroup directories, in every hierarchy under
+// /sys/fs/cgroup, whose name is one of ids (the sandboxes and containers of
+// a harness instance: runc names a container's cgroup after its ID, under
+// the CgroupParent or containerd's k8s.io), deepest first.
+func Cgroups(ids []string) []string {
+	if len(ids) == 0 {
+		return nil
+	}
+	want := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	var out []string
+	_ = filepath.WalkDir(cgroupRoot, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if strings.Count(path[len(cgroupRoot):], "/") > 6 {
+			return fs.SkipDir
+		}
+		if want[d.Name()] {
+			out = append(out, path)
+		}
+		return nil
+	})
+	sort.Slice(out, func(i, j int) bool { return strings.Count(out[i], "/") > strings.Count(out[j], "/") })
 	return out
 }
 

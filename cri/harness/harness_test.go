@@ -387,8 +387,9 @@ func TestReapStaleCleansAfterDeadOwner(t *testing.T) {
 	rs, _ := criClient(t, c)
 	pod(t, rs, c, "orphan", false, "sleep", "4242")
 	before := Leftovers(c.Dir)
-	if len(before) < 3 || len(Mounts(c.Dir)) == 0 || !LinkExists(c.Bridge) {
-		t.Fatalf("before: %d processes, %d mounts, bridge %v; want a running pod", len(before), len(Mounts(c.Dir)), LinkExists(c.Bridge))
+	ids := taskIDs(c.l)
+	if len(before) < 3 || len(Mounts(c.Dir)) == 0 || !LinkExists(c.Bridge) || len(Cgroups(ids)) == 0 {
+		t.Fatalf("before: %d processes, %d mounts, bridge %v, %d cgroups; want a running pod", len(before), len(Mounts(c.Dir)), LinkExists(c.Bridge), len(Cgroups(ids)))
 	}
 	// A process that has exited stands for the dead owner.
 	dead := exec.Command("true")
@@ -410,6 +411,9 @@ func TestReapStaleCleansAfterDeadOwner(t *testing.T) {
 	}
 	if LinkExists(c.Bridge) {
 		t.Errorf("after ReapStale: bridge %s left", c.Bridge)
+	}
+	if cg := Cgroups(ids); len(cg) > 0 {
+		t.Errorf("after ReapStale: cgroups of its pod left: %v", cg)
 	}
 	if _, err := os.Stat(c.Dir); !os.IsNotExist(err) {
 		t.Errorf("after ReapStale: %s still exists", c.Dir)

@@ -132,7 +132,7 @@ func setup() error {
 			shared.dirty = true
 		}
 	})
-	rt, err := cri.Dial(ctx, c.Endpoint, cri.WithTimeout(30*time.Second))
+	rt, err := cri.Dial(ctx, c.Endpoint, cri.WithTimeout(2*time.Minute)) // as the daemon's --runtime-request-timeout
 	if err != nil {
 		return err
 	}
@@ -243,7 +243,7 @@ func (d *daemon) start() error {
 		"--sync-frequency", "10s",
 		"--crashloop-backoff-base", "1s",
 		"--image-pull-backoff-base", "1s",
-		"--runtime-request-timeout", "30s",
+		"--runtime-request-timeout", "2m", // kubelet's default: a burst of 100 sandboxes takes longer than 30 s on a slow day
 		"--runtime-wait", "60s",
 		"--cri-audit-log", d.auditLog,
 		"-v", "4")
