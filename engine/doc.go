@@ -44,6 +44,8 @@
 //   - view.go, status.go: what the status needs, read from the machine
 //     states, and the pod status computed from it.
 //   - recover.go: rebuilding from the runtime after a restart; orphans.
+//   - strays.go: runtime pods that appear while speclet runs and that no
+//     worker owns (a lost RunPodSandbox reply), handed to the orphan path.
 //   - history.go: each pod's machine states and bounded transition history
 //     (GET /debug/pods), kept a while after the pod is gone.
 //   - metrics.go: transitions (every spec row exported from 0), refused

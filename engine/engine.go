@@ -163,6 +163,7 @@ type Engine struct {
 	workers  map[types.UID]*podWorker
 	names    map[string][]types.UID // static full name -> the UIDs holding it (first) and waiting for it, FIFO
 	adopted  map[types.UID]*adoptedPod
+	strays   map[types.UID]int         // UIDs in the runtime nobody owns -> consecutive housekeeping passes (strays.go)
 	desired  map[types.UID]*v1.Pod     // the pods the sources declare now, newest spec
 	gone     map[types.UID]goneHistory // the debug history of purged pods, for a while
 	firstUpd time.Time                 // when the first config update arrived (zero: none yet)
@@ -187,6 +188,7 @@ type Engine struct {
 	wg         sync.WaitGroup
 	runtimeErr atomic.Pointer[error] // last runtime health error, nil when healthy
 	checking   atomic.Bool           // a runtime check runs
+	sweeping   atomic.Bool           // strays are being listed (strays.go)
 	// runtimeName prefixes container IDs in statuses ("containerd://<id>"),
 	// from the runtime's Version; "cri" when it does not say.
 	runtimeName string

@@ -117,6 +117,7 @@ func (e *Engine) housekeeping(ctx context.Context) {
 	e.crashBackoff.GC()
 	e.pullBackoff.GC()
 	e.purgeFinished()
+	e.sweepStrays(ctx)
 	e.cleanupOrphans()
 	e.cleanupPodDirs()
 }

@@ -190,6 +190,23 @@ func (p *pleg) relistSandboxes(ctx context.Context) ([]plegEvent, error) {
 	return evs, nil
 }
 
+// UIDs returns the pod UIDs of the speclet sandboxes and containers in the
+// last relist.
+func (p *pleg) UIDs() map[types.UID]bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[types.UID]bool, len(p.sandboxes))
+	for _, rec := range p.sandboxes {
+		out[rec.uid] = true
+	}
+	for _, rec := range p.seen {
+		if !rec.gone {
+			out[rec.uid] = true
+		}
+	}
+	return out
+}
+
 // ForgetSandbox marks a sandbox the engine stops or removes itself: its
 // stop or disappearance is not reported.
 func (p *pleg) ForgetSandbox(id string) {

@@ -48,6 +48,38 @@ func (e *Engine) recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list containers: %w", err)
 	}
+	pods := groupRuntimePods(sbs, cs)
+	e.mu.Lock()
+	e.adopted = pods
+	// A pod that ran before the restart still holds its full name: a new
+	// pod of the same name waits until it is adopted or stopped.
+	for _, a := range pods {
+		if a.readySandbox() != nil {
+			e.queueNameLocked(a.Name+"_"+a.Namespace, a.UID)
+		}
+	}
+	e.mu.Unlock()
+	e.pleg.mu.Lock()
+	for _, sb := range sbs {
+		if uid := podUIDOf(sb.Labels); uid != "" {
+			e.pleg.sandboxes[sb.Id] = sandboxRecord{uid: uid, ready: sb.State == runtimeapi.PodSandboxState_SANDBOX_READY}
+		}
+	}
+	e.pleg.mu.Unlock()
+	for _, c := range cs {
+		if podUIDOf(c.Labels) != "" {
+			e.pleg.seen[c.Id] = containerRecord{uid: podUIDOf(c.Labels), name: c.Labels[LabelContainerName], state: c.State}
+		}
+	}
+	if len(pods) > 0 {
+		e.log.Info("found pods in the runtime from a previous run", "pods", len(pods))
+	}
+	return nil
+}
+
+// groupRuntimePods groups speclet's sandboxes and containers by pod UID,
+// newest first.
+func groupRuntimePods(sbs []*runtimeapi.PodSandbox, cs []*runtimeapi.Container) map[types.UID]*adoptedPod {
 	pods := map[types.UID]*adoptedPod{}
 	get := func(labels map[string]string) *adoptedPod {
 		uid := podUIDOf(labels)
@@ -83,32 +115,7 @@ func (e *Engine) recover(ctx context.Context) error {
 	for _, a := range pods {
 		sortNewestFirst(a)
 	}
-	e.mu.Lock()
-	e.adopted = pods
-	// A pod that ran before the restart still holds its full name: a new
-	// pod of the same name waits until it is adopted or stopped.
-	for _, a := range pods {
-		if a.readySandbox() != nil {
-			e.queueNameLocked(a.Name+"_"+a.Namespace, a.UID)
-		}
-	}
-	e.mu.Unlock()
-	e.pleg.mu.Lock()
-	for _, sb := range sbs {
-		if uid := podUIDOf(sb.Labels); uid != "" {
-			e.pleg.sandboxes[sb.Id] = sandboxRecord{uid: uid, ready: sb.State == runtimeapi.PodSandboxState_SANDBOX_READY}
-		}
-	}
-	e.pleg.mu.Unlock()
-	for _, c := range cs {
-		if podUIDOf(c.Labels) != "" {
-			e.pleg.seen[c.Id] = containerRecord{uid: podUIDOf(c.Labels), name: c.Labels[LabelContainerName], state: c.State}
-		}
-	}
-	if len(pods) > 0 {
-		e.log.Info("found pods in the runtime from a previous run", "pods", len(pods))
-	}
-	return nil
+	return pods
 }
 
 func sortNewestFirst(a *adoptedPod) {
