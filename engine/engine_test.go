@@ -682,6 +682,21 @@ func TestEngineScripts(t *testing.T) {
 				d.ScanArgs(t, "n", &n)
 				h.srv.Runtime.LoseReply(call, n)
 				return ""
+			case "start-late":
+				// The next n StartContainer calls time out at the client
+				// while the runtime holds them back; finish-late-starts
+				// carries them out later.
+				var n int
+				d.ScanArgs(t, "n", &n)
+				h.srv.Runtime.StartLate(n)
+				return ""
+			case "finish-late-starts":
+				// The runtime starts what start-late held back; with
+				// unknown, it then reports those containers in state
+				// UNKNOWN.
+				n := h.srv.Runtime.FinishLateStarts(d.HasArg("unknown"))
+				h.settle()
+				return fmt.Sprintf("started %d\n", n)
 			case "crictl-rm":
 				// Remove a pod's container behind the engine's back.
 				var pod, name string

@@ -16,7 +16,7 @@ const ContainerMachineName = "container"
 
 // ContainerSpecSHA256 is the SHA-256 of spec/container.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ContainerSpecSHA256 = "62dde6a943c537dd47efe28b82d0ceee5261399b6064a69e82902c67a2514fc1"
+const ContainerSpecSHA256 = "79c1737ad5adf6d26dcb8fe21ef90deb5a2082e52b60859f605f5a2bd92d7c99"
 
 // ContainerState is a state of the container machine.
 //
@@ -131,6 +131,9 @@ const (
 	ContainerEventCreated
 	// ContainerEventCreateFailed: CreateContainer failed (CreateContainerError).
 	ContainerEventCreateFailed
+	// ContainerEventStateUnknown: The runtime reports the instance in state
+	// UNKNOWN (PLEG ContainerChanged).
+	ContainerEventStateUnknown
 	// ContainerEventStarted: StartContainer and the postStart hook succeeded, or
 	// the runtime reported ContainerStarted.
 	ContainerEventStarted
@@ -164,9 +167,9 @@ const (
 )
 
 // ContainerEvents lists every event of the container machine in spec order.
-var ContainerEvents = []ContainerEvent{ContainerEventStart, ContainerEventUpdate, ContainerEventPullOk, ContainerEventPullFailed, ContainerEventCreated, ContainerEventCreateFailed, ContainerEventStarted, ContainerEventStartFailed, ContainerEventPostStartFailed, ContainerEventDied, ContainerEventExitRecorded, ContainerEventBackoffDone, ContainerEventKill, ContainerEventSandboxDied, ContainerEventLivenessFailed, ContainerEventStopped, ContainerEventGraceExpired, ContainerEventRemoved}
+var ContainerEvents = []ContainerEvent{ContainerEventStart, ContainerEventUpdate, ContainerEventPullOk, ContainerEventPullFailed, ContainerEventCreated, ContainerEventCreateFailed, ContainerEventStateUnknown, ContainerEventStarted, ContainerEventStartFailed, ContainerEventPostStartFailed, ContainerEventDied, ContainerEventExitRecorded, ContainerEventBackoffDone, ContainerEventKill, ContainerEventSandboxDied, ContainerEventLivenessFailed, ContainerEventStopped, ContainerEventGraceExpired, ContainerEventRemoved}
 
-var containerEventNames = [...]string{"start", "update", "pull_ok", "pull_failed", "created", "create_failed", "started", "start_failed", "post_start_failed", "died", "exit_recorded", "backoff_done", "kill", "sandbox_died", "liveness_failed", "stopped", "grace_expired", "removed"}
+var containerEventNames = [...]string{"start", "update", "pull_ok", "pull_failed", "created", "create_failed", "state_unknown", "started", "start_failed", "post_start_failed", "died", "exit_recorded", "backoff_done", "kill", "sandbox_died", "liveness_failed", "stopped", "grace_expired", "removed"}
 
 // String returns the event's name in the spec.
 func (e ContainerEvent) String() string {
@@ -191,6 +194,8 @@ func ParseContainerEvent(name string) (ContainerEvent, bool) {
 		return ContainerEventCreated, true
 	case "create_failed":
 		return ContainerEventCreateFailed, true
+	case "state_unknown":
+		return ContainerEventStateUnknown, true
 	case "started":
 		return ContainerEventStarted, true
 	case "start_failed":
@@ -550,6 +555,8 @@ var ContainerTransitionTable = []ContainerTransition{
 	{From: ContainerStateTerminated, Event: ContainerEventKill, To: ContainerStateTerminated, Internal: true},
 	{From: ContainerStateTerminated, Event: ContainerEventDied, To: ContainerStateTerminated, Internal: true},
 	{From: ContainerStateTerminated, Event: ContainerEventStart, To: ContainerStateTerminated, Internal: true},
+	{From: ContainerStateTerminated, Event: ContainerEventStarted, To: ContainerStateStopping},
+	{From: ContainerStateTerminated, Event: ContainerEventStateUnknown, To: ContainerStateStopping},
 }
 
 // ContainerChoice is a branch of a choice: on entering State, the branches of
@@ -599,18 +606,18 @@ var ContainerStateTimers = [12][]ContainerTimer{
 
 // containerByStateEvent indexes ContainerTransitionTable by (From, Event).
 var containerByStateEvent = [12][][]uint16{
-	ContainerStateWaiting:          {{0, 1}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {2}, nil, nil, nil, nil, nil},
-	ContainerStatePulling:          {nil, nil, {3}, {4}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
-	ContainerStatePullBackoff:      {{6}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {5}, {7}, nil, nil, nil, nil, nil},
-	ContainerStateCreating:         {nil, nil, nil, nil, {8}, {9}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
-	ContainerStateStarting:         {nil, nil, nil, nil, nil, nil, {10}, {11}, {12}, nil, nil, nil, nil, nil, nil, nil, nil, nil},
-	ContainerStateRunning:          {{19}, {17, 18}, nil, nil, nil, nil, {20}, nil, nil, {13}, nil, nil, {15}, {16}, {14}, nil, nil, {21}},
-	ContainerStateStopping:         {nil, nil, nil, nil, nil, nil, nil, nil, nil, {24}, nil, nil, {25}, nil, nil, {23}, {22}, nil},
-	ContainerStateExited:           {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {26}, nil, nil, nil, nil, nil, nil, nil},
-	ContainerStateDeciding:         {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
-	ContainerStateCrashloopBackoff: {{28}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {27}, {29}, nil, nil, nil, nil, nil},
-	ContainerStateTerminated:       {{33}, nil, nil, nil, nil, nil, nil, nil, nil, {32}, nil, nil, {31}, nil, nil, nil, nil, {30}},
-	ContainerStateRemoved:          {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStateWaiting:          {{0, 1}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {2}, nil, nil, nil, nil, nil},
+	ContainerStatePulling:          {nil, nil, {3}, {4}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStatePullBackoff:      {{6}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {5}, {7}, nil, nil, nil, nil, nil},
+	ContainerStateCreating:         {nil, nil, nil, nil, {8}, {9}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStateStarting:         {nil, nil, nil, nil, nil, nil, nil, {10}, {11}, {12}, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStateRunning:          {{19}, {17, 18}, nil, nil, nil, nil, nil, {20}, nil, nil, {13}, nil, nil, {15}, {16}, {14}, nil, nil, {21}},
+	ContainerStateStopping:         {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {24}, nil, nil, {25}, nil, nil, {23}, {22}, nil},
+	ContainerStateExited:           {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {26}, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStateDeciding:         {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStateCrashloopBackoff: {{28}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {27}, {29}, nil, nil, nil, nil, nil},
+	ContainerStateTerminated:       {{33}, nil, nil, nil, nil, nil, {35}, {34}, nil, nil, {32}, nil, nil, {31}, nil, nil, nil, nil, {30}},
+	ContainerStateRemoved:          {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
 }
 
 // containerChoicesByState indexes ContainerChoiceTable by State.
@@ -620,7 +627,7 @@ var containerChoicesByState = [12][]uint16{
 
 // containerTransitionKeys names each external transition for looplab/fsm
 // (looplab allows one destination per event and source).
-var containerTransitionKeys = [34]string{
+var containerTransitionKeys = [36]string{
 	1:  "t1:start",
 	2:  "t2:kill",
 	3:  "t3:pull_ok",
@@ -644,6 +651,8 @@ var containerTransitionKeys = [34]string{
 	27: "t27:backoff_done",
 	29: "t29:kill",
 	30: "t30:removed",
+	34: "t34:started",
+	35: "t35:state_unknown",
 }
 
 var containerChoiceKeys = [...]string{"c0:deciding", "c1:deciding", "c2:deciding", "c3:deciding"}
@@ -672,6 +681,8 @@ var containerFSMEvents = fsm.Events{
 	{Name: "t27:backoff_done", Src: []string{ContainerStateCrashloopBackoff.String()}, Dst: ContainerStateWaiting.String()},
 	{Name: "t29:kill", Src: []string{ContainerStateCrashloopBackoff.String()}, Dst: ContainerStateTerminated.String()},
 	{Name: "t30:removed", Src: []string{ContainerStateTerminated.String()}, Dst: ContainerStateRemoved.String()},
+	{Name: "t34:started", Src: []string{ContainerStateTerminated.String()}, Dst: ContainerStateStopping.String()},
+	{Name: "t35:state_unknown", Src: []string{ContainerStateTerminated.String()}, Dst: ContainerStateStopping.String()},
 	{Name: "c0:deciding", Src: []string{ContainerStateDeciding.String()}, Dst: ContainerStateTerminated.String()},
 	{Name: "c1:deciding", Src: []string{ContainerStateDeciding.String()}, Dst: ContainerStateWaiting.String()},
 	{Name: "c2:deciding", Src: []string{ContainerStateDeciding.String()}, Dst: ContainerStateCrashloopBackoff.String()},
@@ -776,9 +787,9 @@ func ContainerShortestPaths() map[ContainerState][]ContainerEvent {
 		ContainerStateCreating:         {ContainerEventStart, ContainerEventPullOk},
 		ContainerStateStarting:         {ContainerEventStart, ContainerEventPullOk, ContainerEventCreated},
 		ContainerStateRunning:          {ContainerEventStart, ContainerEventPullOk, ContainerEventCreated, ContainerEventStarted},
-		ContainerStateStopping:         {ContainerEventStart, ContainerEventPullOk, ContainerEventCreated, ContainerEventStartFailed},
-		ContainerStateExited:           {ContainerEventStart, ContainerEventPullOk, ContainerEventCreated, ContainerEventStarted, ContainerEventDied},
-		ContainerStateDeciding:         {ContainerEventStart, ContainerEventPullOk, ContainerEventCreated, ContainerEventStarted, ContainerEventDied, ContainerEventExitRecorded},
+		ContainerStateStopping:         {ContainerEventKill, ContainerEventStarted},
+		ContainerStateExited:           {ContainerEventKill, ContainerEventStarted, ContainerEventStopped},
+		ContainerStateDeciding:         {ContainerEventKill, ContainerEventStarted, ContainerEventStopped, ContainerEventExitRecorded},
 		ContainerStateCrashloopBackoff: {ContainerEventStart, ContainerEventPullOk, ContainerEventCreateFailed},
 		ContainerStateTerminated:       {ContainerEventKill},
 		ContainerStateRemoved:          {ContainerEventKill, ContainerEventRemoved},

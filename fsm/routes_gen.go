@@ -6,7 +6,7 @@ import "fmt"
 
 // RoutesSpecSHA256 is the SHA-256 of spec/routes.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const RoutesSpecSHA256 = "80a4f0694255291e47a99489a3f5c7191225748b15af44a9866f5d25a0676691"
+const RoutesSpecSHA256 = "a5ed51b46178524b2475d642bd26b7c867e1005212074e54e11cacbdd82242fd"
 
 // Input is a channel input of the engine: a config op, a runtime event, a
 // tick or a probe result. Route says which machine events it becomes.
@@ -40,7 +40,8 @@ const (
 	InputContainerRemoved
 	// InputSandboxDied: PLEG: the pod's current sandbox is not ready or gone.
 	InputSandboxDied
-	// InputContainerChanged: PLEG: ContainerChanged (another status change).
+	// InputContainerChanged: PLEG: ContainerChanged (the runtime reports the
+	// instance in state UNKNOWN).
 	InputContainerChanged
 	// InputSyncTick: The sync ticker found the pod due for a resync.
 	InputSyncTick
@@ -111,7 +112,7 @@ var routeTable = [18]Routed{
 	InputContainerDied:      {Pod: PodEventSync, HasPod: true, Container: ContainerEventDied, HasContainer: true},
 	InputContainerRemoved:   {Container: ContainerEventRemoved, HasContainer: true},
 	InputSandboxDied:        {Pod: PodEventSync, HasPod: true, Sandbox: SandboxEventDied, HasSandbox: true},
-	InputContainerChanged:   {Pod: PodEventSync, HasPod: true},
+	InputContainerChanged:   {Pod: PodEventSync, HasPod: true, Container: ContainerEventStateUnknown, HasContainer: true},
 	InputSyncTick:           {Pod: PodEventSync, HasPod: true},
 	InputHousekeeping:       {Pod: PodEventSync, HasPod: true},
 	InputLivenessFailed:     {Probe: ProbeEventLivenessFailed, HasProbe: true},

@@ -41,6 +41,7 @@ machine "container" {
   event "pull_failed" { doc = "pull_image failed (ErrImagePull), or the image is missing under pull policy Never (ErrImageNeverPull)." }
   event "created" { doc = "CreateContainer returned a container ID." }
   event "create_failed" { doc = "CreateContainer failed (CreateContainerError)." }
+  event "state_unknown" { doc = "The runtime reports the instance in state UNKNOWN (PLEG ContainerChanged)." }
   event "started" { doc = "StartContainer and the postStart hook succeeded, or the runtime reported ContainerStarted." }
   event "start_failed" { doc = "StartContainer failed (RunContainerError)." }
   event "post_start_failed" { doc = "The postStart hook failed (FailedPostStartHook): the container is killed." }
@@ -225,6 +226,14 @@ machine "container" {
     transition "kill" {}
     transition "died" { doc = "A late ContainerDied runtime event." }
     transition "start" { doc = "A terminated container never starts again; sync_pod still asks every container." }
+    transition "started" {
+      to  = state.stopping
+      doc = "The runtime reports the instance running after all: a StartContainer that timed out at the client ran later, after its stop. Stop it; the restart policy decides again, so nothing runs unseen."
+    }
+    transition "state_unknown" {
+      to  = state.stopping
+      doc = "The runtime lost track of the instance (state UNKNOWN), which may still run: stop it, as kubelet kills containers in an unknown state."
+    }
   }
 
   state "removed" {

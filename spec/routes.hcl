@@ -71,8 +71,9 @@ input "sandbox_died" {
   sandbox = sandbox.died
 }
 input "container_changed" {
-  doc = "PLEG: ContainerChanged (another status change)."
-  pod = pod.sync
+  doc       = "PLEG: ContainerChanged (the runtime reports the instance in state UNKNOWN)."
+  pod       = pod.sync
+  container = container.state_unknown
 }
 
 input "sync_tick" {

@@ -191,9 +191,23 @@ func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 		r.emit(c, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
 		return nil, errorf("failed to create containerd task: failed to create shim task: %s", c.b.StartError)
 	}
+	if rule := r.rules["StartContainer"]; rule != nil && rule.late > 0 {
+		rule.late--
+		r.late = append(r.late, c.id)
+		return nil, status.Errorf(codes.DeadlineExceeded, "sim: StartContainer %q is queued behind slower work: context deadline exceeded", c.id)
+	}
+	r.run(c, false)
+	return &runtimeapi.StartContainerResponse{}, nil
+}
+
+// run starts c's process: RUNNING from now, with its scripted exit; quiet:
+// without a ContainerStarted event. r.mu is held.
+func (r *Runtime) run(c *container, quiet bool) {
 	c.state = runtimeapi.ContainerState_CONTAINER_RUNNING
 	c.startedAt = r.now()
-	r.emit(c, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
+	if !quiet {
+		r.emit(c, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
+	}
 	if e := c.b.Exit; e != nil {
 		if e.After <= 0 {
 			r.exit(c, e.Code)
@@ -216,7 +230,6 @@ func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 			})
 		}
 	}
-	return &runtimeapi.StartContainerResponse{}, nil
 }
 
 // StopContainer sends the container's process SIGTERM and, timeout seconds
@@ -233,6 +246,9 @@ func (r *Runtime) StopContainer(ctx context.Context, req *runtimeapi.StopContain
 		return nil, err
 	}
 	r.record("StopContainer", c, req.GetTimeout(), nil)
+	if c.state == runtimeapi.ContainerState_CONTAINER_UNKNOWN && c.startedAt != 0 && c.finishedAt == 0 {
+		c.state = runtimeapi.ContainerState_CONTAINER_RUNNING // FinishLateStarts(unknown): its process runs
+	}
 	if c.state != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		r.mu.Unlock()
 		return &runtimeapi.StopContainerResponse{}, nil

@@ -59,6 +59,8 @@ type Runtime struct {
 	recording  bool
 	log        []Call
 
+	late []string // containers whose StartContainer timed out and runs later (StartLate)
+
 	due     exitHeap       // scripted exits, soonest first
 	pending sync.WaitGroup // scripted exits fired by the clock and not yet applied
 }

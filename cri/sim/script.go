@@ -139,6 +139,7 @@ type callRule struct {
 	delay time.Duration
 	fail  int
 	lose  int // replies to lose after the call did its work (LoseReply)
+	late  int // StartContainer calls that time out and start later (StartLate)
 	code  codes.Code
 	msg   string
 }
@@ -223,6 +224,42 @@ func (r *Runtime) LoseReply(method string, n int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.rule(method).lose = n
+}
+
+// StartLate makes the next n StartContainer calls time out at the client
+// (DeadlineExceeded) before the runtime acts: the container stays CREATED
+// until FinishLateStarts carries the starts out, as a runtime does that
+// queued the start behind slower work and finished it after the client
+// gave up (and after the client's StopContainer of a created container,
+// which does nothing).
+func (r *Runtime) StartLate(n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rule("StartContainer").late = n
+}
+
+// FinishLateStarts starts the containers whose StartContainer StartLate
+// held back and that are still CREATED; with unknown set, the runtime then
+// reports them in state UNKNOWN although their process runs, and sends no
+// event (containerd after losing track of a task). It returns how many it
+// started.
+func (r *Runtime) FinishLateStarts(unknown bool) int {
+	r.lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, id := range r.late {
+		c := r.containers[id]
+		if c == nil || c.state != runtimeapi.ContainerState_CONTAINER_CREATED {
+			continue
+		}
+		r.run(c, unknown)
+		if unknown {
+			c.state = runtimeapi.ContainerState_CONTAINER_UNKNOWN
+		}
+		n++
+	}
+	r.late = nil
+	return n
 }
 
 // loseReplies is the server's interceptor for LoseReply.

@@ -86,6 +86,17 @@
 //     it, or of a sandbox still listed, is a violation; an idle shim of a
 //     removed sandbox is counted in the summary as a runtime leak.
 //
+//   - The same run then kept a completed Never pod's sandbox shim alive
+//     (sandbox 94e896cd9d53, pod p070): its StartContainer timed out at the
+//     client under load, start_failed stopped the still-created container
+//     (a no-op) and the pod completed; containerd carried the start out
+//     later and then reported the container UNKNOWN. The terminated
+//     container machine ignored that, RemovePodSandbox failed with
+//     "container is still running" until a restart's stop got through.
+//     Fixed in spec/container.hcl: terminated goes to stopping on a late
+//     started or on state_unknown (PLEG ContainerChanged), as kubelet kills
+//     containers in an unknown state (engine script late_start.txt, with
+//     cri/sim's StartLate).
 //   - The same investigation found the harness leaving the cgroups of the
 //     containers whose shims it killed (377 empty memory cgroups on this
 //     machine by the end of a day of test runs); cri/harness reap now
