@@ -97,6 +97,7 @@
 //     started or on state_unknown (PLEG ContainerChanged), as kubelet kills
 //     containers in an unknown state (engine script late_start.txt, with
 //     cri/sim's StartLate).
+//
 //   - The same investigation found the harness leaving the cgroups of the
 //     containers whose shims it killed (377 empty memory cgroups on this
 //     machine by the end of a day of test runs); cri/harness reap now
