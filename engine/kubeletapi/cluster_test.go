@@ -370,6 +370,44 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("the API server verifies the serving certificate", func(t *testing.T) {
+		// the same API behind a self-signed certificate: with the Node's
+		// port pointing there, kube-apiserver refuses to proxy
+		cert, _, err := kubeletapi.ServingCert("", "", t.TempDir(), "node-a", []net.IP{net.ParseIP("127.0.0.1")}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: n.api, TLSConfig: n.api.TLSConfig(cert)}
+		go srv.Serve(tls.NewListener(l, srv.TLSConfig))
+		defer srv.Close()
+		setPort := func(port int32) {
+			t.Helper()
+			nd, err := admin.CoreV1().Nodes().Get(ctx, "node-a", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			nd.Status.DaemonEndpoints.KubeletEndpoint.Port = port
+			if _, err := admin.CoreV1().Nodes().UpdateStatus(ctx, nd, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		setPort(int32(l.Addr().(*net.TCPAddr).Port))
+		var lastErr error
+		n.waitFor(t, "kubectl logs refused for a certificate the cluster CA did not sign", func() bool {
+			_, lastErr = kubectl(nil, "logs", "ticker", "--tail=1")
+			return lastErr != nil && strings.Contains(lastErr.Error(), "x509")
+		})
+		setPort(kport)
+		n.waitFor(t, "kubectl logs back on the issued certificate", func() bool {
+			out, err := kubectl(nil, "logs", "ticker", "--tail=1")
+			return err == nil && strings.HasPrefix(out, "tick ")
+		})
+	})
+
 	t.Run("serving certificate renewal", func(t *testing.T) {
 		deadline := certs.Deadline()
 		lifetime := first.NotAfter.Sub(first.NotBefore)

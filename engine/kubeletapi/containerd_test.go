@@ -98,6 +98,7 @@ func (u onlyUser) Authorize(_ context.Context, a kubeletapi.Attributes) (bool, s
 // on 127.0.0.1.
 type node struct {
 	eng     *engine.Engine
+	api     *kubeletapi.API
 	updates chan config.PodUpdate
 	base    string // https://127.0.0.1:PORT
 	server  []byte // serving certificate, PEM
@@ -150,6 +151,7 @@ func startNodeServing(t testing.TB, authz kubeletapi.Authorizer, tokens kubeleta
 	if err != nil {
 		t.Fatal(err)
 	}
+	n.api = api
 	var tlsConfig *tls.Config
 	if serve != nil {
 		tlsConfig, n.server = serve(api, root)
