@@ -129,10 +129,12 @@ func BenchmarkLogStream(b *testing.B) {
 // BenchmarkLogsFollow48MiB follows the 48 MiB log of a running busybox
 // container on containerd until its last line ("done"), two ways:
 //
-//	kubectl: `kubectl logs -f` through a real kube-apiserver, which proxies
-//	         to the node's kubelet API with its client certificate (the
-//	         node authorizes it by SubjectAccessReview);
-//	direct:  GET /containerLogs?follow=true on the kubelet API.
+//	kubectl:   `kubectl logs -f` through a real kube-apiserver, which
+//	           proxies to the node's kubelet API with its client certificate
+//	           (the node authorizes it by SubjectAccessReview);
+//	client-go: the same request (pods/log?follow=true) from client-go in
+//	           this process, without kubectl;
+//	direct:    GET /containerLogs?follow=true on the kubelet API.
 //
 // It reports the throughput of the log content.
 func BenchmarkLogsFollow48MiB(b *testing.B) {
@@ -181,7 +183,8 @@ func BenchmarkLogsFollow48MiB(b *testing.B) {
 	fed := created.DeepCopy()
 	fed.Annotations = map[string]string{config.AnnotationSource: config.SourceAPI}
 	n.updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{fed}, Source: config.SourceAPI}
-	hc := n.httpClient(b, "admin")
+	// the node authorizes through SubjectAccessReview: system:masters may all
+	hc := n.httpClient(b, "admin", "system:masters")
 	u := n.base + "/containerLogs/default/writer/main"
 	n.waitFor(b, "the log complete", func() bool {
 		resp, err := hc.Get(u + "?tailLines=1")
@@ -221,6 +224,16 @@ func BenchmarkLogsFollow48MiB(b *testing.B) {
 			}
 			follow(b, out, cancel)
 			cmd.Wait()
+		})
+	})
+	b.Run("client-go", func(b *testing.B) {
+		run(b, func(b *testing.B) {
+			sctx, cancel := context.WithCancel(ctx)
+			r, err := admin.CoreV1().Pods("default").GetLogs("writer", &v1.PodLogOptions{Follow: true}).Stream(sctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			follow(b, r, func() { cancel(); r.Close() })
 		})
 	})
 	b.Run("direct", func(b *testing.B) {

@@ -210,12 +210,12 @@ func (n *node) restConfig(t testing.TB, user string, groups ...string) *restclie
 }
 
 // httpClient is an HTTPS client as user; "" sends no certificate.
-func (n *node) httpClient(t testing.TB, user string) *http.Client {
+func (n *node) httpClient(t testing.TB, user string, groups ...string) *http.Client {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(n.server)
 	cfg := &tls.Config{RootCAs: pool}
 	if user != "" {
-		crt, key := n.ca.client(t, user)
+		crt, key := n.ca.client(t, user, groups...)
 		pair, err := tls.X509KeyPair(crt, key)
 		if err != nil {
 			t.Fatal(err)
