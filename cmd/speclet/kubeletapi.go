@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -17,11 +19,16 @@ import (
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/kubeletapi"
+	"github.com/speclet/speclet/engine/servingcert"
 )
 
 // startKubeletAPI serves the authenticated kubelet API on --address:--port
 // over TLS until the returned server is shut down.
-func startKubeletAPI(o *runOptions, eng *engine.Engine, client *cri.Client, reg prometheus.Gatherer, log *slog.Logger) (*http.Server, error) {
+//
+// The serving certificate is --tls-cert-file's, or with
+// --rotate-server-certificates one the cluster issues and renews
+// (engine/servingcert) until ctx ends, or a self-signed one.
+func startKubeletAPI(ctx context.Context, o *runOptions, eng *engine.Engine, client *cri.Client, reg prometheus.Gatherer, log *slog.Logger) (*http.Server, error) {
 	c := kubeletapi.Config{
 		Host: eng, Runtime: client, NodeName: o.nodeName, RootDir: o.rootDir, Anonymous: o.anonymousAuth,
 		Authorizer: kubeletapi.AlwaysAllow{}, Gatherer: reg, Log: log,
@@ -39,20 +46,20 @@ func startKubeletAPI(o *runOptions, eng *engine.Engine, client *cri.Client, reg 
 	if o.clientCAFile == "" {
 		authn = "no client certificates (no --client-ca-file)"
 	}
+	var cs kubernetes.Interface
 	if o.kubeconfig != "" {
 		rc, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
 		if err != nil {
 			return nil, fmt.Errorf("load --kubeconfig: %w", err)
 		}
-		cs, err := kubernetes.NewForConfig(rc)
-		if err != nil {
+		if cs, err = kubernetes.NewForConfig(rc); err != nil {
 			return nil, fmt.Errorf("client for --kubeconfig: %w", err)
 		}
 		rev := &kubeletapi.APIReviewer{Client: cs}
-		c.Tokens = rev
-		authn += ", bearer tokens (TokenReview)"
+		c.Tokens = kubeletapi.NewCachedTokens(rev, o.tokenCacheTTL, time.Now)
+		authn += fmt.Sprintf(", bearer tokens (TokenReview, cached %s)", o.tokenCacheTTL)
 		if o.authorizationMode == "Webhook" {
-			c.Authorizer = rev
+			c.Authorizer = kubeletapi.NewCachedAuthorizer(rev, o.authorizedCacheTTL, o.unauthorizedCacheTTL, time.Now)
 		}
 	} else {
 		log.Warn("kubelet API without --kubeconfig: only client certificates and --authorization-mode=AlwaysAllow are possible; bearer tokens get 401")
@@ -70,9 +77,33 @@ func startKubeletAPI(o *runOptions, eng *engine.Engine, client *cri.Client, reg 
 			ips = append(ips, ip)
 		}
 	}
-	cert, certPath, err := kubeletapi.ServingCert(o.tlsCertFile, o.tlsPrivateKeyFile, filepath.Join(o.rootDir, "pki"), o.nodeName, ips, time.Now())
-	if err != nil {
-		return nil, err
+	var tlsConfig *tls.Config
+	var certPath string
+	if o.rotateServerCertificates {
+		// the node's addresses, as in its Node object: the node IP and the name
+		var sans []net.IP
+		if ip := net.ParseIP(eng.NodeIP()); ip != nil {
+			sans = append(sans, ip)
+		}
+		for _, ip := range ips {
+			if !slices.ContainsFunc(sans, ip.Equal) {
+				sans = append(sans, ip)
+			}
+		}
+		m, err := servingcert.New(servingcert.Config{Client: cs, NodeName: o.nodeName, DNSNames: []string{o.nodeName},
+			IPs: sans, Dir: filepath.Join(o.rootDir, "pki"), Log: log})
+		if err != nil {
+			return nil, err
+		}
+		go m.Run(ctx)
+		tlsConfig = api.TLSConfigFunc(m.GetCertificate)
+		certPath = filepath.Join(o.rootDir, "pki", servingcert.CurrentFile) + " (CertificateSigningRequest, signer " + servingcert.SignerName + ")"
+	} else {
+		cert, path, err := kubeletapi.ServingCert(o.tlsCertFile, o.tlsPrivateKeyFile, filepath.Join(o.rootDir, "pki"), o.nodeName, ips, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		tlsConfig, certPath = api.TLSConfig(cert), path
 	}
 	addr := net.JoinHostPort(o.address, strconv.Itoa(o.port))
 	l, err := net.Listen("tcp", addr)
@@ -80,7 +111,7 @@ func startKubeletAPI(o *runOptions, eng *engine.Engine, client *cri.Client, reg 
 		return nil, fmt.Errorf("listen on %s (--address, --port): %w", addr, err)
 	}
 	// No read or write timeout: logs are followed and exec sessions last.
-	srv := &http.Server{Handler: api, TLSConfig: api.TLSConfig(cert), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 90 * time.Second}
+	srv := &http.Server{Handler: api, TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 90 * time.Second}
 	go func() {
 		if err := srv.Serve(tls.NewListener(l, srv.TLSConfig)); err != nil && err != http.ErrServerClosed {
 			log.Error("kubelet API stopped", "addr", addr, "err", err)

@@ -30,6 +30,7 @@ import (
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/containerlogs"
 	"github.com/speclet/speclet/engine/criaudit"
+	"github.com/speclet/speclet/engine/kubeletapi"
 	"github.com/speclet/speclet/engine/server"
 )
 
@@ -73,6 +74,9 @@ type runOptions struct {
 	anonymousAuth            bool
 	authorizationMode        string
 	rotateServerCertificates bool
+	tokenCacheTTL            time.Duration
+	authorizedCacheTTL       time.Duration
+	unauthorizedCacheTTL     time.Duration
 
 	containerLogMaxSize  string
 	containerLogMaxFiles int
@@ -106,7 +110,10 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.StringVar(&o.clientCAFile, "client-ca-file", "", "CA bundle that verifies client certificates of the kubelet API (the CA of the API server's --kubelet-client-certificate)")
 	fs.BoolVar(&o.anonymousAuth, "anonymous-auth", false, "let requests without credentials in as system:anonymous (they are still authorized)")
 	fs.StringVar(&o.authorizationMode, "authorization-mode", "AlwaysAllow", "authorization of the kubelet API: AlwaysAllow or Webhook (SubjectAccessReview; needs --kubeconfig)")
-	fs.BoolVar(&o.rotateServerCertificates, "rotate-server-certificates", false, "get the serving certificate through a CertificateSigningRequest (not supported yet: an error)")
+	fs.BoolVar(&o.rotateServerCertificates, "rotate-server-certificates", false, "get the kubelet API's serving certificate from the cluster through a CertificateSigningRequest (signer kubernetes.io/kubelet-serving; it needs an approval) and renew it at 70-90% of its lifetime; stored in --root-dir/pki/kubelet-server-current.pem; needs --kubeconfig")
+	fs.DurationVar(&o.tokenCacheTTL, "authentication-token-webhook-cache-ttl", kubeletapi.DefaultTokenCacheTTL, "how long a TokenReview answer is kept")
+	fs.DurationVar(&o.authorizedCacheTTL, "authorization-webhook-cache-authorized-ttl", kubeletapi.DefaultAuthorizedCacheTTL, "how long an allowing SubjectAccessReview answer is kept")
+	fs.DurationVar(&o.unauthorizedCacheTTL, "authorization-webhook-cache-unauthorized-ttl", kubeletapi.DefaultUnauthorizedCacheTTL, "how long a refusing SubjectAccessReview answer is kept")
 	fs.IntVar(&o.readOnlyPort, "read-only-port", 10255, "port of the read-only HTTP server (GET /pods, /healthz, /metrics); 0 disables it")
 	fs.DurationVar(&o.syncFrequency, "sync-frequency", engine.DefaultSyncFrequency, "maximum time between resyncs of a running pod")
 	fs.DurationVar(&o.crashLoopBackOffBase, "crashloop-backoff-base", engine.DefaultCrashLoopBackOffBase, "first CrashLoopBackOff delay; it doubles up to 300s")
@@ -186,7 +193,24 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 		return nil, fmt.Errorf("--authorization-mode: %q: want AlwaysAllow or Webhook", o.authorizationMode)
 	}
 	if o.rotateServerCertificates {
-		return nil, errors.New("--rotate-server-certificates: not supported yet; give --tls-cert-file/--tls-private-key-file or let speclet write a self-signed certificate")
+		if o.kubeconfig == "" {
+			return nil, errors.New("--rotate-server-certificates: needs --kubeconfig (the CertificateSigningRequest goes to the API server)")
+		}
+		if o.tlsCertFile != "" {
+			return nil, errors.New("--rotate-server-certificates and --tls-cert-file: give one of them")
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"--authentication-token-webhook-cache-ttl", o.tokenCacheTTL},
+		{"--authorization-webhook-cache-authorized-ttl", o.authorizedCacheTTL},
+		{"--authorization-webhook-cache-unauthorized-ttl", o.unauthorizedCacheTTL},
+	} {
+		if d.v < 0 {
+			return nil, fmt.Errorf("%s: %s: want 0 (no cache) or more", d.name, d.v)
+		}
 	}
 	q, err := resource.ParseQuantity(o.containerLogMaxSize)
 	if err != nil || q.Value() <= 0 {
@@ -414,7 +438,7 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 
 	var apiSrv *http.Server
 	if o.port != 0 {
-		apiSrv, err = startKubeletAPI(o, eng, client, reg, log)
+		apiSrv, err = startKubeletAPI(ctx, o, eng, client, reg, log)
 		if err != nil {
 			return err
 		}

@@ -119,7 +119,8 @@ func bearerToken(r *http.Request) (string, bool) {
 
 // APIReviewer checks tokens and authorizes requests through the API server:
 // TokenReview and SubjectAccessReview, as kubelet's webhook authenticator
-// and authorizer do (without their caches: each request asks).
+// and authorizer do. Each call asks the API server: NewCachedTokens and
+// NewCachedAuthorizer add kubelet's caches.
 type APIReviewer struct {
 	Client    kubernetes.Interface
 	Audiences []string // TokenReview audiences; empty: the API server's

@@ -4,13 +4,21 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/kubeletapi"
+	"github.com/speclet/speclet/test/cluster"
 )
 
 // cpuTime is this process's user+system CPU time.
@@ -116,4 +124,126 @@ func BenchmarkLogStream(b *testing.B) {
 		total += k
 	}
 	b.ReportMetric(float64(total)/(1<<20)/time.Since(start).Seconds(), "MiB/s")
+}
+
+// BenchmarkLogsFollow48MiB follows the 48 MiB log of a running busybox
+// container on containerd until its last line ("done"), two ways:
+//
+//	kubectl:   `kubectl logs -f` through a real kube-apiserver, which
+//	           proxies to the node's kubelet API with its client certificate
+//	           (the node authorizes it by SubjectAccessReview);
+//	client-go: the same request (pods/log?follow=true) from client-go in
+//	           this process, without kubectl;
+//	direct:    GET /containerLogs?follow=true on the kubelet API.
+//
+// It reports the throughput of the log content.
+func BenchmarkLogsFollow48MiB(b *testing.B) {
+	c := cluster.ForTest(b, cluster.Options{})
+	ctx := context.Background()
+	admin, err := c.AdminClient()
+	if err != nil {
+		b.Fatal(err)
+	}
+	nodeKC, err := c.NodeKubeconfig("node-a")
+	if err != nil {
+		b.Fatal(err)
+	}
+	nodeCS, err := cluster.Clientset(nodeKC)
+	if err != nil {
+		b.Fatal(err)
+	}
+	caPath, _ := c.CA()
+	caPEM, err := os.ReadFile(caPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rev := &kubeletapi.APIReviewer{Client: nodeCS}
+	n := startNode(b, rev, rev, caPEM)
+	var kport int32
+	fmt.Sscan(n.base[strings.LastIndex(n.base, ":")+1:], &kport)
+	node, err := admin.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}, metav1.CreateOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	node.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "127.0.0.1"}}
+	node.Status.DaemonEndpoints.KubeletEndpoint.Port = kport
+	if _, err := admin.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	// 524288 lines of 95 characters and a newline: 48 MiB of content
+	p := n.pod("writer", v1.Container{Name: "main", Command: []string{"sh", "-c",
+		`yes aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa | head -n 524288; echo done; sleep 3600`}})
+	p.UID, p.Annotations, p.Spec.NodeName = "", nil, "node-a"
+	no := false
+	p.Spec.AutomountServiceAccountToken = &no
+	created, err := admin.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	fed := created.DeepCopy()
+	fed.Annotations = map[string]string{config.AnnotationSource: config.SourceAPI}
+	n.updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{fed}, Source: config.SourceAPI}
+	// the node authorizes through SubjectAccessReview: system:masters may all
+	hc := n.httpClient(b, "admin", "system:masters")
+	u := n.base + "/containerLogs/default/writer/main"
+	n.waitFor(b, "the log complete", func() bool {
+		resp, err := hc.Get(u + "?tailLines=1")
+		if err != nil {
+			return false
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return string(body) == "done\n"
+	})
+	const want = 48<<20 + int64(len("done\n"))
+	// follow reads r until the whole log came, then stops the stream
+	follow := func(b *testing.B, r io.Reader, stop func()) {
+		k, err := io.CopyN(io.Discard, r, want)
+		stop()
+		if err != nil || k != want {
+			b.Fatalf("followed %d bytes (%v), want %d", k, err, want)
+		}
+	}
+	run := func(b *testing.B, once func(b *testing.B)) {
+		start := time.Now()
+		for b.Loop() {
+			once(b)
+		}
+		b.ReportMetric(float64(want)*float64(b.N)/(1<<20)/time.Since(start).Seconds(), "MiB/s")
+	}
+	b.Run("kubectl", func(b *testing.B) {
+		run(b, func(b *testing.B) {
+			kctx, cancel := context.WithCancel(ctx)
+			cmd := exec.CommandContext(kctx, filepath.Join(c.BinDir, "kubectl"), "--kubeconfig", c.AdminKubeconfig(), "-n", "default", "logs", "-f", "writer")
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			follow(b, out, cancel)
+			cmd.Wait()
+		})
+	})
+	b.Run("client-go", func(b *testing.B) {
+		run(b, func(b *testing.B) {
+			sctx, cancel := context.WithCancel(ctx)
+			r, err := admin.CoreV1().Pods("default").GetLogs("writer", &v1.PodLogOptions{Follow: true}).Stream(sctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			follow(b, r, func() { cancel(); r.Close() })
+		})
+	})
+	b.Run("direct", func(b *testing.B) {
+		run(b, func(b *testing.B) {
+			req, _ := http.NewRequest(http.MethodGet, u+"?follow=true", nil)
+			resp, err := hc.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			follow(b, resp.Body, func() { resp.Body.Close() })
+		})
+	})
 }

@@ -3,23 +3,31 @@ package kubeletapi_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
+	certv1 "k8s.io/api/certificates/v1"
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/kubeletapi"
+	"github.com/speclet/speclet/engine/servingcert"
 	"github.com/speclet/speclet/test/cluster"
 )
 
@@ -34,8 +42,16 @@ import (
 // source would; the Node object is written by the test (with InternalIP
 // 127.0.0.1 and the API's port), and the pods' phase set to Running so
 // that kubectl port-forward accepts them.
+//
+// The node's serving certificate comes from the cluster, as with
+// --rotate-server-certificates: a CertificateSigningRequest for the
+// kubernetes.io/kubelet-serving signer, approved by the test as an
+// administrator would, signed by kube-controller-manager; the API server
+// verifies it (--kubelet-certificate-authority) on every proxied request.
+// The last subtest moves the manager's clock to the renewal deadline: a new
+// request, approved and signed, replaces the certificate without a restart.
 func TestCluster(t *testing.T) {
-	c := cluster.ForTest(t, cluster.Options{})
+	c := cluster.ForTest(t, cluster.Options{ControllerManager: true, VerifyKubelets: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	admin, err := c.AdminClient()
@@ -56,7 +72,70 @@ func TestCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	rev := &kubeletapi.APIReviewer{Client: nodeCS}
-	n := startNode(t, rev, rev, caPEM)
+	clock := clocktesting.NewFakeClock(time.Now())
+	var certs *servingcert.Manager
+	var pki string
+	n := startNodeServing(t, rev, rev, func(api *kubeletapi.API, root string) (*tls.Config, []byte) {
+		var err error
+		pki = filepath.Join(root, "pki")
+		certs, err = servingcert.New(servingcert.Config{Client: nodeCS, NodeName: "node-a", DNSNames: []string{"node-a"},
+			IPs: []net.IP{net.ParseIP("127.0.0.1")}, Dir: pki, Clock: clock, Rand: func() float64 { return 0.5 }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mctx, mcancel := context.WithCancel(context.Background())
+		mdone := make(chan struct{})
+		go func() { certs.Run(mctx); close(mdone) }()
+		t.Cleanup(func() { mcancel(); <-mdone })
+		return api.TLSConfigFunc(certs.GetCertificate), caPEM
+	}, caPEM)
+	// the node's request: checked, approved as an administrator would
+	approve := func(t *testing.T) {
+		t.Helper()
+		var csr *certv1.CertificateSigningRequest
+		n.waitFor(t, "a CertificateSigningRequest of node-a", func() bool {
+			l, err := admin.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range l.Items {
+				if l.Items[i].Spec.Username == "system:node:node-a" && len(l.Items[i].Status.Conditions) == 0 {
+					csr = &l.Items[i]
+					return true
+				}
+			}
+			return false
+		})
+		if err := checkServingCSR(csr); err != nil {
+			t.Fatalf("CertificateSigningRequest %s: %v", csr.Name, err)
+		}
+		csr.Status.Conditions = append(csr.Status.Conditions, certv1.CertificateSigningRequestCondition{
+			Type: certv1.CertificateApproved, Status: v1.ConditionTrue, Reason: "AdminApproved", Message: "approved by the test"})
+		if _, err := admin.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, csr, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	served := func(t *testing.T) *x509.Certificate {
+		t.Helper()
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(caPEM)
+		conn, err := tls.Dial("tcp", strings.TrimPrefix(n.base, "https://"), &tls.Config{RootCAs: pool})
+		if err != nil {
+			t.Fatalf("TLS to the kubelet API with the cluster CA: %v", err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0]
+	}
+	approve(t)
+	n.waitFor(t, "the issued certificate served", func() bool { return certs.Current() != nil })
+	first := served(t)
+	if first.Subject.CommonName != "system:node:node-a" || first.Issuer.CommonName != "speclet-test-ca" {
+		t.Errorf("served certificate %s issued by %s, want system:node:node-a by the cluster CA", first.Subject, first.Issuer)
+	}
+	if stored, err := tls.LoadX509KeyPair(filepath.Join(pki, servingcert.CurrentFile), filepath.Join(pki, servingcert.CurrentFile)); err != nil ||
+		stored.Leaf.SerialNumber.Cmp(first.SerialNumber) != 0 {
+		t.Errorf("%s: %v; want the served certificate and its key", servingcert.CurrentFile, err)
+	}
 	port := strings.TrimPrefix(n.base[strings.LastIndex(n.base, ":"):], ":")
 	var kport int32
 	fmt.Sscan(port, &kport)
@@ -290,4 +369,92 @@ func TestCluster(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("the API server verifies the serving certificate", func(t *testing.T) {
+		// the same API behind a self-signed certificate: with the Node's
+		// port pointing there, kube-apiserver refuses to proxy
+		cert, _, err := kubeletapi.ServingCert("", "", t.TempDir(), "node-a", []net.IP{net.ParseIP("127.0.0.1")}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: n.api, TLSConfig: n.api.TLSConfig(cert)}
+		go srv.Serve(tls.NewListener(l, srv.TLSConfig))
+		defer srv.Close()
+		setPort := func(port int32) {
+			t.Helper()
+			nd, err := admin.CoreV1().Nodes().Get(ctx, "node-a", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			nd.Status.DaemonEndpoints.KubeletEndpoint.Port = port
+			if _, err := admin.CoreV1().Nodes().UpdateStatus(ctx, nd, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		setPort(int32(l.Addr().(*net.TCPAddr).Port))
+		var lastErr error
+		n.waitFor(t, "kubectl logs refused for a certificate the cluster CA did not sign", func() bool {
+			_, lastErr = kubectl(nil, "logs", "ticker", "--tail=1")
+			return lastErr != nil && strings.Contains(lastErr.Error(), "x509")
+		})
+		setPort(kport)
+		n.waitFor(t, "kubectl logs back on the issued certificate", func() bool {
+			out, err := kubectl(nil, "logs", "ticker", "--tail=1")
+			return err == nil && strings.HasPrefix(out, "tick ")
+		})
+	})
+
+	t.Run("serving certificate renewal", func(t *testing.T) {
+		deadline := certs.Deadline()
+		lifetime := first.NotAfter.Sub(first.NotBefore)
+		if want := first.NotBefore.Add(lifetime * 8 / 10); deadline.Sub(want).Abs() > time.Second {
+			t.Errorf("renewal at %s, want 80%% of the lifetime: %s", deadline, want)
+		}
+		n.waitFor(t, "the manager waiting for the renewal deadline", clock.HasWaiters)
+		clock.SetTime(deadline)
+		approve(t)
+		n.waitFor(t, "the renewed certificate served", func() bool { return served(t).SerialNumber.Cmp(first.SerialNumber) != 0 })
+		// the API server verifies the new one as it did the first
+		out, err := kubectl(nil, "logs", "ticker", "--tail=1")
+		if err != nil || !strings.HasPrefix(out, "tick ") {
+			t.Errorf("logs after the renewal: %q %v", out, err)
+		}
+		link, err := os.Readlink(filepath.Join(pki, servingcert.CurrentFile))
+		if want := "kubelet-server-" + deadline.Format("2006-01-02-15-04-05") + ".pem"; err != nil || link != want {
+			t.Errorf("%s -> %q (%v), want %s", servingcert.CurrentFile, link, err, want)
+		}
+	})
+}
+
+// checkServingCSR checks a node's request as the kubelet-serving signer
+// needs it: the signer, kubelet's usages, the node's identity as requester,
+// and a request for CN=system:node:node-a, O=system:nodes naming node-a
+// and 127.0.0.1.
+func checkServingCSR(csr *certv1.CertificateSigningRequest) error {
+	if csr.Spec.SignerName != "kubernetes.io/kubelet-serving" {
+		return fmt.Errorf("signer %q", csr.Spec.SignerName)
+	}
+	if !slices.Equal(csr.Spec.Usages, []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageServerAuth}) {
+		return fmt.Errorf("usages %v", csr.Spec.Usages)
+	}
+	if !slices.Contains(csr.Spec.Groups, "system:nodes") {
+		return fmt.Errorf("requester %s %v: want the node", csr.Spec.Username, csr.Spec.Groups)
+	}
+	b, _ := pem.Decode(csr.Spec.Request)
+	if b == nil {
+		return fmt.Errorf("request is not PEM")
+	}
+	r, err := x509.ParseCertificateRequest(b.Bytes)
+	if err != nil {
+		return err
+	}
+	if r.Subject.CommonName != "system:node:node-a" || !slices.Equal(r.Subject.Organization, []string{"system:nodes"}) ||
+		!slices.Equal(r.DNSNames, []string{"node-a"}) || len(r.IPAddresses) != 1 || !r.IPAddresses[0].Equal(net.ParseIP("127.0.0.1")) {
+		return fmt.Errorf("request for %s, names %v %v", r.Subject, r.DNSNames, r.IPAddresses)
+	}
+	return nil
 }

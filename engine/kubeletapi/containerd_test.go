@@ -98,6 +98,7 @@ func (u onlyUser) Authorize(_ context.Context, a kubeletapi.Attributes) (bool, s
 // on 127.0.0.1.
 type node struct {
 	eng     *engine.Engine
+	api     *kubeletapi.API
 	updates chan config.PodUpdate
 	base    string // https://127.0.0.1:PORT
 	server  []byte // serving certificate, PEM
@@ -109,6 +110,17 @@ type node struct {
 // startNode starts the node; its API trusts client certificates of the
 // node's test CA and of extraCAs (PEM).
 func startNode(t testing.TB, authz kubeletapi.Authorizer, tokens kubeletapi.TokenReviewer, extraCAs ...[]byte) *node {
+	t.Helper()
+	return startNodeServing(t, authz, tokens, nil, extraCAs...)
+}
+
+// serving returns the API's TLS configuration and the PEM CA its clients
+// trust; root is the node's root dir.
+type serving func(api *kubeletapi.API, root string) (cfg *tls.Config, ca []byte)
+
+// startNodeServing is startNode with the TLS configuration of serve; nil:
+// the self-signed certificate under the root dir.
+func startNodeServing(t testing.TB, authz kubeletapi.Authorizer, tokens kubeletapi.TokenReviewer, serve serving, extraCAs ...[]byte) *node {
 	t.Helper()
 	c := harness.ForTest(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -139,16 +151,23 @@ func startNode(t testing.TB, authz kubeletapi.Authorizer, tokens kubeletapi.Toke
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, certPath, err := kubeletapi.ServingCert("", "", filepath.Join(root, "pki"), "node-a", nil, time.Now())
-	if err != nil {
-		t.Fatal(err)
+	n.api = api
+	var tlsConfig *tls.Config
+	if serve != nil {
+		tlsConfig, n.server = serve(api, root)
+	} else {
+		cert, certPath, err := kubeletapi.ServingCert("", "", filepath.Join(root, "pki"), "node-a", nil, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.server, _ = os.ReadFile(certPath)
+		tlsConfig = api.TLSConfig(cert)
 	}
-	n.server, _ = os.ReadFile(certPath)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: api, TLSConfig: api.TLSConfig(cert)}
+	srv := &http.Server{Handler: api, TLSConfig: tlsConfig}
 	go srv.Serve(tls.NewListener(l, srv.TLSConfig))
 	n.base = "https://" + l.Addr().String()
 	t.Cleanup(func() {
@@ -191,12 +210,12 @@ func (n *node) restConfig(t testing.TB, user string, groups ...string) *restclie
 }
 
 // httpClient is an HTTPS client as user; "" sends no certificate.
-func (n *node) httpClient(t testing.TB, user string) *http.Client {
+func (n *node) httpClient(t testing.TB, user string, groups ...string) *http.Client {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(n.server)
 	cfg := &tls.Config{RootCAs: pool}
 	if user != "" {
-		crt, key := n.ca.client(t, user)
+		crt, key := n.ca.client(t, user, groups...)
 		pair, err := tls.X509KeyPair(crt, key)
 		if err != nil {
 			t.Fatal(err)

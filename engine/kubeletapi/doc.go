@@ -20,6 +20,11 @@
 //     metrics or log for /stats, /metrics and /logs, healthz, pods or configz
 //     (each falling back to proxy) for those paths, proxy for everything
 //     else; a refusal is 403.
+//   - CachedTokens and CachedAuthorizer keep review answers as kubelet does
+//     (a token 2m, an allowed request 5m, a refused one 30s by default;
+//     errors are not kept), by an injected clock.
+//   - TLSConfigFunc serves a certificate that changes while the server runs
+//     (engine/servingcert's, renewed through the cluster).
 //   - A pod not on this node is 404; a container that is not running, 400.
 //   - Logs are read from the CRI log files (time stream tag content, P for a
 //     partial line) across rotated files (<log>.<timestamp>, oldest first);

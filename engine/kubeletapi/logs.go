@@ -246,12 +246,20 @@ func countLines(files []string) (int64, error) {
 // followPoll is how often a followed log is checked for new lines.
 const followPoll = 100 * time.Millisecond
 
-// copyEntries writes the entries of fh and closes it, skipping the first *skip complete
-// lines. With follow, at the end of the file it waits for more: it reopens
-// path when the runtime rotated it (a new file at path), and returns once
+// copyEntries writes the entries of fh and closes it, skipping the first
+// *skip complete lines. With follow, at the end of the file it waits for
+// more: once the runtime rotated the log (path names a new file, which the
+// runtime creates only after it stopped writing the old one), it reads the
+// old file to its end, then goes on with the new one; it returns once
 // running reports the container stopped and nothing new came.
 func copyEntries(ctx context.Context, fh *os.File, lw *logWriter, skip *int64, follow bool, path string, running ContainerRunning) error {
-	defer func() { fh.Close() }()
+	var next *os.File // the new file at path, read once fh is drained
+	defer func() {
+		fh.Close()
+		if next != nil {
+			next.Close()
+		}
+	}()
 	r := bufio.NewReaderSize(fh, 64<<10)
 	var pending []byte
 	idle := 0
@@ -286,19 +294,22 @@ func copyEntries(ctx context.Context, fh *os.File, lw *logWriter, skip *int64, f
 		if !follow {
 			return nil
 		}
+		if next != nil {
+			// the old file is read to its end: the runtime writes
+			// whole lines, so what is pending was never completed
+			fh.Close()
+			fh, next = next, nil
+			r.Reset(fh)
+			pending = pending[:0]
+			continue
+		}
 		// At the end: flush, then wait for more, a rotation, or the end.
 		if lw.flush != nil {
 			lw.flush()
 		}
 		if rotated(fh, path) {
-			nf, oerr := os.Open(path)
-			if oerr == nil {
-				// finish what the old file got after our last read
-				rest, _ := io.ReadAll(r)
-				pending = append(pending, rest...)
-				fh.Close()
-				fh = nf
-				r.Reset(fh)
+			if nf, oerr := os.Open(path); oerr == nil {
+				next = nf // first what the old file got after our last read
 				continue
 			}
 		}

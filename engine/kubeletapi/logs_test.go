@@ -99,11 +99,21 @@ func TestStreamLogFollow(t *testing.T) {
 	f.WriteString(criLine(1, "stdout", "F", "b"))
 	f.Close()
 	expect("b\n")
-	// rotate: the runtime reopens a new file at path
+	// two more lines in the old file, then the rotation: the runtime
+	// reopens a new file at path. Whenever the follower notices, it gives
+	// the old file's last lines first, each once, then the new file's.
+	f, err = os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(criLine(1, "stdout", "F", "b2") + criLine(1, "stdout", "F", "b3"))
+	f.Close()
 	if err := os.Rename(path, path+".20261123-100001"); err != nil {
 		t.Fatal(err)
 	}
 	writeLog(t, path, criLine(2, "stdout", "F", "c"))
+	expect("b2\n")
+	expect("b3\n")
 	expect("c\n")
 	close(stopped)
 	if err := <-done; err != nil {

@@ -107,6 +107,12 @@ func (a *API) TLSConfig(cert tls.Certificate) *tls.Config {
 	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, ClientAuth: tls.RequestClientCert}
 }
 
+// TLSConfigFunc is TLSConfig with the serving certificate from get at each
+// handshake (a certificate that is renewed while the server runs).
+func (a *API) TLSConfigFunc(get func(*tls.ClientHelloInfo) (*tls.Certificate, error)) *tls.Config {
+	return &tls.Config{GetCertificate: get, MinVersion: tls.VersionTLS12, ClientAuth: tls.RequestClientCert}
+}
+
 // ServeHTTP authenticates, authorizes, then routes.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	u, err := a.authenticate(r)

@@ -90,8 +90,14 @@ type Options struct {
 	// empty: a new temporary directory that Stop removes.
 	Dir string
 	// Scheduler and ControllerManager also run kube-scheduler and
-	// kube-controller-manager.
+	// kube-controller-manager. The controller-manager signs approved
+	// CertificateSigningRequests with the cluster CA.
 	Scheduler, ControllerManager bool
+	// VerifyKubelets makes the API server verify the kubelets' serving
+	// certificates against the cluster CA (--kubelet-certificate-authority)
+	// when it proxies logs, exec and port-forward: nodes then need a
+	// certificate the cluster issued (speclet --rotate-server-certificates).
+	VerifyKubelets bool
 	// Log receives progress lines (nil: discard).
 	Log io.Writer
 }
@@ -466,7 +472,7 @@ func (c *Cluster) startEtcd(ctx context.Context) error {
 }
 
 func (c *Cluster) apiServerArgs() []string {
-	return []string{
+	args := []string{
 		"--etcd-servers", c.etcdURL,
 		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
 		"--secure-port", strconv.Itoa(c.apiPort),
@@ -486,6 +492,10 @@ func (c *Cluster) apiServerArgs() []string {
 		"--allow-privileged=true",
 		"--profiling=false",
 	}
+	if c.opts.VerifyKubelets {
+		args = append(args, "--kubelet-certificate-authority", c.caCrt)
+	}
+	return args
 }
 
 func (c *Cluster) startAPIServer(ctx context.Context) error {
@@ -582,7 +592,7 @@ func (c *Cluster) startScheduler() error {
 
 // startControllerManager runs kube-controller-manager with the admin
 // identity (the harness does not set up per-controller service account
-// credentials).
+// credentials); its csrsigning controller signs with the cluster CA.
 func (c *Cluster) startControllerManager() error {
 	port, err := freePort()
 	if err != nil {
@@ -593,7 +603,8 @@ func (c *Cluster) startControllerManager() error {
 		"--leader-elect=false", "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port),
 		"--cert-dir", c.path("controller-manager-certs"),
 		"--root-ca-file", c.caCrt, "--service-account-private-key-file", c.path("sa.key"),
-		"--service-cluster-ip-range", ServiceCIDR, "--controllers", "*,-nodeipam")
+		"--service-cluster-ip-range", ServiceCIDR, "--controllers", "*,-nodeipam",
+		"--cluster-signing-cert-file", c.caCrt, "--cluster-signing-key-file", c.caKey)
 	return err
 }
 

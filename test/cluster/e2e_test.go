@@ -2,6 +2,8 @@ package cluster_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	certv1 "k8s.io/api/certificates/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -633,5 +636,75 @@ spec:
 			t.Fatal(err)
 		}
 		e.waitNode(t, "node-b", 60*time.Second, v1.ConditionTrue)
+	})
+
+	t.Run("ServingCertificateThroughCSR", func(t *testing.T) {
+		// speclet --rotate-server-certificates: the node asks the cluster
+		// for its kubelet API certificate; an administrator approves,
+		// kube-controller-manager signs with the cluster CA.
+		dir := t.TempDir()
+		n, err := e.c.StartNode(ctx, cluster.NodeOptions{Name: "node-c", Bin: e.bin, Dir: dir, Args: []string{"--rotate-server-certificates"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			n.Stop()
+			e.admin.CoreV1().Nodes().Delete(ctx, "node-c", metav1.DeleteOptions{})
+		}()
+		var csr *certv1.CertificateSigningRequest
+		deadline := time.Now().Add(60 * time.Second)
+		for csr == nil {
+			l, err := e.admin.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+			if err == nil {
+				for i := range l.Items {
+					if l.Items[i].Spec.Username == "system:node:node-c" {
+						csr = &l.Items[i]
+					}
+				}
+			}
+			if csr == nil && time.Now().After(deadline) {
+				t.Fatalf("no CertificateSigningRequest of node-c within 60s (%v); log:\n%s", err, n.LogTail(30))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if csr.Spec.SignerName != "kubernetes.io/kubelet-serving" {
+			t.Errorf("signer %q, want kubernetes.io/kubelet-serving", csr.Spec.SignerName)
+		}
+		// before the approval there is no certificate to serve
+		caPath, _ := e.c.CA()
+		caPEM, err := os.ReadFile(caPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(caPEM)
+		addr := strings.TrimPrefix(n.API, "https://")
+		if conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool}); err == nil {
+			conn.Close()
+			t.Errorf("a TLS handshake before the approval succeeded")
+		}
+		csr.Status.Conditions = append(csr.Status.Conditions, certv1.CertificateSigningRequestCondition{
+			Type: certv1.CertificateApproved, Status: v1.ConditionTrue, Reason: "AdminApproved"})
+		if _, err := e.admin.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, csr, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var leaf *x509.Certificate
+		deadline = time.Now().Add(60 * time.Second)
+		for leaf == nil {
+			if conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool}); err == nil {
+				leaf = conn.ConnectionState().PeerCertificates[0]
+				conn.Close()
+			} else if time.Now().After(deadline) {
+				t.Fatalf("node-c's kubelet API does not serve a cluster-signed certificate within 60s: %v; log:\n%s", err, n.LogTail(30))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if leaf.Subject.CommonName != "system:node:node-c" || leaf.VerifyHostname("127.0.0.1") != nil || leaf.VerifyHostname("node-c") != nil {
+			t.Errorf("served certificate %s for %v %v: want system:node:node-c for 127.0.0.1 and node-c", leaf.Subject, leaf.DNSNames, leaf.IPAddresses)
+		}
+		stored, err := tls.LoadX509KeyPair(filepath.Join(dir, "root", "pki", "kubelet-server-current.pem"), filepath.Join(dir, "root", "pki", "kubelet-server-current.pem"))
+		if err != nil || stored.Leaf.SerialNumber.Cmp(leaf.SerialNumber) != 0 {
+			t.Errorf("root-dir/pki/kubelet-server-current.pem: %v; want the served certificate and its key", err)
+		}
 	})
 }

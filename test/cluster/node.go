@@ -55,7 +55,9 @@ type Node struct {
 	// Manifests is the node's --pod-manifest-path.
 	Manifests string
 	// Base is the read-only server's URL (http://127.0.0.1:PORT).
-	Base    string
+	Base string
+	// API is the kubelet API's URL (https://127.0.0.1:PORT).
+	API     string
 	LogPath string
 
 	args   []string
@@ -87,7 +89,7 @@ func (c *Cluster) StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 	}
 	n := &Node{
 		Name: o.Name, Manifests: filepath.Join(o.Dir, "manifests"), bin: o.Bin,
-		Base: fmt.Sprintf("http://127.0.0.1:%d", port), LogPath: filepath.Join(o.Dir, "speclet.log"),
+		Base: fmt.Sprintf("http://127.0.0.1:%d", port), API: fmt.Sprintf("https://127.0.0.1:%d", apiPort), LogPath: filepath.Join(o.Dir, "speclet.log"),
 	}
 	if err := os.MkdirAll(n.Manifests, 0o755); err != nil {
 		return nil, err
