@@ -18,6 +18,7 @@ import (
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/imagegc"
 	"github.com/speclet/speclet/engine/volume"
 	"github.com/speclet/speclet/fsm"
 )
@@ -105,6 +106,17 @@ type Config struct {
 	Published func()
 	// Events receives the pod events (nil: none are recorded).
 	Events EventRecorder
+	// ImageGC is kubelet's image GC policy (--image-gc-high-threshold,
+	// --image-gc-low-threshold, --minimum-image-ttl-duration); zero
+	// thresholds get 85 and 80.
+	ImageGC imagegc.Policy
+	// ImageGCPeriod is how often the node machine measures the image
+	// filesystem (kubelet: 5 min, the default).
+	ImageGCPeriod time.Duration
+	// FsStat returns the capacity and the available bytes of the
+	// filesystem mounted at path (the image filesystem ImageFsInfo names);
+	// nil: statfs(2).
+	FsStat func(path string) (capacity, available uint64, err error)
 }
 
 // ContainerGCPolicy is kubelet's container GC policy for the dead
@@ -191,6 +203,8 @@ type Engine struct {
 	// from the runtime's Version; "cri" when it does not say.
 	runtimeName string
 	gate        atomic.Pointer[chan struct{}]
+	// node owns the node machine (image GC), run by its own goroutine.
+	node *nodeReclaim
 }
 
 // New checks cfg and returns an engine ready to Run.
@@ -212,6 +226,18 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.ContainerGC.MaxPerContainer < 1 {
 		cfg.ContainerGC.MaxPerContainer = 1
+	}
+	if cfg.ImageGCPeriod <= 0 {
+		cfg.ImageGCPeriod = DefaultImageGCPeriod
+	}
+	if cfg.ImageGC.High == 0 && cfg.ImageGC.Low == 0 {
+		cfg.ImageGC.High, cfg.ImageGC.Low = 85, 80
+	}
+	if err := cfg.ImageGC.Check(); err != nil {
+		return nil, fmt.Errorf("engine: image GC policy: %w", err)
+	}
+	if cfg.FsStat == nil {
+		cfg.FsStat = Statfs
 	}
 	if cfg.ImagePullBackOffBase <= 0 {
 		cfg.ImagePullBackOffBase = DefaultImagePullBackOffBase
@@ -247,6 +273,7 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.metrics = m
+	e.node = newNodeReclaim(e)
 	e.rt = detachedRuntime{Runtime: cfg.Runtime, run: func() context.Context { return e.runCtx }}
 	if err := m.registerHealth(cfg.Registerer, e); err != nil {
 		return nil, err
@@ -295,6 +322,8 @@ func (e *Engine) Run(ctx context.Context, updates <-chan config.PodUpdate) error
 	plegCh := make(chan plegEvent, 4096)
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); e.runPLEG(ctx, plegCh) }()
+	e.wg.Add(1)
+	go func() { defer e.wg.Done(); e.node.run(ctx) }()
 
 	syncTick := e.clock.NewTicker(syncTickPeriod)
 	defer syncTick.Stop()

@@ -92,6 +92,8 @@ func ParseInput(name string) (Input, bool) {
 type Routed struct {
 	Container    ContainerEvent
 	HasContainer bool
+	Node         NodeEvent
+	HasNode      bool
 	Pod          PodEvent
 	HasPod       bool
 	Probe        ProbeEvent

@@ -58,6 +58,7 @@ type Runtime struct {
 	nextIP     uint32
 	recording  bool
 	log        []Call
+	usage      map[[2]string]Usage // (pod, container) -> scripted ListContainerStats
 
 	due     exitHeap       // scripted exits, soonest first
 	pending sync.WaitGroup // scripted exits fired by the clock and not yet applied
