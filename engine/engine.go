@@ -18,6 +18,7 @@ import (
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/eviction"
 	"github.com/speclet/speclet/engine/imagegc"
 	"github.com/speclet/speclet/engine/volume"
 	"github.com/speclet/speclet/fsm"
@@ -117,6 +118,19 @@ type Config struct {
 	// filesystem mounted at path (the image filesystem ImageFsInfo names);
 	// nil: statfs(2).
 	FsStat func(path string) (capacity, available uint64, err error)
+	// Eviction is the eviction manager's decision core (thresholds, grace
+	// periods, pressure conditions); nil: no eviction, no pressure
+	// admission.
+	Eviction *eviction.Manager
+	// EvictionPeriod is how often the signals are observed (kubelet: 10 s).
+	EvictionPeriod time.Duration
+	// Signals measures the eviction signals, imagefs on imageFs (the
+	// mountpoint ImageFsInfo names, "" when unknown); nil: the host
+	// (engine/nodestats) with nodefs on RootDir.
+	Signals func(ctx context.Context, imageFs string) (eviction.Observations, error)
+	// EvictionMaxPodGrace is --eviction-max-pod-grace-period: the grace
+	// period of a soft eviction (negative: the pod's own).
+	EvictionMaxPodGrace int64
 }
 
 // ContainerGCPolicy is kubelet's container GC policy for the dead
@@ -239,6 +253,9 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.FsStat == nil {
 		cfg.FsStat = Statfs
 	}
+	if cfg.EvictionPeriod <= 0 {
+		cfg.EvictionPeriod = DefaultEvictionPeriod
+	}
 	if cfg.ImagePullBackOffBase <= 0 {
 		cfg.ImagePullBackOffBase = DefaultImagePullBackOffBase
 	}
@@ -273,6 +290,9 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.metrics = m
+	if e.cfg.Signals == nil {
+		e.cfg.Signals = e.defaultSignals
+	}
 	e.node = newNodeReclaim(e)
 	e.rt = detachedRuntime{Runtime: cfg.Runtime, run: func() context.Context { return e.runCtx }}
 	if err := m.registerHealth(cfg.Registerer, e); err != nil {

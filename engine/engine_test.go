@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -29,6 +30,8 @@ import (
 	"github.com/speclet/speclet/cri/sim"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/criaudit"
+	"github.com/speclet/speclet/engine/eviction"
+	"github.com/speclet/speclet/engine/resources"
 )
 
 // scriptHarness runs an Engine against the simulated runtime served over gRPC,
@@ -95,6 +98,32 @@ type scriptHarness struct {
 	// imageFs is the capacity of the simulated image filesystem; its
 	// available bytes are the capacity less the sizes of the images present.
 	imageFs uint64
+	// signals are the eviction signals Config.Signals reports (the
+	// `signal` command); signalsErr fails the next measurement.
+	sigMu      sync.Mutex
+	signals    eviction.Observations
+	signalsErr int
+}
+
+// measure is Config.Signals in scripts: the scripted signals, and
+// imagefs.available from the simulated image filesystem when asked for.
+func (h *scriptHarness) measure(_ context.Context, imageFs string) (eviction.Observations, error) {
+	h.sigMu.Lock()
+	defer h.sigMu.Unlock()
+	if h.signalsErr > 0 {
+		h.signalsErr--
+		return nil, errors.New("read /proc/meminfo: scripted failure")
+	}
+	out := eviction.Observations{}
+	for k, v := range h.signals {
+		out[k] = v
+	}
+	if _, scripted := out["imagefs.available"]; !scripted && imageFs != "" {
+		if c, a, err := h.fsStat(imageFs); err == nil {
+			out["imagefs.available"] = eviction.Observation{Available: int64(a), Capacity: int64(c)}
+		}
+	}
+	return out, nil
 }
 
 // eventLog keeps the log records that stand for kubelet's events
@@ -646,6 +675,31 @@ func TestEngineScripts(t *testing.T) {
 					d.ScanArgs(t, "image-gc-period", &s)
 					cfg.ImageGCPeriod, _ = time.ParseDuration(s)
 				}
+				if d.HasArg("eviction-hard") || d.HasArg("eviction-soft") {
+					var hard, soft, grace string
+					if d.HasArg("eviction-hard") {
+						d.ScanArgs(t, "eviction-hard", &hard)
+					}
+					if d.HasArg("eviction-soft") {
+						d.ScanArgs(t, "eviction-soft", &soft)
+						d.ScanArgs(t, "eviction-soft-grace", &grace)
+					}
+					ht, err := resources.ParseThresholds("eviction-hard", hard)
+					if err != nil {
+						t.Fatal(err)
+					}
+					st, err := resources.ParseThresholds("eviction-soft", soft)
+					if err != nil {
+						t.Fatal(err)
+					}
+					g, err := eviction.ParseGrace("eviction-soft-grace-period", grace)
+					if err != nil {
+						t.Fatal(err)
+					}
+					cfg.Eviction = eviction.NewManager(eviction.Config{Hard: ht, Soft: st, Grace: g, Transition: 30 * time.Second})
+					cfg.EvictionPeriod = 10 * time.Second
+					cfg.Signals = h.measure
+				}
 				if d.HasArg("min-image-age") {
 					var s string
 					d.ScanArgs(t, "min-image-age", &s)
@@ -735,6 +789,48 @@ func TestEngineScripts(t *testing.T) {
 				return ""
 			case "images":
 				return h.formatImages()
+			case "signal":
+				// What the eviction manager measures from now on:
+				// signal name=memory.available available=Q capacity=Q,
+				// or signal fail=N.
+				h.sigMu.Lock()
+				if d.HasArg("fail") {
+					d.ScanArgs(t, "fail", &h.signalsErr)
+				} else {
+					var name, avail, capacity string
+					d.ScanArgs(t, "name", &name)
+					d.ScanArgs(t, "available", &avail)
+					d.ScanArgs(t, "capacity", &capacity)
+					if h.signals == nil {
+						h.signals = eviction.Observations{}
+					}
+					a, c := resource.MustParse(avail), resource.MustParse(capacity)
+					h.signals[name] = eviction.Observation{Available: a.Value(), Capacity: c.Value()}
+				}
+				h.sigMu.Unlock()
+				return ""
+			case "usage":
+				// What ListContainerStats reports for a pod's containers.
+				var pod, mem, disk string
+				d.ScanArgs(t, "pod", &pod)
+				mem, disk = "0", "0"
+				if d.HasArg("memory") {
+					d.ScanArgs(t, "memory", &mem)
+				}
+				if d.HasArg("disk") {
+					d.ScanArgs(t, "disk", &disk)
+				}
+				m, dk := resource.MustParse(mem), resource.MustParse(disk)
+				h.srv.Runtime.SetUsage(pod, "", sim.Usage{MemoryWorkingSet: uint64(m.Value()), WritableLayer: uint64(dk.Value())})
+				return ""
+			case "conditions":
+				// The node's pressure conditions (the Node status's source).
+				var out []string
+				for c, on := range h.eng.cfg.Eviction.Conditions() {
+					out = append(out, fmt.Sprintf("%s=%v", c, on))
+				}
+				sort.Strings(out)
+				return strings.Join(out, " ")
 			case "node-history":
 				// The node machine's transitions since the last node-history.
 				out, n := h.formatNodeHistory(nodeSeen)

@@ -12,6 +12,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/speclet/speclet/engine/eviction"
 	"github.com/speclet/speclet/engine/imagegc"
 	"github.com/speclet/speclet/fsm"
 )
@@ -32,6 +33,13 @@ type nodeReclaim struct {
 	queue   []fsm.NodeEvent
 	gc      *imagegc.Manager
 
+	// Eviction: the last decision, the disk signals node-level reclaim was
+	// tried for since they were last met, and whether the next
+	// measure_image_fs plans every unused image (reclaim).
+	decision   eviction.Decision
+	reclaimed  map[string]bool
+	reclaimAll bool
+
 	// What measure_image_fs found, for remove_unused_images.
 	plan  []string
 	need  uint64
@@ -51,16 +59,23 @@ func (n *nodeReclaim) stateName() string {
 }
 
 func newNodeReclaim(e *Engine) *nodeReclaim {
-	n := &nodeReclaim{e: e, gc: imagegc.New(e.cfg.ImageGC)}
+	n := &nodeReclaim{e: e, gc: imagegc.New(e.cfg.ImageGC), reclaimed: map[string]bool{}}
 	n.machine = fsm.NewNodeMachine(n)
 	return n
 }
 
-// run fires image_gc_due every period until ctx ends. The first pass
-// comes one period after the start, as kubelet's.
+// run fires image_gc_due every image GC period and, with an eviction
+// manager, eviction_due every eviction period, until ctx ends. The first
+// passes come one period after the start.
 func (n *nodeReclaim) run(ctx context.Context) {
 	t := n.e.clock.NewTicker(n.e.cfg.ImageGCPeriod)
 	defer t.Stop()
+	var evict <-chan time.Time
+	if n.e.cfg.Eviction != nil {
+		et := n.e.clock.NewTicker(n.e.cfg.EvictionPeriod)
+		defer et.Stop()
+		evict = et.C()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -68,6 +83,10 @@ func (n *nodeReclaim) run(ctx context.Context) {
 		case <-t.C():
 			n.e.busy.Add(1)
 			n.fire(ctx, fsm.NodeEventImageGcDue)
+			n.e.busy.Add(-1)
+		case <-evict:
+			n.e.busy.Add(1)
+			n.fire(ctx, fsm.NodeEventEvictionDue)
 			n.e.busy.Add(-1)
 		}
 	}
@@ -142,6 +161,8 @@ func (n *nodeReclaim) MeasureImageFs(ctx context.Context) error {
 func (n *nodeReclaim) measure(ctx context.Context) error {
 	e := n.e
 	n.plan, n.need = nil, 0
+	reclaim := n.reclaimAll
+	n.reclaimAll = false
 	info, err := e.rt.ImageFsInfo(ctx)
 	if err != nil {
 		return fmt.Errorf("image GC: %w", err)
@@ -191,6 +212,14 @@ func (n *nodeReclaim) measure(ctx context.Context) error {
 	now := e.clock.Now()
 	n.gc.Observe(now, images, inUse)
 	used := capacity - min(avail, capacity)
+	if reclaim {
+		// Node-level reclaim for the eviction manager: every unused image.
+		n.plan, n.need = n.gc.Unused(now)
+		if n.need > 0 {
+			e.log.Info("Eviction manager: node-level reclaim removes every unused image", "images", len(n.plan), "bytes", n.need)
+		}
+		return nil
+	}
 	n.plan, n.need = n.gc.Plan(now, imagegc.Usage{Used: used, Capacity: capacity})
 	if n.need > 0 {
 		e.log.Info("Image garbage collection: disk usage above the high threshold", "mountpoint", mount,

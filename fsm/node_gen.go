@@ -16,18 +16,20 @@ const NodeMachineName = "node"
 
 // NodeSpecSHA256 is the SHA-256 of spec/node.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const NodeSpecSHA256 = "059258127271c75d057af503e21b329ffdacab4d37aa5d0d6d08f01a7158d92d"
+const NodeSpecSHA256 = "30255220d2b6ab157dea82d6fefacb2972a4140bb933b0ba0bc3c910d506ff5a"
 
 // NodeState is a state of the node machine.
 //
-// The node's image garbage collection: measure the image filesystem, remove
-// unused images past the high threshold.
+// The node's reclaim: image garbage collection, and the eviction manager
+// (node-level reclaim first, then one pod evicted per pass).
 type NodeState uint8
 
 // States of the node machine, in spec order.
 const (
 	// NodeStateIdle: Between two passes.
 	NodeStateIdle NodeState = iota
+	// NodeStateObserving: The eviction signals are measured.
+	NodeStateObserving
 	// NodeStateMeasuring: The image filesystem is measured.
 	NodeStateMeasuring
 	// NodeStateCollecting: Unused images are removed.
@@ -35,12 +37,12 @@ const (
 )
 
 // NodeStates lists every state of the node machine in spec order.
-var NodeStates = []NodeState{NodeStateIdle, NodeStateMeasuring, NodeStateCollecting}
+var NodeStates = []NodeState{NodeStateIdle, NodeStateObserving, NodeStateMeasuring, NodeStateCollecting}
 
 // NodeInitialState is the state a new machine starts in.
 const NodeInitialState = NodeStateIdle
 
-var nodeStateNames = [...]string{"idle", "measuring", "collecting"}
+var nodeStateNames = [...]string{"idle", "observing", "measuring", "collecting"}
 
 // String returns the state's name in the spec.
 func (s NodeState) String() string {
@@ -62,6 +64,8 @@ func ParseNodeState(name string) (NodeState, bool) {
 	switch name {
 	case "idle":
 		return NodeStateIdle, true
+	case "observing":
+		return NodeStateObserving, true
 	case "measuring":
 		return NodeStateMeasuring, true
 	case "collecting":
@@ -92,12 +96,27 @@ const (
 	// NodeEventCollectFailed: A RemoveImage failed, or the removable images could
 	// not free enough.
 	NodeEventCollectFailed
+	// NodeEventEvictionDue: The eviction manager's monitoring period came round
+	// (kubelet: 10 s).
+	NodeEventEvictionDue
+	// NodeEventNoPressure: No eviction threshold is met (hard, or soft past its
+	// grace period).
+	NodeEventNoPressure
+	// NodeEventReclaim: A disk threshold (nodefs, imagefs) is met and node-level
+	// reclaim was not tried since it was last met: unused images go first.
+	NodeEventReclaim
+	// NodeEventPressure: A threshold is met and node-level reclaim cannot relieve
+	// it (memory, PIDs) or did not.
+	NodeEventPressure
+	// NodeEventObserveFailed: The signals could not be measured; the next period
+	// tries again.
+	NodeEventObserveFailed
 )
 
 // NodeEvents lists every event of the node machine in spec order.
-var NodeEvents = []NodeEvent{NodeEventImageGcDue, NodeEventBelowHigh, NodeEventAboveHigh, NodeEventMeasureFailed, NodeEventCollected, NodeEventCollectFailed}
+var NodeEvents = []NodeEvent{NodeEventImageGcDue, NodeEventBelowHigh, NodeEventAboveHigh, NodeEventMeasureFailed, NodeEventCollected, NodeEventCollectFailed, NodeEventEvictionDue, NodeEventNoPressure, NodeEventReclaim, NodeEventPressure, NodeEventObserveFailed}
 
-var nodeEventNames = [...]string{"image_gc_due", "below_high", "above_high", "measure_failed", "collected", "collect_failed"}
+var nodeEventNames = [...]string{"image_gc_due", "below_high", "above_high", "measure_failed", "collected", "collect_failed", "eviction_due", "no_pressure", "reclaim", "pressure", "observe_failed"}
 
 // String returns the event's name in the spec.
 func (e NodeEvent) String() string {
@@ -122,6 +141,16 @@ func ParseNodeEvent(name string) (NodeEvent, bool) {
 		return NodeEventCollected, true
 	case "collect_failed":
 		return NodeEventCollectFailed, true
+	case "eviction_due":
+		return NodeEventEvictionDue, true
+	case "no_pressure":
+		return NodeEventNoPressure, true
+	case "reclaim":
+		return NodeEventReclaim, true
+	case "pressure":
+		return NodeEventPressure, true
+	case "observe_failed":
+		return NodeEventObserveFailed, true
 	}
 	return 0, false
 }
@@ -168,9 +197,20 @@ const (
 	// NodeActionRemoveUnusedImages: Remove the images of the plan, least recently
 	// used first (RemoveImage); reports collected or collect_failed.
 	NodeActionRemoveUnusedImages
+	// NodeActionObserveSignals: Measure the signals (memory, the root dir's and
+	// the image filesystem's space and inodes, PIDs), update the pressure
+	// conditions and decide; reports no_pressure, reclaim, pressure or
+	// observe_failed.
+	NodeActionObserveSignals
+	// NodeActionEvictPod: Evict the first pod of kubelet's ranking for the signal
+	// (usage above requests, then priority, then usage; ListContainerStats): its
+	// pod machine gets kill (input evicted) with the eviction grace period, and
+	// its status becomes Failed, reason Evicted, with the signal's message. One
+	// pod per pass; static and mirror pods are never evicted.
+	NodeActionEvictPod
 )
 
-var nodeActionNames = [...]string{"measure_image_fs", "remove_unused_images"}
+var nodeActionNames = [...]string{"measure_image_fs", "remove_unused_images", "observe_signals", "evict_pod"}
 
 // String returns the action's name in the spec.
 func (a NodeAction) String() string {
@@ -184,17 +224,21 @@ func (a NodeAction) String() string {
 var NodeActionCRI = [...][]string{
 	NodeActionMeasureImageFs:     {"ImageFsInfo", "ListImages", "ListContainers", "Status"},
 	NodeActionRemoveUnusedImages: {"RemoveImage"},
+	NodeActionObserveSignals:     {"ImageFsInfo"},
+	NodeActionEvictPod:           {"ListContainerStats"},
 }
 
 // NodeActionCalls lists, per action, the actions of this machine the spec
 // says it runs itself (its `calls`); their CRI methods are allowed to it too.
-var NodeActionCalls = [2][]NodeAction{}
+var NodeActionCalls = [4][]NodeAction{}
 
 // nodeActionTags are the context tags RunNodeAction puts on the
 // context of the action it runs (see WithAction).
 var nodeActionTags = [...]actionTag{
 	NodeActionMeasureImageFs:     {"node", "measure_image_fs"},
 	NodeActionRemoveUnusedImages: {"node", "remove_unused_images"},
+	NodeActionObserveSignals:     {"node", "observe_signals"},
+	NodeActionEvictPod:           {"node", "evict_pod"},
 }
 
 // NodeActions runs the actions of the node machine. The engine
@@ -210,6 +254,18 @@ type NodeActions interface {
 	// first (RemoveImage); reports collected or collect_failed.
 	// CRI: RemoveImage.
 	RemoveUnusedImages(ctx context.Context) error
+	// ObserveSignals: Measure the signals (memory, the root dir's and the image
+	// filesystem's space and inodes, PIDs), update the pressure conditions and
+	// decide; reports no_pressure, reclaim, pressure or observe_failed.
+	// CRI: ImageFsInfo.
+	ObserveSignals(ctx context.Context) error
+	// EvictPod: Evict the first pod of kubelet's ranking for the signal (usage
+	// above requests, then priority, then usage; ListContainerStats): its pod
+	// machine gets kill (input evicted) with the eviction grace period, and its
+	// status becomes Failed, reason Evicted, with the signal's message. One pod
+	// per pass; static and mirror pods are never evicted.
+	// CRI: ListContainerStats.
+	EvictPod(ctx context.Context) error
 }
 
 // RunNodeAction runs action a on impl, with ctx tagged with the action
@@ -224,6 +280,10 @@ func RunNodeAction(ctx context.Context, impl NodeActions, a NodeAction) error {
 		return impl.MeasureImageFs(ctx)
 	case NodeActionRemoveUnusedImages:
 		return impl.RemoveUnusedImages(ctx)
+	case NodeActionObserveSignals:
+		return impl.ObserveSignals(ctx)
+	case NodeActionEvictPod:
+		return impl.EvictPod(ctx)
 	}
 	return fmt.Errorf("node machine: unknown action %d", uint8(a))
 }
@@ -282,6 +342,11 @@ type NodeTransition struct {
 // Event) they are tried in this order; the first whose guard holds is taken.
 var NodeTransitionTable = []NodeTransition{
 	{From: NodeStateIdle, Event: NodeEventImageGcDue, To: NodeStateMeasuring},
+	{From: NodeStateIdle, Event: NodeEventEvictionDue, To: NodeStateObserving},
+	{From: NodeStateObserving, Event: NodeEventNoPressure, To: NodeStateIdle},
+	{From: NodeStateObserving, Event: NodeEventReclaim, To: NodeStateMeasuring},
+	{From: NodeStateObserving, Event: NodeEventPressure, To: NodeStateIdle, Actions: []NodeAction{NodeActionEvictPod}},
+	{From: NodeStateObserving, Event: NodeEventObserveFailed, To: NodeStateIdle},
 	{From: NodeStateMeasuring, Event: NodeEventBelowHigh, To: NodeStateIdle},
 	{From: NodeStateMeasuring, Event: NodeEventAboveHigh, To: NodeStateCollecting},
 	{From: NodeStateMeasuring, Event: NodeEventMeasureFailed, To: NodeStateIdle},
@@ -305,7 +370,8 @@ type NodeChoice struct {
 var NodeChoiceTable = []NodeChoice{}
 
 // NodeStateEntry lists, per state, the actions run on entering it.
-var NodeStateEntry = [3][]NodeAction{
+var NodeStateEntry = [4][]NodeAction{
+	NodeStateObserving:  {NodeActionObserveSignals},
 	NodeStateMeasuring:  {NodeActionMeasureImageFs},
 	NodeStateCollecting: {NodeActionRemoveUnusedImages},
 }
@@ -318,38 +384,49 @@ type NodeTimer struct {
 
 // NodeStateTimers lists, per state, the timers armed while in it: the engine
 // arms them when a Step enters the state and cancels them when one leaves it.
-var NodeStateTimers = [3][]NodeTimer{}
+var NodeStateTimers = [4][]NodeTimer{}
 
 // nodeByStateEvent indexes NodeTransitionTable by (From, Event).
-var nodeByStateEvent = [3][][]uint16{
-	NodeStateIdle:       {{0}, nil, nil, nil, nil, nil},
-	NodeStateMeasuring:  {nil, {1}, {2}, {3}, nil, nil},
-	NodeStateCollecting: {nil, nil, nil, nil, {4}, {5}},
+var nodeByStateEvent = [4][][]uint16{
+	NodeStateIdle:       {{0}, nil, nil, nil, nil, nil, {1}, nil, nil, nil, nil},
+	NodeStateObserving:  {nil, nil, nil, nil, nil, nil, nil, {2}, {3}, {4}, {5}},
+	NodeStateMeasuring:  {nil, {6}, {7}, {8}, nil, nil, nil, nil, nil, nil, nil},
+	NodeStateCollecting: {nil, nil, nil, nil, {9}, {10}, nil, nil, nil, nil, nil},
 }
 
 // nodeChoicesByState indexes NodeChoiceTable by State.
-var nodeChoicesByState = [3][]uint16{}
+var nodeChoicesByState = [4][]uint16{}
 
 // nodeTransitionKeys names each external transition for looplab/fsm
 // (looplab allows one destination per event and source).
-var nodeTransitionKeys = [6]string{
-	0: "t0:image_gc_due",
-	1: "t1:below_high",
-	2: "t2:above_high",
-	3: "t3:measure_failed",
-	4: "t4:collected",
-	5: "t5:collect_failed",
+var nodeTransitionKeys = [11]string{
+	0:  "t0:image_gc_due",
+	1:  "t1:eviction_due",
+	2:  "t2:no_pressure",
+	3:  "t3:reclaim",
+	4:  "t4:pressure",
+	5:  "t5:observe_failed",
+	6:  "t6:below_high",
+	7:  "t7:above_high",
+	8:  "t8:measure_failed",
+	9:  "t9:collected",
+	10: "t10:collect_failed",
 }
 
 var nodeChoiceKeys = [...]string{}
 
 var nodeFSMEvents = fsm.Events{
 	{Name: "t0:image_gc_due", Src: []string{NodeStateIdle.String()}, Dst: NodeStateMeasuring.String()},
-	{Name: "t1:below_high", Src: []string{NodeStateMeasuring.String()}, Dst: NodeStateIdle.String()},
-	{Name: "t2:above_high", Src: []string{NodeStateMeasuring.String()}, Dst: NodeStateCollecting.String()},
-	{Name: "t3:measure_failed", Src: []string{NodeStateMeasuring.String()}, Dst: NodeStateIdle.String()},
-	{Name: "t4:collected", Src: []string{NodeStateCollecting.String()}, Dst: NodeStateIdle.String()},
-	{Name: "t5:collect_failed", Src: []string{NodeStateCollecting.String()}, Dst: NodeStateIdle.String()},
+	{Name: "t1:eviction_due", Src: []string{NodeStateIdle.String()}, Dst: NodeStateObserving.String()},
+	{Name: "t2:no_pressure", Src: []string{NodeStateObserving.String()}, Dst: NodeStateIdle.String()},
+	{Name: "t3:reclaim", Src: []string{NodeStateObserving.String()}, Dst: NodeStateMeasuring.String()},
+	{Name: "t4:pressure", Src: []string{NodeStateObserving.String()}, Dst: NodeStateIdle.String()},
+	{Name: "t5:observe_failed", Src: []string{NodeStateObserving.String()}, Dst: NodeStateIdle.String()},
+	{Name: "t6:below_high", Src: []string{NodeStateMeasuring.String()}, Dst: NodeStateIdle.String()},
+	{Name: "t7:above_high", Src: []string{NodeStateMeasuring.String()}, Dst: NodeStateCollecting.String()},
+	{Name: "t8:measure_failed", Src: []string{NodeStateMeasuring.String()}, Dst: NodeStateIdle.String()},
+	{Name: "t9:collected", Src: []string{NodeStateCollecting.String()}, Dst: NodeStateIdle.String()},
+	{Name: "t10:collect_failed", Src: []string{NodeStateCollecting.String()}, Dst: NodeStateIdle.String()},
 }
 
 // NodeStep is the outcome of one Fire: the machine moved From -> To on
@@ -445,6 +522,7 @@ func NodeMetricLabels() (states, events []string) {
 func NodeShortestPaths() map[NodeState][]NodeEvent {
 	return map[NodeState][]NodeEvent{
 		NodeStateIdle:       {},
+		NodeStateObserving:  {NodeEventEvictionDue},
 		NodeStateMeasuring:  {NodeEventImageGcDue},
 		NodeStateCollecting: {NodeEventImageGcDue, NodeEventAboveHigh},
 	}
