@@ -33,6 +33,15 @@ type evictionOrder struct {
 	message string
 }
 
+// Pressure is the eviction manager's node conditions (MemoryPressure,
+// DiskPressure, PIDPressure), all false without one.
+func (e *Engine) Pressure() map[v1.NodeConditionType]bool {
+	if e.cfg.Eviction == nil {
+		return map[v1.NodeConditionType]bool{v1.NodeMemoryPressure: false, v1.NodeDiskPressure: false, v1.NodePIDPressure: false}
+	}
+	return e.cfg.Eviction.Conditions()
+}
+
 // defaultSignals measures the host (engine/nodestats): nodefs on the root
 // directory, imagefs on the image filesystem's mountpoint.
 func (e *Engine) defaultSignals(_ context.Context, imageFs string) (eviction.Observations, error) {

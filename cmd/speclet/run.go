@@ -411,6 +411,8 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		ContainerGC:          engine.ContainerGCPolicy{MinAge: o.minContainerTTL, MaxPerContainer: o.maxDeadPerContainer},
 		ImageGC:              o.imageGC(),
 		FsStat:               o.fsStat(),
+		Eviction:             o.node.evictionManager(),
+		EvictionMaxPodGrace:  o.node.evictionMaxPodG,
 		ImagePullBackOffBase: o.imagePullBackOffBase,
 		Registerer:           reg,
 		Log:                  log,
