@@ -113,6 +113,23 @@ func resourceName(sig string) string {
 func (n *nodeReclaim) EvictPod(ctx context.Context) error {
 	e := n.e
 	d := n.decision
+	// Like kubelet (waitForPodsCleanup), no further pod goes while the
+	// last one evicted still terminates: its memory or disk is not free
+	// yet.
+	if uid := n.lastEvicted; uid != "" {
+		e.mu.RLock()
+		w := e.workers[uid]
+		e.mu.RUnlock()
+		if w != nil {
+			w.mu.Lock()
+			st := w.podState
+			w.mu.Unlock()
+			if st != fsm.PodStateTerminated && st != fsm.PodStateFinished {
+				e.log.Info("Eviction manager: waiting for the evicted pod to terminate", "uid", uid, "signal", d.Signal)
+				return nil
+			}
+		}
+	}
 	type cand struct {
 		w   *podWorker
 		pod *v1.Pod
@@ -163,6 +180,7 @@ func (n *nodeReclaim) EvictPod(ctx context.Context) error {
 	msg := d.Message()
 	e.log.Warn("Eviction manager: pod is evicted successfully", "pod", victim.Namespace+"/"+victim.Name, "uid", victim.UID,
 		"signal", d.Signal, "grace", grace, "message", msg)
+	n.lastEvicted = victim.UID
 	byUID[victim.UID].post(input{kind: inputEvict, evict: &evictionOrder{grace: grace, message: msg}})
 	return nil
 }

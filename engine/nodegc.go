@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/engine/eviction"
@@ -39,6 +40,9 @@ type nodeReclaim struct {
 	decision   eviction.Decision
 	reclaimed  map[string]bool
 	reclaimAll bool
+	// lastEvicted is the pod evict_pod evicted last; no other goes until
+	// it terminated.
+	lastEvicted types.UID
 
 	// What measure_image_fs found, for remove_unused_images.
 	plan  []string
