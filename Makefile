@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO    ?= go
 # Debian packages the tests, `make run` and `make docs` need.
-DEB_PKGS := containerd runc etcd-server containernetworking-plugins busybox-static graphviz iproute2 ca-certificates chromium
+DEB_PKGS := containerd runc etcd-server containernetworking-plugins busybox-static graphviz iproute2 ca-certificates chromium e2fsprogs mount
 TEST_TIMEOUT ?= 25m
 # Test artifacts (the web UI's screenshot) are kept here, outside the repository.
 ARTIFACTS ?= $(or $(TMPDIR),/tmp)/speclet-test-artifacts

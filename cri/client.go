@@ -375,3 +375,25 @@ func (c *Client) ListImages(ctx context.Context, filter *runtimeapi.ImageFilter)
 	}
 	return r.Images, nil
 }
+
+// RemoveImage removes an image by id or reference; an image that is not
+// present is no error.
+func (c *Client) RemoveImage(ctx context.Context, image *runtimeapi.ImageSpec) error {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	if _, err := c.img.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: image}); err != nil {
+		return c.err("RemoveImage", image.GetImage(), err)
+	}
+	return nil
+}
+
+// ImageFsInfo returns the usage of the runtime's image filesystems.
+func (c *Client) ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	r, err := c.img.ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{})
+	if err != nil {
+		return nil, c.err("ImageFsInfo", "", err)
+	}
+	return r, nil
+}

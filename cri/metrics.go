@@ -197,3 +197,24 @@ func (x *metered) ListImages(ctx context.Context, filter *runtimeapi.ImageFilter
 	x.m.record("ListImages", start, err)
 	return l, err
 }
+
+func (x *metered) RemoveImage(ctx context.Context, image *runtimeapi.ImageSpec) error {
+	start := time.Now()
+	err := x.r.RemoveImage(ctx, image)
+	x.m.record("RemoveImage", start, err)
+	return err
+}
+
+func (x *metered) ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
+	start := time.Now()
+	r, err := x.r.ImageFsInfo(ctx)
+	x.m.record("ImageFsInfo", start, err)
+	return r, err
+}
+
+func (x *metered) ListContainerStats(ctx context.Context, filter *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error) {
+	start := time.Now()
+	r, err := x.r.ListContainerStats(ctx, filter)
+	x.m.record("ListContainerStats", start, err)
+	return r, err
+}

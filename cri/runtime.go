@@ -27,6 +27,10 @@ type RuntimeService interface {
 	RemoveContainer(ctx context.Context, containerID string) error
 	ContainerStatus(ctx context.Context, containerID string) (*runtimeapi.ContainerStatus, error)
 	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
+	// ListContainerStats returns the resource usage of the containers that
+	// match filter (nil: all): memory working set, writable layer bytes
+	// and inodes.
+	ListContainerStats(ctx context.Context, filter *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error)
 	// ExecSync runs cmd in a running container and waits for it to exit, at
 	// most timeout (rounded up to whole seconds; 0 = no bound but the
 	// caller's context). A command that ran and exited non-zero is not an
@@ -47,6 +51,13 @@ type ImageService interface {
 	// ImageStatus returns nil, nil when the image is not present.
 	ImageStatus(ctx context.Context, image *runtimeapi.ImageSpec) (*runtimeapi.Image, error)
 	ListImages(ctx context.Context, filter *runtimeapi.ImageFilter) ([]*runtimeapi.Image, error)
+	// RemoveImage removes an image (by id or reference); removing an image
+	// that is not present is not an error (the CRI contract).
+	RemoveImage(ctx context.Context, image *runtimeapi.ImageSpec) error
+	// ImageFsInfo returns the usage of the filesystems images are stored
+	// on: image_filesystems (and, from runtimes that split them,
+	// container_filesystems), each with its mountpoint and used bytes.
+	ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error)
 }
 
 // Runtime is a container runtime reached through the CRI.

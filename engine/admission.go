@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/resources"
 	"github.com/speclet/speclet/fsm"
 )
@@ -15,7 +16,10 @@ import (
 // with the scheduler's fit predicate): a pod whose requests do not fit the
 // node's allocatable beside the requests of the admitted pods that are not
 // terminated is refused when its UID is first declared, and fails with
-// reason OutOf<resource> (OutOfcpu, OutOfmemory) without starting. The
+// reason OutOf<resource> (OutOfcpu, OutOfmemory) without starting. Before
+// that, under node pressure (Config.Eviction) kubelet's eviction admission
+// refuses BestEffort pods under MemoryPressure and every non-critical pod
+// under DiskPressure or PIDPressure, with reason Evicted. The
 // other pods keep running. The decision is made once, in the sync loop
 // (one goroutine, so two pods never both take the last room), and the pod
 // machine's guard admission_refused reads it.
@@ -28,6 +32,12 @@ type refusal struct {
 // admitLocked decides the admission of pod; e.mu is held. Adopted pods
 // (already running when speclet started) are not re-admitted.
 func (e *Engine) admitLocked(pod *v1.Pod) *refusal {
+	if m := e.cfg.Eviction; m != nil {
+		// kubelet's eviction admit handler, before the resource fit.
+		if ok, msg := m.Admit(pod, config.IsStatic(pod)); !ok {
+			return &refusal{Reason: ReasonEvicted, Message: msg}
+		}
+	}
 	alloc := e.cfg.Allocatable
 	if alloc == nil {
 		return nil

@@ -53,12 +53,14 @@ func newCoverage() *coverage {
 			fsm.ContainerMachineName: make([]int, len(fsm.ContainerTransitionTable)),
 			fsm.SandboxMachineName:   make([]int, len(fsm.SandboxTransitionTable)),
 			fsm.ProbeMachineName:     make([]int, len(fsm.ProbeTransitionTable)),
+			fsm.NodeMachineName:      make([]int, len(fsm.NodeTransitionTable)),
 		},
 		choices: map[string][]int{
 			fsm.PodMachineName:       make([]int, len(fsm.PodChoiceTable)),
 			fsm.ContainerMachineName: make([]int, len(fsm.ContainerChoiceTable)),
 			fsm.SandboxMachineName:   make([]int, len(fsm.SandboxChoiceTable)),
 			fsm.ProbeMachineName:     make([]int, len(fsm.ProbeChoiceTable)),
+			fsm.NodeMachineName:      make([]int, len(fsm.NodeChoiceTable)),
 		},
 	}
 }
@@ -238,6 +240,10 @@ func (cv *coverage) table() []coverageRow {
 	choices(fsm.ProbeMachineName, len(fsm.ProbeChoiceTable), func(i int) (string, string, string) {
 		c := fsm.ProbeChoiceTable[i]
 		return c.State.String(), guard(c.Guard, c.HasGuard, "otherwise"), c.To.String()
+	})
+	rows(fsm.NodeMachineName, len(fsm.NodeTransitionTable), func(i int) (string, string, string, string) {
+		r := fsm.NodeTransitionTable[i]
+		return r.From.String(), r.Event.String(), guard(r.Guard, r.HasGuard, ""), target(r.To, r.Internal)
 	})
 	rows(fsm.ContainerMachineName, len(fsm.ContainerTransitionTable), func(i int) (string, string, string, string) {
 		r := fsm.ContainerTransitionTable[i]

@@ -28,6 +28,11 @@
 //     StartContainer, StopContainer, RecordExit, RemoveContainer, the
 //     count_* backoff actions; start_blocked, restart_allowed, spec_changed).
 //   - hooks.go: postStart and preStop handlers (exec, httpGet).
+//   - nodegc.go: the node machine (spec/node.hcl) on its own goroutine:
+//     every ImageGCPeriod (5 min) MeasureImageFs (ImageFsInfo, statfs of
+//     its mountpoint through Config.FsStat, the images and the containers
+//     using them) and RemoveUnusedImages (RemoveImage of engine/imagegc's
+//     plan).
 //   - probe.go, probe_handlers.go: the probe machine of each container
 //     (start_startup, start_probes, run_probe, kill_container,
 //     stop_probes), its workers (one per probe kind of the running

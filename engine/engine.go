@@ -18,6 +18,8 @@ import (
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/eviction"
+	"github.com/speclet/speclet/engine/imagegc"
 	"github.com/speclet/speclet/engine/volume"
 	"github.com/speclet/speclet/fsm"
 )
@@ -105,6 +107,30 @@ type Config struct {
 	Published func()
 	// Events receives the pod events (nil: none are recorded).
 	Events EventRecorder
+	// ImageGC is kubelet's image GC policy (--image-gc-high-threshold,
+	// --image-gc-low-threshold, --minimum-image-ttl-duration); zero
+	// thresholds get 85 and 80.
+	ImageGC imagegc.Policy
+	// ImageGCPeriod is how often the node machine measures the image
+	// filesystem (kubelet: 5 min, the default).
+	ImageGCPeriod time.Duration
+	// FsStat returns the capacity and the available bytes of the
+	// filesystem mounted at path (the image filesystem ImageFsInfo names);
+	// nil: statfs(2).
+	FsStat func(path string) (capacity, available uint64, err error)
+	// Eviction is the eviction manager's decision core (thresholds, grace
+	// periods, pressure conditions); nil: no eviction, no pressure
+	// admission.
+	Eviction *eviction.Manager
+	// EvictionPeriod is how often the signals are observed (kubelet: 10 s).
+	EvictionPeriod time.Duration
+	// Signals measures the eviction signals, imagefs on imageFs (the
+	// mountpoint ImageFsInfo names, "" when unknown); nil: the host
+	// (engine/nodestats) with nodefs on RootDir.
+	Signals func(ctx context.Context, imageFs string) (eviction.Observations, error)
+	// EvictionMaxPodGrace is --eviction-max-pod-grace-period: the grace
+	// period of a soft eviction (negative: the pod's own).
+	EvictionMaxPodGrace int64
 }
 
 // ContainerGCPolicy is kubelet's container GC policy for the dead
@@ -193,6 +219,8 @@ type Engine struct {
 	// from the runtime's Version; "cri" when it does not say.
 	runtimeName string
 	gate        atomic.Pointer[chan struct{}]
+	// node owns the node machine (image GC), run by its own goroutine.
+	node *nodeReclaim
 }
 
 // New checks cfg and returns an engine ready to Run.
@@ -214,6 +242,21 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.ContainerGC.MaxPerContainer < 1 {
 		cfg.ContainerGC.MaxPerContainer = 1
+	}
+	if cfg.ImageGCPeriod <= 0 {
+		cfg.ImageGCPeriod = DefaultImageGCPeriod
+	}
+	if cfg.ImageGC.High == 0 && cfg.ImageGC.Low == 0 {
+		cfg.ImageGC.High, cfg.ImageGC.Low = 85, 80
+	}
+	if err := cfg.ImageGC.Check(); err != nil {
+		return nil, fmt.Errorf("engine: image GC policy: %w", err)
+	}
+	if cfg.FsStat == nil {
+		cfg.FsStat = Statfs
+	}
+	if cfg.EvictionPeriod <= 0 {
+		cfg.EvictionPeriod = DefaultEvictionPeriod
 	}
 	if cfg.ImagePullBackOffBase <= 0 {
 		cfg.ImagePullBackOffBase = DefaultImagePullBackOffBase
@@ -249,6 +292,10 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.metrics = m
+	if e.cfg.Signals == nil {
+		e.cfg.Signals = e.defaultSignals
+	}
+	e.node = newNodeReclaim(e)
 	e.rt = detachedRuntime{Runtime: cfg.Runtime, run: func() context.Context { return e.runCtx }}
 	if err := m.registerHealth(cfg.Registerer, e); err != nil {
 		return nil, err
@@ -297,6 +344,8 @@ func (e *Engine) Run(ctx context.Context, updates <-chan config.PodUpdate) error
 	plegCh := make(chan plegEvent, 4096)
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); e.runPLEG(ctx, plegCh) }()
+	e.wg.Add(1)
+	go func() { defer e.wg.Done(); e.node.run(ctx) }()
 
 	syncTick := e.clock.NewTicker(syncTickPeriod)
 	defer syncTick.Stop()

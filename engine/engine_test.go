@@ -2,10 +2,12 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,6 +30,8 @@ import (
 	"github.com/speclet/speclet/cri/sim"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/criaudit"
+	"github.com/speclet/speclet/engine/eviction"
+	"github.com/speclet/speclet/engine/resources"
 )
 
 // scriptHarness runs an Engine against the simulated runtime served over gRPC,
@@ -91,6 +95,35 @@ type scriptHarness struct {
 	cfg      Config
 	probes   chan ProbeResult
 	events   *eventLog
+	// imageFs is the capacity of the simulated image filesystem; its
+	// available bytes are the capacity less the sizes of the images present.
+	imageFs uint64
+	// signals are the eviction signals Config.Signals reports (the
+	// `signal` command); signalsErr fails the next measurement.
+	sigMu      sync.Mutex
+	signals    eviction.Observations
+	signalsErr int
+}
+
+// measure is Config.Signals in scripts: the scripted signals, and
+// imagefs.available from the simulated image filesystem when asked for.
+func (h *scriptHarness) measure(_ context.Context, imageFs string) (eviction.Observations, error) {
+	h.sigMu.Lock()
+	defer h.sigMu.Unlock()
+	if h.signalsErr > 0 {
+		h.signalsErr--
+		return nil, errors.New("read /proc/meminfo: scripted failure")
+	}
+	out := eviction.Observations{}
+	for k, v := range h.signals {
+		out[k] = v
+	}
+	if _, scripted := out["imagefs.available"]; !scripted && imageFs != "" {
+		if c, a, err := h.fsStat(imageFs); err == nil {
+			out["imagefs.available"] = eviction.Observation{Available: int64(a), Capacity: int64(c)}
+		}
+	}
+	return out, nil
 }
 
 // eventLog keeps the log records that stand for kubelet's events
@@ -184,6 +217,9 @@ func (h *scriptHarness) launch(cfg Config) {
 	cfg.RootDir = filepath.Join(h.dir, "root")
 	cfg.Clock = h.clk
 	cfg.NodeName = "node"
+	if cfg.FsStat == nil {
+		cfg.FsStat = h.fsStat
+	}
 	h.reg = prometheus.NewRegistry()
 	cfg.Registerer = h.reg
 	var logh slog.Handler = slog.NewTextHandler(io.Discard, nil)
@@ -210,6 +246,66 @@ func (h *scriptHarness) launch(cfg Config) {
 	h.done = make(chan error, 1)
 	go func() { h.done <- e.Run(ctx, h.updates) }()
 }
+
+// fsStat is the engine's FsStat on the simulated runtime: the image
+// filesystem (sim.ImageFsMountpoint) holds exactly the images present.
+func (h *scriptHarness) fsStat(path string) (capacity, available uint64, err error) {
+	if path != sim.ImageFsMountpoint {
+		return 0, 0, fmt.Errorf("statfs %s: no such file or directory", path)
+	}
+	capacity = h.imageFs
+	if capacity == 0 {
+		capacity = 1 << 40
+	}
+	used := h.srv.Runtime.ImageBytes()
+	return capacity, capacity - min(used, capacity), nil
+}
+
+// formatImages lists the images present, by first reference, sorted.
+func (h *scriptHarness) formatImages() string {
+	imgs, err := h.rt.ListImages(context.Background(), nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var lines []string
+	for _, img := range imgs {
+		lines = append(lines, fmt.Sprintf("%s %s", img.RepoTags[0], resource.NewQuantity(int64(img.Size), resource.BinarySI)))
+	}
+	sort.Strings(lines)
+	if len(lines) == 0 {
+		return "none"
+	}
+	return strings.Join(lines, "\n")
+}
+
+// formatNodeHistory prints the node machine's transitions since the last
+// call, each with its time since the harness's start and its actions.
+func (h *scriptHarness) formatNodeHistory(from int) (string, int) {
+	all := h.eng.NodeHistory()
+	var b strings.Builder
+	for _, t := range all[min(from, len(all)):] {
+		fmt.Fprintf(&b, "+%s %s -%s-> %s", t.Time.Sub(h.t0), t.From, t.Event, t.To)
+		for i, a := range t.Actions {
+			sep := ", "
+			if i == 0 {
+				sep = " / "
+			}
+			b.WriteString(sep + a.Action)
+			if a.Error != "" {
+				// The socket path changes from run to run.
+				b.WriteString(" (error: " + criEndpoint.ReplaceAllString(a.Error, "cri: ") + ")")
+			}
+		}
+		b.WriteString("\n")
+	}
+	if b.Len() == 0 {
+		return "none", len(all)
+	}
+	return strings.TrimSuffix(b.String(), "\n"), len(all)
+}
+
+// criEndpoint matches the endpoint a CRI error names.
+var criEndpoint = regexp.MustCompile(`cri unix://\S+\.sock: `)
 
 type testWriter struct{ t *testing.T }
 
@@ -539,6 +635,7 @@ func TestEngineScripts(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		h := newHarness(t)
 		pods := map[string]*v1.Pod{}
+		nodeSeen := 0
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			switch d.Cmd {
 			case "start":
@@ -566,6 +663,47 @@ func TestEngineScripts(t *testing.T) {
 					var s string
 					d.ScanArgs(t, "sources", &s)
 					cfg.Sources = strings.Split(s, ",")
+				}
+				if d.HasArg("image-fs") {
+					var s string
+					d.ScanArgs(t, "image-fs", &s)
+					q := resource.MustParse(s)
+					h.imageFs = uint64(q.Value())
+				}
+				if d.HasArg("image-gc-period") {
+					var s string
+					d.ScanArgs(t, "image-gc-period", &s)
+					cfg.ImageGCPeriod, _ = time.ParseDuration(s)
+				}
+				if d.HasArg("eviction-hard") || d.HasArg("eviction-soft") {
+					var hard, soft, grace string
+					if d.HasArg("eviction-hard") {
+						d.ScanArgs(t, "eviction-hard", &hard)
+					}
+					if d.HasArg("eviction-soft") {
+						d.ScanArgs(t, "eviction-soft", &soft)
+						d.ScanArgs(t, "eviction-soft-grace", &grace)
+					}
+					ht, err := resources.ParseThresholds("eviction-hard", hard)
+					if err != nil {
+						t.Fatal(err)
+					}
+					st, err := resources.ParseThresholds("eviction-soft", soft)
+					if err != nil {
+						t.Fatal(err)
+					}
+					g, err := eviction.ParseGrace("eviction-soft-grace-period", grace)
+					if err != nil {
+						t.Fatal(err)
+					}
+					cfg.Eviction = eviction.NewManager(eviction.Config{Hard: ht, Soft: st, Grace: g, Transition: 30 * time.Second})
+					cfg.EvictionPeriod = 10 * time.Second
+					cfg.Signals = h.measure
+				}
+				if d.HasArg("min-image-age") {
+					var s string
+					d.ScanArgs(t, "min-image-age", &s)
+					cfg.ImageGC.MinAge, _ = time.ParseDuration(s)
 				}
 				h.start(cfg)
 				return ""
@@ -641,6 +779,63 @@ func TestEngineScripts(t *testing.T) {
 				return h.recorded.take()
 			case "calllog":
 				return h.formatCallLog()
+			case "image":
+				// An image pulled beside the engine (crictl pull), of size bytes.
+				var ref, size string
+				d.ScanArgs(t, "ref", &ref)
+				d.ScanArgs(t, "size", &size)
+				q := resource.MustParse(size)
+				h.srv.Runtime.AddImage(ref, uint64(q.Value()))
+				return ""
+			case "images":
+				return h.formatImages()
+			case "signal":
+				// What the eviction manager measures from now on:
+				// signal name=memory.available available=Q capacity=Q,
+				// or signal fail=N.
+				h.sigMu.Lock()
+				if d.HasArg("fail") {
+					d.ScanArgs(t, "fail", &h.signalsErr)
+				} else {
+					var name, avail, capacity string
+					d.ScanArgs(t, "name", &name)
+					d.ScanArgs(t, "available", &avail)
+					d.ScanArgs(t, "capacity", &capacity)
+					if h.signals == nil {
+						h.signals = eviction.Observations{}
+					}
+					a, c := resource.MustParse(avail), resource.MustParse(capacity)
+					h.signals[name] = eviction.Observation{Available: a.Value(), Capacity: c.Value()}
+				}
+				h.sigMu.Unlock()
+				return ""
+			case "usage":
+				// What ListContainerStats reports for a pod's containers.
+				var pod, mem, disk string
+				d.ScanArgs(t, "pod", &pod)
+				mem, disk = "0", "0"
+				if d.HasArg("memory") {
+					d.ScanArgs(t, "memory", &mem)
+				}
+				if d.HasArg("disk") {
+					d.ScanArgs(t, "disk", &disk)
+				}
+				m, dk := resource.MustParse(mem), resource.MustParse(disk)
+				h.srv.Runtime.SetUsage(pod, "", sim.Usage{MemoryWorkingSet: uint64(m.Value()), WritableLayer: uint64(dk.Value())})
+				return ""
+			case "conditions":
+				// The node's pressure conditions (the Node status's source).
+				var out []string
+				for c, on := range h.eng.cfg.Eviction.Conditions() {
+					out = append(out, fmt.Sprintf("%s=%v", c, on))
+				}
+				sort.Strings(out)
+				return strings.Join(out, " ")
+			case "node-history":
+				// The node machine's transitions since the last node-history.
+				out, n := h.formatNodeHistory(nodeSeen)
+				nodeSeen = n
+				return out
 			case "missing-image":
 				var ref string
 				d.ScanArgs(t, "ref", &ref)

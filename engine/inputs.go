@@ -117,5 +117,12 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 		}
 	case inputNameFree:
 		s.fire(ctx, fsm.PodEventNameFree)
+	case inputEvict:
+		if s.evicted == nil {
+			s.evicted = in.evict
+		}
+		s.kill(in.evict.grace, false)
+		s.w.publishStatus()
+		s.fire(ctx, fsm.Route(fsm.InputEvicted).Pod)
 	}
 }

@@ -180,6 +180,7 @@ func (c machinesCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		w.mu.Unlock()
 	}
+	counts[[2]string{fsm.NodeMachineName, c.e.node.stateName()}]++
 	for l, n := range counts {
 		ch <- prometheus.MustNewConstMetric(c.m.machineStates, prometheus.GaugeValue, float64(n), l[0], l[1])
 	}
@@ -246,6 +247,9 @@ func stateLabels() [][2]string {
 	}
 	for _, s := range fsm.ProbeStates {
 		out = append(out, [2]string{fsm.ProbeMachineName, s.String()})
+	}
+	for _, s := range fsm.NodeStates {
+		out = append(out, [2]string{fsm.NodeMachineName, s.String()})
 	}
 	return out
 }
@@ -318,6 +322,10 @@ func transitionLabels() [][4]string {
 		}
 		return out
 	})
+	add(fsm.NodeMachineName, len(fsm.NodeTransitionTable), func(i int) (string, string, string, bool) {
+		r := fsm.NodeTransitionTable[i]
+		return r.From.String(), r.Event.String(), r.To.String(), r.Internal
+	}, func(string) []string { return nil })
 	add(fsm.ContainerMachineName, len(fsm.ContainerTransitionTable), func(i int) (string, string, string, bool) {
 		r := fsm.ContainerTransitionTable[i]
 		return r.From.String(), r.Event.String(), r.To.String(), r.Internal

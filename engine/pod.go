@@ -23,6 +23,7 @@ import (
 type podState struct {
 	w       *podWorker
 	e       *Engine
+	evicted *evictionOrder // the eviction manager evicted the pod: Failed, Evicted
 	pod     *v1.Pod
 	machine *fsm.PodMachine
 	sandbox *sandboxState

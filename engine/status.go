@@ -21,6 +21,8 @@ const (
 	ReasonRunContainer      = "RunContainerError"
 	ReasonCrashLoopBackOff  = "CrashLoopBackOff"
 	ReasonContainerCreating = "ContainerCreating"
+	// ReasonEvicted is the reason of a pod the eviction manager evicted.
+	ReasonEvicted = "Evicted"
 	// ReasonFailedMount: a volume of the pod could not be set up.
 	ReasonFailedMount     = "FailedMount"
 	ReasonPodInitializing = "PodInitializing"
@@ -81,6 +83,7 @@ type podView struct {
 	Terminated   bool            // every container is stopped for good
 	RuntimeName  string          // container IDs read "<RuntimeName>://<id>"
 	Refused      *refusal        // refused admission: Failed with its reason
+	Evicted      string          // the eviction message: Failed, reason Evicted
 }
 
 // computeStatus derives a pod's status from its view. A pod that reached
@@ -124,6 +127,10 @@ func computeStatus(prev *v1.PodStatus, v *podView, now time.Time) v1.PodStatus {
 	st.Phase = podPhase(pod, v)
 	if prev != nil && (prev.Phase == v1.PodSucceeded || prev.Phase == v1.PodFailed) {
 		st.Phase = prev.Phase
+	}
+	if v.Evicted != "" && st.Phase != v1.PodSucceeded {
+		// kubelet's eviction status: Failed at once, reason Evicted.
+		st.Phase, st.Reason, st.Message = v1.PodFailed, ReasonEvicted, v.Evicted
 	}
 
 	ts := metav1.NewTime(now)

@@ -19,6 +19,9 @@ func (s *podState) view() *podView {
 	if r := s.w.refusal; r != nil {
 		v.Refused = r
 	}
+	if s.evicted != nil {
+		v.Evicted = s.evicted.message
+	}
 	st := s.machine.State()
 	v.Terminated = st == fsm.PodStateCompleted || st == fsm.PodStateTerminated || st == fsm.PodStateFinished
 	for _, c := range s.inits {

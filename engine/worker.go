@@ -23,6 +23,7 @@ const (
 	inputProbe                     // a probe result
 	inputOrphan                    // a runtime pod no source declares
 	inputNameFree                  // the static pod name this worker waits for is free
+	inputEvict                     // the eviction manager evicts the pod
 )
 
 // input is one message to a pod worker.
@@ -32,6 +33,7 @@ type input struct {
 	pod   *v1.Pod
 	pleg  plegEvent
 	probe ProbeResult
+	evict *evictionOrder
 }
 
 // podWorker is the one serialized worker of a pod UID. Inputs are queued by
@@ -121,6 +123,12 @@ func (w *podWorker) post(in input) {
 		}
 		if in.kind == inputOrphan {
 			w.killPosted, w.orphan = true, true
+		}
+		if in.kind == inputEvict && w.cancel != nil {
+			// The eviction comes first (it is not a kill of the source:
+			// the evicted pod keeps its Failed status while a source
+			// lists it).
+			w.cancel()
 		}
 		w.queue = append(w.queue, in)
 	}

@@ -6,7 +6,7 @@ import "fmt"
 
 // RoutesSpecSHA256 is the SHA-256 of spec/routes.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const RoutesSpecSHA256 = "a5ed51b46178524b2475d642bd26b7c867e1005212074e54e11cacbdd82242fd"
+const RoutesSpecSHA256 = "f8bab1bec418e56f934be60578415bef457f4cbffd7717853c70ef88ace63738"
 
 // Input is a channel input of the engine: a config op, a runtime event, a
 // tick or a probe result. Route says which machine events it becomes.
@@ -26,6 +26,10 @@ const (
 	// InputConfigDelete: The pod was deleted gracefully (kubelet DELETE,
 	// deletionTimestamp set): terminate with deletionGracePeriodSeconds.
 	InputConfigDelete
+	// InputEvicted: The eviction manager (the node machine's evict_pod) evicts
+	// the pod: terminate with the eviction grace period; the pod ends Failed with
+	// reason Evicted.
+	InputEvicted
 	// InputConfigReconcile: Status-only change (kubelet RECONCILE): sync to
 	// rewrite the status.
 	InputConfigReconcile
@@ -66,9 +70,9 @@ const (
 )
 
 // Inputs lists every input in spec order.
-var Inputs = []Input{InputConfigAdd, InputConfigUpdate, InputConfigRemove, InputConfigDelete, InputConfigReconcile, InputConfigRestore, InputContainerStarted, InputContainerDied, InputContainerRemoved, InputSandboxDied, InputContainerChanged, InputSyncTick, InputHousekeeping, InputLivenessFailed, InputStartupSucceeded, InputStartupFailed, InputReadinessSucceeded, InputReadinessFailed}
+var Inputs = []Input{InputConfigAdd, InputConfigUpdate, InputConfigRemove, InputConfigDelete, InputEvicted, InputConfigReconcile, InputConfigRestore, InputContainerStarted, InputContainerDied, InputContainerRemoved, InputSandboxDied, InputContainerChanged, InputSyncTick, InputHousekeeping, InputLivenessFailed, InputStartupSucceeded, InputStartupFailed, InputReadinessSucceeded, InputReadinessFailed}
 
-var inputNames = [...]string{"config_add", "config_update", "config_remove", "config_delete", "config_reconcile", "config_restore", "container_started", "container_died", "container_removed", "sandbox_died", "container_changed", "sync_tick", "housekeeping", "liveness_failed", "startup_succeeded", "startup_failed", "readiness_succeeded", "readiness_failed"}
+var inputNames = [...]string{"config_add", "config_update", "config_remove", "config_delete", "evicted", "config_reconcile", "config_restore", "container_started", "container_died", "container_removed", "sandbox_died", "container_changed", "sync_tick", "housekeeping", "liveness_failed", "startup_succeeded", "startup_failed", "readiness_succeeded", "readiness_failed"}
 
 // String returns the input's name in the spec.
 func (in Input) String() string {
@@ -93,6 +97,8 @@ func ParseInput(name string) (Input, bool) {
 type Routed struct {
 	Container    ContainerEvent
 	HasContainer bool
+	Node         NodeEvent
+	HasNode      bool
 	Pod          PodEvent
 	HasPod       bool
 	Probe        ProbeEvent
@@ -101,11 +107,12 @@ type Routed struct {
 	HasSandbox   bool
 }
 
-var routeTable = [18]Routed{
+var routeTable = [19]Routed{
 	InputConfigAdd:          {Pod: PodEventUpdate, HasPod: true},
 	InputConfigUpdate:       {Pod: PodEventUpdate, HasPod: true},
 	InputConfigRemove:       {Pod: PodEventKill, HasPod: true},
 	InputConfigDelete:       {Pod: PodEventKill, HasPod: true},
+	InputEvicted:            {Pod: PodEventKill, HasPod: true},
 	InputConfigReconcile:    {Pod: PodEventSync, HasPod: true},
 	InputConfigRestore:      {Pod: PodEventUpdate, HasPod: true},
 	InputContainerStarted:   {Pod: PodEventSync, HasPod: true, Container: ContainerEventStarted, HasContainer: true},

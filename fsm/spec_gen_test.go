@@ -15,6 +15,7 @@ import (
 func TestGeneratedFromCurrentSpec(t *testing.T) {
 	want := map[string]struct{ sum, generated string }{
 		"container.hcl": {ContainerSpecSHA256, "fsm/container_gen.go"},
+		"node.hcl":      {NodeSpecSHA256, "fsm/node_gen.go"},
 		"pod.hcl":       {PodSpecSHA256, "fsm/pod_gen.go"},
 		"probe.hcl":     {ProbeSpecSHA256, "fsm/probe_gen.go"},
 		"routes.hcl":    {RoutesSpecSHA256, "fsm/routes_gen.go"},

@@ -42,6 +42,10 @@ input "config_delete" {
   doc = "The pod was deleted gracefully (kubelet DELETE, deletionTimestamp set): terminate with deletionGracePeriodSeconds."
   pod = pod.kill
 }
+input "evicted" {
+  doc = "The eviction manager (the node machine's evict_pod) evicts the pod: terminate with the eviction grace period; the pod ends Failed with reason Evicted."
+  pod = pod.kill
+}
 input "config_reconcile" {
   doc = "Status-only change (kubelet RECONCILE): sync to rewrite the status."
   pod = pod.sync

@@ -284,8 +284,58 @@ func cmpBool(a, b bool) int {
 	return 1
 }
 
+// detached returns the machines nothing of the pod system reaches: no
+// input, external or other machine's effect sends them an event, they send
+// none elsewhere, and no tie reads them or is read by them (the node
+// machine, driven by the engine's node loop). Exploration leaves them in
+// their initial state; their events are not counted as unproduced.
+func (md *model) detached() map[int]bool {
+	out := map[int]bool{}
+	for _, m := range md.machines {
+		if m.idx != md.rep {
+			out[m.idx] = true
+		}
+	}
+	for _, in := range md.inputs {
+		for _, r := range in.routes {
+			delete(out, r.machine)
+		}
+	}
+	for _, m := range md.machines {
+		for _, ef := range m.effects {
+			if ef == nil {
+				continue
+			}
+			for _, sd := range ef.sends {
+				if sd.machine != m.idx {
+					delete(out, sd.machine)
+					delete(out, m.idx)
+				}
+			}
+		}
+		for _, ti := range m.ties {
+			if ti == nil {
+				continue
+			}
+			if ti.all != nil || ti.any != nil || ti.roles != nil || ti.inMachine >= 0 && ti.inMachine != m.idx {
+				delete(out, m.idx)
+				if ti.inMachine >= 0 {
+					delete(out, ti.inMachine)
+				}
+			}
+		}
+	}
+	for _, iv := range md.invs {
+		delete(out, iv.machine)
+		delete(out, iv.whileMachine)
+		delete(out, iv.afterMachine)
+	}
+	return out
+}
+
 // unproduced lists the events no input, external, timer, send or report
-// produces: they never happen in the explored system.
+// produces: they never happen in the explored system. Detached machines
+// are left out.
 func (md *model) unproduced() []string {
 	made := map[send]bool{}
 	for _, in := range md.inputs {
@@ -312,7 +362,11 @@ func (md *model) unproduced() []string {
 		}
 	}
 	var out []string
+	skip := md.detached()
 	for _, m := range md.machines {
+		if skip[m.idx] {
+			continue
+		}
 		for ev, name := range m.events {
 			if !made[send{m.idx, ev}] {
 				out = append(out, m.Name+"."+name)

@@ -80,7 +80,7 @@ func (a *apiClient) start(ctx context.Context, o *runOptions, eng *engine.Engine
 	}
 	n := node.New(node.Config{
 		Client: a.cs, Name: o.nodeName, IP: eng.NodeIP(), Port: port, MaxPods: o.maxPods,
-		RootDir: o.rootDir, Version: specletVersion(), Health: eng.Healthz,
+		RootDir: o.rootDir, Version: specletVersion(), Health: eng.Healthz, Pressure: eng.Pressure,
 		LeaseDuration: secondsDuration(o.nodeLeaseDuration),
 		Runtime: func(ctx context.Context) (string, string, error) {
 			v, err := rt.Version(ctx)

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/speclet/speclet/engine/cgroups"
+	"github.com/speclet/speclet/engine/eviction"
 	"github.com/speclet/speclet/engine/resources"
 )
 
@@ -21,6 +24,14 @@ type nodeOptions struct {
 	systemReserved  string
 	enforce         string
 	evictionHard    string
+	evictionSoft    string
+	evictionGrace   string
+	evictionReclaim string
+	evictionTrans   time.Duration
+	evictionMaxPodG int64
+	evictionSoftT   []resources.Threshold
+	evictionGraceM  map[string]time.Duration
+	evictionMinRecl map[string]resource.Quantity
 	kubeReservedL   v1.ResourceList
 	systemReservedL v1.ResourceList
 	evictionHardT   []resources.Threshold
@@ -33,7 +44,12 @@ func (n *nodeOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&n.kubeReserved, "kube-reserved", "", "resources reserved for the node agent and the runtime, e.g. cpu=200m,memory=500Mi; taken from node allocatable")
 	fs.StringVar(&n.systemReserved, "system-reserved", "", "resources reserved for the system, e.g. cpu=200m,memory=500Mi; taken from node allocatable")
 	fs.StringVar(&n.enforce, "enforce-node-allocatable", "pods", "where node allocatable is enforced: pods (the kubepods cgroup's limits), or none")
-	fs.StringVar(&n.evictionHard, "eviction-hard", resources.DefaultEvictionHard, "hard eviction thresholds (signal<quantity or signal<percent%); the memory.available threshold is taken from node allocatable")
+	fs.StringVar(&n.evictionHard, "eviction-hard", resources.DefaultEvictionHard, "hard eviction thresholds (signal<quantity or signal<percent%): a pod is evicted at once (grace 1 s) when one is met; the memory.available threshold is also taken from node allocatable")
+	fs.StringVar(&n.evictionSoft, "eviction-soft", "", "soft eviction thresholds (signal<quantity or signal<percent%): met for their grace period, a pod is evicted with --eviction-max-pod-grace-period")
+	fs.StringVar(&n.evictionGrace, "eviction-soft-grace-period", "", "grace period of each soft threshold, e.g. memory.available=1m30s (every --eviction-soft signal needs one)")
+	fs.StringVar(&n.evictionReclaim, "eviction-minimum-reclaim", "", "once a threshold is met it stays met until this much more is available, e.g. memory.available=100Mi,nodefs.available=500Mi")
+	fs.DurationVar(&n.evictionTrans, "eviction-pressure-transition-period", 5*time.Minute, "how long a pressure condition stays True after its last breach")
+	fs.Int64Var(&n.evictionMaxPodG, "eviction-max-pod-grace-period", 0, "grace period (seconds) of a pod evicted for a soft threshold, at most the pod's own; negative: the pod's own")
 }
 
 func (n *nodeOptions) check() error {
@@ -46,6 +62,23 @@ func (n *nodeOptions) check() error {
 	}
 	if n.evictionHardT, err = resources.ParseThresholds("eviction-hard", n.evictionHard); err != nil {
 		return err
+	}
+	if n.evictionSoftT, err = resources.ParseThresholds("eviction-soft", n.evictionSoft); err != nil {
+		return err
+	}
+	if n.evictionGraceM, err = eviction.ParseGrace("eviction-soft-grace-period", n.evictionGrace); err != nil {
+		return err
+	}
+	for _, t := range n.evictionSoftT {
+		if _, ok := n.evictionGraceM[t.Signal]; !ok {
+			return fmt.Errorf("--eviction-soft: %s has no grace period in --eviction-soft-grace-period", t.Signal)
+		}
+	}
+	if n.evictionMinRecl, err = parseMinReclaim(n.evictionReclaim); err != nil {
+		return err
+	}
+	if n.evictionTrans < 0 {
+		return fmt.Errorf("--eviction-pressure-transition-period: %s: want 0 or more", n.evictionTrans)
 	}
 	for _, v := range strings.Split(n.enforce, ",") {
 		switch strings.TrimSpace(v) {
@@ -62,6 +95,33 @@ func (n *nodeOptions) check() error {
 		return fmt.Errorf("--enforce-node-allocatable=pods needs --cgroups-per-qos (set --enforce-node-allocatable=none)")
 	}
 	return nil
+}
+
+// parseMinReclaim parses --eviction-minimum-reclaim
+// "memory.available=100Mi,nodefs.available=500Mi" (quantities only).
+func parseMinReclaim(s string) (map[string]resource.Quantity, error) {
+	out := map[string]resource.Quantity{}
+	if strings.TrimSpace(s) == "" {
+		return out, nil
+	}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if _, known := resources.Signals[k]; !ok || !known {
+			return nil, fmt.Errorf("--eviction-minimum-reclaim: %q: want signal=quantity with a known signal (memory.available, nodefs.available, ...)", kv)
+		}
+		q, err := resource.ParseQuantity(v)
+		if err != nil || q.Sign() < 0 {
+			return nil, fmt.Errorf("--eviction-minimum-reclaim: %q: want a non-negative quantity such as 500Mi (percentages are not supported)", kv)
+		}
+		out[k] = q
+	}
+	return out, nil
+}
+
+// evictionManager is the eviction manager of the flags.
+func (n *nodeOptions) evictionManager() *eviction.Manager {
+	return eviction.NewManager(eviction.Config{Hard: n.evictionHardT, Soft: n.evictionSoftT, Grace: n.evictionGraceM,
+		MinReclaim: n.evictionMinRecl, Transition: n.evictionTrans})
 }
 
 // nodeResources is what the node setup gives the engine.

@@ -30,6 +30,7 @@ import (
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/containerlogs"
 	"github.com/speclet/speclet/engine/criaudit"
+	"github.com/speclet/speclet/engine/imagegc"
 	"github.com/speclet/speclet/engine/kubeletapi"
 	"github.com/speclet/speclet/engine/server"
 )
@@ -61,6 +62,9 @@ type runOptions struct {
 	node                 nodeOptions
 	minContainerTTL      time.Duration
 	maxDeadPerContainer  int
+	imageGCHigh          int
+	imageGCLow           int
+	minImageTTL          time.Duration
 	kubeconfig           string
 	kubeAPIQPS           float64
 	kubeAPIBurst         int
@@ -84,6 +88,26 @@ type runOptions struct {
 }
 
 const defaultEndpoint = "unix:///run/containerd/containerd.sock"
+
+// imageGC is the image GC policy of the flags.
+func (o *runOptions) imageGC() imagegc.Policy {
+	return imagegc.Policy{High: o.imageGCHigh, Low: o.imageGCLow, MinAge: o.minImageTTL}
+}
+
+// fsStat measures the image filesystem: statfs of the mountpoint the
+// runtime names; the simulated runtime's images count as kept under
+// --root-dir.
+func (o *runOptions) fsStat() func(string) (uint64, uint64, error) {
+	if o.runtime != "sim" {
+		return nil
+	}
+	return func(path string) (uint64, uint64, error) {
+		if path == sim.ImageFsMountpoint {
+			path = o.rootDir
+		}
+		return engine.Statfs(path)
+	}
+}
 
 // parseRunFlags parses and checks the flags; every error names its flag.
 func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
@@ -130,6 +154,9 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	o.node.flags(fs)
 	fs.DurationVar(&o.minContainerTTL, "minimum-container-ttl-duration", 0, "container GC: a dead container instance younger than this is kept")
 	fs.IntVar(&o.maxDeadPerContainer, "maximum-dead-containers-per-container", 1, "container GC: dead instances kept per container of a pod (the newest always stays, for lastState and logs --previous)")
+	fs.IntVar(&o.imageGCHigh, "image-gc-high-threshold", 85, "image GC: percent of the image filesystem in use at or above which unused images are removed, least recently used first")
+	fs.IntVar(&o.imageGCLow, "image-gc-low-threshold", 80, "image GC: percent of the image filesystem that removals bring usage down to")
+	fs.DurationVar(&o.minImageTTL, "minimum-image-ttl-duration", 2*time.Minute, "image GC: an unused image first seen less than this long ago is kept")
 	fs.StringVar(&o.criAuditLog, "cri-audit-log", "", "debugging aid: append every CRI call (method and the spec action making it) to this file as JSON lines, for engine/criaudit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -258,6 +285,9 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	if n := int64(o.maxPods) * config.MaxContainers * int64(max(o.maxDeadPerContainer, 1)+1) * engine.MaxContainerRecordBytes; n > cri.MaxMsgSize {
 		return nil, fmt.Errorf("--maximum-dead-containers-per-container: %d with --max-pods %d lets ListContainers return up to %d MiB, more than the %d MiB a CRI message may hold; lower one of them",
 			o.maxDeadPerContainer, o.maxPods, n>>20, cri.MaxMsgSize>>20)
+	}
+	if err := o.imageGC().Check(); err != nil {
+		return nil, err
 	}
 	if err := o.node.check(); err != nil {
 		return nil, err
@@ -403,6 +433,10 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		SyncFrequency:        o.syncFrequency,
 		CrashLoopBackOffBase: o.crashLoopBackOffBase,
 		ContainerGC:          engine.ContainerGCPolicy{MinAge: o.minContainerTTL, MaxPerContainer: o.maxDeadPerContainer},
+		ImageGC:              o.imageGC(),
+		FsStat:               o.fsStat(),
+		Eviction:             o.node.evictionManager(),
+		EvictionMaxPodGrace:  o.node.evictionMaxPodG,
 		ImagePullBackOffBase: o.imagePullBackOffBase,
 		Registerer:           reg,
 		Log:                  log,

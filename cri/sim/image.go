@@ -12,9 +12,16 @@ import (
 )
 
 type image struct {
-	id  string // "sha256:<hex>", derived from the reference
-	ref string // normalized reference
+	id   string // "sha256:<hex>", derived from the reference
+	ref  string // normalized reference
+	size uint64 // bytes; DefaultImageSize unless set by AddImage
 }
+
+// DefaultImageSize is the size of an image the runtime pulls: 1 MiB.
+const DefaultImageSize = 1 << 20
+
+// ImageFsMountpoint is the mountpoint ImageFsInfo names.
+const ImageFsMountpoint = "/sim/images"
 
 // normalizeRef adds ":latest" to a reference without tag or digest.
 func normalizeRef(ref string) string {
@@ -34,7 +41,7 @@ func (r *Runtime) addImage(ref string) *image {
 		return img
 	}
 	sum := sha256.Sum256([]byte(ref))
-	img := &image{id: "sha256:" + hex.EncodeToString(sum[:]), ref: ref}
+	img := &image{id: "sha256:" + hex.EncodeToString(sum[:]), ref: ref, size: DefaultImageSize}
 	r.images[ref] = img
 	r.images[img.id] = img
 	return img
@@ -52,7 +59,7 @@ func (img *image) api() *runtimeapi.Image {
 	return &runtimeapi.Image{
 		Id:       img.id,
 		RepoTags: []string{img.ref},
-		Size:     1 << 20,
+		Size:     img.size,
 		Spec:     &runtimeapi.ImageSpec{Image: img.id},
 	}
 }
@@ -111,4 +118,56 @@ func (r *Runtime) ListImages(ctx context.Context, req *runtimeapi.ListImagesRequ
 		}
 	}
 	return &runtimeapi.ListImagesResponse{Images: out}, nil
+}
+
+// RemoveImage removes an image by id or reference; an image that is not
+// present is no error (the CRI contract). Like containerd's, it does not
+// check whether a container uses the image.
+func (r *Runtime) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRequest) (*runtimeapi.RemoveImageResponse, error) {
+	if err := r.before(ctx, "RemoveImage"); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if img := r.findImage(req.GetImage().GetImage()); img != nil {
+		delete(r.images, img.ref)
+		delete(r.images, img.id)
+	}
+	return &runtimeapi.RemoveImageResponse{}, nil
+}
+
+// ImageFsInfo reports one image filesystem at ImageFsMountpoint whose used
+// bytes are the sizes of the images present.
+func (r *Runtime) ImageFsInfo(ctx context.Context, req *runtimeapi.ImageFsInfoRequest) (*runtimeapi.ImageFsInfoResponse, error) {
+	if err := r.before(ctx, "ImageFsInfo"); err != nil {
+		return nil, err
+	}
+	used := r.ImageBytes()
+	return &runtimeapi.ImageFsInfoResponse{ImageFilesystems: []*runtimeapi.FilesystemUsage{{
+		Timestamp:  r.now(),
+		FsId:       &runtimeapi.FilesystemIdentifier{Mountpoint: ImageFsMountpoint},
+		UsedBytes:  &runtimeapi.UInt64Value{Value: used},
+		InodesUsed: &runtimeapi.UInt64Value{Value: uint64(len(r.images) / 2)},
+	}}}, nil
+}
+
+// ImageBytes is the sum of the sizes of the images present.
+func (r *Runtime) ImageBytes() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var n uint64
+	for k, img := range r.images {
+		if k == img.ref {
+			n += img.size
+		}
+	}
+	return n
+}
+
+// AddImage makes ref present with size bytes, as an image pulled by hand
+// (crictl pull) before or beside the engine.
+func (r *Runtime) AddImage(ref string, size uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.addImage(normalizeRef(ref)).size = size
 }

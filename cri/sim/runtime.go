@@ -58,6 +58,7 @@ type Runtime struct {
 	nextIP     uint32
 	recording  bool
 	log        []Call
+	usage      map[[2]string]Usage // (pod, container) -> scripted ListContainerStats
 
 	late []string // containers whose StartContainer timed out and runs later (StartLate)
 

@@ -22,6 +22,7 @@ var Mutating = map[string]bool{
 	"RemoveContainer":  true,
 	"ExecSync":         true, // runs a command in the container: it can change anything there
 	"PullImage":        true,
+	"RemoveImage":      true,
 }
 
 // Reads lists the CRI methods of cri.Runtime that only read; they may be
@@ -36,6 +37,8 @@ var Reads = map[string]bool{
 	"GetContainerEvents": true,
 	"ImageStatus":        true,
 	"ListImages":         true,
+	"ImageFsInfo":        true,
+	"ListContainerStats": true,
 }
 
 // Kinds of Violation.
@@ -76,6 +79,7 @@ var machines = sync.OnceValue(func() []machineDecl {
 		describe(fsm.ContainerMachineName, fsm.ContainerActionCRI[:], fsm.ContainerActionCalls[:]),
 		describe(fsm.SandboxMachineName, fsm.SandboxActionCRI[:], fsm.SandboxActionCalls[:]),
 		describe(fsm.ProbeMachineName, fsm.ProbeActionCRI[:], fsm.ProbeActionCalls[:]),
+		describe(fsm.NodeMachineName, fsm.NodeActionCRI[:], fsm.NodeActionCalls[:]),
 	}
 })
 

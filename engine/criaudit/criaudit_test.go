@@ -74,6 +74,18 @@ func (s *stub) ListImages(context.Context, *runtimeapi.ImageFilter) ([]*runtimea
 	s.calls++
 	return nil, nil
 }
+func (s *stub) ListContainerStats(context.Context, *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error) {
+	s.calls++
+	return nil, nil
+}
+func (s *stub) RemoveImage(context.Context, *runtimeapi.ImageSpec) error {
+	s.calls++
+	return nil
+}
+func (s *stub) ImageFsInfo(context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
+	s.calls++
+	return &runtimeapi.ImageFsInfoResponse{}, nil
+}
 
 // callAll calls every method of cri.Runtime on rt with ctx and zero values.
 func callAll(t *testing.T, rt cri.Runtime, ctx context.Context) []string {

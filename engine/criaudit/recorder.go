@@ -221,3 +221,18 @@ func (r *Recorder) ListImages(ctx context.Context, filter *runtimeapi.ImageFilte
 	r.record(ctx, "ListImages")
 	return r.rt.ListImages(ctx, filter)
 }
+
+func (r *Recorder) RemoveImage(ctx context.Context, image *runtimeapi.ImageSpec) error {
+	r.recordID(ctx, "RemoveImage", image.GetImage())
+	return r.rt.RemoveImage(ctx, image)
+}
+
+func (r *Recorder) ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
+	r.record(ctx, "ImageFsInfo")
+	return r.rt.ImageFsInfo(ctx)
+}
+
+func (r *Recorder) ListContainerStats(ctx context.Context, filter *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error) {
+	r.record(ctx, "ListContainerStats")
+	return r.rt.ListContainerStats(ctx, filter)
+}

@@ -81,9 +81,16 @@ type Decision struct {
 	Met []string
 }
 
-// Message is kubelet's eviction message for the signal.
+// Message is kubelet's eviction message for the signal (nodeLowMessageFmt),
+// with quantities as kubelet prints them: binary units for bytes.
 func (d Decision) Message() string {
-	return fmt.Sprintf("The node was low on resource: %s. Threshold quantity: %d, available: %d.", resourceOf(d.Signal), d.Threshold, d.Available)
+	res := resourceOf(d.Signal)
+	format := resource.BinarySI
+	if res == "inodes" || res == "pids" {
+		format = resource.DecimalSI
+	}
+	q := func(v int64) string { return resource.NewQuantity(v, format).String() }
+	return fmt.Sprintf("The node was low on resource: %s. Threshold quantity: %s, available: %s. ", res, q(d.Threshold), q(d.Available))
 }
 
 func resourceOf(signal string) string {
@@ -227,7 +234,7 @@ func (m *Manager) Admit(pod *v1.Pod, static bool) (ok bool, message string) {
 	if len(on) == 1 && on[0] == string(MemoryPressure) && resources.QOSClass(pod) != v1.PodQOSBestEffort {
 		return true, ""
 	}
-	return false, fmt.Sprintf("The node had condition: %s.", strings.Join(on, ", "))
+	return false, fmt.Sprintf("The node had condition: [%s]. ", strings.Join(on, " "))
 }
 
 // PodUsage is a running pod and what it uses of the signal's resource.

@@ -38,7 +38,7 @@ func TestHardThreshold(t *testing.T) {
 	if d.Signal != "memory.available" || !d.Hard || d.Threshold != 100*mi || d.Available != 50*mi {
 		t.Fatalf("50Mi available: %+v, want the hard memory threshold", d)
 	}
-	if d.Message() != "The node was low on resource: memory. Threshold quantity: 104857600, available: 52428800." {
+	if d.Message() != "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. " {
 		t.Errorf("message %q", d.Message())
 	}
 	if !m.Conditions()[MemoryPressure] || m.Conditions()[DiskPressure] {
@@ -166,7 +166,7 @@ func TestRankMemory(t *testing.T) {
 func TestAdmit(t *testing.T) {
 	m := NewManager(Config{Hard: thresholds(t, "memory.available<100Mi,nodefs.available<10%")})
 	m.Observe(time.Unix(0, 0), mem(50*mi))
-	if ok, msg := m.Admit(pod("be", "", 0), false); ok || msg != "The node had condition: MemoryPressure." {
+	if ok, msg := m.Admit(pod("be", "", 0), false); ok || msg != "The node had condition: [MemoryPressure]. " {
 		t.Errorf("BestEffort under MemoryPressure: %v %q", ok, msg)
 	}
 	if ok, _ := m.Admit(pod("bu", "burstable", 0), false); !ok {

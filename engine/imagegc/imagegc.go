@@ -113,16 +113,43 @@ func (m *Manager) Plan(now time.Time, u Usage) (ids []string, need uint64) {
 		return nil, 0
 	}
 	need = u.Used - target
-	type cand struct {
-		id string
-		r  *record
+	var freed uint64
+	for _, c := range m.candidates(now) {
+		if freed >= need {
+			break
+		}
+		ids = append(ids, c.id)
+		freed += c.r.size
 	}
-	var cs []cand
+	return ids, need
+}
+
+// Unused returns every image that may be removed at now (not in use, not
+// pinned, first seen at least MinAge ago), least recently used first, and
+// the sum of their sizes: kubelet's DeleteUnusedImages, the eviction
+// manager's node-level reclaim.
+func (m *Manager) Unused(now time.Time) (ids []string, size uint64) {
+	for _, c := range m.candidates(now) {
+		ids = append(ids, c.id)
+		size += c.r.size
+	}
+	return ids, size
+}
+
+type candidate struct {
+	id string
+	r  *record
+}
+
+// candidates are the removable images at now, least recently used first,
+// then first seen first, then by ID.
+func (m *Manager) candidates(now time.Time) []candidate {
+	var cs []candidate
 	for id, r := range m.records {
 		if r.pinned || r.inUse || now.Sub(r.firstSeen) < m.policy.MinAge {
 			continue
 		}
-		cs = append(cs, cand{id, r})
+		cs = append(cs, candidate{id, r})
 	}
 	sort.Slice(cs, func(i, j int) bool {
 		a, b := cs[i].r, cs[j].r
@@ -134,13 +161,5 @@ func (m *Manager) Plan(now time.Time, u Usage) (ids []string, need uint64) {
 		}
 		return cs[i].id < cs[j].id
 	})
-	var freed uint64
-	for _, c := range cs {
-		if freed >= need {
-			break
-		}
-		ids = append(ids, c.id)
-		freed += c.r.size
-	}
-	return ids, need
+	return cs
 }

@@ -11,7 +11,8 @@
 //     credential (401/403) is logged as such on every attempt.
 //   - Every StatusPeriod (10 s) the Node's conditions are written: Ready
 //     follows Health (runtime and PLEG health), MemoryPressure, DiskPressure
-//     and PIDPressure compare the machine with kubelet's default hard
+//     and PIDPressure are the eviction manager's (Config.Pressure), or,
+//     without one, the machine compared with kubelet's default hard
 //     eviction thresholds (memory.available < 100Mi, nodefs.available < 10%,
 //     pids available < 10%).
 //   - The Lease kube-node-lease/<node> is renewed every LeasePeriod (10 s)
@@ -77,6 +78,11 @@ type Config struct {
 	Runtime func(ctx context.Context) (name, version string, err error)
 	// Health is nil when the runtime answers and the PLEG is healthy.
 	Health func() error
+	// Pressure, when set, gives MemoryPressure, DiskPressure and
+	// PIDPressure: the eviction manager's conditions (its thresholds, held
+	// for the pressure transition period). nil: the machine compared with
+	// kubelet's default hard thresholds at each status update.
+	Pressure func() map[v1.NodeConditionType]bool
 	// StatusPeriod, LeasePeriod and LeaseDuration default to kubelet's.
 	StatusPeriod, LeasePeriod, LeaseDuration time.Duration
 	Log                                      *slog.Logger
@@ -239,7 +245,7 @@ func (n *Node) status(ctx context.Context, prev []v1.NodeCondition) v1.NodeStatu
 			OperatingSystem:         runtime.GOOS,
 			Architecture:            runtime.GOARCH,
 		},
-		Conditions: conditions(prev, now, n.health(), n.pressure()),
+		Conditions: n.conditions(prev, now),
 	}
 }
 
@@ -270,9 +276,29 @@ func (n *Node) pressure() pressure {
 	return p
 }
 
-// conditions builds the four node conditions; a condition's
-// lastTransitionTime moves only when its status changes.
+// conditions is the node's four conditions now: pressure from
+// Config.Pressure when set, else measured.
+func (n *Node) conditions(prev []v1.NodeCondition, now metav1.Time) []v1.NodeCondition {
+	if n.cfg.Pressure == nil {
+		return conditions(prev, now, n.health(), n.pressure())
+	}
+	c := n.cfg.Pressure()
+	return conditionsOf(prev, now, n.health(), c[v1.NodeMemoryPressure], c[v1.NodeDiskPressure], c[v1.NodePIDPressure])
+}
+
+// conditions builds the four node conditions from the machine compared
+// with kubelet's default hard eviction thresholds.
 func conditions(prev []v1.NodeCondition, now metav1.Time, health error, p pressure) []v1.NodeCondition {
+	memLow := p.memAvail > 0 && p.memAvail < 100<<20
+	diskLow := p.diskTotal > 0 && p.diskAvail*10 < p.diskTotal
+	pidLow := p.pidMax > 0 && (p.pidMax-min(p.pidsUsed, p.pidMax))*10 < p.pidMax
+	return conditionsOf(prev, now, health, memLow, diskLow, pidLow)
+}
+
+// conditionsOf builds the four node conditions with kubelet's reasons and
+// messages; a condition's lastTransitionTime moves only when its status
+// changes.
+func conditionsOf(prev []v1.NodeCondition, now metav1.Time, health error, memLow, diskLow, pidLow bool) []v1.NodeCondition {
 	old := map[v1.NodeConditionType]v1.NodeCondition{}
 	for _, c := range prev {
 		old[c.Type] = c
@@ -290,9 +316,6 @@ func conditions(prev []v1.NodeCondition, now metav1.Time, health error, p pressu
 		}
 		return c
 	}
-	memLow := p.memAvail > 0 && p.memAvail < 100<<20
-	diskLow := p.diskTotal > 0 && p.diskAvail*10 < p.diskTotal
-	pidLow := p.pidMax > 0 && (p.pidMax-min(p.pidsUsed, p.pidMax))*10 < p.pidMax
 	readyMsg := "speclet is posting ready status"
 	notReady := ""
 	if health != nil {
@@ -300,11 +323,11 @@ func conditions(prev []v1.NodeCondition, now metav1.Time, health error, p pressu
 	}
 	return []v1.NodeCondition{
 		mk(v1.NodeMemoryPressure, memLow, "KubeletHasInsufficientMemory", "KubeletHasSufficientMemory",
-			"memory available is below 100Mi", "memory available is at least 100Mi"),
+			"kubelet has insufficient memory available", "kubelet has sufficient memory available"),
 		mk(v1.NodeDiskPressure, diskLow, "KubeletHasDiskPressure", "KubeletHasNoDiskPressure",
-			"less than 10% of the root dir's filesystem is free", "at least 10% of the root dir's filesystem is free"),
+			"kubelet has disk pressure", "kubelet has no disk pressure"),
 		mk(v1.NodePIDPressure, pidLow, "KubeletHasInsufficientPID", "KubeletHasSufficientPID",
-			"less than 10% of pid_max is available", "at least 10% of pid_max is available"),
+			"kubelet has insufficient PID available", "kubelet has sufficient PID available"),
 		mk(v1.NodeReady, health != nil, "KubeletNotReady", "KubeletReady", notReady, readyMsg),
 	}
 }

@@ -60,6 +60,18 @@ func TestConditions(t *testing.T) {
 			}
 		})
 	}
+	t.Run("the eviction manager's conditions", func(t *testing.T) {
+		n := &Node{cfg: Config{Pressure: func() map[v1.NodeConditionType]bool {
+			return map[v1.NodeConditionType]bool{v1.NodeDiskPressure: true}
+		}}}
+		cs := n.conditions(nil, t0)
+		for typ, want := range map[v1.NodeConditionType]string{v1.NodeMemoryPressure: "False/KubeletHasSufficientMemory",
+			v1.NodeDiskPressure: "True/KubeletHasDiskPressure", v1.NodePIDPressure: "False/KubeletHasSufficientPID", v1.NodeReady: "True/KubeletReady"} {
+			if c := find(cs, typ); string(c.Status)+"/"+c.Reason != want {
+				t.Errorf("%s = %s/%s, want %s", typ, c.Status, c.Reason, want)
+			}
+		}
+	})
 	t.Run("transition time moves only with the status", func(t *testing.T) {
 		first := conditions(nil, t0, nil, fine)
 		same := conditions(first, t1, nil, fine)

@@ -1,0 +1,121 @@
+package engine
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ktypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/cri/harness"
+	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/eviction"
+	"github.com/speclet/speclet/engine/resources"
+)
+
+// TestContainerdEvictionMemory runs the eviction manager on a real
+// containerd with a test-made memory pressure: the node is taken to have
+// 300Mi of memory, of which the pods' containers use what containerd's
+// ListContainerStats reports (their working sets), and memory.available<100Mi
+// is the hard threshold. A BestEffort pod that holds about 250MB in a shell
+// variable brings available below the threshold: it is evicted (Failed,
+// Evicted, the message naming memory), the Guaranteed pod beside it keeps
+// running, and with the memory freed the pressure ends.
+func TestContainerdEvictionMemory(t *testing.T) {
+	c := harness.ForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	rt, err := cri.Dial(ctx, c.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	hard, err := resources.ParseThresholds("eviction-hard", "memory.available<100Mi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const capacity = 300 << 20
+	mgr := eviction.NewManager(eviction.Config{Hard: hard, Transition: time.Second})
+	signals := func(ctx context.Context, _ string) (eviction.Observations, error) {
+		stats, err := rt.ListContainerStats(ctx, nil)
+		if err != nil {
+			return nil, err
+		}
+		var used int64
+		for _, s := range stats {
+			used += int64(s.GetMemory().GetWorkingSetBytes().GetValue())
+		}
+		return eviction.Observations{"memory.available": {Available: max(capacity-used, 0), Capacity: capacity}}, nil
+	}
+	e, err := New(Config{Runtime: auditRuntime(t, rt), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
+		Eviction: mgr, EvictionPeriod: time.Second, Signals: signals,
+		Log: coverageLogger(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	updates := make(chan config.PodUpdate, 4)
+	done := make(chan error, 1)
+	rctx, stop := context.WithCancel(ctx)
+	go func() { done <- e.Run(rctx, updates) }()
+	defer func() { stop(); <-done }()
+
+	pod := func(name string, res v1.ResourceList, script string) *v1.Pod {
+		grace := int64(1)
+		return &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: ktypes.UID(name + "-uid"),
+				Annotations: map[string]string{config.AnnotationSource: config.SourceAPI}},
+			Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace,
+				Containers: []v1.Container{{Name: "main", Image: c.ImageRef(harness.BusyboxRepo), ImagePullPolicy: v1.PullIfNotPresent,
+					Command: []string{"/bin/sh", "-c", script}, Resources: v1.ResourceRequirements{Requests: res, Limits: res}}}},
+		}
+	}
+	guaranteed := pod("guaranteed", v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("64Mi")},
+		"sleep 3600")
+	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{guaranteed}, Source: config.SourceAPI}
+	status := func(name string) *v1.Pod {
+		for _, p := range e.Pods() {
+			if p.Name == name {
+				return p
+			}
+		}
+		return nil
+	}
+	waitFor(t, ctx, "guaranteed running", func() bool {
+		p := status("guaranteed")
+		return p != nil && p.Status.Phase == v1.PodRunning
+	}, e)
+	// The BestEffort pod fills a shell variable with 250,000,000 bytes.
+	hog := pod("besteffort", nil, "x=$(head -c 250000000 /dev/zero | tr '\\0' a); sleep 3600")
+	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{hog}, Source: config.SourceAPI}
+	waitFor(t, ctx, "besteffort evicted", func() bool {
+		p := status("besteffort")
+		return p != nil && p.Status.Phase == v1.PodFailed
+	}, e)
+	p := status("besteffort")
+	if p.Status.Reason != ReasonEvicted || !strings.HasPrefix(p.Status.Message, "The node was low on resource: memory. Threshold quantity: 100Mi, available: ") {
+		t.Errorf("besteffort: reason %q message %q, want Evicted and kubelet's message naming memory", p.Status.Reason, p.Status.Message)
+	}
+	t.Logf("besteffort: %s: %s", p.Status.Reason, p.Status.Message)
+	// With its memory freed the pressure ends (the transition period is
+	// 1 s); the Guaranteed pod was never touched.
+	waitFor(t, ctx, "MemoryPressure over", func() bool {
+		return !e.Pressure()[v1.NodeMemoryPressure]
+	}, e)
+	if g := status("guaranteed"); g == nil || g.Status.Phase != v1.PodRunning || g.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Errorf("guaranteed after the eviction: %+v", g)
+	}
+	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{guaranteed, hog}, Source: config.SourceAPI}
+	waitFor(t, ctx, "runtime empty", func() bool {
+		sbs, err1 := rt.ListPodSandbox(ctx, nil)
+		cs, err2 := rt.ListContainers(ctx, nil)
+		return err1 == nil && err2 == nil && len(sbs) == 0 && len(cs) == 0
+	}, e)
+}

@@ -1,0 +1,291 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/speclet/speclet/engine/eviction"
+	"github.com/speclet/speclet/engine/imagegc"
+	"github.com/speclet/speclet/fsm"
+)
+
+// DefaultImageGCPeriod is kubelet's ImageGCPeriod.
+const DefaultImageGCPeriod = 5 * time.Minute
+
+// nodeHistoryMax bounds the node machine's kept transitions.
+const nodeHistoryMax = 200
+
+// nodeReclaim owns the node machine (spec/node.hcl): its goroutine fires
+// image_gc_due every ImageGCPeriod and carries out the steps, one at a time,
+// as a pod worker does for a pod's machines. Everything but the history is
+// touched by that goroutine only.
+type nodeReclaim struct {
+	e       *Engine
+	machine *fsm.NodeMachine
+	queue   []fsm.NodeEvent
+	gc      *imagegc.Manager
+
+	// Eviction: the last decision, the disk signals node-level reclaim was
+	// tried for since they were last met, and whether the next
+	// measure_image_fs plans every unused image (reclaim).
+	decision   eviction.Decision
+	reclaimed  map[string]bool
+	reclaimAll bool
+	// lastEvicted is the pod evict_pod evicted last; no other goes until
+	// it terminated.
+	lastEvicted types.UID
+
+	// What measure_image_fs found, for remove_unused_images.
+	plan  []string
+	need  uint64
+	sizes map[string]uint64 // image id -> bytes
+	refs  map[string]string // image id -> a reference, for logs
+
+	mu    sync.Mutex
+	hist  []Transition
+	state fsm.NodeState // the machine's state, for readers on other goroutines
+}
+
+// stateName is the node machine's current state.
+func (n *nodeReclaim) stateName() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.state.String()
+}
+
+func newNodeReclaim(e *Engine) *nodeReclaim {
+	n := &nodeReclaim{e: e, gc: imagegc.New(e.cfg.ImageGC), reclaimed: map[string]bool{}}
+	n.machine = fsm.NewNodeMachine(n)
+	return n
+}
+
+// run fires image_gc_due every image GC period and, with an eviction
+// manager, eviction_due every eviction period, until ctx ends. The first
+// passes come one period after the start.
+func (n *nodeReclaim) run(ctx context.Context) {
+	t := n.e.clock.NewTicker(n.e.cfg.ImageGCPeriod)
+	defer t.Stop()
+	var evict <-chan time.Time
+	if n.e.cfg.Eviction != nil {
+		et := n.e.clock.NewTicker(n.e.cfg.EvictionPeriod)
+		defer et.Stop()
+		evict = et.C()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			n.e.busy.Add(1)
+			n.fire(ctx, fsm.NodeEventImageGcDue)
+			n.e.busy.Add(-1)
+		case <-evict:
+			n.e.busy.Add(1)
+			n.fire(ctx, fsm.NodeEventEvictionDue)
+			n.e.busy.Add(-1)
+		}
+	}
+}
+
+// report queues an event an action reports; fire delivers it after the
+// action returned.
+func (n *nodeReclaim) report(ev fsm.NodeEvent) { n.queue = append(n.queue, ev) }
+
+// fire delivers ev and the events the actions report, in order.
+func (n *nodeReclaim) fire(ctx context.Context, ev fsm.NodeEvent) {
+	e := n.e
+	n.queue = append(n.queue, ev)
+	for len(n.queue) > 0 {
+		ev := n.queue[0]
+		n.queue = n.queue[1:]
+		st, err := n.machine.Fire(ev)
+		if err != nil {
+			e.metrics.rejected(fsm.NodeMachineName, n.machine.State().String(), ev.String())
+			e.log.Debug("event refused", "machine", fsm.NodeMachineName, "event", ev.String(), "err", err)
+			continue
+		}
+		e.metrics.transition(fsm.NodeMachineName, st.From.String(), st.To.String(), st.Event.String())
+		if e.log.Enabled(ctx, slog.LevelDebug) {
+			e.log.Debug("transition", "machine", fsm.NodeMachineName, "from", st.From.String(), "event", st.Event.String(),
+				"to", st.To.String(), "actions", fmt.Sprint(st.Actions), "row", st.Row, "choices", st.Choices)
+		}
+		e.progress.Add(1)
+		rec := Transition{Time: e.clock.Now(), Machine: fsm.NodeMachineName, From: st.From.String(), Event: st.Event.String(), To: st.To.String()}
+		actions := append([]fsm.NodeAction(nil), st.Actions...)
+		for _, a := range actions {
+			res := ActionResult{Action: a.String()}
+			if err := fsm.RunNodeAction(ctx, n, a); err != nil {
+				res.Error = err.Error()
+				e.log.Warn("action failed", "machine", fsm.NodeMachineName, "action", a.String(), "err", err)
+			}
+			rec.Actions = append(rec.Actions, res)
+		}
+		n.mu.Lock()
+		n.state = n.machine.State()
+		n.hist = append(n.hist, rec)
+		if len(n.hist) > nodeHistoryMax {
+			n.hist = append([]Transition(nil), n.hist[len(n.hist)-nodeHistoryMax:]...)
+		}
+		n.mu.Unlock()
+	}
+}
+
+// NodeHistory returns the node machine's last transitions, oldest first.
+func (e *Engine) NodeHistory() []Transition {
+	e.node.mu.Lock()
+	defer e.node.mu.Unlock()
+	return append([]Transition(nil), e.node.hist...)
+}
+
+// MeasureImageFs reads the image filesystem and the images, records which
+// are in use, and plans the removals (engine/imagegc).
+func (n *nodeReclaim) MeasureImageFs(ctx context.Context) error {
+	err := n.measure(ctx)
+	if err != nil {
+		n.report(fsm.NodeEventMeasureFailed)
+		return err
+	}
+	if n.need == 0 {
+		n.report(fsm.NodeEventBelowHigh)
+	} else {
+		n.report(fsm.NodeEventAboveHigh)
+	}
+	return nil
+}
+
+func (n *nodeReclaim) measure(ctx context.Context) error {
+	e := n.e
+	n.plan, n.need = nil, 0
+	reclaim := n.reclaimAll
+	n.reclaimAll = false
+	info, err := e.rt.ImageFsInfo(ctx)
+	if err != nil {
+		return fmt.Errorf("image GC: %w", err)
+	}
+	fss := info.GetImageFilesystems()
+	if len(fss) == 0 || fss[0].GetFsId().GetMountpoint() == "" {
+		return errors.New("image GC: the runtime's ImageFsInfo names no image filesystem")
+	}
+	mount := fss[0].GetFsId().GetMountpoint()
+	capacity, avail, err := e.cfg.FsStat(mount)
+	if err != nil {
+		return fmt.Errorf("image GC: image filesystem %s: %w", mount, err)
+	}
+	images, err := e.rt.ListImages(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("image GC: %w", err)
+	}
+	ctrs, err := e.rt.ListContainers(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("image GC: %w", err)
+	}
+	sandboxImage := n.sandboxImage(ctx)
+	// An image is in use when a container of the runtime, running or not,
+	// names it by id or reference (kubelet: every container of every pod),
+	// or it is the runtime's sandbox image.
+	named := map[string]bool{}
+	for _, c := range ctrs {
+		named[c.GetImageRef()] = true
+		named[c.GetImage().GetImage()] = true
+	}
+	inUse := map[string]bool{}
+	n.sizes, n.refs = map[string]uint64{}, map[string]string{}
+	for _, img := range images {
+		n.sizes[img.Id] = img.Size
+		n.refs[img.Id] = img.Id
+		if len(img.RepoTags) > 0 {
+			n.refs[img.Id] = img.RepoTags[0]
+		}
+		used := named[img.Id]
+		for _, r := range append(append([]string(nil), img.RepoTags...), img.RepoDigests...) {
+			used = used || named[r] || (sandboxImage != "" && r == sandboxImage)
+		}
+		if used {
+			inUse[img.Id] = true
+		}
+	}
+	now := e.clock.Now()
+	n.gc.Observe(now, images, inUse)
+	used := capacity - min(avail, capacity)
+	if reclaim {
+		// Node-level reclaim for the eviction manager: every unused image.
+		n.plan, n.need = n.gc.Unused(now)
+		if n.need > 0 {
+			e.log.Info("Eviction manager: node-level reclaim removes every unused image", "images", len(n.plan), "bytes", n.need)
+		}
+		return nil
+	}
+	n.plan, n.need = n.gc.Plan(now, imagegc.Usage{Used: used, Capacity: capacity})
+	if n.need > 0 {
+		e.log.Info("Image garbage collection: disk usage above the high threshold", "mountpoint", mount,
+			"usage-percent", used*100/max(capacity, 1), "high-threshold", e.cfg.ImageGC.High, "bytes-to-free", n.need,
+			"low-threshold", e.cfg.ImageGC.Low)
+	}
+	return nil
+}
+
+// sandboxImage is the runtime's sandbox (pause) image as its verbose
+// status tells it (containerd: info.config.sandboxImage); "" when it does
+// not say. containerd 1.6 does not mark it pinned, so it is kept by name.
+func (n *nodeReclaim) sandboxImage(ctx context.Context) string {
+	st, err := n.e.rt.Status(ctx, true)
+	if err != nil {
+		return ""
+	}
+	var cfg struct {
+		SandboxImage string `json:"sandboxImage"`
+	}
+	if json.Unmarshal([]byte(st.GetInfo()["config"]), &cfg) != nil {
+		return ""
+	}
+	return cfg.SandboxImage
+}
+
+// RemoveUnusedImages removes the planned images in order until their sizes
+// add up to what must be freed.
+func (n *nodeReclaim) RemoveUnusedImages(ctx context.Context) error {
+	e := n.e
+	var freed uint64
+	var errs []error
+	for _, id := range n.plan {
+		if freed >= n.need {
+			break
+		}
+		e.log.Info("Removing image to free bytes", "imageID", id, "image", n.refs[id], "size", n.sizes[id])
+		if err := e.rt.RemoveImage(ctx, &runtimeapi.ImageSpec{Image: id}); err != nil {
+			errs = append(errs, fmt.Errorf("remove image %s: %w", n.refs[id], err))
+			continue
+		}
+		freed += n.sizes[id]
+	}
+	if freed < n.need {
+		errs = append(errs, fmt.Errorf("Failed to garbage collect required amount of images. Attempted to free %d bytes, but only found %d bytes eligible to free.", n.need, freed))
+	}
+	n.plan = nil
+	if len(errs) > 0 {
+		n.report(fsm.NodeEventCollectFailed)
+		return errors.Join(errs...)
+	}
+	e.log.Info("Image garbage collection freed enough", "bytes-freed", freed)
+	n.report(fsm.NodeEventCollected)
+	return nil
+}
+
+// Statfs is FsStat on a real node: the filesystem's size and what an
+// unprivileged user may still write (f_bavail, as cadvisor reports it).
+func Statfs(path string) (capacity, available uint64, err error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(path, &st); err != nil {
+		return 0, 0, fmt.Errorf("statfs %s: %w", path, err)
+	}
+	return st.Blocks * uint64(st.Bsize), st.Bavail * uint64(st.Bsize), nil
+}

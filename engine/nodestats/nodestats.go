@@ -1,0 +1,191 @@
+// Package nodestats measures the eviction signals of the node on the host,
+// as kubelet's summary provider does through cadvisor:
+//
+//   - memory.available: MemTotal of /proc/meminfo less the working set of
+//     the root memory cgroup (usage less inactive file pages; cgroup v1
+//     memory.usage_in_bytes and memory.stat total_inactive_file, v2
+//     /proc/meminfo's MemTotal − MemFree − Buffers − Cached + Active(file)
+//     as the working set);
+//   - nodefs.available, nodefs.inodesFree: statfs of the root directory
+//     (--root-dir), available blocks and free inodes;
+//   - imagefs.available, imagefs.inodesFree: statfs of the image
+//     filesystem's mountpoint (CRI ImageFsInfo);
+//   - pid.available: the smaller of kernel.pid_max and kernel.threads-max,
+//     less the processes in /proc.
+//
+// Capacities come with each observation, so percentage thresholds work.
+package nodestats
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/speclet/speclet/engine/eviction"
+)
+
+// Host is where the measurements are read; zero fields get the real
+// paths.
+type Host struct {
+	Proc       string // default /proc
+	CgroupRoot string // default /sys/fs/cgroup
+}
+
+func (h Host) proc() string {
+	if h.Proc == "" {
+		return "/proc"
+	}
+	return h.Proc
+}
+
+func (h Host) cgroup() string {
+	if h.CgroupRoot == "" {
+		return "/sys/fs/cgroup"
+	}
+	return h.CgroupRoot
+}
+
+// Measure returns the signals of the node: nodefs on rootDir, imagefs on
+// imageFs ("" leaves imagefs out). A signal that cannot be read is an
+// error naming it.
+func (h Host) Measure(rootDir, imageFs string) (eviction.Observations, error) {
+	obs := eviction.Observations{}
+	mem, err := h.memory()
+	if err != nil {
+		return nil, fmt.Errorf("measure memory.available: %w", err)
+	}
+	obs["memory.available"] = mem
+	avail, capacity, free, inodes, err := fsStats(rootDir)
+	if err != nil {
+		return nil, fmt.Errorf("measure nodefs.available: %w", err)
+	}
+	obs["nodefs.available"] = eviction.Observation{Available: avail, Capacity: capacity}
+	obs["nodefs.inodesFree"] = eviction.Observation{Available: free, Capacity: inodes}
+	if imageFs != "" {
+		avail, capacity, free, inodes, err := fsStats(imageFs)
+		if err != nil {
+			return nil, fmt.Errorf("measure imagefs.available: %w", err)
+		}
+		obs["imagefs.available"] = eviction.Observation{Available: avail, Capacity: capacity}
+		obs["imagefs.inodesFree"] = eviction.Observation{Available: free, Capacity: inodes}
+	}
+	pids, err := h.pids()
+	if err != nil {
+		return nil, fmt.Errorf("measure pid.available: %w", err)
+	}
+	obs["pid.available"] = pids
+	return obs, nil
+}
+
+func fsStats(path string) (avail, capacity, freeInodes, inodes int64, err error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(path, &st); err != nil {
+		return 0, 0, 0, 0, fmt.Errorf("statfs %s: %w", path, err)
+	}
+	return int64(st.Bavail) * st.Bsize, int64(st.Blocks) * st.Bsize, int64(st.Ffree), int64(st.Files), nil
+}
+
+// meminfo reads /proc/meminfo in bytes.
+func (h Host) meminfo() (map[string]int64, error) {
+	f, err := os.Open(filepath.Join(h.proc(), "meminfo"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string]int64{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		fs := strings.Fields(v)
+		if len(fs) == 0 {
+			continue
+		}
+		n, err := strconv.ParseInt(fs[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		if len(fs) > 1 && fs[1] == "kB" {
+			n *= 1024
+		}
+		out[k] = n
+	}
+	return out, sc.Err()
+}
+
+func (h Host) memory() (eviction.Observation, error) {
+	mi, err := h.meminfo()
+	if err != nil {
+		return eviction.Observation{}, err
+	}
+	total, ok := mi["MemTotal"]
+	if !ok {
+		return eviction.Observation{}, fmt.Errorf("%s/meminfo has no MemTotal", h.proc())
+	}
+	ws, err := h.workingSetV1()
+	if err != nil {
+		// cgroup v2 (no root memory.usage_in_bytes): the machine's
+		// working set from /proc/meminfo.
+		ws = total - mi["MemFree"] - mi["Buffers"] - mi["Cached"] + mi["Active(file)"]
+	}
+	return eviction.Observation{Available: max(total-ws, 0), Capacity: total}, nil
+}
+
+// workingSetV1 is the root memory cgroup's usage less its inactive file
+// pages (cadvisor's working set).
+func (h Host) workingSetV1() (int64, error) {
+	dir := filepath.Join(h.cgroup(), "memory")
+	b, err := os.ReadFile(filepath.Join(dir, "memory.usage_in_bytes"))
+	if err != nil {
+		return 0, err
+	}
+	usage, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s/memory.usage_in_bytes: %w", dir, err)
+	}
+	stat, err := os.ReadFile(filepath.Join(dir, "memory.stat"))
+	if err != nil {
+		return 0, err
+	}
+	var inactive int64
+	for _, l := range strings.Split(string(stat), "\n") {
+		if v, ok := strings.CutPrefix(l, "total_inactive_file "); ok {
+			inactive, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return max(usage-inactive, 0), nil
+}
+
+func (h Host) pids() (eviction.Observation, error) {
+	read := func(name string) (int64, error) {
+		b, err := os.ReadFile(filepath.Join(h.proc(), "sys", "kernel", name))
+		if err != nil {
+			return 0, err
+		}
+		return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	}
+	limit, err := read("pid_max")
+	if err != nil {
+		return eviction.Observation{}, err
+	}
+	if t, err := read("threads-max"); err == nil && t < limit {
+		limit = t
+	}
+	ents, err := os.ReadDir(h.proc())
+	if err != nil {
+		return eviction.Observation{}, err
+	}
+	var procs int64
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err == nil && e.IsDir() {
+			procs++
+		}
+	}
+	return eviction.Observation{Available: max(limit-procs, 0), Capacity: limit}, nil
+}

@@ -1,0 +1,103 @@
+# The node's own reclaim of resources, one machine per node (kubelet
+# pkg/kubelet/images/image_gc_manager.go and pkg/kubelet/eviction).
+#
+# The engine's node loop (engine/nodegc.go) fires image_gc_due every image GC
+# period (kubelet: 5 min, Config.ImageGCPeriod) and, with an eviction
+# manager, eviction_due every eviction period (kubelet: 10 s,
+# Config.EvictionPeriod; engine/evict.go), and runs the actions on its
+# own goroutine, one step after the other, like a pod worker. No input of
+# routes.hcl reaches this machine and `speclet spec verify` (which explores
+# one pod) leaves it in `idle`: nothing of a pod waits for it, and what it
+# removes is never in use by a pod.
+#
+# Rules that are not transitions, and where the engine enforces them
+# (engine/nodegc.go, engine/imagegc):
+#  - Usage is kubelet's: the image filesystem is the mountpoint CRI
+#    ImageFsInfo names; usage = 1 - available/capacity of that filesystem
+#    (statfs), compared with --image-gc-high-threshold (85%).
+#  - The images to remove are planned by engine/imagegc: least recently used
+#    first (then first seen), until the bytes freed (each image's size as the
+#    runtime reports it) bring usage down to --image-gc-low-threshold (80%).
+#    Never an image a container of the runtime uses (running or exited, as
+#    kubelet), a pinned image, the runtime's sandbox image, or one first seen
+#    less than --minimum-image-ttl-duration (2 min) ago.
+#  - Node-level reclaim (observing -reclaim-> measuring): for a met disk
+#    threshold, measure_image_fs plans every unused image old enough
+#    (kubelet's DeleteUnusedImages), whatever the GC thresholds; the next
+#    eviction pass measures again and, if the threshold is still met, evicts.
+#  - Eviction grace: 1 s for a hard threshold (kubelet's
+#    immediateEvictionGracePeriodSeconds); for a soft one
+#    --eviction-max-pod-grace-period (negative: the pod's), never more than
+#    the pod's own.
+#  - A failed RemoveImage does not stop the plan: the others are still
+#    removed; the pass then reports collect_failed (kubelet's ImageGCFailed
+#    event), as it does when the removable images cannot free enough
+#    (FreeDiskSpaceFailed).
+machine "node" {
+  doc     = "The node's reclaim: image garbage collection, and the eviction manager (node-level reclaim first, then one pod evicted per pass)."
+  initial = state.idle
+
+  event "image_gc_due" { doc = "The image GC period came round." }
+  event "below_high" { doc = "The image filesystem's usage is below --image-gc-high-threshold: nothing to remove." }
+  event "above_high" { doc = "The image filesystem's usage is at or above --image-gc-high-threshold." }
+  event "measure_failed" { doc = "ImageFsInfo or the statfs of its mountpoint failed; the next period tries again." }
+  event "collected" { doc = "The planned images were removed and usage is down to the low threshold (by their sizes)." }
+  event "collect_failed" { doc = "A RemoveImage failed, or the removable images could not free enough." }
+
+  event "eviction_due" { doc = "The eviction manager's monitoring period came round (kubelet: 10 s)." }
+  event "no_pressure" { doc = "No eviction threshold is met (hard, or soft past its grace period)." }
+  event "reclaim" { doc = "A disk threshold (nodefs, imagefs) is met and node-level reclaim was not tried since it was last met: unused images go first." }
+  event "pressure" { doc = "A threshold is met and node-level reclaim cannot relieve it (memory, PIDs) or did not." }
+  event "observe_failed" { doc = "The signals could not be measured; the next period tries again." }
+
+  action "measure_image_fs" {
+    doc = "Read the image filesystem (ImageFsInfo, statfs of its mountpoint) and record the images present and those in use (ListImages, ListContainers); reports below_high, above_high or measure_failed."
+    cri = ["ImageFsInfo", "ListImages", "ListContainers", "Status"]
+  }
+  action "remove_unused_images" {
+    doc = "Remove the images of the plan, least recently used first (RemoveImage); reports collected or collect_failed."
+    cri = ["RemoveImage"]
+  }
+
+  action "observe_signals" {
+    doc = "Measure the signals (memory, the root dir's and the image filesystem's space and inodes, PIDs), update the pressure conditions and decide; reports no_pressure, reclaim, pressure or observe_failed."
+    cri = ["ImageFsInfo"]
+  }
+  action "evict_pod" {
+    doc = "Evict the first pod of kubelet's ranking for the signal (usage above requests, then priority, then usage; ListContainerStats): its pod machine gets kill (input evicted) with the eviction grace period, and its status becomes Failed, reason Evicted, with the signal's message. One pod per pass; static and mirror pods are never evicted."
+    cri = ["ListContainerStats"]
+  }
+
+  state "idle" {
+    doc = "Between two passes."
+    transition "image_gc_due" { to = state.measuring }
+    transition "eviction_due" { to = state.observing }
+  }
+
+  state "observing" {
+    doc   = "The eviction signals are measured."
+    entry = [action.observe_signals]
+    transition "no_pressure" { to = state.idle }
+    transition "reclaim" { to = state.measuring }
+    transition "pressure" {
+      to      = state.idle
+      actions = [action.evict_pod]
+    }
+    transition "observe_failed" { to = state.idle }
+  }
+
+  state "measuring" {
+    doc   = "The image filesystem is measured."
+    entry = [action.measure_image_fs]
+    transition "below_high" { to = state.idle }
+    transition "above_high" { to = state.collecting }
+    transition "measure_failed" { to = state.idle }
+  }
+
+  state "collecting" {
+    doc   = "Unused images are removed."
+    entry = [action.remove_unused_images]
+    transition "collected" { to = state.idle }
+    transition "collect_failed" { to = state.idle }
+  }
+}
