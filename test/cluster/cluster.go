@@ -92,6 +92,9 @@ type Options struct {
 	// Scheduler and ControllerManager also run kube-scheduler and
 	// kube-controller-manager.
 	Scheduler, ControllerManager bool
+	// AuditPolicy, when set, is the API server's audit policy (YAML); the
+	// events go to AuditLog() as JSON lines.
+	AuditPolicy string
 	// Log receives progress lines (nil: discard).
 	Log io.Writer
 }
@@ -205,6 +208,11 @@ func Start(ctx context.Context, o Options) (res *Cluster, err error) {
 	c.URL = fmt.Sprintf("https://127.0.0.1:%d", c.apiPort)
 	if err := c.writeKubeconfig(c.admin, "admin"); err != nil {
 		return nil, err
+	}
+	if o.AuditPolicy != "" {
+		if err := os.WriteFile(c.path("audit-policy.yaml"), []byte(o.AuditPolicy), 0o644); err != nil {
+			return nil, err
+		}
 	}
 	if err := c.startAPIServer(ctx); err != nil {
 		return nil, err
@@ -466,7 +474,7 @@ func (c *Cluster) startEtcd(ctx context.Context) error {
 }
 
 func (c *Cluster) apiServerArgs() []string {
-	return []string{
+	args := []string{
 		"--etcd-servers", c.etcdURL,
 		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
 		"--secure-port", strconv.Itoa(c.apiPort),
@@ -486,7 +494,15 @@ func (c *Cluster) apiServerArgs() []string {
 		"--allow-privileged=true",
 		"--profiling=false",
 	}
+	if c.opts.AuditPolicy != "" {
+		args = append(args, "--audit-policy-file", c.path("audit-policy.yaml"), "--audit-log-path", c.AuditLog(),
+			"--audit-log-format", "json", "--audit-log-maxsize", "0")
+	}
+	return args
 }
+
+// AuditLog is the API server's audit log (Options.AuditPolicy).
+func (c *Cluster) AuditLog() string { return c.path("audit.log") }
 
 func (c *Cluster) startAPIServer(ctx context.Context) error {
 	p, err := c.spawn("kube-apiserver", filepath.Join(c.BinDir, "kube-apiserver"), c.apiServerArgs()...)
