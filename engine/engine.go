@@ -541,16 +541,21 @@ func (e *Engine) NodeIP() string { return e.cfg.NodeIP }
 // reached terminated or finished (no container runs, the sandbox is
 // stopped), or it has no worker (never started, or purged). final is the
 // status the worker published once its pod machine had stopped (terminal
-// phase, containers terminated), nil when it has no worker. While the
+// phase, containers terminated); for a purged worker the one kept with
+// its history (historyKeep, historyPods), else nil. While the
 // machine has stopped but that status is not published yet, stopped is
 // false. The API status manager writes final, then deletes a deleted
 // pod's object, as kubelet's status manager does.
 func (e *Engine) PodStopped(uid types.UID) (final *v1.Pod, stopped bool) {
 	e.mu.RLock()
 	w := e.workers[uid]
+	var kept *v1.Pod
+	if g, ok := e.gone[uid]; ok && g.final != nil {
+		kept = g.final.DeepCopy()
+	}
 	e.mu.RUnlock()
 	if w == nil {
-		return nil, true
+		return kept, true // purged: its final status if kept (history.go)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
