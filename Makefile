@@ -75,7 +75,9 @@ chaos: deps
 soak:
 	$(GO) test -count=1 -timeout 30m -v -run '^TestSoak$$' ./test/chaos -args -soak
 
-bench: deps
+# bench includes test/cluster's BenchmarkAPIBurst (speclet and kubelet
+# v1.34 under one API server), so it builds the control plane first.
+bench: deps kube-binaries
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
 
 docs: deps generate

@@ -2,59 +2,141 @@ package engine
 
 import (
 	"fmt"
+	"runtime"
 	"sort"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/resources"
 	"github.com/speclet/speclet/fsm"
 )
 
-// This file is kubelet's resource admission (lifecycle.PredicateAdmitHandler
-// with the scheduler's fit predicate): a pod whose requests do not fit the
-// node's allocatable beside the requests of the admitted pods that are not
-// terminated is refused when its UID is first declared, and fails with
-// reason OutOf<resource> (OutOfcpu, OutOfmemory) without starting. Before
-// that, under node pressure (Config.Eviction) kubelet's eviction admission
-// refuses BestEffort pods under MemoryPressure and every non-critical pod
-// under DiskPressure or PIDPressure, with reason Evicted. The
-// other pods keep running. The decision is made once, in the sync loop
-// (one goroutine, so two pods never both take the last room), and the pod
-// machine's guard admission_refused reads it.
+// This file is kubelet's pod admission (canAdmitPod with
+// lifecycle.PredicateAdmitHandler and the scheduler's AdmissionCheck): a
+// pod that does not fit the node is refused when its UID is first
+// declared, and fails with kubelet's reason without starting; the other
+// pods keep running. The decision is made once, in the sync loop (one
+// goroutine, so two pods never both take the last room or the same host
+// port), by the pure function admit; the pod machine's guard
+// admission_refused reads it.
+
+// Admission reasons: kubelet's (OutOf<resource>, the scheduler plugins'
+// names, UnexpectedAdmissionError) and speclet's RuntimeClassNotFound.
+const (
+	ReasonNodeAffinity             = "NodeAffinity"
+	ReasonNodeName                 = "NodeName"
+	ReasonNodePorts                = "NodePorts"
+	ReasonRuntimeClassNotFound     = "RuntimeClassNotFound"
+	ReasonUnexpectedAdmissionError = "UnexpectedAdmissionError"
+)
+
+// The scheduler plugins' failure texts, which kubelet's refusal message
+// quotes ("Predicate <Name> failed: <text>").
+const (
+	errNodeAffinity = "node(s) didn't match Pod's node affinity/selector"
+	errNodeName     = "node(s) didn't match the requested node name"
+	errNodePorts    = "node(s) didn't have free ports for the requested pod ports"
+)
+
+// RuntimeClasses resolves a RuntimeClass name to its runtime handler (the
+// RuntimeClass API's handler field). An unknown name is an error for which
+// apierrors.IsNotFound holds; any other error means the lookup itself
+// failed.
+type RuntimeClasses func(name string) (handler string, err error)
 
 // refusal is why a pod was refused admission.
 type refusal struct {
 	Reason, Message string
 }
 
-// admitLocked decides the admission of pod; e.mu is held. Adopted pods
-// (already running when speclet started) are not re-admitted.
-func (e *Engine) admitLocked(pod *v1.Pod) *refusal {
-	if m := e.cfg.Eviction; m != nil {
-		// kubelet's eviction admit handler, before the resource fit.
-		if ok, msg := m.Admit(pod, config.IsStatic(pod)); !ok {
-			return &refusal{Reason: ReasonEvicted, Message: msg}
-		}
+// admission is everything the admission decision reads.
+type admission struct {
+	// Node is the node as the control plane knows it (name, labels).
+	Node *v1.Node
+	// Allocatable is node allocatable; nil: resources are not checked.
+	Allocatable v1.ResourceList
+	// Active are the admitted pods that have not terminated.
+	Active []*v1.Pod
+	// RuntimeClasses resolves runtimeClassName; nil: there is no
+	// RuntimeClass API (speclet runs without --kubeconfig).
+	RuntimeClasses RuntimeClasses
+}
+
+// admit decides whether pod may run on the node beside the active pods,
+// in kubelet's order: resources (OutOf<resource>), required node affinity
+// and nodeSelector (NodeAffinity), spec.nodeName (NodeName), host ports
+// (NodePorts); then the runtime class, whose handler it returns. Only the
+// first failure is reported, as kubelet reports it. It is pure: the
+// caller gathers the input.
+func admit(pod *v1.Pod, in admission) (handler string, r *refusal) {
+	if r := fitsResources(pod, in.Allocatable, in.Active); r != nil {
+		return "", r
 	}
-	alloc := e.cfg.Allocatable
+	predicate := func(name, text string) *refusal {
+		return &refusal{Reason: name, Message: fmt.Sprintf("Predicate %s failed: %s", name, text)}
+	}
+	if ok, err := nodeaffinity.GetRequiredNodeAffinity(pod).Match(in.Node); err != nil {
+		return "", &refusal{Reason: ReasonUnexpectedAdmissionError,
+			Message: fmt.Sprintf("GeneralPredicates failed due to %v, which is unexpected.", err)}
+	} else if !ok {
+		return "", predicate(ReasonNodeAffinity, errNodeAffinity)
+	}
+	if pod.Spec.NodeName != "" && pod.Spec.NodeName != in.Node.Name {
+		return "", predicate(ReasonNodeName, errNodeName)
+	}
+	if !fitsPorts(pod, in.Active) {
+		return "", predicate(ReasonNodePorts, errNodePorts)
+	}
+	return runtimeHandler(pod, in.RuntimeClasses)
+}
+
+// runtimeHandler resolves the pod's runtimeClassName. kubelet resolves it
+// when it creates the sandbox and, on an unknown name, retries with
+// FailedCreatePodSandBox events; speclet decides at admission, so the pod
+// fails at once with reason RuntimeClassNotFound. Without a RuntimeClass
+// API (no --kubeconfig) a named class cannot be resolved and is refused
+// the same way rather than run with the default handler (kubelet without
+// an API client ignores the field). A lookup that fails for another reason
+// is UnexpectedAdmissionError.
+func runtimeHandler(pod *v1.Pod, classes RuntimeClasses) (string, *refusal) {
+	name := ""
+	if pod.Spec.RuntimeClassName != nil {
+		name = *pod.Spec.RuntimeClassName
+	}
+	if name == "" {
+		return "", nil
+	}
+	if classes == nil {
+		return "", &refusal{Reason: ReasonRuntimeClassNotFound,
+			Message: fmt.Sprintf("RuntimeClass %q cannot be resolved: speclet runs without --kubeconfig (no RuntimeClass API)", name)}
+	}
+	h, err := classes(name)
+	switch {
+	case err == nil:
+		return h, nil
+	case apierrors.IsNotFound(err):
+		return "", &refusal{Reason: ReasonRuntimeClassNotFound, Message: err.Error()}
+	default:
+		return "", &refusal{Reason: ReasonUnexpectedAdmissionError,
+			Message: fmt.Sprintf("Unexpected error while looking up RuntimeClass %q: %v", name, err)}
+	}
+}
+
+// fitsResources is the scheduler's noderesources fit against allocatable:
+// the first resource (in name order: cpu before memory) whose request does
+// not fit beside the active pods' requests.
+func fitsResources(pod *v1.Pod, alloc v1.ResourceList, active []*v1.Pod) *refusal {
 	if alloc == nil {
 		return nil
 	}
 	want := resources.Requests(pod)
 	used := v1.ResourceList{}
-	for _, w := range e.workers {
-		if w.refusal != nil || w.pod == nil {
-			continue
-		}
-		w.mu.Lock()
-		st := w.podState
-		w.mu.Unlock()
-		if st == fsm.PodStateTerminated || st == fsm.PodStateFinished {
-			continue
-		}
-		for name, q := range resources.Requests(w.pod) {
+	for _, p := range active {
+		for name, q := range resources.Requests(p) {
 			sum := used[name]
 			sum.Add(q)
 			used[name] = sum
@@ -64,7 +146,7 @@ func (e *Engine) admitLocked(pod *v1.Pod) *refusal {
 	for name := range want {
 		names = append(names, string(name))
 	}
-	sort.Strings(names) // cpu before memory, as kubelet reports the first
+	sort.Strings(names)
 	for _, n := range names {
 		name := v1.ResourceName(n)
 		capQ, ok := alloc[name]
@@ -91,6 +173,131 @@ func amount(name v1.ResourceName, q resource.Quantity) int64 {
 		return q.MilliValue()
 	}
 	return q.Value()
+}
+
+// hostPort is one (protocol, host IP, port) a pod takes on the node.
+type hostPort struct {
+	protocol, ip string
+	port         int32
+}
+
+// hostPorts are the host ports the pod takes: those of its regular
+// containers and of its sidecars (init containers that run for the pod's
+// whole life), with kubelet's defaults (TCP, 0.0.0.0).
+func hostPorts(pod *v1.Pod) []hostPort {
+	var out []hostPort
+	add := func(c *v1.Container) {
+		for _, p := range c.Ports {
+			if p.HostPort <= 0 {
+				continue
+			}
+			hp := hostPort{protocol: string(p.Protocol), ip: p.HostIP, port: p.HostPort}
+			if hp.protocol == "" {
+				hp.protocol = string(v1.ProtocolTCP)
+			}
+			if hp.ip == "" {
+				hp.ip = "0.0.0.0"
+			}
+			out = append(out, hp)
+		}
+	}
+	for i := range pod.Spec.InitContainers {
+		if c := &pod.Spec.InitContainers[i]; c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+			add(c)
+		}
+	}
+	for i := range pod.Spec.Containers {
+		add(&pod.Spec.Containers[i])
+	}
+	return out
+}
+
+// fitsPorts is the scheduler's nodeports fit: no host port of pod is
+// taken by an active pod on the same protocol and port, where 0.0.0.0
+// conflicts with every address.
+func fitsPorts(pod *v1.Pod, active []*v1.Pod) bool {
+	want := hostPorts(pod)
+	if len(want) == 0 {
+		return true
+	}
+	for _, p := range active {
+		for _, used := range hostPorts(p) {
+			for _, w := range want {
+				if w.protocol == used.protocol && w.port == used.port &&
+					(w.ip == used.ip || w.ip == "0.0.0.0" || used.ip == "0.0.0.0") {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// admitLocked gathers the admission input and decides; e.mu is held.
+// Adopted pods (already running when speclet started) are not refused,
+// but their runtime handler is resolved. A panic of the decision is an
+// UnexpectedAdmissionError of that pod, never a crash of the node.
+func (e *Engine) admitLocked(pod *v1.Pod, adopted bool) (handler string, r *refusal) {
+	defer func() {
+		if p := recover(); p != nil {
+			handler, r = "", &refusal{Reason: ReasonUnexpectedAdmissionError, Message: fmt.Sprintf("Unexpected error while admitting the pod: %v", p)}
+		}
+	}()
+	if adopted {
+		h, _ := runtimeHandler(pod, e.cfg.RuntimeClasses)
+		return h, nil
+	}
+	if m := e.cfg.Eviction; m != nil {
+		// kubelet's eviction admit handler runs before the predicates:
+		// under node pressure (Config.Eviction) BestEffort pods are
+		// refused under MemoryPressure, and every non-critical pod under
+		// DiskPressure or PIDPressure, with reason Evicted.
+		if ok, msg := m.Admit(pod, config.IsStatic(pod)); !ok {
+			return "", &refusal{Reason: ReasonEvicted, Message: msg}
+		}
+	}
+	in := admission{Node: e.nodeObject(false), Allocatable: e.cfg.Allocatable, RuntimeClasses: e.cfg.RuntimeClasses}
+	for _, w := range e.workers {
+		if w.refusal != nil || w.pod == nil {
+			continue
+		}
+		w.mu.Lock()
+		st := w.podState
+		w.mu.Unlock()
+		if st == fsm.PodStateTerminated || st == fsm.PodStateFinished {
+			continue
+		}
+		in.Active = append(in.Active, w.pod)
+	}
+	handler, r = admit(pod, in)
+	if r != nil && r.Reason == ReasonNodeAffinity && e.cfg.Node != nil {
+		// kubelet's generalFilter: when node affinity is the only failure,
+		// the Node is read afresh (labels may have just changed) and the
+		// pod decided again.
+		in.Node = e.nodeObject(true)
+		handler, r = admit(pod, in)
+	}
+	return handler, r
+}
+
+// nodeObject is the node admission matches pods against: Config.Node's
+// (the Node object of the API server; read afresh when fresh) when it has
+// one, else the node as speclet registers it (its name and the
+// kubernetes.io/hostname, os and arch labels).
+func (e *Engine) nodeObject(fresh bool) *v1.Node {
+	if e.cfg.Node != nil {
+		if n := e.cfg.Node(fresh); n != nil {
+			return n
+		}
+	}
+	n := &v1.Node{}
+	n.Name = e.cfg.NodeName
+	n.Labels = map[string]string{
+		v1.LabelHostname:   e.cfg.NodeName,
+		v1.LabelOSStable:   runtime.GOOS,
+		v1.LabelArchStable: runtime.GOARCH,
+	}
+	return n
 }
 
 // AdmissionRefused: the pod was refused admission when first declared.

@@ -123,10 +123,16 @@
 // (Config.ProbeJitter). Probe timers are found by the 1 s sync tick, so a
 // probe may run up to 1 s after its period.
 //
-// Admission (admission.go): a pod whose requests do not fit
-// Config.Allocatable beside the admitted pods not yet terminated is refused
-// when first declared and fails with OutOfcpu / OutOfmemory (the pod
-// machine's admission_refused guard); the others keep running.
+// Admission (admission.go, one pure decision): a pod that does not fit the
+// node beside the admitted pods not yet terminated is refused when first
+// declared and fails with kubelet's reason (the pod machine's
+// admission_refused guard): requests over Config.Allocatable (OutOfcpu,
+// OutOfmemory), node affinity or nodeSelector against Config.Node's labels
+// (NodeAffinity), another spec.nodeName (NodeName), a host port taken
+// (NodePorts), an unknown runtimeClassName (RuntimeClassNotFound, through
+// Config.RuntimeClasses, which also gives the sandbox its handler), a
+// failed lookup or decision (UnexpectedAdmissionError). The others keep
+// running.
 //
 // Not done yet: image pull credentials; the node-wide
 // --maximum-dead-containers; eviction and image GC in the running engine.

@@ -86,8 +86,21 @@ type Config struct {
 	PodCgroups PodCgroups
 	// Allocatable is node allocatable (capacity - reserved - hard
 	// eviction thresholds); a new pod whose requests do not fit beside the
-	// admitted ones fails with OutOfcpu / OutOfmemory. nil: no check.
+	// admitted ones fails with OutOfcpu / OutOfmemory. nil: no check. It is
+	// also what a downward API limits.* of a container without a limit
+	// falls back to (nil: the machine's capacity).
 	Allocatable v1.ResourceList
+	// Node returns the node as the control plane knows it (its labels are
+	// what required node affinity and nodeSelector match at admission):
+	// the last one seen, or when fresh is set one read from the API server
+	// now (admission asks so only for a pod that node affinity alone
+	// refuses). nil, or a nil answer: the node as speclet registers it
+	// (NodeName and the hostname, os and arch labels).
+	Node func(fresh bool) *v1.Node
+	// RuntimeClasses resolves a pod's runtimeClassName to the handler its
+	// sandbox is created with; nil (no RuntimeClass API): a pod naming a
+	// class is refused admission (RuntimeClassNotFound).
+	RuntimeClasses RuntimeClasses
 	// MemoryCapacity is the node's memory in bytes, which the
 	// oom_score_adj of Burstable containers is computed against; 0 gives
 	// every Burstable container 999.
@@ -285,7 +298,7 @@ func New(cfg Config) (*Engine, error) {
 		gone:         map[types.UID]goneHistory{},
 		refused:      map[types.UID]bool{},
 		runtimeName:  "cri",
-		volumes:      &volume.Manager{Root: cfg.RootDir, API: cfg.VolumeAPI, Node: nodeAllocatable(), Now: cfg.Clock.Now},
+		volumes:      &volume.Manager{Root: cfg.RootDir, API: cfg.VolumeAPI, Node: nodeAllocatable(cfg.Allocatable), Now: cfg.Clock.Now},
 	}
 	m, err := newMetrics(cfg.Registerer, e)
 	if err != nil {
@@ -463,10 +476,8 @@ func (e *Engine) worker(uid types.UID, create bool, pod *v1.Pod) *podWorker {
 	delete(e.adopted, uid)
 	w = newPodWorker(e, pod, ad)
 	w.pod = pod
-	if ad == nil {
-		if w.refusal = e.admitLocked(pod); w.refusal != nil {
-			e.log.Warn("pod refused admission", "pod", pod.Namespace+"/"+pod.Name, "uid", uid, "reason", w.refusal.Reason, "message", w.refusal.Message)
-		}
+	if w.runtimeHandler, w.refusal = e.admitLocked(pod, ad != nil); w.refusal != nil {
+		e.log.Warn("pod refused admission", "pod", pod.Namespace+"/"+pod.Name, "uid", uid, "reason", w.refusal.Reason, "message", w.refusal.Message)
 	}
 	if config.IsStatic(pod) {
 		e.queueNameLocked(fullName(pod), uid)
@@ -579,18 +590,40 @@ func (e *Engine) NodeIP() string { return e.cfg.NodeIP }
 
 // PodStopped reports whether nothing of pod uid runs: its pod machine
 // reached terminated or finished (no container runs, the sandbox is
-// stopped), or it has no worker (never started, or purged). The API status
-// manager deletes a deleted pod's object only then.
-func (e *Engine) PodStopped(uid types.UID) bool {
+// stopped), or it has no worker (never started, or purged). final is the
+// status the worker published once its pod machine had stopped (terminal
+// phase, containers terminated); for a purged worker the one kept with
+// its history (historyKeep, historyPods), else nil. While the
+// machine has stopped but that status is not published yet, stopped is
+// false. The API status manager writes final, then deletes a deleted
+// pod's object, as kubelet's status manager does.
+func (e *Engine) PodStopped(uid types.UID) (final *v1.Pod, stopped bool) {
 	e.mu.RLock()
 	w := e.workers[uid]
+	var kept *v1.Pod
+	if g, ok := e.gone[uid]; ok && g.final != nil {
+		kept = g.final.DeepCopy()
+	}
 	e.mu.RUnlock()
 	if w == nil {
-		return true
+		return kept, true // purged: its final status if kept (history.go)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.podState == fsm.PodStateTerminated || w.podState == fsm.PodStateFinished
+	if !podStopped(w.podState) {
+		return nil, false
+	}
+	if w.pub == nil {
+		return nil, true
+	}
+	if !podStopped(w.pubState) {
+		return nil, false
+	}
+	return w.pub.DeepCopy(), true
+}
+
+func podStopped(s fsm.PodState) bool {
+	return s == fsm.PodStateTerminated || s == fsm.PodStateFinished
 }
 
 // Healthz returns nil once the state was rebuilt from the runtime, while

@@ -19,8 +19,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -383,7 +385,8 @@ func (h *scriptHarness) step(d, max time.Duration) {
 // container per body line:
 //
 //	add pod=NAME [uid=UID] [restart=Always|OnFailure|Never] [grace=S] [static=false] [network=pod]
-//	container NAME [cpu=Q] [memory=Q] [image=REF] [pull=Always|IfNotPresent|Never] [exit=DUR code=N] [term=dies|handle|ignore] [starterr=MSG]
+//	    [node=NODE] [selector=(K:V,...)] [runtime-class=NAME]
+//	container NAME [cpu=Q] [memory=Q] [hostports=PORT[/PROTO],...] [image=REF] [pull=Always|IfNotPresent|Never] [exit=DUR code=N] [term=dies|handle|ignore] [starterr=MSG]
 //	          [poststart=HOOK[:CODE[:DELAY]]] [prestop=HOOK[:CODE[:DELAY]]]
 //	init NAME ...
 //	sidecar NAME ...
@@ -410,7 +413,7 @@ func (h *scriptHarness) parsePod(d *datadriven.TestData) *v1.Pod {
 			static = v != "false"
 		case "network":
 			hostNetwork = v != "pod"
-		case "deletion-grace":
+		case "deletion-grace", "node", "selector", "runtime-class":
 		default:
 			h.t.Fatalf("%s: unknown argument %q", d.Pos, a.Key)
 		}
@@ -429,6 +432,25 @@ func (h *scriptHarness) parsePod(d *datadriven.TestData) *v1.Pod {
 		pod.Annotations[config.AnnotationSource] = config.SourceFile
 	} else {
 		pod.Annotations[config.AnnotationSource] = config.SourceAPI
+	}
+	for _, a := range d.CmdArgs {
+		v := ""
+		if len(a.Vals) > 0 {
+			v = a.Vals[0]
+		}
+		switch a.Key {
+		case "node":
+			pod.Spec.NodeName = v
+		case "selector":
+			// K:V,...: spec.nodeSelector.
+			pod.Spec.NodeSelector = map[string]string{}
+			for _, kv := range a.Vals {
+				k, val, _ := strings.Cut(kv, ":")
+				pod.Spec.NodeSelector[k] = val
+			}
+		case "runtime-class":
+			pod.Spec.RuntimeClassName = &v
+		}
 	}
 	if d.HasArg("deletion-grace") {
 		var g int64
@@ -502,6 +524,13 @@ func (h *scriptHarness) parsePod(d *datadriven.TestData) *v1.Pod {
 					c.Resources.Requests = v1.ResourceList{}
 				}
 				c.Resources.Requests[v1.ResourceName(k)] = resource.MustParse(v)
+			case "hostports":
+				// PORT[/PROTOCOL],...: host ports (container port = host port).
+				for _, pp := range strings.Split(v, ",") {
+					port, proto, _ := strings.Cut(pp, "/")
+					pn, _ := strconv.Atoi(port)
+					c.Ports = append(c.Ports, v1.ContainerPort{ContainerPort: int32(pn), HostPort: int32(pn), Protocol: v1.Protocol(proto)})
+				}
 			case "ports":
 				// NAME:PORT,...
 				for _, np := range strings.Split(v, ",") {
@@ -659,6 +688,44 @@ func TestEngineScripts(t *testing.T) {
 					jitter, _ = time.ParseDuration(s)
 				}
 				cfg.ProbeJitter = func(time.Duration) time.Duration { return jitter }
+				// node-labels=(K:V,...): the Node's labels (Config.Node).
+				if d.HasArg("node-labels") {
+					n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node", Labels: map[string]string{}}}
+					for _, a := range d.CmdArgs {
+						if a.Key != "node-labels" {
+							continue
+						}
+						for _, kv := range a.Vals {
+							k, v, _ := strings.Cut(kv, ":")
+							n.Labels[k] = v
+						}
+					}
+					cfg.Node = func(bool) *v1.Node { return n.DeepCopy() }
+				}
+				// runtime-classes=(NAME:HANDLER,...): the RuntimeClass API;
+				// the handler "!error" makes the lookup of NAME fail.
+				if d.HasArg("runtime-classes") {
+					classes := map[string]string{}
+					for _, a := range d.CmdArgs {
+						if a.Key != "runtime-classes" {
+							continue
+						}
+						for _, nh := range a.Vals {
+							n, hd, _ := strings.Cut(nh, ":")
+							classes[n] = hd
+						}
+					}
+					cfg.RuntimeClasses = func(name string) (string, error) {
+						hd, ok := classes[name]
+						switch {
+						case !ok:
+							return "", apierrors.NewNotFound(schema.GroupResource{Group: "node.k8s.io", Resource: "runtimeclasses"}, name)
+						case hd == "!error":
+							return "", fmt.Errorf("the RuntimeClass cache is not synced")
+						}
+						return hd, nil
+					}
+				}
 				if d.HasArg("sources") {
 					var s string
 					d.ScanArgs(t, "sources", &s)
@@ -1074,8 +1141,12 @@ func (h *scriptHarness) formatRuntime() string {
 	var lines []string
 	for _, s := range sbs {
 		names[s.Id] = s.Metadata.Name
-		lines = append(lines, fmt.Sprintf("sandbox %s attempt=%d %s", s.Metadata.Name, s.Metadata.Attempt,
-			strings.TrimPrefix(s.State.String(), "SANDBOX_")))
+		line := fmt.Sprintf("sandbox %s attempt=%d %s", s.Metadata.Name, s.Metadata.Attempt,
+			strings.TrimPrefix(s.State.String(), "SANDBOX_"))
+		if s.RuntimeHandler != "" {
+			line += " handler=" + s.RuntimeHandler
+		}
+		lines = append(lines, line)
 	}
 	for _, c := range cs {
 		lines = append(lines, fmt.Sprintf("container %s/%s attempt=%d %s", names[c.PodSandboxId], c.Metadata.Name,

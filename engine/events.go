@@ -11,7 +11,8 @@ import (
 // EventRecorder receives the pod events kubelet records, with kubelet's
 // reasons (Pulling, Pulled, Failed, BackOff, Created, Started, Killing,
 // Unhealthy, FailedPostStartHook, FailedPreStopHook, FailedCreatePodSandBox,
-// SandboxChanged, ErrImageNeverPull, ProbeWarning). fieldPath names the
+// SandboxChanged, ErrImageNeverPull, ProbeWarning, and an admission
+// refusal's reason: OutOfcpu, NodePorts, ...). fieldPath names the
 // container (spec.containers{name}, spec.initContainers{name}) or is "" for
 // the pod. It must not block: the API recorder queues and rate-limits.
 type EventRecorder interface {
@@ -76,6 +77,12 @@ func (w *podWorker) recordLifecycle(machine, from, event, to string, who []any) 
 	case fsm.SandboxMachineName:
 		if from == fsm.SandboxStateDead.String() && to == fsm.SandboxStateCreating.String() {
 			w.st.event(eventNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
+		}
+	case fsm.PodMachineName:
+		// pending -update [admission_refused]-> terminated: kubelet's
+		// rejectPod records the refusal as a Warning event of the pod.
+		if r := w.refusal; r != nil && from == fsm.PodStatePending.String() && to == fsm.PodStateTerminated.String() {
+			w.st.event(eventWarning, r.Reason, "%s", r.Message)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -103,6 +104,11 @@ func (h *history) list() []Transition {
 type goneHistory struct {
 	at  time.Time
 	pod PodDebug
+	// final is the status the worker published after its pod machine
+	// stopped (nil if none): PodStopped answers it for a purged worker,
+	// so that the API status manager writes it even when housekeeping
+	// purged the worker first.
+	final *v1.Pod
 }
 
 // Debug returns every pod the engine runs, and those it forgot within the
@@ -196,7 +202,13 @@ func (e *Engine) forgetLocked(w *podWorker) {
 	}
 	d.Gone = true
 	now := e.clock.Now()
-	e.gone[w.uid] = goneHistory{at: now, pod: d}
+	g := goneHistory{at: now, pod: d}
+	w.mu.Lock()
+	if w.pub != nil && podStopped(w.pubState) {
+		g.final = w.pub
+	}
+	w.mu.Unlock()
+	e.gone[w.uid] = g
 	for uid, g := range e.gone {
 		if now.Sub(g.at) > historyKeep {
 			delete(e.gone, uid)

@@ -141,7 +141,7 @@ func (sb *sandboxState) RunSandbox(ctx context.Context) error {
 	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
 		return sb.fail(fsm.SandboxEventCreateFailed, fmt.Errorf("run sandbox of pod %q: create log directory: %w", p.key(), err))
 	}
-	id, err := p.e.rt.RunPodSandbox(ctx, cfg, "")
+	id, err := p.e.rt.RunPodSandbox(ctx, cfg, p.w.runtimeHandler)
 	adopted := false
 	if err != nil {
 		if prev := cri.ReservedFor(err); prev != "" {

@@ -116,5 +116,5 @@ func (w *podWorker) publishStatus() {
 	w.mu.Lock()
 	w.machines = ms
 	w.mu.Unlock()
-	w.publish(p)
+	w.publish(p, s.machine.State())
 }

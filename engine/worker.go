@@ -60,6 +60,7 @@ type podWorker struct {
 	refresh    time.Time          // a status refresh is due at the first sync tick after this
 	killGrace  int64              // grace period of the last kill posted
 	pub        *v1.Pod            // last published pod with status
+	pubState   fsm.PodState       // the pod machine's state pub was computed in
 	killPosted bool               // a kill (config REMOVE/DELETE, orphan) was posted
 	orphan     bool               // a runtime pod no source declares, being stopped
 	syncQueued bool               // an inputSync waits in the queue
@@ -73,12 +74,15 @@ type podWorker struct {
 	hist     history // the pod's transitions, for /debug/pods/{uid}
 
 	adopted *adoptedPod // what the runtime held of the pod at start, until the first input
-	// pod and refusal are set at creation and never change: the pod as
+	// pod, refusal and runtimeHandler are set at creation and never change: the pod as
 	// first declared (its requests count against allocatable) and why it
 	// was refused admission (nil: admitted).
 	pod     *v1.Pod
 	refusal *refusal
-	st      *podState // owned by the worker goroutine
+	// runtimeHandler is the CRI runtime handler of the pod's
+	// runtimeClassName, resolved at admission ("" = the default).
+	runtimeHandler string
+	st             *podState // owned by the worker goroutine
 }
 
 func (w *podWorker) post(in input) {
@@ -187,9 +191,9 @@ func (w *podWorker) setPodState(s fsm.PodState) {
 	w.mu.Unlock()
 }
 
-func (w *podWorker) publish(p *v1.Pod) {
+func (w *podWorker) publish(p *v1.Pod, st fsm.PodState) {
 	w.mu.Lock()
-	w.pub = p
+	w.pub, w.pubState = p, st
 	w.mu.Unlock()
 	if f := w.e.cfg.Published; f != nil {
 		f()

@@ -16,7 +16,7 @@ const PodMachineName = "pod"
 
 // PodSpecSHA256 is the SHA-256 of spec/pod.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const PodSpecSHA256 = "e4ea558cc0a77f1e1331b505801157b8bfca8fecaa88afd7a5c2d6c427013abe"
+const PodSpecSHA256 = "dddaed073726e52fc65b7633fe41d443f1f016ff0b3cd868acd5814dff0b073c"
 
 // PodState is a state of the pod machine.
 //
@@ -183,7 +183,11 @@ type PodGuard uint8
 const (
 	// PodGuardAdmissionRefused: The pod was refused admission when it was first
 	// declared: its requests do not fit the node's allocatable beside the active
-	// pods (OutOfcpu, OutOfmemory, OutOf<resource>); it fails without starting.
+	// pods (OutOfcpu, OutOfmemory, OutOf<resource>), its node affinity or
+	// nodeSelector does not match the node (NodeAffinity), its nodeName is
+	// another node (NodeName), a host port is taken (NodePorts), its runtime
+	// class is unknown (RuntimeClassNotFound) or the decision failed
+	// (UnexpectedAdmissionError); it fails without starting.
 	PodGuardAdmissionRefused PodGuard = iota
 	// PodGuardNameTaken: A static pod whose full name (name_namespace) another
 	// UID holds or waits for ahead of this one (FIFO).
@@ -215,7 +219,11 @@ func (g PodGuard) String() string {
 type PodGuards interface {
 	// AdmissionRefused: The pod was refused admission when it was first declared:
 	// its requests do not fit the node's allocatable beside the active pods
-	// (OutOfcpu, OutOfmemory, OutOf<resource>); it fails without starting.
+	// (OutOfcpu, OutOfmemory, OutOf<resource>), its node affinity or nodeSelector
+	// does not match the node (NodeAffinity), its nodeName is another node
+	// (NodeName), a host port is taken (NodePorts), its runtime class is unknown
+	// (RuntimeClassNotFound) or the decision failed (UnexpectedAdmissionError);
+	// it fails without starting.
 	AdmissionRefused() bool
 	// NameTaken: A static pod whose full name (name_namespace) another UID holds
 	// or waits for ahead of this one (FIFO).

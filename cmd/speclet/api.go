@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -24,6 +28,7 @@ type apiClient struct {
 	cs     *kubernetes.Clientset
 	status *apistatus.Manager
 	events *apistatus.Events
+	node   atomic.Pointer[node.Node] // set by start
 }
 
 func newAPIClient(o *runOptions) (*apiClient, error) {
@@ -59,6 +64,58 @@ func (a *apiClient) recorder(ctx context.Context, node string) engine.EventRecor
 	return a.events
 }
 
+// nodeObject is engine.Config.Node: the Node as last written (with the
+// labels others gave it), or when fresh one read now (5 s at most, the
+// last written one if that fails); nil before registration or without
+// --kubeconfig.
+func (a *apiClient) nodeObject(fresh bool) *v1.Node {
+	if a == nil {
+		return nil
+	}
+	n := a.node.Load()
+	if n == nil {
+		return nil
+	}
+	if fresh {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if got, err := a.cs.CoreV1().Nodes().Get(ctx, n.Name(), metav1.GetOptions{}); err == nil {
+			return got
+		}
+	}
+	return n.Object()
+}
+
+// runtimeClasses is engine.Config.RuntimeClasses: an informer over the
+// RuntimeClass API (as kubelet's runtimeclass manager), read through its
+// lister once synced and with a GET before; nil without --kubeconfig.
+func (a *apiClient) runtimeClasses(ctx context.Context) engine.RuntimeClasses {
+	if a == nil {
+		return nil
+	}
+	f := informers.NewSharedInformerFactory(a.cs, 0)
+	inf := f.Node().V1().RuntimeClasses()
+	lister := inf.Lister()
+	synced := inf.Informer().HasSynced
+	f.Start(ctx.Done())
+	return func(name string) (string, error) {
+		if synced() {
+			rc, err := lister.Get(name)
+			if err != nil {
+				return "", err
+			}
+			return rc.Handler, nil
+		}
+		gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		rc, err := a.cs.NodeV1().RuntimeClasses().Get(gctx, name, metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		return rc.Handler, nil
+	}
+}
+
 // wake is engine.Config.Published; nil-safe so that runs without
 // --kubeconfig pass a nil *apiClient's method value.
 func (a *apiClient) wake() {
@@ -70,7 +127,7 @@ func (a *apiClient) wake() {
 // start runs the API pod source, the Node keeper and the status manager
 // until ctx ends. None of them blocks the start: while the API server is
 // unreachable they retry, and static pods run meanwhile.
-func (a *apiClient) start(ctx context.Context, o *runOptions, eng *engine.Engine, rt cri.Runtime, m *config.Merger, log *slog.Logger) {
+func (a *apiClient) start(ctx context.Context, o *runOptions, nd *nodeResources, eng *engine.Engine, rt cri.Runtime, m *config.Merger, log *slog.Logger) {
 	watch := config.StartAPI(ctx, config.APISource{Client: a.cs, NodeName: o.nodeName}, m, log)
 	// daemonEndpoints.kubeletEndpoint: the kubelet API the API server
 	// proxies logs, exec and port-forward to; the read-only port without it.
@@ -80,6 +137,7 @@ func (a *apiClient) start(ctx context.Context, o *runOptions, eng *engine.Engine
 	}
 	n := node.New(node.Config{
 		Client: a.cs, Name: o.nodeName, IP: eng.NodeIP(), Port: port, MaxPods: o.maxPods,
+		Capacity: nd.capacity, Allocatable: o.node.allocatable,
 		RootDir: o.rootDir, Version: specletVersion(), Health: eng.Healthz, Pressure: eng.Pressure,
 		LeaseDuration: secondsDuration(o.nodeLeaseDuration),
 		Runtime: func(ctx context.Context) (string, string, error) {
@@ -91,6 +149,7 @@ func (a *apiClient) start(ctx context.Context, o *runOptions, eng *engine.Engine
 		},
 		Log: log,
 	})
+	a.node.Store(n)
 	go n.Run(ctx)
 	st := apistatus.New(apistatus.Config{Client: a.cs, Engine: eng, Pods: watch, NodeName: o.nodeName, NodeUID: n.UID, Log: log})
 	a.status = st

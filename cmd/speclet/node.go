@@ -124,6 +124,13 @@ func (n *nodeOptions) evictionManager() *eviction.Manager {
 		MinReclaim: n.evictionMinRecl, Transition: n.evictionTrans})
 }
 
+// allocatable is node allocatable on a node of capacity: capacity minus
+// --kube-reserved, --system-reserved and the --eviction-hard thresholds
+// (memory.available from memory, nodefs.available from ephemeral-storage).
+func (n *nodeOptions) allocatable(capacity v1.ResourceList) v1.ResourceList {
+	return resources.Allocatable(capacity, n.kubeReservedL, n.systemReservedL, resources.EvictionReserve(n.evictionHardT, capacity))
+}
+
 // nodeResources is what the node setup gives the engine.
 type nodeResources struct {
 	capacity, allocatable v1.ResourceList
@@ -138,7 +145,7 @@ func setupNode(n nodeOptions, sim bool, log *slog.Logger) (*nodeResources, error
 		return nil, err
 	}
 	out := &nodeResources{capacity: capacity}
-	out.allocatable = resources.Allocatable(capacity, n.kubeReservedL, n.systemReservedL, resources.EvictionReserve(n.evictionHardT, capacity))
+	out.allocatable = n.allocatable(capacity)
 	if !n.cgroupsPerQOS || sim {
 		return out, nil
 	}

@@ -446,6 +446,8 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		Published:            api.wake,
 		VolumeAPI:            api.volumes(),
 		Events:               api.recorder(ctx, o.nodeName),
+		Node:                 api.nodeObject,
+		RuntimeClasses:       api.runtimeClasses(ctx),
 	})
 	if err != nil {
 		return fmt.Errorf("create engine: %w", err)
@@ -509,7 +511,7 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		rot.Run(runCtx, containerlogs.DefaultPeriod)
 	}()
 	if api != nil {
-		api.start(runCtx, o, eng, client, merger, log)
+		api.start(runCtx, o, nd, eng, client, merger, log)
 	}
 	if o.manifestPath == "" && o.manifestURL == "" && api == nil {
 		log.Warn("no pod source: give --pod-manifest-path, --manifest-url or --kubeconfig")

@@ -12,7 +12,9 @@
 //     others (PodScheduled, ...) are kept. Rate limiting is the client's
 //     (--kube-api-qps, --kube-api-burst).
 //   - Once nothing of a pod marked for deletion runs (engine.PodStopped), its
-//     object is deleted with grace period 0 and a UID precondition.
+//     final status (terminal phase, containers terminated) is written, and
+//     only once that write succeeded is its object deleted with grace
+//     period 0 and a UID precondition.
 //   - A static pod (file or URL source) gets a mirror pod of the same name:
 //     annotation kubernetes.io/config.mirror = its config hash, an owner
 //     reference to the Node. A mirror pod that is deleted is created again; one
@@ -50,8 +52,9 @@ type Engine interface {
 	// Pods are the declared pods with their current status.
 	Pods() []*v1.Pod
 	// PodStopped reports that nothing of the pod runs (its machine is
-	// terminated or finished, or it has no worker).
-	PodStopped(uid types.UID) bool
+	// terminated or finished, or it has no worker) and gives the status
+	// published since (nil when it has no worker).
+	PodStopped(uid types.UID) (final *v1.Pod, stopped bool)
 	// SourcesReady reports every pod source delivered its first snapshot.
 	SourcesReady() bool
 }
@@ -161,9 +164,14 @@ func (m *Manager) pass(ctx context.Context) {
 			continue
 		}
 		live[p.UID] = true
-		if m.cfg.Engine.PodStopped(p.UID) {
-			m.deleteFinished(ctx, p)
+		final, stopped := m.cfg.Engine.PodStopped(p.UID)
+		if !stopped {
+			continue
 		}
+		if final != nil && !m.writeStatus(ctx, p, final.Status) {
+			continue // the final status first; retried at the next pass
+		}
+		m.deleteFinished(ctx, p)
 	}
 	m.mu.Lock()
 	for uid := range m.written {
@@ -180,13 +188,14 @@ func (m *Manager) pass(ctx context.Context) {
 }
 
 // writeStatus writes st to the API object target (same UID) unless it is
-// what was written last.
-func (m *Manager) writeStatus(ctx context.Context, target *v1.Pod, st v1.PodStatus) {
+// what was written last. It reports whether the API object now has st (or
+// is gone).
+func (m *Manager) writeStatus(ctx context.Context, target *v1.Pod, st v1.PodStatus) bool {
 	m.mu.Lock()
 	last, ok := m.written[target.UID]
 	m.mu.Unlock()
 	if ok && reflect.DeepEqual(last, st) {
-		return
+		return true
 	}
 	pods := m.cfg.Client.CoreV1().Pods(target.Namespace)
 	first := true
@@ -220,7 +229,9 @@ func (m *Manager) writeStatus(ctx context.Context, target *v1.Pod, st v1.PodStat
 		if ctx.Err() == nil {
 			m.log.Error("write pod status", "pod", target.Namespace+"/"+target.Name, "uid", target.UID, "err", err)
 		}
+		return false
 	}
+	return true
 }
 
 // merge is the engine's status with the conditions others own kept.

@@ -1,9 +1,15 @@
 package apistatus
 
 import (
+	"context"
+	"fmt"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // TestMergeKeepsOthersConditions: the engine's status replaces the API's,
@@ -35,5 +41,80 @@ func TestMergeKeepsOthersConditions(t *testing.T) {
 		if want[c.Type] != c.Status {
 			t.Errorf("condition %s = %s, want %s", c.Type, c.Status, want[c.Type])
 		}
+	}
+}
+
+// fakeEngine has no declared pods; the deleted pod's worker has stopped
+// with final (or has not, when stopped is false).
+type fakeEngine struct {
+	final   *v1.Pod
+	stopped bool
+}
+
+func (f *fakeEngine) Pods() []*v1.Pod    { return nil }
+func (f *fakeEngine) SourcesReady() bool { return true }
+func (f *fakeEngine) PodStopped(types.UID) (*v1.Pod, bool) {
+	return f.final, f.stopped
+}
+
+// cache reads the fake clientset.
+type cache struct{ cs *fake.Clientset }
+
+func (c cache) GetPod(ns, name string) *v1.Pod {
+	p, err := c.cs.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return nil
+	}
+	return p
+}
+
+func (c cache) ListPods() []*v1.Pod {
+	l, _ := c.cs.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{})
+	var out []*v1.Pod
+	for i := range l.Items {
+		out = append(out, &l.Items[i])
+	}
+	return out
+}
+
+// TestFinalStatusBeforeDelete: a deleted pod's object is left alone while
+// something of it runs; once it stopped, its final status (Succeeded, the
+// container terminated) is written through the status subresource first,
+// and then the object is deleted with grace period 0 and its UID as
+// precondition, as kubelet's status manager does.
+func TestFinalStatusBeforeDelete(t *testing.T) {
+	now := metav1.Now()
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "u1", DeletionTimestamp: &now},
+		Status: v1.PodStatus{Phase: v1.PodRunning}}
+	cs := fake.NewSimpleClientset(pod)
+	eng := &fakeEngine{}
+	m := New(Config{Client: cs, Engine: eng, Pods: cache{cs}, NodeName: "node-a", NodeUID: func() types.UID { return "n" }})
+	ctx := context.Background()
+	m.pass(ctx)
+	for _, a := range cs.Actions() {
+		if a.GetVerb() != "get" && a.GetVerb() != "list" {
+			t.Fatalf("%s %s/%s while the pod still runs, want nothing written", a.GetVerb(), a.GetResource().Resource, a.GetSubresource())
+		}
+	}
+	cs.ClearActions()
+	final := pod.DeepCopy()
+	final.Status = v1.PodStatus{Phase: v1.PodSucceeded, ContainerStatuses: []v1.ContainerStatus{{
+		Name: "main", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}}}}
+	eng.final, eng.stopped = final, true
+	m.pass(ctx)
+	var writes []string
+	for _, a := range cs.Actions() {
+		switch act := a.(type) {
+		case k8stesting.UpdateAction:
+			p := act.GetObject().(*v1.Pod)
+			writes = append(writes, fmt.Sprintf("update %s phase=%s", act.GetSubresource(), p.Status.Phase))
+		case k8stesting.DeleteAction:
+			o := act.GetDeleteOptions()
+			writes = append(writes, fmt.Sprintf("delete grace=%d uid=%s", *o.GracePeriodSeconds, *o.Preconditions.UID))
+		}
+	}
+	want := []string{"update status phase=Succeeded", "delete grace=0 uid=u1"}
+	if fmt.Sprint(writes) != fmt.Sprint(want) {
+		t.Errorf("writes %q, want %q", writes, want)
 	}
 }

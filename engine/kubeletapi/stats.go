@@ -1,7 +1,6 @@
 package kubeletapi
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/engine/cgroups"
 )
 
 // nodeCPU keeps the previous reading of the node's CPU time, for the rate.
@@ -52,27 +52,6 @@ func readNodeCPU() (uint64, error) {
 		busy += n
 	}
 	return busy * (1e9 / userHz), nil
-}
-
-// readMeminfo returns /proc/meminfo's MemTotal and MemAvailable in bytes.
-func readMeminfo() (total, available uint64, err error) {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0, 0, err
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		k, v, _ := strings.Cut(s.Text(), ":")
-		n, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		switch k {
-		case "MemTotal":
-			total = n * 1024
-		case "MemAvailable":
-			available = n * 1024
-		}
-	}
-	return total, available, s.Err()
 }
 
 // bootTime returns the node's boot time from /proc/stat's btime.
@@ -133,7 +112,8 @@ func (a *API) summary(ctx context.Context) (*statsapi.Summary, error) {
 		a.cpu.mu.Unlock()
 		s.Node.CPU = cpu
 	}
-	if total, avail, err := readMeminfo(); err == nil && total > 0 {
+	if m, err := cgroups.Meminfo(""); err == nil && m["MemTotal"] > 0 {
+		total, avail := m["MemTotal"], m["MemAvailable"]
 		ws := total - avail
 		s.Node.Memory = &statsapi.MemoryStats{Time: metav1.NewTime(now), AvailableBytes: &avail, UsageBytes: &ws, WorkingSetBytes: &ws}
 	}

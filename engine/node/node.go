@@ -48,6 +48,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/speclet/speclet/engine/cgroups"
 )
 
 // Defaults, kubelet's.
@@ -69,6 +71,14 @@ type Config struct {
 	Port int32
 	// MaxPods is the pods capacity.
 	MaxPods int
+	// Capacity is the machine's cpu and memory (cgroups.MachineCapacity);
+	// nil: read from the machine.
+	Capacity v1.ResourceList
+	// Allocatable computes node allocatable from the capacity (cpu,
+	// memory, ephemeral-storage, pods): capacity minus --kube-reserved,
+	// --system-reserved and the hard eviction thresholds. nil: allocatable
+	// is the capacity.
+	Allocatable func(capacity v1.ResourceList) v1.ResourceList
 	// RootDir is the filesystem whose space is ephemeral-storage.
 	RootDir string
 	// Version is speclet's version (nodeInfo.kubeletVersion).
@@ -90,10 +100,11 @@ type Config struct {
 
 // Node keeps one Node object and its Lease.
 type Node struct {
-	cfg Config
-	log *slog.Logger
-	mu  sync.Mutex
-	uid types.UID
+	cfg  Config
+	log  *slog.Logger
+	mu   sync.Mutex
+	uid  types.UID
+	last *v1.Node // the Node as last written
 }
 
 // New returns a keeper for cfg.Name; Run starts it.
@@ -118,6 +129,20 @@ func (n *Node) UID() types.UID {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.uid
+}
+
+// Name is the Node's name.
+func (n *Node) Name() string { return n.cfg.Name }
+
+// Object is the Node as last written to the API server (labels others
+// added included), nil before registration.
+func (n *Node) Object() *v1.Node {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.last == nil {
+		return nil
+	}
+	return n.last.DeepCopy()
 }
 
 // Run registers the Node, then keeps its status and Lease until ctx ends.
@@ -212,13 +237,22 @@ func (n *Node) object(ctx context.Context) *v1.Node {
 
 // status computes the Node's status now.
 func (n *Node) status(ctx context.Context, prev []v1.NodeCondition) v1.NodeStatus {
-	capacity := v1.ResourceList{
-		v1.ResourceCPU:    *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI),
-		v1.ResourcePods:   *resource.NewQuantity(int64(n.cfg.MaxPods), resource.DecimalSI),
-		v1.ResourceMemory: *resource.NewQuantity(int64(meminfo()["MemTotal"]), resource.BinarySI),
+	capacity := n.cfg.Capacity.DeepCopy()
+	if capacity == nil {
+		if c, err := cgroups.MachineCapacity(""); err == nil {
+			capacity = c
+		} else {
+			capacity = v1.ResourceList{}
+			n.log.Error("read machine capacity", "err", err)
+		}
 	}
+	capacity[v1.ResourcePods] = *resource.NewQuantity(int64(n.cfg.MaxPods), resource.DecimalSI)
 	if total, _, ok := diskSpace(n.cfg.RootDir); ok {
 		capacity[v1.ResourceEphemeralStorage] = *resource.NewQuantity(int64(total), resource.BinarySI)
+	}
+	allocatable := capacity.DeepCopy()
+	if n.cfg.Allocatable != nil {
+		allocatable = n.cfg.Allocatable(capacity)
 	}
 	rtName, rtVersion := "unknown", "unknown"
 	if n.cfg.Runtime != nil {
@@ -229,7 +263,7 @@ func (n *Node) status(ctx context.Context, prev []v1.NodeCondition) v1.NodeStatu
 	now := metav1.Now()
 	return v1.NodeStatus{
 		Capacity:    capacity,
-		Allocatable: capacity.DeepCopy(),
+		Allocatable: allocatable,
 		Addresses: []v1.NodeAddress{
 			{Type: v1.NodeInternalIP, Address: n.cfg.IP},
 			{Type: v1.NodeHostName, Address: n.cfg.Name},
@@ -263,7 +297,9 @@ type pressure struct {
 
 func (n *Node) pressure() pressure {
 	var p pressure
-	p.memAvail = meminfo()["MemAvailable"]
+	if m, err := cgroups.Meminfo(""); err == nil {
+		p.memAvail = m["MemAvailable"]
+	}
 	p.diskTotal, p.diskAvail, _ = diskSpace(n.cfg.RootDir)
 	p.pidMax, _ = strconv.ParseUint(readTrim("/proc/sys/kernel/pid_max"), 10, 64)
 	if ents, err := os.ReadDir("/proc"); err == nil {
@@ -339,11 +375,12 @@ func (n *Node) updateStatus(ctx context.Context) error {
 		return fmt.Errorf("get node: %w", err)
 	}
 	cur.Status = n.status(ctx, cur.Status.Conditions)
-	if _, err := nodes.UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
+	got, err := nodes.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+	if err != nil {
 		return fmt.Errorf("write node status: %w", err)
 	}
 	n.mu.Lock()
-	n.uid = cur.UID
+	n.uid, n.last = got.UID, got
 	n.mu.Unlock()
 	return nil
 }
@@ -412,36 +449,6 @@ func osImage() string {
 		}
 	}
 	return runtime.GOOS
-}
-
-// meminfo returns /proc/meminfo's fields in bytes.
-func meminfo() map[string]uint64 {
-	out := map[string]uint64{}
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return out
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, rest, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		fs := strings.Fields(rest)
-		if len(fs) == 0 {
-			continue
-		}
-		v, err := strconv.ParseUint(fs[0], 10, 64)
-		if err != nil {
-			continue
-		}
-		if len(fs) > 1 && fs[1] == "kB" {
-			v *= 1024
-		}
-		out[k] = v
-	}
-	return out
 }
 
 func diskSpace(dir string) (total, avail uint64, ok bool) {

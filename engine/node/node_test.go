@@ -1,11 +1,13 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -83,4 +85,40 @@ func TestConditions(t *testing.T) {
 			t.Errorf("Ready went False: transition %s, want %s", c.LastTransitionTime, t1)
 		}
 	})
+}
+
+// TestStatusAllocatable: the Node's capacity is the machine's (cpu, memory
+// given, ephemeral-storage of the root dir, pods = max pods) and its
+// allocatable is what Config.Allocatable computes from that capacity, not
+// the capacity itself.
+func TestStatusAllocatable(t *testing.T) {
+	n := New(Config{
+		Name: "n", MaxPods: 110, RootDir: t.TempDir(),
+		Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("8Gi")},
+		Allocatable: func(c v1.ResourceList) v1.ResourceList {
+			out := c.DeepCopy()
+			m := out[v1.ResourceMemory]
+			m.Sub(resource.MustParse("1Gi"))
+			out[v1.ResourceMemory] = m
+			return out
+		},
+	})
+	st := n.status(context.Background(), nil)
+	if got := st.Capacity.Memory().String(); got != "8Gi" {
+		t.Errorf("capacity memory %s, want 8Gi", got)
+	}
+	if got := st.Allocatable.Memory().String(); got != "7Gi" {
+		t.Errorf("allocatable memory %s, want 7Gi (capacity - what Allocatable takes)", got)
+	}
+	if got := st.Capacity.Pods().Value(); got != 110 {
+		t.Errorf("capacity pods %d, want 110", got)
+	}
+	if st.Capacity.StorageEphemeral().IsZero() || !st.Allocatable.StorageEphemeral().Equal(*st.Capacity.StorageEphemeral()) {
+		t.Errorf("ephemeral-storage capacity %s allocatable %s, want the root dir's size in both", st.Capacity.StorageEphemeral(), st.Allocatable.StorageEphemeral())
+	}
+	// Without a computed capacity the machine's is read.
+	m := New(Config{Name: "m", RootDir: t.TempDir()}).status(context.Background(), nil)
+	if m.Capacity.Memory().IsZero() || m.Capacity.Cpu().IsZero() {
+		t.Errorf("machine capacity %v: want cpu and memory", m.Capacity)
+	}
 }

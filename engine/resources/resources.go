@@ -502,16 +502,21 @@ func (t Threshold) Value(capacity resource.Quantity) int64 {
 	return int64(float64(capacity.Value()) * t.Percentage)
 }
 
-// EvictionReserve is what the hard thresholds take from allocatable: the
-// memory.available threshold as memory (kubelet's
-// hardEvictionReservation; nodefs is not measured by speclet).
+// EvictionReserve is what the hard thresholds take from allocatable
+// (kubelet's hardEvictionReservation): the memory.available threshold as
+// memory and, when capacity has ephemeral-storage, the nodefs.available
+// threshold as ephemeral-storage.
 func EvictionReserve(hard []Threshold, capacity v1.ResourceList) v1.ResourceList {
 	out := v1.ResourceList{}
 	for _, t := range hard {
-		if t.Signal != "memory.available" {
-			continue
+		switch t.Signal {
+		case "memory.available":
+			out[v1.ResourceMemory] = *resource.NewQuantity(t.Value(capacity[v1.ResourceMemory]), resource.BinarySI)
+		case "nodefs.available":
+			if c, ok := capacity[v1.ResourceEphemeralStorage]; ok {
+				out[v1.ResourceEphemeralStorage] = *resource.NewQuantity(t.Value(c), resource.BinarySI)
+			}
 		}
-		out[v1.ResourceMemory] = *resource.NewQuantity(t.Value(capacity[v1.ResourceMemory]), resource.BinarySI)
 	}
 	return out
 }

@@ -122,6 +122,13 @@ func TestAllocatable(t *testing.T) {
 	if got := r.Memory().Value(); got != 858993459 {
 		t.Errorf("10%% of 8Gi = %d", got)
 	}
+	// With ephemeral-storage in the capacity, nodefs.available is taken
+	// from it.
+	disk := MustList("cpu=4,memory=8Gi,ephemeral-storage=100Gi")
+	d := Allocatable(disk, MustList("ephemeral-storage=1Gi"), nil, EvictionReserve(hard, disk))
+	if got, want := d.StorageEphemeral().Value(), 100*gi-gi-10*gi; got != want {
+		t.Errorf("ephemeral-storage %d, want %d (100Gi - 1Gi reserved - 10%% nodefs.available)", got, want)
+	}
 	if z := Allocatable(MustList("memory=1Gi"), MustList("memory=2Gi"), nil, nil); z.Memory().Value() != 0 {
 		t.Errorf("over-reserved: %v, want 0", z.Memory())
 	}

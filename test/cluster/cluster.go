@@ -98,6 +98,9 @@ type Options struct {
 	// when it proxies logs, exec and port-forward: nodes then need a
 	// certificate the cluster issued (speclet --rotate-server-certificates).
 	VerifyKubelets bool
+	// AuditPolicy, when set, is the API server's audit policy (YAML); the
+	// events go to AuditLog() as JSON lines.
+	AuditPolicy string
 	// Log receives progress lines (nil: discard).
 	Log io.Writer
 }
@@ -211,6 +214,11 @@ func Start(ctx context.Context, o Options) (res *Cluster, err error) {
 	c.URL = fmt.Sprintf("https://127.0.0.1:%d", c.apiPort)
 	if err := c.writeKubeconfig(c.admin, "admin"); err != nil {
 		return nil, err
+	}
+	if o.AuditPolicy != "" {
+		if err := os.WriteFile(c.path("audit-policy.yaml"), []byte(o.AuditPolicy), 0o644); err != nil {
+			return nil, err
+		}
 	}
 	if err := c.startAPIServer(ctx); err != nil {
 		return nil, err
@@ -495,8 +503,15 @@ func (c *Cluster) apiServerArgs() []string {
 	if c.opts.VerifyKubelets {
 		args = append(args, "--kubelet-certificate-authority", c.caCrt)
 	}
+	if c.opts.AuditPolicy != "" {
+		args = append(args, "--audit-policy-file", c.path("audit-policy.yaml"), "--audit-log-path", c.AuditLog(),
+			"--audit-log-format", "json", "--audit-log-maxsize", "0")
+	}
 	return args
 }
+
+// AuditLog is the API server's audit log (Options.AuditPolicy).
+func (c *Cluster) AuditLog() string { return c.path("audit.log") }
 
 func (c *Cluster) startAPIServer(ctx context.Context) error {
 	p, err := c.spawn("kube-apiserver", filepath.Join(c.BinDir, "kube-apiserver"), c.apiServerArgs()...)

@@ -84,8 +84,9 @@ func startEnv(t *testing.T) *env {
 		name string
 		cd   *harness.Containerd
 		out  **cluster.Node
-	}{{"node-a", e.ca, &e.a}, {"node-b", e.cb, &e.b}} {
-		node, err := c.StartNode(ctx, cluster.NodeOptions{Name: n.name, Bin: bin, Containerd: n.cd, Dir: t.TempDir()})
+		args []string
+	}{{"node-a", e.ca, &e.a, nil}, {"node-b", e.cb, &e.b, nodeBReserved}} {
+		node, err := c.StartNode(ctx, cluster.NodeOptions{Name: n.name, Bin: bin, Containerd: n.cd, Dir: t.TempDir(), Args: n.args})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -425,6 +426,10 @@ spec:
 			t.Errorf("container statuses %+v: want terminated, exit code 3, reason Error", cs)
 		}
 	})
+
+	t.Run("AdmissionRefusalsAreFailedPods", func(t *testing.T) { testAdmissionRefusals(t, e) })
+	t.Run("NodeAllocatableIsCapacityMinusReserved", func(t *testing.T) { testNodeAllocatable(t, e) })
+	t.Run("DeletedPodFinalStatusBeforeDelete", func(t *testing.T) { testFinalStatusBeforeDelete(t, e) })
 
 	t.Run("CrashLoopHasBackOffEvent", func(t *testing.T) {
 		e.create(t, e.pod("crash", "node-a", v1.RestartPolicyAlways, "exit 1"))

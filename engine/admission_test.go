@@ -1,0 +1,112 @@
+package engine
+
+import (
+	"errors"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+)
+
+// TestAdmit is the admission decision as a table: each case a pod, what
+// runs beside it, and the reason and message kubelet gives (or admission).
+func TestAdmit(t *testing.T) {
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{"zone": "z1", "disk": "ssd"}}}
+	ports := func(ps ...v1.ContainerPort) *v1.Pod {
+		return &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Ports: ps}}}}
+	}
+	hp := func(port int32, proto v1.Protocol, ip string) v1.ContainerPort {
+		return v1.ContainerPort{ContainerPort: port, HostPort: port, Protocol: proto, HostIP: ip}
+	}
+	affinity := func(op v1.NodeSelectorOperator, key string, vals ...string) *v1.Pod {
+		return &v1.Pod{Spec: v1.PodSpec{Affinity: &v1.Affinity{NodeAffinity: &v1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
+				MatchExpressions: []v1.NodeSelectorRequirement{{Key: key, Operator: op, Values: vals}},
+			}}},
+		}}}}
+	}
+	requests := func(cpu string, p *v1.Pod) *v1.Pod {
+		if len(p.Spec.Containers) == 0 {
+			p.Spec.Containers = []v1.Container{{Name: "c"}}
+		}
+		p.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu)}
+		return p
+	}
+	sidecar := &v1.Pod{Spec: v1.PodSpec{InitContainers: []v1.Container{{Name: "s", RestartPolicy: ptr.To(v1.ContainerRestartPolicyAlways), Ports: []v1.ContainerPort{hp(9000, "", "")}}}}}
+	plainInit := &v1.Pod{Spec: v1.PodSpec{InitContainers: []v1.Container{{Name: "i", Ports: []v1.ContainerPort{hp(9000, "", "")}}}}}
+	classes := func(name string) (string, error) {
+		switch name {
+		case "fast":
+			return "runc", nil
+		case "broken":
+			return "", errors.New("cache not synced")
+		}
+		return "", apierrors.NewNotFound(schema.GroupResource{Group: "node.k8s.io", Resource: "runtimeclasses"}, name)
+	}
+	const (
+		msgPorts    = "Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports"
+		msgAffinity = "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector"
+		msgName     = "Predicate NodeName failed: node(s) didn't match the requested node name"
+	)
+	for _, tc := range []struct {
+		name        string
+		pod         *v1.Pod
+		active      []*v1.Pod
+		alloc       v1.ResourceList
+		noClasses   bool
+		reason, msg string
+		handler     string
+	}{
+		{name: "nothing asked", pod: &v1.Pod{}},
+		{name: "host port free", pod: ports(hp(8080, "", "")), active: []*v1.Pod{ports(hp(8081, "", ""))}},
+		{name: "host port taken", pod: ports(hp(8080, "", "")), active: []*v1.Pod{ports(hp(8080, v1.ProtocolTCP, ""))}, reason: "NodePorts", msg: msgPorts},
+		{name: "other protocol", pod: ports(hp(8080, v1.ProtocolUDP, "")), active: []*v1.Pod{ports(hp(8080, "", ""))}},
+		{name: "one address against all addresses", pod: ports(hp(8080, "", "127.0.0.1")), active: []*v1.Pod{ports(hp(8080, "", ""))}, reason: "NodePorts", msg: msgPorts},
+		{name: "all addresses against one address", pod: ports(hp(8080, "", "")), active: []*v1.Pod{ports(hp(8080, "", "127.0.0.2"))}, reason: "NodePorts", msg: msgPorts},
+		{name: "two addresses", pod: ports(hp(8080, "", "127.0.0.1")), active: []*v1.Pod{ports(hp(8080, "", "127.0.0.2"))}},
+		{name: "container port only", pod: ports(v1.ContainerPort{ContainerPort: 8080}), active: []*v1.Pod{ports(hp(8080, "", ""))}},
+		{name: "sidecar holds its port", pod: ports(hp(9000, "", "")), active: []*v1.Pod{sidecar}, reason: "NodePorts", msg: msgPorts},
+		{name: "init container does not hold its port", pod: ports(hp(9000, "", "")), active: []*v1.Pod{plainInit}},
+		{name: "nodeSelector matches", pod: &v1.Pod{Spec: v1.PodSpec{NodeSelector: map[string]string{"disk": "ssd"}}}},
+		{name: "nodeSelector does not match", pod: &v1.Pod{Spec: v1.PodSpec{NodeSelector: map[string]string{"disk": "hdd"}}}, reason: "NodeAffinity", msg: msgAffinity},
+		{name: "affinity In matches", pod: affinity(v1.NodeSelectorOpIn, "zone", "z0", "z1")},
+		{name: "affinity In does not match", pod: affinity(v1.NodeSelectorOpIn, "zone", "z2"), reason: "NodeAffinity", msg: msgAffinity},
+		{name: "affinity DoesNotExist", pod: affinity(v1.NodeSelectorOpDoesNotExist, "disk"), reason: "NodeAffinity", msg: msgAffinity},
+		{name: "nodeName is this node", pod: &v1.Pod{Spec: v1.PodSpec{NodeName: "node-a"}}},
+		{name: "nodeName is another node", pod: &v1.Pod{Spec: v1.PodSpec{NodeName: "node-b"}}, reason: "NodeName", msg: msgName},
+		{name: "resources come first", pod: requests("2", &v1.Pod{Spec: v1.PodSpec{NodeName: "node-b"}}), alloc: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")},
+			reason: "OutOfcpu", msg: "Node didn't have enough resource: cpu, requested: 2000, used: 0, capacity: 1000"},
+		{name: "affinity before nodeName before ports", pod: &v1.Pod{Spec: v1.PodSpec{NodeName: "node-b", NodeSelector: map[string]string{"disk": "hdd"}}}, reason: "NodeAffinity", msg: msgAffinity},
+		{name: "known runtime class", pod: &v1.Pod{Spec: v1.PodSpec{RuntimeClassName: ptr.To("fast")}}, handler: "runc"},
+		{name: "empty runtime class", pod: &v1.Pod{Spec: v1.PodSpec{RuntimeClassName: ptr.To("")}}},
+		{name: "unknown runtime class", pod: &v1.Pod{Spec: v1.PodSpec{RuntimeClassName: ptr.To("gvisor")}},
+			reason: "RuntimeClassNotFound", msg: `runtimeclasses.node.k8s.io "gvisor" not found`},
+		{name: "runtime class lookup fails", pod: &v1.Pod{Spec: v1.PodSpec{RuntimeClassName: ptr.To("broken")}},
+			reason: "UnexpectedAdmissionError", msg: `Unexpected error while looking up RuntimeClass "broken": cache not synced`},
+		{name: "runtime class without API", pod: &v1.Pod{Spec: v1.PodSpec{RuntimeClassName: ptr.To("fast")}}, noClasses: true,
+			reason: "RuntimeClassNotFound", msg: `RuntimeClass "fast" cannot be resolved: speclet runs without --kubeconfig (no RuntimeClass API)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := admission{Node: node, Allocatable: tc.alloc, Active: tc.active, RuntimeClasses: classes}
+			if tc.noClasses {
+				in.RuntimeClasses = nil
+			}
+			h, r := admit(tc.pod, in)
+			switch {
+			case tc.reason == "" && r != nil:
+				t.Fatalf("refused (%s: %s), want admitted", r.Reason, r.Message)
+			case tc.reason != "" && r == nil:
+				t.Fatalf("admitted, want refused with %s", tc.reason)
+			case r != nil && (r.Reason != tc.reason || r.Message != tc.msg):
+				t.Fatalf("refused with %s: %q\nwant %s: %q", r.Reason, r.Message, tc.reason, tc.msg)
+			}
+			if h != tc.handler {
+				t.Errorf("handler %q, want %q", h, tc.handler)
+			}
+		})
+	}
+}

@@ -1,0 +1,498 @@
+package cluster_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/cri/harness"
+	"github.com/speclet/speclet/test/cluster"
+	"github.com/speclet/speclet/test/kubebuild"
+)
+
+// kubeletVersion is the upstream kubelet the API burst compares with.
+const kubeletVersion = "v1.34.4"
+
+// statusAudit logs the writes of pod status (PUT and PATCH of pods/status)
+// once each, when answered.
+const statusAudit = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived", "ResponseStarted"]
+rules:
+- level: Metadata
+  verbs: ["update", "patch"]
+  resources:
+  - group: ""
+    resources: ["pods/status"]
+- level: None
+`
+
+// BenchmarkAPIBurst measures pods bound to a node through the API server,
+// on speclet and on kubelet v1.34 in the same run: one control plane
+// (kube-apiserver with the Node authorizer and NodeRestriction, an audit
+// log of pod status writes), node bench-speclet (the speclet binary) and
+// node bench-kubelet (kubelet, registered with its own node credentials),
+// each on its own harness containerd, one registry. For N = 30 and 100,
+// on each node in turn: N host-network busybox pods (`sleep 3600`, grace
+// period 1 s, no service account token) are created with spec.nodeName at
+// once, until the API shows all N Running and ready; then deleted, until
+// the API has none and the node's runtime runs nothing of them.
+//
+// Metrics, per agent (speclet-*, kubelet-*): start-all-s (first create to
+// all Running in the API), start-p50-s and start-p99-s (per pod, from the
+// first create), remove-api-s (first delete to all gone from the API),
+// remove-runtime-s (to gone from the API and no container running, no
+// sandbox ready), status-writes/start (pod status PUTs and PATCHes by the
+// node during the start phase, per pod) and status-writes/delete (during
+// removal, per pod). -benchtime=1x is enough.
+func BenchmarkAPIBurst(b *testing.B) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			b.Fatal("CI=true: the API burst runs containerd and needs root")
+		}
+		b.Skip("the API burst runs containerd and needs root")
+	}
+	ctx := context.Background()
+	kubeletDir, err := kubebuild.Build(ctx, kubebuild.Options{Set: "kubelet", Version: kubeletVersion, Commands: []string{"kubelet"}, Log: os.Stderr})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := cluster.ForTest(b, cluster.Options{AuditPolicy: statusAudit})
+	admin, err := burstClient(c.AdminKubeconfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg, err := harness.StartRegistry("127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { reg.Close() })
+	if err := reg.PushDefaults(ctx); err != nil {
+		b.Fatal(err)
+	}
+	image := reg.Ref(harness.BusyboxRepo)
+	runtimes := map[string]cri.Runtime{}
+	newContainerd := func(name string) *harness.Containerd {
+		cd, err := harness.StartContainerd(ctx, harness.Options{Registry: reg, Dir: b.TempDir()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() {
+			if err := cd.Stop(); err != nil {
+				b.Errorf("stop containerd: %v", err)
+			}
+		})
+		rt, err := cri.Dial(ctx, cd.Endpoint, cri.WithTimeout(30*time.Second))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { rt.Close() })
+		runtimes[name] = rt
+		return cd
+	}
+
+	bin, err := cluster.BuildSpeclet(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	sn, err := c.StartNode(ctx, cluster.NodeOptions{Name: "bench-speclet", Bin: bin, Containerd: newContainerd("bench-speclet"), Dir: b.TempDir(),
+		Args: []string{"-v", "0"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if b.Failed() {
+			b.Logf("log of bench-speclet:\n%s", sn.LogTail(40))
+		}
+		sn.Stop()
+	})
+	kl, err := startKubelet(c, filepath.Join(kubeletDir, "kubelet"), "bench-kubelet", newContainerd("bench-kubelet"), b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if b.Failed() {
+			b.Logf("log of bench-kubelet:\n%s", kl.tail(40))
+		}
+		kl.stop()
+	})
+	for _, node := range []string{"bench-speclet", "bench-kubelet"} {
+		if err := waitNodeReady(ctx, admin, node, 3*time.Minute); err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	round := 0
+	for _, n := range []int{30, 100} {
+		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
+			sum := map[string]*burstResult{}
+			for i := 0; i < b.N; i++ {
+				// speclet, kubelet, kubelet, speclet: neither always meets
+				// a machine warmed (or burdened) by the other.
+				for _, node := range []string{"bench-speclet", "bench-kubelet", "bench-kubelet", "bench-speclet"} {
+					round++
+					r, err := apiBurst(ctx, admin, runtimes[node], c.AuditLog(), node, image, n, round)
+					if err != nil {
+						b.Fatalf("%s: %v", node, err)
+					}
+					b.Logf("%s N=%d: start-all %.2fs p50 %.2fs p99 %.2fs, remove-api %.2fs remove-runtime %.2fs, status writes %d start + %d delete",
+						node, n, r.startAll.Seconds(), r.p50, r.p99, r.removeAPI.Seconds(), r.removeRuntime.Seconds(), r.startWrites, r.deleteWrites)
+					if sum[node] == nil {
+						sum[node] = &burstResult{}
+					}
+					sum[node].add(r)
+				}
+			}
+			for _, node := range []string{"bench-speclet", "bench-kubelet"} {
+				s, k := sum[node], float64(2*b.N)
+				name := map[string]string{"bench-speclet": "speclet", "bench-kubelet": "kubelet"}[node]
+				b.ReportMetric(s.startAll.Seconds()/k, name+"-start-all-s")
+				b.ReportMetric(s.p50/k, name+"-start-p50-s")
+				b.ReportMetric(s.p99/k, name+"-start-p99-s")
+				b.ReportMetric(s.removeAPI.Seconds()/k, name+"-remove-api-s")
+				b.ReportMetric(s.removeRuntime.Seconds()/k, name+"-remove-runtime-s")
+				b.ReportMetric(float64(s.startWrites)/k/float64(n), name+"-status-writes/start")
+				b.ReportMetric(float64(s.deleteWrites)/k/float64(n), name+"-status-writes/delete")
+			}
+		})
+	}
+}
+
+type burstResult struct {
+	startAll, removeAPI, removeRuntime time.Duration
+	p50, p99                           float64
+	startWrites, deleteWrites          int
+}
+
+func (s *burstResult) add(r burstResult) {
+	s.startAll += r.startAll
+	s.removeAPI += r.removeAPI
+	s.removeRuntime += r.removeRuntime
+	s.p50 += r.p50
+	s.p99 += r.p99
+	s.startWrites += r.startWrites
+	s.deleteWrites += r.deleteWrites
+}
+
+// apiBurst runs one burst of n pods on node.
+func apiBurst(ctx context.Context, admin *kubernetes.Clientset, rt cri.Runtime, audit, node, image string, n, round int) (burstResult, error) {
+	var r burstResult
+	label := fmt.Sprintf("burst-%d", round)
+	pods := admin.CoreV1().Pods("default")
+	writes0, err := statusWrites(audit, node)
+	if err != nil {
+		return r, err
+	}
+	start := time.Now()
+	if err := parallel(n, func(i int) error {
+		_, err := pods.Create(ctx, &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", label, i), Namespace: "default", Labels: map[string]string{"burst": label}},
+			Spec: v1.PodSpec{
+				NodeName: node, HostNetwork: true, RestartPolicy: v1.RestartPolicyAlways,
+				AutomountServiceAccountToken: ptr.To(false), TerminationGracePeriodSeconds: ptr.To[int64](1),
+				Containers: []v1.Container{{Name: "main", Image: image, ImagePullPolicy: v1.PullIfNotPresent, Command: []string{"sleep", "3600"}}},
+			},
+		}, metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		return r, fmt.Errorf("create: %w", err)
+	}
+	runningAt := map[string]time.Duration{}
+	deadline := start.Add(10 * time.Minute)
+	for len(runningAt) < n {
+		if time.Now().After(deadline) {
+			return r, fmt.Errorf("%d of %d pods Running after 10m", len(runningAt), n)
+		}
+		l, err := pods.List(ctx, metav1.ListOptions{LabelSelector: "burst=" + label})
+		if err == nil {
+			for i := range l.Items {
+				if _, seen := runningAt[l.Items[i].Name]; !seen && running(&l.Items[i]) {
+					runningAt[l.Items[i].Name] = time.Since(start)
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	r.startAll = time.Since(start)
+	per := make([]float64, 0, n)
+	for _, d := range runningAt {
+		per = append(per, d.Seconds())
+	}
+	sort.Float64s(per)
+	r.p50, r.p99 = per[len(per)/2], per[min(len(per)-1, int(float64(len(per))*0.99))]
+	// Let the status writes of the start settle before counting them.
+	time.Sleep(3 * time.Second)
+	writes1, err := statusWrites(audit, node)
+	if err != nil {
+		return r, err
+	}
+	r.startWrites = writes1 - writes0
+
+	del := time.Now()
+	if err := parallel(n, func(i int) error {
+		return pods.Delete(ctx, fmt.Sprintf("%s-%d", label, i), metav1.DeleteOptions{})
+	}); err != nil {
+		return r, fmt.Errorf("delete: %w", err)
+	}
+	apiGone, runtimeIdle := false, false
+	deadline = del.Add(5 * time.Minute)
+	for !(apiGone && runtimeIdle) {
+		if time.Now().After(deadline) {
+			return r, fmt.Errorf("after 5m: gone from the API %v, nothing running %v", apiGone, runtimeIdle)
+		}
+		if !apiGone {
+			if l, err := pods.List(ctx, metav1.ListOptions{LabelSelector: "burst=" + label}); err == nil && len(l.Items) == 0 {
+				apiGone, r.removeAPI = true, time.Since(del)
+			}
+		}
+		if !runtimeIdle {
+			idle, err := nothingRuns(ctx, rt)
+			if err != nil {
+				return r, err
+			}
+			runtimeIdle = idle
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	r.removeRuntime = time.Since(del)
+	writes2, err := statusWrites(audit, node)
+	if err != nil {
+		return r, err
+	}
+	r.deleteWrites = writes2 - writes1
+	return r, nil
+}
+
+// nothingRuns reports that the runtime has no running container and no
+// ready sandbox (each node has a containerd of its own).
+func nothingRuns(ctx context.Context, rt cri.Runtime) (bool, error) {
+	cs, err := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}})
+	if err != nil {
+		return false, err
+	}
+	ss, err := rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}})
+	if err != nil {
+		return false, err
+	}
+	return len(cs) == 0 && len(ss) == 0, nil
+}
+
+// statusWrites counts the pod status writes (PUT or PATCH of pods/status)
+// node made so far, from the audit log.
+func statusWrites(audit, node string) (int, error) {
+	f, err := os.Open(audit)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	user := "system:node:" + node
+	n := 0
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var ev struct {
+			Stage     string                    `json:"stage"`
+			User      struct{ Username string } `json:"user"`
+			ObjectRef struct {
+				Resource, Subresource string
+			} `json:"objectRef"`
+		}
+		if json.Unmarshal(sc.Bytes(), &ev) != nil {
+			continue
+		}
+		if ev.Stage == "ResponseComplete" && ev.User.Username == user && ev.ObjectRef.Resource == "pods" && ev.ObjectRef.Subresource == "status" {
+			n++
+		}
+	}
+	return n, sc.Err()
+}
+
+// parallel runs f(0..n-1) on 10 goroutines and returns the first error.
+func parallel(n int, f func(int) error) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	next := make(chan int)
+	for w := 0; w < 10; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := f(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return first
+}
+
+// burstClient is a clientset whose rate limit does not pace the burst.
+func burstClient(kubeconfig string) (*kubernetes.Clientset, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = 1000, 1000
+	return kubernetes.NewForConfig(cfg)
+}
+
+func waitNodeReady(ctx context.Context, cs *kubernetes.Clientset, name string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var last *v1.Node
+	for time.Now().Before(deadline) {
+		if n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err == nil {
+			last = n
+			if nodeReady(n) == v1.ConditionTrue {
+				return nil
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	if last == nil {
+		return fmt.Errorf("node %s not registered within %s", name, timeout)
+	}
+	return fmt.Errorf("node %s not Ready within %s: %+v", name, timeout, last.Status.Conditions)
+}
+
+// kubelet is an upstream kubelet joined to the cluster as node name with
+// its own node credentials (system:node:<name>).
+type kubelet struct {
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	logPath string
+	dir     string
+}
+
+// startKubelet runs kubelet bin as node name on containerd cd: no QoS
+// cgroups, no eviction or image GC worth the name (the machine is not what
+// is measured), kubelet's default API rate (50 QPS, burst 100, as
+// speclet's).
+func startKubelet(c *cluster.Cluster, bin, name string, cd *harness.Containerd, dir string) (*kubelet, error) {
+	kc, err := c.NodeKubeconfig(name)
+	if err != nil {
+		return nil, err
+	}
+	ports := make([]int, 2)
+	for i := range ports {
+		if ports[i], err = freeTCPPort(); err != nil {
+			return nil, err
+		}
+	}
+	caCrt, _ := c.CA()
+	cfg := map[string]any{
+		"apiVersion":               "kubelet.config.k8s.io/v1beta1",
+		"kind":                     "KubeletConfiguration",
+		"cgroupDriver":             "cgroupfs",
+		"failSwapOn":               false,
+		"cgroupsPerQOS":            false,
+		"enforceNodeAllocatable":   []string{},
+		"containerRuntimeEndpoint": cd.Endpoint,
+		"imageServiceEndpoint":     cd.Endpoint,
+		"address":                  "127.0.0.1",
+		"port":                     ports[0],
+		"readOnlyPort":             0,
+		"healthzBindAddress":       "127.0.0.1",
+		"healthzPort":              ports[1],
+		"authentication": map[string]any{
+			"anonymous": map[string]any{"enabled": false},
+			"webhook":   map[string]any{"enabled": false},
+			"x509":      map[string]any{"clientCAFile": caCrt},
+		},
+		"authorization":               map[string]any{"mode": "AlwaysAllow"},
+		"podLogsDir":                  filepath.Join(dir, "pod-logs"),
+		"resolvConf":                  "/etc/resolv.conf",
+		"registerNode":                true,
+		"makeIPTablesUtilChains":      false,
+		"evictionHard":                map[string]string{"memory.available": "1Mi", "nodefs.available": "1%", "imagefs.available": "1%", "nodefs.inodesFree": "1%"},
+		"imageGCHighThresholdPercent": 100,
+		"imageGCLowThresholdPercent":  99,
+		"kubeAPIQPS":                  50,
+		"kubeAPIBurst":                100,
+	}
+	raw, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	cfgPath := filepath.Join(dir, "kubelet-config.json")
+	if err := os.WriteFile(cfgPath, raw, 0o644); err != nil {
+		return nil, err
+	}
+	k := &kubelet{logPath: filepath.Join(dir, "kubelet.log"), dir: dir, exited: make(chan struct{})}
+	logf, err := os.Create(k.logPath)
+	if err != nil {
+		return nil, err
+	}
+	k.cmd = exec.Command(bin, "--config", cfgPath, "--kubeconfig", kc, "--hostname-override", name,
+		"--root-dir", filepath.Join(dir, "root"), "--cert-dir", filepath.Join(dir, "pki"), "--v", "1")
+	k.cmd.Stdout, k.cmd.Stderr = logf, logf
+	k.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := k.cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start kubelet: %w", err)
+	}
+	go func() { k.cmd.Wait(); logf.Close(); close(k.exited) }()
+	return k, nil
+}
+
+func (k *kubelet) tail(n int) string {
+	b, _ := os.ReadFile(k.logPath)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// stop ends kubelet (SIGTERM, SIGKILL after 30 s) and detaches the mounts
+// it left under its directory (its root dir is bind-mounted onto itself).
+func (k *kubelet) stop() {
+	k.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-k.exited:
+	case <-time.After(30 * time.Second):
+		k.cmd.Process.Kill()
+		<-k.exited
+	}
+	mounts := harness.Mounts(k.dir)
+	for i := len(mounts) - 1; i >= 0; i-- {
+		syscall.Unmount(mounts[i], syscall.MNT_DETACH)
+	}
+}
+
+func freeTCPPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
