@@ -75,8 +75,12 @@ chaos: deps
 soak:
 	$(GO) test -count=1 -timeout 30m -v -run '^TestSoak$$' ./test/chaos -args -soak
 
+# bench runs every benchmark. BenchmarkProbeCost (test/conformance) compares
+# speclet's probe cost with kubelet's: the kubelet binary is built once and
+# cached like for `make conformance`.
 bench: deps
-	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
+	@kubelet=$$($(GO) run ./test/conformance/cmd/buildkubelet -version $(KUBELET_VERSION)) && echo "bench: kubelet $$kubelet" && \
+	SPECLET_KUBELET="$$kubelet" $(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
 
 docs: deps generate
 	@for f in docs/states/*.dot; do dot -Tsvg "$$f" -o "$${f%.dot}.svg" && echo "docs: $${f%.dot}.svg"; done

@@ -102,12 +102,14 @@ func (w *podWorker) publishStatus() {
 	s.lastStatus = &st
 	p := &v1.Pod{TypeMeta: s.pod.TypeMeta, ObjectMeta: s.pod.ObjectMeta, Spec: s.pod.Spec, Status: st}
 	p.Spec.NodeName = w.e.cfg.NodeName
-	ms := make([]MachineState, 0, 2+len(s.inits)+len(s.containers))
+	ms := make([]MachineState, 0, 2+2*(len(s.inits)+len(s.containers)))
 	ms = append(ms,
 		MachineState{Machine: fsm.PodMachineName, State: s.machine.State().String(), Since: s.run.since},
 		MachineState{Machine: fsm.SandboxMachineName, State: s.sandbox.machine.State().String(), Since: s.sandbox.run.since})
 	for _, c := range append(append([]*ctrState(nil), s.inits...), s.containers...) {
-		ms = append(ms, MachineState{Machine: fsm.ContainerMachineName, Instance: c.name, State: c.machine.State().String(), Since: c.run.since})
+		ms = append(ms,
+			MachineState{Machine: fsm.ContainerMachineName, Instance: c.name, State: c.machine.State().String(), Since: c.run.since},
+			MachineState{Machine: fsm.ProbeMachineName, Instance: c.name, State: c.probe.machine.State().String(), Since: c.probe.run.since})
 	}
 	s.noteRunning()
 	w.mu.Lock()
