@@ -53,6 +53,12 @@ func (c *ctrState) view() containerView {
 	terminated := func() {
 		cv.Phase = phaseTerminated
 		cv.Current, cv.Last = c.current, c.last
+		if c.final() && len(c.ids) < 2 {
+			// kubelet builds lastState from the instance before the
+			// newest in the runtime: once container GC removed it, a
+			// container that runs no more has none.
+			cv.Last = nil
+		}
 		// kubelet's prober manager: an init container (not a sidecar)
 		// that completed with exit code 0 is ready.
 		cv.Ready = c.init && !c.sidecar && c.current.ExitCode == 0

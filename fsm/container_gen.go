@@ -16,7 +16,7 @@ const ContainerMachineName = "container"
 
 // ContainerSpecSHA256 is the SHA-256 of spec/container.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ContainerSpecSHA256 = "62dde6a943c537dd47efe28b82d0ceee5261399b6064a69e82902c67a2514fc1"
+const ContainerSpecSHA256 = "8a8e61cbe1baf5fe25a2e61847b4047fec9bba49ed961cda0ed771e8ab09b623"
 
 // ContainerState is a state of the container machine.
 //
@@ -51,7 +51,9 @@ const (
 	// first restart waits 0 s).
 	ContainerStateCrashloopBackoff
 	// ContainerStateTerminated: Dead and never restarted (the restart policy
-	// forbids it or the pod terminates); still present in the runtime.
+	// forbids it or the pod terminates); still present in the runtime. Container
+	// GC runs at this death as at every other (kubelet: on each ContainerDied),
+	// so only the newest dead instance stays and the status has no lastState.
 	ContainerStateTerminated
 	// ContainerStateRemoved: Gone from the runtime.
 	ContainerStateRemoved
@@ -581,6 +583,7 @@ var ContainerStateEntry = [12][]ContainerAction{
 	ContainerStateStopping:         {ContainerActionStopContainer},
 	ContainerStateExited:           {ContainerActionRecordExit},
 	ContainerStateCrashloopBackoff: {ContainerActionCountRestart, ContainerActionRemoveContainer},
+	ContainerStateTerminated:       {ContainerActionRemoveContainer},
 }
 
 // ContainerTimer arms Event after Duration while the machine stays in a state.

@@ -220,7 +220,8 @@ machine "container" {
   }
 
   state "terminated" {
-    doc = "Dead and never restarted (the restart policy forbids it or the pod terminates); still present in the runtime."
+    doc   = "Dead and never restarted (the restart policy forbids it or the pod terminates); still present in the runtime. Container GC runs at this death as at every other (kubelet: on each ContainerDied), so only the newest dead instance stays and the status has no lastState."
+    entry = [action.remove_container]
     transition "removed" { to = state.removed }
     transition "kill" {}
     transition "died" { doc = "A late ContainerDied runtime event." }

@@ -31,7 +31,9 @@ import (
 //     backoff began (observed 1 to 11 s), speclet until its restart decision
 //     (under a second). A state where a container is terminated in a pod
 //     that is Pending or Running is dropped when that container later shows
-//     running or waiting(CrashLoopBackOff) again.
+//     running or waiting(CrashLoopBackOff) again; its first death in a loop
+//     also when a later state shows it restarted (a start that fails again
+//     before it runs, as with a failing postStart hook).
 //  6. A Succeeded or Failed pod whose sandbox still runs
 //     (PodReadyToStartContainers=True) is dropped unless final: how fast
 //     the sandbox of a finished pod is stopped is speed.
@@ -118,7 +120,13 @@ func betweenInstances(state string, later []string) bool {
 			continue
 		}
 		for _, l := range later {
-			if g, ok := containers(l)[name]; ok && (g[0] == "running" || g[0] == "waiting(CrashLoopBackOff)") {
+			g, ok := containers(l)[name]
+			if ok && (g[0] == "running" || g[0] == "waiting(CrashLoopBackOff)") {
+				return true
+			}
+			// The first death followed by a later instance (a start
+			// that fails again, e.g. its postStart hook, never runs).
+			if ok && firstDeath && g[1] != "r0" {
 				return true
 			}
 		}
