@@ -48,6 +48,7 @@ type ctrState struct {
 	probe         *probeState
 	probeGrace    int64
 	probeDeadline time.Time // when probeGrace runs out
+	probeKilled   bool      // the current instance was killed for a failed probe
 
 	run    runner[fsm.ContainerEvent, fsm.ContainerAction]
 	events []fsm.ContainerEvent
@@ -121,6 +122,7 @@ func (c *ctrState) enterHook(ctx context.Context, s fsm.ContainerState) {
 	switch s {
 	case fsm.ContainerStatePulling, fsm.ContainerStateCreating, fsm.ContainerStateStarting, fsm.ContainerStateRunning:
 		c.waitingReason, c.waitingMessage = "", ""
+		c.probeKilled = false
 	case fsm.ContainerStatePullBackoff:
 		if c.waitingReason == ReasonErrImagePull {
 			// ErrImagePull for the failed attempt; the next sync tick
@@ -278,7 +280,18 @@ func (c *ctrState) RestartAllowed() bool {
 
 // Crashloop is the wait before the next restart: 0 for the first one, then
 // the delay the last count_restart handed out (kubelet's doBackOff).
-func (c *ctrState) Crashloop() time.Duration { return c.p.e.crashBackoff.Current(c.backoffKey()) }
+//
+// After a kill for a failed liveness or startup probe kubelet restarts at
+// once when the container lived the current delay since its previous exit
+// (doBackOff measures from the newest exited instance, and the killed one is
+// still running in the status that sync read); otherwise the full delay.
+func (c *ctrState) Crashloop() time.Duration {
+	d := c.p.e.crashBackoff.Current(c.backoffKey())
+	if c.probeKilled && d > 0 && c.last != nil && c.p.e.clock.Since(c.last.FinishedAt) >= d {
+		return 0
+	}
+	return d
+}
 
 // ImagePullBackoff is the wait before the next pull: the delay that
 // count_pull_failure is about to hand out.

@@ -16,7 +16,7 @@ const ContainerMachineName = "container"
 
 // ContainerSpecSHA256 is the SHA-256 of spec/container.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ContainerSpecSHA256 = "8a8e61cbe1baf5fe25a2e61847b4047fec9bba49ed961cda0ed771e8ab09b623"
+const ContainerSpecSHA256 = "2100a1af23f75bb4c01931b390afca89e0dd38dcd36d66067af20bcc343da29f"
 
 // ContainerState is a state of the container machine.
 //
