@@ -75,10 +75,13 @@ chaos: deps
 soak:
 	$(GO) test -count=1 -timeout 30m -v -run '^TestSoak$$' ./test/chaos -args -soak
 
-# bench includes test/cluster's BenchmarkAPIBurst (speclet and kubelet
-# v1.34 under one API server), so it builds the control plane first.
+# bench runs every benchmark. It builds the control plane first for
+# test/cluster's BenchmarkAPIBurst (speclet and kubelet v1.34 under one API
+# server), and kubelet for BenchmarkProbeCost (test/conformance), which
+# compares speclet's probe cost with kubelet's; both are cached by version.
 bench: deps kube-binaries
-	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
+	@kubelet=$$($(GO) run ./test/conformance/cmd/buildkubelet -version $(KUBELET_VERSION)) && echo "bench: kubelet $$kubelet" && \
+	SPECLET_KUBELET="$$kubelet" $(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
 
 docs: deps generate
 	@for f in docs/states/*.dot; do dot -Tsvg "$$f" -o "$${f%.dot}.svg" && echo "docs: $${f%.dot}.svg"; done

@@ -41,12 +41,14 @@ type ctrState struct {
 
 	waitingReason, waitingMessage string
 	pullFailedAt                  time.Time
+	startFailedAt                 time.Time // a failed create or postStart hook entered the backoff
 
 	// probe is the probe machine of the container; probeGrace is the grace
 	// period of a kill for a failed probe (-1: none, the pod's applies).
 	probe         *probeState
 	probeGrace    int64
 	probeDeadline time.Time // when probeGrace runs out
+	probeKilled   bool      // the current instance was killed for a failed probe
 
 	run    runner[fsm.ContainerEvent, fsm.ContainerAction]
 	events []fsm.ContainerEvent
@@ -120,6 +122,7 @@ func (c *ctrState) enterHook(ctx context.Context, s fsm.ContainerState) {
 	switch s {
 	case fsm.ContainerStatePulling, fsm.ContainerStateCreating, fsm.ContainerStateStarting, fsm.ContainerStateRunning:
 		c.waitingReason, c.waitingMessage = "", ""
+		c.probeKilled = false
 	case fsm.ContainerStatePullBackoff:
 		if c.waitingReason == ReasonErrImagePull {
 			// ErrImagePull for the failed attempt; the next sync tick
@@ -127,25 +130,46 @@ func (c *ctrState) enterHook(ctx context.Context, s fsm.ContainerState) {
 			c.p.w.refreshAfter(c.p.e.clock.Now().Add(time.Second))
 		}
 	case fsm.ContainerStateCrashloopBackoff:
-		// A failed create or postStart hook keeps its own reason
-		// through the backoff, as kubelet's reason cache shows it; the
-		// first restart waits 0 s and shows no back-off.
-		if c.waitingReason != ReasonCreateContainer && c.waitingReason != ReasonPostStartHookError &&
-			c.Crashloop() > 0 {
-			c.waitingReason = ReasonCrashLoopBackOff
-			c.waitingMessage = fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)",
-				c.p.e.crashBackoff.Current(c.backoffKey()), c.name, c.p.pod.Name, c.p.pod.Namespace, c.p.pod.UID)
+		// The first restart waits 0 s and shows no back-off. A failed
+		// create or postStart hook shows its own reason for the attempt
+		// (kubelet: the sync where the start failed), and CrashLoopBackOff
+		// from the next sync tick while the backoff runs.
+		c.startFailedAt = time.Time{}
+		if c.Crashloop() <= 0 {
+			break
 		}
+		if c.waitingReason == ReasonCreateContainer || c.waitingReason == ReasonPostStartHookError {
+			c.startFailedAt = c.p.e.clock.Now()
+			c.p.w.refreshAfter(c.startFailedAt.Add(time.Second))
+			break
+		}
+		c.setCrashLoopBackOff()
 	}
 }
 
+// setCrashLoopBackOff sets the waiting reason of a container in backoff.
+func (c *ctrState) setCrashLoopBackOff() {
+	c.waitingReason = ReasonCrashLoopBackOff
+	c.waitingMessage = fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)",
+		c.p.e.crashBackoff.Current(c.backoffKey()), c.name, c.p.pod.Name, c.p.pod.Namespace, c.p.pod.UID)
+}
+
 // noteSync: a sync that finds the container still in pull backoff reports
-// ImagePullBackOff, as kubelet does after the first ErrImagePull.
+// ImagePullBackOff, as kubelet does after the first ErrImagePull; one that
+// finds it in crash loop backoff after a failed create or postStart hook
+// reports CrashLoopBackOff, as kubelet's next sync does.
 func (c *ctrState) noteSync() {
-	if c.machine.State() == fsm.ContainerStatePullBackoff && c.waitingReason == ReasonErrImagePull &&
-		c.p.e.clock.Since(c.pullFailedAt) >= time.Second {
-		c.waitingReason = ReasonImagePullBackOff
-		c.waitingMessage = fmt.Sprintf("Back-off pulling image %q", c.spec.Image)
+	switch c.machine.State() {
+	case fsm.ContainerStatePullBackoff:
+		if c.waitingReason == ReasonErrImagePull && c.p.e.clock.Since(c.pullFailedAt) >= time.Second {
+			c.waitingReason = ReasonImagePullBackOff
+			c.waitingMessage = fmt.Sprintf("Back-off pulling image %q", c.spec.Image)
+		}
+	case fsm.ContainerStateCrashloopBackoff:
+		if (c.waitingReason == ReasonCreateContainer || c.waitingReason == ReasonPostStartHookError) &&
+			!c.startFailedAt.IsZero() && c.p.e.clock.Since(c.startFailedAt) >= time.Second {
+			c.setCrashLoopBackOff()
+		}
 	}
 }
 
@@ -256,7 +280,18 @@ func (c *ctrState) RestartAllowed() bool {
 
 // Crashloop is the wait before the next restart: 0 for the first one, then
 // the delay the last count_restart handed out (kubelet's doBackOff).
-func (c *ctrState) Crashloop() time.Duration { return c.p.e.crashBackoff.Current(c.backoffKey()) }
+//
+// After a kill for a failed liveness or startup probe kubelet restarts at
+// once when the container lived the current delay since its previous exit
+// (doBackOff measures from the newest exited instance, and the killed one is
+// still running in the status that sync read); otherwise the full delay.
+func (c *ctrState) Crashloop() time.Duration {
+	d := c.p.e.crashBackoff.Current(c.backoffKey())
+	if c.probeKilled && d > 0 && c.last != nil && c.p.e.clock.Since(c.last.FinishedAt) >= d {
+		return 0
+	}
+	return d
+}
 
 // ImagePullBackoff is the wait before the next pull: the delay that
 // count_pull_failure is about to hand out.

@@ -23,8 +23,8 @@ const (
 // Transition is one step of one machine of a pod, as the fire loop took it.
 type Transition struct {
 	Time     time.Time      `json:"time"`
-	Machine  string         `json:"machine"`            // pod, sandbox, container
-	Instance string         `json:"instance,omitempty"` // the container's name
+	Machine  string         `json:"machine"`            // pod, sandbox, container, probe
+	Instance string         `json:"instance,omitempty"` // the container's name (container and probe machines)
 	From     string         `json:"from"`
 	Event    string         `json:"event"`
 	Guard    string         `json:"guard,omitempty"` // the guard of the row taken, "" when unguarded

@@ -203,6 +203,7 @@ func (ps *probeState) KillContainer(ctx context.Context) error {
 	c.p.e.log.Info("Killing", "pod", c.p.key(), "container", c.name, "message", msg)
 	c.event(eventNormal, "Killing", "%s", msg)
 	c.probeGrace = grace
+	c.probeKilled = true
 	if grace >= 0 {
 		c.probeDeadline = c.p.e.clock.Now().Add(time.Duration(grace) * time.Second)
 	}

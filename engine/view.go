@@ -56,6 +56,12 @@ func (c *ctrState) view() containerView {
 	terminated := func() {
 		cv.Phase = phaseTerminated
 		cv.Current, cv.Last = c.current, c.last
+		if c.final() && len(c.ids) < 2 {
+			// kubelet builds lastState from the instance before the
+			// newest in the runtime: once container GC removed it, a
+			// container that runs no more has none.
+			cv.Last = nil
+		}
 		// kubelet's prober manager: an init container (not a sidecar)
 		// that completed with exit code 0 is ready.
 		cv.Ready = c.init && !c.sidecar && c.current.ExitCode == 0
@@ -105,12 +111,14 @@ func (w *podWorker) publishStatus() {
 	s.lastStatus = &st
 	p := &v1.Pod{TypeMeta: s.pod.TypeMeta, ObjectMeta: s.pod.ObjectMeta, Spec: s.pod.Spec, Status: st}
 	p.Spec.NodeName = w.e.cfg.NodeName
-	ms := make([]MachineState, 0, 2+len(s.inits)+len(s.containers))
+	ms := make([]MachineState, 0, 2+2*(len(s.inits)+len(s.containers)))
 	ms = append(ms,
 		MachineState{Machine: fsm.PodMachineName, State: s.machine.State().String(), Since: s.run.since},
 		MachineState{Machine: fsm.SandboxMachineName, State: s.sandbox.machine.State().String(), Since: s.sandbox.run.since})
 	for _, c := range append(append([]*ctrState(nil), s.inits...), s.containers...) {
-		ms = append(ms, MachineState{Machine: fsm.ContainerMachineName, Instance: c.name, State: c.machine.State().String(), Since: c.run.since})
+		ms = append(ms,
+			MachineState{Machine: fsm.ContainerMachineName, Instance: c.name, State: c.machine.State().String(), Since: c.run.since},
+			MachineState{Machine: fsm.ProbeMachineName, Instance: c.name, State: c.probe.machine.State().String(), Since: c.probe.run.since})
 	}
 	s.noteRunning()
 	w.mu.Lock()

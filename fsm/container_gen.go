@@ -16,7 +16,7 @@ const ContainerMachineName = "container"
 
 // ContainerSpecSHA256 is the SHA-256 of spec/container.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ContainerSpecSHA256 = "79c1737ad5adf6d26dcb8fe21ef90deb5a2082e52b60859f605f5a2bd92d7c99"
+const ContainerSpecSHA256 = "3e1f6ba210b16576ecf32d0c10720b66bf3a53b6ddd1e7a1ae600b4a99d25a28"
 
 // ContainerState is a state of the container machine.
 //
@@ -51,7 +51,9 @@ const (
 	// first restart waits 0 s).
 	ContainerStateCrashloopBackoff
 	// ContainerStateTerminated: Dead and never restarted (the restart policy
-	// forbids it or the pod terminates); still present in the runtime.
+	// forbids it or the pod terminates); still present in the runtime. Container
+	// GC runs at this death as at every other (kubelet: on each ContainerDied),
+	// so only the newest dead instance stays and the status has no lastState.
 	ContainerStateTerminated
 	// ContainerStateRemoved: Gone from the runtime.
 	ContainerStateRemoved
@@ -588,6 +590,7 @@ var ContainerStateEntry = [12][]ContainerAction{
 	ContainerStateStopping:         {ContainerActionStopContainer},
 	ContainerStateExited:           {ContainerActionRecordExit},
 	ContainerStateCrashloopBackoff: {ContainerActionCountRestart, ContainerActionRemoveContainer},
+	ContainerStateTerminated:       {ContainerActionRemoveContainer},
 }
 
 // ContainerTimer arms Event after Duration while the machine stays in a state.

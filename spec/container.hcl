@@ -22,6 +22,9 @@
 #    image_pull_backoff duration and doubles the same way. The durations are
 #    read from the backoff of the container (pure); the actions count_restart
 #    and count_pull_failure advance it. Flags override the spec's values.
+#    After a kill for a failed liveness or startup probe the restart is
+#    immediate when the container lived the current delay since its previous
+#    exit (kubelet's doBackOff measures from the newest exited instance).
 #  - The grace period of stop_container is the effective grace period of the
 #    pod worker (only shortens); on grace_expired the engine re-issues
 #    StopContainer with timeout 0, so a hung stop cannot block the worker.
@@ -221,7 +224,8 @@ machine "container" {
   }
 
   state "terminated" {
-    doc = "Dead and never restarted (the restart policy forbids it or the pod terminates); still present in the runtime."
+    doc   = "Dead and never restarted (the restart policy forbids it or the pod terminates); still present in the runtime. Container GC runs at this death as at every other (kubelet: on each ContainerDied), so only the newest dead instance stays and the status has no lastState."
+    entry = [action.remove_container]
     transition "removed" { to = state.removed }
     transition "kill" {}
     transition "died" { doc = "A late ContainerDied runtime event." }

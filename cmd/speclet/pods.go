@@ -97,10 +97,10 @@ func runPods(args []string, stdout, stderr io.Writer) int {
 
 func printPods(out io.Writer, pods []engine.PodDebug, now time.Time) {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "POD\tUID\tPHASE\tPOD MACHINE\tSANDBOX\tCONTAINERS")
+	fmt.Fprintln(w, "POD\tUID\tPHASE\tPOD MACHINE\tSANDBOX\tCONTAINERS\tPROBES")
 	for _, p := range pods {
 		var pod, sandbox string
-		var ctrs []string
+		var ctrs, probes []string
 		for _, m := range p.Machines {
 			s := m.State + " " + age(now.Sub(m.Since))
 			switch m.Machine {
@@ -108,6 +108,8 @@ func printPods(out io.Writer, pods []engine.PodDebug, now time.Time) {
 				pod = s
 			case "sandbox":
 				sandbox = s
+			case "probe":
+				probes = append(probes, m.Instance+"="+s)
 			default:
 				ctrs = append(ctrs, m.Instance+"="+s)
 			}
@@ -116,7 +118,8 @@ func printPods(out io.Writer, pods []engine.PodDebug, now time.Time) {
 		if p.Gone {
 			phase += " (gone)"
 		}
-		fmt.Fprintf(w, "%s/%s\t%s\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, short(string(p.UID)), phase, pod, sandbox, strings.Join(ctrs, ", "))
+		fmt.Fprintf(w, "%s/%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, short(string(p.UID)), phase, pod, sandbox,
+			strings.Join(ctrs, ", "), strings.Join(probes, ", "))
 	}
 	w.Flush()
 }

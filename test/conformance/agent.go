@@ -61,8 +61,9 @@ func freePort() (int, error) {
 }
 
 // StartAgent starts a containerd of the harness (serving images from reg)
-// and the agent on it. bin is the kubelet or speclet binary.
-func StartAgent(ctx context.Context, kind AgentKind, bin string, reg *harness.Registry, log io.Writer) (a *Agent, err error) {
+// and the agent on it. bin is the kubelet or speclet binary; extra flags
+// come after the harness's own (the last of a repeated flag wins).
+func StartAgent(ctx context.Context, kind AgentKind, bin string, reg *harness.Registry, log io.Writer, extra ...string) (a *Agent, err error) {
 	dir, err := os.MkdirTemp("", "speclet-conf-"+string(kind)+"-")
 	if err != nil {
 		return nil, err
@@ -111,6 +112,7 @@ func StartAgent(ctx context.Context, kind AgentKind, bin string, reg *harness.Re
 	default:
 		return a, fmt.Errorf("unknown agent %q", kind)
 	}
+	args = append(args, extra...)
 	logf, err := os.Create(a.LogPath)
 	if err != nil {
 		return a, err

@@ -31,7 +31,9 @@ import (
 //     backoff began (observed 1 to 11 s), speclet until its restart decision
 //     (under a second). A state where a container is terminated in a pod
 //     that is Pending or Running is dropped when that container later shows
-//     running or waiting(CrashLoopBackOff) again.
+//     running or waiting(CrashLoopBackOff) again; its first death in a loop
+//     also when a later state shows it restarted (a start that fails again
+//     before it runs, as with a failing postStart hook).
 //  6. A Succeeded or Failed pod whose sandbox still runs
 //     (PodReadyToStartContainers=True) is dropped unless final: how fast
 //     the sandbox of a finished pod is stopped is speed.
@@ -45,7 +47,15 @@ import (
 //     a pull loop: its ErrImagePull (the attempt) and ImagePullBackOff (the
 //     wait) are one state, waiting(pull-failing). kubelet shows ErrImagePull
 //     for ~12 s after each attempt (one sync late), speclet for 1 s.
-//  9. Only the first appearance of each state counts: a crash loop cycles
+//  9. A container that shows CrashLoopBackOff in a run is in a loop in
+//     that run: there, a failed start's reason (PostStartHookError,
+//     CreateContainerError) over a dead instance is one state with the
+//     backoff, dead(reason,exit) rN. Each agent shows the reason of the
+//     failed attempt until its next sync: kubelet 1 to 14 s (observed),
+//     speclet 1 s. Only the agent's own CrashLoopBackOff counts here: an
+//     agent that kept the start error through the whole backoff never
+//     shows CrashLoopBackOff, and still differs.
+// 10. Only the first appearance of each state counts: a crash loop cycles
 //     Running -> Error -> CrashLoopBackOff as many times as the run lasts,
 //     and restartCount is already bucketed to 0, 1, 2+ (Normalize).
 //
@@ -110,7 +120,13 @@ func betweenInstances(state string, later []string) bool {
 			continue
 		}
 		for _, l := range later {
-			if g, ok := containers(l)[name]; ok && (g[0] == "running" || g[0] == "waiting(CrashLoopBackOff)") {
+			g, ok := containers(l)[name]
+			if ok && (g[0] == "running" || g[0] == "waiting(CrashLoopBackOff)") {
+				return true
+			}
+			// The first death followed by a later instance (a start
+			// that fails again, e.g. its postStart hook, never runs).
+			if ok && firstDeath && g[1] != "r0" {
 				return true
 			}
 		}
@@ -149,7 +165,7 @@ func Compare(kubelet, speclet *Result) Verdict {
 		fail("speclet run failed: %s", speclet.Error)
 	}
 	loop := loopers(kubelet, speclet)
-	kubelet, speclet = canonResult(kubelet, loop), canonResult(speclet, loop)
+	kubelet, speclet = canonResult(kubelet, loop, loopers(kubelet)), canonResult(speclet, loop, loopers(speclet))
 	if kubelet.Final != speclet.Final && !((inWindow(kubelet.Final, speclet) || deadInLoop(kubelet)) && (inWindow(speclet.Final, kubelet) || deadInLoop(speclet))) {
 		fail("final state differs:\n    kubelet: %s\n    speclet: %s", kubelet.Final, speclet.Final)
 	}
@@ -257,8 +273,10 @@ func loopers(rs ...*Result) map[string]bool {
 }
 
 // canon rewrites the dead instance and the backoff of a looping container
-// in a Pending or Running pod as dead(reason,exit) rN (equivalence 7).
-func canon(state string, loop map[string]bool) string {
+// in a Pending or Running pod as dead(reason,exit) rN (equivalence 7), and,
+// for a container that loops in this run (self), a failed start's reason
+// over a dead instance too (equivalence 9).
+func canon(state string, loop, self map[string]bool) string {
 	if len(loop) == 0 || !strings.HasPrefix(state, "Pending ") && !strings.HasPrefix(state, "Running ") {
 		return state
 	}
@@ -276,7 +294,8 @@ func canon(state string, loop map[string]bool) string {
 		switch {
 		case strings.HasPrefix(f[1], "terminated("):
 			parts[i] = f[0] + " dead(" + strings.TrimSuffix(strings.TrimPrefix(f[1], "terminated("), ")") + ") " + f[2]
-		case f[1] == "waiting(CrashLoopBackOff)":
+		case f[1] == "waiting(CrashLoopBackOff)",
+			self[f[0]] && (f[1] == "waiting(PostStartHookError)" || f[1] == "waiting(CreateContainerError)"):
 			for _, g := range f[3:] {
 				if last, ok := strings.CutPrefix(g, "last="); ok {
 					parts[i] = f[0] + " dead(" + strings.Replace(last, "/", ",", 1) + ") " + f[2]
@@ -289,17 +308,17 @@ func canon(state string, loop map[string]bool) string {
 
 // canonResult is r with every state canonicalized and consecutive equal
 // states merged.
-func canonResult(r *Result, loop map[string]bool) *Result {
+func canonResult(r *Result, loop, self map[string]bool) *Result {
 	c := *r
 	c.States = nil
 	for _, st := range r.States {
-		st.State = canon(st.State, loop)
+		st.State = canon(st.State, loop, self)
 		if n := len(c.States); n > 0 && c.States[n-1].State == st.State {
 			c.States[n-1].Count += st.Count
 			continue
 		}
 		c.States = append(c.States, st)
 	}
-	c.Final = canon(r.Final, loop)
+	c.Final = canon(r.Final, loop, self)
 	return &c
 }

@@ -75,8 +75,44 @@ func TestKeyEquivalences(t *testing.T) {
 	}
 }
 
+// TestCompareStartError: kubelet shows PostStartHookError until its next
+// sync after each failed attempt (recorded: 1 to 14 s), then
+// CrashLoopBackOff. An agent that shows the error for the attempt and
+// CrashLoopBackOff through the backoff matches (equivalence 9); one that
+// keeps PostStartHookError through the whole backoff differs.
+func TestCompareStartError(t *testing.T) {
+	kube, err := readResult(filepath.Join(recordedDir, "poststart-exec-fail.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const run = "Running ip=host | ContainersReady=False(ContainersNotReady) Initialized=True PodReadyToStartContainers=True PodScheduled=True Ready=False(ContainersNotReady) | main "
+	result := func(states ...Seen) *Result {
+		r := &Result{Scenario: kube.Scenario, Agent: "speclet", States: states}
+		r.Final = states[len(states)-1].State
+		return r
+	}
+	creating := Seen{State: kube.States[0].State, Count: 2}
+	ok := result(creating,
+		// The first failed attempt shown long: the immediate restart's
+		// create and hook were slow (a loaded machine).
+		Seen{State: run + "waiting(PostStartHookError) r0 last=Completed/0", Count: 16},
+		Seen{State: run + "waiting(PostStartHookError) r1 last=Completed/0", Count: 1},
+		Seen{State: run + "waiting(CrashLoopBackOff) r1 last=Completed/0", Count: 10},
+		Seen{State: run + "waiting(PostStartHookError) r2+ last=Completed/0", Count: 1},
+		Seen{State: run + "waiting(CrashLoopBackOff) r2+ last=Completed/0", Count: 20})
+	if v := Compare(kube, ok); !v.Match {
+		t.Errorf("the start error for one sample, CrashLoopBackOff in the backoff: differs:\n%s", strings.Join(v.Reasons, "\n"))
+	}
+	kept := result(creating,
+		Seen{State: run + "waiting(PostStartHookError) r1 last=Completed/0", Count: 11},
+		Seen{State: run + "waiting(PostStartHookError) r2+ last=Completed/0", Count: 21})
+	if v := Compare(kube, kept); v.Match {
+		t.Errorf("PostStartHookError kept through the backoff matches kubelet's CrashLoopBackOff")
+	}
+}
+
 // setup starts what both agents share: the registry and the hook server.
-func setup(t *testing.T) (*harness.Registry, Env) {
+func setup(t testing.TB) (*harness.Registry, Env) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		msg := "conformance runs containerd and the agents and needs root"
@@ -124,7 +160,7 @@ func setup(t *testing.T) (*harness.Registry, Env) {
 	}}
 }
 
-func buildSpeclet(t *testing.T) string {
+func buildSpeclet(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "speclet")
 	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")

@@ -76,6 +76,13 @@ func run(ctx context.Context, a *Agent, s *Scenario, env Env, r *Result) error {
 	}
 	defer os.RemoveAll(hostDir)
 	vars["HOSTDIR"] = hostDir
+	// A port of this run for a server in a hostNetwork pod: the two agents
+	// run a scenario side by side on one network namespace.
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	vars["PROBEPORT"] = fmt.Sprint(port)
 	file := s.Name + ".yaml"
 	full := s.Name + "-" + NodeName
 	start := time.Now()

@@ -28,7 +28,8 @@ import (
 // harness registry), $PAUSE, $MISSING (a tag the registry does not have),
 // $HOOKPORT (an HTTP server of the harness on 127.0.0.1 answering 200),
 // $DEADPORT (a closed port on 127.0.0.1), $HOSTDIR (a fresh directory for
-// hostPath volumes).
+// hostPath volumes), $PROBEPORT (a port free on 127.0.0.1, one per run, for
+// a server in a hostNetwork pod that probes reach).
 type Scenario struct {
 	Name     string
 	Comment  string

@@ -1,0 +1,217 @@
+package conformance
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/speclet/speclet/cri/harness"
+)
+
+// probeCostPods, probeCostWindow: the load of BenchmarkProbeCost and how
+// long its CPU is measured once every pod is Ready.
+const (
+	probeCostPods   = 100
+	probeCostWindow = 30 * time.Second
+)
+
+// BenchmarkProbeCost measures what probes cost an agent on real containerd:
+// probeCostPods hostNetwork pods, each a busybox httpd on its own port of
+// 127.0.0.1 with an exec liveness probe (`true`) and an httpGet readiness
+// probe (to its httpd), both at periodSeconds 1. Once GET /pods shows every
+// pod Running, the agent process's CPU (utime+stime from /proc/PID/stat) is
+// measured over probeCostWindow, and its RSS at the end; the pods Ready at
+// the end are reported (a machine that cannot run 100 execs a second makes
+// exec probes time out, for either agent). speclet runs at its
+// default log level; kubelet (from $SPECLET_KUBELET, as `make bench` sets it
+// from the conformance harness's cached build) with the harness's flags
+// (--v 2), one agent after the other, each on its own containerd.
+//
+// Metrics: speclet-cores, speclet-rss-MiB, speclet-running-s (manifests
+// written to all Running), speclet-ready-pods (at the end), the same for
+// kubelet, and kubelet/speclet-cpu.
+func BenchmarkProbeCost(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("BenchmarkProbeCost runs containerd and the agents and needs root")
+	}
+	reg, _ := setup(b)
+	speclet := buildSpeclet(b)
+	kubelet := os.Getenv("SPECLET_KUBELET")
+	for b.Loop() {
+		s := probeCost(b, Speclet, speclet, reg, "-v", "0")
+		b.ReportMetric(s.cores, "speclet-cores")
+		b.ReportMetric(s.rssMiB, "speclet-rss-MiB")
+		b.ReportMetric(s.ready.Seconds(), "speclet-running-s")
+		b.ReportMetric(float64(s.readyPods), "speclet-ready-pods")
+		if kubelet == "" {
+			b.Log("SPECLET_KUBELET not set: kubelet not measured (make bench builds it)")
+			continue
+		}
+		k := probeCost(b, Kubelet, kubelet, reg)
+		b.ReportMetric(k.cores, "kubelet-cores")
+		b.ReportMetric(k.rssMiB, "kubelet-rss-MiB")
+		b.ReportMetric(k.ready.Seconds(), "kubelet-running-s")
+		b.ReportMetric(float64(k.readyPods), "kubelet-ready-pods")
+		b.ReportMetric(k.cores/s.cores, "kubelet/speclet-cpu")
+	}
+}
+
+type probeCostResult struct {
+	cores, rssMiB       float64
+	ready               time.Duration // manifests written to all Running
+	readyPods, restarts int           // at the end of the window
+}
+
+func probeCost(b *testing.B, kind AgentKind, bin string, reg *harness.Registry, extra ...string) probeCostResult {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	a, err := StartAgent(ctx, kind, bin, reg, nil, extra...)
+	if err != nil {
+		b.Fatalf("start %s: %v", kind, err)
+	}
+	defer func() {
+		if err := a.Stop(); err != nil {
+			b.Error(err)
+		}
+	}()
+	image := reg.Ref(harness.BusyboxRepo)
+	t0 := time.Now()
+	for i := range probeCostPods {
+		port, err := freePort()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := writeAtomic(a.Manifests, fmt.Sprintf("probe-%d.yaml", i), probeCostPod(i, image, port)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for {
+		pods, err := a.Pods()
+		running := 0
+		for i := range pods {
+			if pods[i].Status.Phase == v1.PodRunning {
+				running++
+			}
+		}
+		if err == nil && running == probeCostPods {
+			break
+		}
+		if time.Since(t0) > 10*time.Minute {
+			b.Fatalf("%s: %d of %d pods Running after 10 min (%v); log:\n%s", kind, running, probeCostPods, err, a.LogTail(30))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	res := probeCostResult{ready: time.Since(t0)}
+	time.Sleep(5 * time.Second) // the start-up work settles
+	pid := a.cmd.Process.Pid
+	cpu0, err := procCPU(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w0 := time.Now()
+	time.Sleep(probeCostWindow)
+	cpu1, err := procCPU(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	res.cores = (cpu1 - cpu0).Seconds() / time.Since(w0).Seconds()
+	rss, err := procRSS(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	res.rssMiB = float64(rss) / (1 << 20)
+	// How many pods are Ready and how many restarts the liveness probes
+	// caused: on a machine that cannot run 100 exec probes a second, exec
+	// probes time out, fail and restart containers, for either agent.
+	pods, err := a.Pods()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range pods {
+		for _, c := range pods[i].Status.Conditions {
+			if c.Type == v1.PodReady && c.Status == v1.ConditionTrue {
+				res.readyPods++
+			}
+		}
+		for _, cs := range pods[i].Status.ContainerStatuses {
+			res.restarts += int(cs.RestartCount)
+		}
+	}
+	b.Logf("%s: %d pods Running in %.1fs; %.3f cores, RSS %.0f MiB over %s; at the end %d Ready, %d restarts", kind, probeCostPods,
+		res.ready.Seconds(), res.cores, res.rssMiB, probeCostWindow, res.readyPods, res.restarts)
+	return res
+}
+
+func probeCostPod(i int, image string, port int) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: probe-%d
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: web
+    image: %s
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "mkdir -p /www && echo ok > /www/index.html && exec httpd -f -p 127.0.0.1:%d -h /www"]
+    livenessProbe:
+      exec:
+        command: ["true"]
+      periodSeconds: 1
+    readinessProbe:
+      httpGet:
+        host: 127.0.0.1
+        port: %d
+        path: /index.html
+      periodSeconds: 1
+`, i, image, port, port)
+}
+
+// clockTick is USER_HZ, the unit of /proc/PID/stat's times (100 on Linux).
+const clockTick = 10 * time.Millisecond
+
+// procCPU is the user and system CPU time process pid used so far.
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command (field 2) may hold spaces: count from its closing ')'.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the command", pid, len(f))
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64) // field 14
+	stime, err2 := strconv.ParseInt(f[12], 10, 64) // field 15
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
+	}
+	return time.Duration(utime+stime) * clockTick, nil
+}
+
+// procRSS is the resident set size of process pid in bytes.
+func procRSS(pid int) (int64, error) {
+	f, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+}
