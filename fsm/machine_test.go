@@ -370,7 +370,7 @@ func TestRoutes(t *testing.T) {
 		{InputContainerStarted, "sync", "started", ""},
 		{InputContainerDied, "sync", "died", ""},
 		{InputContainerRemoved, "", "removed", ""},
-		{InputContainerChanged, "sync", "", ""},
+		{InputContainerChanged, "sync", "state_unknown", ""},
 		{InputSyncTick, "sync", "", ""},
 		{InputHousekeeping, "sync", "", ""},
 		{InputLivenessFailed, "", "", "liveness_failed"},
