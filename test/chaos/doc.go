@@ -98,6 +98,16 @@
 //     containers in an unknown state (engine script late_start.txt, with
 //     cri/sim's StartLate).
 //
+//   - Open, containerd's: a kill -9 of speclet while a StartContainer was
+//     in flight (same seed, pod p091, container 971f7aeefcbe) left
+//     containerd reporting the container EXITED with reason StartError and
+//     exit code 128 while its task went on to run. The restarted speclet
+//     took it for a failed start and started a new instance, as kubelet
+//     would; on removal, RemoveContainer and RemovePodSandbox of the old
+//     one failed with "cannot delete running task", and StopContainer
+//     cannot reach it, because containerd stops only containers its store
+//     shows running. The CRI offers no way out; the checkpoints report it.
+//
 //   - The same investigation found the harness leaving the cgroups of the
 //     containers whose shims it killed (377 empty memory cgroups on this
 //     machine by the end of a day of test runs); cri/harness reap now
