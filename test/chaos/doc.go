@@ -107,6 +107,8 @@
 //     one failed with "cannot delete running task", and StopContainer
 //     cannot reach it, because containerd stops only containers its store
 //     shows running. The CRI offers no way out; the checkpoints report it.
+//     It cleared after the run's second containerd restart, which reloads
+//     the task states: the pod was then removed within 18 s.
 //
 //   - The same investigation found the harness leaving the cgroups of the
 //     containers whose shims it killed (377 empty memory cgroups on this
