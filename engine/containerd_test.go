@@ -31,20 +31,14 @@ func TestContainerd(t *testing.T) {
 	c := harness.ForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rt, err := cri.Dial(ctx, c.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rt := dialContainerd(ctx, t, c)
 	e, err := New(Config{Runtime: auditRuntime(t, rt), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
 		Log: coverageLogger(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	updates := make(chan config.PodUpdate, 4)
-	done := make(chan error, 1)
-	rctx, stop := context.WithCancel(ctx)
-	go func() { done <- e.Run(rctx, updates) }()
-	defer func() { stop(); <-done }()
+	updates, stop := runEngine(ctx, e, 4)
+	defer stop()
 
 	grace := int64(2)
 	mk := func(name string, policy v1.RestartPolicy, script string) *v1.Pod {
@@ -194,4 +188,26 @@ func printOps(b *testing.B, reg *prometheus.Registry) {
 			fmt.Fprintf(os.Stderr, "%-20s n=%4d mean=%6.3fs\n", m.GetLabel()[0].GetValue(), h.GetSampleCount(), h.GetSampleSum()/float64(h.GetSampleCount()))
 		}
 	}
+}
+
+// dialContainerd connects to the harness containerd c for a test; the
+// connection closes when the test ends.
+func dialContainerd(ctx context.Context, t *testing.T, c *harness.Containerd) cri.Runtime {
+	t.Helper()
+	rt, err := cri.Dial(ctx, c.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	return rt
+}
+
+// runEngine runs e's sync loop on ctx, fed by the returned channel (of
+// capacity buf), until stop is called; stop waits for Run to return.
+func runEngine(ctx context.Context, e *Engine, buf int) (updates chan config.PodUpdate, stop func()) {
+	updates = make(chan config.PodUpdate, buf)
+	done := make(chan error, 1)
+	rctx, cancel := context.WithCancel(ctx)
+	go func() { done <- e.Run(rctx, updates) }()
+	return updates, func() { cancel(); <-done }
 }

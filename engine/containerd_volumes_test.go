@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/volume"
@@ -31,21 +30,15 @@ func TestContainerdVolumes(t *testing.T) {
 	c := harness.ForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rt, err := cri.Dial(ctx, c.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rt := dialContainerd(ctx, t, c)
 	root := filepath.Join(t.TempDir(), "root")
 	e, err := New(Config{Runtime: auditRuntime(t, rt), RootDir: root, NodeName: "node",
 		Log: coverageLogger(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	updates := make(chan config.PodUpdate, 4)
-	done := make(chan error, 1)
-	rctx, stop := context.WithCancel(ctx)
-	go func() { done <- e.Run(rctx, updates) }()
-	defer func() { stop(); <-done }()
+	updates, stop := runEngine(ctx, e, 4)
+	defer stop()
 
 	host := t.TempDir()
 	out := filepath.Join(host, "out") // DirectoryOrCreate makes it

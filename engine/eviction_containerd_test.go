@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ktypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/eviction"
@@ -33,11 +32,7 @@ func TestContainerdEvictionMemory(t *testing.T) {
 	c := harness.ForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	rt, err := cri.Dial(ctx, c.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
+	rt := dialContainerd(ctx, t, c)
 	hard, err := resources.ParseThresholds("eviction-hard", "memory.available<100Mi")
 	if err != nil {
 		t.Fatal(err)
@@ -61,11 +56,8 @@ func TestContainerdEvictionMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	updates := make(chan config.PodUpdate, 4)
-	done := make(chan error, 1)
-	rctx, stop := context.WithCancel(ctx)
-	go func() { done <- e.Run(rctx, updates) }()
-	defer func() { stop(); <-done }()
+	updates, stop := runEngine(ctx, e, 4)
+	defer stop()
 
 	pod := func(name string, res v1.ResourceList, script string) *v1.Pod {
 		grace := int64(1)

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine/config"
 )
@@ -26,10 +25,7 @@ func TestContainerdContainerGC(t *testing.T) {
 	c := harness.ForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	rt, err := cri.Dial(ctx, c.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rt := dialContainerd(ctx, t, c)
 	const maxDead = 2
 	e, err := New(Config{Runtime: auditRuntime(t, rt), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
 		CrashLoopBackOffBase: 10 * time.Millisecond, CrashLoopBackOffMax: 20 * time.Millisecond,
@@ -38,11 +34,8 @@ func TestContainerdContainerGC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	updates := make(chan config.PodUpdate, 2)
-	done := make(chan error, 1)
-	rctx, stop := context.WithCancel(ctx)
-	go func() { done <- e.Run(rctx, updates) }()
-	defer func() { stop(); <-done }()
+	updates, stop := runEngine(ctx, e, 2)
+	defer stop()
 
 	grace := int64(1)
 	pod := &v1.Pod{

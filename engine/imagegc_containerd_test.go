@@ -22,7 +22,6 @@ import (
 	ktypes "k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/imagegc"
@@ -101,11 +100,7 @@ func TestContainerdImageGC(t *testing.T) {
 			t.Errorf("harness: %v", err)
 		}
 	})
-	rt, err := cri.Dial(ctx, c.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
+	rt := dialContainerd(ctx, t, c)
 	// The test pulls as an operator would (crictl pull): none of it is
 	// the engine's.
 	ids := map[string]string{}
@@ -153,11 +148,8 @@ func TestContainerdImageGC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	updates := make(chan config.PodUpdate, 4)
-	done := make(chan error, 1)
-	rctx, stop := context.WithCancel(ctx)
-	go func() { done <- e.Run(rctx, updates) }()
-	defer func() { stop(); <-done }()
+	updates, stop := runEngine(ctx, e, 4)
+	defer stop()
 
 	pod := func(name, image string) *v1.Pod {
 		grace := int64(1)

@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine/cgroups"
 	"github.com/speclet/speclet/engine/config"
@@ -35,10 +34,7 @@ func TestContainerdQoS(t *testing.T) {
 	c := harness.ForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	rt, err := cri.Dial(ctx, c.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rt := dialContainerd(ctx, t, c)
 	capacity, err := cgroups.MachineCapacity("")
 	if err != nil {
 		t.Fatal(err)
@@ -61,11 +57,8 @@ func TestContainerdQoS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	updates := make(chan config.PodUpdate, 4)
-	done := make(chan error, 1)
-	rctx, stop := context.WithCancel(ctx)
-	go func() { done <- e.Run(rctx, updates) }()
-	defer func() { stop(); <-done }()
+	updates, stop := runEngine(ctx, e, 4)
+	defer stop()
 
 	grace := int64(1)
 	mk := func(name, script string, req, lim v1.ResourceList) *v1.Pod {
