@@ -16,7 +16,7 @@ const PodMachineName = "pod"
 
 // PodSpecSHA256 is the SHA-256 of spec/pod.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const PodSpecSHA256 = "dddaed073726e52fc65b7633fe41d443f1f016ff0b3cd868acd5814dff0b073c"
+const PodSpecSHA256 = "55d3aa3455f2f6bd87c3612cfa268a38a1be52a240e97b57577254faf0d12089"
 
 // PodState is a state of the pod machine.
 //
@@ -186,8 +186,9 @@ const (
 	// pods (OutOfcpu, OutOfmemory, OutOf<resource>), its node affinity or
 	// nodeSelector does not match the node (NodeAffinity), its nodeName is
 	// another node (NodeName), a host port is taken (NodePorts), its runtime
-	// class is unknown (RuntimeClassNotFound) or the decision failed
-	// (UnexpectedAdmissionError); it fails without starting.
+	// class is unknown (RuntimeClassNotFound), the node is under a pressure that
+	// refuses it (Evicted) or the decision failed (UnexpectedAdmissionError); it
+	// fails without starting.
 	PodGuardAdmissionRefused PodGuard = iota
 	// PodGuardNameTaken: A static pod whose full name (name_namespace) another
 	// UID holds or waits for ahead of this one (FIFO).
@@ -222,8 +223,9 @@ type PodGuards interface {
 	// (OutOfcpu, OutOfmemory, OutOf<resource>), its node affinity or nodeSelector
 	// does not match the node (NodeAffinity), its nodeName is another node
 	// (NodeName), a host port is taken (NodePorts), its runtime class is unknown
-	// (RuntimeClassNotFound) or the decision failed (UnexpectedAdmissionError);
-	// it fails without starting.
+	// (RuntimeClassNotFound), the node is under a pressure that refuses it
+	// (Evicted) or the decision failed (UnexpectedAdmissionError); it fails
+	// without starting.
 	AdmissionRefused() bool
 	// NameTaken: A static pod whose full name (name_namespace) another UID holds
 	// or waits for ahead of this one (FIFO).

@@ -42,9 +42,10 @@
 #    sync_backoff through the Durations interface.
 #  - Admission: the sync loop decides once, when a UID is first declared,
 #    whether the pod fits the node beside the admitted pods not yet
-#    terminated: requests against allocatable, node affinity and
-#    nodeSelector, nodeName, host ports, runtime class (kubelet's
-#    canAdmitPod); guard admission_refused reads that decision.
+#    terminated: node pressure (the eviction manager's admission), requests
+#    against allocatable, node affinity and nodeSelector, nodeName, host
+#    ports, runtime class (kubelet's canAdmitPod); guard admission_refused
+#    reads that decision.
 #  - Status is derived from machine states, never patched: phase Pending until
 #    a container machine reaches running; Running while syncing; Succeeded or
 #    Failed once pod_done held; since no transition leaves terminating,
@@ -64,7 +65,7 @@ machine "pod" {
   event "termination_done" { doc = "kill_containers returned." }
   event "cleanup_done" { doc = "stop_sandbox and remove_pod returned without error." }
 
-  guard "admission_refused" { doc = "The pod was refused admission when it was first declared: its requests do not fit the node's allocatable beside the active pods (OutOfcpu, OutOfmemory, OutOf<resource>), its node affinity or nodeSelector does not match the node (NodeAffinity), its nodeName is another node (NodeName), a host port is taken (NodePorts), its runtime class is unknown (RuntimeClassNotFound) or the decision failed (UnexpectedAdmissionError); it fails without starting." }
+  guard "admission_refused" { doc = "The pod was refused admission when it was first declared: its requests do not fit the node's allocatable beside the active pods (OutOfcpu, OutOfmemory, OutOf<resource>), its node affinity or nodeSelector does not match the node (NodeAffinity), its nodeName is another node (NodeName), a host port is taken (NodePorts), its runtime class is unknown (RuntimeClassNotFound), the node is under a pressure that refuses it (Evicted) or the decision failed (UnexpectedAdmissionError); it fails without starting." }
   guard "name_taken" { doc = "A static pod whose full name (name_namespace) another UID holds or waits for ahead of this one (FIFO)." }
   guard "pod_done" { doc = "No container will run again: every regular container machine is terminated or removed, or an init container is terminated after a failure (it never restarts and the pod cannot initialize). Sidecars do not count: they are stopped while the pod terminates." }
   guard "all_containers_stopped" { doc = "No container of the pod runs: every container machine is in waiting, pull_backoff, crashloop_backoff, terminated or removed." }
