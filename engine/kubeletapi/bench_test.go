@@ -161,15 +161,7 @@ func BenchmarkLogsFollow48MiB(b *testing.B) {
 	n := startNode(b, rev, rev, caPEM)
 	var kport int32
 	fmt.Sscan(n.base[strings.LastIndex(n.base, ":")+1:], &kport)
-	node, err := admin.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}, metav1.CreateOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	node.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "127.0.0.1"}}
-	node.Status.DaemonEndpoints.KubeletEndpoint.Port = kport
-	if _, err := admin.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
-		b.Fatal(err)
-	}
+	registerNode(ctx, b, admin, "node-a", kport, v1.NodeAddress{Type: v1.NodeInternalIP, Address: "127.0.0.1"})
 	// 524288 lines of 95 characters and a newline: 48 MiB of content
 	p := n.pod("writer", v1.Container{Name: "main", Command: []string{"sh", "-c",
 		`yes aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa | head -n 524288; echo done; sleep 3600`}})

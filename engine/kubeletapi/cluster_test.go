@@ -23,6 +23,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/speclet/speclet/engine/config"
@@ -140,15 +142,7 @@ func TestCluster(t *testing.T) {
 	var kport int32
 	fmt.Sscan(port, &kport)
 
-	node, err := admin.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	node.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "127.0.0.1"}, {Type: v1.NodeHostName, Address: "node-a"}}
-	node.Status.DaemonEndpoints.KubeletEndpoint.Port = kport
-	if _, err := admin.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	registerNode(ctx, t, admin, "node-a", kport, v1.NodeAddress{Type: v1.NodeInternalIP, Address: "127.0.0.1"}, v1.NodeAddress{Type: v1.NodeHostName, Address: "node-a"})
 
 	httpPort := freePort(t)
 	specs := []*v1.Pod{
@@ -457,4 +451,27 @@ func checkServingCSR(csr *certv1.CertificateSigningRequest) error {
 		return fmt.Errorf("request for %s, names %v %v", r.Subject, r.DNSNames, r.IPAddresses)
 	}
 	return nil
+}
+
+// registerNode creates Node name with the kubelet endpoint port and the
+// addresses the API server proxies to. kube-controller-manager's node
+// controllers write a new Node too, so the status goes on the latest
+// version.
+func registerNode(ctx context.Context, tb testing.TB, admin kubernetes.Interface, name string, port int32, addrs ...v1.NodeAddress) {
+	tb.Helper()
+	if _, err := admin.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		tb.Fatal(err)
+	}
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		node.Status.Addresses = addrs
+		node.Status.DaemonEndpoints.KubeletEndpoint.Port = port
+		_, err = admin.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		tb.Fatal(err)
+	}
 }
