@@ -283,14 +283,9 @@ func TestCluster(t *testing.T) {
 		defer pcancel()
 		var body string
 		n.waitFor(t, "httpd answers through kubectl port-forward", func() bool {
-			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/index.html", local))
-			if err != nil {
-				return false
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			body = string(b)
-			return resp.StatusCode == 200
+			var ok bool
+			body, ok = getIndex(local)
+			return ok
 		})
 		if body != "hello-from-httpd\n" {
 			t.Errorf("port-forward: %q (kubectl: %s)", body, errb.String())

@@ -411,14 +411,9 @@ func TestContainerd(t *testing.T) {
 		}
 		var body string
 		n.waitFor(t, "httpd answers through the forward", func() bool {
-			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/index.html", local))
-			if err != nil {
-				return false
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			body = string(b)
-			return resp.StatusCode == 200
+			var ok bool
+			body, ok = getIndex(local)
+			return ok
 		})
 		if body != "hello-from-httpd\n" {
 			t.Errorf("port-forward GET: %q", body)
@@ -538,4 +533,16 @@ func freePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// getIndex fetches /index.html from 127.0.0.1:port (a forwarded httpd):
+// its body, and whether it answered 200.
+func getIndex(port int) (string, bool) {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/index.html", port))
+	if err != nil {
+		return "", false
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b), resp.StatusCode == 200
 }
