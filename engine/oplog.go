@@ -40,6 +40,11 @@ func (w *podWorker) logLifecycle(ctx context.Context, machine, from, event, to s
 		var extra []any
 		if c := w.container(who); c != nil && c.current != nil {
 			extra = []any{"exit-code", c.current.ExitCode, "reason", c.current.Reason}
+			if c.current.Reason == "StartError" && c.current.Message != "" {
+				// The runtime's word on why the start failed; a
+				// program's own termination message stays in /pods.
+				extra = append(extra, "message", c.current.Message)
+			}
 		}
 		log.Info("container died", attrs(append(extra, "next", to)...)...)
 		return
