@@ -183,6 +183,12 @@ func taskIDs(l layout) []string {
 	return ids
 }
 
+// TaskIDs lists the ids of the sandboxes and containers for which
+// containerd holds a task now (its runtime v2 bundle directory): a container
+// listed here cannot be removed through the CRI ("cannot delete running
+// task") until the task is gone.
+func (c *Containerd) TaskIDs() []string { return taskIDs(c.l) }
+
 // cgroupProcesses lists the processes whose cgroup path names one of ids:
 // the pods' processes even when their shim is already gone.
 func cgroupProcesses(ids []string) []Process {

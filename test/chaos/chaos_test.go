@@ -681,14 +681,21 @@ func (r *run) settledProblems() []string {
 // It clears when containerd restarts and reloads its tasks. The check still
 // asserts what speclet controls: the pod's sandbox is stopped and none of
 // its containers runs; the other leftovers of such a pod are reported as
-// the runtime's leak in the summary.
+// the runtime's leak in the summary. Only a container whose task containerd
+// still holds counts (its runtime v2 bundle exists): an EXITED StartError
+// container without a task is an ordinary failed start that speclet must
+// remove.
 func (r *run) lostStarts(ctx context.Context, cs []*runtimeapi.Container, live, done map[string]string) map[string]bool {
 	stuck := map[string]bool{}
+	tasks := map[string]bool{}
+	for _, id := range r.c.TaskIDs() {
+		tasks[id] = true
+	}
 	for _, c := range cs {
 		uid := c.Labels[engine.LabelPodUID]
 		_, running := live[uid]
 		_, completed := done[uid]
-		if uid == "" || running || completed || c.State != runtimeapi.ContainerState_CONTAINER_EXITED {
+		if uid == "" || running || completed || c.State != runtimeapi.ContainerState_CONTAINER_EXITED || !tasks[c.Id] {
 			continue
 		}
 		st, err := r.rt.ContainerStatus(ctx, c.Id)
