@@ -107,8 +107,11 @@ func (c *ctrState) key() string {
 // fire delivers ev to the container machine and carries out the steps
 // (fireLoop).
 func (c *ctrState) fire(ctx context.Context, ev fsm.ContainerEvent) {
-	fireLoop(ctx, c.p.w, "container/"+c.name, &c.run, &c.events, ev)
+	fireLoop(ctx, c.p.w, containerOwner+c.name, &c.run, &c.events, ev)
 }
+
+// containerOwner prefixes the timer owner of a container machine.
+const containerOwner = "container/"
 
 func (c *ctrState) raise(ev fsm.ContainerEvent) { c.events = append(c.events, ev) }
 

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -80,5 +81,40 @@ func (w *podWorker) takeDue(now time.Time) []armed {
 func (w *podWorker) fireDue(ctx context.Context) {
 	for _, t := range w.takeDue(w.e.clock.Now()) {
 		t.fire(ctx)
+	}
+}
+
+// maxDueRounds bounds fireDueNow: a state whose timer is already due when
+// it is entered cannot keep the worker from its queue.
+const maxDueRounds = 8
+
+// fireDueNow fires the container timers that ran out while the worker
+// handled its inputs (a zero delay: the immediate first restart of a
+// crashing container, the restart after a probe kill), instead of leaving
+// them for the next sync tick: kubelet starts such a container in the sync
+// that saw it die. Probe, pod and sandbox timers, and a due status refresh,
+// keep waiting for the tick, as their schedules are counted in ticks.
+func (w *podWorker) fireDueNow(ctx context.Context) {
+	for i := 0; i < maxDueRounds && ctx.Err() == nil; i++ {
+		now := w.e.clock.Now()
+		w.mu.Lock()
+		var due []armed
+		kept := w.timers[:0]
+		for _, t := range w.timers {
+			if strings.HasPrefix(t.owner, containerOwner) && !now.Before(t.at) {
+				due = append(due, t)
+			} else {
+				kept = append(kept, t)
+			}
+		}
+		w.timers = kept
+		w.mu.Unlock()
+		if len(due) == 0 {
+			return
+		}
+		slices.SortStableFunc(due, func(a, b armed) int { return a.at.Compare(b.at) })
+		for _, t := range due {
+			t.fire(ctx)
+		}
 	}
 }

@@ -244,6 +244,9 @@ func (w *podWorker) run(ctx context.Context) {
 				break
 			}
 		}
+		if actx.Err() == nil {
+			w.fireDueNow(actx)
+		}
 		cancel()
 		if ctx.Err() != nil {
 			return
