@@ -16,7 +16,7 @@ const PodMachineName = "pod"
 
 // PodSpecSHA256 is the SHA-256 of spec/pod.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const PodSpecSHA256 = "55d3aa3455f2f6bd87c3612cfa268a38a1be52a240e97b57577254faf0d12089"
+const PodSpecSHA256 = "945557fd97d4a8e5e2e8c77e03267c8a91fadb58887ef4490c54faa7fcead31c"
 
 // PodState is a state of the pod machine.
 //
@@ -51,11 +51,15 @@ const (
 	// logs; what a restarted speclet reads the outcome from) until the pod is
 	// removed, as kubelet keeps them.
 	PodStateCompleted
-	// PodStateTerminated: All containers stopped: stop the sandbox and remove the
-	// pod from the runtime.
+	// PodStateTerminated: All containers stopped: stop the sandbox, free the
+	// static pod's full name (kubelet frees it when the pod's termination ends,
+	// before its container GC removes what is left, so a successor never waits on
+	// a removal the runtime refuses), and remove the pod from the runtime.
 	PodStateTerminated
 	// PodStateFinished: Nothing of the pod is left in the runtime. The UID never
-	// restarts until purged.
+	// restarts until purged. release_name again: a successor killed while it
+	// waited for the name never passed through terminated (releasing twice is a
+	// no-op).
 	PodStateFinished
 )
 
@@ -546,7 +550,7 @@ var PodStateEntry = [10][]PodAction{
 	PodStateTerminating: {PodActionKillContainers},
 	PodStateCompleting:  {PodActionKillContainers},
 	PodStateCompleted:   {PodActionStopSandbox, PodActionReportStatus},
-	PodStateTerminated:  {PodActionStopSandbox, PodActionRemovePod, PodActionReportStatus},
+	PodStateTerminated:  {PodActionStopSandbox, PodActionReleaseName, PodActionRemovePod, PodActionReportStatus},
 	PodStateFinished:    {PodActionReleaseName},
 }
 

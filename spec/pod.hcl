@@ -37,7 +37,9 @@
 #    declared; guard name_taken reads that queue; action release_name removes
 #    the UID and sends name_free to the next UID still waiting. A successor
 #    killed while waiting leaves the queue at once (release_name runs in
-#    finished), so it never blocks the ones behind it.
+#    finished), so it never blocks the ones behind it. A terminated pod
+#    frees its name once its containers stopped (release_name in
+#    terminated), not once the runtime removed it.
 #  - Requeue jitter: the engine supplies jittered values for resync and
 #    sync_backoff through the Durations interface.
 #  - Admission: the sync loop decides once, when a UID is first declared,
@@ -229,8 +231,8 @@ machine "pod" {
   }
 
   state "terminated" {
-    doc   = "All containers stopped: stop the sandbox and remove the pod from the runtime."
-    entry = [action.stop_sandbox, action.remove_pod, action.report_status]
+    doc   = "All containers stopped: stop the sandbox, free the static pod's full name (kubelet frees it when the pod's termination ends, before its container GC removes what is left, so a successor never waits on a removal the runtime refuses), and remove the pod from the runtime."
+    entry = [action.stop_sandbox, action.release_name, action.remove_pod, action.report_status]
     timeout "sync" { after = duration.sync_backoff }
     transition "cleanup_done" { to = state.finished }
     transition "sync" {
@@ -240,7 +242,7 @@ machine "pod" {
   }
 
   state "finished" {
-    doc   = "Nothing of the pod is left in the runtime. The UID never restarts until purged."
+    doc   = "Nothing of the pod is left in the runtime. The UID never restarts until purged. release_name again: a successor killed while it waited for the name never passed through terminated (releasing twice is a no-op)."
     entry = [action.release_name]
     final = true
   }
