@@ -227,6 +227,9 @@ func (w *podWorker) run(ctx context.Context) {
 			return
 		}
 		ins, actx, cancel := w.take(ctx)
+		// The batch counts as busy until its due timers fired and its
+		// status is published, not only while its inputs are handled.
+		w.e.busy.Add(1)
 		for i, in := range ins {
 			w.handle(actx, in)
 			w.e.busy.Add(-1)
@@ -249,8 +252,10 @@ func (w *podWorker) run(ctx context.Context) {
 		}
 		cancel()
 		if ctx.Err() != nil {
+			w.e.busy.Add(-1)
 			return
 		}
 		w.publishStatus()
+		w.e.busy.Add(-1)
 	}
 }

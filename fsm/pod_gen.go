@@ -16,7 +16,7 @@ const PodMachineName = "pod"
 
 // PodSpecSHA256 is the SHA-256 of spec/pod.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const PodSpecSHA256 = "945557fd97d4a8e5e2e8c77e03267c8a91fadb58887ef4490c54faa7fcead31c"
+const PodSpecSHA256 = "4a312cae5fc7a265f3c9659690fe39ad77394c5bef1075f12a3df9a11bc9b800"
 
 // PodState is a state of the pod machine.
 //
@@ -567,6 +567,7 @@ var PodStateTimers = [10][]PodTimer{
 	PodStateSyncBackoff: {{PodEventSync, PodDurationSyncBackoff}},
 	PodStateTerminating: {{PodEventSync, PodDurationSyncBackoff}},
 	PodStateCompleting:  {{PodEventSync, PodDurationSyncBackoff}},
+	PodStateCompleted:   {{PodEventSync, PodDurationResync}},
 	PodStateTerminated:  {{PodEventSync, PodDurationSyncBackoff}},
 }
 

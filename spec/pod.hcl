@@ -222,10 +222,11 @@ machine "pod" {
   state "completed" {
     doc   = "Succeeded or Failed, and still declared: the sandbox is stopped, the dead containers and the sandbox stay in the runtime (their logs; what a restarted speclet reads the outcome from) until the pod is removed, as kubelet keeps them."
     entry = [action.stop_sandbox, action.report_status]
+    timeout "sync" { after = duration.resync }
     transition "kill" { to = state.terminated }
     transition "sync" {
       to  = state.completed
-      doc = "A runtime event or a sync request: re-issue the sandbox stop if it failed (the sandbox machine ignores it once stopped); no timer, so a completed pod costs nothing while it waits."
+      doc = "The resync timer, a runtime event or a sync request: re-issue the sandbox stop if it failed (the sandbox machine ignores it once stopped, without a CRI call), so a failed StopPodSandbox is retried within a resync period and a waiting completed pod costs one event per period."
     }
     transition "update" { doc = "A completed pod never runs again; its UID is final." }
   }

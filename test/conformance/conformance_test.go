@@ -75,6 +75,27 @@ func TestKeyEquivalences(t *testing.T) {
 	}
 }
 
+// TestSidecarsStopping: the window in which a pod's regular containers
+// completed and its sidecar still stops (phase Running) is timing; a pod
+// that is Succeeded while its sidecar runs is not (equivalence 11).
+func TestSidecarsStopping(t *testing.T) {
+	const pre = "ip=host | Ready=False(ContainersNotReady) | "
+	for _, tc := range []struct {
+		state string
+		want  bool
+	}{
+		{"Running " + pre + "init:side running r0 ready started | main terminated(Completed,0) r0", true},
+		{"Running " + pre + "init:side running r0 ready started | main running r0 ready started", false},
+		{"Running " + pre + "init:side running r0 ready started | a terminated(Completed,0) r0 | b running r0", false},
+		{"Succeeded " + pre + "init:side running r0 ready started | main terminated(Completed,0) r0", false},
+		{"Running " + pre + "init:setup terminated(Completed,0) r0 | main terminated(Completed,0) r0", false},
+	} {
+		if got := sidecarsStopping(tc.state); got != tc.want {
+			t.Errorf("sidecarsStopping(%q) = %v, want %v", tc.state, got, tc.want)
+		}
+	}
+}
+
 // TestCompareStartError: kubelet shows PostStartHookError until its next
 // sync after each failed attempt (recorded: 1 to 14 s), then
 // CrashLoopBackOff. An agent that shows the error for the attempt and
