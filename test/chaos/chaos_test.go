@@ -95,6 +95,10 @@ type run struct {
 	// creation and keeps (id -> pod, container and message): the
 	// runtime's own leak, reported but not a violation (see lostStarts).
 	lost map[string]string
+	// cut: every container the sampler saw EXITED with the status of a
+	// cancelled task creation or start (lostStart), id -> "pod/container:
+	// message"; exitSeen: the EXITED containers it already asked about.
+	cut, exitSeen map[string]string
 
 	samples   []sample
 	unsettled bool // a checkpoint did not settle
@@ -215,7 +219,7 @@ func TestChaos(t *testing.T) {
 	}
 	fmt.Fprintf(&b, "  %-36s %d\n", "runtime leaks (lost task creations)", len(r.lost))
 	for id, what := range r.lost {
-		fmt.Fprintf(&b, "    container %s: %s\n", id[:12], what)
+		fmt.Fprintf(&b, "    %s: %s\n", id[:12], what)
 	}
 	fmt.Fprintf(&b, "  %-36s %d\n", "invariant violations", len(r.violated))
 	for _, v := range r.violated {
@@ -457,6 +461,7 @@ func (r *run) checkNoDuplicates() {
 			r.violation("%s: pod %s has %d READY sandboxes: %v", time.Since(r.start).Round(time.Second), name, len(ids), ids)
 		}
 	}
+	r.noteCutStarts(ctx)
 	byCtr := map[string]int{}
 	for _, c := range cs {
 		if uid := c.Labels[engine.LabelPodUID]; uid != "" {
@@ -637,23 +642,28 @@ func (r *run) settledProblems() []string {
 			delete(removed, sb.Id) // the runtime keeps it: see lostStarts
 		}
 	}
-	for _, m := range harness.Mounts(r.c.Dir) {
-		for id := range removed {
-			if strings.Contains(m, id) {
-				out = append(out, fmt.Sprintf("mount %s is left of removed sandbox %s", m, id[:12]))
-			}
-		}
-	}
 	listed := map[string]bool{}
 	for _, sb := range sbs {
 		listed[sb.Id] = true
 	}
-	for _, sh := range shims() {
+	shs := shims()
+	for _, sh := range shs {
 		for id := range removed {
 			if strings.Contains(sh.cmdline, "-id "+id) {
 				if msg := r.shimLeft(sh, id, listed[id]); msg != "" {
 					out = append(out, msg)
+				} else if kids := children(sh.pid); len(kids) > 0 {
+					// A lost task's process keeps the sandbox's
+					// bundle mounted: the same leak (shimLeft).
+					delete(removed, id)
 				}
+			}
+		}
+	}
+	for _, m := range harness.Mounts(r.c.Dir) {
+		for id := range removed {
+			if strings.Contains(m, id) {
+				out = append(out, fmt.Sprintf("mount %s is left of removed sandbox %s", m, id[:12]))
 			}
 		}
 	}
@@ -716,6 +726,38 @@ func (r *run) lostStarts(ctx context.Context, cs []*runtimeapi.Container, live, 
 	return stuck
 }
 
+// noteCutStarts records the containers the runtime shows EXITED after a
+// cancelled task creation or start (lostStart), whatever speclet does with
+// them later: containerd may have created their process anyway and lose
+// track of it (see shimLeft).
+func (r *run) noteCutStarts(ctx context.Context) {
+	cs, err := r.rt.ListContainers(ctx, &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_EXITED}})
+	if err != nil {
+		return
+	}
+	for _, c := range cs {
+		r.mu.Lock()
+		_, seen := r.exitSeen[c.Id]
+		r.mu.Unlock()
+		if seen {
+			continue
+		}
+		st, err := r.rt.ContainerStatus(ctx, c.Id)
+		if err != nil {
+			continue
+		}
+		r.mu.Lock()
+		if r.exitSeen == nil {
+			r.exitSeen, r.cut = map[string]string{}, map[string]string{}
+		}
+		r.exitSeen[c.Id] = ""
+		if lostStart(st) {
+			r.cut[c.Id] = fmt.Sprintf("pod %s, container %s: %s", c.Labels[engine.LabelPodName], c.Labels[engine.LabelContainerName], st.Message)
+		}
+		r.mu.Unlock()
+	}
+}
+
 // lostStart reports whether a container status is the one containerd
 // leaves when it lost a task creation (see lostStarts).
 func lostStart(st *runtimeapi.ContainerStatus) bool {
@@ -765,6 +807,18 @@ func (r *run) shimLeft(sh shim, id string, listed bool) string {
 	case listed:
 		return fmt.Sprintf("shim %q is left of removed sandbox %s, which the runtime still lists", sh.cmdline, id[:12])
 	case len(kids) > 0:
+		if cut := r.cutProcesses(kids); cut != "" {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if r.lost == nil {
+				r.lost = map[string]string{}
+			}
+			if _, seen := r.lost[id]; !seen {
+				r.t.Logf("runtime leak: shim of removed sandbox %s runs %s", id[:12], cut)
+			}
+			r.lost[id] = "shim of removed sandbox " + id[:12] + " runs " + cut
+			return ""
+		}
 		return fmt.Sprintf("shim %q of removed sandbox %s still runs %d processes: %s", sh.cmdline, id[:12], len(kids), strings.Join(kids, "; "))
 	}
 	r.mu.Lock()
@@ -777,6 +831,38 @@ func (r *run) shimLeft(sh shim, id string, listed bool) string {
 	}
 	r.leaked[id] = sh.cmdline
 	return ""
+}
+
+// cutProcesses describes kids (children's "pid comm") when every one of
+// them runs in the cgroup of a container the sampler saw EXITED after a
+// cancelled task creation or start (r.cut), and returns "" otherwise. The
+// full run met it: containerd reported "failed to create shim task:
+// context canceled", marked the container EXITED, removed it and its
+// sandbox through the CRI when speclet asked, and the shim went on running
+// the container's process, which no CRI call can reach any more.
+func (r *run) cutProcesses(kids []string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, k := range kids {
+		pid, _, _ := strings.Cut(k, " ")
+		cg, err := os.ReadFile(filepath.Join("/proc", pid, "cgroup"))
+		if err != nil {
+			return ""
+		}
+		found := ""
+		for cid, what := range r.cut {
+			if strings.Contains(string(cg), cid) {
+				found = fmt.Sprintf("process %s of container %s (%s)", k, cid[:12], what)
+				break
+			}
+		}
+		if found == "" {
+			return ""
+		}
+		out = append(out, found)
+	}
+	return strings.Join(out, "; ")
 }
 
 // shim is a containerd shim process.
