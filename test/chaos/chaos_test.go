@@ -638,8 +638,18 @@ func (r *run) settledProblems() []string {
 	// Mounts and shims of sandboxes of removed pods (known from the audit log).
 	removed := r.removedSandboxes(live) // of removed and of completed pods
 	for _, sb := range sbs {
-		if stuck[sb.Labels[engine.LabelPodUID]] {
+		uid := sb.Labels[engine.LabelPodUID]
+		if stuck[uid] {
 			delete(removed, sb.Id) // the runtime keeps it: see lostStarts
+		}
+		if _, completed := done[uid]; completed {
+			// A completed pod keeps its stopped sandbox until it is
+			// removed (checked NOTREADY above); containerd may keep its
+			// shim and bundle until then too (seen when the
+			// StopPodSandbox was cut by a containerd restart: the
+			// exited pause task stays in the shim until
+			// RemovePodSandbox).
+			delete(removed, sb.Id)
 		}
 	}
 	listed := map[string]bool{}
