@@ -152,3 +152,20 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPlan1000: one container GC pass over 1,000 pods of one
+// container, each with 5 dead instances and a running one (6,000
+// instances), a node-wide limit of 100.
+func BenchmarkPlan1000(b *testing.B) {
+	var in []Instance
+	for i := range 1000 {
+		in = append(in, unit(fmt.Sprintf("pod-%04d", i), "app", exited, exited, exited, exited, exited, running)...)
+	}
+	now := t0.Add(time.Hour)
+	p := Policy{MaxPerContainer: 5, MaxContainers: 100}
+	for b.Loop() {
+		if n := len(Plan(now, p, in)); n != 4000 {
+			b.Fatalf("%d planned, want 4000", n)
+		}
+	}
+}

@@ -1,0 +1,218 @@
+package cri_test
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/speclet/speclet/cri/harness"
+	"github.com/speclet/speclet/cri/sim"
+)
+
+// The contract of the calls the node's reclaim makes (engine/nodegc.go,
+// evict.go): RemoveImage (image GC), ImageFsInfo (where images live, how
+// much they use), ListContainerStats (eviction ranking). Appended to
+// contractCases by init so that TestContract runs them on both runtimes.
+func init() {
+	contractCases = append(contractCases,
+		contractCase{"remove_image", contractRemoveImage},
+		contractCase{"image_fs_info", contractImageFsInfo},
+		contractCase{"list_container_stats", contractListContainerStats},
+	)
+}
+
+// layerBytes is the size of the random layer of a test's own image.
+const layerBytes = 1 << 20
+
+// ownImage returns a reference no other case uses, pullable from the
+// runtime: on containerd busybox plus a random layer of layerBytes pushed
+// to the harness registry; on the sim any reference pulls, as an image of
+// sim.DefaultImageSize.
+func (e *env) ownImage(t *testing.T) string {
+	t.Helper()
+	name := "contract-" + uid() + ":1"
+	if e.cd == nil {
+		return name
+	}
+	bb, err := harness.BusyboxImage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	layer, err := random.Layer(layerBytes, types.DockerLayer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.AppendLayers(bb, layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cd.Registry.Push(ctx(t), name, img); err != nil {
+		t.Fatalf("push %s: %v", name, err)
+	}
+	return e.cd.ImageRef(name)
+}
+
+func (e *env) listed(t *testing.T, id string) bool {
+	t.Helper()
+	imgs, err := e.rt.ListImages(ctx(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.ContainsFunc(imgs, func(img *runtimeapi.Image) bool { return img.Id == id })
+}
+
+// contractRemoveImage: RemoveImage by id (what image GC sends) removes the
+// image from ImageStatus (by reference and by id) and ListImages; removing
+// it again, or removing an image never present, succeeds (the CRI's
+// idempotent removal); other images stay.
+func contractRemoveImage(t *testing.T, e *env) {
+	ref := e.ownImage(t)
+	id, err := e.rt.PullImage(ctx(t), &runtimeapi.ImageSpec{Image: ref}, nil, nil)
+	if err != nil {
+		t.Fatalf("pull %s: %v", ref, err)
+	}
+	if !e.listed(t, id) {
+		t.Fatalf("pulled image %s (%s) is not listed", ref, id)
+	}
+	if err := e.rt.RemoveImage(ctx(t), &runtimeapi.ImageSpec{Image: id}); err != nil {
+		t.Fatalf("RemoveImage %s: %v", id, err)
+	}
+	for _, name := range []string{ref, id} {
+		if img, err := e.rt.ImageStatus(ctx(t), &runtimeapi.ImageSpec{Image: name}); err != nil || img != nil {
+			t.Errorf("ImageStatus %s after RemoveImage = %v, %v; want nil, nil", name, img, err)
+		}
+	}
+	if e.listed(t, id) {
+		t.Errorf("removed image %s is still listed", id)
+	}
+	if err := e.rt.RemoveImage(ctx(t), &runtimeapi.ImageSpec{Image: id}); err != nil {
+		t.Errorf("removing a removed image: %v; want success (removal is idempotent)", err)
+	}
+	if err := e.rt.RemoveImage(ctx(t), &runtimeapi.ImageSpec{Image: e.missing}); err != nil {
+		t.Errorf("removing an image never present: %v; want success", err)
+	}
+	if img, err := e.rt.ImageStatus(ctx(t), &runtimeapi.ImageSpec{Image: e.image}); err != nil || img == nil {
+		t.Errorf("ImageStatus %s after removing another image = %v, %v; want it present", e.image, img, err)
+	}
+}
+
+// contractImageFsInfo: one image filesystem, named by an absolute
+// mountpoint (image GC and the imagefs eviction signals statfs it; on
+// containerd it is a directory under the instance's root), with used bytes
+// and inodes and a timestamp; pulling an image with a layer of 1 MiB adds at
+// least 1 MiB to the used bytes (containerd counts its snapshots, refreshed
+// every 10 s; the sim the sizes of its images).
+func contractImageFsInfo(t *testing.T, e *env) {
+	info := func() *runtimeapi.FilesystemUsage {
+		t.Helper()
+		r, err := e.rt.ImageFsInfo(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fss := r.GetImageFilesystems()
+		if len(fss) != 1 {
+			t.Fatalf("ImageFsInfo: %d image filesystems, want 1: %v", len(fss), fss)
+		}
+		return fss[0]
+	}
+	fs := info()
+	mp := fs.GetFsId().GetMountpoint()
+	if !filepath.IsAbs(mp) {
+		t.Errorf("image filesystem mountpoint %q, want an absolute path", mp)
+	}
+	if fs.UsedBytes == nil || fs.InodesUsed == nil || fs.Timestamp <= 0 {
+		t.Errorf("image filesystem %+v: want used bytes, inodes used and a timestamp", fs)
+	}
+	if e.cd != nil {
+		if st, err := os.Stat(mp); err != nil || !st.IsDir() || !strings.HasPrefix(mp, e.cd.Dir) {
+			t.Errorf("image filesystem mountpoint %s: %v; want a directory under the instance's root %s", mp, err, e.cd.Dir)
+		}
+	}
+	before := fs.GetUsedBytes().GetValue()
+	ref := e.ownImage(t)
+	if _, err := e.rt.PullImage(ctx(t), &runtimeapi.ImageSpec{Image: ref}, nil, nil); err != nil {
+		t.Fatalf("pull %s: %v", ref, err)
+	}
+	want := before + min(layerBytes, sim.DefaultImageSize)
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		fs := info()
+		if fs.GetUsedBytes().GetValue() >= want {
+			t.Logf("used bytes %d -> %d after pulling %s", before, fs.GetUsedBytes().GetValue(), ref)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("used bytes %d, %d before pulling %s; want at least %d within 45s", fs.GetUsedBytes().GetValue(), before, ref, want)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// contractListContainerStats: a running container has stats with its id,
+// metadata and labels, a memory working set and a writable layer usage
+// (eviction ranks pods by them); the filter selects by id, sandbox and
+// labels. The sim reports the usage it was scripted with.
+func contractListContainerStats(t *testing.T, e *env) {
+	p := e.runPod(t, "stats", nil, nil)
+	run := e.create(t, p, "run", handler, map[string]string{"role": "main"}, nil)
+	e.start(t, run)
+	if e.sim != nil {
+		e.sim.Runtime.SetUsage("stats", "run", sim.Usage{MemoryWorkingSet: 1 << 20, WritableLayer: 4096})
+	}
+	mine := map[string]string{"contract": e.label}
+	all, err := e.rt.ListContainerStats(ctx(t), &runtimeapi.ContainerStatsFilter{LabelSelector: mine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st *runtimeapi.ContainerStats
+	for _, s := range all {
+		if s.GetAttributes().GetId() == run {
+			st = s
+		}
+	}
+	if st == nil {
+		t.Fatalf("ListContainerStats: no stats for the running container among %d", len(all))
+	}
+	a := st.GetAttributes()
+	if a.GetMetadata().GetName() != "run" || a.GetLabels()["contract"] != e.label || a.GetLabels()["role"] != "main" {
+		t.Errorf("attributes %v: want name run and the container's labels", a)
+	}
+	if ws := st.GetMemory().GetWorkingSetBytes(); ws == nil || ws.Value == 0 {
+		t.Errorf("memory %v: want a working set above 0 for a running shell", st.GetMemory())
+	}
+	if st.GetWritableLayer().GetUsedBytes() == nil {
+		t.Errorf("writable layer %v: want its used bytes", st.GetWritableLayer())
+	}
+	for _, tc := range []struct {
+		name string
+		f    *runtimeapi.ContainerStatsFilter
+		want []string
+	}{
+		{"by id", &runtimeapi.ContainerStatsFilter{Id: run}, []string{run}},
+		{"by sandbox", &runtimeapi.ContainerStatsFilter{PodSandboxId: p.id}, []string{run}},
+		{"by label", &runtimeapi.ContainerStatsFilter{LabelSelector: map[string]string{"contract": e.label, "role": "main"}}, []string{run}},
+		{"by unmatched label", &runtimeapi.ContainerStatsFilter{LabelSelector: map[string]string{"contract": e.label, "role": "none"}}, []string{}},
+	} {
+		got, err := e.rt.ListContainerStats(ctx(t), tc.f)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		var gotIDs []string
+		for _, s := range got {
+			gotIDs = append(gotIDs, s.GetAttributes().GetId())
+		}
+		slices.Sort(gotIDs)
+		if !slices.Equal(gotIDs, tc.want) && !(len(gotIDs) == 0 && len(tc.want) == 0) {
+			t.Errorf("%s: stats of %v, want %v", tc.name, gotIDs, tc.want)
+		}
+	}
+}
