@@ -72,7 +72,8 @@ func (e *env) listed(t *testing.T, id string) bool {
 // contractRemoveImage: RemoveImage by id (what image GC sends) removes the
 // image from ImageStatus (by reference and by id) and ListImages; removing
 // it again, or removing an image never present, succeeds (the CRI's
-// idempotent removal); other images stay.
+// idempotent removal); other images stay; an image a running container
+// uses is removed all the same (the runtime does not protect it).
 func contractRemoveImage(t *testing.T, e *env) {
 	ref := e.ownImage(t)
 	id, err := e.rt.PullImage(ctx(t), &runtimeapi.ImageSpec{Image: ref}, nil, nil)
@@ -101,6 +102,30 @@ func contractRemoveImage(t *testing.T, e *env) {
 	}
 	if img, err := e.rt.ImageStatus(ctx(t), &runtimeapi.ImageSpec{Image: e.image}); err != nil || img == nil {
 		t.Errorf("ImageStatus %s after removing another image = %v, %v; want it present", e.image, img, err)
+	}
+
+	// The runtime does not keep an image a container uses: RemoveImage
+	// succeeds and the container runs on. Image GC must never plan such
+	// an image itself (engine/nodegc.go: in use by any container).
+	used := e.ownImage(t)
+	usedID, err := e.rt.PullImage(ctx(t), &runtimeapi.ImageSpec{Image: used}, nil, nil)
+	if err != nil {
+		t.Fatalf("pull %s: %v", used, err)
+	}
+	p := e.runPod(t, "image-user", nil, nil)
+	saved := e.image
+	e.image = used
+	cid := e.create(t, p, "user", handler, nil, nil)
+	e.image = saved
+	e.start(t, cid)
+	if err := e.rt.RemoveImage(ctx(t), &runtimeapi.ImageSpec{Image: usedID}); err != nil {
+		t.Errorf("RemoveImage of an image a running container uses: %v; want success", err)
+	}
+	if img, err := e.rt.ImageStatus(ctx(t), &runtimeapi.ImageSpec{Image: usedID}); err != nil || img != nil {
+		t.Errorf("ImageStatus of the removed image a container uses = %v, %v; want nil, nil", img, err)
+	}
+	if st := e.status(t, cid); st.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		t.Errorf("container after its image was removed: %s; want RUNNING", st.State)
 	}
 }
 
