@@ -183,8 +183,9 @@ func contractImageFsInfo(t *testing.T, e *env) {
 
 // contractListContainerStats: a running container has stats with its id,
 // metadata and labels, a memory working set and a writable layer usage
-// (eviction ranks pods by them); the filter selects by id, sandbox and
-// labels. The sim reports the usage it was scripted with.
+// (eviction ranks pods by them); a container that is not running has an
+// entry with no usage; the filter selects by id, sandbox and labels. The
+// sim reports the usage it was scripted with.
 func contractListContainerStats(t *testing.T, e *env) {
 	p := e.runPod(t, "stats", nil, nil)
 	run := e.create(t, p, "run", handler, map[string]string{"role": "main"}, nil)
@@ -216,13 +217,34 @@ func contractListContainerStats(t *testing.T, e *env) {
 	if st.GetWritableLayer().GetUsedBytes() == nil {
 		t.Errorf("writable layer %v: want its used bytes", st.GetWritableLayer())
 	}
+
+	// A container that is not running (exited, or created and never
+	// started) has stats without memory and with a writable layer of no
+	// used bytes: it adds nothing to a pod's usage in eviction's ranking.
+	exited := e.create(t, p, "exited", exits(0), nil, nil)
+	e.start(t, exited)
+	e.waitExited(t, exited)
+	created := e.create(t, p, "created", handler, nil, nil)
+	for _, id := range []string{exited, created} {
+		got, err := e.rt.ListContainerStats(ctx(t), &runtimeapi.ContainerStatsFilter{Id: id})
+		if err != nil || len(got) != 1 {
+			t.Errorf("stats of a container that is not running: %v, %v; want one entry", got, err)
+			continue
+		}
+		s := got[0]
+		if s.GetAttributes().GetId() != id || s.GetMemory() != nil || s.GetWritableLayer().GetUsedBytes().GetValue() != 0 {
+			t.Errorf("stats of a container that is not running: %v; want its id, no memory, 0 writable layer bytes", s)
+		}
+	}
+
 	for _, tc := range []struct {
 		name string
 		f    *runtimeapi.ContainerStatsFilter
 		want []string
 	}{
 		{"by id", &runtimeapi.ContainerStatsFilter{Id: run}, []string{run}},
-		{"by sandbox", &runtimeapi.ContainerStatsFilter{PodSandboxId: p.id}, []string{run}},
+		{"by unknown id", &runtimeapi.ContainerStatsFilter{Id: strings.Repeat("0", 64)}, []string{}},
+		{"by sandbox", &runtimeapi.ContainerStatsFilter{PodSandboxId: p.id}, sorted(run, exited, created)},
 		{"by label", &runtimeapi.ContainerStatsFilter{LabelSelector: map[string]string{"contract": e.label, "role": "main"}}, []string{run}},
 		{"by unmatched label", &runtimeapi.ContainerStatsFilter{LabelSelector: map[string]string{"contract": e.label, "role": "none"}}, []string{}},
 	} {
