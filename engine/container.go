@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -548,6 +549,12 @@ func (c *ctrState) RemoveContainer(ctx context.Context) error {
 	}
 	c.ids = keep
 	return errors.Join(errs...)
+}
+
+// forget drops an older instance that is gone from the runtime.
+func (c *ctrState) forget(id string) {
+	c.ids = slices.DeleteFunc(c.ids, func(x string) bool { return x == id })
+	delete(c.created, id)
 }
 
 func (c *ctrState) setCreated(id string, at time.Time) {

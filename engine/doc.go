@@ -78,14 +78,17 @@
 //     machine's ensure_pod_cgroup and remove_pod_cgroup call it.
 //   - Container GC is the container machine's remove_container, run when
 //     CrashLoopBackOff begins, with Config.ContainerGC (kubelet's
-//     --maximum-dead-containers-per-container, --minimum-container-ttl-duration).
+//     --maximum-dead-containers-per-container, --minimum-container-ttl-duration);
+//     with ContainerGC.MaxContainers (--maximum-dead-containers) the node
+//     machine's remove_dead_containers (deadcontainers.go) enforces both
+//     limits across pods every ContainerGCPeriod (1 min) with the plan of
+//     containergc/ (pure); the pod workers forget the removed instances
+//     when the PLEG reports them gone.
 //   - eviction/ and imagegc/ (pure): the decisions of kubelet's eviction
 //     manager (thresholds, grace periods, minimum reclaim, pressure
 //     conditions, admission under pressure, ranking) and image GC (high and
-//     low thresholds, LRU, in-use, pinned, minimum age). Not wired into the
-//     engine yet: they need node-level observation (memory and filesystem
-//     signals, ImageFsInfo), a node-level spec machine for RemoveImage and
-//     pod eviction (API pods; static pods are never evicted).
+//     low thresholds, LRU, in-use, pinned, minimum age), carried out by the
+//     node machine (nodegc.go, evict.go; signals from nodestats/).
 //   - oplog.go: the operator's info lines (container started, killing
 //     container, container died, killing pod, pod finished), derived from
 //     the transitions through one hook in fire.go keyed on (machine,
@@ -134,8 +137,7 @@
 // failed lookup or decision (UnexpectedAdmissionError). The others keep
 // running.
 //
-// Not done yet: image pull credentials; the node-wide
-// --maximum-dead-containers; eviction and image GC in the running engine.
+// Not done yet: image pull credentials.
 //
 // # Tests
 //

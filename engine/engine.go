@@ -80,6 +80,10 @@ type Config struct {
 	CrashLoopBackOffMax time.Duration
 	// ContainerGC is the policy for dead container instances.
 	ContainerGC ContainerGCPolicy
+	// ContainerGCPeriod is how often the node machine enforces the
+	// node-wide limit ContainerGC.MaxContainers (kubelet's
+	// ContainerGCPeriod: 1 min, the default).
+	ContainerGCPeriod time.Duration
 	// PodCgroups, when set, gives every pod a cgroup under its QoS class
 	// (kubelet's --cgroups-per-qos), the CgroupParent of its sandbox;
 	// nil leaves the cgroups to the runtime.
@@ -157,6 +161,12 @@ type ContainerGCPolicy struct {
 	// container's lastState and its log is `logs --previous`), so 0 and 1
 	// mean the same. Default 1.
 	MaxPerContainer int
+	// MaxContainers is the node-wide limit on dead instances
+	// (--maximum-dead-containers), enforced with the per-container limit
+	// by the node machine every ContainerGCPeriod (engine/containergc);
+	// nil: no node-wide limit and no such pass (kubelet's -1). The newest
+	// dead instance of each container still stays.
+	MaxContainers *int
 }
 
 // PodCgroups owns the pod cgroups (engine/cgroups on a real node).
@@ -256,6 +266,9 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.ContainerGC.MaxPerContainer < 1 {
 		cfg.ContainerGC.MaxPerContainer = 1
 	}
+	if m := cfg.ContainerGC.MaxContainers; m != nil && *m < 0 {
+		cfg.ContainerGC.MaxContainers = nil
+	}
 	if cfg.ImageGCPeriod <= 0 {
 		cfg.ImageGCPeriod = DefaultImageGCPeriod
 	}
@@ -267,6 +280,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.FsStat == nil {
 		cfg.FsStat = Statfs
+	}
+	if cfg.ContainerGCPeriod <= 0 {
+		cfg.ContainerGCPeriod = DefaultContainerGCPeriod
 	}
 	if cfg.EvictionPeriod <= 0 {
 		cfg.EvictionPeriod = DefaultEvictionPeriod

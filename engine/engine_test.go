@@ -294,8 +294,9 @@ func (h *scriptHarness) formatNodeHistory(from int) (string, int) {
 			}
 			b.WriteString(sep + a.Action)
 			if a.Error != "" {
-				// The socket path changes from run to run.
-				b.WriteString(" (error: " + criEndpoint.ReplaceAllString(a.Error, "cri: ") + ")")
+				// The socket path and container IDs change from run to run.
+				msg := criEndpoint.ReplaceAllString(a.Error, "cri: ")
+				b.WriteString(" (error: " + quotedContainerID.ReplaceAllString(msg, `"<container-id>"`) + ")")
 			}
 		}
 		b.WriteString("\n")
@@ -308,6 +309,9 @@ func (h *scriptHarness) formatNodeHistory(from int) (string, int) {
 
 // criEndpoint matches the endpoint a CRI error names.
 var criEndpoint = regexp.MustCompile(`cri unix://\S+\.sock: `)
+
+// quotedContainerID matches a container ID a CRI error quotes.
+var quotedContainerID = regexp.MustCompile(`"[0-9a-f]{64}"`)
 
 type testWriter struct{ t *testing.T }
 
@@ -766,6 +770,27 @@ func TestEngineScripts(t *testing.T) {
 					cfg.Eviction = eviction.NewManager(eviction.Config{Hard: ht, Soft: st, Grace: g, Transition: 30 * time.Second})
 					cfg.EvictionPeriod = 10 * time.Second
 					cfg.Signals = h.measure
+				}
+				// Container GC: max-dead-per-container=N, max-dead=N (the
+				// node-wide limit), min-container-age=D,
+				// container-gc-period=D.
+				if d.HasArg("max-dead-per-container") {
+					d.ScanArgs(t, "max-dead-per-container", &cfg.ContainerGC.MaxPerContainer)
+				}
+				if d.HasArg("max-dead") {
+					n := 0
+					d.ScanArgs(t, "max-dead", &n)
+					cfg.ContainerGC.MaxContainers = &n
+				}
+				if d.HasArg("min-container-age") {
+					var s string
+					d.ScanArgs(t, "min-container-age", &s)
+					cfg.ContainerGC.MinAge, _ = time.ParseDuration(s)
+				}
+				if d.HasArg("container-gc-period") {
+					var s string
+					d.ScanArgs(t, "container-gc-period", &s)
+					cfg.ContainerGCPeriod, _ = time.ParseDuration(s)
 				}
 				if d.HasArg("min-image-age") {
 					var s string

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -102,6 +103,127 @@ func TestContainerdContainerGC(t *testing.T) {
 		t.Errorf("at most %d dead instances seen: the limit of %d was never reached, so it was not tested", mostDead, maxDead)
 	}
 	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
+	waitFor(t, ctx, "runtime empty", func() bool {
+		sbs, err1 := rt.ListPodSandbox(ctx, nil)
+		cs, err2 := rt.ListContainers(ctx, nil)
+		return err1 == nil && err2 == nil && len(sbs) == 0 && len(cs) == 0
+	}, e)
+}
+
+// TestContainerdNodeContainerGC crash-loops the containers of three pods 20
+// times each on a real containerd (OnFailure; the 21st run succeeds) with
+// --maximum-dead-containers-per-container=10 and --maximum-dead-containers=6:
+// the per-container limit alone lets more than 6 dead instances pile up on
+// the node, and once the pods completed the node machine's container GC
+// leaves 6, 6/3 = 2 per container, the newest two, so every container keeps
+// its lastState (exit code 1) beside its final state (Completed).
+func TestContainerdNodeContainerGC(t *testing.T) {
+	c := harness.ForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	rt := dialContainerd(ctx, t, c)
+	const maxDead, perContainer, pods, restarts = 6, 10, 3, 20
+	limit := maxDead
+	e, err := New(Config{Runtime: auditRuntime(t, rt), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
+		CrashLoopBackOffBase: 10 * time.Millisecond, CrashLoopBackOffMax: 20 * time.Millisecond,
+		ContainerGC:       ContainerGCPolicy{MaxPerContainer: perContainer, MaxContainers: &limit},
+		ContainerGCPeriod: 3 * time.Second,
+		Log:               coverageLogger(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	updates, stop := runEngine(ctx, e, 2)
+	defer stop()
+
+	grace := int64(1)
+	var all []*v1.Pod
+	for i := range pods {
+		// The container counts its runs in a file of a hostPath volume
+		// and fails the first 20.
+		dir := t.TempDir()
+		name := fmt.Sprintf("crash-%d", i)
+		all = append(all, &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name + "-uid"),
+				Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
+			Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: v1.RestartPolicyOnFailure, TerminationGracePeriodSeconds: &grace,
+				Volumes: []v1.Volume{{Name: "count", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: dir}}}},
+				Containers: []v1.Container{{Name: "main", Image: c.ImageRef("busybox:latest"), ImagePullPolicy: v1.PullIfNotPresent,
+					VolumeMounts: []v1.VolumeMount{{Name: "count", MountPath: "/count"}},
+					Command: []string{"/bin/sh", "-c", fmt.Sprintf(
+						`n=$(cat /count/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > /count/n; [ $n -gt %d ] && exit 0; exit 1`, restarts)}}}},
+		})
+	}
+	updates <- config.PodUpdate{Op: config.OpAdd, Pods: all, Source: config.SourceFile}
+
+	// dead counts the test's dead instances in the runtime, per pod.
+	dead := func() (total int, per map[string]int) {
+		cs, err := rt.ListContainers(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		per = map[string]int{}
+		for _, c := range cs {
+			if c.State == runtimeapi.ContainerState_CONTAINER_EXITED && c.Labels[LabelPodUID] != "" {
+				total++
+				per[c.Labels[LabelPodUID]]++
+			}
+		}
+		return total, per
+	}
+	mostDead := 0
+	var done time.Time
+	// Two passes after the last completion: the first may have listed the
+	// containers before it.
+	waitFor(t, ctx, "every pod Succeeded after 20 restarts, then two container GC passes", func() bool {
+		n, _ := dead()
+		mostDead = max(mostDead, n)
+		if done.IsZero() {
+			succeeded := 0
+			for _, p := range e.Pods() {
+				if p.Status.Phase == v1.PodSucceeded {
+					succeeded++
+				}
+			}
+			if succeeded == pods {
+				done = time.Now()
+			}
+			return false
+		}
+		passes := 0
+		for _, tr := range e.NodeHistory() {
+			if tr.Event == "containers_collected" && tr.Time.After(done) {
+				passes++
+			}
+		}
+		return passes >= 2
+	}, e)
+	total, per := dead()
+	t.Logf("at most %d dead instances seen while the pods crash-looped; %d after the pass (%v)", mostDead, total, per)
+	if mostDead <= maxDead {
+		t.Errorf("at most %d dead instances seen: the node-wide limit of %d was never needed, so it was not tested", mostDead, maxDead)
+	}
+	if total > maxDead {
+		t.Errorf("%d dead containers on the node after container GC, want at most %d (--maximum-dead-containers)", total, maxDead)
+	}
+	for _, p := range all {
+		if per[string(p.UID)] != maxDead/pods {
+			t.Errorf("pod %s: %d dead instances, want %d (the limit shared among the 3 containers)", p.Name, per[string(p.UID)], maxDead/pods)
+		}
+	}
+	for _, p := range e.Pods() {
+		cs := p.Status.ContainerStatuses
+		if len(cs) != 1 {
+			t.Fatalf("pod %s: %d container statuses", p.Name, len(cs))
+		}
+		st := cs[0]
+		if tm := st.State.Terminated; tm == nil || tm.ExitCode != 0 || tm.Reason != "Completed" || st.RestartCount != restarts {
+			t.Errorf("pod %s: state %+v restarts %d, want terminated Completed after %d restarts", p.Name, st.State, st.RestartCount, restarts)
+		}
+		if lt := st.LastTerminationState.Terminated; lt == nil || lt.ExitCode != 1 {
+			t.Errorf("pod %s: lastState %+v, want terminated with exit code 1 (its instance is one of the 2 kept)", p.Name, st.LastTerminationState)
+		}
+	}
+	updates <- config.PodUpdate{Op: config.OpRemove, Pods: all, Source: config.SourceFile}
 	waitFor(t, ctx, "runtime empty", func() bool {
 		sbs, err1 := rt.ListPodSandbox(ctx, nil)
 		cs, err2 := rt.ListContainers(ctx, nil)

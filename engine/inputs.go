@@ -78,6 +78,12 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 		if r.HasSandbox && in.pleg.SandboxID == s.sandbox.id && s.sandbox.id != "" {
 			s.sandbox.fire(ctx, r.Sandbox)
 		}
+		if c := s.byName[in.pleg.Name]; c != nil && in.pleg.Type == containerRemoved && in.pleg.ContainerID != c.id {
+			// An older instance removed by the node's container GC
+			// (or behind speclet's back): no machine event, the
+			// container forgets it.
+			c.forget(in.pleg.ContainerID)
+		}
 		if c := s.byName[in.pleg.Name]; c != nil && r.HasContainer && in.pleg.ContainerID == c.id {
 			if in.pleg.Status != nil {
 				c.exitStatus = in.pleg.Status

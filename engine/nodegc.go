@@ -21,6 +21,9 @@ import (
 // DefaultImageGCPeriod is kubelet's ImageGCPeriod.
 const DefaultImageGCPeriod = 5 * time.Minute
 
+// DefaultContainerGCPeriod is kubelet's ContainerGCPeriod.
+const DefaultContainerGCPeriod = time.Minute
+
 // nodeHistoryMax bounds the node machine's kept transitions.
 const nodeHistoryMax = 200
 
@@ -68,31 +71,39 @@ func newNodeReclaim(e *Engine) *nodeReclaim {
 	return n
 }
 
-// run fires image_gc_due every image GC period and, with an eviction
-// manager, eviction_due every eviction period, until ctx ends. The first
-// passes come one period after the start.
+// run fires image_gc_due every image GC period, with an eviction manager
+// eviction_due every eviction period, and with a node-wide dead container
+// limit container_gc_due every container GC period, until ctx ends. The
+// first passes come one period after the start.
 func (n *nodeReclaim) run(ctx context.Context) {
 	t := n.e.clock.NewTicker(n.e.cfg.ImageGCPeriod)
 	defer t.Stop()
-	var evict <-chan time.Time
+	var evict, ctrGC <-chan time.Time
 	if n.e.cfg.Eviction != nil {
 		et := n.e.clock.NewTicker(n.e.cfg.EvictionPeriod)
 		defer et.Stop()
 		evict = et.C()
 	}
+	if n.e.cfg.ContainerGC.MaxContainers != nil {
+		ct := n.e.clock.NewTicker(n.e.cfg.ContainerGCPeriod)
+		defer ct.Stop()
+		ctrGC = ct.C()
+	}
 	for {
+		var ev fsm.NodeEvent
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C():
-			n.e.busy.Add(1)
-			n.fire(ctx, fsm.NodeEventImageGcDue)
-			n.e.busy.Add(-1)
+			ev = fsm.NodeEventImageGcDue
 		case <-evict:
-			n.e.busy.Add(1)
-			n.fire(ctx, fsm.NodeEventEvictionDue)
-			n.e.busy.Add(-1)
+			ev = fsm.NodeEventEvictionDue
+		case <-ctrGC:
+			ev = fsm.NodeEventContainerGcDue
 		}
+		n.e.busy.Add(1)
+		n.fire(ctx, ev)
+		n.e.busy.Add(-1)
 	}
 }
 

@@ -16,18 +16,22 @@ const NodeMachineName = "node"
 
 // NodeSpecSHA256 is the SHA-256 of spec/node.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const NodeSpecSHA256 = "30255220d2b6ab157dea82d6fefacb2972a4140bb933b0ba0bc3c910d506ff5a"
+const NodeSpecSHA256 = "cbaa292a129e97bd6451c8d085fb1d45bf894b815a3cd0b05269c06307db233a"
 
 // NodeState is a state of the node machine.
 //
-// The node's reclaim: image garbage collection, and the eviction manager
-// (node-level reclaim first, then one pod evicted per pass).
+// The node's reclaim: image garbage collection, container garbage collection
+// across pods, and the eviction manager (node-level reclaim first, then one
+// pod evicted per pass).
 type NodeState uint8
 
 // States of the node machine, in spec order.
 const (
 	// NodeStateIdle: Between two passes.
 	NodeStateIdle NodeState = iota
+	// NodeStateRemovingContainers: Dead container instances beyond the
+	// per-container and node-wide limits are removed.
+	NodeStateRemovingContainers
 	// NodeStateObserving: The eviction signals are measured.
 	NodeStateObserving
 	// NodeStateMeasuring: The image filesystem is measured.
@@ -37,12 +41,12 @@ const (
 )
 
 // NodeStates lists every state of the node machine in spec order.
-var NodeStates = []NodeState{NodeStateIdle, NodeStateObserving, NodeStateMeasuring, NodeStateCollecting}
+var NodeStates = []NodeState{NodeStateIdle, NodeStateRemovingContainers, NodeStateObserving, NodeStateMeasuring, NodeStateCollecting}
 
 // NodeInitialState is the state a new machine starts in.
 const NodeInitialState = NodeStateIdle
 
-var nodeStateNames = [...]string{"idle", "observing", "measuring", "collecting"}
+var nodeStateNames = [...]string{"idle", "removing_containers", "observing", "measuring", "collecting"}
 
 // String returns the state's name in the spec.
 func (s NodeState) String() string {
@@ -64,6 +68,8 @@ func ParseNodeState(name string) (NodeState, bool) {
 	switch name {
 	case "idle":
 		return NodeStateIdle, true
+	case "removing_containers":
+		return NodeStateRemovingContainers, true
 	case "observing":
 		return NodeStateObserving, true
 	case "measuring":
@@ -96,6 +102,15 @@ const (
 	// NodeEventCollectFailed: A RemoveImage failed, or the removable images could
 	// not free enough.
 	NodeEventCollectFailed
+	// NodeEventContainerGcDue: The container GC period came round (kubelet: 1
+	// min); only with a node-wide limit (--maximum-dead-containers).
+	NodeEventContainerGcDue
+	// NodeEventContainersCollected: The dead instances beyond the limits were
+	// removed (or none was).
+	NodeEventContainersCollected
+	// NodeEventContainerGcFailed: ListContainers or a RemoveContainer failed; the
+	// next period tries again.
+	NodeEventContainerGcFailed
 	// NodeEventEvictionDue: The eviction manager's monitoring period came round
 	// (kubelet: 10 s).
 	NodeEventEvictionDue
@@ -114,9 +129,9 @@ const (
 )
 
 // NodeEvents lists every event of the node machine in spec order.
-var NodeEvents = []NodeEvent{NodeEventImageGcDue, NodeEventBelowHigh, NodeEventAboveHigh, NodeEventMeasureFailed, NodeEventCollected, NodeEventCollectFailed, NodeEventEvictionDue, NodeEventNoPressure, NodeEventReclaim, NodeEventPressure, NodeEventObserveFailed}
+var NodeEvents = []NodeEvent{NodeEventImageGcDue, NodeEventBelowHigh, NodeEventAboveHigh, NodeEventMeasureFailed, NodeEventCollected, NodeEventCollectFailed, NodeEventContainerGcDue, NodeEventContainersCollected, NodeEventContainerGcFailed, NodeEventEvictionDue, NodeEventNoPressure, NodeEventReclaim, NodeEventPressure, NodeEventObserveFailed}
 
-var nodeEventNames = [...]string{"image_gc_due", "below_high", "above_high", "measure_failed", "collected", "collect_failed", "eviction_due", "no_pressure", "reclaim", "pressure", "observe_failed"}
+var nodeEventNames = [...]string{"image_gc_due", "below_high", "above_high", "measure_failed", "collected", "collect_failed", "container_gc_due", "containers_collected", "container_gc_failed", "eviction_due", "no_pressure", "reclaim", "pressure", "observe_failed"}
 
 // String returns the event's name in the spec.
 func (e NodeEvent) String() string {
@@ -141,6 +156,12 @@ func ParseNodeEvent(name string) (NodeEvent, bool) {
 		return NodeEventCollected, true
 	case "collect_failed":
 		return NodeEventCollectFailed, true
+	case "container_gc_due":
+		return NodeEventContainerGcDue, true
+	case "containers_collected":
+		return NodeEventContainersCollected, true
+	case "container_gc_failed":
+		return NodeEventContainerGcFailed, true
 	case "eviction_due":
 		return NodeEventEvictionDue, true
 	case "no_pressure":
@@ -197,6 +218,11 @@ const (
 	// NodeActionRemoveUnusedImages: Remove the images of the plan, least recently
 	// used first (RemoveImage); reports collected or collect_failed.
 	NodeActionRemoveUnusedImages
+	// NodeActionRemoveDeadContainers: List the containers (ListContainers), plan
+	// the dead instances to remove across pods (per-container limit, then the
+	// node-wide limit, oldest first) and remove them (RemoveContainer); reports
+	// containers_collected or container_gc_failed.
+	NodeActionRemoveDeadContainers
 	// NodeActionObserveSignals: Measure the signals (memory, the root dir's and
 	// the image filesystem's space and inodes, PIDs), update the pressure
 	// conditions and decide; reports no_pressure, reclaim, pressure or
@@ -210,7 +236,7 @@ const (
 	NodeActionEvictPod
 )
 
-var nodeActionNames = [...]string{"measure_image_fs", "remove_unused_images", "observe_signals", "evict_pod"}
+var nodeActionNames = [...]string{"measure_image_fs", "remove_unused_images", "remove_dead_containers", "observe_signals", "evict_pod"}
 
 // String returns the action's name in the spec.
 func (a NodeAction) String() string {
@@ -222,23 +248,25 @@ func (a NodeAction) String() string {
 
 // NodeActionCRI lists, per action, the CRI methods the spec says it calls.
 var NodeActionCRI = [...][]string{
-	NodeActionMeasureImageFs:     {"ImageFsInfo", "ListImages", "ListContainers", "Status"},
-	NodeActionRemoveUnusedImages: {"RemoveImage"},
-	NodeActionObserveSignals:     {"ImageFsInfo"},
-	NodeActionEvictPod:           {"ListContainerStats"},
+	NodeActionMeasureImageFs:       {"ImageFsInfo", "ListImages", "ListContainers", "Status"},
+	NodeActionRemoveUnusedImages:   {"RemoveImage"},
+	NodeActionRemoveDeadContainers: {"ListContainers", "RemoveContainer"},
+	NodeActionObserveSignals:       {"ImageFsInfo"},
+	NodeActionEvictPod:             {"ListContainerStats"},
 }
 
 // NodeActionCalls lists, per action, the actions of this machine the spec
 // says it runs itself (its `calls`); their CRI methods are allowed to it too.
-var NodeActionCalls = [4][]NodeAction{}
+var NodeActionCalls = [5][]NodeAction{}
 
 // nodeActionTags are the context tags RunNodeAction puts on the
 // context of the action it runs (see WithAction).
 var nodeActionTags = [...]actionTag{
-	NodeActionMeasureImageFs:     {"node", "measure_image_fs"},
-	NodeActionRemoveUnusedImages: {"node", "remove_unused_images"},
-	NodeActionObserveSignals:     {"node", "observe_signals"},
-	NodeActionEvictPod:           {"node", "evict_pod"},
+	NodeActionMeasureImageFs:       {"node", "measure_image_fs"},
+	NodeActionRemoveUnusedImages:   {"node", "remove_unused_images"},
+	NodeActionRemoveDeadContainers: {"node", "remove_dead_containers"},
+	NodeActionObserveSignals:       {"node", "observe_signals"},
+	NodeActionEvictPod:             {"node", "evict_pod"},
 }
 
 // NodeActions runs the actions of the node machine. The engine
@@ -254,6 +282,12 @@ type NodeActions interface {
 	// first (RemoveImage); reports collected or collect_failed.
 	// CRI: RemoveImage.
 	RemoveUnusedImages(ctx context.Context) error
+	// RemoveDeadContainers: List the containers (ListContainers), plan the dead
+	// instances to remove across pods (per-container limit, then the node-wide
+	// limit, oldest first) and remove them (RemoveContainer); reports
+	// containers_collected or container_gc_failed.
+	// CRI: ListContainers, RemoveContainer.
+	RemoveDeadContainers(ctx context.Context) error
 	// ObserveSignals: Measure the signals (memory, the root dir's and the image
 	// filesystem's space and inodes, PIDs), update the pressure conditions and
 	// decide; reports no_pressure, reclaim, pressure or observe_failed.
@@ -280,6 +314,8 @@ func RunNodeAction(ctx context.Context, impl NodeActions, a NodeAction) error {
 		return impl.MeasureImageFs(ctx)
 	case NodeActionRemoveUnusedImages:
 		return impl.RemoveUnusedImages(ctx)
+	case NodeActionRemoveDeadContainers:
+		return impl.RemoveDeadContainers(ctx)
 	case NodeActionObserveSignals:
 		return impl.ObserveSignals(ctx)
 	case NodeActionEvictPod:
@@ -343,6 +379,9 @@ type NodeTransition struct {
 var NodeTransitionTable = []NodeTransition{
 	{From: NodeStateIdle, Event: NodeEventImageGcDue, To: NodeStateMeasuring},
 	{From: NodeStateIdle, Event: NodeEventEvictionDue, To: NodeStateObserving},
+	{From: NodeStateIdle, Event: NodeEventContainerGcDue, To: NodeStateRemovingContainers},
+	{From: NodeStateRemovingContainers, Event: NodeEventContainersCollected, To: NodeStateIdle},
+	{From: NodeStateRemovingContainers, Event: NodeEventContainerGcFailed, To: NodeStateIdle},
 	{From: NodeStateObserving, Event: NodeEventNoPressure, To: NodeStateIdle},
 	{From: NodeStateObserving, Event: NodeEventReclaim, To: NodeStateMeasuring},
 	{From: NodeStateObserving, Event: NodeEventPressure, To: NodeStateIdle, Actions: []NodeAction{NodeActionEvictPod}},
@@ -370,10 +409,11 @@ type NodeChoice struct {
 var NodeChoiceTable = []NodeChoice{}
 
 // NodeStateEntry lists, per state, the actions run on entering it.
-var NodeStateEntry = [4][]NodeAction{
-	NodeStateObserving:  {NodeActionObserveSignals},
-	NodeStateMeasuring:  {NodeActionMeasureImageFs},
-	NodeStateCollecting: {NodeActionRemoveUnusedImages},
+var NodeStateEntry = [5][]NodeAction{
+	NodeStateRemovingContainers: {NodeActionRemoveDeadContainers},
+	NodeStateObserving:          {NodeActionObserveSignals},
+	NodeStateMeasuring:          {NodeActionMeasureImageFs},
+	NodeStateCollecting:         {NodeActionRemoveUnusedImages},
 }
 
 // NodeTimer arms Event after Duration while the machine stays in a state.
@@ -384,33 +424,37 @@ type NodeTimer struct {
 
 // NodeStateTimers lists, per state, the timers armed while in it: the engine
 // arms them when a Step enters the state and cancels them when one leaves it.
-var NodeStateTimers = [4][]NodeTimer{}
+var NodeStateTimers = [5][]NodeTimer{}
 
 // nodeByStateEvent indexes NodeTransitionTable by (From, Event).
-var nodeByStateEvent = [4][][]uint16{
-	NodeStateIdle:       {{0}, nil, nil, nil, nil, nil, {1}, nil, nil, nil, nil},
-	NodeStateObserving:  {nil, nil, nil, nil, nil, nil, nil, {2}, {3}, {4}, {5}},
-	NodeStateMeasuring:  {nil, {6}, {7}, {8}, nil, nil, nil, nil, nil, nil, nil},
-	NodeStateCollecting: {nil, nil, nil, nil, {9}, {10}, nil, nil, nil, nil, nil},
+var nodeByStateEvent = [5][][]uint16{
+	NodeStateIdle:               {{0}, nil, nil, nil, nil, nil, {2}, nil, nil, {1}, nil, nil, nil, nil},
+	NodeStateRemovingContainers: {nil, nil, nil, nil, nil, nil, nil, {3}, {4}, nil, nil, nil, nil, nil},
+	NodeStateObserving:          {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {5}, {6}, {7}, {8}},
+	NodeStateMeasuring:          {nil, {9}, {10}, {11}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+	NodeStateCollecting:         {nil, nil, nil, nil, {12}, {13}, nil, nil, nil, nil, nil, nil, nil, nil},
 }
 
 // nodeChoicesByState indexes NodeChoiceTable by State.
-var nodeChoicesByState = [4][]uint16{}
+var nodeChoicesByState = [5][]uint16{}
 
 // nodeTransitionKeys names each external transition for looplab/fsm
 // (looplab allows one destination per event and source).
-var nodeTransitionKeys = [11]string{
+var nodeTransitionKeys = [14]string{
 	0:  "t0:image_gc_due",
 	1:  "t1:eviction_due",
-	2:  "t2:no_pressure",
-	3:  "t3:reclaim",
-	4:  "t4:pressure",
-	5:  "t5:observe_failed",
-	6:  "t6:below_high",
-	7:  "t7:above_high",
-	8:  "t8:measure_failed",
-	9:  "t9:collected",
-	10: "t10:collect_failed",
+	2:  "t2:container_gc_due",
+	3:  "t3:containers_collected",
+	4:  "t4:container_gc_failed",
+	5:  "t5:no_pressure",
+	6:  "t6:reclaim",
+	7:  "t7:pressure",
+	8:  "t8:observe_failed",
+	9:  "t9:below_high",
+	10: "t10:above_high",
+	11: "t11:measure_failed",
+	12: "t12:collected",
+	13: "t13:collect_failed",
 }
 
 var nodeChoiceKeys = [...]string{}
@@ -418,15 +462,18 @@ var nodeChoiceKeys = [...]string{}
 var nodeFSMEvents = fsm.Events{
 	{Name: "t0:image_gc_due", Src: []string{NodeStateIdle.String()}, Dst: NodeStateMeasuring.String()},
 	{Name: "t1:eviction_due", Src: []string{NodeStateIdle.String()}, Dst: NodeStateObserving.String()},
-	{Name: "t2:no_pressure", Src: []string{NodeStateObserving.String()}, Dst: NodeStateIdle.String()},
-	{Name: "t3:reclaim", Src: []string{NodeStateObserving.String()}, Dst: NodeStateMeasuring.String()},
-	{Name: "t4:pressure", Src: []string{NodeStateObserving.String()}, Dst: NodeStateIdle.String()},
-	{Name: "t5:observe_failed", Src: []string{NodeStateObserving.String()}, Dst: NodeStateIdle.String()},
-	{Name: "t6:below_high", Src: []string{NodeStateMeasuring.String()}, Dst: NodeStateIdle.String()},
-	{Name: "t7:above_high", Src: []string{NodeStateMeasuring.String()}, Dst: NodeStateCollecting.String()},
-	{Name: "t8:measure_failed", Src: []string{NodeStateMeasuring.String()}, Dst: NodeStateIdle.String()},
-	{Name: "t9:collected", Src: []string{NodeStateCollecting.String()}, Dst: NodeStateIdle.String()},
-	{Name: "t10:collect_failed", Src: []string{NodeStateCollecting.String()}, Dst: NodeStateIdle.String()},
+	{Name: "t2:container_gc_due", Src: []string{NodeStateIdle.String()}, Dst: NodeStateRemovingContainers.String()},
+	{Name: "t3:containers_collected", Src: []string{NodeStateRemovingContainers.String()}, Dst: NodeStateIdle.String()},
+	{Name: "t4:container_gc_failed", Src: []string{NodeStateRemovingContainers.String()}, Dst: NodeStateIdle.String()},
+	{Name: "t5:no_pressure", Src: []string{NodeStateObserving.String()}, Dst: NodeStateIdle.String()},
+	{Name: "t6:reclaim", Src: []string{NodeStateObserving.String()}, Dst: NodeStateMeasuring.String()},
+	{Name: "t7:pressure", Src: []string{NodeStateObserving.String()}, Dst: NodeStateIdle.String()},
+	{Name: "t8:observe_failed", Src: []string{NodeStateObserving.String()}, Dst: NodeStateIdle.String()},
+	{Name: "t9:below_high", Src: []string{NodeStateMeasuring.String()}, Dst: NodeStateIdle.String()},
+	{Name: "t10:above_high", Src: []string{NodeStateMeasuring.String()}, Dst: NodeStateCollecting.String()},
+	{Name: "t11:measure_failed", Src: []string{NodeStateMeasuring.String()}, Dst: NodeStateIdle.String()},
+	{Name: "t12:collected", Src: []string{NodeStateCollecting.String()}, Dst: NodeStateIdle.String()},
+	{Name: "t13:collect_failed", Src: []string{NodeStateCollecting.String()}, Dst: NodeStateIdle.String()},
 }
 
 // NodeStep is the outcome of one Fire: the machine moved From -> To on
@@ -521,10 +568,11 @@ func NodeMetricLabels() (states, events []string) {
 // way allows it (choices add no event). For model-based tests.
 func NodeShortestPaths() map[NodeState][]NodeEvent {
 	return map[NodeState][]NodeEvent{
-		NodeStateIdle:       {},
-		NodeStateObserving:  {NodeEventEvictionDue},
-		NodeStateMeasuring:  {NodeEventImageGcDue},
-		NodeStateCollecting: {NodeEventImageGcDue, NodeEventAboveHigh},
+		NodeStateIdle:               {},
+		NodeStateRemovingContainers: {NodeEventContainerGcDue},
+		NodeStateObserving:          {NodeEventEvictionDue},
+		NodeStateMeasuring:          {NodeEventImageGcDue},
+		NodeStateCollecting:         {NodeEventImageGcDue, NodeEventAboveHigh},
 	}
 }
 

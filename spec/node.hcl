@@ -33,8 +33,22 @@
 #    removed; the pass then reports collect_failed (kubelet's ImageGCFailed
 #    event), as it does when the removable images cannot free enough
 #    (FreeDiskSpaceFailed).
+#  - Container GC across pods (kubelet's containerGC.evictContainers), every
+#    container GC period (kubelet: 1 min) when --maximum-dead-containers is
+#    set (not -1), planned by engine/containergc over what ListContainers
+#    reports: the dead instances (exited or never started) created at least
+#    --minimum-container-ttl-duration ago, per container of a pod (an evict
+#    unit); first at most --maximum-dead-containers-per-container per unit,
+#    then, while the node has more than --maximum-dead-containers, at most
+#    max/units per unit (at least 1), then the oldest first across units.
+#    Never removed: a running instance, the newest instance of a unit (it
+#    may be starting), and the newest dead one (the container's lastState
+#    and `kubectl logs --previous`). The pod workers learn of the removals
+#    from the PLEG (ContainerRemoved of an instance that is not the current
+#    one). The per-container limit is also kept at every death by the
+#    container machine's remove_container.
 machine "node" {
-  doc     = "The node's reclaim: image garbage collection, and the eviction manager (node-level reclaim first, then one pod evicted per pass)."
+  doc     = "The node's reclaim: image garbage collection, container garbage collection across pods, and the eviction manager (node-level reclaim first, then one pod evicted per pass)."
   initial = state.idle
 
   event "image_gc_due" { doc = "The image GC period came round." }
@@ -43,6 +57,10 @@ machine "node" {
   event "measure_failed" { doc = "ImageFsInfo or the statfs of its mountpoint failed; the next period tries again." }
   event "collected" { doc = "The planned images were removed and usage is down to the low threshold (by their sizes)." }
   event "collect_failed" { doc = "A RemoveImage failed, or the removable images could not free enough." }
+
+  event "container_gc_due" { doc = "The container GC period came round (kubelet: 1 min); only with a node-wide limit (--maximum-dead-containers)." }
+  event "containers_collected" { doc = "The dead instances beyond the limits were removed (or none was)." }
+  event "container_gc_failed" { doc = "ListContainers or a RemoveContainer failed; the next period tries again." }
 
   event "eviction_due" { doc = "The eviction manager's monitoring period came round (kubelet: 10 s)." }
   event "no_pressure" { doc = "No eviction threshold is met (hard, or soft past its grace period)." }
@@ -59,6 +77,11 @@ machine "node" {
     cri = ["RemoveImage"]
   }
 
+  action "remove_dead_containers" {
+    doc = "List the containers (ListContainers), plan the dead instances to remove across pods (per-container limit, then the node-wide limit, oldest first) and remove them (RemoveContainer); reports containers_collected or container_gc_failed."
+    cri = ["ListContainers", "RemoveContainer"]
+  }
+
   action "observe_signals" {
     doc = "Measure the signals (memory, the root dir's and the image filesystem's space and inodes, PIDs), update the pressure conditions and decide; reports no_pressure, reclaim, pressure or observe_failed."
     cri = ["ImageFsInfo"]
@@ -72,6 +95,14 @@ machine "node" {
     doc = "Between two passes."
     transition "image_gc_due" { to = state.measuring }
     transition "eviction_due" { to = state.observing }
+    transition "container_gc_due" { to = state.removing_containers }
+  }
+
+  state "removing_containers" {
+    doc   = "Dead container instances beyond the per-container and node-wide limits are removed."
+    entry = [action.remove_dead_containers]
+    transition "containers_collected" { to = state.idle }
+    transition "container_gc_failed" { to = state.idle }
   }
 
   state "observing" {

@@ -3,6 +3,7 @@ package verify
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -190,5 +191,93 @@ func TestAssignments(t *testing.T) {
 		if strings.Join(got, ",") != strings.Join(want, ",") {
 			t.Errorf("assignments(%d) = %v, want %v", k, got, want)
 		}
+	}
+}
+
+// detachedSpec is a pod machine driven by an input, with an event "stuck"
+// nothing produces, and a machine "node" that, unless extra connects it,
+// nothing of the pod reaches: no input, external, tie or effect.
+const detachedSpec = `
+machine "pod" {
+  initial = state.idle
+  event "go" {}
+  event "done" {}
+  event "stuck" {}
+  guard "node_busy" {}
+  action "work" {}
+  state "idle" {
+    transition "go" {
+      guard = guard.node_busy
+    }
+    transition "go" { to = state.busy }
+  }
+  state "busy" {
+    entry = [action.work]
+    transition "done" { to = state.end }
+    transition "stuck" { to = state.end }
+  }
+  state "end" { final = true }
+}
+
+machine "node" {
+  initial = state.idle
+  event "due" {}
+  event "measured" {}
+  action "measure" {}
+  state "idle" {
+    transition "due" { to = state.measuring }
+  }
+  state "measuring" {
+    entry = [action.measure]
+    transition "measured" { to = state.idle }
+  }
+}
+
+input "start" { pod = pod.go }
+effect "pod" "work" { reports = [pod.done] }
+`
+
+// TestDetachedMachineEvents: the events of a machine nothing of the pod
+// reaches (the node machine, run by the engine's node loop) are not
+// "events nothing produces", while an unproduced event of the pod machine
+// is; once an input, or a tie of another machine's guard, reaches the
+// machine, its unproduced events are reported too.
+func TestDetachedMachineEvents(t *testing.T) {
+	for _, tc := range []struct {
+		name, extra string
+		want        []string
+	}{
+		{
+			name: "detached: its events are left out, the pod's unproduced one is reported",
+			want: []string{"pod.stuck"},
+		},
+		{
+			name: "an input reaches it: the event nothing sends is reported",
+			extra: `input "poke" { node = node.due }
+`,
+			want: []string{"node.measured", "pod.stuck"},
+		},
+		{
+			name: "another machine's guard is tied to it: both its events are reported",
+			extra: `tie "pod" "node_busy" { in = [node.measuring] }
+`,
+			want: []string{"node.due", "node.measured", "pod.stuck"},
+		},
+		{
+			name: "reached, and every event produced: nothing reported",
+			extra: `effect "node" "measure" { reports = [node.measured] }
+input "poke" { node = node.due }
+input "jam" { pod = pod.stuck }
+`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := check(t, []spec.File{{Name: "detached.hcl", Src: []byte(detachedSpec + tc.extra)}}, 1)
+			got := append([]string(nil), rep.Unproduced...)
+			slices.Sort(got)
+			if strings.Join(got, " ") != strings.Join(tc.want, " ") {
+				t.Errorf("events nothing produces: %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

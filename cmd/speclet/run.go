@@ -28,6 +28,7 @@ import (
 	"github.com/speclet/speclet/cri/sim"
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/containergc"
 	"github.com/speclet/speclet/engine/containerlogs"
 	"github.com/speclet/speclet/engine/criaudit"
 	"github.com/speclet/speclet/engine/imagegc"
@@ -62,6 +63,7 @@ type runOptions struct {
 	node                 nodeOptions
 	minContainerTTL      time.Duration
 	maxDeadPerContainer  int
+	maxDead              int
 	imageGCHigh          int
 	imageGCLow           int
 	minImageTTL          time.Duration
@@ -90,6 +92,15 @@ type runOptions struct {
 const defaultEndpoint = "unix:///run/containerd/containerd.sock"
 
 // imageGC is the image GC policy of the flags.
+// containerGC is the engine's container GC policy from the flags.
+func (o *runOptions) containerGC() engine.ContainerGCPolicy {
+	p := engine.ContainerGCPolicy{MinAge: o.minContainerTTL, MaxPerContainer: o.maxDeadPerContainer}
+	if o.maxDead >= 0 {
+		p.MaxContainers = &o.maxDead
+	}
+	return p
+}
+
 func (o *runOptions) imageGC() imagegc.Policy {
 	return imagegc.Policy{High: o.imageGCHigh, Low: o.imageGCLow, MinAge: o.minImageTTL}
 }
@@ -154,6 +165,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	o.node.flags(fs)
 	fs.DurationVar(&o.minContainerTTL, "minimum-container-ttl-duration", 0, "container GC: a dead container instance younger than this is kept")
 	fs.IntVar(&o.maxDeadPerContainer, "maximum-dead-containers-per-container", 1, "container GC: dead instances kept per container of a pod (the newest always stays, for lastState and logs --previous)")
+	fs.IntVar(&o.maxDead, "maximum-dead-containers", -1, "container GC: dead container instances kept on the node, enforced every minute (-1: no limit); the newest dead instance of each container always stays")
 	fs.IntVar(&o.imageGCHigh, "image-gc-high-threshold", 85, "image GC: percent of the image filesystem in use at or above which unused images are removed, least recently used first")
 	fs.IntVar(&o.imageGCLow, "image-gc-low-threshold", 80, "image GC: percent of the image filesystem that removals bring usage down to")
 	fs.DurationVar(&o.minImageTTL, "minimum-image-ttl-duration", 2*time.Minute, "image GC: an unused image first seen less than this long ago is kept")
@@ -285,6 +297,9 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	if n := int64(o.maxPods) * config.MaxContainers * int64(max(o.maxDeadPerContainer, 1)+1) * engine.MaxContainerRecordBytes; n > cri.MaxMsgSize {
 		return nil, fmt.Errorf("--maximum-dead-containers-per-container: %d with --max-pods %d lets ListContainers return up to %d MiB, more than the %d MiB a CRI message may hold; lower one of them",
 			o.maxDeadPerContainer, o.maxPods, n>>20, cri.MaxMsgSize>>20)
+	}
+	if err := (containergc.Policy{MinAge: o.minContainerTTL, MaxPerContainer: o.maxDeadPerContainer, MaxContainers: o.maxDead}).Check(); err != nil {
+		return nil, err
 	}
 	if err := o.imageGC().Check(); err != nil {
 		return nil, err
@@ -432,7 +447,7 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		RootDir:              o.rootDir,
 		SyncFrequency:        o.syncFrequency,
 		CrashLoopBackOffBase: o.crashLoopBackOffBase,
-		ContainerGC:          engine.ContainerGCPolicy{MinAge: o.minContainerTTL, MaxPerContainer: o.maxDeadPerContainer},
+		ContainerGC:          o.containerGC(),
 		ImageGC:              o.imageGC(),
 		FsStat:               o.fsStat(),
 		Eviction:             o.node.evictionManager(),

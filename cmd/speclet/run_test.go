@@ -52,6 +52,26 @@ func TestRunFlagsParse(t *testing.T) {
 	}
 }
 
+// TestRunFlagsContainerGC: --maximum-dead-containers reaches the engine's
+// policy (-1, the default: no node-wide limit), beside the per-container
+// limit and the minimum age.
+func TestRunFlagsContainerGC(t *testing.T) {
+	o, err := parseRunFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := o.containerGC(); p.MaxContainers != nil || p.MaxPerContainer != 1 || p.MinAge != 0 {
+		t.Errorf("default container GC policy %+v, want no node-wide limit, 1 per container, no minimum age", p)
+	}
+	o, err = parseRunFlags(strings.Fields("--maximum-dead-containers 0 --maximum-dead-containers-per-container 2 --max-pods 20 --minimum-container-ttl-duration 1m"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := o.containerGC(); p.MaxContainers == nil || *p.MaxContainers != 0 || p.MaxPerContainer != 2 || p.MinAge != time.Minute {
+		t.Errorf("container GC policy %+v, want node-wide 0, 2 per container, minimum age 1m", p)
+	}
+}
+
 // TestRunKubeconfigErrorNamesTheFlag: a kubeconfig that cannot be read is an
 // error at start naming --kubeconfig.
 func TestRunKubeconfigErrorNamesTheFlag(t *testing.T) {
@@ -99,6 +119,8 @@ func TestRunFlagErrorsNameTheFlag(t *testing.T) {
 		{"-v -1", "-v"},
 		{"--maximum-dead-containers-per-container 3", "--maximum-dead-containers-per-container: 3 with --max-pods 110"},
 		{"--minimum-container-ttl-duration -1s", "--minimum-container-ttl-duration"},
+		{"--maximum-dead-containers -2", "--maximum-dead-containers: -2: want -1 (no limit) or more"},
+		{"--maximum-dead-containers many", "maximum-dead-containers"},
 		{"--image-gc-high-threshold 101", "--image-gc-high-threshold: 101: want 0..100"},
 		{"--image-gc-low-threshold 90", "--image-gc-low-threshold (90) must not exceed --image-gc-high-threshold (85)"},
 		{"--minimum-image-ttl-duration -1m", "--minimum-image-ttl-duration"},

@@ -411,7 +411,9 @@ func (r *Runtime) SetUsage(pod, name string, u Usage) {
 }
 
 // ListContainerStats reports the usage SetUsage scripted (zero otherwise)
-// for the running containers that match the filter.
+// for the running containers that match the filter; a container that is
+// not running has stats without memory and with a writable layer of no
+// used bytes, as containerd 1.6 reports it.
 func (r *Runtime) ListContainerStats(ctx context.Context, req *runtimeapi.ListContainerStatsRequest) (*runtimeapi.ListContainerStatsResponse, error) {
 	if err := r.before(ctx, "ListContainerStats"); err != nil {
 		return nil, err
@@ -421,9 +423,6 @@ func (r *Runtime) ListContainerStats(ctx context.Context, req *runtimeapi.ListCo
 	f := req.GetFilter()
 	var out []*runtimeapi.ContainerStats
 	for _, c := range r.containers {
-		if c.state != runtimeapi.ContainerState_CONTAINER_RUNNING {
-			continue
-		}
 		if f.GetId() != "" && f.GetId() != c.id || f.GetPodSandboxId() != "" && f.GetPodSandboxId() != c.sandbox.id {
 			continue
 		}
@@ -434,13 +433,20 @@ func (r *Runtime) ListContainerStats(ctx context.Context, req *runtimeapi.ListCo
 		if !match {
 			continue
 		}
+		attrs := &runtimeapi.ContainerAttributes{Id: c.id, Metadata: c.meta, Labels: c.labels, Annotations: c.annotations}
+		if c.state != runtimeapi.ContainerState_CONTAINER_RUNNING {
+			out = append(out, &runtimeapi.ContainerStats{Attributes: attrs, WritableLayer: &runtimeapi.FilesystemUsage{
+				FsId:      &runtimeapi.FilesystemIdentifier{Mountpoint: ImageFsMountpoint},
+				UsedBytes: &runtimeapi.UInt64Value{}, InodesUsed: &runtimeapi.UInt64Value{}}})
+			continue
+		}
 		u, ok := r.usage[[2]string{c.sandbox.meta.GetName(), c.meta.GetName()}]
 		if !ok {
 			u = r.usage[[2]string{c.sandbox.meta.GetName(), ""}]
 		}
 		now := r.now()
 		out = append(out, &runtimeapi.ContainerStats{
-			Attributes: &runtimeapi.ContainerAttributes{Id: c.id, Metadata: c.meta, Labels: c.labels, Annotations: c.annotations},
+			Attributes: attrs,
 			Memory:     &runtimeapi.MemoryUsage{Timestamp: now, WorkingSetBytes: &runtimeapi.UInt64Value{Value: u.MemoryWorkingSet}},
 			WritableLayer: &runtimeapi.FilesystemUsage{Timestamp: now, FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: ImageFsMountpoint},
 				UsedBytes: &runtimeapi.UInt64Value{Value: u.WritableLayer}},
