@@ -74,6 +74,9 @@ func (n *nodeReclaim) ObserveSignals(ctx context.Context) error {
 	}
 	e.log.Warn("Eviction manager: attempting to reclaim", "resourceName", resourceName(d.Signal), "signal", d.Signal,
 		"available", d.Available, "threshold", d.Threshold, "hard", d.Hard)
+	// kubelet records it at every pass that finds a threshold met, before
+	// node-level reclaim (the recorder's aggregation counts repeats).
+	e.nodeEvent(eventWarning, "EvictionThresholdMet", "Attempting to reclaim %s", resourceName(d.Signal))
 	if diskSignal(d.Signal) && !n.reclaimed[d.Signal] {
 		n.reclaimed[d.Signal] = true
 		n.reclaimAll = true
@@ -181,6 +184,11 @@ func (n *nodeReclaim) EvictPod(ctx context.Context) error {
 	e.log.Warn("Eviction manager: pod is evicted successfully", "pod", victim.Namespace+"/"+victim.Name, "uid", victim.UID,
 		"signal", d.Signal, "grace", grace, "message", msg)
 	n.lastEvicted = victim.UID
+	// kubelet's evictPod records the eviction on the pod (reason Evicted,
+	// the status message) before the kill.
+	if r := e.cfg.Events; r != nil {
+		r.Event(victim, "", eventWarning, "Evicted", msg)
+	}
 	byUID[victim.UID].post(input{kind: inputEvict, evict: &evictionOrder{grace: grace, message: msg}})
 	return nil
 }

@@ -423,6 +423,7 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 	if nd.cgroups != nil {
 		podCgroups = nd.cgroups
 	}
+	events := api.recorder(ctx, o.nodeName)
 	eng, err := engine.New(engine.Config{
 		PodCgroups:           podCgroups,
 		Allocatable:          nd.allocatable,
@@ -445,7 +446,8 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		Sources:              sources,
 		Published:            api.wake,
 		VolumeAPI:            api.volumes(),
-		Events:               api.recorder(ctx, o.nodeName),
+		Events:               events,
+		NodeEvents:           api.nodeRecorder(),
 		Node:                 api.nodeObject,
 		RuntimeClasses:       api.runtimeClasses(ctx),
 	})
