@@ -515,6 +515,7 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 	if api != nil {
 		api.start(runCtx, o, nd, eng, client, merger, log)
 	}
+	startOOMWatch(runCtx, &wg, api, log)
 	if o.manifestPath == "" && o.manifestURL == "" && api == nil {
 		log.Warn("no pod source: give --pod-manifest-path, --manifest-url or --kubeconfig")
 	}
