@@ -102,7 +102,7 @@ func diskSignal(sig string) bool {
 
 func resourceName(sig string) string {
 	switch {
-	case sig == "memory.available":
+	case sig == "memory.available" || sig == eviction.AllocatableMemory:
 		return "memory"
 	case sig == "pid.available":
 		return "pids"
@@ -211,7 +211,7 @@ func (n *nodeReclaim) podUsage(ctx context.Context, signal string) (map[types.UI
 		if uid == "" {
 			continue
 		}
-		if signal == "memory.available" {
+		if signal == "memory.available" || signal == eviction.AllocatableMemory {
 			out[uid] += int64(s.GetMemory().GetWorkingSetBytes().GetValue())
 		} else {
 			out[uid] += int64(s.GetWritableLayer().GetUsedBytes().GetValue())

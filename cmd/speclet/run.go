@@ -437,6 +437,7 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		ImageGC:              o.imageGC(),
 		FsStat:               o.fsStat(),
 		Eviction:             o.node.evictionManager(),
+		Signals:              nd.signals(o.rootDir),
 		EvictionMaxPodGrace:  o.node.evictionMaxPodG,
 		ImagePullBackOffBase: o.imagePullBackOffBase,
 		Registerer:           reg,
