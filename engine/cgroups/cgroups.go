@@ -65,10 +65,10 @@ type Options struct {
 type Manager struct {
 	v2     bool
 	parent string // Options.Parent, "" for the root
-	root  string // v2: the unified mount
-	hiers []hier // v1: one per mounted controller hierarchy
-	mu    sync.Mutex
-	burst map[types.UID]uint64 // cpu.shares of each Burstable pod, summed into kubepods/burstable
+	root   string // v2: the unified mount
+	hiers  []hier // v1: one per mounted controller hierarchy
+	mu     sync.Mutex
+	burst  map[types.UID]uint64 // cpu.shares of each Burstable pod, summed into kubepods/burstable
 }
 
 // hier is one v1 hierarchy: its mount point and the controllers it carries.
