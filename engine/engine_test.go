@@ -61,7 +61,7 @@ func (r *recorder) Event(pod *v1.Pod, fieldPath, eventType, reason, message stri
 func (r *recorder) NodeEvent(eventType, reason, message string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.lines = append(r.lines, "(node) "+eventType+" "+reason+": "+message)
+	r.lines = append(r.lines, "(node) "+eventType+" "+reason+": "+strings.ReplaceAll(message, r.dir, "$DIR"))
 	r.keys = append(r.keys, "(node)")
 }
 
