@@ -432,6 +432,7 @@ spec:
 	t.Run("NodeAllocatableIsCapacityMinusReserved", func(t *testing.T) { testNodeAllocatable(t, e) })
 	t.Run("DeletedPodFinalStatusBeforeDelete", func(t *testing.T) { testFinalStatusBeforeDelete(t, e) })
 	t.Run("EvictionUnderMemoryPressure", func(t *testing.T) { testEvictionUnderMemoryPressure(t, e) })
+	t.Run("KernelOOMOutsidePodsIsNoSystemOOM", func(t *testing.T) { testKernelOOMOutsidePods(t, e) })
 
 	t.Run("CrashLoopHasBackOffEvent", func(t *testing.T) {
 		e.create(t, e.pod("crash", "node-a", v1.RestartPolicyAlways, "exit 1"))
