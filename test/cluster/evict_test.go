@@ -88,13 +88,14 @@ func testEvictionUnderMemoryPressure(t *testing.T, e *env) {
 		t.Errorf("hog: reason %q message %q; want Evicted, \"The node was low on resource: memory. Threshold quantity: 100Mi, available: ...\"", p.Status.Reason, p.Status.Message)
 	}
 	t.Logf("hog: %s: %s", p.Status.Reason, p.Status.Message)
+	// MemoryPressure holds for the transition period: looked at first.
+	waitMemoryPressure(t, e, node, v1.ConditionTrue)
 	waitEvent(t, e, "involvedObject.name=hog,reason=Evicted", func(ev v1.Event) bool {
 		return ev.Type == v1.EventTypeWarning && ev.Message == p.Status.Message && ev.Source.Host == node
 	})
 	waitEvent(t, e, "involvedObject.kind=Node,involvedObject.name="+node+",reason=EvictionThresholdMet", func(ev v1.Event) bool {
 		return ev.Type == v1.EventTypeWarning && ev.Message == "Attempting to reclaim memory" && string(ev.InvolvedObject.UID) == node
 	})
-	waitMemoryPressure(t, e, node, v1.ConditionTrue)
 	waitEvent(t, e, "involvedObject.kind=Node,involvedObject.name="+node+",reason=NodeHasInsufficientMemory", func(ev v1.Event) bool {
 		return ev.Message == "Node "+node+" status is now: NodeHasInsufficientMemory"
 	})
