@@ -87,8 +87,15 @@
 //   - eviction/ and imagegc/ (pure): the decisions of kubelet's eviction
 //     manager (thresholds, grace periods, minimum reclaim, pressure
 //     conditions, admission under pressure, ranking) and image GC (high and
-//     low thresholds, LRU, in-use, pinned, minimum age), carried out by the
-//     node machine (nodegc.go, evict.go; signals from nodestats/).
+//     low thresholds, LRU, in-use, pinned, minimum age), wired through the
+//     node machine by nodegc.go and evict.go (signals from nodestats/ or
+//     Config.Signals, including allocatableMemory.available of the pods
+//     cgroup). evict.go records kubelet's EvictionThresholdMet on the node
+//     and Evicted on the evicted pod; nodegc.go ImageGCFailed on the node
+//     (Config.NodeEvents, events.go).
+//   - oomwatch/ (pure parser, /dev/kmsg source): the kernel's OOM kills and
+//     kubelet's SystemOOM rule; cmd/speclet runs the watcher and records
+//     the event on the node.
 //   - oplog.go: the operator's info lines (container started, killing
 //     container, container died, killing pod, pod finished), derived from
 //     the transitions through one hook in fire.go keyed on (machine,

@@ -124,6 +124,8 @@ type Config struct {
 	Published func()
 	// Events receives the pod events (nil: none are recorded).
 	Events EventRecorder
+	// NodeEvents receives the node's events (nil: none are recorded).
+	NodeEvents NodeEventRecorder
 	// ImageGC is kubelet's image GC policy (--image-gc-high-threshold,
 	// --image-gc-low-threshold, --minimum-image-ttl-duration); zero
 	// thresholds get 85 and 80.

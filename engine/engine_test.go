@@ -57,6 +57,14 @@ func (r *recorder) Event(pod *v1.Pod, fieldPath, eventType, reason, message stri
 	r.keys = append(r.keys, pod.Name+" "+fieldPath)
 }
 
+// NodeEvent keeps an event about the node, shown as "(node) ...".
+func (r *recorder) NodeEvent(eventType, reason, message string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lines = append(r.lines, "(node) "+eventType+" "+reason+": "+strings.ReplaceAll(message, r.dir, "$DIR"))
+	r.keys = append(r.keys, "(node)")
+}
+
 // take returns the events recorded since the last call, grouped by pod and
 // container (containers start concurrently), in order within one.
 func (r *recorder) take() string {
@@ -236,6 +244,7 @@ func (h *scriptHarness) launch(cfg Config) {
 		h.recorded = &recorder{dir: h.dir}
 	}
 	cfg.Events = h.recorded
+	cfg.NodeEvents = h.recorded
 	e, err := New(cfg)
 	if err != nil {
 		h.t.Fatal(err)

@@ -19,6 +19,15 @@ type EventRecorder interface {
 	Event(pod *v1.Pod, fieldPath, eventType, reason, message string)
 }
 
+// NodeEventRecorder receives the events kubelet records about the node
+// itself (involvedObject the Node, as kubelet's nodeRef: kind Node, name
+// and uid the node name): the eviction manager's EvictionThresholdMet,
+// the node status's condition transitions (NodeHasSufficientMemory, ...)
+// and SystemOOM. It must not block.
+type NodeEventRecorder interface {
+	NodeEvent(eventType, reason, message string)
+}
+
 // Event types.
 const (
 	eventNormal  = v1.EventTypeNormal
@@ -29,6 +38,13 @@ const (
 // outcome: pull_image, create_container, start_container, stop_container's
 // preStop, run_sandbox, the probe result routing) or from a transition
 // (recordLifecycle below); never from a side path.
+
+// nodeEvent records an event about the node.
+func (e *Engine) nodeEvent(eventType, reason, format string, args ...any) {
+	if r := e.cfg.NodeEvents; r != nil {
+		r.NodeEvent(eventType, reason, fmt.Sprintf(format, args...))
+	}
+}
 
 // event records an event about the pod.
 func (p *podState) event(eventType, reason, format string, args ...any) {

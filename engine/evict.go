@@ -74,6 +74,9 @@ func (n *nodeReclaim) ObserveSignals(ctx context.Context) error {
 	}
 	e.log.Warn("Eviction manager: attempting to reclaim", "resourceName", resourceName(d.Signal), "signal", d.Signal,
 		"available", d.Available, "threshold", d.Threshold, "hard", d.Hard)
+	// kubelet records it at every pass that finds a threshold met, before
+	// node-level reclaim (the recorder's aggregation counts repeats).
+	e.nodeEvent(eventWarning, "EvictionThresholdMet", "Attempting to reclaim %s", resourceName(d.Signal))
 	if diskSignal(d.Signal) && !n.reclaimed[d.Signal] {
 		n.reclaimed[d.Signal] = true
 		n.reclaimAll = true
@@ -99,7 +102,7 @@ func diskSignal(sig string) bool {
 
 func resourceName(sig string) string {
 	switch {
-	case sig == "memory.available":
+	case sig == "memory.available" || sig == eviction.AllocatableMemory:
 		return "memory"
 	case sig == "pid.available":
 		return "pids"
@@ -181,6 +184,11 @@ func (n *nodeReclaim) EvictPod(ctx context.Context) error {
 	e.log.Warn("Eviction manager: pod is evicted successfully", "pod", victim.Namespace+"/"+victim.Name, "uid", victim.UID,
 		"signal", d.Signal, "grace", grace, "message", msg)
 	n.lastEvicted = victim.UID
+	// kubelet's evictPod records the eviction on the pod (reason Evicted,
+	// the status message) before the kill.
+	if r := e.cfg.Events; r != nil {
+		r.Event(victim, "", eventWarning, "Evicted", msg)
+	}
 	byUID[victim.UID].post(input{kind: inputEvict, evict: &evictionOrder{grace: grace, message: msg}})
 	return nil
 }
@@ -203,7 +211,7 @@ func (n *nodeReclaim) podUsage(ctx context.Context, signal string) (map[types.UI
 		if uid == "" {
 			continue
 		}
-		if signal == "memory.available" {
+		if signal == "memory.available" || signal == eviction.AllocatableMemory {
 			out[uid] += int64(s.GetMemory().GetWorkingSetBytes().GetValue())
 		} else {
 			out[uid] += int64(s.GetWritableLayer().GetUsedBytes().GetValue())

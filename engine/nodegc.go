@@ -47,6 +47,11 @@ type nodeReclaim struct {
 	// it terminated.
 	lastEvicted types.UID
 
+	// periodic: the image GC pass under way is the periodic one (not
+	// eviction's node-level reclaim); gcFailed: the last periodic pass
+	// failed (kubelet records ImageGCFailed on repeated failures only).
+	periodic, gcFailed bool
+
 	// What measure_image_fs found, for remove_unused_images.
 	plan  []string
 	need  uint64
@@ -163,9 +168,11 @@ func (n *nodeReclaim) MeasureImageFs(ctx context.Context) error {
 	err := n.measure(ctx)
 	if err != nil {
 		n.report(fsm.NodeEventMeasureFailed)
+		n.gcDone(err)
 		return err
 	}
 	if n.need == 0 {
+		n.gcDone(nil)
 		n.report(fsm.NodeEventBelowHigh)
 	} else {
 		n.report(fsm.NodeEventAboveHigh)
@@ -177,7 +184,7 @@ func (n *nodeReclaim) measure(ctx context.Context) error {
 	e := n.e
 	n.plan, n.need = nil, 0
 	reclaim := n.reclaimAll
-	n.reclaimAll = false
+	n.reclaimAll, n.periodic = false, !reclaim
 	info, err := e.rt.ImageFsInfo(ctx)
 	if err != nil {
 		return fmt.Errorf("image GC: %w", err)
@@ -261,6 +268,19 @@ func (n *nodeReclaim) sandboxImage(ctx context.Context) string {
 	return cfg.SandboxImage
 }
 
+// gcDone notes how a periodic image GC pass ended: as kubelet, a failure
+// right after a failed pass is recorded on the node as a Warning
+// ImageGCFailed with the error.
+func (n *nodeReclaim) gcDone(err error) {
+	if !n.periodic {
+		return
+	}
+	if err != nil && n.gcFailed {
+		n.e.nodeEvent(eventWarning, "ImageGCFailed", "%s", err.Error())
+	}
+	n.gcFailed = err != nil
+}
+
 // RemoveUnusedImages removes the planned images in order until their sizes
 // add up to what must be freed.
 func (n *nodeReclaim) RemoveUnusedImages(ctx context.Context) error {
@@ -283,9 +303,12 @@ func (n *nodeReclaim) RemoveUnusedImages(ctx context.Context) error {
 	}
 	n.plan = nil
 	if len(errs) > 0 {
+		err := errors.Join(errs...)
+		n.gcDone(err)
 		n.report(fsm.NodeEventCollectFailed)
-		return errors.Join(errs...)
+		return err
 	}
+	n.gcDone(nil)
 	e.log.Info("Image garbage collection freed enough", "bytes-freed", freed)
 	n.report(fsm.NodeEventCollected)
 	return nil

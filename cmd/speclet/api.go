@@ -64,6 +64,22 @@ func (a *apiClient) recorder(ctx context.Context, node string) engine.EventRecor
 	return a.events
 }
 
+// nodeRecorder is engine.Config.NodeEvents (after recorder): nil without
+// --kubeconfig.
+func (a *apiClient) nodeRecorder() engine.NodeEventRecorder {
+	if a == nil || a.events == nil {
+		return nil
+	}
+	return a.events
+}
+
+// nodeEvent records an event about the node; a no-op without --kubeconfig.
+func (a *apiClient) nodeEvent(eventType, reason, message string) {
+	if a != nil && a.events != nil {
+		a.events.NodeEvent(eventType, reason, message)
+	}
+}
+
 // nodeObject is engine.Config.Node: the Node as last written (with the
 // labels others gave it), or when fresh one read now (5 s at most, the
 // last written one if that fails); nil before registration or without
@@ -138,7 +154,7 @@ func (a *apiClient) start(ctx context.Context, o *runOptions, nd *nodeResources,
 	n := node.New(node.Config{
 		Client: a.cs, Name: o.nodeName, IP: eng.NodeIP(), Port: port, MaxPods: o.maxPods,
 		Capacity: nd.capacity, Allocatable: o.node.allocatable,
-		RootDir: o.rootDir, Version: specletVersion(), Health: eng.Healthz, Pressure: eng.Pressure,
+		RootDir: o.rootDir, Version: specletVersion(), Health: eng.Healthz, Pressure: eng.Pressure, Event: a.nodeEvent,
 		LeaseDuration: secondsDuration(o.nodeLeaseDuration),
 		Runtime: func(ctx context.Context) (string, string, error) {
 			v, err := rt.Version(ctx)

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
+	"path"
 	"strings"
 	"time"
 
@@ -12,6 +15,7 @@ import (
 
 	"github.com/speclet/speclet/engine/cgroups"
 	"github.com/speclet/speclet/engine/eviction"
+	"github.com/speclet/speclet/engine/nodestats"
 	"github.com/speclet/speclet/engine/resources"
 )
 
@@ -20,6 +24,7 @@ import (
 type nodeOptions struct {
 	cgroupsPerQOS   bool
 	cgroupRoot      string // where the cgroup filesystems are mounted
+	cgroupParent    string // --cgroup-root: the cgroup kubepods is made in
 	kubeReserved    string
 	systemReserved  string
 	enforce         string
@@ -41,6 +46,7 @@ type nodeOptions struct {
 func (n *nodeOptions) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&n.cgroupsPerQOS, "cgroups-per-qos", true, "create the kubepods, kubepods/burstable and kubepods/besteffort cgroups and a cgroup per pod under them (cgroupfs driver, cgroup v1 or v2); ignored with --runtime=sim")
 	fs.StringVar(&n.cgroupRoot, "cgroup-fs-root", "/sys/fs/cgroup", "where the cgroup filesystems are mounted")
+	fs.StringVar(&n.cgroupParent, "cgroup-root", "", "the cgroup the kubepods hierarchy is made in, e.g. /node-a (kubepods is then /node-a/kubepods); default the root")
 	fs.StringVar(&n.kubeReserved, "kube-reserved", "", "resources reserved for the node agent and the runtime, e.g. cpu=200m,memory=500Mi; taken from node allocatable")
 	fs.StringVar(&n.systemReserved, "system-reserved", "", "resources reserved for the system, e.g. cpu=200m,memory=500Mi; taken from node allocatable")
 	fs.StringVar(&n.enforce, "enforce-node-allocatable", "pods", "where node allocatable is enforced: pods (the kubepods cgroup's limits), or none")
@@ -91,6 +97,9 @@ func (n *nodeOptions) check() error {
 			return fmt.Errorf("--enforce-node-allocatable: %q: want pods or none", v)
 		}
 	}
+	if p := n.cgroupParent; p != "" && (!strings.HasPrefix(p, "/") || path.Clean(p) != p) {
+		return fmt.Errorf("--cgroup-root: %q: want an absolute cgroup path such as /node-a", p)
+	}
 	if n.enforcePods && !n.cgroupsPerQOS {
 		return fmt.Errorf("--enforce-node-allocatable=pods needs --cgroups-per-qos (set --enforce-node-allocatable=none)")
 	}
@@ -118,10 +127,23 @@ func parseMinReclaim(s string) (map[string]resource.Quantity, error) {
 	return out, nil
 }
 
-// evictionManager is the eviction manager of the flags.
+// evictionManager is the eviction manager of the flags. With node
+// allocatable enforced on pods, every hard memory.available threshold
+// (and its minimum reclaim) also applies to allocatableMemory.available,
+// as in kubelet.
 func (n *nodeOptions) evictionManager() *eviction.Manager {
-	return eviction.NewManager(eviction.Config{Hard: n.evictionHardT, Soft: n.evictionSoftT, Grace: n.evictionGraceM,
-		MinReclaim: n.evictionMinRecl, Transition: n.evictionTrans})
+	hard, reclaim := n.evictionHardT, n.evictionMinRecl
+	if n.enforcePods {
+		hard = eviction.WithAllocatableMemory(hard)
+		if q, ok := reclaim["memory.available"]; ok {
+			if _, set := reclaim[eviction.AllocatableMemory]; !set {
+				reclaim = maps.Clone(reclaim)
+				reclaim[eviction.AllocatableMemory] = q
+			}
+		}
+	}
+	return eviction.NewManager(eviction.Config{Hard: hard, Soft: n.evictionSoftT, Grace: n.evictionGraceM,
+		MinReclaim: reclaim, Transition: n.evictionTrans})
 }
 
 // allocatable is node allocatable on a node of capacity: capacity minus
@@ -135,6 +157,19 @@ func (n *nodeOptions) allocatable(capacity v1.ResourceList) v1.ResourceList {
 type nodeResources struct {
 	capacity, allocatable v1.ResourceList
 	cgroups               *cgroups.Manager // nil without --cgroups-per-qos
+	// podsMemory is the kubepods memory cgroup's directory when node
+	// allocatable is enforced on it (allocatableMemory.available), else "".
+	podsMemory string
+}
+
+// signals is engine.Config.Signals: the host (engine/nodestats), with
+// allocatableMemory.available from the pods cgroup when node allocatable
+// is enforced on it.
+func (nd *nodeResources) signals(rootDir string) func(context.Context, string) (eviction.Observations, error) {
+	h := nodestats.Host{Pods: nd.podsMemory}
+	return func(_ context.Context, imageFs string) (eviction.Observations, error) {
+		return h.Measure(rootDir, imageFs)
+	}
 }
 
 // setupNode reads the machine's capacity, computes allocatable and, with
@@ -149,14 +184,20 @@ func setupNode(n nodeOptions, sim bool, log *slog.Logger) (*nodeResources, error
 	if !n.cgroupsPerQOS || sim {
 		return out, nil
 	}
-	m, err := cgroups.New(cgroups.Options{Root: n.cgroupRoot})
+	m, err := cgroups.New(cgroups.Options{Root: n.cgroupRoot, Parent: n.cgroupParent})
 	if err != nil {
 		return nil, fmt.Errorf("--cgroups-per-qos: %w (or run with --cgroups-per-qos=false --enforce-node-allocatable=none)", err)
 	}
-	if err := m.Setup(out.allocatable, n.enforcePods); err != nil {
+	// kubelet limits the pods cgroup to capacity less the reservations:
+	// the hard eviction thresholds stay inside it, so that
+	// allocatableMemory.available evicts before the cgroup's OOM killer.
+	if err := m.Setup(resources.Allocatable(capacity, n.kubeReservedL, n.systemReservedL, nil), n.enforcePods); err != nil {
 		return nil, fmt.Errorf("--cgroups-per-qos: %w (or run with --cgroups-per-qos=false --enforce-node-allocatable=none)", err)
 	}
 	out.cgroups = m
+	if n.enforcePods {
+		out.podsMemory = m.Dir("memory", m.PodsCgroup())
+	}
 	version := "v1"
 	if m.V2() {
 		version = "v2"

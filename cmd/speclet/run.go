@@ -438,6 +438,7 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 	if nd.cgroups != nil {
 		podCgroups = nd.cgroups
 	}
+	events := api.recorder(ctx, o.nodeName)
 	eng, err := engine.New(engine.Config{
 		PodCgroups:           podCgroups,
 		Allocatable:          nd.allocatable,
@@ -451,6 +452,7 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		ImageGC:              o.imageGC(),
 		FsStat:               o.fsStat(),
 		Eviction:             o.node.evictionManager(),
+		Signals:              nd.signals(o.rootDir),
 		EvictionMaxPodGrace:  o.node.evictionMaxPodG,
 		ImagePullBackOffBase: o.imagePullBackOffBase,
 		Registerer:           reg,
@@ -460,7 +462,8 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		Sources:              sources,
 		Published:            api.wake,
 		VolumeAPI:            api.volumes(),
-		Events:               api.recorder(ctx, o.nodeName),
+		Events:               events,
+		NodeEvents:           api.nodeRecorder(),
 		Node:                 api.nodeObject,
 		RuntimeClasses:       api.runtimeClasses(ctx),
 	})
@@ -528,6 +531,7 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 	if api != nil {
 		api.start(runCtx, o, nd, eng, client, merger, log)
 	}
+	startOOMWatch(runCtx, &wg, api, log)
 	if o.manifestPath == "" && o.manifestURL == "" && api == nil {
 		log.Warn("no pod source: give --pod-manifest-path, --manifest-url or --kubeconfig")
 	}

@@ -133,6 +133,7 @@ func TestRunFlagErrorsNameTheFlag(t *testing.T) {
 		{"--eviction-hard memory.free<1Gi", `--eviction-hard: "memory.free<1Gi": unknown signal`},
 		{"--enforce-node-allocatable system-reserved", "--enforce-node-allocatable"},
 		{"--cgroups-per-qos=false", "--enforce-node-allocatable=pods needs --cgroups-per-qos"},
+		{"--cgroup-root node-a", "--cgroup-root: \"node-a\": want an absolute cgroup path"},
 		{"--no-such-flag", "no-such-flag"},
 		{"extra", `unexpected argument "extra"`},
 	} {

@@ -54,16 +54,21 @@ type Options struct {
 	// Mountinfo is read to find the v1 controller hierarchies under Root;
 	// default /proc/self/mountinfo.
 	Mountinfo string
+	// Parent is the cgroup the hierarchy is made in (kubelet's
+	// --cgroup-root): "/" (the default) gives /kubepods, "/node-a" gives
+	// /node-a/kubepods. It must be absolute.
+	Parent string
 }
 
 // Manager creates and removes the QoS and pod cgroups. It is safe for
 // concurrent use (pod workers call Ensure and Remove in parallel).
 type Manager struct {
-	v2    bool
-	root  string // v2: the unified mount
-	hiers []hier // v1: one per mounted controller hierarchy
-	mu    sync.Mutex
-	burst map[types.UID]uint64 // cpu.shares of each Burstable pod, summed into kubepods/burstable
+	v2     bool
+	parent string // Options.Parent, "" for the root
+	root   string // v2: the unified mount
+	hiers  []hier // v1: one per mounted controller hierarchy
+	mu     sync.Mutex
+	burst  map[types.UID]uint64 // cpu.shares of each Burstable pod, summed into kubepods/burstable
 }
 
 // hier is one v1 hierarchy: its mount point and the controllers it carries.
@@ -81,8 +86,12 @@ func New(o Options) (*Manager, error) {
 	if o.Mountinfo == "" {
 		o.Mountinfo = "/proc/self/mountinfo"
 	}
+	parent := strings.TrimRight(o.Parent, "/")
+	if o.Parent != "" && (!strings.HasPrefix(o.Parent, "/") || filepath.Clean(o.Parent) != o.Parent) {
+		return nil, fmt.Errorf("cgroups: parent %q: want a clean absolute cgroup path such as /node-a", o.Parent)
+	}
 	if _, err := os.Stat(filepath.Join(o.Root, "cgroup.controllers")); err == nil {
-		return &Manager{v2: true, root: o.Root, burst: map[types.UID]uint64{}}, nil
+		return &Manager{v2: true, root: o.Root, parent: parent, burst: map[types.UID]uint64{}}, nil
 	}
 	hiers, err := v1Hierarchies(o.Mountinfo, o.Root)
 	if err != nil {
@@ -91,7 +100,7 @@ func New(o Options) (*Manager, error) {
 	if len(hiers) == 0 {
 		return nil, fmt.Errorf("cgroups: no cgroup v1 controller and no cgroup v2 filesystem under %s", o.Root)
 	}
-	return &Manager{hiers: hiers, burst: map[types.UID]uint64{}}, nil
+	return &Manager{hiers: hiers, parent: parent, burst: map[types.UID]uint64{}}, nil
 }
 
 // V2 reports whether the unified hierarchy (cgroup v2) is in use.
@@ -152,10 +161,18 @@ func QoSPath(class v1.PodQOSClass) string {
 	return "/" + KubePods
 }
 
+// qos is the cgroup of a QoS class under the manager's parent.
+func (m *Manager) qos(class v1.PodQOSClass) string {
+	return m.parent + QoSPath(class)
+}
+
+// PodsCgroup is the pods' cgroup ("<parent>/kubepods") relative to the root.
+func (m *Manager) PodsCgroup() string { return m.qos(v1.PodQOSGuaranteed) }
+
 // Parent is the pod's cgroup relative to the root, the CgroupParent of its
-// sandbox: "<QoSPath>/pod<uid>".
+// sandbox: "<parent><QoSPath>/pod<uid>".
 func (m *Manager) Parent(pod *v1.Pod) string {
-	return QoSPath(resources.QOSClass(pod)) + "/" + podPrefix + string(pod.UID)
+	return m.qos(resources.QOSClass(pod)) + "/" + podPrefix + string(pod.UID)
 }
 
 // Setup creates kubepods, kubepods/burstable and kubepods/besteffort (it is
@@ -175,16 +192,16 @@ func (m *Manager) Setup(allocatable v1.ResourceList, enforce bool) error {
 		}
 		top.HugePages = resources.HugePageLimits(allocatable)
 	}
-	if err := m.create("/"+KubePods, top); err != nil {
+	if err := m.create(m.qos(v1.PodQOSGuaranteed), top); err != nil {
 		return err
 	}
 	two := uint64(resources.MinShares)
-	if err := m.create(QoSPath(v1.PodQOSBestEffort), resources.CgroupConfig{CPUShares: &two}); err != nil {
+	if err := m.create(m.qos(v1.PodQOSBestEffort), resources.CgroupConfig{CPUShares: &two}); err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.create(QoSPath(v1.PodQOSBurstable), resources.CgroupConfig{CPUShares: ptr(m.burstableShares())})
+	return m.create(m.qos(v1.PodQOSBurstable), resources.CgroupConfig{CPUShares: ptr(m.burstableShares())})
 }
 
 // Ensure creates the pod's cgroup under its QoS parent, or updates it, with
@@ -201,7 +218,7 @@ func (m *Manager) Ensure(pod *v1.Pod) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.burst[pod.UID] = *cfg.CPUShares
-	return m.write(QoSPath(v1.PodQOSBurstable), resources.CgroupConfig{CPUShares: ptr(m.burstableShares())})
+	return m.write(m.qos(v1.PodQOSBurstable), resources.CgroupConfig{CPUShares: ptr(m.burstableShares())})
 }
 
 // burstableShares sums the Burstable pods' shares (kubelet's QoS manager);
@@ -221,7 +238,7 @@ func (m *Manager) burstableShares() uint64 {
 func (m *Manager) Remove(uid types.UID) error {
 	var errs []error
 	for _, class := range []v1.PodQOSClass{v1.PodQOSGuaranteed, v1.PodQOSBurstable, v1.PodQOSBestEffort} {
-		rel := QoSPath(class) + "/" + podPrefix + string(uid)
+		rel := m.qos(class) + "/" + podPrefix + string(uid)
 		for _, dir := range m.dirs(rel) {
 			errs = append(errs, removeTree(dir))
 		}
@@ -230,7 +247,7 @@ func (m *Manager) Remove(uid types.UID) error {
 	_, had := m.burst[uid]
 	delete(m.burst, uid)
 	if had {
-		errs = append(errs, m.write(QoSPath(v1.PodQOSBurstable), resources.CgroupConfig{CPUShares: ptr(m.burstableShares())}))
+		errs = append(errs, m.write(m.qos(v1.PodQOSBurstable), resources.CgroupConfig{CPUShares: ptr(m.burstableShares())}))
 	}
 	m.mu.Unlock()
 	if err := errors.Join(errs...); err != nil {
@@ -249,7 +266,7 @@ const settle = time.Minute
 func (m *Manager) Pods() ([]types.UID, error) {
 	seen := map[types.UID]bool{}
 	for _, class := range []v1.PodQOSClass{v1.PodQOSGuaranteed, v1.PodQOSBurstable, v1.PodQOSBestEffort} {
-		for _, dir := range m.dirs(QoSPath(class)) {
+		for _, dir := range m.dirs(m.qos(class)) {
 			ents, err := os.ReadDir(dir)
 			if errors.Is(err, fs.ErrNotExist) {
 				continue

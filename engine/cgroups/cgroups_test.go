@@ -43,11 +43,21 @@ func TestV1Hierarchies(t *testing.T) {
 	if m.V2() || m.Dir("memory", "/kubepods") != "/sys/fs/cgroup/memory/kubepods" || m.Dir("hugetlb", "/kubepods") != "" {
 		t.Errorf("v2 %v, memory dir %q, hugetlb dir %q", m.V2(), m.Dir("memory", "/kubepods"), m.Dir("hugetlb", "/kubepods"))
 	}
+	for _, bad := range []string{"node-a", "/node-a/", "/a/../b"} {
+		if _, err := New(Options{Root: "/sys/fs/cgroup", Mountinfo: mi, Parent: bad}); err == nil {
+			t.Errorf("parent %q accepted", bad)
+		}
+	}
 }
 
-// TestParent: the pod cgroup sits under its QoS class's parent.
+// TestParent: the pod cgroup sits under its QoS class's parent, under
+// --cgroup-root when one is given.
 func TestParent(t *testing.T) {
 	m := &Manager{}
+	under := &Manager{parent: "/node-a"}
+	if got := under.PodsCgroup(); got != "/node-a/kubepods" {
+		t.Errorf("pods cgroup under /node-a: %q", got)
+	}
 	for _, tc := range []struct {
 		req, lim string
 		want     string
@@ -58,6 +68,9 @@ func TestParent(t *testing.T) {
 	} {
 		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u"}, Spec: v1.PodSpec{Containers: []v1.Container{{
 			Resources: v1.ResourceRequirements{Requests: resources.MustList(tc.req), Limits: resources.MustList(tc.lim)}}}}}
+		if got := under.Parent(pod); got != "/node-a"+tc.want {
+			t.Errorf("under /node-a: requests %q limits %q: parent %q, want %q", tc.req, tc.lim, got, "/node-a"+tc.want)
+		}
 		if got := m.Parent(pod); got != tc.want {
 			t.Errorf("requests %q limits %q: parent %q, want %q", tc.req, tc.lim, got, tc.want)
 		}

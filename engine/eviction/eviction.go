@@ -38,12 +38,34 @@ const (
 // Condition is the node condition a signal's threshold sets.
 func Condition(signal string) v1.NodeConditionType {
 	switch {
-	case signal == "memory.available":
+	case signal == "memory.available" || signal == AllocatableMemory:
 		return MemoryPressure
 	case signal == "pid.available":
 		return PIDPressure
 	}
 	return DiskPressure
+}
+
+// AllocatableMemory is kubelet's allocatableMemory.available: the memory
+// left to pods under the pods cgroup's limit (node allocatable enforced),
+// that limit less the pods' working set. Its hard thresholds are those of
+// memory.available (WithAllocatableMemory).
+const AllocatableMemory = "allocatableMemory.available"
+
+// WithAllocatableMemory adds to hard thresholds a copy of each
+// memory.available threshold for allocatableMemory.available, as kubelet
+// does when node allocatable is enforced on pods
+// (--enforce-node-allocatable=pods).
+func WithAllocatableMemory(hard []resources.Threshold) []resources.Threshold {
+	out := append([]resources.Threshold{}, hard...)
+	for _, t := range hard {
+		if t.Signal == "memory.available" {
+			c := t
+			c.Signal = AllocatableMemory
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Observation is one signal's measurement: what is available of what
@@ -95,7 +117,7 @@ func (d Decision) Message() string {
 
 func resourceOf(signal string) string {
 	switch signal {
-	case "memory.available":
+	case "memory.available", AllocatableMemory:
 		return "memory"
 	case "pid.available":
 		return "pids"
@@ -126,7 +148,7 @@ func NewManager(cfg Config) *Manager {
 }
 
 // signalOrder: memory, then disk, then PIDs.
-var signalOrder = []string{"memory.available", "nodefs.available", "nodefs.inodesFree", "imagefs.available", "imagefs.inodesFree", "containerfs.available", "pid.available"}
+var signalOrder = []string{"memory.available", AllocatableMemory, "nodefs.available", "nodefs.inodesFree", "imagefs.available", "imagefs.inodesFree", "containerfs.available", "pid.available"}
 
 // Observe takes the signals measured at now and returns what to do.
 func (m *Manager) Observe(now time.Time, obs Observations) Decision {

@@ -1,6 +1,7 @@
 package eviction
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -209,5 +210,38 @@ func BenchmarkHousekeeping1000(b *testing.B) {
 		if d := m.Observe(now, mem(50*mi)); d.Signal != "" {
 			Rank(d.Signal, pods)
 		}
+	}
+}
+
+// TestAllocatableMemory: with node allocatable enforced, the pods' memory
+// under their cgroup's limit is judged by memory.available's hard
+// threshold: the host may have plenty while the pods are at their limit.
+func TestAllocatableMemory(t *testing.T) {
+	hard := WithAllocatableMemory(thresholds(t, "memory.available<100Mi,nodefs.available<10%"))
+	var got []string
+	for _, th := range hard {
+		got = append(got, th.Signal+"<"+th.Quantity.String())
+		if th.Quantity == nil {
+			got[len(got)-1] = th.Signal
+		}
+	}
+	if want := "memory.available<100Mi nodefs.available allocatableMemory.available<100Mi"; strings.Join(got, " ") != want {
+		t.Fatalf("thresholds %v, want %s", got, want)
+	}
+	m := NewManager(Config{Hard: hard})
+	obs := Observations{"memory.available": {Available: 20000 * mi, Capacity: 24000 * mi},
+		AllocatableMemory: {Available: 60 * mi, Capacity: 400 * mi}}
+	d := m.Observe(time.Unix(0, 0), obs)
+	if d.Signal != AllocatableMemory || !d.Hard || d.Available != 60*mi {
+		t.Fatalf("decision %+v, want the hard allocatableMemory.available threshold", d)
+	}
+	if want := "The node was low on resource: memory. Threshold quantity: 100Mi, available: 60Mi. "; d.Message() != want {
+		t.Errorf("message %q, want %q", d.Message(), want)
+	}
+	if !m.Conditions()[MemoryPressure] {
+		t.Errorf("conditions %v, want MemoryPressure", m.Conditions())
+	}
+	if ok, msg := m.Admit(&v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c"}}}}, false); ok || msg != "The node had condition: [MemoryPressure]. " {
+		t.Errorf("BestEffort admission under allocatable pressure: %v %q", ok, msg)
 	}
 }

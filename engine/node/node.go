@@ -15,6 +15,13 @@
 //     without one, the machine compared with kubelet's default hard
 //     eviction thresholds (memory.available < 100Mi, nodefs.available < 10%,
 //     pids available < 10%).
+//   - Each written condition change is recorded as kubelet's node status
+//     event (Config.Event), "Node <name> status is now: <reason>":
+//     NodeHasSufficientMemory / NodeHasInsufficientMemory,
+//     NodeHasNoDiskPressure / NodeHasDiskPressure, NodeHasSufficientPID /
+//     NodeHasInsufficientPID when the pressure condition is new or changes;
+//     NodeReady / NodeNotReady when an existing Ready condition changes. It
+//     is recorded once the status write succeeded.
 //   - The Lease kube-node-lease/<node> is renewed every LeasePeriod (10 s)
 //     with LeaseDuration (40 s), owned by the Node.
 //   - The node only ever reads its own Node object (a field selector or a
@@ -93,6 +100,9 @@ type Config struct {
 	// for the pressure transition period). nil: the machine compared with
 	// kubelet's default hard thresholds at each status update.
 	Pressure func() map[v1.NodeConditionType]bool
+	// Event, when set, records an event about the node: kubelet's
+	// condition transition events (below). It must not block.
+	Event func(eventType, reason, message string)
 	// StatusPeriod, LeasePeriod and LeaseDuration default to kubelet's.
 	StatusPeriod, LeasePeriod, LeaseDuration time.Duration
 	Log                                      *slog.Logger
@@ -368,16 +378,52 @@ func conditionsOf(prev []v1.NodeCondition, now metav1.Time, health error, memLow
 	}
 }
 
+// transitionEvents is the reasons of kubelet's node status events for the
+// conditions going from prev to next (its nodestatus setters).
+func transitionEvents(prev, next []v1.NodeCondition) []string {
+	old := map[v1.NodeConditionType]v1.ConditionStatus{}
+	for _, c := range prev {
+		old[c.Type] = c.Status
+	}
+	var out []string
+	for _, c := range next {
+		o, had := old[c.Type]
+		if o == c.Status {
+			continue
+		}
+		bad := c.Status == v1.ConditionTrue
+		switch c.Type {
+		case v1.NodeMemoryPressure:
+			out = append(out, map[bool]string{true: "NodeHasInsufficientMemory", false: "NodeHasSufficientMemory"}[bad])
+		case v1.NodeDiskPressure:
+			out = append(out, map[bool]string{true: "NodeHasDiskPressure", false: "NodeHasNoDiskPressure"}[bad])
+		case v1.NodePIDPressure:
+			out = append(out, map[bool]string{true: "NodeHasInsufficientPID", false: "NodeHasSufficientPID"}[bad])
+		case v1.NodeReady:
+			if had { // kubelet records Ready only when an existing condition changes
+				out = append(out, map[bool]string{true: "NodeReady", false: "NodeNotReady"}[bad])
+			}
+		}
+	}
+	return out
+}
+
 func (n *Node) updateStatus(ctx context.Context) error {
 	nodes := n.cfg.Client.CoreV1().Nodes()
 	cur, err := nodes.Get(ctx, n.cfg.Name, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("get node: %w", err)
 	}
-	cur.Status = n.status(ctx, cur.Status.Conditions)
+	prev := cur.Status.Conditions
+	cur.Status = n.status(ctx, prev)
 	got, err := nodes.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 	if err != nil {
 		return fmt.Errorf("write node status: %w", err)
+	}
+	if n.cfg.Event != nil {
+		for _, reason := range transitionEvents(prev, cur.Status.Conditions) {
+			n.cfg.Event(v1.EventTypeNormal, reason, fmt.Sprintf("Node %s status is now: %s", n.cfg.Name, reason))
+		}
 	}
 	n.mu.Lock()
 	n.uid, n.last = got.UID, got

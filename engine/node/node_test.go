@@ -3,12 +3,14 @@ package node
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 func find(cs []v1.NodeCondition, t v1.NodeConditionType) v1.NodeCondition {
@@ -121,4 +123,75 @@ func TestStatusAllocatable(t *testing.T) {
 	if m.Capacity.Memory().IsZero() || m.Capacity.Cpu().IsZero() {
 		t.Errorf("machine capacity %v: want cpu and memory", m.Capacity)
 	}
+}
+
+// TestTransitionEvents: kubelet's node status events, recorded when a
+// pressure condition appears or changes and when an existing Ready
+// condition changes.
+func TestTransitionEvents(t *testing.T) {
+	cond := func(typ v1.NodeConditionType, s v1.ConditionStatus) v1.NodeCondition {
+		return v1.NodeCondition{Type: typ, Status: s}
+	}
+	T, F := v1.ConditionTrue, v1.ConditionFalse
+	fine := []v1.NodeCondition{cond(v1.NodeMemoryPressure, F), cond(v1.NodeDiskPressure, F), cond(v1.NodePIDPressure, F), cond(v1.NodeReady, T)}
+	tests := []struct {
+		name       string
+		prev, next []v1.NodeCondition
+		want       string
+	}{
+		{"first status of a new node", nil, fine,
+			"NodeHasSufficientMemory NodeHasNoDiskPressure NodeHasSufficientPID"},
+		{"nothing changed", fine, fine, ""},
+		{"memory pressure begins", fine,
+			[]v1.NodeCondition{cond(v1.NodeMemoryPressure, T), cond(v1.NodeDiskPressure, F), cond(v1.NodePIDPressure, F), cond(v1.NodeReady, T)},
+			"NodeHasInsufficientMemory"},
+		{"disk and PID pressure, not ready", fine,
+			[]v1.NodeCondition{cond(v1.NodeMemoryPressure, F), cond(v1.NodeDiskPressure, T), cond(v1.NodePIDPressure, T), cond(v1.NodeReady, F)},
+			"NodeHasDiskPressure NodeHasInsufficientPID NodeNotReady"},
+		{"pressure ends, ready again",
+			[]v1.NodeCondition{cond(v1.NodeMemoryPressure, T), cond(v1.NodeDiskPressure, T), cond(v1.NodePIDPressure, T), cond(v1.NodeReady, F)},
+			fine, "NodeHasSufficientMemory NodeHasNoDiskPressure NodeHasSufficientPID NodeReady"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := strings.Join(transitionEvents(tt.prev, tt.next), " "); got != tt.want {
+				t.Errorf("events %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestStatusWriteRecordsEvents: the status loop records kubelet's events
+// with its message, once per change, after the write.
+func TestStatusWriteRecordsEvents(t *testing.T) {
+	cs := fake.NewSimpleClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}})
+	pressured := false
+	var got []string
+	n := New(Config{Client: cs, Name: "node-a", IP: "127.0.0.1", MaxPods: 10,
+		Capacity: v1.ResourceList{v1.ResourceMemory: resource.MustParse("1Gi")},
+		Pressure: func() map[v1.NodeConditionType]bool {
+			return map[v1.NodeConditionType]bool{v1.NodeMemoryPressure: pressured}
+		},
+		Event: func(eventType, reason, message string) { got = append(got, eventType+" "+reason+": "+message) },
+	})
+	ctx := context.Background()
+	step := func(want ...string) {
+		t.Helper()
+		got = nil
+		if err := n.updateStatus(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	step("Normal NodeHasSufficientMemory: Node node-a status is now: NodeHasSufficientMemory",
+		"Normal NodeHasNoDiskPressure: Node node-a status is now: NodeHasNoDiskPressure",
+		"Normal NodeHasSufficientPID: Node node-a status is now: NodeHasSufficientPID")
+	step()
+	pressured = true
+	step("Normal NodeHasInsufficientMemory: Node node-a status is now: NodeHasInsufficientMemory")
+	step()
+	pressured = false
+	step("Normal NodeHasSufficientMemory: Node node-a status is now: NodeHasSufficientMemory")
 }

@@ -10,6 +10,12 @@
 //     (--root-dir), available blocks and free inodes;
 //   - imagefs.available, imagefs.inodesFree: statfs of the image
 //     filesystem's mountpoint (CRI ImageFsInfo);
+//   - allocatableMemory.available (with Host.Pods): the pods cgroup's
+//     memory limit less its working set (usage less inactive file pages:
+//     v1 memory.limit_in_bytes, memory.usage_in_bytes and memory.stat
+//     total_inactive_file; v2 memory.max, memory.current and memory.stat
+//     inactive_file), capacity the limit; left out while the cgroup has
+//     no limit;
 //   - pid.available: the smaller of kernel.pid_max and kernel.threads-max,
 //     less the processes in /proc.
 //
@@ -33,6 +39,10 @@ import (
 type Host struct {
 	Proc       string // default /proc
 	CgroupRoot string // default /sys/fs/cgroup
+	// Pods is the memory cgroup directory of the pods (kubepods) when
+	// node allocatable is enforced on it; "" leaves
+	// allocatableMemory.available out.
+	Pods string
 }
 
 func (h Host) proc() string {
@@ -59,6 +69,15 @@ func (h Host) Measure(rootDir, imageFs string) (eviction.Observations, error) {
 		return nil, fmt.Errorf("measure memory.available: %w", err)
 	}
 	obs["memory.available"] = mem
+	if h.Pods != "" {
+		o, limited, err := podsMemory(h.Pods)
+		if err != nil {
+			return nil, fmt.Errorf("measure %s: %w", eviction.AllocatableMemory, err)
+		}
+		if limited {
+			obs[eviction.AllocatableMemory] = o
+		}
+	}
 	avail, capacity, free, inodes, err := fsStats(rootDir)
 	if err != nil {
 		return nil, fmt.Errorf("measure nodefs.available: %w", err)
@@ -160,6 +179,53 @@ func (h Host) workingSetV1() (int64, error) {
 		}
 	}
 	return max(usage-inactive, 0), nil
+}
+
+// podsMemory reads the pods cgroup dir: its limit less its working set;
+// limited is false when the cgroup has no limit.
+func podsMemory(dir string) (o eviction.Observation, limited bool, err error) {
+	read := func(name string) (string, error) {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		return strings.TrimSpace(string(b)), err
+	}
+	limitFile, usageFile, inactiveKey := "memory.max", "memory.current", "inactive_file "
+	if _, err := os.Stat(filepath.Join(dir, limitFile)); err != nil { // cgroup v1
+		limitFile, usageFile, inactiveKey = "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file "
+	}
+	ls, err := read(limitFile)
+	if err != nil {
+		return o, false, err
+	}
+	if ls == "max" {
+		return o, false, nil
+	}
+	limit, err := strconv.ParseInt(ls, 10, 64)
+	if err != nil {
+		return o, false, fmt.Errorf("%s/%s: %w", dir, limitFile, err)
+	}
+	if limit >= 1<<62 { // v1's "unlimited" (a page-rounded MaxInt64)
+		return o, false, nil
+	}
+	us, err := read(usageFile)
+	if err != nil {
+		return o, false, err
+	}
+	usage, err := strconv.ParseInt(us, 10, 64)
+	if err != nil {
+		return o, false, fmt.Errorf("%s/%s: %w", dir, usageFile, err)
+	}
+	stat, err := read("memory.stat")
+	if err != nil {
+		return o, false, err
+	}
+	var inactive int64
+	for _, l := range strings.Split(stat, "\n") {
+		if v, ok := strings.CutPrefix(l, inactiveKey); ok {
+			inactive, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	ws := max(usage-inactive, 0)
+	return eviction.Observation{Available: max(limit-ws, 0), Capacity: limit}, true, nil
 }
 
 func (h Host) pids() (eviction.Observation, error) {

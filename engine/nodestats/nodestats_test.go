@@ -1,6 +1,7 @@
 package nodestats
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -64,5 +65,54 @@ func TestMeasureThisHost(t *testing.T) {
 		if o := obs[s]; o.Capacity <= 0 || o.Available < 0 || o.Available > o.Capacity {
 			t.Errorf("%s = %+v", s, o)
 		}
+	}
+}
+
+// TestAllocatableMemory: allocatableMemory.available is the pods cgroup's
+// limit less its working set, on cgroup v1 and v2, and absent while the
+// cgroup has no limit.
+func TestAllocatableMemory(t *testing.T) {
+	tests := []struct {
+		name  string
+		files map[string]string
+		want  string
+	}{
+		{"v1 limited", map[string]string{
+			"memory.limit_in_bytes": "419430400\n", "memory.usage_in_bytes": "350000000\n",
+			"memory.stat": "cache 5\ninactive_file 1\ntotal_inactive_file 20000000\n"},
+			"available=89430400 capacity=419430400"},
+		{"v1 unlimited", map[string]string{
+			"memory.limit_in_bytes": "9223372036854771712\n", "memory.usage_in_bytes": "1\n", "memory.stat": ""},
+			"absent"},
+		{"v2 limited", map[string]string{
+			"memory.max": "419430400\n", "memory.current": "400000000\n", "memory.stat": "anon 1\ninactive_file 0\n"},
+			"available=19430400 capacity=419430400"},
+		{"v2 max", map[string]string{"memory.max": "max\n", "memory.current": "1\n", "memory.stat": ""}, "absent"},
+		{"over the limit", map[string]string{
+			"memory.max": "100\n", "memory.current": "200\n", "memory.stat": "inactive_file 0\n"},
+			"available=0 capacity=100"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			pods := filepath.Join(dir, "kubepods")
+			for f, c := range tt.files {
+				write(t, filepath.Join(pods, f), c)
+			}
+			obs, err := Host{Pods: pods}.Measure(dir, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := "absent"
+			if o, ok := obs["allocatableMemory.available"]; ok {
+				got = fmt.Sprintf("available=%d capacity=%d", o.Available, o.Capacity)
+			}
+			if got != tt.want {
+				t.Errorf("allocatableMemory.available: %s, want %s", got, tt.want)
+			}
+		})
+	}
+	if _, err := (Host{Pods: filepath.Join(t.TempDir(), "missing")}).Measure(t.TempDir(), ""); err == nil {
+		t.Error("no error for a pods cgroup that cannot be read")
 	}
 }

@@ -442,13 +442,16 @@ type Threshold struct {
 
 // Signals kubelet's eviction manager knows, and the resource each measures.
 var Signals = map[string]v1.ResourceName{
-	"memory.available":      v1.ResourceMemory,
-	"nodefs.available":      v1.ResourceEphemeralStorage,
-	"nodefs.inodesFree":     "inodes",
-	"imagefs.available":     v1.ResourceEphemeralStorage,
-	"imagefs.inodesFree":    "inodes",
-	"pid.available":         "pid",
-	"containerfs.available": v1.ResourceEphemeralStorage,
+	"memory.available": v1.ResourceMemory,
+	// allocatableMemory.available: kubelet adds it when node allocatable
+	// is enforced on pods; it may also be given.
+	"allocatableMemory.available": v1.ResourceMemory,
+	"nodefs.available":            v1.ResourceEphemeralStorage,
+	"nodefs.inodesFree":           "inodes",
+	"imagefs.available":           v1.ResourceEphemeralStorage,
+	"imagefs.inodesFree":          "inodes",
+	"pid.available":               "pid",
+	"containerfs.available":       v1.ResourceEphemeralStorage,
 }
 
 // DefaultEvictionHard is kubelet's default --eviction-hard on Linux.

@@ -36,6 +36,7 @@ type env struct {
 	ca, cb *harness.Containerd
 	image  string
 	bin    string
+	reg    *harness.Registry
 }
 
 func startEnv(t *testing.T) *env {
@@ -67,7 +68,7 @@ func startEnv(t *testing.T) *env {
 	if err := reg.PushDefaults(ctx); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{c: c, admin: admin, bin: bin, image: reg.Ref(harness.BusyboxRepo)}
+	e := &env{c: c, admin: admin, bin: bin, image: reg.Ref(harness.BusyboxRepo), reg: reg}
 	for _, h := range []**harness.Containerd{&e.ca, &e.cb} {
 		cd, err := harness.StartContainerd(ctx, harness.Options{Registry: reg, Dir: t.TempDir()})
 		if err != nil {
@@ -430,6 +431,8 @@ spec:
 	t.Run("AdmissionRefusalsAreFailedPods", func(t *testing.T) { testAdmissionRefusals(t, e) })
 	t.Run("NodeAllocatableIsCapacityMinusReserved", func(t *testing.T) { testNodeAllocatable(t, e) })
 	t.Run("DeletedPodFinalStatusBeforeDelete", func(t *testing.T) { testFinalStatusBeforeDelete(t, e) })
+	t.Run("EvictionUnderMemoryPressure", func(t *testing.T) { testEvictionUnderMemoryPressure(t, e) })
+	t.Run("KernelOOMOutsidePodsIsNoSystemOOM", func(t *testing.T) { testKernelOOMOutsidePods(t, e) })
 
 	t.Run("CrashLoopHasBackOffEvent", func(t *testing.T) {
 		e.create(t, e.pod("crash", "node-a", v1.RestartPolicyAlways, "exit 1"))
