@@ -16,7 +16,7 @@ const ContainerMachineName = "container"
 
 // ContainerSpecSHA256 is the SHA-256 of spec/container.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ContainerSpecSHA256 = "3e1f6ba210b16576ecf32d0c10720b66bf3a53b6ddd1e7a1ae600b4a99d25a28"
+const ContainerSpecSHA256 = "57c7a29db1229763c105432032c119d1e0b9b737d7be4a0f513d0c7cf70dc3e8"
 
 // ContainerState is a state of the container machine.
 //
@@ -322,7 +322,8 @@ const (
 	// the dead instance (ContainerStatus when the runtime event did not carry
 	// them); reports exit_recorded.
 	ContainerActionRecordExit
-	// ContainerActionCountRestart: Advance the CrashLoopBackOff of the container.
+	// ContainerActionCountRestart: Advance the CrashLoopBackOff of the container
+	// (not after a probe kill of its first instance).
 	ContainerActionCountRestart
 	// ContainerActionRemoveContainer: Container GC of this container: remove the
 	// oldest dead instances beyond --maximum-dead-containers-per-container
@@ -399,7 +400,8 @@ type ContainerActions interface {
 	// exit_recorded.
 	// CRI: ContainerStatus.
 	RecordExit(ctx context.Context) error
-	// CountRestart: Advance the CrashLoopBackOff of the container.
+	// CountRestart: Advance the CrashLoopBackOff of the container (not after a
+	// probe kill of its first instance).
 	CountRestart(ctx context.Context) error
 	// RemoveContainer: Container GC of this container: remove the oldest dead
 	// instances beyond --maximum-dead-containers-per-container (default 1) that

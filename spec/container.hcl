@@ -24,7 +24,9 @@
 #    and count_pull_failure advance it. Flags override the spec's values.
 #    After a kill for a failed liveness or startup probe the restart is
 #    immediate when the container lived the current delay since its previous
-#    exit (kubelet's doBackOff measures from the newest exited instance).
+#    exit (kubelet's doBackOff measures from the newest exited instance), and
+#    a probe kill of the first instance does not advance the backoff (that
+#    doBackOff finds no exited instance).
 #  - The grace period of stop_container is the effective grace period of the
 #    pod worker (only shortens); on grace_expired the engine re-issues
 #    StopContainer with timeout 0, so a hung stop cannot block the worker.
@@ -87,7 +89,7 @@ machine "container" {
     cri = ["ContainerStatus"]
   }
   action "count_restart" {
-    doc = "Advance the CrashLoopBackOff of the container."
+    doc = "Advance the CrashLoopBackOff of the container (not after a probe kill of its first instance)."
   }
   action "remove_container" {
     doc = "Container GC of this container: remove the oldest dead instances beyond --maximum-dead-containers-per-container (default 1) that are older than --minimum-container-ttl-duration; the newest stays for its logs and status (lastState) until the pod is removed."
