@@ -55,21 +55,23 @@ func (w *podWorker) due(now time.Time) bool {
 	return false
 }
 
-// takeDue removes and returns the timers that ran out, earliest first.
-func (w *podWorker) takeDue(now time.Time) []armed {
+// takeDue removes and returns the timers that ran out and whose owner
+// passes keep (nil: every owner), earliest first. A due status refresh is
+// cleared only when every owner is taken (the sync tick's pass).
+func (w *podWorker) takeDue(now time.Time, keep func(owner string) bool) []armed {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []armed
 	kept := w.timers[:0]
 	for _, t := range w.timers {
-		if !now.Before(t.at) {
+		if !now.Before(t.at) && (keep == nil || keep(t.owner)) {
 			out = append(out, t)
 		} else {
 			kept = append(kept, t)
 		}
 	}
 	w.timers = kept
-	if !w.refresh.IsZero() && !now.Before(w.refresh) {
+	if keep == nil && !w.refresh.IsZero() && !now.Before(w.refresh) {
 		w.refresh = time.Time{}
 	}
 	slices.SortStableFunc(out, func(a, b armed) int { return a.at.Compare(b.at) })
@@ -79,7 +81,7 @@ func (w *podWorker) takeDue(now time.Time) []armed {
 // fireDue fires the timers that ran out, earliest first. A timer whose
 // machine left its state meanwhile was cancelled by setTimers.
 func (w *podWorker) fireDue(ctx context.Context) {
-	for _, t := range w.takeDue(w.e.clock.Now()) {
+	for _, t := range w.takeDue(w.e.clock.Now(), nil) {
 		t.fire(ctx)
 	}
 }
@@ -95,24 +97,12 @@ const maxDueRounds = 8
 // that saw it die. Probe, pod and sandbox timers, and a due status refresh,
 // keep waiting for the tick, as their schedules are counted in ticks.
 func (w *podWorker) fireDueNow(ctx context.Context) {
+	container := func(owner string) bool { return strings.HasPrefix(owner, containerOwner) }
 	for i := 0; i < maxDueRounds && ctx.Err() == nil; i++ {
-		now := w.e.clock.Now()
-		w.mu.Lock()
-		var due []armed
-		kept := w.timers[:0]
-		for _, t := range w.timers {
-			if strings.HasPrefix(t.owner, containerOwner) && !now.Before(t.at) {
-				due = append(due, t)
-			} else {
-				kept = append(kept, t)
-			}
-		}
-		w.timers = kept
-		w.mu.Unlock()
+		due := w.takeDue(w.e.clock.Now(), container)
 		if len(due) == 0 {
 			return
 		}
-		slices.SortStableFunc(due, func(a, b armed) int { return a.at.Compare(b.at) })
 		for _, t := range due {
 			t.fire(ctx)
 		}
