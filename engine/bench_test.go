@@ -21,6 +21,7 @@ import (
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/cri/sim"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -78,13 +79,13 @@ func BenchmarkRelist(b *testing.B) {
 			ctx := context.Background()
 			for i := 0; i < n; i++ {
 				pod := benchPod(i)
-				cfg := sandboxConfig(b.TempDir(), pod, 0, "")
+				cfg, _ := sandboxConfig(podspec.Node{RootDir: b.TempDir()}, pod, 0, "")
 				cfg.LogDirectory = ""
 				sb, err := rt.RunPodSandbox(ctx, cfg, "")
 				if err != nil {
 					b.Fatal(err)
 				}
-				cc, _ := containerConfig("", pod, &pod.Spec.Containers[0], 0, "", false, 0)
+				cc, _ := containerConfig(podspec.Node{}, pod, &pod.Spec.Containers[0], 0, "", false)
 				id, err := rt.CreateContainer(ctx, sb, cc, cfg)
 				if err != nil {
 					b.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -331,7 +332,7 @@ func (c *ctrState) stopGrace() int64 {
 // when it is missing or the policy is Always (never under Never); raises
 // pull_ok or pull_failed.
 func (c *ctrState) PullImage(ctx context.Context) error {
-	policy := pullPolicy(c.spec)
+	policy := podspec.PullPolicy(c.spec)
 	if policy != v1.PullAlways {
 		ref, err := imagePresent(ctx, c.p.e.rt, c.spec.Image)
 		if err == nil && ref != "" {
@@ -401,7 +402,7 @@ func (c *ctrState) CreateContainer(ctx context.Context) error {
 		rc++ // an instance existed before: this one is a restart
 	}
 	sb := c.p.sandbox
-	cfg, err := containerConfig(c.p.e.cfg.RootDir, c.p.pod, c.spec, rc, c.imageRef, c.init, c.p.e.cfg.MemoryCapacity)
+	cfg, err := containerConfig(c.p.e.podNode(), c.p.pod, c.spec, rc, c.imageRef, c.init)
 	if err == nil {
 		var id string
 		id, err = c.p.e.rt.CreateContainer(ctx, sb.id, cfg, sb.cfg)

@@ -14,24 +14,8 @@ import (
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/podspec"
 )
-
-func TestExpand(t *testing.T) {
-	vars := map[string]string{"PORT": "8080", "HOST": "localhost"}
-	for _, tc := range []struct{ in, want string }{
-		{"serve --port=$(PORT)", "serve --port=8080"},
-		{"$(HOST):$(PORT)", "localhost:8080"},
-		{"$$(PORT) stays", "$(PORT) stays"},
-		{"$(MISSING) stays", "$(MISSING) stays"},
-		{"price: 5$", "price: 5$"},
-		{"$(UNCLOSED", "$(UNCLOSED"},
-		{"plain", "plain"},
-	} {
-		if got := expand(tc.in, vars); got != tc.want {
-			t.Errorf("expand(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-}
 
 // TestContainerConfig: what the runtime is asked to create for a container
 // of a hostNetwork pod: speclet's labels and annotations, the log path under
@@ -41,7 +25,7 @@ func TestContainerConfig(t *testing.T) {
 	c := &pod.Spec.Containers[0]
 	c.Env = []v1.EnvVar{{Name: "GREETING", Value: "hello"}, {Name: "MSG", Value: "$(GREETING) world"}}
 	c.Args = []string{"echo", "$(MSG)"}
-	cfg, err := containerConfig("/root", pod, c, 3, "sha256:abc", false, 0)
+	cfg, err := containerConfig(podspec.Node{RootDir: "/root"}, pod, c, 3, "sha256:abc", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,31 +47,15 @@ func TestContainerConfig(t *testing.T) {
 	if ns := cfg.Linux.SecurityContext.NamespaceOptions.Network.String(); ns != "NODE" {
 		t.Errorf("network namespace = %s, want NODE for a hostNetwork pod", ns)
 	}
-	sb := sandboxConfig("/root", pod, 0, "")
+	sb, err := sandboxConfig(podspec.Node{RootDir: "/root"}, pod, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if sb.LogDirectory != "/root/logs/default_"+pod.Name+"_"+string(pod.UID) {
 		t.Errorf("sandbox log directory = %q", sb.LogDirectory)
 	}
 	if sb.Hostname != "" {
 		t.Errorf("hostNetwork sandbox hostname = %q, want none (the node's)", sb.Hostname)
-	}
-}
-
-func TestPullPolicy(t *testing.T) {
-	for _, tc := range []struct {
-		image, policy string
-		want          v1.PullPolicy
-	}{
-		{"busybox", "", v1.PullAlways},
-		{"busybox:latest", "", v1.PullAlways},
-		{"127.0.0.1:5000/busybox", "", v1.PullAlways},
-		{"127.0.0.1:5000/busybox:1.36", "", v1.PullIfNotPresent},
-		{"busybox@sha256:0123", "", v1.PullIfNotPresent},
-		{"busybox:latest", "Never", v1.PullNever},
-	} {
-		c := &v1.Container{Image: tc.image, ImagePullPolicy: v1.PullPolicy(tc.policy)}
-		if got := pullPolicy(c); got != tc.want {
-			t.Errorf("pullPolicy(%q, %q) = %s, want %s", tc.image, tc.policy, got, tc.want)
-		}
 	}
 }
 
@@ -107,7 +75,10 @@ func TestRuntimeRecordBounds(t *testing.T) {
 		Spec: v1.PodSpec{TerminationGracePeriodSeconds: &grace, Containers: []v1.Container{{
 			Name: long('c', 63), Image: long('i', config.MaxImageLength)}}},
 	}
-	sc := sandboxConfig(t.TempDir(), pod, 99, "")
+	sc, err := sandboxConfig(podspec.Node{RootDir: t.TempDir()}, pod, 99, "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	sb := &runtimeapi.PodSandbox{Id: long('a', 64), Metadata: sc.Metadata, State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY,
 		CreatedAt: math.MaxInt64, Labels: sc.Labels, Annotations: sc.Annotations, RuntimeHandler: "runc"}
 	if n := proto.Size(&runtimeapi.ListPodSandboxResponse{Items: []*runtimeapi.PodSandbox{sb}}); n > MaxSandboxRecordBytes {
@@ -115,7 +86,7 @@ func TestRuntimeRecordBounds(t *testing.T) {
 	} else {
 		t.Logf("sandbox record: %d bytes (bound %d)", n, MaxSandboxRecordBytes)
 	}
-	cc, err := containerConfig(t.TempDir(), pod, &pod.Spec.Containers[0], math.MaxInt32, "sha256:"+long('f', 64), true, 0)
+	cc, err := containerConfig(podspec.Node{RootDir: t.TempDir()}, pod, &pod.Spec.Containers[0], math.MaxInt32, "sha256:"+long('f', 64), true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -137,7 +137,10 @@ func (sb *sandboxState) RunSandbox(ctx context.Context) error {
 	if sb.err != nil {
 		return nil // ensure_pod_cgroup failed and raised create_failed
 	}
-	cfg := sandboxConfig(p.e.cfg.RootDir, p.pod, uint32(len(sb.ids)), p.cgroupParent())
+	cfg, err := sandboxConfig(p.e.podNode(), p.pod, uint32(len(sb.ids)), p.cgroupParent())
+	if err != nil {
+		return sb.fail(fsm.SandboxEventCreateFailed, fmt.Errorf("run sandbox of pod %q: %w", p.key(), err))
+	}
 	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
 		return sb.fail(fsm.SandboxEventCreateFailed, fmt.Errorf("run sandbox of pod %q: create log directory: %w", p.key(), err))
 	}
@@ -268,7 +271,13 @@ func (sb *sandboxState) adopt(a *adoptedPod) *runtimeapi.PodSandbox {
 		return nil
 	}
 	sb.id = ready.Id
-	sb.cfg = sandboxConfig(sb.p.e.cfg.RootDir, sb.p.pod, ready.GetMetadata().GetAttempt(), sb.p.cgroupParent())
+	cfg, err := sandboxConfig(sb.p.e.podNode(), sb.p.pod, ready.GetMetadata().GetAttempt(), sb.p.cgroupParent())
+	if err != nil {
+		// The sandbox runs already; its containers are created with what
+		// the runtime has, and the error shows at the next sandbox.
+		sb.p.e.log.Warn("adopted sandbox: rebuild its config", "pod", sb.p.key(), "err", err)
+	}
+	sb.cfg = cfg
 	sb.machine = fsm.NewSandboxMachineAt(fsm.SandboxStateReady, sb)
 	return ready
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/podspec"
 )
 
 // TestPostCoalesces: only the newest pending config update counts, and a
@@ -89,12 +90,12 @@ func TestRelistDiff(t *testing.T) {
 	ctx := context.Background()
 	p := newPLEG(h.rt, h.clk)
 	pod := benchPod(1)
-	sc := sandboxConfig(t.TempDir(), pod, 0, "")
+	sc, _ := sandboxConfig(podspec.Node{RootDir: t.TempDir()}, pod, 0, "")
 	sb, err := h.rt.RunPodSandbox(ctx, sc, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc, _ := containerConfig("", pod, &pod.Spec.Containers[0], 0, "", false, 0)
+	cc, _ := containerConfig(podspec.Node{}, pod, &pod.Spec.Containers[0], 0, "", false)
 	id, err := h.rt.CreateContainer(ctx, sb, cc, sc)
 	if err != nil {
 		t.Fatal(err)
