@@ -11,6 +11,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/engine/resources"
 	"github.com/speclet/speclet/fsm"
 )
@@ -27,11 +28,14 @@ import (
 // Admission reasons: kubelet's (OutOf<resource>, the scheduler plugins'
 // names, UnexpectedAdmissionError) and speclet's RuntimeClassNotFound.
 const (
-	ReasonNodeAffinity             = "NodeAffinity"
-	ReasonNodeName                 = "NodeName"
-	ReasonNodePorts                = "NodePorts"
-	ReasonRuntimeClassNotFound     = "RuntimeClassNotFound"
-	ReasonUnexpectedAdmissionError = "UnexpectedAdmissionError"
+	ReasonNodeAffinity         = "NodeAffinity"
+	ReasonNodeName             = "NodeName"
+	ReasonNodePorts            = "NodePorts"
+	ReasonRuntimeClassNotFound = "RuntimeClassNotFound"
+	ReasonPodOSNotSupported    = "PodOSNotSupported"
+
+	ReasonPodOSSelectorNodeLabelDoesNotMatch = "PodOSSelectorNodeLabelDoesNotMatch"
+	ReasonUnexpectedAdmissionError           = "UnexpectedAdmissionError"
 )
 
 // The scheduler plugins' failure texts, which kubelet's refusal message
@@ -69,10 +73,19 @@ type admission struct {
 // admit decides whether pod may run on the node beside the active pods,
 // in kubelet's order: resources (OutOf<resource>), required node affinity
 // and nodeSelector (NodeAffinity), spec.nodeName (NodeName), host ports
-// (NodePorts); then the runtime class, whose handler it returns. Only the
+// (NodePorts); then the runtime class, whose handler it returns. Before
+// them, as kubelet's admit handlers: the pod's OS (PodOSNotSupported,
+// PodOSSelectorNodeLabelDoesNotMatch) and what the node cannot run at all
+// (FieldNotSupported, engine/podspec.Unsupported). Only the
 // first failure is reported, as kubelet reports it. It is pure: the
 // caller gathers the input.
 func admit(pod *v1.Pod, in admission) (handler string, r *refusal) {
+	if r := fitsOS(pod); r != nil {
+		return "", r
+	}
+	if fields := podspec.Unsupported(pod); len(fields) > 0 {
+		return "", &refusal{Reason: podspec.ReasonFieldNotSupported, Message: podspec.UnsupportedMessage(fields)}
+	}
 	if r := fitsResources(pod, in.Allocatable, in.Active); r != nil {
 		return "", r
 	}
@@ -92,6 +105,21 @@ func admit(pod *v1.Pod, in admission) (handler string, r *refusal) {
 		return "", predicate(ReasonNodePorts, errNodePorts)
 	}
 	return runtimeHandler(pod, in.RuntimeClasses)
+}
+
+// fitsOS is kubelet's OS admission: a pod labelled kubernetes.io/os with
+// another OS than the node's (kubelet takes the node's OS from the running
+// binary whatever its label says), and a spec.os that is not this OS, are
+// refused.
+func fitsOS(pod *v1.Pod) *refusal {
+	if want, ok := pod.Labels[v1.LabelOSStable]; ok && want != runtime.GOOS {
+		return &refusal{Reason: ReasonPodOSSelectorNodeLabelDoesNotMatch,
+			Message: "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label"}
+	}
+	if pod.Spec.OS != nil && string(pod.Spec.OS.Name) != runtime.GOOS {
+		return &refusal{Reason: ReasonPodOSNotSupported, Message: "Failed to admit pod as the OS field doesn't match node OS"}
+	}
+	return nil
 }
 
 // runtimeHandler resolves the pod's runtimeClassName. kubelet resolves it

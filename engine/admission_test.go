@@ -89,6 +89,14 @@ func TestAdmit(t *testing.T) {
 			reason: "UnexpectedAdmissionError", msg: `Unexpected error while looking up RuntimeClass "broken": cache not synced`},
 		{name: "runtime class without API", pod: &v1.Pod{Spec: v1.PodSpec{RuntimeClassName: ptr.To("fast")}}, noClasses: true,
 			reason: "RuntimeClassNotFound", msg: `RuntimeClass "fast" cannot be resolved: speclet runs without --kubeconfig (no RuntimeClass API)`},
+		{name: "os field linux", pod: &v1.Pod{Spec: v1.PodSpec{OS: &v1.PodOS{Name: v1.Linux}}}},
+		{name: "os field windows", pod: &v1.Pod{Spec: v1.PodSpec{OS: &v1.PodOS{Name: v1.Windows}}},
+			reason: "PodOSNotSupported", msg: "Failed to admit pod as the OS field doesn't match node OS"},
+		{name: "os label windows", pod: &v1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{v1.LabelOSStable: "windows"}}},
+			reason: "PodOSSelectorNodeLabelDoesNotMatch", msg: "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label"},
+		{name: "unsupported field before resources", pod: requests("2", &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c",
+			VolumeDevices: []v1.VolumeDevice{{Name: "blk", DevicePath: "/dev/xvda"}}}}}}), alloc: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")},
+			reason: "FieldNotSupported", msg: "Pod uses what this node does not support: spec.containers[0].volumeDevices: block volumes are not supported"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := admission{Node: node, Allocatable: tc.alloc, Active: tc.active, RuntimeClasses: classes}

@@ -126,8 +126,9 @@ func TestMissingConfigMapWaitsThenStarts(t *testing.T) {
 }
 
 // Without an API client, a configMap volume fails naming its type and the
-// missing API; an unsupported volume type fails naming the type. Another
-// pod of the same agent runs meanwhile.
+// missing API; a pod with an unsupported volume type is refused at
+// admission naming the volume and the type. Another pod of the same agent
+// runs meanwhile.
 func TestVolumeErrorsNameTheTypeAndCause(t *testing.T) {
 	h := newHarness(t)
 	var logs syncWriter
@@ -140,16 +141,17 @@ func TestVolumeErrorsNameTheTypeAndCause(t *testing.T) {
 	h.step(2*time.Second, time.Second)
 	for _, want := range []string{
 		`reason=FailedMount pod=default/needs-api volume=conf type=configMap err="configMap \"settings\": no API server client (speclet runs without --kubeconfig)"`,
-		`reason=FailedMount pod=default/pvc volume=data type=persistentVolumeClaim err="volume type \"persistentVolumeClaim\" is not supported by speclet`,
 	} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("log lacks %s; log:\n%s", want, logs.String())
 		}
 	}
-	for _, name := range []string{"needs-api", "pvc"} {
-		if st := h.podStatus(name); st == nil || waitingReason(st) != ReasonContainerCreating {
-			t.Errorf("%s: status %+v, want ContainerCreating", name, st)
-		}
+	if st := h.podStatus("needs-api"); st == nil || waitingReason(st) != ReasonContainerCreating {
+		t.Errorf("needs-api: status %+v, want ContainerCreating", st)
+	}
+	const refused = `Pod was rejected: Pod uses what this node does not support: spec.volumes[0]: volume "data": volume type persistentVolumeClaim is not supported`
+	if st := h.podStatus("pvc"); st == nil || st.Phase != v1.PodFailed || st.Reason != "FieldNotSupported" || st.Message != refused {
+		t.Errorf("pvc: status %+v, want Failed, FieldNotSupported: %s", st, refused)
 	}
 	if st := h.podStatus("ok"); st == nil || st.Phase != v1.PodRunning {
 		t.Errorf("the pod with an emptyDir is not Running: %+v", st)

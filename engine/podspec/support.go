@@ -1,0 +1,97 @@
+package podspec
+
+import (
+	"fmt"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// ReasonFieldNotSupported is the admission refusal of a pod that uses a
+// field this node cannot honour (Unsupported).
+const ReasonFieldNotSupported = "FieldNotSupported"
+
+// Unsupported lists the fields of pod that speclet does not implement, each
+// as "<field path>: <why>", in spec order; nil when speclet can run the pod
+// as written. A pod with any of them is refused at admission rather than
+// run with the field ignored (docs/pod-fields.md lists what is supported).
+//
+// Fields that only the scheduler or the API server act on (tolerations,
+// topology spread, scheduling gates, priority, preemption) are not the
+// node's and never listed.
+func Unsupported(pod *v1.Pod) []string {
+	var out []string
+	add := func(field, format string, args ...any) {
+		out = append(out, field+": "+fmt.Sprintf(format, args...))
+	}
+	s := &pod.Spec
+	if len(s.EphemeralContainers) > 0 {
+		add("spec.ephemeralContainers", "ephemeral containers are not supported")
+	}
+	if len(s.ResourceClaims) > 0 {
+		add("spec.resourceClaims", "dynamic resource allocation is not supported")
+	}
+	if s.HostUsers != nil && !*s.HostUsers {
+		add("spec.hostUsers", "user namespaces are not supported (hostUsers: false)")
+	}
+	for i := range s.Volumes {
+		v := &s.Volumes[i]
+		if kind := unsupportedVolume(&v.VolumeSource); kind != "" {
+			add(fmt.Sprintf("spec.volumes[%d]", i), "volume %q: volume type %s is not supported", v.Name, kind)
+		}
+	}
+	each := func(field string, c *v1.Container) {
+		if len(c.VolumeDevices) > 0 {
+			add(field+".volumeDevices", "block volumes are not supported")
+		}
+		if len(c.Resources.Claims) > 0 {
+			add(field+".resources.claims", "dynamic resource allocation is not supported")
+		}
+		for j, m := range c.VolumeMounts {
+			if m.RecursiveReadOnly != nil && *m.RecursiveReadOnly == v1.RecursiveReadOnlyEnabled {
+				add(fmt.Sprintf("%s.volumeMounts[%d].recursiveReadOnly", field, j), "Enabled needs a runtime with recursive read-only mounts")
+			}
+		}
+		if c.Lifecycle != nil && c.Lifecycle.StopSignal != nil {
+			add(field+".lifecycle.stopSignal", "container stop signals are not supported")
+		}
+	}
+	for i := range s.InitContainers {
+		each(fmt.Sprintf("spec.initContainers[%d]", i), &s.InitContainers[i])
+	}
+	for i := range s.Containers {
+		each(fmt.Sprintf("spec.containers[%d]", i), &s.Containers[i])
+	}
+	return out
+}
+
+// UnsupportedMessage is the refusal message for the fields Unsupported
+// listed.
+func UnsupportedMessage(fields []string) string {
+	return "Pod uses what this node does not support: " + strings.Join(fields, "; ")
+}
+
+// unsupportedVolume names the volume type of src when engine/volume cannot
+// set it up, or "".
+func unsupportedVolume(src *v1.VolumeSource) string {
+	switch {
+	case src.EmptyDir != nil, src.HostPath != nil, src.ConfigMap != nil, src.Secret != nil,
+		src.DownwardAPI != nil, src.Projected != nil:
+		return ""
+	case src.PersistentVolumeClaim != nil:
+		return "persistentVolumeClaim"
+	case src.Ephemeral != nil:
+		return "ephemeral"
+	case src.CSI != nil:
+		return "csi"
+	case src.Image != nil:
+		return "image"
+	case src.NFS != nil:
+		return "nfs"
+	case src.ISCSI != nil:
+		return "iscsi"
+	case src.GitRepo != nil:
+		return "gitRepo"
+	}
+	return "other than emptyDir, hostPath, configMap, secret, downwardAPI and projected"
+}
