@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/cockroachdb/datadriven v1.0.2
+	github.com/distribution/reference v0.6.0
 	github.com/google/go-containerregistry v0.20.6
 	github.com/hashicorp/hcl/v2 v2.24.0
 	github.com/looplab/fsm v1.0.3

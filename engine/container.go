@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -351,7 +352,7 @@ func (c *ctrState) PullImage(ctx context.Context) error {
 	}
 	t0 := c.p.e.clock.Now()
 	c.event(eventNormal, "Pulling", "Pulling image %q", c.spec.Image)
-	ref, err := pullImage(ctx, c.p.e.rt, c.spec.Image, c.p.sandbox.cfg)
+	ref, err := pullImage(ctx, c.p.e.rt, c.spec.Image, c.pullCredentials(ctx), c.p.sandbox.cfg)
 	if err == nil {
 		d := c.p.e.clock.Since(t0)
 		c.p.e.metrics.imagePulled(d)
@@ -371,6 +372,46 @@ func (c *ctrState) PullImage(ctx context.Context) error {
 	c.p.e.pullBackoff.Reset(c.backoffKey())
 	c.raise(fsm.ContainerEventPullOk)
 	return nil
+}
+
+// pullCredentials are the credentials of the pod's imagePullSecrets for
+// its image (engine/podspec.PullCredentials). A secret that cannot be read
+// is left out with kubelet's FailedToRetrieveImagePullSecret event, and
+// the pull goes on with the others (or none), as under kubelet.
+func (c *ctrState) pullCredentials(ctx context.Context) []*runtimeapi.AuthConfig {
+	refs := c.p.pod.Spec.ImagePullSecrets
+	if len(refs) == 0 {
+		return nil
+	}
+	var secrets []*v1.Secret
+	var failed []string
+	for _, ref := range refs {
+		if ref.Name == "" {
+			continue
+		}
+		api := c.p.e.cfg.VolumeAPI
+		if api == nil {
+			failed = append(failed, ref.Name)
+			continue
+		}
+		s, err := api.GetSecret(ctx, c.p.pod.Namespace, ref.Name)
+		if err != nil {
+			c.p.e.log.Info("Unable to retrieve pull secret, the image pull may not succeed", "pod", c.p.key(), "secret", ref.Name, "err", err)
+			failed = append(failed, ref.Name)
+			continue
+		}
+		secrets = append(secrets, s)
+	}
+	if len(failed) > 0 {
+		c.p.event(eventWarning, "FailedToRetrieveImagePullSecret", "Unable to retrieve some image pull secrets (%s); attempting to pull the image may not succeed.", strings.Join(failed, ", "))
+	}
+	auths, err := podspec.PullCredentials(c.spec.Image, secrets)
+	if err != nil {
+		c.p.e.log.Warn("image pull secrets", "pod", c.p.key(), "err", err)
+		c.p.event(eventWarning, "FailedToRetrieveImagePullSecret", "%v", err)
+		return nil
+	}
+	return auths
 }
 
 // CountPullFailure advances the image pull backoff.

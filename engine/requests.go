@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -121,13 +122,22 @@ func imagePresent(ctx context.Context, rt cri.Runtime, image string) (string, er
 	return img.Id, nil
 }
 
-// pullImage pulls image and returns its reference.
-func pullImage(ctx context.Context, rt cri.Runtime, image string, sandbox *runtimeapi.PodSandboxConfig) (string, error) {
-	ref, err := rt.PullImage(ctx, &runtimeapi.ImageSpec{Image: image}, nil, sandbox)
-	if err != nil {
-		return "", fmt.Errorf("pull image %q: %w", image, err)
+// pullImage pulls image and returns its reference: without credentials
+// when auths is empty, else with each in turn until one succeeds (kubelet's
+// order); the error lists every attempt's.
+func pullImage(ctx context.Context, rt cri.Runtime, image string, auths []*runtimeapi.AuthConfig, sandbox *runtimeapi.PodSandboxConfig) (string, error) {
+	if len(auths) == 0 {
+		auths = []*runtimeapi.AuthConfig{nil}
 	}
-	return ref, nil
+	var errs []error
+	for _, auth := range auths {
+		ref, err := rt.PullImage(ctx, &runtimeapi.ImageSpec{Image: image}, auth, sandbox)
+		if err == nil {
+			return ref, nil
+		}
+		errs = append(errs, err)
+	}
+	return "", fmt.Errorf("pull image %q: %w", image, errors.Join(errs...))
 }
 
 // stopContainer stops id, killing it after grace seconds; a container the

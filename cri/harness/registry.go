@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -29,6 +30,9 @@ type Registry struct {
 	done      chan error
 	closeOnce sync.Once
 	closeErr  error
+
+	mu      sync.Mutex
+	private map[string][2]string // repository prefix -> user, password
 }
 
 // StartRegistry serves a new, empty registry on addr ("" means 127.0.0.1:0).
@@ -50,14 +54,52 @@ func StartRegistry(addr string) (*Registry, error) {
 	}
 	r := &Registry{
 		Addr: ln.Addr().String(),
-		srv: &http.Server{
-			Handler:           registry.New(registry.Logger(log.New(io.Discard, "", 0))),
-			ReadHeaderTimeout: 30 * time.Second,
-		},
 		done: make(chan error, 1),
+	}
+	r.srv = &http.Server{
+		Handler:           r.authorize(registry.New(registry.Logger(log.New(io.Discard, "", 0)))),
+		ReadHeaderTimeout: 30 * time.Second,
 	}
 	go func() { r.done <- r.srv.Serve(ln) }()
 	return r, nil
+}
+
+// RequireAuth makes pulls of repositories under prefix (e.g. "private/")
+// need HTTP basic authentication with user and password; a request without
+// them is answered 401 with a Basic challenge, as a private registry does.
+// Push sends the credentials itself.
+func (r *Registry) RequireAuth(prefix, user, password string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.private == nil {
+		r.private = map[string][2]string{}
+	}
+	r.private[prefix] = [2]string{user, password}
+}
+
+// authorize checks the credentials of reads of private repositories.
+func (r *Registry) authorize(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method == http.MethodGet || req.Method == http.MethodHead {
+			repo := strings.TrimPrefix(req.URL.Path, "/v2/")
+			r.mu.Lock()
+			var want *[2]string
+			for prefix, cred := range r.private {
+				if strings.HasPrefix(repo, prefix) {
+					want = &cred
+				}
+			}
+			r.mu.Unlock()
+			if want != nil {
+				if u, p, ok := req.BasicAuth(); !ok || u != want[0] || p != want[1] {
+					w.Header().Set("WWW-Authenticate", `Basic realm="registry"`)
+					http.Error(w, "authentication required", http.StatusUnauthorized)
+					return
+				}
+			}
+		}
+		next.ServeHTTP(w, req)
+	})
 }
 
 // Close stops serving at once, closing open connections; images pushed to
@@ -90,7 +132,15 @@ func (r *Registry) Push(ctx context.Context, repo string, img v1.Image) (string,
 	if err != nil {
 		return "", fmt.Errorf("push %q: %w", ref, err)
 	}
-	if err := remote.Write(parsed, img, remote.WithContext(ctx)); err != nil {
+	opts := []remote.Option{remote.WithContext(ctx)}
+	r.mu.Lock()
+	for prefix, cred := range r.private {
+		if strings.HasPrefix(repo, prefix) {
+			opts = append(opts, remote.WithAuth(&authn.Basic{Username: cred[0], Password: cred[1]}))
+		}
+	}
+	r.mu.Unlock()
+	if err := remote.Write(parsed, img, opts...); err != nil {
 		return "", fmt.Errorf("push %q: %w", ref, err)
 	}
 	return ref, nil

@@ -1,0 +1,142 @@
+package engine
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	authv1 "k8s.io/api/authentication/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/speclet/speclet/cri/harness"
+	"github.com/speclet/speclet/engine/config"
+)
+
+// secretAPI serves secrets from a map (the API server's role).
+type secretAPI map[string]*v1.Secret
+
+func (a secretAPI) GetConfigMap(_ context.Context, ns, name string) (*v1.ConfigMap, error) {
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, name)
+}
+
+func (a secretAPI) GetSecret(_ context.Context, ns, name string) (*v1.Secret, error) {
+	if s := a[ns+"/"+name]; s != nil {
+		return s.DeepCopy(), nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, name)
+}
+
+func (a secretAPI) CreateToken(context.Context, string, string, *authv1.TokenRequest) (*authv1.TokenRequest, error) {
+	return nil, apierrors.NewForbidden(schema.GroupResource{Resource: "serviceaccounts/token"}, "", nil)
+}
+
+// podEvents records pod events by namespace/name.
+type podEvents struct {
+	mu  sync.Mutex
+	got map[string][]string // "Reason: message"
+}
+
+func (r *podEvents) Event(pod *v1.Pod, _, _, reason, message string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.got == nil {
+		r.got = map[string][]string{}
+	}
+	k := pod.Namespace + "/" + pod.Name
+	r.got[k] = append(r.got[k], reason+": "+message)
+}
+
+func (r *podEvents) has(pod, event string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Contains(r.got[pod], event)
+}
+
+// TestContainerdImagePullSecrets pulls from a registry that wants basic
+// authentication: a pod whose imagePullSecrets hold the registry's
+// credentials runs; a pod without them, and a pod whose secret does not
+// exist, wait in ErrImagePull/ImagePullBackOff, with the missing secret
+// named in a FailedToRetrieveImagePullSecret event. (Before pull secrets
+// were read, all three waited.)
+func TestContainerdImagePullSecrets(t *testing.T) {
+	c := harness.ForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c.Registry.RequireAuth("private/", "alice", "s3cret")
+	bb, err := harness.BusyboxImage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	image, err := c.Registry.Push(ctx, "private/busybox:1.0", bb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred := &v1.Secret{Type: v1.SecretTypeDockerConfigJson, Data: map[string][]byte{
+		v1.DockerConfigJsonKey: []byte(`{"auths":{"` + c.Registry.Addr + `":{"username":"alice","password":"s3cret"}}}`)}}
+	cred.Name, cred.Namespace = "regcred", "team"
+	rt := dialContainerd(ctx, t, c)
+	events := &podEvents{}
+	e, err := New(Config{Runtime: auditRuntime(t, rt), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
+		VolumeAPI: secretAPI{"team/regcred": cred}, Events: events,
+		Log: coverageLogger(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	updates, stop := runEngine(ctx, e, 4)
+	defer stop()
+	grace := int64(1)
+	pod := func(name string, secrets ...string) *v1.Pod {
+		p := &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team", UID: k8stypes.UID(name + "-uid"),
+				Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
+			Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: v1.RestartPolicyNever, TerminationGracePeriodSeconds: &grace,
+				Containers: []v1.Container{{Name: "main", Image: image, ImagePullPolicy: v1.PullIfNotPresent,
+					Command: []string{"/bin/sh", "-c", "sleep 3600"}}}},
+		}
+		for _, s := range secrets {
+			p.Spec.ImagePullSecrets = append(p.Spec.ImagePullSecrets, v1.LocalObjectReference{Name: s})
+		}
+		return p
+	}
+	pods := []*v1.Pod{pod("without"), pod("missing", "nope"), pod("with", "nope", "regcred")}
+	updates <- config.PodUpdate{Op: config.OpAdd, Pods: pods, Source: config.SourceFile}
+	status := func(name string) *v1.PodStatus {
+		for _, p := range e.Pods() {
+			if p.Name == name {
+				return &p.Status
+			}
+		}
+		return nil
+	}
+	waitFor(t, ctx, "pod with the pull secret Running", func() bool {
+		st := status("with")
+		return st != nil && st.Phase == v1.PodRunning
+	}, e)
+	for _, name := range []string{"without", "missing"} {
+		waitFor(t, ctx, name+" waiting on its pull", func() bool {
+			st := status(name)
+			if st == nil || len(st.ContainerStatuses) == 0 || st.ContainerStatuses[0].State.Waiting == nil {
+				return false
+			}
+			r := st.ContainerStatuses[0].State.Waiting.Reason
+			return r == ReasonErrImagePull || r == "ImagePullBackOff"
+		}, e)
+		if st := status(name); st.Phase != v1.PodPending {
+			t.Errorf("%s: phase %s, want Pending", name, st.Phase)
+		}
+	}
+	waitFor(t, ctx, "FailedToRetrieveImagePullSecret event naming the secret", func() bool {
+		return events.has("team/missing", "FailedToRetrieveImagePullSecret: Unable to retrieve some image pull secrets (nope); attempting to pull the image may not succeed.")
+	}, e)
+	updates <- config.PodUpdate{Op: config.OpRemove, Pods: pods, Source: config.SourceFile}
+	waitFor(t, ctx, "pods removed", func() bool { return len(e.Pods()) == 0 }, e)
+}
