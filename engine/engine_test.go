@@ -398,7 +398,7 @@ func (h *scriptHarness) step(d, max time.Duration) {
 // container per body line:
 //
 //	add pod=NAME [uid=UID] [restart=Always|OnFailure|Never] [grace=S] [static=false] [network=pod]
-//	    [node=NODE] [selector=(K:V,...)] [runtime-class=NAME]
+//	    [node=NODE] [selector=(K:V,...)] [runtime-class=NAME] [gates=(TYPE,...)]
 //	container NAME [cpu=Q] [memory=Q] [hostports=PORT[/PROTO],...] [image=REF] [pull=Always|IfNotPresent|Never] [exit=DUR code=N] [term=dies|handle|ignore] [starterr=MSG]
 //	          [poststart=HOOK[:CODE[:DELAY]]] [prestop=HOOK[:CODE[:DELAY]]]
 //	init NAME ...
@@ -426,7 +426,7 @@ func (h *scriptHarness) parsePod(d *datadriven.TestData) *v1.Pod {
 			static = v != "false"
 		case "network":
 			hostNetwork = v != "pod"
-		case "deletion-grace", "node", "selector", "runtime-class":
+		case "deletion-grace", "node", "selector", "runtime-class", "gates":
 		default:
 			h.t.Fatalf("%s: unknown argument %q", d.Pos, a.Key)
 		}
@@ -463,6 +463,10 @@ func (h *scriptHarness) parsePod(d *datadriven.TestData) *v1.Pod {
 			}
 		case "runtime-class":
 			pod.Spec.RuntimeClassName = &v
+		case "gates":
+			for _, g := range a.Vals {
+				pod.Spec.ReadinessGates = append(pod.Spec.ReadinessGates, v1.PodReadinessGate{ConditionType: v1.PodConditionType(g)})
+			}
 		}
 	}
 	if d.HasArg("deletion-grace") {
@@ -829,6 +833,23 @@ func TestEngineScripts(t *testing.T) {
 					op = config.OpUpdate
 				}
 				h.send(config.PodUpdate{Op: op, Pods: []*v1.Pod{pod}, Source: config.SourceFile})
+				return ""
+			case "reconcile":
+				// reconcile uid=UID conditions=(TYPE:STATUS,...): the
+				// source's status of the pod changed (others' conditions).
+				var uid string
+				d.ScanArgs(t, "uid", &uid)
+				pod := pods[uid].DeepCopy()
+				for _, a := range d.CmdArgs {
+					if a.Key != "conditions" {
+						continue
+					}
+					for _, kv := range a.Vals {
+						k, v, _ := strings.Cut(kv, ":")
+						pod.Status.Conditions = append(pod.Status.Conditions, v1.PodCondition{Type: v1.PodConditionType(k), Status: v1.ConditionStatus(v)})
+					}
+				}
+				h.send(config.PodUpdate{Op: config.OpReconcile, Pods: []*v1.Pod{pod}, Source: config.SourceFile})
 				return ""
 			case "source-ready":
 				// A source's first snapshot, declaring no pod.

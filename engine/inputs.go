@@ -68,6 +68,15 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 			if !s.terminating() {
 				s.setSpec(in.pod)
 			}
+		case fsm.PodEventSync:
+			if in.op == config.OpReconcile && in.pod != nil {
+				// A status-only change: the conditions others own
+				// (readiness gates) are read from the newest status;
+				// the spec stays the one the worker runs.
+				p := *s.pod
+				p.Status = *in.pod.Status.DeepCopy()
+				s.pod = &p
+			}
 		}
 		s.fire(ctx, r.Pod)
 	case inputOrphan:

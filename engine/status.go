@@ -199,14 +199,40 @@ func computeStatus(prev *v1.PodStatus, v *podView, now time.Time) v1.PodStatus {
 		initCond.Reason = "PodCompleted"
 	}
 	allReady := len(unready) == 0 && !completed
+	podReady := cond(v1.PodReady, allReady, readyReason, readyMsg)
+	if gates := unreadyGates(pod); allReady && len(gates) > 0 {
+		podReady = cond(v1.PodReady, false, "ReadinessGatesNotReady", strings.Join(gates, ", "))
+	}
 	st.Conditions = []v1.PodCondition{
 		cond(v1.PodReadyToStartContainers, v.SandboxReady, "", ""),
 		initCond,
-		cond(v1.PodReady, allReady, readyReason, readyMsg),
+		podReady,
 		cond(v1.ContainersReady, allReady, readyReason, readyMsg),
 		cond(v1.PodScheduled, true, "", ""),
 	}
 	return st
+}
+
+// unreadyGates are kubelet's messages for the pod's readiness gates whose
+// condition (set in the API by others, and read from the pod's status as
+// the source last delivered it) is missing or not True.
+func unreadyGates(pod *v1.Pod) []string {
+	var msgs []string
+	for _, g := range pod.Spec.ReadinessGates {
+		var c *v1.PodCondition
+		for i := range pod.Status.Conditions {
+			if pod.Status.Conditions[i].Type == g.ConditionType {
+				c = &pod.Status.Conditions[i]
+			}
+		}
+		switch {
+		case c == nil:
+			msgs = append(msgs, fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist.", string(g.ConditionType)))
+		case c.Status != v1.ConditionTrue:
+			msgs = append(msgs, fmt.Sprintf("the status of pod readiness gate %q is not \"True\", but %v", string(g.ConditionType), c.Status))
+		}
+	}
+	return msgs
 }
 
 func listMsg(what string, names []string) string {

@@ -57,3 +57,48 @@ func TestQOSClass(t *testing.T) {
 		})
 	}
 }
+
+// TestReadinessGates: with every container ready, the pod is Ready only
+// when each readiness gate's condition (set by others in the API) is True;
+// otherwise Ready is False with kubelet's reason and messages, while
+// ContainersReady stays True.
+func TestReadinessGates(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct {
+		name       string
+		conditions []v1.PodCondition
+		ready      v1.ConditionStatus
+		msg        string
+	}{
+		{"gate missing", nil, v1.ConditionFalse, `corresponding condition of pod readiness gate "example.com/lb" does not exist., corresponding condition of pod readiness gate "example.com/dns" does not exist.`},
+		{"one gate false", []v1.PodCondition{{Type: "example.com/lb", Status: v1.ConditionTrue}, {Type: "example.com/dns", Status: v1.ConditionFalse}},
+			v1.ConditionFalse, `the status of pod readiness gate "example.com/dns" is not "True", but False`},
+		{"both true", []v1.PodCondition{{Type: "example.com/lb", Status: v1.ConditionTrue}, {Type: "example.com/dns", Status: v1.ConditionTrue}}, v1.ConditionTrue, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := benchPod(0)
+			pod.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "example.com/lb"}, {ConditionType: "example.com/dns"}}
+			pod.Status.Conditions = tc.conditions
+			v := &podView{Pod: pod, SandboxReady: true, Containers: []containerView{{Name: "app", Phase: phaseRunning, Ready: true, Started: true}}}
+			st := computeStatus(nil, v, now)
+			var ready, containers *v1.PodCondition
+			for i := range st.Conditions {
+				switch st.Conditions[i].Type {
+				case v1.PodReady:
+					ready = &st.Conditions[i]
+				case v1.ContainersReady:
+					containers = &st.Conditions[i]
+				}
+			}
+			if ready == nil || ready.Status != tc.ready || ready.Message != tc.msg {
+				t.Errorf("Ready = %+v\nwant %s %q", ready, tc.ready, tc.msg)
+			}
+			if tc.ready == v1.ConditionFalse && ready.Reason != "ReadinessGatesNotReady" {
+				t.Errorf("Ready reason %q, want ReadinessGatesNotReady", ready.Reason)
+			}
+			if containers == nil || containers.Status != v1.ConditionTrue {
+				t.Errorf("ContainersReady = %+v, want True", containers)
+			}
+		})
+	}
+}

@@ -100,6 +100,11 @@ func (w *podWorker) post(in input) {
 		if w.cfg != nil && isKillOp(w.cfg.op) && !isKillOp(in.op) {
 			// A pending kill is never replaced by a later non-kill: the
 			// worker has seen termination.
+		} else if w.cfg != nil && in.op == config.OpReconcile && w.cfg.op != config.OpReconcile {
+			// A status-only change after a pending add or update keeps
+			// that op (the spec change still has to be applied) with
+			// the newest pod.
+			w.cfg.pod = in.pod
 		} else {
 			c := in
 			w.cfg = &c
