@@ -36,7 +36,7 @@ func Container(n Node, r ContainerRequest) (*runtimeapi.ContainerConfig, error) 
 	for i, a := range c.Args {
 		args[i] = Expand(a, vars)
 	}
-	mounts, err := containerMounts(n.RootDir, pod, c)
+	mounts, err := containerMounts(n.RootDir, pod, c, vars)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,15 @@ import "strings"
 // variable NAME, as kubelet does in env values, command and args: "$$"
 // escapes a "$", and a reference to an unknown variable stays as written.
 func Expand(s string, vars map[string]string) string {
+	return expandWith(s, func(name string) (string, bool) {
+		v, ok := vars[name]
+		return v, ok
+	})
+}
+
+// expandWith is Expand with a lookup: a name it does not know stays as
+// written.
+func expandWith(s string, lookup func(name string) (string, bool)) string {
 	if !strings.Contains(s, "$") {
 		return s
 	}
@@ -26,7 +35,7 @@ func Expand(s string, vars map[string]string) string {
 				return b.String()
 			}
 			name := s[i+2 : i+2+end]
-			if v, ok := vars[name]; ok {
+			if v, ok := lookup(name); ok {
 				b.WriteString(v)
 			} else {
 				b.WriteString(s[i : i+3+end])
