@@ -68,6 +68,8 @@ type admission struct {
 	// RuntimeClasses resolves runtimeClassName; nil: there is no
 	// RuntimeClass API (speclet runs without --kubeconfig).
 	RuntimeClasses RuntimeClasses
+	// Sysctls is the node's sysctl allowlist; nil: sysctls are not checked.
+	Sysctls *podspec.Sysctls
 }
 
 // admit decides whether pod may run on the node beside the active pods,
@@ -75,8 +77,9 @@ type admission struct {
 // and nodeSelector (NodeAffinity), spec.nodeName (NodeName), host ports
 // (NodePorts); then the runtime class, whose handler it returns. Before
 // them, as kubelet's admit handlers: the pod's OS (PodOSNotSupported,
-// PodOSSelectorNodeLabelDoesNotMatch) and what the node cannot run at all
-// (FieldNotSupported, engine/podspec.Unsupported). Only the
+// PodOSSelectorNodeLabelDoesNotMatch), what the node cannot run at all
+// (FieldNotSupported, engine/podspec.Unsupported) and sysctls the node does
+// not allow (SysctlForbidden). Only the
 // first failure is reported, as kubelet reports it. It is pure: the
 // caller gathers the input.
 func admit(pod *v1.Pod, in admission) (handler string, r *refusal) {
@@ -85,6 +88,11 @@ func admit(pod *v1.Pod, in admission) (handler string, r *refusal) {
 	}
 	if fields := podspec.Unsupported(pod); len(fields) > 0 {
 		return "", &refusal{Reason: podspec.ReasonFieldNotSupported, Message: podspec.UnsupportedMessage(fields)}
+	}
+	if in.Sysctls != nil {
+		if reason, msg, ok := in.Sysctls.Admit(pod); !ok {
+			return "", &refusal{Reason: reason, Message: msg}
+		}
 	}
 	if r := fitsResources(pod, in.Allocatable, in.Active); r != nil {
 		return "", r
@@ -284,7 +292,7 @@ func (e *Engine) admitLocked(pod *v1.Pod, adopted bool) (handler string, r *refu
 			return "", &refusal{Reason: ReasonEvicted, Message: msg}
 		}
 	}
-	in := admission{Node: e.nodeObject(false), Allocatable: e.cfg.Allocatable, RuntimeClasses: e.cfg.RuntimeClasses}
+	in := admission{Node: e.nodeObject(false), Allocatable: e.cfg.Allocatable, RuntimeClasses: e.cfg.RuntimeClasses, Sysctls: e.cfg.Sysctls}
 	for _, w := range e.workers {
 		if w.refusal != nil || w.pod == nil {
 			continue

@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
+
+	"github.com/speclet/speclet/engine/podspec"
 )
 
 // TestAdmit is the admission decision as a table: each case a pod, what
@@ -52,6 +54,10 @@ func TestAdmit(t *testing.T) {
 		msgAffinity = "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector"
 		msgName     = "Predicate NodeName failed: node(s) didn't match the requested node name"
 	)
+	sysctls, err := podspec.NewSysctls("6.1.0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name        string
 		pod         *v1.Pod
@@ -97,9 +103,12 @@ func TestAdmit(t *testing.T) {
 		{name: "unsupported field before resources", pod: requests("2", &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c",
 			VolumeDevices: []v1.VolumeDevice{{Name: "blk", DevicePath: "/dev/xvda"}}}}}}), alloc: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")},
 			reason: "FieldNotSupported", msg: "Pod uses what this node does not support: spec.containers[0].volumeDevices: block volumes are not supported"},
+		{name: "sysctl not allowlisted", pod: &v1.Pod{Spec: v1.PodSpec{SecurityContext: &v1.PodSecurityContext{Sysctls: []v1.Sysctl{{Name: "kernel.msgmax", Value: "1"}}}}},
+			reason: "SysctlForbidden", msg: `forbidden sysctl: "kernel.msgmax" not allowlisted`},
+		{name: "safe sysctl", pod: &v1.Pod{Spec: v1.PodSpec{SecurityContext: &v1.PodSecurityContext{Sysctls: []v1.Sysctl{{Name: "kernel.shm_rmid_forced", Value: "1"}}}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			in := admission{Node: node, Allocatable: tc.alloc, Active: tc.active, RuntimeClasses: classes}
+			in := admission{Node: node, Allocatable: tc.alloc, Active: tc.active, RuntimeClasses: classes, Sysctls: sysctls}
 			if tc.noClasses {
 				in.RuntimeClasses = nil
 			}

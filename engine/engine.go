@@ -20,6 +20,7 @@ import (
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/eviction"
 	"github.com/speclet/speclet/engine/imagegc"
+	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/engine/volume"
 	"github.com/speclet/speclet/fsm"
 )
@@ -101,6 +102,9 @@ type Config struct {
 	// refuses). nil, or a nil answer: the node as speclet registers it
 	// (NodeName and the hostname, os and arch labels).
 	Node func(fresh bool) *v1.Node
+	// Sysctls is the node's sysctl allowlist (kubelet's safe sysctls and
+	// --allowed-unsafe-sysctls); nil: the safe sysctls of this kernel.
+	Sysctls *podspec.Sysctls
 	// RuntimeClasses resolves a pod's runtimeClassName to the handler its
 	// sandbox is created with; nil (no RuntimeClass API): a pod naming a
 	// class is refused admission (RuntimeClassNotFound).
@@ -270,6 +274,13 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if m := cfg.ContainerGC.MaxContainers; m != nil && *m < 0 {
 		cfg.ContainerGC.MaxContainers = nil
+	}
+	if cfg.Sysctls == nil {
+		sc, err := podspec.NewSysctls(podspec.KernelRelease(), nil)
+		if err != nil {
+			return nil, fmt.Errorf("engine: sysctl allowlist: %w", err)
+		}
+		cfg.Sysctls = sc
 	}
 	if cfg.ImageGCPeriod <= 0 {
 		cfg.ImageGCPeriod = DefaultImageGCPeriod

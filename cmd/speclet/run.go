@@ -33,6 +33,7 @@ import (
 	"github.com/speclet/speclet/engine/criaudit"
 	"github.com/speclet/speclet/engine/imagegc"
 	"github.com/speclet/speclet/engine/kubeletapi"
+	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/engine/server"
 )
 
@@ -60,6 +61,8 @@ type runOptions struct {
 	logFormat            string
 	criAuditLog          string
 	maxPods              int
+	unsafeSysctls        string
+	sysctls              *podspec.Sysctls
 	node                 nodeOptions
 	minContainerTTL      time.Duration
 	maxDeadPerContainer  int
@@ -159,6 +162,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.DurationVar(&o.runtimeWait, "runtime-wait", 30*time.Second, "how long to wait at start for the runtime to answer")
 	fs.IntVar(&o.verbosity, "v", 0, "log verbosity: 0 lifecycle steps (SyncLoop ADD/UPDATE/REMOVE, container started/died/killed, pod removed) and problems; 2 also PLEG events and RECONCILE updates; 4 every machine transition and CRI-facing action; 6 also events a state ignores")
 	fs.IntVar(&o.maxPods, "max-pods", 110, "most pods the sources may declare at once; more are refused (bounds what CRI list calls return)")
+	fs.StringVar(&o.unsafeSysctls, "allowed-unsafe-sysctls", "", "comma-separated unsafe sysctls or patterns ending in * (kernel.msg*, net.core.somaxconn) pods may set besides the safe ones; a pod setting another is refused with SysctlForbidden")
 	fs.StringVar(&o.containerLogMaxSize, "container-log-max-size", "10Mi", "a running container's log file is rotated when it reaches this size (a quantity: 10Mi, 500Ki)")
 	fs.IntVar(&o.containerLogMaxFiles, "container-log-max-files", 5, "most log files kept per container, the current one included (at least 2)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
@@ -213,6 +217,17 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	if o.maxPods <= 0 {
 		return nil, fmt.Errorf("--max-pods: %d: want a positive number", o.maxPods)
 	}
+	var unsafe []string
+	for _, p := range strings.Split(o.unsafeSysctls, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			unsafe = append(unsafe, p)
+		}
+	}
+	sc, err := podspec.NewSysctls(podspec.KernelRelease(), unsafe)
+	if err != nil {
+		return nil, fmt.Errorf("--allowed-unsafe-sysctls: %w", err)
+	}
+	o.sysctls = sc
 	if o.verbosity < 0 {
 		return nil, fmt.Errorf("-v: %d: want 0 or more", o.verbosity)
 	}
@@ -466,6 +481,7 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		NodeEvents:           api.nodeRecorder(),
 		Node:                 api.nodeObject,
 		RuntimeClasses:       api.runtimeClasses(ctx),
+		Sysctls:              o.sysctls,
 	})
 	if err != nil {
 		return fmt.Errorf("create engine: %w", err)

@@ -111,6 +111,7 @@ func TestRunFlagErrorsNameTheFlag(t *testing.T) {
 		{"--manifest-url ftp://x/pods", "--manifest-url"},
 		{"--log-format xml", "--log-format"},
 		{"--max-pods 0", "--max-pods"},
+		{"--allowed-unsafe-sysctls kernel.msg*,vm.swappiness", `--allowed-unsafe-sysctls: the sysctls "vm.swappiness" are not known to be namespaced`},
 		{"--kube-api-qps 0", "--kube-api-qps: 0"},
 		{"--kube-api-burst -1", "--kube-api-burst: -1"},
 		{"--node-lease-duration-seconds 5", "--node-lease-duration-seconds: 5"},
