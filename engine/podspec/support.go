@@ -31,6 +31,9 @@ func Unsupported(pod *v1.Pod) []string {
 	if len(s.ResourceClaims) > 0 {
 		add("spec.resourceClaims", "dynamic resource allocation is not supported")
 	}
+	if s.HostnameOverride != nil {
+		add("spec.hostnameOverride", "hostname overrides are not supported")
+	}
 	if s.HostUsers != nil && !*s.HostUsers {
 		add("spec.hostUsers", "user namespaces are not supported (hostUsers: false)")
 	}
@@ -54,6 +57,14 @@ func Unsupported(pod *v1.Pod) []string {
 		}
 		if c.Lifecycle != nil && c.Lifecycle.StopSignal != nil {
 			add(field+".lifecycle.stopSignal", "container stop signals are not supported")
+		}
+		if len(c.RestartPolicyRules) > 0 {
+			add(field+".restartPolicyRules", "container restart rules are not supported")
+		}
+		for j, e := range c.Env {
+			if e.ValueFrom != nil && e.ValueFrom.FileKeyRef != nil {
+				add(fmt.Sprintf("%s.env[%d].valueFrom.fileKeyRef", field, j), "environment variables from files are not supported")
+			}
 		}
 	}
 	for i := range s.InitContainers {

@@ -47,6 +47,14 @@ func TestUnsupported(t *testing.T) {
 		}), nil},
 		{"stop signal", ctr(func(c *v1.Container) { c.Lifecycle = &v1.Lifecycle{StopSignal: ptr.To(v1.SIGUSR1)} }),
 			[]string{"spec.containers[1].lifecycle.stopSignal: container stop signals are not supported"}},
+		{"restart rules", ctr(func(c *v1.Container) {
+			c.RestartPolicyRules = []v1.ContainerRestartRule{{Action: v1.ContainerRestartRuleActionRestart}}
+		}), []string{"spec.containers[1].restartPolicyRules: container restart rules are not supported"}},
+		{"env from file", ctr(func(c *v1.Container) {
+			c.Env = []v1.EnvVar{{Name: "A", Value: "a"}, {Name: "B", ValueFrom: &v1.EnvVarSource{FileKeyRef: &v1.FileKeySelector{Key: "k"}}}}
+		}), []string{"spec.containers[1].env[1].valueFrom.fileKeyRef: environment variables from files are not supported"}},
+		{"hostname override", &v1.Pod{Spec: v1.PodSpec{HostnameOverride: ptr.To("h")}},
+			[]string{"spec.hostnameOverride: hostname overrides are not supported"}},
 		{"init container claim", &v1.Pod{Spec: v1.PodSpec{InitContainers: []v1.Container{{Name: "i",
 			Resources: v1.ResourceRequirements{Claims: []v1.ResourceClaim{{Name: "gpu"}}}}}}},
 			[]string{"spec.initContainers[0].resources.claims: dynamic resource allocation is not supported"}},
