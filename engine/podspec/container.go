@@ -21,6 +21,9 @@ type ContainerRequest struct {
 	Init bool
 	// Labels and Annotations are the caller's identity of the container.
 	Labels, Annotations map[string]string
+	// ImageUser is the image's user (ImageUserOf), for a container whose
+	// security context names none (NeedsImageUser).
+	ImageUser ImageUser
 }
 
 // Container builds the CreateContainer config of r.Container. Errors name
@@ -37,6 +40,10 @@ func Container(n Node, r ContainerRequest) (*runtimeapi.ContainerConfig, error) 
 		args[i] = Expand(a, vars)
 	}
 	mounts, err := containerMounts(n.RootDir, pod, c, vars)
+	if err != nil {
+		return nil, err
+	}
+	security, err := containerSecurity(n, pod, c, r.ImageUser, containerNamespaces(pod))
 	if err != nil {
 		return nil, err
 	}
@@ -60,9 +67,7 @@ func Container(n Node, r ContainerRequest) (*runtimeapi.ContainerConfig, error) 
 		Tty:         c.TTY,
 		Linux: &runtimeapi.LinuxContainerConfig{
 			Resources: containerResources(pod, c, n.MemoryCapacity, n.static(pod)),
-			SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
-				NamespaceOptions: containerNamespaces(pod),
-			},
+			SecurityContext: security,
 		},
 	}, nil
 }

@@ -34,6 +34,10 @@ func Sandbox(n Node, r SandboxRequest) (*runtimeapi.PodSandboxConfig, error) {
 			hostname = hostname[:63]
 		}
 	}
+	security, sysctls, err := sandboxSecurity(pod, sandboxNamespaces(pod))
+	if err != nil {
+		return nil, err
+	}
 	return &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{
 			Name: pod.Name, Namespace: pod.Namespace, Uid: string(pod.UID), Attempt: r.Attempt,
@@ -45,9 +49,8 @@ func Sandbox(n Node, r SandboxRequest) (*runtimeapi.PodSandboxConfig, error) {
 		Annotations:  r.Annotations,
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
 			CgroupParent: r.CgroupParent,
-			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
-				NamespaceOptions: sandboxNamespaces(pod),
-			},
+			SecurityContext: security,
+			Sysctls:         sysctls,
 			Resources: sandboxResources(pod),
 			Overhead:  overheadResources(pod),
 		},

@@ -37,6 +37,9 @@ func Unsupported(pod *v1.Pod) []string {
 	if s.HostUsers != nil && !*s.HostUsers {
 		add("spec.hostUsers", "user namespaces are not supported (hostUsers: false)")
 	}
+	if sc := s.SecurityContext; sc != nil && sc.SupplementalGroupsPolicy != nil && *sc.SupplementalGroupsPolicy == v1.SupplementalGroupsPolicyStrict {
+		add("spec.securityContext.supplementalGroupsPolicy", "Strict needs a runtime that supports supplemental groups policy")
+	}
 	for i := range s.Volumes {
 		v := &s.Volumes[i]
 		if kind := unsupportedVolume(&v.VolumeSource); kind != "" {

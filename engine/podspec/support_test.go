@@ -53,6 +53,11 @@ func TestUnsupported(t *testing.T) {
 		{"env from file", ctr(func(c *v1.Container) {
 			c.Env = []v1.EnvVar{{Name: "A", Value: "a"}, {Name: "B", ValueFrom: &v1.EnvVarSource{FileKeyRef: &v1.FileKeySelector{Key: "k"}}}}
 		}), []string{"spec.containers[1].env[1].valueFrom.fileKeyRef: environment variables from files are not supported"}},
+		{"supplemental groups policy strict", &v1.Pod{Spec: v1.PodSpec{SecurityContext: &v1.PodSecurityContext{
+			SupplementalGroupsPolicy: ptr.To(v1.SupplementalGroupsPolicyStrict)}}},
+			[]string{"spec.securityContext.supplementalGroupsPolicy: Strict needs a runtime that supports supplemental groups policy"}},
+		{"supplemental groups policy merge", &v1.Pod{Spec: v1.PodSpec{SecurityContext: &v1.PodSecurityContext{
+			SupplementalGroupsPolicy: ptr.To(v1.SupplementalGroupsPolicyMerge)}}}, nil},
 		{"hostname override", &v1.Pod{Spec: v1.PodSpec{HostnameOverride: ptr.To("h")}},
 			[]string{"spec.hostnameOverride: hostname overrides are not supported"}},
 		{"init container claim", &v1.Pod{Spec: v1.PodSpec{InitContainers: []v1.Container{{Name: "i",
