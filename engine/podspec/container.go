@@ -66,7 +66,7 @@ func Container(n Node, r ContainerRequest) (*runtimeapi.ContainerConfig, error) 
 		StdinOnce:   c.StdinOnce,
 		Tty:         c.TTY,
 		Linux: &runtimeapi.LinuxContainerConfig{
-			Resources: containerResources(pod, c, n.MemoryCapacity, n.static(pod)),
+			Resources:       containerResources(pod, c, n.MemoryCapacity, n.static(pod)),
 			SecurityContext: security,
 		},
 	}, nil

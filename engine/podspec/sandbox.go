@@ -48,11 +48,11 @@ func Sandbox(n Node, r SandboxRequest) (*runtimeapi.PodSandboxConfig, error) {
 		Labels:       r.Labels,
 		Annotations:  r.Annotations,
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
-			CgroupParent: r.CgroupParent,
+			CgroupParent:    r.CgroupParent,
 			SecurityContext: security,
 			Sysctls:         sysctls,
-			Resources: sandboxResources(pod),
-			Overhead:  overheadResources(pod),
+			Resources:       sandboxResources(pod),
+			Overhead:        overheadResources(pod),
 		},
 	}, nil
 }
