@@ -85,7 +85,7 @@ func BenchmarkRelist(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				cc, _ := containerConfig(podspec.Node{}, pod, &pod.Spec.Containers[0], 0, "", false)
+				cc, _ := containerConfig(podspec.Node{}, pod, &pod.Spec.Containers[0], 0, "", false, podspec.ImageUser{})
 				id, err := rt.CreateContainer(ctx, sb, cc, cfg)
 				if err != nil {
 					b.Fatal(err)

@@ -144,7 +144,7 @@ func (c *ctrState) enterHook(ctx context.Context, s fsm.ContainerState) {
 		if c.Crashloop() <= 0 {
 			break
 		}
-		if c.waitingReason == ReasonCreateContainer || c.waitingReason == ReasonPostStartHookError {
+		if c.waitingReason == ReasonCreateContainer || c.waitingReason == ReasonCreateContainerConfig || c.waitingReason == ReasonPostStartHookError {
 			c.startFailedAt = c.p.e.clock.Now()
 			c.p.w.refreshAfter(c.startFailedAt.Add(time.Second))
 			break
@@ -443,26 +443,51 @@ func (c *ctrState) CreateContainer(ctx context.Context) error {
 		rc++ // an instance existed before: this one is a restart
 	}
 	sb := c.p.sandbox
-	cfg, err := containerConfig(c.p.e.podNode(), c.p.pod, c.spec, rc, c.imageRef, c.init)
-	if err == nil {
-		var id string
-		id, err = c.p.e.rt.CreateContainer(ctx, sb.id, cfg, sb.cfg)
-		if err == nil {
-			c.id, c.ids, c.restartCount = id, append(c.ids, id), rc
-			c.setCreated(id, c.p.e.clock.Now())
-			c.runHash = cfg.Annotations[AnnotationContainerHash]
-			c.exitStatus = nil
-			c.event(eventNormal, "Created", "Created container: %s", c.name)
-			c.raise(fsm.ContainerEventCreated)
-			return nil
-		}
-		err = fmt.Errorf("create container %q: %w", c.name, err)
+	cfg, err := c.config(ctx, rc)
+	if err != nil {
+		c.p.e.metrics.containerStarted(err)
+		c.waitingReason, c.waitingMessage = ReasonCreateContainerConfig, err.Error()
+		c.event(eventWarning, "Failed", "Error: %v", err)
+		c.raise(fsm.ContainerEventCreateFailed)
+		return err
 	}
+	id, err := c.p.e.rt.CreateContainer(ctx, sb.id, cfg, sb.cfg)
+	if err == nil {
+		c.id, c.ids, c.restartCount = id, append(c.ids, id), rc
+		c.setCreated(id, c.p.e.clock.Now())
+		c.runHash = cfg.Annotations[AnnotationContainerHash]
+		c.exitStatus = nil
+		c.event(eventNormal, "Created", "Created container: %s", c.name)
+		c.raise(fsm.ContainerEventCreated)
+		return nil
+	}
+	err = fmt.Errorf("create container %q: %w", c.name, err)
 	c.p.e.metrics.containerStarted(err)
 	c.waitingReason, c.waitingMessage = ReasonCreateContainer, err.Error()
 	c.event(eventWarning, "Failed", "Error: %v", err)
 	c.raise(fsm.ContainerEventCreateFailed)
 	return err
+}
+
+// config builds the CreateContainer config of instance rc. A container that
+// must run as non-root and names no user gets its image's user from the
+// runtime (kubelet's getImageUser) so that podspec can check it.
+func (c *ctrState) config(ctx context.Context, rc int32) (*runtimeapi.ContainerConfig, error) {
+	var user podspec.ImageUser
+	if podspec.NeedsImageUser(c.p.pod, c.spec) {
+		image := c.imageRef
+		if image == "" {
+			image = c.spec.Image
+		}
+		img, err := c.p.e.rt.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: image})
+		if err != nil {
+			return nil, fmt.Errorf("create container %q: image status %q: %w", c.name, image, err)
+		}
+		user = podspec.ImageUserOf(img)
+	}
+	// The translation's errors name the pod and the container, or are
+	// kubelet's own words (runAsNonRoot): shown as they are.
+	return containerConfig(c.p.e.podNode(), c.p.pod, c.spec, rc, c.imageRef, c.init, user)
 }
 
 // StartContainer starts the created instance, then runs its postStart hook;

@@ -42,7 +42,7 @@ func sandboxConfig(n podspec.Node, pod *v1.Pod, attempt uint32, cgroupParent str
 // containerConfig builds the CreateContainer request for c, the
 // restartCount-th attempt of that container in pod (engine/podspec), with
 // speclet's labels and annotations.
-func containerConfig(n podspec.Node, pod *v1.Pod, c *v1.Container, restartCount int32, imageRef string, init bool) (*runtimeapi.ContainerConfig, error) {
+func containerConfig(n podspec.Node, pod *v1.Pod, c *v1.Container, restartCount int32, imageRef string, init bool, user podspec.ImageUser) (*runtimeapi.ContainerConfig, error) {
 	ann := map[string]string{
 		AnnotationContainerHash: containerHash(c),
 		AnnotationRestartCount:  strconv.Itoa(int(restartCount)),
@@ -54,7 +54,7 @@ func containerConfig(n podspec.Node, pod *v1.Pod, c *v1.Container, restartCount 
 		ann[AnnotationGracePeriod] = strconv.FormatInt(*g, 10)
 	}
 	return podspec.Container(n, podspec.ContainerRequest{Pod: pod, Container: c, RestartCount: restartCount,
-		ImageRef: imageRef, Init: init, Labels: containerLabels(pod, c.Name), Annotations: ann})
+		ImageRef: imageRef, Init: init, Labels: containerLabels(pod, c.Name), Annotations: ann, ImageUser: user})
 }
 
 // Bounds on what speclet writes to the runtime, so that no pod and no set

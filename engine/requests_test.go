@@ -25,7 +25,7 @@ func TestContainerConfig(t *testing.T) {
 	c := &pod.Spec.Containers[0]
 	c.Env = []v1.EnvVar{{Name: "GREETING", Value: "hello"}, {Name: "MSG", Value: "$(GREETING) world"}}
 	c.Args = []string{"echo", "$(MSG)"}
-	cfg, err := containerConfig(podspec.Node{RootDir: "/root"}, pod, c, 3, "sha256:abc", false)
+	cfg, err := containerConfig(podspec.Node{RootDir: "/root"}, pod, c, 3, "sha256:abc", false, podspec.ImageUser{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestRuntimeRecordBounds(t *testing.T) {
 	} else {
 		t.Logf("sandbox record: %d bytes (bound %d)", n, MaxSandboxRecordBytes)
 	}
-	cc, err := containerConfig(podspec.Node{RootDir: t.TempDir()}, pod, &pod.Spec.Containers[0], math.MaxInt32, "sha256:"+long('f', 64), true)
+	cc, err := containerConfig(podspec.Node{RootDir: t.TempDir()}, pod, &pod.Spec.Containers[0], math.MaxInt32, "sha256:"+long('f', 64), true, podspec.ImageUser{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -95,7 +95,7 @@ func TestRelistDiff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc, _ := containerConfig(podspec.Node{}, pod, &pod.Spec.Containers[0], 0, "", false)
+	cc, _ := containerConfig(podspec.Node{}, pod, &pod.Spec.Containers[0], 0, "", false, podspec.ImageUser{})
 	id, err := h.rt.CreateContainer(ctx, sb, cc, sc)
 	if err != nil {
 		t.Fatal(err)
