@@ -75,8 +75,8 @@ type admission struct {
 // admit decides whether pod may run on the node beside the active pods,
 // in kubelet's order: resources (OutOf<resource>), required node affinity
 // and nodeSelector (NodeAffinity), spec.nodeName (NodeName), host ports
-// (NodePorts); then the runtime class, whose handler it returns. Before
-// them, as kubelet's admit handlers: the pod's OS (PodOSNotSupported,
+// (NodePorts); an AppArmor profile the node cannot enforce (AppArmor);
+// then the runtime class, whose handler it returns. Before them, as kubelet's admit handlers: the pod's OS (PodOSNotSupported,
 // PodOSSelectorNodeLabelDoesNotMatch), what the node cannot run at all
 // (FieldNotSupported, engine/podspec.Unsupported) and sysctls the node does
 // not allow (SysctlForbidden). Only the
@@ -111,6 +111,9 @@ func admit(pod *v1.Pod, in admission) (handler string, r *refusal) {
 	}
 	if !fitsPorts(pod, in.Active) {
 		return "", predicate(ReasonNodePorts, errNodePorts)
+	}
+	if reason, msg, ok := podspec.AppArmorAdmit(pod); !ok {
+		return "", &refusal{Reason: reason, Message: msg}
 	}
 	return runtimeHandler(pod, in.RuntimeClasses)
 }
