@@ -13,25 +13,26 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// ImageUser is the user an image's config names: its numeric id (UID) or,
-// when not numeric, its name (Username). The zero value is an image that
-// names no user (root).
+// ImageUser is the user an image runs as: its numeric id (UID) or, when
+// not numeric, its name (Username). The zero value says nothing about the
+// image (ContainerRequest.ImageUser not looked up).
 type ImageUser struct {
 	UID      *int64
 	Username string
 }
 
 // ImageUserOf is the user of an image as the runtime's ImageStatus reports
-// it (nil: the image is not known).
+// it; an image that names no user, or that the runtime does not know, runs
+// as root (kubelet's getImageUser).
 func ImageUserOf(img *runtimeapi.Image) ImageUser {
-	if img == nil {
-		return ImageUser{}
-	}
-	if img.Uid != nil {
+	switch {
+	case img != nil && img.Uid != nil:
 		uid := img.Uid.Value
 		return ImageUser{UID: &uid}
+	case img != nil && img.Username != "":
+		return ImageUser{Username: img.Username}
 	}
-	return ImageUser{Username: img.Username}
+	return ImageUser{UID: new(int64)}
 }
 
 // NeedsImageUser reports whether creating c needs its image's user: the

@@ -167,6 +167,25 @@ func TestSecurityContainerErrors(t *testing.T) {
 	}
 }
 
+// TestSecurityImageUserOf: the runtime's uid, else its user name, else
+// root.
+func TestSecurityImageUserOf(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		img  *runtimeapi.Image
+		want ImageUser
+	}{
+		{"numeric", &runtimeapi.Image{Uid: &runtimeapi.Int64Value{Value: 1234}}, ImageUser{UID: ptr.To[int64](1234)}},
+		{"name", &runtimeapi.Image{Username: "app"}, ImageUser{Username: "app"}},
+		{"no user", &runtimeapi.Image{}, ImageUser{UID: ptr.To[int64](0)}},
+		{"unknown image", nil, ImageUser{UID: ptr.To[int64](0)}},
+	} {
+		if got := ImageUserOf(tc.img); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: ImageUserOf = %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
 // TestSecurityNeedsImageUser: only a runAsNonRoot container that names no
 // user needs its image's user.
 func TestSecurityNeedsImageUser(t *testing.T) {
