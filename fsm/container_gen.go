@@ -16,7 +16,7 @@ const ContainerMachineName = "container"
 
 // ContainerSpecSHA256 is the SHA-256 of spec/container.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ContainerSpecSHA256 = "57c7a29db1229763c105432032c119d1e0b9b737d7be4a0f513d0c7cf70dc3e8"
+const ContainerSpecSHA256 = "a041ce01599fe336b04c45c5aafd0f9401b73a827890fa59c97f1df3dc4876a3"
 
 // ContainerState is a state of the container machine.
 //
@@ -131,7 +131,9 @@ const (
 	ContainerEventPullFailed
 	// ContainerEventCreated: CreateContainer returned a container ID.
 	ContainerEventCreated
-	// ContainerEventCreateFailed: CreateContainer failed (CreateContainerError).
+	// ContainerEventCreateFailed: The container's config could not be built
+	// (CreateContainerConfigError) or CreateContainer failed
+	// (CreateContainerError).
 	ContainerEventCreateFailed
 	// ContainerEventStateUnknown: The runtime reports the instance in state
 	// UNKNOWN (PLEG ContainerChanged).
@@ -308,8 +310,9 @@ const (
 	// ContainerActionCountPullFailure: Advance the image pull backoff of the
 	// container.
 	ContainerActionCountPullFailure
-	// ContainerActionCreateContainer: Create the container in the pod sandbox;
-	// reports created or create_failed.
+	// ContainerActionCreateContainer: Create the container in the pod sandbox,
+	// after ImageStatus for the image's user when it must run as non-root and
+	// names none; reports created or create_failed.
 	ContainerActionCreateContainer
 	// ContainerActionStartContainer: Start the container, then run the postStart
 	// hook; reports started, start_failed or post_start_failed.
@@ -346,7 +349,7 @@ func (a ContainerAction) String() string {
 var ContainerActionCRI = [...][]string{
 	ContainerActionPullImage:        {"ImageStatus", "PullImage"},
 	ContainerActionCountPullFailure: {},
-	ContainerActionCreateContainer:  {"CreateContainer"},
+	ContainerActionCreateContainer:  {"ImageStatus", "CreateContainer"},
 	ContainerActionStartContainer:   {"StartContainer", "ExecSync"},
 	ContainerActionStopContainer:    {"ExecSync", "StopContainer"},
 	ContainerActionRecordExit:       {"ContainerStatus"},
@@ -382,9 +385,10 @@ type ContainerActions interface {
 	PullImage(ctx context.Context) error
 	// CountPullFailure: Advance the image pull backoff of the container.
 	CountPullFailure(ctx context.Context) error
-	// CreateContainer: Create the container in the pod sandbox; reports created
-	// or create_failed.
-	// CRI: CreateContainer.
+	// CreateContainer: Create the container in the pod sandbox, after ImageStatus
+	// for the image's user when it must run as non-root and names none; reports
+	// created or create_failed.
+	// CRI: ImageStatus, CreateContainer.
 	CreateContainer(ctx context.Context) error
 	// StartContainer: Start the container, then run the postStart hook; reports
 	// started, start_failed or post_start_failed.

@@ -45,7 +45,7 @@ machine "container" {
   event "pull_ok" { doc = "pull_image found the image present or pulled it." }
   event "pull_failed" { doc = "pull_image failed (ErrImagePull), or the image is missing under pull policy Never (ErrImageNeverPull)." }
   event "created" { doc = "CreateContainer returned a container ID." }
-  event "create_failed" { doc = "CreateContainer failed (CreateContainerError)." }
+  event "create_failed" { doc = "The container's config could not be built (CreateContainerConfigError) or CreateContainer failed (CreateContainerError)." }
   event "state_unknown" { doc = "The runtime reports the instance in state UNKNOWN (PLEG ContainerChanged)." }
   event "started" { doc = "StartContainer and the postStart hook succeeded, or the runtime reported ContainerStarted." }
   event "start_failed" { doc = "StartContainer failed (RunContainerError)." }
@@ -73,8 +73,8 @@ machine "container" {
     doc = "Advance the image pull backoff of the container."
   }
   action "create_container" {
-    doc = "Create the container in the pod sandbox; reports created or create_failed."
-    cri = ["CreateContainer"]
+    doc = "Create the container in the pod sandbox, after ImageStatus for the image's user when it must run as non-root and names none; reports created or create_failed."
+    cri = ["ImageStatus", "CreateContainer"]
   }
   action "start_container" {
     doc = "Start the container, then run the postStart hook; reports started, start_failed or post_start_failed."
