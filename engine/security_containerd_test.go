@@ -1,0 +1,125 @@
+package engine
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/speclet/speclet/cri/harness"
+	"github.com/speclet/speclet/engine/config"
+)
+
+// TestContainerdSecurityContext runs pods with a security context on
+// containerd: runAsUser and runAsGroup 1000 make the process uid and gid
+// 1000 (it writes `id -u` and `id -g` to a hostPath directory);
+// readOnlyRootFilesystem makes a write to / fail (while the hostPath mount
+// stays writable); runAsNonRoot with runAsUser 0, and with an image that
+// runs as root, is refused before the runtime creates anything, with
+// CreateContainerConfigError and kubelet's message. (Before the security
+// context was translated, the first two ran as root with a writable root
+// and the last two ran.)
+func TestContainerdSecurityContext(t *testing.T) {
+	c := harness.ForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rt := dialContainerd(ctx, t, c)
+	events := &podEvents{}
+	e, err := New(Config{Runtime: auditRuntime(t, rt), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
+		Events: events, Log: coverageLogger(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	updates, stop := runEngine(ctx, e, 4)
+	defer stop()
+
+	out := t.TempDir()
+	if err := os.Chmod(out, 0o777); err != nil { // writable by uid 1000
+		t.Fatal(err)
+	}
+	grace := int64(1)
+	mk := func(name, script string, sc *v1.SecurityContext) *v1.Pod {
+		return &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: k8stypes.UID(name + "-uid"),
+				Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
+			Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: v1.RestartPolicyNever, TerminationGracePeriodSeconds: &grace,
+				Volumes: []v1.Volume{{Name: "out", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: out}}}},
+				Containers: []v1.Container{{Name: "main", Image: c.ImageRef("busybox:latest"), ImagePullPolicy: v1.PullIfNotPresent,
+					Command:         []string{"/bin/sh", "-c", script},
+					VolumeMounts:    []v1.VolumeMount{{Name: "out", MountPath: "/out"}},
+					SecurityContext: sc}}},
+		}
+	}
+	ids := mk("ids", `id -u > /out/uid; id -g > /out/gid`, &v1.SecurityContext{RunAsUser: ptr.To[int64](1000), RunAsGroup: ptr.To[int64](1000)})
+	rofs := mk("rofs", `if echo x > /probe; then echo writable > /out/root; else echo read-only > /out/root; fi`,
+		&v1.SecurityContext{ReadOnlyRootFilesystem: ptr.To(true)})
+	rootUID := mk("root-uid", `true`, &v1.SecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](0)})
+	rootImage := mk("root-image", `true`, &v1.SecurityContext{RunAsNonRoot: ptr.To(true)})
+	pods := []*v1.Pod{ids, rofs, rootUID, rootImage}
+	updates <- config.PodUpdate{Op: config.OpAdd, Pods: pods, Source: config.SourceFile}
+
+	status := func(name string) *v1.PodStatus {
+		for _, p := range e.Pods() {
+			if p.Name == name {
+				return &p.Status
+			}
+		}
+		return nil
+	}
+	for _, name := range []string{"ids", "rofs"} {
+		waitFor(t, ctx, name+" Succeeded", func() bool {
+			st := status(name)
+			return st != nil && st.Phase == v1.PodSucceeded
+		}, e)
+	}
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(out, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	if uid, gid := read("uid"), read("gid"); uid != "1000" || gid != "1000" {
+		t.Errorf("runAsUser/runAsGroup 1000: container ran with uid %s gid %s", uid, gid)
+	}
+	if got := read("root"); got != "read-only" {
+		t.Errorf("readOnlyRootFilesystem: root file system is %s", got)
+	}
+	for _, tc := range []struct{ pod, message string }{
+		{"root-uid", `container's runAsUser breaks non-root policy (pod: "root-uid_default(root-uid-uid)", container: main)`},
+		{"root-image", `container has runAsNonRoot and image will run as root (pod: "root-image_default(root-image-uid)", container: main)`},
+	} {
+		waitFor(t, ctx, tc.pod+" waiting with CreateContainerConfigError", func() bool {
+			st := status(tc.pod)
+			if st == nil || len(st.ContainerStatuses) == 0 || st.ContainerStatuses[0].State.Waiting == nil {
+				return false
+			}
+			w := st.ContainerStatuses[0].State.Waiting
+			return w.Reason == ReasonCreateContainerConfig && w.Message == tc.message
+		}, e)
+		if !events.has("default/"+tc.pod, "Failed: Error: "+tc.message) {
+			t.Errorf("%s: no Failed event with kubelet's message; events %q", tc.pod, events.got["default/"+tc.pod])
+		}
+	}
+	cs, err := rt.ListContainers(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ctr := range cs {
+		if n := ctr.Labels[LabelPodName]; n == "root-uid" || n == "root-image" {
+			t.Errorf("pod %s: the runtime has a container although runAsNonRoot refused it", n)
+		}
+	}
+
+	updates <- config.PodUpdate{Op: config.OpRemove, Pods: pods, Source: config.SourceFile}
+	waitFor(t, ctx, "pods removed", func() bool { return len(e.Pods()) == 0 }, e)
+}
