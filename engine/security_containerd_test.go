@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,9 @@ import (
 // TestContainerdSecurityContext runs pods with a security context on
 // containerd: runAsUser and runAsGroup 1000 make the process uid and gid
 // 1000 (it writes `id -u` and `id -g` to a hostPath directory);
+// fsGroup and supplementalGroups add groups; allowPrivilegeEscalation
+// false sets no_new_privs (unset does not); capabilities drop and add;
+// privileged gives CAP_SYS_ADMIN, which a plain container lacks;
 // readOnlyRootFilesystem makes a write to / fail (while the hostPath mount
 // stays writable); runAsNonRoot with runAsUser 0, and with an image that
 // runs as root, is refused before the runtime creates anything, with
@@ -59,15 +63,25 @@ func TestContainerdSecurityContext(t *testing.T) {
 					SecurityContext: sc}}},
 		}
 	}
-	ids := mk("ids", `id -u > /out/uid; id -g > /out/gid`, &v1.SecurityContext{RunAsUser: ptr.To[int64](1000), RunAsGroup: ptr.To[int64](1000)})
+	status := func(file string) string { // a /proc/self/status line's value, to a file
+		return `grep ^` + file + `: /proc/self/status | cut -f2 > /out/` + file + `.$POD`
+	}
+	ids := mk("ids", `id -u > /out/uid; id -g > /out/gid; id -G > /out/groups; POD=ids; `+status("NoNewPrivs"),
+		&v1.SecurityContext{RunAsUser: ptr.To[int64](1000), RunAsGroup: ptr.To[int64](1000)})
+	ids.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: ptr.To[int64](4000), SupplementalGroups: []int64{5000}}
+	nnp := mk("nnp", `POD=nnp; `+status("NoNewPrivs"), &v1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false)})
+	caps := mk("caps", `POD=caps; `+status("CapEff"), &v1.SecurityContext{Capabilities: &v1.Capabilities{
+		Drop: []v1.Capability{"ALL"}, Add: []v1.Capability{"CHOWN", "KILL"}}})
+	priv := mk("priv", `POD=priv; `+status("CapEff"), &v1.SecurityContext{Privileged: ptr.To(true)})
+	plain := mk("plain", `POD=plain; `+status("CapEff"), nil)
 	rofs := mk("rofs", `if echo x > /probe; then echo writable > /out/root; else echo read-only > /out/root; fi`,
 		&v1.SecurityContext{ReadOnlyRootFilesystem: ptr.To(true)})
 	rootUID := mk("root-uid", `true`, &v1.SecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](0)})
 	rootImage := mk("root-image", `true`, &v1.SecurityContext{RunAsNonRoot: ptr.To(true)})
-	pods := []*v1.Pod{ids, rofs, rootUID, rootImage}
+	pods := []*v1.Pod{ids, rofs, rootUID, rootImage, nnp, caps, priv, plain}
 	updates <- config.PodUpdate{Op: config.OpAdd, Pods: pods, Source: config.SourceFile}
 
-	status := func(name string) *v1.PodStatus {
+	podStatus := func(name string) *v1.PodStatus {
 		for _, p := range e.Pods() {
 			if p.Name == name {
 				return &p.Status
@@ -75,9 +89,9 @@ func TestContainerdSecurityContext(t *testing.T) {
 		}
 		return nil
 	}
-	for _, name := range []string{"ids", "rofs"} {
+	for _, name := range []string{"ids", "rofs", "nnp", "caps", "priv", "plain"} {
 		waitFor(t, ctx, name+" Succeeded", func() bool {
-			st := status(name)
+			st := podStatus(name)
 			return st != nil && st.Phase == v1.PodSucceeded
 		}, e)
 	}
@@ -91,6 +105,30 @@ func TestContainerdSecurityContext(t *testing.T) {
 	if uid, gid := read("uid"), read("gid"); uid != "1000" || gid != "1000" {
 		t.Errorf("runAsUser/runAsGroup 1000: container ran with uid %s gid %s", uid, gid)
 	}
+	if got := read("groups"); got != "1000 4000 5000" {
+		t.Errorf("fsGroup 4000, supplementalGroups 5000: groups %q, want 1000 4000 5000", got)
+	}
+	if got, want := read("NoNewPrivs.ids"), "0"; got != want {
+		t.Errorf("allowPrivilegeEscalation unset: NoNewPrivs %s, want %s", got, want)
+	}
+	if got, want := read("NoNewPrivs.nnp"), "1"; got != want {
+		t.Errorf("allowPrivilegeEscalation false: NoNewPrivs %s, want %s", got, want)
+	}
+	// CHOWN is capability 0 and KILL 5.
+	if got, want := read("CapEff.caps"), "0000000000000021"; got != want {
+		t.Errorf("capabilities drop ALL add CHOWN, KILL: CapEff %s, want %s", got, want)
+	}
+	capEff := func(pod string) uint64 {
+		v, err := strconv.ParseUint(read("CapEff."+pod), 16, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	const sysAdmin = 1 << 21
+	if capEff("priv")&sysAdmin == 0 || capEff("plain")&sysAdmin != 0 {
+		t.Errorf("privileged: CapEff %x (want CAP_SYS_ADMIN), unprivileged %x (want none)", capEff("priv"), capEff("plain"))
+	}
 	if got := read("root"); got != "read-only" {
 		t.Errorf("readOnlyRootFilesystem: root file system is %s", got)
 	}
@@ -99,7 +137,7 @@ func TestContainerdSecurityContext(t *testing.T) {
 		{"root-image", `container has runAsNonRoot and image will run as root (pod: "root-image_default(root-image-uid)", container: main)`},
 	} {
 		waitFor(t, ctx, tc.pod+" waiting with CreateContainerConfigError", func() bool {
-			st := status(tc.pod)
+			st := podStatus(tc.pod)
 			if st == nil || len(st.ContainerStatuses) == 0 || st.ContainerStatuses[0].State.Waiting == nil {
 				return false
 			}
