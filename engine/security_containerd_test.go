@@ -26,7 +26,8 @@ import (
 // fsGroup and supplementalGroups add groups; allowPrivilegeEscalation
 // false sets no_new_privs (unset does not); capabilities drop and add;
 // privileged gives CAP_SYS_ADMIN, which a plain container lacks;
-// readOnlyRootFilesystem makes a write to / fail (while the hostPath mount
+// a pod sysctl (kernel.shm_rmid_forced, in the pod's IPC namespace) is
+// set; readOnlyRootFilesystem makes a write to / fail (while the hostPath mount
 // stays writable); runAsNonRoot with runAsUser 0, and with an image that
 // runs as root, is refused before the runtime creates anything, with
 // CreateContainerConfigError and kubelet's message. (Before the security
@@ -74,11 +75,13 @@ func TestContainerdSecurityContext(t *testing.T) {
 		Drop: []v1.Capability{"ALL"}, Add: []v1.Capability{"CHOWN", "KILL"}}})
 	priv := mk("priv", `POD=priv; `+status("CapEff"), &v1.SecurityContext{Privileged: ptr.To(true)})
 	plain := mk("plain", `POD=plain; `+status("CapEff"), nil)
+	sysctl := mk("sysctl", `cat /proc/sys/kernel/shm_rmid_forced > /out/shm_rmid_forced`, nil)
+	sysctl.Spec.SecurityContext = &v1.PodSecurityContext{Sysctls: []v1.Sysctl{{Name: "kernel.shm_rmid_forced", Value: "1"}}}
 	rofs := mk("rofs", `if echo x > /probe; then echo writable > /out/root; else echo read-only > /out/root; fi`,
 		&v1.SecurityContext{ReadOnlyRootFilesystem: ptr.To(true)})
 	rootUID := mk("root-uid", `true`, &v1.SecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](0)})
 	rootImage := mk("root-image", `true`, &v1.SecurityContext{RunAsNonRoot: ptr.To(true)})
-	pods := []*v1.Pod{ids, rofs, rootUID, rootImage, nnp, caps, priv, plain}
+	pods := []*v1.Pod{ids, rofs, rootUID, rootImage, nnp, caps, priv, plain, sysctl}
 	updates <- config.PodUpdate{Op: config.OpAdd, Pods: pods, Source: config.SourceFile}
 
 	podStatus := func(name string) *v1.PodStatus {
@@ -89,7 +92,7 @@ func TestContainerdSecurityContext(t *testing.T) {
 		}
 		return nil
 	}
-	for _, name := range []string{"ids", "rofs", "nnp", "caps", "priv", "plain"} {
+	for _, name := range []string{"ids", "rofs", "nnp", "caps", "priv", "plain", "sysctl"} {
 		waitFor(t, ctx, name+" Succeeded", func() bool {
 			st := podStatus(name)
 			return st != nil && st.Phase == v1.PodSucceeded
@@ -128,6 +131,9 @@ func TestContainerdSecurityContext(t *testing.T) {
 	const sysAdmin = 1 << 21
 	if capEff("priv")&sysAdmin == 0 || capEff("plain")&sysAdmin != 0 {
 		t.Errorf("privileged: CapEff %x (want CAP_SYS_ADMIN), unprivileged %x (want none)", capEff("priv"), capEff("plain"))
+	}
+	if got := read("shm_rmid_forced"); got != "1" {
+		t.Errorf("sysctl kernel.shm_rmid_forced=1: the pod sees %s", got)
 	}
 	if got := read("root"); got != "read-only" {
 		t.Errorf("readOnlyRootFilesystem: root file system is %s", got)
