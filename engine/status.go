@@ -18,12 +18,13 @@ const (
 	ReasonImagePullBackOff  = "ImagePullBackOff"
 	ReasonErrImageNeverPull = "ErrImageNeverPull"
 	ReasonCreateContainer   = "CreateContainerError"
+	ReasonRunContainer      = "RunContainerError"
+	ReasonCrashLoopBackOff  = "CrashLoopBackOff"
+	ReasonContainerCreating = "ContainerCreating"
+
 	// ReasonCreateContainerConfig: the container's config could not be
 	// built (e.g. runAsNonRoot with a root user); no runtime call was made.
 	ReasonCreateContainerConfig = "CreateContainerConfigError"
-	ReasonRunContainer          = "RunContainerError"
-	ReasonCrashLoopBackOff      = "CrashLoopBackOff"
-	ReasonContainerCreating     = "ContainerCreating"
 	// ReasonEvicted is the reason of a pod the eviction manager evicted.
 	ReasonEvicted = "Evicted"
 	// ReasonFailedMount: a volume of the pod could not be set up.
