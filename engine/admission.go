@@ -76,7 +76,8 @@ type admission struct {
 // in kubelet's order: resources (OutOf<resource>), required node affinity
 // and nodeSelector (NodeAffinity), spec.nodeName (NodeName), host ports
 // (NodePorts); an AppArmor profile the node cannot enforce (AppArmor);
-// then the runtime class, whose handler it returns. Before them, as kubelet's admit handlers: the pod's OS (PodOSNotSupported,
+// then the runtime class, whose handler it returns. Before them, as
+// kubelet's admit handlers: the pod's OS (PodOSNotSupported,
 // PodOSSelectorNodeLabelDoesNotMatch), what the node cannot run at all
 // (FieldNotSupported, engine/podspec.Unsupported) and sysctls the node does
 // not allow (SysctlForbidden). Only the
