@@ -108,7 +108,9 @@ func (o *Options) defaults() {
 func Run(ctx context.Context, o Options) (res *Result, err error) {
 	o.defaults()
 	start := time.Now()
-	logf := func(format string, a ...any) { fmt.Fprintf(o.Log, "nodeconf %s: "+format+"\n", append([]any{o.Agent}, a...)...) }
+	logf := func(format string, a ...any) {
+		fmt.Fprintf(o.Log, "nodeconf %s: "+format+"\n", append([]any{o.Agent}, a...)...)
+	}
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, fmt.Errorf("run %s: %w", o.Agent, err)
 	}
@@ -229,8 +231,14 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	cmd.Env = append(os.Environ(), "KUBE_TEST_REPO_LIST="+repoList)
 	cmd.Stdout, cmd.Stderr = glog, glog
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	// Interrupted, Ginkgo stops its processes, runs their cleanup and
+	// writes the reports of what ran; after a minute the whole group dies.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGINT) }
+	cmd.WaitDelay = time.Minute
 	runErr := cmd.Run()
+	if cmd.Process != nil {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // any e2e.test left of the group
+	}
 	specs, suiteErr, err := readReport(report)
 	if err != nil {
 		return nil, fmt.Errorf("run %s: ginkgo %v wrote no report (%v); its log: %s", o.Agent, runErr, err, glog.Name())

@@ -48,6 +48,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	version := fs.String("version", nc.DefaultVersion, "k8s.io/kubernetes version of the suite, the control plane and kubelet")
 	record := fs.String("record", "", "file to write kubelet's verdicts to (only when every spec ran on kubelet)")
 	specletArgs := fs.String("speclet-args", "", "extra flags for `speclet run`, space-separated")
+	doc := fs.String("doc", "", "Markdown file whose results section gets both agents' verdicts (only when every spec ran on both)")
+	causesPath := fs.String("causes", "test/nodeconformance/testdata/causes.txt", "known causes of differences, \"<spec>\\t<cause>\" per line, for -doc")
 	timeout := fs.Duration("timeout", 90*time.Minute, "bound on each agent's Ginkgo run")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -185,6 +187,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		for _, d := range diff {
 			fmt.Fprintln(stdout, "  "+d)
 		}
+	}
+	if s, k := results[nc.Speclet], results[nc.Kubelet]; *doc != "" && s != nil && k != nil && *focus == "" {
+		causes, err := nc.ReadCauses(*causesPath)
+		if err != nil {
+			say("%v", err)
+			return 1
+		}
+		when := fmt.Sprintf("%s (k8s.io/kubernetes %s, %d nodes per agent, %d Ginkgo processes)", start.UTC().Format("2006-01-02 15:04 UTC"), *version, *nodes, *procs)
+		if err := nc.UpdateDoc(*doc, nc.Table(s.Specs, k.Specs, causes, when)); err != nil {
+			say("%v", err)
+			return 1
+		}
+		say("wrote the results into %s", *doc)
 	}
 	if failed {
 		return 1
