@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -9,6 +10,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/speclet/speclet/cri/harness"
 )
@@ -41,7 +45,7 @@ type Kubelet struct {
 
 // StartKubelet runs kubelet o.Bin as node o.Name on o.Containerd: no QoS
 // cgroups, no eviction or image GC worth the name (the machine is shared),
-// node IP and every port on 127.0.0.1, the kubelet API authenticating
+// node address and every port on 127.0.0.1, the kubelet API authenticating
 // clients by the cluster CA (the API server's kubelet client certificate)
 // and authorizing everything. It returns once the process runs; the node
 // registers itself shortly after.
@@ -105,7 +109,12 @@ func (c *Cluster) StartKubelet(o KubeletOptions) (*Kubelet, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{"--config", cfgPath, "--kubeconfig", kc, "--hostname-override", o.Name, "--node-ip", "127.0.0.1",
+	// kubelet refuses a loopback --node-ip ("nodeIP can't be loopback
+	// address") and then reports no address at all, so that the API server
+	// cannot reach it for logs, exec or port-forward. As with an external
+	// cloud provider, kubelet leaves the addresses to someone else:
+	// initNode sets InternalIP 127.0.0.1 and lifts the uninitialized taint.
+	args := append([]string{"--config", cfgPath, "--kubeconfig", kc, "--hostname-override", o.Name, "--cloud-provider", "external",
 		"--root-dir", filepath.Join(o.Dir, "root"), "--cert-dir", filepath.Join(o.Dir, "pki"), "--v", "1"}, o.Args...)
 	k.cmd = exec.Command(o.Bin, args...)
 	k.cmd.Stdout, k.cmd.Stderr = logf, logf
@@ -115,7 +124,72 @@ func (c *Cluster) StartKubelet(o KubeletOptions) (*Kubelet, error) {
 		return nil, fmt.Errorf("start kubelet %s: %w", o.Name, err)
 	}
 	go func() { k.cmd.Wait(); logf.Close(); close(k.exited) }()
+	go k.initNode(c)
 	return k, nil
+}
+
+// uninitializedTaint is the taint kubelet registers with under
+// --cloud-provider external.
+const uninitializedTaint = "node.cloudprovider.kubernetes.io/uninitialized"
+
+// initNode does for node k.Name what a cloud provider's node controller
+// would: once the node is registered, it sets its addresses (InternalIP
+// 127.0.0.1, Hostname) and removes the uninitialized taint. It gives up
+// when the kubelet exits; errors land in the kubelet's log.
+func (k *Kubelet) initNode(c *Cluster) {
+	cs, err := c.AdminClient()
+	if err != nil {
+		k.note("init node: %v", err)
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-k.exited; cancel() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+		n, err := cs.CoreV1().Nodes().Get(ctx, k.Name, metav1.GetOptions{})
+		if err != nil {
+			continue
+		}
+		if !hasInternalIP(n) {
+			n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}, {Type: corev1.NodeHostName, Address: k.Name}}
+			if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+				continue // conflict with the kubelet's own update: again
+			}
+			continue
+		}
+		var taints []corev1.Taint
+		for _, t := range n.Spec.Taints {
+			if t.Key != uninitializedTaint {
+				taints = append(taints, t)
+			}
+		}
+		if len(taints) == len(n.Spec.Taints) {
+			return
+		}
+		n.Spec.Taints = taints
+		cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+	}
+}
+
+func hasInternalIP(n *corev1.Node) bool {
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			return true
+		}
+	}
+	return false
+}
+
+func (k *Kubelet) note(format string, a ...any) {
+	if f, err := os.OpenFile(k.LogPath, os.O_WRONLY|os.O_APPEND, 0); err == nil {
+		fmt.Fprintf(f, "cluster: "+format+"\n", a...)
+		f.Close()
+	}
 }
 
 // LogTail returns the last n lines of the kubelet's log.

@@ -255,10 +255,8 @@ func waitNodeReady(ctx context.Context, cs *kubernetes.Clientset, name string, t
 	for time.Now().Before(deadline) {
 		if n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err == nil {
 			last = n
-			for _, c := range n.Status.Conditions {
-				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-					return nil
-				}
+			if nodeUsable(n) {
+				return nil
 			}
 		}
 		select {
@@ -270,7 +268,21 @@ func waitNodeReady(ctx context.Context, cs *kubernetes.Clientset, name string, t
 	if last == nil {
 		return fmt.Errorf("node %s not registered within %s", name, timeout)
 	}
-	return fmt.Errorf("node %s not Ready within %s: %+v", name, timeout, last.Status.Conditions)
+	return fmt.Errorf("node %s not Ready, untainted, with an InternalIP within %s: conditions %+v, addresses %+v, taints %+v",
+		name, timeout, last.Status.Conditions, last.Status.Addresses, last.Spec.Taints)
+}
+
+// nodeUsable: Ready, an InternalIP (the API server reaches the node's API
+// there for logs and exec) and no taint.
+func nodeUsable(n *corev1.Node) bool {
+	ready, ip := false, false
+	for _, c := range n.Status.Conditions {
+		ready = ready || c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+	}
+	for _, a := range n.Status.Addresses {
+		ip = ip || a.Type == corev1.NodeInternalIP
+	}
+	return ready && ip && len(n.Spec.Taints) == 0
 }
 
 func reverse(s []string) []string {
