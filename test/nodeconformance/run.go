@@ -160,7 +160,10 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		dir := filepath.Join(work, name)
 		switch o.Agent {
 		case Speclet:
-			n, err := c.StartNode(ctx, cluster.NodeOptions{Name: name, Bin: o.SpecletBin, Containerd: cd, Dir: dir, Args: o.SpecletArgs})
+			// kubelet's back-off (10 s doubling to 300 s) instead of the
+			// harness's 1 s: the suite measures restart delays.
+			args := append([]string{"--crashloop-backoff-base", "10s"}, o.SpecletArgs...)
+			n, err := c.StartNode(ctx, cluster.NodeOptions{Name: name, Bin: o.SpecletBin, Containerd: cd, Dir: dir, Args: args})
 			if err != nil {
 				return nil, fmt.Errorf("run %s: node %s: %w", o.Agent, name, err)
 			}
