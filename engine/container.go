@@ -28,7 +28,10 @@ type ctrState struct {
 	hash    string        // containerHash(spec), "" without spec; set with spec by setSpec
 	init    bool
 	sidecar bool
-	machine *fsm.ContainerMachine
+	// ephemeral: an ephemeral container (engine/ephemeral.go); never
+	// restarted, never ready, started whether or not the pod is initialized.
+	ephemeral bool
+	machine   *fsm.ContainerMachine
 
 	id           string               // the current (newest) runtime instance; "" before the first create
 	ids          []string             // every instance still in the runtime, oldest first
@@ -242,6 +245,9 @@ func (c *ctrState) StartBlocked() bool {
 	if c.spec == nil {
 		return true
 	}
+	if c.ephemeral {
+		return false
+	}
 	if !c.init {
 		return !c.p.initialized()
 	}
@@ -259,7 +265,7 @@ func (c *ctrState) StartBlocked() bool {
 // SpecChanged: the current instance was created from an older spec of this
 // container; it is restarted at once (kubelet's hash check).
 func (c *ctrState) SpecChanged() bool {
-	return c.spec != nil && c.runHash != "" && c.runHash != c.hash
+	return c.spec != nil && !c.ephemeral && c.runHash != "" && c.runHash != c.hash
 }
 
 // RestartAllowed: restartPolicy Always, or OnFailure with a non-zero exit
@@ -268,6 +274,8 @@ func (c *ctrState) SpecChanged() bool {
 func (c *ctrState) RestartAllowed() bool {
 	failed := c.current == nil || c.current.ExitCode != 0
 	switch {
+	case c.ephemeral:
+		return false
 	case c.sidecar:
 		return true
 	case c.init:
@@ -443,7 +451,7 @@ func (c *ctrState) CreateContainer(ctx context.Context) error {
 		rc++ // an instance existed before: this one is a restart
 	}
 	sb := c.p.sandbox
-	cfg, err := containerConfig(c.p.e.podNode(), c.p.pod, c.spec, rc, c.imageRef, c.init)
+	cfg, err := c.createConfig(rc)
 	if err == nil {
 		var id string
 		id, err = c.p.e.rt.CreateContainer(ctx, sb.id, cfg, sb.cfg)
