@@ -28,7 +28,10 @@ type ctrState struct {
 	hash    string        // containerHash(spec), "" without spec; set with spec by setSpec
 	init    bool
 	sidecar bool
-	machine *fsm.ContainerMachine
+	// ephemeral: an ephemeral container (engine/ephemeral.go); never
+	// restarted, never ready, started whether or not the pod is initialized.
+	ephemeral bool
+	machine   *fsm.ContainerMachine
 
 	id           string               // the current (newest) runtime instance; "" before the first create
 	ids          []string             // every instance still in the runtime, oldest first
@@ -242,6 +245,9 @@ func (c *ctrState) StartBlocked() bool {
 	if c.spec == nil {
 		return true
 	}
+	if c.ephemeral {
+		return false
+	}
 	if !c.init {
 		return !c.p.initialized()
 	}
@@ -259,7 +265,7 @@ func (c *ctrState) StartBlocked() bool {
 // SpecChanged: the current instance was created from an older spec of this
 // container; it is restarted at once (kubelet's hash check).
 func (c *ctrState) SpecChanged() bool {
-	return c.spec != nil && c.runHash != "" && c.runHash != c.hash
+	return c.spec != nil && !c.ephemeral && c.runHash != "" && c.runHash != c.hash
 }
 
 // RestartAllowed: restartPolicy Always, or OnFailure with a non-zero exit
@@ -268,6 +274,8 @@ func (c *ctrState) SpecChanged() bool {
 func (c *ctrState) RestartAllowed() bool {
 	failed := c.current == nil || c.current.ExitCode != 0
 	switch {
+	case c.ephemeral:
+		return false
 	case c.sidecar:
 		return true
 	case c.init:
@@ -443,7 +451,7 @@ func (c *ctrState) CreateContainer(ctx context.Context) error {
 		rc++ // an instance existed before: this one is a restart
 	}
 	sb := c.p.sandbox
-	cfg, err := c.config(ctx, rc)
+	cfg, err := c.createConfig(ctx, rc)
 	if err != nil {
 		c.p.e.metrics.containerStarted(err)
 		c.waitingReason, c.waitingMessage = ReasonCreateContainerConfig, err.Error()
@@ -469,25 +477,22 @@ func (c *ctrState) CreateContainer(ctx context.Context) error {
 	return err
 }
 
-// config builds the CreateContainer config of instance rc. A container that
-// must run as non-root and names no user gets its image's user from the
-// runtime (kubelet's getImageUser) so that podspec can check it.
-func (c *ctrState) config(ctx context.Context, rc int32) (*runtimeapi.ContainerConfig, error) {
-	var user podspec.ImageUser
-	if podspec.NeedsImageUser(c.p.pod, c.spec) {
-		image := c.imageRef
-		if image == "" {
-			image = c.spec.Image
-		}
-		img, err := c.p.e.rt.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: image})
-		if err != nil {
-			return nil, fmt.Errorf("create container %q: image status %q: %w", c.name, image, err)
-		}
-		user = podspec.ImageUserOf(img)
+// imageUser is the image's user when the container must run as non-root
+// and names no user (kubelet's getImageUser), so that podspec can check
+// it; else the zero ImageUser.
+func (c *ctrState) imageUser(ctx context.Context) (podspec.ImageUser, error) {
+	if !podspec.NeedsImageUser(c.p.pod, c.spec) {
+		return podspec.ImageUser{}, nil
 	}
-	// The translation's errors name the pod and the container, or are
-	// kubelet's own words (runAsNonRoot): shown as they are.
-	return containerConfig(c.p.e.podNode(), c.p.pod, c.spec, rc, c.imageRef, c.init, user)
+	image := c.imageRef
+	if image == "" {
+		image = c.spec.Image
+	}
+	img, err := c.p.e.rt.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: image})
+	if err != nil {
+		return podspec.ImageUser{}, fmt.Errorf("create container %q: image status %q: %w", c.name, image, err)
+	}
+	return podspec.ImageUserOf(img), nil
 }
 
 // StartContainer starts the created instance, then runs its postStart hook;

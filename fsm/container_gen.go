@@ -16,7 +16,7 @@ const ContainerMachineName = "container"
 
 // ContainerSpecSHA256 is the SHA-256 of spec/container.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ContainerSpecSHA256 = "a041ce01599fe336b04c45c5aafd0f9401b73a827890fa59c97f1df3dc4876a3"
+const ContainerSpecSHA256 = "e17c22f77917b569ed2d0230c06ec080a4b281d59083cbaa5c4c2c5e64da634a"
 
 // ContainerState is a state of the container machine.
 //
@@ -241,15 +241,15 @@ const (
 	// ContainerGuardStartBlocked: Not this container's turn: an earlier init
 	// container has not completed (a sidecar counts once it runs), or it is a
 	// regular container and some init container has not (the pod is not
-	// Initialized).
+	// Initialized). An ephemeral container is never blocked.
 	ContainerGuardStartBlocked
 	// ContainerGuardRestartAllowed: restartPolicy Always, or OnFailure with a
 	// non-zero exit code; a sidecar always restarts; an init container only after
-	// a failure and never under Never.
+	// a failure and never under Never; an ephemeral container never restarts.
 	ContainerGuardRestartAllowed
 	// ContainerGuardSpecChanged: The instance was created from an older spec of
 	// this container (its hash differs): kubelet restarts it, whatever the
-	// restart policy.
+	// restart policy. Never for an ephemeral container.
 	ContainerGuardSpecChanged
 )
 
@@ -272,14 +272,16 @@ type ContainerGuards interface {
 	PodTerminating() bool
 	// StartBlocked: Not this container's turn: an earlier init container has not
 	// completed (a sidecar counts once it runs), or it is a regular container and
-	// some init container has not (the pod is not Initialized).
+	// some init container has not (the pod is not Initialized). An ephemeral
+	// container is never blocked.
 	StartBlocked() bool
 	// RestartAllowed: restartPolicy Always, or OnFailure with a non-zero exit
 	// code; a sidecar always restarts; an init container only after a failure and
-	// never under Never.
+	// never under Never; an ephemeral container never restarts.
 	RestartAllowed() bool
 	// SpecChanged: The instance was created from an older spec of this container
-	// (its hash differs): kubelet restarts it, whatever the restart policy.
+	// (its hash differs): kubelet restarts it, whatever the restart policy. Never
+	// for an ephemeral container.
 	SpecChanged() bool
 }
 
