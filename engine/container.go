@@ -13,6 +13,7 @@ import (
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/podspec"
+	"github.com/speclet/speclet/engine/volume"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -142,6 +143,11 @@ func (c *ctrState) enterHook(ctx context.Context, s fsm.ContainerState) {
 		// from the next sync tick while the backoff runs.
 		c.startFailedAt = time.Time{}
 		if c.Crashloop() <= 0 {
+			break
+		}
+		if c.waitingReason == ReasonCreateContainerConfig {
+			// kubelet keeps CreateContainerConfigError: no instance
+			// exited, so its sync shows no CrashLoopBackOff.
 			break
 		}
 		if c.waitingReason == ReasonCreateContainer || c.waitingReason == ReasonPostStartHookError {
@@ -443,21 +449,32 @@ func (c *ctrState) CreateContainer(ctx context.Context) error {
 		rc++ // an instance existed before: this one is a restart
 	}
 	sb := c.p.sandbox
-	cfg, err := containerConfig(c.p.e.podNode(), c.p.pod, c.spec, rc, c.imageRef, c.init)
-	if err == nil {
-		var id string
-		id, err = c.p.e.rt.CreateContainer(ctx, sb.id, cfg, sb.cfg)
-		if err == nil {
-			c.id, c.ids, c.restartCount = id, append(c.ids, id), rc
-			c.setCreated(id, c.p.e.clock.Now())
-			c.runHash = cfg.Annotations[AnnotationContainerHash]
-			c.exitStatus = nil
-			c.event(eventNormal, "Created", "Created container: %s", c.name)
-			c.raise(fsm.ContainerEventCreated)
-			return nil
+	cfg, err := containerConfig(c.p.e.podNode(), c.p.pod, c.spec, rc, c.imageRef, c.init, c.p.requestInputs(ctx))
+	if err != nil {
+		// kubelet's CreateContainerConfigError (a config that cannot be
+		// built), with its message where it has one.
+		msg := err.Error()
+		if cerr := (*podspec.ConfigError)(nil); errors.As(err, &cerr) {
+			msg = cerr.Message()
 		}
-		err = fmt.Errorf("create container %q: %w", c.name, err)
+		c.p.e.metrics.containerStarted(err)
+		c.waitingReason, c.waitingMessage = ReasonCreateContainerConfig, msg
+		c.p.e.log.Warn("CreateContainerConfigError", "pod", c.p.key(), "container", c.name, "err", err)
+		c.event(eventWarning, "Failed", "Error: %s", msg)
+		c.raise(fsm.ContainerEventCreateFailed)
+		return fmt.Errorf("create container %q: %w", c.name, err)
 	}
+	id, err := c.p.e.rt.CreateContainer(ctx, sb.id, cfg, sb.cfg)
+	if err == nil {
+		c.id, c.ids, c.restartCount = id, append(c.ids, id), rc
+		c.setCreated(id, c.p.e.clock.Now())
+		c.runHash = cfg.Annotations[AnnotationContainerHash]
+		c.exitStatus = nil
+		c.event(eventNormal, "Created", "Created container: %s", c.name)
+		c.raise(fsm.ContainerEventCreated)
+		return nil
+	}
+	err = fmt.Errorf("create container %q: %w", c.name, err)
 	c.p.e.metrics.containerStarted(err)
 	c.waitingReason, c.waitingMessage = ReasonCreateContainer, err.Error()
 	c.event(eventWarning, "Failed", "Error: %v", err)
@@ -629,4 +646,41 @@ func (c *ctrState) adopt(cs []*runtimeapi.Container, sandboxOK bool) {
 	default:
 		c.p.adoptEvents = append(c.p.adoptEvents, adoptEvent{c, fsm.ContainerEventDied})
 	}
+}
+
+// requestInputs are what a container's config reads from the running pod:
+// its addresses (the node's for a hostNetwork pod), the node's, and the
+// configMaps and secrets of its namespace (Config.VolumeAPI).
+func (p *podState) requestInputs(ctx context.Context) func(*podspec.ContainerRequest) {
+	return func(r *podspec.ContainerRequest) {
+		podIP := p.sandbox.podIP
+		if p.pod.Spec.HostNetwork {
+			podIP = p.e.cfg.NodeIP
+		}
+		if podIP != "" {
+			r.PodIPs = []string{podIP}
+		}
+		if ip := p.e.cfg.NodeIP; ip != "" {
+			r.HostIPs = []string{ip}
+		}
+		if api := p.e.cfg.VolumeAPI; api != nil {
+			r.Objects = apiObjects{ctx: ctx, api: api, ns: p.pod.Namespace}
+		}
+	}
+}
+
+// apiObjects reads a namespace's configMaps and secrets for
+// engine/podspec.
+type apiObjects struct {
+	ctx context.Context
+	api volume.API
+	ns  string
+}
+
+func (o apiObjects) ConfigMap(name string) (*v1.ConfigMap, error) {
+	return o.api.GetConfigMap(o.ctx, o.ns, name)
+}
+
+func (o apiObjects) Secret(name string) (*v1.Secret, error) {
+	return o.api.GetSecret(o.ctx, o.ns, name)
 }

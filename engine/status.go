@@ -18,9 +18,12 @@ const (
 	ReasonImagePullBackOff  = "ImagePullBackOff"
 	ReasonErrImageNeverPull = "ErrImageNeverPull"
 	ReasonCreateContainer   = "CreateContainerError"
-	ReasonRunContainer      = "RunContainerError"
-	ReasonCrashLoopBackOff  = "CrashLoopBackOff"
-	ReasonContainerCreating = "ContainerCreating"
+	// ReasonCreateContainerConfig: the container's config could not be
+	// built (a missing configMap, secret or key of its environment).
+	ReasonCreateContainerConfig = "CreateContainerConfigError"
+	ReasonRunContainer          = "RunContainerError"
+	ReasonCrashLoopBackOff      = "CrashLoopBackOff"
+	ReasonContainerCreating     = "ContainerCreating"
 	// ReasonEvicted is the reason of a pod the eviction manager evicted.
 	ReasonEvicted = "Evicted"
 	// ReasonFailedMount: a volume of the pod could not be set up.

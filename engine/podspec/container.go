@@ -21,13 +21,26 @@ type ContainerRequest struct {
 	Init bool
 	// Labels and Annotations are the caller's identity of the container.
 	Labels, Annotations map[string]string
+	// PodIPs are the pod's addresses (the node's for a hostNetwork pod),
+	// HostIPs the node's: fieldRef status.* values, and the pod's
+	// /etc/hosts (a pod without an address gets none).
+	PodIPs, HostIPs []string
+	// Objects reads the configMaps and secrets env and envFrom name; nil:
+	// there is no API server, and any such reference is an error.
+	Objects Objects
+	// ServiceEnv are the service variables of the pod's namespace
+	// (kubelet's getServiceEnvVarMap), set where the container sets none.
+	ServiceEnv map[string]string
 }
 
 // Container builds the CreateContainer config of r.Container. Errors name
 // the pod, the container and the field.
 func Container(n Node, r ContainerRequest) (*runtimeapi.ContainerConfig, error) {
 	pod, c := r.Pod, r.Container
-	envs, vars := environment(c)
+	envs, vars, err := environment(n, r)
+	if err != nil {
+		return nil, err
+	}
 	command := make([]string, len(c.Command))
 	for i, a := range c.Command {
 		command[i] = Expand(a, vars)
@@ -39,6 +52,13 @@ func Container(n Node, r ContainerRequest) (*runtimeapi.ContainerConfig, error) 
 	mounts, err := containerMounts(n.RootDir, pod, c, vars)
 	if err != nil {
 		return nil, err
+	}
+	hosts, err := hostsMount(n, r)
+	if err != nil {
+		return nil, err
+	}
+	if hosts != nil {
+		mounts = append(mounts, hosts)
 	}
 	image := r.ImageRef
 	if image == "" {
@@ -80,20 +100,6 @@ func containerNamespaces(pod *v1.Pod) *runtimeapi.NamespaceOption {
 		ns.Network = runtimeapi.NamespaceMode_NODE
 	}
 	return ns
-}
-
-// environment is the container's environment in declaration order, with
-// $(VAR) references to earlier variables expanded, and the variables by
-// name for expanding command and args.
-func environment(c *v1.Container) ([]*runtimeapi.KeyValue, map[string]string) {
-	envs := make([]*runtimeapi.KeyValue, 0, len(c.Env))
-	vars := make(map[string]string, len(c.Env))
-	for _, e := range c.Env {
-		v := Expand(e.Value, vars) // later variables may refer to earlier ones
-		vars[e.Name] = v
-		envs = append(envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(v)})
-	}
-	return envs, vars
 }
 
 // fieldErr is an error about one field of a container of a pod.
