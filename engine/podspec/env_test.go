@@ -91,7 +91,7 @@ func TestEnvironment(t *testing.T) {
 		{name: "composed from earlier variables", c: v1.Container{Env: []v1.EnvVar{
 			{Name: "FOO", Value: "foo-value"}, {Name: "BAR", Value: "bar-value"},
 			{Name: "FOOBAR", Value: "$(FOO);;$(BAR)"}, {Name: "LATER", Value: "$(NEXT)"}, {Name: "NEXT", Value: "n"}, {Name: "ESC", Value: "$$(FOO)"}}},
-			want: map[string]string{"FOO": "foo-value", "BAR": "bar-value", "FOOBAR": "foo-value;;bar-value", "LATER": "$(NEXT)", "NEXT": "n", "ESC": "$(FOO)"},
+			want:  map[string]string{"FOO": "foo-value", "BAR": "bar-value", "FOOBAR": "foo-value;;bar-value", "LATER": "$(NEXT)", "NEXT": "n", "ESC": "$(FOO)"},
 			order: []string{"FOO", "BAR", "FOOBAR", "LATER", "NEXT", "ESC"}},
 		{name: "metadata fields", c: v1.Container{Env: []v1.EnvVar{
 			fieldEnv("NAME", "metadata.name"), fieldEnv("NS", "metadata.namespace"), fieldEnv("UID", "metadata.uid"),
@@ -143,7 +143,7 @@ func TestEnvironment(t *testing.T) {
 				{ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "gone"}, Optional: ptr.To(true)}},
 				{SecretRef: &v1.SecretEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "gone"}, Optional: ptr.To(true)}}},
 			Env: []v1.EnvVar{{Name: "data-2", Value: "override $(p_data-1)"}}},
-			want: map[string]string{"data-1": "value-1", "data-2": "override other-1", "p_data-1": "other-1", "s_data-1": "secret-1", "s_bad key": "x"},
+			want:  map[string]string{"data-1": "value-1", "data-2": "override other-1", "p_data-1": "other-1", "s_data-1": "secret-1", "s_bad key": "x"},
 			order: []string{"data-1", "data-2", "p_data-1", "s_bad key", "s_data-1"}},
 		{name: "envFrom missing, not optional", objects: objs, c: v1.Container{EnvFrom: []v1.EnvFromSource{
 			{SecretRef: &v1.SecretEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "gone"}}}}}, err: `secrets "gone" not found`},
