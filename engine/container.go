@@ -12,6 +12,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/engine/volume"
 	"github.com/speclet/speclet/fsm"
@@ -449,7 +450,11 @@ func (c *ctrState) CreateContainer(ctx context.Context) error {
 		rc++ // an instance existed before: this one is a restart
 	}
 	sb := c.p.sandbox
-	cfg, err := containerConfig(c.p.e.podNode(), c.p.pod, c.spec, rc, c.imageRef, c.init, c.p.requestInputs(ctx))
+	inputs, err := c.p.requestInputs(ctx)
+	var cfg *runtimeapi.ContainerConfig
+	if err == nil {
+		cfg, err = containerConfig(c.p.e.podNode(), c.p.pod, c.spec, rc, c.imageRef, c.init, inputs)
+	}
 	if err != nil {
 		// kubelet's CreateContainerConfigError (a config that cannot be
 		// built), with its message where it has one.
@@ -649,9 +654,20 @@ func (c *ctrState) adopt(cs []*runtimeapi.Container, sandboxOK bool) {
 }
 
 // requestInputs are what a container's config reads from the running pod:
-// its addresses (the node's for a hostNetwork pod), the node's, and the
-// configMaps and secrets of its namespace (Config.VolumeAPI).
-func (p *podState) requestInputs(ctx context.Context) func(*podspec.ContainerRequest) {
+// its addresses (the node's for a hostNetwork pod), the node's, the
+// configMaps and secrets of its namespace (Config.VolumeAPI), and the
+// service variables (Config.Services). Services not yet read are an error
+// for a pod from the API server, as under kubelet; a static pod goes on
+// with what there is.
+func (p *podState) requestInputs(ctx context.Context) (func(*podspec.ContainerRequest), error) {
+	var services []*v1.Service
+	if list := p.e.cfg.Services; list != nil {
+		var err error
+		services, err = list()
+		if err != nil && !config.IsStatic(p.pod) {
+			return nil, err
+		}
+	}
 	return func(r *podspec.ContainerRequest) {
 		podIP := p.sandbox.podIP
 		if p.pod.Spec.HostNetwork {
@@ -666,7 +682,10 @@ func (p *podState) requestInputs(ctx context.Context) func(*podspec.ContainerReq
 		if api := p.e.cfg.VolumeAPI; api != nil {
 			r.Objects = apiObjects{ctx: ctx, api: api, ns: p.pod.Namespace}
 		}
-	}
+		if p.e.cfg.Services != nil {
+			r.ServiceEnv = podspec.ServiceEnv(services, p.pod.Namespace, p.pod.Spec.EnableServiceLinks)
+		}
+	}, nil
 }
 
 // apiObjects reads a namespace's configMaps and secrets for

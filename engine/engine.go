@@ -81,6 +81,11 @@ type Config struct {
 	// (--resolv-conf, /etc/resolv.conf there); "": none (nameserver
 	// 127.0.0.1, as kubelet's --resolv-conf="").
 	ResolvConf string
+	// Services lists the cluster's services, for the service variables of
+	// a container's environment (engine/podspec.ServiceEnv); an error
+	// (services not read yet) is a CreateContainerConfigError of a pod
+	// from the API server. nil (no API server): no service variables.
+	Services func() ([]*v1.Service, error)
 	// MaxPods is the most pods the sources may declare at once (kubelet's
 	// --max-pods); a pod beyond it is refused and logged. 0 = no limit.
 	// With the manifest limits of engine/config it bounds what a CRI list

@@ -508,6 +508,7 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		NodeEvents:           api.nodeRecorder(),
 		Node:                 api.nodeObject,
 		RuntimeClasses:       api.runtimeClasses(ctx),
+		Services:             api.services(ctx),
 		Sysctls:              o.sysctls,
 	})
 	if err != nil {
