@@ -8,7 +8,7 @@ TEST_TIMEOUT ?= 25m
 ARTIFACTS ?= $(or $(TMPDIR),/tmp)/speclet-test-artifacts
 FUZZTIME ?= 10s
 
-.PHONY: all deps generate check fmt vet layering fresh verify test unit bench docs run clean chaos soak conformance conformance-record cluster kube-binaries
+.PHONY: all deps generate check fmt vet layering fresh verify test unit bench docs run clean chaos soak conformance conformance-record cluster kube-binaries node-conformance node-conformance-binaries
 
 all: check
 
@@ -54,7 +54,7 @@ check: fmt vet layering fresh verify
 # The engine package runs on its own, in go test's local directory mode so
 # that its TestMain output shows even when it passes: the row coverage table
 # of the spec and the CRI audit over all engine tests (engine/doc.go, # Tests).
-unit: kube-binaries
+unit: kube-binaries node-conformance-binaries
 	@mkdir -p $(ARTIFACTS) && echo "unit: test artifacts (screenshots) go to $(ARTIFACTS)"
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -artifacts -outputdir $(ARTIFACTS) $$($(GO) list ./... | grep -v -e '/speclet/engine$$' -e '/test/chaos$$')
 	cd engine && $(GO) test -count=1 -timeout $(TEST_TIMEOUT)
@@ -135,3 +135,31 @@ conformance: deps
 # conformance-record is the one command that re-records kubelet's results
 # (make conformance always does).
 conformance-record: conformance
+
+# node-conformance-binaries builds e2e.test, the ginkgo CLI and the test
+# images' programs (agnhost, nonewprivs) of k8s.io/kubernetes, once, into
+# ~/.cache/speclet/e2e/$(KUBE_VERSION)/ (test/nodeconformance). `make test`
+# needs them for the fast subset of node conformance.
+node-conformance-binaries:
+	@start=$$(date +%s); dir=$$($(GO) run ./test/nodeconformance/cmd/buildnodeconf -version $(KUBE_VERSION)) && \
+	echo "node-conformance-binaries: $$dir ($$(( $$(date +%s) - start )) s)"
+
+# node-conformance runs the [NodeConformance] specs of Kubernetes' e2e suite
+# (test/e2e/common/node and common/storage of k8s.io/kubernetes
+# $(KUBE_VERSION)) on speclet nodes, then on kubelet $(KUBELET_VERSION) nodes
+# (the oracle), each under its own control plane, prints
+# "node conformance: speclet P of N, kubelet K of N" and the differences,
+# re-records kubelet's verdicts in test/nodeconformance/testdata/kubelet.txt
+# (what the fast subset of `make test` compares speclet with) and rewrites
+# the results table of docs/node-conformance.md. Not part of `make test`.
+#   NODECONF_FOCUS=regexp   only the specs whose name it matches
+#   NODECONF_AGENTS=speclet only speclet (or kubelet)
+#   NODECONF_PROCS=N        parallel Ginkgo processes (default 5)
+#   NODECONF_OUT=dir        verdicts, JUnit, Ginkgo reports and every log
+NODECONF_AGENTS ?= speclet,kubelet
+NODECONF_PROCS ?= 5
+NODECONF_OUT ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/speclet/nodeconf
+node-conformance: deps kube-binaries node-conformance-binaries
+	@mkdir -p $(RUN_BIN) && $(GO) build -o $(RUN_BIN)/speclet-nodeconf ./test/nodeconformance/cmd/nodeconf && \
+	$(RUN_BIN)/speclet-nodeconf -agents '$(NODECONF_AGENTS)' -procs $(NODECONF_PROCS) -out '$(NODECONF_OUT)' -version $(KUBE_VERSION) \
+	  $(if $(NODECONF_FOCUS),-focus '$(NODECONF_FOCUS)',-record test/nodeconformance/testdata/kubelet.txt -doc docs/node-conformance.md)

@@ -30,7 +30,10 @@ type ctrState struct {
 	hash    string        // containerHash(spec), "" without spec; set with spec by setSpec
 	init    bool
 	sidecar bool
-	machine *fsm.ContainerMachine
+	// ephemeral: an ephemeral container (engine/ephemeral.go); never
+	// restarted, never ready, started whether or not the pod is initialized.
+	ephemeral bool
+	machine   *fsm.ContainerMachine
 
 	id           string               // the current (newest) runtime instance; "" before the first create
 	ids          []string             // every instance still in the runtime, oldest first
@@ -249,6 +252,9 @@ func (c *ctrState) StartBlocked() bool {
 	if c.spec == nil {
 		return true
 	}
+	if c.ephemeral {
+		return false
+	}
 	if !c.init {
 		return !c.p.initialized()
 	}
@@ -266,7 +272,7 @@ func (c *ctrState) StartBlocked() bool {
 // SpecChanged: the current instance was created from an older spec of this
 // container; it is restarted at once (kubelet's hash check).
 func (c *ctrState) SpecChanged() bool {
-	return c.spec != nil && c.runHash != "" && c.runHash != c.hash
+	return c.spec != nil && !c.ephemeral && c.runHash != "" && c.runHash != c.hash
 }
 
 // RestartAllowed: restartPolicy Always, or OnFailure with a non-zero exit
@@ -275,6 +281,8 @@ func (c *ctrState) SpecChanged() bool {
 func (c *ctrState) RestartAllowed() bool {
 	failed := c.current == nil || c.current.ExitCode != 0
 	switch {
+	case c.ephemeral:
+		return false
 	case c.sidecar:
 		return true
 	case c.init:
@@ -453,7 +461,7 @@ func (c *ctrState) CreateContainer(ctx context.Context) error {
 	inputs, err := c.p.requestInputs(ctx)
 	var cfg *runtimeapi.ContainerConfig
 	if err == nil {
-		cfg, err = containerConfig(c.p.e.podNode(), c.p.pod, c.spec, rc, c.imageRef, c.init, inputs)
+		cfg, err = c.createConfig(rc, inputs)
 	}
 	if err != nil {
 		// kubelet's CreateContainerConfigError (a config that cannot be

@@ -482,9 +482,12 @@ func (h *scriptHarness) parsePod(d *datadriven.TestData) *v1.Pod {
 		c := v1.Container{Name: f[1], Image: "busybox:latest", ImagePullPolicy: v1.PullIfNotPresent}
 		b := sim.Behavior{}
 		var exit *sim.Exit
+		var target string // an ephemeral container's targetContainerName
 		for _, kv := range f[2:] {
 			k, v, _ := strings.Cut(kv, "=")
 			switch k {
+			case "target":
+				target = v
 			case "image":
 				c.Image = v
 			case "pull":
@@ -570,6 +573,9 @@ func (h *scriptHarness) parsePod(d *datadriven.TestData) *v1.Pod {
 			always := v1.ContainerRestartPolicyAlways
 			c.RestartPolicy = &always
 			pod.Spec.InitContainers = append(pod.Spec.InitContainers, c)
+		case "ephemeral":
+			pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers,
+				v1.EphemeralContainer{EphemeralContainerCommon: v1.EphemeralContainerCommon(c), TargetContainerName: target})
 		default:
 			h.t.Fatalf("%s: unknown line %q", d.Pos, line)
 		}
@@ -1149,6 +1155,9 @@ func formatPods(ps []*v1.Pod) string {
 		}
 		for _, cs := range p.Status.ContainerStatuses {
 			fmt.Fprintf(&b, "  %s\n", formatContainer(cs))
+		}
+		for _, cs := range p.Status.EphemeralContainerStatuses {
+			fmt.Fprintf(&b, "  ephemeral %s\n", formatContainer(cs))
 		}
 	}
 	if b.Len() == 0 {

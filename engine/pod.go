@@ -30,6 +30,7 @@ type podState struct {
 
 	inits      []*ctrState // init containers (sidecars included), spec order
 	containers []*ctrState // regular containers, spec order
+	ephemerals []*ctrState // ephemeral containers, spec order
 	byName     map[string]*ctrState
 
 	startTime time.Time
@@ -131,7 +132,10 @@ func (s *podState) setSpec(pod *v1.Pod) {
 		if cs == nil {
 			cs = newCtrState(s, c, init, sidecar)
 			s.byName[c.Name] = cs
-			if init {
+			if c.Name != "" && s.ephemeralName(c.Name) {
+				cs.ephemeral = true
+				s.ephemerals = append(s.ephemerals, cs)
+			} else if init {
 				s.inits = append(s.inits, cs)
 			} else {
 				s.containers = append(s.containers, cs)
@@ -147,12 +151,27 @@ func (s *podState) setSpec(pod *v1.Pod) {
 	for i := range pod.Spec.Containers {
 		add(&pod.Spec.Containers[i], false, false)
 	}
+	for i := range pod.Spec.EphemeralContainers {
+		add(ephemeralContainer(&pod.Spec.EphemeralContainers[i]), false, false)
+	}
 }
 
-// all returns every container: regular ones first, then init containers and
-// sidecars (the kill order: sidecars stop after the regular containers).
+// ephemeralName: the pod spec lists name among its ephemeral containers.
+func (s *podState) ephemeralName(name string) bool {
+	for i := range s.pod.Spec.EphemeralContainers {
+		if s.pod.Spec.EphemeralContainers[i].Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// all returns every container: ephemeral and regular ones first, then init
+// containers and sidecars (the kill order: sidecars stop after the regular
+// containers).
 func (s *podState) all() []*ctrState {
-	out := make([]*ctrState, 0, len(s.containers)+len(s.inits))
+	out := make([]*ctrState, 0, len(s.ephemerals)+len(s.containers)+len(s.inits))
+	out = append(out, s.ephemerals...)
 	out = append(out, s.containers...)
 	return append(out, s.inits...)
 }
@@ -279,6 +298,11 @@ func (s *podState) SyncPod(ctx context.Context) error {
 		return errors.Join(ctx.Err(), s.sandbox.err)
 	}
 	s.w.publishStatus() // Pending with ContainerCreating while images pull
+	// Ephemeral containers first, as kubelet starts them before init
+	// containers: a pod that cannot initialize can still be debugged.
+	for _, c := range s.ephemerals {
+		c.fire(ctx, fsm.ContainerEventStart)
+	}
 	for _, c := range s.inits {
 		c.fire(ctx, fsm.ContainerEventStart)
 	}
@@ -297,10 +321,10 @@ func (s *podState) SyncPod(ctx context.Context) error {
 	return nil
 }
 
-// each delivers ev to every container: regular containers in parallel, then
-// init containers and sidecars in parallel.
+// each delivers ev to every container: ephemeral and regular containers in
+// parallel, then init containers and sidecars in parallel.
 func (s *podState) each(ctx context.Context, ev fsm.ContainerEvent) {
-	for _, group := range [][]*ctrState{s.containers, s.inits} {
+	for _, group := range [][]*ctrState{append(append([]*ctrState(nil), s.ephemerals...), s.containers...), s.inits} {
 		var wg sync.WaitGroup
 		for _, c := range group {
 			wg.Add(1)

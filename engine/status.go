@@ -82,6 +82,7 @@ type podView struct {
 	StartTime    time.Time
 	Containers   []containerView // regular containers, in spec order
 	Inits        []containerView // init containers, in spec order
+	Ephemerals   []containerView // ephemeral containers, in spec order
 	Terminating  bool            // the worker is killing the pod
 	Terminated   bool            // every container is stopped for good
 	RuntimeName  string          // container IDs read "<RuntimeName>://<id>"
@@ -127,6 +128,11 @@ func computeStatus(prev *v1.PodStatus, v *podView, now time.Time) v1.PodStatus {
 	// kubelet sorts the regular containers' statuses by name
 	// (kubetypes.SortedContainerStatuses); init containers keep spec order.
 	sort.SliceStable(st.ContainerStatuses, func(i, j int) bool { return st.ContainerStatuses[i].Name < st.ContainerStatuses[j].Name })
+	// Ephemeral containers: their own list, in spec order; never part of
+	// the phase or the conditions.
+	for i := range v.Ephemerals {
+		st.EphemeralContainerStatuses = append(st.EphemeralContainerStatuses, containerStatus(&v.Ephemerals[i], runtime))
+	}
 	st.Phase = podPhase(pod, v)
 	if prev != nil && (prev.Phase == v1.PodSucceeded || prev.Phase == v1.PodFailed) {
 		st.Phase = prev.Phase

@@ -36,6 +36,11 @@ func (s *podState) view() *podView {
 		cv := c.view()
 		v.Containers = append(v.Containers, cv)
 	}
+	for _, c := range s.ephemerals {
+		if c.spec != nil {
+			v.Ephemerals = append(v.Ephemerals, c.view())
+		}
+	}
 	return v
 }
 
@@ -72,7 +77,7 @@ func (c *ctrState) view() containerView {
 		// A sidecar stays ready while it runs, also while the pod
 		// terminates (kubelet: readiness without a probe follows the
 		// running state; observed in scenario sidecar-ignores-term).
-		cv.Ready = c.machine.State() == fsm.ContainerStateRunning && (!c.init || c.sidecar) && (!c.p.terminating() || c.sidecar) &&
+		cv.Ready = c.machine.State() == fsm.ContainerStateRunning && (!c.init || c.sidecar) && !c.ephemeral && (!c.p.terminating() || c.sidecar) &&
 			c.probe.ready()
 		cv.Started = c.probe.started()
 		if c.current != nil && c.current.ContainerID != c.id {
@@ -111,11 +116,11 @@ func (w *podWorker) publishStatus() {
 	s.lastStatus = &st
 	p := &v1.Pod{TypeMeta: s.pod.TypeMeta, ObjectMeta: s.pod.ObjectMeta, Spec: s.pod.Spec, Status: st}
 	p.Spec.NodeName = w.e.cfg.NodeName
-	ms := make([]MachineState, 0, 2+2*(len(s.inits)+len(s.containers)))
+	ms := make([]MachineState, 0, 2+2*(len(s.inits)+len(s.containers)+len(s.ephemerals)))
 	ms = append(ms,
 		MachineState{Machine: fsm.PodMachineName, State: s.machine.State().String(), Since: s.run.since},
 		MachineState{Machine: fsm.SandboxMachineName, State: s.sandbox.machine.State().String(), Since: s.sandbox.run.since})
-	for _, c := range append(append([]*ctrState(nil), s.inits...), s.containers...) {
+	for _, c := range append(append(append([]*ctrState(nil), s.inits...), s.containers...), s.ephemerals...) {
 		ms = append(ms,
 			MachineState{Machine: fsm.ContainerMachineName, Instance: c.name, State: c.machine.State().String(), Since: c.run.since},
 			MachineState{Machine: fsm.ProbeMachineName, Instance: c.name, State: c.probe.machine.State().String(), Since: c.probe.run.since})

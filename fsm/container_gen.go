@@ -16,7 +16,7 @@ const ContainerMachineName = "container"
 
 // ContainerSpecSHA256 is the SHA-256 of spec/container.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ContainerSpecSHA256 = "57c7a29db1229763c105432032c119d1e0b9b737d7be4a0f513d0c7cf70dc3e8"
+const ContainerSpecSHA256 = "cf49977674458b535250349ae66a59d56cfed23252529d2d3cfc889da24bc666"
 
 // ContainerState is a state of the container machine.
 //
@@ -239,15 +239,15 @@ const (
 	// ContainerGuardStartBlocked: Not this container's turn: an earlier init
 	// container has not completed (a sidecar counts once it runs), or it is a
 	// regular container and some init container has not (the pod is not
-	// Initialized).
+	// Initialized). An ephemeral container is never blocked.
 	ContainerGuardStartBlocked
 	// ContainerGuardRestartAllowed: restartPolicy Always, or OnFailure with a
 	// non-zero exit code; a sidecar always restarts; an init container only after
-	// a failure and never under Never.
+	// a failure and never under Never; an ephemeral container never restarts.
 	ContainerGuardRestartAllowed
 	// ContainerGuardSpecChanged: The instance was created from an older spec of
 	// this container (its hash differs): kubelet restarts it, whatever the
-	// restart policy.
+	// restart policy. Never for an ephemeral container.
 	ContainerGuardSpecChanged
 )
 
@@ -270,14 +270,16 @@ type ContainerGuards interface {
 	PodTerminating() bool
 	// StartBlocked: Not this container's turn: an earlier init container has not
 	// completed (a sidecar counts once it runs), or it is a regular container and
-	// some init container has not (the pod is not Initialized).
+	// some init container has not (the pod is not Initialized). An ephemeral
+	// container is never blocked.
 	StartBlocked() bool
 	// RestartAllowed: restartPolicy Always, or OnFailure with a non-zero exit
 	// code; a sidecar always restarts; an init container only after a failure and
-	// never under Never.
+	// never under Never; an ephemeral container never restarts.
 	RestartAllowed() bool
 	// SpecChanged: The instance was created from an older spec of this container
-	// (its hash differs): kubelet restarts it, whatever the restart policy.
+	// (its hash differs): kubelet restarts it, whatever the restart policy. Never
+	// for an ephemeral container.
 	SpecChanged() bool
 }
 

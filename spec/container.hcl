@@ -61,9 +61,9 @@ machine "container" {
   event "removed" { doc = "The container is gone from the runtime (RemoveContainer, or the runtime reported ContainerRemoved)." }
 
   guard "pod_terminating" { doc = "The pod machine is terminating, terminated or finished, or the pod spec no longer has this container: never start it again." }
-  guard "start_blocked" { doc = "Not this container's turn: an earlier init container has not completed (a sidecar counts once it runs), or it is a regular container and some init container has not (the pod is not Initialized)." }
-  guard "restart_allowed" { doc = "restartPolicy Always, or OnFailure with a non-zero exit code; a sidecar always restarts; an init container only after a failure and never under Never." }
-  guard "spec_changed" { doc = "The instance was created from an older spec of this container (its hash differs): kubelet restarts it, whatever the restart policy." }
+  guard "start_blocked" { doc = "Not this container's turn: an earlier init container has not completed (a sidecar counts once it runs), or it is a regular container and some init container has not (the pod is not Initialized). An ephemeral container is never blocked." }
+  guard "restart_allowed" { doc = "restartPolicy Always, or OnFailure with a non-zero exit code; a sidecar always restarts; an init container only after a failure and never under Never; an ephemeral container never restarts." }
+  guard "spec_changed" { doc = "The instance was created from an older spec of this container (its hash differs): kubelet restarts it, whatever the restart policy. Never for an ephemeral container." }
 
   action "pull_image" {
     doc = "ImageStatus; PullImage when the image is missing or the pull policy is Always, unless the policy is Never (ErrImageNeverPull). Reports pull_ok or pull_failed."

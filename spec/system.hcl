@@ -57,7 +57,7 @@
 # fsm/ keeps its hash so that every spec file is accounted for.
 
 replicated "container" {
-  doc = "One container machine per container of the pod spec: init containers, sidecars (restartable init containers), then regular containers."
+  doc = "One container machine per container of the pod spec: init containers, sidecars (restartable init containers), then regular containers. An ephemeral container is an instance of role init here: its guards (start_blocked false, restart_allowed false) are among the free ones of that role, and it does not count for pod_done."
 }
 
 # --- guard ties ---

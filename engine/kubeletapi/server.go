@@ -322,6 +322,11 @@ func hasContainer(pod *v1.Pod, name string) bool {
 			return true
 		}
 	}
+	for _, c := range pod.Spec.EphemeralContainers {
+		if c.Name == name {
+			return true // kubectl debug: logs, exec and attach reach it too
+		}
+	}
 	return false
 }
 

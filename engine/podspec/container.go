@@ -87,19 +87,12 @@ func Container(n Node, r ContainerRequest) (*runtimeapi.ContainerConfig, error) 
 	}, nil
 }
 
-// containerNamespaces: a container shares its sandbox's network and IPC
-// namespaces and has its own PID namespace, unless the pod asks for the
-// node's network.
+// containerNamespaces are the pod's namespaces (kubelet's namespacesForPod
+// serves the sandbox and every container): the node's network, PID or IPC
+// namespace when the pod asks for it, one PID namespace for the whole pod
+// with shareProcessNamespace, else a PID namespace of the container's own.
 func containerNamespaces(pod *v1.Pod) *runtimeapi.NamespaceOption {
-	ns := &runtimeapi.NamespaceOption{
-		Network: runtimeapi.NamespaceMode_POD,
-		Pid:     runtimeapi.NamespaceMode_CONTAINER,
-		Ipc:     runtimeapi.NamespaceMode_POD,
-	}
-	if pod.Spec.HostNetwork {
-		ns.Network = runtimeapi.NamespaceMode_NODE
-	}
-	return ns
+	return sandboxNamespaces(pod)
 }
 
 // fieldErr is an error about one field of a container of a pod.

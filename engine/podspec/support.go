@@ -25,9 +25,6 @@ func Unsupported(pod *v1.Pod) []string {
 		out = append(out, field+": "+fmt.Sprintf(format, args...))
 	}
 	s := &pod.Spec
-	if len(s.EphemeralContainers) > 0 {
-		add("spec.ephemeralContainers", "ephemeral containers are not supported")
-	}
 	if len(s.ResourceClaims) > 0 {
 		add("spec.resourceClaims", "dynamic resource allocation is not supported")
 	}
@@ -72,6 +69,10 @@ func Unsupported(pod *v1.Pod) []string {
 	}
 	for i := range s.Containers {
 		each(fmt.Sprintf("spec.containers[%d]", i), &s.Containers[i])
+	}
+	for i := range s.EphemeralContainers {
+		c := v1.Container(s.EphemeralContainers[i].EphemeralContainerCommon)
+		each(fmt.Sprintf("spec.ephemeralContainers[%d]", i), &c)
 	}
 	return out
 }

@@ -30,8 +30,10 @@ func TestUnsupported(t *testing.T) {
 			{Name: "e", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
 			{Name: "data", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}},
 		}}}, []string{`spec.volumes[1]: volume "data": volume type persistentVolumeClaim is not supported`}},
-		{"ephemeral containers", &v1.Pod{Spec: v1.PodSpec{EphemeralContainers: []v1.EphemeralContainer{{}}}},
-			[]string{"spec.ephemeralContainers: ephemeral containers are not supported"}},
+		{"ephemeral containers", &v1.Pod{Spec: v1.PodSpec{EphemeralContainers: []v1.EphemeralContainer{{}}}}, nil},
+		{"ephemeral container with a stop signal", &v1.Pod{Spec: v1.PodSpec{EphemeralContainers: []v1.EphemeralContainer{{}, {
+			EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "debug", Lifecycle: &v1.Lifecycle{StopSignal: ptr.To(v1.SIGUSR1)}}}}}},
+			[]string{"spec.ephemeralContainers[1].lifecycle.stopSignal: container stop signals are not supported"}},
 		{"user namespace", &v1.Pod{Spec: v1.PodSpec{HostUsers: ptr.To(false)}},
 			[]string{"spec.hostUsers: user namespaces are not supported (hostUsers: false)"}},
 		{"host users true", &v1.Pod{Spec: v1.PodSpec{HostUsers: ptr.To(true)}}, nil},

@@ -7,12 +7,9 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -125,15 +122,15 @@ func BenchmarkAPIBurst(b *testing.B) {
 		}
 		sn.Stop()
 	})
-	kl, err := startKubelet(c, filepath.Join(kubeletDir, "kubelet"), "bench-kubelet", newContainerd("bench-kubelet"), b.TempDir())
+	kl, err := c.StartKubelet(cluster.KubeletOptions{Name: "bench-kubelet", Bin: filepath.Join(kubeletDir, "kubelet"), Containerd: newContainerd("bench-kubelet"), Dir: b.TempDir()})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() {
 		if b.Failed() {
-			b.Logf("log of bench-kubelet:\n%s", kl.tail(40))
+			b.Logf("log of bench-kubelet:\n%s", kl.LogTail(40))
 		}
-		kl.stop()
+		kl.Stop()
 	})
 	for _, node := range []string{"bench-speclet", "bench-kubelet"} {
 		if err := waitNodeReady(ctx, admin, node, 3*time.Minute); err != nil {
@@ -381,111 +378,6 @@ func waitNodeReady(ctx context.Context, cs *kubernetes.Clientset, name string, t
 		return fmt.Errorf("node %s not registered within %s", name, timeout)
 	}
 	return fmt.Errorf("node %s not Ready within %s: %+v", name, timeout, last.Status.Conditions)
-}
-
-// kubelet is an upstream kubelet joined to the cluster as node name with
-// its own node credentials (system:node:<name>).
-type kubelet struct {
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	logPath string
-	dir     string
-}
-
-// startKubelet runs kubelet bin as node name on containerd cd: no QoS
-// cgroups, no eviction or image GC worth the name (the machine is not what
-// is measured), kubelet's default API rate (50 QPS, burst 100, as
-// speclet's).
-func startKubelet(c *cluster.Cluster, bin, name string, cd *harness.Containerd, dir string) (*kubelet, error) {
-	kc, err := c.NodeKubeconfig(name)
-	if err != nil {
-		return nil, err
-	}
-	ports := make([]int, 2)
-	for i := range ports {
-		if ports[i], err = freeTCPPort(); err != nil {
-			return nil, err
-		}
-	}
-	caCrt, _ := c.CA()
-	cfg := map[string]any{
-		"apiVersion":               "kubelet.config.k8s.io/v1beta1",
-		"kind":                     "KubeletConfiguration",
-		"cgroupDriver":             "cgroupfs",
-		"failSwapOn":               false,
-		"cgroupsPerQOS":            false,
-		"enforceNodeAllocatable":   []string{},
-		"containerRuntimeEndpoint": cd.Endpoint,
-		"imageServiceEndpoint":     cd.Endpoint,
-		"address":                  "127.0.0.1",
-		"port":                     ports[0],
-		"readOnlyPort":             0,
-		"healthzBindAddress":       "127.0.0.1",
-		"healthzPort":              ports[1],
-		"authentication": map[string]any{
-			"anonymous": map[string]any{"enabled": false},
-			"webhook":   map[string]any{"enabled": false},
-			"x509":      map[string]any{"clientCAFile": caCrt},
-		},
-		"authorization":               map[string]any{"mode": "AlwaysAllow"},
-		"podLogsDir":                  filepath.Join(dir, "pod-logs"),
-		"resolvConf":                  "/etc/resolv.conf",
-		"registerNode":                true,
-		"makeIPTablesUtilChains":      false,
-		"evictionHard":                map[string]string{"memory.available": "1Mi", "nodefs.available": "1%", "imagefs.available": "1%", "nodefs.inodesFree": "1%"},
-		"imageGCHighThresholdPercent": 100,
-		"imageGCLowThresholdPercent":  99,
-		"kubeAPIQPS":                  50,
-		"kubeAPIBurst":                100,
-	}
-	raw, err := json.MarshalIndent(cfg, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	cfgPath := filepath.Join(dir, "kubelet-config.json")
-	if err := os.WriteFile(cfgPath, raw, 0o644); err != nil {
-		return nil, err
-	}
-	k := &kubelet{logPath: filepath.Join(dir, "kubelet.log"), dir: dir, exited: make(chan struct{})}
-	logf, err := os.Create(k.logPath)
-	if err != nil {
-		return nil, err
-	}
-	k.cmd = exec.Command(bin, "--config", cfgPath, "--kubeconfig", kc, "--hostname-override", name,
-		"--root-dir", filepath.Join(dir, "root"), "--cert-dir", filepath.Join(dir, "pki"), "--v", "1")
-	k.cmd.Stdout, k.cmd.Stderr = logf, logf
-	k.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := k.cmd.Start(); err != nil {
-		logf.Close()
-		return nil, fmt.Errorf("start kubelet: %w", err)
-	}
-	go func() { k.cmd.Wait(); logf.Close(); close(k.exited) }()
-	return k, nil
-}
-
-func (k *kubelet) tail(n int) string {
-	b, _ := os.ReadFile(k.logPath)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-// stop ends kubelet (SIGTERM, SIGKILL after 30 s) and detaches the mounts
-// it left under its directory (its root dir is bind-mounted onto itself).
-func (k *kubelet) stop() {
-	k.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-k.exited:
-	case <-time.After(30 * time.Second):
-		k.cmd.Process.Kill()
-		<-k.exited
-	}
-	mounts := harness.Mounts(k.dir)
-	for i := len(mounts) - 1; i >= 0; i-- {
-		syscall.Unmount(mounts[i], syscall.MNT_DETACH)
-	}
 }
 
 func freeTCPPort() (int, error) {

@@ -38,6 +38,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -53,6 +54,15 @@ type Options struct {
 	Version string
 	// Commands are the commands under k8s.io/kubernetes/cmd to build.
 	Commands []string
+	// Programs are other main packages, by full import path (e.g.
+	// k8s.io/kubernetes/test/images/agnhost or the ginkgo CLI at the version
+	// k8s.io/kubernetes pins); each binary is named after the path's last
+	// element.
+	Programs []string
+	// Tests are packages compiled with `go test -c` (e.g.
+	// k8s.io/kubernetes/test/e2e); each binary is named after the path's last
+	// element with ".test" appended (e2e.test).
+	Tests []string
 	// Log receives progress (nil: discard).
 	Log io.Writer
 }
@@ -81,12 +91,33 @@ func Cached(o Options) bool {
 	if err != nil {
 		return false
 	}
-	for _, c := range o.Commands {
-		if !isExec(filepath.Join(dir, c)) {
+	for _, t := range o.targets() {
+		if !isExec(filepath.Join(dir, t.bin)) {
 			return false
 		}
 	}
 	return true
+}
+
+// target is one binary of a build: its file name, its import path and
+// whether it is a test binary.
+type target struct {
+	bin, pkg string
+	test     bool
+}
+
+func (o Options) targets() []target {
+	var ts []target
+	for _, c := range o.Commands {
+		ts = append(ts, target{bin: c, pkg: "k8s.io/kubernetes/cmd/" + c})
+	}
+	for _, p := range o.Programs {
+		ts = append(ts, target{bin: path.Base(p), pkg: p})
+	}
+	for _, p := range o.Tests {
+		ts = append(ts, target{bin: path.Base(p) + ".test", pkg: p, test: true})
+	}
+	return ts
 }
 
 func isExec(p string) bool {
@@ -139,15 +170,24 @@ func Build(ctx context.Context, o Options) (string, error) {
 		return "", err
 	}
 	ld := fmt.Sprintf("-s -w -X k8s.io/component-base/version.gitVersion=%s -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=%s -X k8s.io/component-base/version.gitTreeState=clean", o.Version, m[1])
-	for _, c := range o.Commands {
-		bin := filepath.Join(out, c)
+	for _, t := range o.targets() {
+		bin := filepath.Join(out, t.bin)
 		if isExec(bin) {
 			continue
 		}
 		start := time.Now()
 		benv := append(b.env, "CGO_ENABLED=0")
-		if _, err := b.run(benv, "go", "build", "-trimpath", "-tags", "tools", "-ldflags", ld, "-o", bin+".tmp", "k8s.io/kubernetes/cmd/"+c); err != nil {
-			return "", fmt.Errorf("build %s: %w", c, err)
+		verb := "build"
+		if t.test {
+			verb = "test"
+		}
+		args := []string{verb}
+		if t.test {
+			args = append(args, "-c")
+		}
+		args = append(args, "-trimpath", "-tags", "tools", "-ldflags", ld, "-o", bin+".tmp", t.pkg)
+		if _, err := b.run(benv, "go", args...); err != nil {
+			return "", fmt.Errorf("build %s: %w", t.bin, err)
 		}
 		if err := os.Rename(bin+".tmp", bin); err != nil {
 			return "", err
@@ -184,8 +224,8 @@ func (b builder) run(env []string, name string, args ...string) ([]byte, error) 
 func (b builder) module(o Options, staging string) error {
 	var tools strings.Builder
 	tools.WriteString("//go:build tools\n\npackage tools\n\nimport (\n")
-	for _, c := range o.Commands {
-		fmt.Fprintf(&tools, "\t_ %q\n", "k8s.io/kubernetes/cmd/"+c)
+	for _, t := range o.targets() {
+		fmt.Fprintf(&tools, "\t_ %q\n", t.pkg)
 	}
 	tools.WriteString(")\n")
 	if old, err := os.ReadFile(filepath.Join(b.dir, "tools.go")); err == nil && string(old) == tools.String() {

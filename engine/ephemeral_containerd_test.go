@@ -1,0 +1,116 @@
+package engine
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/speclet/speclet/cri/harness"
+	"github.com/speclet/speclet/engine/config"
+)
+
+// TestContainerdEphemeral adds an ephemeral container to a running API pod
+// on a real containerd, as `kubectl debug --target` does through the
+// pods/ephemeralcontainers subresource: the update starts it; it runs in
+// the target container's process namespace (its ps lists the target's
+// process), answers an exec, writes its output to its log, and is reported
+// in ephemeralContainerStatuses while the pod stays Running and Ready. The
+// pod's removal stops and removes it with the pod.
+func TestContainerdEphemeral(t *testing.T) {
+	c := harness.ForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rt := dialContainerd(ctx, t, c)
+	e, err := New(Config{Runtime: auditRuntime(t, rt), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
+		Log: coverageLogger(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	updates, stop := runEngine(ctx, e, 4)
+	defer stop()
+
+	grace := int64(2)
+	busybox := c.ImageRef("busybox:latest")
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "debugme", Namespace: "default", UID: "debugme-uid",
+			Annotations: map[string]string{config.AnnotationSource: config.SourceAPI}},
+		Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace,
+			Containers: []v1.Container{{Name: "main", Image: busybox, ImagePullPolicy: v1.PullIfNotPresent,
+				Command: []string{"sleep", "3600"}}}},
+	}
+	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{pod}, Source: config.SourceAPI}
+	waitFor(t, ctx, "debugme Running", func() bool {
+		p := podByUID(e, "debugme-uid")
+		return p != nil && p.Status.Phase == v1.PodRunning && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].Ready
+	}, e)
+
+	debug := pod.DeepCopy()
+	debug.Spec.EphemeralContainers = []v1.EphemeralContainer{{
+		EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "debugger", Image: busybox, ImagePullPolicy: v1.PullIfNotPresent,
+			Command: []string{"sh", "-c", "echo polo; ps -o args; exec sleep 3601"}},
+		TargetContainerName: "main",
+	}}
+	updates <- config.PodUpdate{Op: config.OpUpdate, Pods: []*v1.Pod{debug}, Source: config.SourceAPI}
+	var id string
+	waitFor(t, ctx, "the ephemeral container running, the pod Running and Ready", func() bool {
+		p := podByUID(e, "debugme-uid")
+		if p == nil || p.Status.Phase != v1.PodRunning || len(p.Status.EphemeralContainerStatuses) != 1 {
+			return false
+		}
+		es := p.Status.EphemeralContainerStatuses[0]
+		if es.Name != "debugger" || es.State.Running == nil || es.Ready {
+			return false
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == v1.PodReady && cond.Status != v1.ConditionTrue {
+				return false
+			}
+		}
+		_, id, _ = strings.Cut(es.ContainerID, "://")
+		return id != ""
+	}, e)
+
+	r, err := rt.ExecSync(ctx, id, []string{"/bin/echo", "marco"}, 10*time.Second)
+	if err != nil || r.ExitCode != 0 || string(r.Stdout) != "marco\n" {
+		t.Fatalf("exec /bin/echo marco in the ephemeral container: %q (exit %d), %v", r.Stdout, r.ExitCode, err)
+	}
+	st, err := rt.ContainerStatus(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log string
+	waitFor(t, ctx, "the ephemeral container's log", func() bool {
+		b, _ := os.ReadFile(st.LogPath)
+		log = string(b)
+		return strings.Contains(log, "sleep 3600\n")
+	}, e)
+	if !strings.Contains(log, " polo\n") {
+		t.Errorf("log of the ephemeral container has no polo:\n%s", log)
+	}
+
+	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{debug}, Source: config.SourceAPI}
+	waitFor(t, ctx, "runtime empty", func() bool {
+		sbs, err1 := rt.ListPodSandbox(ctx, nil)
+		cs, err2 := rt.ListContainers(ctx, nil)
+		return err1 == nil && err2 == nil && len(sbs) == 0 && len(cs) == 0
+	}, e)
+}
+
+// podByUID is the engine's newest published copy of pod uid, nil if none.
+func podByUID(e *Engine, uid types.UID) *v1.Pod {
+	for _, p := range e.Pods() {
+		if p.UID == uid {
+			return p
+		}
+	}
+	return nil
+}

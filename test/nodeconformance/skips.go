@@ -1,0 +1,44 @@
+package nodeconformance
+
+import (
+	"regexp"
+	"strings"
+)
+
+// SkipReason is a spec this machine cannot run, by exact name, with why.
+type SkipReason struct {
+	Spec, Reason string
+}
+
+// Skips are the [NodeConformance] specs of common/node and common/storage
+// that are not run, each with its reason. Beyond these only [Serial],
+// [Disruptive] and [Flaky] specs are left out (none of the selected files
+// has one in v1.34.4).
+var Skips = []SkipReason{
+	{"[sig-node] PrivilegedPod [NodeConformance] should enable privileged commands [LinuxOnly]",
+		"the spec adds a dummy network link (ip link add dummy1 type dummy); this machine's kernel has no dummy link type (\"Unknown device type\"), so it fails on every node"},
+	{"[sig-node] ConfigMap should be consumable via the environment [NodeConformance] [Conformance]",
+		"the spec prints `env` from busybox sh and expects variables named data-1; Debian's busybox 1.35 (the only busybox here) drops variables whose names are not shell names when it runs a command, the suite's busybox 1.37 keeps them: it fails on every node"},
+	{"[sig-node] Secrets should be consumable via the environment [NodeConformance] [Conformance]",
+		"the spec prints `env` from busybox sh and expects variables named data-1; Debian's busybox 1.35 (the only busybox here) drops variables whose names are not shell names when it runs a command, the suite's busybox 1.37 keeps them: it fails on every node"},
+}
+
+// excluded is the --ginkgo.skip regexp: [Serial], [Disruptive], [Flaky] and
+// every spec of Skips.
+func excluded() string {
+	parts := []string{`\[Serial\]`, `\[Disruptive\]`, `\[Flaky\]`}
+	for _, s := range Skips {
+		parts = append(parts, "^"+regexp.QuoteMeta(s.Spec)+"$")
+	}
+	return strings.Join(parts, "|")
+}
+
+// skipReason returns the reason Skips gives for spec, if any.
+func skipReason(spec string) (string, bool) {
+	for _, s := range Skips {
+		if s.Spec == spec {
+			return s.Reason, true
+		}
+	}
+	return "", false
+}
