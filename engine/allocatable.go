@@ -16,3 +16,13 @@ func nodeAllocatable(alloc v1.ResourceList) volume.Node {
 	}
 	return volume.Node{CPU: alloc[v1.ResourceCPU], Memory: alloc[v1.ResourceMemory]}
 }
+
+// podAllocatable is what an env resourceFieldRef limits.* of a container
+// without a limit falls back to: node allocatable, or the machine's
+// capacity when the engine has none (engine/podspec.Node.Allocatable).
+func podAllocatable(alloc v1.ResourceList) v1.ResourceList {
+	if alloc == nil {
+		alloc, _ = cgroups.MachineCapacity("")
+	}
+	return alloc
+}

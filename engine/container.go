@@ -12,7 +12,9 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/podspec"
+	"github.com/speclet/speclet/engine/volume"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -147,7 +149,12 @@ func (c *ctrState) enterHook(ctx context.Context, s fsm.ContainerState) {
 		if c.Crashloop() <= 0 {
 			break
 		}
-		if c.waitingReason == ReasonCreateContainer || c.waitingReason == ReasonCreateContainerConfig || c.waitingReason == ReasonPostStartHookError {
+		if c.waitingReason == ReasonCreateContainerConfig {
+			// kubelet keeps CreateContainerConfigError: no instance
+			// exited, so its sync shows no CrashLoopBackOff.
+			break
+		}
+		if c.waitingReason == ReasonCreateContainer || c.waitingReason == ReasonPostStartHookError {
 			c.startFailedAt = c.p.e.clock.Now()
 			c.p.w.refreshAfter(c.startFailedAt.Add(time.Second))
 			break
@@ -451,13 +458,24 @@ func (c *ctrState) CreateContainer(ctx context.Context) error {
 		rc++ // an instance existed before: this one is a restart
 	}
 	sb := c.p.sandbox
-	cfg, err := c.createConfig(ctx, rc)
+	inputs, err := c.p.requestInputs(ctx)
+	var cfg *runtimeapi.ContainerConfig
+	if err == nil {
+		cfg, err = c.createConfig(ctx, rc, inputs)
+	}
 	if err != nil {
+		// kubelet's CreateContainerConfigError (a config that cannot be
+		// built), with its message where it has one.
+		msg := err.Error()
+		if cerr := (*podspec.ConfigError)(nil); errors.As(err, &cerr) {
+			msg = cerr.Message()
+		}
 		c.p.e.metrics.containerStarted(err)
-		c.waitingReason, c.waitingMessage = ReasonCreateContainerConfig, err.Error()
-		c.event(eventWarning, "Failed", "Error: %v", err)
+		c.waitingReason, c.waitingMessage = ReasonCreateContainerConfig, msg
+		c.p.e.log.Warn("CreateContainerConfigError", "pod", c.p.key(), "container", c.name, "err", err)
+		c.event(eventWarning, "Failed", "Error: %s", msg)
 		c.raise(fsm.ContainerEventCreateFailed)
-		return err
+		return fmt.Errorf("create container %q: %w", c.name, err)
 	}
 	id, err := c.p.e.rt.CreateContainer(ctx, sb.id, cfg, sb.cfg)
 	if err == nil {
@@ -659,4 +677,55 @@ func (c *ctrState) adopt(cs []*runtimeapi.Container, sandboxOK bool) {
 	default:
 		c.p.adoptEvents = append(c.p.adoptEvents, adoptEvent{c, fsm.ContainerEventDied})
 	}
+}
+
+// requestInputs are what a container's config reads from the running pod:
+// its addresses (the node's for a hostNetwork pod), the node's, the
+// configMaps and secrets of its namespace (Config.VolumeAPI), and the
+// service variables (Config.Services). Services not yet read are an error
+// for a pod from the API server, as under kubelet; a static pod goes on
+// with what there is.
+func (p *podState) requestInputs(ctx context.Context) (func(*podspec.ContainerRequest), error) {
+	var services []*v1.Service
+	if list := p.e.cfg.Services; list != nil {
+		var err error
+		services, err = list()
+		if err != nil && !config.IsStatic(p.pod) {
+			return nil, err
+		}
+	}
+	return func(r *podspec.ContainerRequest) {
+		podIP := p.sandbox.podIP
+		if p.pod.Spec.HostNetwork {
+			podIP = p.e.cfg.NodeIP
+		}
+		if podIP != "" {
+			r.PodIPs = []string{podIP}
+		}
+		if ip := p.e.cfg.NodeIP; ip != "" {
+			r.HostIPs = []string{ip}
+		}
+		if api := p.e.cfg.VolumeAPI; api != nil {
+			r.Objects = apiObjects{ctx: ctx, api: api, ns: p.pod.Namespace}
+		}
+		if p.e.cfg.Services != nil {
+			r.ServiceEnv = podspec.ServiceEnv(services, p.pod.Namespace, p.pod.Spec.EnableServiceLinks)
+		}
+	}, nil
+}
+
+// apiObjects reads a namespace's configMaps and secrets for
+// engine/podspec.
+type apiObjects struct {
+	ctx context.Context
+	api volume.API
+	ns  string
+}
+
+func (o apiObjects) ConfigMap(name string) (*v1.ConfigMap, error) {
+	return o.api.GetConfigMap(o.ctx, o.ns, name)
+}
+
+func (o apiObjects) Secret(name string) (*v1.Secret, error) {
+	return o.api.GetSecret(o.ctx, o.ns, name)
 }

@@ -71,6 +71,21 @@ type Config struct {
 	// hostNetwork pods); "" = the first global unicast address of the
 	// machine's interfaces, if any.
 	NodeIP string
+	// ClusterDNS are the cluster's DNS servers (--cluster-dns) and
+	// ClusterDomain its domain (--cluster-domain): a ClusterFirst pod
+	// resolves through them (engine/podspec.DNS); without servers such a
+	// pod falls back to Default with a MissingClusterDNS warning.
+	ClusterDNS    []string
+	ClusterDomain string
+	// ResolvConf is the node's resolver file that Default DNS pods copy
+	// (--resolv-conf, /etc/resolv.conf there); "": none (nameserver
+	// 127.0.0.1, as kubelet's --resolv-conf="").
+	ResolvConf string
+	// Services lists the cluster's services, for the service variables of
+	// a container's environment (engine/podspec.ServiceEnv); an error
+	// (services not read yet) is a CreateContainerConfigError of a pod
+	// from the API server. nil (no API server): no service variables.
+	Services func() ([]*v1.Service, error)
 	// MaxPods is the most pods the sources may declare at once (kubelet's
 	// --max-pods); a pod beyond it is refused and logged. 0 = no limit.
 	// With the manifest limits of engine/config it bounds what a CRI list
@@ -208,6 +223,10 @@ type Engine struct {
 	log     *slog.Logger
 	metrics *metrics
 
+	// allocatable is what a resourceFieldRef limit falls back to
+	// (podAllocatable).
+	allocatable v1.ResourceList
+
 	crashBackoff *backoff
 	pullBackoff  *backoff
 	pleg         *pleg
@@ -327,6 +346,7 @@ func New(cfg Config) (*Engine, error) {
 		gone:         map[types.UID]goneHistory{},
 		refused:      map[types.UID]bool{},
 		runtimeName:  "cri",
+		allocatable:  podAllocatable(cfg.Allocatable),
 		volumes:      &volume.Manager{Root: cfg.RootDir, API: cfg.VolumeAPI, Node: nodeAllocatable(cfg.Allocatable), Now: cfg.Clock.Now},
 	}
 	m, err := newMetrics(cfg.Registerer, e)

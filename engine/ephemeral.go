@@ -35,14 +35,16 @@ func ephemeralContainer(ec *v1.EphemeralContainer) *v1.Container {
 	return &c
 }
 
-// createConfig is the CreateContainer config of the next instance; for an
-// ephemeral container it also names the process namespace of its target.
-func (c *ctrState) createConfig(ctx context.Context, restartCount int32) (*runtimeapi.ContainerConfig, error) {
+// createConfig is the CreateContainer config of the next instance (with
+// the pod's inputs, requestInputs, and the image's user where a
+// runAsNonRoot check needs it); for an ephemeral container it also names
+// the process namespace of its target.
+func (c *ctrState) createConfig(ctx context.Context, restartCount int32, inputs func(*podspec.ContainerRequest)) (*runtimeapi.ContainerConfig, error) {
 	user, err := c.imageUser(ctx)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := containerConfig(c.p.e.podNode(), c.p.pod, c.spec, restartCount, c.imageRef, c.init, user)
+	cfg, err := containerConfig(c.p.e.podNode(), c.p.pod, c.spec, restartCount, c.imageRef, c.init, user, inputs)
 	if err != nil || !c.ephemeral {
 		return cfg, err
 	}

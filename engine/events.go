@@ -83,8 +83,11 @@ func (w *podWorker) recordLifecycle(machine, from, event, to string, who []any) 
 		case fsm.ContainerStateStopping.String():
 			c.event(eventNormal, "Killing", "Stopping container %s", c.name)
 		case fsm.ContainerStateCrashloopBackoff.String():
-			if c.Crashloop() <= 0 {
-				return // the first restart is immediate: no back-off
+			if c.Crashloop() <= 0 || c.waitingReason == ReasonCreateContainerConfig {
+				// The first restart is immediate: no back-off. A
+				// config that cannot be built shows its own reason
+				// (kubelet backs off only after an exit).
+				return
 			}
 			c.event(eventWarning, "BackOff", "Back-off restarting failed container %s in pod %s_%s(%s)", c.name, c.p.pod.Name, c.p.pod.Namespace, c.p.pod.UID)
 		case fsm.ContainerStatePullBackoff.String():

@@ -25,7 +25,14 @@ func podLogDir(root string, pod *v1.Pod) string { return podspec.LogDir(root, po
 
 // node is what engine/podspec reads about this node.
 func (e *Engine) podNode() podspec.Node {
-	return podspec.Node{RootDir: e.cfg.RootDir, MemoryCapacity: e.cfg.MemoryCapacity, Static: config.IsStatic}
+	return podspec.Node{RootDir: e.cfg.RootDir, MemoryCapacity: e.cfg.MemoryCapacity, Static: config.IsStatic,
+		Name: e.cfg.NodeName, IP: e.cfg.NodeIP, Allocatable: e.allocatable,
+		ClusterDNS: e.cfg.ClusterDNS, ClusterDomain: e.cfg.ClusterDomain, ResolvConf: e.cfg.ResolvConf,
+		Warn: func(pod *v1.Pod, reason, msg string) {
+			if r := e.cfg.Events; r != nil {
+				r.Event(pod, "", eventWarning, reason, msg)
+			}
+		}}
 }
 
 // sandboxConfig builds the RunPodSandbox request for pod (engine/podspec)
@@ -42,7 +49,10 @@ func sandboxConfig(n podspec.Node, pod *v1.Pod, attempt uint32, cgroupParent str
 // containerConfig builds the CreateContainer request for c, the
 // restartCount-th attempt of that container in pod (engine/podspec), with
 // speclet's labels and annotations.
-func containerConfig(n podspec.Node, pod *v1.Pod, c *v1.Container, restartCount int32, imageRef string, init bool, user podspec.ImageUser) (*runtimeapi.ContainerConfig, error) {
+// user is the image's user for a runAsNonRoot check; with sets the
+// request's inputs from the running pod (addresses, API objects, service
+// variables).
+func containerConfig(n podspec.Node, pod *v1.Pod, c *v1.Container, restartCount int32, imageRef string, init bool, user podspec.ImageUser, with ...func(*podspec.ContainerRequest)) (*runtimeapi.ContainerConfig, error) {
 	ann := map[string]string{
 		AnnotationContainerHash: containerHash(c),
 		AnnotationRestartCount:  strconv.Itoa(int(restartCount)),
@@ -53,8 +63,12 @@ func containerConfig(n podspec.Node, pod *v1.Pod, c *v1.Container, restartCount 
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
 		ann[AnnotationGracePeriod] = strconv.FormatInt(*g, 10)
 	}
-	return podspec.Container(n, podspec.ContainerRequest{Pod: pod, Container: c, RestartCount: restartCount,
-		ImageRef: imageRef, Init: init, Labels: containerLabels(pod, c.Name), Annotations: ann, ImageUser: user})
+	r := podspec.ContainerRequest{Pod: pod, Container: c, RestartCount: restartCount,
+		ImageRef: imageRef, Init: init, Labels: containerLabels(pod, c.Name), Annotations: ann, ImageUser: user}
+	for _, f := range with {
+		f(&r)
+	}
+	return podspec.Container(n, r)
 }
 
 // Bounds on what speclet writes to the runtime, so that no pod and no set

@@ -271,7 +271,9 @@ func (sb *sandboxState) adopt(a *adoptedPod) *runtimeapi.PodSandbox {
 		return nil
 	}
 	sb.id = ready.Id
-	cfg, err := sandboxConfig(sb.p.e.podNode(), sb.p.pod, ready.GetMetadata().GetAttempt(), sb.p.cgroupParent())
+	n := sb.p.e.podNode()
+	n.Warn = nil // DNS warnings were recorded when the sandbox was made
+	cfg, err := sandboxConfig(n, sb.p.pod, ready.GetMetadata().GetAttempt(), sb.p.cgroupParent())
 	if err != nil {
 		// The sandbox runs already; its containers are created with what
 		// the runtime has, and the error shows at the next sandbox.

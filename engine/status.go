@@ -23,7 +23,8 @@ const (
 	ReasonContainerCreating = "ContainerCreating"
 
 	// ReasonCreateContainerConfig: the container's config could not be
-	// built (e.g. runAsNonRoot with a root user); no runtime call was made.
+	// built (runAsNonRoot with a root user, a missing configMap, secret or
+	// key of its environment); no runtime call was made.
 	ReasonCreateContainerConfig = "CreateContainerConfigError"
 	// ReasonEvicted is the reason of a pod the eviction manager evicted.
 	ReasonEvicted = "Evicted"

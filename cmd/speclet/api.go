@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -10,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -129,6 +131,29 @@ func (a *apiClient) runtimeClasses(ctx context.Context) engine.RuntimeClasses {
 			return "", err
 		}
 		return rc.Handler, nil
+	}
+}
+
+// services is engine.Config.Services: an informer over every Service (as
+// kubelet's service lister), listed once synced; nil without --kubeconfig.
+func (a *apiClient) services(ctx context.Context) func() ([]*v1.Service, error) {
+	if a == nil {
+		return nil
+	}
+	f := informers.NewSharedInformerFactory(a.cs, 0)
+	inf := f.Core().V1().Services()
+	lister := inf.Lister()
+	synced := inf.Informer().HasSynced
+	f.Start(ctx.Done())
+	return func() ([]*v1.Service, error) {
+		if !synced() {
+			return nil, errors.New("services have not yet been read at least once, cannot construct envvars")
+		}
+		list, err := lister.List(labels.Everything())
+		if err != nil {
+			return nil, errors.New("failed to list services when setting up env vars")
+		}
+		return list, nil
 	}
 }
 

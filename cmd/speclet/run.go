@@ -47,6 +47,9 @@ type runOptions struct {
 	manifestURL          string
 	nodeName             string
 	nodeIP               string
+	clusterDNS           ipList
+	clusterDomain        string
+	resolvConf           string
 	rootDir              string
 	address              string
 	readOnlyPort         int
@@ -92,6 +95,24 @@ type runOptions struct {
 	logMaxSizeBytes      int64
 }
 
+// ipList is a flag of IP addresses, repeatable and comma-separated.
+type ipList []string
+
+func (l *ipList) String() string { return strings.Join(*l, ",") }
+
+func (l *ipList) Set(v string) error {
+	for _, a := range strings.Split(v, ",") {
+		if a = strings.TrimSpace(a); a == "" {
+			continue
+		}
+		if net.ParseIP(a) == nil {
+			return fmt.Errorf("%q is not an IP address", a)
+		}
+		*l = append(*l, a)
+	}
+	return nil
+}
+
 const defaultEndpoint = "unix:///run/containerd/containerd.sock"
 
 // imageGC is the image GC policy of the flags.
@@ -134,6 +155,9 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.StringVar(&o.manifestPath, "pod-manifest-path", "", "directory of static pod manifests (YAML or JSON v1 Pods, one per file)")
 	fs.StringVar(&o.manifestURL, "manifest-url", "", "URL serving a v1 Pod, PodList or List of static pods")
 	fs.StringVar(&o.nodeIP, "node-ip", "", "address of this node in pod statuses (hostIP, podIP of hostNetwork pods) and the host of their probes; default: the first global unicast address")
+	fs.Var(&o.clusterDNS, "cluster-dns", "IP address of a cluster DNS server (repeatable, or a comma-separated list): ClusterFirst pods resolve through them; without one they fall back to Default DNS with a MissingClusterDNS warning")
+	fs.StringVar(&o.clusterDomain, "cluster-domain", "", "the cluster's domain (cluster.local): ClusterFirst pods search <namespace>.svc.<domain>, svc.<domain> and <domain> first")
+	fs.StringVar(&o.resolvConf, "resolv-conf", "/etc/resolv.conf", "resolver file whose nameservers, searches and options Default DNS pods get (and ClusterFirst ones append its searches); \"\": none (nameserver 127.0.0.1)")
 	fs.StringVar(&o.nodeName, "node-name", strings.ToLower(host), "name of this node; static pods are named <name>-<node-name>")
 	fs.StringVar(&o.nodeName, "hostname-override", strings.ToLower(host), "the same as --node-name (kubelet's name for it)")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the API server: join it as node --node-name (register the Node, renew its Lease, run the pods bound to it, write their status, mirror static pods); its identity must be system:node:<node-name> in group system:nodes; the kubelet API checks bearer tokens (TokenReview) and, with --authorization-mode=Webhook, requests (SubjectAccessReview) there")
@@ -474,6 +498,9 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		Log:                  log,
 		MaxPods:              o.maxPods,
 		NodeIP:               o.nodeIP,
+		ClusterDNS:           o.clusterDNS,
+		ClusterDomain:        o.clusterDomain,
+		ResolvConf:           o.resolvConf,
 		Sources:              sources,
 		Published:            api.wake,
 		VolumeAPI:            api.volumes(),
@@ -481,6 +508,7 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		NodeEvents:           api.nodeRecorder(),
 		Node:                 api.nodeObject,
 		RuntimeClasses:       api.runtimeClasses(ctx),
+		Services:             api.services(ctx),
 		Sysctls:              o.sysctls,
 	})
 	if err != nil {

@@ -72,6 +72,25 @@ func TestRunFlagsContainerGC(t *testing.T) {
 	}
 }
 
+// TestRunDNSFlags: --cluster-dns repeats and takes comma lists, as
+// kubelet's; --resolv-conf defaults to /etc/resolv.conf and may be empty.
+func TestRunDNSFlags(t *testing.T) {
+	o, err := parseRunFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.clusterDNS) != 0 || o.clusterDomain != "" || o.resolvConf != "/etc/resolv.conf" {
+		t.Errorf("defaults: cluster DNS %v, domain %q, resolv.conf %q; want none, \"\", /etc/resolv.conf", o.clusterDNS, o.clusterDomain, o.resolvConf)
+	}
+	o, err = parseRunFlags([]string{"--cluster-dns", "10.96.0.10,fd00::a", "--cluster-dns=10.96.0.11", "--cluster-domain", "cluster.local", "--resolv-conf="}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(o.clusterDNS, " "); got != "10.96.0.10 fd00::a 10.96.0.11" || o.clusterDomain != "cluster.local" || o.resolvConf != "" {
+		t.Errorf("cluster DNS %q, domain %q, resolv.conf %q", got, o.clusterDomain, o.resolvConf)
+	}
+}
+
 // TestRunKubeconfigErrorNamesTheFlag: a kubeconfig that cannot be read is an
 // error at start naming --kubeconfig.
 func TestRunKubeconfigErrorNamesTheFlag(t *testing.T) {
@@ -117,6 +136,7 @@ func TestRunFlagErrorsNameTheFlag(t *testing.T) {
 		{"--node-lease-duration-seconds 5", "--node-lease-duration-seconds: 5"},
 		{"--node-ip 127.0.0.300", `--node-ip: "127.0.0.300" is not an IP address`},
 		{"--hostname-override Bad_Name", "--node-name"},
+		{"--cluster-dns 10.96.0.10,dns", `invalid value "10.96.0.10,dns" for flag -cluster-dns: "dns" is not an IP address`},
 		{"-v -1", "-v"},
 		{"--maximum-dead-containers-per-container 3", "--maximum-dead-containers-per-container: 3 with --max-pods 110"},
 		{"--minimum-container-ttl-duration -1s", "--minimum-container-ttl-duration"},

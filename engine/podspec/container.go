@@ -24,13 +24,26 @@ type ContainerRequest struct {
 	// ImageUser is the image's user (ImageUserOf), for a container whose
 	// security context names none (NeedsImageUser).
 	ImageUser ImageUser
+	// PodIPs are the pod's addresses (the node's for a hostNetwork pod),
+	// HostIPs the node's: fieldRef status.* values, and the pod's
+	// /etc/hosts (a pod without an address gets none).
+	PodIPs, HostIPs []string
+	// Objects reads the configMaps and secrets env and envFrom name; nil:
+	// there is no API server, and any such reference is an error.
+	Objects Objects
+	// ServiceEnv are the service variables of the pod's namespace
+	// (kubelet's getServiceEnvVarMap), set where the container sets none.
+	ServiceEnv map[string]string
 }
 
 // Container builds the CreateContainer config of r.Container. Errors name
 // the pod, the container and the field.
 func Container(n Node, r ContainerRequest) (*runtimeapi.ContainerConfig, error) {
 	pod, c := r.Pod, r.Container
-	envs, vars := environment(c)
+	envs, vars, err := environment(n, r)
+	if err != nil {
+		return nil, err
+	}
 	command := make([]string, len(c.Command))
 	for i, a := range c.Command {
 		command[i] = Expand(a, vars)
@@ -46,6 +59,13 @@ func Container(n Node, r ContainerRequest) (*runtimeapi.ContainerConfig, error) 
 	security, err := containerSecurity(n, pod, c, r.ImageUser, containerNamespaces(pod))
 	if err != nil {
 		return nil, err
+	}
+	hosts, err := hostsMount(n, r)
+	if err != nil {
+		return nil, err
+	}
+	if hosts != nil {
+		mounts = append(mounts, hosts)
 	}
 	image := r.ImageRef
 	if image == "" {
@@ -78,20 +98,6 @@ func Container(n Node, r ContainerRequest) (*runtimeapi.ContainerConfig, error) 
 // with shareProcessNamespace, else a PID namespace of the container's own.
 func containerNamespaces(pod *v1.Pod) *runtimeapi.NamespaceOption {
 	return sandboxNamespaces(pod)
-}
-
-// environment is the container's environment in declaration order, with
-// $(VAR) references to earlier variables expanded, and the variables by
-// name for expanding command and args.
-func environment(c *v1.Container) ([]*runtimeapi.KeyValue, map[string]string) {
-	envs := make([]*runtimeapi.KeyValue, 0, len(c.Env))
-	vars := make(map[string]string, len(c.Env))
-	for _, e := range c.Env {
-		v := Expand(e.Value, vars) // later variables may refer to earlier ones
-		vars[e.Name] = v
-		envs = append(envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(v)})
-	}
-	return envs, vars
 }
 
 // fieldErr is an error about one field of a container of a pod.

@@ -16,6 +16,27 @@ type Node struct {
 	MemoryCapacity int64
 	// Static reports whether a pod is a static pod (its QoS score differs).
 	Static func(*v1.Pod) bool
+	// Name is the node's name (spec.nodeName of a pod that has none).
+	Name string
+	// IP is the node's address (a DNS server of 127.0.0.1 or ::1 follows
+	// its family when there is no --resolv-conf).
+	IP string
+	// Allocatable is what a resourceFieldRef limit the container does not
+	// set falls back to (cpu, memory, ephemeral-storage).
+	Allocatable v1.ResourceList
+	// ClusterDNS are the cluster's DNS servers (--cluster-dns), and
+	// ClusterDomain its domain (--cluster-domain).
+	ClusterDNS    []string
+	ClusterDomain string
+	// ResolvConf is the resolver file Default DNS copies (--resolv-conf);
+	// "": none.
+	ResolvConf string
+	// Warn records a Warning event about pod (the sandbox's DNS
+	// warnings); nil: none are recorded.
+	Warn func(pod *v1.Pod, reason, message string)
+	// HostsPath is the node's hosts file, the base of a hostNetwork pod's
+	// /etc/hosts; "": /etc/hosts.
+	HostsPath string
 }
 
 // LogDir is the sandbox LogDirectory under root:

@@ -1,6 +1,8 @@
 package podspec
 
 import (
+	"fmt"
+
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -26,12 +28,21 @@ func Sandbox(n Node, r SandboxRequest) (*runtimeapi.PodSandboxConfig, error) {
 	pod := r.Pod
 	hostname := ""
 	if !pod.Spec.HostNetwork {
-		hostname = pod.Name
-		if pod.Spec.Hostname != "" {
-			hostname = pod.Spec.Hostname
+		host, domain, err := HostnameAndDomain(n, pod)
+		if err == nil {
+			hostname, err = kernelHostname(host, domain, pod.Spec.SetHostnameAsFQDN)
 		}
-		if len(hostname) > 63 {
-			hostname = hostname[:63]
+		if err != nil {
+			return nil, fmt.Errorf("pod %s/%s: hostname: %w", pod.Namespace, pod.Name, err)
+		}
+	}
+	dns, warns, err := DNS(n, pod)
+	if err != nil {
+		return nil, err
+	}
+	if n.Warn != nil {
+		for _, w := range warns {
+			n.Warn(pod, w.Reason, w.Message)
 		}
 	}
 	security, sysctls, err := sandboxSecurity(pod, sandboxNamespaces(pod))
@@ -43,6 +54,7 @@ func Sandbox(n Node, r SandboxRequest) (*runtimeapi.PodSandboxConfig, error) {
 			Name: pod.Name, Namespace: pod.Namespace, Uid: string(pod.UID), Attempt: r.Attempt,
 		},
 		Hostname:     hostname,
+		DnsConfig:    dns,
 		LogDirectory: LogDir(n.RootDir, pod),
 		PortMappings: portMappings(pod),
 		Labels:       r.Labels,
