@@ -51,7 +51,7 @@ type Options struct {
 	KubeletBin string
 	// Version of the control plane (default DefaultVersion).
 	Version string
-	// Nodes is how many nodes of Agent join (default 2), each on its own
+	// Nodes is how many nodes of Agent join (default 1), each on its own
 	// containerd.
 	Nodes int
 	// Procs is how many Ginkgo processes run specs in parallel (default 5).
@@ -87,7 +87,7 @@ func (o *Options) defaults() {
 		o.Version = DefaultVersion
 	}
 	if o.Nodes <= 0 {
-		o.Nodes = 2
+		o.Nodes = 1
 	}
 	if o.Procs <= 0 {
 		o.Procs = 5
@@ -207,7 +207,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		"--skip", excluded(),
 		"--timeout", o.Timeout.String(),
 		"--no-color", "--silence-skips",
-		"--json-report", report, "--junit-report", junit,
+		"--output-dir", o.Out, "--json-report", filepath.Base(report), "--junit-report", filepath.Base(junit),
 	}
 	if o.Focus != "" {
 		args = append(args, "--focus", o.Focus)

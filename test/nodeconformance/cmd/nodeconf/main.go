@@ -44,7 +44,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	focus := fs.String("focus", "", "regexp: run only the selected specs whose full name it matches")
 	out := fs.String("out", filepath.Join(home, "nodeconf"), "directory for verdicts, JUnit, Ginkgo reports and logs")
 	procs := fs.Int("procs", 5, "parallel Ginkgo processes")
-	nodes := fs.Int("nodes", 2, "nodes per agent, each on its own containerd")
+	nodes := fs.Int("nodes", 1, "nodes per agent, each on its own containerd (pods of different nodes cannot reach each other: each containerd has its own bridge and no route to the others)")
 	version := fs.String("version", nc.DefaultVersion, "k8s.io/kubernetes version of the suite, the control plane and kubelet")
 	record := fs.String("record", "", "file to write kubelet's verdicts to (only when every spec ran on kubelet)")
 	specletArgs := fs.String("speclet-args", "", "extra flags for `speclet run`, space-separated")
