@@ -104,7 +104,8 @@ func (o *Options) defaults() {
 // with o.Nodes nodes of o.Agent, each on its own containerd pulling from
 // o.Registry, runs the selected specs with Ginkgo, and stops and removes
 // everything it started, whatever happens. Spec failures are not errors;
-// an error means the run itself failed (and names what).
+// an error means the run itself failed (and names what); when Ginkgo still
+// reported (a suite timeout, an interrupt) the Result comes with the error.
 func Run(ctx context.Context, o Options) (res *Result, err error) {
 	o.defaults()
 	start := time.Now()
@@ -246,10 +247,13 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("run %s: ginkgo %v wrote no report (%v); its log: %s", o.Agent, runErr, err, glog.Name())
 	}
+	res = &Result{Agent: o.Agent, Specs: specs, JUnit: junit, Elapsed: time.Since(start)}
 	if suiteErr != nil {
-		return nil, fmt.Errorf("run %s: %v; ginkgo log: %s", o.Agent, suiteErr, glog.Name())
+		// The specs that ran keep their verdicts (a suite timeout, an
+		// interrupt); the error says the run is incomplete.
+		return res, fmt.Errorf("run %s: %v; ginkgo log: %s", o.Agent, suiteErr, glog.Name())
 	}
-	return &Result{Agent: o.Agent, Specs: specs, JUnit: junit, Elapsed: time.Since(start)}, nil
+	return res, nil
 }
 
 func waitNodeReady(ctx context.Context, cs *kubernetes.Clientset, name string, timeout time.Duration) error {

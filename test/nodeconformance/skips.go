@@ -2,6 +2,7 @@ package nodeconformance
 
 import (
 	"regexp"
+	"sort"
 	"strings"
 )
 
@@ -30,9 +31,17 @@ var Skips = []SkipReason{
 func excluded() string {
 	parts := []string{`\[Serial\]`, `\[Disruptive\]`, `\[Flaky\]`}
 	for _, s := range Skips {
-		parts = append(parts, "^"+regexp.QuoteMeta(s.Spec)+"$")
+		parts = append(parts, ExactName(s.Spec))
 	}
 	return strings.Join(parts, "|")
+}
+
+// ExactName is a Ginkgo focus or skip regexp that matches spec name and
+// nothing longer. Ginkgo matches these against the suite's description, a
+// space and the spec's full name, so the name is anchored at its end and
+// after a space.
+func ExactName(name string) string {
+	return " " + regexp.QuoteMeta(name) + "$"
 }
 
 // skipReason returns the reason Skips gives for spec, if any.
@@ -43,4 +52,20 @@ func skipReason(spec string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// WithSkips returns specs with every spec of Skips as Skip with its reason
+// (replacing a verdict of the same spec, from a run that did not skip it).
+func WithSkips(specs []Spec) []Spec {
+	var out []Spec
+	for _, s := range specs {
+		if _, ok := skipReason(s.Name); !ok {
+			out = append(out, s)
+		}
+	}
+	for _, s := range Skips {
+		out = append(out, Spec{Name: s.Spec, Verdict: Skip, Message: s.Reason})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }
