@@ -63,6 +63,10 @@ type Options struct {
 	// k8s.io/kubernetes/test/e2e); each binary is named after the path's last
 	// element with ".test" appended (e2e.test).
 	Tests []string
+	// Files are files of the k8s.io/kubernetes module (paths inside it, e.g.
+	// test/images/agnhost/porter/localhost.crt) copied next to the
+	// binaries under their base name.
+	Files []string
 	// Log receives progress (nil: discard).
 	Log io.Writer
 }
@@ -93,6 +97,11 @@ func Cached(o Options) bool {
 	}
 	for _, t := range o.targets() {
 		if !isExec(filepath.Join(dir, t.bin)) {
+			return false
+		}
+	}
+	for _, f := range o.Files {
+		if _, err := os.Stat(filepath.Join(dir, path.Base(f))); err != nil {
 			return false
 		}
 	}
@@ -193,6 +202,25 @@ func Build(ctx context.Context, o Options) (string, error) {
 			return "", err
 		}
 		fmt.Fprintf(log, "kubebuild: built %s in %s\n", bin, time.Since(start).Round(time.Second))
+	}
+	if len(o.Files) > 0 {
+		modDir, err := b.run(b.env, "go", "list", "-m", "-f", "{{.Dir}}", "k8s.io/kubernetes")
+		if err != nil {
+			return "", err
+		}
+		for _, f := range o.Files {
+			data, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(modDir)), filepath.FromSlash(f)))
+			if err != nil {
+				return "", fmt.Errorf("copy %s of k8s.io/kubernetes: %w", f, err)
+			}
+			dst := filepath.Join(out, path.Base(f))
+			if err := os.WriteFile(dst+".tmp", data, 0o644); err != nil {
+				return "", err
+			}
+			if err := os.Rename(dst+".tmp", dst); err != nil {
+				return "", err
+			}
+		}
 	}
 	return out, nil
 }

@@ -24,6 +24,9 @@ var e2eBuild = func(version string) kubebuild.Options {
 			"k8s.io/kubernetes/test/images/agnhost",
 			"k8s.io/kubernetes/test/images/nonewprivs",
 		},
+		// The agnhost image holds porter's test certificate: netexec
+		// serves HTTPS with it (the lifecycle hook specs).
+		Files: []string{"test/images/agnhost/porter/localhost.crt", "test/images/agnhost/porter/localhost.key"},
 	}
 }
 
@@ -34,6 +37,9 @@ type Binaries struct {
 	Agnhost string // test/images/agnhost, static
 	// Nonewprivs is test/images/nonewprivs (prints its effective uid).
 	Nonewprivs string
+	// LocalhostCrt and LocalhostKey are test/images/agnhost/porter's
+	// certificate and key, /localhost.crt and /localhost.key of agnhost.
+	LocalhostCrt, LocalhostKey string
 }
 
 // BuildBinaries builds (once, cached by version) e2e.test, the ginkgo CLI
@@ -47,10 +53,12 @@ func BuildBinaries(ctx context.Context, version string, log io.Writer) (Binaries
 		return Binaries{}, err
 	}
 	return Binaries{
-		E2E:        filepath.Join(dir, "e2e.test"),
-		Ginkgo:     filepath.Join(dir, "ginkgo"),
-		Agnhost:    filepath.Join(dir, "agnhost"),
-		Nonewprivs: filepath.Join(dir, "nonewprivs"),
+		E2E:          filepath.Join(dir, "e2e.test"),
+		Ginkgo:       filepath.Join(dir, "ginkgo"),
+		Agnhost:      filepath.Join(dir, "agnhost"),
+		Nonewprivs:   filepath.Join(dir, "nonewprivs"),
+		LocalhostCrt: filepath.Join(dir, "localhost.crt"),
+		LocalhostKey: filepath.Join(dir, "localhost.key"),
 	}, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -15,7 +16,8 @@ const (
 )
 
 // ReadCauses reads the known causes of differences: one "<spec name>\t<cause>"
-// per line ('#' comments and blank lines allowed).
+// per line, or "re:<regexp>\t<cause>" for every spec whose speclet failure
+// message the regexp matches ('#' comments and blank lines allowed).
 func ReadCauses(path string) (map[string]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -88,6 +90,8 @@ func Table(speclet, kubelet []Spec, causes map[string]string, when string) strin
 			switch {
 			case causes[n] != "":
 				cause = causes[n]
+			case patternCause(causes, r.sm) != "":
+				cause = patternCause(causes, r.sm)
 			case r.s == Fail:
 				cause = "not yet known; speclet fails with: " + firstLine(r.sm)
 			case r.k == Fail:
@@ -103,6 +107,24 @@ func Table(speclet, kubelet []Spec, causes map[string]string, when string) strin
 	fmt.Fprintf(&b, "%d specs differ.\n\n", diffs)
 	b.WriteString(rb.String())
 	return b.String()
+}
+
+// patternCause returns the cause of the first "re:<regexp>" entry of causes
+// that matches msg (a failure message).
+func patternCause(causes map[string]string, msg string) string {
+	keys := make([]string, 0, len(causes))
+	for k := range causes {
+		if strings.HasPrefix(k, "re:") {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if re, err := regexp.Compile(strings.TrimPrefix(k, "re:")); err == nil && msg != "" && re.MatchString(msg) {
+			return causes[k]
+		}
+	}
+	return ""
 }
 
 func firstLine(s string) string {

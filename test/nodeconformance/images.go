@@ -34,7 +34,7 @@ type Image struct {
 // Every other image of test/utils/image is absent from the registry: a spec
 // that needs one fails to pull it, and is listed in Skips with that reason.
 var Images = []Image{
-	{"promoterE2eRegistry", "agnhost", "2.56", "agnhost of test/images/agnhost (static) as /agnhost and /agnhost-2 over the busybox layer; entrypoint /agnhost, command pause; user 1000 and group 50000 as in the upstream image"},
+	{"promoterE2eRegistry", "agnhost", "2.56", "agnhost of test/images/agnhost (static) as /agnhost and /agnhost-2, porter's /localhost.crt and /localhost.key, a curl that runs busybox wget -q -O - (the specs call `curl <url>`), over the busybox layer; entrypoint /agnhost, command pause; user 1000 and group 50000 as in the upstream image"},
 	{"promoterE2eRegistry", "busybox", "1.37.0-1", "Debian's busybox-static with a link per applet (cri/harness)"},
 	{"promoterE2eRegistry", "nonroot", "1.4", "the busybox image with USER 1234"},
 	{"promoterE2eRegistry", "nonewprivs", "1.3", "test/images/nonewprivs' nnp (static), set-user-ID root, at /usr/local/bin/nnp over the busybox layer; command nnp"},
@@ -98,6 +98,13 @@ func PushImages(ctx context.Context, reg *harness.Registry, bins Binaries) error
 		{name: "agnhost", mode: 0o755, src: bins.Agnhost},
 		{name: "agnhost-2", link: "agnhost"},
 		{name: "uploads/", mode: 0o755},
+		// The lifecycle hook specs run `curl <url>` in agnhost; the
+		// upstream image has curl from Alpine, this one busybox's wget.
+		{name: "usr/local/", mode: 0o755},
+		{name: "usr/local/bin/", mode: 0o755},
+		{name: "usr/local/bin/curl", mode: 0o755, body: "#!/bin/sh\n# curl URL, as the suite's specs call it: busybox wget to stdout.\nexec wget -q -O - \"$@\"\n"},
+		{name: "localhost.crt", mode: 0o644, src: bins.LocalhostCrt},
+		{name: "localhost.key", mode: 0o644, src: bins.LocalhostKey},
 		{name: "etc/passwd", mode: 0o644, body: "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\nuser-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh\n"},
 		{name: "etc/group", mode: 0o644, body: "root:x:0:\nnogroup:x:65534:\nuser-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n"},
 	}, func(c *v1.Config) { c.Entrypoint = []string{"/agnhost"}; c.Cmd = []string{"pause"} })

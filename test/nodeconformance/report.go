@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -209,4 +210,17 @@ func Differences(speclet, kubelet []Spec) []string {
 		}
 	}
 	return append(worse, better...)
+}
+
+// ReadResult reads the Result of an earlier run from its directory (the
+// report.json Ginkgo wrote there).
+func ReadResult(agent, dir string) (*Result, error) {
+	specs, suiteErr, err := readReport(filepath.Join(dir, "report.json"))
+	if err != nil {
+		return nil, err
+	}
+	if suiteErr != nil {
+		err = fmt.Errorf("%s: earlier run incomplete: %v", agent, suiteErr)
+	}
+	return &Result{Agent: agent, Specs: specs, JUnit: filepath.Join(dir, "junit.xml")}, err
 }

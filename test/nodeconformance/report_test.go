@@ -167,6 +167,12 @@ func TestExcluded(t *testing.T) {
 		{"[sig-node] X [Disruptive] y", true},
 		{"[sig-node] X y [Flaky]", true},
 	}
+	if len(Skips) > 0 { // a longer name that contains a skipped one is run
+		tests = append(tests, struct {
+			spec string
+			skip bool
+		}{Skips[0].Spec + " more", false})
+	}
 	for _, s := range Skips {
 		tests = append(tests, struct {
 			spec string
@@ -174,8 +180,51 @@ func TestExcluded(t *testing.T) {
 		}{s.Spec, true})
 	}
 	for _, tt := range tests {
-		if got := re.MatchString(tt.spec); got != tt.skip {
+		// What Ginkgo matches: the suite's description, a space, the name.
+		if got := re.MatchString("Kubernetes e2e suite " + tt.spec); got != tt.skip {
 			t.Errorf("%q: skipped %v, want %v", tt.spec, got, tt.skip)
+		}
+	}
+}
+
+func TestWithSkips(t *testing.T) {
+	if len(Skips) == 0 {
+		t.Skip("no skips")
+	}
+	tests := []struct {
+		name  string
+		specs []Spec
+		want  int // specs in the result
+	}{
+		{"skips are added", []Spec{{Name: "a", Verdict: Pass}}, 1 + len(Skips)},
+		{"a skipped spec's verdict is replaced", []Spec{{Name: Skips[0].Spec, Verdict: Fail}}, len(Skips)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := WithSkips(tt.specs)
+			if len(got) != tt.want {
+				t.Fatalf("got %d specs, want %d", len(got), tt.want)
+			}
+			for _, s := range got {
+				if r, ok := skipReason(s.Name); ok && (s.Verdict != Skip || s.Message != r) {
+					t.Errorf("%s: %s %q, want SKIP with its reason", s.Name, s.Verdict, s.Message)
+				}
+			}
+		})
+	}
+}
+
+func TestPatternCause(t *testing.T) {
+	causes := map[string]string{"re:failed to get logs": "logs", "re:^Timed out": "timeout", "exact name": "x"}
+	tests := []struct{ msg, want string }{
+		{"failed to get logs from p for c: 404", "logs"},
+		{"Timed out after 300s", "timeout"},
+		{"something else", ""},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		if got := patternCause(causes, tt.msg); got != tt.want {
+			t.Errorf("%q: got %q, want %q", tt.msg, got, tt.want)
 		}
 	}
 }

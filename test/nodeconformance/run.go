@@ -51,7 +51,7 @@ type Options struct {
 	KubeletBin string
 	// Version of the control plane (default DefaultVersion).
 	Version string
-	// Nodes is how many nodes of Agent join (default 2), each on its own
+	// Nodes is how many nodes of Agent join (default 1), each on its own
 	// containerd.
 	Nodes int
 	// Procs is how many Ginkgo processes run specs in parallel (default 5).
@@ -87,7 +87,7 @@ func (o *Options) defaults() {
 		o.Version = DefaultVersion
 	}
 	if o.Nodes <= 0 {
-		o.Nodes = 2
+		o.Nodes = 1
 	}
 	if o.Procs <= 0 {
 		o.Procs = 5
@@ -104,7 +104,8 @@ func (o *Options) defaults() {
 // with o.Nodes nodes of o.Agent, each on its own containerd pulling from
 // o.Registry, runs the selected specs with Ginkgo, and stops and removes
 // everything it started, whatever happens. Spec failures are not errors;
-// an error means the run itself failed (and names what).
+// an error means the run itself failed (and names what); when Ginkgo still
+// reported (a suite timeout, an interrupt) the Result comes with the error.
 func Run(ctx context.Context, o Options) (res *Result, err error) {
 	o.defaults()
 	start := time.Now()
@@ -207,7 +208,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		"--skip", excluded(),
 		"--timeout", o.Timeout.String(),
 		"--no-color", "--silence-skips",
-		"--json-report", report, "--junit-report", junit,
+		"--output-dir", o.Out, "--json-report", filepath.Base(report), "--junit-report", filepath.Base(junit),
 	}
 	if o.Focus != "" {
 		args = append(args, "--focus", o.Focus)
@@ -246,10 +247,13 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("run %s: ginkgo %v wrote no report (%v); its log: %s", o.Agent, runErr, err, glog.Name())
 	}
+	res = &Result{Agent: o.Agent, Specs: specs, JUnit: junit, Elapsed: time.Since(start)}
 	if suiteErr != nil {
-		return nil, fmt.Errorf("run %s: %v; ginkgo log: %s", o.Agent, suiteErr, glog.Name())
+		// The specs that ran keep their verdicts (a suite timeout, an
+		// interrupt); the error says the run is incomplete.
+		return res, fmt.Errorf("run %s: %v; ginkgo log: %s", o.Agent, suiteErr, glog.Name())
 	}
-	return &Result{Agent: o.Agent, Specs: specs, JUnit: junit, Elapsed: time.Since(start)}, nil
+	return res, nil
 }
 
 func waitNodeReady(ctx context.Context, cs *kubernetes.Clientset, name string, timeout time.Duration) error {

@@ -44,12 +44,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	focus := fs.String("focus", "", "regexp: run only the selected specs whose full name it matches")
 	out := fs.String("out", filepath.Join(home, "nodeconf"), "directory for verdicts, JUnit, Ginkgo reports and logs")
 	procs := fs.Int("procs", 5, "parallel Ginkgo processes")
-	nodes := fs.Int("nodes", 2, "nodes per agent, each on its own containerd")
+	nodes := fs.Int("nodes", 1, "nodes per agent, each on its own containerd (pods of different nodes cannot reach each other: each containerd has its own bridge and no route to the others)")
 	version := fs.String("version", nc.DefaultVersion, "k8s.io/kubernetes version of the suite, the control plane and kubelet")
 	record := fs.String("record", "", "file to write kubelet's verdicts to (only when every spec ran on kubelet)")
 	specletArgs := fs.String("speclet-args", "", "extra flags for `speclet run`, space-separated")
 	doc := fs.String("doc", "", "Markdown file whose results section gets both agents' verdicts (only when every spec ran on both)")
 	causesPath := fs.String("causes", "test/nodeconformance/testdata/causes.txt", "known causes of differences, \"<spec>\\t<cause>\" per line, for -doc")
+	reportOnly := fs.Bool("report-only", false, "run nothing: read the agents' earlier reports in -out and print, record and write -doc from them")
 	timeout := fs.Duration("timeout", 90*time.Minute, "bound on each agent's Ginkgo run")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -58,7 +59,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	say := func(format string, a ...any) { fmt.Fprintf(stderr, "nodeconf: "+format+"\n", a...) }
-	if os.Geteuid() != 0 {
+	if os.Geteuid() != 0 && !*reportOnly {
 		say("needs root: it runs containerd, which runs containers")
 		return 1
 	}
@@ -70,6 +71,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		list = append(list, a)
+	}
+	if *reportOnly {
+		return report(list, *out, *focus, *record, *doc, *causesPath, *version, stdout, say)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -142,12 +146,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			say("%v", err)
 			failed = true
-			continue
+			if r == nil {
+				continue
+			}
 		}
 		if *focus == "" {
-			for _, s := range nc.Skips {
-				r.Specs = append(r.Specs, nc.Spec{Name: s.Spec, Verdict: nc.Skip, Message: s.Reason})
-			}
+			r.Specs = nc.WithSkips(r.Specs)
 		}
 		results[a] = r
 		if err := nc.WriteVerdicts(filepath.Join(*out, a+".txt"), r.Specs); err != nil {
@@ -203,6 +207,58 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if failed {
 		return 1
+	}
+	return 0
+}
+
+// report prints, records and documents the results of earlier runs in out.
+func report(agents []string, out, focus, record, doc, causesPath, version string, stdout io.Writer, say func(string, ...any)) int {
+	results := map[string]*nc.Result{}
+	var parts []string
+	for _, a := range agents {
+		r, err := nc.ReadResult(a, filepath.Join(out, a))
+		if err != nil {
+			say("%v", err)
+			if r == nil {
+				return 1
+			}
+		}
+		if focus == "" {
+			r.Specs = nc.WithSkips(r.Specs)
+		}
+		results[a] = r
+		parts = append(parts, fmt.Sprintf("%s %d of %d", a, r.Passed(), len(r.Specs)))
+	}
+	fmt.Fprintf(stdout, "node conformance: %s\n", strings.Join(parts, ", "))
+	s, k := results[nc.Speclet], results[nc.Kubelet]
+	if s != nil && k != nil {
+		for _, d := range nc.Differences(s.Specs, k.Specs) {
+			fmt.Fprintln(stdout, "  "+d)
+		}
+	}
+	if k != nil && record != "" && focus == "" {
+		if err := nc.WriteVerdicts(record, k.Specs); err != nil {
+			say("%v", err)
+			return 1
+		}
+	}
+	if s != nil && k != nil && doc != "" && focus == "" {
+		causes, err := nc.ReadCauses(causesPath)
+		if err != nil {
+			say("%v", err)
+			return 1
+		}
+		when := fmt.Sprintf("earlier reports (k8s.io/kubernetes %s", version)
+		for _, a := range []string{nc.Speclet, nc.Kubelet} {
+			if st, err := os.Stat(filepath.Join(out, a, "report.json")); err == nil {
+				when += fmt.Sprintf(", %s's of %s", a, st.ModTime().UTC().Format("2006-01-02 15:04 UTC"))
+			}
+		}
+		when += ")"
+		if err := nc.UpdateDoc(doc, nc.Table(s.Specs, k.Specs, causes, when)); err != nil {
+			say("%v", err)
+			return 1
+		}
 	}
 	return 0
 }
