@@ -12,6 +12,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/engine/kubeletapi"
 	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/fsm"
 )
@@ -547,6 +548,12 @@ func (c *ctrState) recordExit(ctx context.Context) error {
 		if st.FinishedAt > 0 {
 			t.FinishedAt = time.Unix(0, st.FinishedAt)
 		}
+		if m := c.terminationMessage(ctx, st); m != "" {
+			if t.Message != "" {
+				t.Message += ": "
+			}
+			t.Message += m
+		}
 	case c.id == "" || c.waitingReason == ReasonRunContainer:
 		t.ExitCode, t.Reason, t.Message = 128, "ContainerCannotRun", c.waitingMessage
 	default:
@@ -560,6 +567,45 @@ func (c *ctrState) recordExit(ctx context.Context) error {
 	}
 	c.current = t
 	return err
+}
+
+// terminationMessage is what the exited instance st wrote to its
+// terminationMessagePath, or under FallbackToLogsOnError after a failure
+// with no message the tail of its log (kubelet's limits: the last
+// podspec.MaxTerminationLogBytes of the last MaxTerminationLogLines lines).
+func (c *ctrState) terminationMessage(ctx context.Context, st *runtimeapi.ContainerStatus) string {
+	if c.spec == nil {
+		return ""
+	}
+	if len(st.Mounts) == 0 && c.spec.TerminationMessagePath != "" && st.Id != "" {
+		// A status without mounts (from an event): ask the runtime.
+		if full, err := c.p.e.rt.ContainerStatus(ctx, st.Id); err == nil && full != nil {
+			st = full
+		}
+	}
+	msg, logs := podspec.TerminationMessage(c.spec, st.Mounts, st.ExitCode, st.Reason)
+	if !logs || st.LogPath == "" {
+		return msg
+	}
+	tail := &lastBytes{max: podspec.MaxTerminationLogBytes}
+	if err := kubeletapi.LogTail(ctx, st.LogPath, podspec.MaxTerminationLogLines, tail); err != nil {
+		return fmt.Sprintf("Error on reading termination message from logs: %v", err)
+	}
+	return string(tail.b)
+}
+
+// lastBytes keeps the last max bytes written to it.
+type lastBytes struct {
+	b   []byte
+	max int
+}
+
+func (l *lastBytes) Write(p []byte) (int, error) {
+	l.b = append(l.b, p...)
+	if over := len(l.b) - l.max; over > 0 {
+		l.b = append(l.b[:0], l.b[over:]...)
+	}
+	return len(p), nil
 }
 
 // RemoveContainer is the container GC of one container (kubelet's

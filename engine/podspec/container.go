@@ -40,6 +40,13 @@ func Container(n Node, r ContainerRequest) (*runtimeapi.ContainerConfig, error) 
 	if err != nil {
 		return nil, err
 	}
+	term, err := terminationMount(n.RootDir, pod, c)
+	if err != nil {
+		return nil, err
+	}
+	if term != nil {
+		mounts = append(mounts, term)
+	}
 	image := r.ImageRef
 	if image == "" {
 		image = c.Image
