@@ -257,6 +257,11 @@ func (c *ctrState) StartBlocked() bool {
 	return false
 }
 
+// ImageInvalid: the image reference does not parse (InvalidImageName).
+func (c *ctrState) ImageInvalid() bool {
+	return c.spec != nil && podspec.ImageNameError(c.spec.Image) != nil
+}
+
 // SpecChanged: the current instance was created from an older spec of this
 // container; it is restarted at once (kubelet's hash check).
 func (c *ctrState) SpecChanged() bool {
@@ -413,6 +418,21 @@ func (c *ctrState) pullCredentials(ctx context.Context) []*runtimeapi.AuthConfig
 		return nil
 	}
 	return auths
+}
+
+// RefuseImage reports InvalidImageName with kubelet's message, and its
+// InspectFailed warning event when the reason is new (kubelet records one
+// at each sync; the event recorder folds the repeats).
+func (c *ctrState) RefuseImage(context.Context) error {
+	err := podspec.ImageNameError(c.spec.Image)
+	if err == nil {
+		return nil
+	}
+	if c.waitingReason != ReasonInvalidImageName || c.waitingMessage != err.Error() {
+		c.event(eventWarning, "InspectFailed", "%v", err)
+	}
+	c.waitingReason, c.waitingMessage = ReasonInvalidImageName, err.Error()
+	return nil
 }
 
 // CountPullFailure advances the image pull backoff.

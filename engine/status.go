@@ -17,6 +17,7 @@ const (
 	ReasonErrImagePull      = "ErrImagePull"
 	ReasonImagePullBackOff  = "ImagePullBackOff"
 	ReasonErrImageNeverPull = "ErrImageNeverPull"
+	ReasonInvalidImageName  = "InvalidImageName"
 	ReasonCreateContainer   = "CreateContainerError"
 	ReasonRunContainer      = "RunContainerError"
 	ReasonCrashLoopBackOff  = "CrashLoopBackOff"

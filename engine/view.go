@@ -93,7 +93,7 @@ func (c *ctrState) view() containerView {
 			break
 		}
 		cv.Last = c.current
-		if cv.WaitingReason == "" || c.machine.State() == fsm.ContainerStateWaiting && c.current == nil {
+		if cv.WaitingReason == "" || c.machine.State() == fsm.ContainerStateWaiting && c.current == nil && cv.WaitingReason != ReasonInvalidImageName {
 			cv.WaitingReason = creating
 		}
 	}
