@@ -22,6 +22,7 @@ func (s *podState) view() *podView {
 	if s.evicted != nil {
 		v.Evicted = s.evicted.message
 	}
+	v.DeadlineExceeded = s.deadlineExceeded
 	st := s.machine.State()
 	v.Terminated = st == fsm.PodStateCompleted || st == fsm.PodStateTerminated || st == fsm.PodStateFinished
 	for _, c := range s.inits {
