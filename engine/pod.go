@@ -271,7 +271,7 @@ const (
 // with kubelet's DeadlineExceeded event (type Normal, as kubelet's).
 func (s *podState) ExceedDeadline(context.Context) error {
 	s.deadlineExceeded = true
-	s.e.log.Info("pod ran past its active deadline", "pod", s.key(), "activeDeadlineSeconds", *s.pod.Spec.ActiveDeadlineSeconds)
+	s.e.log.Info("pod ran past its active deadline", "pod", s.key(), "startTime", s.startTime)
 	s.event(eventNormal, ReasonDeadlineExceeded, "%s", MessageDeadlineExceeded)
 	return nil
 }
