@@ -13,6 +13,7 @@ import (
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/kubeletapi"
 	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/engine/volume"
 	"github.com/speclet/speclet/fsm"
@@ -269,6 +270,11 @@ func (c *ctrState) StartBlocked() bool {
 	return false
 }
 
+// ImageInvalid: the image reference does not parse (InvalidImageName).
+func (c *ctrState) ImageInvalid() bool {
+	return c.spec != nil && podspec.ImageNameError(c.spec.Image) != nil
+}
+
 // SpecChanged: the current instance was created from an older spec of this
 // container; it is restarted at once (kubelet's hash check).
 func (c *ctrState) SpecChanged() bool {
@@ -427,6 +433,21 @@ func (c *ctrState) pullCredentials(ctx context.Context) []*runtimeapi.AuthConfig
 		return nil
 	}
 	return auths
+}
+
+// RefuseImage reports InvalidImageName with kubelet's message, and its
+// InspectFailed warning event when the reason is new (kubelet records one
+// at each sync; the event recorder folds the repeats).
+func (c *ctrState) RefuseImage(context.Context) error {
+	err := podspec.ImageNameError(c.spec.Image)
+	if err == nil {
+		return nil
+	}
+	if c.waitingReason != ReasonInvalidImageName || c.waitingMessage != err.Error() {
+		c.event(eventWarning, "InspectFailed", "%v", err)
+	}
+	c.waitingReason, c.waitingMessage = ReasonInvalidImageName, err.Error()
+	return nil
 }
 
 // CountPullFailure advances the image pull backoff.
@@ -595,6 +616,12 @@ func (c *ctrState) recordExit(ctx context.Context) error {
 		if st.FinishedAt > 0 {
 			t.FinishedAt = time.Unix(0, st.FinishedAt)
 		}
+		if m := c.terminationMessage(ctx, st); m != "" {
+			if t.Message != "" {
+				t.Message += ": "
+			}
+			t.Message += m
+		}
 	case c.id == "" || c.waitingReason == ReasonRunContainer:
 		t.ExitCode, t.Reason, t.Message = 128, "ContainerCannotRun", c.waitingMessage
 	default:
@@ -608,6 +635,45 @@ func (c *ctrState) recordExit(ctx context.Context) error {
 	}
 	c.current = t
 	return err
+}
+
+// terminationMessage is what the exited instance st wrote to its
+// terminationMessagePath, or under FallbackToLogsOnError after a failure
+// with no message the tail of its log (kubelet's limits: the last
+// podspec.MaxTerminationLogBytes of the last MaxTerminationLogLines lines).
+func (c *ctrState) terminationMessage(ctx context.Context, st *runtimeapi.ContainerStatus) string {
+	if c.spec == nil {
+		return ""
+	}
+	if len(st.Mounts) == 0 && c.spec.TerminationMessagePath != "" && st.Id != "" {
+		// A status without mounts (from an event): ask the runtime.
+		if full, err := c.p.e.rt.ContainerStatus(ctx, st.Id); err == nil && full != nil {
+			st = full
+		}
+	}
+	msg, logs := podspec.TerminationMessage(c.spec, st.Mounts, st.ExitCode, st.Reason)
+	if !logs || st.LogPath == "" {
+		return msg
+	}
+	tail := &lastBytes{max: podspec.MaxTerminationLogBytes}
+	if err := kubeletapi.LogTail(ctx, st.LogPath, podspec.MaxTerminationLogLines, tail); err != nil {
+		return fmt.Sprintf("Error on reading termination message from logs: %v", err)
+	}
+	return string(tail.b)
+}
+
+// lastBytes keeps the last max bytes written to it.
+type lastBytes struct {
+	b   []byte
+	max int
+}
+
+func (l *lastBytes) Write(p []byte) (int, error) {
+	l.b = append(l.b, p...)
+	if over := len(l.b) - l.max; over > 0 {
+		l.b = append(l.b[:0], l.b[over:]...)
+	}
+	return len(p), nil
 }
 
 // RemoveContainer is the container GC of one container (kubelet's

@@ -398,7 +398,7 @@ func (h *scriptHarness) step(d, max time.Duration) {
 // container per body line:
 //
 //	add pod=NAME [uid=UID] [restart=Always|OnFailure|Never] [grace=S] [static=false] [network=pod]
-//	    [node=NODE] [selector=(K:V,...)] [runtime-class=NAME] [gates=(TYPE,...)]
+//	    [deadline=S (activeDeadlineSeconds)] [node=NODE] [selector=(K:V,...)] [runtime-class=NAME] [gates=(TYPE,...)]
 //	container NAME [cpu=Q] [memory=Q] [hostports=PORT[/PROTO],...] [image=REF] [pull=Always|IfNotPresent|Never] [exit=DUR code=N] [term=dies|handle|ignore] [starterr=MSG]
 //	          [poststart=HOOK[:CODE[:DELAY]]] [prestop=HOOK[:CODE[:DELAY]]]
 //	init NAME ...
@@ -426,7 +426,7 @@ func (h *scriptHarness) parsePod(d *datadriven.TestData) *v1.Pod {
 			static = v != "false"
 		case "network":
 			hostNetwork = v != "pod"
-		case "deletion-grace", "node", "selector", "runtime-class", "gates":
+		case "deletion-grace", "node", "selector", "runtime-class", "gates", "deadline":
 		default:
 			h.t.Fatalf("%s: unknown argument %q", d.Pos, a.Key)
 		}
@@ -463,6 +463,9 @@ func (h *scriptHarness) parsePod(d *datadriven.TestData) *v1.Pod {
 			}
 		case "runtime-class":
 			pod.Spec.RuntimeClassName = &v
+		case "deadline":
+			ads, _ := strconv.ParseInt(v, 10, 64)
+			pod.Spec.ActiveDeadlineSeconds = &ads
 		case "gates":
 			for _, g := range a.Vals {
 				pod.Spec.ReadinessGates = append(pod.Spec.ReadinessGates, v1.PodReadinessGate{ConditionType: v1.PodConditionType(g)})

@@ -24,9 +24,12 @@ type podState struct {
 	w       *podWorker
 	e       *Engine
 	evicted *evictionOrder // the eviction manager evicted the pod: Failed, Evicted
-	pod     *v1.Pod
-	machine *fsm.PodMachine
-	sandbox *sandboxState
+	// deadlineExceeded: the pod ran past spec.activeDeadlineSeconds
+	// (exceed_deadline): Failed, DeadlineExceeded.
+	deadlineExceeded bool
+	pod              *v1.Pod
+	machine          *fsm.PodMachine
+	sandbox          *sandboxState
 
 	inits      []*ctrState // init containers (sidecars included), spec order
 	containers []*ctrState // regular containers, spec order
@@ -89,7 +92,11 @@ func newPodState(w *podWorker, pod *v1.Pod, ad *adoptedPod) *podState {
 			var ts []timer
 			for _, t := range s.machine.Timers() {
 				ev := t.Event
-				ts = append(ts, timer{at: now.Add(fsm.PodDurationOf(s, t.After)), fire: func(ctx context.Context) { s.fire(ctx, ev) }})
+				d := fsm.PodDurationOf(s, t.After)
+				if d < 0 {
+					continue // no such timer for this pod (active_deadline without a deadline)
+				}
+				ts = append(ts, timer{at: now.Add(d), fire: func(ctx context.Context) { s.fire(ctx, ev) }})
 			}
 			return ts
 		},
@@ -254,11 +261,39 @@ func (s *podState) AllContainersStopped() bool {
 // --- durations ---
 
 func (s *podState) Resync() time.Duration { return jitter(s.e.cfg.SyncFrequency) }
+
+// ActiveDeadline is what is left of spec.activeDeadlineSeconds since the
+// pod's start time (0 once it ran out); -1, no timer, for a pod without a
+// deadline or not started.
+func (s *podState) ActiveDeadline() time.Duration {
+	ads := s.pod.Spec.ActiveDeadlineSeconds
+	if ads == nil || s.startTime.IsZero() {
+		return -1
+	}
+	return max(0, s.startTime.Add(time.Duration(*ads)*time.Second).Sub(s.e.clock.Now()))
+}
+
 func (s *podState) SyncBackoff() time.Duration {
 	return jitter(fsm.PodDurationDefaults[fsm.PodDurationSyncBackoff])
 }
 
 // --- actions ---
+
+// Reason and message of a pod that ran past its activeDeadlineSeconds
+// (kubelet's active deadline handler).
+const (
+	ReasonDeadlineExceeded  = "DeadlineExceeded"
+	MessageDeadlineExceeded = "Pod was active on the node longer than the specified deadline"
+)
+
+// ExceedDeadline records that the pod ran past spec.activeDeadlineSeconds,
+// with kubelet's DeadlineExceeded event (type Normal, as kubelet's).
+func (s *podState) ExceedDeadline(context.Context) error {
+	s.deadlineExceeded = true
+	s.e.log.Info("pod ran past its active deadline", "pod", s.key(), "startTime", s.startTime)
+	s.event(eventNormal, ReasonDeadlineExceeded, "%s", MessageDeadlineExceeded)
+	return nil
+}
 
 // SyncPod is kubelet's SyncPod over the machines: the newest spec goes to
 // every container (a running one whose spec changed stops), a dead sandbox's

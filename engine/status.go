@@ -17,6 +17,7 @@ const (
 	ReasonErrImagePull      = "ErrImagePull"
 	ReasonImagePullBackOff  = "ImagePullBackOff"
 	ReasonErrImageNeverPull = "ErrImageNeverPull"
+	ReasonInvalidImageName  = "InvalidImageName"
 	ReasonCreateContainer   = "CreateContainerError"
 	ReasonRunContainer      = "RunContainerError"
 	ReasonCrashLoopBackOff  = "CrashLoopBackOff"
@@ -90,6 +91,9 @@ type podView struct {
 	RuntimeName  string          // container IDs read "<RuntimeName>://<id>"
 	Refused      *refusal        // refused admission: Failed with its reason
 	Evicted      string          // the eviction message: Failed, reason Evicted
+	// DeadlineExceeded: ran past activeDeadlineSeconds: Failed, reason
+	// DeadlineExceeded.
+	DeadlineExceeded bool
 }
 
 // computeStatus derives a pod's status from its view. A pod that reached
@@ -142,6 +146,8 @@ func computeStatus(prev *v1.PodStatus, v *podView, now time.Time) v1.PodStatus {
 	if v.Evicted != "" && st.Phase != v1.PodSucceeded {
 		// kubelet's eviction status: Failed at once, reason Evicted.
 		st.Phase, st.Reason, st.Message = v1.PodFailed, ReasonEvicted, v.Evicted
+	} else if v.DeadlineExceeded && st.Phase != v1.PodSucceeded {
+		st.Phase, st.Reason, st.Message = v1.PodFailed, ReasonDeadlineExceeded, MessageDeadlineExceeded
 	}
 
 	ts := metav1.NewTime(now)

@@ -22,6 +22,7 @@ func (s *podState) view() *podView {
 	if s.evicted != nil {
 		v.Evicted = s.evicted.message
 	}
+	v.DeadlineExceeded = s.deadlineExceeded
 	st := s.machine.State()
 	v.Terminated = st == fsm.PodStateCompleted || st == fsm.PodStateTerminated || st == fsm.PodStateFinished
 	for _, c := range s.inits {
@@ -98,7 +99,7 @@ func (c *ctrState) view() containerView {
 			break
 		}
 		cv.Last = c.current
-		if cv.WaitingReason == "" || c.machine.State() == fsm.ContainerStateWaiting && c.current == nil {
+		if cv.WaitingReason == "" || c.machine.State() == fsm.ContainerStateWaiting && c.current == nil && cv.WaitingReason != ReasonInvalidImageName {
 			cv.WaitingReason = creating
 		}
 	}

@@ -45,6 +45,7 @@ func (r *tagRecorder) ReleaseName(ctx context.Context) error     { return r.rec(
 func (r *tagRecorder) RemovePod(ctx context.Context) error       { return r.rec(ctx) }
 func (r *tagRecorder) RemovePodCgroup(ctx context.Context) error { return r.rec(ctx) }
 func (r *tagRecorder) ReportStatus(ctx context.Context) error    { return r.rec(ctx) }
+func (r *tagRecorder) ExceedDeadline(ctx context.Context) error  { return r.rec(ctx) }
 func (r *tagRecorder) RunSandbox(ctx context.Context) error      { return r.rec(ctx) }
 func (r *tagRecorder) StopSandbox(ctx context.Context) error     { return r.rec(ctx) }
 func (r *tagRecorder) UnmountVolumes(ctx context.Context) error  { return r.rec(ctx) }

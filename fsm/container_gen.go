@@ -16,7 +16,7 @@ const ContainerMachineName = "container"
 
 // ContainerSpecSHA256 is the SHA-256 of spec/container.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ContainerSpecSHA256 = "e17c22f77917b569ed2d0230c06ec080a4b281d59083cbaa5c4c2c5e64da634a"
+const ContainerSpecSHA256 = "4c76f3de94de968be44ef6ede2ea7ccdef1da93e068332a189a30e903f80ceac"
 
 // ContainerState is a state of the container machine.
 //
@@ -247,13 +247,16 @@ const (
 	// non-zero exit code; a sidecar always restarts; an init container only after
 	// a failure and never under Never; an ephemeral container never restarts.
 	ContainerGuardRestartAllowed
+	// ContainerGuardImageInvalid: The image reference does not parse (kubelet's
+	// InvalidImageName): no pull is tried.
+	ContainerGuardImageInvalid
 	// ContainerGuardSpecChanged: The instance was created from an older spec of
 	// this container (its hash differs): kubelet restarts it, whatever the
 	// restart policy. Never for an ephemeral container.
 	ContainerGuardSpecChanged
 )
 
-var containerGuardNames = [...]string{"pod_terminating", "start_blocked", "restart_allowed", "spec_changed"}
+var containerGuardNames = [...]string{"pod_terminating", "start_blocked", "restart_allowed", "image_invalid", "spec_changed"}
 
 // String returns the guard's name in the spec.
 func (g ContainerGuard) String() string {
@@ -279,6 +282,9 @@ type ContainerGuards interface {
 	// code; a sidecar always restarts; an init container only after a failure and
 	// never under Never; an ephemeral container never restarts.
 	RestartAllowed() bool
+	// ImageInvalid: The image reference does not parse (kubelet's
+	// InvalidImageName): no pull is tried.
+	ImageInvalid() bool
 	// SpecChanged: The instance was created from an older spec of this container
 	// (its hash differs): kubelet restarts it, whatever the restart policy. Never
 	// for an ephemeral container.
@@ -293,6 +299,8 @@ func containerGuard(g ContainerGuards, which ContainerGuard) bool {
 		return g.StartBlocked()
 	case ContainerGuardRestartAllowed:
 		return g.RestartAllowed()
+	case ContainerGuardImageInvalid:
+		return g.ImageInvalid()
 	case ContainerGuardSpecChanged:
 		return g.SpecChanged()
 	}
@@ -309,6 +317,9 @@ const (
 	// or the pull policy is Always, unless the policy is Never
 	// (ErrImageNeverPull). Reports pull_ok or pull_failed.
 	ContainerActionPullImage ContainerAction = iota
+	// ContainerActionRefuseImage: Report InvalidImageName with kubelet's message,
+	// and its InspectFailed warning event once per reference; no runtime call.
+	ContainerActionRefuseImage
 	// ContainerActionCountPullFailure: Advance the image pull backoff of the
 	// container.
 	ContainerActionCountPullFailure
@@ -337,7 +348,7 @@ const (
 	ContainerActionRemoveContainer
 )
 
-var containerActionNames = [...]string{"pull_image", "count_pull_failure", "create_container", "start_container", "stop_container", "record_exit", "count_restart", "remove_container"}
+var containerActionNames = [...]string{"pull_image", "refuse_image", "count_pull_failure", "create_container", "start_container", "stop_container", "record_exit", "count_restart", "remove_container"}
 
 // String returns the action's name in the spec.
 func (a ContainerAction) String() string {
@@ -350,6 +361,7 @@ func (a ContainerAction) String() string {
 // ContainerActionCRI lists, per action, the CRI methods the spec says it calls.
 var ContainerActionCRI = [...][]string{
 	ContainerActionPullImage:        {"ImageStatus", "PullImage"},
+	ContainerActionRefuseImage:      {},
 	ContainerActionCountPullFailure: {},
 	ContainerActionCreateContainer:  {"ImageStatus", "CreateContainer"},
 	ContainerActionStartContainer:   {"StartContainer", "ExecSync"},
@@ -361,12 +373,13 @@ var ContainerActionCRI = [...][]string{
 
 // ContainerActionCalls lists, per action, the actions of this machine the spec
 // says it runs itself (its `calls`); their CRI methods are allowed to it too.
-var ContainerActionCalls = [8][]ContainerAction{}
+var ContainerActionCalls = [9][]ContainerAction{}
 
 // containerActionTags are the context tags RunContainerAction puts on the
 // context of the action it runs (see WithAction).
 var containerActionTags = [...]actionTag{
 	ContainerActionPullImage:        {"container", "pull_image"},
+	ContainerActionRefuseImage:      {"container", "refuse_image"},
 	ContainerActionCountPullFailure: {"container", "count_pull_failure"},
 	ContainerActionCreateContainer:  {"container", "create_container"},
 	ContainerActionStartContainer:   {"container", "start_container"},
@@ -385,6 +398,9 @@ type ContainerActions interface {
 	// pull_ok or pull_failed.
 	// CRI: ImageStatus, PullImage.
 	PullImage(ctx context.Context) error
+	// RefuseImage: Report InvalidImageName with kubelet's message, and its
+	// InspectFailed warning event once per reference; no runtime call.
+	RefuseImage(ctx context.Context) error
 	// CountPullFailure: Advance the image pull backoff of the container.
 	CountPullFailure(ctx context.Context) error
 	// CreateContainer: Create the container in the pod sandbox, after ImageStatus
@@ -427,6 +443,8 @@ func RunContainerAction(ctx context.Context, impl ContainerActions, a ContainerA
 	switch a {
 	case ContainerActionPullImage:
 		return impl.PullImage(ctx)
+	case ContainerActionRefuseImage:
+		return impl.RefuseImage(ctx)
 	case ContainerActionCountPullFailure:
 		return impl.CountPullFailure(ctx)
 	case ContainerActionCreateContainer:
@@ -532,6 +550,7 @@ type ContainerTransition struct {
 // Event) they are tried in this order; the first whose guard holds is taken.
 var ContainerTransitionTable = []ContainerTransition{
 	{From: ContainerStateWaiting, Event: ContainerEventStart, Guard: ContainerGuardStartBlocked, HasGuard: true, To: ContainerStateWaiting, Internal: true},
+	{From: ContainerStateWaiting, Event: ContainerEventStart, Guard: ContainerGuardImageInvalid, HasGuard: true, To: ContainerStateWaiting, Internal: true, Actions: []ContainerAction{ContainerActionRefuseImage}},
 	{From: ContainerStateWaiting, Event: ContainerEventStart, To: ContainerStatePulling},
 	{From: ContainerStateWaiting, Event: ContainerEventKill, To: ContainerStateTerminated},
 	{From: ContainerStatePulling, Event: ContainerEventPullOk, To: ContainerStateCreating},
@@ -617,17 +636,17 @@ var ContainerStateTimers = [12][]ContainerTimer{
 
 // containerByStateEvent indexes ContainerTransitionTable by (From, Event).
 var containerByStateEvent = [12][][]uint16{
-	ContainerStateWaiting:          {{0, 1}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {2}, nil, nil, nil, nil, nil},
-	ContainerStatePulling:          {nil, nil, {3}, {4}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
-	ContainerStatePullBackoff:      {{6}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {5}, {7}, nil, nil, nil, nil, nil},
-	ContainerStateCreating:         {nil, nil, nil, nil, {8}, {9}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
-	ContainerStateStarting:         {nil, nil, nil, nil, nil, nil, nil, {10}, {11}, {12}, nil, nil, nil, nil, nil, nil, nil, nil, nil},
-	ContainerStateRunning:          {{19}, {17, 18}, nil, nil, nil, nil, nil, {20}, nil, nil, {13}, nil, nil, {15}, {16}, {14}, nil, nil, {21}},
-	ContainerStateStopping:         {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {24}, nil, nil, {25}, nil, nil, {23}, {22}, nil},
-	ContainerStateExited:           {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {26}, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStateWaiting:          {{0, 1, 2}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {3}, nil, nil, nil, nil, nil},
+	ContainerStatePulling:          {nil, nil, {4}, {5}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStatePullBackoff:      {{7}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {6}, {8}, nil, nil, nil, nil, nil},
+	ContainerStateCreating:         {nil, nil, nil, nil, {9}, {10}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStateStarting:         {nil, nil, nil, nil, nil, nil, nil, {11}, {12}, {13}, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStateRunning:          {{20}, {18, 19}, nil, nil, nil, nil, nil, {21}, nil, nil, {14}, nil, nil, {16}, {17}, {15}, nil, nil, {22}},
+	ContainerStateStopping:         {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {25}, nil, nil, {26}, nil, nil, {24}, {23}, nil},
+	ContainerStateExited:           {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {27}, nil, nil, nil, nil, nil, nil, nil},
 	ContainerStateDeciding:         {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
-	ContainerStateCrashloopBackoff: {{28}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {27}, {29}, nil, nil, nil, nil, nil},
-	ContainerStateTerminated:       {{33}, nil, nil, nil, nil, nil, {35}, {34}, nil, nil, {32}, nil, nil, {31}, nil, nil, nil, nil, {30}},
+	ContainerStateCrashloopBackoff: {{29}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {28}, {30}, nil, nil, nil, nil, nil},
+	ContainerStateTerminated:       {{34}, nil, nil, nil, nil, nil, {36}, {35}, nil, nil, {33}, nil, nil, {32}, nil, nil, nil, nil, {31}},
 	ContainerStateRemoved:          {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
 }
 
@@ -638,62 +657,62 @@ var containerChoicesByState = [12][]uint16{
 
 // containerTransitionKeys names each external transition for looplab/fsm
 // (looplab allows one destination per event and source).
-var containerTransitionKeys = [36]string{
-	1:  "t1:start",
-	2:  "t2:kill",
-	3:  "t3:pull_ok",
-	4:  "t4:pull_failed",
-	5:  "t5:backoff_done",
-	7:  "t7:kill",
-	8:  "t8:created",
-	9:  "t9:create_failed",
-	10: "t10:started",
-	11: "t11:start_failed",
-	12: "t12:post_start_failed",
-	13: "t13:died",
-	14: "t14:liveness_failed",
-	15: "t15:kill",
-	16: "t16:sandbox_died",
-	17: "t17:update",
-	21: "t21:removed",
-	23: "t23:stopped",
-	24: "t24:died",
-	26: "t26:exit_recorded",
-	27: "t27:backoff_done",
-	29: "t29:kill",
-	30: "t30:removed",
-	34: "t34:started",
-	35: "t35:state_unknown",
+var containerTransitionKeys = [37]string{
+	2:  "t2:start",
+	3:  "t3:kill",
+	4:  "t4:pull_ok",
+	5:  "t5:pull_failed",
+	6:  "t6:backoff_done",
+	8:  "t8:kill",
+	9:  "t9:created",
+	10: "t10:create_failed",
+	11: "t11:started",
+	12: "t12:start_failed",
+	13: "t13:post_start_failed",
+	14: "t14:died",
+	15: "t15:liveness_failed",
+	16: "t16:kill",
+	17: "t17:sandbox_died",
+	18: "t18:update",
+	22: "t22:removed",
+	24: "t24:stopped",
+	25: "t25:died",
+	27: "t27:exit_recorded",
+	28: "t28:backoff_done",
+	30: "t30:kill",
+	31: "t31:removed",
+	35: "t35:started",
+	36: "t36:state_unknown",
 }
 
 var containerChoiceKeys = [...]string{"c0:deciding", "c1:deciding", "c2:deciding", "c3:deciding"}
 
 var containerFSMEvents = fsm.Events{
-	{Name: "t1:start", Src: []string{ContainerStateWaiting.String()}, Dst: ContainerStatePulling.String()},
-	{Name: "t2:kill", Src: []string{ContainerStateWaiting.String()}, Dst: ContainerStateTerminated.String()},
-	{Name: "t3:pull_ok", Src: []string{ContainerStatePulling.String()}, Dst: ContainerStateCreating.String()},
-	{Name: "t4:pull_failed", Src: []string{ContainerStatePulling.String()}, Dst: ContainerStatePullBackoff.String()},
-	{Name: "t5:backoff_done", Src: []string{ContainerStatePullBackoff.String()}, Dst: ContainerStateWaiting.String()},
-	{Name: "t7:kill", Src: []string{ContainerStatePullBackoff.String()}, Dst: ContainerStateTerminated.String()},
-	{Name: "t8:created", Src: []string{ContainerStateCreating.String()}, Dst: ContainerStateStarting.String()},
-	{Name: "t9:create_failed", Src: []string{ContainerStateCreating.String()}, Dst: ContainerStateCrashloopBackoff.String()},
-	{Name: "t10:started", Src: []string{ContainerStateStarting.String()}, Dst: ContainerStateRunning.String()},
-	{Name: "t11:start_failed", Src: []string{ContainerStateStarting.String()}, Dst: ContainerStateStopping.String()},
-	{Name: "t12:post_start_failed", Src: []string{ContainerStateStarting.String()}, Dst: ContainerStateStopping.String()},
-	{Name: "t13:died", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateExited.String()},
-	{Name: "t14:liveness_failed", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateStopping.String()},
-	{Name: "t15:kill", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateStopping.String()},
-	{Name: "t16:sandbox_died", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateStopping.String()},
-	{Name: "t17:update", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateStopping.String()},
-	{Name: "t21:removed", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateExited.String()},
-	{Name: "t23:stopped", Src: []string{ContainerStateStopping.String()}, Dst: ContainerStateExited.String()},
-	{Name: "t24:died", Src: []string{ContainerStateStopping.String()}, Dst: ContainerStateExited.String()},
-	{Name: "t26:exit_recorded", Src: []string{ContainerStateExited.String()}, Dst: ContainerStateDeciding.String()},
-	{Name: "t27:backoff_done", Src: []string{ContainerStateCrashloopBackoff.String()}, Dst: ContainerStateWaiting.String()},
-	{Name: "t29:kill", Src: []string{ContainerStateCrashloopBackoff.String()}, Dst: ContainerStateTerminated.String()},
-	{Name: "t30:removed", Src: []string{ContainerStateTerminated.String()}, Dst: ContainerStateRemoved.String()},
-	{Name: "t34:started", Src: []string{ContainerStateTerminated.String()}, Dst: ContainerStateStopping.String()},
-	{Name: "t35:state_unknown", Src: []string{ContainerStateTerminated.String()}, Dst: ContainerStateStopping.String()},
+	{Name: "t2:start", Src: []string{ContainerStateWaiting.String()}, Dst: ContainerStatePulling.String()},
+	{Name: "t3:kill", Src: []string{ContainerStateWaiting.String()}, Dst: ContainerStateTerminated.String()},
+	{Name: "t4:pull_ok", Src: []string{ContainerStatePulling.String()}, Dst: ContainerStateCreating.String()},
+	{Name: "t5:pull_failed", Src: []string{ContainerStatePulling.String()}, Dst: ContainerStatePullBackoff.String()},
+	{Name: "t6:backoff_done", Src: []string{ContainerStatePullBackoff.String()}, Dst: ContainerStateWaiting.String()},
+	{Name: "t8:kill", Src: []string{ContainerStatePullBackoff.String()}, Dst: ContainerStateTerminated.String()},
+	{Name: "t9:created", Src: []string{ContainerStateCreating.String()}, Dst: ContainerStateStarting.String()},
+	{Name: "t10:create_failed", Src: []string{ContainerStateCreating.String()}, Dst: ContainerStateCrashloopBackoff.String()},
+	{Name: "t11:started", Src: []string{ContainerStateStarting.String()}, Dst: ContainerStateRunning.String()},
+	{Name: "t12:start_failed", Src: []string{ContainerStateStarting.String()}, Dst: ContainerStateStopping.String()},
+	{Name: "t13:post_start_failed", Src: []string{ContainerStateStarting.String()}, Dst: ContainerStateStopping.String()},
+	{Name: "t14:died", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateExited.String()},
+	{Name: "t15:liveness_failed", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateStopping.String()},
+	{Name: "t16:kill", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateStopping.String()},
+	{Name: "t17:sandbox_died", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateStopping.String()},
+	{Name: "t18:update", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateStopping.String()},
+	{Name: "t22:removed", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateExited.String()},
+	{Name: "t24:stopped", Src: []string{ContainerStateStopping.String()}, Dst: ContainerStateExited.String()},
+	{Name: "t25:died", Src: []string{ContainerStateStopping.String()}, Dst: ContainerStateExited.String()},
+	{Name: "t27:exit_recorded", Src: []string{ContainerStateExited.String()}, Dst: ContainerStateDeciding.String()},
+	{Name: "t28:backoff_done", Src: []string{ContainerStateCrashloopBackoff.String()}, Dst: ContainerStateWaiting.String()},
+	{Name: "t30:kill", Src: []string{ContainerStateCrashloopBackoff.String()}, Dst: ContainerStateTerminated.String()},
+	{Name: "t31:removed", Src: []string{ContainerStateTerminated.String()}, Dst: ContainerStateRemoved.String()},
+	{Name: "t35:started", Src: []string{ContainerStateTerminated.String()}, Dst: ContainerStateStopping.String()},
+	{Name: "t36:state_unknown", Src: []string{ContainerStateTerminated.String()}, Dst: ContainerStateStopping.String()},
 	{Name: "c0:deciding", Src: []string{ContainerStateDeciding.String()}, Dst: ContainerStateTerminated.String()},
 	{Name: "c1:deciding", Src: []string{ContainerStateDeciding.String()}, Dst: ContainerStateWaiting.String()},
 	{Name: "c2:deciding", Src: []string{ContainerStateDeciding.String()}, Dst: ContainerStateCrashloopBackoff.String()},

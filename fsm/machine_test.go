@@ -23,6 +23,7 @@ func (g guards) StartBlocked() bool         { return g["start_blocked"] }
 func (g guards) RecreateForbidden() bool    { return g["recreate_forbidden"] }
 func (g guards) RestartAllowed() bool       { return g["restart_allowed"] }
 func (g guards) SpecChanged() bool          { return g["spec_changed"] }
+func (g guards) ImageInvalid() bool         { return g["image_invalid"] }
 
 // driver fires events by spec name on either machine and renders the steps.
 type driver interface {
@@ -433,6 +434,7 @@ func (r *recorder) StopSandbox(context.Context) error    { return r.rec("stop_sa
 func (r *recorder) RemovePod(context.Context) error      { return r.rec("remove_pod") }
 func (r *recorder) ReleaseName(context.Context) error    { return r.rec("release_name") }
 func (r *recorder) ReportStatus(context.Context) error   { return r.rec("report_status") }
+func (r *recorder) ExceedDeadline(context.Context) error { return r.rec("exceed_deadline") }
 
 // TestTransitionPathsCoverEveryTransition replays the path generated for each
 // pod and container transition (any guard assignment at each step) and checks

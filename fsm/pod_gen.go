@@ -16,7 +16,7 @@ const PodMachineName = "pod"
 
 // PodSpecSHA256 is the SHA-256 of spec/pod.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const PodSpecSHA256 = "4a312cae5fc7a265f3c9659690fe39ad77394c5bef1075f12a3df9a11bc9b800"
+const PodSpecSHA256 = "40ef024648335e970c6524e0f640b40a9e5756e0f2ef3efe43621723b89cdac5"
 
 // PodState is a state of the pod machine.
 //
@@ -141,12 +141,16 @@ const (
 	PodEventTerminationDone
 	// PodEventCleanupDone: stop_sandbox and remove_pod returned without error.
 	PodEventCleanupDone
+	// PodEventDeadlineExceeded: The pod has been active for
+	// spec.activeDeadlineSeconds since its start time (its active_deadline timer
+	// fired).
+	PodEventDeadlineExceeded
 )
 
 // PodEvents lists every event of the pod machine in spec order.
-var PodEvents = []PodEvent{PodEventUpdate, PodEventSync, PodEventSyncOk, PodEventSyncFailed, PodEventKill, PodEventNameFree, PodEventTerminationDone, PodEventCleanupDone}
+var PodEvents = []PodEvent{PodEventUpdate, PodEventSync, PodEventSyncOk, PodEventSyncFailed, PodEventKill, PodEventNameFree, PodEventTerminationDone, PodEventCleanupDone, PodEventDeadlineExceeded}
 
-var podEventNames = [...]string{"update", "sync", "sync_ok", "sync_failed", "kill", "name_free", "termination_done", "cleanup_done"}
+var podEventNames = [...]string{"update", "sync", "sync_ok", "sync_failed", "kill", "name_free", "termination_done", "cleanup_done", "deadline_exceeded"}
 
 // String returns the event's name in the spec.
 func (e PodEvent) String() string {
@@ -175,6 +179,8 @@ func ParsePodEvent(name string) (PodEvent, bool) {
 		return PodEventTerminationDone, true
 	case "cleanup_done":
 		return PodEventCleanupDone, true
+	case "deadline_exceeded":
+		return PodEventDeadlineExceeded, true
 	}
 	return 0, false
 }
@@ -298,12 +304,17 @@ const (
 	// PodActionReleaseName: Leave the static pod full name's queue; the next UID
 	// waiting for it gets name_free.
 	PodActionReleaseName
+	// PodActionExceedDeadline: Record that the pod ran past
+	// spec.activeDeadlineSeconds: from now on it is Failed with reason
+	// DeadlineExceeded and kubelet's message, and a DeadlineExceeded event says
+	// so (kubelet's active deadline handler).
+	PodActionExceedDeadline
 	// PodActionReportStatus: Recompute the pod status from the machine states and
 	// hand it to the status writer.
 	PodActionReportStatus
 )
 
-var podActionNames = [...]string{"mount_volumes", "unmount_volumes", "sync_pod", "kill_containers", "stop_sandbox", "remove_pod", "release_name", "report_status"}
+var podActionNames = [...]string{"mount_volumes", "unmount_volumes", "sync_pod", "kill_containers", "stop_sandbox", "remove_pod", "release_name", "exceed_deadline", "report_status"}
 
 // String returns the action's name in the spec.
 func (a PodAction) String() string {
@@ -322,12 +333,13 @@ var PodActionCRI = [...][]string{
 	PodActionStopSandbox:    {},
 	PodActionRemovePod:      {"RemovePodSandbox"},
 	PodActionReleaseName:    {},
+	PodActionExceedDeadline: {},
 	PodActionReportStatus:   {},
 }
 
 // PodActionCalls lists, per action, the actions of this machine the spec
 // says it runs itself (its `calls`); their CRI methods are allowed to it too.
-var PodActionCalls = [8][]PodAction{
+var PodActionCalls = [9][]PodAction{
 	PodActionSyncPod:   {PodActionMountVolumes},
 	PodActionRemovePod: {PodActionUnmountVolumes},
 }
@@ -342,6 +354,7 @@ var podActionTags = [...]actionTag{
 	PodActionStopSandbox:    {"pod", "stop_sandbox"},
 	PodActionRemovePod:      {"pod", "remove_pod"},
 	PodActionReleaseName:    {"pod", "release_name"},
+	PodActionExceedDeadline: {"pod", "exceed_deadline"},
 	PodActionReportStatus:   {"pod", "report_status"},
 }
 
@@ -386,6 +399,11 @@ type PodActions interface {
 	// ReleaseName: Leave the static pod full name's queue; the next UID waiting
 	// for it gets name_free.
 	ReleaseName(ctx context.Context) error
+	// ExceedDeadline: Record that the pod ran past spec.activeDeadlineSeconds:
+	// from now on it is Failed with reason DeadlineExceeded and kubelet's
+	// message, and a DeadlineExceeded event says so (kubelet's active deadline
+	// handler).
+	ExceedDeadline(ctx context.Context) error
 	// ReportStatus: Recompute the pod status from the machine states and hand it
 	// to the status writer.
 	ReportStatus(ctx context.Context) error
@@ -413,6 +431,8 @@ func RunPodAction(ctx context.Context, impl PodActions, a PodAction) error {
 		return impl.RemovePod(ctx)
 	case PodActionReleaseName:
 		return impl.ReleaseName(ctx)
+	case PodActionExceedDeadline:
+		return impl.ExceedDeadline(ctx)
 	case PodActionReportStatus:
 		return impl.ReportStatus(ctx)
 	}
@@ -431,9 +451,14 @@ const (
 	// PodDurationSyncBackoff: Requeue after a failed sync or a failed termination
 	// step (jittered by the engine).
 	PodDurationSyncBackoff
+	// PodDurationActiveDeadline: What is left of spec.activeDeadlineSeconds since
+	// the pod's start time, read at every entry (so an update that shortens or
+	// lengthens it takes effect at once); the engine arms no timer for a pod
+	// without one (or not started yet).
+	PodDurationActiveDeadline
 )
 
-var podDurationNames = [...]string{"resync", "sync_backoff"}
+var podDurationNames = [...]string{"resync", "sync_backoff", "active_deadline"}
 
 // String returns the duration's name in the spec.
 func (d PodDuration) String() string {
@@ -446,15 +471,17 @@ func (d PodDuration) String() string {
 // PodDurationDefaults holds the default (initial) value the spec documents
 // for each duration, 0 when it gives none.
 var PodDurationDefaults = [...]time.Duration{
-	PodDurationResync:      60000000000,
-	PodDurationSyncBackoff: 10000000000,
+	PodDurationResync:         60000000000,
+	PodDurationSyncBackoff:    10000000000,
+	PodDurationActiveDeadline: 3600000000000,
 }
 
 // PodDurationMax holds the cap the spec documents for each duration, 0
 // when it gives none.
 var PodDurationMax = [...]time.Duration{
-	PodDurationResync:      0,
-	PodDurationSyncBackoff: 0,
+	PodDurationResync:         0,
+	PodDurationSyncBackoff:    0,
+	PodDurationActiveDeadline: 0,
 }
 
 // PodDurations supplies the current length of each duration (backoff
@@ -465,6 +492,11 @@ type PodDurations interface {
 	// SyncBackoff: Requeue after a failed sync or a failed termination step
 	// (jittered by the engine).
 	SyncBackoff() time.Duration
+	// ActiveDeadline: What is left of spec.activeDeadlineSeconds since the pod's
+	// start time, read at every entry (so an update that shortens or lengthens it
+	// takes effect at once); the engine arms no timer for a pod without one (or
+	// not started yet).
+	ActiveDeadline() time.Duration
 }
 
 // PodDurationOf returns the current value of duration which from d.
@@ -474,6 +506,8 @@ func PodDurationOf(d PodDurations, which PodDuration) time.Duration {
 		return d.Resync()
 	case PodDurationSyncBackoff:
 		return d.SyncBackoff()
+	case PodDurationActiveDeadline:
+		return d.ActiveDeadline()
 	}
 	panic(fmt.Sprintf("pod machine: unknown duration %d", uint8(which)))
 }
@@ -507,9 +541,11 @@ var PodTransitionTable = []PodTransition{
 	{From: PodStateSynced, Event: PodEventSync, To: PodStateSyncing},
 	{From: PodStateSynced, Event: PodEventUpdate, To: PodStateSyncing},
 	{From: PodStateSynced, Event: PodEventKill, To: PodStateTerminating},
+	{From: PodStateSynced, Event: PodEventDeadlineExceeded, To: PodStateCompleting, Actions: []PodAction{PodActionExceedDeadline, PodActionReportStatus}},
 	{From: PodStateSyncBackoff, Event: PodEventSync, To: PodStateSyncing},
 	{From: PodStateSyncBackoff, Event: PodEventUpdate, To: PodStateSyncing},
 	{From: PodStateSyncBackoff, Event: PodEventKill, To: PodStateTerminating},
+	{From: PodStateSyncBackoff, Event: PodEventDeadlineExceeded, To: PodStateCompleting, Actions: []PodAction{PodActionExceedDeadline, PodActionReportStatus}},
 	{From: PodStateTerminating, Event: PodEventTerminationDone, Guard: PodGuardAllContainersStopped, HasGuard: true, To: PodStateTerminated},
 	{From: PodStateTerminating, Event: PodEventTerminationDone, To: PodStateTerminating, Internal: true},
 	{From: PodStateTerminating, Event: PodEventSync, Guard: PodGuardAllContainersStopped, HasGuard: true, To: PodStateTerminated},
@@ -563,8 +599,8 @@ type PodTimer struct {
 // PodStateTimers lists, per state, the timers armed while in it: the engine
 // arms them when a Step enters the state and cancels them when one leaves it.
 var PodStateTimers = [10][]PodTimer{
-	PodStateSynced:      {{PodEventSync, PodDurationResync}},
-	PodStateSyncBackoff: {{PodEventSync, PodDurationSyncBackoff}},
+	PodStateSynced:      {{PodEventSync, PodDurationResync}, {PodEventDeadlineExceeded, PodDurationActiveDeadline}},
+	PodStateSyncBackoff: {{PodEventSync, PodDurationSyncBackoff}, {PodEventDeadlineExceeded, PodDurationActiveDeadline}},
 	PodStateTerminating: {{PodEventSync, PodDurationSyncBackoff}},
 	PodStateCompleting:  {{PodEventSync, PodDurationSyncBackoff}},
 	PodStateCompleted:   {{PodEventSync, PodDurationResync}},
@@ -573,16 +609,16 @@ var PodStateTimers = [10][]PodTimer{
 
 // podByStateEvent indexes PodTransitionTable by (From, Event).
 var podByStateEvent = [10][][]uint16{
-	PodStatePending:        {{0, 1, 2}, nil, nil, nil, {3}, nil, nil, nil},
-	PodStateWaitingToStart: {{5}, nil, nil, nil, {6}, {4}, nil, nil},
-	PodStateSyncing:        {nil, nil, {7, 8}, {9}, nil, nil, nil, nil},
-	PodStateSynced:         {{11}, {10}, nil, nil, {12}, nil, nil, nil},
-	PodStateSyncBackoff:    {{14}, {13}, nil, nil, {15}, nil, nil, nil},
-	PodStateTerminating:    {{21}, {18, 19}, nil, nil, {20}, nil, {16, 17}, nil},
-	PodStateCompleting:     {{27}, {24, 25}, nil, nil, {26}, nil, {22, 23}, nil},
-	PodStateCompleted:      {{30}, {29}, nil, nil, {28}, nil, nil, nil},
-	PodStateTerminated:     {nil, {32}, nil, nil, nil, nil, nil, {31}},
-	PodStateFinished:       {nil, nil, nil, nil, nil, nil, nil, nil},
+	PodStatePending:        {{0, 1, 2}, nil, nil, nil, {3}, nil, nil, nil, nil},
+	PodStateWaitingToStart: {{5}, nil, nil, nil, {6}, {4}, nil, nil, nil},
+	PodStateSyncing:        {nil, nil, {7, 8}, {9}, nil, nil, nil, nil, nil},
+	PodStateSynced:         {{11}, {10}, nil, nil, {12}, nil, nil, nil, {13}},
+	PodStateSyncBackoff:    {{15}, {14}, nil, nil, {16}, nil, nil, nil, {17}},
+	PodStateTerminating:    {{23}, {20, 21}, nil, nil, {22}, nil, {18, 19}, nil, nil},
+	PodStateCompleting:     {{29}, {26, 27}, nil, nil, {28}, nil, {24, 25}, nil, nil},
+	PodStateCompleted:      {{32}, {31}, nil, nil, {30}, nil, nil, nil, nil},
+	PodStateTerminated:     {nil, {34}, nil, nil, nil, nil, nil, {33}, nil},
+	PodStateFinished:       {nil, nil, nil, nil, nil, nil, nil, nil, nil},
 }
 
 // podChoicesByState indexes PodChoiceTable by State.
@@ -590,7 +626,7 @@ var podChoicesByState = [10][]uint16{}
 
 // podTransitionKeys names each external transition for looplab/fsm
 // (looplab allows one destination per event and source).
-var podTransitionKeys = [33]string{
+var podTransitionKeys = [35]string{
 	0:  "t0:update",
 	1:  "t1:update",
 	2:  "t2:update",
@@ -603,20 +639,22 @@ var podTransitionKeys = [33]string{
 	10: "t10:sync",
 	11: "t11:update",
 	12: "t12:kill",
-	13: "t13:sync",
-	14: "t14:update",
-	15: "t15:kill",
-	16: "t16:termination_done",
-	18: "t18:sync",
-	19: "t19:sync",
-	22: "t22:termination_done",
-	24: "t24:sync",
-	25: "t25:sync",
-	26: "t26:kill",
+	13: "t13:deadline_exceeded",
+	14: "t14:sync",
+	15: "t15:update",
+	16: "t16:kill",
+	17: "t17:deadline_exceeded",
+	18: "t18:termination_done",
+	20: "t20:sync",
+	21: "t21:sync",
+	24: "t24:termination_done",
+	26: "t26:sync",
+	27: "t27:sync",
 	28: "t28:kill",
-	29: "t29:sync",
-	31: "t31:cleanup_done",
-	32: "t32:sync",
+	30: "t30:kill",
+	31: "t31:sync",
+	33: "t33:cleanup_done",
+	34: "t34:sync",
 }
 
 var podChoiceKeys = [...]string{}
@@ -634,16 +672,18 @@ var podFSMEvents = fsm.Events{
 	{Name: "t10:sync", Src: []string{PodStateSynced.String()}, Dst: PodStateSyncing.String()},
 	{Name: "t11:update", Src: []string{PodStateSynced.String()}, Dst: PodStateSyncing.String()},
 	{Name: "t12:kill", Src: []string{PodStateSynced.String()}, Dst: PodStateTerminating.String()},
-	{Name: "t13:sync", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateSyncing.String()},
-	{Name: "t14:update", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateSyncing.String()},
-	{Name: "t15:kill", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateTerminating.String()},
-	{Name: "t16:termination_done", Src: []string{PodStateTerminating.String()}, Dst: PodStateTerminated.String()},
-	{Name: "t18:sync", Src: []string{PodStateTerminating.String()}, Dst: PodStateTerminated.String()},
-	{Name: "t22:termination_done", Src: []string{PodStateCompleting.String()}, Dst: PodStateCompleted.String()},
-	{Name: "t24:sync", Src: []string{PodStateCompleting.String()}, Dst: PodStateCompleted.String()},
-	{Name: "t26:kill", Src: []string{PodStateCompleting.String()}, Dst: PodStateTerminating.String()},
-	{Name: "t28:kill", Src: []string{PodStateCompleted.String()}, Dst: PodStateTerminated.String()},
-	{Name: "t31:cleanup_done", Src: []string{PodStateTerminated.String()}, Dst: PodStateFinished.String()},
+	{Name: "t13:deadline_exceeded", Src: []string{PodStateSynced.String()}, Dst: PodStateCompleting.String()},
+	{Name: "t14:sync", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateSyncing.String()},
+	{Name: "t15:update", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateSyncing.String()},
+	{Name: "t16:kill", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateTerminating.String()},
+	{Name: "t17:deadline_exceeded", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateCompleting.String()},
+	{Name: "t18:termination_done", Src: []string{PodStateTerminating.String()}, Dst: PodStateTerminated.String()},
+	{Name: "t20:sync", Src: []string{PodStateTerminating.String()}, Dst: PodStateTerminated.String()},
+	{Name: "t24:termination_done", Src: []string{PodStateCompleting.String()}, Dst: PodStateCompleted.String()},
+	{Name: "t26:sync", Src: []string{PodStateCompleting.String()}, Dst: PodStateCompleted.String()},
+	{Name: "t28:kill", Src: []string{PodStateCompleting.String()}, Dst: PodStateTerminating.String()},
+	{Name: "t30:kill", Src: []string{PodStateCompleted.String()}, Dst: PodStateTerminated.String()},
+	{Name: "t33:cleanup_done", Src: []string{PodStateTerminated.String()}, Dst: PodStateFinished.String()},
 }
 
 // PodStep is the outcome of one Fire: the machine moved From -> To on

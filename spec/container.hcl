@@ -30,7 +30,7 @@
 #  - The grace period of stop_container is the effective grace period of the
 #    pod worker (only shortens); on grace_expired the engine re-issues
 #    StopContainer with timeout 0, so a hung stop cannot block the worker.
-#  - Restart counts, exit codes and reasons (ErrImagePull, ErrImageNeverPull,
+#  - Restart counts, exit codes and reasons (InvalidImageName, ErrImagePull, ErrImageNeverPull,
 #    ImagePullBackOff, CrashLoopBackOff, CreateContainerError,
 #    PostStartHookError) for the status are derived from the state and the
 #    exit record_exit recorded, never patched by hand.
@@ -63,11 +63,15 @@ machine "container" {
   guard "pod_terminating" { doc = "The pod machine is terminating, terminated or finished, or the pod spec no longer has this container: never start it again." }
   guard "start_blocked" { doc = "Not this container's turn: an earlier init container has not completed (a sidecar counts once it runs), or it is a regular container and some init container has not (the pod is not Initialized). An ephemeral container is never blocked." }
   guard "restart_allowed" { doc = "restartPolicy Always, or OnFailure with a non-zero exit code; a sidecar always restarts; an init container only after a failure and never under Never; an ephemeral container never restarts." }
+  guard "image_invalid" { doc = "The image reference does not parse (kubelet's InvalidImageName): no pull is tried." }
   guard "spec_changed" { doc = "The instance was created from an older spec of this container (its hash differs): kubelet restarts it, whatever the restart policy. Never for an ephemeral container." }
 
   action "pull_image" {
     doc = "ImageStatus; PullImage when the image is missing or the pull policy is Always, unless the policy is Never (ErrImageNeverPull). Reports pull_ok or pull_failed."
     cri = ["ImageStatus", "PullImage"]
+  }
+  action "refuse_image" {
+    doc = "Report InvalidImageName with kubelet's message, and its InspectFailed warning event once per reference; no runtime call."
   }
   action "count_pull_failure" {
     doc = "Advance the image pull backoff of the container."
@@ -116,6 +120,11 @@ machine "container" {
     transition "start" {
       guard = guard.start_blocked
       doc   = "Not its turn yet: it waits for the init containers before it."
+    }
+    transition "start" {
+      guard   = guard.image_invalid
+      actions = [action.refuse_image]
+      doc     = "InvalidImageName: the reference does not parse, so nothing is pulled or created; every sync finds it so again until the spec changes (no backoff, as under kubelet)."
     }
     transition "start" { to = state.pulling }
     transition "kill" { to = state.terminated }

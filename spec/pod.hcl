@@ -48,6 +48,10 @@
 #    against allocatable, node affinity and nodeSelector, nodeName, host
 #    ports, runtime class (kubelet's canAdmitPod); guard admission_refused
 #    reads that decision.
+#  - activeDeadlineSeconds: the active_deadline timer of synced and
+#    sync_backoff is what is left of it since the pod's start time; the
+#    engine arms none for a pod without one. exceed_deadline records the
+#    decision, which the status reads (Failed, DeadlineExceeded).
 #  - Status is derived from machine states, never patched: phase Pending until
 #    a container machine reaches running; Running while syncing; Succeeded or
 #    Failed once pod_done held; since no transition leaves terminating,
@@ -66,6 +70,7 @@ machine "pod" {
   event "name_free" { doc = "A static pod waiting for its full name reached the head of the FIFO and the name is free." }
   event "termination_done" { doc = "kill_containers returned." }
   event "cleanup_done" { doc = "stop_sandbox and remove_pod returned without error." }
+  event "deadline_exceeded" { doc = "The pod has been active for spec.activeDeadlineSeconds since its start time (its active_deadline timer fired)." }
 
   guard "admission_refused" { doc = "The pod was refused admission when it was first declared: its requests do not fit the node's allocatable beside the active pods (OutOfcpu, OutOfmemory, OutOf<resource>), its node affinity or nodeSelector does not match the node (NodeAffinity), its nodeName is another node (NodeName), a host port is taken (NodePorts), its runtime class is unknown (RuntimeClassNotFound), the node is under a pressure that refuses it (Evicted) or the decision failed (UnexpectedAdmissionError); it fails without starting." }
   guard "name_taken" { doc = "A static pod whose full name (name_namespace) another UID holds or waits for ahead of this one (FIFO)." }
@@ -96,6 +101,9 @@ machine "pod" {
   action "release_name" {
     doc = "Leave the static pod full name's queue; the next UID waiting for it gets name_free."
   }
+  action "exceed_deadline" {
+    doc = "Record that the pod ran past spec.activeDeadlineSeconds: from now on it is Failed with reason DeadlineExceeded and kubelet's message, and a DeadlineExceeded event says so (kubelet's active deadline handler)."
+  }
   action "report_status" {
     doc = "Recompute the pod status from the machine states and hand it to the status writer."
   }
@@ -107,6 +115,10 @@ machine "pod" {
   duration "sync_backoff" {
     doc     = "Requeue after a failed sync or a failed termination step (jittered by the engine)."
     default = "10s"
+  }
+  duration "active_deadline" {
+    doc     = "What is left of spec.activeDeadlineSeconds since the pod's start time, read at every entry (so an update that shortens or lengthens it takes effect at once); the engine arms no timer for a pod without one (or not started yet)."
+    default = "1h"
   }
 
   state "pending" {
@@ -156,17 +168,29 @@ machine "pod" {
   state "synced" {
     doc = "The last sync succeeded; wait for the resync timer, an update or a runtime event."
     timeout "sync" { after = duration.resync }
+    timeout "deadline_exceeded" { after = duration.active_deadline }
     transition "sync" { to = state.syncing }
     transition "update" { to = state.syncing }
     transition "kill" { to = state.terminating }
+    transition "deadline_exceeded" {
+      to      = state.completing
+      actions = [action.exceed_deadline, action.report_status]
+      doc     = "activeDeadlineSeconds ran out: Failed, DeadlineExceeded; stop every container with the grace period and keep them, as for a pod that completed."
+    }
   }
 
   state "sync_backoff" {
     doc = "The last sync failed; retry after sync_backoff, or at once on an update or a runtime event."
     timeout "sync" { after = duration.sync_backoff }
+    timeout "deadline_exceeded" { after = duration.active_deadline }
     transition "sync" { to = state.syncing }
     transition "update" { to = state.syncing }
     transition "kill" { to = state.terminating }
+    transition "deadline_exceeded" {
+      to      = state.completing
+      actions = [action.exceed_deadline, action.report_status]
+      doc     = "activeDeadlineSeconds ran out while a sync failed (a container cannot start): Failed, DeadlineExceeded, as from synced."
+    }
   }
 
   state "terminating" {

@@ -341,3 +341,9 @@ func rotated(fh *os.File, path string) bool {
 func httpError(w http.ResponseWriter, code int, format string, args ...any) {
 	http.Error(w, fmt.Sprintf(format, args...), code)
 }
+
+// LogTail writes the last lines complete lines of the container log at path
+// (with its rotated files) to w, as containerLogs?tailLines=lines does.
+func LogTail(ctx context.Context, path string, lines int64, w io.Writer) error {
+	return streamLog(ctx, path, LogOptions{TailLines: &lines}, w, func() {}, nil)
+}

@@ -67,6 +67,13 @@ func Container(n Node, r ContainerRequest) (*runtimeapi.ContainerConfig, error) 
 	if hosts != nil {
 		mounts = append(mounts, hosts)
 	}
+	term, err := terminationMount(n.RootDir, pod, c)
+	if err != nil {
+		return nil, err
+	}
+	if term != nil {
+		mounts = append(mounts, term)
+	}
 	image := r.ImageRef
 	if image == "" {
 		image = c.Image

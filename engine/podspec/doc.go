@@ -5,7 +5,10 @@
 //
 // Contracts:
 //   - Every function is pure apart from reading what its Node names (the
-//     volume directories it maps mounts to); nothing here calls the runtime.
+//     volume directories it maps mounts to) and the termination message
+//     files: Container creates each instance's empty file under RootDir
+//     (termination.go), TerminationMessage reads it back after the exit.
+//     Nothing here calls the runtime.
 //   - Identity (labels, speclet's annotations) is the caller's: the engine
 //     passes them in and reads them back after a restart.
 //   - A field that cannot be honoured is an error naming the pod, the

@@ -1,6 +1,7 @@
 package podspec
 
 import (
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -38,6 +39,30 @@ func TestPullPolicy(t *testing.T) {
 		c := &v1.Container{Image: tc.image, ImagePullPolicy: v1.PullPolicy(tc.policy)}
 		if got := PullPolicy(c); got != tc.want {
 			t.Errorf("pullPolicy(%q, %q) = %s, want %s", tc.image, tc.policy, got, tc.want)
+		}
+	}
+}
+
+func TestImageNameError(t *testing.T) {
+	for _, tc := range []struct {
+		image, want string
+	}{
+		{image: "busybox"},
+		{image: "busybox:1.37.0-1"},
+		{image: "registry.k8s.io/e2e-test-images/agnhost:2.56"},
+		{image: "127.0.0.1:5000/private/busybox:1.0"},
+		{image: "busybox@sha256:" + strings.Repeat("a", 64)},
+		{image: "busybox:@@bad", want: `Failed to apply default image tag "busybox:@@bad": couldn't parse image name "busybox:@@bad": invalid reference format`},
+		{image: "Busybox", want: `Failed to apply default image tag "Busybox": couldn't parse image name "Busybox": invalid reference format: repository name (library/Busybox) must be lowercase`},
+		{image: "busybox@sha256:abc", want: `Failed to apply default image tag "busybox@sha256:abc": couldn't parse image name "busybox@sha256:abc": invalid reference format`},
+	} {
+		err := ImageNameError(tc.image)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tc.want {
+			t.Errorf("ImageNameError(%q) = %q, want %q", tc.image, got, tc.want)
 		}
 	}
 }

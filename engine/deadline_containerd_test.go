@@ -1,0 +1,86 @@
+package engine
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/speclet/speclet/cri/harness"
+	"github.com/speclet/speclet/engine/config"
+)
+
+// TestContainerdActiveDeadline: a running pod whose activeDeadlineSeconds
+// is shortened (the e2e spec "should allow activeDeadlineSeconds to be
+// updated") becomes Failed with reason DeadlineExceeded and kubelet's
+// message once it has been active that long, with a DeadlineExceeded
+// event, and its container is stopped. (Before, the field was ignored and
+// the pod kept running.)
+func TestContainerdActiveDeadline(t *testing.T) {
+	c := harness.ForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	rt := dialContainerd(ctx, t, c)
+	events := &podEvents{}
+	e, err := New(Config{Runtime: auditRuntime(t, rt), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
+		Events: events, Log: coverageLogger(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	updates, stop := runEngine(ctx, e, 4)
+	defer stop()
+	grace, deadline := int64(1), int64(3600)
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "dl", Namespace: "default", UID: k8stypes.UID("dl-uid"),
+			Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
+		Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace,
+			ActiveDeadlineSeconds: &deadline,
+			Containers: []v1.Container{{Name: "main", Image: c.ImageRef("busybox:latest"), ImagePullPolicy: v1.PullIfNotPresent,
+				Command: []string{"/bin/sh", "-c", "sleep 3600"}}}},
+	}
+	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
+	get := func() *v1.Pod {
+		for _, p := range e.Pods() {
+			if p.Name == "dl" {
+				return p
+			}
+		}
+		return nil
+	}
+	waitFor(t, ctx, "dl Running", func() bool {
+		p := get()
+		return p != nil && p.Status.Phase == v1.PodRunning && p.Status.StartTime != nil
+	}, e)
+	started := get().Status.StartTime.Time
+	short := pod.DeepCopy()
+	five := int64(5)
+	short.Spec.ActiveDeadlineSeconds = &five
+	updates <- config.PodUpdate{Op: config.OpUpdate, Pods: []*v1.Pod{short}, Source: config.SourceFile}
+	waitFor(t, ctx, "dl Failed with DeadlineExceeded", func() bool {
+		p := get()
+		return p != nil && p.Status.Phase == v1.PodFailed
+	}, e)
+	failedAt := time.Now()
+	p := get()
+	if p.Status.Reason != ReasonDeadlineExceeded || p.Status.Message != MessageDeadlineExceeded {
+		t.Errorf("reason %q message %q, want %q %q", p.Status.Reason, p.Status.Message, ReasonDeadlineExceeded, MessageDeadlineExceeded)
+	}
+	if d := failedAt.Sub(started); d < 5*time.Second || d > 8*time.Second {
+		t.Errorf("failed %s after the start time, want about 5 s", d)
+	}
+	if !events.has("default/dl", "DeadlineExceeded: "+MessageDeadlineExceeded) {
+		t.Errorf("events %v, want DeadlineExceeded", events.got)
+	}
+	waitFor(t, ctx, "dl's container stopped", func() bool {
+		cs := get().Status.ContainerStatuses
+		return len(cs) == 1 && cs[0].State.Terminated != nil
+	}, e)
+	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{short}, Source: config.SourceFile}
+	waitFor(t, ctx, "pod removed", func() bool { return len(e.Pods()) == 0 }, e)
+}

@@ -1,0 +1,70 @@
+package engine
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/speclet/speclet/cri/harness"
+	"github.com/speclet/speclet/engine/config"
+)
+
+// TestContainerdInvalidImageName: a container whose image reference does
+// not parse waits with kubelet's reason InvalidImageName and message, with
+// an InspectFailed event, through later syncs; the runtime is never asked to
+// pull it. (Before, the pull was tried: ErrImagePull, then ImagePullBackOff.)
+func TestContainerdInvalidImageName(t *testing.T) {
+	c := harness.ForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rt := dialContainerd(ctx, t, c)
+	events := &podEvents{}
+	e, err := New(Config{Runtime: auditRuntime(t, rt), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
+		Events: events, Log: coverageLogger(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	updates, stop := runEngine(ctx, e, 4)
+	defer stop()
+	grace := int64(1)
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: "default", UID: k8stypes.UID("bad-uid"),
+			Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
+		Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace,
+			Containers: []v1.Container{{Name: "main", Image: "busybox:@@bad", ImagePullPolicy: v1.PullIfNotPresent,
+				Command: []string{"/bin/sh", "-c", "sleep 3600"}}}},
+	}
+	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
+	const msg = `Failed to apply default image tag "busybox:@@bad": couldn't parse image name "busybox:@@bad": invalid reference format`
+	waiting := func() *v1.ContainerStateWaiting {
+		for _, p := range e.Pods() {
+			if p.Name == "bad" && len(p.Status.ContainerStatuses) == 1 {
+				return p.Status.ContainerStatuses[0].State.Waiting
+			}
+		}
+		return nil
+	}
+	waitFor(t, ctx, "InvalidImageName", func() bool {
+		w := waiting()
+		return w != nil && w.Reason == ReasonInvalidImageName
+	}, e)
+	if w := waiting(); w.Message != msg {
+		t.Errorf("message %q, want %q", w.Message, msg)
+	}
+	if !events.has("default/bad", "InspectFailed: "+msg) {
+		t.Errorf("events %v, want InspectFailed", events.got)
+	}
+	time.Sleep(3 * time.Second) // later syncs
+	if w := waiting(); w == nil || w.Reason != ReasonInvalidImageName {
+		t.Errorf("after 3 s: waiting %v, want InvalidImageName", w)
+	}
+	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
+	waitFor(t, ctx, "pod removed", func() bool { return len(e.Pods()) == 0 }, e)
+}

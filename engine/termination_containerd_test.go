@@ -1,0 +1,101 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/speclet/speclet/cri/harness"
+	"github.com/speclet/speclet/engine/config"
+)
+
+// TestContainerdTerminationMessage: a container that writes its
+// terminationMessagePath (the default one, or another) and exits shows the
+// file's content in its terminated state; under FallbackToLogsOnError a
+// failed container with no message shows its log tail (the last 80 lines,
+// at most 2 KiB), one with a message shows the message; under ReadFile a
+// failed container without a message shows none. The message files go with
+// the pod. (Before the file was mounted and read, every message was empty.)
+func TestContainerdTerminationMessage(t *testing.T) {
+	c := harness.ForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rt := dialContainerd(ctx, t, c)
+	root := filepath.Join(t.TempDir(), "root")
+	e, err := New(Config{Runtime: auditRuntime(t, rt), RootDir: root, NodeName: "node",
+		Log: coverageLogger(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	updates, stop := runEngine(ctx, e, 4)
+	defer stop()
+	grace := int64(1)
+	mk := func(name, path string, policy v1.TerminationMessagePolicy, script string) *v1.Pod {
+		return &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: k8stypes.UID(name + "-uid"),
+				Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
+			Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: v1.RestartPolicyNever, TerminationGracePeriodSeconds: &grace,
+				Containers: []v1.Container{{Name: "main", Image: c.ImageRef("busybox:latest"),
+					ImagePullPolicy: v1.PullIfNotPresent, Command: []string{"/bin/sh", "-c", script},
+					TerminationMessagePath: path, TerminationMessagePolicy: policy}}},
+		}
+	}
+	// 100 lines: the last 80 of the short ones, the last 2 KiB of the
+	// long ones.
+	var short, long strings.Builder
+	for i := range 100 {
+		fmt.Fprintf(&short, "line %d\n", i)
+		fmt.Fprintf(&long, "%s line %d\n", strings.Repeat("x", 20), i)
+	}
+	want := map[string]string{
+		"default":         "DONE",
+		"custom":          "written elsewhere",
+		"fallback-lines":  short.String()[strings.Index(short.String(), "line 20\n"):],
+		"fallback-bytes":  long.String()[long.Len()-2048:],
+		"fallback-file":   "from the file",
+		"readfile-failed": "",
+	}
+	pods := []*v1.Pod{
+		mk("default", "/dev/termination-log", v1.TerminationMessageReadFile, `echo -n DONE > /dev/termination-log`),
+		mk("custom", "/dev/termination-custom-log", v1.TerminationMessageReadFile, `echo -n written elsewhere > /dev/termination-custom-log; exit 4`),
+		mk("fallback-lines", "/dev/termination-log", v1.TerminationMessageFallbackToLogsOnError,
+			`i=0; while [ $i -lt 100 ]; do echo "line $i"; i=$((i+1)); done; exit 1`),
+		mk("fallback-bytes", "/dev/termination-log", v1.TerminationMessageFallbackToLogsOnError,
+			`i=0; while [ $i -lt 100 ]; do echo "xxxxxxxxxxxxxxxxxxxx line $i"; i=$((i+1)); done; exit 1`),
+		mk("fallback-file", "/dev/termination-log", v1.TerminationMessageFallbackToLogsOnError, `echo log; echo -n from the file > /dev/termination-log; exit 1`),
+		mk("readfile-failed", "/dev/termination-log", v1.TerminationMessageReadFile, `echo only a log; exit 1`),
+	}
+	updates <- config.PodUpdate{Op: config.OpAdd, Pods: pods, Source: config.SourceFile}
+	terminated := func(name string) *v1.ContainerStateTerminated {
+		for _, p := range e.Pods() {
+			if p.Name == name && len(p.Status.ContainerStatuses) == 1 {
+				return p.Status.ContainerStatuses[0].State.Terminated
+			}
+		}
+		return nil
+	}
+	for _, p := range pods {
+		waitFor(t, ctx, p.Name+" terminated", func() bool { return terminated(p.Name) != nil }, e)
+		if got := terminated(p.Name).Message; got != want[p.Name] {
+			t.Errorf("%s: message %q, want %q", p.Name, got, want[p.Name])
+		}
+	}
+	if _, err := os.Stat(filepath.Join(root, "pods", "default-uid", "containers", "main")); err != nil {
+		t.Errorf("message file directory: %v", err)
+	}
+	updates <- config.PodUpdate{Op: config.OpRemove, Pods: pods, Source: config.SourceFile}
+	waitFor(t, ctx, "pods removed with their files", func() bool {
+		_, err := os.Stat(filepath.Join(root, "pods", "default-uid"))
+		return len(e.Pods()) == 0 && os.IsNotExist(err)
+	}, e)
+}
