@@ -23,7 +23,8 @@ import (
 // TestContainerdSecurityContext runs pods with a security context on
 // containerd: runAsUser and runAsGroup 1000 make the process uid and gid
 // 1000 (it writes `id -u` and `id -g` to a hostPath directory);
-// fsGroup and supplementalGroups add groups; allowPrivilegeEscalation
+// fsGroup and supplementalGroups add groups, and fsGroup owns the pod's
+// downwardAPI and emptyDir volumes; allowPrivilegeEscalation
 // false sets no_new_privs (unset does not); capabilities drop and add;
 // privileged gives CAP_SYS_ADMIN, which a plain container lacks;
 // a pod sysctl (kernel.shm_rmid_forced, in the pod's IPC namespace) is
@@ -70,6 +71,15 @@ func TestContainerdSecurityContext(t *testing.T) {
 	ids := mk("ids", `id -u > /out/uid; id -g > /out/gid; id -G > /out/groups; POD=ids; `+status("NoNewPrivs"),
 		&v1.SecurityContext{RunAsUser: ptr.To[int64](1000), RunAsGroup: ptr.To[int64](1000)})
 	ids.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: ptr.To[int64](4000), SupplementalGroups: []int64{5000}}
+	// fsGroup owns the pod's volumes: a downwardAPI file of mode 0400 is
+	// group readable for uid 1000, an emptyDir is setgid to the group.
+	ids.Spec.Volumes = append(ids.Spec.Volumes,
+		v1.Volume{Name: "info", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{DefaultMode: ptr.To[int32](0o400),
+			Items: []v1.DownwardAPIVolumeFile{{Path: "name", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}}},
+		v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}})
+	ids.Spec.Containers[0].VolumeMounts = append(ids.Spec.Containers[0].VolumeMounts,
+		v1.VolumeMount{Name: "info", MountPath: "/info"}, v1.VolumeMount{Name: "scratch", MountPath: "/scratch"})
+	ids.Spec.Containers[0].Command[2] += `; cat /info/name > /out/info-name; stat -L -c '%g %a' /info/name > /out/info-mode; stat -c '%g %a' /scratch > /out/scratch`
 	nnp := mk("nnp", `POD=nnp; `+status("NoNewPrivs"), &v1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false)})
 	caps := mk("caps", `POD=caps; `+status("CapEff"), &v1.SecurityContext{Capabilities: &v1.Capabilities{
 		Drop: []v1.Capability{"ALL"}, Add: []v1.Capability{"CHOWN", "KILL"}}})
@@ -107,6 +117,11 @@ func TestContainerdSecurityContext(t *testing.T) {
 	}
 	if uid, gid := read("uid"), read("gid"); uid != "1000" || gid != "1000" {
 		t.Errorf("runAsUser/runAsGroup 1000: container ran with uid %s gid %s", uid, gid)
+	}
+	for file, want := range map[string]string{"info-name": "ids", "info-mode": "4000 440", "scratch": "4000 2777"} {
+		if got := read(file); got != want {
+			t.Errorf("fsGroup 4000 on the volumes: %s = %q, want %q", file, got, want)
+		}
 	}
 	if got := read("groups"); got != "1000 4000 5000" {
 		t.Errorf("fsGroup 4000, supplementalGroups 5000: groups %q, want 1000 4000 5000", got)

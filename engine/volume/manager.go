@@ -140,16 +140,25 @@ func (m *Manager) setup(ctx context.Context, pod *v1.Pod, v *v1.Volume) error {
 	case v.HostPath != nil:
 		return CheckHostPath(v.HostPath.Path, v.HostPath.Type)
 	case v.EmptyDir != nil:
+		// An emptyDir takes the fsGroup when it is made, once.
 		if v.EmptyDir.Medium == v1.StorageMediumMemory {
-			return MountTmpfs(dir, memorySize(pod, v.EmptyDir.SizeLimit))
+			mounted, _ := IsMountPoint(dir)
+			if err := MountTmpfs(dir, memorySize(pod, v.EmptyDir.SizeLimit)); err != nil || mounted || fsGroup(pod) == nil {
+				return err
+			}
+			return SetOwnership(dir, *fsGroup(pod), false)
 		}
 		if v.EmptyDir.Medium != v1.StorageMediumDefault {
 			return fmt.Errorf("emptyDir medium %q is not supported", v.EmptyDir.Medium)
 		}
+		_, statErr := os.Stat(dir)
 		if err := os.MkdirAll(dir, 0o777); err != nil {
 			return fmt.Errorf("create emptyDir: %w", err)
 		}
-		return os.Chmod(dir, 0o777)
+		if err := os.Chmod(dir, 0o777); err != nil || !os.IsNotExist(statErr) || fsGroup(pod) == nil {
+			return err
+		}
+		return SetOwnership(dir, *fsGroup(pod), false)
 	case v.ConfigMap != nil:
 		s := v.ConfigMap
 		payload, err = configMapFiles(ctx, m.API, pod.Namespace, s.Name, s.Items, s.DefaultMode, optional(s.Optional))
@@ -176,8 +185,15 @@ func (m *Manager) setup(ctx context.Context, pod *v1.Pod, v *v1.Volume) error {
 	if err != nil {
 		return err
 	}
+	gid := fsGroup(pod)
+	if gid != nil {
+		groupReadable(payload)
+	}
 	w := AtomicWriter{Dir: dir, Now: m.Now}
-	return w.Write(payload)
+	if err := w.Write(payload); err != nil || gid == nil {
+		return err
+	}
+	return SetOwnership(dir, *gid, true)
 }
 
 func (m *Manager) projected(ctx context.Context, pod *v1.Pod, p *v1.ProjectedVolumeSource) (map[string]File, error) {
