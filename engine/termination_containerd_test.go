@@ -64,6 +64,8 @@ func TestContainerdTerminationMessage(t *testing.T) {
 		"fallback-bytes":  long.String()[long.Len()-2048:],
 		"fallback-file":   "from the file",
 		"readfile-failed": "",
+		"partial-line":    "DONE",
+		"fallback-ok":     "",
 	}
 	pods := []*v1.Pod{
 		mk("default", "/dev/termination-log", v1.TerminationMessageReadFile, `echo -n DONE > /dev/termination-log`),
@@ -74,6 +76,10 @@ func TestContainerdTerminationMessage(t *testing.T) {
 			`i=0; while [ $i -lt 100 ]; do echo "xxxxxxxxxxxxxxxxxxxx line $i"; i=$((i+1)); done; exit 1`),
 		mk("fallback-file", "/dev/termination-log", v1.TerminationMessageFallbackToLogsOnError, `echo log; echo -n from the file > /dev/termination-log; exit 1`),
 		mk("readfile-failed", "/dev/termination-log", v1.TerminationMessageReadFile, `echo only a log; exit 1`),
+		// The e2e specs' commands: a log without a final newline, and a
+		// success, which never falls back to the log.
+		mk("partial-line", "/dev/termination-log", v1.TerminationMessageFallbackToLogsOnError, `/bin/echo -n DONE; /bin/false`),
+		mk("fallback-ok", "/dev/termination-log", v1.TerminationMessageFallbackToLogsOnError, `/bin/echo -n DONE; /bin/true`),
 	}
 	updates <- config.PodUpdate{Op: config.OpAdd, Pods: pods, Source: config.SourceFile}
 	terminated := func(name string) *v1.ContainerStateTerminated {
