@@ -211,3 +211,30 @@ func runEngine(ctx context.Context, e *Engine, buf int) (updates chan config.Pod
 	go func() { done <- e.Run(rctx, updates) }()
 	return updates, func() { cancel(); <-done }
 }
+
+// startEngine runs an engine on the harness containerd c until the test
+// ends: cfg with the runtime (dialled on ctx, audited) and, where cfg
+// leaves them empty, a RootDir under the test's directory, NodeName "node"
+// and a logger that discards (and records row coverage). It returns the
+// runtime, the engine and the channel of its pod updates.
+func startEngine(ctx context.Context, t *testing.T, c *harness.Containerd, cfg Config) (cri.Runtime, *Engine, chan config.PodUpdate) {
+	t.Helper()
+	rt := dialContainerd(ctx, t, c)
+	cfg.Runtime = auditRuntime(t, rt)
+	if cfg.RootDir == "" {
+		cfg.RootDir = filepath.Join(t.TempDir(), "root")
+	}
+	if cfg.NodeName == "" {
+		cfg.NodeName = "node"
+	}
+	if cfg.Log == nil {
+		cfg.Log = coverageLogger(slog.NewTextHandler(io.Discard, nil))
+	}
+	e, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	updates, stop := runEngine(ctx, e, 4)
+	t.Cleanup(stop)
+	return rt, e, updates
+}

@@ -2,9 +2,6 @@ package engine
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -26,15 +23,8 @@ func TestContainerdActiveDeadline(t *testing.T) {
 	c := harness.ForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	rt := dialContainerd(ctx, t, c)
 	events := &podEvents{}
-	e, err := New(Config{Runtime: auditRuntime(t, rt), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
-		Events: events, Log: coverageLogger(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	updates, stop := runEngine(ctx, e, 4)
-	defer stop()
+	_, e, updates := startEngine(ctx, t, c, Config{Events: events})
 	grace, deadline := int64(1), int64(3600)
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "dl", Namespace: "default", UID: k8stypes.UID("dl-uid"),

@@ -2,10 +2,7 @@ package engine
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -29,14 +26,7 @@ func TestContainerdEphemeral(t *testing.T) {
 	c := harness.ForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rt := dialContainerd(ctx, t, c)
-	e, err := New(Config{Runtime: auditRuntime(t, rt), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
-		Log: coverageLogger(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	updates, stop := runEngine(ctx, e, 4)
-	defer stop()
+	rt, e, updates := startEngine(ctx, t, c, Config{})
 
 	grace := int64(2)
 	busybox := c.ImageRef("busybox:latest")

@@ -2,9 +2,6 @@ package engine
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -24,15 +21,8 @@ func TestContainerdInvalidImageName(t *testing.T) {
 	c := harness.ForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	rt := dialContainerd(ctx, t, c)
 	events := &podEvents{}
-	e, err := New(Config{Runtime: auditRuntime(t, rt), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
-		Events: events, Log: coverageLogger(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	updates, stop := runEngine(ctx, e, 4)
-	defer stop()
+	_, e, updates := startEngine(ctx, t, c, Config{Events: events})
 	grace := int64(1)
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: "default", UID: k8stypes.UID("bad-uid"),

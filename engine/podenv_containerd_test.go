@@ -2,8 +2,6 @@ package engine
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,7 +36,6 @@ func TestContainerdPodEnvironment(t *testing.T) {
 	c := harness.ForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rt := dialContainerd(ctx, t, c)
 	root := filepath.Join(t.TempDir(), "root")
 	resolv := filepath.Join(t.TempDir(), "resolv.conf")
 	if err := os.WriteFile(resolv, []byte("nameserver 192.0.2.1\nsearch node.example\n"), 0o644); err != nil {
@@ -46,14 +43,8 @@ func TestContainerdPodEnvironment(t *testing.T) {
 	}
 	api := &memAPI{cms: map[string]*v1.ConfigMap{}}
 	api.set("default", "settings", map[string]string{"color": "blue", "size": "L"})
-	e, err := New(Config{Runtime: auditRuntime(t, rt), RootDir: root, NodeName: "node", NodeIP: "127.0.0.1",
-		ClusterDNS: []string{"10.96.0.10"}, ClusterDomain: "cluster.local", ResolvConf: resolv, VolumeAPI: api,
-		Log: coverageLogger(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	updates, stop := runEngine(ctx, e, 4)
-	defer stop()
+	_, e, updates := startEngine(ctx, t, c, Config{RootDir: root, NodeIP: "127.0.0.1",
+		ClusterDNS: []string{"10.96.0.10"}, ClusterDomain: "cluster.local", ResolvConf: resolv, VolumeAPI: api})
 
 	out := t.TempDir()
 	grace := int64(1)

@@ -2,9 +2,6 @@ package engine
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -83,16 +80,8 @@ func TestContainerdImagePullSecrets(t *testing.T) {
 	cred := &v1.Secret{Type: v1.SecretTypeDockerConfigJson, Data: map[string][]byte{
 		v1.DockerConfigJsonKey: []byte(`{"auths":{"` + c.Registry.Addr + `":{"username":"alice","password":"s3cret"}}}`)}}
 	cred.Name, cred.Namespace = "regcred", "team"
-	rt := dialContainerd(ctx, t, c)
 	events := &podEvents{}
-	e, err := New(Config{Runtime: auditRuntime(t, rt), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
-		VolumeAPI: secretAPI{"team/regcred": cred}, Events: events,
-		Log: coverageLogger(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	updates, stop := runEngine(ctx, e, 4)
-	defer stop()
+	_, e, updates := startEngine(ctx, t, c, Config{VolumeAPI: secretAPI{"team/regcred": cred}, Events: events})
 	grace := int64(1)
 	pod := func(name string, secrets ...string) *v1.Pod {
 		p := &v1.Pod{

@@ -2,8 +2,6 @@ package engine
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -38,15 +36,8 @@ func TestContainerdSecurityContext(t *testing.T) {
 	c := harness.ForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rt := dialContainerd(ctx, t, c)
 	events := &podEvents{}
-	e, err := New(Config{Runtime: auditRuntime(t, rt), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
-		Events: events, Log: coverageLogger(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	updates, stop := runEngine(ctx, e, 4)
-	defer stop()
+	rt, e, updates := startEngine(ctx, t, c, Config{Events: events})
 
 	out := t.TempDir()
 	if err := os.Chmod(out, 0o777); err != nil { // writable by uid 1000

@@ -3,8 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,15 +28,8 @@ func TestContainerdTerminationMessage(t *testing.T) {
 	c := harness.ForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rt := dialContainerd(ctx, t, c)
 	root := filepath.Join(t.TempDir(), "root")
-	e, err := New(Config{Runtime: auditRuntime(t, rt), RootDir: root, NodeName: "node",
-		Log: coverageLogger(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	updates, stop := runEngine(ctx, e, 4)
-	defer stop()
+	_, e, updates := startEngine(ctx, t, c, Config{RootDir: root})
 	grace := int64(1)
 	mk := func(name, path string, policy v1.TerminationMessagePolicy, script string) *v1.Pod {
 		return &v1.Pod{
