@@ -81,3 +81,28 @@ func closedPort(t *testing.T) int {
 	l.Close()
 	return port
 }
+
+// TestHTTPSHookSkipsVerification: an HTTPS httpGet hook reaches a server
+// whose certificate names another host (the pod IP is in none), as
+// kubelet's handler runner does; before, the hook failed on the
+// certificate (e2e "should execute poststart https hook properly").
+func TestHTTPSHookSkipsVerification(t *testing.T) {
+	got := make(chan string, 1)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.URL.RawQuery
+	}))
+	defer srv.Close()
+	host, portStr, err := net.SplitHostPort(srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, _ := strconv.Atoi(portStr)
+	target := hookTarget{name: "web", podIP: host, spec: &v1.Container{Name: "web"}}
+	h := &v1.LifecycleHandler{HTTPGet: &v1.HTTPGetAction{Path: "/echo?msg=poststart", Port: intstr.FromInt32(int32(port)), Scheme: v1.URISchemeHTTPS}}
+	if err := target.runHook(context.Background(), "PostStart", h, 0); err != nil {
+		t.Fatalf("runHook: %v", err)
+	}
+	if q := <-got; q != "msg=poststart" {
+		t.Errorf("query %q, want msg=poststart", q)
+	}
+}
