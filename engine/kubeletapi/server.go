@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
@@ -386,7 +387,9 @@ func (a *API) containerLogs(w http.ResponseWriter, r *http.Request) {
 		s, err := a.c.Runtime.ContainerStatus(ctx, id)
 		return err == nil && s.State == runtimeapi.ContainerState_CONTAINER_RUNNING
 	}
-	if err := streamLog(r.Context(), st.LogPath, o, w, flush, running); err != nil {
+	// Every write is flushed, as kubelet's flushwriter does: a reader
+	// through the API server's websocket stream sees each line at once.
+	if err := streamLog(r.Context(), st.LogPath, o, flushWriter{w, flush}, flush, running); err != nil {
 		a.c.Log.Warn("kubelet API: container log", "pod", pod.Namespace+"/"+pod.Name, "container", name, "err", err)
 	}
 }
@@ -542,4 +545,16 @@ func (a *API) proxyStream(w http.ResponseWriter, r *http.Request, raw string) {
 		},
 	}
 	rp.ServeHTTP(w, r)
+}
+
+// flushWriter flushes after every write.
+type flushWriter struct {
+	w     io.Writer
+	flush func()
+}
+
+func (f flushWriter) Write(p []byte) (int, error) {
+	n, err := f.w.Write(p)
+	f.flush()
+	return n, err
 }
