@@ -24,8 +24,8 @@ import (
 // containerd with a test-made memory pressure: the node is taken to have
 // 300Mi of memory, of which the pods' containers use what containerd's
 // ListContainerStats reports (their working sets), and memory.available<100Mi
-// is the hard threshold. A BestEffort pod that holds about 250MB in a shell
-// variable brings available below the threshold: it is evicted (Failed,
+// is the hard threshold. A BestEffort pod that writes 250 MiB into a memory-backed
+// emptyDir brings available below the threshold: it is evicted (Failed,
 // Evicted, the message naming memory), the Guaranteed pod beside it keeps
 // running, and with the memory freed the pressure ends.
 func TestContainerdEvictionMemory(t *testing.T) {
@@ -84,8 +84,13 @@ func TestContainerdEvictionMemory(t *testing.T) {
 		p := status("guaranteed")
 		return p != nil && p.Status.Phase == v1.PodRunning
 	}, e)
-	// The BestEffort pod fills a shell variable with 250,000,000 bytes.
-	hog := pod("besteffort", nil, "x=$(head -c 250000000 /dev/zero | tr '\\0' a); sleep 3600")
+	// The BestEffort pod writes 250 MiB into a memory-backed emptyDir (its
+	// tmpfs pages count in its working set); dd takes a moment even on a
+	// machine busy with other tests, where filling a shell variable byte by
+	// byte could take minutes.
+	hog := pod("besteffort", nil, "dd if=/dev/zero of=/mem/fill bs=1M count=250 2>/dev/null; sleep 3600")
+	hog.Spec.Volumes = []v1.Volume{{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}}}
+	hog.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "mem", MountPath: "/mem"}}
 	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{hog}, Source: config.SourceAPI}
 	waitFor(t, ctx, "besteffort evicted", func() bool {
 		p := status("besteffort")
