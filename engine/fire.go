@@ -105,7 +105,7 @@ func fireLoop[E fmt.Stringer, A fmt.Stringer](ctx context.Context, w *podWorker,
 		for _, c := range st.choices {
 			rec.Choices = append(rec.Choices, r.choice(c))
 		}
-		h := w.hist.add(rec)
+		h := w.hist.add(rec, r.since)
 		if e.log.Enabled(ctx, slog.LevelDebug) {
 			e.log.Debug("transition", append(r.who(), "machine", r.kind, "from", st.from, "event", st.event,
 				"to", st.to, "actions", fmt.Sprint(st.actions), "row", st.row, "choices", st.choices)...)

@@ -58,17 +58,28 @@ type PodDebug struct {
 	History   []Transition   `json:"history,omitempty"`
 }
 
-// history is the bounded transition log of one pod. Container machines of
-// a pod fire from parallel goroutines, so it has its own lock.
+// history is the bounded transition log of one pod and where each of its
+// machines is now. Container machines of a pod fire from parallel
+// goroutines, so it has its own lock.
+//
+// Contract: a step records its transition and its machine's new state under
+// one hold of mu, before its actions run, so that a reader (snapshot) always
+// sees states and history that agree, also while an action blocks (a kill's
+// StopContainer waits out the grace period inside the worker's batch).
 type history struct {
 	mu   sync.Mutex
 	recs []*Transition // a ring of historyPerPod, oldest at next once full
 	next int
+	// machines is where each machine is, in the order setMachines listed
+	// them (pod, sandbox, then container and probe of each container); a
+	// machine a step finds missing is appended.
+	machines []MachineState
 }
 
-// add appends t and returns it, so that the fire loop can attach the results
-// of the step's actions once they ran (setActions).
-func (h *history) add(t Transition) *Transition {
+// add appends t, moves its machine to t.To (entered at since), and returns
+// the record, so that the fire loop can attach the results of the step's
+// actions once they ran (setActions).
+func (h *history) add(t Transition, since time.Time) *Transition {
 	p := &t
 	h.mu.Lock()
 	if len(h.recs) < historyPerPod {
@@ -77,8 +88,45 @@ func (h *history) add(t Transition) *Transition {
 		h.recs[h.next] = p
 		h.next = (h.next + 1) % historyPerPod
 	}
+	now := MachineState{Machine: t.Machine, Instance: t.Instance, State: t.To, Since: since}
+	if i := slices.IndexFunc(h.machines, func(m MachineState) bool {
+		return m.Machine == t.Machine && m.Instance == t.Instance
+	}); i >= 0 {
+		h.machines[i] = now
+	} else if len(h.machines) > 0 {
+		// Before the worker first listed its machines, debug answers
+		// nothing: the pod is not listed with a partial set.
+		h.machines = append(h.machines, now)
+	}
 	h.mu.Unlock()
 	return p
+}
+
+// setMachines replaces the machine states with ms, read from the machines by
+// the worker goroutine while no step runs (publishStatus).
+func (h *history) setMachines(ms []MachineState) {
+	h.mu.Lock()
+	h.machines = ms
+	h.mu.Unlock()
+}
+
+// states returns a copy of the machine states.
+func (h *history) states() []MachineState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.machines)
+}
+
+// snapshot returns the machine states and, when asked, the transitions,
+// read under one hold of the lock: they agree.
+func (h *history) snapshot(withHistory bool) ([]MachineState, []Transition) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ms := slices.Clone(h.machines)
+	if !withHistory {
+		return ms, nil
+	}
+	return ms, h.listLocked()
 }
 
 func (h *history) setActions(t *Transition, rs []ActionResult) {
@@ -87,10 +135,9 @@ func (h *history) setActions(t *Transition, rs []ActionResult) {
 	h.mu.Unlock()
 }
 
-// list returns copies of the records, oldest first.
-func (h *history) list() []Transition {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+// listLocked returns copies of the records, oldest first. The caller holds
+// h.mu.
+func (h *history) listLocked() []Transition {
 	out := make([]Transition, 0, len(h.recs))
 	for i := range h.recs {
 		t := *h.recs[(h.next+i)%len(h.recs)]
@@ -175,20 +222,21 @@ func (e *Engine) PodHistory(key string) (PodDebug, bool) {
 	return e.PodHistory(string(best.UID))
 }
 
-// debug is the worker's published machine states, with the history when
-// asked. ok is false before the worker handled its first input.
+// debug is where the worker's machines are now, with the history when
+// asked: one snapshot, so the states agree with the newest transitions
+// (a machine's state is the To of its last transition), also in the middle
+// of a batch. The phase is the last published status's. ok is false before
+// the worker handled its first input.
 func (w *podWorker) debug(withHistory bool) (PodDebug, bool) {
 	w.mu.Lock()
-	d := PodDebug{UID: w.uid, Machines: slices.Clone(w.machines)}
+	d := PodDebug{UID: w.uid}
 	if w.pub != nil {
 		d.Namespace, d.Name, d.Phase = w.pub.Namespace, w.pub.Name, string(w.pub.Status.Phase)
 	}
 	w.mu.Unlock()
+	d.Machines, d.History = w.hist.snapshot(withHistory)
 	if len(d.Machines) == 0 {
 		return d, false
-	}
-	if withHistory {
-		d.History = w.hist.list()
 	}
 	return d, true
 }

@@ -174,11 +174,9 @@ func (c machinesCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.e.mu.RUnlock()
 	for _, w := range ws {
-		w.mu.Lock()
-		for _, s := range w.machines {
+		for _, s := range w.hist.states() {
 			counts[[2]string{s.Machine, s.State}]++
 		}
-		w.mu.Unlock()
 	}
 	counts[[2]string{fsm.NodeMachineName, c.e.node.stateName()}]++
 	for l, n := range counts {

@@ -127,8 +127,6 @@ func (w *podWorker) publishStatus() {
 			MachineState{Machine: fsm.ProbeMachineName, Instance: c.name, State: c.probe.machine.State().String(), Since: c.probe.run.since})
 	}
 	s.noteRunning()
-	w.mu.Lock()
-	w.machines = ms
-	w.mu.Unlock()
+	w.hist.setMachines(ms)
 	w.publish(p, s.machine.State())
 }

@@ -68,10 +68,9 @@ type podWorker struct {
 	// podState is the pod machine's state, published for the sync loop
 	// (housekeeping purges workers whose machine is finished).
 	podState fsm.PodState
-	// machines is where each machine of the pod is, published with the
-	// status for /debug/pods and the speclet_machines gauge.
-	machines []MachineState
-	hist     history // the pod's transitions, for /debug/pods/{uid}
+	// hist is the pod's transitions and where each machine is now, for
+	// /debug/pods and the speclet_machines gauge.
+	hist history
 
 	adopted *adoptedPod // what the runtime held of the pod at start, until the first input
 	// pod, refusal and runtimeHandler are set at creation and never change: the pod as
