@@ -723,6 +723,17 @@ func (c *ctrState) setCreated(id string, at time.Time) {
 // adopt rebuilds the machine from the runtime's instances of this container
 // (newest first): a running instance in a ready sandbox keeps running; a dead
 // one goes through died so the spec decides about its restart.
+//
+// A newest instance that was created and never started (speclet died
+// between CreateContainer and StartContainer) never ran: as under kubelet
+// it has no start time and no exit (its status is waiting, not a
+// ContainerStatusUnknown termination), and the next sync starts a new
+// instance at once whatever the restart policy (kubelet's
+// ShouldContainerBeRestarted restarts a created container; doBackOff finds
+// no exited instance), counted one restart more than the created one
+// (kubelet's startContainer). The machine resumes in waiting with the
+// created instance current, so create_container counts that restart; the
+// created instance is an older dead one for container GC.
 func (c *ctrState) adopt(cs []*runtimeapi.Container, sandboxOK bool) {
 	for i := len(cs) - 1; i >= 0; i-- {
 		c.ids = append(c.ids, cs[i].Id)
@@ -733,6 +744,10 @@ func (c *ctrState) adopt(cs []*runtimeapi.Container, sandboxOK bool) {
 	c.restartCount = restartCountOf(newest.Annotations)
 	c.runHash = newest.Annotations[AnnotationContainerHash]
 	c.imageRef = newest.ImageRef
+	if newest.State == runtimeapi.ContainerState_CONTAINER_CREATED {
+		c.machine = fsm.NewContainerMachineAt(fsm.ContainerStateWaiting, c)
+		return
+	}
 	c.startedAt = time.Unix(0, newest.CreatedAt)
 	c.machine = fsm.NewContainerMachineAt(fsm.ContainerStateRunning, c)
 	switch {

@@ -1,0 +1,130 @@
+package engine
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/cri/harness"
+	"github.com/speclet/speclet/engine/config"
+)
+
+// startNever is a runtime whose StartContainer never reaches containerd: it
+// waits until its context ends, so the container stays CREATED, as when
+// speclet is killed between CreateContainer and StartContainer.
+type startNever struct {
+	cri.Runtime
+	once    sync.Once
+	entered chan struct{} // closed at the first StartContainer
+}
+
+func (r *startNever) StartContainer(ctx context.Context, id string) error {
+	r.once.Do(func() { close(r.entered) })
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestContainerdRecoverCreated: an engine stops (as a kill -9 would) after
+// CreateContainer and before StartContainer of a restartPolicy Never pod;
+// containerd holds the container CREATED. A new engine on the same runtime
+// and root dir makes of it what kubelet makes of a created container: it
+// starts a new instance (whatever the restart policy) with restartCount 1,
+// and the status has no ContainerStatusUnknown exit 137, no lastState and
+// no start time of the created instance, which never runs.
+func TestContainerdRecoverCreated(t *testing.T) {
+	c := harness.ForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rt := dialContainerd(ctx, t, c)
+	root := filepath.Join(t.TempDir(), "root")
+	newEngine := func(r cri.Runtime) *Engine {
+		e, err := New(Config{Runtime: auditRuntime(t, r), RootDir: root, NodeName: "node",
+			Log: coverageLogger(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	grace := int64(2)
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "created", Namespace: "default", UID: types.UID("created-uid"),
+			Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
+		Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: v1.RestartPolicyNever, TerminationGracePeriodSeconds: &grace,
+			Containers: []v1.Container{{Name: "main", Image: c.ImageRef("busybox:latest"),
+				ImagePullPolicy: v1.PullIfNotPresent, Command: []string{"/bin/sh", "-c", "sleep 3600"}}}},
+	}
+	add := config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
+
+	sn := &startNever{Runtime: rt, entered: make(chan struct{})}
+	e1 := newEngine(sn)
+	updates, stop := runEngine(ctx, e1, 4)
+	updates <- add
+	select {
+	case <-sn.entered:
+	case <-ctx.Done():
+		t.Fatalf("no StartContainer; pods:\n%s", formatPods(e1.Pods()))
+	}
+	stop()
+	cs, err := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: map[string]string{LabelPodUID: string(pod.UID)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 1 || cs[0].State != runtimeapi.ContainerState_CONTAINER_CREATED {
+		t.Fatalf("after the first engine stopped: containers %v, want one CREATED", cs)
+	}
+	createdID := cs[0].Id
+
+	e2 := newEngine(rt)
+	updates, stop = runEngine(ctx, e2, 4)
+	defer stop()
+	updates <- add
+	var st v1.ContainerStatus
+	waitFor(t, ctx, "created's container running or terminated", func() bool {
+		for _, p := range e2.Pods() {
+			if p.Name == "created" && len(p.Status.ContainerStatuses) == 1 {
+				st = p.Status.ContainerStatuses[0]
+				return st.State.Running != nil || st.State.Terminated != nil
+			}
+		}
+		return false
+	}, e2)
+	if st.State.Running == nil {
+		t.Fatalf("container not restarted: %s; pods:\n%s", formatContainer(st), formatPods(e2.Pods()))
+	}
+	if st.RestartCount != 1 {
+		t.Errorf("restartCount = %d, want 1 (kubelet: the created instance's count plus one)", st.RestartCount)
+	}
+	if st.LastTerminationState.Terminated != nil {
+		t.Errorf("lastState.terminated = %+v, want none: the created instance never ran", st.LastTerminationState.Terminated)
+	}
+	if st.ContainerID == "containerd://"+createdID {
+		t.Errorf("containerID is the created instance %s, want a new one", createdID)
+	}
+	created, err := rt.ContainerStatus(ctx, createdID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created.State != runtimeapi.ContainerState_CONTAINER_CREATED || created.StartedAt != 0 {
+		t.Errorf("created instance: state %v startedAt %d, want CREATED, never started", created.State, created.StartedAt)
+	}
+	if at := st.State.Running.StartedAt.Time; !at.After(time.Unix(0, created.CreatedAt)) {
+		t.Errorf("running startedAt %v is not after the created instance's creation %v", at, time.Unix(0, created.CreatedAt))
+	}
+
+	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
+	waitFor(t, ctx, "runtime empty", func() bool {
+		sbs, err1 := rt.ListPodSandbox(ctx, nil)
+		cs, err2 := rt.ListContainers(ctx, nil)
+		return err1 == nil && err2 == nil && len(sbs) == 0 && len(cs) == 0
+	}, e2)
+}
