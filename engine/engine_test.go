@@ -667,8 +667,9 @@ func execHook(t *testing.T, d *datadriven.TestData, v string) (*v1.LifecycleHand
 }
 
 // formatCallLog prints the recorded StartContainer, ExecSync and
-// StopContainer calls in order, with their timeouts.
-func (h *scriptHarness) formatCallLog() string {
+// StopContainer calls in order, with their timeouts; sorted by line when
+// sorted is set.
+func (h *scriptHarness) formatCallLog(sorted bool) string {
 	var out []string
 	for _, c := range h.srv.Runtime.CallLog() {
 		line := c.Method + " " + c.Pod + "/" + c.Container
@@ -682,6 +683,9 @@ func (h *scriptHarness) formatCallLog() string {
 	}
 	if len(out) == 0 {
 		return "none"
+	}
+	if sorted {
+		sort.Strings(out)
 	}
 	return strings.Join(out, "\n")
 }
@@ -909,7 +913,9 @@ func TestEngineScripts(t *testing.T) {
 				// The events recorded through Config.Events (to the API).
 				return h.recorded.take()
 			case "calllog":
-				return h.formatCallLog()
+				// calllog [sorted]: sorted for calls made in parallel
+				// (containers of one group stop concurrently).
+				return h.formatCallLog(d.HasArg("sorted"))
 			case "image":
 				// An image pulled beside the engine (crictl pull), of size bytes.
 				var ref, size string
