@@ -1,0 +1,93 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/speclet/speclet/cri/harness"
+	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/fsm"
+)
+
+// debugAgrees returns why d's machine states disagree with its history (a
+// machine whose newest transition ends elsewhere than its state), or "".
+func debugAgrees(d PodDebug) string {
+	last := map[string]string{}
+	for _, t := range d.History {
+		last[t.Machine+"/"+t.Instance] = t.To
+	}
+	for _, m := range d.Machines {
+		if to, ok := last[m.Machine+"/"+m.Instance]; ok && to != m.State {
+			return fmt.Sprintf("%s/%s is %s, its newest transition went to %s", m.Machine, m.Instance, m.State, to)
+		}
+	}
+	return ""
+}
+
+// TestContainerdDebugWhileStopping: a pod whose container traps SIGTERM is
+// removed with a 20 s grace period on a real containerd. While StopContainer
+// waits out the grace period, /debug/pods/{name} (Engine.PodHistory) shows
+// the pod terminating and the container stopping, and every machine's
+// state is where its newest transition in the same answer went.
+func TestContainerdDebugWhileStopping(t *testing.T) {
+	c := harness.ForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rt, e, updates := startEngine(ctx, t, c, Config{})
+	grace := int64(20)
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "slow", Namespace: "default", UID: types.UID("slow-uid"),
+			Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
+		Spec: v1.PodSpec{HostNetwork: true, TerminationGracePeriodSeconds: &grace,
+			Containers: []v1.Container{{Name: "main", Image: c.ImageRef("busybox:latest"),
+				ImagePullPolicy: v1.PullIfNotPresent, Command: []string{"/bin/sh", "-c", `trap "" TERM; while true; do sleep 0.2; done`}}}},
+	}
+	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
+	waitFor(t, ctx, "slow Running", func() bool {
+		for _, p := range e.Pods() {
+			if p.Name == "slow" && p.Status.Phase == v1.PodRunning {
+				return true
+			}
+		}
+		return false
+	}, e)
+
+	removed := time.Now()
+	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
+	state := func(d PodDebug, machine, instance string) string {
+		for _, m := range d.Machines {
+			if m.Machine == machine && m.Instance == instance {
+				return m.State
+			}
+		}
+		return ""
+	}
+	// Poll through the first 5 s of the grace period: every answer agrees
+	// with itself; at the end the stop shows.
+	var d PodDebug
+	for time.Since(removed) < 5*time.Second {
+		var ok bool
+		d, ok = e.PodHistory("slow")
+		if !ok {
+			t.Fatal("/debug/pods/slow: no pod")
+		}
+		if why := debugAgrees(d); why != "" {
+			t.Fatalf("states and history disagree: %s\n%+v", why, d)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if state(d, fsm.PodMachineName, "") != "terminating" || state(d, fsm.ContainerMachineName, "main") != "stopping" {
+		t.Fatalf("5 s into a 20 s grace period: machines %+v, want pod terminating and container/main stopping", d.Machines)
+	}
+	waitFor(t, ctx, "runtime empty", func() bool {
+		sbs, err1 := rt.ListPodSandbox(ctx, nil)
+		cs, err2 := rt.ListContainers(ctx, nil)
+		return err1 == nil && err2 == nil && len(sbs) == 0 && len(cs) == 0
+	}, e)
+}
