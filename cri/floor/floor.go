@@ -40,6 +40,17 @@ type Result struct {
 	StopRetries int
 }
 
+// Options vary what each pod of a burst asks of the runtime.
+type Options struct {
+	// PodFiles gives each container the two files kubelet (and speclet)
+	// bind-mount into every container of a pod that has an IP: a hosts
+	// file at /etc/hosts and an empty termination message file at
+	// /dev/termination-log, both written before CreateContainer. The bare
+	// floor makes no mount; this one does what the same pod costs any
+	// node agent that implements the pod spec.
+	PodFiles bool
+}
+
 // Burst starts n host-network pods at once (RunPodSandbox + CreateContainer
 // + StartContainer of command in image, which must be present), waits until
 // ListContainers shows all n RUNNING, then removes them (StopContainer with
@@ -47,7 +58,11 @@ type Result struct {
 // shows none. Each pod gets a log directory under logDir. Pods carry a label
 // unique to the burst, so the runtime may hold other pods. On error the
 // runtime may keep pods of the burst.
-func Burst(ctx context.Context, rt cri.Runtime, image string, n int, logDir string) (Result, error) {
+func Burst(ctx context.Context, rt cri.Runtime, image string, n int, logDir string, opts ...Options) (Result, error) {
+	var o Options
+	for _, x := range opts {
+		o = x
+	}
 	var rnd [6]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
 		return Result{}, err
@@ -90,6 +105,11 @@ func Burst(ctx context.Context, rt cri.Runtime, image string, n int, logDir stri
 				Command:  command,
 				Labels:   labels,
 				LogPath:  "main_0.log",
+			}
+			if o.PodFiles {
+				if cc.Mounts, p.err = podFiles(dir); p.err != nil {
+					return
+				}
 			}
 			if p.container, p.err = rt.CreateContainer(ctx, p.sandbox, cc, sc); p.err != nil {
 				return
@@ -163,6 +183,24 @@ func Burst(ctx context.Context, rt cri.Runtime, image string, n int, logDir stri
 	res.RemoveAll = time.Since(t1)
 	res.StopRetries = int(stopRetries.Load())
 	return res, nil
+}
+
+// podFiles writes a pod's hosts file and a container's termination message
+// file under dir and returns their mounts, as podspec's hostsMount and
+// terminationMount do.
+func podFiles(dir string) ([]*runtimeapi.Mount, error) {
+	hosts := filepath.Join(dir, "etc-hosts")
+	if err := os.WriteFile(hosts, []byte("127.0.0.1\tlocalhost\n"), 0o644); err != nil {
+		return nil, fmt.Errorf("write hosts file: %w", err)
+	}
+	term := filepath.Join(dir, "termination-log")
+	if err := os.WriteFile(term, nil, 0o666); err != nil {
+		return nil, fmt.Errorf("create termination message file: %w", err)
+	}
+	return []*runtimeapi.Mount{
+		{ContainerPath: "/etc/hosts", HostPath: hosts},
+		{ContainerPath: "/dev/termination-log", HostPath: term},
+	}, nil
 }
 
 // stopContainer stops id with grace, as a kubelet pod worker would:

@@ -2,6 +2,7 @@ package floor_test
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -75,5 +76,35 @@ func TestPercentile(t *testing.T) {
 	}
 	if got := floor.Percentile(nil, 0.5); got != 0 {
 		t.Errorf("Percentile(nil) = %v, want 0", got)
+	}
+}
+
+// TestBurstPodFiles: with PodFiles every pod's directory holds the hosts
+// and termination message files its container mounted.
+func TestBurstPodFiles(t *testing.T) {
+	const image = "busybox:latest"
+	srv, err := sim.Start(t.TempDir(), sim.Options{Images: []string{image}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	rt, err := cri.Dial(context.Background(), srv.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	logs := t.TempDir()
+	const n = 3
+	if _, err := floor.Burst(context.Background(), rt, image, n, logs, floor.Options{PodFiles: true}); err != nil {
+		t.Fatalf("Burst: %v", err)
+	}
+	for _, name := range []string{"etc-hosts", "termination-log"} {
+		files, err := filepath.Glob(filepath.Join(logs, "floor-*", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(files) != n {
+			t.Errorf("%d pods have a %s file, want %d", len(files), name, n)
+		}
 	}
 }

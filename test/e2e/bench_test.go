@@ -27,16 +27,23 @@ import (
 // --pod-manifest-path until GET /pods shows all N Running; then the manifests
 // removed until the runtime holds no container or sandbox of them.
 //
-// Metrics (seconds): floor-start-all, floor-remove-all, start-all (manifests
-// written to all Running), start-p50 and start-p99 (per pod), remove-all
-// (manifests removed to runtime empty), and the ratios start/floor and
-// remove/floor. Each iteration runs floor, speclet, speclet, floor and
-// reports the means; -benchtime=1x is enough.
+// The floor with pod files (floor.Options.PodFiles) also bind-mounts the
+// hosts file and the termination message file that kubelet and speclet
+// give every container: what the same pods cost any agent that implements
+// the pod spec.
+//
+// Metrics (seconds): floor-start-all, floor-remove-all,
+// floor-files-start-all, start-all (manifests written to all Running),
+// start-p50 and start-p99 (per pod), remove-all (manifests removed to
+// runtime empty), and the ratios start/floor, start/floor-files and
+// remove/floor. Each iteration runs floor, floor with files, speclet,
+// speclet, floor with files, floor and reports the means; -benchtime=1x is
+// enough.
 func BenchmarkBurst(b *testing.B) {
 	c, d := env(b)
 	for _, n := range []int{30, 100} {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
-			var floorStart, floorRemove, start, remove float64
+			var floorStart, floorRemove, filesStart, start, remove float64
 			var perPod []float64
 			runFloor := func() {
 				r, err := floor.Burst(context.Background(), shared.rt, c.ImageRef(harness.BusyboxRepo), n, b.TempDir())
@@ -46,6 +53,13 @@ func BenchmarkBurst(b *testing.B) {
 				floorStart += r.StartAll.Seconds() / 2
 				floorRemove += r.RemoveAll.Seconds() / 2
 			}
+			runFloorFiles := func() {
+				r, err := floor.Burst(context.Background(), shared.rt, c.ImageRef(harness.BusyboxRepo), n, b.TempDir(), floor.Options{PodFiles: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				filesStart += r.StartAll.Seconds() / 2
+			}
 			spec := func() {
 				r := specletBurst(b, c, d, n)
 				start += r.startAll.Seconds() / 2
@@ -53,11 +67,14 @@ func BenchmarkBurst(b *testing.B) {
 				perPod = append(perPod, r.perPod...)
 			}
 			for i := 0; i < b.N; i++ {
-				// floor, speclet, speclet, floor: neither side always meets
-				// a containerd warmed (or burdened) by the other.
+				// floor, floor with pod files, speclet, speclet, floor
+				// with pod files, floor: no side always meets a
+				// containerd warmed (or burdened) by another.
 				runFloor()
+				runFloorFiles()
 				spec()
 				spec()
+				runFloorFiles()
 				runFloor()
 			}
 			sort.Float64s(perPod)
@@ -68,7 +85,9 @@ func BenchmarkBurst(b *testing.B) {
 			b.ReportMetric(floor.Percentile(perPod, 0.50), "start-p50-s")
 			b.ReportMetric(floor.Percentile(perPod, 0.99), "start-p99-s")
 			b.ReportMetric(remove/k, "remove-all-s")
+			b.ReportMetric(filesStart/k, "floor-files-start-all-s")
 			b.ReportMetric(start/floorStart, "start/floor")
+			b.ReportMetric(start/filesStart, "start/floor-files")
 			b.ReportMetric(remove/floorRemove, "remove/floor")
 		})
 	}
