@@ -13,14 +13,18 @@ import (
 // servers, the read-only port and the kubelet API over TLS, run with the
 // same DefaultLimits.
 //
-// Connections: at most MaxConns are served as usual. Beyond them,
-// ReserveConns more are served one request each (the answer says
-// "Connection: close") and closed ReserveTimeout after their accept at the
-// latest, so that /healthz, /pods and a new caller stay answerable while
-// MaxConns connections are held by others. A connection beyond both is
-// closed as soon as it is accepted: it never waits in the kernel's accept
-// queue, where a flood would put it behind thousands of others. A server
-// thus holds at most MaxConns+ReserveConns file descriptors.
+// Connections: at most MaxConns are served as usual. When all are taken, a
+// new connection takes the slot of the one that has been out of a request
+// the longest (in its TLS handshake, before its first request, or idle
+// between keep-alive requests), which is closed: held connections cannot
+// keep a new caller out. When every one is in a request, ReserveConns more
+// are served one request each (the answer says "Connection: close") and
+// closed ReserveTimeout after their accept at the latest. A connection
+// beyond both is closed as soon as it is accepted: none waits in the
+// kernel's accept queue, where a flood would put it behind thousands of
+// others. So /healthz, /pods and a new caller stay answerable while others
+// hold or open thousands of connections, and a server holds at most
+// MaxConns+ReserveConns file descriptors.
 //
 // Time: a TLS connection must finish its handshake within
 // TLSHandshakeTimeout of its accept; a request must send its header within
@@ -98,6 +102,7 @@ func NewTLS(l net.Listener, h http.Handler, cfg *tls.Config, lim Limits) *Server
 	s.http = &http.Server{
 		Handler: limitHandler(h, lim), ReadHeaderTimeout: lim.ReadHeaderTimeout, ReadTimeout: lim.ReadTimeout,
 		WriteTimeout: lim.WriteTimeout, IdleTimeout: lim.IdleTimeout, MaxHeaderBytes: lim.MaxHeaderBytes,
+		ConnState: ln.state,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			if tc, ok := c.(*tls.Conn); ok {
 				c = tc.NetConn()
@@ -146,6 +151,10 @@ func (s *Server) Close() error { return s.http.Close() }
 // Open returns the number of connections open now (served and reserve,
 // TLS handshakes in progress included).
 func (s *Server) Open() int { return int(s.ln.open.Load() + s.ln.reserved.Load()) }
+
+// Evicted returns the number of connections closed, outside a request, to
+// make room for a new one.
+func (s *Server) Evicted() int64 { return s.ln.evicted.Load() }
 
 // Shed returns the number of connections closed at their accept because
 // MaxConns and ReserveConns were all in use.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -89,20 +90,31 @@ func TestServerAnswersBeyondHeldConnections(t *testing.T) {
 	}
 }
 
-// TestServerReserveClosesAfterOneAnswer: a connection served from the
-// reserve answers with "Connection: close" and is closed.
+// TestServerReserveClosesAfterOneAnswer: while every served connection is
+// in a request, a new connection is served from the reserve: its answer
+// says "Connection: close" and it is closed.
 func TestServerReserveClosesAfterOneAnswer(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	release := make(chan struct{})
+	defer close(release)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/block", func(w http.ResponseWriter, r *http.Request) { <-release })
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
 	long := 10 * time.Minute
-	srv := New(l, Handler(&fakeNode{}, nil), Limits{MaxConns: 1, ReserveConns: 1, ReserveTimeout: long,
-		ReadHeaderTimeout: long, IdleTimeout: long})
+	srv := New(l, mux, Limits{MaxConns: 1, ReserveConns: 1, ReserveTimeout: long,
+		ReadHeaderTimeout: long, IdleTimeout: long, WriteTimeout: long})
 	go srv.Serve()
 	t.Cleanup(func() { srv.Close() })
-	held(t, l.Addr().String(), 1)
-	for srv.Open() < 1 {
+	busy, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	fmt.Fprintf(busy, "GET /block HTTP/1.1\r\nHost: x\r\n\r\n")
+	for srv.ln.idleLen() > 0 || srv.Open() < 1 { // the request is in
 		time.Sleep(time.Millisecond)
 	}
 	c, err := net.Dial("tcp", l.Addr().String())
@@ -118,6 +130,53 @@ func TestServerReserveClosesAfterOneAnswer(t *testing.T) {
 	}
 	if !strings.Contains(string(b), "200 OK") || !strings.Contains(string(b), "Connection: close") {
 		t.Errorf("answer %q: want 200 with Connection: close", b)
+	}
+	if n := srv.Evicted(); n != 0 {
+		t.Errorf("%d connections evicted; the one in a request must stay", n)
+	}
+}
+
+// TestServerEvictsTheOldestIdle: when every served connection is taken, a
+// new one takes the slot of the connection idle the longest.
+func TestServerEvictsTheOldestIdle(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := 10 * time.Minute
+	srv := New(l, Handler(&fakeNode{}, nil), Limits{MaxConns: 2, ReserveConns: 1, ReserveTimeout: long,
+		ReadHeaderTimeout: long, IdleTimeout: long})
+	go srv.Serve()
+	t.Cleanup(func() { srv.Close() })
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := 0; i < 3; i++ {
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(time.Minute)) // a bound, not an assertion
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("Connection") == "close" {
+			t.Errorf("connection %d: %s, Connection %q; want 200 on a served (keep-alive) connection", i, resp.Status, resp.Header.Get("Connection"))
+		}
+	}
+	// the first one was closed to make room for the third
+	if _, err := conns[0].Read(make([]byte, 1)); err == nil || isTimeout(err) {
+		t.Errorf("read on the oldest idle connection: %v, want it closed", err)
+	}
+	if n := srv.Evicted(); n != 1 {
+		t.Errorf("%d evicted, want 1", n)
 	}
 }
 

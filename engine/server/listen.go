@@ -1,10 +1,12 @@
 package server
 
 import (
+	"container/list"
 	"context"
 	"crypto/tls"
 	"errors"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,8 +14,10 @@ import (
 
 // listener is what http.Server accepts from: its own goroutine (run)
 // accepts from the kernel without ever waiting for a free slot, sorts each
-// connection into a served slot, a reserve slot or none (closed at once),
-// runs the TLS handshake when there is one, and hands the connection over.
+// connection into a served slot (closing the oldest connection that is not
+// in a request when all are taken), a reserve slot or none (closed at
+// once), runs the TLS handshake when there is one, and hands the
+// connection over.
 type listener struct {
 	inner net.Listener
 	tls   *tls.Config
@@ -28,6 +32,10 @@ type listener struct {
 	reserved atomic.Int64 // reserve slots in use
 	shed     atomic.Int64 // connections closed at accept
 	accepted atomic.Int64 // connections accepted, shed ones included
+	evicted  atomic.Int64 // connections closed to make room for a new one
+
+	mu   sync.Mutex
+	idle list.List // of *conn in served slots and in no request (handshake, before the first request, keep-alive), oldest first
 }
 
 func newListener(l net.Listener, cfg *tls.Config, lim Limits) *listener {
@@ -87,8 +95,9 @@ func (l *listener) admit(c net.Conn) {
 	l.accepted.Add(1)
 	lc := &conn{Conn: c, l: l}
 	switch {
-	case l.open.Load() < int64(l.lim.MaxConns):
+	case l.open.Load() < int64(l.lim.MaxConns) || l.evictOldest():
 		l.open.Add(1)
+		l.setIdle(lc, true)
 	case l.reserved.Load() < int64(l.lim.ReserveConns):
 		l.reserved.Add(1)
 		lc.reserve = true
@@ -119,6 +128,55 @@ func (l *listener) admit(c net.Conn) {
 	}()
 }
 
+// evictOldest closes the served connection that has been out of a request
+// the longest; false when every served connection is in a request.
+func (l *listener) evictOldest() bool {
+	l.mu.Lock()
+	e := l.idle.Front()
+	l.mu.Unlock()
+	if e == nil {
+		return false
+	}
+	e.Value.(*conn).Close() // gives its slot back now
+	l.evicted.Add(1)
+	return true
+}
+
+// setIdle marks a served connection as out of a request (newest last), or
+// as in one (not to be evicted).
+func (l *listener) setIdle(c *conn, idle bool) {
+	if c.reserve {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.elem != nil {
+		l.idle.Remove(c.elem)
+		c.elem = nil
+	}
+	if idle && !c.closed {
+		c.elem = l.idle.PushBack(c)
+	}
+}
+
+// state follows http.Server's ConnState: a connection in a request
+// (active, hijacked) is not evicted; an idle one may be again.
+func (l *listener) state(nc net.Conn, s http.ConnState) {
+	if tc, ok := nc.(*tls.Conn); ok {
+		nc = tc.NetConn()
+	}
+	c, ok := nc.(*conn)
+	if !ok {
+		return
+	}
+	switch s {
+	case http.StateActive, http.StateHijacked:
+		l.setIdle(c, false)
+	case http.StateIdle:
+		l.setIdle(c, true)
+	}
+}
+
 // hand passes c to Accept, or closes it when the listener is closed.
 func (l *listener) hand(c net.Conn) {
 	select {
@@ -135,11 +193,20 @@ type conn struct {
 	reserve bool
 	timer   *time.Timer // closes a reserve connection at ReserveTimeout
 	once    sync.Once
+	elem    *list.Element // in l.idle; guarded by l.mu
+	closed  bool          // guarded by l.mu
 }
 
 func (c *conn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() {
+		c.l.mu.Lock()
+		c.closed = true
+		if c.elem != nil {
+			c.l.idle.Remove(c.elem)
+			c.elem = nil
+		}
+		c.l.mu.Unlock()
 		if c.reserve {
 			c.timer.Stop()
 			c.l.reserved.Add(-1)
@@ -148,4 +215,11 @@ func (c *conn) Close() error {
 		}
 	})
 	return err
+}
+
+// idleLen is the number of served connections out of a request.
+func (l *listener) idleLen() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.idle.Len()
 }
