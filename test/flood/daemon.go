@@ -59,6 +59,12 @@ func Start(bin, dir string, noFile int, args ...string) (*Daemon, error) {
 		if _, err := Probe(d.Base+"/healthz", 5*time.Second); err == nil {
 			return d, nil
 		}
+		select {
+		case <-d.exited:
+			b, _ := os.ReadFile(d.LogPath)
+			return nil, fmt.Errorf("speclet exited at start (%s); log:\n%s", d.Cmd.ProcessState, b)
+		default:
+		}
 		if time.Now().After(deadline) {
 			d.Stop()
 			b, _ := os.ReadFile(d.LogPath)
