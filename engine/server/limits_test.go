@@ -190,7 +190,7 @@ func TestServerTLSHandshakeTimeout(t *testing.T) {
 	}
 	long := 10 * time.Minute
 	srv := NewTLS(l, Handler(&fakeNode{}, nil), &tls.Config{Certificates: []tls.Certificate{selfSigned(t)}},
-		Limits{TLSHandshakeTimeout: 100 * time.Millisecond, ReadHeaderTimeout: long, ReadTimeout: long, IdleTimeout: long})
+		Limits{TLSHandshakeTimeout: 2 * time.Second, ReadHeaderTimeout: long, ReadTimeout: long, IdleTimeout: long})
 	go srv.Serve()
 	t.Cleanup(func() { srv.Close() })
 	c, err := net.Dial("tcp", l.Addr().String())

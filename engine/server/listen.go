@@ -101,7 +101,9 @@ func (l *listener) admit(c net.Conn) {
 	case l.reserved.Load() < int64(l.lim.ReserveConns):
 		l.reserved.Add(1)
 		lc.reserve = true
+		l.mu.Lock() // Close reads the timer under it
 		lc.timer = time.AfterFunc(l.lim.ReserveTimeout, func() { lc.Close() })
+		l.mu.Unlock()
 	default:
 		l.shed.Add(1)
 		c.Close()
@@ -191,7 +193,7 @@ type conn struct {
 	net.Conn
 	l       *listener
 	reserve bool
-	timer   *time.Timer // closes a reserve connection at ReserveTimeout
+	timer   *time.Timer // closes a reserve connection at ReserveTimeout; guarded by l.mu
 	once    sync.Once
 	elem    *list.Element // in l.idle; guarded by l.mu
 	closed  bool          // guarded by l.mu
@@ -206,9 +208,10 @@ func (c *conn) Close() error {
 			c.l.idle.Remove(c.elem)
 			c.elem = nil
 		}
+		timer := c.timer
 		c.l.mu.Unlock()
 		if c.reserve {
-			c.timer.Stop()
+			timer.Stop()
 			c.l.reserved.Add(-1)
 		} else {
 			c.l.open.Add(-1)
