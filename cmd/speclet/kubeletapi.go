@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -19,16 +18,18 @@ import (
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/kubeletapi"
+	"github.com/speclet/speclet/engine/server"
 	"github.com/speclet/speclet/engine/servingcert"
 )
 
 // startKubeletAPI serves the authenticated kubelet API on --address:--port
-// over TLS until the returned server is shut down.
+// over TLS, with the read-only server's limits (server.DefaultLimits),
+// until the returned server is shut down.
 //
 // The serving certificate is --tls-cert-file's, or with
 // --rotate-server-certificates one the cluster issues and renews
 // (engine/servingcert) until ctx ends, or a self-signed one.
-func startKubeletAPI(ctx context.Context, o *runOptions, eng *engine.Engine, client *cri.Client, reg prometheus.Gatherer, log *slog.Logger) (*http.Server, error) {
+func startKubeletAPI(ctx context.Context, o *runOptions, eng *engine.Engine, client *cri.Client, reg prometheus.Gatherer, log *slog.Logger) (*server.Server, error) {
 	c := kubeletapi.Config{
 		Host: eng, Runtime: client, NodeName: o.nodeName, RootDir: o.rootDir, Anonymous: o.anonymousAuth,
 		Authorizer: kubeletapi.AlwaysAllow{}, Gatherer: reg, Log: log,
@@ -62,7 +63,10 @@ func startKubeletAPI(ctx context.Context, o *runOptions, eng *engine.Engine, cli
 			c.Authorizer = kubeletapi.NewCachedAuthorizer(rev, o.authorizedCacheTTL, o.unauthorizedCacheTTL, time.Now)
 		}
 	} else {
-		log.Warn("kubelet API without --kubeconfig: only client certificates and --authorization-mode=AlwaysAllow are possible; bearer tokens get 401")
+		log.Warn("kubelet API without --kubeconfig: only client certificates and --authorization-mode=AlwaysAllow are possible; bearer tokens get 401, and every certificate --client-ca-file verifies may read logs and exec (none without --client-ca-file)")
+	}
+	if o.kubeconfig != "" && o.authorizationMode == "AlwaysAllow" {
+		log.Warn("kubelet API with --authorization-mode=AlwaysAllow: every caller the API server authenticates, any service account's token included, may exec into, attach to and read the logs of every pod on this node; the default with --kubeconfig is Webhook")
 	}
 	if o.anonymousAuth {
 		authn += ", anonymous"
@@ -110,10 +114,11 @@ func startKubeletAPI(ctx context.Context, o *runOptions, eng *engine.Engine, cli
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s (--address, --port): %w", addr, err)
 	}
-	// No read or write timeout: logs are followed and exec sessions last.
-	srv := &http.Server{Handler: api, TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 90 * time.Second}
+	// The read-only server's limits; the streaming handlers (logs,
+	// exec, attach, port-forward) lift their own deadlines.
+	srv := server.NewTLS(l, api, tlsConfig, server.DefaultLimits)
 	go func() {
-		if err := srv.Serve(tls.NewListener(l, srv.TLSConfig)); err != nil && err != http.ErrServerClosed {
+		if err := srv.Serve(); err != nil {
 			log.Error("kubelet API stopped", "addr", addr, "err", err)
 		}
 	}()

@@ -160,7 +160,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.StringVar(&o.resolvConf, "resolv-conf", "/etc/resolv.conf", "resolver file whose nameservers, searches and options Default DNS pods get (and ClusterFirst ones append its searches); \"\": none (nameserver 127.0.0.1)")
 	fs.StringVar(&o.nodeName, "node-name", strings.ToLower(host), "name of this node; static pods are named <name>-<node-name>")
 	fs.StringVar(&o.nodeName, "hostname-override", strings.ToLower(host), "the same as --node-name (kubelet's name for it)")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the API server: join it as node --node-name (register the Node, renew its Lease, run the pods bound to it, write their status, mirror static pods); its identity must be system:node:<node-name> in group system:nodes; the kubelet API checks bearer tokens (TokenReview) and, with --authorization-mode=Webhook, requests (SubjectAccessReview) there")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the API server: join it as node --node-name (register the Node, renew its Lease, run the pods bound to it, write their status, mirror static pods); its identity must be system:node:<node-name> in group system:nodes; the kubelet API checks bearer tokens (TokenReview) and authorizes requests (SubjectAccessReview, --authorization-mode) there")
 	fs.Float64Var(&o.kubeAPIQPS, "kube-api-qps", 50, "queries per second to the API server")
 	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 100, "burst of queries to the API server")
 	fs.IntVar(&o.nodeLeaseDuration, "node-lease-duration-seconds", 40, "duration of the node's Lease in kube-node-lease (renewed every 10 s)")
@@ -171,7 +171,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.StringVar(&o.tlsPrivateKeyFile, "tls-private-key-file", "", "private key of --tls-cert-file")
 	fs.StringVar(&o.clientCAFile, "client-ca-file", "", "CA bundle that verifies client certificates of the kubelet API (the CA of the API server's --kubelet-client-certificate)")
 	fs.BoolVar(&o.anonymousAuth, "anonymous-auth", false, "let requests without credentials in as system:anonymous (they are still authorized)")
-	fs.StringVar(&o.authorizationMode, "authorization-mode", "AlwaysAllow", "authorization of the kubelet API: AlwaysAllow or Webhook (SubjectAccessReview; needs --kubeconfig)")
+	fs.StringVar(&o.authorizationMode, "authorization-mode", "", "authorization of the kubelet API: Webhook (SubjectAccessReview on nodes/<subresource>; needs --kubeconfig) or AlwaysAllow (every authenticated request); default: Webhook with --kubeconfig, else AlwaysAllow")
 	fs.BoolVar(&o.rotateServerCertificates, "rotate-server-certificates", false, "get the kubelet API's serving certificate from the cluster through a CertificateSigningRequest (signer kubernetes.io/kubelet-serving; it needs an approval) and renew it at 70-90% of its lifetime; stored in --root-dir/pki/kubelet-server-current.pem; needs --kubeconfig")
 	fs.DurationVar(&o.tokenCacheTTL, "authentication-token-webhook-cache-ttl", kubeletapi.DefaultTokenCacheTTL, "how long a TokenReview answer is kept")
 	fs.DurationVar(&o.authorizedCacheTTL, "authorization-webhook-cache-authorized-ttl", kubeletapi.DefaultAuthorizedCacheTTL, "how long an allowing SubjectAccessReview answer is kept")
@@ -260,6 +260,15 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	}
 	if (o.tlsCertFile == "") != (o.tlsPrivateKeyFile == "") {
 		return nil, errors.New("--tls-cert-file and --tls-private-key-file: give both or neither")
+	}
+	// Secure by default: a node that knows its API server asks it
+	// (SubjectAccessReview) whether a caller may exec, attach or read logs;
+	// AlwaysAllow only when given, or when there is no API server to ask.
+	if o.authorizationMode == "" {
+		o.authorizationMode = "AlwaysAllow"
+		if o.kubeconfig != "" {
+			o.authorizationMode = "Webhook"
+		}
 	}
 	switch o.authorizationMode {
 	case "AlwaysAllow":
@@ -534,7 +543,7 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		log.Info("read-only server listening", "addr", "http://"+addr, "paths", "/pods /healthz /metrics /debug/pods /spec/graph")
 	}
 
-	var apiSrv *http.Server
+	var apiSrv *server.Server
 	if o.port != 0 {
 		apiSrv, err = startKubeletAPI(ctx, o, eng, client, reg, log)
 		if err != nil {

@@ -106,6 +106,32 @@ func TestRunKubeconfigErrorNamesTheFlag(t *testing.T) {
 	}
 }
 
+// TestRunAuthorizationDefaults: with --kubeconfig the kubelet API authorizes
+// through the API server (Webhook) and refuses anonymous callers unless a
+// flag says otherwise; without it, AlwaysAllow (there is nothing to ask).
+func TestRunAuthorizationDefaults(t *testing.T) {
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	for _, tc := range []struct {
+		args      string
+		mode      string
+		anonymous bool
+	}{
+		{"", "AlwaysAllow", false},
+		{"--kubeconfig " + kc, "Webhook", false},
+		{"--kubeconfig " + kc + " --authorization-mode=AlwaysAllow", "AlwaysAllow", false},
+		{"--kubeconfig " + kc + " --anonymous-auth=true", "Webhook", true},
+		{"--authorization-mode AlwaysAllow", "AlwaysAllow", false},
+	} {
+		o, err := parseRunFlags(strings.Fields(tc.args), io.Discard)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		if o.authorizationMode != tc.mode || o.anonymousAuth != tc.anonymous {
+			t.Errorf("%q: authorization %s, anonymous %v; want %s, %v", tc.args, o.authorizationMode, o.anonymousAuth, tc.mode, tc.anonymous)
+		}
+	}
+}
+
 func TestRunFlagErrorsNameTheFlag(t *testing.T) {
 	for _, tc := range []struct{ args, want string }{
 		{"--runtime=docker", `--runtime: "docker": want remote or sim`},

@@ -37,6 +37,13 @@
 //     Prometheus text format metrics-server reads.
 //   - Exec, attach and port-forward ask the runtime for a streaming URL and
 //     proxy the connection there, upgrades included, as kubelet v1.34 does.
+//   - Streams outlive the server's timeouts: container logs (followed or
+//     not), exec, attach and port-forward lift the read and write deadlines
+//     of their request (http.ResponseController); an upgraded connection
+//     has none. Everything else is bounded by the server's (engine/server
+//     Limits).
+//   - A 401 closes the connection after the answer ("Connection: close"):
+//     a caller without credentials holds no connection.
 //
 // The CRI calls it makes are reads and the streaming calls (Exec, Attach,
 // PortForward prepare the user's session), plus ExecSync for /run: they are

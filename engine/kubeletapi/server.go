@@ -121,6 +121,9 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !errors.Is(err, errUnauthorized) {
 			a.c.Log.Warn("kubelet API: authentication failed", "path", r.URL.Path, "err", err)
 		}
+		// A caller without credentials keeps no connection: a flood of
+		// them costs a handshake and one request each.
+		w.Header().Set("Connection", "close")
 		http.Error(w, "Unauthorized", http.StatusUnauthorized)
 		return
 	}
@@ -375,6 +378,7 @@ func (a *API) containerLogs(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusNotFound, "container %q of %s/%s has no log file", name, pod.Namespace, pod.Name)
 		return
 	}
+	liftDeadlines(w)
 	w.Header().Set("Content-Type", "text/plain")
 	w.Header().Set("Transfer-Encoding", "chunked")
 	fl, _ := w.(http.Flusher)
@@ -532,6 +536,7 @@ func (a *API) proxyStream(w http.ResponseWriter, r *http.Request, raw string) {
 		httpError(w, http.StatusInternalServerError, "runtime returned a bad streaming URL %q", raw)
 		return
 	}
+	liftDeadlines(w) // until the upgrade, which clears them
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL = u
@@ -545,6 +550,16 @@ func (a *API) proxyStream(w http.ResponseWriter, r *http.Request, raw string) {
 		},
 	}
 	rp.ServeHTTP(w, r)
+}
+
+// liftDeadlines lifts the server's read and write deadlines of a streaming
+// request: a log that follows, or an exec, attach or port-forward session,
+// lasts as long as the caller reads it, not the server's WriteTimeout (the
+// caller is authorized; the stream ends with the container or the caller).
+func liftDeadlines(w http.ResponseWriter) {
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Time{})
+	rc.SetWriteDeadline(time.Time{})
 }
 
 // flushWriter flushes after every write.

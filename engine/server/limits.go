@@ -2,72 +2,139 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
-// Limits bound what clients of the server can hold: how long a connection
-// may take to send a request or read the answer, how long it may stay idle
-// between requests, and how many connections are open at once. A connection
-// over MaxConns waits in the kernel's accept queue (it holds no file
-// descriptor of speclet's) until another closes, so a flood of connections
-// costs speclet at most MaxConns descriptors and never stops the manifest
-// source or the engine.
+// Limits bound what the clients of one server can hold. speclet's two
+// servers, the read-only port and the kubelet API over TLS, run with the
+// same DefaultLimits.
+//
+// Connections: at most MaxConns are served as usual. When all are taken, a
+// new connection takes the slot of the one that has been out of a request
+// the longest (in its TLS handshake, before its first request, or idle
+// between keep-alive requests), which is closed: held connections cannot
+// keep a new caller out. When every one is in a request, ReserveConns more
+// are served one request each (the answer says "Connection: close") and
+// closed ReserveTimeout after their accept at the latest. A connection
+// beyond both is closed as soon as it is accepted: none waits in the
+// kernel's accept queue, where a flood would put it behind thousands of
+// others. So /healthz, /pods and a new caller stay answerable while others
+// hold or open thousands of connections, and a server holds at most
+// MaxConns+ReserveConns file descriptors.
+//
+// Time: a TLS connection must finish its handshake within
+// TLSHandshakeTimeout of its accept; a request must send its header within
+// ReadHeaderTimeout and its body within ReadTimeout, and its answer must be
+// written within WriteTimeout; a keep-alive connection is closed after
+// IdleTimeout without a request. A handler that streams (logs that follow,
+// exec, attach, port-forward) lifts the read and write deadlines of its
+// request itself (http.ResponseController); a hijacked connection has none.
+//
+// Size: a request header (the request line included) may have
+// MaxHeaderBytes, a request body MaxBodyBytes; more is refused (431, 413).
 type Limits struct {
-	MaxConns          int           // default 128
-	ReadHeaderTimeout time.Duration // default 5 s: a connection that sends nothing is closed then
-	ReadTimeout       time.Duration // default 10 s
-	WriteTimeout      time.Duration // default 30 s
-	IdleTimeout       time.Duration // default 30 s between keep-alive requests
+	MaxConns            int           // default 256
+	ReserveConns        int           // default 16
+	ReserveTimeout      time.Duration // default 2 s
+	MaxHeaderBytes      int           // default 64 KiB
+	MaxBodyBytes        int64         // default 1 MiB
+	TLSHandshakeTimeout time.Duration // default 5 s, from the accept
+	ReadHeaderTimeout   time.Duration // default 5 s: a connection that sends nothing is closed then
+	ReadTimeout         time.Duration // default 10 s
+	WriteTimeout        time.Duration // default 30 s
+	IdleTimeout         time.Duration // default 30 s between keep-alive requests
 }
 
-// DefaultLimits are the limits of `speclet run`.
-var DefaultLimits = Limits{MaxConns: 128, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
-	WriteTimeout: 30 * time.Second, IdleTimeout: 30 * time.Second}
+// DefaultLimits are the limits of both servers of `speclet run`.
+var DefaultLimits = Limits{MaxConns: 256, ReserveConns: 16, ReserveTimeout: 2 * time.Second,
+	MaxHeaderBytes: 64 << 10, MaxBodyBytes: 1 << 20, TLSHandshakeTimeout: 5 * time.Second,
+	ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 30 * time.Second}
 
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits
+	set := func(dst *time.Duration, v time.Duration) {
+		if v > 0 {
+			*dst = v
+		}
+	}
 	if l.MaxConns > 0 {
 		d.MaxConns = l.MaxConns
 	}
-	if l.ReadHeaderTimeout > 0 {
-		d.ReadHeaderTimeout = l.ReadHeaderTimeout
+	if l.ReserveConns > 0 {
+		d.ReserveConns = l.ReserveConns
 	}
-	if l.ReadTimeout > 0 {
-		d.ReadTimeout = l.ReadTimeout
+	if l.MaxHeaderBytes > 0 {
+		d.MaxHeaderBytes = l.MaxHeaderBytes
 	}
-	if l.WriteTimeout > 0 {
-		d.WriteTimeout = l.WriteTimeout
+	if l.MaxBodyBytes > 0 {
+		d.MaxBodyBytes = l.MaxBodyBytes
 	}
-	if l.IdleTimeout > 0 {
-		d.IdleTimeout = l.IdleTimeout
-	}
+	set(&d.ReserveTimeout, l.ReserveTimeout)
+	set(&d.TLSHandshakeTimeout, l.TLSHandshakeTimeout)
+	set(&d.ReadHeaderTimeout, l.ReadHeaderTimeout)
+	set(&d.ReadTimeout, l.ReadTimeout)
+	set(&d.WriteTimeout, l.WriteTimeout)
+	set(&d.IdleTimeout, l.IdleTimeout)
 	return d
 }
 
 // Server is an HTTP server on one listener with Limits.
 type Server struct {
 	http *http.Server
-	ln   *limitListener
+	ln   *listener
 }
 
 // New returns a server of h on l with lim (zero fields take DefaultLimits).
 // Serve it with Serve; stop it with Shutdown.
-func New(l net.Listener, h http.Handler, lim Limits) *Server {
+func New(l net.Listener, h http.Handler, lim Limits) *Server { return NewTLS(l, h, nil, lim) }
+
+// NewTLS is New over TLS with cfg (nil: plain HTTP). The handshake runs
+// before the server sees the connection, bounded by
+// lim.TLSHandshakeTimeout from the accept.
+func NewTLS(l net.Listener, h http.Handler, cfg *tls.Config, lim Limits) *Server {
 	lim = lim.withDefaults()
-	return &Server{
-		http: &http.Server{Handler: h, ReadHeaderTimeout: lim.ReadHeaderTimeout, ReadTimeout: lim.ReadTimeout,
-			WriteTimeout: lim.WriteTimeout, IdleTimeout: lim.IdleTimeout},
-		ln: &limitListener{Listener: l, sem: make(chan struct{}, lim.MaxConns), done: make(chan struct{})},
+	ln := newListener(l, cfg, lim)
+	s := &Server{ln: ln}
+	s.http = &http.Server{
+		Handler: limitHandler(h, lim), ReadHeaderTimeout: lim.ReadHeaderTimeout, ReadTimeout: lim.ReadTimeout,
+		WriteTimeout: lim.WriteTimeout, IdleTimeout: lim.IdleTimeout, MaxHeaderBytes: lim.MaxHeaderBytes,
+		ConnState: ln.state,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if tc, ok := c.(*tls.Conn); ok {
+				c = tc.NetConn()
+			}
+			if lc, ok := c.(*conn); ok && lc.reserve {
+				ctx = context.WithValue(ctx, reserveKey{}, true)
+			}
+			return ctx
+		},
 	}
+	return s
+}
+
+type reserveKey struct{}
+
+// limitHandler bounds the request body and closes a reserve connection
+// after its one answer.
+func limitHandler(h http.Handler, lim Limits) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Context().Value(reserveKey{}) != nil {
+			w.Header().Set("Connection", "close")
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = http.MaxBytesReader(w, r.Body, lim.MaxBodyBytes)
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Serve serves until Shutdown; it returns nil after Shutdown.
 func (s *Server) Serve() error {
+	go s.ln.run()
 	if err := s.http.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
@@ -78,49 +145,17 @@ func (s *Server) Serve() error {
 // ones until ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ctx) }
 
-// Open returns the number of connections open now.
-func (s *Server) Open() int { return int(s.ln.open.Load()) }
+// Close closes the listener and every connection at once.
+func (s *Server) Close() error { return s.http.Close() }
 
-// limitListener accepts a connection only while fewer than cap(sem) are open.
-type limitListener struct {
-	net.Listener
-	sem  chan struct{}
-	open atomic.Int64
-	done chan struct{} // closed by Close
-	once sync.Once
-}
+// Open returns the number of connections open now (served and reserve,
+// TLS handshakes in progress included).
+func (s *Server) Open() int { return int(s.ln.open.Load() + s.ln.reserved.Load()) }
 
-func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.sem <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.sem
-		return nil, err
-	}
-	l.open.Add(1)
-	return &limitConn{Conn: c, l: l}, nil
-}
+// Evicted returns the number of connections closed, outside a request, to
+// make room for a new one.
+func (s *Server) Evicted() int64 { return s.ln.evicted.Load() }
 
-func (l *limitListener) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return l.Listener.Close()
-}
-
-type limitConn struct {
-	net.Conn
-	l    *limitListener
-	once sync.Once
-}
-
-func (c *limitConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(func() {
-		c.l.open.Add(-1)
-		<-c.l.sem
-	})
-	return err
-}
+// Shed returns the number of connections closed at their accept because
+// MaxConns and ReserveConns were all in use.
+func (s *Server) Shed() int64 { return s.ln.shed.Load() }

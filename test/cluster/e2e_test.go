@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	authnv1 "k8s.io/api/authentication/v1"
 	certv1 "k8s.io/api/certificates/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -313,7 +314,9 @@ func TestCluster(t *testing.T) {
 	t.Run("KubectlLogsAndExecReachTheNode", func(t *testing.T) {
 		// kube-apiserver proxies to the node's kubelet API (--port) with
 		// its client certificate; the node authorizes it through
-		// SubjectAccessReview.
+		// SubjectAccessReview, its default with --kubeconfig (StartNode
+		// gives no --authorization-mode). A service account's token on the
+		// node's port is refused (403).
 		e.create(t, e.pod("talk", "node-a", v1.RestartPolicyAlways, "echo hello-from-talk; sleep 3600"))
 		e.waitPod(t, "talk", 90*time.Second, "Running", running)
 		kubectl := func(args ...string) string {
@@ -330,6 +333,37 @@ func TestCluster(t *testing.T) {
 		}
 		if out := kubectl("exec", "talk", "--", "sh", "-c", "echo hi"); strings.TrimSpace(out) != "hi" {
 			t.Errorf("kubectl exec talk -- sh -c 'echo hi' = %q, want hi", out)
+		}
+		// The node runs with speclet's default authorization (Webhook with
+		// --kubeconfig): a service account's token is authenticated, then
+		// refused, on the node's port itself.
+		if err := e.c.EnsureNamespace(ctx, "default"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.admin.CoreV1().ServiceAccounts("default").Create(ctx, &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "intruder"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		tr, err := e.admin.CoreV1().ServiceAccounts("default").CreateToken(ctx, "intruder", &authnv1.TokenRequest{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+		for _, r := range []struct{ method, path string }{
+			{"GET", "/containerLogs/default/talk/main"},
+			{"POST", "/exec/default/talk/main?command=id&stdout=1"},
+			{"GET", "/pods"},
+		} {
+			req, _ := http.NewRequest(r.method, e.a.API+r.path, nil)
+			req.Header.Set("Authorization", "Bearer "+tr.Status.Token)
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "system:serviceaccount:default:intruder") {
+				t.Errorf("%s %s with a service account's token: %d %q, want 403 naming the service account", r.method, r.path, resp.StatusCode, body)
+			}
 		}
 	})
 

@@ -109,9 +109,9 @@ func (c *Cluster) StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 		"--port", strconv.Itoa(apiPort),
 		// kube-apiserver reaches the kubelet API (kubectl logs, exec,
 		// port-forward) with its --kubelet-client-certificate, signed by
-		// the cluster CA; requests are authorized by SubjectAccessReview.
+		// the cluster CA (O=system:masters); requests are authorized by
+		// SubjectAccessReview, speclet's default with --kubeconfig.
 		"--client-ca-file", c.caCrt,
-		"--authorization-mode", "Webhook",
 		"--crashloop-backoff-base", "1s",
 		"--runtime-wait", "60s",
 		"-v", "2",
