@@ -20,8 +20,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/cri/sim"
+	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/criaudit"
 )
 
