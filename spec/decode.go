@@ -2,7 +2,6 @@ package spec
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"time"
@@ -54,11 +53,12 @@ func ReadDir(dir string) ([]File, error) {
 	return ReadFiles(names...)
 }
 
-// ReadFiles reads the named files.
+// ReadFiles reads the named files, each up to one byte past MaxFileSize (a
+// larger file is refused by Parse, positioned at the limit).
 func ReadFiles(names ...string) ([]File, error) {
 	var files []File
 	for _, n := range names {
-		b, err := os.ReadFile(n)
+		b, err := readBounded(n)
 		if err != nil {
 			return nil, fmt.Errorf("read spec file: %w", err)
 		}
@@ -125,6 +125,10 @@ func decode(files []File) (*Spec, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	for _, f := range files {
 		s.Files[f.Name] = f.Src
+		if d := checkBounds(f.Name, f.Src); d != nil {
+			diags = append(diags, d)
+			continue
+		}
 		hf, d := p.ParseHCL(f.Src, f.Name)
 		diags = append(diags, d...)
 		if hf == nil || d.HasErrors() {

@@ -164,10 +164,14 @@ type nodeResources struct {
 
 // signals is engine.Config.Signals: the host (engine/nodestats), with
 // allocatableMemory.available from the pods cgroup when node allocatable
-// is enforced on it.
-func (nd *nodeResources) signals(rootDir string) func(context.Context, string) (eviction.Observations, error) {
+// is enforced on it; imagefs is measured on imageFsPath(the mountpoint the
+// runtime names).
+func (nd *nodeResources) signals(rootDir string, imageFsPath func(string) string) func(context.Context, string) (eviction.Observations, error) {
 	h := nodestats.Host{Pods: nd.podsMemory}
 	return func(_ context.Context, imageFs string) (eviction.Observations, error) {
+		if imageFs != "" {
+			imageFs = imageFsPath(imageFs)
+		}
 		return h.Measure(rootDir, imageFs)
 	}
 }

@@ -41,6 +41,10 @@ func init() { register("run", "run the node agent", runMain) }
 
 // runOptions are the flags of `speclet run`, checked.
 type runOptions struct {
+	// evictionPeriod is engine.Config.EvictionPeriod; no flag sets it
+	// (kubelet's is fixed at 10 s): 0 is the engine's default, tests
+	// shorten it.
+	evictionPeriod       time.Duration
 	endpoint             string
 	runtime              string // "remote" or "sim"
 	manifestPath         string
@@ -129,19 +133,26 @@ func (o *runOptions) imageGC() imagegc.Policy {
 	return imagegc.Policy{High: o.imageGCHigh, Low: o.imageGCLow, MinAge: o.minImageTTL}
 }
 
-// fsStat measures the image filesystem: statfs of the mountpoint the
-// runtime names; the simulated runtime's images count as kept under
-// --root-dir.
+// imageFsPath is the directory measured for the image filesystem whose
+// mountpoint the runtime names (ImageFsInfo): the mountpoint itself, except
+// on the simulated runtime, which keeps no image on disk and names
+// sim.ImageFsMountpoint, a path that does not exist: its images count as
+// kept under --root-dir. Image GC (fsStat) and the imagefs eviction signals
+// (nodeResources.signals) both measure through it.
+func (o *runOptions) imageFsPath(mount string) string {
+	if o.runtime == "sim" && mount == sim.ImageFsMountpoint {
+		return o.rootDir
+	}
+	return mount
+}
+
+// fsStat measures the image filesystem for image GC: statfs of
+// imageFsPath (nil on a real runtime: the engine's statfs of the mountpoint).
 func (o *runOptions) fsStat() func(string) (uint64, uint64, error) {
 	if o.runtime != "sim" {
 		return nil
 	}
-	return func(path string) (uint64, uint64, error) {
-		if path == sim.ImageFsMountpoint {
-			path = o.rootDir
-		}
-		return engine.Statfs(path)
-	}
+	return func(path string) (uint64, uint64, error) { return engine.Statfs(o.imageFsPath(path)) }
 }
 
 // parseRunFlags parses and checks the flags; every error names its flag.
@@ -500,7 +511,8 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		ImageGC:              o.imageGC(),
 		FsStat:               o.fsStat(),
 		Eviction:             o.node.evictionManager(),
-		Signals:              nd.signals(o.rootDir),
+		Signals:              nd.signals(o.rootDir, o.imageFsPath),
+		EvictionPeriod:       o.evictionPeriod,
 		EvictionMaxPodGrace:  o.node.evictionMaxPodG,
 		ImagePullBackOffBase: o.imagePullBackOffBase,
 		Registerer:           reg,

@@ -20,6 +20,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/speclet/speclet/cri/sim"
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/criaudit"
 )
@@ -246,6 +247,7 @@ func TestRunDaemonOnSim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	o.evictionPeriod = 100 * time.Millisecond // observe_signals runs several times
 	ctx, cancel := context.WithCancel(context.Background())
 	var logs syncBuffer
 	done := make(chan error, 1)
@@ -362,9 +364,49 @@ func TestRunDaemonOnSim(t *testing.T) {
 	for _, r := range recs {
 		tagged[r.Machine+"/"+r.Action+" "+r.Method] = true
 	}
-	for _, want := range []string{"sandbox/run_sandbox RunPodSandbox", "container/create_container CreateContainer", "container/start_container StartContainer"} {
+	for _, want := range []string{"sandbox/run_sandbox RunPodSandbox", "container/create_container CreateContainer", "container/start_container StartContainer",
+		"node/observe_signals ImageFsInfo"} {
 		if !tagged[want] {
 			t.Errorf("--cri-audit-log has no %s among %d records", want, len(recs))
+		}
+	}
+	// The signals were observed (ImageFsInfo above) without a failure: the
+	// simulated runtime's image filesystem, /sim/images, which does not
+	// exist, is measured on --root-dir. It was a WARN every 10 s.
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "observe_signals") && strings.Contains(l, "level=WARN") || strings.Contains(l, "/sim/images") {
+			t.Errorf("log: %s", l)
+		}
+	}
+}
+
+// TestSignalsMeasureImageFs: on the simulated runtime the imagefs signals
+// are measured on --root-dir, as image GC measures it (fsStat), not on the
+// mountpoint the runtime names, which does not exist; a real runtime's
+// mountpoint is measured as named.
+func TestSignalsMeasureImageFs(t *testing.T) {
+	root := t.TempDir()
+	nd := &nodeResources{}
+	for _, tc := range []struct {
+		runtime, mount, wantErr string
+	}{
+		{"sim", sim.ImageFsMountpoint, ""},
+		{"remote", root, ""},
+		{"remote", "/nonexistent/images", "statfs /nonexistent/images"},
+	} {
+		o := &runOptions{runtime: tc.runtime, rootDir: root}
+		obs, err := nd.signals(root, o.imageFsPath)(context.Background(), tc.mount)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s runtime, imagefs %s: err = %v, want %q", tc.runtime, tc.mount, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s runtime, imagefs %s: %v", tc.runtime, tc.mount, err)
+		}
+		if obs["imagefs.available"].Capacity <= 0 || obs["imagefs.inodesFree"].Capacity <= 0 {
+			t.Errorf("%s runtime, imagefs %s: observations %v lack imagefs", tc.runtime, tc.mount, obs)
 		}
 	}
 }

@@ -171,3 +171,24 @@ func TestSpecVerify(t *testing.T) {
 		t.Errorf("verify of a missing file: exit %d, want 2", code)
 	}
 }
+
+// TestSpecCommandsBoundNesting: check, verify and graph --spec refuse a spec
+// file nested past spec.MaxNestingDepth with the position where the limit is
+// passed, before the HCL parser (which overflows its stack on a deep
+// enough file) sees it.
+func TestSpecCommandsBoundNesting(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "deep.hcl")
+	n := 150
+	src := "machine \"m\" {\n  initial = " + strings.Repeat("[", n) + strings.Repeat("]", n) + "\n}\n"
+	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := f + ":2:112: error: Spec file nested too deeply"
+	for _, args := range [][]string{{"check", f}, {"verify", f}, {"graph", "--spec", dir, "--machine", "m"}} {
+		code, _, errs := runSpecCmd(t, args...)
+		if code == 0 || !strings.Contains(errs, want) {
+			t.Errorf("spec %s: exit %d, stderr:\n%s\nwant %q", strings.Join(args, " "), code, errs, want)
+		}
+	}
+}

@@ -107,6 +107,29 @@ func Mounts(dir string) []string {
 	return out
 }
 
+// Unmount lazily unmounts every mount at or under dir, deepest first, until
+// Mounts(dir) is empty (mounts propagated by an unmount are caught by the
+// next round); it fails naming what is still mounted after 20 rounds.
+func Unmount(dir string) error {
+	var errs []error
+	for try := 0; ; try++ {
+		mounts := Mounts(dir)
+		if len(mounts) == 0 {
+			break
+		}
+		if try == 20 {
+			errs = append(errs, fmt.Errorf("unmount under %s: still mounted: %s", dir, strings.Join(mounts, ", ")))
+			break
+		}
+		for _, m := range mounts {
+			if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+				errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // LinkExists reports whether the network interface name exists.
 func LinkExists(name string) bool {
 	_, err := os.Stat(filepath.Join("/sys/class/net", name))
@@ -144,20 +167,8 @@ func reap(l layout, known ...string) error {
 			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
 		}
 	}
-	for try := 0; ; try++ {
-		mounts := Mounts(l.dir)
-		if len(mounts) == 0 {
-			break
-		}
-		if try == 20 {
-			errs = append(errs, fmt.Errorf("unmount under %s: still mounted: %s", l.dir, strings.Join(mounts, ", ")))
-			break
-		}
-		for _, m := range mounts {
-			if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
-				errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
-			}
-		}
+	if err := Unmount(l.dir); err != nil {
+		errs = append(errs, err)
 	}
 	if b, err := os.ReadFile(l.bridgeFile()); err == nil {
 		if bridge := strings.TrimSpace(string(b)); bridge != "" && LinkExists(bridge) {

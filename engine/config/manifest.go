@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -502,7 +504,40 @@ func validatePod(pod *v1.Pod, origin, nodeName string) error {
 	if len(s.EphemeralContainers) > 0 {
 		bad("spec.ephemeralContainers", "not supported in static pods")
 	}
+	for i := range s.Volumes {
+		if hp := s.Volumes[i].HostPath; hp != nil {
+			for _, fe := range validateHostPath(hp, field.NewPath("spec", "volumes").Index(i).Child("hostPath")) {
+				bad(fe.Field, "%s", fe.ErrorBody())
+			}
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// hostPathTypes are the hostPath types the API accepts.
+var hostPathTypes = []string{"", string(v1.HostPathDirectoryOrCreate), string(v1.HostPathDirectory),
+	string(v1.HostPathFileOrCreate), string(v1.HostPathFile), string(v1.HostPathSocket),
+	string(v1.HostPathCharDev), string(v1.HostPathBlockDev)}
+
+// validateHostPath is the API server's validateHostPathVolumeSource, which
+// kubelet also applies to static pods: a path is required, has no ".."
+// element (validatePathNoBacksteps: "/srv/data/../../etc" would mount /etc)
+// and the type is one the API knows. The errors are kubelet's, word for word.
+func validateHostPath(hp *v1.HostPathVolumeSource, fld *field.Path) field.ErrorList {
+	if hp.Path == "" {
+		return field.ErrorList{field.Required(fld.Child("path"), "")}
+	}
+	var errs field.ErrorList
+	for _, part := range strings.Split(filepath.ToSlash(hp.Path), "/") {
+		if part == ".." {
+			errs = append(errs, field.Invalid(fld.Child("path"), hp.Path, "must not contain '..'"))
+			break
+		}
+	}
+	if hp.Type != nil && !slices.Contains(hostPathTypes, string(*hp.Type)) {
+		errs = append(errs, field.NotSupported(fld.Child("type"), *hp.Type, hostPathTypes))
+	}
+	return errs
 }
 
 func annotationBytes(a map[string]string) int {

@@ -59,6 +59,8 @@ type Node struct {
 	// API is the kubelet API's URL (https://127.0.0.1:PORT).
 	API     string
 	LogPath string
+	// Dir is NodeOptions.Dir: the root dir, manifests and log.
+	Dir string
 
 	args   []string
 	bin    string
@@ -88,7 +90,7 @@ func (c *Cluster) StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{
-		Name: o.Name, Manifests: filepath.Join(o.Dir, "manifests"), bin: o.Bin,
+		Name: o.Name, Manifests: filepath.Join(o.Dir, "manifests"), bin: o.Bin, Dir: o.Dir,
 		Base: fmt.Sprintf("http://127.0.0.1:%d", port), API: fmt.Sprintf("https://127.0.0.1:%d", apiPort), LogPath: filepath.Join(o.Dir, "speclet.log"),
 	}
 	if err := os.MkdirAll(n.Manifests, 0o755); err != nil {
@@ -130,7 +132,10 @@ func (n *Node) Start(ctx context.Context) error {
 	fmt.Fprintf(logf, "==== speclet start %s\n", time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(n.bin, n.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// Its own process group: a terminal's Ctrl-C reaches speclet only
+	// through Stop, in the order the caller tears down; it dies with its
+	// parent.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("start speclet %s: %w", n.Name, err)
@@ -176,6 +181,29 @@ func (n *Node) Stop() error {
 		return fmt.Errorf("speclet %s did not exit within 30s of SIGTERM", n.Name)
 	}
 	n.cmd = nil
+	return nil
+}
+
+// Remove removes what the stopped node leaves on the machine: it unmounts
+// every mount under Dir and removes Dir. speclet leaves its pods running
+// when it stops (they are adopted at the next start), so their volumes
+// (projected service-account tokens, secrets, memory-backed emptyDirs are
+// tmpfs mounts under <root-dir>/pods/<uid>/volumes) stay mounted after
+// Stop; call Remove once the node's runtime removed the pods (for a
+// harness.Containerd: its Stop), so that no container still uses them.
+func (n *Node) Remove() error {
+	n.mu.Lock()
+	running := n.cmd != nil
+	n.mu.Unlock()
+	if running {
+		return fmt.Errorf("remove node %s: speclet still runs; Stop it first", n.Name)
+	}
+	if err := harness.Unmount(n.Dir); err != nil {
+		return fmt.Errorf("remove node %s: %w", n.Name, err)
+	}
+	if err := os.RemoveAll(n.Dir); err != nil {
+		return fmt.Errorf("remove node %s: %w", n.Name, err)
+	}
 	return nil
 }
 

@@ -9,7 +9,10 @@
 // system:node:<name> credentials and --node-ip 127.0.0.1. It prints the
 // export line for KUBECONFIG (an admin kubeconfig) and a kubectl example.
 // Ctrl-C (or SIGTERM) stops the nodes, removes every pod and stops
-// containerd, the registry and the control plane, leaving nothing behind.
+// containerd, unmounts the pods' volumes, stops the registry and the control
+// plane, then checks that nothing is left: no process, mount or directory of
+// what it started. It says "stopped; nothing is left" only then; otherwise
+// it lists what is left and exits 1.
 //
 // Usage (as root):
 //
@@ -33,7 +36,7 @@ import (
 
 func main() { os.Exit(run(os.Args[1:], os.Stderr)) }
 
-func run(args []string, stderr io.Writer) int {
+func run(args []string, stderr io.Writer) (code int) {
 	fs := flag.NewFlagSet("cluster", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	speclet := fs.String("speclet", "", "the speclet binary (default: build ./cmd/speclet)")
@@ -57,11 +60,23 @@ func run(args []string, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// owned are the directories whatever the command started lives in
+	// (node root dirs, containerd states, the control plane's): after the
+	// teardown no process, mount or directory of them may be left.
+	var owned []string
 	var cleanups []func()
 	defer func() {
 		say("stopping: nodes, containerd, registry, control plane")
 		for i := len(cleanups) - 1; i >= 0; i-- {
 			cleanups[i]()
+		}
+		if left := leftBehind(owned); len(left) > 0 {
+			say("stopped; left behind:")
+			for _, l := range left {
+				say("  %s", l)
+			}
+			code = 1
+			return
 		}
 		say("stopped; nothing is left")
 	}()
@@ -74,7 +89,15 @@ func run(args []string, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	cleanups = append(cleanups, func() { os.RemoveAll(dir) })
+	owned = append(owned, dir)
+	cleanups = append(cleanups, func() {
+		if err := harness.Unmount(dir); err != nil {
+			say("%v", err)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			say("remove %s: %v", dir, err)
+		}
+	})
 	if *speclet == "" {
 		say("building speclet")
 		if *speclet, err = cluster.BuildSpeclet(dir); err != nil {
@@ -88,7 +111,12 @@ func run(args []string, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	cleanups = append(cleanups, func() { c.Stop() })
+	owned = append(owned, c.Dir)
+	cleanups = append(cleanups, func() {
+		if err := c.Stop(); err != nil {
+			say("%v", err)
+		}
+	})
 	reg, err := harness.StartRegistry(*registryAddr)
 	if err != nil {
 		return fail("start registry on %s (--registry-addr): %v", *registryAddr, err)
@@ -97,23 +125,45 @@ func run(args []string, stderr io.Writer) int {
 	if err := reg.PushDefaults(ctx); err != nil {
 		return fail("push images: %v", err)
 	}
+	// The nodes stop first, all of them, so that none restarts a pod while
+	// the runtimes remove them; then each runtime removes its pods and each
+	// node's volumes are unmounted (speclet leaves its pods, and so their
+	// volumes, in place when it stops).
+	var started []*cluster.Node
+	var runtimes []*harness.Containerd
+	cleanups = append(cleanups, func() {
+		for _, n := range started {
+			if err := n.Stop(); err != nil {
+				say("%v", err)
+			}
+		}
+		for i, h := range runtimes {
+			if err := h.Stop(); err != nil {
+				say("stop containerd of node %d: %v", i, err)
+			}
+		}
+		for _, n := range started {
+			if err := n.Remove(); err != nil {
+				say("%v", err)
+			}
+		}
+	})
 	for i := 0; i < *nodes; i++ {
 		name := fmt.Sprintf("node-%c", 'a'+i)
 		h, err := harness.StartContainerd(ctx, harness.Options{Registry: reg, Log: stderr})
 		if err != nil {
 			return fail("start containerd for %s: %v", name, err)
 		}
-		cleanups = append(cleanups, func() {
-			if err := h.Stop(); err != nil {
-				say("stop containerd of %s: %v", name, err)
-			}
-		})
+		runtimes = append(runtimes, h)
+		owned = append(owned, h.Dir)
 		ndir := filepath.Join(dir, name)
 		n, err := c.StartNode(ctx, cluster.NodeOptions{Name: name, Bin: *speclet, Containerd: h, Dir: ndir, Args: fs.Args()})
+		if n != nil {
+			started = append(started, n)
+		}
 		if err != nil {
 			return fail("%v", err)
 		}
-		cleanups = append(cleanups, func() { n.Stop() })
 		say("node %s: containerd %s, speclet log %s, read-only server %s", name, h.Endpoint, n.LogPath, n.Base)
 	}
 	fmt.Printf(`
@@ -126,9 +176,29 @@ A cluster of %d speclet nodes is running. In another shell:
 
 Static pods: drop a manifest into a node's manifests directory (%s/node-a/manifests).
 Ctrl-C stops everything.
-`, *nodes, c.AdminKubeconfig(), kubectl(c), kubectl(c), *registryAddr, kubectl(c), dir)
+`, *nodes, c.AdminKubeconfig(), kubectl(c), kubectl(c), reg.Addr, kubectl(c), dir)
 	<-ctx.Done()
 	return 0
+}
+
+// leftBehind lists what is left of the directories dirs: processes that
+// name one of them on their command line and their descendants (speclet,
+// etcd and the API server, containerd, shims, the pods' processes), mount
+// points under them, and the directories themselves.
+func leftBehind(dirs []string) []string {
+	var out []string
+	for _, d := range dirs {
+		for _, p := range harness.Leftovers(d) {
+			out = append(out, fmt.Sprintf("process %d: %s", p.PID, p.Cmdline))
+		}
+		for _, m := range harness.Mounts(d) {
+			out = append(out, "mount "+m)
+		}
+		if _, err := os.Lstat(d); err == nil {
+			out = append(out, "directory "+d)
+		}
+	}
+	return out
 }
 
 func kubectl(c *cluster.Cluster) string { return filepath.Join(c.BinDir, "kubectl") }
