@@ -37,7 +37,8 @@ const (
 	// a digest.
 	MaxImageLength = 512
 	// MaxContainers bounds init plus regular containers of one pod, so
-	// that --max-pods pods fit in one CRI list (engine/requests.go).
+	// that one pod's containers fit in one CRI list reply
+	// (engine/requests.go).
 	MaxContainers = 24
 )
 
