@@ -49,7 +49,9 @@ func TestRemovedPodsReleaseMemory(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 2)
 	go func() { done <- e.Run(ctx, m.Updates()) }()
-	go func() { done <- config.WatchDir(ctx, config.DirSource{Dir: dir, NodeName: "node", Period: 100 * time.Millisecond}, m, log) }()
+	go func() {
+		done <- config.WatchDir(ctx, config.DirSource{Dir: dir, NodeName: "node", Period: 100 * time.Millisecond}, m, log)
+	}()
 	defer func() { cancel(); <-done; <-done }()
 
 	waitFor := func(what string, ok func() bool) {
