@@ -49,6 +49,7 @@ type Client struct {
 	conn     *grpc.ClientConn
 	rt       runtimeapi.RuntimeServiceClient
 	img      runtimeapi.ImageServiceClient
+	split    splitter // which list calls go per sandbox (split.go)
 }
 
 var _ Runtime = (*Client)(nil)
@@ -292,17 +293,6 @@ func execSeconds(d time.Duration) int64 {
 		return 0
 	}
 	return int64((d + time.Second - 1) / time.Second)
-}
-
-// ListContainers lists the containers that match filter (nil: all).
-func (c *Client) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	r, err := c.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: filter})
-	if err != nil {
-		return nil, c.err("ListContainers", "", err)
-	}
-	return r.Containers, nil
 }
 
 // GetContainerEvents streams container events into ch until ctx ends (it

@@ -56,30 +56,6 @@ func (c *Client) PortForward(ctx context.Context, req *runtimeapi.PortForwardReq
 	return r.GetUrl(), nil
 }
 
-// ListContainerStats returns the statistics of the containers that match
-// filter (nil: all).
-func (c *Client) ListContainerStats(ctx context.Context, filter *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error) {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	r, err := c.rt.ListContainerStats(ctx, &runtimeapi.ListContainerStatsRequest{Filter: filter})
-	if err != nil {
-		return nil, c.err("ListContainerStats", "", err)
-	}
-	return r.GetStats(), nil
-}
-
-// ListPodSandboxStats returns the statistics of the sandboxes that match
-// filter (nil: all).
-func (c *Client) ListPodSandboxStats(ctx context.Context, filter *runtimeapi.PodSandboxStatsFilter) ([]*runtimeapi.PodSandboxStats, error) {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	r, err := c.rt.ListPodSandboxStats(ctx, &runtimeapi.ListPodSandboxStatsRequest{Filter: filter})
-	if err != nil {
-		return nil, c.err("ListPodSandboxStats", "", err)
-	}
-	return r.GetStats(), nil
-}
-
 // ReopenContainerLog asks the runtime to reopen a container's log file at its
 // path, after the caller renamed it away (log rotation). It changes only the
 // runtime's file handle, never the container.

@@ -642,7 +642,8 @@ func (e *Engine) NodeIP() string { return e.cfg.NodeIP }
 // stopped), or it has no worker (never started, or purged). final is the
 // status the worker published once its pod machine had stopped (terminal
 // phase, containers terminated); for a purged worker the one kept with
-// its history (historyKeep, historyPods), else nil. While the
+// its history (historyKeep, historyPods; its identity and status, no
+// spec), else nil. While the
 // machine has stopped but that status is not published yet, stopped is
 // false. The API status manager writes final, then deletes a deleted
 // pod's object, as kubelet's status manager does.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -154,7 +155,9 @@ type goneHistory struct {
 	// final is the status the worker published after its pod machine
 	// stopped (nil if none): PodStopped answers it for a purged worker,
 	// so that the API status manager writes it even when housekeeping
-	// purged the worker first.
+	// purged the worker first. It holds the pod's identity (name,
+	// namespace, UID) and status only: a gone pod's spec (up to a
+	// 10 MiB manifest) is not kept for historyKeep.
 	final *v1.Pod
 }
 
@@ -253,7 +256,8 @@ func (e *Engine) forgetLocked(w *podWorker) {
 	g := goneHistory{at: now, pod: d}
 	w.mu.Lock()
 	if w.pub != nil && podStopped(w.pubState) {
-		g.final = w.pub
+		g.final = &v1.Pod{TypeMeta: w.pub.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: w.pub.Name, Namespace: w.pub.Namespace, UID: w.pub.UID},
+			Status: *w.pub.Status.DeepCopy()}
 	}
 	w.mu.Unlock()
 	e.gone[w.uid] = g

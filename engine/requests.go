@@ -71,10 +71,9 @@ func containerConfig(n podspec.Node, pod *v1.Pod, c *v1.Container, restartCount 
 	return podspec.Container(n, r)
 }
 
-// Bounds on what speclet writes to the runtime, so that no pod and no set
-// of up to Config.MaxPods pods (--max-pods, default 110) makes a CRI list
-// call exceed the 16 MiB gRPC message limit (cri.MaxMsgSize; containerd
-// sends no larger message).
+// Bounds on what speclet writes to the runtime, so that every CRI list
+// reply fits the 16 MiB gRPC message limit (cri.MaxMsgSize; kubelet's
+// client and containerd's server stop there and the CRI has no pagination).
 //
 // A sandbox record (ListPodSandbox) holds an id, its metadata (name <= 253,
 // namespace <= 63, uid <= 63), speclet's three labels (the same values),
@@ -88,12 +87,15 @@ func containerConfig(n podspec.Node, pod *v1.Pod, c *v1.Container, restartCount 
 // A pod has at most config.MaxContainers (24) containers, each with at most
 // two instances in the runtime under the default container GC (one dead
 // instance kept for its status and logs, ContainerGC.MaxPerContainer = 1,
-// and the running one; `speclet run` refuses a larger
-// --maximum-dead-containers-per-container that breaks this bound for its
-// --max-pods), and at most two sandboxes. So ListPodSandbox
-// returns at most 110 * 2 * 6 KiB = 1.3 MiB and ListContainers at most
-// 110 * 24 * 2 * 3 KiB = 15.5 MiB. (Instances whose RemoveContainer keeps
-// failing stay longer: a runtime failing that way is unhealthy anyway.)
+// and the running one), and at most two sandboxes. ListPodSandbox is made
+// whole: --max-pods 250 gives at most 250 * 2 * 6 KiB = 3 MiB (`speclet run`
+// refuses more than 1,365 pods). ListContainers of 250 such pods could
+// reach 250 * 24 * 2 * 3 KiB = 35 MiB, so the CRI client splits a list
+// whose whole reply is too large into one call per sandbox (cri/split.go):
+// one pod's reply is at most 24 * 2 * 3 KiB = 144 KiB (`speclet run`
+// refuses a --maximum-dead-containers-per-container over 226, which would
+// break that bound). (Instances whose RemoveContainer keeps failing stay
+// longer: a runtime failing that way is unhealthy anyway.)
 const (
 	// MaxRuntimeAnnotationBytes is the share of a pod's annotations
 	// copied onto its sandbox (keys in order, each that still fits); the

@@ -99,8 +99,12 @@ func TestRuntimeRecordBounds(t *testing.T) {
 	} else {
 		t.Logf("container record: %d bytes (bound %d)", n, MaxContainerRecordBytes)
 	}
-	// The documented total for --max-pods 110 fits one message.
-	if total := 110 * config.MaxContainers * 2 * MaxContainerRecordBytes; total > cri.MaxMsgSize {
-		t.Errorf("110 pods of %d containers: %d bytes of container records, over the %d message limit", config.MaxContainers, total, cri.MaxMsgSize)
+	// The documented totals: 250 pods' sandboxes fit one message, and so
+	// do one pod's containers (ListContainers is split by sandbox).
+	if total := 250 * 2 * MaxSandboxRecordBytes; total > cri.MaxMsgSize {
+		t.Errorf("250 pods: %d bytes of sandbox records, over the %d message limit", total, cri.MaxMsgSize)
+	}
+	if total := config.MaxContainers * 2 * MaxContainerRecordBytes; total > cri.MaxMsgSize {
+		t.Errorf("one pod of %d containers: %d bytes of container records, over the %d message limit", config.MaxContainers, total, cri.MaxMsgSize)
 	}
 }

@@ -348,14 +348,23 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	if o.minContainerTTL < 0 {
 		return nil, fmt.Errorf("--minimum-container-ttl-duration: %s: want 0 or more", o.minContainerTTL)
 	}
-	// Every instance in the runtime is a record of ListContainers, which
-	// must stay under the gRPC message limit (engine.MaxContainerRecordBytes).
+	// Every CRI list reply must fit one gRPC message (cri.MaxMsgSize, the
+	// limit of kubelet's client and of containerd's server). ListPodSandbox
+	// is made whole: at most two sandboxes per pod. ListContainers and the
+	// stats lists are split by sandbox when the whole reply is too large
+	// (cri/split.go): one sandbox's reply holds its pod's containers, each
+	// with the newest dead instance and up to
+	// --maximum-dead-containers-per-container more.
 	if o.maxDeadPerContainer < 0 {
 		return nil, fmt.Errorf("--maximum-dead-containers-per-container: %d: want 0 or more", o.maxDeadPerContainer)
 	}
-	if n := int64(o.maxPods) * config.MaxContainers * int64(max(o.maxDeadPerContainer, 1)+1) * engine.MaxContainerRecordBytes; n > cri.MaxMsgSize {
-		return nil, fmt.Errorf("--maximum-dead-containers-per-container: %d with --max-pods %d lets ListContainers return up to %d MiB, more than the %d MiB a CRI message may hold; lower one of them",
-			o.maxDeadPerContainer, o.maxPods, n>>20, cri.MaxMsgSize>>20)
+	if n := int64(o.maxPods) * 2 * engine.MaxSandboxRecordBytes; n > cri.MaxMsgSize {
+		return nil, fmt.Errorf("--max-pods: %d pods let ListPodSandbox return up to %d MiB (2 sandboxes of up to %d KiB each per pod), more than the %d MiB a CRI message may hold; at most %d pods",
+			o.maxPods, (n+1<<20-1)>>20, engine.MaxSandboxRecordBytes>>10, cri.MaxMsgSize>>20, cri.MaxMsgSize/(2*engine.MaxSandboxRecordBytes))
+	}
+	if n := int64(config.MaxContainers) * int64(max(o.maxDeadPerContainer, 1)+1) * engine.MaxContainerRecordBytes; n > cri.MaxMsgSize {
+		return nil, fmt.Errorf("--maximum-dead-containers-per-container: %d lets the ListContainers reply of one pod (%d containers) hold up to %d MiB, more than the %d MiB a CRI message may hold; at most %d",
+			o.maxDeadPerContainer, config.MaxContainers, (n+1<<20-1)>>20, cri.MaxMsgSize>>20, cri.MaxMsgSize/(config.MaxContainers*engine.MaxContainerRecordBytes)-1)
 	}
 	if err := (containergc.Policy{MinAge: o.minContainerTTL, MaxPerContainer: o.maxDeadPerContainer, MaxContainers: o.maxDead}).Check(); err != nil {
 		return nil, err

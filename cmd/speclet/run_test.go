@@ -71,6 +71,14 @@ func TestRunFlagsContainerGC(t *testing.T) {
 	if p := o.containerGC(); p.MaxContainers == nil || *p.MaxContainers != 0 || p.MaxPerContainer != 2 || p.MinAge != time.Minute {
 		t.Errorf("container GC policy %+v, want node-wide 0, 2 per container, minimum age 1m", p)
 	}
+	// kubelet's common --max-pods 250 fits: ListContainers is split by
+	// sandbox when its whole reply is over the CRI message limit
+	// (cri/split.go), so only one pod's records must fit a message.
+	for _, args := range []string{"--max-pods 250", "--max-pods 250 --maximum-dead-containers-per-container 5", "--max-pods 1365 --maximum-dead-containers-per-container 226"} {
+		if _, err := parseRunFlags(strings.Fields(args), io.Discard); err != nil {
+			t.Errorf("%s: %v", args, err)
+		}
+	}
 }
 
 // TestRunDNSFlags: --cluster-dns repeats and takes comma lists, as
@@ -165,7 +173,8 @@ func TestRunFlagErrorsNameTheFlag(t *testing.T) {
 		{"--hostname-override Bad_Name", "--node-name"},
 		{"--cluster-dns 10.96.0.10,dns", `invalid value "10.96.0.10,dns" for flag -cluster-dns: "dns" is not an IP address`},
 		{"-v -1", "-v"},
-		{"--maximum-dead-containers-per-container 3", "--maximum-dead-containers-per-container: 3 with --max-pods 110"},
+		{"--maximum-dead-containers-per-container 227", "--maximum-dead-containers-per-container: 227 lets the ListContainers reply of one pod (24 containers) hold up to 17 MiB, more than the 16 MiB a CRI message may hold; at most 226"},
+		{"--max-pods 1366", "--max-pods: 1366 pods let ListPodSandbox return up to 17 MiB (2 sandboxes of up to 6 KiB each per pod), more than the 16 MiB a CRI message may hold; at most 1365 pods"},
 		{"--minimum-container-ttl-duration -1s", "--minimum-container-ttl-duration"},
 		{"--maximum-dead-containers -2", "--maximum-dead-containers: -2: want -1 (no limit) or more"},
 		{"--maximum-dead-containers many", "maximum-dead-containers"},

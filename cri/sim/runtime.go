@@ -54,6 +54,7 @@ type Runtime struct {
 	behaviors  []behaviorRule
 	rules      map[string]*callRule
 	calls      map[string]int
+	largest    map[string]int // List* method -> largest reply in bytes (LargestReply)
 	subs       map[*subscriber]struct{}
 	nextIP     uint32
 	recording  bool

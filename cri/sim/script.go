@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -269,13 +270,41 @@ func (r *Runtime) loseReplies(ctx context.Context, req any, info *grpc.UnaryServ
 		return resp, err
 	}
 	method := info.FullMethod[strings.LastIndex(info.FullMethod, "/")+1:]
+	size := 0
+	if m, ok := resp.(proto.Message); ok && strings.HasPrefix(method, "List") {
+		size = proto.Size(m)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if size > 0 {
+		if r.largest == nil {
+			r.largest = map[string]int{}
+		}
+		r.largest[method] = max(r.largest[method], size)
+	}
 	if c := r.rules[method]; c != nil && c.lose > 0 {
 		c.lose--
 		return nil, status.Errorf(codes.DeadlineExceeded, "sim: the reply of %s was lost: context deadline exceeded", method)
 	}
 	return resp, nil
+}
+
+// LargestReply returns the size in bytes of the largest reply of a List*
+// method (ListContainers, ListPodSandbox, ...) the runtime has answered over
+// gRPC since it started or since ResetLargestReplies, or 0. A reply over
+// cri.MaxMsgSize never reaches the client (gRPC fails the call with
+// ResourceExhausted) and is still counted here.
+func (r *Runtime) LargestReply(method string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.largest[method]
+}
+
+// ResetLargestReplies forgets the sizes LargestReply reports.
+func (r *Runtime) ResetLargestReplies() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.largest = nil
 }
 
 // Calls returns how many calls of a CRI method the runtime has received,

@@ -1,8 +1,8 @@
 package config
 
 import (
-	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -46,9 +46,9 @@ type DirSource struct {
 // fileEntry is what the scanner remembers about one file.
 type fileEntry struct {
 	stat fileStat
-	data []byte
-	good *v1.Pod // last valid pod from this file, nil if never valid
-	err  error   // the current content's problem, nil when valid
+	sum  [sha256.Size]byte // digest of the content (the content itself is not kept: up to 10 MiB a file)
+	good *v1.Pod           // last valid pod from this file, nil if never valid
+	err  error             // the current content's problem, nil when valid
 }
 
 // fileStat identifies a file's version without reading it: a rescan reads
@@ -142,12 +142,13 @@ func (s *dirScanner) scan() (pods []*v1.Pod, changed bool, problems []error) {
 			continue
 		}
 		present[path] = true
-		if prev != nil && bytes.Equal(prev.data, data) {
+		sum := sha256.Sum256(data)
+		if prev != nil && prev.sum == sum {
 			prev.stat = st // touched, not changed
 			continue
 		}
 		changed = true
-		ent := &fileEntry{stat: st, data: data}
+		ent := &fileEntry{stat: st, sum: sum}
 		if prev != nil {
 			ent.good = prev.good
 		}

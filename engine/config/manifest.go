@@ -39,7 +39,8 @@ const (
 	// a digest.
 	MaxImageLength = 512
 	// MaxContainers bounds init plus regular containers of one pod, so
-	// that --max-pods pods fit in one CRI list (engine/requests.go).
+	// that one pod's containers fit in one CRI list reply
+	// (engine/requests.go).
 	MaxContainers = 24
 )
 
@@ -66,14 +67,24 @@ func decodeObject(data []byte, origin string, into any) error {
 	if len(strings.TrimSpace(string(data))) == 0 {
 		return &ManifestError{Origin: origin, Msg: "empty manifest"}
 	}
-	if err := checkDocument(data, origin); err != nil {
+	j, err := checkDocument(data, origin)
+	if err != nil {
 		return err
 	}
+	return decodeChecked(data, j, origin, into)
+}
+
+// decodeChecked decodes data, which checkDocument turned into j, into into
+// and lists the fields the v1 API does not know. The YAML is parsed once
+// more for into (the conversion to JSON follows into's field types, so
+// that `value: 8080` fills a string), the unknown-field check reads j: a
+// manifest may be 10 MiB and each parse makes copies of it.
+func decodeChecked(data, j []byte, origin string, into any) error {
 	if err := yaml.Unmarshal(data, into); err != nil {
 		return &ManifestError{Origin: origin, Msg: "decode: " + cleanDecodeError(err)}
 	}
 	var generic any
-	if err := yaml.Unmarshal(data, &generic); err != nil {
+	if err := json.Unmarshal(j, &generic); err != nil {
 		return &ManifestError{Origin: origin, Msg: "decode: " + cleanDecodeError(err)}
 	}
 	if unknown := unknownFields(generic, reflect.TypeOf(into), ""); len(unknown) > 0 {
@@ -183,7 +194,8 @@ func cleanDecodeError(err error) string {
 // checkDocument refuses what the YAML decoder would silently drop: a file
 // of several YAML documents (only the first would run) and a mapping with a
 // key given twice (the last would win).
-func checkDocument(data []byte, origin string) error {
+// It returns the document as JSON.
+func checkDocument(data []byte, origin string) ([]byte, error) {
 	dec := goyaml.NewDecoder(bytes.NewReader(data))
 	docs := 0
 	for {
@@ -193,19 +205,20 @@ func checkDocument(data []byte, origin string) error {
 			break
 		}
 		if err != nil {
-			return &ManifestError{Origin: origin, Msg: "decode: " + cleanDecodeError(err)}
+			return nil, &ManifestError{Origin: origin, Msg: "decode: " + cleanDecodeError(err)}
 		}
 		if v != nil {
 			docs++
 		}
 	}
 	if docs > 1 {
-		return &ManifestError{Origin: origin, Msg: fmt.Sprintf("%d YAML documents (separated by ---); a manifest holds one pod: put each pod in its own file", docs)}
+		return nil, &ManifestError{Origin: origin, Msg: fmt.Sprintf("%d YAML documents (separated by ---); a manifest holds one pod: put each pod in its own file", docs)}
 	}
-	if _, err := yaml.YAMLToJSONStrict(data); err != nil {
-		return &ManifestError{Origin: origin, Msg: "duplicate key: " + cleanDecodeError(err)}
+	j, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return nil, &ManifestError{Origin: origin, Msg: "duplicate key: " + cleanDecodeError(err)}
 	}
-	return nil
+	return j, nil
 }
 
 // decodePod decodes one v1 Pod manifest.
@@ -213,18 +226,32 @@ func decodePod(data []byte, origin string) (*v1.Pod, error) {
 	if len(strings.TrimSpace(string(data))) == 0 {
 		return nil, &ManifestError{Origin: origin, Msg: "empty manifest"}
 	}
-	if err := checkDocument(data, origin); err != nil {
+	j, err := checkDocument(data, origin)
+	if err != nil {
 		return nil, err
 	}
-	var tm metav1.TypeMeta
-	if err := yaml.Unmarshal(data, &tm); err != nil {
+	// kind and apiVersion from the JSON (another YAML parse would copy a
+	// large manifest again); a number or bool is taken as its text, as the
+	// YAML decoder does for a string field.
+	var raw struct {
+		APIVersion any `json:"apiVersion"`
+		Kind       any `json:"kind"`
+	}
+	if err := json.Unmarshal(j, &raw); err != nil {
 		return nil, &ManifestError{Origin: origin, Msg: "decode: " + cleanDecodeError(err)}
 	}
+	text := func(v any) string {
+		if v == nil {
+			return ""
+		}
+		return fmt.Sprint(v)
+	}
+	tm := metav1.TypeMeta{APIVersion: text(raw.APIVersion), Kind: text(raw.Kind)}
 	if err := checkKind(tm, origin, "Pod"); err != nil {
 		return nil, err
 	}
 	pod := &v1.Pod{}
-	if err := decodeObject(data, origin, pod); err != nil {
+	if err := decodeChecked(data, j, origin, pod); err != nil {
 		return nil, err
 	}
 	return pod, nil
