@@ -28,7 +28,7 @@ import (
 // source, the Node and its Lease, and the status manager.
 type apiClient struct {
 	cs     *kubernetes.Clientset
-	status *apistatus.Manager
+	status atomic.Pointer[apistatus.Manager] // set by start
 	events *apistatus.Events
 	node   atomic.Pointer[node.Node] // set by start
 }
@@ -157,11 +157,15 @@ func (a *apiClient) services(ctx context.Context) func() ([]*v1.Service, error) 
 	}
 }
 
-// wake is engine.Config.Published; nil-safe so that runs without
-// --kubeconfig pass a nil *apiClient's method value.
-func (a *apiClient) wake() {
-	if a != nil && a.status != nil {
-		a.status.Wake()
+// published is engine.Config.PublishedPod; nil-safe so that runs without
+// --kubeconfig pass a nil *apiClient's method value. A pod published
+// before start is found by the status manager's first sweep.
+func (a *apiClient) published(p *v1.Pod) {
+	if a == nil {
+		return
+	}
+	if st := a.status.Load(); st != nil {
+		st.Published(p)
 	}
 }
 
@@ -193,7 +197,7 @@ func (a *apiClient) start(ctx context.Context, o *runOptions, nd *nodeResources,
 	a.node.Store(n)
 	go n.Run(ctx)
 	st := apistatus.New(apistatus.Config{Client: a.cs, Engine: eng, Pods: watch, NodeName: o.nodeName, NodeUID: n.UID, Log: log})
-	a.status = st
+	a.status.Store(st)
 	go st.Run(ctx)
 	log.Info("joining the API server", "node", o.nodeName, "node-ip", eng.NodeIP(), "kubeconfig", o.kubeconfig)
 }

@@ -502,7 +502,7 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		ClusterDomain:        o.clusterDomain,
 		ResolvConf:           o.resolvConf,
 		Sources:              sources,
-		Published:            api.wake,
+		PublishedPod:         api.published,
 		VolumeAPI:            api.volumes(),
 		Events:               events,
 		NodeEvents:           api.nodeRecorder(),
