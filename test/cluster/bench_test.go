@@ -29,17 +29,16 @@ import (
 // kubeletVersion is the upstream kubelet the API burst compares with.
 const kubeletVersion = "v1.34.4"
 
-// statusAudit logs the writes of pod status (PUT and PATCH of pods/status)
-// once each, when answered.
+// statusAudit logs every write (create, update, patch, delete) a node makes
+// (user group system:nodes: pod status, pod deletions, events, the Node,
+// its Lease, mirror pods) once each, when answered.
 const statusAudit = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived", "ResponseStarted"]
 rules:
 - level: Metadata
-  verbs: ["update", "patch"]
-  resources:
-  - group: ""
-    resources: ["pods/status"]
+  verbs: ["create", "update", "patch", "delete", "deletecollection"]
+  userGroups: ["system:nodes"]
 - level: None
 `
 
@@ -59,8 +58,11 @@ rules:
 // first create), remove-api-s (first delete to all gone from the API),
 // remove-runtime-s (to gone from the API and no container running, no
 // sandbox ready), status-writes/start (pod status PUTs and PATCHes by the
-// node during the start phase, per pod) and status-writes/delete (during
-// removal, per pod). -benchtime=1x is enough.
+// node during the start phase, per pod), status-writes/delete (during
+// removal, per pod), api-writes/start and api-writes/delete (every write
+// request of the node in those phases, per pod: pod status, deletions,
+// events, Node status, Lease; from the API server's audit log).
+// -benchtime=1x is enough.
 func BenchmarkAPIBurst(b *testing.B) {
 	if os.Geteuid() != 0 {
 		if os.Getenv("CI") == "true" {
@@ -151,8 +153,8 @@ func BenchmarkAPIBurst(b *testing.B) {
 					if err != nil {
 						b.Fatalf("%s: %v", node, err)
 					}
-					b.Logf("%s N=%d: start-all %.2fs p50 %.2fs p99 %.2fs, remove-api %.2fs remove-runtime %.2fs, status writes %d start + %d delete",
-						node, n, r.startAll.Seconds(), r.p50, r.p99, r.removeAPI.Seconds(), r.removeRuntime.Seconds(), r.startWrites, r.deleteWrites)
+					b.Logf("%s N=%d: start-all %.2fs p50 %.2fs p99 %.2fs, remove-api %.2fs remove-runtime %.2fs, status writes %d start + %d delete, API writes %d start + %d delete",
+						node, n, r.startAll.Seconds(), r.p50, r.p99, r.removeAPI.Seconds(), r.removeRuntime.Seconds(), r.startWrites, r.deleteWrites, r.startAPIWrites, r.deleteAPIWrites)
 					if sum[node] == nil {
 						sum[node] = &burstResult{}
 					}
@@ -169,6 +171,8 @@ func BenchmarkAPIBurst(b *testing.B) {
 				b.ReportMetric(s.removeRuntime.Seconds()/k, name+"-remove-runtime-s")
 				b.ReportMetric(float64(s.startWrites)/k/float64(n), name+"-status-writes/start")
 				b.ReportMetric(float64(s.deleteWrites)/k/float64(n), name+"-status-writes/delete")
+				b.ReportMetric(float64(s.startAPIWrites)/k/float64(n), name+"-api-writes/start")
+				b.ReportMetric(float64(s.deleteAPIWrites)/k/float64(n), name+"-api-writes/delete")
 			}
 		})
 	}
@@ -178,6 +182,7 @@ type burstResult struct {
 	startAll, removeAPI, removeRuntime time.Duration
 	p50, p99                           float64
 	startWrites, deleteWrites          int
+	startAPIWrites, deleteAPIWrites    int
 }
 
 func (s *burstResult) add(r burstResult) {
@@ -188,6 +193,8 @@ func (s *burstResult) add(r burstResult) {
 	s.p99 += r.p99
 	s.startWrites += r.startWrites
 	s.deleteWrites += r.deleteWrites
+	s.startAPIWrites += r.startAPIWrites
+	s.deleteAPIWrites += r.deleteAPIWrites
 }
 
 // apiBurst runs one burst of n pods on node.
@@ -195,7 +202,7 @@ func apiBurst(ctx context.Context, admin *kubernetes.Clientset, rt cri.Runtime, 
 	var r burstResult
 	label := fmt.Sprintf("burst-%d", round)
 	pods := admin.CoreV1().Pods("default")
-	writes0, err := statusWrites(audit, node)
+	writes0, all0, err := statusWrites(audit, node)
 	if err != nil {
 		return r, err
 	}
@@ -238,11 +245,11 @@ func apiBurst(ctx context.Context, admin *kubernetes.Clientset, rt cri.Runtime, 
 	r.p50, r.p99 = per[len(per)/2], per[min(len(per)-1, int(float64(len(per))*0.99))]
 	// Let the status writes of the start settle before counting them.
 	time.Sleep(3 * time.Second)
-	writes1, err := statusWrites(audit, node)
+	writes1, all1, err := statusWrites(audit, node)
 	if err != nil {
 		return r, err
 	}
-	r.startWrites = writes1 - writes0
+	r.startWrites, r.startAPIWrites = writes1-writes0, all1-all0
 
 	del := time.Now()
 	if err := parallel(n, func(i int) error {
@@ -271,11 +278,13 @@ func apiBurst(ctx context.Context, admin *kubernetes.Clientset, rt cri.Runtime, 
 		time.Sleep(100 * time.Millisecond)
 	}
 	r.removeRuntime = time.Since(del)
-	writes2, err := statusWrites(audit, node)
+	// Let the writes of the removal settle before counting them.
+	time.Sleep(3 * time.Second)
+	writes2, all2, err := statusWrites(audit, node)
 	if err != nil {
 		return r, err
 	}
-	r.deleteWrites = writes2 - writes1
+	r.deleteWrites, r.deleteAPIWrites = writes2-writes1, all2-all1
 	return r, nil
 }
 
@@ -294,20 +303,21 @@ func nothingRuns(ctx context.Context, rt cri.Runtime) (bool, error) {
 }
 
 // statusWrites counts the pod status writes (PUT or PATCH of pods/status)
-// node made so far, from the audit log.
-func statusWrites(audit, node string) (int, error) {
+// and all the writes node made so far, from the audit log.
+func statusWrites(audit, node string) (status, all int, err error) {
 	f, err := os.Open(audit)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer f.Close()
 	user := "system:node:" + node
-	n := 0
+	n, a := 0, 0
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		var ev struct {
 			Stage     string                    `json:"stage"`
+			Verb      string                    `json:"verb"`
 			User      struct{ Username string } `json:"user"`
 			ObjectRef struct {
 				Resource, Subresource string
@@ -316,11 +326,15 @@ func statusWrites(audit, node string) (int, error) {
 		if json.Unmarshal(sc.Bytes(), &ev) != nil {
 			continue
 		}
-		if ev.Stage == "ResponseComplete" && ev.User.Username == user && ev.ObjectRef.Resource == "pods" && ev.ObjectRef.Subresource == "status" {
+		if ev.Stage != "ResponseComplete" || ev.User.Username != user {
+			continue
+		}
+		a++
+		if ev.ObjectRef.Resource == "pods" && ev.ObjectRef.Subresource == "status" && (ev.Verb == "update" || ev.Verb == "patch") {
 			n++
 		}
 	}
-	return n, sc.Err()
+	return n, a, sc.Err()
 }
 
 // parallel runs f(0..n-1) on 10 goroutines and returns the first error.
