@@ -22,11 +22,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/cri/sim"
 	"github.com/speclet/speclet/engine"
+	"github.com/speclet/speclet/engine/apierr"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/containergc"
 	"github.com/speclet/speclet/engine/containerlogs"
@@ -484,6 +486,10 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		if api, err = newAPIClient(o); err != nil {
 			return err
 		}
+		// client-go's reflectors (the pod source, the service and
+		// runtime class informers) retry on their own: their failures go
+		// to speclet's log, each cause once, not one klog line per retry.
+		utilruntime.ErrorHandlers = []utilruntime.ErrorHandler{apierr.ClientErrors(log)}
 	}
 	sources := []string{}
 	if o.manifestPath != "" {
