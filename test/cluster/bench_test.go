@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -52,6 +54,11 @@ rules:
 // period 1 s, no service account token) are created with spec.nodeName at
 // once, until the API shows all N Running and ready; then deleted, until
 // the API has none and the node's runtime runs nothing of them.
+//
+// Before them, in each size, the same N pods as static pods of
+// bench-speclet (manifests written at once, until its /pods shows all
+// Running and ready): speclet-static-start-all-s, the floor of the API
+// path in the same run.
 //
 // Metrics, per agent (speclet-*, kubelet-*): start-all-s (first create to
 // all Running in the API), start-p50-s and start-p99-s (per pod, from the
@@ -144,7 +151,17 @@ func BenchmarkAPIBurst(b *testing.B) {
 	for _, n := range []int{30, 100} {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
 			sum := map[string]*burstResult{}
+			var static time.Duration
 			for i := 0; i < b.N; i++ {
+				// The same pods as static pods of bench-speclet: the floor
+				// the API path is compared with, in the same run.
+				round++
+				d, err := staticBurst(ctx, sn, runtimes["bench-speclet"], image, n, round)
+				if err != nil {
+					b.Fatalf("static burst: %v", err)
+				}
+				b.Logf("bench-speclet N=%d static pods: start-all %.2fs", n, d.Seconds())
+				static += d
 				// speclet, kubelet, kubelet, speclet: neither always meets
 				// a machine warmed (or burdened) by the other.
 				for _, node := range []string{"bench-speclet", "bench-kubelet", "bench-kubelet", "bench-speclet"} {
@@ -161,6 +178,7 @@ func BenchmarkAPIBurst(b *testing.B) {
 					sum[node].add(r)
 				}
 			}
+			b.ReportMetric(static.Seconds()/float64(b.N), "speclet-static-start-all-s")
 			for _, node := range []string{"bench-speclet", "bench-kubelet"} {
 				s, k := sum[node], float64(2*b.N)
 				name := map[string]string{"bench-speclet": "speclet", "bench-kubelet": "kubelet"}[node]
@@ -286,6 +304,65 @@ func apiBurst(ctx context.Context, admin *kubernetes.Clientset, rt cri.Runtime, 
 	}
 	r.deleteWrites, r.deleteAPIWrites = writes2-writes1, all2-all1
 	return r, nil
+}
+
+// staticBurst writes n manifests of the API burst's pod into node's
+// manifest directory at once and returns the time until its read-only
+// /pods shows all n Running and ready; then it removes them and waits
+// until the runtime runs nothing.
+func staticBurst(ctx context.Context, node *cluster.Node, rt cri.Runtime, image string, n, round int) (time.Duration, error) {
+	label := fmt.Sprintf("static-%d", round)
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		m := fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata: {name: %s-%d, namespace: default}\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 1\n  containers:\n  - {name: main, image: %q, imagePullPolicy: IfNotPresent, command: [sleep, \"3600\"]}\n", label, i, image)
+		if err := os.WriteFile(filepath.Join(node.Manifests, fmt.Sprintf("%s-%d.yaml", label, i)), []byte(m), 0o644); err != nil {
+			return 0, err
+		}
+	}
+	var took time.Duration
+	for deadline := start.Add(10 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("%d static pods not all Running after 10m", n)
+		}
+		resp, err := http.Get(node.Base + "/pods")
+		if err != nil {
+			continue
+		}
+		var l v1.PodList
+		err = json.NewDecoder(resp.Body).Decode(&l)
+		resp.Body.Close()
+		if err != nil {
+			continue
+		}
+		k := 0
+		for i := range l.Items {
+			if strings.HasPrefix(l.Items[i].Name, label+"-") && running(&l.Items[i]) {
+				k++
+			}
+		}
+		if k == n {
+			took = time.Since(start)
+			break
+		}
+	}
+	for i := 0; i < n; i++ {
+		if err := os.Remove(filepath.Join(node.Manifests, fmt.Sprintf("%s-%d.yaml", label, i))); err != nil {
+			return 0, err
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("static pods still running 5m after their manifests were removed")
+		}
+		if idle, err := nothingRuns(ctx, rt); err != nil {
+			return 0, err
+		} else if idle {
+			break
+		}
+	}
+	// Their mirror pods go too; let the API settle before the next burst.
+	time.Sleep(3 * time.Second)
+	return took, nil
 }
 
 // nothingRuns reports that the runtime has no running container and no
