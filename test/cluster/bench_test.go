@@ -78,9 +78,20 @@ func BenchmarkAPIBurst(b *testing.B) {
 		b.Skip("the API burst runs containerd and needs root")
 	}
 	ctx := context.Background()
-	kubeletDir, err := kubebuild.Build(ctx, kubebuild.Options{Set: "kubelet", Version: kubeletVersion, Commands: []string{"kubelet"}, Log: os.Stderr})
-	if err != nil {
-		b.Fatal(err)
+	// SPECLET_BENCH_AGENTS=speclet runs speclet's node alone (no kubelet
+	// build or node; its metrics are then absent).
+	withKubelet := os.Getenv("SPECLET_BENCH_AGENTS") != "speclet"
+	var kubeletDir string
+	if withKubelet {
+		var err error
+		if kubeletDir, err = kubebuild.Build(ctx, kubebuild.Options{Set: "kubelet", Version: kubeletVersion, Commands: []string{"kubelet"}, Log: os.Stderr}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	agents := []string{"bench-speclet", "bench-kubelet"}
+	order := []string{"bench-speclet", "bench-kubelet", "bench-kubelet", "bench-speclet"}
+	if !withKubelet {
+		agents, order = []string{"bench-speclet"}, []string{"bench-speclet", "bench-speclet"}
 	}
 	c := cluster.ForTest(b, cluster.Options{AuditPolicy: statusAudit})
 	admin, err := burstClient(c.AdminKubeconfig())
@@ -131,17 +142,19 @@ func BenchmarkAPIBurst(b *testing.B) {
 		}
 		sn.Stop()
 	})
-	kl, err := c.StartKubelet(cluster.KubeletOptions{Name: "bench-kubelet", Bin: filepath.Join(kubeletDir, "kubelet"), Containerd: newContainerd("bench-kubelet"), Dir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		if b.Failed() {
-			b.Logf("log of bench-kubelet:\n%s", kl.LogTail(40))
+	if withKubelet {
+		kl, err := c.StartKubelet(cluster.KubeletOptions{Name: "bench-kubelet", Bin: filepath.Join(kubeletDir, "kubelet"), Containerd: newContainerd("bench-kubelet"), Dir: b.TempDir()})
+		if err != nil {
+			b.Fatal(err)
 		}
-		kl.Stop()
-	})
-	for _, node := range []string{"bench-speclet", "bench-kubelet"} {
+		b.Cleanup(func() {
+			if b.Failed() {
+				b.Logf("log of bench-kubelet:\n%s", kl.LogTail(40))
+			}
+			kl.Stop()
+		})
+	}
+	for _, node := range agents {
 		if err := waitNodeReady(ctx, admin, node, 3*time.Minute); err != nil {
 			b.Fatal(err)
 		}
@@ -164,7 +177,7 @@ func BenchmarkAPIBurst(b *testing.B) {
 				static += d
 				// speclet, kubelet, kubelet, speclet: neither always meets
 				// a machine warmed (or burdened) by the other.
-				for _, node := range []string{"bench-speclet", "bench-kubelet", "bench-kubelet", "bench-speclet"} {
+				for _, node := range order {
 					round++
 					r, err := apiBurst(ctx, admin, runtimes[node], c.AuditLog(), node, image, n, round)
 					if err != nil {
@@ -179,7 +192,7 @@ func BenchmarkAPIBurst(b *testing.B) {
 				}
 			}
 			b.ReportMetric(static.Seconds()/float64(b.N), "speclet-static-start-all-s")
-			for _, node := range []string{"bench-speclet", "bench-kubelet"} {
+			for _, node := range agents {
 				s, k := sum[node], float64(2*b.N)
 				name := map[string]string{"bench-speclet": "speclet", "bench-kubelet": "kubelet"}[node]
 				b.ReportMetric(s.startAll.Seconds()/k, name+"-start-all-s")
