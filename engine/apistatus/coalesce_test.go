@@ -217,3 +217,30 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(b)
 }
+
+// TestHeldStatuses: a status that only says the pod is being created, or
+// that a probe-less container is not ready yet, is held; an error, a
+// ready pod or a container waiting on its readiness probe is not.
+func TestHeldStatuses(t *testing.T) {
+	pod := apiPod()
+	errImage := withStatus(pod, v1.PodPending, "ErrImagePull")
+	notReady := withStatus(pod, v1.PodRunning, "")
+	notReady.Status.ContainerStatuses[0].Ready = false
+	probed := notReady.DeepCopy()
+	probed.Spec.Containers = []v1.Container{{Name: "main", ReadinessProbe: &v1.Probe{}}}
+	for _, tt := range []struct {
+		name           string
+		p              *v1.Pod
+		creating, soon bool
+	}{
+		{"ContainerCreating", withStatus(pod, v1.PodPending, "ContainerCreating"), true, false},
+		{"ErrImagePull", errImage, false, false},
+		{"Running and ready", withStatus(pod, v1.PodRunning, ""), false, false},
+		{"Running, not ready, no probe", notReady, false, true},
+		{"Running, not ready, a readiness probe", probed, false, false},
+	} {
+		if c, s := creating(tt.p), readySoon(tt.p); c != tt.creating || s != tt.soon {
+			t.Errorf("%s: creating %v readySoon %v, want %v %v", tt.name, c, s, tt.creating, tt.soon)
+		}
+	}
+}

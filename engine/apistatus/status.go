@@ -11,10 +11,14 @@
 //     none is lost. Workers (Config.Workers) write different pods at once;
 //     one pod is never written by two at a time.
 //   - Coalescing: a publish is written after Config.Batch (20 ms), so that
-//     the publishes of one sync make one write; a pod's first status while
-//     it is still Pending (ContainerCreating) is held up to
-//     Config.PendingHold (2 s) after its first publish, so that a pod
-//     Running within that needs one write, not two.
+//     the publishes of one sync make one write. A status that only says
+//     the pod is being created (Pending, containers ContainerCreating or
+//     PodInitializing, no error) is held until Config.PendingHold (5 s)
+//     after the pod's first publish, so that a pod Running within that
+//     needs one write, not two; one whose only news is a started container
+//     without readiness or startup probe not ready yet is held up to
+//     ReadySoonHold (1 s), as its Ready follows at once. Anything else (an
+//     error, Running and ready, a terminal phase) ends the hold.
 //   - A write is a strategic merge patch of pods/status (kubelet's): the
 //     difference between the status the API server last acknowledged for
 //     that object (its answer to the previous write, else the pod cache's,
@@ -93,7 +97,7 @@ type PodCache interface {
 const (
 	DefaultResync      = 10 * time.Second
 	DefaultBatch       = 20 * time.Millisecond
-	DefaultPendingHold = 2 * time.Second
+	DefaultPendingHold = 5 * time.Second
 	DefaultWorkers     = 10
 )
 
@@ -110,8 +114,9 @@ type Config struct {
 	Resync time.Duration
 	// Batch is how long a publish waits before its write (DefaultBatch).
 	Batch time.Duration
-	// PendingHold is how long a pod's first status is held while it is
-	// Pending (DefaultPendingHold; negative: not held).
+	// PendingHold is how long after its first publish a pod's status is
+	// held while it is being created (DefaultPendingHold; negative: no
+	// hold at all).
 	PendingHold time.Duration
 	// Workers write different pods at once (DefaultWorkers).
 	Workers int
@@ -129,7 +134,6 @@ type Manager struct {
 	mu      sync.Mutex
 	names   map[types.UID]string       // namespace/name of each pod UID seen (engine UIDs)
 	first   map[types.UID]time.Time    // first publish, by engine UID (the Pending hold)
-	wrote   map[types.UID]bool         // a status was written for it, by engine UID
 	sent    map[types.UID]v1.PodStatus // the engine's status last written, by API (or mirror) UID
 	acked   map[types.UID]v1.PodStatus // the API's status after the last write, by API (or mirror) UID
 	stale   map[types.UID]bool         // the last write failed: read the object before the next
@@ -158,7 +162,7 @@ func New(cfg Config) *Manager {
 			workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](100*time.Millisecond, 10*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "pod-status"}),
 		fails: &apierr.Once{Log: cfg.Log, What: "write pod status"},
-		names: map[types.UID]string{}, first: map[types.UID]time.Time{}, wrote: map[types.UID]bool{},
+		names: map[types.UID]string{}, first: map[types.UID]time.Time{},
 		sent: map[types.UID]v1.PodStatus{}, acked: map[types.UID]v1.PodStatus{},
 		stale: map[types.UID]bool{}, deleted: map[types.UID]bool{}}
 }
@@ -182,13 +186,59 @@ func (m *Manager) Published(p *v1.Pod) {
 		first = now
 		m.first[p.UID] = now
 	}
-	held := !m.wrote[p.UID] && p.Status.Phase == v1.PodPending && p.DeletionTimestamp == nil && m.cfg.PendingHold > 0
 	m.mu.Unlock()
 	delay := m.cfg.Batch
-	if held {
-		delay = max(delay, first.Add(m.cfg.PendingHold).Sub(now))
+	if p.DeletionTimestamp == nil && m.cfg.PendingHold > 0 {
+		switch {
+		case creating(p):
+			delay = max(delay, first.Add(m.cfg.PendingHold).Sub(now))
+		case readySoon(p):
+			delay = max(delay, ReadySoonHold)
+		}
 	}
 	m.queue.AddAfter(p.UID, delay)
+}
+
+// ReadySoonHold is how long a status is held whose only news is a started
+// container without a readiness or startup probe that is not ready yet
+// (it is within moments).
+const ReadySoonHold = time.Second
+
+// creating reports that p's status says only that it is being created:
+// Pending, and no container waits for another reason than
+// ContainerCreating or PodInitializing nor failed.
+func creating(p *v1.Pod) bool {
+	if p.Status.Phase != v1.PodPending {
+		return false
+	}
+	for _, cs := range append(append([]v1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing" {
+			return false
+		}
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// readySoon reports that p is Running and a running container without a
+// readiness or startup probe is not ready yet: it will be at its next
+// publish.
+func readySoon(p *v1.Pod) bool {
+	if p.Status.Phase != v1.PodRunning {
+		return false
+	}
+	probed := map[string]bool{}
+	for _, c := range p.Spec.Containers {
+		probed[c.Name] = c.ReadinessProbe != nil || c.StartupProbe != nil
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Running != nil && !cs.Ready && !probed[cs.Name] {
+			return true
+		}
+	}
+	return false
 }
 
 // Run runs the workers, and a sweep on every wake-up and every Resync,
@@ -267,7 +317,7 @@ func (m *Manager) sweep(ctx context.Context) []*v1.Pod {
 	for _, p := range out {
 		m.names[p.UID] = p.Namespace + "/" + p.Name
 	}
-	for _, mp := range []map[types.UID]bool{m.wrote, m.stale, m.deleted} {
+	for _, mp := range []map[types.UID]bool{m.stale, m.deleted} {
 		for uid := range mp {
 			if !live[uid] {
 				delete(mp, uid)
@@ -392,7 +442,6 @@ func (m *Manager) write(ctx context.Context, uid types.UID, target *v1.Pod, st v
 	m.sent[target.UID] = *st.DeepCopy()
 	m.acked[target.UID] = got.Status
 	delete(m.stale, target.UID)
-	m.wrote[uid] = true
 	m.mu.Unlock()
 	return nil
 }
