@@ -18,7 +18,10 @@
 //     needs one write, not two; one whose only news is a started container
 //     without readiness or startup probe not ready yet is held up to
 //     ReadySoonHold (1 s), as its Ready follows at once. Anything else (an
-//     error, Running and ready, a terminal phase) ends the hold.
+//     error, Running and ready, a terminal phase) ends the hold. Once a
+//     being-created status was written, further ones (progress such as
+//     the sandbox ready) are not queued by a publish: the next other
+//     status or the next sweep carries them.
 //   - A write is a strategic merge patch of pods/status (kubelet's): the
 //     difference between the status the API server last acknowledged for
 //     that object (its answer to the previous write, else the pod cache's,
@@ -131,13 +134,16 @@ type Manager struct {
 	queue workqueue.TypedRateLimitingInterface[types.UID]
 	fails *apierr.Once
 
-	mu      sync.Mutex
-	names   map[types.UID]string       // namespace/name of each pod UID seen (engine UIDs)
-	first   map[types.UID]time.Time    // first publish, by engine UID (the Pending hold)
-	sent    map[types.UID]v1.PodStatus // the engine's status last written, by API (or mirror) UID
-	acked   map[types.UID]v1.PodStatus // the API's status after the last write, by API (or mirror) UID
-	stale   map[types.UID]bool         // the last write failed: read the object before the next
-	deleted map[types.UID]bool         // deletions sent
+	mu    sync.Mutex
+	names map[types.UID]string       // namespace/name of each pod UID seen (engine UIDs)
+	first map[types.UID]time.Time    // first publish, by engine UID (the Pending hold)
+	sent  map[types.UID]v1.PodStatus // the engine's status last written, by API (or mirror) UID
+	acked map[types.UID]v1.PodStatus // the API's status after the last write, by API (or mirror) UID
+	stale map[types.UID]bool         // the last write failed: read the object before the next
+	// sentCreating: the last status written only said the pod is being
+	// created, by engine UID.
+	sentCreating map[types.UID]bool
+	deleted      map[types.UID]bool // deletions sent
 }
 
 // New returns a Manager; Run starts it.
@@ -164,7 +170,7 @@ func New(cfg Config) *Manager {
 		fails: &apierr.Once{Log: cfg.Log, What: "write pod status"},
 		names: map[types.UID]string{}, first: map[types.UID]time.Time{},
 		sent: map[types.UID]v1.PodStatus{}, acked: map[types.UID]v1.PodStatus{},
-		stale: map[types.UID]bool{}, deleted: map[types.UID]bool{}}
+		stale: map[types.UID]bool{}, deleted: map[types.UID]bool{}, sentCreating: map[types.UID]bool{}}
 }
 
 // Wake asks for a sweep soon; it never blocks.
@@ -177,8 +183,20 @@ func (m *Manager) Wake() {
 
 // Published marks pod p dirty (engine.Config.PublishedPod); it never
 // blocks and does not keep p.
-func (m *Manager) Published(p *v1.Pod) {
+func (m *Manager) Published(p *v1.Pod) { m.mark(p, false) }
+
+// mark queues p's UID; a sweep's (swept) is never skipped.
+func (m *Manager) mark(p *v1.Pod, swept bool) {
 	now := time.Now()
+	m.mu.Lock()
+	skip := !swept && creating(p) && m.sentCreating[p.UID] && m.cfg.PendingHold > 0
+	m.mu.Unlock()
+	if skip && m.cfg.Engine.Pod(p.UID) != nil {
+		// Progress while being created after such a status was written:
+		// carried by the next other status or the next sweep. (A pod no
+		// longer declared is being deleted: never skipped.)
+		return
+	}
 	m.mu.Lock()
 	m.names[p.UID] = p.Namespace + "/" + p.Name
 	first, ok := m.first[p.UID]
@@ -252,7 +270,7 @@ func (m *Manager) Run(ctx context.Context) {
 	defer t.Stop()
 	for {
 		for _, p := range m.sweep(ctx) {
-			m.Published(p)
+			m.mark(p, true)
 		}
 		select {
 		case <-ctx.Done():
@@ -317,7 +335,7 @@ func (m *Manager) sweep(ctx context.Context) []*v1.Pod {
 	for _, p := range out {
 		m.names[p.UID] = p.Namespace + "/" + p.Name
 	}
-	for _, mp := range []map[types.UID]bool{m.stale, m.deleted} {
+	for _, mp := range []map[types.UID]bool{m.stale, m.deleted, m.sentCreating} {
 		for uid := range mp {
 			if !live[uid] {
 				delete(mp, uid)
@@ -442,6 +460,7 @@ func (m *Manager) write(ctx context.Context, uid types.UID, target *v1.Pod, st v
 	m.sent[target.UID] = *st.DeepCopy()
 	m.acked[target.UID] = got.Status
 	delete(m.stale, target.UID)
+	m.sentCreating[uid] = st.Phase == v1.PodPending && creating(&v1.Pod{Status: st})
 	m.mu.Unlock()
 	return nil
 }
