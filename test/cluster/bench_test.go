@@ -233,7 +233,7 @@ func apiBurst(ctx context.Context, admin *kubernetes.Clientset, rt cri.Runtime, 
 	var r burstResult
 	label := fmt.Sprintf("burst-%d", round)
 	pods := admin.CoreV1().Pods("default")
-	writes0, all0, err := statusWrites(audit, node)
+	writes0, all0, err := statusWrites(audit, node, label+"-")
 	if err != nil {
 		return r, err
 	}
@@ -276,7 +276,7 @@ func apiBurst(ctx context.Context, admin *kubernetes.Clientset, rt cri.Runtime, 
 	r.p50, r.p99 = per[len(per)/2], per[min(len(per)-1, int(float64(len(per))*0.99))]
 	// Let the status writes of the start settle before counting them.
 	time.Sleep(3 * time.Second)
-	writes1, all1, err := statusWrites(audit, node)
+	writes1, all1, err := statusWrites(audit, node, label+"-")
 	if err != nil {
 		return r, err
 	}
@@ -311,7 +311,7 @@ func apiBurst(ctx context.Context, admin *kubernetes.Clientset, rt cri.Runtime, 
 	r.removeRuntime = time.Since(del)
 	// Let the writes of the removal settle before counting them.
 	time.Sleep(3 * time.Second)
-	writes2, all2, err := statusWrites(audit, node)
+	writes2, all2, err := statusWrites(audit, node, label+"-")
 	if err != nil {
 		return r, err
 	}
@@ -393,8 +393,10 @@ func nothingRuns(ctx context.Context, rt cri.Runtime) (bool, error) {
 }
 
 // statusWrites counts the pod status writes (PUT or PATCH of pods/status)
-// and all the writes node made so far, from the audit log.
-func statusWrites(audit, node string) (status, all int, err error) {
+// of the pods named prefix* (the burst's, not the mirror pods of an
+// earlier static burst) and all the writes node made so far, from the
+// audit log.
+func statusWrites(audit, node, prefix string) (status, all int, err error) {
 	f, err := os.Open(audit)
 	if err != nil {
 		return 0, 0, err
@@ -410,7 +412,7 @@ func statusWrites(audit, node string) (status, all int, err error) {
 			Verb      string                    `json:"verb"`
 			User      struct{ Username string } `json:"user"`
 			ObjectRef struct {
-				Resource, Subresource string
+				Resource, Subresource, Name string
 			} `json:"objectRef"`
 		}
 		if json.Unmarshal(sc.Bytes(), &ev) != nil {
@@ -420,7 +422,7 @@ func statusWrites(audit, node string) (status, all int, err error) {
 			continue
 		}
 		a++
-		if ev.ObjectRef.Resource == "pods" && ev.ObjectRef.Subresource == "status" && (ev.Verb == "update" || ev.Verb == "patch") {
+		if ev.ObjectRef.Resource == "pods" && ev.ObjectRef.Subresource == "status" && (ev.Verb == "update" || ev.Verb == "patch") && strings.HasPrefix(ev.ObjectRef.Name, prefix) {
 			n++
 		}
 	}
