@@ -141,6 +141,10 @@ type Config struct {
 	// status (Pods changed). It must not block; the API status manager
 	// uses it as a wake-up.
 	Published func()
+	// PublishedPod, when set, is called with each pod a worker published
+	// (after Published), read-only: the API status manager's dirty set. It
+	// must not block.
+	PublishedPod func(p *v1.Pod)
 	// Events receives the pod events (nil: none are recorded).
 	Events EventRecorder
 	// NodeEvents receives the node's events (nil: none are recorded).
@@ -607,6 +611,23 @@ func (e *Engine) Pods() []*v1.Pod {
 	}
 	config.SortPods(out)
 	return out
+}
+
+// Pod is the declared pod uid with its current status, as Pods lists it;
+// nil when it is not declared (marked for deletion, gone, an orphan) or
+// has published nothing yet.
+func (e *Engine) Pod(uid types.UID) *v1.Pod {
+	e.mu.RLock()
+	w := e.workers[uid]
+	declared := e.desired[uid] != nil
+	e.mu.RUnlock()
+	if w == nil || !declared {
+		return nil
+	}
+	if p := w.snapshot(); p != nil {
+		return p.DeepCopy()
+	}
+	return nil
 }
 
 // sourcesReady reports whether every source of Config.Sources delivered its

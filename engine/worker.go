@@ -188,6 +188,12 @@ func (w *podWorker) snapshot() *v1.Pod {
 	return w.pub
 }
 
+func (w *podWorker) isOrphan() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.orphan
+}
+
 // setPodState publishes the pod machine's state after it entered one.
 func (w *podWorker) setPodState(s fsm.PodState) {
 	w.mu.Lock()
@@ -201,6 +207,9 @@ func (w *podWorker) publish(p *v1.Pod, st fsm.PodState) {
 	w.mu.Unlock()
 	if f := w.e.cfg.Published; f != nil {
 		f()
+	}
+	if f := w.e.cfg.PublishedPod; f != nil && !w.isOrphan() {
+		f(p)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/speclet/speclet/cri"
@@ -28,7 +29,8 @@ import (
 // source, the Node and its Lease, and the status manager.
 type apiClient struct {
 	cs     *kubernetes.Clientset
-	status *apistatus.Manager
+	evcs   *kubernetes.Clientset             // events: --event-qps, --event-burst
+	status atomic.Pointer[apistatus.Manager] // set by start
 	events *apistatus.Events
 	node   atomic.Pointer[node.Node] // set by start
 }
@@ -44,7 +46,13 @@ func newAPIClient(o *runOptions) (*apiClient, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--kubeconfig: %w", err)
 	}
-	return &apiClient{cs: cs}, nil
+	evcfg := rest.CopyConfig(cfg)
+	evcfg.QPS, evcfg.Burst = float32(o.eventQPS), o.eventBurst
+	evcs, err := kubernetes.NewForConfig(evcfg)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig: %w", err)
+	}
+	return &apiClient{cs: cs, evcs: evcs}, nil
 }
 
 // volumes is engine.Config.VolumeAPI: configMaps, secrets and service
@@ -62,7 +70,7 @@ func (a *apiClient) recorder(ctx context.Context, node string) engine.EventRecor
 	if a == nil {
 		return nil
 	}
-	a.events = apistatus.NewEvents(ctx, a.cs, node)
+	a.events = apistatus.NewEvents(ctx, a.evcs, node)
 	return a.events
 }
 
@@ -157,11 +165,15 @@ func (a *apiClient) services(ctx context.Context) func() ([]*v1.Service, error) 
 	}
 }
 
-// wake is engine.Config.Published; nil-safe so that runs without
-// --kubeconfig pass a nil *apiClient's method value.
-func (a *apiClient) wake() {
-	if a != nil && a.status != nil {
-		a.status.Wake()
+// published is engine.Config.PublishedPod; nil-safe so that runs without
+// --kubeconfig pass a nil *apiClient's method value. A pod published
+// before start is found by the status manager's first sweep.
+func (a *apiClient) published(p *v1.Pod) {
+	if a == nil {
+		return
+	}
+	if st := a.status.Load(); st != nil {
+		st.Published(p)
 	}
 }
 
@@ -181,6 +193,7 @@ func (a *apiClient) start(ctx context.Context, o *runOptions, nd *nodeResources,
 		Capacity: nd.capacity, Allocatable: o.node.allocatable,
 		RootDir: o.rootDir, Version: specletVersion(), Health: eng.Healthz, Pressure: eng.Pressure, Event: a.nodeEvent,
 		LeaseDuration: secondsDuration(o.nodeLeaseDuration),
+		StatusPeriod:  o.nodeStatusUpdate, ReportPeriod: o.nodeStatusReport,
 		Runtime: func(ctx context.Context) (string, string, error) {
 			v, err := rt.Version(ctx)
 			if err != nil {
@@ -193,7 +206,7 @@ func (a *apiClient) start(ctx context.Context, o *runOptions, nd *nodeResources,
 	a.node.Store(n)
 	go n.Run(ctx)
 	st := apistatus.New(apistatus.Config{Client: a.cs, Engine: eng, Pods: watch, NodeName: o.nodeName, NodeUID: n.UID, Log: log})
-	a.status = st
+	a.status.Store(st)
 	go st.Run(ctx)
 	log.Info("joining the API server", "node", o.nodeName, "node-ip", eng.NodeIP(), "kubeconfig", o.kubeconfig)
 }

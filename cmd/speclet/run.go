@@ -22,11 +22,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/cri/sim"
 	"github.com/speclet/speclet/engine"
+	"github.com/speclet/speclet/engine/apierr"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/containergc"
 	"github.com/speclet/speclet/engine/containerlogs"
@@ -81,6 +83,10 @@ type runOptions struct {
 	kubeAPIQPS           float64
 	kubeAPIBurst         int
 	nodeLeaseDuration    int
+	eventQPS             float64
+	eventBurst           int
+	nodeStatusUpdate     time.Duration
+	nodeStatusReport     time.Duration
 
 	// the kubelet API (--port)
 	port                     int
@@ -174,7 +180,11 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the API server: join it as node --node-name (register the Node, renew its Lease, run the pods bound to it, write their status, mirror static pods); its identity must be system:node:<node-name> in group system:nodes; the kubelet API checks bearer tokens (TokenReview) and authorizes requests (SubjectAccessReview, --authorization-mode) there")
 	fs.Float64Var(&o.kubeAPIQPS, "kube-api-qps", 50, "queries per second to the API server")
 	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 100, "burst of queries to the API server")
-	fs.IntVar(&o.nodeLeaseDuration, "node-lease-duration-seconds", 40, "duration of the node's Lease in kube-node-lease (renewed every 10 s)")
+	fs.IntVar(&o.nodeLeaseDuration, "node-lease-duration-seconds", 40, "duration of the node's Lease in kube-node-lease (renewed every quarter of it, as kubelet)")
+	fs.Float64Var(&o.eventQPS, "event-qps", 50, "events per second created in the API server (a client of its own, as kubelet's, so that events do not slow status writes)")
+	fs.IntVar(&o.eventBurst, "event-burst", 100, "burst of event creations")
+	fs.DurationVar(&o.nodeStatusUpdate, "node-status-update-frequency", 10*time.Second, "how often the Node's status is computed; it is written only when it changed or --node-status-report-frequency passed")
+	fs.DurationVar(&o.nodeStatusReport, "node-status-report-frequency", 5*time.Minute, "how often an unchanged Node status is written anyway; default 5m, or --node-status-update-frequency when only that is set (kubelet's)")
 	fs.StringVar(&o.rootDir, "root-dir", "/var/lib/speclet", "directory for speclet's files")
 	fs.StringVar(&o.address, "address", "127.0.0.1", "IP address the read-only server and the kubelet API listen on")
 	fs.IntVar(&o.port, "port", 10250, "port of the authenticated kubelet API over TLS (logs, exec, attach, port-forward); 0 disables it")
@@ -243,8 +253,28 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	if o.kubeAPIBurst <= 0 {
 		return nil, fmt.Errorf("--kube-api-burst: %d: want a positive number", o.kubeAPIBurst)
 	}
-	if o.nodeLeaseDuration <= 10 {
-		return nil, fmt.Errorf("--node-lease-duration-seconds: %d: want more than the 10 s renew period", o.nodeLeaseDuration)
+	if o.nodeLeaseDuration <= 0 {
+		return nil, fmt.Errorf("--node-lease-duration-seconds: %d: want a positive number", o.nodeLeaseDuration)
+	}
+	if o.eventQPS <= 0 {
+		return nil, fmt.Errorf("--event-qps: %v: want a positive number", o.eventQPS)
+	}
+	if o.eventBurst <= 0 {
+		return nil, fmt.Errorf("--event-burst: %d: want a positive number", o.eventBurst)
+	}
+	if o.nodeStatusUpdate <= 0 {
+		return nil, fmt.Errorf("--node-status-update-frequency: %s: want a positive duration", o.nodeStatusUpdate)
+	}
+	reportSet, updateSet := false, false
+	fs.Visit(func(f *flag.Flag) {
+		reportSet = reportSet || f.Name == "node-status-report-frequency"
+		updateSet = updateSet || f.Name == "node-status-update-frequency"
+	})
+	if updateSet && !reportSet {
+		o.nodeStatusReport = o.nodeStatusUpdate // kubelet's backward-compatible default
+	}
+	if o.nodeStatusReport < o.nodeStatusUpdate {
+		return nil, fmt.Errorf("--node-status-report-frequency: %s: want at least --node-status-update-frequency (%s)", o.nodeStatusReport, o.nodeStatusUpdate)
 	}
 	if o.nodeIP != "" && net.ParseIP(o.nodeIP) == nil {
 		return nil, fmt.Errorf("--node-ip: %q is not an IP address", o.nodeIP)
@@ -485,6 +515,10 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		if api, err = newAPIClient(o); err != nil {
 			return err
 		}
+		// client-go's reflectors (the pod source, the service and
+		// runtime class informers) retry on their own: their failures go
+		// to speclet's log, each cause once, not one klog line per retry.
+		utilruntime.ErrorHandlers = []utilruntime.ErrorHandler{apierr.ClientErrors(log)}
 	}
 	sources := []string{}
 	if o.manifestPath != "" {
@@ -532,7 +566,7 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		ClusterDomain:        o.clusterDomain,
 		ResolvConf:           o.resolvConf,
 		Sources:              sources,
-		Published:            api.wake,
+		PublishedPod:         api.published,
 		VolumeAPI:            api.volumes(),
 		Events:               events,
 		NodeEvents:           api.nodeRecorder(),

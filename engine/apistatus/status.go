@@ -1,19 +1,43 @@
 // Package apistatus writes what the engine computes back to the API server,
 // as kubelet's status manager and mirror client do: it is an effect at the
-// edge, driven by the statuses the pod workers publish (engine.Pods) and by
-// where their pod machines are (engine.PodStopped); it never changes a
-// pod's lifecycle.
+// edge, driven by the pods the pod workers publish (engine.Config's
+// PublishedPod) and by where their pod machines are (engine.PodStopped);
+// it never changes a pod's lifecycle.
 //
 // Contracts:
-//   - An API pod's status is written through the status subresource only
-//     when it differs from the last one written for that UID. Each write is
-//     versioned (resourceVersion) and retried on conflict with a fresh read;
-//     a pod whose UID changed or that is gone is skipped. Conditions owned by
-//     others (PodScheduled, ...) are kept. Rate limiting is the client's
-//     (--kube-api-qps, --kube-api-burst).
-//   - Once nothing of a pod marked for deletion runs (engine.PodStopped), its
-//     final status (terminal phase, containers terminated) is written, and
-//     only once that write succeeded is its object deleted with grace
+//   - Dirty set: Published marks a pod UID dirty; a UID is queued once
+//     however often it is published, and when its turn comes the engine's
+//     newest status is read (Engine.Pod), so only the newest is written and
+//     none is lost. Workers (Config.Workers) write different pods at once;
+//     one pod is never written by two at a time.
+//   - Coalescing: a publish is written after Config.Batch (20 ms), so that
+//     the publishes of one sync make one write. A status that only says
+//     the pod is being created (Pending, containers ContainerCreating or
+//     PodInitializing, no error) is held until Config.PendingHold (5 s)
+//     after the pod's first publish, so that a pod Running within that
+//     needs one write, not two; one whose only news is a started container
+//     without readiness or startup probe not ready yet is held up to
+//     ReadySoonHold (1 s), as its Ready follows at once. Anything else (an
+//     error, Running and ready, a terminal phase) ends the hold. Once a
+//     being-created status was written, further ones (progress such as
+//     the sandbox ready) are not queued by a publish: the next other
+//     status or the next sweep carries them.
+//   - A write is a strategic merge patch of pods/status (kubelet's): the
+//     difference between the status the API server last acknowledged for
+//     that object (its answer to the previous write, else the pod cache's,
+//     else after a failure a fresh read) and the engine's status with the
+//     conditions others own (PodScheduled, readiness gates, ...) kept;
+//     metadata.uid is its precondition. A status that differs in nothing
+//     is not written. A pod that is gone or was replaced (another UID) is
+//     dropped.
+//   - A failed write (API server unreachable, 5xx, a refused credential)
+//     is retried with exponential backoff per pod (client-go workqueue's
+//     rate limiter, 100 ms doubling to 10 s), reading the newest status
+//     again. A run of failures is logged once (apierr.Once). Rate limiting
+//     of requests is the client's (--kube-api-qps, --kube-api-burst).
+//   - Once nothing of a pod marked for deletion runs (engine.PodStopped),
+//     its final status (terminal phase, containers terminated) is written,
+//     and only once that write succeeded is its object deleted with grace
 //     period 0 and a UID precondition.
 //   - A static pod (file or URL source) gets a mirror pod of the same name:
 //     annotation kubernetes.io/config.mirror = its config hash, an owner
@@ -21,29 +45,33 @@
 //     whose hash differs (the manifest changed) is replaced; one whose static
 //     pod is gone is deleted once every source delivered its first snapshot.
 //     The static pod's status is written to its mirror pod.
+//   - At the start, every Resync (10 s) and on Wake, a sweep marks every declared pod and
+//     every API pod marked for deletion dirty (unchanged ones cost no
+//     request) and deletes orphaned mirror pods.
 //
 // # Usage
 //
 //	m := apistatus.New(apistatus.Config{Client: cs, Engine: eng, Pods: watch, NodeName: n, NodeUID: nd.UID})
-//	engine.Config{Published: m.Wake}
+//	engine.Config{PublishedPod: m.Published}
 //	go m.Run(ctx)
 package apistatus
 
 import (
 	"context"
 	"log/slog"
-	"reflect"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 
+	"github.com/speclet/speclet/engine/apierr"
 	"github.com/speclet/speclet/engine/config"
 )
 
@@ -51,6 +79,9 @@ import (
 type Engine interface {
 	// Pods are the declared pods with their current status.
 	Pods() []*v1.Pod
+	// Pod is declared pod uid with its current status; nil when it is not
+	// declared (marked for deletion, gone) or published nothing yet.
+	Pod(uid types.UID) *v1.Pod
 	// PodStopped reports that nothing of the pod runs (its machine is
 	// terminated or finished, or it has no worker) and gives the status
 	// published since (nil when it has no worker).
@@ -65,6 +96,14 @@ type PodCache interface {
 	ListPods() []*v1.Pod
 }
 
+// Defaults of Config.
+const (
+	DefaultResync      = 10 * time.Second
+	DefaultBatch       = 20 * time.Millisecond
+	DefaultPendingHold = 5 * time.Second
+	DefaultWorkers     = 10
+)
+
 // Config configures a Manager.
 type Config struct {
 	Client   kubernetes.Interface
@@ -74,35 +113,67 @@ type Config struct {
 	// NodeUID is the registered Node's UID ("" before registration: no
 	// mirror pod is created until then).
 	NodeUID func() types.UID
-	// Resync is the period of a full pass without a wake-up (default 10 s).
+	// Resync is the period of a sweep without a wake-up (DefaultResync).
 	Resync time.Duration
-	Log    *slog.Logger
+	// Batch is how long a publish waits before its write (DefaultBatch).
+	Batch time.Duration
+	// PendingHold is how long after its first publish a pod's status is
+	// held while it is being created (DefaultPendingHold; negative: no
+	// hold at all).
+	PendingHold time.Duration
+	// Workers write different pods at once (DefaultWorkers).
+	Workers int
+	Log     *slog.Logger
 }
 
 // Manager writes statuses, deletes finished pods and keeps mirror pods.
 type Manager struct {
-	cfg  Config
-	log  *slog.Logger
-	wake chan struct{}
+	cfg   Config
+	log   *slog.Logger
+	wake  chan struct{}
+	queue workqueue.TypedRateLimitingInterface[types.UID]
+	fails *apierr.Once
 
-	mu      sync.Mutex
-	written map[types.UID]v1.PodStatus // last status written, by API (or mirror) UID
-	deleted map[types.UID]bool         // deletions sent
+	mu    sync.Mutex
+	names map[types.UID]string       // namespace/name of each pod UID seen (engine UIDs)
+	first map[types.UID]time.Time    // first publish, by engine UID (the Pending hold)
+	sent  map[types.UID]v1.PodStatus // the engine's status last written, by API (or mirror) UID
+	acked map[types.UID]v1.PodStatus // the API's status after the last write, by API (or mirror) UID
+	stale map[types.UID]bool         // the last write failed: read the object before the next
+	// sentCreating: the last status written only said the pod is being
+	// created, by engine UID.
+	sentCreating map[types.UID]bool
+	deleted      map[types.UID]bool // deletions sent
 }
 
 // New returns a Manager; Run starts it.
 func New(cfg Config) *Manager {
 	if cfg.Resync <= 0 {
-		cfg.Resync = 10 * time.Second
+		cfg.Resync = DefaultResync
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = DefaultBatch
+	}
+	if cfg.PendingHold == 0 {
+		cfg.PendingHold = DefaultPendingHold
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = DefaultWorkers
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
 	return &Manager{cfg: cfg, log: cfg.Log, wake: make(chan struct{}, 1),
-		written: map[types.UID]v1.PodStatus{}, deleted: map[types.UID]bool{}}
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](100*time.Millisecond, 10*time.Second),
+			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "pod-status"}),
+		fails: &apierr.Once{Log: cfg.Log, What: "write pod status"},
+		names: map[types.UID]string{}, first: map[types.UID]time.Time{},
+		sent: map[types.UID]v1.PodStatus{}, acked: map[types.UID]v1.PodStatus{},
+		stale: map[types.UID]bool{}, deleted: map[types.UID]bool{}, sentCreating: map[types.UID]bool{}}
 }
 
-// Wake asks for a pass soon; it never blocks (engine.Config.Published).
+// Wake asks for a sweep soon; it never blocks.
 func (m *Manager) Wake() {
 	select {
 	case m.wake <- struct{}{}:
@@ -110,232 +181,311 @@ func (m *Manager) Wake() {
 	}
 }
 
-// Run makes a pass on every wake-up and every Resync until ctx ends.
+// Published marks pod p dirty (engine.Config.PublishedPod); it never
+// blocks and does not keep p.
+func (m *Manager) Published(p *v1.Pod) { m.mark(p, false) }
+
+// mark queues p's UID; a sweep's (swept) is never skipped.
+func (m *Manager) mark(p *v1.Pod, swept bool) {
+	now := time.Now()
+	m.mu.Lock()
+	skip := !swept && creating(p) && m.sentCreating[p.UID] && m.cfg.PendingHold > 0
+	m.mu.Unlock()
+	if skip && m.cfg.Engine.Pod(p.UID) != nil {
+		// Progress while being created after such a status was written:
+		// carried by the next other status or the next sweep. (A pod no
+		// longer declared is being deleted: never skipped.)
+		return
+	}
+	m.mu.Lock()
+	m.names[p.UID] = p.Namespace + "/" + p.Name
+	first, ok := m.first[p.UID]
+	if !ok {
+		first = now
+		m.first[p.UID] = now
+	}
+	m.mu.Unlock()
+	delay := m.cfg.Batch
+	if p.DeletionTimestamp == nil && m.cfg.PendingHold > 0 {
+		switch {
+		case creating(p):
+			delay = max(delay, first.Add(m.cfg.PendingHold).Sub(now))
+		case readySoon(p):
+			delay = max(delay, ReadySoonHold)
+		}
+	}
+	m.queue.AddAfter(p.UID, delay)
+}
+
+// ReadySoonHold is how long a status is held whose only news is a started
+// container without a readiness or startup probe that is not ready yet
+// (it is within moments).
+const ReadySoonHold = time.Second
+
+// creating reports that p's status says only that it is being created:
+// Pending, and no container waits for another reason than
+// ContainerCreating or PodInitializing nor failed.
+func creating(p *v1.Pod) bool {
+	if p.Status.Phase != v1.PodPending {
+		return false
+	}
+	for _, cs := range append(append([]v1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing" {
+			return false
+		}
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// readySoon reports that p is Running and a running container without a
+// readiness or startup probe is not ready yet: it will be at its next
+// publish.
+func readySoon(p *v1.Pod) bool {
+	if p.Status.Phase != v1.PodRunning {
+		return false
+	}
+	probed := map[string]bool{}
+	for _, c := range p.Spec.Containers {
+		probed[c.Name] = c.ReadinessProbe != nil || c.StartupProbe != nil
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Running != nil && !cs.Ready && !probed[cs.Name] {
+			return true
+		}
+	}
+	return false
+}
+
+// Run runs the workers, and a sweep on every wake-up and every Resync,
+// until ctx ends.
 func (m *Manager) Run(ctx context.Context) {
+	defer m.queue.ShutDown()
+	for range m.cfg.Workers {
+		go m.worker(ctx)
+	}
 	t := time.NewTicker(m.cfg.Resync)
 	defer t.Stop()
 	for {
+		for _, p := range m.sweep(ctx) {
+			m.mark(p, true)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-m.wake:
 		case <-t.C:
 		}
-		m.pass(ctx)
 	}
 }
 
+func (m *Manager) worker(ctx context.Context) {
+	for {
+		uid, shutdown := m.queue.Get()
+		if shutdown {
+			return
+		}
+		if err := m.sync(ctx, uid); err != nil && ctx.Err() == nil {
+			m.queue.AddRateLimited(uid)
+		} else {
+			m.queue.Forget(uid)
+		}
+		m.queue.Done(uid)
+	}
+}
+
+// pass sweeps and writes every dirty pod now, in order (tests).
 func (m *Manager) pass(ctx context.Context) {
-	live := map[types.UID]bool{}
+	for _, p := range m.sweep(ctx) {
+		_ = m.sync(ctx, p.UID)
+	}
+}
+
+// sweep returns the pods to mark dirty: the declared ones and the API pods
+// marked for deletion. It deletes orphaned mirror pods and forgets what
+// it kept of pods that are neither.
+func (m *Manager) sweep(ctx context.Context) []*v1.Pod {
 	ready := m.cfg.Engine.SourcesReady()
 	statics := map[string]bool{}
-	for _, p := range m.cfg.Engine.Pods() {
+	live := map[types.UID]bool{}
+	out := m.cfg.Engine.Pods()
+	for _, p := range out {
+		live[p.UID] = true
 		if config.IsStatic(p) {
 			statics[p.Namespace+"/"+p.Name] = true
 		}
-		if ctx.Err() != nil {
-			return
-		}
-		target := p
-		if config.IsStatic(p) {
-			mirror := m.mirror(ctx, p)
-			if mirror == nil {
-				continue
-			}
-			target = mirror
-		} else {
-			live[p.UID] = true
-		}
-		m.writeStatus(ctx, target, p.Status)
-		live[target.UID] = true
 	}
-	// A pod marked for deletion leaves the engine's pods at once; its
-	// object goes once nothing of it runs.
 	for _, p := range m.cfg.Pods.ListPods() {
+		live[p.UID] = true // a mirror pod's UID keys sent and acked
 		if p.Annotations[config.AnnotationMirror] != "" {
 			// A mirror pod whose static pod is gone goes too, once the
 			// sources are complete.
-			if ready && p.DeletionTimestamp == nil && !statics[p.Namespace+"/"+p.Name] {
+			if ready && p.DeletionTimestamp == nil && !statics[p.Namespace+"/"+p.Name] && ctx.Err() == nil {
 				m.deleteMirror(ctx, p, "orphaned mirror pod deleted")
 			}
 			continue
 		}
-		if p.DeletionTimestamp == nil {
-			continue
+		if p.DeletionTimestamp != nil {
+			out = append(out, p)
 		}
-		live[p.UID] = true
-		final, stopped := m.cfg.Engine.PodStopped(p.UID)
-		if !stopped {
-			continue
-		}
-		if final != nil && !m.writeStatus(ctx, p, final.Status) {
-			continue // the final status first; retried at the next pass
-		}
-		m.deleteFinished(ctx, p)
 	}
 	m.mu.Lock()
-	for uid := range m.written {
-		if !live[uid] {
-			delete(m.written, uid)
-		}
+	for _, p := range out {
+		m.names[p.UID] = p.Namespace + "/" + p.Name
 	}
-	for uid := range m.deleted {
-		if !live[uid] {
-			delete(m.deleted, uid)
-		}
-	}
-	m.mu.Unlock()
-}
-
-// writeStatus writes st to the API object target (same UID) unless it is
-// what was written last. It reports whether the API object now has st (or
-// is gone).
-func (m *Manager) writeStatus(ctx context.Context, target *v1.Pod, st v1.PodStatus) bool {
-	m.mu.Lock()
-	last, ok := m.written[target.UID]
-	m.mu.Unlock()
-	if ok && reflect.DeepEqual(last, st) {
-		return true
-	}
-	pods := m.cfg.Client.CoreV1().Pods(target.Namespace)
-	first := true
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur := m.cfg.Pods.GetPod(target.Namespace, target.Name)
-		if cur == nil || !first {
-			var err error
-			if cur, err = pods.Get(ctx, target.Name, metav1.GetOptions{}); err != nil {
-				return err
+	for _, mp := range []map[types.UID]bool{m.stale, m.deleted, m.sentCreating} {
+		for uid := range mp {
+			if !live[uid] {
+				delete(mp, uid)
 			}
 		}
-		first = false
-		if cur.UID != target.UID {
-			return apierrors.NewNotFound(v1.Resource("pods"), target.Name) // replaced: not ours
-		}
-		next := cur.DeepCopy()
-		next.Status = merge(cur.Status, st)
-		if reflect.DeepEqual(next.Status, cur.Status) {
-			return nil
-		}
-		_, err := pods.UpdateStatus(ctx, next, metav1.UpdateOptions{})
-		return err
-	})
-	switch {
-	case err == nil:
-		m.mu.Lock()
-		m.written[target.UID] = *st.DeepCopy()
-		m.mu.Unlock()
-	case apierrors.IsNotFound(err):
-	default:
-		if ctx.Err() == nil {
-			m.log.Error("write pod status", "pod", target.Namespace+"/"+target.Name, "uid", target.UID, "err", err)
-		}
-		return false
 	}
-	return true
-}
-
-// merge is the engine's status with the conditions others own kept.
-func merge(api, ours v1.PodStatus) v1.PodStatus {
-	out := *ours.DeepCopy()
-	have := map[v1.PodConditionType]bool{}
-	for _, c := range out.Conditions {
-		have[c.Type] = true
-	}
-	for _, c := range api.Conditions {
-		if !have[c.Type] {
-			out.Conditions = append(out.Conditions, c)
+	for _, mp := range []map[types.UID]v1.PodStatus{m.sent, m.acked} {
+		for uid := range mp {
+			if !live[uid] {
+				delete(mp, uid)
+			}
 		}
 	}
-	if out.NominatedNodeName == "" {
-		out.NominatedNodeName = api.NominatedNodeName
+	for uid := range m.names {
+		if !live[uid] {
+			delete(m.names, uid)
+			delete(m.first, uid)
+		}
 	}
-	if out.QOSClass == "" {
-		out.QOSClass = api.QOSClass
-	}
+	m.mu.Unlock()
 	return out
 }
 
-func (m *Manager) deleteFinished(ctx context.Context, p *v1.Pod) {
+// sync writes pod uid's newest status, or, once it stopped after being
+// marked for deletion, its final status and then the deletion. An error
+// means: retry with backoff.
+func (m *Manager) sync(ctx context.Context, uid types.UID) error {
+	if p := m.cfg.Engine.Pod(uid); p != nil {
+		target := m.cfg.Pods.GetPod(p.Namespace, p.Name)
+		if config.IsStatic(p) {
+			target = m.mirror(ctx, p)
+		}
+		if target == nil || (!config.IsStatic(p) && target.UID != uid) {
+			return nil // not (yet) in the API: the next sweep
+		}
+		return m.write(ctx, uid, target, p.Status)
+	}
+	m.mu.Lock()
+	key, ok := m.names[uid]
+	m.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	ns, name, _ := splitKey(key)
+	cur := m.cfg.Pods.GetPod(ns, name)
+	if cur == nil || cur.UID != uid || cur.DeletionTimestamp == nil {
+		return nil
+	}
+	final, stopped := m.cfg.Engine.PodStopped(uid)
+	if !stopped {
+		return nil // published again once it stopped
+	}
+	if final != nil {
+		if err := m.write(ctx, uid, cur, final.Status); err != nil {
+			return err // the final status first
+		}
+	}
+	return m.deleteFinished(ctx, cur)
+}
+
+func splitKey(key string) (ns, name string, ok bool) {
+	for i := range len(key) {
+		if key[i] == '/' {
+			return key[:i], key[i+1:], true
+		}
+	}
+	return "", key, false
+}
+
+// write patches st onto API object target (engine pod uid) unless it is
+// what was written last or changes nothing. nil: the API object has st,
+// or is gone or replaced.
+func (m *Manager) write(ctx context.Context, uid types.UID, target *v1.Pod, st v1.PodStatus) error {
+	m.mu.Lock()
+	last, written := m.sent[target.UID]
+	base, acked := m.acked[target.UID]
+	stale := m.stale[target.UID]
+	m.mu.Unlock()
+	if written && apiequality.Semantic.DeepEqual(last, st) {
+		return nil
+	}
+	pods := m.cfg.Client.CoreV1().Pods(target.Namespace)
+	key := target.Namespace + "/" + target.Name
+	if stale {
+		// A failed write may have landed: read what the API has.
+		cur, err := pods.Get(ctx, target.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || err == nil && cur.UID != target.UID {
+			return nil
+		}
+		if err != nil {
+			m.fails.Fail(err, "pod", key, "uid", target.UID)
+			return err
+		}
+		base, acked = cur.Status, true
+	}
+	if !acked {
+		base = target.Status
+	}
+	patch, err := statusPatch(target.UID, base, merge(base, st))
+	if err != nil {
+		m.log.Error("write pod status", "pod", key, "uid", target.UID, "err", err)
+		return nil // not retried: the same status makes the same error
+	}
+	got := &v1.Pod{Status: base}
+	if patch != nil {
+		got, err = pods.Patch(ctx, target.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+		switch {
+		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+			return nil // gone, or replaced (the UID precondition)
+		case err != nil:
+			m.mu.Lock()
+			m.stale[target.UID] = true
+			m.mu.Unlock()
+			if ctx.Err() == nil {
+				m.fails.Fail(err, "pod", key, "uid", target.UID)
+			}
+			return err
+		}
+		m.fails.OK()
+	}
+	m.mu.Lock()
+	m.sent[target.UID] = *st.DeepCopy()
+	m.acked[target.UID] = got.Status
+	delete(m.stale, target.UID)
+	m.sentCreating[uid] = st.Phase == v1.PodPending && creating(&v1.Pod{Status: st})
+	m.mu.Unlock()
+	return nil
+}
+
+func (m *Manager) deleteFinished(ctx context.Context, p *v1.Pod) error {
 	m.mu.Lock()
 	done := m.deleted[p.UID]
-	m.deleted[p.UID] = true
 	m.mu.Unlock()
 	if done {
-		return
+		return nil
 	}
 	err := m.cfg.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: ptr.To[int64](0),
 		Preconditions:      metav1.NewUIDPreconditions(string(p.UID)),
 	})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		m.mu.Lock()
-		delete(m.deleted, p.UID) // retry at the next pass
-		m.mu.Unlock()
-		m.log.Error("delete terminated pod", "pod", p.Namespace+"/"+p.Name, "uid", p.UID, "err", err)
-		return
+		if ctx.Err() == nil {
+			m.fails.Fail(err, "pod", p.Namespace+"/"+p.Name, "uid", p.UID)
+		}
+		return err
 	}
+	m.fails.OK()
+	m.mu.Lock()
+	m.deleted[p.UID] = true
+	m.mu.Unlock()
 	m.log.Info("pod object deleted", "pod", p.Namespace+"/"+p.Name, "uid", p.UID)
-}
-
-// deleteMirror deletes mirror pod p (grace 0, UID precondition).
-func (m *Manager) deleteMirror(ctx context.Context, p *v1.Pod, what string) {
-	err := m.cfg.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0), Preconditions: metav1.NewUIDPreconditions(string(p.UID))})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		m.log.Error("delete mirror pod", "pod", p.Namespace+"/"+p.Name, "err", err)
-		return
-	}
-	m.log.Info(what, "pod", p.Namespace+"/"+p.Name, "uid", p.UID)
-}
-
-// mirror returns the mirror pod of static pod p, creating or replacing it
-// as needed; nil while it does not exist (yet).
-func (m *Manager) mirror(ctx context.Context, p *v1.Pod) *v1.Pod {
-	nodeUID := m.cfg.NodeUID()
-	if nodeUID == "" {
-		return nil
-	}
-	hash := p.Annotations[config.AnnotationHash]
-	pods := m.cfg.Client.CoreV1().Pods(p.Namespace)
-	cur := m.cfg.Pods.GetPod(p.Namespace, p.Name)
-	if cur != nil {
-		if cur.DeletionTimestamp != nil {
-			return nil // going; created again once gone
-		}
-		if cur.Annotations[config.AnnotationMirror] == hash {
-			return cur
-		}
-		if cur.Annotations[config.AnnotationMirror] == "" {
-			m.log.Error("static pod has no mirror pod: an API pod of the same name exists", "pod", p.Namespace+"/"+p.Name)
-			return nil
-		}
-		m.deleteMirror(ctx, cur, "outdated mirror pod deleted")
-		return nil
-	}
-	mp := &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: p.Name, Namespace: p.Namespace, Labels: p.Labels,
-			Annotations: map[string]string{},
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: "v1", Kind: "Node", Name: m.cfg.NodeName, UID: nodeUID, Controller: ptr.To(true),
-			}},
-		},
-		Spec: *p.Spec.DeepCopy(),
-	}
-	for k, v := range p.Annotations {
-		if k != config.AnnotationSeen {
-			mp.Annotations[k] = v
-		}
-	}
-	mp.Annotations[config.AnnotationMirror] = hash
-	mp.Spec.NodeName = m.cfg.NodeName
-	created, err := pods.Create(ctx, mp, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		return nil // the cache is behind; next pass
-	}
-	if err != nil {
-		m.log.Error("create mirror pod", "pod", p.Namespace+"/"+p.Name, "err", err)
-		return nil
-	}
-	m.log.Info("mirror pod created", "pod", p.Namespace+"/"+p.Name, "uid", created.UID)
-	return created
+	return nil
 }

@@ -2,6 +2,7 @@ package apistatus
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 
@@ -51,8 +52,9 @@ type fakeEngine struct {
 	stopped bool
 }
 
-func (f *fakeEngine) Pods() []*v1.Pod    { return nil }
-func (f *fakeEngine) SourcesReady() bool { return true }
+func (f *fakeEngine) Pods() []*v1.Pod       { return nil }
+func (f *fakeEngine) Pod(types.UID) *v1.Pod { return nil }
+func (f *fakeEngine) SourcesReady() bool    { return true }
 func (f *fakeEngine) PodStopped(types.UID) (*v1.Pod, bool) {
 	return f.final, f.stopped
 }
@@ -107,13 +109,19 @@ func TestFinalStatusBeforeDelete(t *testing.T) {
 		switch act := a.(type) {
 		case k8stesting.UpdateAction:
 			p := act.GetObject().(*v1.Pod)
-			writes = append(writes, fmt.Sprintf("update %s phase=%s", act.GetSubresource(), p.Status.Phase))
+			writes = append(writes, fmt.Sprintf("write %s phase=%s", act.GetSubresource(), p.Status.Phase))
+		case k8stesting.PatchAction:
+			var p v1.Pod
+			if err := json.Unmarshal(act.GetPatch(), &p); err != nil {
+				t.Fatal(err)
+			}
+			writes = append(writes, fmt.Sprintf("write %s phase=%s", act.GetSubresource(), p.Status.Phase))
 		case k8stesting.DeleteAction:
 			o := act.GetDeleteOptions()
 			writes = append(writes, fmt.Sprintf("delete grace=%d uid=%s", *o.GracePeriodSeconds, *o.Preconditions.UID))
 		}
 	}
-	want := []string{"update status phase=Succeeded", "delete grace=0 uid=u1"}
+	want := []string{"write status phase=Succeeded", "delete grace=0 uid=u1"}
 	if fmt.Sprint(writes) != fmt.Sprint(want) {
 		t.Errorf("writes %q, want %q", writes, want)
 	}

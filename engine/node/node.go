@@ -9,12 +9,18 @@
 //     daemonEndpoints.kubeletEndpoint.port. It retries with backoff (1 s
 //     doubling to 30 s) while the API server is unreachable; a refused
 //     credential (401/403) is logged as such on every attempt.
-//   - Every StatusPeriod (10 s) the Node's conditions are written: Ready
-//     follows Health (runtime and PLEG health), MemoryPressure, DiskPressure
-//     and PIDPressure are the eviction manager's (Config.Pressure), or,
+//   - Every StatusPeriod (--node-status-update-frequency, 10 s) the Node's
+//     status is computed against the Node as the API server's cache has it
+//     (a get with resourceVersion 0, as kubelet): Ready follows Health
+//     (runtime and PLEG health), MemoryPressure, DiskPressure and
+//     PIDPressure are the eviction manager's (Config.Pressure), or,
 //     without one, the machine compared with kubelet's default hard
-//     eviction thresholds (memory.available < 100Mi, nodefs.available < 10%,
-//     pids available < 10%).
+//     eviction thresholds (memory.available < 100Mi, nodefs.available <
+//     10%, pids available < 10%). It is written only when something but
+//     the conditions' heartbeat times changed, or ReportPeriod
+//     (--node-status-report-frequency, 5 m) after the last write, as a
+//     strategic merge patch of nodes/status (kubelet's PatchNodeStatus);
+//     status fields others own (volumesAttached, images, ...) are kept.
 //   - Each written condition change is recorded as kubelet's node status
 //     event (Config.Event), "Node <name> status is now: <reason>":
 //     NodeHasSufficientMemory / NodeHasInsufficientMemory,
@@ -22,8 +28,14 @@
 //     NodeHasInsufficientPID when the pressure condition is new or changes;
 //     NodeReady / NodeNotReady when an existing Ready condition changes. It
 //     is recorded once the status write succeeded.
-//   - The Lease kube-node-lease/<node> is renewed every LeasePeriod (10 s)
-//     with LeaseDuration (40 s), owned by the Node.
+//   - The Lease kube-node-lease/<node> is renewed every LeasePeriod
+//     (kubelet's: a quarter of LeaseDuration, 10 s of 40 s) with
+//     LeaseDuration (--node-lease-duration-seconds), owned by the Node: one
+//     update of the Lease last written; it is read again only after a
+//     failure (and created when missing).
+//   - Failures of registration, status and Lease writes are logged once
+//     per run (apierr.Once), naming an unreachable API server or a refused
+//     credential.
 //   - The node only ever reads its own Node object (a field selector or a
 //     get by name): the Node authorizer refuses anything else.
 //
@@ -37,6 +49,7 @@ package node
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -49,21 +62,27 @@ import (
 
 	coordv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/speclet/speclet/engine/apierr"
 	"github.com/speclet/speclet/engine/cgroups"
 )
 
 // Defaults, kubelet's.
 const (
 	DefaultStatusPeriod  = 10 * time.Second
-	DefaultLeasePeriod   = 10 * time.Second
+	DefaultReportPeriod  = 5 * time.Minute
 	DefaultLeaseDuration = 40 * time.Second
+	// LeaseRenewFraction is kubelet's renew interval of the Lease, as a
+	// fraction of its duration.
+	LeaseRenewFraction = 0.25
 	// LeaseNamespace holds the node leases.
 	LeaseNamespace = "kube-node-lease"
 )
@@ -103,18 +122,25 @@ type Config struct {
 	// Event, when set, records an event about the node: kubelet's
 	// condition transition events (below). It must not block.
 	Event func(eventType, reason, message string)
-	// StatusPeriod, LeasePeriod and LeaseDuration default to kubelet's.
-	StatusPeriod, LeasePeriod, LeaseDuration time.Duration
-	Log                                      *slog.Logger
+	// StatusPeriod, ReportPeriod and LeaseDuration default to kubelet's;
+	// LeasePeriod to LeaseRenewFraction of LeaseDuration.
+	StatusPeriod, ReportPeriod, LeasePeriod, LeaseDuration time.Duration
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	Log *slog.Logger
 }
 
 // Node keeps one Node object and its Lease.
 type Node struct {
-	cfg  Config
-	log  *slog.Logger
-	mu   sync.Mutex
-	uid  types.UID
-	last *v1.Node // the Node as last written
+	cfg                   Config
+	log                   *slog.Logger
+	regFails, statusFails *apierr.Once
+	leaseFails            *apierr.Once
+	reported              time.Time      // last status write
+	lease                 *coordv1.Lease // the Lease as last written; nil: read it
+	mu                    sync.Mutex
+	uid                   types.UID
+	last                  *v1.Node // the Node as last written or read
 }
 
 // New returns a keeper for cfg.Name; Run starts it.
@@ -122,16 +148,25 @@ func New(cfg Config) *Node {
 	if cfg.StatusPeriod <= 0 {
 		cfg.StatusPeriod = DefaultStatusPeriod
 	}
-	if cfg.LeasePeriod <= 0 {
-		cfg.LeasePeriod = DefaultLeasePeriod
+	if cfg.ReportPeriod <= 0 {
+		cfg.ReportPeriod = DefaultReportPeriod
 	}
 	if cfg.LeaseDuration <= 0 {
 		cfg.LeaseDuration = DefaultLeaseDuration
 	}
+	if cfg.LeasePeriod <= 0 {
+		cfg.LeasePeriod = time.Duration(float64(cfg.LeaseDuration) * LeaseRenewFraction)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Node{cfg: cfg, log: cfg.Log}
+	return &Node{cfg: cfg, log: cfg.Log,
+		regFails:    &apierr.Once{Log: cfg.Log, What: "register node " + cfg.Name},
+		statusFails: &apierr.Once{Log: cfg.Log, What: "update node status of " + cfg.Name},
+		leaseFails:  &apierr.Once{Log: cfg.Log, What: "renew node lease of " + cfg.Name}}
 }
 
 // UID is the registered Node's UID, "" before registration.
@@ -169,34 +204,28 @@ func (n *Node) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if err := n.updateStatus(ctx); err != nil && ctx.Err() == nil {
-			n.log.Error("update node status", "node", n.cfg.Name, "err", describe(err))
+		if _, err := n.updateStatus(ctx); err != nil {
+			if ctx.Err() == nil {
+				n.statusFails.Fail(err, "node", n.cfg.Name)
+			}
+		} else {
+			n.statusFails.OK()
 		}
 	}
-}
-
-// describe names a refused credential plainly.
-func describe(err error) error {
-	switch {
-	case apierrors.IsUnauthorized(err):
-		return fmt.Errorf("the API server refused speclet's credentials (401 Unauthorized; check --kubeconfig's token or client certificate): %w", err)
-	case apierrors.IsForbidden(err):
-		return fmt.Errorf("the API server forbids it (403; speclet must authenticate as system:node:<node-name> in group system:nodes): %w", err)
-	}
-	return err
 }
 
 func (n *Node) register(ctx context.Context) bool {
 	for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
 		err := n.tryRegister(ctx)
 		if err == nil {
+			n.regFails.OK()
 			n.log.Info("node registered", "node", n.cfg.Name, "uid", n.UID())
 			return true
 		}
 		if ctx.Err() != nil {
 			return false
 		}
-		n.log.Error("register node; retrying", "node", n.cfg.Name, "retry-in", delay, "err", describe(err))
+		n.regFails.Fail(err, "node", n.cfg.Name, "retry-in", delay)
 		select {
 		case <-ctx.Done():
 			return false
@@ -227,9 +256,11 @@ func (n *Node) tryRegister(ctx context.Context) error {
 		return fmt.Errorf("create node: %w", err)
 	}
 	n.mu.Lock()
-	n.uid = got.UID
+	n.uid, n.last = got.UID, got
 	n.mu.Unlock()
-	return n.updateStatus(ctx)
+	n.reported = time.Time{}
+	_, err = n.updateStatus(ctx)
+	return err
 }
 
 func (n *Node) object(ctx context.Context) *v1.Node {
@@ -270,7 +301,7 @@ func (n *Node) status(ctx context.Context, prev []v1.NodeCondition) v1.NodeStatu
 			rtName, rtVersion = name, ver
 		}
 	}
-	now := metav1.Now()
+	now := metav1.NewTime(n.cfg.Now())
 	return v1.NodeStatus{
 		Capacity:    capacity,
 		Allocatable: allocatable,
@@ -408,35 +439,93 @@ func transitionEvents(prev, next []v1.NodeCondition) []string {
 	return out
 }
 
-func (n *Node) updateStatus(ctx context.Context) error {
+// updateStatus computes the Node's status and writes it when it changed
+// or ReportPeriod passed; it reports whether it wrote.
+func (n *Node) updateStatus(ctx context.Context) (bool, error) {
 	nodes := n.cfg.Client.CoreV1().Nodes()
-	cur, err := nodes.Get(ctx, n.cfg.Name, metav1.GetOptions{})
+	// The API server's cache, as kubelet reads it: a write that changes
+	// nothing is skipped, and a condition others set (the node lifecycle
+	// controller's Unknown) is seen.
+	cur, err := nodes.Get(ctx, n.cfg.Name, metav1.GetOptions{ResourceVersion: "0"})
 	if err != nil {
-		return fmt.Errorf("get node: %w", err)
+		return false, fmt.Errorf("get node: %w", err)
 	}
 	prev := cur.Status.Conditions
-	cur.Status = n.status(ctx, prev)
-	got, err := nodes.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
-	if err != nil {
-		return fmt.Errorf("write node status: %w", err)
+	mine := n.status(ctx, prev)
+	next := cur.DeepCopy()
+	next.Status.Capacity, next.Status.Allocatable = mine.Capacity, mine.Allocatable
+	next.Status.Addresses, next.Status.DaemonEndpoints = mine.Addresses, mine.DaemonEndpoints
+	next.Status.NodeInfo, next.Status.Conditions = mine.NodeInfo, mine.Conditions
+	now := n.cfg.Now()
+	if !statusChanged(cur.Status, next.Status) && !n.reported.IsZero() && now.Sub(n.reported) < n.cfg.ReportPeriod {
+		n.mu.Lock()
+		n.uid, n.last = cur.UID, cur
+		n.mu.Unlock()
+		return false, nil
 	}
+	patch, err := nodeStatusPatch(cur, next)
+	if err != nil {
+		return false, err
+	}
+	got, err := nodes.Patch(ctx, n.cfg.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil {
+		return false, fmt.Errorf("write node status: %w", err)
+	}
+	n.reported = now
 	if n.cfg.Event != nil {
-		for _, reason := range transitionEvents(prev, cur.Status.Conditions) {
+		for _, reason := range transitionEvents(prev, next.Status.Conditions) {
 			n.cfg.Event(v1.EventTypeNormal, reason, fmt.Sprintf("Node %s status is now: %s", n.cfg.Name, reason))
 		}
 	}
 	n.mu.Lock()
 	n.uid, n.last = got.UID, got
 	n.mu.Unlock()
-	return nil
+	return true, nil
+}
+
+// statusChanged is kubelet's nodeStatusHasChanged: anything but the
+// conditions' heartbeat times differs.
+func statusChanged(old, next v1.NodeStatus) bool {
+	strip := func(s v1.NodeStatus) v1.NodeStatus {
+		s = *s.DeepCopy()
+		for i := range s.Conditions {
+			s.Conditions[i].LastHeartbeatTime = metav1.Time{}
+		}
+		return s
+	}
+	return !apiequality.Semantic.DeepEqual(strip(old), strip(next))
+}
+
+// nodeStatusPatch is kubelet's node status patch: the two-way strategic
+// merge patch from old to next. next is old with another status, so the
+// patch holds the status only (no resourceVersion: it does not fail on a
+// Node changed since).
+func nodeStatusPatch(old, next *v1.Node) ([]byte, error) {
+	oldJSON, err := json.Marshal(old)
+	if err != nil {
+		return nil, fmt.Errorf("marshal node: %w", err)
+	}
+	nextJSON, err := json.Marshal(next)
+	if err != nil {
+		return nil, fmt.Errorf("marshal node: %w", err)
+	}
+	patch, err := strategicpatch.CreateTwoWayMergePatch(oldJSON, nextJSON, v1.Node{})
+	if err != nil {
+		return nil, fmt.Errorf("make node status patch: %w", err)
+	}
+	return patch, nil
 }
 
 func (n *Node) leaseLoop(ctx context.Context) {
 	t := time.NewTicker(n.cfg.LeasePeriod)
 	defer t.Stop()
 	for {
-		if err := n.renewLease(ctx); err != nil && ctx.Err() == nil {
-			n.log.Error("renew node lease", "node", n.cfg.Name, "err", describe(err))
+		if err := n.renewLease(ctx); err != nil {
+			if ctx.Err() == nil {
+				n.leaseFails.Fail(err, "node", n.cfg.Name)
+			}
+		} else {
+			n.leaseFails.OK()
 		}
 		select {
 		case <-ctx.Done():
@@ -446,32 +535,48 @@ func (n *Node) leaseLoop(ctx context.Context) {
 	}
 }
 
+// renewLease updates the Lease last written (one request); after a
+// failure, or the first time, it reads it (creating it when missing).
 func (n *Node) renewLease(ctx context.Context) error {
 	leases := n.cfg.Client.CoordinationV1().Leases(LeaseNamespace)
-	now := metav1.NewMicroTime(time.Now())
-	l, err := leases.Get(ctx, n.cfg.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		l = &coordv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: n.cfg.Name, Namespace: LeaseNamespace, OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: "v1", Kind: "Node", Name: n.cfg.Name, UID: n.UID(),
-			}}},
-			Spec: coordv1.LeaseSpec{
-				HolderIdentity:       ptr.To(n.cfg.Name),
-				LeaseDurationSeconds: ptr.To(int32(n.cfg.LeaseDuration / time.Second)),
-				RenewTime:            &now,
-			},
+	now := metav1.NewMicroTime(n.cfg.Now())
+	l := n.lease
+	n.lease = nil // kept again once written
+	if l == nil {
+		got, err := leases.Get(ctx, n.cfg.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			got = &coordv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Name: n.cfg.Name, Namespace: LeaseNamespace, OwnerReferences: []metav1.OwnerReference{{
+					APIVersion: "v1", Kind: "Node", Name: n.cfg.Name, UID: n.UID(),
+				}}},
+				Spec: coordv1.LeaseSpec{
+					HolderIdentity:       ptr.To(n.cfg.Name),
+					LeaseDurationSeconds: ptr.To(int32(n.cfg.LeaseDuration / time.Second)),
+					RenewTime:            &now,
+				},
+			}
+			created, err := leases.Create(ctx, got, metav1.CreateOptions{})
+			if err != nil {
+				return fmt.Errorf("create lease: %w", err)
+			}
+			n.lease = created
+			return nil
 		}
-		_, err = leases.Create(ctx, l, metav1.CreateOptions{})
-		return err
+		if err != nil {
+			return fmt.Errorf("get lease: %w", err)
+		}
+		l = got
 	}
-	if err != nil {
-		return err
-	}
+	l = l.DeepCopy()
 	l.Spec.HolderIdentity = ptr.To(n.cfg.Name)
 	l.Spec.LeaseDurationSeconds = ptr.To(int32(n.cfg.LeaseDuration / time.Second))
 	l.Spec.RenewTime = &now
-	_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
-	return err
+	got, err := leases.Update(ctx, l, metav1.UpdateOptions{})
+	if err != nil {
+		return fmt.Errorf("update lease: %w", err)
+	}
+	n.lease = got
+	return nil
 }
 
 func readTrim(path string) string {

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +11,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 func find(cs []v1.NodeCondition, t v1.NodeConditionType) v1.NodeCondition {
@@ -178,7 +181,7 @@ func TestStatusWriteRecordsEvents(t *testing.T) {
 	step := func(want ...string) {
 		t.Helper()
 		got = nil
-		if err := n.updateStatus(ctx); err != nil {
+		if _, err := n.updateStatus(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -194,4 +197,83 @@ func TestStatusWriteRecordsEvents(t *testing.T) {
 	step()
 	pressured = false
 	step("Normal NodeHasSufficientMemory: Node node-a status is now: NodeHasSufficientMemory")
+}
+
+// TestNodeStatusWrittenOnChangeOrReport: the status computed every update
+// period is written (a strategic merge patch of nodes/status) the first
+// time, then only when something but the heartbeat changed or the report
+// period passed since the last write; volumesAttached, which the
+// attach-detach controller owns, is kept. The Lease is renewed with one
+// update each time once it exists.
+func TestNodeStatusWrittenOnChangeOrReport(t *testing.T) {
+	cs := fake.NewSimpleClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"},
+		Status: v1.NodeStatus{VolumesAttached: []v1.AttachedVolume{{Name: "kubernetes.io/csi/vol", DevicePath: "/dev/x"}}}})
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	healthy := error(nil)
+	n := New(Config{Client: cs, Name: "node-a", IP: "127.0.0.1", MaxPods: 10,
+		Capacity: v1.ResourceList{v1.ResourceMemory: resource.MustParse("1Gi")},
+		Pressure: func() map[v1.NodeConditionType]bool { return nil },
+		Health:   func() error { return healthy },
+		Now:      func() time.Time { return now },
+	})
+	ctx := context.Background()
+	var wrote []bool
+	for i, step := range []func(){
+		func() {}, // first: written
+		func() { now = now.Add(10 * time.Second) },             // unchanged: not
+		func() { now = now.Add(10 * time.Second) },             // unchanged: not
+		func() { healthy = errors.New("PLEG is not healthy") }, // Ready changes: written
+		func() { now = now.Add(4 * time.Minute) },              // unchanged, 4m since: not
+		func() { now = now.Add(time.Minute) },                  // 5m since the last write: written
+	} {
+		step()
+		w, err := n.updateStatus(ctx)
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		wrote = append(wrote, w)
+	}
+	if want := []bool{true, false, false, true, false, true}; fmt.Sprint(wrote) != fmt.Sprint(want) {
+		t.Errorf("written %v, want %v", wrote, want)
+	}
+	var writes []string
+	for _, a := range cs.Actions() {
+		if a.GetVerb() == "get" {
+			continue
+		}
+		p, ok := a.(k8stesting.PatchAction)
+		if !ok || p.GetSubresource() != "status" || p.GetPatchType() != types.StrategicMergePatchType {
+			t.Errorf("%s %s/%s, want strategic merge patches of nodes/status", a.GetVerb(), a.GetResource().Resource, a.GetSubresource())
+			continue
+		}
+		writes = append(writes, string(p.GetPatch()))
+	}
+	if len(writes) != 3 {
+		t.Errorf("%d node status writes, want 3", len(writes))
+	}
+	got, _ := cs.CoreV1().Nodes().Get(ctx, "node-a", metav1.GetOptions{})
+	if len(got.Status.VolumesAttached) != 1 {
+		t.Errorf("volumesAttached %v, want the controller's kept", got.Status.VolumesAttached)
+	}
+	if ready := got.Status.Conditions[3]; ready.Type != v1.NodeReady || ready.Status != v1.ConditionFalse || !ready.LastHeartbeatTime.Time.Equal(now) {
+		t.Errorf("Ready %+v, want False with heartbeat %s", ready, now)
+	}
+
+	cs.ClearActions()
+	for range 3 {
+		if err := n.renewLease(ctx); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(n.cfg.LeasePeriod)
+	}
+	var verbs []string
+	for _, a := range cs.Actions() {
+		verbs = append(verbs, a.GetVerb())
+	}
+	if want := "get create update update"; strings.Join(verbs, " ") != want {
+		t.Errorf("lease requests %q, want %q", strings.Join(verbs, " "), want)
+	}
+	if n.cfg.LeasePeriod != 10*time.Second {
+		t.Errorf("lease renew period %s, want 10s (0.25 of 40s)", n.cfg.LeasePeriod)
+	}
 }

@@ -646,14 +646,14 @@ spec:
 		}
 		defer n.Stop()
 		deadline := time.Now().Add(30 * time.Second)
-		for !strings.Contains(n.LogTail(200), "register node; retrying") {
+		for !strings.Contains(n.LogTail(200), "register node node-bad failed") {
 			if time.Now().After(deadline) {
 				t.Fatalf("no registration error logged within 30s; log:\n%s", n.LogTail(40))
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
 		log := n.LogTail(200)
-		if !strings.Contains(log, "refused speclet's credentials") && !strings.Contains(log, "forbids it") {
+		if !strings.Contains(log, "refused the node's credentials") && !strings.Contains(log, "forbids it") {
 			t.Errorf("the registration error does not say the credentials were refused; log:\n%s", log)
 		}
 		if _, err := e.admin.CoreV1().Nodes().Get(ctx, "node-bad", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
