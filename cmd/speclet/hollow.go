@@ -96,7 +96,8 @@ func parseHollowFlags(args []string, stderr io.Writer) (*hollowOptions, error) {
 // run flags after -- and what hollow sets. Parsed by parseRunFlags, so a
 // hollow node has speclet run's defaults and checks.
 func (o *hollowOptions) nodeRunOptions(i int) (*runOptions, error) {
-	args := append([]string{}, o.runArgs...)
+	// --node-ip defaults to loopback: hollow nodes share this machine.
+	args := append([]string{"--node-ip", "127.0.0.1"}, o.runArgs...)
 	args = append(args, "--runtime", "sim", "--node-name", hollowNodeName(i),
 		"--root-dir", filepath.Join(o.rootDir, hollowNodeName(i)), "--kubeconfig", o.kubeconfig,
 		"--port", "0", "--read-only-port", "0", "--max-pods", strconv.Itoa(o.podsMax),
@@ -188,6 +189,10 @@ func (h *hollowAPI) client(o *runOptions, token string) (*kubernetes.Clientset, 
 	cfg := rest.CopyConfig(h.base)
 	cfg.QPS, cfg.Burst = float32(o.kubeAPIQPS), o.kubeAPIBurst
 	cfg.UserAgent = "speclet-hollow/" + specletVersion()
+	// Protobuf, as kubelet (and kubemark's hollow kubelet) talk: the
+	// encoding of requests, not what they ask.
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	hc := &http.Client{Transport: transport.NewBearerAuthRoundTripper(token, h.rt)}
 	cs, err := kubernetes.NewForConfigAndClient(cfg, hc)
 	if err != nil {
