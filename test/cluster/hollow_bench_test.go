@@ -49,7 +49,8 @@ const (
 // "100,500", one process per N), then kubemark's hollow kubelet of
 // k8s.io/kubernetes v1.34.4 (cmd/kubemark, one process per node, as
 // kubemark runs it) with SPECLET_KUBEMARK_NODES nodes (default 100; 0
-// skips it). For each: the nodes are Ready, a Deployment of 10 pods per node
+// skips it). For each: every node has been Ready (at least once: on a
+// loaded machine some flap while others start), a Deployment of 10 pods per node
 // (busybox `sleep 3600`, grace 1 s) is created, until the API shows every
 // pod Running and Ready; then deleted, until the API has none.
 //
@@ -176,7 +177,7 @@ func (r scaleResult) report(b *testing.B) string {
 // and measures it; pids are the agent's processes (RSS).
 func scaleRound(ctx context.Context, c *cluster.Cluster, admin *kubernetes.Clientset, agent string, nodes []string, pids func() []int) (scaleResult, error) {
 	r := scaleResult{agent: agent, nodes: len(nodes), pods: hollowPodsPerNode * len(nodes)}
-	if err := waitNodesReady(ctx, admin, nodes, 10*time.Minute); err != nil {
+	if err := waitNodesReadyOnce(ctx, admin, nodes, 20*time.Minute, true); err != nil {
 		return r, err
 	}
 	stopRSS := sampleRSS(pids, &r.rssPeak)

@@ -75,13 +75,27 @@ func waitPods(ctx context.Context, cs kubernetes.Interface, name string, timeout
 
 // waitNodesReady waits until every node of names is Ready.
 func waitNodesReady(ctx context.Context, cs *kubernetes.Clientset, names []string, timeout time.Duration) error {
+	return waitNodesReadyOnce(ctx, cs, names, timeout, false)
+}
+
+// waitNodesReadyOnce waits until every node of names is Ready at once, or
+// with once, until every node has been seen Ready at least once (at scale
+// on a loaded machine a few nodes flap while the others start).
+func waitNodesReadyOnce(ctx context.Context, cs *kubernetes.Clientset, names []string, timeout time.Duration, once bool) error {
 	deadline := time.Now().Add(timeout)
+	seen := map[string]bool{}
 	for {
 		list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 		ready := map[string]bool{}
 		if err == nil {
 			for i := range list.Items {
 				ready[list.Items[i].Name] = nodeReady(&list.Items[i]) == v1.ConditionTrue
+				if once && ready[list.Items[i].Name] {
+					seen[list.Items[i].Name] = true
+				}
+			}
+			if once {
+				ready = seen
 			}
 		}
 		missing := 0
