@@ -86,7 +86,7 @@ soak:
 # compares speclet's probe cost with kubelet's; both are cached by version.
 bench: deps kube-binaries
 	@kubelet=$$($(GO) run ./test/conformance/cmd/buildkubelet -version $(KUBELET_VERSION)) && echo "bench: kubelet $$kubelet" && \
-	SPECLET_KUBELET="$$kubelet" $(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
+	SPECLET_KUBELET="$$kubelet" $(GO) test -run '^$$' -bench . -benchmem -timeout 120m ./...
 
 docs: deps generate
 	@for f in docs/states/*.dot; do dot -Tsvg "$$f" -o "$${f%.dot}.svg" && echo "docs: $${f%.dot}.svg"; done
@@ -114,10 +114,12 @@ kube-binaries:
 # cluster runs a control plane and two speclet nodes, each on its own
 # containerd, and prints the export line for KUBECONFIG; Ctrl-C stops
 # everything and leaves nothing behind. Extra flags for `speclet run`:
-# make cluster RUN_ARGS="-v 4".
+# make cluster RUN_ARGS="-v 4". HOLLOW=N adds N hollow nodes hollow-0..N-1
+# (one `speclet hollow` process; docs/operations.md).
+HOLLOW ?= 0
 cluster: deps kube-binaries
 	@mkdir -p $(RUN_BIN) && $(GO) build -o $(RUN_BIN)/speclet ./cmd/speclet && $(GO) build -o $(RUN_BIN)/speclet-cluster ./test/cluster/cmd/cluster
-	@$(RUN_BIN)/speclet-cluster --speclet $(RUN_BIN)/speclet --version $(KUBE_VERSION) -- $(RUN_ARGS)
+	@$(RUN_BIN)/speclet-cluster --speclet $(RUN_BIN)/speclet --version $(KUBE_VERSION) --hollow $(HOLLOW) -- $(RUN_ARGS)
 
 # conformance runs the whole corpus of test/conformance/testdata/scenarios on
 # upstream kubelet and on speclet, each on its own containerd, prints

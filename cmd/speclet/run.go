@@ -520,63 +520,15 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		// to speclet's log, each cause once, not one klog line per retry.
 		utilruntime.ErrorHandlers = []utilruntime.ErrorHandler{apierr.ClientErrors(log)}
 	}
-	sources := []string{}
-	if o.manifestPath != "" {
-		sources = append(sources, config.SourceFile)
-	}
-	if o.manifestURL != "" {
-		sources = append(sources, config.SourceHTTP)
-	}
-	if api != nil {
-		sources = append(sources, config.SourceAPI)
-	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	nd, err := setupNode(o.node, o.runtime == "sim", log)
 	if err != nil {
 		return err
 	}
-	var podCgroups engine.PodCgroups
-	if nd.cgroups != nil {
-		podCgroups = nd.cgroups
-	}
-	events := api.recorder(ctx, o.nodeName)
-	eng, err := engine.New(engine.Config{
-		PodCgroups:           podCgroups,
-		Allocatable:          nd.allocatable,
-		MemoryCapacity:       nd.capacity.Memory().Value(),
-		Runtime:              cri.WithMetrics(rt, reg),
-		NodeName:             o.nodeName,
-		RootDir:              o.rootDir,
-		SyncFrequency:        o.syncFrequency,
-		CrashLoopBackOffBase: o.crashLoopBackOffBase,
-		ContainerGC:          o.containerGC(),
-		ImageGC:              o.imageGC(),
-		FsStat:               o.fsStat(),
-		Eviction:             o.node.evictionManager(),
-		Signals:              nd.signals(o.rootDir, o.imageFsPath),
-		EvictionPeriod:       o.evictionPeriod,
-		EvictionMaxPodGrace:  o.node.evictionMaxPodG,
-		ImagePullBackOffBase: o.imagePullBackOffBase,
-		Registerer:           reg,
-		Log:                  log,
-		MaxPods:              o.maxPods,
-		NodeIP:               o.nodeIP,
-		ClusterDNS:           o.clusterDNS,
-		ClusterDomain:        o.clusterDomain,
-		ResolvConf:           o.resolvConf,
-		Sources:              sources,
-		PublishedPod:         api.published,
-		VolumeAPI:            api.volumes(),
-		Events:               events,
-		NodeEvents:           api.nodeRecorder(),
-		Node:                 api.nodeObject,
-		RuntimeClasses:       api.runtimeClasses(ctx),
-		Services:             api.services(ctx),
-		Sysctls:              o.sysctls,
-	})
+	eng, err := newEngine(ctx, o, agent{rt: rt, api: api, nd: nd, reg: reg, log: log})
 	if err != nil {
-		return fmt.Errorf("create engine: %w", err)
+		return err
 	}
 
 	var httpSrv *server.Server

@@ -101,6 +101,15 @@ type Options struct {
 	// AuditPolicy, when set, is the API server's audit policy (YAML); the
 	// events go to AuditLog() as JSON lines.
 	AuditPolicy string
+	// HollowNodes issues static bearer tokens (--token-auth-file) for
+	// system:node:hollow-0 .. hollow-<HollowNodes-1> in group system:nodes,
+	// for `speclet hollow` (hollow.go).
+	HollowNodes int
+	// ControlPlaneQPS, when set, is the scheduler's and the
+	// controller-manager's --kube-api-qps (burst twice as much) instead of
+	// their defaults (50 and 20 per second): scale benchmarks that create
+	// thousands of pods measure the nodes, not those client limits.
+	ControlPlaneQPS int
 	// Log receives progress lines (nil: discard).
 	Log io.Writer
 }
@@ -219,6 +228,9 @@ func Start(ctx context.Context, o Options) (res *Cluster, err error) {
 		if err := os.WriteFile(c.path("audit-policy.yaml"), []byte(o.AuditPolicy), 0o644); err != nil {
 			return nil, err
 		}
+	}
+	if err := c.writeHollowTokens(); err != nil {
+		return nil, err
 	}
 	if err := c.startAPIServer(ctx); err != nil {
 		return nil, err
@@ -500,6 +512,7 @@ func (c *Cluster) apiServerArgs() []string {
 		"--allow-privileged=true",
 		"--profiling=false",
 	}
+	args = append(args, c.hollowArgs()...)
 	if c.opts.VerifyKubelets {
 		args = append(args, "--kubelet-certificate-authority", c.caCrt)
 	}
@@ -598,10 +611,10 @@ func (c *Cluster) startScheduler() error {
 	if err != nil {
 		return err
 	}
-	_, err = c.spawn("kube-scheduler", filepath.Join(c.BinDir, "kube-scheduler"),
+	_, err = c.spawn("kube-scheduler", filepath.Join(c.BinDir, "kube-scheduler"), append([]string{
 		"--kubeconfig", kc, "--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
 		"--leader-elect=false", "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port),
-		"--cert-dir", c.path("scheduler-certs"))
+		"--cert-dir", c.path("scheduler-certs")}, c.qpsArgs()...)...)
 	return err
 }
 
@@ -613,13 +626,13 @@ func (c *Cluster) startControllerManager() error {
 	if err != nil {
 		return err
 	}
-	_, err = c.spawn("kube-controller-manager", filepath.Join(c.BinDir, "kube-controller-manager"),
+	_, err = c.spawn("kube-controller-manager", filepath.Join(c.BinDir, "kube-controller-manager"), append([]string{
 		"--kubeconfig", c.admin, "--authentication-kubeconfig", c.admin, "--authorization-kubeconfig", c.admin,
 		"--leader-elect=false", "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port),
 		"--cert-dir", c.path("controller-manager-certs"),
 		"--root-ca-file", c.caCrt, "--service-account-private-key-file", c.path("sa.key"),
 		"--service-cluster-ip-range", ServiceCIDR, "--controllers", "*,-nodeipam",
-		"--cluster-signing-cert-file", c.caCrt, "--cluster-signing-key-file", c.caKey)
+		"--cluster-signing-cert-file", c.caCrt, "--cluster-signing-key-file", c.caKey}, c.qpsArgs()...)...)
 	return err
 }
 

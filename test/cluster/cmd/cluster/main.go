@@ -6,7 +6,9 @@
 // 127.0.0.1 (test/cluster), starts an image registry on --registry-addr
 // serving busybox:latest and pause:latest, and runs --nodes speclet nodes,
 // each on its own containerd (cri/harness) and each joined with its own
-// system:node:<name> credentials and --node-ip 127.0.0.1. It prints the
+// system:node:<name> credentials and --node-ip 127.0.0.1; with --hollow N
+// also N hollow nodes hollow-0..N-1 in one `speclet hollow` process, each
+// with its own static token for system:node:hollow-<i>. It prints the
 // export line for KUBECONFIG (an admin kubeconfig) and a kubectl example.
 // Ctrl-C (or SIGTERM) stops the nodes, removes every pod and stops
 // containerd, unmounts the pods' volumes, stops the registry and the control
@@ -16,7 +18,7 @@
 //
 // Usage (as root):
 //
-//	go run ./test/cluster/cmd/cluster --speclet bin/speclet [--nodes 2] [--registry-addr 127.0.0.1:5000] [-- speclet run flags]
+//	go run ./test/cluster/cmd/cluster --speclet bin/speclet [--nodes 2] [--hollow 0] [--registry-addr 127.0.0.1:5000] [-- speclet run flags]
 package main
 
 import (
@@ -41,6 +43,7 @@ func run(args []string, stderr io.Writer) (code int) {
 	fs.SetOutput(stderr)
 	speclet := fs.String("speclet", "", "the speclet binary (default: build ./cmd/speclet)")
 	nodes := fs.Int("nodes", 2, "how many speclet nodes")
+	hollow := fs.Int("hollow", 0, "how many hollow nodes hollow-0..N-1 besides them: one `speclet hollow` process, each node its own engine over a simulated runtime, joined with its own system:node token")
 	registryAddr := fs.String("registry-addr", "127.0.0.1:5000", "loopback address of the image registry every node pulls from")
 	version := fs.String("version", cluster.DefaultVersion, "k8s.io/kubernetes version of the control plane")
 	if err := fs.Parse(args); err != nil {
@@ -54,8 +57,8 @@ func run(args []string, stderr io.Writer) (code int) {
 		say("needs root: it runs containerd, which runs containers (try `sudo make cluster`)")
 		return 1
 	}
-	if *nodes < 1 {
-		say("--nodes: %d: want 1 or more", *nodes)
+	if *nodes < 0 || *hollow < 0 || *nodes+*hollow < 1 {
+		say("--nodes %d, --hollow %d: want at least one node", *nodes, *hollow)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -107,7 +110,7 @@ func run(args []string, stderr io.Writer) (code int) {
 	if !cluster.BinariesCached(*version) {
 		say("building the control plane %s from the Go module k8s.io/kubernetes (about 10 minutes cold; cached afterwards)", *version)
 	}
-	c, err := cluster.Start(ctx, cluster.Options{Version: *version, Scheduler: true, ControllerManager: true, Log: stderr})
+	c, err := cluster.Start(ctx, cluster.Options{Version: *version, Scheduler: true, ControllerManager: true, HollowNodes: *hollow, Log: stderr})
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -166,8 +169,16 @@ func run(args []string, stderr io.Writer) (code int) {
 		}
 		say("node %s: containerd %s, speclet log %s, read-only server %s", name, h.Endpoint, n.LogPath, n.Base)
 	}
+	if *hollow > 0 {
+		h, err := c.StartHollow(ctx, cluster.HollowOptions{Bin: *speclet, Nodes: *hollow, Dir: filepath.Join(dir, "hollow"), Args: fs.Args()})
+		if err != nil {
+			return fail("%v", err)
+		}
+		cleanups = append(cleanups, func() { h.Stop() })
+		say("hollow nodes %s..%s: speclet hollow log %s", cluster.HollowName(0), cluster.HollowName(*hollow-1), h.LogPath)
+	}
 	fmt.Printf(`
-A cluster of %d speclet nodes is running. In another shell:
+A cluster of %d speclet nodes and %d hollow nodes is running. In another shell:
 
   export KUBECONFIG=%s
   %s get nodes -o wide
@@ -176,7 +187,7 @@ A cluster of %d speclet nodes is running. In another shell:
 
 Static pods: drop a manifest into a node's manifests directory (%s/node-a/manifests).
 Ctrl-C stops everything.
-`, *nodes, c.AdminKubeconfig(), kubectl(c), kubectl(c), reg.Addr, kubectl(c), dir)
+`, *nodes, *hollow, c.AdminKubeconfig(), kubectl(c), kubectl(c), reg.Addr, kubectl(c), dir)
 	<-ctx.Done()
 	return 0
 }

@@ -1,0 +1,215 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Hollow node identities: with Options.HollowNodes set, Start writes the
+// API server's static token file (--token-auth-file) with one random
+// bearer token per node hollow-<i>, user system:node:hollow-<i>, group
+// system:nodes. The Node authorizer and NodeRestriction treat such a user
+// as they treat a kubelet's certificate identity: it reads and writes its
+// own Node, Lease and bound pods and nothing else. Tokens, unlike client
+// certificates, are per request: `speclet hollow` sends every node's
+// requests over one HTTP/2 connection pool.
+
+// HollowName is the name of hollow node i (speclet hollow's).
+func HollowName(i int) string { return "hollow-" + strconv.Itoa(i) }
+
+// HollowTokenFile is the API server's static token file ("" without
+// Options.HollowNodes).
+func (c *Cluster) HollowTokenFile() string {
+	if c.opts.HollowNodes <= 0 {
+		return ""
+	}
+	return c.path("hollow-tokens.csv")
+}
+
+func (c *Cluster) writeHollowTokens() error {
+	if c.opts.HollowNodes <= 0 {
+		return nil
+	}
+	var b strings.Builder
+	for i := 0; i < c.opts.HollowNodes; i++ {
+		tok := make([]byte, 16)
+		if _, err := rand.Read(tok); err != nil {
+			return err
+		}
+		name := HollowName(i)
+		fmt.Fprintf(&b, "%s,system:node:%s,%s,\"system:nodes\"\n", hex.EncodeToString(tok), name, name)
+	}
+	if err := os.WriteFile(c.HollowTokenFile(), []byte(b.String()), 0o600); err != nil {
+		return fmt.Errorf("write hollow node tokens: %w", err)
+	}
+	return nil
+}
+
+func (c *Cluster) hollowArgs() []string {
+	if c.opts.HollowNodes <= 0 {
+		return nil
+	}
+	return []string{"--token-auth-file", c.HollowTokenFile()}
+}
+
+// ServerKubeconfig writes (once) and returns a kubeconfig naming the API
+// server and the cluster CA with no credentials: `speclet hollow
+// --kubeconfig`, whose nodes bring their own tokens.
+func (c *Cluster) ServerKubeconfig() (string, error) {
+	p := c.path("server.kubeconfig")
+	kc := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: speclet
+  cluster:
+    server: %s
+    certificate-authority: %s
+users:
+- name: none
+  user: {}
+contexts:
+- name: speclet
+  context:
+    cluster: speclet
+    user: none
+current-context: speclet
+`, c.URL, c.caCrt)
+	return p, os.WriteFile(p, []byte(kc), 0o600)
+}
+
+// HollowOptions configure StartHollow.
+type HollowOptions struct {
+	// Bin is the speclet binary (BuildSpeclet).
+	Bin string
+	// Nodes is how many (at most Options.HollowNodes).
+	Nodes int
+	// PodsPerNodeMax is each node's pods capacity (0: speclet's default).
+	PodsPerNodeMax int
+	// Dir holds the nodes' root dirs and the log.
+	Dir string
+	// Args are extra `speclet run` flags for every node (after --).
+	Args []string
+}
+
+// Hollow is a running `speclet hollow`.
+type Hollow struct {
+	LogPath string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	once    sync.Once
+}
+
+// StartHollow runs `speclet hollow` with o.Nodes nodes joined to c; it
+// returns once the process runs (the nodes register on their own).
+func (c *Cluster) StartHollow(ctx context.Context, o HollowOptions) (*Hollow, error) {
+	if o.Nodes > c.opts.HollowNodes {
+		return nil, fmt.Errorf("start hollow nodes: %d asked, the cluster issued tokens for %d (Options.HollowNodes)", o.Nodes, c.opts.HollowNodes)
+	}
+	kc, err := c.ServerKubeconfig()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	args := []string{"hollow", "--kubeconfig", kc, "--node-token-file", c.HollowTokenFile(),
+		"--nodes", strconv.Itoa(o.Nodes), "--root-dir", filepath.Join(o.Dir, "root")}
+	if o.PodsPerNodeMax > 0 {
+		args = append(args, "--pods-per-node-max", strconv.Itoa(o.PodsPerNodeMax))
+	}
+	if len(o.Args) > 0 {
+		args = append(append(args, "--"), o.Args...)
+	}
+	h := &Hollow{LogPath: filepath.Join(o.Dir, "hollow.log"), exited: make(chan struct{})}
+	logf, err := os.OpenFile(h.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	h.cmd = exec.Command(o.Bin, args...)
+	h.cmd.Stdout, h.cmd.Stderr = logf, logf
+	h.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := h.cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start speclet hollow: %w", err)
+	}
+	go func() { h.cmd.Wait(); logf.Close(); close(h.exited) }()
+	return h, nil
+}
+
+// Pid is the process's id.
+func (h *Hollow) Pid() int { return h.cmd.Process.Pid }
+
+// Exited reports whether the process has ended.
+func (h *Hollow) Exited() bool {
+	select {
+	case <-h.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// Stop sends SIGTERM and waits (30 s, then SIGKILL).
+func (h *Hollow) Stop() error {
+	var err error
+	h.once.Do(func() {
+		h.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-h.exited:
+		case <-time.After(30 * time.Second):
+			h.cmd.Process.Kill()
+			<-h.exited
+			err = fmt.Errorf("speclet hollow did not exit within 30s of SIGTERM")
+		}
+	})
+	return err
+}
+
+// LogTail returns the last lines of the log.
+func (h *Hollow) LogTail(lines int) string {
+	b, _ := os.ReadFile(h.LogPath)
+	ls := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(ls) > lines {
+		ls = ls[len(ls)-lines:]
+	}
+	return strings.Join(ls, "\n")
+}
+
+// RSS is the resident set size of process pid in bytes (VmRSS of
+// /proc/<pid>/status).
+func RSS(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			f := strings.Fields(v)
+			if len(f) >= 1 {
+				kb, err := strconv.ParseUint(f[0], 10, 64)
+				return kb << 10, err
+			}
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+}
+
+// qpsArgs are the client rate flags of the scheduler and the
+// controller-manager (Options.ControlPlaneQPS).
+func (c *Cluster) qpsArgs() []string {
+	if c.opts.ControlPlaneQPS <= 0 {
+		return nil
+	}
+	q := c.opts.ControlPlaneQPS
+	return []string{"--kube-api-qps", strconv.Itoa(q), "--kube-api-burst", strconv.Itoa(2 * q)}
+}
