@@ -54,9 +54,10 @@ func drained(t *testing.T, srv *Server, n int64) {
 
 // TestServerAnswersBeyondHeldConnections: MaxConns keep-alive connections
 // held open (with timeouts far beyond the test) and hundreds more waiting do
-// not keep /healthz from answering: a reserve connection serves it, and the
-// connections beyond the reserve are closed at accept instead of queueing in
-// front of it.
+// not keep /healthz from answering: a reserve connection or an idle slot
+// serves it, and the connections beyond the cap are closed (at accept, or
+// when a newer one takes their idle slot) instead of queueing in front of
+// it.
 func TestServerAnswersBeyondHeldConnections(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -85,8 +86,11 @@ func TestServerAnswersBeyondHeldConnections(t *testing.T) {
 	if n := srv.Open(); n > 10 {
 		t.Errorf("%d connections open, limit 8+2", n)
 	}
-	if srv.Shed() == 0 {
-		t.Errorf("no connection was closed at accept")
+	// Beyond the cap a connection is closed: at accept when every slot is
+	// in a request, or as the oldest idle one when a newer one takes its
+	// slot; which, depends on how far the server got with the flood.
+	if srv.Shed()+srv.Evicted() == 0 {
+		t.Errorf("none of 500 connections over a limit of 8+2 was closed (shed or evicted)")
 	}
 }
 
