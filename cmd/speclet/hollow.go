@@ -185,9 +185,9 @@ func newHollowAPI(kubeconfig string) (*hollowAPI, error) {
 
 // client is node o's clientset: its token, its rate limit (--kube-api-qps,
 // --kube-api-burst), the shared transport.
-func (h *hollowAPI) client(o *runOptions, token string) (*kubernetes.Clientset, error) {
+func (h *hollowAPI) client(o *runOptions, token string, qps float64, burst int) (*kubernetes.Clientset, error) {
 	cfg := rest.CopyConfig(h.base)
-	cfg.QPS, cfg.Burst = float32(o.kubeAPIQPS), o.kubeAPIBurst
+	cfg.QPS, cfg.Burst = float32(qps), burst
 	cfg.UserAgent = "speclet-hollow/" + specletVersion()
 	// Protobuf, as kubelet (and kubemark's hollow kubelet) talk: the
 	// encoding of requests, not what they ask.
@@ -318,11 +318,17 @@ func startHollowNode(ctx context.Context, o *runOptions, h *hollowAPI, token str
 	}
 	n := &hollowNode{name: o.nodeName, srv: srv, client: client, done: make(chan error, 1)}
 	fail := func(err error) (*hollowNode, error) { client.Close(); srv.Stop(); return nil, err }
-	cs, err := h.client(o, token)
+	// Two clients over the one transport, as speclet run's: the node's
+	// requests at --kube-api-qps, its events at --event-qps.
+	cs, err := h.client(o, token, o.kubeAPIQPS, o.kubeAPIBurst)
 	if err != nil {
 		return fail(err)
 	}
-	api := &apiClient{cs: cs}
+	evcs, err := h.client(o, token, o.eventQPS, o.eventBurst)
+	if err != nil {
+		return fail(err)
+	}
+	api := &apiClient{cs: cs, evcs: evcs}
 	eng, err := newEngine(ctx, o, agent{rt: client, api: api, nd: nd, signals: signals, log: log})
 	if err != nil {
 		return fail(fmt.Errorf("node %s: %w", o.nodeName, err))
