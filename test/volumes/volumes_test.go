@@ -2,6 +2,7 @@ package volumes
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -167,9 +168,17 @@ func TestAPIVolumes(t *testing.T) {
 	}
 
 	// The waiter's configMap does not exist: ContainerCreating, FailedMount.
-	if p := getPod(ctx, admin, "waiter"); p == nil || p.Status.Phase != v1.PodPending || waiting(p) != "ContainerCreating" {
-		t.Fatalf("waiter in the API: %+v, want Pending with ContainerCreating", p)
-	}
+	// The status manager holds a being-created status up to 5 s after the
+	// pod's first publish (engine/apistatus), so it may not be there yet.
+	waitFor(t, ctx, "waiter Pending with ContainerCreating in the API", func() bool {
+		p := getPod(ctx, admin, "waiter")
+		return p != nil && p.Status.Phase == v1.PodPending && waiting(p) == "ContainerCreating"
+	}, func() string {
+		if p := getPod(ctx, admin, "waiter"); p != nil {
+			return fmt.Sprintf("waiter status: %+v", p.Status)
+		}
+		return "waiter not found"
+	})
 	if want := `reason=FailedMount pod=default/waiter volume=conf type=configMap err="configmap \"later\" not found"`; !strings.Contains(n.LogTail(200), want) {
 		t.Fatalf("no FailedMount line %s; %s", want, diag())
 	}

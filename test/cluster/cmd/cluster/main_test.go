@@ -116,9 +116,17 @@ func TestInterruptLeavesNothing(t *testing.T) {
 	case <-time.After(5 * time.Minute):
 		t.Fatalf("cluster not running within 5 minutes:\n%s", stderr.String())
 	}
+	// stdout and stderr are two pipes: the nodes' lines, written to
+	// stderr before the export line, may still be on their way.
 	var runtimeDirs []string
-	for _, m := range regexp.MustCompile(`containerd unix://(/tmp/speclet-[^/]+)/`).FindAllStringSubmatch(stderr.String(), -1) {
-		runtimeDirs = append(runtimeDirs, m[1])
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		runtimeDirs = runtimeDirs[:0]
+		for _, m := range regexp.MustCompile(`node node-[a-z]: containerd unix://(/tmp/speclet-[^/]+)/`).FindAllStringSubmatch(stderr.String(), -1) {
+			runtimeDirs = append(runtimeDirs, m[1])
+		}
+		if len(runtimeDirs) >= 2 || time.Now().After(deadline) {
+			break
+		}
 	}
 	if len(runtimeDirs) != 2 {
 		t.Fatalf("want the containerd of each of 2 nodes in the output, found %v:\n%s", runtimeDirs, stderr.String())
