@@ -447,6 +447,10 @@ func (n *Node) updateStatus(ctx context.Context) (bool, error) {
 	// nothing is skipped, and a condition others set (the node lifecycle
 	// controller's Unknown) is seen.
 	cur, err := nodes.Get(ctx, n.cfg.Name, metav1.GetOptions{ResourceVersion: "0"})
+	if apierrors.IsNotFound(err) {
+		// The cache may trail the Create that registration just made.
+		cur, err = nodes.Get(ctx, n.cfg.Name, metav1.GetOptions{})
+	}
 	if err != nil {
 		return false, fmt.Errorf("get node: %w", err)
 	}

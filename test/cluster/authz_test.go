@@ -89,6 +89,16 @@ func TestKubeletAPIAuthorizesByDefault(t *testing.T) {
 	if _, err := admin.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The API server reaches the node at the port its Node status names.
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		nd, err := admin.CoreV1().Nodes().Get(ctx, "node-authz", metav1.GetOptions{})
+		if err == nil && nd.Status.DaemonEndpoints.KubeletEndpoint.Port != 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node node-authz has no kubelet endpoint in its status within 90 s: %v", err)
+		}
+	}
 	var logErr error
 	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(500 * time.Millisecond) {
 		p, err := admin.CoreV1().Pods("default").Get(ctx, "talk", metav1.GetOptions{})
