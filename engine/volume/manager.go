@@ -155,7 +155,12 @@ func (m *Manager) setup(ctx context.Context, pod *v1.Pod, v *v1.Volume) error {
 		if err := os.MkdirAll(dir, 0o777); err != nil {
 			return fmt.Errorf("create emptyDir: %w", err)
 		}
-		if err := os.Chmod(dir, 0o777); err != nil || !os.IsNotExist(statErr) || fsGroup(pod) == nil {
+		if !os.IsNotExist(statErr) {
+			// Made by an earlier setup: a chmod now would clear the
+			// fsGroup's setgid bit.
+			return nil
+		}
+		if err := os.Chmod(dir, 0o777); err != nil || fsGroup(pod) == nil {
 			return err
 		}
 		return SetOwnership(dir, *fsGroup(pod), false)
