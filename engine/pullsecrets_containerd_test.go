@@ -83,12 +83,19 @@ func TestContainerdImagePullSecrets(t *testing.T) {
 	events := &podEvents{}
 	_, e, updates := startEngine(ctx, t, c, Config{VolumeAPI: secretAPI{"team/regcred": cred}, Events: events})
 	grace := int64(1)
+	// The pods without working credentials pull Always: once the pod with
+	// them has pulled the image, IfNotPresent would run them from the
+	// node's copy, and whether they were seen waiting first was a race.
 	pod := func(name string, secrets ...string) *v1.Pod {
+		policy := v1.PullAlways
+		if slices.Contains(secrets, "regcred") {
+			policy = v1.PullIfNotPresent
+		}
 		p := &v1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team", UID: k8stypes.UID(name + "-uid"),
 				Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
 			Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: v1.RestartPolicyNever, TerminationGracePeriodSeconds: &grace,
-				Containers: []v1.Container{{Name: "main", Image: image, ImagePullPolicy: v1.PullIfNotPresent,
+				Containers: []v1.Container{{Name: "main", Image: image, ImagePullPolicy: policy,
 					Command: []string{"/bin/sh", "-c", "sleep 3600"}}}},
 		}
 		for _, s := range secrets {
