@@ -11,12 +11,10 @@ import (
 	"maps"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -111,21 +109,7 @@ func (o *hollowOptions) nodeRunOptions(i int) (*runOptions, error) {
 }
 
 func hollowMain(args []string) int {
-	o, err := parseHollowFlags(args, os.Stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "speclet hollow:", err)
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	if err := runHollow(ctx, o, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "speclet hollow:", err)
-		return 1
-	}
-	return 0
+	return daemonMain("speclet hollow", args, parseHollowFlags, runHollow)
 }
 
 // readNodeTokens reads a static token file (kube-apiserver's

@@ -408,19 +408,25 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	return o, nil
 }
 
-func runMain(args []string) int {
-	o, err := parseRunFlags(args, os.Stderr)
+func runMain(args []string) int { return daemonMain("speclet run", args, parseRunFlags, runDaemon) }
+
+// daemonMain parses a long-running subcommand's flags and runs it until
+// SIGTERM or SIGINT: exit 0 for -h, 2 for bad flags and 1 when it fails,
+// each error on stderr behind the command's name.
+func daemonMain[O any](name string, args []string, parse func([]string, io.Writer) (O, error),
+	run func(context.Context, O, io.Writer) error) int {
+	o, err := parse(args, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "speclet run:", err)
+		fmt.Fprintln(os.Stderr, name+":", err)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := runDaemon(ctx, o, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "speclet run:", err)
+	if err := run(ctx, o, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
 		return 1
 	}
 	return 0
