@@ -451,11 +451,15 @@ func (p *proc) exited() bool {
 	}
 }
 
-func (p *proc) tail() string {
-	b, _ := os.ReadFile(p.log)
+func (p *proc) tail() string { return TailFile(p.log, 15) }
+
+// TailFile returns the last n lines of the file at path ("" when it cannot
+// be read): what a test prints of a process's log when it fails.
+func TailFile(path string, n int) string {
+	b, _ := os.ReadFile(path)
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > 15 {
-		lines = lines[len(lines)-15:]
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
 }

@@ -176,14 +176,7 @@ func (h *Hollow) Stop() error {
 }
 
 // LogTail returns the last lines of the log.
-func (h *Hollow) LogTail(lines int) string {
-	b, _ := os.ReadFile(h.LogPath)
-	ls := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(ls) > lines {
-		ls = ls[len(ls)-lines:]
-	}
-	return strings.Join(ls, "\n")
-}
+func (h *Hollow) LogTail(lines int) string { return TailFile(h.LogPath, lines) }
 
 // RSS is the resident set size of process pid in bytes (VmRSS of
 // /proc/<pid>/status).

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -193,14 +192,7 @@ func (k *Kubelet) note(format string, a ...any) {
 }
 
 // LogTail returns the last n lines of the kubelet's log.
-func (k *Kubelet) LogTail(n int) string {
-	b, _ := os.ReadFile(k.LogPath)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func (k *Kubelet) LogTail(n int) string { return TailFile(k.LogPath, n) }
 
 // Exited reports whether the kubelet process has ended.
 func (k *Kubelet) Exited() bool {

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -208,11 +207,4 @@ func (n *Node) Remove() error {
 }
 
 // LogTail returns the last lines of the node's log.
-func (n *Node) LogTail(lines int) string {
-	b, _ := os.ReadFile(n.LogPath)
-	ls := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(ls) > lines {
-		ls = ls[len(ls)-lines:]
-	}
-	return strings.Join(ls, "\n")
-}
+func (n *Node) LogTail(lines int) string { return TailFile(n.LogPath, lines) }

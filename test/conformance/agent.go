@@ -20,6 +20,7 @@ import (
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine"
+	"github.com/speclet/speclet/test/cluster"
 )
 
 // NodeName is the node name both agents get (kubelet's --hostname-override,
@@ -267,14 +268,7 @@ func (a *Agent) runtimeObjects(ctx context.Context, pod string) ([]*runtimeapi.C
 }
 
 // LogTail is the last n lines of the agent's log.
-func (a *Agent) LogTail(n int) string {
-	b, _ := os.ReadFile(a.LogPath)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func (a *Agent) LogTail(n int) string { return cluster.TailFile(a.LogPath, n) }
 
 // Stop stops the agent (SIGTERM, then SIGKILL after 30 s), then its
 // containerd (which removes every pod left), and removes the temp dir.
