@@ -399,14 +399,17 @@ func (c *Cluster) EnsureNamespace(ctx context.Context, ns string) error {
 
 // proc is one control-plane process.
 type proc struct {
-	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
+	name  string
+	cmd   *exec.Cmd
+	log   string
+	done  chan struct{}
+	grace time.Duration // from SIGTERM to SIGKILL in stop; 0: 10 s
 }
 
-func (c *Cluster) spawn(name, bin string, args ...string) (*proc, error) {
-	logPath := c.path(name + ".log")
+// startProc starts bin in a process group of its own (so that a terminal's
+// Ctrl-C reaches it only through its owner), killed with the test process,
+// its output appended to logPath.
+func startProc(name, logPath, bin string, args ...string) (*proc, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
@@ -420,25 +423,41 @@ func (c *Cluster) spawn(name, bin string, args ...string) (*proc, error) {
 	}
 	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
 	go func() { cmd.Wait(); f.Close(); close(p.done) }()
-	c.mu.Lock()
-	c.procs[name] = p
-	c.mu.Unlock()
-	c.logf("started %s (pid %d), log %s", name, cmd.Process.Pid, logPath)
 	return p, nil
 }
 
-func (p *proc) stop() {
+func (c *Cluster) spawn(name, bin string, args ...string) (*proc, error) {
+	p, err := startProc(name, c.path(name+".log"), bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.procs[name] = p
+	c.mu.Unlock()
+	c.logf("started %s (pid %d), log %s", name, p.cmd.Process.Pid, p.log)
+	return p, nil
+}
+
+// stop sends SIGTERM to the process group and waits; after the grace
+// period it kills the group and says so.
+func (p *proc) stop() error {
 	select {
 	case <-p.done:
-		return
+		return nil
 	default:
+	}
+	grace := p.grace
+	if grace == 0 {
+		grace = 10 * time.Second
 	}
 	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
 	select {
 	case <-p.done:
-	case <-time.After(10 * time.Second):
+		return nil
+	case <-time.After(grace):
 		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 		<-p.done
+		return fmt.Errorf("%s did not exit within %s of SIGTERM", p.name, grace)
 	}
 }
 

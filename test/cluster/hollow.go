@@ -6,12 +6,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -104,9 +102,9 @@ type HollowOptions struct {
 // Hollow is a running `speclet hollow`.
 type Hollow struct {
 	LogPath string
-	cmd     *exec.Cmd
-	exited  chan struct{}
+	p       *proc
 	once    sync.Once
+	err     error
 }
 
 // StartHollow runs `speclet hollow` with o.Nodes nodes joined to c; it
@@ -130,49 +128,26 @@ func (c *Cluster) StartHollow(ctx context.Context, o HollowOptions) (*Hollow, er
 	if len(o.Args) > 0 {
 		args = append(append(args, "--"), o.Args...)
 	}
-	h := &Hollow{LogPath: filepath.Join(o.Dir, "hollow.log"), exited: make(chan struct{})}
-	logf, err := os.OpenFile(h.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logPath := filepath.Join(o.Dir, "hollow.log")
+	p, err := startProc("speclet hollow", logPath, o.Bin, args...)
 	if err != nil {
 		return nil, err
 	}
-	h.cmd = exec.Command(o.Bin, args...)
-	h.cmd.Stdout, h.cmd.Stderr = logf, logf
-	h.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := h.cmd.Start(); err != nil {
-		logf.Close()
-		return nil, fmt.Errorf("start speclet hollow: %w", err)
-	}
-	go func() { h.cmd.Wait(); logf.Close(); close(h.exited) }()
+	p.grace = 30 * time.Second
+	h := &Hollow{LogPath: logPath, p: p}
 	return h, nil
 }
 
 // Pid is the process's id.
-func (h *Hollow) Pid() int { return h.cmd.Process.Pid }
+func (h *Hollow) Pid() int { return h.p.cmd.Process.Pid }
 
 // Exited reports whether the process has ended.
-func (h *Hollow) Exited() bool {
-	select {
-	case <-h.exited:
-		return true
-	default:
-		return false
-	}
-}
+func (h *Hollow) Exited() bool { return h.p.exited() }
 
-// Stop sends SIGTERM and waits (30 s, then SIGKILL).
+// Stop sends SIGTERM and waits (30 s, then SIGKILL and an error).
 func (h *Hollow) Stop() error {
-	var err error
-	h.once.Do(func() {
-		h.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-h.exited:
-		case <-time.After(30 * time.Second):
-			h.cmd.Process.Kill()
-			<-h.exited
-			err = fmt.Errorf("speclet hollow did not exit within 30s of SIGTERM")
-		}
-	})
-	return err
+	h.once.Do(func() { h.err = h.p.stop() })
+	return h.err
 }
 
 // LogTail returns the last lines of the log.
