@@ -2,10 +2,7 @@ package cluster_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -211,18 +208,8 @@ func summary(s v1.PodStatus) string {
 // nodeStatuses is the node's pods by name (its read-only /pods).
 func nodeStatuses(t *testing.T, n *cluster.Node) map[string]v1.PodStatus {
 	t.Helper()
-	resp, err := http.Get(n.Base + "/pods")
-	if err != nil {
-		t.Fatalf("GET %s/pods: %v", n.Name, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var l v1.PodList
-	if err := json.Unmarshal(b, &l); err != nil {
-		t.Fatalf("decode %s/pods: %v", n.Name, err)
-	}
 	out := map[string]v1.PodStatus{}
-	for _, p := range l.Items {
+	for _, p := range nodePodList(t, n).Items {
 		out[p.Name] = p.Status
 	}
 	return out

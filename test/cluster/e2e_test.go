@@ -219,6 +219,16 @@ func (e *env) waitNode(t *testing.T, name string, timeout time.Duration, want v1
 // nodePods are the pod names the node's read-only /pods lists.
 func nodePods(t *testing.T, n *cluster.Node) []string {
 	t.Helper()
+	var out []string
+	for _, p := range nodePodList(t, n).Items {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+// nodePodList is the node's read-only /pods.
+func nodePodList(t *testing.T, n *cluster.Node) v1.PodList {
+	t.Helper()
 	resp, err := http.Get(n.Base + "/pods")
 	if err != nil {
 		t.Fatalf("GET %s/pods: %v", n.Name, err)
@@ -229,11 +239,7 @@ func nodePods(t *testing.T, n *cluster.Node) []string {
 	if err := json.Unmarshal(b, &l); err != nil {
 		t.Fatalf("decode %s/pods: %v", n.Name, err)
 	}
-	var out []string
-	for _, p := range l.Items {
-		out = append(out, p.Name)
-	}
-	return out
+	return l
 }
 
 func contains(xs []string, x string) bool {
