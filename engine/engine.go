@@ -137,13 +137,8 @@ type Config struct {
 	// a runtime pod no source declares as an orphan and kills it. nil: the
 	// first update of any source (and sourcesSettle) suffices.
 	Sources []string
-	// Published, when set, is called after a pod worker published a new
-	// status (Pods changed). It must not block; the API status manager
-	// uses it as a wake-up.
-	Published func()
-	// PublishedPod, when set, is called with each pod a worker published
-	// (after Published), read-only: the API status manager's dirty set. It
-	// must not block.
+	// PublishedPod, when set, is called with each pod a worker published,
+	// read-only: the API status manager's dirty set. It must not block.
 	PublishedPod func(p *v1.Pod)
 	// Events receives the pod events (nil: none are recorded).
 	Events EventRecorder

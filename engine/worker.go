@@ -205,9 +205,6 @@ func (w *podWorker) publish(p *v1.Pod, st fsm.PodState) {
 	w.mu.Lock()
 	w.pub, w.pubState = p, st
 	w.mu.Unlock()
-	if f := w.e.cfg.Published; f != nil {
-		f()
-	}
 	if f := w.e.cfg.PublishedPod; f != nil && !w.isOrphan() {
 		f(p)
 	}

@@ -45,7 +45,7 @@
 //     whose hash differs (the manifest changed) is replaced; one whose static
 //     pod is gone is deleted once every source delivered its first snapshot.
 //     The static pod's status is written to its mirror pod.
-//   - At the start, every Resync (10 s) and on Wake, a sweep marks every declared pod and
+//   - At the start and every Resync (10 s), a sweep marks every declared pod and
 //     every API pod marked for deletion dirty (unchanged ones cost no
 //     request) and deletes orphaned mirror pods.
 //
@@ -113,7 +113,7 @@ type Config struct {
 	// NodeUID is the registered Node's UID ("" before registration: no
 	// mirror pod is created until then).
 	NodeUID func() types.UID
-	// Resync is the period of a sweep without a wake-up (DefaultResync).
+	// Resync is the period of a sweep (DefaultResync).
 	Resync time.Duration
 	// Batch is how long a publish waits before its write (DefaultBatch).
 	Batch time.Duration
@@ -130,7 +130,6 @@ type Config struct {
 type Manager struct {
 	cfg   Config
 	log   *slog.Logger
-	wake  chan struct{}
 	queue workqueue.TypedRateLimitingInterface[types.UID]
 	fails *apierr.Once
 
@@ -163,7 +162,7 @@ func New(cfg Config) *Manager {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Manager{cfg: cfg, log: cfg.Log, wake: make(chan struct{}, 1),
+	return &Manager{cfg: cfg, log: cfg.Log,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](100*time.Millisecond, 10*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "pod-status"}),
@@ -171,14 +170,6 @@ func New(cfg Config) *Manager {
 		names: map[types.UID]string{}, first: map[types.UID]time.Time{},
 		sent: map[types.UID]v1.PodStatus{}, acked: map[types.UID]v1.PodStatus{},
 		stale: map[types.UID]bool{}, deleted: map[types.UID]bool{}, sentCreating: map[types.UID]bool{}}
-}
-
-// Wake asks for a sweep soon; it never blocks.
-func (m *Manager) Wake() {
-	select {
-	case m.wake <- struct{}{}:
-	default:
-	}
 }
 
 // Published marks pod p dirty (engine.Config.PublishedPod); it never
@@ -259,7 +250,7 @@ func readySoon(p *v1.Pod) bool {
 	return false
 }
 
-// Run runs the workers, and a sweep on every wake-up and every Resync,
+// Run runs the workers, and a sweep at the start and every Resync,
 // until ctx ends.
 func (m *Manager) Run(ctx context.Context) {
 	defer m.queue.ShutDown()
@@ -275,7 +266,6 @@ func (m *Manager) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-m.wake:
 		case <-t.C:
 		}
 	}
