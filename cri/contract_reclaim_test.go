@@ -221,8 +221,11 @@ func contractListContainerStats(t *testing.T, e *env) {
 	}
 
 	// A container that is not running (exited, or created and never
-	// started) has stats without memory and with a writable layer of no
-	// used bytes: it adds nothing to a pod's usage in eviction's ranking.
+	// started) has stats without memory: it adds nothing to a pod's memory
+	// in eviction's ranking. Its writable layer is still on disk, so its
+	// used bytes may be above 0: containerd reports the size its snapshot
+	// syncer last measured (8 KiB for a shell that only ran `exit 0`, once
+	// the syncer has passed after the container was created).
 	exited := e.create(t, p, "exited", exits(0), nil, nil)
 	e.start(t, exited)
 	e.waitExited(t, exited)
@@ -234,8 +237,8 @@ func contractListContainerStats(t *testing.T, e *env) {
 			continue
 		}
 		s := got[0]
-		if s.GetAttributes().GetId() != id || s.GetMemory() != nil || s.GetWritableLayer().GetUsedBytes().GetValue() != 0 {
-			t.Errorf("stats of a container that is not running: %v; want its id, no memory, 0 writable layer bytes", s)
+		if s.GetAttributes().GetId() != id || s.GetMemory() != nil || s.GetWritableLayer().GetUsedBytes() == nil {
+			t.Errorf("stats of a container that is not running: %v; want its id, no memory, its writable layer's used bytes", s)
 		}
 	}
 

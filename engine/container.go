@@ -713,6 +713,13 @@ func (c *ctrState) forget(id string) {
 	delete(c.created, id)
 }
 
+// ran: an instance of the container started, or its exit was recorded (a
+// failed start counts: the spec decided on it); an instance that was only
+// created (adopted CREATED, or between create and start) has not run.
+func (c *ctrState) ran() bool {
+	return c.id != "" && (!c.startedAt.IsZero() || c.current != nil || c.last != nil)
+}
+
 func (c *ctrState) setCreated(id string, at time.Time) {
 	if c.created == nil {
 		c.created = map[string]time.Time{}

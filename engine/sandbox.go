@@ -78,6 +78,13 @@ func (sb *sandboxState) ready() bool { return sb.machine.State() == fsm.SandboxS
 // kubelet's computePodActions decides: restartPolicy Never and a container
 // of the pod has run, or the pod is done (every regular container finished
 // and may not restart, e.g. OnFailure after exit 0).
+//
+// A container whose only instance was created and never started has not
+// run (ctrState.ran). kubelet counts any container status here, so a Never
+// pod whose sandbox died before its container started stays Pending under
+// kubelet with no sandbox for good; speclet gives it its one run in a new
+// sandbox. This is also how a Never pod resumes after speclet was killed
+// with such a container left in a stopped sandbox.
 func (sb *sandboxState) RecreateForbidden() bool {
 	if sb.p.PodDone() {
 		return true
@@ -86,7 +93,7 @@ func (sb *sandboxState) RecreateForbidden() bool {
 		return false
 	}
 	for _, c := range sb.p.all() {
-		if c.id != "" {
+		if c.ran() {
 			return true
 		}
 	}

@@ -16,7 +16,7 @@ const SandboxMachineName = "sandbox"
 
 // SandboxSpecSHA256 is the SHA-256 of spec/sandbox.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const SandboxSpecSHA256 = "16932a4fae4f097987bfbc40c8968faafb5154cd3131ebe8dccb78ae26c1ab72"
+const SandboxSpecSHA256 = "e8dbbf2a06a6662dc05b39667b4616a967cae2d4b870226fa35186d82a3781f9"
 
 // SandboxState is a state of the sandbox machine.
 //
@@ -173,7 +173,8 @@ type SandboxGuard uint8
 const (
 	// SandboxGuardRecreateForbidden: No container would start in a new sandbox
 	// (kubelet's computePodActions): restartPolicy Never and a container of the
-	// pod has run, so the pod fails; or the pod is done (pod_done), e.g.
+	// pod has run (started, or its failed start recorded; an instance only
+	// created has not), so the pod fails; or the pod is done (pod_done), e.g.
 	// OnFailure after every container exited 0.
 	SandboxGuardRecreateForbidden SandboxGuard = iota
 )
@@ -193,7 +194,8 @@ func (g SandboxGuard) String() string {
 // Can; they must be quick and must not fire events.
 type SandboxGuards interface {
 	// RecreateForbidden: No container would start in a new sandbox (kubelet's
-	// computePodActions): restartPolicy Never and a container of the pod has run,
+	// computePodActions): restartPolicy Never and a container of the pod has run
+	// (started, or its failed start recorded; an instance only created has not),
 	// so the pod fails; or the pod is done (pod_done), e.g. OnFailure after every
 	// container exited 0.
 	RecreateForbidden() bool
