@@ -244,3 +244,54 @@ func TestHeldStatuses(t *testing.T) {
 		}
 	}
 }
+
+// TestProgressWhileCreating: once a being-created status was written, a
+// sweep does not write one whose only news is in conditions or addresses
+// (the sandbox ready, the pod IP); it writes one in which a container's
+// state changed (an init container finished), and Running is written.
+func TestProgressWhileCreating(t *testing.T) {
+	pod := apiPod()
+	cs := fake.NewSimpleClientset(pod)
+	eng := &liveEngine{pods: map[types.UID]*v1.Pod{}}
+	m := New(Config{Client: cs, Engine: eng, Pods: cache{cs}, NodeName: "node-a", NodeUID: func() types.UID { return "n" },
+		PendingHold: time.Millisecond, Resync: time.Hour})
+	ctx := context.Background()
+	creatingPod := withStatus(pod, v1.PodPending, "ContainerCreating")
+	creatingPod.Status.InitContainerStatuses = []v1.ContainerStatus{{Name: "init", State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}
+	eng.set(creatingPod)
+	m.pass(ctx)
+	if n := len(statusPatches(t, cs)); n != 1 {
+		t.Fatalf("%d status writes of the being-created pod, want 1", n)
+	}
+
+	sandboxReady := creatingPod.DeepCopy()
+	sandboxReady.Status.PodIP = "10.88.0.7"
+	sandboxReady.Status.Conditions = append(sandboxReady.Status.Conditions, v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: v1.ConditionTrue})
+	eng.set(sandboxReady)
+	m.pass(ctx)
+	if n := len(statusPatches(t, cs)); n != 1 {
+		t.Errorf("%d status writes after the sandbox got ready, want still 1", n)
+	}
+
+	initDone := sandboxReady.DeepCopy()
+	initDone.Status.InitContainerStatuses[0].State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}
+	eng.set(initDone)
+	m.pass(ctx)
+	if n := len(statusPatches(t, cs)); n != 2 {
+		t.Errorf("%d status writes after the init container finished, want 2", n)
+	}
+
+	eng.set(withStatus(pod, v1.PodRunning, ""))
+	m.pass(ctx)
+	patches := statusPatches(t, cs)
+	if len(patches) != 3 {
+		t.Fatalf("%d status writes after Running, want 3", len(patches))
+	}
+	var last v1.Pod
+	if err := json.Unmarshal(patches[2].GetPatch(), &last); err != nil {
+		t.Fatal(err)
+	}
+	if last.Status.Phase != v1.PodRunning {
+		t.Errorf("last write: phase %q, want Running", last.Status.Phase)
+	}
+}

@@ -19,9 +19,11 @@
 //     without readiness or startup probe not ready yet is held up to
 //     ReadySoonHold (1 s), as its Ready follows at once. Anything else (an
 //     error, Running and ready, a terminal phase) ends the hold. Once a
-//     being-created status was written, further ones (progress such as
-//     the sandbox ready) are not queued by a publish: the next other
-//     status or the next sweep carries them.
+//     being-created status was written, further ones are not queued by a
+//     publish, and a sweep writes one only when a container's state
+//     changed (an init container finished); progress in conditions and
+//     addresses alone (the sandbox ready, the pod IP) is carried by the
+//     next status that says more.
 //   - A write is a strategic merge patch of pods/status (kubelet's): the
 //     difference between the status the API server last acknowledged for
 //     that object (its answer to the previous write, else the pod cache's,
@@ -58,7 +60,9 @@ package apistatus
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -231,6 +235,30 @@ func creating(p *v1.Pod) bool {
 	return true
 }
 
+// sameContainerStates reports that a and b give every container the same
+// state (waiting and its reason, running, terminated and its exit code)
+// and restart count.
+func sameContainerStates(a, b v1.PodStatus) bool {
+	key := func(st v1.PodStatus) string {
+		var k strings.Builder
+		for _, cs := range append(append(append([]v1.ContainerStatus(nil), st.InitContainerStatuses...), st.ContainerStatuses...), st.EphemeralContainerStatuses...) {
+			fmt.Fprintf(&k, "%s/%d/", cs.Name, cs.RestartCount)
+			switch s := cs.State; {
+			case s.Waiting != nil:
+				fmt.Fprintf(&k, "waiting:%s;", s.Waiting.Reason)
+			case s.Running != nil:
+				k.WriteString("running;")
+			case s.Terminated != nil:
+				fmt.Fprintf(&k, "terminated:%d;", s.Terminated.ExitCode)
+			default:
+				k.WriteString(";")
+			}
+		}
+		return k.String()
+	}
+	return key(a) == key(b)
+}
+
 // readySoon reports that p is Running and a running container without a
 // readiness or startup probe is not ready yet: it will be at its next
 // publish.
@@ -374,6 +402,14 @@ func (m *Manager) sync(ctx context.Context, uid types.UID) error {
 	if cur == nil || cur.UID != uid || cur.DeletionTimestamp == nil {
 		return nil
 	}
+	m.mu.Lock()
+	done := m.deleted[uid]
+	m.mu.Unlock()
+	if done {
+		// Deleted already; the watch has not said so yet. Its final status
+		// went out before the delete: a write now could only answer 404.
+		return nil
+	}
 	final, stopped := m.cfg.Engine.PodStopped(uid)
 	if !stopped {
 		return nil // published again once it stopped
@@ -403,8 +439,15 @@ func (m *Manager) write(ctx context.Context, uid types.UID, target *v1.Pod, st v
 	last, written := m.sent[target.UID]
 	base, acked := m.acked[target.UID]
 	stale := m.stale[target.UID]
+	wasCreating := m.sentCreating[uid]
 	m.mu.Unlock()
 	if written && apiequality.Semantic.DeepEqual(last, st) {
+		return nil
+	}
+	if written && wasCreating && m.cfg.PendingHold > 0 && creating(&v1.Pod{Status: st}) && sameContainerStates(last, st) {
+		// Still being created, and only conditions or addresses moved on
+		// (the sandbox is ready, the pod has its IP): the next status that
+		// says more carries them.
 		return nil
 	}
 	pods := m.cfg.Client.CoreV1().Pods(target.Namespace)

@@ -126,3 +126,41 @@ func TestFinalStatusBeforeDelete(t *testing.T) {
 		t.Errorf("writes %q, want %q", writes, want)
 	}
 }
+
+// lagging is a pod cache whose watch has not yet seen the deletion: it
+// still lists pod.
+type lagging struct{ pod *v1.Pod }
+
+func (c lagging) GetPod(ns, name string) *v1.Pod { return c.pod.DeepCopy() }
+func (c lagging) ListPods() []*v1.Pod            { return []*v1.Pod{c.pod.DeepCopy()} }
+
+// TestNothingWrittenAfterDelete: once the object is deleted, a sweep or a
+// publish that comes before the watch reports it gone writes nothing more
+// (before, each such status patch was answered 404).
+func TestNothingWrittenAfterDelete(t *testing.T) {
+	now := metav1.Now()
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "u1", DeletionTimestamp: &now},
+		Status: v1.PodStatus{Phase: v1.PodRunning}}
+	cs := fake.NewSimpleClientset(pod)
+	final := pod.DeepCopy()
+	final.Status = v1.PodStatus{Phase: v1.PodSucceeded}
+	eng := &fakeEngine{final: final, stopped: true}
+	m := New(Config{Client: cs, Engine: eng, Pods: lagging{pod}, NodeName: "node-a", NodeUID: func() types.UID { return "n" }})
+	ctx := context.Background()
+	m.pass(ctx)
+	var verbs []string
+	for _, a := range cs.Actions() {
+		verbs = append(verbs, a.GetVerb())
+	}
+	if fmt.Sprint(verbs) != "[patch delete]" {
+		t.Fatalf("first pass: %v, want [patch delete]", verbs)
+	}
+	cs.ClearActions()
+	eng.final = final.DeepCopy()
+	eng.final.Status.Message = "a later publish"
+	m.pass(ctx)
+	m.pass(ctx)
+	if a := cs.Actions(); len(a) > 0 {
+		t.Errorf("after the delete: %d more requests (first: %s %s), want none", len(a), a[0].GetVerb(), a[0].GetSubresource())
+	}
+}
