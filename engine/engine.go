@@ -625,6 +625,16 @@ func (e *Engine) Pod(uid types.UID) *v1.Pod {
 	return nil
 }
 
+// Declared reports that Pod(uid) would return the pod: a source declares
+// it and its worker published it.
+func (e *Engine) Declared(uid types.UID) bool {
+	e.mu.RLock()
+	w := e.workers[uid]
+	declared := e.desired[uid] != nil
+	e.mu.RUnlock()
+	return w != nil && declared && w.snapshot() != nil
+}
+
 // sourcesReady reports whether every source of Config.Sources delivered its
 // first snapshot and the first update is sourcesSettle old: only then may
 // housekeeping kill pods no source declares. Called with e.mu held.

@@ -48,6 +48,11 @@ func (e *liveEngine) Pod(uid types.UID) *v1.Pod {
 	}
 	return nil
 }
+func (e *liveEngine) Declared(uid types.UID) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.pods[uid] != nil
+}
 func (e *liveEngine) PodStopped(types.UID) (*v1.Pod, bool) { return nil, false }
 func (e *liveEngine) SourcesReady() bool                   { return true }
 

@@ -86,6 +86,8 @@ type Engine interface {
 	// Pod is declared pod uid with its current status; nil when it is not
 	// declared (marked for deletion, gone) or published nothing yet.
 	Pod(uid types.UID) *v1.Pod
+	// Declared reports what Pod would return non-nil for, without a copy.
+	Declared(uid types.UID) bool
 	// PodStopped reports that nothing of the pod runs (its machine is
 	// terminated or finished, or it has no worker) and gives the status
 	// published since (nil when it has no worker).
@@ -186,7 +188,7 @@ func (m *Manager) mark(p *v1.Pod, swept bool) {
 	m.mu.Lock()
 	skip := !swept && creating(p) && m.sentCreating[p.UID] && m.cfg.PendingHold > 0
 	m.mu.Unlock()
-	if skip && m.cfg.Engine.Pod(p.UID) != nil {
+	if skip && m.cfg.Engine.Declared(p.UID) {
 		// Progress while being created after such a status was written:
 		// carried by the next other status or the next sweep. (A pod no
 		// longer declared is being deleted: never skipped.)

@@ -52,9 +52,10 @@ type fakeEngine struct {
 	stopped bool
 }
 
-func (f *fakeEngine) Pods() []*v1.Pod       { return nil }
-func (f *fakeEngine) Pod(types.UID) *v1.Pod { return nil }
-func (f *fakeEngine) SourcesReady() bool    { return true }
+func (f *fakeEngine) Pods() []*v1.Pod         { return nil }
+func (f *fakeEngine) Pod(types.UID) *v1.Pod   { return nil }
+func (f *fakeEngine) Declared(types.UID) bool { return false }
+func (f *fakeEngine) SourcesReady() bool      { return true }
 func (f *fakeEngine) PodStopped(types.UID) (*v1.Pod, bool) {
 	return f.final, f.stopped
 }
