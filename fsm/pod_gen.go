@@ -16,7 +16,7 @@ const PodMachineName = "pod"
 
 // PodSpecSHA256 is the SHA-256 of spec/pod.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const PodSpecSHA256 = "40ef024648335e970c6524e0f640b40a9e5756e0f2ef3efe43621723b89cdac5"
+const PodSpecSHA256 = "1d9cec7dfa6d0e96dcdaa012803653dc18207097ab2305cf17e8df27db463bf2"
 
 // PodState is a state of the pod machine.
 //

@@ -16,7 +16,7 @@ const ProbeMachineName = "probe"
 
 // ProbeSpecSHA256 is the SHA-256 of spec/probe.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ProbeSpecSHA256 = "9b9d481faf14127384d30fc54426354b9a09948c21ab0d029a4ea2e35d59e25e"
+const ProbeSpecSHA256 = "edb095ba78c546acbd3dc62181234f29fe9878eccce15d853d1e23410dd92acf"
 
 // ProbeState is a state of the probe machine.
 //

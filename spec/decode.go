@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -24,10 +25,33 @@ type File struct {
 // order, which the generated tables keep.
 func Parse(files []File) (*Spec, hcl.Diagnostics) {
 	s, diags := decode(files)
-	if diags.HasErrors() {
-		return s, diags
+	if !diags.HasErrors() {
+		diags = append(diags, validate(s)...)
 	}
-	return s, append(diags, validate(s)...)
+	return s, dedupe(diags)
+}
+
+// dedupe drops repeated diagnostics: a shared block is decoded and checked
+// once per use, and a problem in it is reported once.
+func dedupe(diags hcl.Diagnostics) hcl.Diagnostics {
+	type key struct {
+		sev             hcl.DiagnosticSeverity
+		summary, detail string
+		subject         hcl.Range
+	}
+	seen := map[key]bool{}
+	out := diags[:0]
+	for _, d := range diags {
+		k := key{d.Severity, d.Summary, d.Detail, hcl.Range{}}
+		if d.Subject != nil {
+			k.subject = *d.Subject
+		}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // ParseDir parses every *.hcl file of dir, in name order.
@@ -86,6 +110,16 @@ var machineSchema = &hcl.BodySchema{
 		{Type: "action", LabelNames: []string{"name"}},
 		{Type: "duration", LabelNames: []string{"name"}},
 		{Type: "state", LabelNames: []string{"name"}},
+		{Type: "shared", LabelNames: []string{"name"}},
+	},
+}
+
+// sharedSchema is the body of a shared block: what several states may use.
+var sharedSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{{Name: "doc"}, {Name: "entry"}},
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "transition", LabelNames: []string{"event"}},
+		{Type: "timeout", LabelNames: []string{"event"}},
 	},
 }
 
@@ -100,6 +134,7 @@ var stateSchema = &hcl.BodySchema{
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "transition", LabelNames: []string{"event"}},
 		{Type: "timeout", LabelNames: []string{"event"}},
+		{Type: "use", LabelNames: []string{"shared"}},
 		{Type: "choice"},
 	},
 }
@@ -167,6 +202,25 @@ func decodeMachine(b *hcl.Block) (*Machine, hcl.Diagnostics) {
 	if a := content.Attributes["initial"]; a != nil {
 		m.Initial = refAttr(a, "state", &diags)
 	}
+	// Shared blocks first: a state may use one declared after it.
+	shared := map[string]*sharedBlock{}
+	var sharedOrder []*sharedBlock
+	for _, blk := range content.Blocks {
+		if blk.Type != "shared" {
+			continue
+		}
+		sb := &sharedBlock{Decl: declOf(blk), body: blk.Body}
+		if prev := shared[sb.Name]; prev != nil {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError, Summary: "Duplicate shared block",
+				Detail:  fmt.Sprintf("shared %q is already declared at %s.", sb.Name, prev.NameRange),
+				Subject: sb.NameRange.Ptr(),
+			})
+			continue
+		}
+		shared[sb.Name] = sb
+		sharedOrder = append(sharedOrder, sb)
+	}
 	for _, blk := range content.Blocks {
 		switch blk.Type {
 		case "event", "guard":
@@ -201,15 +255,75 @@ func decodeMachine(b *hcl.Block) (*Machine, hcl.Diagnostics) {
 			du.Max = durationAttr(c.Attributes["max"], &diags)
 			m.Durations = append(m.Durations, du)
 		case "state":
-			st, dd := decodeState(blk)
+			st, dd := decodeState(blk, shared)
 			diags = append(diags, dd...)
 			m.States = append(m.States, st)
+		}
+	}
+	for _, sb := range sharedOrder {
+		if !sb.used {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagWarning, Summary: "Unused shared block",
+				Detail:  fmt.Sprintf("shared %q of machine %q is declared but no state uses it.", sb.Name, m.Name),
+				Subject: sb.NameRange.Ptr(),
+			})
 		}
 	}
 	return m, diags
 }
 
-func decodeState(b *hcl.Block) (*State, hcl.Diagnostics) {
+// sharedBlock is a `shared "NAME"` block of a machine, decoded anew at each
+// use with that use's parameters.
+type sharedBlock struct {
+	Decl
+	body hcl.Body
+	used bool
+}
+
+// binding is one use being expanded: the values it gives and which of them
+// the shared block read. A nil binding is a state's own block, where no
+// parameter can be resolved.
+type binding struct {
+	use  *Use
+	args hcl.Attributes
+	read map[string]bool
+}
+
+// bind returns a, or, when a's value is written param.NAME, the use's
+// attribute NAME under a's name. It returns nil, with an error, for a
+// parameter outside a shared block or one the use does not give.
+func (b *binding) bind(a *hcl.Attribute, diags *hcl.Diagnostics) *hcl.Attribute {
+	if a == nil {
+		return nil
+	}
+	tr, d := hcl.AbsTraversalForExpr(a.Expr)
+	if d.HasErrors() || tr.RootName() != "param" {
+		return a
+	}
+	at, ok := tr[len(tr)-1].(hcl.TraverseAttr)
+	switch {
+	case len(tr) != 2 || !ok:
+		*diags = append(*diags, attrErr(a, "Invalid parameter", "A parameter is written param.NAME."))
+		return nil
+	case b == nil:
+		*diags = append(*diags, attrErr(a, "Parameter outside a shared block",
+			fmt.Sprintf("%s = param.%s: only the blocks of a shared block may refer to a parameter, whose value each use gives.", a.Name, at.Name)))
+		return nil
+	}
+	arg := b.args[at.Name]
+	if arg == nil {
+		*diags = append(*diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError, Summary: "Missing parameter",
+			Detail:  fmt.Sprintf("This use of shared %q gives no value for param.%s, which %s refers to at %s.", b.use.Shared.Name, at.Name, a.Name, a.Expr.Range()),
+			Subject: b.use.Range.Ptr(),
+		})
+		return nil
+	}
+	b.read[at.Name] = true
+	return &hcl.Attribute{Name: a.Name, Expr: arg.Expr, Range: arg.Range, NameRange: arg.NameRange}
+}
+
+func decodeState(b *hcl.Block, shared map[string]*sharedBlock) (*State, hcl.Diagnostics) {
 	st := &State{Decl: declOf(b)}
 	content, diags := b.Body.Content(stateSchema)
 	st.Doc = stringAttr(content.Attributes["doc"], &diags)
@@ -224,34 +338,27 @@ func decodeState(b *hcl.Block) (*State, hcl.Diagnostics) {
 			}
 		}
 	}
-	if a := content.Attributes["entry"]; a != nil {
+	var own *binding
+	if a := own.bind(content.Attributes["entry"], &diags); a != nil {
 		st.Entry = refListAttr(a, "action", &diags)
 	}
+	uses := map[string]*Use{}
 	for _, blk := range content.Blocks {
 		switch blk.Type {
-		case "transition":
-			t := &Transition{Event: Ref{Name: blk.Labels[0], Range: blk.LabelRanges[0]}, Range: blk.DefRange}
-			c, d := blk.Body.Content(transitionSchema)
-			diags = append(diags, d...)
-			t.Doc = stringAttr(c.Attributes["doc"], &diags)
-			if a := c.Attributes["guard"]; a != nil {
-				t.Guard = refAttr(a, "guard", &diags)
+		case "transition", "timeout":
+			st.decodeRow(blk, own, &diags)
+		case "use":
+			u := &Use{Shared: Ref{Name: blk.Labels[0], Range: blk.LabelRanges[0]}, Range: blk.DefRange}
+			if prev := uses[u.Shared.Name]; prev != nil {
+				diags = append(diags, &hcl.Diagnostic{
+					Severity: hcl.DiagError, Summary: "Shared block used twice",
+					Detail:  fmt.Sprintf("state %q already uses shared %q at %s; its rows would be tried twice.", st.Name, u.Shared.Name, prev.Range),
+					Subject: u.Range.Ptr(),
+				})
+				continue
 			}
-			if a := c.Attributes["to"]; a != nil {
-				t.To = refAttr(a, "state", &diags)
-			}
-			if a := c.Attributes["actions"]; a != nil {
-				t.Actions = refListAttr(a, "action", &diags)
-			}
-			st.Transitions = append(st.Transitions, t)
-		case "timeout":
-			tm := &Timer{Event: Ref{Name: blk.Labels[0], Range: blk.LabelRanges[0]}, Range: blk.DefRange}
-			c, d := blk.Body.Content(timeoutSchema)
-			diags = append(diags, d...)
-			if a := c.Attributes["after"]; a != nil {
-				tm.After = refAttr(a, "duration", &diags)
-			}
-			st.Timers = append(st.Timers, tm)
+			uses[u.Shared.Name] = u
+			diags = append(diags, st.use(u, blk.Body, shared)...)
 		case "choice":
 			if st.Choice != nil {
 				diags = append(diags, &hcl.Diagnostic{
@@ -267,6 +374,94 @@ func decodeState(b *hcl.Block) (*State, hcl.Diagnostics) {
 		}
 	}
 	return st, diags
+}
+
+// use appends the entry, timers and transitions of the shared block u names,
+// with the parameters body gives.
+func (st *State) use(u *Use, body hcl.Body, shared map[string]*sharedBlock) hcl.Diagnostics {
+	args, diags := body.JustAttributes()
+	sb := shared[u.Shared.Name]
+	if sb == nil {
+		names := make([]string, 0, len(shared))
+		for n := range shared {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		detail := fmt.Sprintf("state %q uses shared %q, which is not declared.", st.Name, u.Shared.Name)
+		if s := suggest(u.Shared.Name, names); s != "" {
+			detail += fmt.Sprintf(" Did you mean %q?", s)
+		} else if len(names) > 0 {
+			detail += " Declared: " + strings.Join(names, ", ") + "."
+		}
+		return append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Unknown shared block", Detail: detail, Subject: u.Shared.Range.Ptr()})
+	}
+	sb.used = true
+	bnd := &binding{use: u, args: args, read: map[string]bool{}}
+	content, d := sb.body.Content(sharedSchema)
+	diags = append(diags, d...)
+	if a := bnd.bind(content.Attributes["entry"], &diags); a != nil {
+		if st.Entry != nil || st.EntryVia != nil {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError, Summary: "Entry given twice",
+				Detail:  fmt.Sprintf("state %q has an entry list already, and shared %q gives another at %s; a state has one entry list.", st.Name, sb.Name, a.Range),
+				Subject: u.Range.Ptr(),
+			})
+		} else {
+			st.Entry, st.EntryVia = refListAttr(a, "action", &diags), u
+		}
+	}
+	for _, blk := range content.Blocks {
+		st.decodeRow(blk, bnd, &diags)
+	}
+	unread := make([]*hcl.Attribute, 0, len(args))
+	for _, a := range args {
+		if !bnd.read[a.Name] {
+			unread = append(unread, a)
+		}
+	}
+	sort.Slice(unread, func(i, j int) bool { return unread[i].Range.Start.Byte < unread[j].Range.Start.Byte })
+	for _, a := range unread {
+		diags = append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError, Summary: "Unused parameter",
+			Detail:  fmt.Sprintf("shared %q refers to no param.%s, so this value would be ignored.", sb.Name, a.Name),
+			Subject: a.NameRange.Ptr(), Context: a.Range.Ptr(),
+		})
+	}
+	return diags
+}
+
+// decodeRow appends the transition or timeout blk to st, its attributes
+// bound by bnd (nil for the state's own blocks).
+func (st *State) decodeRow(blk *hcl.Block, bnd *binding, diags *hcl.Diagnostics) {
+	var via *Use
+	if bnd != nil {
+		via = bnd.use
+	}
+	label := Ref{Name: blk.Labels[0], Range: blk.LabelRanges[0]}
+	if blk.Type == "timeout" {
+		tm := &Timer{Event: label, Range: blk.DefRange, Via: via}
+		c, d := blk.Body.Content(timeoutSchema)
+		*diags = append(*diags, d...)
+		if a := bnd.bind(c.Attributes["after"], diags); a != nil {
+			tm.After = refAttr(a, "duration", diags)
+		}
+		st.Timers = append(st.Timers, tm)
+		return
+	}
+	t := &Transition{Event: label, Range: blk.DefRange, Via: via}
+	c, d := blk.Body.Content(transitionSchema)
+	*diags = append(*diags, d...)
+	t.Doc = stringAttr(bnd.bind(c.Attributes["doc"], diags), diags)
+	if a := bnd.bind(c.Attributes["guard"], diags); a != nil {
+		t.Guard = refAttr(a, "guard", diags)
+	}
+	if a := bnd.bind(c.Attributes["to"], diags); a != nil {
+		t.To = refAttr(a, "state", diags)
+	}
+	if a := bnd.bind(c.Attributes["actions"], diags); a != nil {
+		t.Actions = refListAttr(a, "action", diags)
+	}
+	st.Transitions = append(st.Transitions, t)
 }
 
 func decodeChoice(b *hcl.Block) (*Choice, hcl.Diagnostics) {

@@ -29,10 +29,16 @@
 //	      to      = state.S                      // omit for an internal transition
 //	      actions = [action.A, ...]
 //	    }
+//	    use "SHARED" { P = state.S }             // the shared rows, written here
 //	    choice {                                 // eventless branch taken on entry
 //	      when "GUARD" { to = state.S }
 //	      otherwise { to = state.S }
 //	    }
+//	  }
+//	  shared "NAME" {                            // rows several states use
+//	    entry = [action.A, ...]                  // at most one entry list per state
+//	    timeout "EVENT" { after = duration.D }
+//	    transition "EVENT" { to = param.P }      // param.P: the value the use gives
 //	  }
 //	}
 //	input "NAME" { MACHINE = MACHINE.EVENT ... }  // a channel input and the events it becomes

@@ -121,6 +121,36 @@ machine "pod" {
     default = "1h"
   }
 
+  shared "between_syncs" {
+    doc = "Between two syncs (synced, sync_backoff): sync again after requeue, at once on an update; terminate on a kill; complete once the active deadline ran out."
+    timeout "sync" { after = param.requeue }
+    timeout "deadline_exceeded" { after = duration.active_deadline }
+    transition "sync" { to = state.syncing }
+    transition "update" { to = state.syncing }
+    transition "kill" { to = state.terminating }
+    transition "deadline_exceeded" {
+      to      = state.completing
+      actions = [action.exceed_deadline, action.report_status]
+      doc     = param.deadline_doc
+    }
+  }
+
+  shared "stop_containers" {
+    doc   = "Stop the containers that still run (terminating, completing), retrying after sync_backoff; go to param.stopped once none runs."
+    entry = [action.kill_containers]
+    timeout "sync" { after = duration.sync_backoff }
+    transition "termination_done" {
+      guard = guard.all_containers_stopped
+      to    = param.stopped
+    }
+    transition "termination_done" { doc = "A stop failed and a container still runs: retry when the timer fires." }
+    transition "sync" {
+      guard = guard.all_containers_stopped
+      to    = param.stopped
+      doc   = "The runtime reported the last container dead."
+    }
+  }
+
   state "pending" {
     doc = "The worker exists; nothing of the pod has started."
     transition "update" {
@@ -167,46 +197,23 @@ machine "pod" {
 
   state "synced" {
     doc = "The last sync succeeded; wait for the resync timer, an update or a runtime event."
-    timeout "sync" { after = duration.resync }
-    timeout "deadline_exceeded" { after = duration.active_deadline }
-    transition "sync" { to = state.syncing }
-    transition "update" { to = state.syncing }
-    transition "kill" { to = state.terminating }
-    transition "deadline_exceeded" {
-      to      = state.completing
-      actions = [action.exceed_deadline, action.report_status]
-      doc     = "activeDeadlineSeconds ran out: Failed, DeadlineExceeded; stop every container with the grace period and keep them, as for a pod that completed."
+    use "between_syncs" {
+      requeue      = duration.resync
+      deadline_doc = "activeDeadlineSeconds ran out: Failed, DeadlineExceeded; stop every container with the grace period and keep them, as for a pod that completed."
     }
   }
 
   state "sync_backoff" {
     doc = "The last sync failed; retry after sync_backoff, or at once on an update or a runtime event."
-    timeout "sync" { after = duration.sync_backoff }
-    timeout "deadline_exceeded" { after = duration.active_deadline }
-    transition "sync" { to = state.syncing }
-    transition "update" { to = state.syncing }
-    transition "kill" { to = state.terminating }
-    transition "deadline_exceeded" {
-      to      = state.completing
-      actions = [action.exceed_deadline, action.report_status]
-      doc     = "activeDeadlineSeconds ran out while a sync failed (a container cannot start): Failed, DeadlineExceeded, as from synced."
+    use "between_syncs" {
+      requeue      = duration.sync_backoff
+      deadline_doc = "activeDeadlineSeconds ran out while a sync failed (a container cannot start): Failed, DeadlineExceeded, as from synced."
     }
   }
 
   state "terminating" {
     doc   = "Stop every container with the effective grace period; never start one again."
-    entry = [action.kill_containers]
-    timeout "sync" { after = duration.sync_backoff }
-    transition "termination_done" {
-      guard = guard.all_containers_stopped
-      to    = state.terminated
-    }
-    transition "termination_done" { doc = "A stop failed and a container still runs: retry when the timer fires." }
-    transition "sync" {
-      guard = guard.all_containers_stopped
-      to    = state.terminated
-      doc   = "The runtime reported the last container dead."
-    }
+    use "stop_containers" { stopped = state.terminated }
     transition "sync" {
       to  = state.terminating
       doc = "Retry the kill (re-arms the timer)."
@@ -220,18 +227,7 @@ machine "pod" {
 
   state "completing" {
     doc   = "The pod completed (Succeeded or Failed) while its sources still declare it: stop the containers that still run (sidecars) with the grace period; never start one again."
-    entry = [action.kill_containers]
-    timeout "sync" { after = duration.sync_backoff }
-    transition "termination_done" {
-      guard = guard.all_containers_stopped
-      to    = state.completed
-    }
-    transition "termination_done" { doc = "A stop failed and a container still runs: retry when the timer fires." }
-    transition "sync" {
-      guard = guard.all_containers_stopped
-      to    = state.completed
-      doc   = "The runtime reported the last container dead."
-    }
+    use "stop_containers" { stopped = state.completed }
     transition "sync" {
       to  = state.completing
       doc = "Retry the stop (re-arms the timer)."

@@ -59,6 +59,22 @@ machine "probe" {
     doc = "Stop the workers of the instance that left running; their results are forgotten."
   }
 
+  shared "stop" {
+    doc = "The instance left running: every state but off."
+    transition "container_stopped" {
+      to      = state.off
+      actions = [action.stop_probes]
+    }
+  }
+
+  shared "liveness" {
+    doc = "Started (unready or ready): a failed liveness probe kills the container."
+    transition "liveness_failed" {
+      to      = state.killing
+      actions = [action.kill_container]
+    }
+  }
+
   state "off" {
     doc = "The container does not run: no probe runs, not started, not ready."
     transition "container_running" {
@@ -78,45 +94,27 @@ machine "probe" {
       to      = state.killing
       actions = [action.kill_container]
     }
-    transition "container_stopped" {
-      to      = state.off
-      actions = [action.stop_probes]
-    }
+    use "stop" {}
   }
 
   state "unready" {
     doc = "Started; the readiness probe has not succeeded (yet), or failed its threshold."
     transition "probe_due" { actions = [action.run_probe] }
     transition "ready" { to = state.ready }
-    transition "liveness_failed" {
-      to      = state.killing
-      actions = [action.kill_container]
-    }
-    transition "container_stopped" {
-      to      = state.off
-      actions = [action.stop_probes]
-    }
+    use "liveness" {}
+    use "stop" {}
   }
 
   state "ready" {
     doc = "Started and ready: the container counts for ContainersReady."
     transition "probe_due" { actions = [action.run_probe] }
     transition "unready" { to = state.unready }
-    transition "liveness_failed" {
-      to      = state.killing
-      actions = [action.kill_container]
-    }
-    transition "container_stopped" {
-      to      = state.off
-      actions = [action.stop_probes]
-    }
+    use "liveness" {}
+    use "stop" {}
   }
 
   state "killing" {
     doc = "A liveness or startup failure killed the container; it leaves running."
-    transition "container_stopped" {
-      to      = state.off
-      actions = [action.stop_probes]
-    }
+    use "stop" {}
   }
 }

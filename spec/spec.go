@@ -115,13 +115,28 @@ type Duration struct {
 // once through the first branch whose guard holds (else Otherwise): its entry
 // actions run but its timers are never armed. A transition without `to` is
 // internal: the state is not left, no entry action runs, timers keep running.
+//
+// A state's `use` blocks are expanded when the spec is decoded: Entry, Timers
+// and Transitions hold the rows of the shared blocks it uses at the place of
+// each use, so that readers of a State need not know about sharing.
 type State struct {
 	Decl
-	Final       bool
-	Entry       []Ref
+	Final bool
+	Entry []Ref
+	// EntryVia is the use that gave Entry (nil when the state wrote it).
+	EntryVia    *Use
 	Timers      []*Timer
 	Transitions []*Transition
 	Choice      *Choice
+}
+
+// Use is a `use "SHARED" { PARAM = value ... }` block of a state: the entry,
+// timeouts and transitions of the machine's shared block SHARED, as if
+// written at the place of the use, each attribute whose value is
+// param.PARAM taking the value given here instead.
+type Use struct {
+	Shared Ref
+	Range  hcl.Range
 }
 
 // Timer arms Event after Duration while the machine stays in the state.
@@ -129,6 +144,9 @@ type Timer struct {
 	Event Ref
 	After Ref
 	Range hcl.Range
+	// Via is the use that brought the timer from a shared block, whose
+	// timeout Range is (nil when the state wrote it).
+	Via *Use
 }
 
 // Transition moves the machine on Event when Guard (if set) holds. Transitions
@@ -141,6 +159,9 @@ type Transition struct {
 	Actions []Ref
 	Doc     string
 	Range   hcl.Range
+	// Via is the use that brought the transition from a shared block, whose
+	// transition Range is (nil when the state wrote it).
+	Via *Use
 }
 
 // Internal reports whether the transition stays in its state without

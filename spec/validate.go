@@ -195,17 +195,17 @@ func (v *validator) machine(m *Machine) {
 	for _, st := range m.States {
 		where := fmt.Sprintf("state %q", st.Name)
 		for _, a := range st.Entry {
-			v.ref(actions, a, where+" entry")
+			v.ref(actions, a, origin(where, st.EntryVia)+" entry")
 		}
 		for _, tm := range st.Timers {
-			v.ref(durations, tm.After, where+" timeout")
-			if v.ref(events, tm.Event, where+" timeout") {
+			v.ref(durations, tm.After, origin(where, tm.Via)+" timeout")
+			if v.ref(events, tm.Event, origin(where, tm.Via)+" timeout") {
 				found := false
 				for _, t := range st.Transitions {
 					found = found || t.Event.Name == tm.Event.Name
 				}
 				if !found {
-					v.errorf(tm.Event.Range, "Timer without transition",
+					v.errorf(at(tm.Event.Range, tm.Via), "Timer without transition",
 						"state %q arms a timer for event %q but has no transition on %q; the timer would fire into nothing.", st.Name, tm.Event.Name, tm.Event.Name)
 				}
 			}
@@ -214,8 +214,8 @@ func (v *validator) machine(m *Machine) {
 		unguarded := map[string]*Transition{}
 		seenGuard := map[string]map[string]bool{}
 		for _, t := range st.Transitions {
-			tw := fmt.Sprintf("%s transition %q", where, t.Event.Name)
-			v.ref(events, t.Event, where+" transition")
+			tw := fmt.Sprintf("%s transition %q", origin(where, t.Via), t.Event.Name)
+			v.ref(events, t.Event, origin(where, t.Via)+" transition")
 			if t.Guard.Set() {
 				v.ref(guards, t.Guard, tw)
 			}
@@ -227,11 +227,11 @@ func (v *validator) machine(m *Machine) {
 			}
 			if prev := unguarded[t.Event.Name]; prev != nil {
 				if t.Guard.Set() {
-					v.errorf(t.Range, "Shadowed transition",
-						"state %q already has an unguarded transition on %q at %s, so this guarded one is never tried; put guarded transitions first.", st.Name, t.Event.Name, prev.Range)
+					v.errorf(at(t.Range, t.Via), "Shadowed transition",
+						"state %q already has an unguarded transition on %q at %s, so this guarded one%s is never tried; put guarded transitions first.", st.Name, t.Event.Name, rowAt(prev), from(t))
 				} else {
-					v.errorf(t.Range, "Ambiguous transition",
-						"state %q has two unguarded transitions on %q (the other at %s); guard one of them.", st.Name, t.Event.Name, prev.Range)
+					v.errorf(at(t.Range, t.Via), "Ambiguous transition",
+						"state %q has two unguarded transitions on %q (the other at %s)%s; guard one of them.", st.Name, t.Event.Name, rowAt(prev), from(t))
 				}
 				continue
 			}
@@ -243,8 +243,8 @@ func (v *validator) machine(m *Machine) {
 				seenGuard[t.Event.Name] = map[string]bool{}
 			}
 			if seenGuard[t.Event.Name][t.Guard.Name] {
-				v.errorf(t.Guard.Range, "Shadowed transition",
-					"state %q already has a transition on %q guarded by %q, so this one is never taken.", st.Name, t.Event.Name, t.Guard.Name)
+				v.errorf(at(t.Guard.Range, t.Via), "Shadowed transition",
+					"state %q already has a transition on %q guarded by %q, so this one%s is never taken.", st.Name, t.Event.Name, t.Guard.Name, from(t))
 			}
 			seenGuard[t.Event.Name][t.Guard.Name] = true
 		}
@@ -313,6 +313,40 @@ func (v *validator) machine(m *Machine) {
 			}
 		}
 	}
+}
+
+// origin names where a row was written: the state, or the shared block a
+// use brought it from (checked once, whichever state uses it).
+func origin(state string, via *Use) string {
+	if via == nil {
+		return state
+	}
+	return fmt.Sprintf("shared %q", via.Shared.Name)
+}
+
+// at is where a problem of a row at rng is reported: rng itself, or for a
+// row a use brought, the use, since the problem is in the state using it.
+func at(rng hcl.Range, via *Use) hcl.Range {
+	if via == nil {
+		return rng
+	}
+	return via.Range
+}
+
+// rowAt is where transition t is written, with the use that brought it.
+func rowAt(t *Transition) string {
+	if t.Via == nil {
+		return t.Range.String()
+	}
+	return fmt.Sprintf("%s, from shared %q used at %s", t.Range, t.Via.Shared.Name, t.Via.Range)
+}
+
+// from is ` (from shared "NAME", at POS)` for a transition a use brought, else "".
+func from(t *Transition) string {
+	if t.Via == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (from shared %q, at %s)", t.Via.Shared.Name, t.Range)
 }
 
 // Reachable returns the states reachable from the initial state over
