@@ -116,9 +116,9 @@
 // the sandbox) are left before the worker takes its next input; the spec
 // draws only the rows that can happen that way.
 //
-// Housekeeping does not resync every pod (the spec routes it to pod.sync;
-// at 10,000 pods that would be 5,000 syncs a second): the resync timer of
-// the synced state does, as kubelet's work queue does.
+// Housekeeping does not resync every pod (at 10,000 pods that would be
+// 5,000 syncs a second) and is no input of any machine (spec/routes.hcl):
+// the resync timer of the synced state does, as kubelet's work queue does.
 //
 // Lifecycle hooks follow kubelet (hooks.go): postStart runs after
 // StartContainer and a failure stops the container through the stopping

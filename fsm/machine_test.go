@@ -373,7 +373,6 @@ func TestRoutes(t *testing.T) {
 		{InputContainerRemoved, "", "removed", ""},
 		{InputContainerChanged, "sync", "state_unknown", ""},
 		{InputSyncTick, "sync", "", ""},
-		{InputHousekeeping, "sync", "", ""},
 		{InputLivenessFailed, "", "", "liveness_failed"},
 		{InputStartupSucceeded, "", "", "startup_ok"},
 		{InputStartupFailed, "", "", "startup_failed"},

@@ -6,7 +6,7 @@ import "fmt"
 
 // RoutesSpecSHA256 is the SHA-256 of spec/routes.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const RoutesSpecSHA256 = "f8bab1bec418e56f934be60578415bef457f4cbffd7717853c70ef88ace63738"
+const RoutesSpecSHA256 = "63706f4187012c3379da07d0a53690896e3c5cdf878caab436db237f364b6ce8"
 
 // Input is a channel input of the engine: a config op, a runtime event, a
 // tick or a probe result. Route says which machine events it becomes.
@@ -49,9 +49,6 @@ const (
 	InputContainerChanged
 	// InputSyncTick: The sync ticker found the pod due for a resync.
 	InputSyncTick
-	// InputHousekeeping: Periodic housekeeping (every 2 s): kills orphans, purges
-	// finished UIDs, resyncs the pod.
-	InputHousekeeping
 	// InputLivenessFailed: A liveness probe reached its failure threshold: the
 	// probe machine kills the container; the restart policy decides.
 	InputLivenessFailed
@@ -70,9 +67,9 @@ const (
 )
 
 // Inputs lists every input in spec order.
-var Inputs = []Input{InputConfigAdd, InputConfigUpdate, InputConfigRemove, InputConfigDelete, InputEvicted, InputConfigReconcile, InputConfigRestore, InputContainerStarted, InputContainerDied, InputContainerRemoved, InputSandboxDied, InputContainerChanged, InputSyncTick, InputHousekeeping, InputLivenessFailed, InputStartupSucceeded, InputStartupFailed, InputReadinessSucceeded, InputReadinessFailed}
+var Inputs = []Input{InputConfigAdd, InputConfigUpdate, InputConfigRemove, InputConfigDelete, InputEvicted, InputConfigReconcile, InputConfigRestore, InputContainerStarted, InputContainerDied, InputContainerRemoved, InputSandboxDied, InputContainerChanged, InputSyncTick, InputLivenessFailed, InputStartupSucceeded, InputStartupFailed, InputReadinessSucceeded, InputReadinessFailed}
 
-var inputNames = [...]string{"config_add", "config_update", "config_remove", "config_delete", "evicted", "config_reconcile", "config_restore", "container_started", "container_died", "container_removed", "sandbox_died", "container_changed", "sync_tick", "housekeeping", "liveness_failed", "startup_succeeded", "startup_failed", "readiness_succeeded", "readiness_failed"}
+var inputNames = [...]string{"config_add", "config_update", "config_remove", "config_delete", "evicted", "config_reconcile", "config_restore", "container_started", "container_died", "container_removed", "sandbox_died", "container_changed", "sync_tick", "liveness_failed", "startup_succeeded", "startup_failed", "readiness_succeeded", "readiness_failed"}
 
 // String returns the input's name in the spec.
 func (in Input) String() string {
@@ -107,7 +104,7 @@ type Routed struct {
 	HasSandbox   bool
 }
 
-var routeTable = [19]Routed{
+var routeTable = [18]Routed{
 	InputConfigAdd:          {Pod: PodEventUpdate, HasPod: true},
 	InputConfigUpdate:       {Pod: PodEventUpdate, HasPod: true},
 	InputConfigRemove:       {Pod: PodEventKill, HasPod: true},
@@ -121,7 +118,6 @@ var routeTable = [19]Routed{
 	InputSandboxDied:        {Pod: PodEventSync, HasPod: true, Sandbox: SandboxEventDied, HasSandbox: true},
 	InputContainerChanged:   {Pod: PodEventSync, HasPod: true, Container: ContainerEventStateUnknown, HasContainer: true},
 	InputSyncTick:           {Pod: PodEventSync, HasPod: true},
-	InputHousekeeping:       {Pod: PodEventSync, HasPod: true},
 	InputLivenessFailed:     {Probe: ProbeEventLivenessFailed, HasProbe: true},
 	InputStartupSucceeded:   {Probe: ProbeEventStartupOk, HasProbe: true},
 	InputStartupFailed:      {Probe: ProbeEventStartupFailed, HasProbe: true},

@@ -13,6 +13,10 @@
 #    container_changed and sandbox_died; a runtime with GetContainerEvents
 #    feeds the container events directly with a slow relist as a safety net. "PLEG is not healthy" after 3 min
 #    without a successful relist is node health, reported by the engine.
+#  - Housekeeping (every 2 s) kills orphans and purges finished UIDs; it is
+#    no input of any machine. A pod is resynced by its own timers (synced's
+#    resync, sync_backoff's retry), as kubelet's work queue does, not by
+#    housekeeping (at 10,000 pods that would be 5,000 syncs a second).
 #  - No checkpoint: after a restart the engine rebuilds each worker from CRI
 #    labels and annotations (NewPodMachineAt / NewContainerMachineAt with the
 #    state the runtime shows), sends config_restore for pods a source still
@@ -82,10 +86,6 @@ input "container_changed" {
 
 input "sync_tick" {
   doc = "The sync ticker found the pod due for a resync."
-  pod = pod.sync
-}
-input "housekeeping" {
-  doc = "Periodic housekeeping (every 2 s): kills orphans, purges finished UIDs, resyncs the pod."
   pod = pod.sync
 }
 

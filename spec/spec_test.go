@@ -55,7 +55,7 @@ func TestRoutesCoverEveryInput(t *testing.T) {
 	for _, want := range []string{
 		"config_add", "config_update", "config_remove", "config_delete", "config_reconcile", "config_restore",
 		"container_started", "container_died", "container_removed", "container_changed",
-		"sync_tick", "housekeeping", "liveness_failed", "startup_succeeded", "startup_failed",
+		"sync_tick", "liveness_failed", "startup_succeeded", "startup_failed",
 		"readiness_succeeded", "readiness_failed",
 	} {
 		if !slices.Contains(got, want) {
