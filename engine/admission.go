@@ -70,10 +70,12 @@ type admission struct {
 	RuntimeClasses RuntimeClasses
 	// Sysctls is the node's sysctl allowlist; nil: sysctls are not checked.
 	Sysctls *podspec.Sysctls
+	// MaxPods is the node's pods capacity (--max-pods); 0: not checked.
+	MaxPods int
 }
 
 // admit decides whether pod may run on the node beside the active pods,
-// in kubelet's order: resources (OutOf<resource>), required node affinity
+// in kubelet's order: the pods capacity (OutOfpods), resources (OutOf<resource>), required node affinity
 // and nodeSelector (NodeAffinity), spec.nodeName (NodeName), host ports
 // (NodePorts); an AppArmor profile the node cannot enforce (AppArmor);
 // then the runtime class, whose handler it returns. Before them, as
@@ -94,6 +96,11 @@ func admit(pod *v1.Pod, in admission) (handler string, r *refusal) {
 		if reason, msg, ok := in.Sysctls.Admit(pod); !ok {
 			return "", &refusal{Reason: reason, Message: msg}
 		}
+	}
+	if n := len(in.Active); in.MaxPods > 0 && n+1 > in.MaxPods {
+		// The scheduler's fit counts pods before every other resource.
+		return "", &refusal{Reason: "OutOf" + string(v1.ResourcePods),
+			Message: fmt.Sprintf("Node didn't have enough resource: %s, requested: 1, used: %d, capacity: %d", v1.ResourcePods, n, in.MaxPods)}
 	}
 	if r := fitsResources(pod, in.Allocatable, in.Active); r != nil {
 		return "", r
@@ -296,7 +303,7 @@ func (e *Engine) admitLocked(pod *v1.Pod, adopted bool) (handler string, r *refu
 			return "", &refusal{Reason: ReasonEvicted, Message: msg}
 		}
 	}
-	in := admission{Node: e.nodeObject(false), Allocatable: e.cfg.Allocatable, RuntimeClasses: e.cfg.RuntimeClasses, Sysctls: e.cfg.Sysctls}
+	in := admission{Node: e.nodeObject(false), Allocatable: e.cfg.Allocatable, RuntimeClasses: e.cfg.RuntimeClasses, Sysctls: e.cfg.Sysctls, MaxPods: e.cfg.MaxPods}
 	for _, w := range e.workers {
 		if w.refusal != nil || w.pod == nil {
 			continue

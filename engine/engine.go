@@ -86,10 +86,12 @@ type Config struct {
 	// (services not read yet) is a CreateContainerConfigError of a pod
 	// from the API server. nil (no API server): no service variables.
 	Services func() ([]*v1.Service, error)
-	// MaxPods is the most pods the sources may declare at once (kubelet's
-	// --max-pods); a pod beyond it is refused and logged. 0 = no limit.
-	// With the manifest limits of engine/config it bounds what a CRI list
-	// call returns (MaxSandboxRecordBytes, MaxContainerRecordBytes).
+	// MaxPods is the node's pods capacity (kubelet's --max-pods): a pod
+	// declared while that many admitted pods are active is refused
+	// admission, Failed with reason OutOfpods, as kubelet's resource fit
+	// refuses it. 0 = no limit. With the manifest limits of engine/config
+	// it bounds what a CRI list call returns (MaxSandboxRecordBytes,
+	// MaxContainerRecordBytes): a refused pod has no sandbox.
 	MaxPods int
 	// CrashLoopBackOffMax caps the CrashLoopBackOff delay; default the
 	// spec's 300 s (kubelet's maxContainerRestartPeriod).
@@ -253,9 +255,6 @@ type Engine struct {
 	// until then recoverErr holds the last failure and Healthz fails.
 	recovered  atomic.Bool
 	recoverErr atomic.Pointer[error]
-	// refused are the UIDs refused over MaxPods, so each is logged once.
-	refused map[types.UID]bool
-
 	runCtx     context.Context
 	startedAt  time.Time // when Run began: probe workers starting within a period of it are jittered
 	wg         sync.WaitGroup
@@ -343,7 +342,6 @@ func New(cfg Config) (*Engine, error) {
 		adopted:      map[types.UID]*adoptedPod{},
 		desired:      map[types.UID]*v1.Pod{},
 		gone:         map[types.UID]goneHistory{},
-		refused:      map[types.UID]bool{},
 		runtimeName:  "cri",
 		allocatable:  podAllocatable(cfg.Allocatable),
 		volumes:      &volume.Manager{Root: cfg.RootDir, API: cfg.VolumeAPI, Node: nodeAllocatable(cfg.Allocatable), Now: cfg.Clock.Now},
@@ -459,38 +457,21 @@ func (e *Engine) handleUpdate(u config.PodUpdate) {
 	}
 	e.spoke[u.Source] = true
 	declares := declaresPod(u.Op)
-	var refused map[types.UID]bool
 	for _, pod := range u.Pods {
 		if pod == nil || pod.UID == "" {
 			continue
 		}
 		switch {
 		case declares:
-			if _, known := e.desired[pod.UID]; !known && e.cfg.MaxPods > 0 && len(e.desired) >= e.cfg.MaxPods {
-				if refused == nil {
-					refused = map[types.UID]bool{}
-				}
-				refused[pod.UID] = true
-				if !e.refused[pod.UID] {
-					e.refused[pod.UID] = true
-					e.log.Error("pod refused: the node already runs the most pods allowed (--max-pods)", "pod", pod.Namespace+"/"+pod.Name, "uid", pod.UID, "max-pods", e.cfg.MaxPods, "source", u.Source)
-				}
-				continue
-			}
-			delete(e.refused, pod.UID)
 			e.desired[pod.UID] = pod
 		case isKillOp(u.Op):
 			delete(e.desired, pod.UID)
-			delete(e.refused, pod.UID)
 		}
 	}
 	e.mu.Unlock()
 	for _, pod := range u.Pods {
 		if pod == nil || pod.UID == "" {
 			e.log.Warn("pod update without UID ignored", "op", u.Op.String(), "source", u.Source)
-			continue
-		}
-		if refused[pod.UID] {
 			continue
 		}
 		// kubelet's "SyncLoop ADD/UPDATE/REMOVE" lines.

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -75,7 +76,10 @@ func gaugeOf(t *testing.T, h *scriptHarness, name string) float64 {
 	return 0
 }
 
-// A pod beyond MaxPods is refused and logged; the pods already declared run.
+// A pod declared while MaxPods admitted pods are active is refused
+// admission as kubelet refuses it (Failed, OutOfpods, with kubelet's
+// message); the pods already declared run, and once one is removed a new
+// pod is admitted again (a refused pod counts for nothing).
 func TestMaxPods(t *testing.T) {
 	h := newHarness(t)
 	h.start(Config{MaxPods: 2})
@@ -85,20 +89,33 @@ func TestMaxPods(t *testing.T) {
 			Spec: v1.PodSpec{RestartPolicy: v1.RestartPolicyAlways, Containers: []v1.Container{{Name: "main", Image: "busybox:latest", ImagePullPolicy: v1.PullIfNotPresent}}}}
 	}
 	h.send(config.PodUpdate{Op: config.OpAdd, Source: config.SourceFile, Pods: []*v1.Pod{pod("a"), pod("b"), pod("c")}})
+	h.settle()
 	var names []string
 	for _, p := range h.eng.Pods() {
 		names = append(names, p.Name+"="+string(p.Status.Phase))
+		if p.Name == "c" {
+			const msg = "Pod was rejected: Node didn't have enough resource: pods, requested: 1, used: 2, capacity: 2"
+			if p.Status.Reason != "OutOfpods" || p.Status.Message != msg {
+				t.Errorf("pod c: reason %q message %q, want OutOfpods, %q", p.Status.Reason, p.Status.Message, msg)
+			}
+		}
 	}
-	if got := strings.Join(names, ","); got != "a=Running,b=Running" {
-		t.Errorf("pods %s, want a and b Running and c refused", got)
+	sort.Strings(names)
+	if got := strings.Join(names, ","); got != "a=Running,b=Running,c=Failed" {
+		t.Errorf("pods %s, want a and b Running and c refused (Failed)", got)
+	}
+	if n := h.srv.Runtime.Calls("RunPodSandbox"); n != 2 {
+		t.Errorf("RunPodSandbox called %d times, want 2 (none for the refused pod)", n)
 	}
 	h.send(config.PodUpdate{Op: config.OpRemove, Source: config.SourceFile, Pods: []*v1.Pod{pod("a")}})
 	h.send(config.PodUpdate{Op: config.OpAdd, Source: config.SourceFile, Pods: []*v1.Pod{pod("d")}})
+	h.settle()
 	names = nil
 	for _, p := range h.eng.Pods() {
-		names = append(names, p.Name)
+		names = append(names, p.Name+"="+string(p.Status.Phase))
 	}
-	if got := strings.Join(names, ","); got != "b,d" {
-		t.Errorf("after removing a and adding d: pods %s, want b,d", got)
+	sort.Strings(names)
+	if got := strings.Join(names, ","); got != "b=Running,c=Failed,d=Running" {
+		t.Errorf("after removing a and adding d: pods %s, want b and d Running, c still refused", got)
 	}
 }

@@ -206,7 +206,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.DurationVar(&o.httpCheckFrequency, "http-check-frequency", config.DefaultURLPeriod, "how often --manifest-url is fetched")
 	fs.DurationVar(&o.runtimeWait, "runtime-wait", 30*time.Second, "how long to wait at start for the runtime to answer")
 	fs.IntVar(&o.verbosity, "v", 0, "log verbosity: 0 lifecycle steps (SyncLoop ADD/UPDATE/REMOVE, container started/died/killed, pod removed) and problems; 2 also PLEG events and RECONCILE updates; 4 every machine transition and CRI-facing action; 6 also events a state ignores")
-	fs.IntVar(&o.maxPods, "max-pods", 110, "most pods the sources may declare at once; more are refused (bounds what CRI list calls return)")
+	fs.IntVar(&o.maxPods, "max-pods", 110, "the node's pods capacity: a pod beyond it is refused admission, Failed with reason OutOfpods (bounds what CRI list calls return)")
 	fs.StringVar(&o.unsafeSysctls, "allowed-unsafe-sysctls", "", "comma-separated unsafe sysctls or patterns ending in * (kernel.msg*, net.core.somaxconn) pods may set besides the safe ones; a pod setting another is refused with SysctlForbidden")
 	fs.StringVar(&o.containerLogMaxSize, "container-log-max-size", "10Mi", "a running container's log file is rotated when it reaches this size (a quantity: 10Mi, 500Ki)")
 	fs.IntVar(&o.containerLogMaxFiles, "container-log-max-files", 5, "most log files kept per container, the current one included (at least 2)")
