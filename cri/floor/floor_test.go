@@ -3,9 +3,11 @@ package floor_test
 import (
 	"context"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"google.golang.org/grpc/codes"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/cri/floor"
@@ -105,6 +107,52 @@ func TestBurstPodFiles(t *testing.T) {
 		}
 		if len(files) != n {
 			t.Errorf("%d pods have a %s file, want %d", len(files), name, n)
+		}
+	}
+}
+
+// sandboxConfigs records the config of every RunPodSandbox.
+type sandboxConfigs struct {
+	cri.Runtime
+	mu  sync.Mutex
+	got []*runtimeapi.PodSandboxConfig
+}
+
+func (s *sandboxConfigs) RunPodSandbox(ctx context.Context, c *runtimeapi.PodSandboxConfig, handler string) (string, error) {
+	s.mu.Lock()
+	s.got = append(s.got, c)
+	s.mu.Unlock()
+	return s.Runtime.RunPodSandbox(ctx, c, handler)
+}
+
+// TestBurstSandboxSeccomp: with SandboxSeccomp every sandbox asks for the
+// runtime's default seccomp profile; without it none asks for a profile.
+func TestBurstSandboxSeccomp(t *testing.T) {
+	const image = "busybox:latest"
+	srv, err := sim.Start(t.TempDir(), sim.Options{Images: []string{image}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	client, err := cri.Dial(context.Background(), srv.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	for _, seccomp := range []bool{false, true} {
+		rt := &sandboxConfigs{Runtime: client}
+		const n = 3
+		if _, err := floor.Burst(context.Background(), rt, image, n, t.TempDir(), floor.Options{SandboxSeccomp: seccomp}); err != nil {
+			t.Fatalf("Burst: %v", err)
+		}
+		if len(rt.got) != n {
+			t.Fatalf("%d RunPodSandbox calls, want %d", len(rt.got), n)
+		}
+		for _, c := range rt.got {
+			p := c.GetLinux().GetSecurityContext().GetSeccomp()
+			if got := p != nil && p.GetProfileType() == runtimeapi.SecurityProfile_RuntimeDefault; got != seccomp {
+				t.Errorf("SandboxSeccomp %v: sandbox %s seccomp %v", seccomp, c.GetMetadata().GetName(), p)
+			}
 		}
 	}
 }
