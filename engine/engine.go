@@ -462,9 +462,13 @@ func (e *Engine) handleUpdate(u config.PodUpdate) {
 			continue
 		}
 		switch {
-		case declares:
+		case declares && pod.DeletionTimestamp == nil:
 			e.desired[pod.UID] = pod
-		case isKillOp(u.Op):
+		case declares, isKillOp(u.Op):
+			// A pod marked for deletion is never declared again: the
+			// updates of its object (its status, its grace period) until
+			// it is deleted reach its worker only (kubelet's pod workers
+			// never restart a UID that was terminated).
 			delete(e.desired, pod.UID)
 		}
 	}
@@ -480,11 +484,22 @@ func (e *Engine) handleUpdate(u config.PodUpdate) {
 			level = LevelVerbose
 		}
 		e.log.Log(context.Background(), level, "SyncLoop "+u.Op.String(), "pod", pod.Namespace+"/"+pod.Name, "uid", pod.UID, "source", u.Source)
-		w := e.worker(pod.UID, declares, pod)
+		op, create := u.Op, declares
+		if declares && pod.DeletionTimestamp != nil {
+			// A worker is made for it only to stop what a previous run
+			// left in the runtime, and is told to kill.
+			e.mu.RLock()
+			_, create = e.adopted[pod.UID]
+			e.mu.RUnlock()
+			if e.worker(pod.UID, false, nil) == nil {
+				op = config.OpDelete
+			}
+		}
+		w := e.worker(pod.UID, create, pod)
 		if w == nil {
 			continue
 		}
-		w.post(input{kind: inputConfig, op: u.Op, pod: pod})
+		w.post(input{kind: inputConfig, op: op, pod: pod})
 	}
 }
 

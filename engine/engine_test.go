@@ -876,10 +876,15 @@ func TestEngineScripts(t *testing.T) {
 				pod := pods[uid].DeepCopy()
 				op := config.OpRemove
 				if d.Cmd == "delete" {
+					// The API's graceful deletion: the object keeps
+					// being listed, marked, until the node deletes it.
 					op = config.OpDelete
 					var g int64
 					d.ScanArgs(t, "grace", &g)
 					pod.DeletionGracePeriodSeconds = &g
+					ts := metav1.NewTime(h.clk.Now())
+					pod.DeletionTimestamp = &ts
+					pods[uid] = pod.DeepCopy()
 				}
 				h.send(config.PodUpdate{Op: op, Pods: []*v1.Pod{pod}, Source: config.SourceFile})
 				return ""

@@ -16,7 +16,7 @@ const PodMachineName = "pod"
 
 // PodSpecSHA256 is the SHA-256 of spec/pod.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const PodSpecSHA256 = "1d9cec7dfa6d0e96dcdaa012803653dc18207097ab2305cf17e8df27db463bf2"
+const PodSpecSHA256 = "9cab6314b5609cc92c3cc216637d0f384c7f096b9ec6cac79f961301d19830a0"
 
 // PodState is a state of the pod machine.
 //

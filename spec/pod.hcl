@@ -30,7 +30,10 @@
 #    that is stopping re-issues its stop only when its grace got shorter.
 #  - A terminated UID never restarts until purged: finished is final; the
 #    engine keeps finished UIDs and drops config updates for them until
-#    housekeeping purges a UID that no source lists any more.
+#    housekeeping purges a UID that no source lists any more. A pod whose
+#    object is marked for deletion (deletionTimestamp) counts as unlisted:
+#    updates of that object reach its worker only and never declare the UID
+#    again (kubelet's pod workers never restart a terminated UID).
 #  - Static pods: at most one started pod per full name (name_namespace);
 #    successors wait FIFO. The sync loop (one goroutine) queues each static
 #    pod UID under its full name in arrival order when the UID is first
