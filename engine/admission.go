@@ -75,9 +75,10 @@ type admission struct {
 }
 
 // admit decides whether pod may run on the node beside the active pods,
-// in kubelet's order: the pods capacity (OutOfpods), resources (OutOf<resource>), required node affinity
-// and nodeSelector (NodeAffinity), spec.nodeName (NodeName), host ports
-// (NodePorts); an AppArmor profile the node cannot enforce (AppArmor);
+// in kubelet's order: the pods capacity (OutOfpods), resources
+// (OutOf<resource>), required node affinity and nodeSelector
+// (NodeAffinity), spec.nodeName (NodeName), host ports (NodePorts); an
+// AppArmor profile the node cannot enforce (AppArmor);
 // then the runtime class, whose handler it returns. Before them, as
 // kubelet's admit handlers: the pod's OS (PodOSNotSupported,
 // PodOSSelectorNodeLabelDoesNotMatch), what the node cannot run at all
