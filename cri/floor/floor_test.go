@@ -85,16 +85,7 @@ func TestPercentile(t *testing.T) {
 // and termination message files its container mounted.
 func TestBurstPodFiles(t *testing.T) {
 	const image = "busybox:latest"
-	srv, err := sim.Start(t.TempDir(), sim.Options{Images: []string{image}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	rt, err := cri.Dial(context.Background(), srv.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rt.Close() })
+	rt := dialSim(t, image)
 	logs := t.TempDir()
 	const n = 3
 	if _, err := floor.Burst(context.Background(), rt, image, n, logs, floor.Options{PodFiles: true}); err != nil {
@@ -129,16 +120,7 @@ func (s *sandboxConfigs) RunPodSandbox(ctx context.Context, c *runtimeapi.PodSan
 // runtime's default seccomp profile; without it none asks for a profile.
 func TestBurstSandboxSeccomp(t *testing.T) {
 	const image = "busybox:latest"
-	srv, err := sim.Start(t.TempDir(), sim.Options{Images: []string{image}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	client, err := cri.Dial(context.Background(), srv.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
+	client := dialSim(t, image)
 	for _, seccomp := range []bool{false, true} {
 		rt := &sandboxConfigs{Runtime: client}
 		const n = 3
@@ -155,4 +137,21 @@ func TestBurstSandboxSeccomp(t *testing.T) {
 			}
 		}
 	}
+}
+
+// dialSim is a client of a simulated runtime holding image, both closed
+// when the test ends.
+func dialSim(t *testing.T, image string) *cri.Client {
+	t.Helper()
+	srv, err := sim.Start(t.TempDir(), sim.Options{Images: []string{image}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	rt, err := cri.Dial(context.Background(), srv.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	return rt
 }
