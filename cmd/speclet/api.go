@@ -10,6 +10,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
@@ -113,13 +114,22 @@ func (a *apiClient) nodeObject(fresh bool) *v1.Node {
 }
 
 // runtimeClasses is engine.Config.RuntimeClasses: an informer over the
-// RuntimeClass API (as kubelet's runtimeclass manager), read through its
-// lister once synced and with a GET before; nil without --kubeconfig.
+// RuntimeClass API (as kubelet's runtimeclass manager); nil without
+// --kubeconfig.
 func (a *apiClient) runtimeClasses(ctx context.Context) engine.RuntimeClasses {
 	if a == nil {
 		return nil
 	}
-	f := informers.NewSharedInformerFactory(a.cs, 0)
+	return runtimeClassLookup(ctx, a.cs)
+}
+
+// runtimeClassLookup resolves a RuntimeClass name to its handler through an
+// informer's lister once it has synced, and with a GET before, or when the
+// lister does not have the name: a RuntimeClass created a moment before the
+// pod that names it may not have come through the watch yet, and a pod
+// refused for it (RuntimeClassNotFound) would fail for good.
+func runtimeClassLookup(ctx context.Context, cs kubernetes.Interface) engine.RuntimeClasses {
+	f := informers.NewSharedInformerFactory(cs, 0)
 	inf := f.Node().V1().RuntimeClasses()
 	lister := inf.Lister()
 	synced := inf.Informer().HasSynced
@@ -127,14 +137,16 @@ func (a *apiClient) runtimeClasses(ctx context.Context) engine.RuntimeClasses {
 	return func(name string) (string, error) {
 		if synced() {
 			rc, err := lister.Get(name)
-			if err != nil {
+			if err == nil {
+				return rc.Handler, nil
+			}
+			if !apierrors.IsNotFound(err) {
 				return "", err
 			}
-			return rc.Handler, nil
 		}
 		gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		rc, err := a.cs.NodeV1().RuntimeClasses().Get(gctx, name, metav1.GetOptions{})
+		rc, err := cs.NodeV1().RuntimeClasses().Get(gctx, name, metav1.GetOptions{})
 		if err != nil {
 			return "", err
 		}
