@@ -608,15 +608,10 @@ func (e *Engine) Pods() []*v1.Pod {
 // nil when it is not declared (marked for deletion, gone, an orphan) or
 // has published nothing yet.
 func (e *Engine) Pod(uid types.UID) *v1.Pod {
-	e.mu.RLock()
-	w := e.workers[uid]
-	declared := e.desired[uid] != nil
-	e.mu.RUnlock()
-	if w == nil || !declared {
-		return nil
-	}
-	if p := w.snapshot(); p != nil {
-		return p.DeepCopy()
+	if w := e.declaredWorker(uid); w != nil {
+		if p := w.snapshot(); p != nil {
+			return p.DeepCopy()
+		}
 	}
 	return nil
 }
@@ -624,11 +619,18 @@ func (e *Engine) Pod(uid types.UID) *v1.Pod {
 // Declared reports that Pod(uid) would return the pod: a source declares
 // it and its worker published it.
 func (e *Engine) Declared(uid types.UID) bool {
+	w := e.declaredWorker(uid)
+	return w != nil && w.snapshot() != nil
+}
+
+// declaredWorker is the worker of uid when a source declares the pod.
+func (e *Engine) declaredWorker(uid types.UID) *podWorker {
 	e.mu.RLock()
-	w := e.workers[uid]
-	declared := e.desired[uid] != nil
-	e.mu.RUnlock()
-	return w != nil && declared && w.snapshot() != nil
+	defer e.mu.RUnlock()
+	if e.desired[uid] == nil {
+		return nil
+	}
+	return e.workers[uid]
 }
 
 // sourcesReady reports whether every source of Config.Sources delivered its
