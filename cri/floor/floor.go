@@ -38,6 +38,9 @@ type Result struct {
 	// StopRetries counts StopContainer errors on containers that had in
 	// fact stopped, or that a second StopContainer stopped.
 	StopRetries int
+	// CallTime is the time spent in each start call over all pods, by
+	// CRI method: RunPodSandbox, CreateContainer, StartContainer.
+	CallTime map[string]time.Duration
 }
 
 // Options vary what each pod of a burst asks of the runtime.
@@ -54,6 +57,23 @@ type Options struct {
 	// (generatePodSandboxLinuxConfig): runc then loads a seccomp filter
 	// into each pause process, which the bare floor's never has.
 	SandboxSeccomp bool
+	// MaskedPaths and ReadonlyPaths are given to every container, as
+	// kubelet (and speclet) give every container under the default
+	// procMount the default lists (engine/podspec.DefaultMaskedPaths):
+	// runc then masks or remounts each path read-only in the container's
+	// mount namespace, which it does not for a container that asks none.
+	MaskedPaths, ReadonlyPaths []string
+	// PodCgroup, when set, makes each pod's cgroup before its
+	// RunPodSandbox, as kubelet's --cgroups-per-qos does (speclet's
+	// ensure_pod_cgroup), and returns it: the CgroupParent of the sandbox
+	// and the container, so that runc nests both in it.
+	// RemovePodCgroup removes it after the pod's RemovePodSandbox.
+	PodCgroup       func(uid string) (string, error)
+	RemovePodCgroup func(uid string) error
+	// Resources are given to every sandbox and container (kubelet gives a
+	// BestEffort pod 2 CPU shares and its containers an oom_score_adj of
+	// 1000).
+	Resources *runtimeapi.LinuxContainerResources
 }
 
 // Burst starts n host-network pods at once (RunPodSandbox + CreateContainer
@@ -76,9 +96,10 @@ func Burst(ctx context.Context, rt cri.Runtime, image string, n int, logDir stri
 	labels := map[string]string{"speclet.floor/run": run}
 
 	type pod struct {
-		sandbox, container string
-		started            time.Duration
-		err                error
+		sandbox, container   string
+		started              time.Duration
+		run, create, startIn time.Duration // time in each start call
+		err                  error
 	}
 	pods := make([]pod, n)
 	var wg sync.WaitGroup
@@ -104,7 +125,18 @@ func Burst(ctx context.Context, rt cri.Runtime, image string, n int, logDir stri
 			if o.SandboxSeccomp {
 				sc.Linux.SecurityContext.Seccomp = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
 			}
-			if p.sandbox, p.err = rt.RunPodSandbox(ctx, sc, ""); p.err != nil {
+			if o.PodCgroup != nil {
+				if sc.Linux.CgroupParent, p.err = o.PodCgroup(sc.Metadata.Uid); p.err != nil {
+					return
+				}
+			}
+			if o.Resources != nil {
+				sc.Linux.Resources = &runtimeapi.LinuxContainerResources{CpuShares: o.Resources.CpuShares}
+			}
+			t := time.Now()
+			p.sandbox, p.err = rt.RunPodSandbox(ctx, sc, "")
+			p.run = time.Since(t)
+			if p.err != nil {
 				return
 			}
 			cc := &runtimeapi.ContainerConfig{
@@ -119,21 +151,38 @@ func Burst(ctx context.Context, rt cri.Runtime, image string, n int, logDir stri
 					return
 				}
 			}
-			if p.container, p.err = rt.CreateContainer(ctx, p.sandbox, cc, sc); p.err != nil {
+			if o.MaskedPaths != nil || o.ReadonlyPaths != nil || o.Resources != nil {
+				cc.Linux = &runtimeapi.LinuxContainerConfig{Resources: o.Resources}
+			}
+			if o.MaskedPaths != nil || o.ReadonlyPaths != nil {
+				cc.Linux.SecurityContext = &runtimeapi.LinuxContainerSecurityContext{
+					MaskedPaths: o.MaskedPaths, ReadonlyPaths: o.ReadonlyPaths,
+				}
+			}
+			t = time.Now()
+			p.container, p.err = rt.CreateContainer(ctx, p.sandbox, cc, sc)
+			p.create = time.Since(t)
+			if p.err != nil {
 				return
 			}
-			if p.err = rt.StartContainer(ctx, p.container); p.err != nil {
+			t = time.Now()
+			p.err = rt.StartContainer(ctx, p.container)
+			p.startIn = time.Since(t)
+			if p.err != nil {
 				return
 			}
 			p.started = time.Since(t0)
 		}()
 	}
 	wg.Wait()
-	var res Result
+	res := Result{CallTime: map[string]time.Duration{}}
 	var errs []error
 	for _, p := range pods {
 		errs = append(errs, p.err)
 		res.PodStart = append(res.PodStart, p.started)
+		res.CallTime["RunPodSandbox"] += p.run
+		res.CallTime["CreateContainer"] += p.create
+		res.CallTime["StartContainer"] += p.startIn
 	}
 	if err := errors.Join(errs...); err != nil {
 		return res, fmt.Errorf("start burst of %d pods: %w", n, err)
@@ -170,7 +219,12 @@ func Burst(ctx context.Context, rt cri.Runtime, image string, n int, logDir stri
 			if p.err = rt.StopPodSandbox(ctx, p.sandbox); p.err != nil {
 				return
 			}
-			p.err = rt.RemovePodSandbox(ctx, p.sandbox)
+			if p.err = rt.RemovePodSandbox(ctx, p.sandbox); p.err != nil {
+				return
+			}
+			if o.RemovePodCgroup != nil {
+				p.err = o.RemovePodCgroup(run + fmt.Sprint(i))
+			}
 		}()
 	}
 	wg.Wait()

@@ -3,6 +3,7 @@ package floor_test
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
@@ -135,6 +136,100 @@ func TestBurstSandboxSeccomp(t *testing.T) {
 			if got := p != nil && p.GetProfileType() == runtimeapi.SecurityProfile_RuntimeDefault; got != seccomp {
 				t.Errorf("SandboxSeccomp %v: sandbox %s seccomp %v", seccomp, c.GetMetadata().GetName(), p)
 			}
+		}
+	}
+}
+
+// containerConfigs records the configs of every CreateContainer.
+type containerConfigs struct {
+	cri.Runtime
+	mu        sync.Mutex
+	got       []*runtimeapi.ContainerConfig
+	sandboxes []*runtimeapi.PodSandboxConfig // the sandbox config of each
+}
+
+func (s *containerConfigs) CreateContainer(ctx context.Context, sb string, c *runtimeapi.ContainerConfig, sc *runtimeapi.PodSandboxConfig) (string, error) {
+	s.mu.Lock()
+	s.got = append(s.got, c)
+	s.sandboxes = append(s.sandboxes, sc)
+	s.sandboxes = append(s.sandboxes, sc)
+	s.mu.Unlock()
+	return s.Runtime.CreateContainer(ctx, sb, c, sc)
+}
+
+// TestBurstMaskedPaths: every container asks for the masked and read-only
+// paths of the options, and none without them; the time of each start call
+// is reported.
+func TestBurstMaskedPaths(t *testing.T) {
+	const image = "busybox:latest"
+	client := dialSim(t, image)
+	masked, ro := []string{"/proc/kcore", "/sys/firmware"}, []string{"/proc/sys"}
+	for _, o := range []floor.Options{{}, {MaskedPaths: masked, ReadonlyPaths: ro}} {
+		rt := &containerConfigs{Runtime: client}
+		const n = 3
+		r, err := floor.Burst(context.Background(), rt, image, n, t.TempDir(), o)
+		if err != nil {
+			t.Fatalf("Burst: %v", err)
+		}
+		if len(rt.got) != n {
+			t.Fatalf("%d CreateContainer calls, want %d", len(rt.got), n)
+		}
+		for _, c := range rt.got {
+			sc := c.GetLinux().GetSecurityContext()
+			if !slices.Equal(sc.GetMaskedPaths(), o.MaskedPaths) || !slices.Equal(sc.GetReadonlyPaths(), o.ReadonlyPaths) {
+				t.Errorf("options %+v: container masked %q read-only %q", o, sc.GetMaskedPaths(), sc.GetReadonlyPaths())
+			}
+		}
+		for _, m := range []string{"RunPodSandbox", "CreateContainer", "StartContainer"} {
+			if r.CallTime[m] <= 0 {
+				t.Errorf("CallTime[%s] = %v, want the time of %d calls", m, r.CallTime[m], n)
+			}
+		}
+	}
+}
+
+// TestBurstPodCgroup: with PodCgroup every pod's cgroup is made before its
+// sandbox, given as the CgroupParent its container is created under, and
+// removed after the sandbox; Resources reach the sandbox and the container.
+func TestBurstPodCgroup(t *testing.T) {
+	const image = "busybox:latest"
+	rt := &containerConfigs{Runtime: dialSim(t, image)}
+	var mu sync.Mutex
+	made, removed := map[string]bool{}, map[string]bool{}
+	o := floor.Options{
+		PodCgroup: func(uid string) (string, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			made[uid] = true
+			return "/kubepods/besteffort/pod" + uid, nil
+		},
+		RemovePodCgroup: func(uid string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			removed[uid] = true
+			return nil
+		},
+		Resources: &runtimeapi.LinuxContainerResources{CpuShares: 2, OomScoreAdj: 1000},
+	}
+	const n = 3
+	if _, err := floor.Burst(context.Background(), rt, image, n, t.TempDir(), o); err != nil {
+		t.Fatalf("Burst: %v", err)
+	}
+	if len(made) != n || len(removed) != n {
+		t.Fatalf("%d pod cgroups made, %d removed, want %d each", len(made), len(removed), n)
+	}
+	for uid := range made {
+		if !removed[uid] {
+			t.Errorf("pod cgroup of %s made, never removed", uid)
+		}
+	}
+	for i, c := range rt.got {
+		sc := rt.sandboxes[i]
+		if want := "/kubepods/besteffort/pod" + sc.GetMetadata().GetUid(); sc.GetLinux().GetCgroupParent() != want {
+			t.Errorf("container %d created in a sandbox with cgroup parent %q, want %q", i, sc.GetLinux().GetCgroupParent(), want)
+		}
+		if sc.GetLinux().GetResources().GetCpuShares() != 2 || c.GetLinux().GetResources().GetOomScoreAdj() != 1000 {
+			t.Errorf("container %d: sandbox resources %v, container resources %v", i, sc.GetLinux().GetResources(), c.GetLinux().GetResources())
 		}
 	}
 }

@@ -350,6 +350,12 @@ var defaultMaskedPaths = sync.OnceValue(func() []string {
 // defaultReadonlyPaths are the /proc paths a container sees read-only.
 var defaultReadonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
 
+// DefaultMaskedPaths and DefaultReadonlyPaths are what every container
+// under the default procMount is given (a new slice each call), for
+// measuring what they cost (cri/floor).
+func DefaultMaskedPaths() []string   { return maskedPaths(nil) }
+func DefaultReadonlyPaths() []string { return append([]string(nil), defaultReadonlyPaths...) }
+
 // maskedPaths: none under procMount Unmasked, else the defaults. A
 // privileged container gets the defaults too: the runtime leaves a
 // privileged container's /proc unmasked itself.

@@ -3,16 +3,27 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/cri/floor"
 	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine"
+	"github.com/speclet/speclet/engine/cgroups"
+	"github.com/speclet/speclet/engine/podspec"
 )
 
 // BenchmarkBurst measures speclet on real containerd against the direct-CRI
@@ -27,24 +38,29 @@ import (
 // --pod-manifest-path until GET /pods shows all N Running; then the manifests
 // removed until the runtime holds no container or sandbox of them.
 //
-// The floor of a pod (floor.Options PodFiles and SandboxSeccomp) also
-// bind-mounts the hosts file and the termination message file that kubelet
-// and speclet give every container, and runs each sandbox under the
-// runtime's default seccomp profile as both ask for every sandbox: what the
-// same pods cost any agent that implements the pod spec as kubelet does.
+// The floor of a pod (podFloor) asks the runtime for what kubelet and
+// speclet ask for these pods beyond the bare floor: the hosts and
+// termination message files mounted, the sandbox under the runtime's
+// default seccomp profile, the default masked and read-only paths, a pod
+// cgroup with BestEffort resources: what the same pods cost any agent that
+// implements the pod spec as kubelet does.
 //
 // Metrics (seconds): floor-start-all, floor-remove-all,
 // floor-pod-start-all, start-all (manifests written to all Running),
 // start-p50 and start-p99 (per pod), remove-all (manifests removed to
 // runtime empty), and the ratios start/floor, start/floor-pod and
-// remove/floor. Each iteration runs floor, floor of a pod, speclet,
+// remove/floor, and cri-calls/pod-start (the daemon's CRI calls from the
+// first manifest written to all Running, per pod). Each burst also logs
+// where its time went: the daemon's CPU time, its CRI calls per method with
+// their time, the machines' time per state (/metrics), and the floor's
+// time in each call. Each iteration runs floor, floor of a pod, speclet,
 // speclet, floor of a pod, floor and reports the means; -benchtime=1x is
 // enough.
 func BenchmarkBurst(b *testing.B) {
 	c, d := env(b)
 	for _, n := range []int{30, 100} {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
-			var floorStart, floorRemove, podStart, start, remove float64
+			var floorStart, floorRemove, podStart, start, remove, calls float64
 			var perPod []float64
 			runFloor := func() {
 				r, err := floor.Burst(context.Background(), shared.rt, c.ImageRef(harness.BusyboxRepo), n, b.TempDir())
@@ -53,19 +69,22 @@ func BenchmarkBurst(b *testing.B) {
 				}
 				floorStart += r.StartAll.Seconds() / 2
 				floorRemove += r.RemoveAll.Seconds() / 2
+				b.Logf("N=%d floor start: %.1f s, %s", n, r.StartAll.Seconds(), floorCalls(r))
 			}
 			runFloorPod := func() {
-				r, err := floor.Burst(context.Background(), shared.rt, c.ImageRef(harness.BusyboxRepo), n, b.TempDir(), floor.Options{PodFiles: true, SandboxSeccomp: true})
+				r, err := floor.Burst(context.Background(), shared.rt, c.ImageRef(harness.BusyboxRepo), n, b.TempDir(), podFloor(b))
 				if err != nil {
 					b.Fatal(err)
 				}
 				podStart += r.StartAll.Seconds() / 2
+				b.Logf("N=%d floor of a pod start: %.1f s, %s", n, r.StartAll.Seconds(), floorCalls(r))
 			}
 			spec := func() {
 				r := specletBurst(b, c, d, n)
 				start += r.startAll.Seconds() / 2
 				remove += r.removeAll.Seconds() / 2
 				perPod = append(perPod, r.perPod...)
+				calls += r.startCalls.total() / float64(n) / 2
 			}
 			for i := 0; i < b.N; i++ {
 				// floor, floor of a pod, speclet, speclet, floor of a
@@ -90,6 +109,7 @@ func BenchmarkBurst(b *testing.B) {
 			b.ReportMetric(start/floorStart, "start/floor")
 			b.ReportMetric(start/podStart, "start/floor-pod")
 			b.ReportMetric(remove/floorRemove, "remove/floor")
+			b.ReportMetric(calls/k, "cri-calls/pod-start")
 		})
 	}
 }
@@ -100,6 +120,7 @@ var burstRound int
 type specletBurstResult struct {
 	perPod              []float64 // seconds from the first manifest written to the pod Running on /pods
 	startAll, removeAll time.Duration
+	startCalls          histSums // CRI calls from the first manifest written to all Running
 }
 
 func specletBurst(b *testing.B, c *harness.Containerd, d *daemon, n int) specletBurstResult {
@@ -117,6 +138,14 @@ func specletBurst(b *testing.B, c *harness.Containerd, d *daemon, n int) speclet
 			name, c.ImageRef(harness.BusyboxRepo))
 	}
 	var res specletBurstResult
+	before, states0, err := d.histograms()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cpu0, err := cpuSeconds(d.pid())
+	if err != nil {
+		b.Fatal(err)
+	}
 	t0 := time.Now()
 	for _, name := range names {
 		tmp := filepath.Join(d.manifests, "."+name+".tmp")
@@ -152,6 +181,17 @@ func specletBurst(b *testing.B, c *harness.Containerd, d *daemon, n int) speclet
 		res.startAll = max(res.startAll, v)
 	}
 	sort.Float64s(res.perPod)
+	after, states1, err := d.histograms()
+	if err != nil {
+		b.Fatal(err)
+	}
+	res.startCalls = after.since(before)
+	cpu1, err := cpuSeconds(d.pid())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("N=%d start: %.1f s, daemon CPU %.1f s, %.1f CRI calls per pod: %s", n, res.startAll.Seconds(), cpu1-cpu0, res.startCalls.total()/float64(n), res.startCalls)
+	b.Logf("N=%d start: time in the states left: %s", n, states1.since(states0))
 
 	t1 := time.Now()
 	for _, name := range names {
@@ -199,4 +239,159 @@ func burstObjects() (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// histSums is what the daemon's /metrics says of a histogram so far:
+// per label set, the number of observations and their sum in seconds. For
+// speclet_runtime_operations_duration_seconds the key is the CRI method;
+// for speclet_state_duration_seconds it is "machine/state".
+type histSums map[string]struct{ n, sec float64 }
+
+// histograms reads the daemon's /metrics and returns the CRI calls so far
+// and the time machines spent in each state they left.
+func (d *daemon) histograms() (calls, states histSums, err error) {
+	resp, err := http.Get(d.base + "/metrics")
+	if err != nil {
+		return nil, nil, fmt.Errorf("GET /metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		return nil, nil, fmt.Errorf("GET /metrics: %d %v", resp.StatusCode, err)
+	}
+	calls, states = histSums{}, histSums{}
+	for _, line := range strings.Split(string(body), "\n") {
+		var out histSums
+		var rest string
+		if r, ok := strings.CutPrefix(line, cri.MetricOperationsDuration); ok {
+			out, rest = calls, r
+		} else if r, ok := strings.CutPrefix(line, "speclet_state_duration_seconds"); ok {
+			out, rest = states, r
+		} else {
+			continue
+		}
+		kind, rest, ok := strings.Cut(rest, "{")
+		if !ok || (kind != "_count" && kind != "_sum") {
+			continue
+		}
+		labels, value, ok := strings.Cut(rest, "} ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			return nil, nil, fmt.Errorf("GET /metrics: %q: %w", line, err)
+		}
+		// operation_type="RunPodSandbox" -> RunPodSandbox;
+		// machine="pod",state="running" -> pod/running
+		var vals []string
+		for _, kv := range strings.Split(labels, ",") {
+			_, q, _ := strings.Cut(kv, "=")
+			vals = append(vals, strings.Trim(q, `"`))
+		}
+		key := strings.Join(vals, "/")
+		c := out[key]
+		if kind == "_count" {
+			c.n = v
+		} else {
+			c.sec = v
+		}
+		out[key] = c
+	}
+	return calls, states, nil
+}
+
+// since returns the calls made after before was read.
+func (c histSums) since(before histSums) histSums {
+	out := histSums{}
+	for m, v := range c {
+		d := struct{ n, sec float64 }{v.n - before[m].n, v.sec - before[m].sec}
+		if d.n > 0 {
+			out[m] = d
+		}
+	}
+	return out
+}
+
+func (c histSums) String() string {
+	methods := make([]string, 0, len(c))
+	for m := range c {
+		methods = append(methods, m)
+	}
+	sort.Strings(methods)
+	var b strings.Builder
+	for _, m := range methods {
+		fmt.Fprintf(&b, " %s %.0f (%.1f s)", m, c[m].n, c[m].sec)
+	}
+	return strings.TrimSpace(b.String())
+}
+
+func (c histSums) total() float64 {
+	n := 0.0
+	for _, v := range c {
+		n += v.n
+	}
+	return n
+}
+
+// cpuSeconds is the user and system CPU time process pid has used so far
+// (/proc/PID/stat, in USER_HZ = 100 ticks a second on Linux).
+func cpuSeconds(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces: fields count from its ')'.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("%s: %d fields", s, len(f))
+	}
+	u, err1 := strconv.ParseFloat(f[11], 64)
+	k, err2 := strconv.ParseFloat(f[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
+	}
+	return (u + k) / 100, nil
+}
+
+// floorCalls prints a floor burst's time in each start call as histSums do.
+func floorCalls(r floor.Result) string {
+	c := histSums{}
+	for m, d := range r.CallTime {
+		c[m] = struct{ n, sec float64 }{float64(len(r.PodStart)), d.Seconds()}
+	}
+	return c.String()
+}
+
+// podFloor is the floor of a pod: every pod of the burst asks the runtime
+// for what kubelet and speclet ask for the burst's pods (host network,
+// BestEffort): the hosts and termination message files mounted, the
+// sandbox under RuntimeDefault seccomp, the default masked and read-only
+// paths, a pod cgroup under kubepods/besteffort made before the sandbox
+// (the daemon's own --cgroups-per-qos hierarchy) and removed after it, 2
+// CPU shares and an oom_score_adj of 1000.
+func podFloor(b *testing.B) floor.Options {
+	m, err := cgroups.New(cgroups.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pod := func(uid string) *v1.Pod {
+		return &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "floor", Namespace: "floor", UID: types.UID(uid)},
+			Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "main"}}},
+		}
+	}
+	return floor.Options{
+		PodFiles:       true,
+		SandboxSeccomp: true,
+		MaskedPaths:    podspec.DefaultMaskedPaths(),
+		ReadonlyPaths:  podspec.DefaultReadonlyPaths(),
+		PodCgroup: func(uid string) (string, error) {
+			p := pod(uid)
+			return m.Parent(p), m.Ensure(p)
+		},
+		RemovePodCgroup: func(uid string) error { return m.Remove(types.UID(uid)) },
+		Resources:       &runtimeapi.LinuxContainerResources{CpuShares: 2, OomScoreAdj: 1000},
+	}
 }

@@ -594,3 +594,10 @@ func runtimeID(containerID string) string {
 	}
 	return containerID
 }
+
+// pid is the running daemon's process id.
+func (d *daemon) pid() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cmd.Process.Pid
+}
