@@ -300,8 +300,9 @@ func (s *podState) ExceedDeadline(context.Context) error {
 // containers are stopped, the sandbox is asked to be ready, and then every
 // container is asked to start; its guards decide whether it may now. Regular
 // containers start in parallel, like a direct CRI client: their machines are
-// independent. Raises sync_ok, or sync_failed when there is no ready sandbox
-// and some container could still run.
+// independent. Raises sync_failed when a volume did not mount, there is no
+// ready sandbox or ctx ended, else sync_ok: a failed container start is the
+// container machine's (start_failed and its back-off).
 func (s *podState) SyncPod(ctx context.Context) error {
 	op := "sync"
 	if s.syncs == 0 {
@@ -324,11 +325,9 @@ func (s *podState) SyncPod(ctx context.Context) error {
 	}
 	s.sandbox.fire(ctx, fsm.SandboxEventCreate)
 	if s.sandbox.machine.State() != fsm.SandboxStateReady {
+		// The spec decides what a done pod does without a sandbox
+		// (syncing: sync_failed guarded by pod_done).
 		s.noteBackoff()
-		if s.PodDone() {
-			s.raise(fsm.PodEventSyncOk)
-			return nil
-		}
 		s.raise(fsm.PodEventSyncFailed)
 		return errors.Join(ctx.Err(), s.sandbox.err)
 	}

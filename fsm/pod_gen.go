@@ -16,7 +16,7 @@ const PodMachineName = "pod"
 
 // PodSpecSHA256 is the SHA-256 of spec/pod.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const PodSpecSHA256 = "9cab6314b5609cc92c3cc216637d0f384c7f096b9ec6cac79f961301d19830a0"
+const PodSpecSHA256 = "11e737f4712e56aec076a45c8316677081c188c075821945839b53b00791b93a"
 
 // PodState is a state of the pod machine.
 //
@@ -125,10 +125,12 @@ const (
 	// PodEventSync: Sync now: the sync tick or requeue timer fired, a runtime
 	// event or probe changed the pod, or config RECONCILE.
 	PodEventSync
-	// PodEventSyncOk: sync_pod succeeded.
+	// PodEventSyncOk: sync_pod ran to its end with a ready sandbox: every
+	// container was asked to start.
 	PodEventSyncOk
-	// PodEventSyncFailed: sync_pod failed (the sandbox could not be created, or a
-	// container could not start): requeue with backoff.
+	// PodEventSyncFailed: sync_pod failed: a volume did not mount, no sandbox is
+	// ready, or the sync was cancelled. Requeue with backoff, unless the pod is
+	// done.
 	PodEventSyncFailed
 	// PodEventKill: Termination requested (config REMOVE or DELETE, eviction, pod
 	// became terminal, orphan after restart), with a grace period the engine
@@ -287,8 +289,10 @@ const (
 	// container (a running one whose spec changed stops; see container
 	// spec_changed), kill the containers of a dead sandbox, deliver create to the
 	// sandbox, then, when it is ready, start to every container (each container's
-	// guards decide whether it may start now). Reports sync_ok, or sync_failed
-	// when the sandbox is not ready or a container start failed.
+	// guards decide whether it may start now). Reports sync_failed when a volume
+	// did not mount, the sandbox is not ready or the sync was cancelled, else
+	// sync_ok: a container whose start failed is its own machine's to retry
+	// (start_failed, then its back-off), not the pod's.
 	PodActionSyncPod
 	// PodActionKillContainers: Deliver kill to every container with the effective
 	// grace period: regular containers in parallel, then init containers and
@@ -379,8 +383,10 @@ type PodActions interface {
 	// running one whose spec changed stops; see container spec_changed), kill the
 	// containers of a dead sandbox, deliver create to the sandbox, then, when it
 	// is ready, start to every container (each container's guards decide whether
-	// it may start now). Reports sync_ok, or sync_failed when the sandbox is not
-	// ready or a container start failed.
+	// it may start now). Reports sync_failed when a volume did not mount, the
+	// sandbox is not ready or the sync was cancelled, else sync_ok: a container
+	// whose start failed is its own machine's to retry (start_failed, then its
+	// back-off), not the pod's.
 	// Runs itself: mount_volumes.
 	SyncPod(ctx context.Context) error
 	// KillContainers: Deliver kill to every container with the effective grace
@@ -537,6 +543,7 @@ var PodTransitionTable = []PodTransition{
 	{From: PodStateWaitingToStart, Event: PodEventKill, To: PodStateTerminated},
 	{From: PodStateSyncing, Event: PodEventSyncOk, Guard: PodGuardPodDone, HasGuard: true, To: PodStateCompleting, Actions: []PodAction{PodActionReportStatus}},
 	{From: PodStateSyncing, Event: PodEventSyncOk, To: PodStateSynced, Actions: []PodAction{PodActionReportStatus}},
+	{From: PodStateSyncing, Event: PodEventSyncFailed, Guard: PodGuardPodDone, HasGuard: true, To: PodStateCompleting, Actions: []PodAction{PodActionReportStatus}},
 	{From: PodStateSyncing, Event: PodEventSyncFailed, To: PodStateSyncBackoff, Actions: []PodAction{PodActionReportStatus}},
 	{From: PodStateSynced, Event: PodEventSync, To: PodStateSyncing},
 	{From: PodStateSynced, Event: PodEventUpdate, To: PodStateSyncing},
@@ -611,13 +618,13 @@ var PodStateTimers = [10][]PodTimer{
 var podByStateEvent = [10][][]uint16{
 	PodStatePending:        {{0, 1, 2}, nil, nil, nil, {3}, nil, nil, nil, nil},
 	PodStateWaitingToStart: {{5}, nil, nil, nil, {6}, {4}, nil, nil, nil},
-	PodStateSyncing:        {nil, nil, {7, 8}, {9}, nil, nil, nil, nil, nil},
-	PodStateSynced:         {{11}, {10}, nil, nil, {12}, nil, nil, nil, {13}},
-	PodStateSyncBackoff:    {{15}, {14}, nil, nil, {16}, nil, nil, nil, {17}},
-	PodStateTerminating:    {{23}, {20, 21}, nil, nil, {22}, nil, {18, 19}, nil, nil},
-	PodStateCompleting:     {{29}, {26, 27}, nil, nil, {28}, nil, {24, 25}, nil, nil},
-	PodStateCompleted:      {{32}, {31}, nil, nil, {30}, nil, nil, nil, nil},
-	PodStateTerminated:     {nil, {34}, nil, nil, nil, nil, nil, {33}, nil},
+	PodStateSyncing:        {nil, nil, {7, 8}, {9, 10}, nil, nil, nil, nil, nil},
+	PodStateSynced:         {{12}, {11}, nil, nil, {13}, nil, nil, nil, {14}},
+	PodStateSyncBackoff:    {{16}, {15}, nil, nil, {17}, nil, nil, nil, {18}},
+	PodStateTerminating:    {{24}, {21, 22}, nil, nil, {23}, nil, {19, 20}, nil, nil},
+	PodStateCompleting:     {{30}, {27, 28}, nil, nil, {29}, nil, {25, 26}, nil, nil},
+	PodStateCompleted:      {{33}, {32}, nil, nil, {31}, nil, nil, nil, nil},
+	PodStateTerminated:     {nil, {35}, nil, nil, nil, nil, nil, {34}, nil},
 	PodStateFinished:       {nil, nil, nil, nil, nil, nil, nil, nil, nil},
 }
 
@@ -626,7 +633,7 @@ var podChoicesByState = [10][]uint16{}
 
 // podTransitionKeys names each external transition for looplab/fsm
 // (looplab allows one destination per event and source).
-var podTransitionKeys = [35]string{
+var podTransitionKeys = [36]string{
 	0:  "t0:update",
 	1:  "t1:update",
 	2:  "t2:update",
@@ -636,25 +643,26 @@ var podTransitionKeys = [35]string{
 	7:  "t7:sync_ok",
 	8:  "t8:sync_ok",
 	9:  "t9:sync_failed",
-	10: "t10:sync",
-	11: "t11:update",
-	12: "t12:kill",
-	13: "t13:deadline_exceeded",
-	14: "t14:sync",
-	15: "t15:update",
-	16: "t16:kill",
-	17: "t17:deadline_exceeded",
-	18: "t18:termination_done",
-	20: "t20:sync",
+	10: "t10:sync_failed",
+	11: "t11:sync",
+	12: "t12:update",
+	13: "t13:kill",
+	14: "t14:deadline_exceeded",
+	15: "t15:sync",
+	16: "t16:update",
+	17: "t17:kill",
+	18: "t18:deadline_exceeded",
+	19: "t19:termination_done",
 	21: "t21:sync",
-	24: "t24:termination_done",
-	26: "t26:sync",
+	22: "t22:sync",
+	25: "t25:termination_done",
 	27: "t27:sync",
-	28: "t28:kill",
-	30: "t30:kill",
-	31: "t31:sync",
-	33: "t33:cleanup_done",
-	34: "t34:sync",
+	28: "t28:sync",
+	29: "t29:kill",
+	31: "t31:kill",
+	32: "t32:sync",
+	34: "t34:cleanup_done",
+	35: "t35:sync",
 }
 
 var podChoiceKeys = [...]string{}
@@ -668,22 +676,23 @@ var podFSMEvents = fsm.Events{
 	{Name: "t6:kill", Src: []string{PodStateWaitingToStart.String()}, Dst: PodStateTerminated.String()},
 	{Name: "t7:sync_ok", Src: []string{PodStateSyncing.String()}, Dst: PodStateCompleting.String()},
 	{Name: "t8:sync_ok", Src: []string{PodStateSyncing.String()}, Dst: PodStateSynced.String()},
-	{Name: "t9:sync_failed", Src: []string{PodStateSyncing.String()}, Dst: PodStateSyncBackoff.String()},
-	{Name: "t10:sync", Src: []string{PodStateSynced.String()}, Dst: PodStateSyncing.String()},
-	{Name: "t11:update", Src: []string{PodStateSynced.String()}, Dst: PodStateSyncing.String()},
-	{Name: "t12:kill", Src: []string{PodStateSynced.String()}, Dst: PodStateTerminating.String()},
-	{Name: "t13:deadline_exceeded", Src: []string{PodStateSynced.String()}, Dst: PodStateCompleting.String()},
-	{Name: "t14:sync", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateSyncing.String()},
-	{Name: "t15:update", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateSyncing.String()},
-	{Name: "t16:kill", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateTerminating.String()},
-	{Name: "t17:deadline_exceeded", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateCompleting.String()},
-	{Name: "t18:termination_done", Src: []string{PodStateTerminating.String()}, Dst: PodStateTerminated.String()},
-	{Name: "t20:sync", Src: []string{PodStateTerminating.String()}, Dst: PodStateTerminated.String()},
-	{Name: "t24:termination_done", Src: []string{PodStateCompleting.String()}, Dst: PodStateCompleted.String()},
-	{Name: "t26:sync", Src: []string{PodStateCompleting.String()}, Dst: PodStateCompleted.String()},
-	{Name: "t28:kill", Src: []string{PodStateCompleting.String()}, Dst: PodStateTerminating.String()},
-	{Name: "t30:kill", Src: []string{PodStateCompleted.String()}, Dst: PodStateTerminated.String()},
-	{Name: "t33:cleanup_done", Src: []string{PodStateTerminated.String()}, Dst: PodStateFinished.String()},
+	{Name: "t9:sync_failed", Src: []string{PodStateSyncing.String()}, Dst: PodStateCompleting.String()},
+	{Name: "t10:sync_failed", Src: []string{PodStateSyncing.String()}, Dst: PodStateSyncBackoff.String()},
+	{Name: "t11:sync", Src: []string{PodStateSynced.String()}, Dst: PodStateSyncing.String()},
+	{Name: "t12:update", Src: []string{PodStateSynced.String()}, Dst: PodStateSyncing.String()},
+	{Name: "t13:kill", Src: []string{PodStateSynced.String()}, Dst: PodStateTerminating.String()},
+	{Name: "t14:deadline_exceeded", Src: []string{PodStateSynced.String()}, Dst: PodStateCompleting.String()},
+	{Name: "t15:sync", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateSyncing.String()},
+	{Name: "t16:update", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateSyncing.String()},
+	{Name: "t17:kill", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateTerminating.String()},
+	{Name: "t18:deadline_exceeded", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateCompleting.String()},
+	{Name: "t19:termination_done", Src: []string{PodStateTerminating.String()}, Dst: PodStateTerminated.String()},
+	{Name: "t21:sync", Src: []string{PodStateTerminating.String()}, Dst: PodStateTerminated.String()},
+	{Name: "t25:termination_done", Src: []string{PodStateCompleting.String()}, Dst: PodStateCompleted.String()},
+	{Name: "t27:sync", Src: []string{PodStateCompleting.String()}, Dst: PodStateCompleted.String()},
+	{Name: "t29:kill", Src: []string{PodStateCompleting.String()}, Dst: PodStateTerminating.String()},
+	{Name: "t31:kill", Src: []string{PodStateCompleted.String()}, Dst: PodStateTerminated.String()},
+	{Name: "t34:cleanup_done", Src: []string{PodStateTerminated.String()}, Dst: PodStateFinished.String()},
 }
 
 // PodStep is the outcome of one Fire: the machine moved From -> To on

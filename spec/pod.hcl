@@ -67,8 +67,8 @@ machine "pod" {
 
   event "update" { doc = "A new pod spec to run (config ADD, UPDATE, RESTORE)." }
   event "sync" { doc = "Sync now: the sync tick or requeue timer fired, a runtime event or probe changed the pod, or config RECONCILE." }
-  event "sync_ok" { doc = "sync_pod succeeded." }
-  event "sync_failed" { doc = "sync_pod failed (the sandbox could not be created, or a container could not start): requeue with backoff." }
+  event "sync_ok" { doc = "sync_pod ran to its end with a ready sandbox: every container was asked to start." }
+  event "sync_failed" { doc = "sync_pod failed: a volume did not mount, no sandbox is ready, or the sync was cancelled. Requeue with backoff, unless the pod is done." }
   event "kill" { doc = "Termination requested (config REMOVE or DELETE, eviction, pod became terminal, orphan after restart), with a grace period the engine computed." }
   event "name_free" { doc = "A static pod waiting for its full name reached the head of the FIFO and the name is free." }
   event "termination_done" { doc = "kill_containers returned." }
@@ -88,7 +88,7 @@ machine "pod" {
   }
   action "sync_pod" {
     calls = [action.mount_volumes]
-    doc   = "SyncPod: run mount_volumes (a volume that never mounted reports sync_failed before any runtime call), deliver update to every container (a running one whose spec changed stops; see container spec_changed), kill the containers of a dead sandbox, deliver create to the sandbox, then, when it is ready, start to every container (each container's guards decide whether it may start now). Reports sync_ok, or sync_failed when the sandbox is not ready or a container start failed."
+    doc   = "SyncPod: run mount_volumes (a volume that never mounted reports sync_failed before any runtime call), deliver update to every container (a running one whose spec changed stops; see container spec_changed), kill the containers of a dead sandbox, deliver create to the sandbox, then, when it is ready, start to every container (each container's guards decide whether it may start now). Reports sync_failed when a volume did not mount, the sandbox is not ready or the sync was cancelled, else sync_ok: a container whose start failed is its own machine's to retry (start_failed, then its back-off), not the pod's."
   }
   action "kill_containers" {
     doc = "Deliver kill to every container with the effective grace period: regular containers in parallel, then init containers and sidecars. Reports termination_done."
@@ -191,6 +191,12 @@ machine "pod" {
     transition "sync_ok" {
       to      = state.synced
       actions = [action.report_status]
+    }
+    transition "sync_failed" {
+      guard   = guard.pod_done
+      to      = state.completing
+      actions = [action.report_status]
+      doc     = "No ready sandbox, but no container will run again either (a completed pod whose sandbox died or was stopped): nothing needs a sandbox, so the pod completes instead of retrying."
     }
     transition "sync_failed" {
       to      = state.sync_backoff
