@@ -1,60 +1,43 @@
 package engine
 
 import (
-	"sync"
 	"time"
 
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 )
 
-// backoff hands out per-key delays that start at base, double on every
-// failure and cap at max, like kubelet's flowcontrol.Backoff. A key whose last
-// failure is older than resetAfter starts again at base (kubelet: a container
-// that ran 10 minutes without failing loses its CrashLoopBackOff).
+// backoff is kubelet's flowcontrol.Backoff on the engine's clock: per-key
+// delays that start at base, double on every failure and cap at max. A key
+// whose last failure is older than resetAfter starts again at base (kubelet's
+// crash loop back-off: a container that ran 10 minutes without failing
+// loses its CrashLoopBackOff).
 //
 // It is safe for concurrent use; keys are per container (pod UID + container
-// name + spec hash), so pods never share a delay.
+// name + spec hash), so pods never share a delay. On top of
+// flowcontrol.Backoff it adds the two reads the container machine's
+// durations need without recording a failure: Current and Peek.
 type backoff struct {
-	clock      clock.PassiveClock
-	base, max  time.Duration
-	resetAfter time.Duration
-
-	mu      sync.Mutex
-	entries map[string]backoffEntry
+	fc        *flowcontrol.Backoff
+	base, max time.Duration
 }
 
-type backoffEntry struct {
-	delay      time.Duration
-	lastUpdate time.Time
-}
-
-func newBackoff(c clock.PassiveClock, base, max, resetAfter time.Duration) *backoff {
-	if max < base {
-		max = base
+func newBackoff(c clock.Clock, base, maxDelay, resetAfter time.Duration) *backoff {
+	maxDelay = max(maxDelay, base)
+	fc := flowcontrol.NewBackOff(base, maxDelay) // no jitter, as kubelet's
+	fc.Clock = c
+	fc.HasExpiredFunc = func(eventTime, lastUpdate time.Time, _ time.Duration) bool {
+		return eventTime.Sub(lastUpdate) > resetAfter
 	}
-	return &backoff{clock: c, base: base, max: max, resetAfter: resetAfter, entries: map[string]backoffEntry{}}
+	return &backoff{fc: fc, base: base, max: maxDelay}
 }
 
 // Next records a failure for key and returns the delay to wait before the next
 // attempt: base the first time (or after resetAfter without failures), then
 // double the previous delay, at most max.
 func (b *backoff) Next(key string) time.Duration {
-	now := b.clock.Now()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	e, ok := b.entries[key]
-	switch {
-	case !ok || now.Sub(e.lastUpdate) > b.resetAfter:
-		e.delay = b.base
-	default:
-		e.delay *= 2
-		if e.delay > b.max {
-			e.delay = b.max
-		}
-	}
-	e.lastUpdate = now
-	b.entries[key] = e
-	return e.delay
+	b.fc.Next(key, b.fc.Clock.Now())
+	return b.fc.Get(key)
 }
 
 // Peek returns the delay Next would hand out for key now, without recording
@@ -69,32 +52,17 @@ func (b *backoff) Peek(key string) time.Duration {
 // Current returns the delay Next last handed out for key, or 0 (also once
 // resetAfter passed without a failure).
 func (b *backoff) Current(key string) time.Duration {
-	now := b.clock.Now()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	e, ok := b.entries[key]
-	if !ok || now.Sub(e.lastUpdate) > b.resetAfter {
+	// in back-off since now: the key has an entry that has not expired
+	// (and a delay above the clock's Since(now), 0 or a few nanoseconds)
+	if !b.fc.IsInBackOffSince(key, b.fc.Clock.Now()) {
 		return 0
 	}
-	return e.delay
+	return b.fc.Get(key)
 }
 
 // Reset forgets key.
-func (b *backoff) Reset(key string) {
-	b.mu.Lock()
-	delete(b.entries, key)
-	b.mu.Unlock()
-}
+func (b *backoff) Reset(key string) { b.fc.Reset(key) }
 
 // GC forgets keys whose last failure is older than resetAfter; the
 // housekeeping tick calls it so the table does not grow with dead pods.
-func (b *backoff) GC() {
-	now := b.clock.Now()
-	b.mu.Lock()
-	for k, e := range b.entries {
-		if now.Sub(e.lastUpdate) > b.resetAfter {
-			delete(b.entries, k)
-		}
-	}
-	b.mu.Unlock()
-}
+func (b *backoff) GC() { b.fc.GC() }

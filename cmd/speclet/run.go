@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/cri/sim"
@@ -654,27 +655,28 @@ func lockRootDir(root string) (unlock func(), err error) {
 	return func() { f.Close() }, nil
 }
 
-// waitRuntime waits until the runtime answers Version, for at most wait.
-func waitRuntime(ctx context.Context, rt cri.Runtime, wait time.Duration, log *slog.Logger) error {
-	deadline := time.Now().Add(wait)
-	for attempt := 0; ; attempt++ {
+// waitRuntime waits until the runtime answers Version, for at most timeout.
+// It asks every second; when the time is up it returns the runtime's last
+// error.
+func waitRuntime(ctx context.Context, rt cri.Runtime, timeout time.Duration, log *slog.Logger) error {
+	var last error
+	// each attempt has 5 s from ctx, also the first with --runtime-wait=0
+	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(context.Context) (bool, error) {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
 		v, err := rt.Version(cctx)
-		cancel()
 		if err == nil {
 			log.Info("runtime answers", "name", v.GetRuntimeName(), "version", v.GetRuntimeVersion(), "cri", v.GetRuntimeApiVersion())
-			return nil
+			return true, nil
 		}
-		if ctx.Err() != nil || time.Now().After(deadline) {
-			return err
+		if last == nil {
+			log.Warn("runtime does not answer yet; waiting", "for", timeout, "err", err)
 		}
-		if attempt == 0 {
-			log.Warn("runtime does not answer yet; waiting", "for", wait, "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
+		last = err
+		return false, nil
+	})
+	if err != nil && last != nil {
+		return last
 	}
+	return err
 }

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 	goyaml "sigs.k8s.io/yaml/goyaml.v2"
 )
@@ -60,126 +60,35 @@ func (e *ManifestError) Error() string {
 	return fmt.Sprintf("manifest %s: field %s: %s", e.Origin, e.Field, e.Msg)
 }
 
-// decodeObject decodes YAML or JSON strictly: a field the v1 API does not
-// know is an error naming the field's path, so that a typo does not go
-// unnoticed.
-func decodeObject(data []byte, origin string, into any) error {
-	if len(strings.TrimSpace(string(data))) == 0 {
-		return &ManifestError{Origin: origin, Msg: "empty manifest"}
-	}
-	j, err := checkDocument(data, origin)
-	if err != nil {
-		return err
-	}
-	return decodeChecked(data, j, origin, into)
-}
-
 // decodeChecked decodes data, which checkDocument turned into j, into into
-// and lists the fields the v1 API does not know. The YAML is parsed once
-// more for into (the conversion to JSON follows into's field types, so
-// that `value: 8080` fills a string), the unknown-field check reads j: a
-// manifest may be 10 MiB and each parse makes copies of it.
+// and refuses the fields the v1 API does not know, so that a typo does not
+// go unnoticed. The YAML is parsed once more for into (the conversion to
+// JSON follows into's field types, so that `value: 8080` fills a string).
+// The unknown fields are named by their paths (like
+// "spec.containers[0].imagePullPolicey") by the API machinery's strict JSON
+// decoding of j (sigs.k8s.io/json, kube-apiserver's fieldValidation=Strict:
+// case-sensitive); where j's untyped scalars do not fit the type, by
+// sigs.k8s.io/yaml's strict decoding, which converts as into's did and
+// names the first unknown field without its path.
 func decodeChecked(data, j []byte, origin string, into any) error {
 	if err := yaml.Unmarshal(data, into); err != nil {
 		return &ManifestError{Origin: origin, Msg: "decode: " + cleanDecodeError(err)}
 	}
-	var generic any
-	if err := json.Unmarshal(j, &generic); err != nil {
-		return &ManifestError{Origin: origin, Msg: "decode: " + cleanDecodeError(err)}
+	scratch := reflect.New(reflect.TypeOf(into).Elem()).Interface()
+	unknown, err := kjson.UnmarshalStrict(j, scratch, kjson.DisallowUnknownFields)
+	if err != nil {
+		if err := yaml.UnmarshalStrict(data, scratch); err != nil {
+			return &ManifestError{Origin: origin, Msg: "decode: " + cleanDecodeError(err)}
+		}
+		return nil
 	}
-	if unknown := unknownFields(generic, reflect.TypeOf(into), ""); len(unknown) > 0 {
-		var errs []error
-		for _, f := range unknown {
-			errs = append(errs, &ManifestError{Origin: origin, Field: f, Msg: "unknown field (not in the v1 API)"})
-		}
-		return errors.Join(errs...)
-	}
-	return nil
-}
-
-var jsonUnmarshaler = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()
-
-// unknownFields lists the paths of keys in v (decoded JSON) that type t does
-// not declare, like "spec.containers[0].imagePullPolicey".
-func unknownFields(v any, t reflect.Type, path string) []string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if reflect.PointerTo(t).Implements(jsonUnmarshaler) {
-		return nil // custom decoding (quantities, times, int-or-string)
-	}
-	var out []string
-	switch t.Kind() {
-	case reflect.Struct:
-		obj, ok := v.(map[string]any)
-		if !ok {
-			return nil
-		}
-		fields := map[string]reflect.Type{}
-		collectJSONFields(t, fields)
-		keys := make([]string, 0, len(obj))
-		for k := range obj {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			p := k
-			if path != "" {
-				p = path + "." + k
-			}
-			ft, ok := fields[k]
-			if !ok {
-				out = append(out, p)
-				continue
-			}
-			out = append(out, unknownFields(obj[k], ft, p)...)
-		}
-	case reflect.Slice, reflect.Array:
-		arr, ok := v.([]any)
-		if !ok {
-			return nil
-		}
-		for i, e := range arr {
-			out = append(out, unknownFields(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i))...)
-		}
-	case reflect.Map:
-		obj, ok := v.(map[string]any)
-		if !ok {
-			return nil
-		}
-		for k, e := range obj {
-			out = append(out, unknownFields(e, t.Elem(), path+"."+k)...)
+	var errs []error
+	for _, e := range unknown {
+		if fe, ok := e.(kjson.FieldError); ok {
+			errs = append(errs, &ManifestError{Origin: origin, Field: fe.FieldPath(), Msg: "unknown field (not in the v1 API)"})
 		}
 	}
-	return out
-}
-
-func collectJSONFields(t reflect.Type, into map[string]reflect.Type) {
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		tag := f.Tag.Get("json")
-		name, opts, _ := strings.Cut(tag, ",")
-		if name == "-" {
-			continue
-		}
-		if f.Anonymous && (name == "" || strings.Contains(opts, "inline")) {
-			ft := f.Type
-			for ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
-			if ft.Kind() == reflect.Struct {
-				collectJSONFields(ft, into)
-				continue
-			}
-		}
-		if !f.IsExported() {
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		into[name] = f.Type
-	}
+	return errors.Join(errs...)
 }
 
 // cleanDecodeError drops the wrapping the YAML-to-JSON conversion adds.

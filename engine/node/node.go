@@ -52,6 +52,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"runtime"
 	"strconv"
@@ -68,6 +69,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -214,24 +216,26 @@ func (n *Node) Run(ctx context.Context) {
 	}
 }
 
+// register creates (or adopts) the Node, retrying with a backoff of 1 s
+// doubling to 30 s until it succeeds or ctx ends.
 func (n *Node) register(ctx context.Context) bool {
-	for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Cap: 30 * time.Second, Steps: math.MaxInt32}
+	var retryIn time.Duration // the wait after the failure just logged
+	err := wait.DelayFunc(func() time.Duration { return retryIn }).Until(ctx, true, true, func(ctx context.Context) (bool, error) {
 		err := n.tryRegister(ctx)
 		if err == nil {
 			n.regFails.OK()
 			n.log.Info("node registered", "node", n.cfg.Name, "uid", n.UID())
-			return true
+			return true, nil
 		}
 		if ctx.Err() != nil {
-			return false
+			return false, ctx.Err()
 		}
-		n.regFails.Fail(err, "node", n.cfg.Name, "retry-in", delay)
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(delay):
-		}
-	}
+		retryIn = backoff.Step()
+		n.regFails.Fail(err, "node", n.cfg.Name, "retry-in", retryIn)
+		return false, nil
+	})
+	return err == nil
 }
 
 func (n *Node) tryRegister(ctx context.Context) error {

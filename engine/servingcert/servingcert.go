@@ -35,7 +35,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -48,9 +47,10 @@ import (
 	"time"
 
 	certv1 "k8s.io/api/certificates/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
+	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/certificate/csr"
+	"k8s.io/client-go/util/keyutil"
 )
 
 // SignerName is the signer of kubelet serving certificates.
@@ -217,51 +217,46 @@ func (m *Manager) Run(ctx context.Context) {
 	}
 }
 
-// renew requests, waits for, stores and serves a new certificate.
+// renew requests, waits for, stores and serves a new certificate. The
+// request and its wait are client-go's, as kubelet's certificate manager
+// makes them (util/certificate/csr: an informer on the request that ends
+// when it carries a certificate, or is denied, failed or deleted).
 func (m *Manager) renew(ctx context.Context) error {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return fmt.Errorf("generate key: %w", err)
 	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
-		Subject:     pkix.Name{CommonName: "system:node:" + m.c.NodeName, Organization: []string{"system:nodes"}},
-		DNSNames:    m.c.DNSNames,
-		IPAddresses: m.c.IPs,
-	}, key)
+	req, err := certutil.MakeCSR(key, &pkix.Name{CommonName: "system:node:" + m.c.NodeName, Organization: []string{"system:nodes"}},
+		m.c.DNSNames, m.c.IPs)
 	if err != nil {
 		return fmt.Errorf("create certificate request: %w", err)
 	}
-	csrs := m.c.Client.CertificatesV1().CertificateSigningRequests()
-	csr, err := csrs.Create(ctx, &certv1.CertificateSigningRequest{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "csr-"},
-		Spec: certv1.CertificateSigningRequestSpec{
-			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
-			SignerName: SignerName,
-			Usages:     Usages,
-		},
-	}, metav1.CreateOptions{})
+	name, uid, err := csr.RequestCertificateWithContext(ctx, m.c.Client, req, "", SignerName, nil, Usages, key)
 	if err != nil {
 		return fmt.Errorf("create CertificateSigningRequest: %w", err)
 	}
 	m.mu.Lock()
-	m.pending = csr.Name
+	m.pending = name
 	m.mu.Unlock()
-	m.c.Log.Info("serving certificate: CertificateSigningRequest created; it needs an approval", "csr", csr.Name, "signer", SignerName,
+	m.c.Log.Info("serving certificate: CertificateSigningRequest created; it needs an approval", "csr", name, "signer", SignerName,
 		"dns", m.c.DNSNames, "ips", m.c.IPs)
 	wctx, cancel := context.WithTimeout(ctx, waitTimeout)
 	defer cancel()
-	certPEM, err := m.waitIssued(wctx, csr.Name)
+	certPEM, err := csr.WaitForCertificate(wctx, m.c.Client, name, uid)
 	if err != nil {
-		return err
+		if wctx.Err() != nil {
+			err = wctx.Err()
+		}
+		return fmt.Errorf("CertificateSigningRequest %s: not issued: %w", name, err)
 	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
+	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
 	if err != nil {
 		return fmt.Errorf("marshal key: %w", err)
 	}
-	pair := append(append([]byte(nil), certPEM...), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})...)
+	pair := append(append([]byte(nil), certPEM...), keyPEM...)
 	cert, err := tls.X509KeyPair(pair, pair)
 	if err != nil {
-		return fmt.Errorf("CertificateSigningRequest %s: issued certificate: %w", csr.Name, err)
+		return fmt.Errorf("CertificateSigningRequest %s: issued certificate: %w", name, err)
 	}
 	path, err := m.store(pair)
 	if err != nil {
@@ -271,75 +266,8 @@ func (m *Manager) renew(ctx context.Context) error {
 	m.mu.Lock()
 	m.pending = ""
 	m.mu.Unlock()
-	m.c.Log.Info("serving certificate: issued", "csr", csr.Name, "file", path, "notAfter", cert.Leaf.NotAfter, "renewAt", m.Deadline())
+	m.c.Log.Info("serving certificate: issued", "csr", name, "file", path, "notAfter", cert.Leaf.NotAfter, "renewAt", m.Deadline())
 	return nil
-}
-
-// waitIssued watches the CSR until it carries a certificate, or is denied
-// or failed.
-func (m *Manager) waitIssued(ctx context.Context, name string) ([]byte, error) {
-	csrs := m.c.Client.CertificatesV1().CertificateSigningRequests()
-	for {
-		// the state now, then the changes from there
-		csr, err := csrs.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, fmt.Errorf("CertificateSigningRequest %s: not issued: %w", name, ctx.Err())
-			}
-			return nil, fmt.Errorf("get CertificateSigningRequest %s: %w", name, err)
-		}
-		if cert, done, err := issued(csr); done {
-			return cert, err
-		}
-		w, err := csrs.Watch(ctx, metav1.ListOptions{
-			FieldSelector:   fields.OneTermEqualSelector("metadata.name", name).String(),
-			ResourceVersion: csr.ResourceVersion,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("watch CertificateSigningRequest %s: %w", name, err)
-		}
-		cert, done, err := func() ([]byte, bool, error) {
-			defer w.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return nil, true, fmt.Errorf("CertificateSigningRequest %s: not issued: %w", name, ctx.Err())
-				case ev, ok := <-w.ResultChan():
-					if !ok {
-						return nil, false, nil // the watch ended: look again
-					}
-					if c, isCSR := ev.Object.(*certv1.CertificateSigningRequest); isCSR && c.Name == name {
-						if cert, done, err := issued(c); done {
-							return cert, true, err
-						}
-					}
-				}
-			}
-		}()
-		if done {
-			return cert, err
-		}
-	}
-}
-
-// issued returns the certificate of an approved and signed request; done
-// with an error when it was denied or failed.
-func issued(csr *certv1.CertificateSigningRequest) (cert []byte, done bool, err error) {
-	approved := false
-	for _, c := range csr.Status.Conditions {
-		switch c.Type {
-		case certv1.CertificateDenied:
-			return nil, true, fmt.Errorf("CertificateSigningRequest %s denied: %s %s", csr.Name, c.Reason, c.Message)
-		case certv1.CertificateFailed:
-			return nil, true, fmt.Errorf("CertificateSigningRequest %s failed: %s %s", csr.Name, c.Reason, c.Message)
-		case certv1.CertificateApproved:
-			approved = true
-		}
-	}
-	if approved && len(csr.Status.Certificate) > 0 {
-		return csr.Status.Certificate, true, nil
-	}
-	return nil, false, nil
 }
 
 // store writes the pair as kubelet-server-<time>.pem and moves the current

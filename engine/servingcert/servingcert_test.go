@@ -21,6 +21,7 @@ import (
 	certv1 "k8s.io/api/certificates/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
@@ -66,11 +67,31 @@ func newSigner(t *testing.T, clock *clocktesting.FakeClock) *signer {
 		}
 		return false, nil, nil
 	})
+	// the fake does not filter by field: the manager lists and watches
+	// its request by name
 	gvr := certv1.SchemeGroupVersion.WithResource("certificatesigningrequests")
+	named := func(sel fields.Selector, obj runtime.Object) bool {
+		csr, ok := obj.(*certv1.CertificateSigningRequest)
+		return !ok || sel == nil || sel.Matches(fields.Set{"metadata.name": csr.Name})
+	}
+	s.cs.PrependReactor("list", "certificatesigningrequests", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		obj, err := s.cs.Tracker().List(gvr, certv1.SchemeGroupVersion.WithKind("CertificateSigningRequest"), "")
+		if err != nil {
+			return true, nil, err
+		}
+		list := obj.(*certv1.CertificateSigningRequestList)
+		sel := a.(k8stesting.ListAction).GetListRestrictions().Fields
+		list.Items = slices.DeleteFunc(list.Items, func(c certv1.CertificateSigningRequest) bool { return !named(sel, &c) })
+		return true, list, nil
+	})
 	s.cs.PrependWatchReactor("certificatesigningrequests", func(a k8stesting.Action) (bool, watch.Interface, error) {
 		w, err := s.cs.Tracker().Watch(gvr, "")
 		s.watches <- struct{}{}
-		return true, w, err
+		if err != nil {
+			return true, nil, err
+		}
+		sel := a.(k8stesting.WatchAction).GetWatchRestrictions().Fields
+		return true, watch.Filter(w, func(e watch.Event) (watch.Event, bool) { return e, named(sel, e.Object) }), nil
 	})
 	go func() {
 		for range s.watches {
