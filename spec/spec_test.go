@@ -350,3 +350,44 @@ func TestCallers(t *testing.T) {
 		t.Errorf("two caller files: %v", diags)
 	}
 }
+
+// TestCallerErrors: the misuses of caller and handler that the corpus does
+// not show, each a positioned diagnostic.
+func TestCallerErrors(t *testing.T) {
+	const machine = "machine \"m\" {\n  initial = state.a\n  event \"go\" {}\n  state \"a\" {\n    transition \"go\" { to = state.b }\n  }\n  state \"b\" { final = true }\n}\n"
+	for _, tc := range []struct{ name, src, want string }{
+		{"clashing handler names", `caller "a_b" {
+  handler "c" { cri = ["Version"] }
+}
+caller "a" {
+  handler "b_c" { cri = ["Version"] }
+}
+`, `c.hcl:13:11: error: Clashing handler names: handler "b_c" of caller "a" becomes the Go name HandlerABC, like handler "c" of caller "a_b"; rename one.`},
+		{"handler without cri", `caller "api" {
+  handler "idle" {}
+}
+`, `c.hcl:10:11: warning: Handler without CRI calls: handler "idle" of caller "api" lists no cri`},
+		{"bad handler name", `caller "api" {
+  handler "Exec" { cri = ["Exec"] }
+}
+`, `c.hcl:10:11: error: Invalid name: handler name "Exec" must match`},
+		{"uncancellable in a handler", `caller "api" {
+  handler "exec" {
+    cri           = ["Exec"]
+    uncancellable = { Exec = "no" }
+  }
+}
+`, `c.hcl:12:5: error: Unsupported argument: An argument named "uncancellable" is not expected here.`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, diags := Parse([]File{{Name: "c.hcl", Src: []byte(machine + tc.src)}})
+			var lines []string
+			for _, d := range diags {
+				lines = append(lines, Line(d))
+			}
+			if !strings.Contains(strings.Join(lines, "\n"), tc.want) {
+				t.Errorf("diagnostics:\n%s\nwant one starting %s", strings.Join(lines, "\n"), tc.want)
+			}
+		})
+	}
+}

@@ -183,11 +183,11 @@ func (v *validator) callers(s *Spec, machines *names) {
 		for _, h := range c.Handlers {
 			v.declare(handlers, h.Decl)
 			total++
-			k := GoName(c.Name) + GoName(h.Name)
-			if prev, dup := consts[k]; dup && prev != c.Name+" "+h.Name {
-				v.errorf(h.NameRange, "Clashing handler names", "handler %q of caller %q becomes the Go name Handler%s, like handler %s; rename one.", h.Name, c.Name, k, prev)
+			k, this := GoName(c.Name)+GoName(h.Name), fmt.Sprintf("handler %q of caller %q", h.Name, c.Name)
+			if prev, dup := consts[k]; dup && prev != this {
+				v.errorf(h.NameRange, "Clashing handler names", "%s becomes the Go name Handler%s, like %s; rename one.", this, k, prev)
 			}
-			consts[k] = c.Name + " " + h.Name
+			consts[k] = this
 			v.criList(fmt.Sprintf("Handler %q of caller %q", h.Name, c.Name), h.CRI, h.CRIRange)
 			if len(h.CRI) == 0 {
 				v.warnf(h.NameRange, "Handler without CRI calls",
