@@ -52,7 +52,7 @@ type Client struct {
 	split    splitter // which list calls go per sandbox (split.go)
 }
 
-var _ Runtime = (*Client)(nil)
+var _ Full = (*Client)(nil)
 
 // Dial returns a client for the runtime at endpoint ("unix:///path/to.sock"
 // or an absolute socket path). Dial does not wait for the runtime: a wrong

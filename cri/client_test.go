@@ -162,11 +162,17 @@ func TestMetrics(t *testing.T) {
 	if _, err := rt2.ContainerStatus(bg, "nosuch"); err == nil {
 		t.Fatal("no error")
 	}
+	// The calls beyond cri.Runtime (log rotation's, the kubelet API's)
+	// are metered too; the simulated runtime has no ReopenContainerLog.
+	if err := rt.ReopenContainerLog(bg, "nosuch"); !cri.IsUnimplemented(err) {
+		t.Fatalf("ReopenContainerLog on the simulated runtime: %v, want ClassUnimplemented", err)
+	}
 
 	const errorsWant = `
 # HELP speclet_runtime_operations_errors_total Number of failed container runtime (CRI) calls, by CRI method.
 # TYPE speclet_runtime_operations_errors_total counter
 speclet_runtime_operations_errors_total{operation_type="ContainerStatus"} 2
+speclet_runtime_operations_errors_total{operation_type="ReopenContainerLog"} 1
 `
 	if err := testutil.GatherAndCompare(reg, stringsReader(errorsWant), cri.MetricOperationsErrors); err != nil {
 		t.Error(err)
@@ -188,8 +194,8 @@ speclet_runtime_operations_errors_total{operation_type="ContainerStatus"} 2
 			}
 		}
 	}
-	if counts["Version"] != 3 || counts["ContainerStatus"] != 2 || len(counts) != 2 {
-		t.Errorf("duration sample counts %v, want Version 3 and ContainerStatus 2", counts)
+	if counts["Version"] != 3 || counts["ContainerStatus"] != 2 || counts["ReopenContainerLog"] != 1 || len(counts) != 3 {
+		t.Errorf("duration sample counts %v, want Version 3, ContainerStatus 2 and ReopenContainerLog 1", counts)
 	}
 }
 

@@ -26,7 +26,7 @@
 //		cri.WithTimeout(2*time.Minute))  // per call; PullImage: WithPullTimeout, default none
 //	if err != nil { ... }               // only a malformed endpoint fails here
 //	defer c.Close()
-//	var rt cri.Runtime = cri.WithMetrics(c, prometheus.DefaultRegisterer)
+//	rt := cri.WithMetrics(c, prometheus.DefaultRegisterer) // a cri.Full, for every caller
 //	if _, err := rt.Version(ctx); cri.IsUnavailable(err) { ... } // runtime not up yet
 //	ref, err := rt.PullImage(ctx, &runtimeapi.ImageSpec{Image: "busybox:latest"}, nil, nil)
 //	if cri.IsImageNotFound(err) { ... } // ErrImagePull, back off

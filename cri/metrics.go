@@ -30,7 +30,7 @@ type metrics struct {
 //
 // GetContainerEvents is a stream: its duration is the life of the stream and
 // an error is counted when the stream breaks.
-func WithMetrics(r Runtime, reg prometheus.Registerer) Runtime {
+func WithMetrics(r Full, reg prometheus.Registerer) Full {
 	m := &metrics{
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    MetricOperationsDuration,
@@ -68,7 +68,7 @@ func (m *metrics) record(op string, start time.Time, err error) {
 }
 
 type metered struct {
-	r Runtime
+	r Full
 	m *metrics
 }
 
@@ -217,4 +217,39 @@ func (x *metered) ListContainerStats(ctx context.Context, filter *runtimeapi.Con
 	r, err := x.r.ListContainerStats(ctx, filter)
 	x.m.record("ListContainerStats", start, err)
 	return r, err
+}
+
+func (x *metered) Exec(ctx context.Context, req *runtimeapi.ExecRequest) (string, error) {
+	start := time.Now()
+	u, err := x.r.Exec(ctx, req)
+	x.m.record("Exec", start, err)
+	return u, err
+}
+
+func (x *metered) Attach(ctx context.Context, req *runtimeapi.AttachRequest) (string, error) {
+	start := time.Now()
+	u, err := x.r.Attach(ctx, req)
+	x.m.record("Attach", start, err)
+	return u, err
+}
+
+func (x *metered) PortForward(ctx context.Context, req *runtimeapi.PortForwardRequest) (string, error) {
+	start := time.Now()
+	u, err := x.r.PortForward(ctx, req)
+	x.m.record("PortForward", start, err)
+	return u, err
+}
+
+func (x *metered) ListPodSandboxStats(ctx context.Context, filter *runtimeapi.PodSandboxStatsFilter) ([]*runtimeapi.PodSandboxStats, error) {
+	start := time.Now()
+	l, err := x.r.ListPodSandboxStats(ctx, filter)
+	x.m.record("ListPodSandboxStats", start, err)
+	return l, err
+}
+
+func (x *metered) ReopenContainerLog(ctx context.Context, containerID string) error {
+	start := time.Now()
+	err := x.r.ReopenContainerLog(ctx, containerID)
+	x.m.record("ReopenContainerLog", start, err)
+	return err
 }

@@ -66,6 +66,24 @@ type Runtime interface {
 	ImageService
 }
 
+// Logs is the CRI's log maintenance part.
+type Logs interface {
+	// ReopenContainerLog asks the runtime to reopen a container's log file
+	// at its path, after the caller renamed it away (log rotation).
+	ReopenContainerLog(ctx context.Context, containerID string) error
+}
+
+// Full is every CRI call speclet makes: the lifecycle's Runtime, the
+// kubelet API's Streaming and Stats, log rotation's Logs. *Client
+// implements it, and so do the decorators (WithMetrics, the CRI audit's
+// recorder), so that one decorated runtime serves every caller.
+type Full interface {
+	Runtime
+	Streaming
+	Stats
+	Logs
+}
+
 // ExecResult is what a command run by ExecSync printed and its exit code.
 type ExecResult struct {
 	Stdout, Stderr []byte

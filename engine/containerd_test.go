@@ -192,7 +192,7 @@ func printOps(b *testing.B, reg *prometheus.Registry) {
 
 // dialContainerd connects to the harness containerd c for a test; the
 // connection closes when the test ends.
-func dialContainerd(ctx context.Context, t *testing.T, c *harness.Containerd) cri.Runtime {
+func dialContainerd(ctx context.Context, t *testing.T, c *harness.Containerd) cri.Full {
 	t.Helper()
 	rt, err := cri.Dial(ctx, c.Endpoint)
 	if err != nil {
@@ -217,7 +217,7 @@ func runEngine(ctx context.Context, e *Engine, buf int) (updates chan config.Pod
 // leaves them empty, a RootDir under the test's directory, NodeName "node"
 // and a logger that discards (and records row coverage). It returns the
 // runtime, the engine and the channel of its pod updates.
-func startEngine(ctx context.Context, t *testing.T, c *harness.Containerd, cfg Config) (cri.Runtime, *Engine, chan config.PodUpdate) {
+func startEngine(ctx context.Context, t *testing.T, c *harness.Containerd, cfg Config) (cri.Full, *Engine, chan config.PodUpdate) {
 	t.Helper()
 	rt := dialContainerd(ctx, t, c)
 	cfg.Runtime = auditRuntime(t, rt)

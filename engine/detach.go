@@ -2,31 +2,49 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/fsm"
 )
 
-// detachedRuntime lets the CRI calls that create or start something run to
-// their end when a kill cancels the pod's running actions: a
-// RunPodSandbox, CreateContainer or StartContainer cancelled at the client
-// may still complete in the runtime (containerd starts the task and then
-// drops the cancelled request), leaving a running container the machines
-// believe never started, which later blocks RemovePodSandbox ("cannot
-// delete running task"). These calls are short and bounded by the
-// client's per-call timeout; the kill is handled as soon as they return.
-// They still end when the engine stops (run). Everything else (pulls, stops
-// with a long grace period) stays cancellable. CreateContainer also adopts
-// the container an earlier, unanswered attempt of the same create made
-// (cri.ReservedFor); RunSandbox does the same for sandboxes, once the runtime
-// describes the sandbox as ready (sandbox.go adoptReserved).
+// detachedRuntime lets the CRI calls an action's spec declares
+// `uncancellable` (fsm.Uncancellable, from the tag the generated dispatch
+// puts on the action's context) run to their end when a kill cancels the
+// pod's running actions. Today these are RunPodSandbox, CreateContainer and
+// StartContainer: a create or start cancelled at the client may still
+// complete in the runtime (containerd starts the task and then drops the
+// cancelled request), leaving a running container the machines believe
+// never started, which later blocks RemovePodSandbox ("cannot delete
+// running task"); the reasons are in the spec. These calls are short and
+// bounded by the client's per-call timeout; the kill is handled as soon as
+// they return. They still end when the engine stops (run). Every other call
+// (pulls, stops with a long grace period, the postStart hook's ExecSync)
+// stays cancellable.
+//
+// Every method an action may call goes through detach, so a declaration
+// in the spec is all it takes to spare a call (TestKillCancelsAsTheSpecSays
+// checks each action's cri list against its declarations).
+// GetContainerEvents is the PLEG's stream, never an action's call.
+//
+// CreateContainer also adopts the container an earlier, unanswered attempt
+// of the same create made (cri.ReservedFor); RunSandbox does the same for
+// sandboxes, once the runtime describes the sandbox as ready (sandbox.go
+// adoptReserved).
 type detachedRuntime struct {
 	cri.Runtime
 	run func() context.Context // the engine's run context, nil before Run
 }
 
-func (r detachedRuntime) detach(ctx context.Context) (context.Context, context.CancelFunc) {
+// detach returns ctx for a call of method: ctx itself, or, when the action
+// ctx runs under declares method uncancellable, a context that keeps ctx's
+// values but ends only with the engine's run context. done releases it.
+func (r detachedRuntime) detach(ctx context.Context, method string) (context.Context, context.CancelFunc) {
+	if !fsm.Uncancellable(ctx, method) {
+		return ctx, func() {}
+	}
 	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	run := context.Background()
 	if r.run != nil {
@@ -38,15 +56,51 @@ func (r detachedRuntime) detach(ctx context.Context) (context.Context, context.C
 	return dctx, func() { stop(); cancel() }
 }
 
+func (r detachedRuntime) Version(ctx context.Context) (*runtimeapi.VersionResponse, error) {
+	ctx, done := r.detach(ctx, "Version")
+	defer done()
+	return r.Runtime.Version(ctx)
+}
+
+func (r detachedRuntime) Status(ctx context.Context, verbose bool) (*runtimeapi.StatusResponse, error) {
+	ctx, done := r.detach(ctx, "Status")
+	defer done()
+	return r.Runtime.Status(ctx, verbose)
+}
+
 func (r detachedRuntime) RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandboxConfig, handler string) (string, error) {
-	ctx, cancel := r.detach(ctx)
-	defer cancel()
+	ctx, done := r.detach(ctx, "RunPodSandbox")
+	defer done()
 	return r.Runtime.RunPodSandbox(ctx, config, handler)
 }
 
+func (r detachedRuntime) StopPodSandbox(ctx context.Context, podSandboxID string) error {
+	ctx, done := r.detach(ctx, "StopPodSandbox")
+	defer done()
+	return r.Runtime.StopPodSandbox(ctx, podSandboxID)
+}
+
+func (r detachedRuntime) RemovePodSandbox(ctx context.Context, podSandboxID string) error {
+	ctx, done := r.detach(ctx, "RemovePodSandbox")
+	defer done()
+	return r.Runtime.RemovePodSandbox(ctx, podSandboxID)
+}
+
+func (r detachedRuntime) PodSandboxStatus(ctx context.Context, podSandboxID string) (*runtimeapi.PodSandboxStatus, error) {
+	ctx, done := r.detach(ctx, "PodSandboxStatus")
+	defer done()
+	return r.Runtime.PodSandboxStatus(ctx, podSandboxID)
+}
+
+func (r detachedRuntime) ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+	ctx, done := r.detach(ctx, "ListPodSandbox")
+	defer done()
+	return r.Runtime.ListPodSandbox(ctx, filter)
+}
+
 func (r detachedRuntime) CreateContainer(ctx context.Context, podSandboxID string, config *runtimeapi.ContainerConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
-	ctx, cancel := r.detach(ctx)
-	defer cancel()
+	ctx, done := r.detach(ctx, "CreateContainer")
+	defer done()
 	id, err := r.Runtime.CreateContainer(ctx, podSandboxID, config, sandboxConfig)
 	if err != nil {
 		if prev := cri.ReservedFor(err); prev != "" {
@@ -57,7 +111,73 @@ func (r detachedRuntime) CreateContainer(ctx context.Context, podSandboxID strin
 }
 
 func (r detachedRuntime) StartContainer(ctx context.Context, containerID string) error {
-	ctx, cancel := r.detach(ctx)
-	defer cancel()
+	ctx, done := r.detach(ctx, "StartContainer")
+	defer done()
 	return r.Runtime.StartContainer(ctx, containerID)
+}
+
+func (r detachedRuntime) StopContainer(ctx context.Context, containerID string, timeout int64) error {
+	ctx, done := r.detach(ctx, "StopContainer")
+	defer done()
+	return r.Runtime.StopContainer(ctx, containerID, timeout)
+}
+
+func (r detachedRuntime) RemoveContainer(ctx context.Context, containerID string) error {
+	ctx, done := r.detach(ctx, "RemoveContainer")
+	defer done()
+	return r.Runtime.RemoveContainer(ctx, containerID)
+}
+
+func (r detachedRuntime) ContainerStatus(ctx context.Context, containerID string) (*runtimeapi.ContainerStatus, error) {
+	ctx, done := r.detach(ctx, "ContainerStatus")
+	defer done()
+	return r.Runtime.ContainerStatus(ctx, containerID)
+}
+
+func (r detachedRuntime) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	ctx, done := r.detach(ctx, "ListContainers")
+	defer done()
+	return r.Runtime.ListContainers(ctx, filter)
+}
+
+func (r detachedRuntime) ListContainerStats(ctx context.Context, filter *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error) {
+	ctx, done := r.detach(ctx, "ListContainerStats")
+	defer done()
+	return r.Runtime.ListContainerStats(ctx, filter)
+}
+
+func (r detachedRuntime) ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (cri.ExecResult, error) {
+	ctx, done := r.detach(ctx, "ExecSync")
+	defer done()
+	return r.Runtime.ExecSync(ctx, containerID, cmd, timeout)
+}
+
+func (r detachedRuntime) PullImage(ctx context.Context, image *runtimeapi.ImageSpec, auth *runtimeapi.AuthConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
+	ctx, done := r.detach(ctx, "PullImage")
+	defer done()
+	return r.Runtime.PullImage(ctx, image, auth, sandboxConfig)
+}
+
+func (r detachedRuntime) ImageStatus(ctx context.Context, image *runtimeapi.ImageSpec) (*runtimeapi.Image, error) {
+	ctx, done := r.detach(ctx, "ImageStatus")
+	defer done()
+	return r.Runtime.ImageStatus(ctx, image)
+}
+
+func (r detachedRuntime) ListImages(ctx context.Context, filter *runtimeapi.ImageFilter) ([]*runtimeapi.Image, error) {
+	ctx, done := r.detach(ctx, "ListImages")
+	defer done()
+	return r.Runtime.ListImages(ctx, filter)
+}
+
+func (r detachedRuntime) RemoveImage(ctx context.Context, image *runtimeapi.ImageSpec) error {
+	ctx, done := r.detach(ctx, "RemoveImage")
+	defer done()
+	return r.Runtime.RemoveImage(ctx, image)
+}
+
+func (r detachedRuntime) ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
+	ctx, done := r.detach(ctx, "ImageFsInfo")
+	defer done()
+	return r.Runtime.ImageFsInfo(ctx)
 }

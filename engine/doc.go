@@ -18,7 +18,8 @@
 //     at the next tick.
 //     Config inputs coalesce (only the newest pending spec counts; a pending
 //     kill is never replaced). A kill cancels the running action (a slow
-//     pull, a stop with a longer grace period) so it is handled next.
+//     pull, a stop with a longer grace period) so it is handled next,
+//     except the calls its spec declares uncancellable (detach.go).
 //   - inputs.go: each input becomes machine events through fsm.Route.
 //   - fire.go: the one fire loop of every machine: Fire, re-arm the state's
 //     timers, run the step's actions in order, fire the events they raised.
@@ -59,8 +60,9 @@
 //     (GET /debug/pods), kept a while after the pod is gone.
 //   - metrics.go: transitions (every spec row exported from 0), refused
 //     events, time in state, machines per state, pod workers.
-//   - detach.go: RunPodSandbox, CreateContainer and StartContainer are not
-//     cancelled by a kill (they would complete in the runtime unseen); the
+//   - detach.go: the calls an action's spec declares `uncancellable`
+//     (today RunPodSandbox, CreateContainer and StartContainer, which would
+//     complete in the runtime unseen) are not cancelled by a kill; the
 //     kill is handled when they return. A create whose name containerd
 //     still reserves for an earlier unanswered attempt of the same create
 //     adopts that object instead of failing on every retry.

@@ -299,7 +299,7 @@ func (ps *probeState) probe(pw *probeWorker) {
 	e, w := ps.c.p.e, ps.c.p.w
 	r := ProbeResult{UID: ps.c.p.pod.UID, Container: ps.c.name, Kind: pw.kind, gen: pw.gen}
 	// The call belongs to this run_probe, though it returns after it.
-	ctx := fsm.WithAction(pw.ctx, fsm.ProbeMachineName, fsm.ProbeActionRunProbe.String())
+	ctx := fsm.ProbeActionRunProbe.Tag(pw.ctx)
 	e.busy.Add(1)
 	go func() {
 		defer e.busy.Add(-1)

@@ -23,7 +23,7 @@ import (
 // waits until its context ends, so the container stays CREATED, as when
 // speclet is killed between CreateContainer and StartContainer.
 type startNever struct {
-	cri.Runtime
+	cri.Full
 	once    sync.Once
 	entered chan struct{} // closed at the first StartContainer
 }
@@ -47,7 +47,7 @@ func TestContainerdRecoverCreated(t *testing.T) {
 	defer cancel()
 	rt := dialContainerd(ctx, t, c)
 	root := filepath.Join(t.TempDir(), "root")
-	newEngine := func(r cri.Runtime) *Engine {
+	newEngine := func(r cri.Full) *Engine {
 		e, err := New(Config{Runtime: auditRuntime(t, r), RootDir: root, NodeName: "node",
 			Log: coverageLogger(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
@@ -65,7 +65,7 @@ func TestContainerdRecoverCreated(t *testing.T) {
 	}
 	add := config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
 
-	sn := &startNever{Runtime: rt, entered: make(chan struct{})}
+	sn := &startNever{Full: rt, entered: make(chan struct{})}
 	e1 := newEngine(sn)
 	updates, stop := runEngine(ctx, e1, 4)
 	updates <- add

@@ -115,3 +115,56 @@ func TestStepRowAndChoices(t *testing.T) {
 		t.Errorf("update with name_taken: row %d = %+v", st2.Row, r)
 	}
 }
+
+// TestUncancellable: the generated tag of an action carries the calls its
+// spec declares uncancellable (the keys of <Machine>ActionUncancellable),
+// the innermost tag counts, and a tag of WithAction carries none.
+func TestUncancellable(t *testing.T) {
+	ctx := context.Background()
+	start := ContainerActionStartContainer.Tag(ctx)
+	if !Uncancellable(start, "StartContainer") || Uncancellable(start, "ExecSync") {
+		t.Error("start_container: StartContainer must be uncancellable, its postStart ExecSync not")
+	}
+	if Uncancellable(ctx, "StartContainer") || Uncancellable(WithAction(ctx, "container", "start_container"), "StartContainer") {
+		t.Error("StartContainer uncancellable outside a generated tag")
+	}
+	if Uncancellable(ContainerActionPullImage.Tag(start), "StartContainer") {
+		t.Error("an inner action's tag does not replace the outer one's")
+	}
+	for _, m := range []struct {
+		tags []actionTag
+		unc  []map[string]string
+	}{
+		{podActionTags[:], PodActionUncancellable[:]}, {containerActionTags[:], ContainerActionUncancellable[:]},
+		{sandboxActionTags[:], SandboxActionUncancellable[:]}, {probeActionTags[:], ProbeActionUncancellable[:]},
+		{nodeActionTags[:], NodeActionUncancellable[:]},
+	} {
+		for i, tag := range m.tags {
+			if len(tag.uncancellable) != len(m.unc[i]) {
+				t.Errorf("%s/%s: tag spares %v, the table %v", tag.machine, tag.action, tag.uncancellable, m.unc[i])
+			}
+			for _, method := range tag.uncancellable {
+				if m.unc[i][method] == "" {
+					t.Errorf("%s/%s: tag spares %s, which the table does not", tag.machine, tag.action, method)
+				}
+			}
+		}
+	}
+}
+
+// TestHandlerTag: a handler's tag names its caller and itself, as an
+// action's names its machine and itself.
+func TestHandlerTag(t *testing.T) {
+	for _, h := range Handlers {
+		m, a, ok := ActionFrom(h.Tag(context.Background()))
+		if !ok || m != h.Caller() || a != h.String() || m == "" || a == "" {
+			t.Errorf("handler %d: tag %q/%q (%v), want %q/%q", h, m, a, ok, h.Caller(), h.String())
+		}
+	}
+	if m, a, _ := ActionFrom(HandlerKubeletApiExec.Tag(context.Background())); m != KubeletApiCallerName || a != "exec" {
+		t.Errorf("exec handler tagged %s/%s", m, a)
+	}
+	if HandlerCRI[HandlerLogRotationRotateOnce][len(HandlerCRI[HandlerLogRotationRotateOnce])-1] != "ReopenContainerLog" {
+		t.Errorf("log rotation may call %v", HandlerCRI[HandlerLogRotationRotateOnce])
+	}
+}

@@ -16,7 +16,7 @@ const ContainerMachineName = "container"
 
 // ContainerSpecSHA256 is the SHA-256 of spec/container.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ContainerSpecSHA256 = "4c76f3de94de968be44ef6ede2ea7ccdef1da93e068332a189a30e903f80ceac"
+const ContainerSpecSHA256 = "54368786014b267c840adee2efc09d3c2128517ecf2e49a2256c1ec1ea175477"
 
 // ContainerState is a state of the container machine.
 //
@@ -375,18 +375,36 @@ var ContainerActionCRI = [...][]string{
 // says it runs itself (its `calls`); their CRI methods are allowed to it too.
 var ContainerActionCalls = [9][]ContainerAction{}
 
+// ContainerActionUncancellable lists, per action, the CRI methods of its cri list
+// that the spec says a kill does not cancel (its `uncancellable`), each with
+// the spec's reason. The engine lets these calls run to their end
+// (Uncancellable).
+var ContainerActionUncancellable = [9]map[string]string{
+	ContainerActionCreateContainer: {"CreateContainer": "A CreateContainer cancelled at the client may still complete in the runtime, leaving a container the machine believes was never created whose name containerd keeps reserved (a retry adopts it: cri.ReservedFor)."},
+	ContainerActionStartContainer:  {"StartContainer": "A StartContainer cancelled at the client may still start the task in the runtime (containerd starts it, then drops the cancelled request), leaving a running container the machine believes never started, which later blocks RemovePodSandbox (cannot delete running task). The postStart hook's ExecSync stays cancellable."},
+}
+
 // containerActionTags are the context tags RunContainerAction puts on the
-// context of the action it runs (see WithAction).
+// context of the action it runs (see WithAction and Uncancellable).
 var containerActionTags = [...]actionTag{
-	ContainerActionPullImage:        {"container", "pull_image"},
-	ContainerActionRefuseImage:      {"container", "refuse_image"},
-	ContainerActionCountPullFailure: {"container", "count_pull_failure"},
-	ContainerActionCreateContainer:  {"container", "create_container"},
-	ContainerActionStartContainer:   {"container", "start_container"},
-	ContainerActionStopContainer:    {"container", "stop_container"},
-	ContainerActionRecordExit:       {"container", "record_exit"},
-	ContainerActionCountRestart:     {"container", "count_restart"},
-	ContainerActionRemoveContainer:  {"container", "remove_container"},
+	ContainerActionPullImage:        {machine: "container", action: "pull_image"},
+	ContainerActionRefuseImage:      {machine: "container", action: "refuse_image"},
+	ContainerActionCountPullFailure: {machine: "container", action: "count_pull_failure"},
+	ContainerActionCreateContainer:  {machine: "container", action: "create_container", uncancellable: []string{"CreateContainer"}},
+	ContainerActionStartContainer:   {machine: "container", action: "start_container", uncancellable: []string{"StartContainer"}},
+	ContainerActionStopContainer:    {machine: "container", action: "stop_container"},
+	ContainerActionRecordExit:       {machine: "container", action: "record_exit"},
+	ContainerActionCountRestart:     {machine: "container", action: "count_restart"},
+	ContainerActionRemoveContainer:  {machine: "container", action: "remove_container"},
+}
+
+// Tag returns ctx tagged with the action as RunContainerAction tags it, for a
+// call the action makes after it returned (a probe run in the background).
+func (a ContainerAction) Tag(ctx context.Context) context.Context {
+	if int(a) < len(containerActionTags) {
+		return withActionTag(ctx, &containerActionTags[a])
+	}
+	return ctx
 }
 
 // ContainerActions runs the actions of the container machine. The engine
@@ -407,10 +425,12 @@ type ContainerActions interface {
 	// for the image's user when it must run as non-root and names none; reports
 	// created or create_failed.
 	// CRI: ImageStatus, CreateContainer.
+	// Not cancelled by a kill: CreateContainer.
 	CreateContainer(ctx context.Context) error
 	// StartContainer: Start the container, then run the postStart hook; reports
 	// started, start_failed or post_start_failed.
 	// CRI: StartContainer, ExecSync.
+	// Not cancelled by a kill: StartContainer.
 	StartContainer(ctx context.Context) error
 	// StopContainer: Run the preStop hook (once per instance), then StopContainer
 	// with the remaining grace period (0 once the grace timer expired); reports
@@ -435,11 +455,10 @@ type ContainerActions interface {
 
 // RunContainerAction runs action a on impl, with ctx tagged with the action
 // (ActionFrom returns it) so that the CRI calls it makes can be audited
-// against the spec's cri lists.
+// against the spec's cri lists, and a kill spares those it declares
+// uncancellable (Uncancellable).
 func RunContainerAction(ctx context.Context, impl ContainerActions, a ContainerAction) error {
-	if int(a) < len(containerActionTags) {
-		ctx = withActionTag(ctx, &containerActionTags[a])
-	}
+	ctx = a.Tag(ctx)
 	switch a {
 	case ContainerActionPullImage:
 		return impl.PullImage(ctx)

@@ -1,9 +1,9 @@
 // Package fsm holds the lifecycle state machines generated from spec/*.hcl
-// (pod_gen.go, container_gen.go, routes_gen.go) and the hand-written core
-// they share (core.go: the table-driven machine every generated Machine
-// wraps, one copy of Fire, Can and the choice walk) with its errors
-// (errors.go). Never edit the generated files; change the spec or
-// gen/machine.go.tmpl and run `go generate ./fsm` (make generate).
+// (pod_gen.go, container_gen.go, routes_gen.go, callers_gen.go) and the
+// hand-written core they share (core.go: the table-driven machine every
+// generated Machine wraps, one copy of Fire, Can and the choice walk) with
+// its errors (errors.go). Never edit the generated files; change the spec
+// or gen/*.tmpl and run `go generate ./fsm` (make generate).
 //
 // Per machine (prefix Pod, Container): typed State, Event, Guard, Action and
 // Duration constants whose String returns the spec name; the Guards, Actions
@@ -43,7 +43,15 @@
 // machine and action names (actionctx.go: WithAction, ActionFrom), so a CRI
 // wrapper can check each call against the action's `cri` list
 // (<Machine>ActionCRI) and those of the actions it runs itself
-// (<Machine>ActionCalls); see engine/criaudit.
+// (<Machine>ActionCalls); see engine/criaudit. The tag also carries the
+// calls the action declares `uncancellable` (<Machine>ActionUncancellable):
+// Uncancellable(ctx, method) tells the engine which calls a kill must let
+// finish. <Machine>Action.Tag tags a context as Run<Machine>Action does.
+//
+// callers_gen.go (from spec/callers.hcl) gives the callers of the runtime
+// outside the machines their Handler constants: Handler.Tag tags a
+// context with the caller and handler names, which ActionFrom returns, and
+// HandlerCRI lists the methods each handler may call.
 //
 // A Machine is not safe for concurrent use; Step.Actions, Step.Path and
 // Step.Choices are valid until the next Fire.

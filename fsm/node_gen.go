@@ -259,14 +259,29 @@ var NodeActionCRI = [...][]string{
 // says it runs itself (its `calls`); their CRI methods are allowed to it too.
 var NodeActionCalls = [5][]NodeAction{}
 
+// NodeActionUncancellable lists, per action, the CRI methods of its cri list
+// that the spec says a kill does not cancel (its `uncancellable`), each with
+// the spec's reason. The engine lets these calls run to their end
+// (Uncancellable).
+var NodeActionUncancellable = [5]map[string]string{}
+
 // nodeActionTags are the context tags RunNodeAction puts on the
-// context of the action it runs (see WithAction).
+// context of the action it runs (see WithAction and Uncancellable).
 var nodeActionTags = [...]actionTag{
-	NodeActionMeasureImageFs:       {"node", "measure_image_fs"},
-	NodeActionRemoveUnusedImages:   {"node", "remove_unused_images"},
-	NodeActionRemoveDeadContainers: {"node", "remove_dead_containers"},
-	NodeActionObserveSignals:       {"node", "observe_signals"},
-	NodeActionEvictPod:             {"node", "evict_pod"},
+	NodeActionMeasureImageFs:       {machine: "node", action: "measure_image_fs"},
+	NodeActionRemoveUnusedImages:   {machine: "node", action: "remove_unused_images"},
+	NodeActionRemoveDeadContainers: {machine: "node", action: "remove_dead_containers"},
+	NodeActionObserveSignals:       {machine: "node", action: "observe_signals"},
+	NodeActionEvictPod:             {machine: "node", action: "evict_pod"},
+}
+
+// Tag returns ctx tagged with the action as RunNodeAction tags it, for a
+// call the action makes after it returned (a probe run in the background).
+func (a NodeAction) Tag(ctx context.Context) context.Context {
+	if int(a) < len(nodeActionTags) {
+		return withActionTag(ctx, &nodeActionTags[a])
+	}
+	return ctx
 }
 
 // NodeActions runs the actions of the node machine. The engine
@@ -304,11 +319,10 @@ type NodeActions interface {
 
 // RunNodeAction runs action a on impl, with ctx tagged with the action
 // (ActionFrom returns it) so that the CRI calls it makes can be audited
-// against the spec's cri lists.
+// against the spec's cri lists, and a kill spares those it declares
+// uncancellable (Uncancellable).
 func RunNodeAction(ctx context.Context, impl NodeActions, a NodeAction) error {
-	if int(a) < len(nodeActionTags) {
-		ctx = withActionTag(ctx, &nodeActionTags[a])
-	}
+	ctx = a.Tag(ctx)
 	switch a {
 	case NodeActionMeasureImageFs:
 		return impl.MeasureImageFs(ctx)

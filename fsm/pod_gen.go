@@ -16,7 +16,7 @@ const PodMachineName = "pod"
 
 // PodSpecSHA256 is the SHA-256 of spec/pod.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const PodSpecSHA256 = "11e737f4712e56aec076a45c8316677081c188c075821945839b53b00791b93a"
+const PodSpecSHA256 = "4cc176f732b0072f8c2f5e92eca8fe5c3957f9db76f733ab67c819f463470bed"
 
 // PodState is a state of the pod machine.
 //
@@ -348,18 +348,33 @@ var PodActionCalls = [9][]PodAction{
 	PodActionRemovePod: {PodActionUnmountVolumes},
 }
 
+// PodActionUncancellable lists, per action, the CRI methods of its cri list
+// that the spec says a kill does not cancel (its `uncancellable`), each with
+// the spec's reason. The engine lets these calls run to their end
+// (Uncancellable).
+var PodActionUncancellable = [9]map[string]string{}
+
 // podActionTags are the context tags RunPodAction puts on the
-// context of the action it runs (see WithAction).
+// context of the action it runs (see WithAction and Uncancellable).
 var podActionTags = [...]actionTag{
-	PodActionMountVolumes:   {"pod", "mount_volumes"},
-	PodActionUnmountVolumes: {"pod", "unmount_volumes"},
-	PodActionSyncPod:        {"pod", "sync_pod"},
-	PodActionKillContainers: {"pod", "kill_containers"},
-	PodActionStopSandbox:    {"pod", "stop_sandbox"},
-	PodActionRemovePod:      {"pod", "remove_pod"},
-	PodActionReleaseName:    {"pod", "release_name"},
-	PodActionExceedDeadline: {"pod", "exceed_deadline"},
-	PodActionReportStatus:   {"pod", "report_status"},
+	PodActionMountVolumes:   {machine: "pod", action: "mount_volumes"},
+	PodActionUnmountVolumes: {machine: "pod", action: "unmount_volumes"},
+	PodActionSyncPod:        {machine: "pod", action: "sync_pod"},
+	PodActionKillContainers: {machine: "pod", action: "kill_containers"},
+	PodActionStopSandbox:    {machine: "pod", action: "stop_sandbox"},
+	PodActionRemovePod:      {machine: "pod", action: "remove_pod"},
+	PodActionReleaseName:    {machine: "pod", action: "release_name"},
+	PodActionExceedDeadline: {machine: "pod", action: "exceed_deadline"},
+	PodActionReportStatus:   {machine: "pod", action: "report_status"},
+}
+
+// Tag returns ctx tagged with the action as RunPodAction tags it, for a
+// call the action makes after it returned (a probe run in the background).
+func (a PodAction) Tag(ctx context.Context) context.Context {
+	if int(a) < len(podActionTags) {
+		return withActionTag(ctx, &podActionTags[a])
+	}
+	return ctx
 }
 
 // PodActions runs the actions of the pod machine. The engine
@@ -417,11 +432,10 @@ type PodActions interface {
 
 // RunPodAction runs action a on impl, with ctx tagged with the action
 // (ActionFrom returns it) so that the CRI calls it makes can be audited
-// against the spec's cri lists.
+// against the spec's cri lists, and a kill spares those it declares
+// uncancellable (Uncancellable).
 func RunPodAction(ctx context.Context, impl PodActions, a PodAction) error {
-	if int(a) < len(podActionTags) {
-		ctx = withActionTag(ctx, &podActionTags[a])
-	}
+	ctx = a.Tag(ctx)
 	switch a {
 	case PodActionMountVolumes:
 		return impl.MountVolumes(ctx)

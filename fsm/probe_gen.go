@@ -222,14 +222,29 @@ var ProbeActionCRI = [...][]string{
 // says it runs itself (its `calls`); their CRI methods are allowed to it too.
 var ProbeActionCalls = [5][]ProbeAction{}
 
+// ProbeActionUncancellable lists, per action, the CRI methods of its cri list
+// that the spec says a kill does not cancel (its `uncancellable`), each with
+// the spec's reason. The engine lets these calls run to their end
+// (Uncancellable).
+var ProbeActionUncancellable = [5]map[string]string{}
+
 // probeActionTags are the context tags RunProbeAction puts on the
-// context of the action it runs (see WithAction).
+// context of the action it runs (see WithAction and Uncancellable).
 var probeActionTags = [...]actionTag{
-	ProbeActionStartStartup:  {"probe", "start_startup"},
-	ProbeActionStartProbes:   {"probe", "start_probes"},
-	ProbeActionRunProbe:      {"probe", "run_probe"},
-	ProbeActionKillContainer: {"probe", "kill_container"},
-	ProbeActionStopProbes:    {"probe", "stop_probes"},
+	ProbeActionStartStartup:  {machine: "probe", action: "start_startup"},
+	ProbeActionStartProbes:   {machine: "probe", action: "start_probes"},
+	ProbeActionRunProbe:      {machine: "probe", action: "run_probe"},
+	ProbeActionKillContainer: {machine: "probe", action: "kill_container"},
+	ProbeActionStopProbes:    {machine: "probe", action: "stop_probes"},
+}
+
+// Tag returns ctx tagged with the action as RunProbeAction tags it, for a
+// call the action makes after it returned (a probe run in the background).
+func (a ProbeAction) Tag(ctx context.Context) context.Context {
+	if int(a) < len(probeActionTags) {
+		return withActionTag(ctx, &probeActionTags[a])
+	}
+	return ctx
 }
 
 // ProbeActions runs the actions of the probe machine. The engine
@@ -258,11 +273,10 @@ type ProbeActions interface {
 
 // RunProbeAction runs action a on impl, with ctx tagged with the action
 // (ActionFrom returns it) so that the CRI calls it makes can be audited
-// against the spec's cri lists.
+// against the spec's cri lists, and a kill spares those it declares
+// uncancellable (Uncancellable).
 func RunProbeAction(ctx context.Context, impl ProbeActions, a ProbeAction) error {
-	if int(a) < len(probeActionTags) {
-		ctx = withActionTag(ctx, &probeActionTags[a])
-	}
+	ctx = a.Tag(ctx)
 	switch a {
 	case ProbeActionStartStartup:
 		return impl.StartStartup(ctx)

@@ -16,7 +16,7 @@ const SandboxMachineName = "sandbox"
 
 // SandboxSpecSHA256 is the SHA-256 of spec/sandbox.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const SandboxSpecSHA256 = "e8dbbf2a06a6662dc05b39667b4616a967cae2d4b870226fa35186d82a3781f9"
+const SandboxSpecSHA256 = "24a04bdfff3adab63db4ede4fd8f31895b68a4389e74a5423268bd0478a96fda"
 
 // SandboxState is a state of the sandbox machine.
 //
@@ -259,14 +259,31 @@ var SandboxActionCRI = [...][]string{
 // says it runs itself (its `calls`); their CRI methods are allowed to it too.
 var SandboxActionCalls = [5][]SandboxAction{}
 
+// SandboxActionUncancellable lists, per action, the CRI methods of its cri list
+// that the spec says a kill does not cancel (its `uncancellable`), each with
+// the spec's reason. The engine lets these calls run to their end
+// (Uncancellable).
+var SandboxActionUncancellable = [5]map[string]string{
+	SandboxActionRunSandbox: {"RunPodSandbox": "A RunPodSandbox cancelled at the client may still complete in the runtime, leaving a sandbox the machine believes was never made (containerd keeps its name reserved, and the next attempt fails until run_sandbox adopts it). The call is bounded by the client's per-call timeout; the kill is handled as soon as it returns."},
+}
+
 // sandboxActionTags are the context tags RunSandboxAction puts on the
-// context of the action it runs (see WithAction).
+// context of the action it runs (see WithAction and Uncancellable).
 var sandboxActionTags = [...]actionTag{
-	SandboxActionEnsurePodCgroup: {"sandbox", "ensure_pod_cgroup"},
-	SandboxActionRemovePodCgroup: {"sandbox", "remove_pod_cgroup"},
-	SandboxActionRunSandbox:      {"sandbox", "run_sandbox"},
-	SandboxActionCheckSandbox:    {"sandbox", "check_sandbox"},
-	SandboxActionStopSandbox:     {"sandbox", "stop_sandbox"},
+	SandboxActionEnsurePodCgroup: {machine: "sandbox", action: "ensure_pod_cgroup"},
+	SandboxActionRemovePodCgroup: {machine: "sandbox", action: "remove_pod_cgroup"},
+	SandboxActionRunSandbox:      {machine: "sandbox", action: "run_sandbox", uncancellable: []string{"RunPodSandbox"}},
+	SandboxActionCheckSandbox:    {machine: "sandbox", action: "check_sandbox"},
+	SandboxActionStopSandbox:     {machine: "sandbox", action: "stop_sandbox"},
+}
+
+// Tag returns ctx tagged with the action as RunSandboxAction tags it, for a
+// call the action makes after it returned (a probe run in the background).
+func (a SandboxAction) Tag(ctx context.Context) context.Context {
+	if int(a) < len(sandboxActionTags) {
+		return withActionTag(ctx, &sandboxActionTags[a])
+	}
+	return ctx
 }
 
 // SandboxActions runs the actions of the sandbox machine. The engine
@@ -285,6 +302,7 @@ type SandboxActions interface {
 	// sandbox an interrupted attempt left, since dead; one not ready counts as
 	// status_failed). Reports ready, create_failed or status_failed.
 	// CRI: RunPodSandbox, PodSandboxStatus.
+	// Not cancelled by a kill: RunPodSandbox.
 	RunSandbox(ctx context.Context) error
 	// CheckSandbox: PodSandboxStatus of the sandbox whose status is unknown.
 	// Reports ready, died or status_failed.
@@ -298,11 +316,10 @@ type SandboxActions interface {
 
 // RunSandboxAction runs action a on impl, with ctx tagged with the action
 // (ActionFrom returns it) so that the CRI calls it makes can be audited
-// against the spec's cri lists.
+// against the spec's cri lists, and a kill spares those it declares
+// uncancellable (Uncancellable).
 func RunSandboxAction(ctx context.Context, impl SandboxActions, a SandboxAction) error {
-	if int(a) < len(sandboxActionTags) {
-		ctx = withActionTag(ctx, &sandboxActionTags[a])
-	}
+	ctx = a.Tag(ctx)
 	switch a {
 	case SandboxActionEnsurePodCgroup:
 		return impl.EnsurePodCgroup(ctx)

@@ -14,6 +14,7 @@ import (
 // disappeared since the code in this package was generated.
 func TestGeneratedFromCurrentSpec(t *testing.T) {
 	want := map[string]struct{ sum, generated string }{
+		"callers.hcl":   {CallersSpecSHA256, "fsm/callers_gen.go"},
 		"container.hcl": {ContainerSpecSHA256, "fsm/container_gen.go"},
 		"node.hcl":      {NodeSpecSHA256, "fsm/node_gen.go"},
 		"pod.hcl":       {PodSpecSHA256, "fsm/pod_gen.go"},

@@ -22,6 +22,9 @@ var routesTmpl string
 //go:embed stale_test.go.tmpl
 var staleTmpl string
 
+//go:embed callers.go.tmpl
+var callersTmpl string
+
 var funcs = template.FuncMap{
 	"comment": comment,
 	"join":    strings.Join,
@@ -33,6 +36,7 @@ var (
 	machineT = template.Must(template.New("machine").Funcs(funcs).Parse(machineTmpl))
 	routesT  = template.Must(template.New("routes").Funcs(funcs).Parse(routesTmpl))
 	staleT   = template.Must(template.New("stale").Funcs(funcs).Parse(staleTmpl))
+	callersT = template.Must(template.New("callers").Funcs(funcs).Parse(callersTmpl))
 )
 
 // comment renders text as // lines wrapped at 80 columns, indented by one
@@ -54,8 +58,8 @@ func comment(text string) string {
 
 // Files renders everything specgen writes for s, keyed by the path relative
 // to the repository root: fsm/<machine>_gen.go, fsm/routes_gen.go,
-// fsm/spec_gen_test.go and docs/states/<machine>.dot and .mmd. s must be
-// valid (Parse returned no error).
+// fsm/callers_gen.go, fsm/spec_gen_test.go and docs/states/<machine>.dot and
+// .mmd. s must be valid (Parse returned no error).
 func Files(s *spec.Spec) (map[string][]byte, error) {
 	out := map[string][]byte{}
 	for _, m := range s.Machines {
@@ -73,6 +77,13 @@ func Files(s *spec.Spec) (map[string][]byte, error) {
 			return nil, err
 		}
 		out["fsm/routes_gen.go"] = b
+	}
+	if len(s.Callers) > 0 {
+		b, err := Callers(s)
+		if err != nil {
+			return nil, err
+		}
+		out["fsm/callers_gen.go"] = b
 	}
 	b, err := StaleTest(s)
 	if err != nil {
@@ -120,6 +131,34 @@ func Routes(s *spec.Spec) ([]byte, error) {
 	return render(routesT, v, v.Source)
 }
 
+type callersView struct {
+	Source, SHA256 string
+	Callers        []callerView
+	Handlers       []handlerView
+}
+
+type callerView struct{ Name, Const, Doc string }
+
+type handlerView struct {
+	Caller, Name, Const, Doc string
+	CRI                      []string
+}
+
+// Callers renders fsm/callers_gen.go: the callers' names, the Handler type,
+// its CRI lists and context tags.
+func Callers(s *spec.Spec) ([]byte, error) {
+	file := s.CallersFile()
+	v := callersView{Source: sourceName(file), SHA256: SHA256(s.Files[file])}
+	for _, c := range s.Callers {
+		v.Callers = append(v.Callers, callerView{Name: c.Name, Const: spec.GoName(c.Name) + "CallerName", Doc: c.Doc})
+		for _, h := range c.Handlers {
+			v.Handlers = append(v.Handlers, handlerView{Caller: c.Name, Name: h.Name,
+				Const: "Handler" + spec.GoName(c.Name) + spec.GoName(h.Name), Doc: h.Doc, CRI: h.CRI})
+		}
+	}
+	return render(callersT, v, v.Source)
+}
+
 type staleView struct {
 	Files []staleFile
 }
@@ -140,6 +179,15 @@ func StaleTest(s *spec.Spec) ([]byte, error) {
 		}
 		if !dup { // routes in a machine's file are covered by its hash
 			v.Files = append(v.Files, staleFile{Base: filepath.Base(f), Const: "RoutesSpecSHA256", Generated: "fsm/routes_gen.go"})
+		}
+	}
+	if f := s.CallersFile(); f != "" {
+		dup := false
+		for _, sf := range v.Files {
+			dup = dup || sf.Base == filepath.Base(f)
+		}
+		if !dup { // callers in a machine's or the routes' file are covered by its hash
+			v.Files = append(v.Files, staleFile{Base: filepath.Base(f), Const: "CallersSpecSHA256", Generated: "fsm/callers_gen.go"})
 		}
 	}
 	// Files that declare no machine and no input (system.hcl: the ties,

@@ -43,8 +43,9 @@ type nameView struct {
 
 type actionView struct {
 	nameView
-	CRI   []string
-	Calls []string
+	CRI           []string
+	Calls         []string
+	Uncancellable []*spec.Uncancellable
 }
 
 type durationView struct {
@@ -90,7 +91,7 @@ func newMachineView(s *spec.Spec, m *spec.Machine) *machineView {
 		v.Guards = append(v.Guards, nameView{Name: g.Name, Go: spec.GoName(g.Name), Const: c("Guard", g.Name), Doc: g.Doc})
 	}
 	for _, a := range m.Actions {
-		av := actionView{nameView: nameView{Name: a.Name, Go: spec.GoName(a.Name), Const: c("Action", a.Name), Doc: a.Doc}, CRI: a.CRI}
+		av := actionView{nameView: nameView{Name: a.Name, Go: spec.GoName(a.Name), Const: c("Action", a.Name), Doc: a.Doc}, CRI: a.CRI, Uncancellable: a.Uncancellable}
 		for _, r := range a.Calls {
 			av.Calls = append(av.Calls, r.Name)
 		}

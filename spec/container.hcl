@@ -11,7 +11,10 @@
 # in parallel): `pulling`, `creating` and `starting` are left before the
 # worker handles its next input, and their rows are the completions their
 # entry actions report. A kill meanwhile cancels the running action, which
-# then reports its failure; the kill is handled next. `stopping` stays
+# then reports its failure; the kill is handled next. The calls an action
+# declares `uncancellable` (CreateContainer, StartContainer) are not
+# cancelled: they run to their end, bounded by the client's per-call
+# timeout, and the kill is handled once they returned. `stopping` stays
 # observable when a stop fails: its grace timer, a shorter grace and the
 # runtime's death report then finish it.
 #
@@ -79,10 +82,16 @@ machine "container" {
   action "create_container" {
     doc = "Create the container in the pod sandbox, after ImageStatus for the image's user when it must run as non-root and names none; reports created or create_failed."
     cri = ["ImageStatus", "CreateContainer"]
+    uncancellable = {
+      CreateContainer = "A CreateContainer cancelled at the client may still complete in the runtime, leaving a container the machine believes was never created whose name containerd keeps reserved (a retry adopts it: cri.ReservedFor)."
+    }
   }
   action "start_container" {
     doc = "Start the container, then run the postStart hook; reports started, start_failed or post_start_failed."
     cri = ["StartContainer", "ExecSync"]
+    uncancellable = {
+      StartContainer = "A StartContainer cancelled at the client may still start the task in the runtime (containerd starts it, then drops the cancelled request), leaving a running container the machine believes never started, which later blocks RemovePodSandbox (cannot delete running task). The postStart hook's ExecSync stays cancellable."
+    }
   }
   action "stop_container" {
     doc = "Run the preStop hook (once per instance), then StopContainer with the remaining grace period (0 once the grace timer expired); reports stopped."

@@ -94,6 +94,7 @@ func ReadFiles(names ...string) ([]File, error) {
 var fileSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
 	{Type: "machine", LabelNames: []string{"name"}},
 	{Type: "input", LabelNames: []string{"name"}},
+	{Type: "caller", LabelNames: []string{"name"}},
 	// The system blocks (see System), written in system.hcl.
 	{Type: "replicated", LabelNames: []string{"machine"}},
 	{Type: "tie", LabelNames: []string{"machine", "guard"}},
@@ -125,7 +126,14 @@ var sharedSchema = &hcl.BodySchema{
 
 var docSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "doc"}}}
 
-var actionSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "doc"}, {Name: "cri"}, {Name: "calls"}}}
+var actionSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "doc"}, {Name: "cri"}, {Name: "calls"}, {Name: "uncancellable"}}}
+
+var callerSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{{Name: "doc"}},
+	Blocks:     []hcl.BlockHeaderSchema{{Type: "handler", LabelNames: []string{"name"}}},
+}
+
+var handlerSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "doc"}, {Name: "cri"}}}
 
 var durationSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "doc"}, {Name: "default"}, {Name: "max"}}}
 
@@ -182,6 +190,11 @@ func decode(files []File) (*Spec, hcl.Diagnostics) {
 				in, d := decodeInput(b)
 				diags = append(diags, d...)
 				s.Inputs = append(s.Inputs, in)
+			case "caller":
+				c, d := decodeCaller(b)
+				diags = append(diags, d...)
+				c.File = f.Name
+				s.Callers = append(s.Callers, c)
 			default:
 				diags = append(diags, s.decodeSystemBlock(b)...)
 			}
@@ -244,6 +257,9 @@ func decodeMachine(b *hcl.Block) (*Machine, hcl.Diagnostics) {
 			}
 			if at := c.Attributes["calls"]; at != nil {
 				a.Calls = refListAttr(at, "action", &diags)
+			}
+			if at := c.Attributes["uncancellable"]; at != nil {
+				a.Uncancellable = uncancellableAttr(at, &diags)
 			}
 			m.Actions = append(m.Actions, a)
 		case "duration":
@@ -503,6 +519,56 @@ func decodeChoice(b *hcl.Block) (*Choice, hcl.Diagnostics) {
 		ch.Otherwise = br
 	}
 	return ch, diags
+}
+
+func decodeCaller(b *hcl.Block) (*Caller, hcl.Diagnostics) {
+	c := &Caller{Decl: declOf(b)}
+	content, diags := b.Body.Content(callerSchema)
+	c.Doc = stringAttr(content.Attributes["doc"], &diags)
+	for _, blk := range content.Blocks {
+		h := &Handler{Decl: declOf(blk)}
+		hc, d := blk.Body.Content(handlerSchema)
+		diags = append(diags, d...)
+		h.Doc = stringAttr(hc.Attributes["doc"], &diags)
+		if at := hc.Attributes["cri"]; at != nil {
+			h.CRI = stringListAttr(at, &diags)
+			h.CRIRange = at.Expr.Range()
+		}
+		c.Handlers = append(c.Handlers, h)
+	}
+	return c, diags
+}
+
+// uncancellableAttr decodes `uncancellable = { METHOD = "why", ... }`, in
+// source order; a key may be written bare or quoted.
+func uncancellableAttr(a *hcl.Attribute, diags *hcl.Diagnostics) []*Uncancellable {
+	pairs, d := hcl.ExprMap(a.Expr)
+	if d.HasErrors() {
+		*diags = append(*diags, attrErr(a, "Invalid uncancellable",
+			`uncancellable must be written { METHOD = "why", ... }: the CRI methods of cri that a kill lets finish, each with the reason.`))
+		return nil
+	}
+	var out []*Uncancellable
+	for _, p := range pairs {
+		u := &Uncancellable{Method: hcl.ExprAsKeyword(p.Key), Range: p.Key.Range(), ValueRange: p.Value.Range()}
+		if u.Method == "" {
+			if v, d := p.Key.Value(nil); !d.HasErrors() && v.Type() == cty.String && v.IsKnown() && !v.IsNull() {
+				u.Method = v.AsString()
+			}
+		}
+		v, d := p.Value.Value(nil)
+		if u.Method == "" || d.HasErrors() || v.Type() != cty.String || !v.IsKnown() || v.IsNull() {
+			*diags = append(*diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError, Summary: "Invalid uncancellable",
+				Detail:  `Each element of uncancellable is written METHOD = "why": a CRI method of cri and the reason a kill must let it finish.`,
+				Subject: p.Key.Range().Ptr(), Context: a.Range.Ptr(),
+			})
+			continue
+		}
+		u.Why = v.AsString()
+		out = append(out, u)
+	}
+	return out
 }
 
 func decodeInput(b *hcl.Block) (*Input, hcl.Diagnostics) {

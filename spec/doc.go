@@ -1,6 +1,6 @@
 // Package spec owns the lifecycle spec of speclet: the HCL files in this
-// directory (pod.hcl, container.hcl, routes.hcl, system.hcl) and the Go
-// package that decodes and validates them.
+// directory (pod.hcl, container.hcl, routes.hcl, system.hcl, callers.hcl)
+// and the Go package that decodes and validates them.
 //
 // A machine file declares one state machine: its events, guards (questions the
 // engine answers), actions (effects the engine runs, each naming the CRI calls
@@ -18,6 +18,9 @@
 //	  action "NAME" {                            // an effect the engine runs
 //	    cri   = ["StartContainer"]               // CRI methods it calls
 //	    calls = [action.OTHER]                   // actions it runs itself as steps
+//	    uncancellable = {                        // calls of cri a kill lets finish
+//	      StartContainer = "why"                 // (a kill cancels every other call)
+//	    }
 //	  }
 //	  duration "NAME" { default = "10s" }        // a timer length the engine supplies (also max)
 //	  state "NAME" {
@@ -42,6 +45,9 @@
 //	  }
 //	}
 //	input "NAME" { MACHINE = MACHINE.EVENT ... }  // a channel input and the events it becomes
+//	caller "NAME" {                              // a user of the runtime outside the machines (callers.hcl)
+//	  handler "NAME" { cri = ["Exec"] }          // an entry point and the CRI methods it calls
+//	}
 //
 // The system (system.hcl, read only by `speclet spec verify`, package
 // verify) couples the machines of one pod and declares its invariants; see
@@ -86,12 +92,15 @@
 // syntax errors, unknown references with a suggestion, duplicate or invalid
 // names, unreachable states, dead ends, states that cannot reach a final
 // state, final states with exits, ambiguous or shadowed transitions, choices
-// without otherwise, timers without a transition, and CRI calls that
-// k8s.io/cri-api does not define; in the system blocks, references to
-// unknown machines, states, events, guards, actions and roles (with a hint),
-// ties without a condition or tied twice, invariants with no or several
-// kinds, and ranks that miss a state. Unused guards, actions and durations
-// are warnings.
+// without otherwise, timers without a transition, CRI calls that
+// k8s.io/cri-api does not define, uncancellable calls that are not in the
+// action's cri list, named twice or without a reason, callers named like a
+// machine or spread over two files, duplicate handlers; in the system
+// blocks, references to unknown machines, states, events, guards, actions
+// and roles (with a hint), ties without a condition or tied twice,
+// invariants with no or several kinds, and ranks that miss a state. Unused
+// guards, actions and durations, and handlers without CRI calls, are
+// warnings.
 //
 // Usage:
 //

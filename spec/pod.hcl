@@ -14,8 +14,11 @@
 # worker takes its next input. So `syncing` is left within the input that
 # entered it: an update, a sync request or a kill that arrives meanwhile
 # waits in the worker's queue, and a kill also cancels the running action's
-# context so that it is handled next. Timers are armed on entering a state
-# and fire as inputs between actions, never during one.
+# context so that it is handled next: every CRI call of the action ends
+# early, except those the action declares `uncancellable` (the sandbox's
+# RunPodSandbox, the container's CreateContainer and StartContainer), which
+# run to their end first. Timers are armed on entering a state and fire as
+# inputs between actions, never during one.
 #
 # Rules that are not transitions, and where the engine enforces them:
 #  - One serialized worker per pod UID: the engine runs one goroutine per UID

@@ -28,7 +28,8 @@
 #    not own.
 #  - One hung runtime call never blocks the node: the engine runs a pod's
 #    actions on that pod's worker only and gives runtime calls deadlines; a
-#    kill cancels the running action of its pod.
+#    kill cancels the running action of its pod (all its calls but those it
+#    declares uncancellable, each bounded by the client's per-call timeout).
 
 input "config_add" {
   doc = "A source (file, http, apiserver) lists a new pod (kubelet ADD)."

@@ -10,7 +10,9 @@
 #
 # Actions run synchronously on the pod worker, so `creating` and `checking`
 # are left before the worker handles its next input; their rows are the
-# completions run_sandbox and check_sandbox report.
+# completions run_sandbox and check_sandbox report. A kill meanwhile cancels
+# the running action's calls, except those its `uncancellable` names
+# (RunPodSandbox), which run to their end first.
 #
 # Rules that are not transitions, and where the engine enforces them:
 #  - The PLEG relists ListPodSandbox beside ListContainers; a current sandbox
@@ -53,6 +55,9 @@ machine "sandbox" {
   action "run_sandbox" {
     doc = "RunPodSandbox with the next attempt, then PodSandboxStatus for its state and the pod IP (also for hostNetwork pods: the ID may be a sandbox an interrupted attempt left, since dead; one not ready counts as status_failed). Reports ready, create_failed or status_failed."
     cri = ["RunPodSandbox", "PodSandboxStatus"]
+    uncancellable = {
+      RunPodSandbox = "A RunPodSandbox cancelled at the client may still complete in the runtime, leaving a sandbox the machine believes was never made (containerd keeps its name reserved, and the next attempt fails until run_sandbox adopts it). The call is bounded by the client's per-call timeout; the kill is handled as soon as it returns."
+    }
   }
   action "check_sandbox" {
     doc = "PodSandboxStatus of the sandbox whose status is unknown. Reports ready, died or status_failed."

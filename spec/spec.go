@@ -15,6 +15,10 @@ import (
 type Spec struct {
 	Machines []*Machine
 	Inputs   []*Input
+	// Callers are the users of the runtime outside the machines (the
+	// kubelet API, log rotation: callers.hcl), whose CRI calls the audit
+	// checks as it checks the actions'.
+	Callers []*Caller
 	// System couples the machines and declares the invariants
 	// `speclet spec verify` checks (system.hcl).
 	System System
@@ -42,6 +46,15 @@ func (s *Spec) RoutesFile() string {
 		return ""
 	}
 	return s.Inputs[0].Range.Filename
+}
+
+// CallersFile returns the name of the file that declared the callers (""
+// when there are none).
+func (s *Spec) CallersFile() string {
+	if len(s.Callers) == 0 {
+		return ""
+	}
+	return s.Callers[0].File
 }
 
 // Decl is a named declaration: an event, a guard or a state's name.
@@ -91,11 +104,48 @@ func (m *Machine) State(name string) *State {
 //
 // Calls lists actions this action runs itself as steps (sync_pod runs
 // run_sandbox); they are not run again by the machine.
+//
+// A kill cancels the running action: every CRI call it makes ends early,
+// except those Uncancellable names, which run to their end (bounded by the
+// client's per-call timeout, and still ended when the engine stops).
 type Action struct {
+	Decl
+	CRI           []string
+	CRIRange      hcl.Range
+	Calls         []Ref
+	Uncancellable []*Uncancellable
+}
+
+// Uncancellable is a CRI method of an action's cri list that a kill lets
+// finish, written `uncancellable = { METHOD = "why" }`: Why says what a
+// cancelled call would leave behind (a create or start cancelled at the
+// client may still complete in the runtime).
+type Uncancellable struct {
+	Method string
+	Why    string
+	// Range covers the method's name, ValueRange the reason.
+	Range      hcl.Range
+	ValueRange hcl.Range
+}
+
+// Caller is a user of the runtime outside the machines, declared by
+// `caller "NAME" { handler "NAME" { cri = [...] } }`: not a lifecycle effect
+// (a user's exec or port-forward, log rotation), but its CRI calls are
+// audited like an action's. The CRI audit names a handler's calls by the
+// caller (in the place of a machine) and the handler (of an action).
+type Caller struct {
+	Decl
+	// File is the name of the file that declares the caller.
+	File     string
+	Handlers []*Handler
+}
+
+// Handler is an entry point of a Caller (an HTTP route, a periodic pass)
+// and the CRI methods the calls made under it may use.
+type Handler struct {
 	Decl
 	CRI      []string
 	CRIRange hcl.Range
-	Calls    []Ref
 }
 
 // Duration is a named span of time a timer waits. The engine supplies the

@@ -261,3 +261,133 @@ func TestDocsListEveryValidationRule(t *testing.T) {
 		}
 	}
 }
+
+// TestUncancellable: the embedded spec declares exactly the calls a kill
+// must let finish (the creates and the start, which containerd may complete
+// after a cancelled request), each with its reason; and the construct
+// decodes in source order, a key bare or quoted.
+func TestUncancellable(t *testing.T) {
+	s, diags := Parse(Embedded())
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	var got []string
+	for _, m := range s.Machines {
+		for _, a := range m.Actions {
+			for _, u := range a.Uncancellable {
+				got = append(got, m.Name+"/"+a.Name+"/"+u.Method)
+				if len(u.Why) < 40 {
+					t.Errorf("%s/%s: reason for %s too short to say why: %q", m.Name, a.Name, u.Method, u.Why)
+				}
+			}
+		}
+	}
+	want := []string{"container/create_container/CreateContainer", "container/start_container/StartContainer", "sandbox/run_sandbox/RunPodSandbox"}
+	if !slices.Equal(got, want) {
+		t.Errorf("uncancellable calls %v, want %v", got, want)
+	}
+
+	src := `machine "m" {
+  initial = state.a
+  event "go" {}
+  action "act" {
+    cri           = ["CreateContainer", "StartContainer", "ExecSync"]
+    uncancellable = {
+      StartContainer    = "start"
+      "CreateContainer" = "create"
+    }
+  }
+  state "a" {
+    transition "go" {
+      to      = state.b
+      actions = [action.act]
+    }
+  }
+  state "b" { final = true }
+}
+`
+	ps, diags := Parse([]File{{Name: "m.hcl", Src: []byte(src)}})
+	for _, d := range diags {
+		t.Errorf("%s", Line(d))
+	}
+	us := ps.Machine("m").Actions[0].Uncancellable
+	if len(us) != 2 || us[0].Method != "StartContainer" || us[0].Why != "start" || us[1].Method != "CreateContainer" || us[1].Why != "create" ||
+		us[0].Range.Start.Line != 7 || us[1].ValueRange.Start.Line != 8 {
+		t.Errorf("decoded %+v %+v", us[0], us[1])
+	}
+}
+
+// TestCallers: the embedded spec declares the kubelet API's and log
+// rotation's handlers, and a caller block decodes with its file.
+func TestCallers(t *testing.T) {
+	s, diags := Parse(Embedded())
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	got := map[string][]string{}
+	for _, c := range s.Callers {
+		if c.File != "spec/callers.hcl" {
+			t.Errorf("caller %s in %s", c.Name, c.File)
+		}
+		for _, h := range c.Handlers {
+			got[c.Name] = append(got[c.Name], h.Name)
+		}
+	}
+	want := map[string][]string{
+		"kubelet_api":  {"container_logs", "exec", "attach", "port_forward", "run", "running_pods", "stats_summary", "metrics_resource"},
+		"log_rotation": {"rotate_once"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("handlers %v, want %v", got, want)
+	}
+	if s.CallersFile() != "spec/callers.hcl" {
+		t.Errorf("CallersFile() = %q", s.CallersFile())
+	}
+	// A second file with a caller is refused, naming both files.
+	files := append(Embedded(), File{Name: "spec/zz.hcl", Src: []byte("caller \"other\" {\n  handler \"h\" { cri = [\"Version\"] }\n}\n")})
+	_, diags = Parse(files)
+	if !diags.HasErrors() || !strings.Contains(Line(diags[0]), `spec/zz.hcl:1:8: error: Callers in two files: caller "other" is declared in spec/zz.hcl, but the first caller is in spec/callers.hcl`) {
+		t.Errorf("two caller files: %v", diags)
+	}
+}
+
+// TestCallerErrors: the misuses of caller and handler that the corpus does
+// not show, each a positioned diagnostic.
+func TestCallerErrors(t *testing.T) {
+	const machine = "machine \"m\" {\n  initial = state.a\n  event \"go\" {}\n  state \"a\" {\n    transition \"go\" { to = state.b }\n  }\n  state \"b\" { final = true }\n}\n"
+	for _, tc := range []struct{ name, src, want string }{
+		{"clashing handler names", `caller "a_b" {
+  handler "c" { cri = ["Version"] }
+}
+caller "a" {
+  handler "b_c" { cri = ["Version"] }
+}
+`, `c.hcl:13:11: error: Clashing handler names: handler "b_c" of caller "a" becomes the Go name HandlerABC, like handler "c" of caller "a_b"; rename one.`},
+		{"handler without cri", `caller "api" {
+  handler "idle" {}
+}
+`, `c.hcl:10:11: warning: Handler without CRI calls: handler "idle" of caller "api" lists no cri`},
+		{"bad handler name", `caller "api" {
+  handler "Exec" { cri = ["Exec"] }
+}
+`, `c.hcl:10:11: error: Invalid name: handler name "Exec" must match`},
+		{"uncancellable in a handler", `caller "api" {
+  handler "exec" {
+    cri           = ["Exec"]
+    uncancellable = { Exec = "no" }
+  }
+}
+`, `c.hcl:12:5: error: Unsupported argument: An argument named "uncancellable" is not expected here.`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, diags := Parse([]File{{Name: "c.hcl", Src: []byte(machine + tc.src)}})
+			var lines []string
+			for _, d := range diags {
+				lines = append(lines, Line(d))
+			}
+			if !strings.Contains(strings.Join(lines, "\n"), tc.want) {
+				t.Errorf("diagnostics:\n%s\nwant one starting %s", strings.Join(lines, "\n"), tc.want)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -117,8 +118,86 @@ func validate(s *Spec) hcl.Diagnostics {
 		v.machine(m)
 	}
 	v.inputs(s, machines)
+	v.callers(s, machines)
 	v.system(s, machines)
 	return v.diags
+}
+
+// criList reports the methods of list that are no CRI method, at rng.
+func (v *validator) criList(who string, list []string, rng hcl.Range) {
+	for _, c := range list {
+		if !IsCRIMethod(c) {
+			detail := fmt.Sprintf("%s names CRI call %q, which is no method of the CRI RuntimeService or ImageService (k8s.io/cri-api runtime/v1).", who, c)
+			if sug := suggest(c, criMethods); sug != "" {
+				detail += fmt.Sprintf(" Did you mean %q?", sug)
+			}
+			v.errorf(rng, "Unknown CRI call", "%s", detail)
+		}
+	}
+}
+
+// uncancellable checks that each call an action declares uncancellable is
+// a call of its own cri list, named once, with a reason.
+func (v *validator) uncancellable(a *Action) {
+	seen := map[string]*Uncancellable{}
+	for _, u := range a.Uncancellable {
+		switch prev := seen[u.Method]; {
+		case prev != nil:
+			v.errorf(u.Range, "Duplicate uncancellable call", "action %q already declares %s uncancellable at %s.", a.Name, u.Method, prev.Range)
+			continue
+		case !slices.Contains(a.CRI, u.Method):
+			detail := fmt.Sprintf("action %q declares %s uncancellable, but its cri list does not name %s; a kill can spare only a call the action makes.", a.Name, u.Method, u.Method)
+			if sug := suggest(u.Method, a.CRI); sug != "" {
+				detail += fmt.Sprintf(" Did you mean %q?", sug)
+			} else {
+				detail += " Add it to cri, or remove it here."
+			}
+			v.errorf(u.Range, "Uncancellable call not in cri", "%s", detail)
+		case strings.TrimSpace(u.Why) == "":
+			v.errorf(u.ValueRange, "Uncancellable without reason",
+				"action %q declares %s uncancellable without saying why; give the reason a kill must let the call finish (what a cancelled call would leave behind).", a.Name, u.Method)
+		}
+		seen[u.Method] = u
+	}
+}
+
+// callers checks the callers of the runtime outside the machines: names
+// unique among callers and machines (the CRI audit names a handler's calls
+// by its caller in the place of a machine), handlers unique in their
+// caller, CRI methods that exist, every caller in one file.
+func (v *validator) callers(s *Spec, machines *names) {
+	callers := newNames("caller")
+	consts := map[string]string{}
+	total := 0
+	for _, c := range s.Callers {
+		v.declare(callers, c.Decl)
+		if m, ok := machines.decl[c.Name]; ok {
+			v.errorf(c.NameRange, "Caller named like a machine",
+				"caller %q has the name of the machine declared at %s; the CRI audit names a call by its machine or caller, so the two must differ.", c.Name, m.NameRange)
+		}
+		if f := s.CallersFile(); c.File != f {
+			v.errorf(c.NameRange, "Callers in two files",
+				"caller %q is declared in %s, but the first caller is in %s; declare every caller in one file (it generates fsm/callers_gen.go).", c.Name, c.File, f)
+		}
+		handlers := newNames("handler")
+		for _, h := range c.Handlers {
+			v.declare(handlers, h.Decl)
+			total++
+			k, this := GoName(c.Name)+GoName(h.Name), fmt.Sprintf("handler %q of caller %q", h.Name, c.Name)
+			if prev, dup := consts[k]; dup && prev != this {
+				v.errorf(h.NameRange, "Clashing handler names", "%s becomes the Go name Handler%s, like %s; rename one.", this, k, prev)
+			}
+			consts[k] = this
+			v.criList(fmt.Sprintf("Handler %q of caller %q", h.Name, c.Name), h.CRI, h.CRIRange)
+			if len(h.CRI) == 0 {
+				v.warnf(h.NameRange, "Handler without CRI calls",
+					"handler %q of caller %q lists no cri; a handler is declared for the CRI calls it makes.", h.Name, c.Name)
+			}
+		}
+	}
+	if total > 256 {
+		v.errorf(s.Callers[0].NameRange, "Too many handlers", "the callers declare %d handlers; at most 256 fit the generated type.", total)
+	}
 }
 
 func (v *validator) machine(m *Machine) {
@@ -143,15 +222,8 @@ func (v *validator) machine(m *Machine) {
 	for _, a := range m.Actions {
 		v.declare(actions, a.Decl)
 		method("action", a.Decl)
-		for _, c := range a.CRI {
-			if !IsCRIMethod(c) {
-				detail := fmt.Sprintf("Action %q names CRI call %q, which is no method of the CRI RuntimeService or ImageService (k8s.io/cri-api runtime/v1).", a.Name, c)
-				if sug := suggest(c, criMethods); sug != "" {
-					detail += fmt.Sprintf(" Did you mean %q?", sug)
-				}
-				v.errorf(a.CRIRange, "Unknown CRI call", "%s", detail)
-			}
-		}
+		v.criList(fmt.Sprintf("Action %q", a.Name), a.CRI, a.CRIRange)
+		v.uncancellable(a)
 	}
 	for _, d := range m.Durations {
 		v.declare(durations, d.Decl)

@@ -18,10 +18,12 @@ import (
 // builds one; `speclet hollow` one per hollow node, all through newEngine,
 // so that a hollow node is the same engine `speclet run` runs.
 type agent struct {
+	// rt is the runtime as every caller gets it (`speclet run`: audited
+	// with --cri-audit-log and metered on reg).
 	rt  cri.Runtime
 	api *apiClient // nil without --kubeconfig
 	nd  *nodeResources
-	// reg receives the engine's and the runtime calls' metrics; nil: none.
+	// reg receives the engine's metrics; nil: none.
 	reg prometheus.Registerer
 	// signals overrides nd.signals (the host measured at every eviction
 	// pass); nil: nd.signals.
@@ -51,10 +53,6 @@ func newEngine(ctx context.Context, o *runOptions, a agent) (*engine.Engine, err
 	if a.nd.cgroups != nil {
 		podCgroups = a.nd.cgroups
 	}
-	rt := a.rt
-	if a.reg != nil {
-		rt = cri.WithMetrics(rt, a.reg)
-	}
 	signals := a.signals
 	if signals == nil {
 		signals = a.nd.signals(o.rootDir, o.imageFsPath)
@@ -65,7 +63,7 @@ func newEngine(ctx context.Context, o *runOptions, a agent) (*engine.Engine, err
 		PodCgroups:           podCgroups,
 		Allocatable:          a.nd.allocatable,
 		MemoryCapacity:       a.nd.capacity.Memory().Value(),
-		Runtime:              rt,
+		Runtime:              a.rt,
 		NodeName:             o.nodeName,
 		RootDir:              o.rootDir,
 		SyncFrequency:        o.syncFrequency,

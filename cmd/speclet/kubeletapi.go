@@ -24,14 +24,15 @@ import (
 
 // startKubeletAPI serves the authenticated kubelet API on --address:--port
 // over TLS, with the read-only server's limits (server.DefaultLimits),
-// until the returned server is shut down.
+// until the returned server is shut down. rt is the runtime the engine
+// gets (audited, metered).
 //
 // The serving certificate is --tls-cert-file's, or with
 // --rotate-server-certificates one the cluster issues and renews
 // (engine/servingcert) until ctx ends, or a self-signed one.
-func startKubeletAPI(ctx context.Context, o *runOptions, eng *engine.Engine, client *cri.Client, reg prometheus.Gatherer, log *slog.Logger) (*server.Server, error) {
+func startKubeletAPI(ctx context.Context, o *runOptions, eng *engine.Engine, rt cri.Full, reg prometheus.Gatherer, log *slog.Logger) (*server.Server, error) {
 	c := kubeletapi.Config{
-		Host: eng, Runtime: client, NodeName: o.nodeName, RootDir: o.rootDir, Anonymous: o.anonymousAuth,
+		Host: eng, Runtime: rt, NodeName: o.nodeName, RootDir: o.rootDir, Anonymous: o.anonymousAuth,
 		Authorizer: kubeletapi.AlwaysAllow{}, Gatherer: reg, Log: log,
 		Labels: kubeletapi.Labels{PodUID: engine.LabelPodUID, PodName: engine.LabelPodName,
 			PodNamespace: engine.LabelPodNamespace, ContainerName: engine.LabelContainerName},

@@ -489,19 +489,12 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		return fmt.Errorf("connect to runtime (--container-runtime-endpoint): %w", err)
 	}
 	defer client.Close()
-	if err := waitRuntime(ctx, client, o.runtimeWait, log); err != nil {
-		if ctx.Err() != nil {
-			log.Info("stopped while waiting for the runtime")
-			return nil
-		}
-		hint := ""
-		if o.runtime == "remote" && os.Geteuid() != 0 {
-			hint = " (not root: the runtime's socket is usually root's; try --runtime=sim)"
-		}
-		return fmt.Errorf("runtime at %s (--container-runtime-endpoint) does not answer: %w%s", endpoint, err, hint)
-	}
-
-	var rt cri.Runtime = client
+	// Every caller of the runtime (the engine, the kubelet API, log
+	// rotation, the Node keeper) gets this one runtime: recorded by the CRI
+	// audit with --cri-audit-log, metered on reg.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var audited cri.Full = client
 	if o.criAuditLog != "" {
 		f, err := os.OpenFile(o.criAuditLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
@@ -514,9 +507,22 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 				log.Error("CRI audit log incomplete", "file", o.criAuditLog, "err", err)
 			}
 		}()
-		rt = rec
+		audited = rec
 		log.Info("recording CRI calls", "file", o.criAuditLog)
 	}
+	rt := cri.WithMetrics(audited, reg)
+	if err := waitRuntime(ctx, rt, o.runtimeWait, log); err != nil {
+		if ctx.Err() != nil {
+			log.Info("stopped while waiting for the runtime")
+			return nil
+		}
+		hint := ""
+		if o.runtime == "remote" && os.Geteuid() != 0 {
+			hint = " (not root: the runtime's socket is usually root's; try --runtime=sim)"
+		}
+		return fmt.Errorf("runtime at %s (--container-runtime-endpoint) does not answer: %w%s", endpoint, err, hint)
+	}
+
 	var api *apiClient
 	if o.kubeconfig != "" {
 		if api, err = newAPIClient(o); err != nil {
@@ -527,8 +533,6 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		// to speclet's log, each cause once, not one klog line per retry.
 		utilruntime.ErrorHandlers = []utilruntime.ErrorHandler{apierr.ClientErrors(log)}
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	nd, err := setupNode(o.node, o.runtime == "sim", log)
 	if err != nil {
 		return err
@@ -559,7 +563,7 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 
 	var apiSrv *server.Server
 	if o.port != 0 {
-		apiSrv, err = startKubeletAPI(ctx, o, eng, client, reg, log)
+		apiSrv, err = startKubeletAPI(ctx, o, eng, rt, reg, log)
 		if err != nil {
 			return err
 		}
@@ -592,11 +596,11 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		rot := &containerlogs.Rotator{Runtime: client, MaxSize: o.logMaxSizeBytes, MaxFiles: o.containerLogMaxFiles, Log: log}
+		rot := &containerlogs.Rotator{Runtime: rt, MaxSize: o.logMaxSizeBytes, MaxFiles: o.containerLogMaxFiles, Log: log}
 		rot.Run(runCtx, containerlogs.DefaultPeriod)
 	}()
 	if api != nil {
-		api.start(runCtx, o, nd, eng, client, merger, log)
+		api.start(runCtx, o, nd, eng, rt, merger, log)
 	}
 	startOOMWatch(runCtx, &wg, api, log)
 	if o.manifestPath == "" && o.manifestURL == "" && api == nil {

@@ -253,9 +253,10 @@ func TestRunDaemonOnSim(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	auditLog := filepath.Join(dir, "cri-audit.jsonl")
+	apiPort := freePort(t)
 	o, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", filepath.Join(dir, "root"), "--pod-manifest-path", manifests,
-		"--manifest-url", "http://" + ul.Addr().String() + "/pods", "--node-name", "n1", "--read-only-port", fmt.Sprint(port), "--port", "0",
-		"--cri-audit-log", auditLog}, io.Discard)
+		"--manifest-url", "http://" + ul.Addr().String() + "/pods", "--node-name", "n1", "--read-only-port", fmt.Sprint(port),
+		"--port", fmt.Sprint(apiPort), "--anonymous-auth", "--cri-audit-log", auditLog}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,6 +286,18 @@ func TestRunDaemonOnSim(t *testing.T) {
 	}
 	if body, err := httpGet(base + "/healthz"); err != nil || string(body) != "ok" {
 		t.Errorf("GET /healthz = %q, %v; want ok", body, err)
+	}
+	// The kubelet API calls the runtime the engine calls (the audit log
+	// below shows its calls).
+	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	if resp, err := insecure.Get(fmt.Sprintf("https://127.0.0.1:%d/runningpods/", apiPort)); err != nil {
+		t.Errorf("GET /runningpods/ of the kubelet API: %v", err)
+	} else {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"name":"web-n1"`) {
+			t.Errorf("GET /runningpods/ of the kubelet API: %s %.300s", resp.Status, body)
+		}
 	}
 	if body, err := httpGet(base + "/metrics"); err != nil || !strings.Contains(string(body), "speclet_runtime_operations_duration_seconds") {
 		t.Errorf("GET /metrics lacks the runtime metrics (%v)", err)
@@ -376,11 +389,17 @@ func TestRunDaemonOnSim(t *testing.T) {
 	for _, r := range recs {
 		tagged[r.Machine+"/"+r.Action+" "+r.Method] = true
 	}
+	// Every caller of the runtime is in it: the machines' actions, the
+	// kubelet API's handlers, log rotation's pass (spec/callers.hcl).
 	for _, want := range []string{"sandbox/run_sandbox RunPodSandbox", "container/create_container CreateContainer", "container/start_container StartContainer",
-		"node/observe_signals ImageFsInfo"} {
+		"node/observe_signals ImageFsInfo", "kubelet_api/running_pods ListPodSandbox", "kubelet_api/running_pods ListContainers",
+		"log_rotation/rotate_once ListContainers"} {
 		if !tagged[want] {
 			t.Errorf("--cri-audit-log has no %s among %d records", want, len(recs))
 		}
+	}
+	if v := criaudit.Check(recs); len(v) > 0 {
+		t.Errorf("CRI audit of the daemon: %d violations:\n%s", len(v), criaudit.FormatViolations(v))
 	}
 	// The signals were observed (ImageFsInfo above) without a failure: the
 	// simulated runtime's image filesystem, /sim/images, which does not
@@ -553,15 +572,7 @@ func TestLogLevels(t *testing.T) {
 // root dir, and leaves the first one's runtime socket and pods alone.
 func TestRunDaemonRootDirLock(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "root")
-	freePort := func() int {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		return l.Addr().(*net.TCPAddr).Port
-	}
-	port := freePort()
+	port := freePort(t)
 	o, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", root, "--node-name", "n1", "--read-only-port", fmt.Sprint(port), "--port", "0"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -594,7 +605,7 @@ func TestRunDaemonRootDirLock(t *testing.T) {
 		before[s] = fi
 	}
 
-	o2, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", root, "--node-name", "n1", "--read-only-port", fmt.Sprint(freePort()), "--port", "0"}, io.Discard)
+	o2, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", root, "--node-name", "n1", "--read-only-port", fmt.Sprint(freePort(t)), "--port", "0"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -615,4 +626,14 @@ func TestRunDaemonRootDirLock(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("first daemon: %v", err)
 	}
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t testing.TB) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }

@@ -7,8 +7,11 @@
 //
 // ReopenContainerLog is the one mutating CRI call here. It is log
 // maintenance, not a lifecycle effect (it changes the runtime's file handle,
-// not the container), so it is not a spec action; engine/criaudit's doc
-// classifies it. Unlike kubelet, rotated files are not compressed.
+// not the container), so it is not a spec action: RotateOnce is the handler
+// rotate_once of caller log_rotation in spec/callers.hcl, which lists the
+// CRI methods it may call, and its calls run under that handler's tag
+// (fsm.Handler.Tag) for the CRI audit. Unlike kubelet, rotated files are
+// not compressed.
 package containerlogs
 
 import (
@@ -23,6 +26,8 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/speclet/speclet/fsm"
 )
 
 // Runtime is the part of the CRI rotation uses.
@@ -77,6 +82,7 @@ func (r *Rotator) RotateOnce(ctx context.Context) error {
 	if r.MaxFiles < 2 || r.MaxSize <= 0 {
 		return fmt.Errorf("container log rotation: max files %d (want >= 2), max size %d (want > 0)", r.MaxFiles, r.MaxSize)
 	}
+	ctx = fsm.HandlerLogRotationRotateOnce.Tag(ctx)
 	cs, err := r.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{
 		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}})
 	if err != nil {

@@ -10,8 +10,9 @@ import (
 	"github.com/speclet/speclet/fsm"
 )
 
-// Mutating lists the CRI methods of cri.Runtime that change the runtime or
-// run something in it; they may only be called inside a spec action.
+// Mutating lists the CRI methods of cri.Full that change the runtime or
+// run something in it; they may only be called inside a spec action or a
+// caller's handler.
 var Mutating = map[string]bool{
 	"RunPodSandbox":    true,
 	"StopPodSandbox":   true,
@@ -23,29 +24,38 @@ var Mutating = map[string]bool{
 	"ExecSync":         true, // runs a command in the container: it can change anything there
 	"PullImage":        true,
 	"RemoveImage":      true,
+	// The kubelet API's streaming calls prepare a session in which the
+	// user runs commands, writes to a container's stdin or connects into
+	// the pod's network namespace.
+	"Exec":        true,
+	"Attach":      true,
+	"PortForward": true,
+	// Log rotation: the runtime reopens a container's log file.
+	"ReopenContainerLog": true,
 }
 
-// Reads lists the CRI methods of cri.Runtime that only read; they may be
+// Reads lists the CRI methods of cri.Full that only read; they may be
 // called outside actions (guards, PLEG, status, health).
 var Reads = map[string]bool{
-	"Version":            true,
-	"Status":             true,
-	"PodSandboxStatus":   true,
-	"ListPodSandbox":     true,
-	"ContainerStatus":    true,
-	"ListContainers":     true,
-	"GetContainerEvents": true,
-	"ImageStatus":        true,
-	"ListImages":         true,
-	"ImageFsInfo":        true,
-	"ListContainerStats": true,
+	"Version":             true,
+	"Status":              true,
+	"PodSandboxStatus":    true,
+	"ListPodSandbox":      true,
+	"ContainerStatus":     true,
+	"ListContainers":      true,
+	"GetContainerEvents":  true,
+	"ImageStatus":         true,
+	"ListImages":          true,
+	"ImageFsInfo":         true,
+	"ListContainerStats":  true,
+	"ListPodSandboxStats": true,
 }
 
 // Kinds of Violation.
 const (
-	OutsideAction = "outside action" // a mutating call with no action in its context
-	Undeclared    = "undeclared"     // an action called a method its spec does not allow
-	UnknownAction = "unknown action" // the context names an action the spec does not have
+	OutsideAction = "outside action" // a mutating call with no action or handler in its context
+	Undeclared    = "undeclared"     // an action or handler called a method its spec does not allow
+	UnknownAction = "unknown action" // the context names an action or handler the spec does not have
 )
 
 // Violation is a breach of the contract, with the number of records that
@@ -56,7 +66,8 @@ type Violation struct {
 	Count                   int
 }
 
-// Triple is a CRI method a machine's action declares.
+// Triple is a CRI method a machine's action declares (or a caller's
+// handler: Machine is then the caller, Action the handler).
 type Triple struct{ Machine, Action, Method string }
 
 type actionDecl struct {
@@ -83,6 +94,21 @@ var machines = sync.OnceValue(func() []machineDecl {
 	}
 })
 
+// callers describes the handlers of the callers outside the machines
+// (spec/callers.hcl), one machineDecl per caller, in spec order.
+var callers = sync.OnceValue(func() []machineDecl {
+	var out []machineDecl
+	for _, h := range fsm.Handlers {
+		if len(out) == 0 || out[len(out)-1].name != h.Caller() {
+			out = append(out, machineDecl{name: h.Caller(), byName: map[string]actionDecl{}})
+		}
+		c := &out[len(out)-1]
+		c.actions = append(c.actions, h.String())
+		c.byName[h.String()] = actionDecl{cri: fsm.HandlerCRI[h]}
+	}
+	return out
+})
+
 func describe[A interface {
 	~uint8
 	String() string
@@ -100,19 +126,22 @@ func describe[A interface {
 	return m
 }
 
+// lookup finds a machine, or a caller (the spec keeps their names apart).
 func lookup(machine string) *machineDecl {
-	ms := machines()
-	for i := range ms {
-		if ms[i].name == machine {
-			return &ms[i]
+	for _, ms := range [][]machineDecl{machines(), callers()} {
+		for i := range ms {
+			if ms[i].name == machine {
+				return &ms[i]
+			}
 		}
 	}
 	return nil
 }
 
 // Allowed returns the CRI methods action of machine may call: its own cri
-// list and those of the actions its calls list names, transitively. ok is
-// false when the spec has no such action.
+// list and those of the actions its calls list names, transitively; for a
+// caller's handler, its cri list. ok is false when the spec has no such
+// action or handler.
 func Allowed(machine, action string) (methods map[string]bool, ok bool) {
 	m := lookup(machine)
 	if m == nil {
@@ -146,11 +175,17 @@ func (m *machineDecl) allowed(action string) map[string]bool {
 	return methods
 }
 
-// Declared returns every (machine, action, method) of the spec's cri lists
-// (own lists only, not through calls), in spec order.
-func Declared() []Triple {
+// Declared returns every (machine, action, method) of the machines' cri
+// lists (own lists only, not through calls), in spec order.
+func Declared() []Triple { return triples(machines()) }
+
+// DeclaredHandlers returns every (caller, handler, method) of the callers'
+// cri lists (spec/callers.hcl), in spec order.
+func DeclaredHandlers() []Triple { return triples(callers()) }
+
+func triples(ms []machineDecl) []Triple {
 	var out []Triple
-	for _, m := range machines() {
+	for _, m := range ms {
 		for _, a := range m.actions {
 			for _, c := range m.byName[a].cri {
 				out = append(out, Triple{m.name, a, c})
@@ -206,15 +241,16 @@ func Check(records []Record) []Violation {
 	return out
 }
 
-// Unseen returns the declared (machine, action, method) triples that no
-// record shows, in spec order. Run it on the records of a whole suite.
-func Unseen(records []Record) []Triple {
+// Unseen returns the triples of declared (Declared, DeclaredHandlers or a
+// part of them) that no record shows, in their order. Run it on the records
+// of a whole suite.
+func Unseen(records []Record, declared []Triple) []Triple {
 	seen := map[Triple]bool{}
 	for _, r := range records {
 		seen[Triple{r.Machine, r.Action, r.Method}] = true
 	}
 	var out []Triple
-	for _, t := range Declared() {
+	for _, t := range declared {
 		if !seen[t] {
 			out = append(out, t)
 		}

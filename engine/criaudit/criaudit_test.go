@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -86,11 +87,28 @@ func (s *stub) ImageFsInfo(context.Context) (*runtimeapi.ImageFsInfoResponse, er
 	s.calls++
 	return &runtimeapi.ImageFsInfoResponse{}, nil
 }
+func (s *stub) Exec(context.Context, *runtimeapi.ExecRequest) (string, error) {
+	s.calls++
+	return "", nil
+}
+func (s *stub) Attach(context.Context, *runtimeapi.AttachRequest) (string, error) {
+	s.calls++
+	return "", nil
+}
+func (s *stub) PortForward(context.Context, *runtimeapi.PortForwardRequest) (string, error) {
+	s.calls++
+	return "", nil
+}
+func (s *stub) ListPodSandboxStats(context.Context, *runtimeapi.PodSandboxStatsFilter) ([]*runtimeapi.PodSandboxStats, error) {
+	s.calls++
+	return nil, nil
+}
+func (s *stub) ReopenContainerLog(context.Context, string) error { s.calls++; return nil }
 
-// callAll calls every method of cri.Runtime on rt with ctx and zero values.
-func callAll(t *testing.T, rt cri.Runtime, ctx context.Context) []string {
+// callAll calls every method of cri.Full on rt with ctx and zero values.
+func callAll(t *testing.T, rt cri.Full, ctx context.Context) []string {
 	t.Helper()
-	it := reflect.TypeOf((*cri.Runtime)(nil)).Elem()
+	it := reflect.TypeOf((*cri.Full)(nil)).Elem()
 	v := reflect.ValueOf(rt)
 	var names []string
 	for i := 0; i < it.NumMethod(); i++ {
@@ -106,7 +124,7 @@ func callAll(t *testing.T, rt cri.Runtime, ctx context.Context) []string {
 	return names
 }
 
-// TestRecorderRecordsEveryMethod: every method of cri.Runtime is forwarded
+// TestRecorderRecordsEveryMethod: every method of cri.Full is forwarded
 // once and recorded under its own name with the context's action.
 func TestRecorderRecordsEveryMethod(t *testing.T) {
 	s := &stub{}
@@ -127,10 +145,10 @@ func TestRecorderRecordsEveryMethod(t *testing.T) {
 	}
 }
 
-// TestEveryMethodClassified: each method of cri.Runtime is either mutating or
+// TestEveryMethodClassified: each method of cri.Full is either mutating or
 // a read, so a method added to the interface must be classified here.
 func TestEveryMethodClassified(t *testing.T) {
-	it := reflect.TypeOf((*cri.Runtime)(nil)).Elem()
+	it := reflect.TypeOf((*cri.Full)(nil)).Elem()
 	n := 0
 	for i := 0; i < it.NumMethod(); i++ {
 		name := it.Method(i).Name
@@ -140,7 +158,7 @@ func TestEveryMethodClassified(t *testing.T) {
 		n++
 	}
 	if n != len(Mutating)+len(Reads) {
-		t.Errorf("cri.Runtime has %d methods, the lists classify %d", n, len(Mutating)+len(Reads))
+		t.Errorf("cri.Full has %d methods, the lists classify %d", n, len(Mutating)+len(Reads))
 	}
 }
 
@@ -198,14 +216,31 @@ func TestCheck(t *testing.T) {
 		{Method: "PullImage", Machine: "container", Action: "create_container"},   // undeclared
 		{Method: "Version", Machine: "container", Action: "create_container"},     // undeclared read
 		{Method: "Version", Machine: "pod", Action: "nope"},
+		// The callers outside the machines (spec/callers.hcl).
+		{Method: "Exec", Machine: "kubelet_api", Action: "exec"},                       // declared
+		{Method: "ListContainers", Machine: "kubelet_api", Action: "exec"},             // declared read
+		{Method: "ReopenContainerLog", Machine: "log_rotation", Action: "rotate_once"}, // declared
+		{Method: "Exec", Machine: "kubelet_api", Action: "attach"},                     // another handler's
+		{Method: "ContainerStatus", Machine: "kubelet_api", Action: "exec"},            // undeclared read
+		{Method: "RemoveContainer", Machine: "kubelet_api", Action: "run"},             // a machine's effect
+		{Method: "ReopenContainerLog"},                                                 // mutating outside
+		{Method: "PortForward"},                                                        // mutating outside
+		{Method: "ListPodSandboxStats"},                                                // a read outside: fine
+		{Method: "Exec", Machine: "kubelet_api", Action: "shell"},                      // no such handler
 	}
 	got := FormatViolations(Check(recs))
 	want := []string{
-		"outside action  -          -                 StopContainer  2",
-		"undeclared      container  create_container  PullImage      1",
-		"undeclared      container  create_container  Version        1",
-		"undeclared      pod        sync_pod          RunPodSandbox  1",
-		"unknown action  pod        nope              Version        1",
+		"outside action  -            -                 PortForward         1",
+		"outside action  -            -                 ReopenContainerLog  1",
+		"outside action  -            -                 StopContainer       2",
+		"undeclared      container    create_container  PullImage           1",
+		"undeclared      container    create_container  Version             1",
+		"undeclared      kubelet_api  attach            Exec                1",
+		"undeclared      kubelet_api  exec              ContainerStatus     1",
+		"undeclared      kubelet_api  run               RemoveContainer     1",
+		"undeclared      pod          sync_pod          RunPodSandbox       1",
+		"unknown action  kubelet_api  shell             Exec                1",
+		"unknown action  pod          nope              Version             1",
 	}
 	lines := strings.Split(strings.TrimSpace(got), "\n")[1:]
 	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
@@ -214,16 +249,39 @@ func TestCheck(t *testing.T) {
 }
 
 func TestUnseen(t *testing.T) {
-	var all []Record
+	for _, decl := range [][]Triple{Declared(), DeclaredHandlers()} {
+		var all []Record
+		for _, d := range decl {
+			all = append(all, Record{Method: d.Method, Machine: d.Machine, Action: d.Action})
+		}
+		if u := Unseen(all, decl); len(u) != 0 {
+			t.Errorf("unseen with every triple recorded:\n%s", FormatUnseen(u))
+		}
+		u := Unseen(all[1:], decl)
+		if len(u) != 1 || u[0] != decl[0] {
+			t.Errorf("unseen = %v, want %v", u, decl[0])
+		}
+	}
+}
+
+// TestDeclaredHandlers: the callers' handlers come from spec/callers.hcl,
+// each under its caller, apart from the machines' actions.
+func TestDeclaredHandlers(t *testing.T) {
+	hs := DeclaredHandlers()
+	if len(hs) == 0 || hs[0].Machine != fsm.KubeletApiCallerName {
+		t.Fatalf("handlers %v, want the kubelet API's first", hs)
+	}
+	want := Triple{fsm.LogRotationCallerName, fsm.HandlerLogRotationRotateOnce.String(), "ReopenContainerLog"}
+	if !slices.Contains(hs, want) {
+		t.Errorf("handlers lack %v: %v", want, hs)
+	}
 	for _, d := range Declared() {
-		all = append(all, Record{Method: d.Method, Machine: d.Machine, Action: d.Action})
+		if d.Machine == fsm.KubeletApiCallerName || d.Machine == fsm.LogRotationCallerName {
+			t.Errorf("Declared has a handler's triple %v", d)
+		}
 	}
-	if u := Unseen(all); len(u) != 0 {
-		t.Errorf("unseen with every triple recorded:\n%s", FormatUnseen(u))
-	}
-	u := Unseen(all[1:])
-	if len(u) != 1 || u[0] != Declared()[0] {
-		t.Errorf("unseen = %v, want %v", u, Declared()[0])
+	if ms, ok := Allowed(fsm.KubeletApiCallerName, "port_forward"); !ok || !ms["PortForward"] || !ms["ListPodSandbox"] || len(ms) != 2 {
+		t.Errorf("kubelet_api/port_forward may call %v (ok %v)", ms, ok)
 	}
 }
 

@@ -1,9 +1,10 @@
 // Package criaudit checks the contract between the spec and the CRI calls
-// the engine makes: every mutating CRI call happens inside a spec action, and
-// each action calls only the CRI methods its `cri` list declares, plus those
-// of the actions its `calls` list names (transitively).
+// speclet makes: every mutating CRI call happens inside a spec action or a
+// caller's handler, each action calls only the CRI methods its `cri` list
+// declares, plus those of the actions its `calls` list names
+// (transitively), and each handler only those of its own `cri` list.
 //
-// A Recorder wraps a cri.Runtime and records, for every call, the method and
+// A Recorder wraps a cri.Full and records, for every call, the method and
 // the action the call's context was tagged with by the generated dispatch
 // (fsm.Run<Machine>Action, fsm.ActionFrom); a call outside any action has an
 // empty machine and action. The innermost action counts: a container action
@@ -12,28 +13,32 @@
 // (machine, action, method) triples that no record shows, which is only
 // meaningful over the union of all records of a test suite.
 //
-// The Recorder is a test and debugging aid (the engine tests, `speclet run
-// --cri-audit-log FILE` and test/e2e use it): it forwards every call
-// unchanged and costs one record per call (an append under a mutex, or one
-// JSON line written to a file).
+// The callers of the runtime outside the machines are declared in
+// spec/callers.hcl: the kubelet API (engine/kubeletapi: logs, exec, attach,
+// port-forward, /run, stats) and log rotation (engine/containerlogs:
+// ReopenContainerLog). They are no lifecycle effect (the command an exec
+// or /run starts is the user's; a reopened log changes the runtime's file
+// handle, never a container's state), so they are not spec actions; but
+// each entry point is a handler with a cri list, and its code tags its
+// context with fsm.Handler.Tag, so a Record names the caller in the place
+// of the machine and the handler in the place of the action, and Check
+// holds it to the handler's list as it holds an action to its own
+// (Declared lists the machines' triples, DeclaredHandlers the callers').
+// `speclet run` gives every caller the one audited, metered runtime.
+//
+// The Recorder is a test and debugging aid (the engine tests, the kubelet
+// API's tests, `speclet run --cri-audit-log FILE` and test/e2e use it): it
+// forwards every call unchanged and costs one record per call (an append
+// under a mutex, or one JSON line written to a file).
 //
 // Which methods are mutating (Mutating) is decided from the CRI: a call that
-// creates, changes or removes runtime state, or runs a process in a
-// container (ExecSync), is mutating; Version, Status, the *Status and List*
-// reads, ImageStatus and the GetContainerEvents stream are reads. Reads may
-// happen outside actions (guards, PLEG relist, status, health checks); inside
-// an action they must be declared like any other call.
-//
-// The kubelet API (engine/kubeletapi) calls the runtime outside the engine,
-// on the user's behalf, never through the engine's Runtime: reads
-// (ListContainers, ContainerStatus, ListPodSandbox, ListContainerStats,
-// ListPodSandboxStats), the streaming calls of cri.Streaming (Exec, Attach,
-// PortForward only prepare a session whose commands are the user's), and
-// ExecSync for /run, the user's command. None is a lifecycle effect, so none
-// is a spec action. Likewise engine/containerlogs' ReopenContainerLog, the
-// one mutating call outside the spec: log rotation (--container-log-max-size)
-// renames a running container's log file and has the runtime reopen it; it
-// changes the runtime's file handle, never a container's state.
+// creates, changes or removes runtime state, runs a process in a container
+// (ExecSync) or prepares a session that does (Exec, Attach, PortForward), or
+// reopens a log file (ReopenContainerLog) is mutating; Version, Status, the
+// *Status and List* reads (ListPodSandboxStats included), ImageStatus and
+// the GetContainerEvents stream are reads. Reads may happen outside actions
+// (guards, PLEG relist, status, health checks); inside an action or a
+// handler they must be declared like any other call.
 //
 // # Usage
 //
@@ -42,7 +47,7 @@
 //	...
 //	if v := criaudit.Check(rec.Records()); len(v) > 0 { t.Error(criaudit.FormatViolations(v)) }
 //	// after every test of the suite:
-//	if u := criaudit.Unseen(all); len(u) > 0 { ... criaudit.FormatUnseen(u) ... }
+//	if u := criaudit.Unseen(all, criaudit.Declared()); len(u) > 0 { ... criaudit.FormatUnseen(u) ... }
 //
 //	f, _ := os.Create(path)
 //	rt = criaudit.NewLogRecorder(rt, f)      // JSON lines, read back by ReadLog

@@ -17,6 +17,8 @@ import (
 
 // Record is one CRI call: the method and the action (spec names) whose
 // context it was made with; Machine and Action are empty outside actions.
+// Under a handler of a caller outside the machines (spec/callers.hcl),
+// Machine is the caller and Action the handler.
 type Record struct {
 	Method  string `json:"method"`
 	Machine string `json:"machine,omitempty"`
@@ -34,10 +36,10 @@ type Record struct {
 	Err string `json:"err,omitempty"`
 }
 
-// Recorder is a cri.Runtime that records every call before forwarding it,
+// Recorder is a cri.Full that records every call before forwarding it,
 // unchanged, to the runtime it wraps. It is safe for concurrent use.
 type Recorder struct {
-	rt cri.Runtime
+	rt cri.Full
 
 	mu      sync.Mutex
 	records []Record  // NewRecorder
@@ -46,15 +48,15 @@ type Recorder struct {
 	err     error // first write error
 }
 
-var _ cri.Runtime = (*Recorder)(nil)
+var _ cri.Full = (*Recorder)(nil)
 
 // NewRecorder returns rt recording every call in memory (Records).
-func NewRecorder(rt cri.Runtime) *Recorder { return &Recorder{rt: rt} }
+func NewRecorder(rt cri.Full) *Recorder { return &Recorder{rt: rt} }
 
 // NewLogRecorder returns rt writing every call to w as one JSON line (a
 // Record), in one Write per line; it keeps nothing in memory. ReadLog reads
 // the lines back. A write error stops the logging (Err), never a call.
-func NewLogRecorder(rt cri.Runtime, w io.Writer) *Recorder { return &Recorder{rt: rt, w: w} }
+func NewLogRecorder(rt cri.Full, w io.Writer) *Recorder { return &Recorder{rt: rt, w: w} }
 
 // Records returns a copy of the records kept so far (NewRecorder).
 func (r *Recorder) Records() []Record {
@@ -235,4 +237,29 @@ func (r *Recorder) ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResp
 func (r *Recorder) ListContainerStats(ctx context.Context, filter *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error) {
 	r.record(ctx, "ListContainerStats")
 	return r.rt.ListContainerStats(ctx, filter)
+}
+
+func (r *Recorder) Exec(ctx context.Context, req *runtimeapi.ExecRequest) (string, error) {
+	r.recordID(ctx, "Exec", req.GetContainerId())
+	return r.rt.Exec(ctx, req)
+}
+
+func (r *Recorder) Attach(ctx context.Context, req *runtimeapi.AttachRequest) (string, error) {
+	r.recordID(ctx, "Attach", req.GetContainerId())
+	return r.rt.Attach(ctx, req)
+}
+
+func (r *Recorder) PortForward(ctx context.Context, req *runtimeapi.PortForwardRequest) (string, error) {
+	r.recordID(ctx, "PortForward", req.GetPodSandboxId())
+	return r.rt.PortForward(ctx, req)
+}
+
+func (r *Recorder) ListPodSandboxStats(ctx context.Context, filter *runtimeapi.PodSandboxStatsFilter) ([]*runtimeapi.PodSandboxStats, error) {
+	r.record(ctx, "ListPodSandboxStats")
+	return r.rt.ListPodSandboxStats(ctx, filter)
+}
+
+func (r *Recorder) ReopenContainerLog(ctx context.Context, containerID string) error {
+	r.recordID(ctx, "ReopenContainerLog", containerID)
+	return r.rt.ReopenContainerLog(ctx, containerID)
 }

@@ -38,7 +38,9 @@ import (
 	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/criaudit"
 	"github.com/speclet/speclet/engine/kubeletapi"
+	"github.com/speclet/speclet/fsm"
 )
 
 // testCA is a CA that signs client certificates for the tests.
@@ -105,6 +107,8 @@ type node struct {
 	ca      *testCA
 	image   string
 	rt      *cri.Client
+	// apiCalls records the API's CRI calls (the engine's go to rt).
+	apiCalls *criaudit.Recorder
 }
 
 // startNode starts the node; its API trusts client certificates of the
@@ -136,7 +140,8 @@ func startNodeServing(t testing.TB, authz kubeletapi.Authorizer, tokens kubeleta
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &node{eng: eng, updates: make(chan config.PodUpdate, 4), ca: newCA(t), image: c.ImageRef("busybox:latest"), rt: rt}
+	n := &node{eng: eng, updates: make(chan config.PodUpdate, 4), ca: newCA(t), image: c.ImageRef("busybox:latest"), rt: rt,
+		apiCalls: criaudit.NewRecorder(rt)}
 	done := make(chan error, 1)
 	go func() { done <- eng.Run(ctx, n.updates) }()
 	pool := x509.NewCertPool()
@@ -144,7 +149,7 @@ func startNodeServing(t testing.TB, authz kubeletapi.Authorizer, tokens kubeleta
 	for _, p := range extraCAs {
 		pool.AppendCertsFromPEM(p)
 	}
-	api, err := kubeletapi.New(kubeletapi.Config{Host: eng, Runtime: rt, NodeName: "node-a", RootDir: root, ClientCAs: pool,
+	api, err := kubeletapi.New(kubeletapi.Config{Host: eng, Runtime: n.apiCalls, NodeName: "node-a", RootDir: root, ClientCAs: pool,
 		Tokens: tokens, Authorizer: authz,
 		Labels: kubeletapi.Labels{PodUID: engine.LabelPodUID, PodName: engine.LabelPodName,
 			PodNamespace: engine.LabelPodNamespace, ContainerName: engine.LabelContainerName}})
@@ -479,6 +484,18 @@ func TestContainerd(t *testing.T) {
 		}
 	})
 
+	t.Run("run", func(t *testing.T) {
+		resp, err := admin.Post(n.base+"/run/default/ticker/main?cmd=echo+ran", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(b) != "ran\n" {
+			t.Errorf("/run echo ran: %d %q", resp.StatusCode, b)
+		}
+	})
+
 	t.Run("refusals", func(t *testing.T) {
 		for _, tc := range []struct {
 			client *http.Client
@@ -505,6 +522,44 @@ func TestContainerd(t *testing.T) {
 			t.Errorf("certificate of another CA: %d, want 401", code)
 		}
 	})
+
+	// Every CRI call of the routes above ran under its handler of
+	// spec/callers.hcl, within its cri list, and every method a handler
+	// declares was called.
+	t.Run("audit", func(t *testing.T) {
+		checkCallerAudit(t, n.apiCalls.Records(), fsm.KubeletApiCallerName)
+	})
+}
+
+// checkCallerAudit fails t unless every record was made under a handler of
+// caller, the records break no declaration of spec/callers.hcl
+// (criaudit.Check), and every method caller's handlers declare was called.
+func checkCallerAudit(t *testing.T, recs []criaudit.Record, caller string) {
+	t.Helper()
+	if len(recs) == 0 {
+		t.Fatal("no CRI call recorded")
+	}
+	stray := map[string]int{}
+	for _, r := range recs {
+		if r.Machine != caller {
+			stray[r.Machine+"/"+r.Action+" "+r.Method]++
+		}
+	}
+	if len(stray) > 0 {
+		t.Errorf("CRI calls outside the handlers of %s (tag and method: count): %v", caller, stray)
+	}
+	if v := criaudit.Check(recs); len(v) > 0 {
+		t.Errorf("CRI audit: %d violations of spec/callers.hcl:\n%s", len(v), criaudit.FormatViolations(v))
+	}
+	var decl []criaudit.Triple
+	for _, d := range criaudit.DeclaredHandlers() {
+		if d.Machine == caller {
+			decl = append(decl, d)
+		}
+	}
+	if u := criaudit.Unseen(recs, decl); len(u) > 0 {
+		t.Errorf("declared in spec/callers.hcl, never called:\n%s", criaudit.FormatUnseen(u))
+	}
 }
 
 // execIn runs a remotecommand session (exec or attach) over SPDY.

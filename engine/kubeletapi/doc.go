@@ -47,6 +47,9 @@
 //
 // The CRI calls it makes are reads and the streaming calls (Exec, Attach,
 // PortForward prepare the user's session), plus ExecSync for /run: they are
-// the user's requests, not lifecycle effects, so they are not spec actions
-// and do not go through the engine's CRI audit.
+// the user's requests, not lifecycle effects, so they are not spec actions.
+// Each route that calls the runtime is a handler of caller kubelet_api in
+// spec/callers.hcl, which lists the CRI methods it may call; the route runs
+// with its request context tagged with that handler (fsm.Handler.Tag), so
+// the CRI audit (engine/criaudit) checks its calls like an action's.
 package kubeletapi

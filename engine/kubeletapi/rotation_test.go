@@ -17,6 +17,8 @@ import (
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/containerlogs"
+	"github.com/speclet/speclet/engine/criaudit"
+	"github.com/speclet/speclet/fsm"
 )
 
 // TestLogRotation: a container on containerd writes 50 MiB, in 50 bursts of
@@ -43,7 +45,8 @@ func TestLogRotation(t *testing.T) {
 	const maxSize, maxFiles, bursts, lines = 2 << 20, 3, 50, 16384
 	// a second per check: each rotation gets its own timestamped name
 	clock := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
-	rot := &containerlogs.Rotator{Runtime: n.rt, MaxSize: maxSize, MaxFiles: maxFiles,
+	rotCalls := criaudit.NewRecorder(n.rt)
+	rot := &containerlogs.Rotator{Runtime: rotCalls, MaxSize: maxSize, MaxFiles: maxFiles,
 		Now: func() time.Time { clock = clock.Add(time.Second); return clock }}
 	ctx := context.Background()
 
@@ -148,6 +151,9 @@ func TestLogRotation(t *testing.T) {
 	if rotations < bursts/3 {
 		t.Errorf("%d rotations for %d bursts of %d bytes with max size %d", rotations, bursts, framed, maxSize)
 	}
+	// The rotation passes called the runtime under their handler of
+	// spec/callers.hcl only, ReopenContainerLog included.
+	checkCallerAudit(t, rotCalls.Records(), fsm.LogRotationCallerName)
 	if _, total := onDisk(t, dir); total >= int64(maxFiles)*(maxSize+framed) {
 		t.Errorf("%d bytes on disk, want < max files × (max size + one burst) = %d", total, int64(maxFiles)*(maxSize+framed))
 	}

@@ -25,6 +25,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/fsm"
 )
 
 // Host is the node whose pods the API serves.
@@ -36,9 +37,12 @@ type Host interface {
 }
 
 // Runtime is the part of the CRI the API uses: reads and the streaming calls.
-// None of them is a lifecycle effect: they are not spec actions (see
-// engine/criaudit: Exec, Attach and PortForward only prepare a session of
-// the user's; ExecSync is /run, the user's command).
+// None of them is a lifecycle effect: they are not spec actions, but each
+// route's handler in spec/callers.hcl (caller kubelet_api) declares the
+// calls it makes, and the route runs under its tag (Exec, Attach and
+// PortForward only prepare a session of the user's; ExecSync is /run, the
+// user's command). Give it the runtime the engine gets (cmd/speclet), so
+// that the CRI audit and the runtime metrics see its calls too.
 type Runtime interface {
 	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
 	ContainerStatus(ctx context.Context, containerID string) (*runtimeapi.ContainerStatus, error)
@@ -210,24 +214,34 @@ func (a *API) routes() {
 		m.Handle("GET /metrics", promhttp.HandlerFor(a.c.Gatherer, promhttp.HandlerOpts{}))
 	}
 	m.HandleFunc("GET /pods", a.pods)
-	m.HandleFunc("GET /stats/summary", a.statsSummary)
-	m.HandleFunc("GET /metrics/resource", a.metricsResource)
-	m.HandleFunc("GET /runningpods/", a.runningPods)
-	m.HandleFunc("GET /containerLogs/{ns}/{pod}/{container}", a.containerLogs)
+	// The routes that call the runtime run under their handler's tag.
+	m.HandleFunc("GET /stats/summary", tagged(fsm.HandlerKubeletApiStatsSummary, a.statsSummary))
+	m.HandleFunc("GET /metrics/resource", tagged(fsm.HandlerKubeletApiMetricsResource, a.metricsResource))
+	m.HandleFunc("GET /runningpods/", tagged(fsm.HandlerKubeletApiRunningPods, a.runningPods))
+	m.HandleFunc("GET /containerLogs/{ns}/{pod}/{container}", tagged(fsm.HandlerKubeletApiContainerLogs, a.containerLogs))
 	for _, p := range []string{"/exec/{ns}/{pod}/{container}", "/exec/{ns}/{pod}/{uid}/{container}"} {
-		m.HandleFunc("GET "+p, a.exec)
-		m.HandleFunc("POST "+p, a.exec)
+		m.HandleFunc("GET "+p, tagged(fsm.HandlerKubeletApiExec, a.exec))
+		m.HandleFunc("POST "+p, tagged(fsm.HandlerKubeletApiExec, a.exec))
 	}
 	for _, p := range []string{"/attach/{ns}/{pod}/{container}", "/attach/{ns}/{pod}/{uid}/{container}"} {
-		m.HandleFunc("GET "+p, a.attach)
-		m.HandleFunc("POST "+p, a.attach)
+		m.HandleFunc("GET "+p, tagged(fsm.HandlerKubeletApiAttach, a.attach))
+		m.HandleFunc("POST "+p, tagged(fsm.HandlerKubeletApiAttach, a.attach))
 	}
 	for _, p := range []string{"/portForward/{ns}/{pod}", "/portForward/{ns}/{pod}/{uid}"} {
-		m.HandleFunc("GET "+p, a.portForward)
-		m.HandleFunc("POST "+p, a.portForward)
+		m.HandleFunc("GET "+p, tagged(fsm.HandlerKubeletApiPortForward, a.portForward))
+		m.HandleFunc("POST "+p, tagged(fsm.HandlerKubeletApiPortForward, a.portForward))
 	}
-	m.HandleFunc("POST /run/{ns}/{pod}/{container}", a.run)
-	m.HandleFunc("POST /run/{ns}/{pod}/{uid}/{container}", a.run)
+	m.HandleFunc("POST /run/{ns}/{pod}/{container}", tagged(fsm.HandlerKubeletApiRun, a.run))
+	m.HandleFunc("POST /run/{ns}/{pod}/{uid}/{container}", tagged(fsm.HandlerKubeletApiRun, a.run))
+}
+
+// tagged runs h with its request's context tagged with handler, the
+// route's declaration in spec/callers.hcl, so that the CRI audit checks the
+// calls h makes against the handler's cri list.
+func tagged(handler fsm.Handler, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		h(w, r.WithContext(handler.Tag(r.Context())))
+	}
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

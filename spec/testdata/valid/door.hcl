@@ -1,5 +1,6 @@
-# A small machine that uses every construct: guards, actions with CRI calls,
-# entry actions, timers, internal transitions, a choice and a final state.
+# A small machine that uses every construct: guards, actions with CRI calls
+# (one of them uncancellable), entry actions, timers, internal transitions, a
+# choice and a final state; an input and a caller outside the machine.
 machine "door" {
   doc     = "A door that locks itself."
   initial = state.closed
@@ -14,7 +15,10 @@ machine "door" {
   guard "has_key" { doc = "The person holds the key." }
   guard "alarm_on" {}
 
-  action "ring" { cri = ["Status"] }
+  action "ring" {
+    cri           = ["Status"]
+    uncancellable = { Status = "A ring once started is heard to its end." }
+  }
   action "log" {}
 
   duration "auto_lock" {
@@ -58,4 +62,12 @@ machine "door" {
 input "knock" {
   doc  = "Someone knocks."
   door = door.open
+}
+
+caller "porter" {
+  doc = "Someone who checks the house without touching the door."
+  handler "look" {
+    doc = "Asks the runtime who it is."
+    cri = ["Version"]
+  }
 }
