@@ -67,8 +67,13 @@ type Manager struct {
 	parent string // Options.Parent, "" for the root
 	root   string // v2: the unified mount
 	hiers  []hier // v1: one per mounted controller hierarchy
-	mu     sync.Mutex
-	burst  map[types.UID]uint64 // cpu.shares of each Burstable pod, summed into kubepods/burstable
+	// unified is, on v1, the controller-less cgroup2 mount of a hybrid
+	// host ("/sys/fs/cgroup/unified"), "" when there is none. runc makes
+	// every container's cgroup there too, parents included, and removes
+	// only its own: the pod's directory there is ours to remove.
+	unified string
+	mu      sync.Mutex
+	burst   map[types.UID]uint64 // cpu.shares of each Burstable pod, summed into kubepods/burstable
 }
 
 // hier is one v1 hierarchy: its mount point and the controllers it carries.
@@ -93,26 +98,29 @@ func New(o Options) (*Manager, error) {
 	if _, err := os.Stat(filepath.Join(o.Root, "cgroup.controllers")); err == nil {
 		return &Manager{v2: true, root: o.Root, parent: parent, burst: map[types.UID]uint64{}}, nil
 	}
-	hiers, err := v1Hierarchies(o.Mountinfo, o.Root)
+	hiers, unified, err := v1Hierarchies(o.Mountinfo, o.Root)
 	if err != nil {
 		return nil, err
 	}
 	if len(hiers) == 0 {
 		return nil, fmt.Errorf("cgroups: no cgroup v1 controller and no cgroup v2 filesystem under %s", o.Root)
 	}
-	return &Manager{hiers: hiers, parent: parent, burst: map[types.UID]uint64{}}, nil
+	return &Manager{hiers: hiers, unified: unified, parent: parent, burst: map[types.UID]uint64{}}, nil
 }
 
 // V2 reports whether the unified hierarchy (cgroup v2) is in use.
 func (m *Manager) V2() bool { return m.v2 }
 
-func v1Hierarchies(mountinfo, root string) ([]hier, error) {
+// v1Hierarchies returns the v1 controller hierarchies mounted directly
+// under root and the hybrid cgroup2 mount there ("" when none).
+func v1Hierarchies(mountinfo, root string) ([]hier, string, error) {
 	f, err := os.Open(mountinfo)
 	if err != nil {
-		return nil, fmt.Errorf("cgroups: read mounts: %w", err)
+		return nil, "", fmt.Errorf("cgroups: read mounts: %w", err)
 	}
 	defer f.Close()
 	var out []hier
+	unified := ""
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		// id parent major:minor root mountpoint opts ... - fstype source superopts
@@ -124,11 +132,15 @@ func v1Hierarchies(mountinfo, root string) ([]hier, error) {
 				break
 			}
 		}
-		if sep < 0 || sep+3 >= len(fields) || fields[sep+1] != "cgroup" {
+		if sep < 0 || sep+3 >= len(fields) || (fields[sep+1] != "cgroup" && fields[sep+1] != "cgroup2") {
 			continue
 		}
 		dir := fields[4]
 		if filepath.Dir(dir) != filepath.Clean(root) {
+			continue
+		}
+		if fields[sep+1] == "cgroup2" {
+			unified = dir
 			continue
 		}
 		ctrls := map[string]bool{}
@@ -143,10 +155,10 @@ func v1Hierarchies(mountinfo, root string) ([]hier, error) {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("cgroups: read mounts: %w", err)
+		return nil, "", fmt.Errorf("cgroups: read mounts: %w", err)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].dir < out[j].dir })
-	return out, nil
+	return out, unified, nil
 }
 
 // QoSPath is the cgroup of a QoS class relative to the root:
@@ -239,7 +251,7 @@ func (m *Manager) Remove(uid types.UID) error {
 	var errs []error
 	for _, class := range []v1.PodQOSClass{v1.PodQOSGuaranteed, v1.PodQOSBurstable, v1.PodQOSBestEffort} {
 		rel := m.qos(class) + "/" + podPrefix + string(uid)
-		for _, dir := range m.dirs(rel) {
+		for _, dir := range m.podDirs(rel) {
 			errs = append(errs, removeTree(dir))
 		}
 	}
@@ -266,7 +278,7 @@ const settle = time.Minute
 func (m *Manager) Pods() ([]types.UID, error) {
 	seen := map[types.UID]bool{}
 	for _, class := range []v1.PodQOSClass{v1.PodQOSGuaranteed, v1.PodQOSBurstable, v1.PodQOSBestEffort} {
-		for _, dir := range m.dirs(m.qos(class)) {
+		for _, dir := range m.podDirs(m.qos(class)) {
 			ents, err := os.ReadDir(dir)
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
@@ -316,6 +328,16 @@ func (m *Manager) dirs(rel string) []string {
 	out := make([]string, len(m.hiers))
 	for i, h := range m.hiers {
 		out[i] = filepath.Join(h.dir, rel)
+	}
+	return out
+}
+
+// podDirs is rel in every hierarchy and, on a hybrid host, in the unified
+// mount, where runc leaves the pod's directory behind (see unified).
+func (m *Manager) podDirs(rel string) []string {
+	out := m.dirs(rel)
+	if m.unified != "" {
+		out = append(out, filepath.Join(m.unified, rel))
 	}
 	return out
 }
