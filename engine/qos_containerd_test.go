@@ -155,8 +155,26 @@ func TestContainerdQoS(t *testing.T) {
 		}
 	}
 
+	// A hybrid host's unified cgroup2 mount: runc makes each container's
+	// cgroup there too, the pod's directory included, and the pod's
+	// removal must take it away with the v1 ones.
+	unified := ""
+	if !cg.V2() {
+		if _, err := os.Stat("/sys/fs/cgroup/unified/cgroup.procs"); err == nil {
+			unified = "/sys/fs/cgroup/unified"
+			for _, p := range pods {
+				_, err := os.Stat(filepath.Join(unified, cg.Parent(p)))
+				t.Logf("%s: pod cgroup in the unified mount while it runs: %v", p.Name, err == nil)
+			}
+		}
+	}
 	updates <- config.PodUpdate{Op: config.OpRemove, Pods: pods, Source: config.SourceFile}
 	waitFor(t, ctx, "runtime empty and the pod cgroups removed", func() bool {
+		for _, p := range pods {
+			if _, err := os.Stat(filepath.Join(unified, cg.Parent(p))); unified != "" && !os.IsNotExist(err) {
+				return false
+			}
+		}
 		sbs, err1 := rt.ListPodSandbox(ctx, nil)
 		cs, err2 := rt.ListContainers(ctx, nil)
 		for _, p := range pods {
