@@ -112,13 +112,13 @@ func probeCost(b *testing.B, kind AgentKind, bin string, reg *harness.Registry, 
 	res := probeCostResult{ready: time.Since(t0)}
 	time.Sleep(5 * time.Second) // the start-up work settles
 	pid := a.cmd.Process.Pid
-	cpu0, err := procCPU(pid)
+	cpu0, err := harness.ProcCPU(pid)
 	if err != nil {
 		b.Fatal(err)
 	}
 	w0 := time.Now()
 	time.Sleep(probeCostWindow)
-	cpu1, err := procCPU(pid)
+	cpu1, err := harness.ProcCPU(pid)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -174,29 +174,6 @@ spec:
         path: /index.html
       periodSeconds: 1
 `, i, image, port, port)
-}
-
-// clockTick is USER_HZ, the unit of /proc/PID/stat's times (100 on Linux).
-const clockTick = 10 * time.Millisecond
-
-// procCPU is the user and system CPU time process pid used so far.
-func procCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command (field 2) may hold spaces: count from its closing ')'.
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the command", pid, len(f))
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64) // field 14
-	stime, err2 := strconv.ParseInt(f[12], 10, 64) // field 15
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
-	}
-	return time.Duration(utime+stime) * clockTick, nil
 }
 
 // procRSS is the resident set size of process pid in bytes.

@@ -142,7 +142,7 @@ func specletBurst(b *testing.B, c *harness.Containerd, d *daemon, n int) speclet
 	if err != nil {
 		b.Fatal(err)
 	}
-	cpu0, err := cpuSeconds(d.pid())
+	cpu0, err := harness.ProcCPU(d.pid())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -186,11 +186,11 @@ func specletBurst(b *testing.B, c *harness.Containerd, d *daemon, n int) speclet
 		b.Fatal(err)
 	}
 	res.startCalls = after.since(before)
-	cpu1, err := cpuSeconds(d.pid())
+	cpu1, err := harness.ProcCPU(d.pid())
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("N=%d start: %.1f s, daemon CPU %.1f s, %.1f CRI calls per pod: %s", n, res.startAll.Seconds(), cpu1-cpu0, res.startCalls.total()/float64(n), res.startCalls)
+	b.Logf("N=%d start: %.1f s, daemon CPU %.1f s, %.1f CRI calls per pod: %s", n, res.startAll.Seconds(), (cpu1 - cpu0).Seconds(), res.startCalls.total()/float64(n), res.startCalls)
 	b.Logf("N=%d start: time in the states left: %s", n, states1.since(states0))
 
 	t1 := time.Now()
@@ -332,27 +332,6 @@ func (c histSums) total() float64 {
 		n += v.n
 	}
 	return n
-}
-
-// cpuSeconds is the user and system CPU time process pid has used so far
-// (/proc/PID/stat, in USER_HZ = 100 ticks a second on Linux).
-func cpuSeconds(pid int) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) may hold spaces: fields count from its ')'.
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("%s: %d fields", s, len(f))
-	}
-	u, err1 := strconv.ParseFloat(f[11], 64)
-	k, err2 := strconv.ParseFloat(f[12], 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
-	}
-	return (u + k) / 100, nil
 }
 
 // floorCalls prints a floor burst's time in each start call as histSums do.
