@@ -3,16 +3,16 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -255,50 +255,29 @@ func (d *daemon) histograms() (calls, states histSums, err error) {
 		return nil, nil, fmt.Errorf("GET /metrics: %w", err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != 200 {
-		return nil, nil, fmt.Errorf("GET /metrics: %d %v", resp.StatusCode, err)
+	if resp.StatusCode != 200 {
+		return nil, nil, fmt.Errorf("GET /metrics: %s", resp.Status)
 	}
-	calls, states = histSums{}, histSums{}
-	for _, line := range strings.Split(string(body), "\n") {
-		var out histSums
-		var rest string
-		if r, ok := strings.CutPrefix(line, cri.MetricOperationsDuration); ok {
-			out, rest = calls, r
-		} else if r, ok := strings.CutPrefix(line, "speclet_state_duration_seconds"); ok {
-			out, rest = states, r
-		} else {
-			continue
-		}
-		kind, rest, ok := strings.Cut(rest, "{")
-		if !ok || (kind != "_count" && kind != "_sum") {
-			continue
-		}
-		labels, value, ok := strings.Cut(rest, "} ")
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-		if err != nil {
-			return nil, nil, fmt.Errorf("GET /metrics: %q: %w", line, err)
-		}
-		// operation_type="RunPodSandbox" -> RunPodSandbox;
-		// machine="pod",state="running" -> pod/running
-		var vals []string
-		for _, kv := range strings.Split(labels, ",") {
-			_, q, _ := strings.Cut(kv, "=")
-			vals = append(vals, strings.Trim(q, `"`))
-		}
-		key := strings.Join(vals, "/")
-		c := out[key]
-		if kind == "_count" {
-			c.n = v
-		} else {
-			c.sec = v
-		}
-		out[key] = c
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, nil, fmt.Errorf("GET /metrics: %w", err)
 	}
-	return calls, states, nil
+	// operation_type="RunPodSandbox" -> RunPodSandbox;
+	// machine="pod",state="running" -> pod/running
+	sums := func(name string) histSums {
+		out := histSums{}
+		for _, m := range families[name].GetMetric() {
+			var vals []string
+			for _, l := range m.GetLabel() {
+				vals = append(vals, l.GetValue())
+			}
+			h := m.GetHistogram()
+			out[strings.Join(vals, "/")] = struct{ n, sec float64 }{float64(h.GetSampleCount()), h.GetSampleSum()}
+		}
+		return out
+	}
+	return sums(cri.MetricOperationsDuration), sums("speclet_state_duration_seconds"), nil
 }
 
 // since returns the calls made after before was read.
