@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
+	"github.com/speclet/speclet/fsm"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -177,5 +179,74 @@ func (e *Engine) cleanupOrphans() {
 		if w := e.worker(a.UID, true, pod); w != nil {
 			w.post(input{kind: inputOrphan, pod: pod})
 		}
+	}
+}
+
+// adopt rebuilds the machine from the runtime's instances of this container
+// (newest first): a running instance in a ready sandbox keeps running; a dead
+// one goes through died so the spec decides about its restart.
+//
+// A newest instance that was created and never started (speclet died
+// between CreateContainer and StartContainer) never ran: as under kubelet
+// it has no start time and no exit (its status is waiting, not a
+// ContainerStatusUnknown termination), and the next sync starts a new
+// instance at once whatever the restart policy (kubelet's
+// ShouldContainerBeRestarted restarts a created container; doBackOff finds
+// no exited instance), counted one restart more than the created one
+// (kubelet's startContainer). The machine resumes in waiting with the
+// created instance current, so create_container counts that restart; the
+// created instance is an older dead one for container GC.
+func (c *ctrState) adopt(cs []*runtimeapi.Container, sandboxOK bool) {
+	for i := len(cs) - 1; i >= 0; i-- {
+		c.ids = append(c.ids, cs[i].Id)
+		c.setCreated(cs[i].Id, time.Unix(0, cs[i].CreatedAt))
+	}
+	newest := cs[0]
+	c.id = newest.Id
+	c.restartCount = restartCountOf(newest.Annotations)
+	c.runHash = newest.Annotations[AnnotationContainerHash]
+	c.imageRef = newest.ImageRef
+	if newest.State == runtimeapi.ContainerState_CONTAINER_CREATED {
+		c.machine = fsm.NewContainerMachineAt(fsm.ContainerStateWaiting, c)
+		return
+	}
+	c.startedAt = time.Unix(0, newest.CreatedAt)
+	c.machine = fsm.NewContainerMachineAt(fsm.ContainerStateRunning, c)
+	switch {
+	case newest.State == runtimeapi.ContainerState_CONTAINER_RUNNING && sandboxOK:
+	case newest.State == runtimeapi.ContainerState_CONTAINER_RUNNING:
+		// Its sandbox is gone: the instance must die.
+		c.p.adoptEvents = append(c.p.adoptEvents, adoptEvent{c, fsm.ContainerEventSandboxDied})
+	default:
+		c.p.adoptEvents = append(c.p.adoptEvents, adoptEvent{c, fsm.ContainerEventDied})
+	}
+}
+
+// adopt takes over what the runtime holds of the pod from a previous run.
+//
+// A pod with a ready sandbox was synced before the restart: its machine
+// resumes in synced (a later kill goes through terminating and honours the
+// grace period; a later update syncs it).
+func (s *podState) adopt(a *adoptedPod) {
+	s.firstSeen = time.Time{} // it started before the restart: no start to observe
+	sb := s.sandbox.adopt(a)
+	if sb != nil {
+		s.startTime = time.Unix(0, sb.CreatedAt)
+		s.machine = fsm.NewPodMachineAt(fsm.PodStateSynced, s)
+		s.w.setPodState(fsm.PodStateSynced)
+		s.w.setTimers("pod", s.run.timers(s.e.clock.Now()))
+	}
+	ready := s.sandbox.machine.State() == fsm.SandboxStateReady
+	for name, cs := range a.Containers {
+		c := s.byName[name]
+		if c == nil {
+			// A container the spec no longer has: keep a machine so it is
+			// stopped and removed with the pod.
+			c = newCtrState(s, &v1.Container{Name: name}, false, false)
+			c.setSpec(nil)
+			s.byName[name] = c
+			s.containers = append(s.containers, c)
+		}
+		c.adopt(cs, cs[0].PodSandboxId == s.sandbox.id && ready)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/podspec"
+	"github.com/speclet/speclet/engine/volume"
 )
 
 // This file gives the CRI requests of a pod (engine/podspec builds them)
@@ -170,4 +171,55 @@ func removeContainer(ctx context.Context, rt cri.Runtime, name, id string) error
 		return fmt.Errorf("remove container %q: %w", name, err)
 	}
 	return nil
+}
+
+// requestInputs are what a container's config reads from the running pod:
+// its addresses (the node's for a hostNetwork pod), the node's, the
+// configMaps and secrets of its namespace (Config.VolumeAPI), and the
+// service variables (Config.Services). Services not yet read are an error
+// for a pod from the API server, as under kubelet; a static pod goes on
+// with what there is.
+func (p *podState) requestInputs(ctx context.Context) (func(*podspec.ContainerRequest), error) {
+	var services []*v1.Service
+	if list := p.e.cfg.Services; list != nil {
+		var err error
+		services, err = list()
+		if err != nil && !config.IsStatic(p.pod) {
+			return nil, err
+		}
+	}
+	return func(r *podspec.ContainerRequest) {
+		podIP := p.sandbox.podIP
+		if p.pod.Spec.HostNetwork {
+			podIP = p.e.cfg.NodeIP
+		}
+		if podIP != "" {
+			r.PodIPs = []string{podIP}
+		}
+		if ip := p.e.cfg.NodeIP; ip != "" {
+			r.HostIPs = []string{ip}
+		}
+		if api := p.e.cfg.VolumeAPI; api != nil {
+			r.Objects = apiObjects{ctx: ctx, api: api, ns: p.pod.Namespace}
+		}
+		if p.e.cfg.Services != nil {
+			r.ServiceEnv = podspec.ServiceEnv(services, p.pod.Namespace, p.pod.Spec.EnableServiceLinks)
+		}
+	}, nil
+}
+
+// apiObjects reads a namespace's configMaps and secrets for
+// engine/podspec.
+type apiObjects struct {
+	ctx context.Context
+	api volume.API
+	ns  string
+}
+
+func (o apiObjects) ConfigMap(name string) (*v1.ConfigMap, error) {
+	return o.api.GetConfigMap(o.ctx, o.ns, name)
+}
+
+func (o apiObjects) Secret(name string) (*v1.Secret, error) {
+	return o.api.GetSecret(o.ctx, o.ns, name)
 }

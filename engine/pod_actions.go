@@ -1,0 +1,308 @@
+// The pod machine's actions (spec/pod.hcl): sync, kill, stop, remove,
+// volumes and status of one pod.
+
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/speclet/speclet/engine/volume"
+	"github.com/speclet/speclet/fsm"
+)
+
+// Reason and message of a pod that ran past its activeDeadlineSeconds
+// (kubelet's active deadline handler).
+const (
+	ReasonDeadlineExceeded  = "DeadlineExceeded"
+	MessageDeadlineExceeded = "Pod was active on the node longer than the specified deadline"
+)
+
+// ExceedDeadline records that the pod ran past spec.activeDeadlineSeconds,
+// with kubelet's DeadlineExceeded event (type Normal, as kubelet's).
+func (s *podState) ExceedDeadline(context.Context) error {
+	s.deadlineExceeded = true
+	s.e.log.Info("pod ran past its active deadline", "pod", s.key(), "startTime", s.startTime)
+	s.event(eventNormal, ReasonDeadlineExceeded, "%s", MessageDeadlineExceeded)
+	return nil
+}
+
+// SyncPod is kubelet's SyncPod over the machines: the newest spec goes to
+// every container (a running one whose spec changed stops), a dead sandbox's
+// containers are stopped, the sandbox is asked to be ready, and then every
+// container is asked to start; its guards decide whether it may now. Regular
+// containers start in parallel, like a direct CRI client: their machines are
+// independent. Raises sync_failed when a volume did not mount, there is no
+// ready sandbox or ctx ended, else sync_ok: a failed container start is the
+// container machine's (start_failed and its back-off).
+func (s *podState) SyncPod(ctx context.Context) error {
+	op := "sync"
+	if s.syncs == 0 {
+		op = "create"
+	}
+	s.syncs++
+	defer func(t0 time.Time) { s.e.metrics.workerDuration(op, s.e.clock.Since(t0)) }(s.e.clock.Now())
+	if s.startTime.IsZero() {
+		s.startTime = s.e.clock.Now()
+	}
+	for _, c := range s.all() {
+		c.fire(ctx, fsm.ContainerEventUpdate)
+	}
+	if s.sandbox.machine.State() == fsm.SandboxStateDead {
+		s.each(ctx, fsm.ContainerEventSandboxDied)
+	}
+	if err := fsm.RunPodAction(ctx, s, fsm.PodActionMountVolumes); err != nil {
+		s.raise(fsm.PodEventSyncFailed)
+		return err
+	}
+	s.sandbox.fire(ctx, fsm.SandboxEventCreate)
+	if s.sandbox.machine.State() != fsm.SandboxStateReady {
+		// The spec decides what a done pod does without a sandbox
+		// (syncing: sync_failed guarded by pod_done).
+		s.noteBackoff()
+		s.raise(fsm.PodEventSyncFailed)
+		return errors.Join(ctx.Err(), s.sandbox.err)
+	}
+	s.w.publishStatus() // Pending with ContainerCreating while images pull
+	// Ephemeral containers first, as kubelet starts them before init
+	// containers: a pod that cannot initialize can still be debugged.
+	for _, c := range s.ephemerals {
+		c.fire(ctx, fsm.ContainerEventStart)
+	}
+	for _, c := range s.inits {
+		c.fire(ctx, fsm.ContainerEventStart)
+	}
+	var wg sync.WaitGroup
+	for _, c := range s.containers {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.fire(ctx, fsm.ContainerEventStart) }()
+	}
+	wg.Wait()
+	s.noteBackoff()
+	if err := ctx.Err(); err != nil {
+		s.raise(fsm.PodEventSyncFailed)
+		return err
+	}
+	s.raise(fsm.PodEventSyncOk)
+	return nil
+}
+
+// each delivers ev to every container: ephemeral and regular containers in
+// parallel, then init containers and sidecars in parallel.
+func (s *podState) each(ctx context.Context, ev fsm.ContainerEvent) {
+	for _, group := range [][]*ctrState{append(append([]*ctrState(nil), s.ephemerals...), s.containers...), s.inits} {
+		var wg sync.WaitGroup
+		for _, c := range group {
+			wg.Add(1)
+			go func() { defer wg.Done(); c.fire(ctx, ev) }()
+		}
+		wg.Wait()
+	}
+}
+
+// noteBackoff turns ErrImagePull into ImagePullBackOff for containers still
+// in pull backoff at a later sync, as kubelet reports them.
+func (s *podState) noteBackoff() {
+	for _, c := range s.all() {
+		c.noteSync()
+	}
+}
+
+// kill records a termination request with grace period g seconds (forced: 0
+// allowed); the effective grace period only shortens. It returns whether
+// the grace period changed.
+func (s *podState) kill(g int64, forced bool) bool {
+	if !forced && g < 1 {
+		g = 1
+	}
+	now := s.e.clock.Now()
+	if s.grace < 0 || g < s.remainingGrace(now) {
+		s.grace = g
+		s.forced = forced && g == 0
+		s.graceDeadline = now.Add(time.Duration(g) * time.Second)
+		return true
+	}
+	return false
+}
+
+// remainingGrace is what is left of the effective grace period, at least 1 s
+// unless the kill was forced; before any kill, the pod's own grace period.
+func (s *podState) remainingGrace(now time.Time) int64 {
+	if s.grace < 0 {
+		return max(podGrace(s.pod), 1)
+	}
+	left := int64(s.graceDeadline.Sub(now).Round(time.Second) / time.Second)
+	if s.forced {
+		return max(left, 0)
+	}
+	return max(left, 1)
+}
+
+// KillContainers delivers kill to every container with the remaining grace
+// period: regular containers in parallel, then init containers and
+// sidecars. Raises termination_done.
+func (s *podState) KillContainers(ctx context.Context) error {
+	defer func(t0 time.Time) { s.e.metrics.workerDuration("kill", s.e.clock.Since(t0)) }(s.e.clock.Now())
+	if s.grace < 0 {
+		s.kill(podGrace(s.pod), false)
+	}
+	s.each(ctx, fsm.ContainerEventKill)
+	s.raise(fsm.PodEventTerminationDone)
+	return ctx.Err()
+}
+
+// StopSandbox delivers stop to the sandbox machine.
+func (s *podState) StopSandbox(ctx context.Context) error {
+	s.sandbox.fire(ctx, fsm.SandboxEventStop)
+	return s.sandbox.err
+}
+
+// RemovePod removes every sandbox the pod had from the runtime, which
+// removes their containers with them (the CRI contract of
+// RemovePodSandbox; every container instance is created in one of them).
+// Raises cleanup_done when all calls succeeded, after delivering removed to
+// every container and the sandbox.
+func (s *podState) RemovePod(ctx context.Context) error {
+	if s.sandbox.machine.State() != fsm.SandboxStateStopped {
+		return errors.New("sandbox not stopped yet")
+	}
+	var errs []error
+	for _, id := range s.sandbox.ids {
+		errs = append(errs, removeSandbox(ctx, s.e.rt, s.key(), id))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for _, c := range s.all() {
+		for _, id := range c.instances() {
+			s.e.pleg.Forget(id)
+		}
+		c.ids = nil
+		c.fire(ctx, fsm.ContainerEventRemoved)
+	}
+	for _, id := range s.sandbox.ids {
+		s.e.pleg.ForgetSandbox(id)
+	}
+	s.sandbox.fire(ctx, fsm.SandboxEventRemoved)
+	if err := fsm.RunPodAction(ctx, s, fsm.PodActionUnmountVolumes); err != nil {
+		return err
+	}
+	s.raise(fsm.PodEventCleanupDone)
+	return nil
+}
+
+// MountVolumes sets up the pod's volumes (engine/volume). Every volume that
+// fails is logged and recorded as a Warning event with kubelet's reason
+// FailedMount and message ("MountVolume.SetUp failed for volume %q : cause"). It returns an error, so that sync_pod reports
+// sync_failed before any runtime call, only when a volume failed that
+// never mounted before (in this worker, or on disk from the agent's
+// previous run): a running pod whose configMap refresh fails keeps its
+// last files, as under kubelet.
+func (s *podState) MountVolumes(ctx context.Context) error {
+	err := s.e.volumes.Setup(ctx, s.pod)
+	failed := map[string]bool{}
+	var blocking []error
+	for _, me := range mountErrors(err) {
+		failed[me.Volume] = true
+		s.e.log.Warn("volume mount failed", "reason", ReasonFailedMount, "pod", s.key(), "volume", me.Volume, "type", me.Type, "err", me.Err)
+		s.event(eventWarning, ReasonFailedMount, "MountVolume.SetUp failed for volume %q : %v", me.Volume, me.Err)
+		if !s.mounted[me.Volume] && !s.volumePresent(me.Volume) {
+			blocking = append(blocking, me)
+		}
+	}
+	if s.mounted == nil {
+		s.mounted = map[string]bool{}
+	}
+	for _, v := range s.pod.Spec.Volumes {
+		if !failed[v.Name] {
+			s.mounted[v.Name] = true
+		}
+	}
+	if len(blocking) > 0 {
+		return fmt.Errorf("%s: %w", ReasonFailedMount, errors.Join(blocking...))
+	}
+	return nil
+}
+
+// volumePresent reports a volume set up before this worker existed (the
+// agent restarted while the pod ran): its files stay in use when their
+// refresh fails.
+func (s *podState) volumePresent(name string) bool {
+	for i := range s.pod.Spec.Volumes {
+		if v := &s.pod.Spec.Volumes[i]; v.Name == name {
+			return volume.Present(s.e.cfg.RootDir, s.pod, v)
+		}
+	}
+	return false
+}
+
+// mountErrors unpacks the *volume.MountError of a Setup error.
+func mountErrors(err error) []*volume.MountError {
+	if err == nil {
+		return nil
+	}
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	} else {
+		errs = []error{err}
+	}
+	out := make([]*volume.MountError, 0, len(errs))
+	for _, e := range errs {
+		var me *volume.MountError
+		if errors.As(e, &me) {
+			out = append(out, me)
+		} else {
+			out = append(out, &volume.MountError{Volume: "?", Err: e})
+		}
+	}
+	return out
+}
+
+// UnmountVolumes unmounts the pod's tmpfs volumes and forgets its tokens.
+// Its directories are removed when the worker is purged (cleanup.go).
+func (s *podState) UnmountVolumes(ctx context.Context) error {
+	if err := s.e.volumes.TearDown(s.pod.UID); err != nil {
+		return fmt.Errorf("unmount volumes of %s: %w", s.key(), err)
+	}
+	s.mounted = nil
+	return nil
+}
+
+// ReleaseName leaves the static pod full name's queue; the next UID waiting
+// for it gets name_free.
+func (s *podState) ReleaseName(ctx context.Context) error {
+	s.e.releaseName(fullName(s.pod), s.pod.UID)
+	return nil
+}
+
+// ReportStatus recomputes the pod status from the machine states and
+// publishes it.
+func (s *podState) ReportStatus(ctx context.Context) error {
+	s.w.publishStatus()
+	return nil
+}
+
+// podGrace is the grace period a kill of pod asks for:
+// deletionGracePeriodSeconds when set, else terminationGracePeriodSeconds
+// (default 30 s, the container machine's grace_period duration).
+func podGrace(pod *v1.Pod) int64 {
+	g := int64(fsm.ContainerDurationDefaults[fsm.ContainerDurationGracePeriod] / time.Second)
+	if pod.Spec.TerminationGracePeriodSeconds != nil {
+		g = *pod.Spec.TerminationGracePeriodSeconds
+	}
+	if d := pod.DeletionGracePeriodSeconds; d != nil && *d < g {
+		g = *d
+	}
+	return g
+}
+
+// forcedKill reports a kill that asked for 0 seconds explicitly.
+func forcedKill(pod *v1.Pod) bool {
+	return pod.DeletionGracePeriodSeconds != nil && *pod.DeletionGracePeriodSeconds == 0
+}

@@ -1,0 +1,187 @@
+// What the engine answers about its pods and itself (the servers, the
+// status manager and the health check read these).
+
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"net"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/fsm"
+)
+
+// Pods returns copies of the pods the sources declare with their current
+// status. Like kubelet's pod manager, a pod leaves the list as soon as its
+// source removes it, even while it still terminates.
+func (e *Engine) Pods() []*v1.Pod {
+	e.mu.RLock()
+	ws := make([]*podWorker, 0, len(e.workers))
+	for uid, w := range e.workers {
+		if e.desired[uid] != nil {
+			ws = append(ws, w)
+		}
+	}
+	e.mu.RUnlock()
+	out := make([]*v1.Pod, 0, len(ws))
+	for _, w := range ws {
+		if p := w.snapshot(); p != nil {
+			out = append(out, p.DeepCopy())
+		}
+	}
+	config.SortPods(out)
+	return out
+}
+
+// Pod is the declared pod uid with its current status, as Pods lists it;
+// nil when it is not declared (marked for deletion, gone, an orphan) or
+// has published nothing yet.
+func (e *Engine) Pod(uid types.UID) *v1.Pod {
+	if w := e.declaredWorker(uid); w != nil {
+		if p := w.snapshot(); p != nil {
+			return p.DeepCopy()
+		}
+	}
+	return nil
+}
+
+// Declared reports that Pod(uid) would return the pod: a source declares
+// it and its worker published it.
+func (e *Engine) Declared(uid types.UID) bool {
+	w := e.declaredWorker(uid)
+	return w != nil && w.snapshot() != nil
+}
+
+// declaredWorker is the worker of uid when a source declares the pod.
+func (e *Engine) declaredWorker(uid types.UID) *podWorker {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.desired[uid] == nil {
+		return nil
+	}
+	return e.workers[uid]
+}
+
+// sourcesReady reports whether every source of Config.Sources delivered its
+// first snapshot and the first update is sourcesSettle old: only then may
+// housekeeping kill pods no source declares. Called with e.mu held.
+func (e *Engine) sourcesReady() bool {
+	if e.firstUpd.IsZero() || e.clock.Since(e.firstUpd) < sourcesSettle {
+		return false
+	}
+	for _, s := range e.cfg.Sources {
+		if !e.spoke[s] {
+			return false
+		}
+	}
+	return true
+}
+
+// SourcesReady reports whether every source delivered its first snapshot
+// (and sourcesSettle passed): what the engine's sources declare is then
+// complete.
+func (e *Engine) SourcesReady() bool {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.sourcesReady()
+}
+
+// NodeIP is the node's address in pod statuses (Config.NodeIP or the one
+// found on the machine).
+func (e *Engine) NodeIP() string { return e.cfg.NodeIP }
+
+// PodStopped reports whether nothing of pod uid runs: its pod machine
+// reached terminated or finished (no container runs, the sandbox is
+// stopped), or it has no worker (never started, or purged). final is the
+// status the worker published once its pod machine had stopped (terminal
+// phase, containers terminated); for a purged worker the one kept with
+// its history (historyKeep, historyPods; its identity and status, no
+// spec), else nil. While the
+// machine has stopped but that status is not published yet, stopped is
+// false. The API status manager writes final, then deletes a deleted
+// pod's object, as kubelet's status manager does.
+func (e *Engine) PodStopped(uid types.UID) (final *v1.Pod, stopped bool) {
+	e.mu.RLock()
+	w := e.workers[uid]
+	var kept *v1.Pod
+	if g, ok := e.gone[uid]; ok && g.final != nil {
+		kept = g.final.DeepCopy()
+	}
+	e.mu.RUnlock()
+	if w == nil {
+		return kept, true // purged: its final status if kept (history.go)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !podStopped(w.podState) {
+		return nil, false
+	}
+	if w.pub == nil {
+		return nil, true
+	}
+	if !podStopped(w.pubState) {
+		return nil, false
+	}
+	return w.pub.DeepCopy(), true
+}
+
+func podStopped(s fsm.PodState) bool {
+	return s == fsm.PodStateTerminated || s == fsm.PodStateFinished
+}
+
+// Healthz returns nil once the state was rebuilt from the runtime, while
+// the runtime answers and the PLEG relisted successfully within the last
+// three minutes; otherwise an error naming each reason.
+func (e *Engine) Healthz() error {
+	if !e.recovered.Load() {
+		if p := e.recoverErr.Load(); p != nil {
+			return fmt.Errorf("not ready: rebuilding state from the runtime failed (retrying): %w", *p)
+		}
+		return errors.New("not ready: rebuilding state from the runtime has not completed")
+	}
+	var rtErr error
+	if p := e.runtimeErr.Load(); p != nil && !errors.Is(*p, errPLEGUnhealthy) {
+		rtErr = fmt.Errorf("container runtime is down: %w", *p)
+	}
+	return errors.Join(rtErr, e.pleg.Healthy())
+}
+
+// countRunning counts pods whose published phase is Running.
+func (e *Engine) countRunning() int {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	n := 0
+	for uid, w := range e.workers {
+		if p := w.snapshot(); p != nil && e.desired[uid] != nil && p.Status.Phase == v1.PodRunning {
+			n++
+		}
+	}
+	return n
+}
+
+// nodeIP returns the first global unicast address of the machine's
+// interfaces (IPv4 preferred), or "".
+func nodeIP() string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return ""
+	}
+	var v6 string
+	for _, a := range addrs {
+		n, ok := a.(*net.IPNet)
+		if !ok || !n.IP.IsGlobalUnicast() {
+			continue
+		}
+		if n.IP.To4() != nil {
+			return n.IP.String()
+		}
+		if v6 == "" {
+			v6 = n.IP.String()
+		}
+	}
+	return v6
+}
