@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -116,26 +115,10 @@ func (c hookTarget) execHook(ctx context.Context, h *v1.ExecAction, timeout time
 }
 
 func (c hookTarget) httpHook(ctx context.Context, h *v1.HTTPGetAction, timeout time.Duration) error {
-	host := h.Host
-	if host == "" {
-		host = c.podIP
-	}
-	if host == "" {
-		return errors.New("httpGet: no host and the pod has no IP")
-	}
-	port, err := resolvePort(h.Port, c.spec)
+	u, err := c.httpURL(h)
 	if err != nil {
 		return fmt.Errorf("httpGet: %w", err)
 	}
-	scheme := "http"
-	if h.Scheme == v1.URISchemeHTTPS {
-		scheme = "https"
-	}
-	path := h.Path
-	if !strings.HasPrefix(path, "/") {
-		path = "/" + path
-	}
-	u := scheme + "://" + net.JoinHostPort(host, strconv.Itoa(port)) + path
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)

@@ -64,17 +64,10 @@ func (c hookTarget) execProbe(ctx context.Context, cmd []string, timeout time.Du
 	return "", nil
 }
 
-func (c hookTarget) probeHost(host string) (string, error) {
-	if host == "" {
-		host = c.podIP
-	}
-	if host == "" {
-		return "", errors.New("no host and the pod has no IP")
-	}
-	return host, nil
-}
-
-func (c hookTarget) httpProbe(ctx context.Context, h *v1.HTTPGetAction, timeout time.Duration) (string, error) {
+// httpURL is the URL an httpGet hook or probe asks: its host (the pod's IP
+// when it names none), port (a number or a name of the container's ports),
+// scheme and path.
+func (c hookTarget) httpURL(h *v1.HTTPGetAction) (string, error) {
 	host, err := c.probeHost(h.Host)
 	if err != nil {
 		return "", err
@@ -91,7 +84,24 @@ func (c hookTarget) httpProbe(ctx context.Context, h *v1.HTTPGetAction, timeout 
 	if !strings.HasPrefix(path, "/") {
 		path = "/" + path
 	}
-	u := scheme + "://" + net.JoinHostPort(host, strconv.Itoa(port)) + path
+	return scheme + "://" + net.JoinHostPort(host, strconv.Itoa(port)) + path, nil
+}
+
+func (c hookTarget) probeHost(host string) (string, error) {
+	if host == "" {
+		host = c.podIP
+	}
+	if host == "" {
+		return "", errors.New("no host and the pod has no IP")
+	}
+	return host, nil
+}
+
+func (c hookTarget) httpProbe(ctx context.Context, h *v1.HTTPGetAction, timeout time.Duration) (string, error) {
+	u, err := c.httpURL(h)
+	if err != nil {
+		return "", err
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
