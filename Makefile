@@ -35,7 +35,7 @@ vet:
 	$(GO) vet ./...
 
 layering:
-	$(GO) test ./test -run 'TestLayering|TestPackageTable|TestReadPackageTable' -count=1
+	$(GO) test ./test -run 'TestLayering|TestPackageTable|TestReadPackageTable|TestEngineFileSize|TestLongFiles' -count=1
 
 # fresh fails when `go generate ./...` changes or adds a file.
 fresh:
