@@ -324,19 +324,13 @@ func (c *ctrState) GracePeriod() time.Duration {
 	return time.Duration(c.stopGrace()+2) * time.Second
 }
 
-// stopGrace is the grace period of a stop now: the pod's remaining grace
-// period, 0 once it ran out in the stopping state (forced).
+// stopGrace is the grace period of a stop now: what is left of the failed
+// probe's own grace period after a kill for it, else the pod's remaining
+// grace period. (When it has run out in the stopping state, the grace timer
+// forces the stop: force_stop_container.)
 func (c *ctrState) stopGrace() int64 {
-	if c.machine.State() == fsm.ContainerStateStopping && c.forceStopDue() {
-		return 0
-	}
 	if c.probeGrace >= 0 && !c.p.terminating() {
-		// A kill for a failed probe with its own grace period; forced
-		// once it ran out (the grace timer fired).
 		left := int64(c.probeDeadline.Sub(c.p.e.clock.Now()).Round(time.Second) / time.Second)
-		if c.machine.State() == fsm.ContainerStateStopping && left < 0 {
-			return 0
-		}
 		return min(c.probeGrace, max(left, 1))
 	}
 	return c.p.remainingGrace(c.p.e.clock.Now())

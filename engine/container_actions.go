@@ -233,8 +233,7 @@ func (c *ctrState) StartContainer(ctx context.Context) error {
 }
 
 // StopContainer runs the preStop hook of the current instance (once), then
-// stops it with the grace period that is left (0 once the grace timer
-// expired); raises stopped.
+// stops it with the grace period that is left; raises stopped.
 func (c *ctrState) StopContainer(ctx context.Context) error {
 	if c.id == "" {
 		c.raise(fsm.ContainerEventStopped)
@@ -250,10 +249,21 @@ func (c *ctrState) StopContainer(ctx context.Context) error {
 	return nil
 }
 
-// forceStopDue: the pod's grace period has run out (its remaining grace is
-// then at most 1 s), so the grace timer of the stopping state fired for good.
-func (c *ctrState) forceStopDue() bool {
-	return c.p.grace >= 0 && c.p.e.clock.Now().After(c.p.graceDeadline)
+// ForceStopContainer stops the current instance with timeout 0: the grace
+// period ran out while stopping (grace_expired). The preStop hook ran with
+// the first stop. Raises stopped.
+func (c *ctrState) ForceStopContainer(ctx context.Context) error {
+	if c.id == "" {
+		c.raise(fsm.ContainerEventStopped)
+		return nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := stopContainer(sctx, c.p.e.rt, c.name, c.id, 0); err != nil {
+		return err
+	}
+	c.raise(fsm.ContainerEventStopped)
+	return nil
 }
 
 // RecordExit records the exit of the current instance for the status and

@@ -16,7 +16,7 @@ const ContainerMachineName = "container"
 
 // ContainerSpecSHA256 is the SHA-256 of spec/container.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ContainerSpecSHA256 = "54368786014b267c840adee2efc09d3c2128517ecf2e49a2256c1ec1ea175477"
+const ContainerSpecSHA256 = "3e68d676a3c527b9f96f6b27c6a313d48c96652c559955e6039e237b98bb5af6"
 
 // ContainerState is a state of the container machine.
 //
@@ -334,6 +334,9 @@ const (
 	// then StopContainer with the remaining grace period (0 once the grace timer
 	// expired); reports stopped.
 	ContainerActionStopContainer
+	// ContainerActionForceStopContainer: StopContainer with timeout 0, without
+	// the preStop hook (it ran): the grace period ran out; reports stopped.
+	ContainerActionForceStopContainer
 	// ContainerActionRecordExit: Read the exit code, reason and finish time of
 	// the dead instance (ContainerStatus when the runtime event did not carry
 	// them); reports exit_recorded.
@@ -348,7 +351,7 @@ const (
 	ContainerActionRemoveContainer
 )
 
-var containerActionNames = [...]string{"pull_image", "refuse_image", "count_pull_failure", "create_container", "start_container", "stop_container", "record_exit", "count_restart", "remove_container"}
+var containerActionNames = [...]string{"pull_image", "refuse_image", "count_pull_failure", "create_container", "start_container", "stop_container", "force_stop_container", "record_exit", "count_restart", "remove_container"}
 
 // String returns the action's name in the spec.
 func (a ContainerAction) String() string {
@@ -360,26 +363,27 @@ func (a ContainerAction) String() string {
 
 // ContainerActionCRI lists, per action, the CRI methods the spec says it calls.
 var ContainerActionCRI = [...][]string{
-	ContainerActionPullImage:        {"ImageStatus", "PullImage"},
-	ContainerActionRefuseImage:      {},
-	ContainerActionCountPullFailure: {},
-	ContainerActionCreateContainer:  {"ImageStatus", "CreateContainer"},
-	ContainerActionStartContainer:   {"StartContainer", "ExecSync"},
-	ContainerActionStopContainer:    {"ExecSync", "StopContainer"},
-	ContainerActionRecordExit:       {"ContainerStatus"},
-	ContainerActionCountRestart:     {},
-	ContainerActionRemoveContainer:  {"RemoveContainer"},
+	ContainerActionPullImage:          {"ImageStatus", "PullImage"},
+	ContainerActionRefuseImage:        {},
+	ContainerActionCountPullFailure:   {},
+	ContainerActionCreateContainer:    {"ImageStatus", "CreateContainer"},
+	ContainerActionStartContainer:     {"StartContainer", "ExecSync"},
+	ContainerActionStopContainer:      {"ExecSync", "StopContainer"},
+	ContainerActionForceStopContainer: {"StopContainer"},
+	ContainerActionRecordExit:         {"ContainerStatus"},
+	ContainerActionCountRestart:       {},
+	ContainerActionRemoveContainer:    {"RemoveContainer"},
 }
 
 // ContainerActionCalls lists, per action, the actions of this machine the spec
 // says it runs itself (its `calls`); their CRI methods are allowed to it too.
-var ContainerActionCalls = [9][]ContainerAction{}
+var ContainerActionCalls = [10][]ContainerAction{}
 
 // ContainerActionUncancellable lists, per action, the CRI methods of its cri list
 // that the spec says a kill does not cancel (its `uncancellable`), each with
 // the spec's reason. The engine lets these calls run to their end
 // (Uncancellable).
-var ContainerActionUncancellable = [9]map[string]string{
+var ContainerActionUncancellable = [10]map[string]string{
 	ContainerActionCreateContainer: {"CreateContainer": "A CreateContainer cancelled at the client may still complete in the runtime, leaving a container the machine believes was never created whose name containerd keeps reserved (a retry adopts it: cri.ReservedFor)."},
 	ContainerActionStartContainer:  {"StartContainer": "A StartContainer cancelled at the client may still start the task in the runtime (containerd starts it, then drops the cancelled request), leaving a running container the machine believes never started, which later blocks RemovePodSandbox (cannot delete running task). The postStart hook's ExecSync stays cancellable."},
 }
@@ -387,15 +391,16 @@ var ContainerActionUncancellable = [9]map[string]string{
 // containerActionTags are the context tags RunContainerAction puts on the
 // context of the action it runs (see WithAction and Uncancellable).
 var containerActionTags = [...]actionTag{
-	ContainerActionPullImage:        {machine: "container", action: "pull_image"},
-	ContainerActionRefuseImage:      {machine: "container", action: "refuse_image"},
-	ContainerActionCountPullFailure: {machine: "container", action: "count_pull_failure"},
-	ContainerActionCreateContainer:  {machine: "container", action: "create_container", uncancellable: []string{"CreateContainer"}},
-	ContainerActionStartContainer:   {machine: "container", action: "start_container", uncancellable: []string{"StartContainer"}},
-	ContainerActionStopContainer:    {machine: "container", action: "stop_container"},
-	ContainerActionRecordExit:       {machine: "container", action: "record_exit"},
-	ContainerActionCountRestart:     {machine: "container", action: "count_restart"},
-	ContainerActionRemoveContainer:  {machine: "container", action: "remove_container"},
+	ContainerActionPullImage:          {machine: "container", action: "pull_image"},
+	ContainerActionRefuseImage:        {machine: "container", action: "refuse_image"},
+	ContainerActionCountPullFailure:   {machine: "container", action: "count_pull_failure"},
+	ContainerActionCreateContainer:    {machine: "container", action: "create_container", uncancellable: []string{"CreateContainer"}},
+	ContainerActionStartContainer:     {machine: "container", action: "start_container", uncancellable: []string{"StartContainer"}},
+	ContainerActionStopContainer:      {machine: "container", action: "stop_container"},
+	ContainerActionForceStopContainer: {machine: "container", action: "force_stop_container"},
+	ContainerActionRecordExit:         {machine: "container", action: "record_exit"},
+	ContainerActionCountRestart:       {machine: "container", action: "count_restart"},
+	ContainerActionRemoveContainer:    {machine: "container", action: "remove_container"},
 }
 
 // Tag returns ctx tagged with the action as RunContainerAction tags it, for a
@@ -437,6 +442,10 @@ type ContainerActions interface {
 	// stopped.
 	// CRI: ExecSync, StopContainer.
 	StopContainer(ctx context.Context) error
+	// ForceStopContainer: StopContainer with timeout 0, without the preStop hook
+	// (it ran): the grace period ran out; reports stopped.
+	// CRI: StopContainer.
+	ForceStopContainer(ctx context.Context) error
 	// RecordExit: Read the exit code, reason and finish time of the dead instance
 	// (ContainerStatus when the runtime event did not carry them); reports
 	// exit_recorded.
@@ -472,6 +481,8 @@ func RunContainerAction(ctx context.Context, impl ContainerActions, a ContainerA
 		return impl.StartContainer(ctx)
 	case ContainerActionStopContainer:
 		return impl.StopContainer(ctx)
+	case ContainerActionForceStopContainer:
+		return impl.ForceStopContainer(ctx)
 	case ContainerActionRecordExit:
 		return impl.RecordExit(ctx)
 	case ContainerActionCountRestart:
@@ -591,7 +602,7 @@ var ContainerTransitionTable = []ContainerTransition{
 	{From: ContainerStateRunning, Event: ContainerEventStart, To: ContainerStateRunning, Internal: true},
 	{From: ContainerStateRunning, Event: ContainerEventStarted, To: ContainerStateRunning, Internal: true},
 	{From: ContainerStateRunning, Event: ContainerEventRemoved, To: ContainerStateExited},
-	{From: ContainerStateStopping, Event: ContainerEventGraceExpired, To: ContainerStateStopping, Internal: true, Actions: []ContainerAction{ContainerActionStopContainer}},
+	{From: ContainerStateStopping, Event: ContainerEventGraceExpired, To: ContainerStateStopping, Internal: true, Actions: []ContainerAction{ContainerActionForceStopContainer}},
 	{From: ContainerStateStopping, Event: ContainerEventStopped, To: ContainerStateExited},
 	{From: ContainerStateStopping, Event: ContainerEventDied, To: ContainerStateExited},
 	{From: ContainerStateStopping, Event: ContainerEventKill, To: ContainerStateStopping, Internal: true, Actions: []ContainerAction{ContainerActionStopContainer}},

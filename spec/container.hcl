@@ -31,8 +31,9 @@
 #    a probe kill of the first instance does not advance the backoff (that
 #    doBackOff finds no exited instance).
 #  - The grace period of stop_container is the effective grace period of the
-#    pod worker (only shortens); on grace_expired the engine re-issues
-#    StopContainer with timeout 0, so a hung stop cannot block the worker.
+#    pod worker (only shortens), or the failed probe's own; on grace_expired
+#    force_stop_container re-issues StopContainer with timeout 0, so a hung
+#    stop cannot block the worker.
 #  - Restart counts, exit codes and reasons (InvalidImageName, ErrImagePull, ErrImageNeverPull,
 #    ImagePullBackOff, CrashLoopBackOff, CreateContainerError,
 #    PostStartHookError) for the status are derived from the state and the
@@ -96,6 +97,10 @@ machine "container" {
   action "stop_container" {
     doc = "Run the preStop hook (once per instance), then StopContainer with the remaining grace period (0 once the grace timer expired); reports stopped."
     cri = ["ExecSync", "StopContainer"]
+  }
+  action "force_stop_container" {
+    doc = "StopContainer with timeout 0, without the preStop hook (it ran): the grace period ran out; reports stopped."
+    cri = ["StopContainer"]
   }
   action "record_exit" {
     doc = "Read the exit code, reason and finish time of the dead instance (ContainerStatus when the runtime event did not carry them); reports exit_recorded."
@@ -204,8 +209,8 @@ machine "container" {
     entry = [action.stop_container]
     timeout "grace_expired" { after = duration.grace_period }
     transition "grace_expired" {
-      actions = [action.stop_container]
-      doc     = "Force: the engine re-issues StopContainer with timeout 0."
+      actions = [action.force_stop_container]
+      doc     = "The grace period ran out and the instance is still not stopped: force it."
     }
     transition "stopped" { to = state.exited }
     transition "died" { to = state.exited }

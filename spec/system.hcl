@@ -122,7 +122,13 @@ effect "container" "start_container" {
 }
 
 effect "container" "stop_container" {
-  doc                = "A failed StopContainer reports nothing; grace_expired retries with timeout 0."
+  doc                = "A failed StopContainer reports nothing; grace_expired forces the stop (force_stop_container)."
+  reports            = [container.stopped]
+  may_report_nothing = true
+}
+
+effect "container" "force_stop_container" {
+  doc                = "A failed StopContainer reports nothing; the grace timer retries."
   reports            = [container.stopped]
   may_report_nothing = true
 }
