@@ -14,7 +14,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/cri"
-	"github.com/speclet/speclet/engine/kubeletapi"
+	"github.com/speclet/speclet/engine/containerlogs"
 	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/fsm"
 )
@@ -335,7 +335,7 @@ func (c *ctrState) terminationMessage(ctx context.Context, st *runtimeapi.Contai
 		return msg
 	}
 	tail := &lastBytes{max: podspec.MaxTerminationLogBytes}
-	if err := kubeletapi.LogTail(ctx, st.LogPath, podspec.MaxTerminationLogLines, tail); err != nil {
+	if err := containerlogs.Tail(ctx, st.LogPath, podspec.MaxTerminationLogLines, tail); err != nil {
 		return fmt.Sprintf("Error on reading termination message from logs: %v", err)
 	}
 	return string(tail.b)

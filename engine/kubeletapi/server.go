@@ -18,6 +18,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/engine/containerlogs"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -350,7 +351,7 @@ func (a *API) containerLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	// Every write is flushed, as kubelet's flushwriter does: a reader
 	// through the API server's websocket stream sees each line at once.
-	if err := streamLog(r.Context(), st.LogPath, o, flushWriter{w, flush}, flush, running); err != nil {
+	if err := containerlogs.Stream(r.Context(), st.LogPath, o, flushWriter{w, flush}, flush, running); err != nil {
 		a.c.Log.Warn("kubelet API: container log", "pod", pod.Namespace+"/"+pod.Name, "container", name, "err", err)
 	}
 }
