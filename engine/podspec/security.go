@@ -57,34 +57,24 @@ func effectiveSecurityContext(pod *v1.Pod, c *v1.Container) v1.SecurityContext {
 	if cs == nil {
 		return sc
 	}
-	if cs.SELinuxOptions != nil {
-		sc.SELinuxOptions = cs.SELinuxOptions
-	}
-	if cs.Capabilities != nil {
-		sc.Capabilities = cs.Capabilities
-	}
-	if cs.Privileged != nil {
-		sc.Privileged = cs.Privileged
-	}
-	if cs.RunAsUser != nil {
-		sc.RunAsUser = cs.RunAsUser
-	}
-	if cs.RunAsGroup != nil {
-		sc.RunAsGroup = cs.RunAsGroup
-	}
-	if cs.RunAsNonRoot != nil {
-		sc.RunAsNonRoot = cs.RunAsNonRoot
-	}
-	if cs.ReadOnlyRootFilesystem != nil {
-		sc.ReadOnlyRootFilesystem = cs.ReadOnlyRootFilesystem
-	}
-	if cs.AllowPrivilegeEscalation != nil {
-		sc.AllowPrivilegeEscalation = cs.AllowPrivilegeEscalation
-	}
-	if cs.ProcMount != nil {
-		sc.ProcMount = cs.ProcMount
-	}
+	override(&sc.SELinuxOptions, cs.SELinuxOptions)
+	override(&sc.Capabilities, cs.Capabilities)
+	override(&sc.Privileged, cs.Privileged)
+	override(&sc.RunAsUser, cs.RunAsUser)
+	override(&sc.RunAsGroup, cs.RunAsGroup)
+	override(&sc.RunAsNonRoot, cs.RunAsNonRoot)
+	override(&sc.ReadOnlyRootFilesystem, cs.ReadOnlyRootFilesystem)
+	override(&sc.AllowPrivilegeEscalation, cs.AllowPrivilegeEscalation)
+	override(&sc.ProcMount, cs.ProcMount)
 	return sc
+}
+
+// override sets *dst to v when the container gives v (a field it leaves nil
+// keeps the pod's value).
+func override[T any](dst **T, v *T) {
+	if v != nil {
+		*dst = v
+	}
 }
 
 // containerSecurity is the Linux security context of c (kubelet's
