@@ -119,9 +119,9 @@ func TestExecSyncTimeout(t *testing.T) {
 	}
 }
 
-func TestGetContainerEventsEndsWithItsContext(t *testing.T) {
-	srv := simServer(t)
-	c := dial(t, srv.Endpoint)
+// eventsUntilCancel opens c's event stream, cancels its context once the
+// runtime has the subscriber and returns what GetContainerEvents returned.
+func eventsUntilCancel(srv *sim.Server, c *cri.Client) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- c.GetContainerEvents(ctx, make(chan *runtimeapi.ContainerEventResponse, 1)) }()
@@ -129,7 +129,13 @@ func TestGetContainerEventsEndsWithItsContext(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	cancel()
-	if err := <-errc; err != nil {
+	return <-errc
+}
+
+func TestGetContainerEventsEndsWithItsContext(t *testing.T) {
+	srv := simServer(t)
+	c := dial(t, srv.Endpoint)
+	if err := eventsUntilCancel(srv, c); err != nil {
 		t.Errorf("GetContainerEvents after cancel: %v, want nil", err)
 	}
 	// A runtime that goes away breaks the stream with an error.
@@ -182,14 +188,7 @@ func TestMetrics(t *testing.T) {
 	}
 	// The event stream: one ended by its context (no error), one that
 	// breaks.
-	ctx, cancel := context.WithCancel(bg)
-	errc := make(chan error, 1)
-	go func() { errc <- rt.GetContainerEvents(ctx, make(chan *runtimeapi.ContainerEventResponse, 1)) }()
-	for srv.Runtime.Subscribers() == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	cancel()
-	if err := <-errc; err != nil {
+	if err := eventsUntilCancel(srv, rt); err != nil {
 		t.Fatalf("GetContainerEvents ended by its context: %v", err)
 	}
 	srv.Runtime.FailCall("GetContainerEvents", 1, codes.Internal, "broken")

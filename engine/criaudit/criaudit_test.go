@@ -3,7 +3,6 @@ package criaudit
 import (
 	"bytes"
 	"context"
-	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -22,12 +21,7 @@ import (
 // simClient serves the simulated runtime over gRPC and dials it with opts.
 func simClient(t testing.TB, opts ...cri.Option) (*sim.Server, *cri.Client) {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "speclet-criaudit-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	srv, err := sim.Start(dir, sim.Options{Images: []string{"busybox:latest"}})
+	srv, err := sim.Start(t.TempDir(), sim.Options{Images: []string{"busybox:latest"}})
 	if err != nil {
 		t.Fatal(err)
 	}
