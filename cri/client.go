@@ -29,6 +29,8 @@ type Option func(*options)
 type options struct {
 	timeout     time.Duration
 	pullTimeout time.Duration
+	unary       []grpc.UnaryClientInterceptor
+	stream      []grpc.StreamClientInterceptor
 }
 
 // WithTimeout sets the per-call timeout (default DefaultTimeout). It does not
@@ -40,6 +42,32 @@ func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout =
 // other than the caller's context, as in kubelet: pulls of large images
 // legitimately take long.
 func WithPullTimeout(d time.Duration) Option { return func(o *options) { o.pullTimeout = d } }
+
+// WithInterceptors adds a unary and a stream gRPC client interceptor (either
+// may be nil) to every call of the client: they see each gRPC call the
+// client makes, with the caller's context values, the request, the reply
+// and the gRPC error (a status error, before the client makes it an
+// *Error). Interceptors of several options run in the order given, the
+// first outermost. The method an interceptor is given is the full gRPC
+// name ("/runtime.v1.RuntimeService/StartContainer"); Method returns the
+// CRI method's name. A list call split by sandbox (see splitter) is several
+// gRPC calls: a ListPodSandbox and one call per sandbox.
+func WithInterceptors(unary grpc.UnaryClientInterceptor, stream grpc.StreamClientInterceptor) Option {
+	return func(o *options) {
+		if unary != nil {
+			o.unary = append(o.unary, unary)
+		}
+		if stream != nil {
+			o.stream = append(o.stream, stream)
+		}
+	}
+}
+
+// Method returns the CRI method's name ("StartContainer") of a full gRPC
+// method name ("/runtime.v1.RuntimeService/StartContainer").
+func Method(fullMethod string) string {
+	return fullMethod[strings.LastIndexByte(fullMethod, '/')+1:]
+}
 
 // Client is a Runtime reached over gRPC on a unix socket. Every error it
 // returns is an *Error naming the endpoint and the call.
@@ -77,6 +105,8 @@ func Dial(ctx context.Context, endpoint string, opts ...Option) (*Client, error)
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
 			MinConnectTimeout: 5 * time.Second,
 		}),
+		grpc.WithChainUnaryInterceptor(o.unary...),
+		grpc.WithChainStreamInterceptor(o.stream...),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("cri %s: dial: %w", ep, err)

@@ -2,6 +2,7 @@ package cri_test
 
 import (
 	"context"
+	"maps"
 	"os"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/cri"
@@ -117,9 +119,9 @@ func TestExecSyncTimeout(t *testing.T) {
 	}
 }
 
-func TestGetContainerEventsEndsWithItsContext(t *testing.T) {
-	srv := simServer(t)
-	c := dial(t, srv.Endpoint)
+// eventsUntilCancel opens c's event stream, cancels its context once the
+// runtime has the subscriber and returns what GetContainerEvents returned.
+func eventsUntilCancel(srv *sim.Server, c *cri.Client) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- c.GetContainerEvents(ctx, make(chan *runtimeapi.ContainerEventResponse, 1)) }()
@@ -127,7 +129,13 @@ func TestGetContainerEventsEndsWithItsContext(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	cancel()
-	if err := <-errc; err != nil {
+	return <-errc
+}
+
+func TestGetContainerEventsEndsWithItsContext(t *testing.T) {
+	srv := simServer(t)
+	c := dial(t, srv.Endpoint)
+	if err := eventsUntilCancel(srv, c); err != nil {
 		t.Errorf("GetContainerEvents after cancel: %v, want nil", err)
 	}
 	// A runtime that goes away breaks the stream with an error.
@@ -144,10 +152,13 @@ func TestGetContainerEventsEndsWithItsContext(t *testing.T) {
 	}
 }
 
+// TestMetrics: a client dialed WithMetrics records every gRPC call's
+// duration and each failure by CRI method, the event stream's once for its
+// life (an error only when it breaks).
 func TestMetrics(t *testing.T) {
 	srv := simServer(t)
 	reg := prometheus.NewPedanticRegistry()
-	rt := cri.WithMetrics(dial(t, srv.Endpoint), reg)
+	rt := dial(t, srv.Endpoint, cri.WithMetrics(reg))
 	bg := context.Background()
 	for range 3 {
 		if _, err := rt.Version(bg); err != nil {
@@ -157,8 +168,8 @@ func TestMetrics(t *testing.T) {
 	if _, err := rt.ContainerStatus(bg, "nosuch"); !cri.IsNotFound(err) {
 		t.Fatalf("status of an unknown id: %v", err)
 	}
-	// A second decorator on the same registry shares the collectors.
-	rt2 := cri.WithMetrics(dial(t, srv.Endpoint), reg)
+	// A second client metered on the same registry shares the collectors.
+	rt2 := dial(t, srv.Endpoint, cri.WithMetrics(reg))
 	if _, err := rt2.ContainerStatus(bg, "nosuch"); err == nil {
 		t.Fatal("no error")
 	}
@@ -167,16 +178,54 @@ func TestMetrics(t *testing.T) {
 	if err := rt.ReopenContainerLog(bg, "nosuch"); !cri.IsUnimplemented(err) {
 		t.Fatalf("ReopenContainerLog on the simulated runtime: %v, want ClassUnimplemented", err)
 	}
+	// A call the runtime fails.
+	srv.Runtime.FailCall("ListImages", 1, codes.Internal, "disk on fire")
+	if _, err := rt.ListImages(bg, nil); err == nil {
+		t.Fatal("scripted ListImages failure: no error")
+	}
+	if _, err := rt.ListImages(bg, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The event stream: one ended by its context (no error), one that
+	// breaks.
+	if err := eventsUntilCancel(srv, rt); err != nil {
+		t.Fatalf("GetContainerEvents ended by its context: %v", err)
+	}
+	srv.Runtime.FailCall("GetContainerEvents", 1, codes.Internal, "broken")
+	if err := rt.GetContainerEvents(bg, make(chan *runtimeapi.ContainerEventResponse, 1)); err == nil {
+		t.Fatal("scripted GetContainerEvents failure: no error")
+	}
 
 	const errorsWant = `
 # HELP speclet_runtime_operations_errors_total Number of failed container runtime (CRI) calls, by CRI method.
 # TYPE speclet_runtime_operations_errors_total counter
 speclet_runtime_operations_errors_total{operation_type="ContainerStatus"} 2
+speclet_runtime_operations_errors_total{operation_type="GetContainerEvents"} 1
+speclet_runtime_operations_errors_total{operation_type="ListImages"} 1
 speclet_runtime_operations_errors_total{operation_type="ReopenContainerLog"} 1
 `
 	if err := testutil.GatherAndCompare(reg, stringsReader(errorsWant), cri.MetricOperationsErrors); err != nil {
 		t.Error(err)
 	}
+	// The stream's metrics are recorded when it ends, after the client's
+	// call returned: wait for them.
+	var counts map[string]uint64
+	for range 200 {
+		if counts = durationCounts(t, reg); counts["GetContainerEvents"] == 2 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	want := map[string]uint64{"Version": 3, "ContainerStatus": 2, "ReopenContainerLog": 1, "ListImages": 2, "GetContainerEvents": 2}
+	if !maps.Equal(counts, want) {
+		t.Errorf("duration sample counts %v, want %v", counts, want)
+	}
+}
+
+// durationCounts returns the sample count of each operation_type of the
+// duration histogram.
+func durationCounts(t *testing.T, reg prometheus.Gatherer) map[string]uint64 {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -194,9 +243,7 @@ speclet_runtime_operations_errors_total{operation_type="ReopenContainerLog"} 1
 			}
 		}
 	}
-	if counts["Version"] != 3 || counts["ContainerStatus"] != 2 || counts["ReopenContainerLog"] != 1 || len(counts) != 3 {
-		t.Errorf("duration sample counts %v, want Version 3, ContainerStatus 2 and ReopenContainerLog 1", counts)
-	}
+	return counts
 }
 
 func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }

@@ -72,7 +72,7 @@ func uid() string {
 	return hex.EncodeToString(b[:])
 }
 
-func dial(t *testing.T, endpoint string, opts ...cri.Option) *cri.Client {
+func dial(t testing.TB, endpoint string, opts ...cri.Option) *cri.Client {
 	t.Helper()
 	c, err := cri.Dial(context.Background(), endpoint, opts...)
 	if err != nil {

@@ -1,7 +1,8 @@
 // Package cri is speclet's boundary with container runtimes: narrow interfaces
 // over the CRI (k8s.io/cri-api), a gRPC client for unix sockets, error classes
-// decided once here, a Prometheus metrics decorator, and (in cri/sim) a
-// simulated runtime served over real gRPC.
+// decided once here, Prometheus metrics of every call (a gRPC interceptor,
+// WithMetrics; WithInterceptors adds others, as the CRI audit's), and (in
+// cri/sim) a simulated runtime served over real gRPC.
 //
 // Nothing in this package imports the rest of speclet.
 //
@@ -22,11 +23,11 @@
 //
 // # Usage
 //
-//	c, err := cri.Dial(ctx, "unix:///run/containerd/containerd.sock",
-//		cri.WithTimeout(2*time.Minute))  // per call; PullImage: WithPullTimeout, default none
+//	rt, err := cri.Dial(ctx, "unix:///run/containerd/containerd.sock",
+//		cri.WithTimeout(2*time.Minute),             // per call; PullImage: WithPullTimeout, default none
+//		cri.WithMetrics(prometheus.DefaultRegisterer)) // every call's duration and errors
 //	if err != nil { ... }               // only a malformed endpoint fails here
-//	defer c.Close()
-//	rt := cri.WithMetrics(c, prometheus.DefaultRegisterer) // a cri.Full, for every caller
+//	defer rt.Close()                    // rt is a cri.Full, for every caller
 //	if _, err := rt.Version(ctx); cri.IsUnavailable(err) { ... } // runtime not up yet
 //	ref, err := rt.PullImage(ctx, &runtimeapi.ImageSpec{Image: "busybox:latest"}, nil, nil)
 //	if cri.IsImageNotFound(err) { ... } // ErrImagePull, back off

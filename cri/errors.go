@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // Class is what the engine needs to know about a failed runtime call in
@@ -190,6 +191,36 @@ func wrap(endpoint, op, id string, err error) error {
 		return nil
 	}
 	return &Error{Endpoint: endpoint, Op: op, ID: id, Class: classify(op, err), Err: err}
+}
+
+// CallError returns the error the client returns for a gRPC call that
+// failed with err (nil for nil): an *Error naming the endpoint, the CRI
+// method of fullMethod and the object req is about. An interceptor
+// (WithInterceptors, cc.Target() the endpoint) uses it to see a failure as
+// the client's caller does.
+func CallError(endpoint, fullMethod string, req any, err error) error {
+	return wrap(endpoint, Method(fullMethod), callID(req), err)
+}
+
+// callID is the id an *Error names for a request, as the client's methods
+// name it: the sandbox a RunPodSandbox creates ("namespace/name"), the
+// sandbox and name of a container a CreateContainer creates, the image,
+// container or sandbox of the others; "" for lists and the runtime's
+// calls.
+func callID(req any) string {
+	switch r := req.(type) {
+	case *runtimeapi.RunPodSandboxRequest:
+		return sandboxName(r.GetConfig())
+	case *runtimeapi.CreateContainerRequest:
+		return r.GetPodSandboxId() + "/" + r.GetConfig().GetMetadata().GetName()
+	case interface{ GetImage() *runtimeapi.ImageSpec }:
+		return r.GetImage().GetImage()
+	case interface{ GetContainerId() string }:
+		return r.GetContainerId()
+	case interface{ GetPodSandboxId() string }:
+		return r.GetPodSandboxId()
+	}
+	return ""
 }
 
 // reservedRE matches containerd's answer to a create whose name (pod name,

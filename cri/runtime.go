@@ -75,8 +75,9 @@ type Logs interface {
 
 // Full is every CRI call speclet makes: the lifecycle's Runtime, the
 // kubelet API's Streaming and Stats, log rotation's Logs. *Client
-// implements it, and so do the decorators (WithMetrics, the CRI audit's
-// recorder), so that one decorated runtime serves every caller.
+// implements it; what is done around every call (WithMetrics, the CRI
+// audit's recorder) is a gRPC interceptor on the client (WithInterceptors),
+// so that one client serves every caller.
 type Full interface {
 	Runtime
 	Streaming

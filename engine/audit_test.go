@@ -19,8 +19,8 @@ import (
 
 // This file holds the two checks every engine test feeds (doc.go, # Tests):
 //
-//   - CRI audit: each engine test runs its runtime behind a criaudit.Recorder
-//     (auditRuntime). A test fails when its records show a mutating call
+//   - CRI audit: each engine test dials its runtime through a
+//     criaudit.Recorder's interceptors (auditRuntime). A test fails when its records show a mutating call
 //     outside an action or an action calling a method its spec does not
 //     allow. When the whole package ran, TestMain also fails when a declared
 //     (machine, action, method) was never called by any test.
@@ -83,11 +83,23 @@ func wholePackage() bool {
 	return f == nil || f.Value.String() == ""
 }
 
-// auditRuntime returns rt behind a recorder; when t ends, it fails t on the
-// violations of its records and adds them to the suite's.
-func auditRuntime(t testing.TB, rt cri.Full) *criaudit.Recorder {
-	rec := criaudit.NewRecorder(rt)
+// audited is a client whose calls a recorder records.
+type audited struct {
+	*cri.Client
+	*criaudit.Recorder
+}
+
+// auditRuntime dials the runtime at endpoint (with opts) through a
+// recorder; when t ends, it fails t on the violations of its records, adds
+// them to the suite's and closes the client.
+func auditRuntime(t testing.TB, endpoint string, opts ...cri.Option) audited {
+	rec := criaudit.NewRecorder()
+	c, err := cri.Dial(context.Background(), endpoint, append(opts, rec.DialOption())...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
+		c.Close()
 		recs := rec.Records()
 		if v := criaudit.Check(recs); len(v) > 0 {
 			t.Errorf("CRI audit: %d violations of the spec's cri lists (engine/criaudit):\n%s", len(v), criaudit.FormatViolations(v))
@@ -96,7 +108,7 @@ func auditRuntime(t testing.TB, rt cri.Full) *criaudit.Recorder {
 		suite.records = append(suite.records, recs...)
 		suite.mu.Unlock()
 	})
-	return rec
+	return audited{Client: c, Recorder: rec}
 }
 
 // coverageLogger returns a logger that counts the transitions the engine

@@ -32,7 +32,7 @@ func TestContainerd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rt := dialContainerd(ctx, t, c)
-	e, err := New(Config{Runtime: auditRuntime(t, rt), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
+	e, err := New(Config{Runtime: auditRuntime(t, c.Endpoint), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
 		Log: coverageLogger(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -117,12 +117,12 @@ func BenchmarkContainerdBurst(b *testing.B) {
 func containerdBurst(b *testing.B, c *harness.Containerd, n, iter int) (startAll, removeAll time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	rt, err := cri.Dial(ctx, c.Endpoint)
+	reg := prometheus.NewRegistry()
+	rt, err := cri.Dial(ctx, c.Endpoint, cri.WithMetrics(reg))
 	if err != nil {
 		b.Fatal(err)
 	}
-	reg := prometheus.NewRegistry()
-	e, err := New(Config{Runtime: cri.WithMetrics(rt, reg), RootDir: filepath.Join(b.TempDir(), "root"), NodeName: "node",
+	e, err := New(Config{Runtime: rt, RootDir: filepath.Join(b.TempDir(), "root"), NodeName: "node",
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)
@@ -220,7 +220,7 @@ func runEngine(ctx context.Context, e *Engine, buf int) (updates chan config.Pod
 func startEngine(ctx context.Context, t *testing.T, c *harness.Containerd, cfg Config) (cri.Full, *Engine, chan config.PodUpdate) {
 	t.Helper()
 	rt := dialContainerd(ctx, t, c)
-	cfg.Runtime = auditRuntime(t, rt)
+	cfg.Runtime = auditRuntime(t, c.Endpoint)
 	if cfg.RootDir == "" {
 		cfg.RootDir = filepath.Join(t.TempDir(), "root")
 	}

@@ -30,9 +30,8 @@ func TestContainerdVolumes(t *testing.T) {
 	c := harness.ForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rt := dialContainerd(ctx, t, c)
 	root := filepath.Join(t.TempDir(), "root")
-	e, err := New(Config{Runtime: auditRuntime(t, rt), RootDir: root, NodeName: "node",
+	e, err := New(Config{Runtime: auditRuntime(t, c.Endpoint), RootDir: root, NodeName: "node",
 		Log: coverageLogger(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

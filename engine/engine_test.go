@@ -309,7 +309,7 @@ func TestEngineScripts(t *testing.T) {
 				deadline := time.Now().Add(30 * time.Second)
 				for {
 					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-					_, err := h.rt.Version(ctx)
+					_, err := h.audit.Version(ctx) // the engine's client: a read, outside actions
 					cancel()
 					if err == nil {
 						break

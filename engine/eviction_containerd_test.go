@@ -50,7 +50,7 @@ func TestContainerdEvictionMemory(t *testing.T) {
 		}
 		return eviction.Observations{"memory.available": {Available: max(capacity-used, 0), Capacity: capacity}}, nil
 	}
-	e, err := New(Config{Runtime: auditRuntime(t, rt), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
+	e, err := New(Config{Runtime: auditRuntime(t, c.Endpoint), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
 		Eviction: mgr, EvictionPeriod: time.Second, Signals: signals,
 		Log: coverageLogger(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {

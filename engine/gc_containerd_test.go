@@ -28,7 +28,7 @@ func TestContainerdContainerGC(t *testing.T) {
 	defer cancel()
 	rt := dialContainerd(ctx, t, c)
 	const maxDead = 2
-	e, err := New(Config{Runtime: auditRuntime(t, rt), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
+	e, err := New(Config{Runtime: auditRuntime(t, c.Endpoint), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
 		CrashLoopBackOffBase: 10 * time.Millisecond, CrashLoopBackOffMax: 20 * time.Millisecond,
 		ContainerGC: ContainerGCPolicy{MaxPerContainer: maxDead},
 		Log:         coverageLogger(slog.NewTextHandler(io.Discard, nil))})
@@ -124,7 +124,7 @@ func TestContainerdNodeContainerGC(t *testing.T) {
 	rt := dialContainerd(ctx, t, c)
 	const maxDead, perContainer, pods, restarts = 6, 10, 3, 20
 	limit := maxDead
-	e, err := New(Config{Runtime: auditRuntime(t, rt), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
+	e, err := New(Config{Runtime: auditRuntime(t, c.Endpoint), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
 		CrashLoopBackOffBase: 10 * time.Millisecond, CrashLoopBackOffMax: 20 * time.Millisecond,
 		ContainerGC:       ContainerGCPolicy{MaxPerContainer: perContainer, MaxContainers: &limit},
 		ContainerGCPeriod: 3 * time.Second,

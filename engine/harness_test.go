@@ -22,7 +22,6 @@ import (
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/cri/sim"
 	"github.com/speclet/speclet/engine/config"
-	"github.com/speclet/speclet/engine/criaudit"
 	"github.com/speclet/speclet/engine/eviction"
 )
 
@@ -84,8 +83,8 @@ type scriptHarness struct {
 	t0       time.Time // the fake clock's start
 	logw     io.Writer // when set, the engine's info log goes here
 	srv      *sim.Server
-	rt       *cri.Client        // the test's own calls (crictl-rm, runtime listings)
-	audit    *criaudit.Recorder // the engine's runtime: rt behind the CRI audit
+	rt       *cri.Client // the test's own calls (crictl-rm, runtime listings)
+	audit    audited     // the engine's runtime: a client of srv through the CRI audit
 	dir      string
 	eng      *Engine
 	reg      *prometheus.Registry
@@ -197,7 +196,7 @@ func newHarness(t *testing.T) *scriptHarness {
 		t.Fatal(err)
 	}
 	h.rt = rt
-	h.audit = auditRuntime(t, rt) // its check runs after the cleanup below stopped the engine
+	h.audit = auditRuntime(t, srv.Endpoint) // its check runs after the cleanup below stopped the engine
 	t.Cleanup(func() {
 		h.stop()
 		srv.Stop()

@@ -140,7 +140,7 @@ func TestContainerdImageGC(t *testing.T) {
 		t.Fatalf("thresholds high %d%% low %d%% make no test (used %d of %d)", high, low, used, capacity)
 	}
 
-	audit := auditRuntime(t, rt)
+	audit := auditRuntime(t, c.Endpoint)
 	e, err := New(Config{Runtime: audit, RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
 		ImageGC:       imagegc.Policy{High: high, Low: low, MinAge: 15 * time.Second},
 		ImageGCPeriod: time.Second,

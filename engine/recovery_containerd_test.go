@@ -47,8 +47,11 @@ func TestContainerdRecoverCreated(t *testing.T) {
 	defer cancel()
 	rt := dialContainerd(ctx, t, c)
 	root := filepath.Join(t.TempDir(), "root")
+	// The engines' runtime; startNever's StartContainer never reaches it,
+	// so the audit does not record it.
+	art := auditRuntime(t, c.Endpoint)
 	newEngine := func(r cri.Full) *Engine {
-		e, err := New(Config{Runtime: auditRuntime(t, r), RootDir: root, NodeName: "node",
+		e, err := New(Config{Runtime: r, RootDir: root, NodeName: "node",
 			Log: coverageLogger(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
 			t.Fatal(err)
@@ -65,7 +68,7 @@ func TestContainerdRecoverCreated(t *testing.T) {
 	}
 	add := config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
 
-	sn := &startNever{Full: rt, entered: make(chan struct{})}
+	sn := &startNever{Full: art, entered: make(chan struct{})}
 	e1 := newEngine(sn)
 	updates, stop := runEngine(ctx, e1, 4)
 	updates <- add
@@ -84,7 +87,7 @@ func TestContainerdRecoverCreated(t *testing.T) {
 	}
 	createdID := cs[0].Id
 
-	e2 := newEngine(rt)
+	e2 := newEngine(art)
 	updates, stop = runEngine(ctx, e2, 4)
 	defer stop()
 	updates <- add

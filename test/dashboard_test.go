@@ -39,11 +39,12 @@ func TestDashboardQueriesExportedMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Stop()
-	client, err := cri.Dial(t.Context(), srv.Endpoint)
+	client, err := cri.Dial(t.Context(), srv.Endpoint, cri.WithMetrics(reg))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := engine.New(engine.Config{Runtime: cri.WithMetrics(client, reg), RootDir: t.TempDir(), Registerer: reg}); err != nil {
+	defer client.Close()
+	if _, err := engine.New(engine.Config{Runtime: client, RootDir: t.TempDir(), Registerer: reg}); err != nil {
 		t.Fatal(err)
 	}
 	exported := reg.names()

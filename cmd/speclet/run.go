@@ -484,33 +484,34 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		endpoint = srv.Endpoint
 		log.Info("simulated runtime started", "endpoint", endpoint)
 	}
-	client, err := cri.Dial(ctx, endpoint, cri.WithTimeout(o.requestTimeout))
-	if err != nil {
-		return fmt.Errorf("connect to runtime (--container-runtime-endpoint): %w", err)
-	}
-	defer client.Close()
 	// Every caller of the runtime (the engine, the kubelet API, log
-	// rotation, the Node keeper) gets this one runtime: recorded by the CRI
-	// audit with --cri-audit-log, metered on reg.
+	// rotation, the Node keeper) gets this one client: metered on reg and,
+	// with --cri-audit-log, recorded by the CRI audit (both are gRPC
+	// interceptors on the client's calls).
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	var audited cri.Full = client
+	dialOpts := []cri.Option{cri.WithTimeout(o.requestTimeout), cri.WithMetrics(reg)}
 	if o.criAuditLog != "" {
 		f, err := os.OpenFile(o.criAuditLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
 			return fmt.Errorf("open --cri-audit-log: %w", err)
 		}
 		defer f.Close()
-		rec := criaudit.NewLogRecorder(client, f)
+		rec := criaudit.NewLogRecorder(f)
 		defer func() {
 			if err := rec.Err(); err != nil {
 				log.Error("CRI audit log incomplete", "file", o.criAuditLog, "err", err)
 			}
 		}()
-		audited = rec
+		dialOpts = append(dialOpts, rec.DialOption())
 		log.Info("recording CRI calls", "file", o.criAuditLog)
 	}
-	rt := cri.WithMetrics(audited, reg)
+	client, err := cri.Dial(ctx, endpoint, dialOpts...)
+	if err != nil {
+		return fmt.Errorf("connect to runtime (--container-runtime-endpoint): %w", err)
+	}
+	defer client.Close()
+	rt := client
 	if err := waitRuntime(ctx, rt, o.runtimeWait, log); err != nil {
 		if ctx.Err() != nil {
 			log.Info("stopped while waiting for the runtime")

@@ -110,9 +110,6 @@ func (r *Runtime) removeContainer(c *container) {
 // image that is present. The container's behaviour is decided now (see
 // OnContainer).
 func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateContainerRequest) (*runtimeapi.CreateContainerResponse, error) {
-	if err := r.before(ctx, "CreateContainer"); err != nil {
-		return nil, err
-	}
 	cfg := req.GetConfig()
 	m := cfg.GetMetadata()
 	if m == nil || m.Name == "" {
@@ -165,9 +162,6 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 
 // StartContainer starts a CREATED container in a READY sandbox.
 func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartContainerRequest) (*runtimeapi.StartContainerResponse, error) {
-	if err := r.before(ctx, "StartContainer"); err != nil {
-		return nil, err
-	}
 	r.lock()
 	defer r.mu.Unlock()
 	c, err := r.findContainer(req.GetContainerId())
@@ -236,9 +230,6 @@ func (r *Runtime) run(c *container, quiet bool) {
 // later on the runtime's clock, SIGKILL; it returns once the container has
 // stopped. Stopping a container that is not running succeeds.
 func (r *Runtime) StopContainer(ctx context.Context, req *runtimeapi.StopContainerRequest) (*runtimeapi.StopContainerResponse, error) {
-	if err := r.before(ctx, "StopContainer"); err != nil {
-		return nil, err
-	}
 	r.lock()
 	c, err := r.findContainer(req.GetContainerId())
 	if err != nil {
@@ -285,9 +276,6 @@ func (r *Runtime) StopContainer(ctx context.Context, req *runtimeapi.StopContain
 // Behavior.Exec) after its delay on the runtime's clock. An unknown
 // container is NotFound; one that is not running fails as in containerd.
 func (r *Runtime) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error) {
-	if err := r.before(ctx, "ExecSync"); err != nil {
-		return nil, err
-	}
 	r.lock()
 	c, err := r.findContainer(req.GetContainerId())
 	if err != nil {
@@ -323,9 +311,6 @@ func (r *Runtime) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest)
 // RemoveContainer kills the container if it runs and removes it. Removing
 // an unknown container succeeds, as in containerd.
 func (r *Runtime) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveContainerRequest) (*runtimeapi.RemoveContainerResponse, error) {
-	if err := r.before(ctx, "RemoveContainer"); err != nil {
-		return nil, err
-	}
 	r.lock()
 	defer r.mu.Unlock()
 	if c, err := r.findContainer(req.GetContainerId()); err == nil {
@@ -336,9 +321,6 @@ func (r *Runtime) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveCon
 
 // ContainerStatus returns the status of a container.
 func (r *Runtime) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
-	if err := r.before(ctx, "ContainerStatus"); err != nil {
-		return nil, err
-	}
 	r.lock()
 	defer r.mu.Unlock()
 	c, err := r.findContainer(req.GetContainerId())
@@ -351,9 +333,6 @@ func (r *Runtime) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 // ListContainers lists containers by id (or unique prefix), state, sandbox
 // and labels.
 func (r *Runtime) ListContainers(ctx context.Context, req *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
-	if err := r.before(ctx, "ListContainers"); err != nil {
-		return nil, err
-	}
 	f := req.GetFilter()
 	r.lock()
 	defer r.mu.Unlock()
@@ -415,9 +394,6 @@ func (r *Runtime) SetUsage(pod, name string, u Usage) {
 // not running has stats without memory and with a writable layer of no
 // used bytes, as containerd 1.6 reports it.
 func (r *Runtime) ListContainerStats(ctx context.Context, req *runtimeapi.ListContainerStatsRequest) (*runtimeapi.ListContainerStatsResponse, error) {
-	if err := r.before(ctx, "ListContainerStats"); err != nil {
-		return nil, err
-	}
 	r.lock()
 	defer r.mu.Unlock()
 	f := req.GetFilter()

@@ -67,9 +67,6 @@ func (img *image) api() *runtimeapi.Image {
 // PullImage makes an image present and returns its id. Every reference can
 // be pulled except those made missing with MissingImage.
 func (r *Runtime) PullImage(ctx context.Context, req *runtimeapi.PullImageRequest) (*runtimeapi.PullImageResponse, error) {
-	if err := r.before(ctx, "PullImage"); err != nil {
-		return nil, err
-	}
 	ref := req.GetImage().GetImage()
 	if ref == "" {
 		return nil, status.Error(codes.InvalidArgument, "PullImage: empty image reference")
@@ -86,9 +83,6 @@ func (r *Runtime) PullImage(ctx context.Context, req *runtimeapi.PullImageReques
 // ImageStatus returns the image, or no image (and no error) when it is not
 // present.
 func (r *Runtime) ImageStatus(ctx context.Context, req *runtimeapi.ImageStatusRequest) (*runtimeapi.ImageStatusResponse, error) {
-	if err := r.before(ctx, "ImageStatus"); err != nil {
-		return nil, err
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	img := r.findImage(req.GetImage().GetImage())
@@ -100,9 +94,6 @@ func (r *Runtime) ImageStatus(ctx context.Context, req *runtimeapi.ImageStatusRe
 
 // ListImages lists present images, all or the one named by the filter.
 func (r *Runtime) ListImages(ctx context.Context, req *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error) {
-	if err := r.before(ctx, "ListImages"); err != nil {
-		return nil, err
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []*runtimeapi.Image
@@ -124,9 +115,6 @@ func (r *Runtime) ListImages(ctx context.Context, req *runtimeapi.ListImagesRequ
 // present is no error (the CRI contract). Like containerd's, it does not
 // check whether a container uses the image.
 func (r *Runtime) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRequest) (*runtimeapi.RemoveImageResponse, error) {
-	if err := r.before(ctx, "RemoveImage"); err != nil {
-		return nil, err
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if img := r.findImage(req.GetImage().GetImage()); img != nil {
@@ -139,9 +127,6 @@ func (r *Runtime) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRe
 // ImageFsInfo reports one image filesystem at ImageFsMountpoint whose used
 // bytes are the sizes of the images present.
 func (r *Runtime) ImageFsInfo(ctx context.Context, req *runtimeapi.ImageFsInfoRequest) (*runtimeapi.ImageFsInfoResponse, error) {
-	if err := r.before(ctx, "ImageFsInfo"); err != nil {
-		return nil, err
-	}
 	used := r.ImageBytes()
 	return &runtimeapi.ImageFsInfoResponse{ImageFilesystems: []*runtimeapi.FilesystemUsage{{
 		Timestamp:  r.now(),

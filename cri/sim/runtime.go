@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -148,33 +147,6 @@ func newID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// before runs the scripted behaviour of a call: counts it, waits for its
-// delay and fails it when scripted to.
-func (r *Runtime) before(ctx context.Context, method string) error {
-	r.mu.Lock()
-	r.calls[method]++
-	var delay time.Duration
-	var fail error
-	if c := r.rules[method]; c != nil {
-		delay = c.delay
-		if c.fail > 0 {
-			c.fail--
-			fail = status.Error(c.code, c.msg)
-		}
-	}
-	r.mu.Unlock()
-	if delay > 0 {
-		t := r.clock.NewTimer(delay)
-		defer t.Stop()
-		select {
-		case <-t.C():
-		case <-ctx.Done():
-			return status.FromContextError(ctx.Err()).Err()
-		}
-	}
-	return fail
-}
-
 func notFound(kind, id string) error {
 	return status.Errorf(codes.NotFound, "an error occurred when try to find %s %q: not found", kind, id)
 }
@@ -226,9 +198,6 @@ func matchLabels(selector, labels map[string]string) bool {
 
 // Version reports the simulated runtime's name and version.
 func (r *Runtime) Version(ctx context.Context, _ *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
-	if err := r.before(ctx, "Version"); err != nil {
-		return nil, err
-	}
 	return &runtimeapi.VersionResponse{
 		Version:           "0.1.0",
 		RuntimeName:       RuntimeName,
@@ -239,9 +208,6 @@ func (r *Runtime) Version(ctx context.Context, _ *runtimeapi.VersionRequest) (*r
 
 // Status reports the runtime and the network ready.
 func (r *Runtime) Status(ctx context.Context, _ *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
-	if err := r.before(ctx, "Status"); err != nil {
-		return nil, err
-	}
 	return &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
 		{Type: runtimeapi.RuntimeReady, Status: true},
 		{Type: runtimeapi.NetworkReady, Status: true},

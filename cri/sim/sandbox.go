@@ -57,9 +57,6 @@ func (s *sandbox) containerStatuses() []*runtimeapi.ContainerStatus {
 // RunPodSandbox creates a READY sandbox. Its name (name, namespace, uid,
 // attempt) is reserved until it is removed.
 func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandboxRequest) (*runtimeapi.RunPodSandboxResponse, error) {
-	if err := r.before(ctx, "RunPodSandbox"); err != nil {
-		return nil, err
-	}
 	cfg := req.GetConfig()
 	m := cfg.GetMetadata()
 	if m == nil || m.Name == "" {
@@ -94,9 +91,6 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 // StopPodSandbox kills the sandbox's running containers and makes it
 // NOTREADY. Stopping a stopped sandbox succeeds.
 func (r *Runtime) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSandboxRequest) (*runtimeapi.StopPodSandboxResponse, error) {
-	if err := r.before(ctx, "StopPodSandbox"); err != nil {
-		return nil, err
-	}
 	r.lock()
 	defer r.mu.Unlock()
 	s, err := r.findSandbox(req.GetPodSandboxId())
@@ -115,9 +109,6 @@ func (r *Runtime) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 // RemovePodSandbox kills and removes the sandbox's containers and the
 // sandbox. Removing an unknown sandbox succeeds, as in containerd.
 func (r *Runtime) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePodSandboxRequest) (*runtimeapi.RemovePodSandboxResponse, error) {
-	if err := r.before(ctx, "RemovePodSandbox"); err != nil {
-		return nil, err
-	}
 	r.lock()
 	defer r.mu.Unlock()
 	s, err := r.findSandbox(req.GetPodSandboxId())
@@ -136,9 +127,6 @@ func (r *Runtime) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 // PodSandboxStatus returns the sandbox's status and, as for evented PLEG,
 // the statuses of its containers.
 func (r *Runtime) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandboxStatusRequest) (*runtimeapi.PodSandboxStatusResponse, error) {
-	if err := r.before(ctx, "PodSandboxStatus"); err != nil {
-		return nil, err
-	}
 	r.lock()
 	defer r.mu.Unlock()
 	s, err := r.findSandbox(req.GetPodSandboxId())
@@ -154,9 +142,6 @@ func (r *Runtime) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandb
 
 // ListPodSandbox lists sandboxes by id (or unique prefix), state and labels.
 func (r *Runtime) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
-	if err := r.before(ctx, "ListPodSandbox"); err != nil {
-		return nil, err
-	}
 	f := req.GetFilter()
 	r.lock()
 	defer r.mu.Unlock()

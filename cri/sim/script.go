@@ -10,6 +10,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/speclet/speclet/cri"
 )
 
 // Match selects containers at CreateContainer time. Empty fields match
@@ -269,7 +271,7 @@ func (r *Runtime) loseReplies(ctx context.Context, req any, info *grpc.UnaryServ
 	if err != nil {
 		return resp, err
 	}
-	method := info.FullMethod[strings.LastIndex(info.FullMethod, "/")+1:]
+	method := cri.Method(info.FullMethod)
 	size := 0
 	if m, ok := resp.(proto.Message); ok && strings.HasPrefix(method, "List") {
 		size = proto.Size(m)
@@ -307,8 +309,9 @@ func (r *Runtime) ResetLargestReplies() {
 	r.largest = nil
 }
 
-// Calls returns how many calls of a CRI method the runtime has received,
-// failed ones included.
+// Calls returns how many gRPC calls of a CRI method the runtime has
+// received, failed ones and those of methods it does not implement
+// included (the server's interceptor counts them).
 func (r *Runtime) Calls(method string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()

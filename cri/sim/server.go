@@ -1,14 +1,17 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/cri"
@@ -51,7 +54,7 @@ func (r *Runtime) Serve(socketPath string) (*Server, error) {
 	// The client's message limit: a ListContainers of 10,000 pods is several
 	// megabytes.
 	srv := grpc.NewServer(grpc.MaxRecvMsgSize(cri.MaxMsgSize), grpc.MaxSendMsgSize(cri.MaxMsgSize),
-		grpc.UnaryInterceptor(r.loseReplies))
+		grpc.ChainUnaryInterceptor(r.scripted, r.loseReplies), grpc.StreamInterceptor(r.scriptedStream))
 	runtimeapi.RegisterRuntimeServiceServer(srv, r)
 	runtimeapi.RegisterImageServiceServer(srv, r)
 	s := &Server{Runtime: r, Endpoint: "unix://" + socketPath, Socket: socketPath, srv: srv, done: make(chan error, 1)}
@@ -82,4 +85,49 @@ func (s *Server) Stop() {
 		<-s.done
 		_ = os.Remove(s.Socket)
 	})
+}
+
+// scripted is the server's interceptor that runs every unary call's
+// scripted behaviour (before) ahead of the call.
+func (r *Runtime) scripted(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := r.before(ctx, cri.Method(info.FullMethod)); err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+// scriptedStream is scripted for streams (GetContainerEvents).
+func (r *Runtime) scriptedStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if err := r.before(ss.Context(), cri.Method(info.FullMethod)); err != nil {
+		return err
+	}
+	return handler(srv, ss)
+}
+
+// before runs the scripted behaviour of a call of any CRI method, served
+// or not: counts it (Calls), waits for its delay and fails it when
+// scripted to (SlowCall, FailCall).
+func (r *Runtime) before(ctx context.Context, method string) error {
+	r.mu.Lock()
+	r.calls[method]++
+	var delay time.Duration
+	var fail error
+	if c := r.rules[method]; c != nil {
+		delay = c.delay
+		if c.fail > 0 {
+			c.fail--
+			fail = status.Error(c.code, c.msg)
+		}
+	}
+	r.mu.Unlock()
+	if delay > 0 {
+		t := r.clock.NewTimer(delay)
+		defer t.Stop()
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		}
+	}
+	return fail
 }

@@ -9,101 +9,30 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/cri/sim"
 	"github.com/speclet/speclet/fsm"
 )
 
-// stub answers every call with zero values and counts them.
-type stub struct{ calls int }
-
-func (s *stub) Version(context.Context) (*runtimeapi.VersionResponse, error) {
-	s.calls++
-	return nil, nil
+// simClient serves the simulated runtime over gRPC and dials it with opts.
+func simClient(t testing.TB, opts ...cri.Option) (*sim.Server, *cri.Client) {
+	t.Helper()
+	srv, err := sim.Start(t.TempDir(), sim.Options{Images: []string{"busybox:latest"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	c, err := cri.Dial(context.Background(), srv.Endpoint, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return srv, c
 }
-func (s *stub) Status(context.Context, bool) (*runtimeapi.StatusResponse, error) {
-	s.calls++
-	return nil, nil
-}
-func (s *stub) RunPodSandbox(context.Context, *runtimeapi.PodSandboxConfig, string) (string, error) {
-	s.calls++
-	return "sb", nil
-}
-func (s *stub) StopPodSandbox(context.Context, string) error   { s.calls++; return nil }
-func (s *stub) RemovePodSandbox(context.Context, string) error { s.calls++; return nil }
-func (s *stub) PodSandboxStatus(context.Context, string) (*runtimeapi.PodSandboxStatus, error) {
-	s.calls++
-	return nil, nil
-}
-func (s *stub) ListPodSandbox(context.Context, *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
-	s.calls++
-	return nil, nil
-}
-func (s *stub) CreateContainer(context.Context, string, *runtimeapi.ContainerConfig, *runtimeapi.PodSandboxConfig) (string, error) {
-	s.calls++
-	return "c", nil
-}
-func (s *stub) StartContainer(context.Context, string) error       { s.calls++; return nil }
-func (s *stub) StopContainer(context.Context, string, int64) error { s.calls++; return nil }
-func (s *stub) RemoveContainer(context.Context, string) error      { s.calls++; return nil }
-func (s *stub) ContainerStatus(context.Context, string) (*runtimeapi.ContainerStatus, error) {
-	s.calls++
-	return nil, nil
-}
-func (s *stub) ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
-	s.calls++
-	return nil, nil
-}
-func (s *stub) ExecSync(context.Context, string, []string, time.Duration) (cri.ExecResult, error) {
-	s.calls++
-	return cri.ExecResult{}, nil
-}
-func (s *stub) GetContainerEvents(context.Context, chan<- *runtimeapi.ContainerEventResponse) error {
-	s.calls++
-	return nil
-}
-func (s *stub) PullImage(context.Context, *runtimeapi.ImageSpec, *runtimeapi.AuthConfig, *runtimeapi.PodSandboxConfig) (string, error) {
-	s.calls++
-	return "ref", nil
-}
-func (s *stub) ImageStatus(context.Context, *runtimeapi.ImageSpec) (*runtimeapi.Image, error) {
-	s.calls++
-	return nil, nil
-}
-func (s *stub) ListImages(context.Context, *runtimeapi.ImageFilter) ([]*runtimeapi.Image, error) {
-	s.calls++
-	return nil, nil
-}
-func (s *stub) ListContainerStats(context.Context, *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error) {
-	s.calls++
-	return nil, nil
-}
-func (s *stub) RemoveImage(context.Context, *runtimeapi.ImageSpec) error {
-	s.calls++
-	return nil
-}
-func (s *stub) ImageFsInfo(context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
-	s.calls++
-	return &runtimeapi.ImageFsInfoResponse{}, nil
-}
-func (s *stub) Exec(context.Context, *runtimeapi.ExecRequest) (string, error) {
-	s.calls++
-	return "", nil
-}
-func (s *stub) Attach(context.Context, *runtimeapi.AttachRequest) (string, error) {
-	s.calls++
-	return "", nil
-}
-func (s *stub) PortForward(context.Context, *runtimeapi.PortForwardRequest) (string, error) {
-	s.calls++
-	return "", nil
-}
-func (s *stub) ListPodSandboxStats(context.Context, *runtimeapi.PodSandboxStatsFilter) ([]*runtimeapi.PodSandboxStats, error) {
-	s.calls++
-	return nil, nil
-}
-func (s *stub) ReopenContainerLog(context.Context, string) error { s.calls++; return nil }
 
 // callAll calls every method of cri.Full on rt with ctx and zero values.
 func callAll(t *testing.T, rt cri.Full, ctx context.Context) []string {
@@ -115,7 +44,13 @@ func callAll(t *testing.T, rt cri.Full, ctx context.Context) []string {
 		m := it.Method(i)
 		names = append(names, m.Name)
 		fn := v.MethodByName(m.Name)
-		args := []reflect.Value{reflect.ValueOf(ctx)}
+		cctx := ctx
+		if m.Name == "GetContainerEvents" { // a stream: until its context ends
+			c, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			cctx = c
+		}
+		args := []reflect.Value{reflect.ValueOf(cctx)}
 		for k := 1; k < m.Type.NumIn(); k++ {
 			args = append(args, reflect.Zero(m.Type.In(k)))
 		}
@@ -124,15 +59,18 @@ func callAll(t *testing.T, rt cri.Full, ctx context.Context) []string {
 	return names
 }
 
-// TestRecorderRecordsEveryMethod: every method of cri.Full is forwarded
-// once and recorded under its own name with the context's action.
+// TestRecorderRecordsEveryMethod: every method of cri.Full made through a
+// client dialed with the recorder reaches the runtime once and is recorded
+// under its own name with the context's action.
 func TestRecorderRecordsEveryMethod(t *testing.T) {
-	s := &stub{}
-	rec := NewRecorder(s)
+	rec := NewRecorder()
+	srv, c := simClient(t, rec.DialOption())
 	ctx := fsm.WithAction(context.Background(), "pod", "sync_pod")
-	names := callAll(t, rec, ctx)
-	if s.calls != len(names) {
-		t.Fatalf("%d calls forwarded, want %d", s.calls, len(names))
+	names := callAll(t, c, ctx)
+	for _, name := range names {
+		if n := srv.Runtime.Calls(name); n != 1 {
+			t.Errorf("%s reached the runtime %d times, want 1", name, n)
+		}
 	}
 	got := rec.Records()
 	if len(got) != len(names) {
@@ -142,6 +80,56 @@ func TestRecorderRecordsEveryMethod(t *testing.T) {
 		if r.Method != names[i] || r.Machine != "pod" || r.Action != "sync_pod" {
 			t.Errorf("record %d = %+v, want %s by pod/sync_pod", i, r, names[i])
 		}
+	}
+}
+
+// TestRecorderRecordsIDs: the ids of each record come from the request and,
+// for RunPodSandbox and CreateContainer, the reply; a failed create records
+// the error the client returned; the machine and action, or the caller and
+// handler, come from the call's context.
+func TestRecorderRecordsIDs(t *testing.T) {
+	rec := NewRecorder()
+	srv, c := simClient(t, rec.DialOption())
+	bg := context.Background()
+	sctx := fsm.WithAction(bg, "sandbox", "run_sandbox")
+	cctx := fsm.WithAction(bg, "container", "create_container")
+	hctx := fsm.HandlerKubeletApiPortForward.Tag(bg)
+	sbCfg := &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "p", Namespace: "n", Uid: "u1"}}
+	sb, err := c.RunPodSandbox(sctx, sbCfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrCfg := &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "c"}, Image: &runtimeapi.ImageSpec{Image: "busybox:latest"}}
+	id, err := c.CreateContainer(cctx, sb, ctrCfg, sbCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.StartContainer(bg, id); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = c.PortForward(hctx, &runtimeapi.PortForwardRequest{PodSandboxId: sb})
+	if err := c.RemoveImage(bg, &runtimeapi.ImageSpec{Image: "nosuch:1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ImageStatus(bg, &runtimeapi.ImageSpec{Image: "busybox:latest"}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Runtime.FailCall("CreateContainer", 1, codes.Internal, "disk full")
+	_, cerr := c.CreateContainer(cctx, sb, ctrCfg, sbCfg)
+	if cerr == nil {
+		t.Fatal("scripted failure: no error")
+	}
+	want := []Record{
+		{Method: "RunPodSandbox", Machine: "sandbox", Action: "run_sandbox", Pod: "u1", Result: sb},
+		{Method: "CreateContainer", Machine: "container", Action: "create_container", Pod: "u1", ID: sb, Result: id},
+		{Method: "StartContainer", ID: id},
+		{Method: "PortForward", Machine: "kubelet_api", Action: "port_forward", ID: sb},
+		{Method: "RemoveImage", ID: "nosuch:1"},
+		{Method: "ImageStatus"},
+		{Method: "CreateContainer", Machine: "container", Action: "create_container", Pod: "u1", ID: sb, Err: cerr.Error()},
+	}
+	if got := rec.Records(); !reflect.DeepEqual(got, want) {
+		t.Errorf("records:\n%+v\nwant\n%+v", got, want)
 	}
 }
 
@@ -287,13 +275,21 @@ func TestDeclaredHandlers(t *testing.T) {
 
 func TestLogRoundTrip(t *testing.T) {
 	var buf bytes.Buffer
-	rec := NewLogRecorder(&stub{}, &buf)
+	rec := NewLogRecorder(&buf)
+	_, c := simClient(t, rec.DialOption())
 	ctx := fsm.WithAction(context.Background(), "container", "pull_image")
-	rec.PullImage(ctx, nil, nil, nil)
-	rec.ListContainers(context.Background(), nil)
+	if _, err := c.PullImage(ctx, &runtimeapi.ImageSpec{Image: "busybox:latest"}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ListContainers(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
 	sctx := fsm.WithAction(context.Background(), "sandbox", "run_sandbox")
-	rec.RunPodSandbox(sctx, &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Uid: "u1"}}, "")
-	rec.StartContainer(context.Background(), "c1")
+	sb, err := c.RunPodSandbox(sctx, &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "p", Namespace: "n", Uid: "u1"}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.StartContainer(context.Background(), "c1")
 	if err := rec.Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -305,31 +301,47 @@ func TestLogRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Record{{Method: "PullImage", Machine: "container", Action: "pull_image"}, {Method: "ListContainers"},
-		{Method: "RunPodSandbox", Machine: "sandbox", Action: "run_sandbox", Pod: "u1", Result: "sb"},
+		{Method: "RunPodSandbox", Machine: "sandbox", Action: "run_sandbox", Pod: "u1", Result: sb},
 		{Method: "StartContainer", ID: "c1"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("read back %+v, want %+v", got, want)
+	}
+	// A log written before the recorder was a gRPC interceptor reads the
+	// same: the lines are unchanged.
+	old := `{"method":"PullImage","machine":"container","action":"pull_image"}
+{"method":"ListContainers"}
+{"method":"RunPodSandbox","machine":"sandbox","action":"run_sandbox","pod":"u1","result":"sb"}
+{"method":"StartContainer","id":"c1"}
+`
+	got, err = ReadLog(strings.NewReader(old))
+	want[2].Result = "sb"
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("old log read back %+v, %v; want %+v", got, err, want)
 	}
 	if _, err := ReadLog(strings.NewReader("{\"method\":\"X\"}\nnot json\n")); err == nil || !strings.Contains(err.Error(), "line 2") {
 		t.Errorf("bad line: %v", err)
 	}
 }
 
-// BenchmarkRecorder measures what the wrapper adds to a call.
+// BenchmarkRecorder measures what the recorder's interceptor adds to a
+// call (the call itself is a no-op invoker).
 func BenchmarkRecorder(b *testing.B) {
 	ctx := fsm.WithAction(context.Background(), "container", "start_container")
+	req, reply := &runtimeapi.StartContainerRequest{ContainerId: "c"}, &runtimeapi.StartContainerResponse{}
+	invoke := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
+	const method = "/runtime.v1.RuntimeService/StartContainer"
 	b.Run("memory", func(b *testing.B) {
-		rec := NewRecorder(&stub{})
+		rec := NewRecorder()
 		b.ReportAllocs()
 		for b.Loop() {
-			rec.StartContainer(ctx, "c")
+			_ = rec.unary(ctx, method, req, reply, nil, invoke)
 		}
 	})
 	b.Run("log", func(b *testing.B) {
-		rec := NewLogRecorder(&stub{}, discard{})
+		rec := NewLogRecorder(discard{})
 		b.ReportAllocs()
 		for b.Loop() {
-			rec.StartContainer(ctx, "c")
+			_ = rec.unary(ctx, method, req, reply, nil, invoke)
 		}
 	})
 }

@@ -4,10 +4,16 @@
 // declares, plus those of the actions its `calls` list names
 // (transitively), and each handler only those of its own `cri` list.
 //
-// A Recorder wraps a cri.Full and records, for every call, the method and
-// the action the call's context was tagged with by the generated dispatch
+// A Recorder records, for every call of a cri.Client dialed with its
+// DialOption (a pair of gRPC client interceptors), the method and the
+// action the call's context was tagged with by the generated dispatch
 // (fsm.Run<Machine>Action, fsm.ActionFrom); a call outside any action has an
-// empty machine and action. The innermost action counts: a container action
+// empty machine and action. The ids of a record come from the gRPC request
+// and, for RunPodSandbox and CreateContainer, the reply. What it records is
+// what reaches gRPC: a list the client splits by sandbox (cri's splitter)
+// shows as its gRPC calls, and a cri.Full that wraps the client (a test's
+// runtime that fails or holds a call) is audited for the calls it lets
+// through. The innermost action counts: a container action
 // run while a pod action runs is checked against the container action's list.
 // Check finds the calls that break the contract; Unseen finds the declared
 // (machine, action, method) triples that no record shows, which is only
@@ -28,8 +34,8 @@
 //
 // The Recorder is a test and debugging aid (the engine tests, the kubelet
 // API's tests, `speclet run --cri-audit-log FILE` and test/e2e use it): it
-// forwards every call unchanged and costs one record per call (an append
-// under a mutex, or one JSON line written to a file).
+// lets every call through unchanged and costs one record per call (an
+// append under a mutex, or one JSON line written to a file).
 //
 // Which methods are mutating (Mutating) is decided from the CRI: a call that
 // creates, changes or removes runtime state, runs a process in a container
@@ -42,13 +48,14 @@
 //
 // # Usage
 //
-//	rec := criaudit.NewRecorder(rt)          // keeps records in memory
-//	e, _ := engine.New(engine.Config{Runtime: rec, ...})
+//	rec := criaudit.NewRecorder()            // keeps records in memory
+//	rt, _ := cri.Dial(ctx, endpoint, rec.DialOption())
+//	e, _ := engine.New(engine.Config{Runtime: rt, ...})
 //	...
 //	if v := criaudit.Check(rec.Records()); len(v) > 0 { t.Error(criaudit.FormatViolations(v)) }
 //	// after every test of the suite:
 //	if u := criaudit.Unseen(all, criaudit.Declared()); len(u) > 0 { ... criaudit.FormatUnseen(u) ... }
 //
 //	f, _ := os.Create(path)
-//	rt = criaudit.NewLogRecorder(rt, f)      // JSON lines, read back by ReadLog
+//	rec = criaudit.NewLogRecorder(f)         // JSON lines, read back by ReadLog
 package criaudit

@@ -7,7 +7,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
-	"time"
+
+	"google.golang.org/grpc"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -36,11 +37,10 @@ type Record struct {
 	Err string `json:"err,omitempty"`
 }
 
-// Recorder is a cri.Full that records every call before forwarding it,
-// unchanged, to the runtime it wraps. It is safe for concurrent use.
+// Recorder records every CRI call a client makes, through the gRPC
+// interceptors it installs on the client (DialOption); the calls themselves
+// go on unchanged. It is safe for concurrent use.
 type Recorder struct {
-	rt cri.Full
-
 	mu      sync.Mutex
 	records []Record  // NewRecorder
 	w       io.Writer // NewLogRecorder
@@ -48,15 +48,17 @@ type Recorder struct {
 	err     error // first write error
 }
 
-var _ cri.Full = (*Recorder)(nil)
+// NewRecorder returns a recorder keeping every call in memory (Records).
+func NewRecorder() *Recorder { return &Recorder{} }
 
-// NewRecorder returns rt recording every call in memory (Records).
-func NewRecorder(rt cri.Full) *Recorder { return &Recorder{rt: rt} }
+// NewLogRecorder returns a recorder writing every call to w as one JSON line
+// (a Record), in one Write per line; it keeps nothing in memory. ReadLog
+// reads the lines back. A write error stops the logging (Err), never a call.
+func NewLogRecorder(w io.Writer) *Recorder { return &Recorder{w: w} }
 
-// NewLogRecorder returns rt writing every call to w as one JSON line (a
-// Record), in one Write per line; it keeps nothing in memory. ReadLog reads
-// the lines back. A write error stops the logging (Err), never a call.
-func NewLogRecorder(rt cri.Full, w io.Writer) *Recorder { return &Recorder{rt: rt, w: w} }
+// DialOption is the cri.Dial option that makes the client's calls recorded
+// by r. Several clients may share one recorder.
+func (r *Recorder) DialOption() cri.Option { return cri.WithInterceptors(r.unary, r.stream) }
 
 // Records returns a copy of the records kept so far (NewRecorder).
 func (r *Recorder) Records() []Record {
@@ -72,15 +74,7 @@ func (r *Recorder) Err() error {
 	return r.err
 }
 
-func (r *Recorder) record(ctx context.Context, method string) {
-	r.recordFull(ctx, Record{Method: method})
-}
-
-func (r *Recorder) recordID(ctx context.Context, method, id string) {
-	r.recordFull(ctx, Record{Method: method, ID: id})
-}
-
-func (r *Recorder) recordFull(ctx context.Context, rec Record) {
+func (r *Recorder) record(ctx context.Context, rec Record) {
 	rec.Machine, rec.Action, _ = fsm.ActionFrom(ctx)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -124,142 +118,50 @@ func ReadLog(rd io.Reader) ([]Record, error) {
 	return out, sc.Err()
 }
 
-func (r *Recorder) Version(ctx context.Context) (*runtimeapi.VersionResponse, error) {
-	r.record(ctx, "Version")
-	return r.rt.Version(ctx)
-}
-
-func (r *Recorder) Status(ctx context.Context, verbose bool) (*runtimeapi.StatusResponse, error) {
-	r.record(ctx, "Status")
-	return r.rt.Status(ctx, verbose)
-}
-
-func (r *Recorder) RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandboxConfig, runtimeHandler string) (string, error) {
-	id, err := r.rt.RunPodSandbox(ctx, config, runtimeHandler)
-	rec := Record{Method: "RunPodSandbox", Pod: config.GetMetadata().GetUid(), Result: id}
-	if err != nil {
-		rec.Err = err.Error()
+// unary records a call before it is made, but RunPodSandbox and
+// CreateContainer when they return, with the id they returned or their
+// error as the client returns it.
+func (r *Recorder) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	var rec Record
+	switch q := req.(type) {
+	case *runtimeapi.RunPodSandboxRequest:
+		rec.Pod = q.GetConfig().GetMetadata().GetUid()
+	case *runtimeapi.CreateContainerRequest:
+		rec.Pod, rec.ID = q.GetSandboxConfig().GetMetadata().GetUid(), q.GetPodSandboxId()
+	default:
+		r.record(ctx, Record{Method: cri.Method(method), ID: callID(req)})
+		return invoker(ctx, method, req, reply, cc, opts...)
 	}
-	r.recordFull(ctx, rec)
-	return id, err
-}
-
-func (r *Recorder) StopPodSandbox(ctx context.Context, podSandboxID string) error {
-	r.recordID(ctx, "StopPodSandbox", podSandboxID)
-	return r.rt.StopPodSandbox(ctx, podSandboxID)
-}
-
-func (r *Recorder) RemovePodSandbox(ctx context.Context, podSandboxID string) error {
-	r.recordID(ctx, "RemovePodSandbox", podSandboxID)
-	return r.rt.RemovePodSandbox(ctx, podSandboxID)
-}
-
-func (r *Recorder) PodSandboxStatus(ctx context.Context, podSandboxID string) (*runtimeapi.PodSandboxStatus, error) {
-	r.recordID(ctx, "PodSandboxStatus", podSandboxID)
-	return r.rt.PodSandboxStatus(ctx, podSandboxID)
-}
-
-func (r *Recorder) ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
-	r.record(ctx, "ListPodSandbox")
-	return r.rt.ListPodSandbox(ctx, filter)
-}
-
-func (r *Recorder) CreateContainer(ctx context.Context, podSandboxID string, config *runtimeapi.ContainerConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
-	id, err := r.rt.CreateContainer(ctx, podSandboxID, config, sandboxConfig)
-	rec := Record{Method: "CreateContainer", Pod: sandboxConfig.GetMetadata().GetUid(), ID: podSandboxID, Result: id}
+	rec.Method = cri.Method(method)
+	err := invoker(ctx, method, req, reply, cc, opts...)
 	if err != nil {
-		rec.Err = err.Error()
+		rec.Err = cri.CallError(cc.Target(), method, req, err).Error()
+	} else if res, ok := reply.(interface{ GetPodSandboxId() string }); ok {
+		rec.Result = res.GetPodSandboxId()
+	} else if res, ok := reply.(interface{ GetContainerId() string }); ok {
+		rec.Result = res.GetContainerId()
 	}
-	r.recordFull(ctx, rec)
-	return id, err
+	r.record(ctx, rec)
+	return err
 }
 
-func (r *Recorder) StartContainer(ctx context.Context, containerID string) error {
-	r.recordID(ctx, "StartContainer", containerID)
-	return r.rt.StartContainer(ctx, containerID)
+// callID is the sandbox, container or image a call is about: the image of
+// RemoveImage (not of the reads and pulls), the container or sandbox the
+// request names.
+func callID(req any) string {
+	switch q := req.(type) {
+	case *runtimeapi.RemoveImageRequest:
+		return q.GetImage().GetImage()
+	case interface{ GetContainerId() string }:
+		return q.GetContainerId()
+	case interface{ GetPodSandboxId() string }:
+		return q.GetPodSandboxId()
+	}
+	return ""
 }
 
-func (r *Recorder) StopContainer(ctx context.Context, containerID string, timeout int64) error {
-	r.recordID(ctx, "StopContainer", containerID)
-	return r.rt.StopContainer(ctx, containerID, timeout)
-}
-
-func (r *Recorder) RemoveContainer(ctx context.Context, containerID string) error {
-	r.recordID(ctx, "RemoveContainer", containerID)
-	return r.rt.RemoveContainer(ctx, containerID)
-}
-
-func (r *Recorder) ContainerStatus(ctx context.Context, containerID string) (*runtimeapi.ContainerStatus, error) {
-	r.recordID(ctx, "ContainerStatus", containerID)
-	return r.rt.ContainerStatus(ctx, containerID)
-}
-
-func (r *Recorder) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
-	r.record(ctx, "ListContainers")
-	return r.rt.ListContainers(ctx, filter)
-}
-
-func (r *Recorder) ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (cri.ExecResult, error) {
-	r.recordID(ctx, "ExecSync", containerID)
-	return r.rt.ExecSync(ctx, containerID, cmd, timeout)
-}
-
-func (r *Recorder) GetContainerEvents(ctx context.Context, ch chan<- *runtimeapi.ContainerEventResponse) error {
-	r.record(ctx, "GetContainerEvents")
-	return r.rt.GetContainerEvents(ctx, ch)
-}
-
-func (r *Recorder) PullImage(ctx context.Context, image *runtimeapi.ImageSpec, auth *runtimeapi.AuthConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
-	r.record(ctx, "PullImage")
-	return r.rt.PullImage(ctx, image, auth, sandboxConfig)
-}
-
-func (r *Recorder) ImageStatus(ctx context.Context, image *runtimeapi.ImageSpec) (*runtimeapi.Image, error) {
-	r.record(ctx, "ImageStatus")
-	return r.rt.ImageStatus(ctx, image)
-}
-
-func (r *Recorder) ListImages(ctx context.Context, filter *runtimeapi.ImageFilter) ([]*runtimeapi.Image, error) {
-	r.record(ctx, "ListImages")
-	return r.rt.ListImages(ctx, filter)
-}
-
-func (r *Recorder) RemoveImage(ctx context.Context, image *runtimeapi.ImageSpec) error {
-	r.recordID(ctx, "RemoveImage", image.GetImage())
-	return r.rt.RemoveImage(ctx, image)
-}
-
-func (r *Recorder) ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
-	r.record(ctx, "ImageFsInfo")
-	return r.rt.ImageFsInfo(ctx)
-}
-
-func (r *Recorder) ListContainerStats(ctx context.Context, filter *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error) {
-	r.record(ctx, "ListContainerStats")
-	return r.rt.ListContainerStats(ctx, filter)
-}
-
-func (r *Recorder) Exec(ctx context.Context, req *runtimeapi.ExecRequest) (string, error) {
-	r.recordID(ctx, "Exec", req.GetContainerId())
-	return r.rt.Exec(ctx, req)
-}
-
-func (r *Recorder) Attach(ctx context.Context, req *runtimeapi.AttachRequest) (string, error) {
-	r.recordID(ctx, "Attach", req.GetContainerId())
-	return r.rt.Attach(ctx, req)
-}
-
-func (r *Recorder) PortForward(ctx context.Context, req *runtimeapi.PortForwardRequest) (string, error) {
-	r.recordID(ctx, "PortForward", req.GetPodSandboxId())
-	return r.rt.PortForward(ctx, req)
-}
-
-func (r *Recorder) ListPodSandboxStats(ctx context.Context, filter *runtimeapi.PodSandboxStatsFilter) ([]*runtimeapi.PodSandboxStats, error) {
-	r.record(ctx, "ListPodSandboxStats")
-	return r.rt.ListPodSandboxStats(ctx, filter)
-}
-
-func (r *Recorder) ReopenContainerLog(ctx context.Context, containerID string) error {
-	r.recordID(ctx, "ReopenContainerLog", containerID)
-	return r.rt.ReopenContainerLog(ctx, containerID)
+// stream records a stream (GetContainerEvents) when it is opened.
+func (r *Recorder) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	r.record(ctx, Record{Method: cri.Method(method)})
+	return streamer(ctx, desc, cc, method, opts...)
 }

@@ -100,8 +100,22 @@ type node struct {
 	ca      *testCA
 	image   string
 	rt      *cri.Client
-	// apiCalls records the API's CRI calls (the engine's go to rt).
+	// apiCalls records the API's CRI calls, made through a client of its
+	// own (the engine's go to rt).
 	apiCalls *criaudit.Recorder
+}
+
+// auditedClient dials endpoint through a new recorder's interceptors; the
+// client closes when t ends.
+func auditedClient(t testing.TB, endpoint string) (*cri.Client, *criaudit.Recorder) {
+	t.Helper()
+	rec := criaudit.NewRecorder()
+	c, err := cri.Dial(context.Background(), endpoint, rec.DialOption())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, rec
 }
 
 // startNode starts the node; its API trusts client certificates of the
@@ -133,8 +147,9 @@ func startNodeServing(t testing.TB, authz kubeletapi.Authorizer, tokens kubeleta
 	if err != nil {
 		t.Fatal(err)
 	}
+	apiRT, apiCalls := auditedClient(t, c.Endpoint)
 	n := &node{eng: eng, updates: make(chan config.PodUpdate, 4), ca: newCA(t), image: c.ImageRef("busybox:latest"), rt: rt,
-		apiCalls: criaudit.NewRecorder(rt)}
+		apiCalls: apiCalls}
 	done := make(chan error, 1)
 	go func() { done <- eng.Run(ctx, n.updates) }()
 	pool := x509.NewCertPool()
@@ -142,7 +157,7 @@ func startNodeServing(t testing.TB, authz kubeletapi.Authorizer, tokens kubeleta
 	for _, p := range extraCAs {
 		pool.AppendCertsFromPEM(p)
 	}
-	api, err := kubeletapi.New(kubeletapi.Config{Host: eng, Runtime: n.apiCalls, NodeName: "node-a", RootDir: root, ClientCAs: pool,
+	api, err := kubeletapi.New(kubeletapi.Config{Host: eng, Runtime: apiRT, NodeName: "node-a", RootDir: root, ClientCAs: pool,
 		Tokens: tokens, Authorizer: authz,
 		Labels: kubeletapi.Labels{PodUID: engine.LabelPodUID, PodName: engine.LabelPodName,
 			PodNamespace: engine.LabelPodNamespace, ContainerName: engine.LabelContainerName}})

@@ -17,7 +17,6 @@ import (
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/containerlogs"
-	"github.com/speclet/speclet/engine/criaudit"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -45,8 +44,8 @@ func TestLogRotation(t *testing.T) {
 	const maxSize, maxFiles, bursts, lines = 2 << 20, 3, 50, 16384
 	// a second per check: each rotation gets its own timestamped name
 	clock := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
-	rotCalls := criaudit.NewRecorder(n.rt)
-	rot := &containerlogs.Rotator{Runtime: rotCalls, MaxSize: maxSize, MaxFiles: maxFiles,
+	rotRT, rotCalls := auditedClient(t, n.rt.Endpoint())
+	rot := &containerlogs.Rotator{Runtime: rotRT, MaxSize: maxSize, MaxFiles: maxFiles,
 		Now: func() time.Time { clock = clock.Add(time.Second); return clock }}
 	ctx := context.Background()
 
