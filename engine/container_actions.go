@@ -239,27 +239,25 @@ func (c *ctrState) StopContainer(ctx context.Context) error {
 		c.raise(fsm.ContainerEventStopped)
 		return nil
 	}
-	g := c.runPreStop(ctx, c.stopGrace())
-	sctx, cancel := context.WithTimeout(ctx, time.Duration(g+10)*time.Second)
-	defer cancel()
-	if err := stopContainer(sctx, c.p.e.rt, c.name, c.id, g); err != nil {
-		return err
-	}
-	c.raise(fsm.ContainerEventStopped)
-	return nil
+	return c.stop(ctx, c.runPreStop(ctx, c.stopGrace()))
 }
 
 // ForceStopContainer stops the current instance with timeout 0: the grace
 // period ran out while stopping (grace_expired). The preStop hook ran with
 // the first stop. Raises stopped.
-func (c *ctrState) ForceStopContainer(ctx context.Context) error {
+func (c *ctrState) ForceStopContainer(ctx context.Context) error { return c.stop(ctx, 0) }
+
+// stop is StopContainer of the current instance with grace seconds (the
+// call may take them and 10 s more); it raises stopped when the instance is
+// stopped or there is none.
+func (c *ctrState) stop(ctx context.Context, grace int64) error {
 	if c.id == "" {
 		c.raise(fsm.ContainerEventStopped)
 		return nil
 	}
-	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	sctx, cancel := context.WithTimeout(ctx, time.Duration(grace+10)*time.Second)
 	defer cancel()
-	if err := stopContainer(sctx, c.p.e.rt, c.name, c.id, 0); err != nil {
+	if err := stopContainer(sctx, c.p.e.rt, c.name, c.id, grace); err != nil {
 		return err
 	}
 	c.raise(fsm.ContainerEventStopped)

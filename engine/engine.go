@@ -89,6 +89,14 @@ type Engine struct {
 	node *nodeReclaim
 }
 
+// positiveOr sets *v to d unless *v is positive (a zero or negative
+// duration in Config means the default).
+func positiveOr(v *time.Duration, d time.Duration) {
+	if *v <= 0 {
+		*v = d
+	}
+}
+
 // New checks cfg and returns an engine ready to Run.
 func New(cfg Config) (*Engine, error) {
 	if cfg.Runtime == nil {
@@ -97,15 +105,9 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.RootDir == "" {
 		return nil, errors.New("engine: Config.RootDir is required")
 	}
-	if cfg.SyncFrequency <= 0 {
-		cfg.SyncFrequency = DefaultSyncFrequency
-	}
-	if cfg.CrashLoopBackOffBase <= 0 {
-		cfg.CrashLoopBackOffBase = DefaultCrashLoopBackOffBase
-	}
-	if cfg.CrashLoopBackOffMax <= 0 {
-		cfg.CrashLoopBackOffMax = CrashLoopBackOffMax
-	}
+	positiveOr(&cfg.SyncFrequency, DefaultSyncFrequency)
+	positiveOr(&cfg.CrashLoopBackOffBase, DefaultCrashLoopBackOffBase)
+	positiveOr(&cfg.CrashLoopBackOffMax, CrashLoopBackOffMax)
 	if cfg.ContainerGC.MaxPerContainer < 1 {
 		cfg.ContainerGC.MaxPerContainer = 1
 	}
@@ -119,9 +121,7 @@ func New(cfg Config) (*Engine, error) {
 		}
 		cfg.Sysctls = sc
 	}
-	if cfg.ImageGCPeriod <= 0 {
-		cfg.ImageGCPeriod = DefaultImageGCPeriod
-	}
+	positiveOr(&cfg.ImageGCPeriod, DefaultImageGCPeriod)
 	if cfg.ImageGC.High == 0 && cfg.ImageGC.Low == 0 {
 		cfg.ImageGC.High, cfg.ImageGC.Low = 85, 80
 	}
@@ -131,15 +131,9 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.FsStat == nil {
 		cfg.FsStat = Statfs
 	}
-	if cfg.ContainerGCPeriod <= 0 {
-		cfg.ContainerGCPeriod = DefaultContainerGCPeriod
-	}
-	if cfg.EvictionPeriod <= 0 {
-		cfg.EvictionPeriod = DefaultEvictionPeriod
-	}
-	if cfg.ImagePullBackOffBase <= 0 {
-		cfg.ImagePullBackOffBase = DefaultImagePullBackOffBase
-	}
+	positiveOr(&cfg.ContainerGCPeriod, DefaultContainerGCPeriod)
+	positiveOr(&cfg.EvictionPeriod, DefaultEvictionPeriod)
+	positiveOr(&cfg.ImagePullBackOffBase, DefaultImagePullBackOffBase)
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
