@@ -1,15 +1,24 @@
 # The system: how the machines of one pod act on each other, and the
 # invariants `speclet spec verify` checks over every reachable combination of
-# their states (one pod machine, one instance of every other machine, and 1..K
-# container machines, each with a role). The generated code does not use this
-# file; the engine implements the ties (guards) and effects (actions) by hand.
+# their states (one pod machine, one instance of every other machine, 1..K
+# container machines, each with a role, and every value of the parameters).
+# The generated code does not use this file; the engine implements the ties
+# (guards), effects (actions) and flags by hand.
 #
 # Blocks (references are written MACHINE.NAME; roles are role.init,
-# role.sidecar and role.regular):
+# role.sidecar and role.regular; parameter values PARAMETER.VALUE):
 #
 #   replicated "MACHINE" {}            the machine that runs once per container,
 #                                      each instance with a role; the others run
 #                                      once per pod.
+#
+#   parameter "NAME" {                 a property of the pod fixed for its life
+#     values = ["a", "b", ...]         (the restart policy); every value is
+#   }                                  explored.
+#
+#   flag "MACHINE" "NAME" {            a fact about one instance that an action
+#     set_by = MACHINE.ACTION          records, any value each time it runs (the
+#   }                                  exit was a failure); ties read it.
 #
 #   tie "MACHINE" "GUARD" {            the guard is a function of the system;
 #     in    = [M.S, ...]               M (a once-per-pod machine) is in one of S
@@ -17,9 +26,16 @@
 #     any   = [C.S, ...]               some container instance is in one of S
 #     among = [role.R, ...]            all/any only count instances of these roles
 #     roles = [role.R, ...]            the guard's own instance has one of these roles
+#     given = [P.V, ...]               the parameter P has one of these values
+#     flags = [M.F, ...]               these flags of the guard's own instance are set
 #     mode  = "iff"                    "iff" (default): holds exactly when every
 #   }                                  condition given holds; "if": holds when they
-#                                      do, free otherwise. Untied guards are free.
+#                                      do, free otherwise; "may": free when they
+#                                      do, false otherwise. A guard with several
+#                                      ties holds when an iff or if tie holds,
+#                                      else is free when it has an if tie or a may
+#                                      tie holds, else is false. Untied guards are
+#                                      free.
 #
 #   effect "MACHINE" "ACTION" {        what an action does when it runs:
 #     sends   = [M.E, ...]             delivered in order to M (every instance of
@@ -28,7 +44,9 @@
 #     reports = [MACHINE.E, ...]       then it reports exactly one of these to its
 #                                      own machine (queued behind the step)
 #     may_report_nothing = true        or it fails before any effect
-#   }                                  Actions without an effect do nothing visible.
+#     requires = [M.S, ...]            and it does whenever M (once per pod) is in
+#   }                                  none of S (a precondition the engine checks).
+#                                      Actions without an effect do nothing visible.
 #
 #   external "MACHINE" "EVENT" {}      an event the engine fires from outside the
 #                                      pod, which no input carries: it may happen
@@ -37,10 +55,22 @@
 #   invariant "NAME" {                 exactly one of:
 #     never_enter = [M.S, ...]         no step enters one of S ...
 #     while       = [P.S, ...]           ... while P is in one of these (optional)
+#     from        = [M.S, ...]           ... directly from one of these (optional)
+#     given       = [P.V, ...]           ... while the parameter has one of these
+#                                            values (optional)
+#     among       = [role.R, ...]        ... for instances of these roles (optional)
+#     unless      = [M.F, ...]           ... unless one of these flags of the
+#                                            instance is set (optional)
 #     rank = [[P.A, P.B], [P.C], ...]  P's tiers, lowest first: no step goes down
 #     always_reaches = [P.S, ...]      every reachable state can reach one of S
-#     after   = P.E                    once an input delivered P.E, completions
-#     reaches = [P.S, ...]             and timers alone can reach one of S
+#     after   = P.E                    once an input delivered P.E, every run of
+#     reaches = [P.S, ...]             completions and timers alone that is fair
+#                                      (see below) reaches one of S
+#     always_in = [M.S, ...]           every instance of M is in one of S in every
+#     while     = [P.S, ...]           reachable state where P is in one of these
+#     leaves = [M.S, ...]              an instance in one of S leaves that state
+#                                      through completions and timers alone,
+#                                      fairly: a bounded exit
 #   }
 #
 # The environment: every input of routes.hcl and every external event may
@@ -49,6 +79,19 @@
 # timer of a state may fire whenever its machine rests in that state.
 # Actions run synchronously, as in the engine: an event is handled to the end
 # (actions, sends, reports and the steps they cause) before the next input.
+#
+# Fairness (after, leaves): without new inputs, the engine's own moves (an
+# action's outcome, a free guard's value, a timer) are scheduled fairly: a
+# choice made infinitely often takes each of its outcomes infinitely often.
+# So a stop that may fail (may_report_nothing) succeeds eventually only if
+# a timer retries it; a failure nothing retries is a state that stays. On
+# the finite graph this is checked as: every state reached without new
+# inputs can still reach the goal without them.
+#
+# Parameters and flags are chosen when first read (a run that has not read
+# the restart policy yet is one of every policy), and a flag is forgotten
+# between inputs: the restart decision reads the exit in the step that
+# recorded it, and a later read chooses anew (more behaviour, never less).
 #
 # Limits of the model: pods have at least one regular container, init and
 # sidecar containers first; sync_pod asks every container at once (the engine
@@ -67,10 +110,40 @@ tie "container" "pod_terminating" {
   in  = [pod.completing, pod.completed, pod.terminating, pod.terminated, pod.finished]
 }
 
+parameter "restart_policy" {
+  doc    = "The pod's spec.restartPolicy: Always, OnFailure or Never."
+  values = ["always", "on_failure", "never"]
+}
+
+flag "container" "exit_failed" {
+  doc    = "The exit record_exit recorded last was a failure: a non-zero exit code, or none known (engine: ctrState.current is nil or its ExitCode is not 0)."
+  set_by = container.record_exit
+}
+
 tie "container" "restart_allowed" {
-  doc   = "Sidecars always restart; the restart policy and exit code decide for the others."
+  doc   = "A sidecar always restarts."
   roles = [role.sidecar]
-  mode  = "if"
+}
+
+tie "container" "restart_allowed" {
+  doc   = "restartPolicy Always restarts a regular container after any exit."
+  roles = [role.regular]
+  given = [restart_policy.always]
+}
+
+tie "container" "restart_allowed" {
+  doc   = "restartPolicy OnFailure restarts a regular container after a failed exit only."
+  roles = [role.regular]
+  given = [restart_policy.on_failure]
+  flags = [container.exit_failed]
+}
+
+tie "container" "restart_allowed" {
+  doc   = "An init container restarts after a failed exit unless the policy is Never. It may: an ephemeral container, an instance of role init here, never restarts. Otherwise (Never, or a successful exit of a non-sidecar under OnFailure, or of an init container) it does not."
+  roles = [role.init]
+  given = [restart_policy.always, restart_policy.on_failure]
+  flags = [container.exit_failed]
+  mode  = "may"
 }
 
 tie "pod" "all_containers_stopped" {
@@ -103,10 +176,11 @@ effect "pod" "stop_sandbox" {
 }
 
 effect "pod" "remove_pod" {
-  doc                = "On success every sandbox and container is gone from the runtime; on failure nothing is reported and the sync timer retries."
+  doc                = "On success every sandbox and container is gone from the runtime; on failure nothing is reported and the sync timer retries. It removes nothing while the sandbox is not stopped (engine: RemovePod returns \"sandbox not stopped yet\"), so a failed StopPodSandbox is retried (terminated's timer re-runs stop_sandbox) before the pod is removed."
   sends              = [container.removed, sandbox.removed]
   reports            = [pod.cleanup_done]
   may_report_nothing = true
+  requires           = [sandbox.stopped]
 }
 
 effect "container" "pull_image" {
@@ -198,13 +272,72 @@ invariant "phase_never_backwards" {
   ]
 }
 
+invariant "no_sandbox_after_termination" {
+  doc         = "Once the pod worker has seen termination, no sandbox is created or checked."
+  never_enter = [sandbox.creating, sandbox.checking]
+  while       = [pod.completing, pod.completed, pod.terminating, pod.terminated, pod.finished]
+}
+
+invariant "no_restart_under_never" {
+  doc         = "Under restartPolicy Never no init or regular container restarts after it exited (a spec change still recreates it, as kubelet does whatever the policy: deciding -> waiting, not this row)."
+  never_enter = [container.crashloop_backoff]
+  from        = [container.deciding]
+  given       = [restart_policy.never]
+  among       = [role.init, role.regular]
+}
+
+invariant "on_failure_restarts_only_failures" {
+  doc         = "Under restartPolicy OnFailure an init or regular container restarts only after a failed exit."
+  never_enter = [container.crashloop_backoff]
+  from        = [container.deciding]
+  given       = [restart_policy.on_failure]
+  among       = [role.init, role.regular]
+  unless      = [container.exit_failed]
+}
+
+invariant "init_restarts_only_failures" {
+  doc         = "Under restartPolicy Always an init container restarts only after a failed exit (it must complete once)."
+  never_enter = [container.crashloop_backoff]
+  from        = [container.deciding]
+  given       = [restart_policy.always]
+  among       = [role.init]
+  unless      = [container.exit_failed]
+}
+
+invariant "containers_removed_when_finished" {
+  doc       = "Once the pod worker finished, every container is in its final state removed (final states have no exits), or still waiting because the pod never synced (refused admission, or killed while pending: no instance was ever created, and nothing asks it to start again), ."
+  always_in = [container.waiting, container.removed]
+  while     = [pod.finished]
+}
+
+invariant "sandbox_removed_when_finished" {
+  doc       = "Once the pod worker finished, the sandbox is in its final state removed."
+  always_in = [sandbox.removed]
+  while     = [pod.finished]
+}
+
+invariant "container_stop_ends" {
+  doc    = "A stopping container leaves stopping through its grace timer and its stop's retries alone."
+  leaves = [container.stopping]
+}
+
+invariant "sandbox_stop_ends" {
+  doc    = "A stopping sandbox leaves stopping without new inputs (the pod's timers retry a failed stop)."
+  leaves = [sandbox.stopping]
+}
+
+invariant "pod_stop_ends" {
+  doc    = "A pod worker that stops containers or removes the pod leaves that state without new inputs."
+  leaves = [pod.completing, pod.terminating, pod.terminated]
+}
+
 invariant "can_always_finish" {
   doc            = "From every reachable state the pod worker can still reach finished."
   always_reaches = [pod.finished]
 }
 
 invariant "kill_finishes" {
-  doc     = "After kill, the pod worker reaches finished through action completions and timers alone."
+  doc     = "After kill, every fair run of action completions and timers alone reaches finished: no failure that nothing retries, no state left only by a new input."
   after   = pod.kill
   reaches = [pod.finished]
 }
