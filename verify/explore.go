@@ -71,8 +71,10 @@ func (s *sys) encode(buf []byte) []byte {
 	return buf
 }
 
-func (r *run) decode(key string) *sys {
-	b := []byte(key)
+// key returns the key of state j.
+func (r *run) key(j int) []byte { return r.keys.key(int32(j)) }
+
+func (r *run) decode(b []byte) *sys {
 	np, o := len(r.md.params), r.stOff
 	s := &sys{roles: b[:r.k:r.k], params: b[r.k : r.k+np : r.k+np], st: b[o : o+r.nInst : o+r.nInst], flags: b[o+r.nInst : o+2*r.nInst : o+2*r.nInst]}
 	for i := r.restLen(); i < len(b); {
@@ -110,8 +112,8 @@ type run struct {
 	repInsts    []int
 	stOff       int // offset of the states in a key
 
-	keys       []string
-	index      map[string]int32
+	keys       *store
+	buf        []byte
 	parent     []int32
 	parentEdge []int32
 	edgeStart  []int32
@@ -132,7 +134,7 @@ type move struct {
 }
 
 func newRun(md *model, k int) *run {
-	r := &run{md: md, k: k, index: map[string]int32{}}
+	r := &run{md: md, k: k, keys: newStore()}
 	r.singleInst = make([]int, len(md.machines))
 	for i := range r.singleInst {
 		r.singleInst[i] = -1
@@ -158,7 +160,7 @@ func newRun(md *model, k int) *run {
 func (r *run) restLen() int { return r.stOff + 2*r.nInst }
 
 // stateOf returns the state of instance inst in key.
-func (r *run) stateOf(key string, inst int) uint8 { return key[r.stOff+inst] }
+func (r *run) stateOf(key []byte, inst int) uint8 { return key[r.stOff+inst] }
 
 func (r *run) instName(s *sys, inst int) string {
 	m := r.md.machines[r.instMachine[inst]]
@@ -466,8 +468,39 @@ func (r *run) settle(s *sys) {
 }
 
 // successors calls emit for every move from s (settled), in a fixed order.
-// Labels are built only when describe is set.
+// Labels are built only when describe is set. A move is followed through
+// the steps after it that have a single successor (no free guard, no
+// action with several outcomes), so that the states of such a chain are not
+// stored; its label then has one line per step, and it violates the
+// invariants any step of the chain violates.
 func (r *run) successors(s *sys, describe bool, emit func(*move)) {
+	r.moves(s, describe, func(mv *move) bool {
+		for len(mv.next.frames) > 0 {
+			var only *move
+			n := 0
+			r.moves(mv.next, describe, func(m2 *move) bool {
+				if n++; n == 1 {
+					only = m2
+				}
+				return n < 2
+			})
+			if n != 1 {
+				break
+			}
+			mv.next = only.next
+			mv.viols = append(mv.viols, only.viols...)
+			if describe {
+				mv.label += "\n" + only.label
+			}
+		}
+		emit(mv)
+		return true
+	})
+}
+
+// moves calls emit for every single move from s (settled), in a fixed
+// order, until emit returns false.
+func (r *run) moves(s *sys, describe bool, emit func(*move) bool) {
 	md := r.md
 	if len(s.frames) == 0 {
 		for ii, in := range md.inputs {
@@ -506,7 +539,9 @@ func (r *run) successors(s *sys, describe bool, emit func(*move)) {
 						mv.label = "external: " + strings.Join(parts, ", ")
 					}
 				}
-				emit(mv)
+				if !emit(mv) {
+					return
+				}
 			}
 		}
 		for inst := range r.nInst {
@@ -519,7 +554,9 @@ func (r *run) successors(s *sys, describe bool, emit func(*move)) {
 				if describe {
 					mv.label = fmt.Sprintf("timer: %s in %s fires %s", r.instName(s, inst), m.states[s.st[inst]], m.events[ev])
 				}
-				emit(mv)
+				if !emit(mv) {
+					return
+				}
 			}
 		}
 		return
@@ -542,7 +579,9 @@ func (r *run) successors(s *sys, describe bool, emit func(*move)) {
 				}
 				mv.label = fmt.Sprintf("%s: %s %s", r.instName(s, inst), m.actions[o.a], what)
 			}
-			emit(mv)
+			if !emit(mv) {
+				return
+			}
 		}
 		return
 	}
@@ -603,7 +642,9 @@ func (r *run) successors(s *sys, describe bool, emit func(*move)) {
 		if res.loop {
 			next.st[inst] = uint8(from)
 		}
-		emit(mv)
+		if !emit(mv) {
+			return
+		}
 		if !d.next() {
 			return
 		}

@@ -31,6 +31,7 @@ package verify
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/speclet/speclet/spec"
@@ -119,13 +120,13 @@ func Check(s *spec.Spec, opt Options) (*Report, error) {
 		}
 		n := r.explore()
 		resting := 0
-		for _, key := range r.keys {
-			if len(key) == r.restLen() {
+		for j := range r.keys.len() {
+			if len(r.key(j)) == r.restLen() {
 				resting++
 			}
 		}
-		rep.Runs = append(rep.Runs, Run{K: k, Assignments: n, States: len(r.keys), Resting: resting, Transitions: len(r.edgeTo), Elapsed: time.Since(t0)})
-		rep.States += len(r.keys)
+		rep.Runs = append(rep.Runs, Run{K: k, Assignments: n, States: r.keys.len(), Resting: resting, Transitions: len(r.edgeTo), Elapsed: time.Since(t0)})
+		rep.States += r.keys.len()
 	}
 	for _, iv := range md.invs {
 		rep.Invariants = append(rep.Invariants, &InvariantResult{Name: iv.Name, Kind: iv.Kind, Doc: iv.Doc, Checks: iv.checks, Violation: iv.violation})
@@ -161,15 +162,13 @@ func assignments(k int) [][]uint8 {
 }
 
 func (r *run) add(s *sys, parent, edge int32) int32 {
-	key := string(s.encode(nil))
-	if j, ok := r.index[key]; ok {
+	r.buf = s.encode(r.buf[:0])
+	j, added := r.keys.add(r.buf)
+	if !added {
 		return j
 	}
-	j := int32(len(r.keys))
-	r.index[key] = j
-	r.keys = append(r.keys, key)
-	r.parent = append(r.parent, parent)
-	r.parentEdge = append(r.parentEdge, edge)
+	r.parent = push(r.parent, parent)
+	r.parentEdge = push(r.parentEdge, edge)
 	return j
 }
 
@@ -193,23 +192,23 @@ func (r *run) explore() int {
 	safety := make([]*hit, len(md.invs))
 	afterEdges := make([][]hit, len(md.invs))
 	var buf []byte
-	for i := 0; i < len(r.keys); i++ {
-		s := r.decode(r.keys[i])
+	for i := 0; i < r.keys.len(); i++ {
+		s := r.decode(r.key(i))
 		for vi, iv := range md.invs {
 			if iv.Kind == spec.InvAlwaysIn && safety[vi] == nil && !r.alwaysIn(s, iv) {
 				safety[vi] = &hit{int32(i), -1}
 			}
 		}
-		r.edgeStart = append(r.edgeStart, int32(len(r.edgeTo)))
+		r.edgeStart = push(r.edgeStart, int32(len(r.edgeTo)))
 		e := int32(0)
 		r.successors(s, false, func(mv *move) {
 			buf = mv.next.encode(buf[:0])
-			j, ok := r.index[string(buf)]
-			if !ok {
+			j := r.keys.lookup(buf)
+			if j < 0 {
 				j = r.add(mv.next, int32(i), e)
 			}
-			r.edgeTo = append(r.edgeTo, j)
-			r.edgeKind = append(r.edgeKind, mv.kind)
+			r.edgeTo = push(r.edgeTo, j)
+			r.edgeKind = push(r.edgeKind, mv.kind)
 			for _, v := range mv.viols {
 				if safety[v] == nil {
 					safety[v] = &hit{int32(i), e}
@@ -231,7 +230,7 @@ func (r *run) explore() int {
 			e++
 		})
 	}
-	r.edgeStart = append(r.edgeStart, int32(len(r.edgeTo)))
+	r.edgeStart = push(r.edgeStart, int32(len(r.edgeTo)))
 
 	for vi, iv := range md.invs {
 		if iv.violation != nil {
@@ -249,8 +248,8 @@ func (r *run) explore() int {
 		case spec.InvLeaves:
 			r.checkLeaves(iv)
 		case spec.InvAlwaysReaches:
-			ok := r.canReach(func(j int) bool { return iv.set[r.stateOf(r.keys[j], r.singleInst[iv.machine])] }, false)
-			for j := range r.keys {
+			ok := r.canReach(func(j int) bool { return iv.set[r.stateOf(r.key(j), r.singleInst[iv.machine])] }, false)
+			for j := range r.keys.len() {
 				iv.checks++
 				if !ok[j] {
 					iv.violation = r.violation(int32(j), -1, fmt.Sprintf("from this state no sequence of inputs, completions and timers reaches %s", goal(iv)))
@@ -307,8 +306,8 @@ func (r *run) alwaysIn(s *sys, iv *inv) bool {
 // the goal. An action that may fail (report nothing) is retried only by a
 // timer that re-runs it, so the retry must be in the spec.
 func (r *run) checkAfter(iv *inv, edges []hit) {
-	n := len(r.keys)
-	ok := r.canReach(func(j int) bool { return iv.set[r.stateOf(r.keys[j], r.singleInst[iv.machine])] }, true)
+	n := r.keys.len()
+	ok := r.canReach(func(j int) bool { return iv.set[r.stateOf(r.key(j), r.singleInst[iv.machine])] }, true)
 	// Forward search over completions and timers from every target, with
 	// the edge that first reached each state.
 	via := make([]hit, n)
@@ -345,7 +344,7 @@ func (r *run) checkAfter(iv *inv, edges []hit) {
 			iv.violation = r.violationChain(chain, fmt.Sprintf("after %s.%s, completions and timers reach this state, from which they never reach %s (nothing but a new input would help)", iv.After.Machine, iv.After.Name, goal(iv)))
 			return
 		}
-		if iv.set[r.stateOf(r.keys[j], r.singleInst[iv.machine])] {
+		if iv.set[r.stateOf(r.key(int(j)), r.singleInst[iv.machine])] {
 			continue // reached
 		}
 		for e := r.edgeStart[j]; e < r.edgeStart[j+1]; e++ {
@@ -381,13 +380,13 @@ func (r *run) checkLeave(iv *inv, st uint8) {
 		if r.instMachine[inst] != iv.machine {
 			continue
 		}
-		ok := r.canReach(func(j int) bool { return r.stateOf(r.keys[j], inst) != st }, true)
-		for j := range r.keys {
+		ok := r.canReach(func(j int) bool { return r.stateOf(r.key(j), inst) != st }, true)
+		for j := range r.keys.len() {
 			iv.checks++
 			if !ok[j] {
 				m := r.md.machines[iv.machine]
 				iv.violation = r.violation(int32(j), -1, fmt.Sprintf("%s rests in %s and completions and timers alone never take it out (nothing but a new input would help)",
-					r.instName(r.decode(r.keys[j]), inst), m.states[r.stateOf(r.keys[j], inst)]))
+					r.instName(r.decode(r.key(j)), inst), m.states[r.stateOf(r.key(j), inst)]))
 				return
 			}
 		}
@@ -397,7 +396,7 @@ func (r *run) checkLeave(iv *inv, st uint8) {
 // canReach returns the states from which a state where goal holds is
 // reachable (over internal and timer edges only when restricted).
 func (r *run) canReach(goal func(int) bool, restricted bool) []bool {
-	n := len(r.keys)
+	n := r.keys.len()
 	rv := &r.rev[0]
 	if restricted {
 		rv = &r.rev[1]
@@ -407,7 +406,7 @@ func (r *run) canReach(goal func(int) bool, restricted bool) []bool {
 	}
 	cnt, from := rv.cnt, rv.from
 	ok := make([]bool, n)
-	var queue []int32
+	queue := make([]int32, 0, n)
 	for i := range n {
 		if goal(i) {
 			ok[i] = true
@@ -431,7 +430,7 @@ func (r *run) canReach(goal func(int) bool, restricted bool) []bool {
 // timer edges only when restricted): the sources of the edges into j are
 // from[cnt[j]:cnt[j+1]].
 func (r *run) reverse(restricted bool) (cnt, from []int32) {
-	n := len(r.keys)
+	n := r.keys.len()
 	// Reverse edges, counting sort by target.
 	cnt = make([]int32, n+1)
 	for e, to := range r.edgeTo {
@@ -488,14 +487,14 @@ func (r *run) violationChain(chain []hit, detail string) *Violation {
 	for r.parent[root] >= 0 {
 		root = r.parent[root]
 	}
-	s0 := r.decode(r.keys[root])
+	s0 := r.decode(r.key(int(root)))
 	v := &Violation{K: r.k, Detail: detail}
 	for _, ro := range s0.roles {
 		v.Roles = append(v.Roles, spec.Roles[ro])
 	}
 	var last *sys
 	for _, h := range chain {
-		s := r.decode(r.keys[h.from])
+		s := r.decode(r.key(int(h.from)))
 		if h.edge < 0 {
 			last = s
 			continue
@@ -503,7 +502,7 @@ func (r *run) violationChain(chain []hit, detail string) *Violation {
 		n := int32(0)
 		r.successors(s, true, func(mv *move) {
 			if n == h.edge {
-				v.Trace = append(v.Trace, mv.label)
+				v.Trace = append(v.Trace, strings.Split(mv.label, "\n")...)
 				last = mv.next
 			}
 			n++
@@ -521,7 +520,7 @@ func (r *run) violationChain(chain []hit, detail string) *Violation {
 					first = mv
 				}
 			})
-			v.Trace = append(v.Trace, first.label)
+			v.Trace = append(v.Trace, strings.Split(first.label, "\n")...)
 			last = first.next
 		}
 	}

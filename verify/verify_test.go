@@ -54,13 +54,13 @@ func TestVerifyEmbeddedSpec(t *testing.T) {
 			t.Errorf("invariant %s violated with K=%d (roles %v): %s\n%s", iv.Name, v.K, v.Roles, v.Detail, strings.Join(v.Trace, "\n"))
 		}
 	}
-	for _, k := range []string{spec.InvNeverEnter, spec.InvRank, spec.InvAlwaysReaches, spec.InvAfterReaches} {
+	for _, k := range []string{spec.InvNeverEnter, spec.InvRank, spec.InvAlwaysReaches, spec.InvAfterReaches, spec.InvAlwaysIn, spec.InvLeaves} {
 		if !kinds[k] {
 			t.Errorf("no invariant of kind %s in the spec", k)
 		}
 	}
-	if len(rep.Invariants) < 4 {
-		t.Errorf("%d invariants, want at least 4", len(rep.Invariants))
+	if len(rep.Invariants) < 13 {
+		t.Errorf("%d invariants, want at least 13", len(rep.Invariants))
 	}
 }
 
@@ -128,6 +128,86 @@ func TestVerifyMutations(t *testing.T) {
 			old:       `all = [container.waiting, container.pull_backoff, container.crashloop_backoff, container.exited, container.terminated, container.removed]`,
 			new:       `all = [container.running]`,
 			invariant: "can_always_finish", inTrace: "container[0](regular)=running",
+		},
+		{
+			// A container that exited under Never restarts anyway.
+			name: "restart row under Never", file: "container.hcl",
+			old:       `      otherwise { to = state.terminated }`,
+			new:       `      otherwise { to = state.crashloop_backoff }`,
+			invariant: "no_restart_under_never", inTrace: "restart_policy=never(chosen)",
+		},
+		{
+			// The tie lets a regular container restart under Never.
+			name: "restart allowed under Never", file: "system.hcl",
+			old:       `  roles = [role.regular]` + "\n" + `  given = [restart_policy.always]`,
+			new:       `  roles = [role.regular]` + "\n" + `  given = [restart_policy.always, restart_policy.never]`,
+			invariant: "no_restart_under_never", inTrace: "deciding -> crashloop_backoff",
+		},
+		{
+			// OnFailure restarts a regular container whatever its exit.
+			name: "OnFailure restarts after success", file: "system.hcl",
+			old:       `  given = [restart_policy.on_failure]` + "\n" + `  flags = [container.exit_failed]` + "\n",
+			new:       `  given = [restart_policy.on_failure]` + "\n",
+			invariant: "on_failure_restarts_only_failures", inTrace: "restart_policy=on_failure(chosen)",
+		},
+		{
+			// An init container restarts after it completed.
+			name: "init container restarts after success", file: "system.hcl",
+			old:       `  given = [restart_policy.always, restart_policy.on_failure]` + "\n" + `  flags = [container.exit_failed]` + "\n" + `  mode  = "may"`,
+			new:       `  given = [restart_policy.always, restart_policy.on_failure]` + "\n" + `  mode  = "may"`,
+			invariant: "init_restarts_only_failures", inTrace: "container[0](init) exited --exit_recorded",
+		},
+		{
+			// remove_pod runs while the sandbox still stops (the engine's
+			// precondition dropped): the pod finishes with it stopping.
+			name: "remove_pod without its precondition", file: "system.hcl",
+			old:       `  requires           = [sandbox.stopped]` + "\n",
+			new:       "",
+			invariant: "sandbox_removed_when_finished", inTrace: "sandbox=stopping",
+		},
+		{
+			// A terminated container ignores its removal.
+			name: "terminated container not removed", file: "container.hcl",
+			old:       `    transition "removed" { to = state.removed }` + "\n" + `    transition "kill" {}`,
+			new:       `    transition "removed" {}` + "\n" + `    transition "kill" {}`,
+			invariant: "containers_removed_when_finished", inTrace: "container[0](regular)=terminated",
+		},
+		{
+			// Without its grace timer a failed stop of a container the pod
+			// does not kill (a liveness kill, a spec change) is never retried.
+			name: "stopping without its grace timer", file: "container.hcl",
+			old:       `    timeout "grace_expired" { after = duration.grace_period }` + "\n",
+			new:       "",
+			invariant: "container_stop_ends", inTrace: "stop_container fails before any effect",
+		},
+		{
+			// Without the terminated timer a failed StopPodSandbox is
+			// never retried.
+			name: "sandbox stop never retried", file: "pod.hcl",
+			old:       `    entry = [action.stop_sandbox, action.release_name, action.remove_pod, action.report_status]` + "\n" + `    timeout "sync" { after = duration.sync_backoff }` + "\n",
+			new:       `    entry = [action.stop_sandbox, action.release_name, action.remove_pod, action.report_status]` + "\n",
+			invariant: "sandbox_stop_ends", inTrace: "stop_sandbox fails before any effect",
+		},
+		{
+			// Without the stop_containers timer a terminating pod waits for
+			// a runtime event once a failed stop finally succeeded.
+			name: "terminating without its timer", file: "pod.hcl",
+			old:       `    entry = [action.kill_containers]` + "\n" + `    timeout "sync" { after = duration.sync_backoff }` + "\n",
+			new:       `    entry = [action.kill_containers]` + "\n",
+			invariant: "pod_stop_ends", inTrace: "stop_container fails before any effect",
+		},
+		{
+			// A failed stop is retried neither by the grace timer nor by a
+			// repeated kill: some run still finishes (the first stop
+			// succeeds), but a fair run where it fails never does.
+			name: "failed stop never retried", file: "container.hcl",
+			old: `    timeout "grace_expired" { after = duration.grace_period }` + "\n" + `    transition "grace_expired" {` + "\n" +
+				`      actions = [action.stop_container]` + "\n" + `      doc     = "Force: the engine re-issues StopContainer with timeout 0."` + "\n" + `    }` + "\n" +
+				`    transition "stopped" { to = state.exited }` + "\n" + `    transition "died" { to = state.exited }` + "\n" + `    transition "kill" {` + "\n" + `      actions = [action.stop_container]` + "\n",
+			new: `    transition "grace_expired" {` + "\n" +
+				`      actions = [action.stop_container]` + "\n" + `      doc     = "Force: the engine re-issues StopContainer with timeout 0."` + "\n" + `    }` + "\n" +
+				`    transition "stopped" { to = state.exited }` + "\n" + `    transition "died" { to = state.exited }` + "\n" + `    transition "kill" {` + "\n",
+			invariant: "kill_finishes", inTrace: "stop_container fails before any effect",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
