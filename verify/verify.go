@@ -537,6 +537,14 @@ func (r *run) describe(s *sys) string {
 		}
 		out += r.instName(s, i) + "=" + r.md.machines[r.instMachine[i]].states[s.st[i]]
 	}
+	for i := range r.nInst {
+		m := r.md.machines[r.instMachine[i]]
+		for f, name := range m.flags {
+			if s.flags[i]&(1<<f) != 0 {
+				out += fmt.Sprintf(", %s.%s=%v", r.instName(s, i), name, s.flags[i]&(16<<f) != 0)
+			}
+		}
+	}
 	for p, v := range s.params {
 		pm := r.md.params[p]
 		val := "(not read yet: any)"

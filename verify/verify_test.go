@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -357,6 +358,187 @@ input "jam" { pod = pod.stuck }
 			slices.Sort(got)
 			if strings.Join(got, " ") != strings.Join(tc.want, " ") {
 				t.Errorf("events nothing produces: %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// tieSpec: the pod's work pokes every container, which records a flag
+// (note) and decides by guard g whether it goes to yes or no.
+const tieSpec = `
+machine "p" {
+  initial = state.idle
+  event "go" {}
+  event "done" {}
+  event "quit" {}
+  action "work" {}
+  state "idle" {
+    transition "go" { to = state.busy }
+    transition "quit" { to = state.end }
+  }
+  state "busy" {
+    entry = [action.work]
+    transition "done" { to = state.idle }
+  }
+  state "end" { final = true }
+}
+machine "c" {
+  initial = state.x
+  event "poke" {}
+  event "quit" {}
+  guard "g" {}
+  action "note" {}
+  state "x" {
+    transition "poke" {
+      to      = state.deciding
+      actions = [action.note]
+    }
+    transition "quit" { to = state.end }
+  }
+  state "deciding" {
+    choice {
+      when "g" { to = state.yes }
+      otherwise { to = state.no }
+    }
+  }
+  state "yes" {
+    transition "poke" { to = state.x }
+  }
+  state "no" {
+    transition "poke" { to = state.x }
+  }
+  state "end" { final = true }
+}
+replicated "c" {}
+input "start" { p = p.go }
+input "stop" {
+  p = p.quit
+  c = c.quit
+}
+effect "p" "work" {
+  sends   = [c.poke]
+  reports = [p.done]
+}
+parameter "policy" { values = ["a", "b"] }
+flag "c" "failed" { set_by = c.note }
+invariant "never_yes" { never_enter = [c.yes] }
+invariant "never_no" { never_enter = [c.no] }
+invariant "yes_only_under_a" {
+  never_enter = [c.yes]
+  given       = [policy.b]
+}
+invariant "yes_only_failed" {
+  never_enter = [c.yes]
+  from        = [c.deciding]
+  unless      = [c.failed]
+}
+`
+
+// TestTies: the value a guard takes under its ties (iff, if, may, several
+// ties, parameters and flags), seen through which states a container
+// enters.
+func TestTies(t *testing.T) {
+	for _, tc := range []struct {
+		name, ties string
+		violated   []string
+	}{
+		{"untied: free", ``, []string{"never_yes", "never_no", "yes_only_under_a", "yes_only_failed"}},
+		{"iff on a parameter", `tie "c" "g" { given = [policy.a] }`, []string{"never_yes", "never_no", "yes_only_failed"}},
+		{"iff on a flag", `tie "c" "g" { flags = [c.failed] }`, []string{"never_yes", "never_no", "yes_only_under_a"}},
+		{"iff on both", `tie "c" "g" {
+  given = [policy.a]
+  flags = [c.failed]
+}`, []string{"never_yes", "never_no"}},
+		{"iff on a role the instance lacks", `tie "c" "g" { roles = [role.sidecar] }`, []string{"never_no"}},
+		{"if on a role the instance lacks: free", `tie "c" "g" {
+  roles = [role.sidecar]
+  mode  = "if"
+}`, []string{"never_yes", "never_no", "yes_only_under_a", "yes_only_failed"}},
+		{"may: free when it holds, else false", `tie "c" "g" {
+  given = [policy.a]
+  mode  = "may"
+}`, []string{"never_yes", "never_no", "yes_only_failed"}},
+		{"may that never holds: false", `tie "c" "g" {
+  roles = [role.init]
+  mode  = "may"
+}`, []string{"never_no"}},
+		{"several ties: an iff one holds", `tie "c" "g" { roles = [role.regular] }
+tie "c" "g" {
+  given = [policy.b]
+  mode  = "may"
+}`, []string{"never_yes", "yes_only_under_a", "yes_only_failed"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := check(t, []spec.File{{Name: "ties.hcl", Src: []byte(tieSpec + tc.ties)}}, 1)
+			var got []string
+			for _, iv := range rep.Invariants {
+				if iv.Violation != nil {
+					got = append(got, iv.Name)
+				}
+			}
+			if strings.Join(got, " ") != strings.Join(tc.violated, " ") {
+				t.Errorf("violated %v, want %v", got, tc.violated)
+			}
+		})
+	}
+}
+
+// stopSpec: a kill starts a stop that may fail; extra adds the stopping
+// state's rows.
+const stopSpec = `
+machine "p" {
+  initial = state.idle
+  event "kill" {}
+  event "stopped" {}
+  event "retry" {}
+  action "stop" {}
+  duration "wait" { default = "1s" }
+  state "idle" {
+    transition "kill" { to = state.stopping }
+  }
+  state "stopping" {
+    entry = [action.stop]
+    %s
+    transition "stopped" { to = state.done }
+  }
+  state "done" { final = true }
+}
+input "kill" { p = p.kill }
+effect "p" "stop" {
+  reports            = [p.stopped]
+  may_report_nothing = true
+}
+invariant "kill_ends" {
+  after   = p.kill
+  reaches = [p.done]
+}
+invariant "stop_ends" { leaves = [p.stopping] }
+invariant "can_end" { always_reaches = [p.done] }
+`
+
+// TestFairness: a stop that may fail finishes under fair scheduling only
+// when a timer retries it; some path to the end is not enough.
+func TestFairness(t *testing.T) {
+	for _, tc := range []struct {
+		name, rows string
+		violated   []string
+	}{
+		{"retried by a timer", `timeout "retry" { after = duration.wait }
+    transition "retry" { actions = [action.stop] }`, nil},
+		{"retried only by a new kill", `transition "kill" { actions = [action.stop] }`, []string{"kill_ends", "stop_ends"}},
+		{"never retried", `transition "retry" { actions = [action.stop] }`, []string{"kill_ends", "stop_ends", "can_end"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := check(t, []spec.File{{Name: "stop.hcl", Src: []byte(fmt.Sprintf(stopSpec, tc.rows))}}, 1)
+			var got []string
+			for _, iv := range rep.Invariants {
+				if v := iv.Violation; v != nil {
+					got = append(got, iv.Name)
+					t.Logf("%s: %s\n%s", iv.Name, v.Detail, strings.Join(v.Trace, "\n"))
+				}
+			}
+			if strings.Join(got, " ") != strings.Join(tc.violated, " ") {
+				t.Errorf("violated %v, want %v", got, tc.violated)
 			}
 		})
 	}
