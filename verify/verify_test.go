@@ -131,6 +131,14 @@ func TestVerifyMutations(t *testing.T) {
 			invariant: "can_always_finish", inTrace: "container[0](regular)=running",
 		},
 		{
+			// Stopping the sandbox asks for a new one: a terminated pod
+			// creates a sandbox.
+			name: "termination creates a sandbox", file: "system.hcl",
+			old:       `effect "pod" "stop_sandbox" {` + "\n" + `  sends = [sandbox.stop]`,
+			new:       `effect "pod" "stop_sandbox" {` + "\n" + `  sends = [sandbox.create]`,
+			invariant: "no_sandbox_after_termination", inTrace: "sandbox none --create--> creating",
+		},
+		{
 			// A container that exited under Never restarts anyway.
 			name: "restart row under Never", file: "container.hcl",
 			old:       `      otherwise { to = state.terminated }`,
