@@ -236,6 +236,25 @@ effect "probe" "start_probes" {
   may_report_nothing = true
 }
 
+effect "node" "remove_dead_containers" {
+  reports = [node.containers_collected, node.container_gc_failed]
+}
+
+effect "node" "observe_signals" {
+  reports = [node.no_pressure, node.reclaim, node.pressure, node.observe_failed]
+}
+
+effect "node" "measure_image_fs" {
+  reports = [node.below_high, node.above_high, node.measure_failed]
+}
+
+effect "node" "remove_unused_images" {
+  reports = [node.collected, node.collect_failed]
+}
+
+# evict_pod has no effect here: the kill it decides reaches a pod worker as
+# input evicted, which may arrive whenever an input can.
+
 # --- events from outside the pod ---
 
 external "pod" "name_free" {
@@ -248,6 +267,18 @@ external "probe" "container_running" {
 
 external "probe" "container_stopped" {
   doc = "The engine fires it when a container machine leaves running."
+}
+
+external "node" "image_gc_due" {
+  doc = "The node loop's image GC period came round."
+}
+
+external "node" "eviction_due" {
+  doc = "The node loop's eviction period came round."
+}
+
+external "node" "container_gc_due" {
+  doc = "The node loop's container GC period came round."
 }
 
 external "probe" "probe_due" {
@@ -329,6 +360,11 @@ invariant "sandbox_stop_ends" {
 invariant "pod_stop_ends" {
   doc    = "A pod worker that stops containers or removes the pod leaves that state without new inputs."
   leaves = [pod.completing, pod.terminating, pod.terminated]
+}
+
+invariant "node_pass_ends" {
+  doc    = "A pass of the node machine (container GC, eviction, image GC) ends in idle through its own completions."
+  leaves = [node.removing_containers, node.observing, node.measuring, node.collecting]
 }
 
 invariant "can_always_finish" {
