@@ -103,6 +103,7 @@ var fileSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
 	{Type: "invariant", LabelNames: []string{"name"}},
 	{Type: "parameter", LabelNames: []string{"name"}},
 	{Type: "flag", LabelNames: []string{"machine", "name"}},
+	{Type: "restored", LabelNames: []string{"name"}},
 }}
 
 var machineSchema = &hcl.BodySchema{

@@ -79,6 +79,9 @@
 //	  requires = [sandbox.stopped]               // and does whenever this does not hold
 //	}
 //	external "pod" "name_free" {}                // fired from outside the pod; no input carries it
+//	restored "NAME" {                            // states rebuilt after a restart: each machine
+//	  states = [pod.synced, container.running]   // named in one of its states, explored too
+//	}
 //	invariant "NAME" {                           // exactly one kind of:
 //	  never_enter = [container.pulling, ...]     // no step enters one of these ...
 //	  while       = [pod.terminating, ...]       // ... while this holds (optional)

@@ -25,6 +25,18 @@ type System struct {
 	Invariants      []*Invariant
 	Parameters      []*Parameter
 	Flags           []*Flag
+	Restored        []*Restored
+}
+
+// Restored is a family of states the engine may rebuild the machines of a
+// pod in after a restart (NewXMachineAt in its recovery), declared by
+// `restored "NAME" { states = [M.S, ...] }`: every machine named starts in
+// one of its states listed (each instance of the replicated machine
+// independently), the others in their initial state. The verifier explores
+// from each of them as from the initial states.
+type Restored struct {
+	Decl
+	States []MRef
 }
 
 // Parameter is a property of the pod fixed for its life, declared by
@@ -188,6 +200,8 @@ var invariantSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 
 var parameterSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "doc"}, {Name: "values", Required: true}}}
 
+var restoredSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "doc"}, {Name: "states", Required: true}}}
+
 var flagSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "doc"}, {Name: "set_by", Required: true}}}
 
 func labelRef(b *hcl.Block, i int) Ref { return Ref{Name: b.Labels[i], Range: b.LabelRanges[i]} }
@@ -278,6 +292,13 @@ func (s *Spec) decodeSystemBlock(b *hcl.Block) hcl.Diagnostics {
 			}
 		}
 		sys.Parameters = append(sys.Parameters, p)
+	case "restored":
+		rs := &Restored{Decl: declOf(b)}
+		c, d := b.Body.Content(restoredSchema)
+		diags = append(diags, d...)
+		rs.Doc = stringAttr(c.Attributes["doc"], &diags)
+		rs.States = mrefListAttr(c.Attributes["states"], &diags)
+		sys.Restored = append(sys.Restored, rs)
 	case "flag":
 		f := &Flag{Machine: labelRef(b, 0), Name: labelRef(b, 1), Range: b.DefRange}
 		c, d := b.Body.Content(flagSchema)
@@ -489,6 +510,13 @@ func (v *validator) system(s *Spec, machines *names) {
 			continue
 		}
 		sv.ref(machineNames(m, "action"), Ref{Name: f.SetBy.Name, Range: f.SetBy.Range}, where+" set_by")
+	}
+	restored := newNames("restored family")
+	for _, rs := range sys.Restored {
+		v.declare(restored, rs.Decl)
+		for _, r := range rs.States {
+			sv.mrefs([]MRef{r}, "state", "", fmt.Sprintf("restored %q states", rs.Name))
+		}
 	}
 	invs := newNames("invariant")
 	for _, inv := range sys.Invariants {

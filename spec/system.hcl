@@ -12,6 +12,13 @@
 #                                      each instance with a role; the others run
 #                                      once per pod.
 #
+#   restored "NAME" {                  states the engine rebuilds the machines in
+#     states = [M.S, ...]              after a restart (NewXMachineAt): each
+#   }                                  machine named starts in one of its states
+#                                      listed (each container independently),
+#                                      the others in their initial state; they
+#                                      are explored like the initial states.
+#
 #   parameter "NAME" {                 a property of the pod fixed for its life
 #     values = ["a", "b", ...]         (the restart policy); every value is
 #   }                                  explored.
@@ -101,6 +108,18 @@
 
 replicated "container" {
   doc = "One container machine per container of the pod spec: init containers, sidecars (restartable init containers), then regular containers. An ephemeral container is an instance of role init here: its guards (start_blocked false, restart_allowed false) are among the free ones of that role, and it does not count for pod_done."
+}
+
+# --- states rebuilt after a restart (engine recovery: adopt) ---
+
+restored "sandbox_ready" {
+  doc    = "A pod whose newest sandbox is ready resumes in synced with that sandbox ready (podState.adopt, sandboxState.adopt). A container with no instance, or whose newest instance was only created, resumes in waiting; a running one in running; an exited one in running with died fired before the first input (ctrState.adopt), so in crashloop_backoff or terminated once it decided (or waiting on a spec change)."
+  states = [pod.synced, sandbox.ready, container.waiting, container.running, container.crashloop_backoff, container.terminated]
+}
+
+restored "sandbox_not_ready" {
+  doc    = "A pod whose newest sandbox is no longer ready (it completed, or the sandbox died) resumes in pending with that sandbox dead; a running container gets sandbox_died before the first input, so it is stopping (its stop may have failed); the others as above."
+  states = [sandbox.dead, container.waiting, container.stopping, container.crashloop_backoff, container.terminated]
 }
 
 # --- guard ties ---
@@ -336,8 +355,8 @@ invariant "init_restarts_only_failures" {
 }
 
 invariant "containers_removed_when_finished" {
-  doc       = "Once the pod worker finished, every container is in its final state removed (final states have no exits), or still waiting because the pod never synced (refused admission, or killed while pending: no instance was ever created, and nothing asks it to start again), ."
-  always_in = [container.waiting, container.removed]
+  doc       = "Once the pod worker finished, every container is in its final state removed (final states have no exits), or rests where nothing of it runs and nothing asks it to start again, because the pod went from pending to terminated, which kills no container: waiting (refused admission, killed before it synced, or restored with its sandbox not ready; remove_pod removed any created instance), or crashloop_backoff (restored with its sandbox not ready, an adopted exited instance decided to restart before the kill; remove_pod removed its instances, but crashloop_backoff has no row for removed: the machine outlives the pod there, an open gap)."
+  always_in = [container.waiting, container.crashloop_backoff, container.removed]
   while     = [pod.finished]
 }
 

@@ -188,6 +188,7 @@ invariant "in" {
   while     = [p.b]
 }
 invariant "out" { leaves = [c.x] }
+restored "back" { states = [p.a, c.x, c.y] }
 `
 	s, diags := Parse([]File{{Name: "x.hcl", Src: []byte(src)}})
 	for _, d := range diags {
@@ -214,6 +215,9 @@ invariant "out" { leaves = [c.x] }
 	}
 	if iv := sys.Invariants[5]; iv.Kind != InvAlwaysIn || len(iv.AlwaysIn) != 1 || len(iv.While) != 1 {
 		t.Errorf("invariant in = %+v", iv)
+	}
+	if r := sys.Restored; len(r) != 1 || r[0].Name != "back" || len(r[0].States) != 3 || r[0].States[2].String() != "c.y" {
+		t.Errorf("restored = %+v", r)
 	}
 	if iv := sys.Invariants[6]; iv.Kind != InvLeaves || iv.Leaves[0].String() != "c.x" {
 		t.Errorf("invariant out = %+v", iv)

@@ -119,7 +119,10 @@ type run struct {
 	edgeStart  []int32
 	edgeTo     []int32
 	edgeKind   []uint8
-	rev        [2]struct{ cnt, from []int32 } // reverse graphs: all edges, restricted
+	// restoredRoot marks the initial states of restored families that are
+	// not fresh ones.
+	restoredRoot map[int32]bool
+	rev          [2]struct{ cnt, from []int32 } // reverse graphs: all edges, restricted
 
 	memo  []int8 // guard values of the running fire, -1 unknown
 	fixed []bool // when set, the value of every guard (Step)

@@ -15,6 +15,9 @@ type model struct {
 	inputs   []*input
 	invs     []*inv
 	params   []*param
+	// restored lists, per restored family, the states each machine may
+	// start in (nil: its initial state).
+	restored [][][]int
 }
 
 // param is a parameter of the pod (spec.Parameter): fixed for the pod's
@@ -302,6 +305,14 @@ func compile(s *spec.Spec) (*model, error) {
 		m := md.machines[byName[x.Machine.Name]]
 		md.inputs = append(md.inputs, &input{name: x.Machine.Name + "." + x.Event.Name, external: true,
 			routes: []send{{machine: m.idx, event: m.event[x.Event.Name]}}})
+	}
+	for _, rs := range sys.Restored {
+		fam := make([][]int, len(md.machines))
+		for _, r := range rs.States {
+			m := md.machines[byName[r.Machine]]
+			fam[m.idx] = append(fam[m.idx], m.state[r.Name])
+		}
+		md.restored = append(md.restored, fam)
 	}
 	for _, si := range sys.Invariants {
 		iv := &inv{Invariant: si, machine: -1, whileMachine: -1, afterMachine: -1, param: -1}

@@ -6,26 +6,44 @@
 // every machine, except the replicated one (the container machine), which
 // has K instances, each with a role: init and sidecar containers first, then
 // regular ones, at least one regular (a pod spec needs one). Every role
-// assignment for K is explored in one search.
+// assignment for K is explored in one search, from the initial states and
+// from every state of the restored families (the states the engine rebuilds
+// the machines in after a restart).
 //
 // One step of a machine is that of fsm/core.go: the first transition in spec
 // order whose guard holds, internal transitions, choice states passed at
-// once. Guards are free (both values explored) unless tied. An event
-// delivered to a machine is handled like the engine's fire loop: the step's
-// actions run in order; an action delivers its sends (each handled to the end
-// before the next) and then reports one of its reports, queued behind the
-// step; the queue is handled before any other input. An action that may
-// report nothing may also fail before any effect. Between inputs, any input
-// of routes.hcl or external event may arrive (one naming the replicated
-// machine goes to any one instance, and to it before the other machines) and
-// any timer of a resting machine may fire.
+// once. Guards are free (both values explored) unless tied; a tie may read
+// the other machines' states, the instance's role, a parameter of the pod
+// (the restart policy) and a flag of the instance (whether its last exit
+// failed). A parameter or flag is chosen at its first read in an input and
+// forgotten between inputs: the invariants that name them are checked in
+// the step that read them, and a later read chooses anew (more behaviour,
+// never less), so they cost no state between inputs. An event delivered to
+// a machine is handled like the engine's fire loop: the step's actions run
+// in order; an action delivers its sends (each handled to the end before
+// the next) and then reports one of its reports, queued behind the step;
+// the queue is handled before any other input. An action that may report
+// nothing may also fail before any effect, and always does while its
+// precondition (requires) does not hold; an action that records a flag
+// makes it unknown again. Between inputs, any input of routes.hcl or
+// external event may arrive (one naming the replicated machine goes to any
+// one instance, and to it before the other machines) and any timer of a
+// resting machine may fire.
 //
-// Invariants of kind never_enter and rank are checked on every step; the
-// reachability kinds (always_reaches, after) on the explored graph once the
-// search ends.
+// Invariants of kind never_enter and rank are checked on every step,
+// always_in on every state; the reachability kinds on the explored graph
+// once the search ends: always_reaches over every move, after and leaves
+// over action outcomes, free guards and timers alone, under fairness (a
+// choice made infinitely often takes each outcome infinitely often): every
+// state reached without new inputs can still reach the goal without them,
+// so a failure that nothing retries, or a state left only by a new input,
+// is a violation.
 //
 // The search is breadth first over a compact byte encoding of the product
-// state, so a violation's trace is a shortest one.
+// state (kept in one pointer-free store), so a violation's trace is a
+// shortest one. A step with a single successor (no free guard, no action
+// with several outcomes) is followed at once: the states of such chains are
+// not stored.
 package verify
 
 import (
@@ -161,6 +179,31 @@ func assignments(k int) [][]uint8 {
 	return out
 }
 
+// restoredRoots adds as initial states every combination of the states
+// family lists for the instances from inst on.
+func (r *run) restoredRoots(s *sys, fam [][]int, inst int) {
+	if inst == r.nInst {
+		if r.restoredRoot == nil {
+			r.restoredRoot = map[int32]bool{}
+		}
+		n := r.keys.len()
+		if j := r.add(s, -1, -1); int(j) == n {
+			r.restoredRoot[j] = true
+		}
+		return
+	}
+	sts := fam[r.instMachine[inst]]
+	if sts == nil {
+		r.restoredRoots(s, fam, inst+1)
+		return
+	}
+	for _, st := range sts {
+		c := s.clone()
+		c.st[inst] = uint8(st)
+		r.restoredRoots(c, fam, inst+1)
+	}
+}
+
 func (r *run) add(s *sys, parent, edge int32) int32 {
 	r.buf = s.encode(r.buf[:0])
 	j, added := r.keys.add(r.buf)
@@ -188,6 +231,9 @@ func (r *run) explore() int {
 		}
 		r.settle(s)
 		r.add(s, -1, -1)
+		for _, fam := range md.restored {
+			r.restoredRoots(s, fam, 0)
+		}
 	}
 	safety := make([]*hit, len(md.invs))
 	afterEdges := make([][]hit, len(md.invs))
@@ -491,6 +537,9 @@ func (r *run) violationChain(chain []hit, detail string) *Violation {
 	v := &Violation{K: r.k, Detail: detail}
 	for _, ro := range s0.roles {
 		v.Roles = append(v.Roles, spec.Roles[ro])
+	}
+	if r.restoredRoot[root] {
+		v.Trace = append(v.Trace, "restored after a restart: "+r.describe(s0))
 	}
 	var last *sys
 	for _, h := range chain {

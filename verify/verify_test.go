@@ -242,7 +242,7 @@ func TestVerifyMutations(t *testing.T) {
 				}
 				trace := strings.Join(v.Trace, "\n")
 				t.Logf("%s violated with K=%d, roles %v:\n%s\n=> %s", iv.Name, v.K, v.Roles, trace, v.Detail)
-				if len(v.Trace) < 2 || !strings.HasPrefix(v.Trace[0], "input ") && !strings.HasPrefix(v.Trace[0], "external: ") || !strings.HasPrefix(v.Trace[len(v.Trace)-1], "state: ") {
+				if len(v.Trace) < 2 || !strings.HasPrefix(v.Trace[0], "input ") && !strings.HasPrefix(v.Trace[0], "external: ") && !strings.HasPrefix(v.Trace[0], "restored after a restart: ") || !strings.HasPrefix(v.Trace[len(v.Trace)-1], "state: ") {
 					t.Errorf("trace does not start with an input and end with the state:\n%s", trace)
 				}
 				if !strings.Contains(trace, tc.inTrace) {
@@ -557,5 +557,33 @@ func TestFairness(t *testing.T) {
 				t.Errorf("violated %v, want %v", got, tc.violated)
 			}
 		})
+	}
+}
+
+// TestRestored: the states of a restored family are explored like initial
+// states, and a trace from one says so.
+func TestRestored(t *testing.T) {
+	ties := `tie "c" "g" { roles = [role.sidecar] }
+invariant "no_yes" { always_in = [c.x, c.deciding, c.no, c.end] }
+`
+	rep := check(t, []spec.File{{Name: "ties.hcl", Src: []byte(tieSpec + ties)}}, 1)
+	for _, iv := range rep.Invariants {
+		if iv.Name == "no_yes" && iv.Violation != nil {
+			t.Fatalf("no_yes violated without a restored family")
+		}
+	}
+	rep = check(t, []spec.File{{Name: "ties.hcl", Src: []byte(tieSpec + ties + `restored "back" { states = [p.busy, c.yes] }
+`)}}, 1)
+	for _, iv := range rep.Invariants {
+		if iv.Name != "no_yes" {
+			continue
+		}
+		v := iv.Violation
+		if v == nil {
+			t.Fatal("no_yes holds from the restored state c=yes")
+		}
+		if !strings.HasPrefix(v.Trace[0], "restored after a restart: ") || !strings.Contains(v.Trace[0], "p=busy") {
+			t.Errorf("trace = %q", v.Trace)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 # Invalid: a tie with roles on a machine that runs once per pod, all without
 # a replicated machine, among without all or any, a flag set by an unknown
-# action, and a tie naming an unknown parameter value and an unknown flag.
+# action, a tie naming an unknown parameter value and an unknown flag, and a
+# restored family naming an unknown state.
 machine "p" {
   initial = state.a
   event "go" {}
@@ -30,3 +31,4 @@ tie "p" "ok" {
   given = [policy.c]
   flags = [p.missing]
 }
+restored "back" { states = [p.c] }
