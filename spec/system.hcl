@@ -165,6 +165,13 @@ tie "container" "restart_allowed" {
   mode  = "may"
 }
 
+tie "sandbox" "recreate_forbidden" {
+  doc   = "The pod is done (sandboxState.RecreateForbidden: PodDone): every regular container is terminated or removed. Free otherwise: restartPolicy Never after a container ran (ctrState.ran, which no state shows) or an init container that failed for good also forbid it. (Tying those to restart_policy would read the policy at every sandbox create and double the states inside a step, for no invariant that needs it yet.)"
+  all   = [container.terminated, container.removed]
+  among = [role.regular]
+  mode  = "if"
+}
+
 tie "pod" "all_containers_stopped" {
   doc = "Nothing of any container runs (engine: ctrState.stopped)."
   all = [container.waiting, container.pull_backoff, container.crashloop_backoff, container.exited, container.terminated, container.removed]

@@ -128,7 +128,7 @@ func TestVerifyMutations(t *testing.T) {
 			name: "termination waits for running containers", file: "system.hcl",
 			old:       `all = [container.waiting, container.pull_backoff, container.crashloop_backoff, container.exited, container.terminated, container.removed]`,
 			new:       `all = [container.running]`,
-			invariant: "can_always_finish", inTrace: "container[0](regular)=running",
+			invariant: "can_always_finish", inTrace: "pod=synced",
 		},
 		{
 			// Stopping the sandbox asks for a new one: a terminated pod
@@ -195,7 +195,7 @@ func TestVerifyMutations(t *testing.T) {
 			name: "stopping without its grace timer", file: "container.hcl",
 			old:       `    timeout "grace_expired" { after = duration.grace_period }` + "\n",
 			new:       "",
-			invariant: "container_stop_ends", inTrace: "stop_container fails before any effect",
+			invariant: "container_stop_ends", inTrace: "container[0](regular)=stopping",
 		},
 		{
 			// Without the terminated timer a failed StopPodSandbox is
