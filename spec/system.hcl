@@ -165,6 +165,14 @@ tie "container" "restart_allowed" {
   mode  = "may"
 }
 
+tie "container" "start_blocked" {
+  doc   = "Start order (ctrState.StartBlocked): a regular container waits while a sidecar does not run (podState.initialized counts a sidecar once it runs). Free otherwise: an init container not completed with exit 0 also blocks it (the exit is no state), an earlier init container blocks an init container, and a container that left the spec is always blocked; an ephemeral container (role init here) is never blocked."
+  roles = [role.regular]
+  any   = [container.waiting, container.pulling, container.pull_backoff, container.creating, container.starting, container.stopping, container.exited, container.deciding, container.crashloop_backoff, container.terminated, container.removed]
+  among = [role.sidecar]
+  mode  = "if"
+}
+
 tie "sandbox" "recreate_forbidden" {
   doc   = "The pod is done (sandboxState.RecreateForbidden: PodDone): every regular container is terminated or removed. Free otherwise: restartPolicy Never after a container ran (ctrState.ran, which no state shows) or an init container that failed for good also forbid it. (Tying those to restart_policy would read the policy at every sandbox create and double the states inside a step, for no invariant that needs it yet.)"
   all   = [container.terminated, container.removed]
