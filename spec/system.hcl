@@ -369,6 +369,23 @@ invariant "init_restarts_only_failures" {
   unless      = [container.exit_failed]
 }
 
+invariant "always_restarts" {
+  doc         = "Under restartPolicy Always a regular container that exited while the pod runs is restarted (or recreated on a spec change), never terminated."
+  never_enter = [container.terminated]
+  from        = [container.deciding]
+  given       = [restart_policy.always]
+  among       = [role.regular]
+  while       = [pod.pending, pod.waiting_to_start, pod.syncing, pod.synced, pod.sync_backoff]
+}
+
+invariant "sidecars_always_restart" {
+  doc         = "A sidecar that exited while the pod runs is restarted, whatever the restart policy."
+  never_enter = [container.terminated]
+  from        = [container.deciding]
+  among       = [role.sidecar]
+  while       = [pod.pending, pod.waiting_to_start, pod.syncing, pod.synced, pod.sync_backoff]
+}
+
 invariant "containers_removed_when_finished" {
   doc       = "Once the pod worker finished, every container is in its final state removed (final states have no exits), or rests where nothing of it runs and nothing asks it to start again, because the pod went from pending to terminated, which kills no container: waiting (refused admission, killed before it synced, or restored with its sandbox not ready; remove_pod removed any created instance), or crashloop_backoff (restored with its sandbox not ready, an adopted exited instance decided to restart before the kill; remove_pod removed its instances, but crashloop_backoff has no row for removed: the machine outlives the pod there, an open gap)."
   always_in = [container.waiting, container.crashloop_backoff, container.removed]

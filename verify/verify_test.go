@@ -147,6 +147,20 @@ func TestVerifyMutations(t *testing.T) {
 			invariant: "node_pass_ends", inTrace: "node observing --observe_failed--> no transition",
 		},
 		{
+			// The tie forgets Always for regular containers.
+			name: "Always does not restart", file: "system.hcl",
+			old:       `  roles = [role.regular]` + "\n" + `  given = [restart_policy.always]`,
+			new:       `  roles = [role.regular]` + "\n" + `  given = [restart_policy.on_failure]`,
+			invariant: "always_restarts", inTrace: "restart_policy=always(chosen)",
+		},
+		{
+			// The tie forgets that sidecars always restart.
+			name: "sidecar not restarted", file: "system.hcl",
+			old:       `  doc   = "A sidecar always restarts."` + "\n" + `  roles = [role.sidecar]`,
+			new:       `  doc   = "A sidecar always restarts."` + "\n" + `  roles = [role.init]`,
+			invariant: "sidecars_always_restart", inTrace: "(sidecar) exited --exit_recorded",
+		},
+		{
 			// A container that exited under Never restarts anyway.
 			name: "restart row under Never", file: "container.hcl",
 			old:       `      otherwise { to = state.terminated }`,
