@@ -16,7 +16,7 @@ const ContainerMachineName = "container"
 
 // ContainerSpecSHA256 is the SHA-256 of spec/container.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ContainerSpecSHA256 = "3e68d676a3c527b9f96f6b27c6a313d48c96652c559955e6039e237b98bb5af6"
+const ContainerSpecSHA256 = "d5bd869edf95b32954d89052e6a072c3e8f83b42ed1c42bafbfae933825a2a9a"
 
 // ContainerState is a state of the container machine.
 //
@@ -606,6 +606,7 @@ var ContainerTransitionTable = []ContainerTransition{
 	{From: ContainerStateStopping, Event: ContainerEventStopped, To: ContainerStateExited},
 	{From: ContainerStateStopping, Event: ContainerEventDied, To: ContainerStateExited},
 	{From: ContainerStateStopping, Event: ContainerEventKill, To: ContainerStateStopping, Internal: true, Actions: []ContainerAction{ContainerActionStopContainer}},
+	{From: ContainerStateStopping, Event: ContainerEventRemoved, Guard: ContainerGuardPodTerminating, HasGuard: true, To: ContainerStateRemoved},
 	{From: ContainerStateExited, Event: ContainerEventExitRecorded, To: ContainerStateDeciding},
 	{From: ContainerStateCrashloopBackoff, Event: ContainerEventBackoffDone, To: ContainerStateWaiting},
 	{From: ContainerStateCrashloopBackoff, Event: ContainerEventStart, To: ContainerStateCrashloopBackoff, Internal: true},
@@ -672,11 +673,11 @@ var containerByStateEvent = [12][][]uint16{
 	ContainerStateCreating:         {nil, nil, nil, nil, {9}, {10}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
 	ContainerStateStarting:         {nil, nil, nil, nil, nil, nil, nil, {11}, {12}, {13}, nil, nil, nil, nil, nil, nil, nil, nil, nil},
 	ContainerStateRunning:          {{20}, {18, 19}, nil, nil, nil, nil, nil, {21}, nil, nil, {14}, nil, nil, {16}, {17}, {15}, nil, nil, {22}},
-	ContainerStateStopping:         {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {25}, nil, nil, {26}, nil, nil, {24}, {23}, nil},
-	ContainerStateExited:           {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {27}, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStateStopping:         {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {25}, nil, nil, {26}, nil, nil, {24}, {23}, {27}},
+	ContainerStateExited:           {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {28}, nil, nil, nil, nil, nil, nil, nil},
 	ContainerStateDeciding:         {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
-	ContainerStateCrashloopBackoff: {{29}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {28}, {30}, nil, nil, nil, nil, nil},
-	ContainerStateTerminated:       {{34}, nil, nil, nil, nil, nil, {36}, {35}, nil, nil, {33}, nil, nil, {32}, nil, nil, nil, nil, {31}},
+	ContainerStateCrashloopBackoff: {{30}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {29}, {31}, nil, nil, nil, nil, nil},
+	ContainerStateTerminated:       {{35}, nil, nil, nil, nil, nil, {37}, {36}, nil, nil, {34}, nil, nil, {33}, nil, nil, nil, nil, {32}},
 	ContainerStateRemoved:          {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
 }
 
@@ -687,7 +688,7 @@ var containerChoicesByState = [12][]uint16{
 
 // containerTransitionKeys names each external transition for looplab/fsm
 // (looplab allows one destination per event and source).
-var containerTransitionKeys = [37]string{
+var containerTransitionKeys = [38]string{
 	2:  "t2:start",
 	3:  "t3:kill",
 	4:  "t4:pull_ok",
@@ -707,12 +708,13 @@ var containerTransitionKeys = [37]string{
 	22: "t22:removed",
 	24: "t24:stopped",
 	25: "t25:died",
-	27: "t27:exit_recorded",
-	28: "t28:backoff_done",
-	30: "t30:kill",
-	31: "t31:removed",
-	35: "t35:started",
-	36: "t36:state_unknown",
+	27: "t27:removed",
+	28: "t28:exit_recorded",
+	29: "t29:backoff_done",
+	31: "t31:kill",
+	32: "t32:removed",
+	36: "t36:started",
+	37: "t37:state_unknown",
 }
 
 var containerChoiceKeys = [...]string{"c0:deciding", "c1:deciding", "c2:deciding", "c3:deciding"}
@@ -737,12 +739,13 @@ var containerFSMEvents = fsm.Events{
 	{Name: "t22:removed", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateExited.String()},
 	{Name: "t24:stopped", Src: []string{ContainerStateStopping.String()}, Dst: ContainerStateExited.String()},
 	{Name: "t25:died", Src: []string{ContainerStateStopping.String()}, Dst: ContainerStateExited.String()},
-	{Name: "t27:exit_recorded", Src: []string{ContainerStateExited.String()}, Dst: ContainerStateDeciding.String()},
-	{Name: "t28:backoff_done", Src: []string{ContainerStateCrashloopBackoff.String()}, Dst: ContainerStateWaiting.String()},
-	{Name: "t30:kill", Src: []string{ContainerStateCrashloopBackoff.String()}, Dst: ContainerStateTerminated.String()},
-	{Name: "t31:removed", Src: []string{ContainerStateTerminated.String()}, Dst: ContainerStateRemoved.String()},
-	{Name: "t35:started", Src: []string{ContainerStateTerminated.String()}, Dst: ContainerStateStopping.String()},
-	{Name: "t36:state_unknown", Src: []string{ContainerStateTerminated.String()}, Dst: ContainerStateStopping.String()},
+	{Name: "t27:removed", Src: []string{ContainerStateStopping.String()}, Dst: ContainerStateRemoved.String()},
+	{Name: "t28:exit_recorded", Src: []string{ContainerStateExited.String()}, Dst: ContainerStateDeciding.String()},
+	{Name: "t29:backoff_done", Src: []string{ContainerStateCrashloopBackoff.String()}, Dst: ContainerStateWaiting.String()},
+	{Name: "t31:kill", Src: []string{ContainerStateCrashloopBackoff.String()}, Dst: ContainerStateTerminated.String()},
+	{Name: "t32:removed", Src: []string{ContainerStateTerminated.String()}, Dst: ContainerStateRemoved.String()},
+	{Name: "t36:started", Src: []string{ContainerStateTerminated.String()}, Dst: ContainerStateStopping.String()},
+	{Name: "t37:state_unknown", Src: []string{ContainerStateTerminated.String()}, Dst: ContainerStateStopping.String()},
 	{Name: "c0:deciding", Src: []string{ContainerStateDeciding.String()}, Dst: ContainerStateTerminated.String()},
 	{Name: "c1:deciding", Src: []string{ContainerStateDeciding.String()}, Dst: ContainerStateWaiting.String()},
 	{Name: "c2:deciding", Src: []string{ContainerStateDeciding.String()}, Dst: ContainerStateCrashloopBackoff.String()},

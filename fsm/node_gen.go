@@ -16,7 +16,7 @@ const NodeMachineName = "node"
 
 // NodeSpecSHA256 is the SHA-256 of spec/node.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const NodeSpecSHA256 = "cbaa292a129e97bd6451c8d085fb1d45bf894b815a3cd0b05269c06307db233a"
+const NodeSpecSHA256 = "19484a969e7dd80aaaa6c9c039e970cdf62ecec54ea24f76bbceafa2a1245142"
 
 // NodeState is a state of the node machine.
 //

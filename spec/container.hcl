@@ -218,6 +218,11 @@ machine "container" {
       actions = [action.stop_container]
       doc     = "Killed again (the pod terminates, maybe with a shorter grace period): the stop is re-issued."
     }
+    transition "removed" {
+      guard = guard.pod_terminating
+      to    = state.removed
+      doc   = "remove_pod removed the pod's sandboxes, this instance with them, while its stop was failing (a late report took the terminated container back to stopping in a completed pod): nothing is left to stop, and the machine ends with the pod."
+    }
   }
 
   state "exited" {

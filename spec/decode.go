@@ -101,6 +101,9 @@ var fileSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
 	{Type: "effect", LabelNames: []string{"machine", "action"}},
 	{Type: "external", LabelNames: []string{"machine", "event"}},
 	{Type: "invariant", LabelNames: []string{"name"}},
+	{Type: "parameter", LabelNames: []string{"name"}},
+	{Type: "flag", LabelNames: []string{"machine", "name"}},
+	{Type: "restored", LabelNames: []string{"name"}},
 }}
 
 var machineSchema = &hcl.BodySchema{

@@ -55,23 +55,40 @@
 // MACHINE.NAME and roles role.init, role.sidecar, role.regular:
 //
 //	replicated "container" {}                    // runs once per container, with a role
+//	parameter "restart_policy" {                 // fixed for the pod; every value explored
+//	  values = ["always", "on_failure", "never"]
+//	}
+//	flag "container" "exit_failed" {             // recorded anew (any value) each time
+//	  set_by = container.record_exit             // this action runs
+//	}
 //	tie "MACHINE" "GUARD" {                      // the guard is a function of the system
 //	  in    = [pod.terminating, ...]             // a once-per-pod machine is in one of these
 //	  all   = [container.exited, ...]            // every container is in one of these
 //	  any   = [container.running, ...]           // some container is in one of these
 //	  among = [role.regular]                     // all/any count only these roles
 //	  roles = [role.sidecar]                     // the guard's own container has one of these
-//	  mode  = "iff"                              // or "if": holds when the conditions do, else free
-//	}
+//	  given = [restart_policy.always]            // the parameter has one of these values
+//	  flags = [container.exit_failed]            // the guard's own instance has these flags set
+//	  mode  = "iff"                              // or "if": holds when the conditions do, else free;
+//	}                                            // or "may": free when they do, else false
+//	                                             // (several ties of a guard: see Tie)
 //	effect "MACHINE" "ACTION" {                  // what an action does when it runs
 //	  sends   = [container.kill]                 // delivered to every instance, in order
 //	  reports = [MACHINE.EVENT, ...]             // then exactly one of these is reported
 //	  may_report_nothing = true                  // or it fails before any effect
+//	  requires = [sandbox.stopped]               // and does whenever this does not hold
 //	}
 //	external "pod" "name_free" {}                // fired from outside the pod; no input carries it
+//	restored "NAME" {                            // states rebuilt after a restart: each machine
+//	  states = [pod.synced, container.running]   // named in one of its states, explored too
+//	}
 //	invariant "NAME" {                           // exactly one kind of:
 //	  never_enter = [container.pulling, ...]     // no step enters one of these ...
 //	  while       = [pod.terminating, ...]       // ... while this holds (optional)
+//	  from        = [container.deciding]         // ... directly from these (optional)
+//	  given       = [restart_policy.never]       // ... under these values (optional)
+//	  among       = [role.regular]               // ... for these roles (optional)
+//	  unless      = [container.exit_failed]      // ... unless this flag is set (optional)
 //	}
 //	invariant "NAME" {
 //	  rank = [[pod.pending], [pod.syncing], ...] // tiers, lowest first: never go down
@@ -80,8 +97,15 @@
 //	  always_reaches = [pod.finished]            // every reachable state can get there
 //	}
 //	invariant "NAME" {
-//	  after   = pod.kill                         // once an input delivered this,
-//	  reaches = [pod.finished]                   // completions and timers alone get there
+//	  after   = pod.kill                         // once an input delivered this, every
+//	  reaches = [pod.finished]                   // fair run of completions and timers gets there
+//	}
+//	invariant "NAME" {
+//	  always_in = [container.removed]            // every instance is in one of these ...
+//	  while     = [pod.finished]                 // ... whenever this holds (optional)
+//	}
+//	invariant "NAME" {
+//	  leaves = [container.stopping]              // each is left by fair completions and timers
 //	}
 //
 // Action completions are declared in system.hcl only (effect reports), not
@@ -97,8 +121,9 @@
 // action's cri list, named twice or without a reason, callers named like a
 // machine or spread over two files, duplicate handlers; in the system
 // blocks, references to unknown machines, states, events, guards, actions
-// and roles (with a hint), ties without a condition or tied twice,
-// invariants with no or several kinds, and ranks that miss a state. Unused
+// roles, parameters, values and flags (with a hint), ties without a
+// condition, requires without may_report_nothing, invariants with no or
+// several kinds or misplaced qualifiers, and ranks that miss a state. Unused
 // guards, actions and durations, and handlers without CRI calls, are
 // warnings.
 //

@@ -6,9 +6,10 @@
 # manager, eviction_due every eviction period (kubelet: 10 s,
 # Config.EvictionPeriod; engine/evict.go), and runs the actions on its
 # own goroutine, one step after the other, like a pod worker. No input of
-# routes.hcl reaches this machine and `speclet spec verify` (which explores
-# one pod) leaves it in `idle`: nothing of a pod waits for it, and what it
-# removes is never in use by a pod.
+# routes.hcl reaches this machine; `speclet spec verify` explores it beside
+# the pod, its periods as external events and its completions as the
+# effects of system.hcl: nothing of a pod waits for it, and what it removes
+# is never in use by a pod.
 #
 # Rules that are not transitions, and where the engine enforces them
 # (engine/nodegc.go, engine/imagegc):

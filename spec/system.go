@@ -23,6 +23,40 @@ type System struct {
 	Effects         []*Effect
 	Externals       []*External
 	Invariants      []*Invariant
+	Parameters      []*Parameter
+	Flags           []*Flag
+	Restored        []*Restored
+}
+
+// Restored is a family of states the engine may rebuild the machines of a
+// pod in after a restart (NewXMachineAt in its recovery), declared by
+// `restored "NAME" { states = [M.S, ...] }`: every machine named starts in
+// one of its states listed (each instance of the replicated machine
+// independently), the others in their initial state. The verifier explores
+// from each of them as from the initial states.
+type Restored struct {
+	Decl
+	States []MRef
+}
+
+// Parameter is a property of the pod fixed for its life, declared by
+// `parameter "NAME" { values = ["a", "b"] }` (the restart policy): every
+// value is explored. Ties and invariants name a value NAME.VALUE.
+type Parameter struct {
+	Decl
+	Values []Ref
+}
+
+// Flag is a fact about one instance of Machine that an action records and a
+// tie reads, declared by `flag "MACHINE" "NAME" { set_by = MACHINE.ACTION }`
+// (whether the exit record_exit recorded was a failure): each run of SetBy
+// records a new value, any value.
+type Flag struct {
+	Machine Ref
+	Name    Ref
+	Doc     string
+	SetBy   MRef
+	Range   hcl.Range
 }
 
 // External is an event the engine fires from outside the pod (another pod,
@@ -52,10 +86,14 @@ type MRef struct {
 func (r MRef) String() string { return r.Machine + "." + r.Name }
 
 // Tie makes a guard of Machine a function of the other machines' states
-// (and of the instance's role), declared by `tie "MACHINE" "GUARD" { ... }`.
-// The conditions given (In, All, Any, Roles) must all hold. With Mode "iff"
-// (the default) the guard holds exactly when they do; with Mode "if" the
-// guard holds when they do and is free otherwise.
+// (and of the instance's role, the parameters and the instance's flags),
+// declared by `tie "MACHINE" "GUARD" { ... }`. The conditions given (In, All,
+// Any, Roles, Given, Flags) must all hold. With Mode "iff" (the default) the
+// guard holds exactly when they do; with Mode "if" the guard holds when they
+// do and is free otherwise; with Mode "may" the guard is free when they do
+// and false otherwise. A guard may have several ties: it holds when an iff or
+// if tie holds, else it is free when it has an if tie or a may tie holds,
+// else it is false.
 type Tie struct {
 	Machine Ref
 	Guard   Ref
@@ -72,7 +110,12 @@ type Tie struct {
 	// Roles: the guard's own instance (of the replicated machine) has one of
 	// these roles.
 	Roles []Ref
-	Mode  string // "iff" or "if"
+	// Given: a parameter has one of these values (PARAMETER.VALUE, one
+	// parameter per list).
+	Given []MRef
+	// Flags: these flags (MACHINE.FLAG) of the guard's own instance are set.
+	Flags []MRef
+	Mode  string // "iff", "if" or "may"
 	Range hcl.Range
 }
 
@@ -89,7 +132,11 @@ type Effect struct {
 	// MayReportNothing: the action may also fail before any effect, sending
 	// and reporting nothing (the machine notices through a timer).
 	MayReportNothing bool
-	Range            hcl.Range
+	// Requires: the action fails before any effect unless the (single)
+	// machine these states belong to is in one of them (a precondition the
+	// engine checks); needs MayReportNothing.
+	Requires []MRef
+	Range    hcl.Range
 }
 
 // Invariant kinds.
@@ -98,39 +145,64 @@ const (
 	InvRank          = "rank"
 	InvAlwaysReaches = "always_reaches"
 	InvAfterReaches  = "after"
+	InvAlwaysIn      = "always_in"
+	InvLeaves        = "leaves"
 )
 
 // Invariant is a property of the whole system, declared by
 // `invariant "NAME" { ... }` with exactly one kind:
 //
-//   - never_enter (+ optional while): no step moves an instance into one of
-//     NeverEnter while the machine of While is in one of While;
+//   - never_enter (+ optional while, from, given, among, unless): no step
+//     moves an instance into one of NeverEnter while the machine of While is
+//     in one of While, directly from one of From, while a parameter has one
+//     of the values Given, the instance having one of the roles Among and
+//     none of the flags Unless set;
 //   - rank: every step of the machine moves to a state of equal or higher
 //     tier (Rank lists the tiers, lowest first, and covers every state);
 //   - always_reaches: from every reachable state some sequence of inputs
 //     leads to one of AlwaysReaches;
 //   - after (+ reaches): once the event After was delivered by an input,
-//     action completions and timers alone lead to one of Reaches.
+//     every run of action completions and timers alone that schedules them
+//     fairly leads to one of Reaches;
+//   - always_in (+ optional while): in every reachable state where the
+//     machine of While is in one of While, every instance of the machine of
+//     AlwaysIn is in one of AlwaysIn;
+//   - leaves: an instance in one of Leaves leaves it through action
+//     completions and timers alone, scheduled fairly, from every reachable
+//     state (a bounded exit).
 type Invariant struct {
 	Decl
 	Kind          string
 	NeverEnter    []MRef
 	While         []MRef
+	From          []MRef
+	Given         []MRef
+	Among         []Ref
+	Unless        []MRef
 	Rank          [][]MRef
 	AlwaysReaches []MRef
 	After         MRef
 	Reaches       []MRef
+	AlwaysIn      []MRef
+	Leaves        []MRef
 }
 
 var tieSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-	{Name: "doc"}, {Name: "in"}, {Name: "all"}, {Name: "any"}, {Name: "among"}, {Name: "roles"}, {Name: "mode"},
+	{Name: "doc"}, {Name: "in"}, {Name: "all"}, {Name: "any"}, {Name: "among"}, {Name: "roles"}, {Name: "given"}, {Name: "flags"}, {Name: "mode"},
 }}
 
-var effectSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "doc"}, {Name: "sends"}, {Name: "reports"}, {Name: "may_report_nothing"}}}
+var effectSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "doc"}, {Name: "sends"}, {Name: "reports"}, {Name: "may_report_nothing"}, {Name: "requires"}}}
 
 var invariantSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-	{Name: "doc"}, {Name: "never_enter"}, {Name: "while"}, {Name: "rank"}, {Name: "always_reaches"}, {Name: "after"}, {Name: "reaches"},
+	{Name: "doc"}, {Name: "never_enter"}, {Name: "while"}, {Name: "from"}, {Name: "given"}, {Name: "among"}, {Name: "unless"},
+	{Name: "rank"}, {Name: "always_reaches"}, {Name: "after"}, {Name: "reaches"}, {Name: "always_in"}, {Name: "leaves"},
 }}
+
+var parameterSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "doc"}, {Name: "values", Required: true}}}
+
+var restoredSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "doc"}, {Name: "states", Required: true}}}
+
+var flagSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "doc"}, {Name: "set_by", Required: true}}}
 
 func labelRef(b *hcl.Block, i int) Ref { return Ref{Name: b.Labels[i], Range: b.LabelRanges[i]} }
 
@@ -165,17 +237,19 @@ func (s *Spec) decodeSystemBlock(b *hcl.Block) hcl.Diagnostics {
 		if a := c.Attributes["roles"]; a != nil {
 			t.Roles = refListAttr(a, "role", &diags)
 		}
+		t.Given = mrefListAttr(c.Attributes["given"], &diags)
+		t.Flags = mrefListAttr(c.Attributes["flags"], &diags)
 		if a := c.Attributes["mode"]; a != nil {
 			t.Mode = stringAttr(a, &diags)
-			if t.Mode != "iff" && t.Mode != "if" {
+			if t.Mode != "iff" && t.Mode != "if" && t.Mode != "may" {
 				diags = append(diags, attrErr(a, "Invalid mode",
-					fmt.Sprintf("mode must be \"iff\" (the guard holds exactly when the conditions do) or \"if\" (it holds when they do, and is free otherwise), not %q.", t.Mode)))
+					fmt.Sprintf("mode must be \"iff\" (the guard holds exactly when the conditions do), \"if\" (it holds when they do, and is free otherwise) or \"may\" (it is free when they do, and false otherwise), not %q.", t.Mode)))
 			}
 		}
-		if len(t.In)+len(t.All)+len(t.Any)+len(t.Roles) == 0 && !d.HasErrors() {
+		if len(t.In)+len(t.All)+len(t.Any)+len(t.Roles)+len(t.Given)+len(t.Flags) == 0 && !d.HasErrors() {
 			diags = append(diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError, Summary: "Tie without condition",
-				Detail:  fmt.Sprintf("tie of guard %q sets none of in, all, any or roles; an untied guard is free, so remove the block or add a condition.", t.Guard.Name),
+				Detail:  fmt.Sprintf("tie of guard %q sets none of in, all, any, roles, given or flags; an untied guard is free, so remove the block or add a condition.", t.Guard.Name),
 				Subject: b.DefRange.Ptr(),
 			})
 		}
@@ -190,6 +264,13 @@ func (s *Spec) decodeSystemBlock(b *hcl.Block) hcl.Diagnostics {
 		if a := c.Attributes["may_report_nothing"]; a != nil {
 			e.MayReportNothing = boolAttr(a, &diags)
 		}
+		if a := c.Attributes["requires"]; a != nil {
+			e.Requires = mrefListAttr(a, &diags)
+			if !e.MayReportNothing {
+				diags = append(diags, attrErr(a, "Requires without may_report_nothing",
+					fmt.Sprintf("effect %q %q requires a state, so it reports nothing when the state does not hold; set may_report_nothing = true.", e.Machine.Name, e.Action.Name)))
+			}
+		}
 		sys.Effects = append(sys.Effects, e)
 	case "external":
 		x := &External{Machine: labelRef(b, 0), Event: labelRef(b, 1), Range: b.DefRange}
@@ -197,6 +278,40 @@ func (s *Spec) decodeSystemBlock(b *hcl.Block) hcl.Diagnostics {
 		diags = append(diags, d...)
 		x.Doc = stringAttr(c.Attributes["doc"], &diags)
 		sys.Externals = append(sys.Externals, x)
+	case "parameter":
+		p := &Parameter{Decl: declOf(b)}
+		c, d := b.Body.Content(parameterSchema)
+		diags = append(diags, d...)
+		p.Doc = stringAttr(c.Attributes["doc"], &diags)
+		if a := c.Attributes["values"]; a != nil {
+			for _, v := range stringListAttr(a, &diags) {
+				p.Values = append(p.Values, Ref{Name: v, Range: a.Expr.Range()})
+			}
+			if len(p.Values) == 0 && !diags.HasErrors() {
+				diags = append(diags, attrErr(a, "Parameter without values", fmt.Sprintf("parameter %q lists no value; list every value the pod may have.", p.Name)))
+			}
+		}
+		sys.Parameters = append(sys.Parameters, p)
+	case "restored":
+		rs := &Restored{Decl: declOf(b)}
+		c, d := b.Body.Content(restoredSchema)
+		diags = append(diags, d...)
+		rs.Doc = stringAttr(c.Attributes["doc"], &diags)
+		rs.States = mrefListAttr(c.Attributes["states"], &diags)
+		sys.Restored = append(sys.Restored, rs)
+	case "flag":
+		f := &Flag{Machine: labelRef(b, 0), Name: labelRef(b, 1), Range: b.DefRange}
+		c, d := b.Body.Content(flagSchema)
+		diags = append(diags, d...)
+		f.Doc = stringAttr(c.Attributes["doc"], &diags)
+		if a := c.Attributes["set_by"]; a != nil {
+			if r, ok := mrefExpr(a.Expr); ok {
+				f.SetBy = r
+			} else {
+				diags = append(diags, attrErr(a, "Invalid reference", "set_by must be a reference written MACHINE.ACTION."))
+			}
+		}
+		sys.Flags = append(sys.Flags, f)
 	case "invariant":
 		inv := &Invariant{Decl: declOf(b)}
 		c, d := b.Body.Content(invariantSchema)
@@ -208,6 +323,20 @@ func (s *Spec) decodeSystemBlock(b *hcl.Block) hcl.Diagnostics {
 			inv.NeverEnter = mrefListAttr(a, &diags)
 		}
 		inv.While = mrefListAttr(c.Attributes["while"], &diags)
+		inv.From = mrefListAttr(c.Attributes["from"], &diags)
+		inv.Given = mrefListAttr(c.Attributes["given"], &diags)
+		if a := c.Attributes["among"]; a != nil {
+			inv.Among = refListAttr(a, "role", &diags)
+		}
+		inv.Unless = mrefListAttr(c.Attributes["unless"], &diags)
+		if a := c.Attributes["always_in"]; a != nil {
+			kinds = append(kinds, InvAlwaysIn)
+			inv.AlwaysIn = mrefListAttr(a, &diags)
+		}
+		if a := c.Attributes["leaves"]; a != nil {
+			kinds = append(kinds, InvLeaves)
+			inv.Leaves = mrefListAttr(a, &diags)
+		}
 		if a := c.Attributes["rank"]; a != nil {
 			kinds = append(kinds, InvRank)
 			inv.Rank = rankAttr(a, &diags)
@@ -231,18 +360,23 @@ func (s *Spec) decodeSystemBlock(b *hcl.Block) hcl.Diagnostics {
 		case len(kinds) == 0:
 			diags = append(diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError, Summary: "Invariant without kind",
-				Detail:  fmt.Sprintf("invariant %q sets none of never_enter, rank, always_reaches or after; set exactly one.", inv.Name),
+				Detail:  fmt.Sprintf("invariant %q sets none of never_enter, rank, always_reaches, after, always_in or leaves; set exactly one.", inv.Name),
 				Subject: b.DefRange.Ptr(),
 			})
 		default:
 			diags = append(diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError, Summary: "Invariant with several kinds",
-				Detail:  fmt.Sprintf("invariant %q sets %s; set exactly one of never_enter, rank, always_reaches or after (write one invariant per property).", inv.Name, strings.Join(kinds, " and ")),
+				Detail:  fmt.Sprintf("invariant %q sets %s; set exactly one of never_enter, rank, always_reaches, after, always_in or leaves (write one invariant per property).", inv.Name, strings.Join(kinds, " and ")),
 				Subject: b.DefRange.Ptr(),
 			})
 		}
-		if c.Attributes["while"] != nil && inv.Kind != InvNeverEnter && inv.Kind != "" {
-			diags = append(diags, attrErr(c.Attributes["while"], "Misplaced while", "while only qualifies never_enter."))
+		if c.Attributes["while"] != nil && inv.Kind != InvNeverEnter && inv.Kind != InvAlwaysIn && inv.Kind != "" {
+			diags = append(diags, attrErr(c.Attributes["while"], "Misplaced while", "while only qualifies never_enter and always_in."))
+		}
+		for _, q := range []string{"from", "given", "among", "unless"} {
+			if a := c.Attributes[q]; a != nil && inv.Kind != InvNeverEnter && inv.Kind != "" {
+				diags = append(diags, attrErr(a, "Misplaced "+q, q+" only qualifies never_enter."))
+			}
 		}
 		if a := c.Attributes["reaches"]; a != nil && inv.Kind != InvAfterReaches && inv.Kind != "" {
 			diags = append(diags, attrErr(a, "Misplaced reaches", "reaches only goes with after; for a property of every state use always_reaches."))
@@ -332,9 +466,8 @@ func (v *validator) system(s *Spec, machines *names) {
 	if sys.Replicated.Set() {
 		sv.machine(sys.Replicated, "replicated")
 	}
-	tied := map[string]*Tie{}
 	for _, t := range sys.Ties {
-		sv.tie(t, tied)
+		sv.tie(t)
 	}
 	effects := map[string]*Effect{}
 	for _, e := range sys.Effects {
@@ -351,6 +484,39 @@ func (v *validator) system(s *Spec, machines *names) {
 			sv.errorf(x.Event.Range, "Duplicate external", "event %q of machine %q is already external at %s.", x.Event.Name, m.Name, prev.Range)
 		}
 		externals[m.Name+"."+x.Event.Name] = x
+	}
+	params := newNames("parameter")
+	for _, p := range sys.Parameters {
+		v.declare(params, p.Decl)
+		vals := newNames("value")
+		for _, val := range p.Values {
+			v.declare(vals, Decl{Name: val.Name, Range: val.Range, NameRange: val.Range})
+		}
+	}
+	flags := map[string]*Flag{}
+	for _, f := range sys.Flags {
+		where := fmt.Sprintf("flag %q %q", f.Machine.Name, f.Name.Name)
+		m := sv.machine(f.Machine, where)
+		if m == nil {
+			continue
+		}
+		v.ident("flag", Decl{Name: f.Name.Name, NameRange: f.Name.Range})
+		if prev := flags[m.Name+"."+f.Name.Name]; prev != nil {
+			sv.errorf(f.Name.Range, "Duplicate flag", "flag %q of machine %q is already declared at %s.", f.Name.Name, m.Name, prev.Range)
+		}
+		flags[m.Name+"."+f.Name.Name] = f
+		if f.SetBy.Machine != m.Name {
+			sv.errorf(f.SetBy.Range, "Wrong machine", "%s set_by names %s, but it must name an action of machine %q.", where, f.SetBy, m.Name)
+			continue
+		}
+		sv.ref(machineNames(m, "action"), Ref{Name: f.SetBy.Name, Range: f.SetBy.Range}, where+" set_by")
+	}
+	restored := newNames("restored family")
+	for _, rs := range sys.Restored {
+		v.declare(restored, rs.Decl)
+		for _, r := range rs.States {
+			sv.mrefs([]MRef{r}, "state", "", fmt.Sprintf("restored %q states", rs.Name))
+		}
 	}
 	invs := newNames("invariant")
 	for _, inv := range sys.Invariants {
@@ -433,7 +599,7 @@ func (sv *systemValidator) roles(refs []Ref, where string) {
 	}
 }
 
-func (sv *systemValidator) tie(t *Tie, tied map[string]*Tie) {
+func (sv *systemValidator) tie(t *Tie) {
 	where := fmt.Sprintf("tie %q %q", t.Machine.Name, t.Guard.Name)
 	m := sv.machine(t.Machine, where)
 	if m == nil {
@@ -442,12 +608,8 @@ func (sv *systemValidator) tie(t *Tie, tied map[string]*Tie) {
 	if !sv.ref(machineNames(m, "guard"), t.Guard, where) {
 		return
 	}
-	key := m.Name + "." + t.Guard.Name
-	if prev := tied[key]; prev != nil {
-		sv.errorf(t.Guard.Range, "Duplicate tie", "guard %q of machine %q is already tied at %s.", t.Guard.Name, m.Name, prev.Range)
-		return
-	}
-	tied[key] = t
+	sv.given(t.Given, where+" given")
+	sv.flags(t.Flags, m, where+" flags")
 	if in := sv.mrefs(t.In, "state", "", where+" in"); in != nil && sv.replicated(in.Name) {
 		sv.errorf(t.In[0].Range, "Replicated machine in in",
 			"in names states of %q, which runs once per container; use all or any.", in.Name)
@@ -497,6 +659,61 @@ func (sv *systemValidator) effect(e *Effect, effects map[string]*Effect) {
 		sv.mrefs([]MRef{r}, "event", "", where+" sends")
 	}
 	sv.mrefs(e.Reports, "event", m.Name, where+" reports")
+	sv.single(e.Requires, where+" requires")
+}
+
+// Parameter returns the parameter named name, or nil.
+func (s *System) Parameter(name string) *Parameter {
+	for _, p := range s.Parameters {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// given checks that refs name values of one parameter.
+func (sv *systemValidator) given(refs []MRef, where string) {
+	params := newNames("parameter")
+	for _, p := range sv.s.System.Parameters {
+		params.decl[p.Name] = p.Decl
+		params.order = append(params.order, p.Name)
+	}
+	first := ""
+	for _, r := range refs {
+		if !sv.ref(params, Ref{Name: r.Machine, Range: r.Range}, where) {
+			continue
+		}
+		if first != "" && r.Machine != first {
+			sv.errorf(r.Range, "Mixed parameters", "%s names %s, but the list names values of parameter %q; one list names one parameter.", where, r, first)
+			continue
+		}
+		first = r.Machine
+		vals := newNames("value")
+		for _, v := range sv.s.System.Parameter(r.Machine).Values {
+			vals.decl[v.Name] = Decl{Name: v.Name}
+			vals.order = append(vals.order, v.Name)
+		}
+		sv.ref(vals, Ref{Name: r.Name, Range: r.Range}, fmt.Sprintf("%s (parameter %q)", where, r.Machine))
+	}
+}
+
+// flags checks that refs name flags of machine m.
+func (sv *systemValidator) flags(refs []MRef, m *Machine, where string) {
+	fl := newNames("flag")
+	for _, f := range sv.s.System.Flags {
+		if f.Machine.Name == m.Name {
+			fl.decl[f.Name.Name] = Decl{Name: f.Name.Name}
+			fl.order = append(fl.order, f.Name.Name)
+		}
+	}
+	for _, r := range refs {
+		if r.Machine != m.Name {
+			sv.errorf(r.Range, "Wrong machine", "%s names %s, but it must name a flag of machine %q.", where, r, m.Name)
+			continue
+		}
+		sv.ref(fl, Ref{Name: r.Name, Range: r.Range}, where)
+	}
 }
 
 func (sv *systemValidator) single(refs []MRef, where string) *Machine {
@@ -512,8 +729,24 @@ func (sv *systemValidator) invariant(inv *Invariant) {
 	where := fmt.Sprintf("invariant %q", inv.Name)
 	switch inv.Kind {
 	case InvNeverEnter:
-		sv.mrefs(inv.NeverEnter, "state", "", where+" never_enter")
+		m := sv.mrefs(inv.NeverEnter, "state", "", where+" never_enter")
 		sv.single(inv.While, where+" while")
+		sv.given(inv.Given, where+" given")
+		sv.roles(inv.Among, where+" among")
+		if m == nil {
+			return
+		}
+		sv.mrefs(inv.From, "state", m.Name, where+" from")
+		sv.flags(inv.Unless, m, where+" unless")
+		if len(inv.Among) > 0 && !sv.replicated(m.Name) {
+			sv.errorf(inv.Among[0].Range, "Roles of a single machine",
+				"among filters the instances of the replicated machine by role, but machine %q runs once per pod and has no role.", m.Name)
+		}
+	case InvAlwaysIn:
+		sv.mrefs(inv.AlwaysIn, "state", "", where+" always_in")
+		sv.single(inv.While, where+" while")
+	case InvLeaves:
+		sv.mrefs(inv.Leaves, "state", "", where+" leaves")
 	case InvRank:
 		var all []MRef
 		for _, t := range inv.Rank {

@@ -1,15 +1,31 @@
 # The system: how the machines of one pod act on each other, and the
 # invariants `speclet spec verify` checks over every reachable combination of
-# their states (one pod machine, one instance of every other machine, and 1..K
-# container machines, each with a role). The generated code does not use this
-# file; the engine implements the ties (guards) and effects (actions) by hand.
+# their states (one pod machine, one instance of every other machine, 1..K
+# container machines, each with a role, and every value of the parameters).
+# The generated code does not use this file; the engine implements the ties
+# (guards), effects (actions) and flags by hand.
 #
 # Blocks (references are written MACHINE.NAME; roles are role.init,
-# role.sidecar and role.regular):
+# role.sidecar and role.regular; parameter values PARAMETER.VALUE):
 #
 #   replicated "MACHINE" {}            the machine that runs once per container,
 #                                      each instance with a role; the others run
 #                                      once per pod.
+#
+#   restored "NAME" {                  states the engine rebuilds the machines in
+#     states = [M.S, ...]              after a restart (NewXMachineAt): each
+#   }                                  machine named starts in one of its states
+#                                      listed (each container independently),
+#                                      the others in their initial state; they
+#                                      are explored like the initial states.
+#
+#   parameter "NAME" {                 a property of the pod fixed for its life
+#     values = ["a", "b", ...]         (the restart policy); every value is
+#   }                                  explored.
+#
+#   flag "MACHINE" "NAME" {            a fact about one instance that an action
+#     set_by = MACHINE.ACTION          records, any value each time it runs (the
+#   }                                  exit was a failure); ties read it.
 #
 #   tie "MACHINE" "GUARD" {            the guard is a function of the system;
 #     in    = [M.S, ...]               M (a once-per-pod machine) is in one of S
@@ -17,9 +33,16 @@
 #     any   = [C.S, ...]               some container instance is in one of S
 #     among = [role.R, ...]            all/any only count instances of these roles
 #     roles = [role.R, ...]            the guard's own instance has one of these roles
+#     given = [P.V, ...]               the parameter P has one of these values
+#     flags = [M.F, ...]               these flags of the guard's own instance are set
 #     mode  = "iff"                    "iff" (default): holds exactly when every
 #   }                                  condition given holds; "if": holds when they
-#                                      do, free otherwise. Untied guards are free.
+#                                      do, free otherwise; "may": free when they
+#                                      do, false otherwise. A guard with several
+#                                      ties holds when an iff or if tie holds,
+#                                      else is free when it has an if tie or a may
+#                                      tie holds, else is false. Untied guards are
+#                                      free.
 #
 #   effect "MACHINE" "ACTION" {        what an action does when it runs:
 #     sends   = [M.E, ...]             delivered in order to M (every instance of
@@ -28,7 +51,9 @@
 #     reports = [MACHINE.E, ...]       then it reports exactly one of these to its
 #                                      own machine (queued behind the step)
 #     may_report_nothing = true        or it fails before any effect
-#   }                                  Actions without an effect do nothing visible.
+#     requires = [M.S, ...]            and it does whenever M (once per pod) is in
+#   }                                  none of S (a precondition the engine checks).
+#                                      Actions without an effect do nothing visible.
 #
 #   external "MACHINE" "EVENT" {}      an event the engine fires from outside the
 #                                      pod, which no input carries: it may happen
@@ -37,10 +62,22 @@
 #   invariant "NAME" {                 exactly one of:
 #     never_enter = [M.S, ...]         no step enters one of S ...
 #     while       = [P.S, ...]           ... while P is in one of these (optional)
+#     from        = [M.S, ...]           ... directly from one of these (optional)
+#     given       = [P.V, ...]           ... while the parameter has one of these
+#                                            values (optional)
+#     among       = [role.R, ...]        ... for instances of these roles (optional)
+#     unless      = [M.F, ...]           ... unless one of these flags of the
+#                                            instance is set (optional)
 #     rank = [[P.A, P.B], [P.C], ...]  P's tiers, lowest first: no step goes down
 #     always_reaches = [P.S, ...]      every reachable state can reach one of S
-#     after   = P.E                    once an input delivered P.E, completions
-#     reaches = [P.S, ...]             and timers alone can reach one of S
+#     after   = P.E                    once an input delivered P.E, every run of
+#     reaches = [P.S, ...]             completions and timers alone that is fair
+#                                      (see below) reaches one of S
+#     always_in = [M.S, ...]           every instance of M is in one of S in every
+#     while     = [P.S, ...]           reachable state where P is in one of these
+#     leaves = [M.S, ...]              an instance in one of S leaves that state
+#                                      through completions and timers alone,
+#                                      fairly: a bounded exit
 #   }
 #
 # The environment: every input of routes.hcl and every external event may
@@ -49,6 +86,19 @@
 # timer of a state may fire whenever its machine rests in that state.
 # Actions run synchronously, as in the engine: an event is handled to the end
 # (actions, sends, reports and the steps they cause) before the next input.
+#
+# Fairness (after, leaves): without new inputs, the engine's own moves (an
+# action's outcome, a free guard's value, a timer) are scheduled fairly: a
+# choice made infinitely often takes each of its outcomes infinitely often.
+# So a stop that may fail (may_report_nothing) succeeds eventually only if
+# a timer retries it; a failure nothing retries is a state that stays. On
+# the finite graph this is checked as: every state reached without new
+# inputs can still reach the goal without them.
+#
+# Parameters and flags are chosen when first read (a run that has not read
+# the restart policy yet is one of every policy), and a flag is forgotten
+# between inputs: the restart decision reads the exit in the step that
+# recorded it, and a later read chooses anew (more behaviour, never less).
 #
 # Limits of the model: pods have at least one regular container, init and
 # sidecar containers first; sync_pod asks every container at once (the engine
@@ -60,6 +110,18 @@ replicated "container" {
   doc = "One container machine per container of the pod spec: init containers, sidecars (restartable init containers), then regular containers. An ephemeral container is an instance of role init here: its guards (start_blocked false, restart_allowed false) are among the free ones of that role, and it does not count for pod_done."
 }
 
+# --- states rebuilt after a restart (engine recovery: adopt) ---
+
+restored "sandbox_ready" {
+  doc    = "A pod whose newest sandbox is ready resumes in synced with that sandbox ready (podState.adopt, sandboxState.adopt). A container with no instance, or whose newest instance was only created, resumes in waiting; a running one in running; an exited one in running with died fired before the first input (ctrState.adopt), so in crashloop_backoff or terminated once it decided (or waiting on a spec change)."
+  states = [pod.synced, sandbox.ready, container.waiting, container.running, container.crashloop_backoff, container.terminated]
+}
+
+restored "sandbox_not_ready" {
+  doc    = "A pod whose newest sandbox is no longer ready (it completed, or the sandbox died) resumes in pending with that sandbox dead; a running container gets sandbox_died before the first input, so it is stopping (its stop may have failed); the others as above."
+  states = [sandbox.dead, container.waiting, container.stopping, container.crashloop_backoff, container.terminated]
+}
+
 # --- guard ties ---
 
 tie "container" "pod_terminating" {
@@ -67,9 +129,54 @@ tie "container" "pod_terminating" {
   in  = [pod.completing, pod.completed, pod.terminating, pod.terminated, pod.finished]
 }
 
+parameter "restart_policy" {
+  doc    = "The pod's spec.restartPolicy: Always, OnFailure or Never."
+  values = ["always", "on_failure", "never"]
+}
+
+flag "container" "exit_failed" {
+  doc    = "The exit record_exit recorded last was a failure: a non-zero exit code, or none known (engine: ctrState.current is nil or its ExitCode is not 0)."
+  set_by = container.record_exit
+}
+
 tie "container" "restart_allowed" {
-  doc   = "Sidecars always restart; the restart policy and exit code decide for the others."
+  doc   = "A sidecar always restarts."
   roles = [role.sidecar]
+}
+
+tie "container" "restart_allowed" {
+  doc   = "restartPolicy Always restarts a regular container after any exit."
+  roles = [role.regular]
+  given = [restart_policy.always]
+}
+
+tie "container" "restart_allowed" {
+  doc   = "restartPolicy OnFailure restarts a regular container after a failed exit only."
+  roles = [role.regular]
+  given = [restart_policy.on_failure]
+  flags = [container.exit_failed]
+}
+
+tie "container" "restart_allowed" {
+  doc   = "An init container restarts after a failed exit unless the policy is Never. It may: an ephemeral container, an instance of role init here, never restarts. Otherwise (Never, or a successful exit of a non-sidecar under OnFailure, or of an init container) it does not."
+  roles = [role.init]
+  given = [restart_policy.always, restart_policy.on_failure]
+  flags = [container.exit_failed]
+  mode  = "may"
+}
+
+tie "container" "start_blocked" {
+  doc   = "Start order (ctrState.StartBlocked): a regular container waits while a sidecar does not run (podState.initialized counts a sidecar once it runs). Free otherwise: an init container not completed with exit 0 also blocks it (the exit is no state), an earlier init container blocks an init container, and a container that left the spec is always blocked; an ephemeral container (role init here) is never blocked."
+  roles = [role.regular]
+  any   = [container.waiting, container.pulling, container.pull_backoff, container.creating, container.starting, container.stopping, container.exited, container.deciding, container.crashloop_backoff, container.terminated, container.removed]
+  among = [role.sidecar]
+  mode  = "if"
+}
+
+tie "sandbox" "recreate_forbidden" {
+  doc   = "The pod is done (sandboxState.RecreateForbidden: PodDone): every regular container is terminated or removed. Free otherwise: restartPolicy Never after a container ran (ctrState.ran, which no state shows) or an init container that failed for good also forbid it. (Tying those to restart_policy would read the policy at every sandbox create and double the states inside a step, for no invariant that needs it yet.)"
+  all   = [container.terminated, container.removed]
+  among = [role.regular]
   mode  = "if"
 }
 
@@ -103,10 +210,11 @@ effect "pod" "stop_sandbox" {
 }
 
 effect "pod" "remove_pod" {
-  doc                = "On success every sandbox and container is gone from the runtime; on failure nothing is reported and the sync timer retries."
+  doc                = "On success every sandbox and container is gone from the runtime; on failure nothing is reported and the sync timer retries. It removes nothing while the sandbox is not stopped (engine: RemovePod returns \"sandbox not stopped yet\"), so a failed StopPodSandbox is retried (terminated's timer re-runs stop_sandbox) before the pod is removed."
   sends              = [container.removed, sandbox.removed]
   reports            = [pod.cleanup_done]
   may_report_nothing = true
+  requires           = [sandbox.stopped]
 }
 
 effect "container" "pull_image" {
@@ -168,6 +276,25 @@ effect "probe" "start_probes" {
   may_report_nothing = true
 }
 
+effect "node" "remove_dead_containers" {
+  reports = [node.containers_collected, node.container_gc_failed]
+}
+
+effect "node" "observe_signals" {
+  reports = [node.no_pressure, node.reclaim, node.pressure, node.observe_failed]
+}
+
+effect "node" "measure_image_fs" {
+  reports = [node.below_high, node.above_high, node.measure_failed]
+}
+
+effect "node" "remove_unused_images" {
+  reports = [node.collected, node.collect_failed]
+}
+
+# evict_pod has no effect here: the kill it decides reaches a pod worker as
+# input evicted, which may arrive whenever an input can.
+
 # --- events from outside the pod ---
 
 external "pod" "name_free" {
@@ -180,6 +307,18 @@ external "probe" "container_running" {
 
 external "probe" "container_stopped" {
   doc = "The engine fires it when a container machine leaves running."
+}
+
+external "node" "image_gc_due" {
+  doc = "The node loop's image GC period came round."
+}
+
+external "node" "eviction_due" {
+  doc = "The node loop's eviction period came round."
+}
+
+external "node" "container_gc_due" {
+  doc = "The node loop's container GC period came round."
 }
 
 external "probe" "probe_due" {
@@ -204,13 +343,94 @@ invariant "phase_never_backwards" {
   ]
 }
 
+invariant "no_sandbox_after_termination" {
+  doc         = "Once the pod worker has seen termination, no sandbox is created or checked."
+  never_enter = [sandbox.creating, sandbox.checking]
+  while       = [pod.completing, pod.completed, pod.terminating, pod.terminated, pod.finished]
+}
+
+invariant "no_restart_under_never" {
+  doc         = "Under restartPolicy Never no init or regular container restarts after it exited (a spec change still recreates it, as kubelet does whatever the policy: deciding -> waiting, not this row)."
+  never_enter = [container.crashloop_backoff]
+  from        = [container.deciding]
+  given       = [restart_policy.never]
+  among       = [role.init, role.regular]
+}
+
+invariant "on_failure_restarts_only_failures" {
+  doc         = "Under restartPolicy OnFailure an init or regular container restarts only after a failed exit."
+  never_enter = [container.crashloop_backoff]
+  from        = [container.deciding]
+  given       = [restart_policy.on_failure]
+  among       = [role.init, role.regular]
+  unless      = [container.exit_failed]
+}
+
+invariant "init_restarts_only_failures" {
+  doc         = "Under restartPolicy Always an init container restarts only after a failed exit (it must complete once)."
+  never_enter = [container.crashloop_backoff]
+  from        = [container.deciding]
+  given       = [restart_policy.always]
+  among       = [role.init]
+  unless      = [container.exit_failed]
+}
+
+invariant "always_restarts" {
+  doc         = "Under restartPolicy Always a regular container that exited while the pod runs is restarted (or recreated on a spec change), never terminated."
+  never_enter = [container.terminated]
+  from        = [container.deciding]
+  given       = [restart_policy.always]
+  among       = [role.regular]
+  while       = [pod.pending, pod.waiting_to_start, pod.syncing, pod.synced, pod.sync_backoff]
+}
+
+invariant "sidecars_always_restart" {
+  doc         = "A sidecar that exited while the pod runs is restarted, whatever the restart policy."
+  never_enter = [container.terminated]
+  from        = [container.deciding]
+  among       = [role.sidecar]
+  while       = [pod.pending, pod.waiting_to_start, pod.syncing, pod.synced, pod.sync_backoff]
+}
+
+invariant "containers_removed_when_finished" {
+  doc       = "Once the pod worker finished, every container is in its final state removed (final states have no exits), or rests where nothing of it runs and nothing asks it to start again, because the pod went from pending to terminated, which kills no container: waiting (refused admission, killed before it synced, or restored with its sandbox not ready; remove_pod removed any created instance), or crashloop_backoff (restored with its sandbox not ready, an adopted exited instance decided to restart before the kill; remove_pod removed its instances, but crashloop_backoff has no row for removed: the machine outlives the pod there, an open gap)."
+  always_in = [container.waiting, container.crashloop_backoff, container.removed]
+  while     = [pod.finished]
+}
+
+invariant "sandbox_removed_when_finished" {
+  doc       = "Once the pod worker finished, the sandbox is in its final state removed."
+  always_in = [sandbox.removed]
+  while     = [pod.finished]
+}
+
+invariant "container_stop_ends" {
+  doc    = "A stopping container leaves stopping through its grace timer and its stop's retries alone."
+  leaves = [container.stopping]
+}
+
+invariant "sandbox_stop_ends" {
+  doc    = "A stopping sandbox leaves stopping without new inputs (the pod's timers retry a failed stop)."
+  leaves = [sandbox.stopping]
+}
+
+invariant "pod_stop_ends" {
+  doc    = "A pod worker that stops containers or removes the pod leaves that state without new inputs."
+  leaves = [pod.completing, pod.terminating, pod.terminated]
+}
+
+invariant "node_pass_ends" {
+  doc    = "A pass of the node machine (container GC, eviction, image GC) ends in idle through its own completions."
+  leaves = [node.removing_containers, node.observing, node.measuring, node.collecting]
+}
+
 invariant "can_always_finish" {
   doc            = "From every reachable state the pod worker can still reach finished."
   always_reaches = [pod.finished]
 }
 
 invariant "kill_finishes" {
-  doc     = "After kill, the pod worker reaches finished through action completions and timers alone."
+  doc     = "After kill, every fair run of action completions and timers alone reaches finished: no failure that nothing retries, no state left only by a new input."
   after   = pod.kill
   reaches = [pod.finished]
 }

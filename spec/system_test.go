@@ -35,8 +35,22 @@ func TestEmbeddedSystem(t *testing.T) {
 	if got := names(tie("container", "pod_terminating").In); !slices.Equal(got, []string{"pod.completing", "pod.completed", "pod.terminating", "pod.terminated", "pod.finished"}) {
 		t.Errorf("pod_terminating in = %v", got)
 	}
-	if ti := tie("container", "restart_allowed"); ti.Mode != "if" || len(ti.Roles) != 1 || ti.Roles[0].Name != "sidecar" {
-		t.Errorf("restart_allowed tie = %+v", ti)
+	var restart []*Tie
+	for _, ti := range sys.Ties {
+		if ti.Guard.Name == "restart_allowed" {
+			restart = append(restart, ti)
+		}
+	}
+	if len(restart) != 4 || restart[0].Roles[0].Name != "sidecar" || restart[0].Mode != "iff" ||
+		names(restart[1].Given)[0] != "restart_policy.always" ||
+		names(restart[2].Flags)[0] != "container.exit_failed" || restart[3].Mode != "may" {
+		t.Errorf("restart_allowed ties = %+v", restart)
+	}
+	if len(sys.Parameters) != 1 || sys.Parameters[0].Name != "restart_policy" || len(sys.Parameters[0].Values) != 3 {
+		t.Errorf("parameters = %+v", sys.Parameters)
+	}
+	if len(sys.Flags) != 1 || sys.Flags[0].Name.Name != "exit_failed" || sys.Flags[0].SetBy.String() != "container.record_exit" {
+		t.Errorf("flags = %+v", sys.Flags)
 	}
 	if got := names(tie("pod", "all_containers_stopped").All); !slices.Contains(got, "container.terminated") || slices.Contains(got, "container.running") {
 		t.Errorf("all_containers_stopped all = %v", got)
@@ -56,7 +70,7 @@ func TestEmbeddedSystem(t *testing.T) {
 	if e := effect("pod", "sync_pod"); !slices.Equal(names(e.Sends), []string{"container.update", "container.sandbox_died", "sandbox.create", "container.start"}) || !slices.Equal(names(e.Reports), []string{"pod.sync_ok", "pod.sync_failed"}) {
 		t.Errorf("sync_pod effect: sends %v reports %v", names(e.Sends), names(e.Reports))
 	}
-	if e := effect("pod", "remove_pod"); !e.MayReportNothing || !slices.Equal(names(e.Sends), []string{"container.removed", "sandbox.removed"}) {
+	if e := effect("pod", "remove_pod"); !e.MayReportNothing || !slices.Equal(names(e.Sends), []string{"container.removed", "sandbox.removed"}) || !slices.Equal(names(e.Requires), []string{"sandbox.stopped"}) {
 		t.Errorf("remove_pod effect = %+v", e)
 	}
 	if e := effect("container", "pull_image"); !slices.Equal(names(e.Reports), []string{"container.pull_ok", "container.pull_failed"}) {
@@ -66,7 +80,7 @@ func TestEmbeddedSystem(t *testing.T) {
 	for _, x := range sys.Externals {
 		externals = append(externals, x.Machine.Name+"."+x.Event.Name)
 	}
-	if want := []string{"pod.name_free", "probe.container_running", "probe.container_stopped", "probe.probe_due"}; !slices.Equal(externals, want) {
+	if want := []string{"pod.name_free", "probe.container_running", "probe.container_stopped", "node.image_gc_due", "node.eviction_due", "node.container_gc_due", "probe.probe_due"}; !slices.Equal(externals, want) {
 		t.Errorf("externals = %v, want %v", externals, want)
 	}
 	kinds := map[string]string{}
@@ -77,10 +91,13 @@ func TestEmbeddedSystem(t *testing.T) {
 		}
 	}
 	for name, kind := range map[string]string{
-		"no_start_after_termination": InvNeverEnter,
-		"phase_never_backwards":      InvRank,
-		"can_always_finish":          InvAlwaysReaches,
-		"kill_finishes":              InvAfterReaches,
+		"no_start_after_termination":       InvNeverEnter,
+		"phase_never_backwards":            InvRank,
+		"can_always_finish":                InvAlwaysReaches,
+		"kill_finishes":                    InvAfterReaches,
+		"no_restart_under_never":           InvNeverEnter,
+		"containers_removed_when_finished": InvAlwaysIn,
+		"container_stop_ends":              InvLeaves,
 	} {
 		if kinds[name] != kind {
 			t.Errorf("invariant %q kind = %q, want %q", name, kinds[name], kind)
@@ -114,7 +131,9 @@ machine "c" {
   initial = state.x
   event "poke" {}
   guard "lead" {}
+  action "note" {}
   state "x" {
+    entry = [action.note]
     transition "poke" {
       guard = guard.lead
       to    = state.y
@@ -137,6 +156,7 @@ effect "p" "act" {
   sends              = [c.poke]
   reports            = [p.done, p.fail]
   may_report_nothing = true
+  requires           = [p.a]
 }
 invariant "never" {
   doc         = "d"
@@ -149,14 +169,58 @@ invariant "kill" {
   after   = p.go
   reaches = [p.b]
 }
+parameter "policy" { values = ["a", "b"] }
+flag "c" "failed" { set_by = c.note }
+tie "c" "lead" {
+  given = [policy.b]
+  flags = [c.failed]
+  mode  = "may"
+}
+invariant "restart" {
+  never_enter = [c.y]
+  from        = [c.x]
+  given       = [policy.a]
+  among       = [role.regular]
+  unless      = [c.failed]
+}
+invariant "in" {
+  always_in = [c.y]
+  while     = [p.b]
+}
+invariant "out" { leaves = [c.x] }
+restored "back" { states = [p.a, c.x, c.y] }
 `
 	s, diags := Parse([]File{{Name: "x.hcl", Src: []byte(src)}})
 	for _, d := range diags {
 		t.Errorf("%s", Line(d))
 	}
 	sys := s.System
-	if sys.Replicated.Name != "c" || len(sys.Ties) != 2 || len(sys.Effects) != 1 || len(sys.Invariants) != 4 {
+	if sys.Replicated.Name != "c" || len(sys.Ties) != 3 || len(sys.Effects) != 1 || len(sys.Invariants) != 7 {
 		t.Fatalf("system = %+v", sys)
+	}
+	if p := sys.Parameters; len(p) != 1 || p[0].Name != "policy" || len(p[0].Values) != 2 || p[0].Values[1].Name != "b" {
+		t.Errorf("parameters = %+v", p)
+	}
+	if f := sys.Flags; len(f) != 1 || f[0].Machine.Name != "c" || f[0].Name.Name != "failed" || f[0].SetBy.String() != "c.note" {
+		t.Errorf("flags = %+v", f)
+	}
+	if ti := sys.Ties[2]; ti.Mode != "may" || len(ti.Given) != 1 || ti.Given[0].String() != "policy.b" || len(ti.Flags) != 1 {
+		t.Errorf("tie c.lead (may) = %+v", ti)
+	}
+	if e := sys.Effects[0]; len(e.Requires) != 1 || e.Requires[0].String() != "p.a" {
+		t.Errorf("effect requires = %+v", e)
+	}
+	if iv := sys.Invariants[4]; iv.Kind != InvNeverEnter || len(iv.From) != 1 || len(iv.Given) != 1 || iv.Among[0].Name != "regular" || iv.Unless[0].String() != "c.failed" {
+		t.Errorf("invariant restart = %+v", iv)
+	}
+	if iv := sys.Invariants[5]; iv.Kind != InvAlwaysIn || len(iv.AlwaysIn) != 1 || len(iv.While) != 1 {
+		t.Errorf("invariant in = %+v", iv)
+	}
+	if r := sys.Restored; len(r) != 1 || r[0].Name != "back" || len(r[0].States) != 3 || r[0].States[2].String() != "c.y" {
+		t.Errorf("restored = %+v", r)
+	}
+	if iv := sys.Invariants[6]; iv.Kind != InvLeaves || iv.Leaves[0].String() != "c.x" {
+		t.Errorf("invariant out = %+v", iv)
 	}
 	if ti := sys.Ties[0]; len(ti.Any) != 1 || ti.Any[0].String() != "c.y" || len(ti.Among) != 2 || ti.Mode != "iff" {
 		t.Errorf("tie p.ok = %+v", ti)

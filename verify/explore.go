@@ -28,14 +28,27 @@ type frame struct {
 // sys is one product state: the role of each replicated instance, the state
 // of every instance, and the stack of frames being handled (empty between
 // inputs).
+//
+// params holds the value of each parameter plus one, 0 while no guard read
+// it in the input being handled (the run is then one of every value).
+// flags holds, per instance, the flags known (low 4 bits) and their values
+// (high 4 bits); a flag is unknown until a guard reads it after the action
+// that records it ran. Both are forgotten between inputs: the restart
+// decision reads them in the step that recorded the exit, and a later read
+// chooses anew (more behaviour, never less; the invariants that name them
+// are checked in the step that read them), so they cost no state between
+// inputs.
 type sys struct {
 	roles  []uint8
+	params []uint8
 	st     []uint8
+	flags  []uint8
 	frames []frame
 }
 
 func (s *sys) clone() *sys {
-	c := &sys{roles: s.roles, st: append([]uint8(nil), s.st...), frames: make([]frame, len(s.frames))}
+	c := &sys{roles: s.roles, params: append([]uint8(nil), s.params...), st: append([]uint8(nil), s.st...),
+		flags: append([]uint8(nil), s.flags...), frames: make([]frame, len(s.frames))}
 	for i, f := range s.frames {
 		c.frames[i] = frame{inst: f.inst, queue: append([]uint8(nil), f.queue...), ops: append([]op(nil), f.ops...)}
 	}
@@ -44,7 +57,9 @@ func (s *sys) clone() *sys {
 
 func (s *sys) encode(buf []byte) []byte {
 	buf = append(buf, s.roles...)
+	buf = append(buf, s.params...)
 	buf = append(buf, s.st...)
+	buf = append(buf, s.flags...)
 	for _, f := range s.frames {
 		buf = append(buf, f.inst, uint8(len(f.queue)))
 		buf = append(buf, f.queue...)
@@ -56,10 +71,13 @@ func (s *sys) encode(buf []byte) []byte {
 	return buf
 }
 
-func (r *run) decode(key string) *sys {
-	b := []byte(key)
-	s := &sys{roles: b[:r.k:r.k], st: b[r.k : r.k+r.nInst : r.k+r.nInst]}
-	for i := r.k + r.nInst; i < len(b); {
+// key returns the key of state j.
+func (r *run) key(j int) []byte { return r.keys.key(int32(j)) }
+
+func (r *run) decode(b []byte) *sys {
+	np, o := len(r.md.params), r.stOff
+	s := &sys{roles: b[:r.k:r.k], params: b[r.k : r.k+np : r.k+np], st: b[o : o+r.nInst : o+r.nInst], flags: b[o+r.nInst : o+2*r.nInst : o+2*r.nInst]}
+	for i := r.restLen(); i < len(b); {
 		f := frame{inst: b[i]}
 		n := int(b[i+1])
 		i += 2
@@ -92,14 +110,19 @@ type run struct {
 	instNum     []int // number of the instance among its machine's (0 for singles)
 	singleInst  []int // per machine: its instance, -1 for the replicated one
 	repInsts    []int
+	stOff       int // offset of the states in a key
 
-	keys       []string
-	index      map[string]int32
+	keys       *store
+	buf        []byte
 	parent     []int32
 	parentEdge []int32
 	edgeStart  []int32
 	edgeTo     []int32
 	edgeKind   []uint8
+	// restoredRoot marks the initial states of restored families that are
+	// not fresh ones.
+	restoredRoot map[int32]bool
+	rev          [2]struct{ cnt, from []int32 } // reverse graphs: all edges, restricted
 
 	memo  []int8 // guard values of the running fire, -1 unknown
 	fixed []bool // when set, the value of every guard (Step)
@@ -114,7 +137,7 @@ type move struct {
 }
 
 func newRun(md *model, k int) *run {
-	r := &run{md: md, k: k, index: map[string]int32{}}
+	r := &run{md: md, k: k, keys: newStore()}
 	r.singleInst = make([]int, len(md.machines))
 	for i := range r.singleInst {
 		r.singleInst[i] = -1
@@ -132,8 +155,15 @@ func newRun(md *model, k int) *run {
 		}
 	}
 	r.nInst = len(r.instMachine)
+	r.stOff = k + len(md.params)
 	return r
 }
+
+// restLen is the length of the key of a state between inputs.
+func (r *run) restLen() int { return r.stOff + 2*r.nInst }
+
+// stateOf returns the state of instance inst in key.
+func (r *run) stateOf(key []byte, inst int) uint8 { return key[r.stOff+inst] }
 
 func (r *run) instName(s *sys, inst int) string {
 	m := r.md.machines[r.instMachine[inst]]
@@ -176,7 +206,7 @@ func (d *decider) next() bool {
 	return false
 }
 
-func (r *run) tieHolds(s *sys, inst int, t *tie) bool {
+func (r *run) tieHolds(s *sys, inst int, t *tie, d *decider, shown *[]string) bool {
 	if t.inMachine >= 0 && !t.in[s.st[r.singleInst[t.inMachine]]] {
 		return false
 	}
@@ -201,7 +231,45 @@ func (r *run) tieHolds(s *sys, inst int, t *tie) bool {
 			return false
 		}
 	}
+	if t.param >= 0 && !t.given[r.paramValue(s, t.param, d, shown)] {
+		return false
+	}
+	for _, f := range t.flags {
+		if !r.flagValue(s, inst, f, d, shown) {
+			return false
+		}
+	}
 	return true
+}
+
+// paramValue reads parameter p, choosing it at its first read.
+func (r *run) paramValue(s *sys, p int, d *decider, shown *[]string) int {
+	if v := s.params[p]; v > 0 {
+		return int(v) - 1
+	}
+	pm := r.md.params[p]
+	v := d.choose(len(pm.values))
+	s.params[p] = uint8(v + 1)
+	if shown != nil {
+		*shown = append(*shown, fmt.Sprintf("%s=%s(chosen)", pm.name, pm.values[v]))
+	}
+	return v
+}
+
+// flagValue reads flag f of inst, choosing it when unknown.
+func (r *run) flagValue(s *sys, inst, f int, d *decider, shown *[]string) bool {
+	if s.flags[inst]&(1<<f) != 0 {
+		return s.flags[inst]&(16<<f) != 0
+	}
+	v := d.choose(2) == 1
+	s.flags[inst] |= 1 << f
+	if v {
+		s.flags[inst] |= 16 << f
+	}
+	if shown != nil {
+		*shown = append(*shown, fmt.Sprintf("%s=%v(recorded)", r.md.machines[r.instMachine[inst]].flags[f], v))
+	}
+	return v
 }
 
 func (r *run) guard(s *sys, inst, g int, d *decider, shown *[]string) bool {
@@ -213,9 +281,18 @@ func (r *run) guard(s *sys, inst, g int, d *decider, shown *[]string) bool {
 	tied := false
 	if r.fixed != nil {
 		v, tied = r.fixed[g], true
-	} else if t := m.ties[g]; t != nil {
-		if h := r.tieHolds(s, inst, t); h || !t.ifMode {
-			v, tied = h, true
+	} else if ts := m.ties[g]; len(ts) > 0 {
+		free := false
+		for _, t := range ts {
+			h := r.tieHolds(s, inst, t, d, shown)
+			if h && t.mode != "may" {
+				v, tied = true, true
+				break
+			}
+			free = free || t.mode == "if" || h && t.mode == "may"
+		}
+		if !v && !free {
+			tied = true
 		}
 	}
 	if !tied {
@@ -314,11 +391,14 @@ func (r *run) sendOps(ef *effect) []op {
 
 // choices returns the number of outcomes of the top frame's first op (an
 // action or a report): 1 when it is deterministic.
-func choices(ef *effect, o op) int {
+func (r *run) choices(s *sys, ef *effect, o op) int {
 	switch {
 	case ef == nil:
 		return 1
 	case o.kind == opAction && ef.nothing:
+		if ef.reqMachine >= 0 && !ef.req[s.st[r.singleInst[ef.reqMachine]]] {
+			return 1 // its precondition fails: it fails before any effect
+		}
 		return 2 // fails before any effect, or runs
 	case o.kind == opReport && len(ef.reports) > 1:
 		return len(ef.reports)
@@ -333,6 +413,11 @@ func choices(ef *effect, o op) int {
 func (r *run) apply(s *sys, ef *effect, i int) {
 	f := &s.frames[len(s.frames)-1]
 	o, rest := f.ops[0], f.ops[1:]
+	if o.kind == opAction && (ef == nil || !ef.nothing || i > 0) {
+		for _, fl := range r.md.machines[r.instMachine[f.inst]].sets[o.a] {
+			s.flags[f.inst] &^= 17 << fl // recorded anew: unknown until read
+		}
+	}
 	var ops []op
 	switch {
 	case ef == nil:
@@ -369,7 +454,7 @@ func (r *run) settle(s *sys) {
 				continue
 			case opAction, opReport:
 				ef := r.md.machines[r.instMachine[f.inst]].effects[o.a]
-				if choices(ef, o) == 1 {
+				if r.choices(s, ef, o) == 1 {
 					r.apply(s, ef, 0)
 					continue
 				}
@@ -381,11 +466,44 @@ func (r *run) settle(s *sys) {
 		}
 		s.frames = s.frames[:len(s.frames)-1]
 	}
+	clear(s.params) // forgotten between inputs
+	clear(s.flags)
 }
 
 // successors calls emit for every move from s (settled), in a fixed order.
-// Labels are built only when describe is set.
+// Labels are built only when describe is set. A move is followed through
+// the steps after it that have a single successor (no free guard, no
+// action with several outcomes), so that the states of such a chain are not
+// stored; its label then has one line per step, and it violates the
+// invariants any step of the chain violates.
 func (r *run) successors(s *sys, describe bool, emit func(*move)) {
+	r.moves(s, describe, func(mv *move) bool {
+		for len(mv.next.frames) > 0 {
+			var only *move
+			n := 0
+			r.moves(mv.next, describe, func(m2 *move) bool {
+				if n++; n == 1 {
+					only = m2
+				}
+				return n < 2
+			})
+			if n != 1 {
+				break
+			}
+			mv.next = only.next
+			mv.viols = append(mv.viols, only.viols...)
+			if describe {
+				mv.label += "\n" + only.label
+			}
+		}
+		emit(mv)
+		return true
+	})
+}
+
+// moves calls emit for every single move from s (settled), in a fixed
+// order, until emit returns false.
+func (r *run) moves(s *sys, describe bool, emit func(*move) bool) {
 	md := r.md
 	if len(s.frames) == 0 {
 		for ii, in := range md.inputs {
@@ -424,7 +542,9 @@ func (r *run) successors(s *sys, describe bool, emit func(*move)) {
 						mv.label = "external: " + strings.Join(parts, ", ")
 					}
 				}
-				emit(mv)
+				if !emit(mv) {
+					return
+				}
 			}
 		}
 		for inst := range r.nInst {
@@ -437,7 +557,9 @@ func (r *run) successors(s *sys, describe bool, emit func(*move)) {
 				if describe {
 					mv.label = fmt.Sprintf("timer: %s in %s fires %s", r.instName(s, inst), m.states[s.st[inst]], m.events[ev])
 				}
-				emit(mv)
+				if !emit(mv) {
+					return
+				}
 			}
 		}
 		return
@@ -448,7 +570,7 @@ func (r *run) successors(s *sys, describe bool, emit func(*move)) {
 	if len(f.ops) > 0 { // an action or a report with several outcomes
 		o := f.ops[0]
 		ef := m.effects[o.a]
-		for i := range choices(ef, o) {
+		for i := range r.choices(s, ef, o) {
 			next := s.clone()
 			r.apply(next, ef, i)
 			r.settle(next)
@@ -460,7 +582,9 @@ func (r *run) successors(s *sys, describe bool, emit func(*move)) {
 				}
 				mv.label = fmt.Sprintf("%s: %s %s", r.instName(s, inst), m.actions[o.a], what)
 			}
-			emit(mv)
+			if !emit(mv) {
+				return
+			}
 		}
 		return
 	}
@@ -521,7 +645,9 @@ func (r *run) successors(s *sys, describe bool, emit func(*move)) {
 		if res.loop {
 			next.st[inst] = uint8(from)
 		}
-		emit(mv)
+		if !emit(mv) {
+			return
+		}
 		if !d.next() {
 			return
 		}
@@ -546,11 +672,30 @@ func (r *run) check(next *sys, inst, from int, path []int) []int {
 					continue
 				}
 			}
+			if iv.param >= 0 {
+				// Not read yet: the run is one of every value.
+				if v := next.params[iv.param]; v > 0 && !iv.given[v-1] {
+					continue
+				}
+			}
+			if iv.among != nil && (r.instMachine[inst] != r.md.rep || !iv.among[next.roles[r.instNum[inst]]]) {
+				continue
+			}
+			excused := false
+			for _, f := range iv.unless {
+				// An unknown flag may be unset.
+				excused = excused || next.flags[inst]&(17<<f) == 17<<f
+			}
+			if excused {
+				continue
+			}
+			prev := from
 			for _, p := range path {
-				if iv.set[p] {
+				if iv.set[p] && (iv.from == nil || iv.from[prev]) {
 					viols = append(viols, i)
 					break
 				}
+				prev = p
 			}
 		case spec.InvRank:
 			iv.checks++

@@ -14,6 +14,18 @@ type model struct {
 	singles  []int // machines that run once per pod, in spec order
 	inputs   []*input
 	invs     []*inv
+	params   []*param
+	// restored lists, per restored family, the states each machine may
+	// start in (nil: its initial state).
+	restored [][][]int
+}
+
+// param is a parameter of the pod (spec.Parameter): fixed for the pod's
+// life, chosen at its first read.
+type param struct {
+	name   string
+	values []string
+	index  map[string]int
 }
 
 type mach struct {
@@ -32,8 +44,11 @@ type mach struct {
 	choice  [][]*branch  // [state], when branches then otherwise
 	entry   [][]int      // entry actions per state
 	timers  [][]int      // timer events per state
-	ties    []*tie       // per guard; nil: free
+	ties    [][]*tie     // per guard; empty: free
 	effects []*effect    // per action; nil: no visible effect
+	flags   []string     // flags of an instance (at most 4)
+	flag    map[string]int
+	sets    [][]int // per action: the flags it records anew
 }
 
 type trans struct {
@@ -54,13 +69,20 @@ type tie struct {
 	all, any  []bool // by state of the replicated machine; nil when unset
 	among     []bool // by role; nil: every role
 	roles     []bool // by role; nil when unset
-	ifMode    bool
+	param     int    // -1 when no given
+	given     []bool // by value of param
+	flags     []int  // flags of the guard's own instance that must be set
+	mode      string // "iff", "if" or "may"
 }
 
 type effect struct {
 	sends   []send
 	reports []int
 	nothing bool
+	// reqMachine is in one of req, or the action fails before any effect;
+	// -1 when no precondition.
+	reqMachine int
+	req        []bool
 }
 
 type send struct{ machine, event int }
@@ -83,6 +105,11 @@ type inv struct {
 	rank         []int // by state of machine
 	afterMachine int
 	afterEvent   int
+	from         []bool // never_enter: by state of machine; nil: any
+	param        int    // never_enter given: -1 when none
+	given        []bool
+	among        []bool // by role; nil: every role
+	unless       []int  // flags of machine
 	checks       int64
 	violation    *Violation
 }
@@ -164,8 +191,10 @@ func compile(s *spec.Spec) (*model, error) {
 				mc.timers[si] = append(mc.timers[si], mc.event[tm.Event.Name])
 			}
 		}
-		mc.ties = make([]*tie, len(mc.guards))
+		mc.ties = make([][]*tie, len(mc.guards))
 		mc.effects = make([]*effect, len(mc.actions))
+		mc.sets = make([][]int, len(mc.actions))
+		mc.flag = map[string]int{}
 		md.machines = append(md.machines, mc)
 		byName[m.Name] = i
 	}
@@ -199,18 +228,59 @@ func compile(s *spec.Spec) (*model, error) {
 		}
 		return set
 	}
+	for _, p := range sys.Parameters {
+		pm := &param{name: p.Name}
+		for _, v := range p.Values {
+			pm.values = append(pm.values, v.Name)
+		}
+		pm.index = indexOf(pm.values)
+		md.params = append(md.params, pm)
+	}
+	given := func(refs []spec.MRef) (int, []bool) {
+		if len(refs) == 0 {
+			return -1, nil
+		}
+		pi := slices.IndexFunc(md.params, func(p *param) bool { return p.name == refs[0].Machine })
+		set := make([]bool, len(md.params[pi].values))
+		for _, r := range refs {
+			set[md.params[pi].index[r.Name]] = true
+		}
+		return pi, set
+	}
+	for _, f := range sys.Flags {
+		m := md.machines[byName[f.Machine.Name]]
+		if len(m.flags) == 4 {
+			return nil, fmt.Errorf("machine %q has more than 4 flags", m.Name)
+		}
+		fi := len(m.flags)
+		m.flag[f.Name.Name] = fi
+		m.flags = append(m.flags, f.Name.Name)
+		a := m.action[f.SetBy.Name]
+		m.sets[a] = append(m.sets[a], fi)
+	}
+	flagsOf := func(m *mach, refs []spec.MRef) []int {
+		var out []int
+		for _, r := range refs {
+			out = append(out, m.flag[r.Name])
+		}
+		return out
+	}
 	for _, t := range sys.Ties {
 		m := md.machines[byName[t.Machine.Name]]
-		ti := &tie{ifMode: t.Mode == "if"}
+		ti := &tie{mode: t.Mode}
 		ti.inMachine, ti.in = states(t.In)
 		_, ti.all = states(t.All)
 		_, ti.any = states(t.Any)
 		ti.among, ti.roles = roles(t.Among), roles(t.Roles)
-		m.ties[m.guard[t.Guard.Name]] = ti
+		ti.param, ti.given = given(t.Given)
+		ti.flags = flagsOf(m, t.Flags)
+		g := m.guard[t.Guard.Name]
+		m.ties[g] = append(m.ties[g], ti)
 	}
 	for _, e := range sys.Effects {
 		m := md.machines[byName[e.Machine.Name]]
 		ef := &effect{nothing: e.MayReportNothing}
+		ef.reqMachine, ef.req = states(e.Requires)
 		for _, r := range e.Sends {
 			to := md.machines[byName[r.Machine]]
 			ef.sends = append(ef.sends, send{machine: to.idx, event: to.event[r.Name]})
@@ -236,12 +306,31 @@ func compile(s *spec.Spec) (*model, error) {
 		md.inputs = append(md.inputs, &input{name: x.Machine.Name + "." + x.Event.Name, external: true,
 			routes: []send{{machine: m.idx, event: m.event[x.Event.Name]}}})
 	}
+	for _, rs := range sys.Restored {
+		fam := make([][]int, len(md.machines))
+		for _, r := range rs.States {
+			m := md.machines[byName[r.Machine]]
+			fam[m.idx] = append(fam[m.idx], m.state[r.Name])
+		}
+		md.restored = append(md.restored, fam)
+	}
 	for _, si := range sys.Invariants {
-		iv := &inv{Invariant: si, machine: -1, whileMachine: -1, afterMachine: -1}
+		iv := &inv{Invariant: si, machine: -1, whileMachine: -1, afterMachine: -1, param: -1}
 		switch si.Kind {
 		case spec.InvNeverEnter:
 			iv.machine, iv.set = states(si.NeverEnter)
 			iv.whileMachine, iv.while = states(si.While)
+			_, iv.from = states(si.From)
+			iv.param, iv.given = given(si.Given)
+			iv.among = roles(si.Among)
+			if iv.machine >= 0 {
+				iv.unless = flagsOf(md.machines[iv.machine], si.Unless)
+			}
+		case spec.InvAlwaysIn:
+			iv.machine, iv.set = states(si.AlwaysIn)
+			iv.whileMachine, iv.while = states(si.While)
+		case spec.InvLeaves:
+			iv.machine, iv.set = states(si.Leaves)
 		case spec.InvRank:
 			var all []spec.MRef
 			for _, t := range si.Rank {
@@ -313,10 +402,7 @@ func (md *model) detached() map[int]bool {
 				}
 			}
 		}
-		for _, ti := range m.ties {
-			if ti == nil {
-				continue
-			}
+		for _, ti := range slices.Concat(m.ties...) {
 			if ti.all != nil || ti.any != nil || ti.roles != nil || ti.inMachine >= 0 && ti.inMachine != m.idx {
 				delete(out, m.idx)
 				if ti.inMachine >= 0 {

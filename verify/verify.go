@@ -6,31 +6,50 @@
 // every machine, except the replicated one (the container machine), which
 // has K instances, each with a role: init and sidecar containers first, then
 // regular ones, at least one regular (a pod spec needs one). Every role
-// assignment for K is explored in one search.
+// assignment for K is explored in one search, from the initial states and
+// from every state of the restored families (the states the engine rebuilds
+// the machines in after a restart).
 //
 // One step of a machine is that of fsm/core.go: the first transition in spec
 // order whose guard holds, internal transitions, choice states passed at
-// once. Guards are free (both values explored) unless tied. An event
-// delivered to a machine is handled like the engine's fire loop: the step's
-// actions run in order; an action delivers its sends (each handled to the end
-// before the next) and then reports one of its reports, queued behind the
-// step; the queue is handled before any other input. An action that may
-// report nothing may also fail before any effect. Between inputs, any input
-// of routes.hcl or external event may arrive (one naming the replicated
-// machine goes to any one instance, and to it before the other machines) and
-// any timer of a resting machine may fire.
+// once. Guards are free (both values explored) unless tied; a tie may read
+// the other machines' states, the instance's role, a parameter of the pod
+// (the restart policy) and a flag of the instance (whether its last exit
+// failed). A parameter or flag is chosen at its first read in an input and
+// forgotten between inputs: the invariants that name them are checked in
+// the step that read them, and a later read chooses anew (more behaviour,
+// never less), so they cost no state between inputs. An event delivered to
+// a machine is handled like the engine's fire loop: the step's actions run
+// in order; an action delivers its sends (each handled to the end before
+// the next) and then reports one of its reports, queued behind the step;
+// the queue is handled before any other input. An action that may report
+// nothing may also fail before any effect, and always does while its
+// precondition (requires) does not hold; an action that records a flag
+// makes it unknown again. Between inputs, any input of routes.hcl or
+// external event may arrive (one naming the replicated machine goes to any
+// one instance, and to it before the other machines) and any timer of a
+// resting machine may fire.
 //
-// Invariants of kind never_enter and rank are checked on every step; the
-// reachability kinds (always_reaches, after) on the explored graph once the
-// search ends.
+// Invariants of kind never_enter and rank are checked on every step,
+// always_in on every state; the reachability kinds on the explored graph
+// once the search ends: always_reaches over every move, after and leaves
+// over action outcomes, free guards and timers alone, under fairness (a
+// choice made infinitely often takes each outcome infinitely often): every
+// state reached without new inputs can still reach the goal without them,
+// so a failure that nothing retries, or a state left only by a new input,
+// is a violation.
 //
 // The search is breadth first over a compact byte encoding of the product
-// state, so a violation's trace is a shortest one.
+// state (kept in one pointer-free store), so a violation's trace is a
+// shortest one. A step with a single successor (no free guard, no action
+// with several outcomes) is followed at once: the states of such chains are
+// not stored.
 package verify
 
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/speclet/speclet/spec"
@@ -119,13 +138,13 @@ func Check(s *spec.Spec, opt Options) (*Report, error) {
 		}
 		n := r.explore()
 		resting := 0
-		for _, key := range r.keys {
-			if len(key) == r.k+r.nInst {
+		for j := range r.keys.len() {
+			if len(r.key(j)) == r.restLen() {
 				resting++
 			}
 		}
-		rep.Runs = append(rep.Runs, Run{K: k, Assignments: n, States: len(r.keys), Resting: resting, Transitions: len(r.edgeTo), Elapsed: time.Since(t0)})
-		rep.States += len(r.keys)
+		rep.Runs = append(rep.Runs, Run{K: k, Assignments: n, States: r.keys.len(), Resting: resting, Transitions: len(r.edgeTo), Elapsed: time.Since(t0)})
+		rep.States += r.keys.len()
 	}
 	for _, iv := range md.invs {
 		rep.Invariants = append(rep.Invariants, &InvariantResult{Name: iv.Name, Kind: iv.Kind, Doc: iv.Doc, Checks: iv.checks, Violation: iv.violation})
@@ -160,16 +179,39 @@ func assignments(k int) [][]uint8 {
 	return out
 }
 
+// restoredRoots adds as initial states every combination of the states
+// family lists for the instances from inst on.
+func (r *run) restoredRoots(s *sys, fam [][]int, inst int) {
+	if inst == r.nInst {
+		if r.restoredRoot == nil {
+			r.restoredRoot = map[int32]bool{}
+		}
+		n := r.keys.len()
+		if j := r.add(s, -1, -1); int(j) == n {
+			r.restoredRoot[j] = true
+		}
+		return
+	}
+	sts := fam[r.instMachine[inst]]
+	if sts == nil {
+		r.restoredRoots(s, fam, inst+1)
+		return
+	}
+	for _, st := range sts {
+		c := s.clone()
+		c.st[inst] = uint8(st)
+		r.restoredRoots(c, fam, inst+1)
+	}
+}
+
 func (r *run) add(s *sys, parent, edge int32) int32 {
-	key := string(s.encode(nil))
-	if j, ok := r.index[key]; ok {
+	r.buf = s.encode(r.buf[:0])
+	j, added := r.keys.add(r.buf)
+	if !added {
 		return j
 	}
-	j := int32(len(r.keys))
-	r.index[key] = j
-	r.keys = append(r.keys, key)
-	r.parent = append(r.parent, parent)
-	r.parentEdge = append(r.parentEdge, edge)
+	r.parent = push(r.parent, parent)
+	r.parentEdge = push(r.parentEdge, edge)
 	return j
 }
 
@@ -183,28 +225,36 @@ func (r *run) explore() int {
 	md := r.md
 	as := assignments(r.k)
 	for _, roles := range as {
-		s := &sys{roles: roles, st: make([]uint8, r.nInst)}
+		s := &sys{roles: roles, params: make([]uint8, len(md.params)), st: make([]uint8, r.nInst), flags: make([]uint8, r.nInst)}
 		for i := range r.nInst {
 			s.st[i] = uint8(md.machines[r.instMachine[i]].initial)
 		}
 		r.settle(s)
 		r.add(s, -1, -1)
+		for _, fam := range md.restored {
+			r.restoredRoots(s, fam, 0)
+		}
 	}
 	safety := make([]*hit, len(md.invs))
 	afterEdges := make([][]hit, len(md.invs))
 	var buf []byte
-	for i := 0; i < len(r.keys); i++ {
-		s := r.decode(r.keys[i])
-		r.edgeStart = append(r.edgeStart, int32(len(r.edgeTo)))
+	for i := 0; i < r.keys.len(); i++ {
+		s := r.decode(r.key(i))
+		for vi, iv := range md.invs {
+			if iv.Kind == spec.InvAlwaysIn && safety[vi] == nil && !r.alwaysIn(s, iv) {
+				safety[vi] = &hit{int32(i), -1}
+			}
+		}
+		r.edgeStart = push(r.edgeStart, int32(len(r.edgeTo)))
 		e := int32(0)
 		r.successors(s, false, func(mv *move) {
 			buf = mv.next.encode(buf[:0])
-			j, ok := r.index[string(buf)]
-			if !ok {
+			j := r.keys.lookup(buf)
+			if j < 0 {
 				j = r.add(mv.next, int32(i), e)
 			}
-			r.edgeTo = append(r.edgeTo, j)
-			r.edgeKind = append(r.edgeKind, mv.kind)
+			r.edgeTo = push(r.edgeTo, j)
+			r.edgeKind = push(r.edgeKind, mv.kind)
 			for _, v := range mv.viols {
 				if safety[v] == nil {
 					safety[v] = &hit{int32(i), e}
@@ -226,7 +276,7 @@ func (r *run) explore() int {
 			e++
 		})
 	}
-	r.edgeStart = append(r.edgeStart, int32(len(r.edgeTo)))
+	r.edgeStart = push(r.edgeStart, int32(len(r.edgeTo)))
 
 	for vi, iv := range md.invs {
 		if iv.violation != nil {
@@ -237,9 +287,15 @@ func (r *run) explore() int {
 			if h := safety[vi]; h != nil {
 				iv.violation = r.violation(h.from, h.edge, "")
 			}
+		case spec.InvAlwaysIn:
+			if h := safety[vi]; h != nil {
+				iv.violation = r.violation(h.from, -1, fmt.Sprintf("here %s, but not every %s is in one of %s", r.whileText(iv), r.md.machines[iv.machine].Name, goal(iv)))
+			}
+		case spec.InvLeaves:
+			r.checkLeaves(iv)
 		case spec.InvAlwaysReaches:
-			ok := r.canReach(iv, false)
-			for j := range r.keys {
+			ok := r.canReach(func(j int) bool { return iv.set[r.stateOf(r.key(j), r.singleInst[iv.machine])] }, false)
+			for j := range r.keys.len() {
 				iv.checks++
 				if !ok[j] {
 					iv.violation = r.violation(int32(j), -1, fmt.Sprintf("from this state no sequence of inputs, completions and timers reaches %s", goal(iv)))
@@ -247,15 +303,7 @@ func (r *run) explore() int {
 				}
 			}
 		case spec.InvAfterReaches:
-			ok := r.canReach(iv, true)
-			for _, h := range afterEdges[vi] {
-				iv.checks++
-				to := r.edgeTo[r.edgeStart[h.from]+h.edge]
-				if !ok[to] {
-					iv.violation = r.violation(h.from, h.edge, fmt.Sprintf("after %s.%s, completions and timers alone never reach %s", iv.After.Machine, iv.After.Name, goal(iv)))
-					break
-				}
-			}
+			r.checkAfter(iv, afterEdges[vi])
 		}
 	}
 	return len(as)
@@ -263,45 +311,150 @@ func (r *run) explore() int {
 
 func goal(iv *inv) string {
 	var l []string
-	for _, r := range append(iv.AlwaysReaches, iv.Reaches...) {
+	for _, r := range slices.Concat(iv.AlwaysReaches, iv.Reaches, iv.AlwaysIn, iv.Leaves) {
 		l = append(l, r.String())
 	}
 	return fmt.Sprint(l)
 }
 
-// canReach returns the states from which a state where iv's machine is in
-// iv.set is reachable (over internal and timer edges only when restricted).
-func (r *run) canReach(iv *inv, restricted bool) []bool {
-	n := len(r.keys)
-	// Reverse edges, counting sort by target.
-	cnt := make([]int32, n+1)
-	for e, to := range r.edgeTo {
-		if restricted && r.edgeKind[e] == edgeInput {
-			continue
+func (r *run) whileText(iv *inv) string {
+	if iv.whileMachine < 0 {
+		return "(always)"
+	}
+	w := r.md.machines[iv.whileMachine]
+	return fmt.Sprintf("%s is in one of %v", w.Name, iv.While)
+}
+
+// alwaysIn evaluates an always_in invariant on s.
+func (r *run) alwaysIn(s *sys, iv *inv) bool {
+	iv.checks++
+	if iv.whileMachine >= 0 {
+		w := r.singleInst[iv.whileMachine]
+		if w < 0 || !iv.while[s.st[w]] {
+			return true
 		}
-		cnt[to+1]++
 	}
-	for i := 1; i <= n; i++ {
-		cnt[i] += cnt[i-1]
+	for inst := range r.nInst {
+		if r.instMachine[inst] == iv.machine && !iv.set[s.st[inst]] {
+			return false
+		}
 	}
-	from := make([]int32, cnt[n])
-	pos := slices.Clone(cnt[:n])
-	for i := range n {
-		for e := r.edgeStart[i]; e < r.edgeStart[i+1]; e++ {
-			if restricted && r.edgeKind[e] == edgeInput {
+	return true
+}
+
+// checkAfter checks an after invariant under fairness: from the state each
+// delivery of the event leads to, every state that completions and timers
+// alone reach (before the goal) can still reach the goal through them. On
+// a finite graph that is what "every run that takes each of its choices
+// (an action's outcome, a free guard, a timer) fairly reaches the goal"
+// means: a run that stays away from the goal forever passes infinitely
+// often through some state, so a fair run would take that state's path to
+// the goal. An action that may fail (report nothing) is retried only by a
+// timer that re-runs it, so the retry must be in the spec.
+func (r *run) checkAfter(iv *inv, edges []hit) {
+	n := r.keys.len()
+	ok := r.canReach(func(j int) bool { return iv.set[r.stateOf(r.key(j), r.singleInst[iv.machine])] }, true)
+	// Forward search over completions and timers from every target, with
+	// the edge that first reached each state.
+	via := make([]hit, n)
+	seen := make([]bool, n)
+	var queue []int32
+	for _, h := range edges {
+		iv.checks++
+		to := r.edgeTo[r.edgeStart[h.from]+h.edge]
+		if !seen[to] {
+			seen[to] = true
+			queue = append(queue, to)
+			via[to] = h
+		}
+	}
+	roots := map[int32]bool{}
+	for _, j := range queue {
+		roots[j] = true
+	}
+	for q := 0; q < len(queue); q++ {
+		j := queue[q]
+		if !ok[j] {
+			// The chain: to the delivery, then forward to j.
+			var fwd []hit
+			for c := j; !roots[c]; c = via[c].from {
+				fwd = append(fwd, via[c])
+			}
+			slices.Reverse(fwd)
+			start := via[j]
+			if len(fwd) > 0 {
+				start = via[fwd[0].from]
+			}
+			chain := append(r.chainTo(start.from), start)
+			chain = append(chain, fwd...)
+			iv.violation = r.violationChain(chain, fmt.Sprintf("after %s.%s, completions and timers reach this state, from which they never reach %s (nothing but a new input would help)", iv.After.Machine, iv.After.Name, goal(iv)))
+			return
+		}
+		if iv.set[r.stateOf(r.key(int(j)), r.singleInst[iv.machine])] {
+			continue // reached
+		}
+		for e := r.edgeStart[j]; e < r.edgeStart[j+1]; e++ {
+			if r.edgeKind[e] == edgeInput {
 				continue
 			}
-			to := r.edgeTo[e]
-			from[pos[to]] = int32(i)
-			pos[to]++
+			if to := r.edgeTo[e]; !seen[to] {
+				seen[to] = true
+				via[to] = hit{j, e - r.edgeStart[j]}
+				queue = append(queue, to)
+			}
 		}
 	}
+}
+
+// checkLeaves checks a leaves invariant: for every instance of its machine
+// and every state of the invariant, from every reachable state where the
+// instance is in that state, completions and timers alone can take it out
+// (so every fair run does).
+func (r *run) checkLeaves(iv *inv) {
+	for st, in := range iv.set {
+		if in {
+			r.checkLeave(iv, uint8(st))
+		}
+		if iv.violation != nil {
+			return
+		}
+	}
+}
+
+func (r *run) checkLeave(iv *inv, st uint8) {
+	for inst := range r.nInst {
+		if r.instMachine[inst] != iv.machine {
+			continue
+		}
+		ok := r.canReach(func(j int) bool { return r.stateOf(r.key(j), inst) != st }, true)
+		for j := range r.keys.len() {
+			iv.checks++
+			if !ok[j] {
+				m := r.md.machines[iv.machine]
+				iv.violation = r.violation(int32(j), -1, fmt.Sprintf("%s rests in %s and completions and timers alone never take it out (nothing but a new input would help)",
+					r.instName(r.decode(r.key(j)), inst), m.states[r.stateOf(r.key(j), inst)]))
+				return
+			}
+		}
+	}
+}
+
+// canReach returns the states from which a state where goal holds is
+// reachable (over internal and timer edges only when restricted).
+func (r *run) canReach(goal func(int) bool, restricted bool) []bool {
+	n := r.keys.len()
+	rv := &r.rev[0]
+	if restricted {
+		rv = &r.rev[1]
+	}
+	if rv.cnt == nil {
+		rv.cnt, rv.from = r.reverse(restricted)
+	}
+	cnt, from := rv.cnt, rv.from
 	ok := make([]bool, n)
-	var queue []int32
-	w := r.singleInst[iv.machine]
+	queue := make([]int32, 0, n)
 	for i := range n {
-		st := r.keys[i][r.k+w]
-		if iv.set[st] {
+		if goal(i) {
 			ok[i] = true
 			queue = append(queue, int32(i))
 		}
@@ -319,33 +472,86 @@ func (r *run) canReach(iv *inv, restricted bool) []bool {
 	return ok
 }
 
+// reverse returns the explored graph's edges by target (over internal and
+// timer edges only when restricted): the sources of the edges into j are
+// from[cnt[j]:cnt[j+1]].
+func (r *run) reverse(restricted bool) (cnt, from []int32) {
+	n := r.keys.len()
+	// Reverse edges, counting sort by target.
+	cnt = make([]int32, n+1)
+	for e, to := range r.edgeTo {
+		if restricted && r.edgeKind[e] == edgeInput {
+			continue
+		}
+		cnt[to+1]++
+	}
+	for i := 1; i <= n; i++ {
+		cnt[i] += cnt[i-1]
+	}
+	from = make([]int32, cnt[n])
+	pos := slices.Clone(cnt[:n])
+	for i := range n {
+		for e := r.edgeStart[i]; e < r.edgeStart[i+1]; e++ {
+			if restricted && r.edgeKind[e] == edgeInput {
+				continue
+			}
+			to := r.edgeTo[e]
+			from[pos[to]] = int32(i)
+			pos[to]++
+		}
+	}
+	return cnt, from
+}
+
 // violation builds the trace to state j, then along its edge number edge
 // (-1: none).
 func (r *run) violation(j, edge int32, detail string) *Violation {
+	chain := r.chainTo(j)
+	if edge >= 0 {
+		chain = append(chain, hit{j, edge})
+	}
+	if len(chain) == 0 {
+		chain = []hit{{j, -1}}
+	}
+	return r.violationChain(chain, detail)
+}
+
+// chainTo returns the shortest moves from an initial state to state j.
+func (r *run) chainTo(j int32) []hit {
 	var chain []hit
 	for i := j; r.parent[i] >= 0; i = r.parent[i] {
 		chain = append(chain, hit{r.parent[i], r.parentEdge[i]})
 	}
 	slices.Reverse(chain)
-	if edge >= 0 {
-		chain = append(chain, hit{j, edge})
-	}
-	root := j
+	return chain
+}
+
+// violationChain builds the trace of chain, moves from an initial state
+// (an edge -1 only names the state).
+func (r *run) violationChain(chain []hit, detail string) *Violation {
+	root := chain[0].from
 	for r.parent[root] >= 0 {
 		root = r.parent[root]
 	}
-	s0 := r.decode(r.keys[root])
+	s0 := r.decode(r.key(int(root)))
 	v := &Violation{K: r.k, Detail: detail}
 	for _, ro := range s0.roles {
 		v.Roles = append(v.Roles, spec.Roles[ro])
 	}
+	if r.restoredRoot[root] {
+		v.Trace = append(v.Trace, "restored after a restart: "+r.describe(s0))
+	}
 	var last *sys
 	for _, h := range chain {
-		s := r.decode(r.keys[h.from])
+		s := r.decode(r.key(int(h.from)))
+		if h.edge < 0 {
+			last = s
+			continue
+		}
 		n := int32(0)
 		r.successors(s, true, func(mv *move) {
 			if n == h.edge {
-				v.Trace = append(v.Trace, mv.label)
+				v.Trace = append(v.Trace, strings.Split(mv.label, "\n")...)
 				last = mv.next
 			}
 			n++
@@ -363,7 +569,7 @@ func (r *run) violation(j, edge int32, detail string) *Violation {
 					first = mv
 				}
 			})
-			v.Trace = append(v.Trace, first.label)
+			v.Trace = append(v.Trace, strings.Split(first.label, "\n")...)
 			last = first.next
 		}
 	}
@@ -379,6 +585,22 @@ func (r *run) describe(s *sys) string {
 			out += ", "
 		}
 		out += r.instName(s, i) + "=" + r.md.machines[r.instMachine[i]].states[s.st[i]]
+	}
+	for i := range r.nInst {
+		m := r.md.machines[r.instMachine[i]]
+		for f, name := range m.flags {
+			if s.flags[i]&(1<<f) != 0 {
+				out += fmt.Sprintf(", %s.%s=%v", r.instName(s, i), name, s.flags[i]&(16<<f) != 0)
+			}
+		}
+	}
+	for p, v := range s.params {
+		pm := r.md.params[p]
+		val := "(not read yet: any)"
+		if v > 0 {
+			val = pm.values[v-1]
+		}
+		out += fmt.Sprintf(", %s=%s", pm.name, val)
 	}
 	if len(s.frames) > 0 {
 		out += fmt.Sprintf(" (%d frame(s) in progress)", len(s.frames))
@@ -414,7 +636,7 @@ func Step(s *spec.Spec, machine, state, event string, guards map[string]bool) (p
 		}
 		r.fixed[i] = v
 	}
-	sy := &sys{roles: []uint8{roleRegular}, st: []uint8{uint8(st)}}
+	sy := &sys{roles: []uint8{roleRegular}, params: make([]uint8, len(md.params)), st: []uint8{uint8(st)}, flags: make([]uint8, 1)}
 	res := r.fireOnce(sy, 0, ev, &decider{}, nil)
 	if res.loop {
 		return nil, nil, false, fmt.Errorf("choice loop")

@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -54,13 +55,13 @@ func TestVerifyEmbeddedSpec(t *testing.T) {
 			t.Errorf("invariant %s violated with K=%d (roles %v): %s\n%s", iv.Name, v.K, v.Roles, v.Detail, strings.Join(v.Trace, "\n"))
 		}
 	}
-	for _, k := range []string{spec.InvNeverEnter, spec.InvRank, spec.InvAlwaysReaches, spec.InvAfterReaches} {
+	for _, k := range []string{spec.InvNeverEnter, spec.InvRank, spec.InvAlwaysReaches, spec.InvAfterReaches, spec.InvAlwaysIn, spec.InvLeaves} {
 		if !kinds[k] {
 			t.Errorf("no invariant of kind %s in the spec", k)
 		}
 	}
-	if len(rep.Invariants) < 4 {
-		t.Errorf("%d invariants, want at least 4", len(rep.Invariants))
+	if len(rep.Invariants) < 13 {
+		t.Errorf("%d invariants, want at least 13", len(rep.Invariants))
 	}
 }
 
@@ -127,7 +128,117 @@ func TestVerifyMutations(t *testing.T) {
 			name: "termination waits for running containers", file: "system.hcl",
 			old:       `all = [container.waiting, container.pull_backoff, container.crashloop_backoff, container.exited, container.terminated, container.removed]`,
 			new:       `all = [container.running]`,
-			invariant: "can_always_finish", inTrace: "container[0](regular)=running",
+			invariant: "can_always_finish", inTrace: "pod=synced",
+		},
+		{
+			// Stopping the sandbox asks for a new one: a terminated pod
+			// creates a sandbox.
+			name: "termination creates a sandbox", file: "system.hcl",
+			old:       `effect "pod" "stop_sandbox" {` + "\n" + `  sends = [sandbox.stop]`,
+			new:       `effect "pod" "stop_sandbox" {` + "\n" + `  sends = [sandbox.create]`,
+			invariant: "no_sandbox_after_termination", inTrace: "sandbox none --create--> creating",
+		},
+		{
+			// The node machine ignores a failed observation: its eviction
+			// pass never ends.
+			name: "node pass stuck", file: "node.hcl",
+			old:       `    transition "observe_failed" { to = state.idle }` + "\n",
+			new:       "",
+			invariant: "node_pass_ends", inTrace: "node observing --observe_failed--> no transition",
+		},
+		{
+			// The tie forgets Always for regular containers.
+			name: "Always does not restart", file: "system.hcl",
+			old:       `  roles = [role.regular]` + "\n" + `  given = [restart_policy.always]`,
+			new:       `  roles = [role.regular]` + "\n" + `  given = [restart_policy.on_failure]`,
+			invariant: "always_restarts", inTrace: "restart_policy=always(chosen)",
+		},
+		{
+			// The tie forgets that sidecars always restart.
+			name: "sidecar not restarted", file: "system.hcl",
+			old:       `  doc   = "A sidecar always restarts."` + "\n" + `  roles = [role.sidecar]`,
+			new:       `  doc   = "A sidecar always restarts."` + "\n" + `  roles = [role.init]`,
+			invariant: "sidecars_always_restart", inTrace: "(sidecar) exited --exit_recorded",
+		},
+		{
+			// A container that exited under Never restarts anyway.
+			name: "restart row under Never", file: "container.hcl",
+			old:       `      otherwise { to = state.terminated }`,
+			new:       `      otherwise { to = state.crashloop_backoff }`,
+			invariant: "no_restart_under_never", inTrace: "restart_policy=never(chosen)",
+		},
+		{
+			// The tie lets a regular container restart under Never.
+			name: "restart allowed under Never", file: "system.hcl",
+			old:       `  roles = [role.regular]` + "\n" + `  given = [restart_policy.always]`,
+			new:       `  roles = [role.regular]` + "\n" + `  given = [restart_policy.always, restart_policy.never]`,
+			invariant: "no_restart_under_never", inTrace: "deciding -> crashloop_backoff",
+		},
+		{
+			// OnFailure restarts a regular container whatever its exit.
+			name: "OnFailure restarts after success", file: "system.hcl",
+			old:       `  given = [restart_policy.on_failure]` + "\n" + `  flags = [container.exit_failed]` + "\n",
+			new:       `  given = [restart_policy.on_failure]` + "\n",
+			invariant: "on_failure_restarts_only_failures", inTrace: "restart_policy=on_failure(chosen)",
+		},
+		{
+			// An init container restarts after it completed.
+			name: "init container restarts after success", file: "system.hcl",
+			old:       `  given = [restart_policy.always, restart_policy.on_failure]` + "\n" + `  flags = [container.exit_failed]` + "\n" + `  mode  = "may"`,
+			new:       `  given = [restart_policy.always, restart_policy.on_failure]` + "\n" + `  mode  = "may"`,
+			invariant: "init_restarts_only_failures", inTrace: "container[0](init) exited --exit_recorded",
+		},
+		{
+			// remove_pod runs while the sandbox still stops (the engine's
+			// precondition dropped): the pod finishes with it stopping.
+			name: "remove_pod without its precondition", file: "system.hcl",
+			old:       `  requires           = [sandbox.stopped]` + "\n",
+			new:       "",
+			invariant: "sandbox_removed_when_finished", inTrace: "sandbox=stopping",
+		},
+		{
+			// A terminated container ignores its removal.
+			name: "terminated container not removed", file: "container.hcl",
+			old:       `    transition "removed" { to = state.removed }` + "\n" + `    transition "kill" {}`,
+			new:       `    transition "removed" {}` + "\n" + `    transition "kill" {}`,
+			invariant: "containers_removed_when_finished", inTrace: "container[0](regular)=terminated",
+		},
+		{
+			// Without its grace timer a failed stop of a container the pod
+			// does not kill (a liveness kill, a spec change) is never retried.
+			name: "stopping without its grace timer", file: "container.hcl",
+			old:       `    timeout "grace_expired" { after = duration.grace_period }` + "\n",
+			new:       "",
+			invariant: "container_stop_ends", inTrace: "container[0](regular)=stopping",
+		},
+		{
+			// Without the terminated timer a failed StopPodSandbox is
+			// never retried.
+			name: "sandbox stop never retried", file: "pod.hcl",
+			old:       `    entry = [action.stop_sandbox, action.release_name, action.remove_pod, action.report_status]` + "\n" + `    timeout "sync" { after = duration.sync_backoff }` + "\n",
+			new:       `    entry = [action.stop_sandbox, action.release_name, action.remove_pod, action.report_status]` + "\n",
+			invariant: "sandbox_stop_ends", inTrace: "stop_sandbox fails before any effect",
+		},
+		{
+			// Without the stop_containers timer a terminating pod waits for
+			// a runtime event once a failed stop finally succeeded.
+			name: "terminating without its timer", file: "pod.hcl",
+			old:       `    entry = [action.kill_containers]` + "\n" + `    timeout "sync" { after = duration.sync_backoff }` + "\n",
+			new:       `    entry = [action.kill_containers]` + "\n",
+			invariant: "pod_stop_ends", inTrace: "stop_container fails before any effect",
+		},
+		{
+			// A failed stop is retried neither by the grace timer nor by a
+			// repeated kill: some run still finishes (the first stop
+			// succeeds), but a fair run where it fails never does.
+			name: "failed stop never retried", file: "container.hcl",
+			old: `    timeout "grace_expired" { after = duration.grace_period }` + "\n" + `    transition "grace_expired" {` + "\n" +
+				`      actions = [action.force_stop_container]` + "\n" + `      doc     = "The grace period ran out and the instance is still not stopped: force it."` + "\n" + `    }` + "\n" +
+				`    transition "stopped" { to = state.exited }` + "\n" + `    transition "died" { to = state.exited }` + "\n" + `    transition "kill" {` + "\n" + `      actions = [action.stop_container]` + "\n",
+			new: `    transition "grace_expired" {` + "\n" +
+				`      actions = [action.force_stop_container]` + "\n" + `      doc     = "The grace period ran out and the instance is still not stopped: force it."` + "\n" + `    }` + "\n" +
+				`    transition "stopped" { to = state.exited }` + "\n" + `    transition "died" { to = state.exited }` + "\n" + `    transition "kill" {` + "\n",
+			invariant: "kill_finishes", inTrace: "stop_container fails before any effect",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -145,7 +256,7 @@ func TestVerifyMutations(t *testing.T) {
 				}
 				trace := strings.Join(v.Trace, "\n")
 				t.Logf("%s violated with K=%d, roles %v:\n%s\n=> %s", iv.Name, v.K, v.Roles, trace, v.Detail)
-				if len(v.Trace) < 2 || !strings.HasPrefix(v.Trace[0], "input ") || !strings.HasPrefix(v.Trace[len(v.Trace)-1], "state: ") {
+				if len(v.Trace) < 2 || !strings.HasPrefix(v.Trace[0], "input ") && !strings.HasPrefix(v.Trace[0], "external: ") && !strings.HasPrefix(v.Trace[0], "restored after a restart: ") || !strings.HasPrefix(v.Trace[len(v.Trace)-1], "state: ") {
 					t.Errorf("trace does not start with an input and end with the state:\n%s", trace)
 				}
 				if !strings.Contains(trace, tc.inTrace) {
@@ -279,5 +390,214 @@ input "jam" { pod = pod.stuck }
 				t.Errorf("events nothing produces: %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// tieSpec: the pod's work pokes every container, which records a flag
+// (note) and decides by guard g whether it goes to yes or no.
+const tieSpec = `
+machine "p" {
+  initial = state.idle
+  event "go" {}
+  event "done" {}
+  event "quit" {}
+  action "work" {}
+  state "idle" {
+    transition "go" { to = state.busy }
+    transition "quit" { to = state.end }
+  }
+  state "busy" {
+    entry = [action.work]
+    transition "done" { to = state.idle }
+  }
+  state "end" { final = true }
+}
+machine "c" {
+  initial = state.x
+  event "poke" {}
+  event "quit" {}
+  guard "g" {}
+  action "note" {}
+  state "x" {
+    transition "poke" {
+      to      = state.deciding
+      actions = [action.note]
+    }
+    transition "quit" { to = state.end }
+  }
+  state "deciding" {
+    choice {
+      when "g" { to = state.yes }
+      otherwise { to = state.no }
+    }
+  }
+  state "yes" {
+    transition "poke" { to = state.x }
+  }
+  state "no" {
+    transition "poke" { to = state.x }
+  }
+  state "end" { final = true }
+}
+replicated "c" {}
+input "start" { p = p.go }
+input "stop" {
+  p = p.quit
+  c = c.quit
+}
+effect "p" "work" {
+  sends   = [c.poke]
+  reports = [p.done]
+}
+parameter "policy" { values = ["a", "b"] }
+flag "c" "failed" { set_by = c.note }
+invariant "never_yes" { never_enter = [c.yes] }
+invariant "never_no" { never_enter = [c.no] }
+invariant "yes_only_under_a" {
+  never_enter = [c.yes]
+  given       = [policy.b]
+}
+invariant "yes_only_failed" {
+  never_enter = [c.yes]
+  from        = [c.deciding]
+  unless      = [c.failed]
+}
+`
+
+// TestTies: the value a guard takes under its ties (iff, if, may, several
+// ties, parameters and flags), seen through which states a container
+// enters.
+func TestTies(t *testing.T) {
+	for _, tc := range []struct {
+		name, ties string
+		violated   []string
+	}{
+		{"untied: free", ``, []string{"never_yes", "never_no", "yes_only_under_a", "yes_only_failed"}},
+		{"iff on a parameter", `tie "c" "g" { given = [policy.a] }`, []string{"never_yes", "never_no", "yes_only_failed"}},
+		{"iff on a flag", `tie "c" "g" { flags = [c.failed] }`, []string{"never_yes", "never_no", "yes_only_under_a"}},
+		{"iff on both", `tie "c" "g" {
+  given = [policy.a]
+  flags = [c.failed]
+}`, []string{"never_yes", "never_no"}},
+		{"iff on a role the instance lacks", `tie "c" "g" { roles = [role.sidecar] }`, []string{"never_no"}},
+		{"if on a role the instance lacks: free", `tie "c" "g" {
+  roles = [role.sidecar]
+  mode  = "if"
+}`, []string{"never_yes", "never_no", "yes_only_under_a", "yes_only_failed"}},
+		{"may: free when it holds, else false", `tie "c" "g" {
+  given = [policy.a]
+  mode  = "may"
+}`, []string{"never_yes", "never_no", "yes_only_failed"}},
+		{"may that never holds: false", `tie "c" "g" {
+  roles = [role.init]
+  mode  = "may"
+}`, []string{"never_no"}},
+		{"several ties: an iff one holds", `tie "c" "g" { roles = [role.regular] }
+tie "c" "g" {
+  given = [policy.b]
+  mode  = "may"
+}`, []string{"never_yes", "yes_only_under_a", "yes_only_failed"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := check(t, []spec.File{{Name: "ties.hcl", Src: []byte(tieSpec + tc.ties)}}, 1)
+			var got []string
+			for _, iv := range rep.Invariants {
+				if iv.Violation != nil {
+					got = append(got, iv.Name)
+				}
+			}
+			if strings.Join(got, " ") != strings.Join(tc.violated, " ") {
+				t.Errorf("violated %v, want %v", got, tc.violated)
+			}
+		})
+	}
+}
+
+// stopSpec: a kill starts a stop that may fail; extra adds the stopping
+// state's rows.
+const stopSpec = `
+machine "p" {
+  initial = state.idle
+  event "kill" {}
+  event "stopped" {}
+  event "retry" {}
+  action "stop" {}
+  duration "wait" { default = "1s" }
+  state "idle" {
+    transition "kill" { to = state.stopping }
+  }
+  state "stopping" {
+    entry = [action.stop]
+    %s
+    transition "stopped" { to = state.done }
+  }
+  state "done" { final = true }
+}
+input "kill" { p = p.kill }
+effect "p" "stop" {
+  reports            = [p.stopped]
+  may_report_nothing = true
+}
+invariant "kill_ends" {
+  after   = p.kill
+  reaches = [p.done]
+}
+invariant "stop_ends" { leaves = [p.stopping] }
+invariant "can_end" { always_reaches = [p.done] }
+`
+
+// TestFairness: a stop that may fail finishes under fair scheduling only
+// when a timer retries it; some path to the end is not enough.
+func TestFairness(t *testing.T) {
+	for _, tc := range []struct {
+		name, rows string
+		violated   []string
+	}{
+		{"retried by a timer", `timeout "retry" { after = duration.wait }
+    transition "retry" { actions = [action.stop] }`, nil},
+		{"retried only by a new kill", `transition "kill" { actions = [action.stop] }`, []string{"kill_ends", "stop_ends"}},
+		{"never retried", `transition "retry" { actions = [action.stop] }`, []string{"kill_ends", "stop_ends", "can_end"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := check(t, []spec.File{{Name: "stop.hcl", Src: []byte(fmt.Sprintf(stopSpec, tc.rows))}}, 1)
+			var got []string
+			for _, iv := range rep.Invariants {
+				if v := iv.Violation; v != nil {
+					got = append(got, iv.Name)
+					t.Logf("%s: %s\n%s", iv.Name, v.Detail, strings.Join(v.Trace, "\n"))
+				}
+			}
+			if strings.Join(got, " ") != strings.Join(tc.violated, " ") {
+				t.Errorf("violated %v, want %v", got, tc.violated)
+			}
+		})
+	}
+}
+
+// TestRestored: the states of a restored family are explored like initial
+// states, and a trace from one says so.
+func TestRestored(t *testing.T) {
+	ties := `tie "c" "g" { roles = [role.sidecar] }
+invariant "no_yes" { always_in = [c.x, c.deciding, c.no, c.end] }
+`
+	rep := check(t, []spec.File{{Name: "ties.hcl", Src: []byte(tieSpec + ties)}}, 1)
+	for _, iv := range rep.Invariants {
+		if iv.Name == "no_yes" && iv.Violation != nil {
+			t.Fatalf("no_yes violated without a restored family")
+		}
+	}
+	rep = check(t, []spec.File{{Name: "ties.hcl", Src: []byte(tieSpec + ties + `restored "back" { states = [p.busy, c.yes] }
+`)}}, 1)
+	for _, iv := range rep.Invariants {
+		if iv.Name != "no_yes" {
+			continue
+		}
+		v := iv.Violation
+		if v == nil {
+			t.Fatal("no_yes holds from the restored state c=yes")
+		}
+		if !strings.HasPrefix(v.Trace[0], "restored after a restart: ") || !strings.Contains(v.Trace[0], "p=busy") {
+			t.Errorf("trace = %q", v.Trace)
+		}
 	}
 }

@@ -1,6 +1,6 @@
 # Invalid: an incomplete rank, a rank over the replicated machine, a
-# duplicate invariant name, a send to the own machine, and a list mixing
-# machines.
+# duplicate invariant name, a send to the own machine, a list mixing
+# machines, roles of a single machine, and from naming another machine.
 machine "p" {
   initial = state.a
   event "go" {}
@@ -30,4 +30,9 @@ invariant "partial" { rank = [[p.a], [p.b]] }
 invariant "containers" { rank = [[c.x], [c.y]] }
 invariant "partial" {
   never_enter = [c.y, p.b]
+}
+invariant "roles" {
+  never_enter = [p.b]
+  among       = [role.init]
+  from        = [c.x]
 }

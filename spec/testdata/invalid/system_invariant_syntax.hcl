@@ -1,9 +1,12 @@
 # Invalid: invariants with no kind, two kinds, an incomplete rank, after
-# without reaches, a misplaced while, and a duplicate name.
+# without reaches, a misplaced while, a duplicate name, a misplaced unless,
+# a parameter without values and requires without may_report_nothing.
 machine "p" {
   initial = state.a
   event "go" {}
+  action "act" {}
   state "a" {
+    entry = [action.act]
     transition "go" { to = state.b }
   }
   state "b" {
@@ -23,3 +26,9 @@ invariant "misplaced" {
   while          = [p.a]
 }
 invariant "partial" { always_reaches = [p.c] }
+invariant "unless" {
+  leaves = [p.a]
+  unless = [p.flag]
+}
+parameter "empty" { values = [] }
+effect "p" "act" { requires = [p.a] }

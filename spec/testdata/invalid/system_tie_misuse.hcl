@@ -1,5 +1,7 @@
 # Invalid: a tie with roles on a machine that runs once per pod, all without
-# a replicated machine, among without all or any, and a guard tied twice.
+# a replicated machine, among without all or any, a flag set by an unknown
+# action, a tie naming an unknown parameter value and an unknown flag, and a
+# restored family naming an unknown state.
 machine "p" {
   initial = state.a
   event "go" {}
@@ -23,4 +25,10 @@ tie "p" "fine" {
   all   = [p.a]
   among = [role.regular]
 }
-tie "p" "ok" { in = [p.b] }
+parameter "policy" { values = ["a", "b"] }
+flag "p" "bad" { set_by = p.nothing }
+tie "p" "ok" {
+  given = [policy.c]
+  flags = [p.missing]
+}
+restored "back" { states = [p.c] }
