@@ -22,8 +22,8 @@ func BenchmarkFire(b *testing.B) {
 		}
 	})
 	b.Run("pod/internal", func(b *testing.B) {
-		// An update during a sync: internal, looplab is not involved.
-		m := NewPodMachineAt(PodStateSyncing, guards{})
+		// An update while terminating: internal, looplab is not involved.
+		m := NewPodMachineAt(PodStateTerminating, guards{})
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := m.Fire(PodEventUpdate); err != nil {
