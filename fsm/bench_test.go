@@ -57,6 +57,19 @@ func BenchmarkFire(b *testing.B) {
 	})
 }
 
+// BenchmarkState measures State, which reads the state from looplab/fsm
+// (Current, under looplab's read lock) and maps its name back to the typed
+// state.
+func BenchmarkState(b *testing.B) {
+	m := NewContainerMachineAt(ContainerStateRunning, guards{})
+	b.ReportAllocs()
+	for b.Loop() {
+		if m.State() != ContainerStateRunning {
+			b.Fatal("not running")
+		}
+	}
+}
+
 // BenchmarkNewMachine measures building a machine (one per pod, one per
 // container).
 func BenchmarkNewMachine(b *testing.B) {

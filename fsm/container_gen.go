@@ -777,7 +777,7 @@ var containerTable = newTable[ContainerState, ContainerEvent, ContainerAction, C
 	ContainerTransitionTable, containerTransitionKeys[:],
 	ContainerChoiceTable, containerChoiceKeys[:],
 	ContainerStateEntry[:], containerByStateEvent[:], containerChoicesByState[:],
-	containerFSMEvents, containerGuard,
+	containerFSMEvents, containerGuard, ParseContainerState,
 )
 
 // NewContainerMachine returns a machine in the initial state. g answers its
@@ -794,29 +794,29 @@ func NewContainerMachineAt(s ContainerState, g ContainerGuards) *ContainerMachin
 	return m
 }
 
-// State returns the current state.
-func (m *ContainerMachine) State() ContainerState { return m.m.state }
+// State returns the current state, which the looplab/fsm machine holds.
+func (m *ContainerMachine) State() ContainerState { return m.m.state() }
 
 // Can reports whether Fire(ev) would take a transition now (guards are
 // evaluated).
 func (m *ContainerMachine) Can(ev ContainerEvent) bool {
-	_, ok := m.m.pick(ev)
+	_, ok := m.m.pick(m.m.state(), ev)
 	return ok
 }
 
 // Timers returns the timers armed while in the current state.
-func (m *ContainerMachine) Timers() []ContainerTimer { return ContainerStateTimers[m.m.state] }
+func (m *ContainerMachine) Timers() []ContainerTimer { return ContainerStateTimers[m.m.state()] }
 
 // Fire takes the first transition on ev from the current state whose guard
 // holds, follows the choices of the states it enters, and returns the step
 // for the engine to carry out. With no such transition it returns an error
 // wrapping ErrNoTransition and changes nothing. Fire runs no action.
 func (m *ContainerMachine) Fire(ev ContainerEvent) (ContainerStep, error) {
-	from, err := m.m.fire(ev)
+	from, to, err := m.m.fire(ev)
 	if err != nil {
 		return ContainerStep{}, err
 	}
-	return ContainerStep{From: from, To: m.m.state, Event: ev, Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
+	return ContainerStep{From: from, To: to, Event: ev, Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
 }
 
 // ContainerMetricLabels returns the label values of the container machine's

@@ -529,7 +529,7 @@ var nodeTable = newTable[NodeState, NodeEvent, NodeAction, NodeGuard, NodeGuards
 	NodeTransitionTable, nodeTransitionKeys[:],
 	NodeChoiceTable, nodeChoiceKeys[:],
 	NodeStateEntry[:], nodeByStateEvent[:], nodeChoicesByState[:],
-	nodeFSMEvents, nodeGuard,
+	nodeFSMEvents, nodeGuard, ParseNodeState,
 )
 
 // NewNodeMachine returns a machine in the initial state. g answers its
@@ -546,29 +546,29 @@ func NewNodeMachineAt(s NodeState, g NodeGuards) *NodeMachine {
 	return m
 }
 
-// State returns the current state.
-func (m *NodeMachine) State() NodeState { return m.m.state }
+// State returns the current state, which the looplab/fsm machine holds.
+func (m *NodeMachine) State() NodeState { return m.m.state() }
 
 // Can reports whether Fire(ev) would take a transition now (guards are
 // evaluated).
 func (m *NodeMachine) Can(ev NodeEvent) bool {
-	_, ok := m.m.pick(ev)
+	_, ok := m.m.pick(m.m.state(), ev)
 	return ok
 }
 
 // Timers returns the timers armed while in the current state.
-func (m *NodeMachine) Timers() []NodeTimer { return NodeStateTimers[m.m.state] }
+func (m *NodeMachine) Timers() []NodeTimer { return NodeStateTimers[m.m.state()] }
 
 // Fire takes the first transition on ev from the current state whose guard
 // holds, follows the choices of the states it enters, and returns the step
 // for the engine to carry out. With no such transition it returns an error
 // wrapping ErrNoTransition and changes nothing. Fire runs no action.
 func (m *NodeMachine) Fire(ev NodeEvent) (NodeStep, error) {
-	from, err := m.m.fire(ev)
+	from, to, err := m.m.fire(ev)
 	if err != nil {
 		return NodeStep{}, err
 	}
-	return NodeStep{From: from, To: m.m.state, Event: ev, Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
+	return NodeStep{From: from, To: to, Event: ev, Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
 }
 
 // NodeMetricLabels returns the label values of the node machine's

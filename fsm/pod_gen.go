@@ -748,7 +748,7 @@ var podTable = newTable[PodState, PodEvent, PodAction, PodGuard, PodGuards](
 	PodTransitionTable, podTransitionKeys[:],
 	PodChoiceTable, podChoiceKeys[:],
 	PodStateEntry[:], podByStateEvent[:], podChoicesByState[:],
-	podFSMEvents, podGuard,
+	podFSMEvents, podGuard, ParsePodState,
 )
 
 // NewPodMachine returns a machine in the initial state. g answers its
@@ -765,29 +765,29 @@ func NewPodMachineAt(s PodState, g PodGuards) *PodMachine {
 	return m
 }
 
-// State returns the current state.
-func (m *PodMachine) State() PodState { return m.m.state }
+// State returns the current state, which the looplab/fsm machine holds.
+func (m *PodMachine) State() PodState { return m.m.state() }
 
 // Can reports whether Fire(ev) would take a transition now (guards are
 // evaluated).
 func (m *PodMachine) Can(ev PodEvent) bool {
-	_, ok := m.m.pick(ev)
+	_, ok := m.m.pick(m.m.state(), ev)
 	return ok
 }
 
 // Timers returns the timers armed while in the current state.
-func (m *PodMachine) Timers() []PodTimer { return PodStateTimers[m.m.state] }
+func (m *PodMachine) Timers() []PodTimer { return PodStateTimers[m.m.state()] }
 
 // Fire takes the first transition on ev from the current state whose guard
 // holds, follows the choices of the states it enters, and returns the step
 // for the engine to carry out. With no such transition it returns an error
 // wrapping ErrNoTransition and changes nothing. Fire runs no action.
 func (m *PodMachine) Fire(ev PodEvent) (PodStep, error) {
-	from, err := m.m.fire(ev)
+	from, to, err := m.m.fire(ev)
 	if err != nil {
 		return PodStep{}, err
 	}
-	return PodStep{From: from, To: m.m.state, Event: ev, Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
+	return PodStep{From: from, To: to, Event: ev, Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
 }
 
 // PodMetricLabels returns the label values of the pod machine's

@@ -472,7 +472,7 @@ var probeTable = newTable[ProbeState, ProbeEvent, ProbeAction, ProbeGuard, Probe
 	ProbeTransitionTable, probeTransitionKeys[:],
 	ProbeChoiceTable, probeChoiceKeys[:],
 	ProbeStateEntry[:], probeByStateEvent[:], probeChoicesByState[:],
-	probeFSMEvents, probeGuard,
+	probeFSMEvents, probeGuard, ParseProbeState,
 )
 
 // NewProbeMachine returns a machine in the initial state. g answers its
@@ -489,29 +489,29 @@ func NewProbeMachineAt(s ProbeState, g ProbeGuards) *ProbeMachine {
 	return m
 }
 
-// State returns the current state.
-func (m *ProbeMachine) State() ProbeState { return m.m.state }
+// State returns the current state, which the looplab/fsm machine holds.
+func (m *ProbeMachine) State() ProbeState { return m.m.state() }
 
 // Can reports whether Fire(ev) would take a transition now (guards are
 // evaluated).
 func (m *ProbeMachine) Can(ev ProbeEvent) bool {
-	_, ok := m.m.pick(ev)
+	_, ok := m.m.pick(m.m.state(), ev)
 	return ok
 }
 
 // Timers returns the timers armed while in the current state.
-func (m *ProbeMachine) Timers() []ProbeTimer { return ProbeStateTimers[m.m.state] }
+func (m *ProbeMachine) Timers() []ProbeTimer { return ProbeStateTimers[m.m.state()] }
 
 // Fire takes the first transition on ev from the current state whose guard
 // holds, follows the choices of the states it enters, and returns the step
 // for the engine to carry out. With no such transition it returns an error
 // wrapping ErrNoTransition and changes nothing. Fire runs no action.
 func (m *ProbeMachine) Fire(ev ProbeEvent) (ProbeStep, error) {
-	from, err := m.m.fire(ev)
+	from, to, err := m.m.fire(ev)
 	if err != nil {
 		return ProbeStep{}, err
 	}
-	return ProbeStep{From: from, To: m.m.state, Event: ev, Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
+	return ProbeStep{From: from, To: to, Event: ev, Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
 }
 
 // ProbeMetricLabels returns the label values of the probe machine's

@@ -540,7 +540,7 @@ var sandboxTable = newTable[SandboxState, SandboxEvent, SandboxAction, SandboxGu
 	SandboxTransitionTable, sandboxTransitionKeys[:],
 	SandboxChoiceTable, sandboxChoiceKeys[:],
 	SandboxStateEntry[:], sandboxByStateEvent[:], sandboxChoicesByState[:],
-	sandboxFSMEvents, sandboxGuard,
+	sandboxFSMEvents, sandboxGuard, ParseSandboxState,
 )
 
 // NewSandboxMachine returns a machine in the initial state. g answers its
@@ -557,29 +557,29 @@ func NewSandboxMachineAt(s SandboxState, g SandboxGuards) *SandboxMachine {
 	return m
 }
 
-// State returns the current state.
-func (m *SandboxMachine) State() SandboxState { return m.m.state }
+// State returns the current state, which the looplab/fsm machine holds.
+func (m *SandboxMachine) State() SandboxState { return m.m.state() }
 
 // Can reports whether Fire(ev) would take a transition now (guards are
 // evaluated).
 func (m *SandboxMachine) Can(ev SandboxEvent) bool {
-	_, ok := m.m.pick(ev)
+	_, ok := m.m.pick(m.m.state(), ev)
 	return ok
 }
 
 // Timers returns the timers armed while in the current state.
-func (m *SandboxMachine) Timers() []SandboxTimer { return SandboxStateTimers[m.m.state] }
+func (m *SandboxMachine) Timers() []SandboxTimer { return SandboxStateTimers[m.m.state()] }
 
 // Fire takes the first transition on ev from the current state whose guard
 // holds, follows the choices of the states it enters, and returns the step
 // for the engine to carry out. With no such transition it returns an error
 // wrapping ErrNoTransition and changes nothing. Fire runs no action.
 func (m *SandboxMachine) Fire(ev SandboxEvent) (SandboxStep, error) {
-	from, err := m.m.fire(ev)
+	from, to, err := m.m.fire(ev)
 	if err != nil {
 		return SandboxStep{}, err
 	}
-	return SandboxStep{From: from, To: m.m.state, Event: ev, Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
+	return SandboxStep{From: from, To: to, Event: ev, Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
 }
 
 // SandboxMetricLabels returns the label values of the sandbox machine's
