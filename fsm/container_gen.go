@@ -6,8 +6,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/looplab/fsm"
 )
 
 // ContainerMachineName is the name of the container machine in the spec and in
@@ -674,70 +672,6 @@ var containerChoicesByState = [12][]uint16{
 	ContainerStateDeciding: {0, 1, 2, 3},
 }
 
-// containerTransitionKeys names each external transition for looplab/fsm
-// (looplab allows one destination per event and source).
-var containerTransitionKeys = [37]string{
-	2:  "t2:start",
-	3:  "t3:kill",
-	4:  "t4:pull_ok",
-	5:  "t5:pull_failed",
-	6:  "t6:backoff_done",
-	8:  "t8:kill",
-	9:  "t9:created",
-	10: "t10:create_failed",
-	11: "t11:started",
-	12: "t12:start_failed",
-	13: "t13:post_start_failed",
-	14: "t14:died",
-	15: "t15:liveness_failed",
-	16: "t16:kill",
-	17: "t17:sandbox_died",
-	18: "t18:update",
-	22: "t22:removed",
-	24: "t24:stopped",
-	25: "t25:died",
-	27: "t27:exit_recorded",
-	28: "t28:backoff_done",
-	30: "t30:kill",
-	31: "t31:removed",
-	35: "t35:started",
-	36: "t36:state_unknown",
-}
-
-var containerChoiceKeys = [...]string{"c0:deciding", "c1:deciding", "c2:deciding", "c3:deciding"}
-
-var containerFSMEvents = fsm.Events{
-	{Name: "t2:start", Src: []string{ContainerStateWaiting.String()}, Dst: ContainerStatePulling.String()},
-	{Name: "t3:kill", Src: []string{ContainerStateWaiting.String()}, Dst: ContainerStateTerminated.String()},
-	{Name: "t4:pull_ok", Src: []string{ContainerStatePulling.String()}, Dst: ContainerStateCreating.String()},
-	{Name: "t5:pull_failed", Src: []string{ContainerStatePulling.String()}, Dst: ContainerStatePullBackoff.String()},
-	{Name: "t6:backoff_done", Src: []string{ContainerStatePullBackoff.String()}, Dst: ContainerStateWaiting.String()},
-	{Name: "t8:kill", Src: []string{ContainerStatePullBackoff.String()}, Dst: ContainerStateTerminated.String()},
-	{Name: "t9:created", Src: []string{ContainerStateCreating.String()}, Dst: ContainerStateStarting.String()},
-	{Name: "t10:create_failed", Src: []string{ContainerStateCreating.String()}, Dst: ContainerStateCrashloopBackoff.String()},
-	{Name: "t11:started", Src: []string{ContainerStateStarting.String()}, Dst: ContainerStateRunning.String()},
-	{Name: "t12:start_failed", Src: []string{ContainerStateStarting.String()}, Dst: ContainerStateStopping.String()},
-	{Name: "t13:post_start_failed", Src: []string{ContainerStateStarting.String()}, Dst: ContainerStateStopping.String()},
-	{Name: "t14:died", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateExited.String()},
-	{Name: "t15:liveness_failed", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateStopping.String()},
-	{Name: "t16:kill", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateStopping.String()},
-	{Name: "t17:sandbox_died", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateStopping.String()},
-	{Name: "t18:update", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateStopping.String()},
-	{Name: "t22:removed", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateExited.String()},
-	{Name: "t24:stopped", Src: []string{ContainerStateStopping.String()}, Dst: ContainerStateExited.String()},
-	{Name: "t25:died", Src: []string{ContainerStateStopping.String()}, Dst: ContainerStateExited.String()},
-	{Name: "t27:exit_recorded", Src: []string{ContainerStateExited.String()}, Dst: ContainerStateDeciding.String()},
-	{Name: "t28:backoff_done", Src: []string{ContainerStateCrashloopBackoff.String()}, Dst: ContainerStateWaiting.String()},
-	{Name: "t30:kill", Src: []string{ContainerStateCrashloopBackoff.String()}, Dst: ContainerStateTerminated.String()},
-	{Name: "t31:removed", Src: []string{ContainerStateTerminated.String()}, Dst: ContainerStateRemoved.String()},
-	{Name: "t35:started", Src: []string{ContainerStateTerminated.String()}, Dst: ContainerStateStopping.String()},
-	{Name: "t36:state_unknown", Src: []string{ContainerStateTerminated.String()}, Dst: ContainerStateStopping.String()},
-	{Name: "c0:deciding", Src: []string{ContainerStateDeciding.String()}, Dst: ContainerStateTerminated.String()},
-	{Name: "c1:deciding", Src: []string{ContainerStateDeciding.String()}, Dst: ContainerStateWaiting.String()},
-	{Name: "c2:deciding", Src: []string{ContainerStateDeciding.String()}, Dst: ContainerStateCrashloopBackoff.String()},
-	{Name: "c3:deciding", Src: []string{ContainerStateDeciding.String()}, Dst: ContainerStateTerminated.String()},
-}
-
 // ContainerStep is the outcome of one Fire: the machine moved From -> To on
 // Event, entering the states of Path in order (empty for an internal
 // transition; a transition back to the same state lists it). Actions are the
@@ -774,10 +708,9 @@ type ContainerMachine struct {
 // containerTable is the container machine's tables as the core runs them.
 var containerTable = newTable[ContainerState, ContainerEvent, ContainerAction, ContainerGuard, ContainerGuards](
 	ContainerMachineName, containerStateNames[:], containerEventNames[:],
-	ContainerTransitionTable, containerTransitionKeys[:],
-	ContainerChoiceTable, containerChoiceKeys[:],
+	ContainerTransitionTable, ContainerChoiceTable,
 	ContainerStateEntry[:], containerByStateEvent[:], containerChoicesByState[:],
-	containerFSMEvents, containerGuard, ParseContainerState,
+	containerGuard, ParseContainerState,
 )
 
 // NewContainerMachine returns a machine in the initial state. g answers its

@@ -3,6 +3,7 @@ package fsm
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/looplab/fsm"
@@ -48,15 +49,14 @@ type table[S, E enum, A, G ~uint8, I any] struct {
 	stateNames     []string // spec name per state
 	eventNames     []string // spec name per event
 	transitions    []transitionRow[S, E, A, G]
-	transitionKeys []string // looplab event per transition, "" when internal
 	choices        []choiceRow[S, A, G]
-	choiceKeys     []string               // looplab event per choice branch
 	entry          [][]A                  // entry actions per state
 	byStateEvent   [][][]uint16           // transitions indexed by [state][event], in spec order
 	choicesByState [][]uint16             // choices indexed by state, in spec order
-	events         fsm.Events             // looplab events of every external move
 	guard          func(I, G) bool        // evaluates one guard on the machine's guards
 	parseState     func(string) (S, bool) // state of a spec name: looplab's Current back to S
+	enterEvents    []string               // looplab event entering each state, "" when no move enters it
+	events         fsm.Events             // looplab's graph: one event per entered state
 }
 
 // newTable builds the table of a machine from its generated tables. The rows
@@ -64,39 +64,59 @@ type table[S, E enum, A, G ~uint8, I any] struct {
 // parseState (the generated Parse<Prefix>State, a switch on the name) maps
 // looplab's state names back to states; newTable panics when it does not
 // return each state for its name.
+//
+// The looplab machine gets one event per state that an external transition
+// or a choice branch enters from another state, named "to_" and the state,
+// from every state with such a move to it: one looplab transition per edge
+// of the graph, however many rows share the edge.
 func newTable[S, E enum, A, G ~uint8, I any,
 	T ~transitionRow[S, E, A, G], C ~choiceRow[S, A, G]](
 	name string, stateNames, eventNames []string,
-	transitions []T, transitionKeys []string,
-	choices []C, choiceKeys []string,
+	transitions []T, choices []C,
 	entry [][]A, byStateEvent [][][]uint16, choicesByState [][]uint16,
-	events fsm.Events, guard func(I, G) bool, parseState func(string) (S, bool),
+	guard func(I, G) bool, parseState func(string) (S, bool),
 ) *table[S, E, A, G, I] {
 	t := &table[S, E, A, G, I]{
 		name:           name,
 		stateNames:     stateNames,
 		eventNames:     eventNames,
 		transitions:    make([]transitionRow[S, E, A, G], len(transitions)),
-		transitionKeys: transitionKeys,
 		choices:        make([]choiceRow[S, A, G], len(choices)),
-		choiceKeys:     choiceKeys,
 		entry:          entry,
 		byStateEvent:   byStateEvent,
 		choicesByState: choicesByState,
-		events:         events,
 		guard:          guard,
 		parseState:     parseState,
+		enterEvents:    make([]string, len(stateNames)),
 	}
 	for i, n := range stateNames {
 		if s, ok := parseState(n); !ok || int(s) != i {
 			panic(fmt.Sprintf("%s machine: state name %q parses to %d, %v; want %d", name, n, uint8(s), ok, i))
 		}
 	}
+	srcs := make([][]string, len(stateNames)) // per entered state, the states with a move to it
+	edge := func(from, to S) {
+		if from != to && !slices.Contains(srcs[to], stateNames[from]) {
+			srcs[to] = append(srcs[to], stateNames[from])
+		}
+	}
 	for i, r := range transitions {
-		t.transitions[i] = transitionRow[S, E, A, G](r)
+		row := transitionRow[S, E, A, G](r)
+		t.transitions[i] = row
+		if !row.Internal {
+			edge(row.From, row.To)
+		}
 	}
 	for i, c := range choices {
-		t.choices[i] = choiceRow[S, A, G](c)
+		branch := choiceRow[S, A, G](c)
+		t.choices[i] = branch
+		edge(branch.State, branch.To)
+	}
+	for s, from := range srcs {
+		if len(from) > 0 {
+			t.enterEvents[s] = "to_" + stateNames[s]
+			t.events = append(t.events, fsm.EventDesc{Name: t.enterEvents[s], Src: from, Dst: stateNames[s]})
+		}
 	}
 	return t
 }
@@ -186,7 +206,7 @@ func (m *machine[S, E, A, G, I]) fire(ev E) (from, to S, err error) {
 		return from, from, nil
 	}
 	to = from
-	if err := m.enter(m.t.transitionKeys[i], to, r.To); err != nil {
+	if err := m.enter(to, r.To); err != nil {
 		return from, to, err
 	}
 	to = r.To
@@ -205,7 +225,7 @@ func (m *machine[S, E, A, G, I]) fire(ev E) (from, to S, err error) {
 		c := &m.t.choices[ci]
 		m.choices = append(m.choices, int(ci))
 		m.actions = append(m.actions, c.Actions...)
-		if err := m.enter(m.t.choiceKeys[ci], to, c.To); err != nil {
+		if err := m.enter(to, c.To); err != nil {
 			return from, to, err
 		}
 		to = c.To
@@ -213,12 +233,12 @@ func (m *machine[S, E, A, G, I]) fire(ev E) (from, to S, err error) {
 	return from, to, nil
 }
 
-// enter moves looplab from cur, the state it is in, to s through looplab
-// event key and records s's entry actions. A transition back to the same
+// enter moves looplab from cur, the state it is in, to s (looplab event
+// "to_<s>") and records s's entry actions. A transition back to the same
 // state re-enters it without looplab, which has no self-transitions.
-func (m *machine[S, E, A, G, I]) enter(key string, cur, s S) error {
+func (m *machine[S, E, A, G, I]) enter(cur, s S) error {
 	if s != cur {
-		if err := m.fsm.Event(context.Background(), key); err != nil {
+		if err := m.fsm.Event(context.Background(), m.t.enterEvents[s]); err != nil {
 			return fmt.Errorf("%s machine: enter %s from %s: %w", m.t.name, s, cur, err)
 		}
 	}

@@ -6,8 +6,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/looplab/fsm"
 )
 
 // NodeMachineName is the name of the node machine in the spec and in
@@ -452,44 +450,6 @@ var nodeByStateEvent = [5][][]uint16{
 // nodeChoicesByState indexes NodeChoiceTable by State.
 var nodeChoicesByState = [5][]uint16{}
 
-// nodeTransitionKeys names each external transition for looplab/fsm
-// (looplab allows one destination per event and source).
-var nodeTransitionKeys = [14]string{
-	0:  "t0:image_gc_due",
-	1:  "t1:eviction_due",
-	2:  "t2:container_gc_due",
-	3:  "t3:containers_collected",
-	4:  "t4:container_gc_failed",
-	5:  "t5:no_pressure",
-	6:  "t6:reclaim",
-	7:  "t7:pressure",
-	8:  "t8:observe_failed",
-	9:  "t9:below_high",
-	10: "t10:above_high",
-	11: "t11:measure_failed",
-	12: "t12:collected",
-	13: "t13:collect_failed",
-}
-
-var nodeChoiceKeys = [...]string{}
-
-var nodeFSMEvents = fsm.Events{
-	{Name: "t0:image_gc_due", Src: []string{NodeStateIdle.String()}, Dst: NodeStateMeasuring.String()},
-	{Name: "t1:eviction_due", Src: []string{NodeStateIdle.String()}, Dst: NodeStateObserving.String()},
-	{Name: "t2:container_gc_due", Src: []string{NodeStateIdle.String()}, Dst: NodeStateRemovingContainers.String()},
-	{Name: "t3:containers_collected", Src: []string{NodeStateRemovingContainers.String()}, Dst: NodeStateIdle.String()},
-	{Name: "t4:container_gc_failed", Src: []string{NodeStateRemovingContainers.String()}, Dst: NodeStateIdle.String()},
-	{Name: "t5:no_pressure", Src: []string{NodeStateObserving.String()}, Dst: NodeStateIdle.String()},
-	{Name: "t6:reclaim", Src: []string{NodeStateObserving.String()}, Dst: NodeStateMeasuring.String()},
-	{Name: "t7:pressure", Src: []string{NodeStateObserving.String()}, Dst: NodeStateIdle.String()},
-	{Name: "t8:observe_failed", Src: []string{NodeStateObserving.String()}, Dst: NodeStateIdle.String()},
-	{Name: "t9:below_high", Src: []string{NodeStateMeasuring.String()}, Dst: NodeStateIdle.String()},
-	{Name: "t10:above_high", Src: []string{NodeStateMeasuring.String()}, Dst: NodeStateCollecting.String()},
-	{Name: "t11:measure_failed", Src: []string{NodeStateMeasuring.String()}, Dst: NodeStateIdle.String()},
-	{Name: "t12:collected", Src: []string{NodeStateCollecting.String()}, Dst: NodeStateIdle.String()},
-	{Name: "t13:collect_failed", Src: []string{NodeStateCollecting.String()}, Dst: NodeStateIdle.String()},
-}
-
 // NodeStep is the outcome of one Fire: the machine moved From -> To on
 // Event, entering the states of Path in order (empty for an internal
 // transition; a transition back to the same state lists it). Actions are the
@@ -526,10 +486,9 @@ type NodeMachine struct {
 // nodeTable is the node machine's tables as the core runs them.
 var nodeTable = newTable[NodeState, NodeEvent, NodeAction, NodeGuard, NodeGuards](
 	NodeMachineName, nodeStateNames[:], nodeEventNames[:],
-	NodeTransitionTable, nodeTransitionKeys[:],
-	NodeChoiceTable, nodeChoiceKeys[:],
+	NodeTransitionTable, NodeChoiceTable,
 	NodeStateEntry[:], nodeByStateEvent[:], nodeChoicesByState[:],
-	nodeFSMEvents, nodeGuard, ParseNodeState,
+	nodeGuard, ParseNodeState,
 )
 
 // NewNodeMachine returns a machine in the initial state. g answers its
