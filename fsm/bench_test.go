@@ -22,8 +22,8 @@ func BenchmarkFire(b *testing.B) {
 		}
 	})
 	b.Run("pod/internal", func(b *testing.B) {
-		// An update during a sync: internal, looplab is not involved.
-		m := NewPodMachineAt(PodStateSyncing, guards{})
+		// An update while terminating: internal, looplab is not involved.
+		m := NewPodMachineAt(PodStateTerminating, guards{})
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := m.Fire(PodEventUpdate); err != nil {
@@ -55,6 +55,19 @@ func BenchmarkFire(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkState measures State, which reads the state from looplab/fsm
+// (Current, under looplab's read lock) and maps its name back to the typed
+// state.
+func BenchmarkState(b *testing.B) {
+	m := NewContainerMachineAt(ContainerStateRunning, guards{})
+	b.ReportAllocs()
+	for b.Loop() {
+		if m.State() != ContainerStateRunning {
+			b.Fatal("not running")
+		}
+	}
 }
 
 // BenchmarkNewMachine measures building a machine (one per pod, one per

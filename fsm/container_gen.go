@@ -6,8 +6,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/looplab/fsm"
 )
 
 // ContainerMachineName is the name of the container machine in the spec and in
@@ -686,72 +684,6 @@ var containerChoicesByState = [12][]uint16{
 	ContainerStateDeciding: {0, 1, 2, 3},
 }
 
-// containerTransitionKeys names each external transition for looplab/fsm
-// (looplab allows one destination per event and source).
-var containerTransitionKeys = [38]string{
-	2:  "t2:start",
-	3:  "t3:kill",
-	4:  "t4:pull_ok",
-	5:  "t5:pull_failed",
-	6:  "t6:backoff_done",
-	8:  "t8:kill",
-	9:  "t9:created",
-	10: "t10:create_failed",
-	11: "t11:started",
-	12: "t12:start_failed",
-	13: "t13:post_start_failed",
-	14: "t14:died",
-	15: "t15:liveness_failed",
-	16: "t16:kill",
-	17: "t17:sandbox_died",
-	18: "t18:update",
-	22: "t22:removed",
-	24: "t24:stopped",
-	25: "t25:died",
-	27: "t27:removed",
-	28: "t28:exit_recorded",
-	29: "t29:backoff_done",
-	31: "t31:kill",
-	32: "t32:removed",
-	36: "t36:started",
-	37: "t37:state_unknown",
-}
-
-var containerChoiceKeys = [...]string{"c0:deciding", "c1:deciding", "c2:deciding", "c3:deciding"}
-
-var containerFSMEvents = fsm.Events{
-	{Name: "t2:start", Src: []string{ContainerStateWaiting.String()}, Dst: ContainerStatePulling.String()},
-	{Name: "t3:kill", Src: []string{ContainerStateWaiting.String()}, Dst: ContainerStateTerminated.String()},
-	{Name: "t4:pull_ok", Src: []string{ContainerStatePulling.String()}, Dst: ContainerStateCreating.String()},
-	{Name: "t5:pull_failed", Src: []string{ContainerStatePulling.String()}, Dst: ContainerStatePullBackoff.String()},
-	{Name: "t6:backoff_done", Src: []string{ContainerStatePullBackoff.String()}, Dst: ContainerStateWaiting.String()},
-	{Name: "t8:kill", Src: []string{ContainerStatePullBackoff.String()}, Dst: ContainerStateTerminated.String()},
-	{Name: "t9:created", Src: []string{ContainerStateCreating.String()}, Dst: ContainerStateStarting.String()},
-	{Name: "t10:create_failed", Src: []string{ContainerStateCreating.String()}, Dst: ContainerStateCrashloopBackoff.String()},
-	{Name: "t11:started", Src: []string{ContainerStateStarting.String()}, Dst: ContainerStateRunning.String()},
-	{Name: "t12:start_failed", Src: []string{ContainerStateStarting.String()}, Dst: ContainerStateStopping.String()},
-	{Name: "t13:post_start_failed", Src: []string{ContainerStateStarting.String()}, Dst: ContainerStateStopping.String()},
-	{Name: "t14:died", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateExited.String()},
-	{Name: "t15:liveness_failed", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateStopping.String()},
-	{Name: "t16:kill", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateStopping.String()},
-	{Name: "t17:sandbox_died", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateStopping.String()},
-	{Name: "t18:update", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateStopping.String()},
-	{Name: "t22:removed", Src: []string{ContainerStateRunning.String()}, Dst: ContainerStateExited.String()},
-	{Name: "t24:stopped", Src: []string{ContainerStateStopping.String()}, Dst: ContainerStateExited.String()},
-	{Name: "t25:died", Src: []string{ContainerStateStopping.String()}, Dst: ContainerStateExited.String()},
-	{Name: "t27:removed", Src: []string{ContainerStateStopping.String()}, Dst: ContainerStateRemoved.String()},
-	{Name: "t28:exit_recorded", Src: []string{ContainerStateExited.String()}, Dst: ContainerStateDeciding.String()},
-	{Name: "t29:backoff_done", Src: []string{ContainerStateCrashloopBackoff.String()}, Dst: ContainerStateWaiting.String()},
-	{Name: "t31:kill", Src: []string{ContainerStateCrashloopBackoff.String()}, Dst: ContainerStateTerminated.String()},
-	{Name: "t32:removed", Src: []string{ContainerStateTerminated.String()}, Dst: ContainerStateRemoved.String()},
-	{Name: "t36:started", Src: []string{ContainerStateTerminated.String()}, Dst: ContainerStateStopping.String()},
-	{Name: "t37:state_unknown", Src: []string{ContainerStateTerminated.String()}, Dst: ContainerStateStopping.String()},
-	{Name: "c0:deciding", Src: []string{ContainerStateDeciding.String()}, Dst: ContainerStateTerminated.String()},
-	{Name: "c1:deciding", Src: []string{ContainerStateDeciding.String()}, Dst: ContainerStateWaiting.String()},
-	{Name: "c2:deciding", Src: []string{ContainerStateDeciding.String()}, Dst: ContainerStateCrashloopBackoff.String()},
-	{Name: "c3:deciding", Src: []string{ContainerStateDeciding.String()}, Dst: ContainerStateTerminated.String()},
-}
-
 // ContainerStep is the outcome of one Fire: the machine moved From -> To on
 // Event, entering the states of Path in order (empty for an internal
 // transition; a transition back to the same state lists it). Actions are the
@@ -788,10 +720,9 @@ type ContainerMachine struct {
 // containerTable is the container machine's tables as the core runs them.
 var containerTable = newTable[ContainerState, ContainerEvent, ContainerAction, ContainerGuard, ContainerGuards](
 	ContainerMachineName, containerStateNames[:], containerEventNames[:],
-	ContainerTransitionTable, containerTransitionKeys[:],
-	ContainerChoiceTable, containerChoiceKeys[:],
+	ContainerTransitionTable, ContainerChoiceTable,
 	ContainerStateEntry[:], containerByStateEvent[:], containerChoicesByState[:],
-	containerFSMEvents, containerGuard,
+	containerGuard, ParseContainerState,
 )
 
 // NewContainerMachine returns a machine in the initial state. g answers its
@@ -808,29 +739,29 @@ func NewContainerMachineAt(s ContainerState, g ContainerGuards) *ContainerMachin
 	return m
 }
 
-// State returns the current state.
-func (m *ContainerMachine) State() ContainerState { return m.m.state }
+// State returns the current state, which the looplab/fsm machine holds.
+func (m *ContainerMachine) State() ContainerState { return m.m.state() }
 
 // Can reports whether Fire(ev) would take a transition now (guards are
 // evaluated).
 func (m *ContainerMachine) Can(ev ContainerEvent) bool {
-	_, ok := m.m.pick(ev)
+	_, ok := m.m.pick(m.m.state(), ev)
 	return ok
 }
 
 // Timers returns the timers armed while in the current state.
-func (m *ContainerMachine) Timers() []ContainerTimer { return ContainerStateTimers[m.m.state] }
+func (m *ContainerMachine) Timers() []ContainerTimer { return ContainerStateTimers[m.m.state()] }
 
 // Fire takes the first transition on ev from the current state whose guard
 // holds, follows the choices of the states it enters, and returns the step
 // for the engine to carry out. With no such transition it returns an error
 // wrapping ErrNoTransition and changes nothing. Fire runs no action.
 func (m *ContainerMachine) Fire(ev ContainerEvent) (ContainerStep, error) {
-	from, err := m.m.fire(ev)
+	from, to, err := m.m.fire(ev)
 	if err != nil {
 		return ContainerStep{}, err
 	}
-	return ContainerStep{From: from, To: m.m.state, Event: ev, Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
+	return ContainerStep{From: from, To: to, Event: ev, Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
 }
 
 // ContainerMetricLabels returns the label values of the container machine's

@@ -2,8 +2,8 @@ package fsm
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/looplab/fsm"
@@ -49,57 +49,86 @@ type table[S, E enum, A, G ~uint8, I any] struct {
 	stateNames     []string // spec name per state
 	eventNames     []string // spec name per event
 	transitions    []transitionRow[S, E, A, G]
-	transitionKeys []string // looplab event per transition, "" when internal
 	choices        []choiceRow[S, A, G]
-	choiceKeys     []string        // looplab event per choice branch
-	entry          [][]A           // entry actions per state
-	byStateEvent   [][][]uint16    // transitions indexed by [state][event], in spec order
-	choicesByState [][]uint16      // choices indexed by state, in spec order
-	events         fsm.Events      // looplab events of every external move
-	guard          func(I, G) bool // evaluates one guard on the machine's guards
+	entry          [][]A                  // entry actions per state
+	byStateEvent   [][][]uint16           // transitions indexed by [state][event], in spec order
+	choicesByState [][]uint16             // choices indexed by state, in spec order
+	guard          func(I, G) bool        // evaluates one guard on the machine's guards
+	parseState     func(string) (S, bool) // state of a spec name: looplab's Current back to S
+	enterEvents    []string               // looplab event entering each state, "" when no move enters it
+	events         fsm.Events             // looplab's graph: one event per entered state
 }
 
 // newTable builds the table of a machine from its generated tables. The rows
 // of transitions and choices are copied; the other slices are kept.
+// parseState (the generated Parse<Prefix>State, a switch on the name) maps
+// looplab's state names back to states; newTable panics when it does not
+// return each state for its name.
+//
+// The looplab machine gets one event per state that an external transition
+// or a choice branch enters from another state, named "to_" and the state,
+// from every state with such a move to it: one looplab transition per edge
+// of the graph, however many rows share the edge.
 func newTable[S, E enum, A, G ~uint8, I any,
 	T ~transitionRow[S, E, A, G], C ~choiceRow[S, A, G]](
 	name string, stateNames, eventNames []string,
-	transitions []T, transitionKeys []string,
-	choices []C, choiceKeys []string,
+	transitions []T, choices []C,
 	entry [][]A, byStateEvent [][][]uint16, choicesByState [][]uint16,
-	events fsm.Events, guard func(I, G) bool,
+	guard func(I, G) bool, parseState func(string) (S, bool),
 ) *table[S, E, A, G, I] {
 	t := &table[S, E, A, G, I]{
 		name:           name,
 		stateNames:     stateNames,
 		eventNames:     eventNames,
 		transitions:    make([]transitionRow[S, E, A, G], len(transitions)),
-		transitionKeys: transitionKeys,
 		choices:        make([]choiceRow[S, A, G], len(choices)),
-		choiceKeys:     choiceKeys,
 		entry:          entry,
 		byStateEvent:   byStateEvent,
 		choicesByState: choicesByState,
-		events:         events,
 		guard:          guard,
+		parseState:     parseState,
+		enterEvents:    make([]string, len(stateNames)),
+	}
+	for i, n := range stateNames {
+		if s, ok := parseState(n); !ok || int(s) != i {
+			panic(fmt.Sprintf("%s machine: state name %q parses to %d, %v; want %d", name, n, uint8(s), ok, i))
+		}
+	}
+	srcs := make([][]string, len(stateNames)) // per entered state, the states with a move to it
+	edge := func(from, to S) {
+		if from != to && !slices.Contains(srcs[to], stateNames[from]) {
+			srcs[to] = append(srcs[to], stateNames[from])
+		}
 	}
 	for i, r := range transitions {
-		t.transitions[i] = transitionRow[S, E, A, G](r)
+		row := transitionRow[S, E, A, G](r)
+		t.transitions[i] = row
+		if !row.Internal {
+			edge(row.From, row.To)
+		}
 	}
 	for i, c := range choices {
-		t.choices[i] = choiceRow[S, A, G](c)
+		branch := choiceRow[S, A, G](c)
+		t.choices[i] = branch
+		edge(branch.State, branch.To)
+	}
+	for s, from := range srcs {
+		if len(from) > 0 {
+			t.enterEvents[s] = "to_" + stateNames[s]
+			t.events = append(t.events, fsm.EventDesc{Name: t.enterEvents[s], Src: from, Dst: stateNames[s]})
+		}
 	}
 	return t
 }
 
-// machine is the state of one machine instance over looplab/fsm. It is not
-// safe for concurrent use. actions, path and choices are reused by every
-// fire.
+// machine is one machine instance over looplab/fsm. looplab holds its state:
+// state() reads looplab's Current and maps the name back to S through the
+// table; the machine keeps no copy of it. It is not safe for concurrent use.
+// actions, path and choices are reused by every fire.
 type machine[S, E enum, A, G ~uint8, I any] struct {
 	t       *table[S, E, A, G, I]
 	fsm     *fsm.FSM
 	guards  I
-	state   S
 	actions []A
 	path    []S
 	row     int   // index into the transition table of the last fire's transition
@@ -114,22 +143,33 @@ func (m *machine[S, E, A, G, I]) init(t *table[S, E, A, G, I], s S, g I) {
 	}
 	*m = machine[S, E, A, G, I]{
 		t:       t,
-		fsm:     fsm.NewFSM(s.String(), t.events, nil),
+		fsm:     fsm.NewFSM(t.stateNames[s], t.events, nil),
 		guards:  g,
-		state:   s,
 		actions: make([]A, 0, 8),
 		path:    make([]S, 0, 4),
 		choices: make([]int, 0, 4),
 	}
 }
 
-// pick returns the index of the first transition on ev from the current
-// state whose guard holds.
-func (m *machine[S, E, A, G, I]) pick(ev E) (int, bool) {
+// state returns the current state: looplab's, mapped back to S. It panics
+// when looplab is in a state the spec does not have (only SetState can put
+// it there).
+func (m *machine[S, E, A, G, I]) state() S {
+	cur := m.fsm.Current()
+	s, ok := m.t.parseState(cur)
+	if !ok {
+		panic(fmt.Sprintf("%s machine: looplab is in %q, no state of the spec", m.t.name, cur))
+	}
+	return s
+}
+
+// pick returns the index of the first transition on ev from state from whose
+// guard holds.
+func (m *machine[S, E, A, G, I]) pick(from S, ev E) (int, bool) {
 	if int(ev) >= len(m.t.eventNames) {
 		return 0, false
 	}
-	for _, i := range m.t.byStateEvent[m.state][ev] {
+	for _, i := range m.t.byStateEvent[from][ev] {
 		r := &m.t.transitions[i]
 		if !r.HasGuard || m.t.guard(m.guards, r.Guard) {
 			return int(i), true
@@ -146,15 +186,16 @@ func (m *machine[S, E, A, G, I]) eventName(ev E) string {
 	return ev.String()
 }
 
-// fire takes the transition on ev (see doc.go) and returns the state it left;
-// afterwards m.state, m.actions, m.path, m.row and m.choices describe the
-// step. With no transition it returns a *NoTransitionError and changes
-// nothing.
-func (m *machine[S, E, A, G, I]) fire(ev E) (S, error) {
-	from := m.state
-	i, ok := m.pick(ev)
+// fire takes the transition on ev (see doc.go) and returns the state it left
+// and the state it is in now; afterwards m.actions, m.path, m.row and
+// m.choices describe the step. It reads the state from looplab once and
+// moves looplab through every state it enters. With no transition it returns
+// a *NoTransitionError and changes nothing.
+func (m *machine[S, E, A, G, I]) fire(ev E) (from, to S, err error) {
+	from = m.state()
+	i, ok := m.pick(from, ev)
 	if !ok {
-		return from, &NoTransitionError{Machine: m.t.name, State: m.t.stateNames[m.state], Event: m.eventName(ev)}
+		return from, from, &NoTransitionError{Machine: m.t.name, State: m.t.stateNames[from], Event: m.eventName(ev)}
 	}
 	r := &m.t.transitions[i]
 	m.row = i
@@ -162,16 +203,18 @@ func (m *machine[S, E, A, G, I]) fire(ev E) (S, error) {
 	m.path = m.path[:0]
 	m.choices = m.choices[:0]
 	if r.Internal {
-		return from, nil
+		return from, from, nil
 	}
-	if err := m.enter(m.t.transitionKeys[i], r.To); err != nil {
-		return from, err
+	to = from
+	if err := m.enter(to, r.To); err != nil {
+		return from, to, err
 	}
-	for hops := 0; len(m.t.choicesByState[m.state]) > 0; hops++ {
+	to = r.To
+	for hops := 0; len(m.t.choicesByState[to]) > 0; hops++ {
 		if hops > len(m.t.stateNames) {
-			return from, fmt.Errorf("%s machine: event %s from %s: %w", m.t.name, ev, from, errChoiceLoop)
+			return from, to, fmt.Errorf("%s machine: event %s from %s: %w", m.t.name, ev, from, errChoiceLoop)
 		}
-		cs := m.t.choicesByState[m.state]
+		cs := m.t.choicesByState[to]
 		ci := cs[len(cs)-1]
 		for _, k := range cs {
 			if c := &m.t.choices[k]; !c.HasGuard || m.t.guard(m.guards, c.Guard) {
@@ -182,26 +225,23 @@ func (m *machine[S, E, A, G, I]) fire(ev E) (S, error) {
 		c := &m.t.choices[ci]
 		m.choices = append(m.choices, int(ci))
 		m.actions = append(m.actions, c.Actions...)
-		if err := m.enter(m.t.choiceKeys[ci], c.To); err != nil {
-			return from, err
+		if err := m.enter(to, c.To); err != nil {
+			return from, to, err
 		}
+		to = c.To
 	}
-	return from, nil
+	return from, to, nil
 }
 
-// enter moves to s through looplab event key and records s's entry actions.
-// A transition back to the same state re-enters it without looplab, which
-// has no self-transitions.
-func (m *machine[S, E, A, G, I]) enter(key string, s S) error {
-	if s != m.state {
-		if err := m.fsm.Event(context.Background(), key); err != nil {
-			var nt fsm.NoTransitionError
-			if !errors.As(err, &nt) {
-				return fmt.Errorf("%s machine: enter %s from %s: %w", m.t.name, s, m.state, err)
-			}
+// enter moves looplab from cur, the state it is in, to s (looplab event
+// "to_<s>") and records s's entry actions. A transition back to the same
+// state re-enters it without looplab, which has no self-transitions.
+func (m *machine[S, E, A, G, I]) enter(cur, s S) error {
+	if s != cur {
+		if err := m.fsm.Event(context.Background(), m.t.enterEvents[s]); err != nil {
+			return fmt.Errorf("%s machine: enter %s from %s: %w", m.t.name, s, cur, err)
 		}
 	}
-	m.state = s
 	m.path = append(m.path, s)
 	m.actions = append(m.actions, m.t.entry[s]...)
 	return nil

@@ -6,8 +6,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/looplab/fsm"
 )
 
 // NodeMachineName is the name of the node machine in the spec and in
@@ -452,44 +450,6 @@ var nodeByStateEvent = [5][][]uint16{
 // nodeChoicesByState indexes NodeChoiceTable by State.
 var nodeChoicesByState = [5][]uint16{}
 
-// nodeTransitionKeys names each external transition for looplab/fsm
-// (looplab allows one destination per event and source).
-var nodeTransitionKeys = [14]string{
-	0:  "t0:image_gc_due",
-	1:  "t1:eviction_due",
-	2:  "t2:container_gc_due",
-	3:  "t3:containers_collected",
-	4:  "t4:container_gc_failed",
-	5:  "t5:no_pressure",
-	6:  "t6:reclaim",
-	7:  "t7:pressure",
-	8:  "t8:observe_failed",
-	9:  "t9:below_high",
-	10: "t10:above_high",
-	11: "t11:measure_failed",
-	12: "t12:collected",
-	13: "t13:collect_failed",
-}
-
-var nodeChoiceKeys = [...]string{}
-
-var nodeFSMEvents = fsm.Events{
-	{Name: "t0:image_gc_due", Src: []string{NodeStateIdle.String()}, Dst: NodeStateMeasuring.String()},
-	{Name: "t1:eviction_due", Src: []string{NodeStateIdle.String()}, Dst: NodeStateObserving.String()},
-	{Name: "t2:container_gc_due", Src: []string{NodeStateIdle.String()}, Dst: NodeStateRemovingContainers.String()},
-	{Name: "t3:containers_collected", Src: []string{NodeStateRemovingContainers.String()}, Dst: NodeStateIdle.String()},
-	{Name: "t4:container_gc_failed", Src: []string{NodeStateRemovingContainers.String()}, Dst: NodeStateIdle.String()},
-	{Name: "t5:no_pressure", Src: []string{NodeStateObserving.String()}, Dst: NodeStateIdle.String()},
-	{Name: "t6:reclaim", Src: []string{NodeStateObserving.String()}, Dst: NodeStateMeasuring.String()},
-	{Name: "t7:pressure", Src: []string{NodeStateObserving.String()}, Dst: NodeStateIdle.String()},
-	{Name: "t8:observe_failed", Src: []string{NodeStateObserving.String()}, Dst: NodeStateIdle.String()},
-	{Name: "t9:below_high", Src: []string{NodeStateMeasuring.String()}, Dst: NodeStateIdle.String()},
-	{Name: "t10:above_high", Src: []string{NodeStateMeasuring.String()}, Dst: NodeStateCollecting.String()},
-	{Name: "t11:measure_failed", Src: []string{NodeStateMeasuring.String()}, Dst: NodeStateIdle.String()},
-	{Name: "t12:collected", Src: []string{NodeStateCollecting.String()}, Dst: NodeStateIdle.String()},
-	{Name: "t13:collect_failed", Src: []string{NodeStateCollecting.String()}, Dst: NodeStateIdle.String()},
-}
-
 // NodeStep is the outcome of one Fire: the machine moved From -> To on
 // Event, entering the states of Path in order (empty for an internal
 // transition; a transition back to the same state lists it). Actions are the
@@ -526,10 +486,9 @@ type NodeMachine struct {
 // nodeTable is the node machine's tables as the core runs them.
 var nodeTable = newTable[NodeState, NodeEvent, NodeAction, NodeGuard, NodeGuards](
 	NodeMachineName, nodeStateNames[:], nodeEventNames[:],
-	NodeTransitionTable, nodeTransitionKeys[:],
-	NodeChoiceTable, nodeChoiceKeys[:],
+	NodeTransitionTable, NodeChoiceTable,
 	NodeStateEntry[:], nodeByStateEvent[:], nodeChoicesByState[:],
-	nodeFSMEvents, nodeGuard,
+	nodeGuard, ParseNodeState,
 )
 
 // NewNodeMachine returns a machine in the initial state. g answers its
@@ -546,29 +505,29 @@ func NewNodeMachineAt(s NodeState, g NodeGuards) *NodeMachine {
 	return m
 }
 
-// State returns the current state.
-func (m *NodeMachine) State() NodeState { return m.m.state }
+// State returns the current state, which the looplab/fsm machine holds.
+func (m *NodeMachine) State() NodeState { return m.m.state() }
 
 // Can reports whether Fire(ev) would take a transition now (guards are
 // evaluated).
 func (m *NodeMachine) Can(ev NodeEvent) bool {
-	_, ok := m.m.pick(ev)
+	_, ok := m.m.pick(m.m.state(), ev)
 	return ok
 }
 
 // Timers returns the timers armed while in the current state.
-func (m *NodeMachine) Timers() []NodeTimer { return NodeStateTimers[m.m.state] }
+func (m *NodeMachine) Timers() []NodeTimer { return NodeStateTimers[m.m.state()] }
 
 // Fire takes the first transition on ev from the current state whose guard
 // holds, follows the choices of the states it enters, and returns the step
 // for the engine to carry out. With no such transition it returns an error
 // wrapping ErrNoTransition and changes nothing. Fire runs no action.
 func (m *NodeMachine) Fire(ev NodeEvent) (NodeStep, error) {
-	from, err := m.m.fire(ev)
+	from, to, err := m.m.fire(ev)
 	if err != nil {
 		return NodeStep{}, err
 	}
-	return NodeStep{From: from, To: m.m.state, Event: ev, Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
+	return NodeStep{From: from, To: to, Event: ev, Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
 }
 
 // NodeMetricLabels returns the label values of the node machine's

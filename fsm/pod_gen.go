@@ -6,8 +6,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/looplab/fsm"
 )
 
 // PodMachineName is the name of the pod machine in the spec and in
@@ -645,70 +643,6 @@ var podByStateEvent = [10][][]uint16{
 // podChoicesByState indexes PodChoiceTable by State.
 var podChoicesByState = [10][]uint16{}
 
-// podTransitionKeys names each external transition for looplab/fsm
-// (looplab allows one destination per event and source).
-var podTransitionKeys = [36]string{
-	0:  "t0:update",
-	1:  "t1:update",
-	2:  "t2:update",
-	3:  "t3:kill",
-	4:  "t4:name_free",
-	6:  "t6:kill",
-	7:  "t7:sync_ok",
-	8:  "t8:sync_ok",
-	9:  "t9:sync_failed",
-	10: "t10:sync_failed",
-	11: "t11:sync",
-	12: "t12:update",
-	13: "t13:kill",
-	14: "t14:deadline_exceeded",
-	15: "t15:sync",
-	16: "t16:update",
-	17: "t17:kill",
-	18: "t18:deadline_exceeded",
-	19: "t19:termination_done",
-	21: "t21:sync",
-	22: "t22:sync",
-	25: "t25:termination_done",
-	27: "t27:sync",
-	28: "t28:sync",
-	29: "t29:kill",
-	31: "t31:kill",
-	32: "t32:sync",
-	34: "t34:cleanup_done",
-	35: "t35:sync",
-}
-
-var podChoiceKeys = [...]string{}
-
-var podFSMEvents = fsm.Events{
-	{Name: "t0:update", Src: []string{PodStatePending.String()}, Dst: PodStateTerminated.String()},
-	{Name: "t1:update", Src: []string{PodStatePending.String()}, Dst: PodStateWaitingToStart.String()},
-	{Name: "t2:update", Src: []string{PodStatePending.String()}, Dst: PodStateSyncing.String()},
-	{Name: "t3:kill", Src: []string{PodStatePending.String()}, Dst: PodStateTerminated.String()},
-	{Name: "t4:name_free", Src: []string{PodStateWaitingToStart.String()}, Dst: PodStateSyncing.String()},
-	{Name: "t6:kill", Src: []string{PodStateWaitingToStart.String()}, Dst: PodStateTerminated.String()},
-	{Name: "t7:sync_ok", Src: []string{PodStateSyncing.String()}, Dst: PodStateCompleting.String()},
-	{Name: "t8:sync_ok", Src: []string{PodStateSyncing.String()}, Dst: PodStateSynced.String()},
-	{Name: "t9:sync_failed", Src: []string{PodStateSyncing.String()}, Dst: PodStateCompleting.String()},
-	{Name: "t10:sync_failed", Src: []string{PodStateSyncing.String()}, Dst: PodStateSyncBackoff.String()},
-	{Name: "t11:sync", Src: []string{PodStateSynced.String()}, Dst: PodStateSyncing.String()},
-	{Name: "t12:update", Src: []string{PodStateSynced.String()}, Dst: PodStateSyncing.String()},
-	{Name: "t13:kill", Src: []string{PodStateSynced.String()}, Dst: PodStateTerminating.String()},
-	{Name: "t14:deadline_exceeded", Src: []string{PodStateSynced.String()}, Dst: PodStateCompleting.String()},
-	{Name: "t15:sync", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateSyncing.String()},
-	{Name: "t16:update", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateSyncing.String()},
-	{Name: "t17:kill", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateTerminating.String()},
-	{Name: "t18:deadline_exceeded", Src: []string{PodStateSyncBackoff.String()}, Dst: PodStateCompleting.String()},
-	{Name: "t19:termination_done", Src: []string{PodStateTerminating.String()}, Dst: PodStateTerminated.String()},
-	{Name: "t21:sync", Src: []string{PodStateTerminating.String()}, Dst: PodStateTerminated.String()},
-	{Name: "t25:termination_done", Src: []string{PodStateCompleting.String()}, Dst: PodStateCompleted.String()},
-	{Name: "t27:sync", Src: []string{PodStateCompleting.String()}, Dst: PodStateCompleted.String()},
-	{Name: "t29:kill", Src: []string{PodStateCompleting.String()}, Dst: PodStateTerminating.String()},
-	{Name: "t31:kill", Src: []string{PodStateCompleted.String()}, Dst: PodStateTerminated.String()},
-	{Name: "t34:cleanup_done", Src: []string{PodStateTerminated.String()}, Dst: PodStateFinished.String()},
-}
-
 // PodStep is the outcome of one Fire: the machine moved From -> To on
 // Event, entering the states of Path in order (empty for an internal
 // transition; a transition back to the same state lists it). Actions are the
@@ -745,10 +679,9 @@ type PodMachine struct {
 // podTable is the pod machine's tables as the core runs them.
 var podTable = newTable[PodState, PodEvent, PodAction, PodGuard, PodGuards](
 	PodMachineName, podStateNames[:], podEventNames[:],
-	PodTransitionTable, podTransitionKeys[:],
-	PodChoiceTable, podChoiceKeys[:],
+	PodTransitionTable, PodChoiceTable,
 	PodStateEntry[:], podByStateEvent[:], podChoicesByState[:],
-	podFSMEvents, podGuard,
+	podGuard, ParsePodState,
 )
 
 // NewPodMachine returns a machine in the initial state. g answers its
@@ -765,29 +698,29 @@ func NewPodMachineAt(s PodState, g PodGuards) *PodMachine {
 	return m
 }
 
-// State returns the current state.
-func (m *PodMachine) State() PodState { return m.m.state }
+// State returns the current state, which the looplab/fsm machine holds.
+func (m *PodMachine) State() PodState { return m.m.state() }
 
 // Can reports whether Fire(ev) would take a transition now (guards are
 // evaluated).
 func (m *PodMachine) Can(ev PodEvent) bool {
-	_, ok := m.m.pick(ev)
+	_, ok := m.m.pick(m.m.state(), ev)
 	return ok
 }
 
 // Timers returns the timers armed while in the current state.
-func (m *PodMachine) Timers() []PodTimer { return PodStateTimers[m.m.state] }
+func (m *PodMachine) Timers() []PodTimer { return PodStateTimers[m.m.state()] }
 
 // Fire takes the first transition on ev from the current state whose guard
 // holds, follows the choices of the states it enters, and returns the step
 // for the engine to carry out. With no such transition it returns an error
 // wrapping ErrNoTransition and changes nothing. Fire runs no action.
 func (m *PodMachine) Fire(ev PodEvent) (PodStep, error) {
-	from, err := m.m.fire(ev)
+	from, to, err := m.m.fire(ev)
 	if err != nil {
 		return PodStep{}, err
 	}
-	return PodStep{From: from, To: m.m.state, Event: ev, Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
+	return PodStep{From: from, To: to, Event: ev, Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
 }
 
 // PodMetricLabels returns the label values of the pod machine's

@@ -6,8 +6,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/looplab/fsm"
 )
 
 // ProbeMachineName is the name of the probe machine in the spec and in
@@ -401,38 +399,6 @@ var probeByStateEvent = [5][][]uint16{
 // probeChoicesByState indexes ProbeChoiceTable by State.
 var probeChoicesByState = [5][]uint16{}
 
-// probeTransitionKeys names each external transition for looplab/fsm
-// (looplab allows one destination per event and source).
-var probeTransitionKeys = [14]string{
-	0:  "t0:container_running",
-	2:  "t2:startup_ok",
-	3:  "t3:startup_failed",
-	4:  "t4:container_stopped",
-	6:  "t6:ready",
-	7:  "t7:liveness_failed",
-	8:  "t8:container_stopped",
-	10: "t10:unready",
-	11: "t11:liveness_failed",
-	12: "t12:container_stopped",
-	13: "t13:container_stopped",
-}
-
-var probeChoiceKeys = [...]string{}
-
-var probeFSMEvents = fsm.Events{
-	{Name: "t0:container_running", Src: []string{ProbeStateOff.String()}, Dst: ProbeStateStartingUp.String()},
-	{Name: "t2:startup_ok", Src: []string{ProbeStateStartingUp.String()}, Dst: ProbeStateUnready.String()},
-	{Name: "t3:startup_failed", Src: []string{ProbeStateStartingUp.String()}, Dst: ProbeStateKilling.String()},
-	{Name: "t4:container_stopped", Src: []string{ProbeStateStartingUp.String()}, Dst: ProbeStateOff.String()},
-	{Name: "t6:ready", Src: []string{ProbeStateUnready.String()}, Dst: ProbeStateReady.String()},
-	{Name: "t7:liveness_failed", Src: []string{ProbeStateUnready.String()}, Dst: ProbeStateKilling.String()},
-	{Name: "t8:container_stopped", Src: []string{ProbeStateUnready.String()}, Dst: ProbeStateOff.String()},
-	{Name: "t10:unready", Src: []string{ProbeStateReady.String()}, Dst: ProbeStateUnready.String()},
-	{Name: "t11:liveness_failed", Src: []string{ProbeStateReady.String()}, Dst: ProbeStateKilling.String()},
-	{Name: "t12:container_stopped", Src: []string{ProbeStateReady.String()}, Dst: ProbeStateOff.String()},
-	{Name: "t13:container_stopped", Src: []string{ProbeStateKilling.String()}, Dst: ProbeStateOff.String()},
-}
-
 // ProbeStep is the outcome of one Fire: the machine moved From -> To on
 // Event, entering the states of Path in order (empty for an internal
 // transition; a transition back to the same state lists it). Actions are the
@@ -469,10 +435,9 @@ type ProbeMachine struct {
 // probeTable is the probe machine's tables as the core runs them.
 var probeTable = newTable[ProbeState, ProbeEvent, ProbeAction, ProbeGuard, ProbeGuards](
 	ProbeMachineName, probeStateNames[:], probeEventNames[:],
-	ProbeTransitionTable, probeTransitionKeys[:],
-	ProbeChoiceTable, probeChoiceKeys[:],
+	ProbeTransitionTable, ProbeChoiceTable,
 	ProbeStateEntry[:], probeByStateEvent[:], probeChoicesByState[:],
-	probeFSMEvents, probeGuard,
+	probeGuard, ParseProbeState,
 )
 
 // NewProbeMachine returns a machine in the initial state. g answers its
@@ -489,29 +454,29 @@ func NewProbeMachineAt(s ProbeState, g ProbeGuards) *ProbeMachine {
 	return m
 }
 
-// State returns the current state.
-func (m *ProbeMachine) State() ProbeState { return m.m.state }
+// State returns the current state, which the looplab/fsm machine holds.
+func (m *ProbeMachine) State() ProbeState { return m.m.state() }
 
 // Can reports whether Fire(ev) would take a transition now (guards are
 // evaluated).
 func (m *ProbeMachine) Can(ev ProbeEvent) bool {
-	_, ok := m.m.pick(ev)
+	_, ok := m.m.pick(m.m.state(), ev)
 	return ok
 }
 
 // Timers returns the timers armed while in the current state.
-func (m *ProbeMachine) Timers() []ProbeTimer { return ProbeStateTimers[m.m.state] }
+func (m *ProbeMachine) Timers() []ProbeTimer { return ProbeStateTimers[m.m.state()] }
 
 // Fire takes the first transition on ev from the current state whose guard
 // holds, follows the choices of the states it enters, and returns the step
 // for the engine to carry out. With no such transition it returns an error
 // wrapping ErrNoTransition and changes nothing. Fire runs no action.
 func (m *ProbeMachine) Fire(ev ProbeEvent) (ProbeStep, error) {
-	from, err := m.m.fire(ev)
+	from, to, err := m.m.fire(ev)
 	if err != nil {
 		return ProbeStep{}, err
 	}
-	return ProbeStep{From: from, To: m.m.state, Event: ev, Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
+	return ProbeStep{From: from, To: to, Event: ev, Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
 }
 
 // ProbeMetricLabels returns the label values of the probe machine's

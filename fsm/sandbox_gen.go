@@ -6,8 +6,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/looplab/fsm"
 )
 
 // SandboxMachineName is the name of the sandbox machine in the spec and in
@@ -458,49 +456,6 @@ var sandboxByStateEvent = [9][][]uint16{
 // sandboxChoicesByState indexes SandboxChoiceTable by State.
 var sandboxChoicesByState = [9][]uint16{}
 
-// sandboxTransitionKeys names each external transition for looplab/fsm
-// (looplab allows one destination per event and source).
-var sandboxTransitionKeys = [20]string{
-	0:  "t0:create",
-	1:  "t1:stop",
-	2:  "t2:ready",
-	3:  "t3:create_failed",
-	4:  "t4:status_failed",
-	5:  "t5:create",
-	6:  "t6:stop",
-	7:  "t7:ready",
-	8:  "t8:died",
-	9:  "t9:status_failed",
-	11: "t11:died",
-	12: "t12:stop",
-	14: "t14:create",
-	15: "t15:stop",
-	16: "t16:stopped",
-	17: "t17:stop",
-	18: "t18:removed",
-}
-
-var sandboxChoiceKeys = [...]string{}
-
-var sandboxFSMEvents = fsm.Events{
-	{Name: "t0:create", Src: []string{SandboxStateNone.String()}, Dst: SandboxStateCreating.String()},
-	{Name: "t1:stop", Src: []string{SandboxStateNone.String()}, Dst: SandboxStateStopping.String()},
-	{Name: "t2:ready", Src: []string{SandboxStateCreating.String()}, Dst: SandboxStateReady.String()},
-	{Name: "t3:create_failed", Src: []string{SandboxStateCreating.String()}, Dst: SandboxStateNone.String()},
-	{Name: "t4:status_failed", Src: []string{SandboxStateCreating.String()}, Dst: SandboxStateUnknown.String()},
-	{Name: "t5:create", Src: []string{SandboxStateUnknown.String()}, Dst: SandboxStateChecking.String()},
-	{Name: "t6:stop", Src: []string{SandboxStateUnknown.String()}, Dst: SandboxStateStopping.String()},
-	{Name: "t7:ready", Src: []string{SandboxStateChecking.String()}, Dst: SandboxStateReady.String()},
-	{Name: "t8:died", Src: []string{SandboxStateChecking.String()}, Dst: SandboxStateDead.String()},
-	{Name: "t9:status_failed", Src: []string{SandboxStateChecking.String()}, Dst: SandboxStateUnknown.String()},
-	{Name: "t11:died", Src: []string{SandboxStateReady.String()}, Dst: SandboxStateDead.String()},
-	{Name: "t12:stop", Src: []string{SandboxStateReady.String()}, Dst: SandboxStateStopping.String()},
-	{Name: "t14:create", Src: []string{SandboxStateDead.String()}, Dst: SandboxStateCreating.String()},
-	{Name: "t15:stop", Src: []string{SandboxStateDead.String()}, Dst: SandboxStateStopping.String()},
-	{Name: "t16:stopped", Src: []string{SandboxStateStopping.String()}, Dst: SandboxStateStopped.String()},
-	{Name: "t18:removed", Src: []string{SandboxStateStopped.String()}, Dst: SandboxStateRemoved.String()},
-}
-
 // SandboxStep is the outcome of one Fire: the machine moved From -> To on
 // Event, entering the states of Path in order (empty for an internal
 // transition; a transition back to the same state lists it). Actions are the
@@ -537,10 +492,9 @@ type SandboxMachine struct {
 // sandboxTable is the sandbox machine's tables as the core runs them.
 var sandboxTable = newTable[SandboxState, SandboxEvent, SandboxAction, SandboxGuard, SandboxGuards](
 	SandboxMachineName, sandboxStateNames[:], sandboxEventNames[:],
-	SandboxTransitionTable, sandboxTransitionKeys[:],
-	SandboxChoiceTable, sandboxChoiceKeys[:],
+	SandboxTransitionTable, SandboxChoiceTable,
 	SandboxStateEntry[:], sandboxByStateEvent[:], sandboxChoicesByState[:],
-	sandboxFSMEvents, sandboxGuard,
+	sandboxGuard, ParseSandboxState,
 )
 
 // NewSandboxMachine returns a machine in the initial state. g answers its
@@ -557,29 +511,29 @@ func NewSandboxMachineAt(s SandboxState, g SandboxGuards) *SandboxMachine {
 	return m
 }
 
-// State returns the current state.
-func (m *SandboxMachine) State() SandboxState { return m.m.state }
+// State returns the current state, which the looplab/fsm machine holds.
+func (m *SandboxMachine) State() SandboxState { return m.m.state() }
 
 // Can reports whether Fire(ev) would take a transition now (guards are
 // evaluated).
 func (m *SandboxMachine) Can(ev SandboxEvent) bool {
-	_, ok := m.m.pick(ev)
+	_, ok := m.m.pick(m.m.state(), ev)
 	return ok
 }
 
 // Timers returns the timers armed while in the current state.
-func (m *SandboxMachine) Timers() []SandboxTimer { return SandboxStateTimers[m.m.state] }
+func (m *SandboxMachine) Timers() []SandboxTimer { return SandboxStateTimers[m.m.state()] }
 
 // Fire takes the first transition on ev from the current state whose guard
 // holds, follows the choices of the states it enters, and returns the step
 // for the engine to carry out. With no such transition it returns an error
 // wrapping ErrNoTransition and changes nothing. Fire runs no action.
 func (m *SandboxMachine) Fire(ev SandboxEvent) (SandboxStep, error) {
-	from, err := m.m.fire(ev)
+	from, to, err := m.m.fire(ev)
 	if err != nil {
 		return SandboxStep{}, err
 	}
-	return SandboxStep{From: from, To: m.m.state, Event: ev, Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
+	return SandboxStep{From: from, To: to, Event: ev, Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
 }
 
 // SandboxMetricLabels returns the label values of the sandbox machine's

@@ -59,14 +59,12 @@ type transitionView struct {
 	From, Event, Guard, To string // Go constants; Guard "" when unguarded
 	Internal               bool
 	Actions                []string
-	Key                    string // looplab event name
 	Doc                    string
 }
 
 type choiceView struct {
 	State, Guard, To string
 	Actions          []string
-	Key              string
 }
 
 // sourceName is the name generated files cite: spec/<base>.
@@ -132,9 +130,6 @@ func newMachineView(s *spec.Spec, m *spec.Machine) *machineView {
 			if t.Guard.Set() {
 				tv.Guard = c("Guard", t.Guard.Name)
 			}
-			if !tv.Internal {
-				tv.Key = keyOf("t", len(v.Transitions), t.Event.Name)
-			}
 			ei := eventIdx[t.Event.Name]
 			v.ByStateEvent[si][ei] = append(v.ByStateEvent[si][ei], len(v.Transitions))
 			v.Transitions = append(v.Transitions, tv)
@@ -146,7 +141,6 @@ func newMachineView(s *spec.Spec, m *spec.Machine) *machineView {
 				if br.Guard.Set() {
 					cv.Guard = c("Guard", br.Guard.Name)
 				}
-				cv.Key = keyOf("c", len(v.Choices), st.Name)
 				v.ChoicesByState[si] = append(v.ChoicesByState[si], len(v.Choices))
 				v.Choices = append(v.Choices, cv)
 			}
@@ -154,23 +148,6 @@ func newMachineView(s *spec.Spec, m *spec.Machine) *machineView {
 	}
 	v.Paths, v.Reach = shortestPaths(m, stateIdx)
 	return v
-}
-
-// keyOf names a transition for looplab/fsm: looplab allows one destination
-// per (event, source), so each guarded branch gets its own event name.
-func keyOf(kind string, i int, name string) string {
-	return kind + itoa(i) + ":" + name
-}
-
-func itoa(i int) string {
-	if i == 0 {
-		return "0"
-	}
-	var b []byte
-	for ; i > 0; i /= 10 {
-		b = append([]byte{byte('0' + i%10)}, b...)
-	}
-	return string(b)
 }
 
 // shortestPaths finds, for each state, a path from the initial state with the

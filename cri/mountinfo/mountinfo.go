@@ -6,12 +6,14 @@ package mountinfo
 
 import (
 	"bufio"
+	"bytes"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Under lists the mount points at or below dir, longest path first, so
@@ -27,17 +29,23 @@ func Under(dir string) ([]string, error) {
 
 func under(r io.Reader, dir string) ([]string, error) {
 	dir = filepath.Clean(dir)
+	sub := dir + "/"
 	var out []string
+	buf := linePool.Get().(*[]byte)
+	defer linePool.Put(buf)
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	sc.Buffer((*buf)[:0], 1<<20)
 	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
+		raw, ok := field(sc.Bytes(), 4)
+		if !ok {
 			continue
 		}
-		mp := unescape(fields[4])
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			out = append(out, mp)
+		if bytes.IndexByte(raw, '\\') >= 0 {
+			if mp := unescape(string(raw)); mp == dir || strings.HasPrefix(mp, sub) {
+				out = append(out, mp)
+			}
+		} else if string(raw) == dir || len(raw) > len(sub) && string(raw[:len(sub)]) == sub {
+			out = append(out, string(raw))
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -45,6 +53,34 @@ func under(r io.Reader, dir string) ([]string, error) {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
 	return out, nil
+}
+
+// linePool holds the line buffers of under, which runs twice for every
+// removed pod: 4 KiB holds a mountinfo line; a longer one grows the
+// scanner's buffer (up to 1 MiB) for that call only.
+var linePool = sync.Pool{New: func() any { b := make([]byte, 4096); return &b }}
+
+// field returns the field with index n of a mountinfo line, split on spaces
+// and tabs as strings.Fields splits it (whitespace in paths is escaped), and
+// false when the line has fewer fields.
+func field(line []byte, n int) ([]byte, bool) {
+	i := 0
+	for k := 0; ; k++ {
+		for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
+			i++
+		}
+		if i == len(line) {
+			return nil, false
+		}
+		j := i
+		for j < len(line) && line[j] != ' ' && line[j] != '\t' {
+			j++
+		}
+		if k == n {
+			return line[i:j], true
+		}
+		i = j
+	}
 }
 
 // unescape undoes the octal escapes (\040 for a space) of mountinfo paths.

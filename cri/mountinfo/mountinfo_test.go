@@ -1,6 +1,7 @@
 package mountinfo
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -52,6 +53,37 @@ func TestUnescape(t *testing.T) {
 	} {
 		if got := unescape(in); got != want {
 			t.Errorf("unescape(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestField(t *testing.T) {
+	line := []byte("101 22\t0:50  / /mnt/x rw")
+	for n, want := range []string{"101", "22", "0:50", "/", "/mnt/x", "rw"} {
+		if got, ok := field(line, n); !ok || string(got) != want {
+			t.Errorf("field %d = %q, %v; want %q", n, got, ok, want)
+		}
+	}
+	if got, ok := field(line, 6); ok {
+		t.Errorf("field 6 = %q, want none", got)
+	}
+	if _, ok := field([]byte("  "), 0); ok {
+		t.Error("a blank line has a field")
+	}
+}
+
+// BenchmarkUnder reads a 70-line mount table (this machine's size) for
+// one pod's directory, as a pod's removal does twice.
+func BenchmarkUnder(b *testing.B) {
+	var sb strings.Builder
+	for i := range 70 {
+		fmt.Fprintf(&sb, "%d 22 0:%d / /var/lib/something/mount-point-%d rw,nosuid,nodev,noexec,relatime shared:%d - tmpfs tmpfs rw,size=65536k\n", 100+i, i, i, i)
+	}
+	info := sb.String()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := under(strings.NewReader(info), "/var/lib/speclet/pods/uid-p00001"); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
