@@ -304,7 +304,8 @@ func (e *Engine) admitLocked(pod *v1.Pod, adopted bool) (handler string, r *refu
 			return "", &refusal{Reason: ReasonEvicted, Message: msg}
 		}
 	}
-	in := admission{Node: e.nodeObject(false), Allocatable: e.cfg.Allocatable, RuntimeClasses: e.cfg.RuntimeClasses, Sysctls: e.cfg.Sysctls, MaxPods: e.cfg.MaxPods}
+	in := admission{Node: e.nodeObject(false), Allocatable: e.cfg.Allocatable, RuntimeClasses: e.cfg.RuntimeClasses, Sysctls: e.cfg.Sysctls, MaxPods: e.cfg.MaxPods,
+		Active: make([]*v1.Pod, 0, len(e.workers))}
 	for _, w := range e.workers {
 		if w.refusal != nil || w.pod == nil {
 			continue

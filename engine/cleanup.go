@@ -23,17 +23,15 @@ import (
 // failed in the sandbox machine's remove_pod_cgroup, or a pod removed while
 // speclet was down.
 
-// removePodDirs removes the directories of pod uid.
-func (e *Engine) removePodDirs(uid types.UID) {
+// removePodDirs removes the directories of pod uid: <root>/pods/<uid> and
+// its log directories logDirs (nil: those of <root>/logs named for uid,
+// found by listing it, which costs a read of every pod's entry).
+func (e *Engine) removePodDirs(uid types.UID, logDirs []string) {
 	root := e.cfg.RootDir
-	paths := []string{filepath.Join(root, "pods", string(uid))}
-	if ents, err := os.ReadDir(filepath.Join(root, "logs")); err == nil {
-		for _, ent := range ents {
-			if logDirUID(ent.Name()) == uid {
-				paths = append(paths, filepath.Join(root, "logs", ent.Name()))
-			}
-		}
+	if logDirs == nil {
+		logDirs = e.logDirs()[uid]
 	}
+	paths := append([]string{filepath.Join(root, "pods", string(uid))}, logDirs...)
 	if err := volume.UnmountAll(paths[0]); err != nil {
 		// Never remove through a mount that stayed: retried at the next sweep.
 		e.log.Warn("unmount volumes of a removed pod", "uid", uid, "err", err)
@@ -49,6 +47,22 @@ func (e *Engine) removePodDirs(uid types.UID) {
 		}
 		e.log.Debug("removed directory of a removed pod", "uid", uid, "dir", p)
 	}
+}
+
+// logDirs lists <root>/logs by the UID each directory is named for.
+func (e *Engine) logDirs() map[types.UID][]string {
+	dir := filepath.Join(e.cfg.RootDir, "logs")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	out := map[types.UID][]string{}
+	for _, ent := range ents {
+		if uid := logDirUID(ent.Name()); uid != "" {
+			out[uid] = append(out[uid], filepath.Join(dir, ent.Name()))
+		}
+	}
+	return out
 }
 
 // logDirUID returns the UID of a log directory <namespace>_<name>_<uid>.
@@ -74,12 +88,9 @@ func (e *Engine) cleanupPodDirs() {
 			uids[types.UID(ent.Name())] = true
 		}
 	}
-	if ents, err := os.ReadDir(filepath.Join(root, "logs")); err == nil {
-		for _, ent := range ents {
-			if uid := logDirUID(ent.Name()); uid != "" {
-				uids[uid] = true
-			}
-		}
+	logs := e.logDirs()
+	for uid := range logs {
+		uids[uid] = true
 	}
 	cgroupUIDs := map[types.UID]bool{}
 	if pc := e.cfg.PodCgroups; pc != nil {
@@ -123,6 +134,6 @@ func (e *Engine) cleanupPodDirs() {
 			}
 		}
 		e.log.Info("removing directories of a pod that is gone", "uid", uid)
-		e.removePodDirs(uid)
+		e.removePodDirs(uid, logs[uid])
 	}
 }

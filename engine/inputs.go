@@ -4,6 +4,7 @@ import (
 	"context"
 
 	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/fsm"
@@ -94,8 +95,14 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 			c.forget(in.pleg.ContainerID)
 		}
 		if c := s.byName[in.pleg.Name]; c != nil && r.HasContainer && in.pleg.ContainerID == c.id {
-			if in.pleg.Status != nil {
-				c.exitStatus = in.pleg.Status
+			if st := in.pleg.Status; st != nil {
+				// Only an exit's status is read (record_exit); one of a
+				// running instance is not kept, and it makes an older
+				// exit's stale.
+				c.exitStatus = nil
+				if st.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+					c.exitStatus = st
+				}
 			}
 			c.fire(ctx, r.Container)
 		}

@@ -182,17 +182,21 @@ func (e *Engine) runtimeStatus(ctx context.Context) error {
 func (e *Engine) purgeFinished() {
 	e.mu.Lock()
 	var restart []*v1.Pod
-	var purged []types.UID
+	purged := map[types.UID][]string{} // UID -> its log directory, when known
 	for uid, w := range e.workers {
 		w.mu.Lock()
-		fin, killed := w.podState == fsm.PodStateFinished, w.killPosted
-		name := string(uid)
-		if w.pub != nil {
-			name = w.pub.Namespace + "/" + w.pub.Name
-		}
+		fin, killed, pub := w.podState == fsm.PodStateFinished, w.killPosted, w.pub
 		w.mu.Unlock()
 		if !fin {
 			continue
+		}
+		name := string(uid)
+		var logDirs []string // nil: found by listing <root>/logs
+		if pub != nil {
+			name = pub.Namespace + "/" + pub.Name
+			if pub.UID == uid {
+				logDirs = []string{podLogDir(e.cfg.RootDir, pub)}
+			}
 		}
 		want := e.desired[uid]
 		if want != nil && !killed {
@@ -200,7 +204,7 @@ func (e *Engine) purgeFinished() {
 		}
 		delete(e.workers, uid)
 		e.forgetLocked(w)
-		purged = append(purged, uid)
+		purged[uid] = logDirs
 		if want == nil {
 			e.log.Info("pod removed", "pod", name, "uid", uid)
 		}
@@ -221,8 +225,8 @@ func (e *Engine) purgeFinished() {
 	// Nothing of a finished pod is left in the runtime: its directories go
 	// before a pod declared again with its UID gets a new worker, so that
 	// it starts with fresh emptyDirs.
-	for _, uid := range purged {
-		e.removePodDirs(uid)
+	for uid, logDirs := range purged {
+		e.removePodDirs(uid, logDirs)
 	}
 	for _, pod := range restart {
 		if w := e.worker(pod.UID, true, pod); w != nil {
