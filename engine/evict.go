@@ -112,27 +112,30 @@ func resourceName(sig string) string {
 	return "ephemeral-storage"
 }
 
+// EvictedPodTerminating: the pod evicted last still has a worker whose pod
+// machine is neither terminated nor finished (its memory or disk is not
+// free yet).
+func (n *nodeReclaim) EvictedPodTerminating() bool {
+	uid := n.lastEvicted
+	if uid == "" {
+		return false
+	}
+	n.e.mu.RLock()
+	w := n.e.workers[uid]
+	n.e.mu.RUnlock()
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	st := w.podState
+	w.mu.Unlock()
+	return st != fsm.PodStateTerminated && st != fsm.PodStateFinished
+}
+
 // EvictPod kills the first pod of the ranking for the decision's signal.
 func (n *nodeReclaim) EvictPod(ctx context.Context) error {
 	e := n.e
 	d := n.decision
-	// Like kubelet (waitForPodsCleanup), no further pod goes while the
-	// last one evicted still terminates: its memory or disk is not free
-	// yet.
-	if uid := n.lastEvicted; uid != "" {
-		e.mu.RLock()
-		w := e.workers[uid]
-		e.mu.RUnlock()
-		if w != nil {
-			w.mu.Lock()
-			st := w.podState
-			w.mu.Unlock()
-			if st != fsm.PodStateTerminated && st != fsm.PodStateFinished {
-				e.log.Info("Eviction manager: waiting for the evicted pod to terminate", "uid", uid, "signal", d.Signal)
-				return nil
-			}
-		}
-	}
 	type cand struct {
 		w   *podWorker
 		pod *v1.Pod

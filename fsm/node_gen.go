@@ -14,7 +14,7 @@ const NodeMachineName = "node"
 
 // NodeSpecSHA256 is the SHA-256 of spec/node.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const NodeSpecSHA256 = "19484a969e7dd80aaaa6c9c039e970cdf62ecec54ea24f76bbceafa2a1245142"
+const NodeSpecSHA256 = "1052893558d4a11f19795d105212ef8f8ecf81c4f29c9425fb9134f8b5c13abb"
 
 // NodeState is a state of the node machine.
 //
@@ -179,9 +179,13 @@ func ParseNodeEvent(name string) (NodeEvent, bool) {
 type NodeGuard uint8
 
 // Guards of the node machine, in spec order.
-const ()
+const (
+	// NodeGuardEvictedPodTerminating: The pod evict_pod evicted last has a worker
+	// whose pod machine is neither terminated nor finished.
+	NodeGuardEvictedPodTerminating NodeGuard = iota
+)
 
-var nodeGuardNames = [...]string{}
+var nodeGuardNames = [...]string{"evicted_pod_terminating"}
 
 // String returns the guard's name in the spec.
 func (g NodeGuard) String() string {
@@ -195,10 +199,15 @@ func (g NodeGuard) String() string {
 // implements it on its per-node object. Guards are called from Fire and
 // Can; they must be quick and must not fire events.
 type NodeGuards interface {
+	// EvictedPodTerminating: The pod evict_pod evicted last has a worker whose
+	// pod machine is neither terminated nor finished.
+	EvictedPodTerminating() bool
 }
 
 func nodeGuard(g NodeGuards, which NodeGuard) bool {
 	switch which {
+	case NodeGuardEvictedPodTerminating:
+		return g.EvictedPodTerminating()
 	}
 	panic(fmt.Sprintf("node machine: unknown guard %d", uint8(which)))
 }
@@ -396,6 +405,7 @@ var NodeTransitionTable = []NodeTransition{
 	{From: NodeStateRemovingContainers, Event: NodeEventContainerGcFailed, To: NodeStateIdle},
 	{From: NodeStateObserving, Event: NodeEventNoPressure, To: NodeStateIdle},
 	{From: NodeStateObserving, Event: NodeEventReclaim, To: NodeStateMeasuring},
+	{From: NodeStateObserving, Event: NodeEventPressure, Guard: NodeGuardEvictedPodTerminating, HasGuard: true, To: NodeStateIdle},
 	{From: NodeStateObserving, Event: NodeEventPressure, To: NodeStateIdle, Actions: []NodeAction{NodeActionEvictPod}},
 	{From: NodeStateObserving, Event: NodeEventObserveFailed, To: NodeStateIdle},
 	{From: NodeStateMeasuring, Event: NodeEventBelowHigh, To: NodeStateIdle},
@@ -442,9 +452,9 @@ var NodeStateTimers = [5][]NodeTimer{}
 var nodeByStateEvent = [5][][]uint16{
 	NodeStateIdle:               {{0}, nil, nil, nil, nil, nil, {2}, nil, nil, {1}, nil, nil, nil, nil},
 	NodeStateRemovingContainers: {nil, nil, nil, nil, nil, nil, nil, {3}, {4}, nil, nil, nil, nil, nil},
-	NodeStateObserving:          {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {5}, {6}, {7}, {8}},
-	NodeStateMeasuring:          {nil, {9}, {10}, {11}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
-	NodeStateCollecting:         {nil, nil, nil, nil, {12}, {13}, nil, nil, nil, nil, nil, nil, nil, nil},
+	NodeStateObserving:          {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {5}, {6}, {7, 8}, {9}},
+	NodeStateMeasuring:          {nil, {10}, {11}, {12}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+	NodeStateCollecting:         {nil, nil, nil, nil, {13}, {14}, nil, nil, nil, nil, nil, nil, nil, nil},
 }
 
 // nodeChoicesByState indexes NodeChoiceTable by State.

@@ -69,6 +69,8 @@ machine "node" {
   event "pressure" { doc = "A threshold is met and node-level reclaim cannot relieve it (memory, PIDs) or did not." }
   event "observe_failed" { doc = "The signals could not be measured; the next period tries again." }
 
+  guard "evicted_pod_terminating" { doc = "The pod evict_pod evicted last has a worker whose pod machine is neither terminated nor finished." }
+
   action "measure_image_fs" {
     doc = "Read the image filesystem (ImageFsInfo, statfs of its mountpoint) and record the images present and those in use (ListImages, ListContainers); reports below_high, above_high or measure_failed."
     cri = ["ImageFsInfo", "ListImages", "ListContainers", "Status"]
@@ -111,6 +113,11 @@ machine "node" {
     entry = [action.observe_signals]
     transition "no_pressure" { to = state.idle }
     transition "reclaim" { to = state.measuring }
+    transition "pressure" {
+      guard = guard.evicted_pod_terminating
+      to    = state.idle
+      doc   = "The pod evicted last still terminates: its memory or disk is not free yet, so no other pod goes (kubelet's waitForPodsCleanup)."
+    }
     transition "pressure" {
       to      = state.idle
       actions = [action.evict_pod]
