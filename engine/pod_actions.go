@@ -276,7 +276,16 @@ func (s *podState) UnmountVolumes(ctx context.Context) error {
 
 // ReleaseName leaves the static pod full name's queue; the next UID waiting
 // for it gets name_free.
+//
+// The name is not freed while a sandbox of the pod may still run (its stop
+// failed): the successor would run beside it, and kubelet frees it only
+// once the pod's termination, sandbox stop included, succeeded. The
+// terminated state's timer retries the stop, then this.
 func (s *podState) ReleaseName(ctx context.Context) error {
+	switch s.sandbox.machine.State() {
+	case fsm.SandboxStateCreating, fsm.SandboxStateUnknown, fsm.SandboxStateChecking, fsm.SandboxStateReady, fsm.SandboxStateStopping:
+		return errors.New("sandbox not stopped yet: the static pod's name stays taken")
+	}
 	s.e.releaseName(fullName(s.pod), s.pod.UID)
 	return nil
 }

@@ -14,7 +14,7 @@ const PodMachineName = "pod"
 
 // PodSpecSHA256 is the SHA-256 of spec/pod.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const PodSpecSHA256 = "4cc176f732b0072f8c2f5e92eca8fe5c3957f9db76f733ab67c819f463470bed"
+const PodSpecSHA256 = "9e6ae3bf199493fbce8448a6db154ed0c6aa69f6864dc9d8c1b78329963ad0c3"
 
 // PodState is a state of the pod machine.
 //
@@ -50,9 +50,10 @@ const (
 	// removed, as kubelet keeps them.
 	PodStateCompleted
 	// PodStateTerminated: All containers stopped: stop the sandbox, free the
-	// static pod's full name (kubelet frees it when the pod's termination ends,
-	// before its container GC removes what is left, so a successor never waits on
-	// a removal the runtime refuses), and remove the pod from the runtime.
+	// static pod's full name once the sandbox stopped (kubelet frees it when the
+	// pod's termination, sandbox stop included, ends, before its container GC
+	// removes what is left, so a successor never runs beside it nor waits on a
+	// removal the runtime refuses), and remove the pod from the runtime.
 	PodStateTerminated
 	// PodStateFinished: Nothing of the pod is left in the runtime. The UID never
 	// restarts until purged. release_name again: a successor killed while it
@@ -304,7 +305,8 @@ const (
 	// call succeeded.
 	PodActionRemovePod
 	// PodActionReleaseName: Leave the static pod full name's queue; the next UID
-	// waiting for it gets name_free.
+	// waiting for it gets name_free. It fails, freeing nothing, while a sandbox
+	// of the pod may still run (its stop failed).
 	PodActionReleaseName
 	// PodActionExceedDeadline: Record that the pod ran past
 	// spec.activeDeadlineSeconds: from now on it is Failed with reason
@@ -416,7 +418,8 @@ type PodActions interface {
 	// Runs itself: unmount_volumes.
 	RemovePod(ctx context.Context) error
 	// ReleaseName: Leave the static pod full name's queue; the next UID waiting
-	// for it gets name_free.
+	// for it gets name_free. It fails, freeing nothing, while a sandbox of the
+	// pod may still run (its stop failed).
 	ReleaseName(ctx context.Context) error
 	// ExceedDeadline: Record that the pod ran past spec.activeDeadlineSeconds:
 	// from now on it is Failed with reason DeadlineExceeded and kubelet's

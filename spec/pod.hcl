@@ -44,8 +44,10 @@
 #    the UID and sends name_free to the next UID still waiting. A successor
 #    killed while waiting leaves the queue at once (release_name runs in
 #    finished), so it never blocks the ones behind it. A terminated pod
-#    frees its name once its containers stopped (release_name in
-#    terminated), not once the runtime removed it.
+#    frees its name once its containers and its sandbox stopped
+#    (release_name in terminated; it frees nothing while a sandbox of the
+#    pod may still run, and the terminated timer retries), not once the
+#    runtime removed it.
 #  - Requeue jitter: the engine supplies jittered values for resync and
 #    sync_backoff through the Durations interface.
 #  - Admission: the sync loop decides once, when a UID is first declared,
@@ -105,7 +107,7 @@ machine "pod" {
     calls = [action.unmount_volumes]
   }
   action "release_name" {
-    doc = "Leave the static pod full name's queue; the next UID waiting for it gets name_free."
+    doc = "Leave the static pod full name's queue; the next UID waiting for it gets name_free. It fails, freeing nothing, while a sandbox of the pod may still run (its stop failed)."
   }
   action "exceed_deadline" {
     doc = "Record that the pod ran past spec.activeDeadlineSeconds: from now on it is Failed with reason DeadlineExceeded and kubelet's message, and a DeadlineExceeded event says so (kubelet's active deadline handler)."
@@ -264,7 +266,7 @@ machine "pod" {
   }
 
   state "terminated" {
-    doc   = "All containers stopped: stop the sandbox, free the static pod's full name (kubelet frees it when the pod's termination ends, before its container GC removes what is left, so a successor never waits on a removal the runtime refuses), and remove the pod from the runtime."
+    doc   = "All containers stopped: stop the sandbox, free the static pod's full name once the sandbox stopped (kubelet frees it when the pod's termination, sandbox stop included, ends, before its container GC removes what is left, so a successor never runs beside it nor waits on a removal the runtime refuses), and remove the pod from the runtime."
     entry = [action.stop_sandbox, action.release_name, action.remove_pod, action.report_status]
     timeout "sync" { after = duration.sync_backoff }
     transition "cleanup_done" { to = state.finished }
