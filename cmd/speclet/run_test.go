@@ -20,6 +20,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/cri/sim"
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/criaudit"
@@ -253,7 +254,7 @@ func TestRunDaemonOnSim(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	auditLog := filepath.Join(dir, "cri-audit.jsonl")
-	apiPort := freePort(t)
+	apiPort := harness.FreePort(t)
 	o, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", filepath.Join(dir, "root"), "--pod-manifest-path", manifests,
 		"--manifest-url", "http://" + ul.Addr().String() + "/pods", "--node-name", "n1", "--read-only-port", fmt.Sprint(port),
 		"--port", fmt.Sprint(apiPort), "--anonymous-auth", "--cri-audit-log", auditLog}, io.Discard)
@@ -572,7 +573,7 @@ func TestLogLevels(t *testing.T) {
 // root dir, and leaves the first one's runtime socket and pods alone.
 func TestRunDaemonRootDirLock(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "root")
-	port := freePort(t)
+	port := harness.FreePort(t)
 	o, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", root, "--node-name", "n1", "--read-only-port", fmt.Sprint(port), "--port", "0"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -605,7 +606,7 @@ func TestRunDaemonRootDirLock(t *testing.T) {
 		before[s] = fi
 	}
 
-	o2, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", root, "--node-name", "n1", "--read-only-port", fmt.Sprint(freePort(t)), "--port", "0"}, io.Discard)
+	o2, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", root, "--node-name", "n1", "--read-only-port", fmt.Sprint(harness.FreePort(t)), "--port", "0"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -626,14 +627,4 @@ func TestRunDaemonRootDirLock(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("first daemon: %v", err)
 	}
-}
-
-// freePort returns a loopback port that was free a moment ago.
-func freePort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

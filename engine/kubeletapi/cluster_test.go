@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/kubeletapi"
 	"github.com/speclet/speclet/engine/servingcert"
@@ -103,7 +104,7 @@ func TestCluster(t *testing.T) {
 
 	registerNode(ctx, t, admin, "node-a", kport, v1.NodeAddress{Type: v1.NodeInternalIP, Address: "127.0.0.1"}, v1.NodeAddress{Type: v1.NodeHostName, Address: "node-a"})
 
-	httpPort := freePort(t)
+	httpPort := harness.FreePort(t)
 	specs := []*v1.Pod{
 		n.pod("ticker", v1.Container{Name: "main", Command: []string{"sh", "-c", `i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.2; done`}}),
 		n.pod("crasher", v1.Container{Name: "main", Command: []string{"sh", "-c", `echo run at $(cat /proc/uptime); sleep 1; exit 1`}}),
@@ -228,7 +229,7 @@ func TestCluster(t *testing.T) {
 	})
 
 	t.Run("kubectl port-forward", func(t *testing.T) {
-		local := freePort(t)
+		local := harness.FreePort(t)
 		pctx, pcancel := context.WithCancel(ctx)
 		defer pcancel()
 		cmd := exec.CommandContext(pctx, filepath.Join(c.BinDir, "kubectl"), "--kubeconfig", c.AdminKubeconfig(), "-n", "default",

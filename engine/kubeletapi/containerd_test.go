@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/transport/spdy"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/criaudit"
 	"github.com/speclet/speclet/fsm"
@@ -30,7 +31,7 @@ import (
 // refusals (401, 403, 404).
 func TestContainerd(t *testing.T) {
 	n := startNode(t, onlyUser("admin"), nil)
-	port := freePort(t)
+	port := harness.FreePort(t)
 	ticker := n.pod("ticker", v1.Container{Name: "main", Command: []string{"sh", "-c",
 		`i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.2; done`}})
 	crasher := n.pod("crasher", v1.Container{Name: "main", Command: []string{"sh", "-c",
@@ -161,7 +162,7 @@ func TestContainerd(t *testing.T) {
 		}
 		u, _ := url.Parse(n.base + "/portForward/default/web")
 		dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, "POST", u)
-		local := freePort(t)
+		local := harness.FreePort(t)
 		stop, ready := make(chan struct{}), make(chan struct{})
 		pf, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("%d:%d", local, port)}, stop, ready, io.Discard, io.Discard)
 		if err != nil {

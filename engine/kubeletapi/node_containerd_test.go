@@ -289,15 +289,6 @@ type lineWriter struct{ lines chan string }
 
 func (w *lineWriter) Write(p []byte) (int, error) { w.lines <- string(p); return len(p), nil }
 
-func freePort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // getIndex fetches /index.html from 127.0.0.1:port (a forwarded httpd):
 // its body, and whether it answered 200.
 func getIndex(port int) (string, bool) {

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -164,7 +163,7 @@ func TestProbeHTTPAndTCP(t *testing.T) {
 	t.Parallel()
 	c, d := env(t)
 	d.dumpOnFailure(t, "httpprobe")
-	port := freePort(t)
+	port := harness.FreePort(t)
 	d.writeManifest(t, "httpprobe", probePod(c, "httpprobe", 1,
 		probeCtr{
 			name:    "web",
@@ -218,16 +217,6 @@ livenessProbe:
 	d.waitGone(t, "httpprobe", 2*time.Minute)
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // TestProbeGRPC: a grpc probe against a small grpc.health.v1 server that the
 // test builds and mounts into the pod (hostPath), serving on 127.0.0.1 (the
 // node IP of the test daemon, the host of a hostNetwork pod's grpc probe):
@@ -248,7 +237,7 @@ func TestProbeGRPC(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build grpchealth: %v\n%s", err, out)
 	}
-	port := freePort(t)
+	port := harness.FreePort(t)
 	m := probePod(c, "grpcprobe", 1,
 		probeCtr{
 			name:    "server",
