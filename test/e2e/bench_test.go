@@ -3,9 +3,11 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -293,13 +295,8 @@ func (c histSums) since(before histSums) histSums {
 }
 
 func (c histSums) String() string {
-	methods := make([]string, 0, len(c))
-	for m := range c {
-		methods = append(methods, m)
-	}
-	sort.Strings(methods)
 	var b strings.Builder
-	for _, m := range methods {
+	for _, m := range slices.Sorted(maps.Keys(c)) {
 		fmt.Fprintf(&b, " %s %.0f (%.1f s)", m, c[m].n, c[m].sec)
 	}
 	return strings.TrimSpace(b.String())
