@@ -303,6 +303,18 @@ func TestRunDaemonOnSim(t *testing.T) {
 	if body, err := httpGet(base + "/metrics"); err != nil || !strings.Contains(string(body), "speclet_runtime_operations_duration_seconds") {
 		t.Errorf("GET /metrics lacks the runtime metrics (%v)", err)
 	}
+	// The eviction manager's first pass comes one period after the start,
+	// which a loaded machine can put after the pods run: the audit log below
+	// is read once the node machine left observing at least once.
+	observed := regexp.MustCompile(`speclet_transitions_total\{event="[a-z_]+",from="observing",machine="node",to="[a-z_]+"\} [1-9]`)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if body, err := httpGet(base + "/metrics"); err == nil && observed.Match(body) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the node machine never left observing within 30s (no observe_signals pass); log:\n%s", logs.String())
+		}
+	}
 	if l := logs.String(); !strings.Contains(l, filepath.Join(manifests, "bad.yaml")) || !strings.Contains(l, "spec.restartPolicy") {
 		t.Errorf("log does not name the bad manifest's file and field:\n%s", l)
 	}
