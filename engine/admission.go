@@ -63,8 +63,11 @@ type admission struct {
 	Node *v1.Node
 	// Allocatable is node allocatable; nil: resources are not checked.
 	Allocatable v1.ResourceList
-	// Active are the admitted pods that have not terminated.
-	Active []*v1.Pod
+	// Active lists the admitted pods that have not terminated. It is
+	// called only when a check needs them (a pods capacity, allocatable
+	// and a pod that requests something, a pod with host ports), at most
+	// once per decision; nil: there are none.
+	Active func() []*v1.Pod
 	// RuntimeClasses resolves runtimeClassName; nil: there is no
 	// RuntimeClass API (speclet runs without --kubeconfig).
 	RuntimeClasses RuntimeClasses
@@ -87,6 +90,15 @@ type admission struct {
 // first failure is reported, as kubelet reports it. It is pure: the
 // caller gathers the input.
 func admit(pod *v1.Pod, in admission) (handler string, r *refusal) {
+	var active []*v1.Pod
+	loaded := false
+	activePods := func() []*v1.Pod {
+		if !loaded && in.Active != nil {
+			active = in.Active()
+		}
+		loaded = true
+		return active
+	}
 	if r := fitsOS(pod); r != nil {
 		return "", r
 	}
@@ -98,12 +110,14 @@ func admit(pod *v1.Pod, in admission) (handler string, r *refusal) {
 			return "", &refusal{Reason: reason, Message: msg}
 		}
 	}
-	if n := len(in.Active); in.MaxPods > 0 && n+1 > in.MaxPods {
+	if in.MaxPods > 0 {
 		// The scheduler's fit counts pods before every other resource.
-		return "", &refusal{Reason: "OutOf" + string(v1.ResourcePods),
-			Message: fmt.Sprintf("Node didn't have enough resource: %s, requested: 1, used: %d, capacity: %d", v1.ResourcePods, n, in.MaxPods)}
+		if n := len(activePods()); n+1 > in.MaxPods {
+			return "", &refusal{Reason: "OutOf" + string(v1.ResourcePods),
+				Message: fmt.Sprintf("Node didn't have enough resource: %s, requested: 1, used: %d, capacity: %d", v1.ResourcePods, n, in.MaxPods)}
+		}
 	}
-	if r := fitsResources(pod, in.Allocatable, in.Active); r != nil {
+	if r := fitsResources(pod, in.Allocatable, activePods); r != nil {
 		return "", r
 	}
 	predicate := func(name, text string) *refusal {
@@ -118,7 +132,7 @@ func admit(pod *v1.Pod, in admission) (handler string, r *refusal) {
 	if pod.Spec.NodeName != "" && pod.Spec.NodeName != in.Node.Name {
 		return "", predicate(ReasonNodeName, errNodeName)
 	}
-	if !fitsPorts(pod, in.Active) {
+	if !fitsPorts(pod, activePods) {
 		return "", predicate(ReasonNodePorts, errNodePorts)
 	}
 	if reason, msg, ok := podspec.AppArmorAdmit(pod); !ok {
@@ -177,13 +191,24 @@ func runtimeHandler(pod *v1.Pod, classes RuntimeClasses) (string, *refusal) {
 // fitsResources is the scheduler's noderesources fit against allocatable:
 // the first resource (in name order: cpu before memory) whose request does
 // not fit beside the active pods' requests.
-func fitsResources(pod *v1.Pod, alloc v1.ResourceList, active []*v1.Pod) *refusal {
+func fitsResources(pod *v1.Pod, alloc v1.ResourceList, active func() []*v1.Pod) *refusal {
 	if alloc == nil {
 		return nil
 	}
 	want := resources.Requests(pod)
+	requests := false
+	for name, q := range want {
+		if _, ok := alloc[name]; ok && q.Sign() > 0 {
+			requests = true
+		}
+	}
+	if !requests {
+		// Nothing it asks for can fail to fit: the others' requests
+		// need not be summed.
+		return nil
+	}
 	used := v1.ResourceList{}
-	for _, p := range active {
+	for _, p := range active() {
 		for name, q := range resources.Requests(p) {
 			sum := used[name]
 			sum.Add(q)
@@ -263,12 +288,12 @@ func hostPorts(pod *v1.Pod) []hostPort {
 // fitsPorts is the scheduler's nodeports fit: no host port of pod is
 // taken by an active pod on the same protocol and port, where 0.0.0.0
 // conflicts with every address.
-func fitsPorts(pod *v1.Pod, active []*v1.Pod) bool {
+func fitsPorts(pod *v1.Pod, active func() []*v1.Pod) bool {
 	want := hostPorts(pod)
 	if len(want) == 0 {
 		return true
 	}
-	for _, p := range active {
+	for _, p := range active() {
 		for _, used := range hostPorts(p) {
 			for _, w := range want {
 				if w.protocol == used.protocol && w.port == used.port &&
@@ -304,8 +329,29 @@ func (e *Engine) admitLocked(pod *v1.Pod, adopted bool) (handler string, r *refu
 			return "", &refusal{Reason: ReasonEvicted, Message: msg}
 		}
 	}
+	var active []*v1.Pod
 	in := admission{Node: e.nodeObject(false), Allocatable: e.cfg.Allocatable, RuntimeClasses: e.cfg.RuntimeClasses, Sysctls: e.cfg.Sysctls, MaxPods: e.cfg.MaxPods,
-		Active: make([]*v1.Pod, 0, len(e.workers))}
+		Active: func() []*v1.Pod {
+			if active == nil {
+				active = e.activePodsLocked()
+			}
+			return active
+		}}
+	handler, r = admit(pod, in)
+	if r != nil && r.Reason == ReasonNodeAffinity && e.cfg.Node != nil {
+		// kubelet's generalFilter: when node affinity is the only failure,
+		// the Node is read afresh (labels may have just changed) and the
+		// pod decided again.
+		in.Node = e.nodeObject(true)
+		handler, r = admit(pod, in)
+	}
+	return handler, r
+}
+
+// activePodsLocked lists the admitted pods that have not terminated (kubelet's
+// GetActivePods for admission); e.mu is held. It is never nil.
+func (e *Engine) activePodsLocked() []*v1.Pod {
+	out := make([]*v1.Pod, 0, len(e.workers))
 	for _, w := range e.workers {
 		if w.refusal != nil || w.pod == nil {
 			continue
@@ -316,17 +362,9 @@ func (e *Engine) admitLocked(pod *v1.Pod, adopted bool) (handler string, r *refu
 		if st == fsm.PodStateTerminated || st == fsm.PodStateFinished {
 			continue
 		}
-		in.Active = append(in.Active, w.pod)
+		out = append(out, w.pod)
 	}
-	handler, r = admit(pod, in)
-	if r != nil && r.Reason == ReasonNodeAffinity && e.cfg.Node != nil {
-		// kubelet's generalFilter: when node affinity is the only failure,
-		// the Node is read afresh (labels may have just changed) and the
-		// pod decided again.
-		in.Node = e.nodeObject(true)
-		handler, r = admit(pod, in)
-	}
-	return handler, r
+	return out
 }
 
 // nodeObject is the node admission matches pods against: Config.Node's

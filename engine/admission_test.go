@@ -31,13 +31,6 @@ func TestAdmit(t *testing.T) {
 			}}},
 		}}}}
 	}
-	requests := func(cpu string, p *v1.Pod) *v1.Pod {
-		if len(p.Spec.Containers) == 0 {
-			p.Spec.Containers = []v1.Container{{Name: "c"}}
-		}
-		p.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu)}
-		return p
-	}
 	sidecar := &v1.Pod{Spec: v1.PodSpec{InitContainers: []v1.Container{{Name: "s", RestartPolicy: ptr.To(v1.ContainerRestartPolicyAlways), Ports: []v1.ContainerPort{hp(9000, "", "")}}}}}
 	plainInit := &v1.Pod{Spec: v1.PodSpec{InitContainers: []v1.Container{{Name: "i", Ports: []v1.ContainerPort{hp(9000, "", "")}}}}}
 	classes := func(name string) (string, error) {
@@ -108,7 +101,7 @@ func TestAdmit(t *testing.T) {
 		{name: "safe sysctl", pod: &v1.Pod{Spec: v1.PodSpec{SecurityContext: &v1.PodSecurityContext{Sysctls: []v1.Sysctl{{Name: "kernel.shm_rmid_forced", Value: "1"}}}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			in := admission{Node: node, Allocatable: tc.alloc, Active: tc.active, RuntimeClasses: classes, Sysctls: sysctls}
+			in := admission{Node: node, Allocatable: tc.alloc, Active: func() []*v1.Pod { return tc.active }, RuntimeClasses: classes, Sysctls: sysctls}
 			if tc.noClasses {
 				in.RuntimeClasses = nil
 			}
@@ -126,4 +119,47 @@ func TestAdmit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAdmitListsActivePodsOnce: the active pods are listed only when a
+// check reads them (a pods capacity, a request against allocatable, a host
+// port), and at most once per decision, so admitting a burst of pods that
+// ask for nothing does not walk every worker for each.
+func TestAdmitListsActivePodsOnce(t *testing.T) {
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+	cpu := v1.ResourceList{v1.ResourceCPU: resource.MustParse("4")}
+	withPort := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Ports: []v1.ContainerPort{{HostPort: 8080}}}}}}
+	for _, tc := range []struct {
+		name    string
+		pod     *v1.Pod
+		alloc   v1.ResourceList
+		maxPods int
+		lists   int
+	}{
+		{name: "asks for nothing", pod: &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c"}}}}, alloc: cpu},
+		{name: "requests cpu", pod: requests("1", &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c"}}}}), alloc: cpu, lists: 1},
+		{name: "requests cpu, no allocatable", pod: requests("1", &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c"}}}})},
+		{name: "host port", pod: withPort, lists: 1},
+		{name: "pods capacity, requests and host port", pod: requests("1", withPort.DeepCopy()), alloc: cpu, maxPods: 10, lists: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := 0
+			in := admission{Node: node, Allocatable: tc.alloc, MaxPods: tc.maxPods, Active: func() []*v1.Pod { n++; return nil }}
+			if _, r := admit(tc.pod, in); r != nil {
+				t.Fatalf("refused (%s: %s), want admitted", r.Reason, r.Message)
+			}
+			if n != tc.lists {
+				t.Errorf("active pods listed %d times, want %d", n, tc.lists)
+			}
+		})
+	}
+}
+
+// requests gives p's first container (made if it has none) a CPU request.
+func requests(cpu string, p *v1.Pod) *v1.Pod {
+	if len(p.Spec.Containers) == 0 {
+		p.Spec.Containers = []v1.Container{{Name: "c"}}
+	}
+	p.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu)}
+	return p
 }

@@ -1,7 +1,9 @@
 package volume
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -54,8 +56,12 @@ func MountTmpfs(dir string, size int64) error {
 func mountsUnder(dir string) ([]string, error) { return mountinfo.Under(dir) }
 
 // UnmountAll unmounts every mount at or below dir, deepest first. A mount
-// that is already gone counts as unmounted.
+// that is already gone counts as unmounted. Without dir nothing can be
+// mounted there, and the mount table is not read.
 func UnmountAll(dir string) error {
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	mps, err := mountsUnder(dir)
 	if err != nil {
 		return fmt.Errorf("list mounts under %s: %w", dir, err)
