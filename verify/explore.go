@@ -242,6 +242,21 @@ func (r *run) tieHolds(s *sys, inst int, t *tie, d *decider, shown *[]string) bo
 	return true
 }
 
+// tiesSay combines the ties ts of one guard of inst: the guard holds when an
+// iff or if tie holds, is free (tied false) when an if tie exists or a may
+// tie holds, and is false otherwise.
+func (r *run) tiesSay(s *sys, inst int, ts []*tie, d *decider, shown *[]string) (v, tied bool) {
+	free := false
+	for _, t := range ts {
+		h := r.tieHolds(s, inst, t, d, shown)
+		if h && t.mode != "may" {
+			return true, true
+		}
+		free = free || t.mode == "if" || h && t.mode == "may"
+	}
+	return false, !free
+}
+
 // paramValue reads parameter p, choosing it at its first read.
 func (r *run) paramValue(s *sys, p int, d *decider, shown *[]string) int {
 	if v := s.params[p]; v > 0 {
@@ -282,18 +297,7 @@ func (r *run) guard(s *sys, inst, g int, d *decider, shown *[]string) bool {
 	if r.fixed != nil {
 		v, tied = r.fixed[g], true
 	} else if ts := m.ties[g]; len(ts) > 0 {
-		free := false
-		for _, t := range ts {
-			h := r.tieHolds(s, inst, t, d, shown)
-			if h && t.mode != "may" {
-				v, tied = true, true
-				break
-			}
-			free = free || t.mode == "if" || h && t.mode == "may"
-		}
-		if !v && !free {
-			tied = true
-		}
+		v, tied = r.tiesSay(s, inst, ts, d, shown)
 	}
 	if !tied {
 		v = d.choose(2) == 1

@@ -1,0 +1,165 @@
+package engine
+
+import (
+	"fmt"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/speclet/speclet/fsm"
+	"github.com/speclet/speclet/spec"
+	"github.com/speclet/speclet/verify"
+)
+
+// tieWorld is the engine's view of one valuation the model reaches: a pod
+// with one container per instance (init, sidecar or regular, in order), its
+// machines in the valuation's states, under one restart policy. The test
+// records the exit of one container at a time (exit_failed).
+type tieWorld struct {
+	pod  *podState
+	ctrs []*ctrState
+}
+
+func newTieWorld(t *testing.T, v verify.Valuation, policy v1.RestartPolicy) *tieWorld {
+	t.Helper()
+	pod := &v1.Pod{Spec: v1.PodSpec{RestartPolicy: policy}}
+	always := v1.ContainerRestartPolicyAlways
+	for i, role := range v.Roles {
+		c := v1.Container{Name: fmt.Sprintf("c%d", i)}
+		switch role {
+		case "sidecar":
+			c.RestartPolicy = &always
+			pod.Spec.InitContainers = append(pod.Spec.InitContainers, c)
+		case "init":
+			pod.Spec.InitContainers = append(pod.Spec.InitContainers, c)
+		default:
+			pod.Spec.Containers = append(pod.Spec.Containers, c)
+		}
+	}
+	ps := &podState{pod: pod, byName: map[string]*ctrState{}}
+	podSt, ok := fsm.ParsePodState(v.Single[fsm.PodMachineName])
+	if !ok {
+		t.Fatalf("pod state %q", v.Single[fsm.PodMachineName])
+	}
+	ps.machine = fsm.NewPodMachineAt(podSt, ps)
+	sbSt, ok := fsm.ParseSandboxState(v.Single[fsm.SandboxMachineName])
+	if !ok {
+		t.Fatalf("sandbox state %q", v.Single[fsm.SandboxMachineName])
+	}
+	ps.sandbox = &sandboxState{p: ps}
+	ps.sandbox.machine = fsm.NewSandboxMachineAt(sbSt, ps.sandbox)
+	w := &tieWorld{pod: ps}
+	specs := append(append([]v1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...)
+	for i, role := range v.Roles {
+		st, ok := fsm.ParseContainerState(v.Instances[i])
+		if !ok {
+			t.Fatalf("container state %q", v.Instances[i])
+		}
+		c := &ctrState{p: ps, name: specs[i].Name, init: role != "regular", sidecar: role == "sidecar"}
+		c.setSpec(&specs[i])
+		c.machine = fsm.NewContainerMachineAt(st, c)
+		if c.init {
+			ps.inits = append(ps.inits, c)
+		} else {
+			ps.containers = append(ps.containers, c)
+		}
+		ps.byName[c.name] = c
+		w.ctrs = append(w.ctrs, c)
+	}
+	return w
+}
+
+// engineGuards are the engine's functions for the guards the spec ties, by
+// machine and guard name; inst is the container instance (container
+// machine only).
+var engineGuards = map[string]map[string]func(w *tieWorld, inst int) bool{
+	fsm.ContainerMachineName: {
+		"pod_terminating": func(w *tieWorld, i int) bool { return w.ctrs[i].PodTerminating() },
+		"restart_allowed": func(w *tieWorld, i int) bool { return w.ctrs[i].RestartAllowed() },
+		"start_blocked":   func(w *tieWorld, i int) bool { return w.ctrs[i].StartBlocked() },
+	},
+	fsm.SandboxMachineName: {
+		"recreate_forbidden": func(w *tieWorld, _ int) bool { return w.pod.sandbox.RecreateForbidden() },
+	},
+	fsm.PodMachineName: {
+		"all_containers_stopped": func(w *tieWorld, _ int) bool { return w.pod.AllContainersStopped() },
+		"pod_done":               func(w *tieWorld, _ int) bool { return w.pod.PodDone() },
+	},
+}
+
+// TestGuardsMatchTies: on every valuation `speclet spec verify` reaches
+// (1 to 3 containers of every role order), under every restart policy and
+// with the exit of the guard's container a failure or not, each engine
+// guard the spec ties gives what its ties say: true where they say true,
+// false where they say false (free leaves it open). A tie that lies about
+// the engine makes the model prove things of another program.
+func TestGuardsMatchTies(t *testing.T) {
+	s, diags := spec.Parse(spec.Embedded())
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	ties, err := verify.NewTies(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policies := map[string]v1.RestartPolicy{"always": v1.RestartPolicyAlways, "on_failure": v1.RestartPolicyOnFailure, "never": v1.RestartPolicyNever}
+	checked := map[string]int{}
+	for machine, guards := range engineGuards {
+		for _, g := range ties.Guards(machine) {
+			if guards[g] == nil {
+				t.Errorf("spec ties guard %s.%s, which this test does not run: add the engine's function to engineGuards", machine, g)
+			}
+		}
+	}
+	mismatches := 0
+	// Two containers: every role order the model explores with two (52k
+	// valuations); three take 750k valuations and 30 s of exploration
+	// alone.
+	for k := 1; k <= 2; k++ {
+		ties.Reachable(k, func(v verify.Valuation) {
+			for policyName, policy := range policies {
+				w := newTieWorld(t, v, policy)
+				for inst := range v.Instances {
+					for _, failed := range []bool{false, true} {
+						w.ctrs[inst].current = &termination{ExitCode: map[bool]int32{false: 0, true: 1}[failed]}
+						for machine, guards := range engineGuards {
+							if machine != fsm.ContainerMachineName && inst > 0 {
+								continue // a once-per-pod guard does not depend on inst
+							}
+							for g, eval := range guards {
+								want, err := ties.Guard(machine, g, v, inst, map[string]string{"restart_policy": policyName},
+									map[string]bool{"exit_failed": failed})
+								if err != nil {
+									t.Fatal(err)
+								}
+								checked[machine+"."+g]++
+								if want == verify.AnswerFree {
+									continue
+								}
+								if got := eval(w, inst); got != (want == verify.AnswerTrue) {
+									mismatches++
+									if mismatches <= 20 {
+										t.Errorf("%s.%s of container %d in %s, restart_policy=%s exit_failed=%v: engine %v, ties %v",
+											machine, g, inst, v, policyName, failed, got, want)
+									}
+								}
+							}
+						}
+						w.ctrs[inst].current = nil
+					}
+				}
+			}
+		})
+	}
+	if mismatches > 20 {
+		t.Errorf("... %d mismatches in all", mismatches)
+	}
+	for machine, guards := range engineGuards {
+		for g := range guards {
+			if checked[machine+"."+g] == 0 {
+				t.Errorf("%s.%s was never checked", machine, g)
+			}
+		}
+	}
+	t.Logf("checked: %v", checked)
+}
