@@ -2,9 +2,13 @@ package mountinfo
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestUnder(t *testing.T) {
@@ -83,6 +87,45 @@ func BenchmarkUnder(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := under(strings.NewReader(info), "/var/lib/speclet/pods/uid-p00001"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestUnderSeesMountChanges: the kept table follows the namespace: a mount
+// made or removed between two calls shows in the second, each time.
+func TestUnderSeesMountChanges(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	dir := t.TempDir()
+	mp := filepath.Join(dir, "a")
+	if err := os.Mkdir(mp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(mp, unix.MNT_DETACH) })
+	for round := range 3 {
+		if got, err := Under(dir); err != nil || len(got) != 0 {
+			t.Fatalf("round %d, before the mount: Under = %q, %v; want none", round, got, err)
+		}
+		if err := unix.Mount("tmpfs", mp, "tmpfs", 0, "size=1m"); err != nil {
+			t.Fatalf("mount tmpfs: %v", err)
+		}
+		if got, err := Under(dir); err != nil || !reflect.DeepEqual(got, []string{mp}) {
+			t.Fatalf("round %d, after the mount: Under = %q, %v; want [%s]", round, got, err, mp)
+		}
+		if err := unix.Unmount(mp, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkUnderKept is Under on this process's mount table while it does
+// not change: one poll.
+func BenchmarkUnderKept(b *testing.B) {
+	dir := b.TempDir()
+	for b.Loop() {
+		if _, err := Under(dir); err != nil {
 			b.Fatal(err)
 		}
 	}
