@@ -684,38 +684,25 @@ var containerChoicesByState = [12][]uint16{
 	ContainerStateDeciding: {0, 1, 2, 3},
 }
 
-// ContainerStep is the outcome of one Fire: the machine moved From -> To on
-// Event, entering the states of Path in order (empty for an internal
-// transition; a transition back to the same state lists it). Actions are the
-// transition's actions, then the entry actions of each state entered (and
-// choice branch actions between them), in the order the engine must run them.
-//
-// Row is the index in ContainerTransitionTable of the transition taken, and
-// Choices the indices in ContainerChoiceTable of the choice branches passed
-// after it, in order (for row coverage).
-//
-// Actions, Path and Choices alias buffers of the machine: they are valid
-// until the next Fire; copy them to keep them longer.
-type ContainerStep struct {
-	From, To ContainerState
-	Event    ContainerEvent
-	Actions  []ContainerAction
-	Path     []ContainerState
-	Row      int
-	Choices  []int
-}
+// ContainerStep is the outcome of one Fire of the container machine (Step).
+// Row indexes ContainerTransitionTable and Choices ContainerChoiceTable.
+type ContainerStep = Step[ContainerState, ContainerEvent, ContainerAction, ContainerGuard]
 
-// String renders the step for logs: "from -> to on event / a, b", or
-// "from: internal on event" when no state was entered.
-func (s ContainerStep) String() string {
-	return stepString(s.From, s.To, s.Event, s.Actions, len(s.Path) > 0)
+// ContainerImpl is what the engine implements for the container machine: its
+// guards, which Fire asks, and its actions, which Run runs.
+type ContainerImpl interface {
+	ContainerGuards
+	ContainerActions
 }
 
 // ContainerMachine is one container state machine over looplab/fsm. It is not
 // safe for concurrent use: one goroutine (the owner's worker) fires it.
 type ContainerMachine struct {
-	m machine[ContainerState, ContainerEvent, ContainerAction, ContainerGuard, ContainerGuards]
+	m    machine[ContainerState, ContainerEvent, ContainerAction, ContainerGuard, ContainerGuards]
+	impl ContainerActions // nil unless bound (BindContainerMachine)
 }
+
+var _ Machine[ContainerState, ContainerEvent, ContainerAction, ContainerGuard] = (*ContainerMachine)(nil)
 
 // containerTable is the container machine's tables as the core runs them.
 var containerTable = newTable[ContainerState, ContainerEvent, ContainerAction, ContainerGuard, ContainerGuards](
@@ -739,6 +726,17 @@ func NewContainerMachineAt(s ContainerState, g ContainerGuards) *ContainerMachin
 	return m
 }
 
+// BindContainerMachine returns a machine in state s, as NewContainerMachineAt,
+// whose guards impl answers and whose actions Run runs on impl.
+func BindContainerMachine(s ContainerState, impl ContainerImpl) *ContainerMachine {
+	m := NewContainerMachineAt(s, impl)
+	m.impl = impl
+	return m
+}
+
+// Name returns the machine's name in the spec, ContainerMachineName.
+func (m *ContainerMachine) Name() string { return ContainerMachineName }
+
 // State returns the current state, which the looplab/fsm machine holds.
 func (m *ContainerMachine) State() ContainerState { return m.m.state() }
 
@@ -761,8 +759,20 @@ func (m *ContainerMachine) Fire(ev ContainerEvent) (ContainerStep, error) {
 	if err != nil {
 		return ContainerStep{}, err
 	}
-	return ContainerStep{From: from, To: to, Event: ev, Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
+	return m.m.step(from, to, ev), nil
 }
+
+// Run runs action a on the implementation the machine was bound to
+// (RunContainerAction); an unbound machine runs none and returns an error.
+func (m *ContainerMachine) Run(ctx context.Context, a ContainerAction) error {
+	if m.impl == nil {
+		return fmt.Errorf("container machine: action %s: no implementation bound (BindContainerMachine)", a)
+	}
+	return RunContainerAction(ctx, m.impl, a)
+}
+
+// Branch returns the branch ContainerChoiceTable[i].
+func (m *ContainerMachine) Branch(i int) Branch[ContainerState, ContainerGuard] { return m.m.branch(i) }
 
 // ContainerMetricLabels returns the label values of the container machine's
 // states and events, in spec order, for speclet_transitions_total.

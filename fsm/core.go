@@ -14,15 +14,9 @@ import (
 // machine and wraps a machine[...] in its exported Machine type. The
 // semantics are those described in doc.go.
 
-// enum is a generated uint8 constant type whose String returns the spec name.
-type enum interface {
-	~uint8
-	String() string
-}
-
 // transitionRow is the struct type of a generated <Prefix>Transition: the
 // generated row types have it as their underlying type.
-type transitionRow[S, E enum, A, G ~uint8] = struct {
+type transitionRow[S, E, A, G Enum] = struct {
 	From     S
 	Event    E
 	Guard    G
@@ -33,7 +27,7 @@ type transitionRow[S, E enum, A, G ~uint8] = struct {
 }
 
 // choiceRow is the struct type of a generated <Prefix>Choice.
-type choiceRow[S enum, A, G ~uint8] = struct {
+type choiceRow[S, A, G Enum] = struct {
 	State    S
 	Guard    G
 	HasGuard bool
@@ -44,7 +38,7 @@ type choiceRow[S enum, A, G ~uint8] = struct {
 // table is the static description of one machine, indexed for Fire. One
 // table per machine is built at package initialisation by newTable and never
 // changes afterwards.
-type table[S, E enum, A, G ~uint8, I any] struct {
+type table[S, E, A, G Enum, I any] struct {
 	name           string
 	stateNames     []string // spec name per state
 	eventNames     []string // spec name per event
@@ -69,7 +63,7 @@ type table[S, E enum, A, G ~uint8, I any] struct {
 // or a choice branch enters from another state, named "to_" and the state,
 // from every state with such a move to it: one looplab transition per edge
 // of the graph, however many rows share the edge.
-func newTable[S, E enum, A, G ~uint8, I any,
+func newTable[S, E, A, G Enum, I any,
 	T ~transitionRow[S, E, A, G], C ~choiceRow[S, A, G]](
 	name string, stateNames, eventNames []string,
 	transitions []T, choices []C,
@@ -125,7 +119,7 @@ func newTable[S, E enum, A, G ~uint8, I any,
 // state() reads looplab's Current and maps the name back to S through the
 // table; the machine keeps no copy of it. It is not safe for concurrent use.
 // actions, path and choices are reused by every fire.
-type machine[S, E enum, A, G ~uint8, I any] struct {
+type machine[S, E, A, G Enum, I any] struct {
 	t       *table[S, E, A, G, I]
 	fsm     *fsm.FSM
 	guards  I
@@ -249,7 +243,7 @@ func (m *machine[S, E, A, G, I]) enter(cur, s S) error {
 
 // stepString renders a step for logs: "from -> to on event / a, b", or
 // "from: internal on event" when no state was entered.
-func stepString[S, E, A enum](from, to S, ev E, actions []A, entered bool) string {
+func stepString[S, E, A Enum](from, to S, ev E, actions []A, entered bool) string {
 	var b strings.Builder
 	if !entered {
 		b.WriteString(from.String() + ": internal on " + ev.String())
@@ -270,7 +264,7 @@ func stepString[S, E, A enum](from, to S, ev E, actions []A, entered bool) strin
 // transitionPaths returns, for each transition row, a shortest event path
 // from the initial state (sp, per state) that ends with the row's event fired
 // in its From state; nil for a row whose From is unreachable.
-func transitionPaths[S, E enum, A, G ~uint8](sp map[S][]E, rows []transitionRow[S, E, A, G]) [][]E {
+func transitionPaths[S, E, A, G Enum](sp map[S][]E, rows []transitionRow[S, E, A, G]) [][]E {
 	out := make([][]E, len(rows))
 	for i, t := range rows {
 		if p, ok := sp[t.From]; ok {

@@ -460,38 +460,25 @@ var nodeByStateEvent = [5][][]uint16{
 // nodeChoicesByState indexes NodeChoiceTable by State.
 var nodeChoicesByState = [5][]uint16{}
 
-// NodeStep is the outcome of one Fire: the machine moved From -> To on
-// Event, entering the states of Path in order (empty for an internal
-// transition; a transition back to the same state lists it). Actions are the
-// transition's actions, then the entry actions of each state entered (and
-// choice branch actions between them), in the order the engine must run them.
-//
-// Row is the index in NodeTransitionTable of the transition taken, and
-// Choices the indices in NodeChoiceTable of the choice branches passed
-// after it, in order (for row coverage).
-//
-// Actions, Path and Choices alias buffers of the machine: they are valid
-// until the next Fire; copy them to keep them longer.
-type NodeStep struct {
-	From, To NodeState
-	Event    NodeEvent
-	Actions  []NodeAction
-	Path     []NodeState
-	Row      int
-	Choices  []int
-}
+// NodeStep is the outcome of one Fire of the node machine (Step).
+// Row indexes NodeTransitionTable and Choices NodeChoiceTable.
+type NodeStep = Step[NodeState, NodeEvent, NodeAction, NodeGuard]
 
-// String renders the step for logs: "from -> to on event / a, b", or
-// "from: internal on event" when no state was entered.
-func (s NodeStep) String() string {
-	return stepString(s.From, s.To, s.Event, s.Actions, len(s.Path) > 0)
+// NodeImpl is what the engine implements for the node machine: its
+// guards, which Fire asks, and its actions, which Run runs.
+type NodeImpl interface {
+	NodeGuards
+	NodeActions
 }
 
 // NodeMachine is one node state machine over looplab/fsm. It is not
 // safe for concurrent use: one goroutine (the owner's worker) fires it.
 type NodeMachine struct {
-	m machine[NodeState, NodeEvent, NodeAction, NodeGuard, NodeGuards]
+	m    machine[NodeState, NodeEvent, NodeAction, NodeGuard, NodeGuards]
+	impl NodeActions // nil unless bound (BindNodeMachine)
 }
+
+var _ Machine[NodeState, NodeEvent, NodeAction, NodeGuard] = (*NodeMachine)(nil)
 
 // nodeTable is the node machine's tables as the core runs them.
 var nodeTable = newTable[NodeState, NodeEvent, NodeAction, NodeGuard, NodeGuards](
@@ -515,6 +502,17 @@ func NewNodeMachineAt(s NodeState, g NodeGuards) *NodeMachine {
 	return m
 }
 
+// BindNodeMachine returns a machine in state s, as NewNodeMachineAt,
+// whose guards impl answers and whose actions Run runs on impl.
+func BindNodeMachine(s NodeState, impl NodeImpl) *NodeMachine {
+	m := NewNodeMachineAt(s, impl)
+	m.impl = impl
+	return m
+}
+
+// Name returns the machine's name in the spec, NodeMachineName.
+func (m *NodeMachine) Name() string { return NodeMachineName }
+
 // State returns the current state, which the looplab/fsm machine holds.
 func (m *NodeMachine) State() NodeState { return m.m.state() }
 
@@ -537,8 +535,20 @@ func (m *NodeMachine) Fire(ev NodeEvent) (NodeStep, error) {
 	if err != nil {
 		return NodeStep{}, err
 	}
-	return NodeStep{From: from, To: to, Event: ev, Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
+	return m.m.step(from, to, ev), nil
 }
+
+// Run runs action a on the implementation the machine was bound to
+// (RunNodeAction); an unbound machine runs none and returns an error.
+func (m *NodeMachine) Run(ctx context.Context, a NodeAction) error {
+	if m.impl == nil {
+		return fmt.Errorf("node machine: action %s: no implementation bound (BindNodeMachine)", a)
+	}
+	return RunNodeAction(ctx, m.impl, a)
+}
+
+// Branch returns the branch NodeChoiceTable[i].
+func (m *NodeMachine) Branch(i int) Branch[NodeState, NodeGuard] { return m.m.branch(i) }
 
 // NodeMetricLabels returns the label values of the node machine's
 // states and events, in spec order, for speclet_transitions_total.
