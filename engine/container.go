@@ -56,6 +56,13 @@ type ctrState struct {
 	run ctrRun // the container machine in the fire loop
 }
 
+// The container machine's types in the fire loop (fire.go, observe.go).
+type (
+	ctrRun      = run[fsm.ContainerState, fsm.ContainerEvent, fsm.ContainerAction, fsm.ContainerGuard, *ctrState]
+	ctrStep     = step[fsm.ContainerState, fsm.ContainerEvent, fsm.ContainerAction, fsm.ContainerGuard, *ctrState]
+	ctrObserver = observer[fsm.ContainerState, fsm.ContainerEvent, fsm.ContainerAction, fsm.ContainerGuard, *ctrState]
+)
+
 var _ fsm.ContainerGuards = (*ctrState)(nil)
 var _ fsm.ContainerActions = (*ctrState)(nil)
 var _ fsm.ContainerDurations = (*ctrState)(nil)

@@ -26,6 +26,13 @@ const DefaultContainerGCPeriod = time.Minute
 // nodeHistoryMax bounds the node machine's kept transitions.
 const nodeHistoryMax = 200
 
+// The node machine's types in the fire loop (fire.go, observe.go).
+type (
+	nodeRun      = run[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard, *nodeReclaim]
+	nodeStep     = step[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard, *nodeReclaim]
+	nodeObserver = observer[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard, *nodeReclaim]
+)
+
 // nodeReclaim owns the node machine (spec/node.hcl): its goroutine fires
 // image_gc_due every ImageGCPeriod and carries out the steps, one at a time,
 // as a pod worker does for a pod's machines. Everything but the history is

@@ -15,28 +15,12 @@ import (
 // Kubernetes events (events.go) and what entering a state means to their
 // owner (timers, the published pod state, the waiting reason).
 
-// The loop's types of each machine kind.
-type (
-	podRun       = run[fsm.PodState, fsm.PodEvent, fsm.PodAction, fsm.PodGuard, *podState]
-	podStep      = step[fsm.PodState, fsm.PodEvent, fsm.PodAction, fsm.PodGuard, *podState]
-	podObserver  = observer[fsm.PodState, fsm.PodEvent, fsm.PodAction, fsm.PodGuard, *podState]
-	sandboxRun   = run[fsm.SandboxState, fsm.SandboxEvent, fsm.SandboxAction, fsm.SandboxGuard, *sandboxState]
-	sandboxStep  = step[fsm.SandboxState, fsm.SandboxEvent, fsm.SandboxAction, fsm.SandboxGuard, *sandboxState]
-	ctrRun       = run[fsm.ContainerState, fsm.ContainerEvent, fsm.ContainerAction, fsm.ContainerGuard, *ctrState]
-	ctrStep      = step[fsm.ContainerState, fsm.ContainerEvent, fsm.ContainerAction, fsm.ContainerGuard, *ctrState]
-	ctrObserver  = observer[fsm.ContainerState, fsm.ContainerEvent, fsm.ContainerAction, fsm.ContainerGuard, *ctrState]
-	probeRun     = run[fsm.ProbeState, fsm.ProbeEvent, fsm.ProbeAction, fsm.ProbeGuard, *probeState]
-	nodeRun      = run[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard, *nodeReclaim]
-	nodeStep     = step[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard, *nodeReclaim]
-	nodeObserver = observer[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard, *nodeReclaim]
-)
-
 // The observers of each machine kind, in the order they see a step.
 var (
 	podObservers = append(common[fsm.PodState, fsm.PodEvent, fsm.PodAction, fsm.PodGuard, *podState](),
 		podObserver{taken: logPodStep}, podObserver{taken: recordPodEvent}, podObserver{taken: podEntered})
 	sandboxObservers = append(common[fsm.SandboxState, fsm.SandboxEvent, fsm.SandboxAction, fsm.SandboxGuard, *sandboxState](),
-		observer[fsm.SandboxState, fsm.SandboxEvent, fsm.SandboxAction, fsm.SandboxGuard, *sandboxState]{taken: recordSandboxEvent})
+		sandboxObserver{taken: recordSandboxEvent})
 	ctrObservers = append(common[fsm.ContainerState, fsm.ContainerEvent, fsm.ContainerAction, fsm.ContainerGuard, *ctrState](),
 		ctrObserver{taken: logContainerStep}, ctrObserver{taken: recordContainerEvent}, ctrObserver{taken: containerEntered})
 	probeObservers = common[fsm.ProbeState, fsm.ProbeEvent, fsm.ProbeAction, fsm.ProbeGuard, *probeState]()

@@ -60,6 +60,13 @@ type podState struct {
 	adoptEvents []adoptEvent
 }
 
+// The pod machine's types in the fire loop (fire.go, observe.go).
+type (
+	podRun      = run[fsm.PodState, fsm.PodEvent, fsm.PodAction, fsm.PodGuard, *podState]
+	podStep     = step[fsm.PodState, fsm.PodEvent, fsm.PodAction, fsm.PodGuard, *podState]
+	podObserver = observer[fsm.PodState, fsm.PodEvent, fsm.PodAction, fsm.PodGuard, *podState]
+)
+
 type adoptEvent struct {
 	c  *ctrState
 	ev fsm.ContainerEvent

@@ -74,6 +74,9 @@ type probeState struct {
 	run probeRun // the probe machine in the fire loop
 }
 
+// The probe machine's run in the fire loop (fire.go).
+type probeRun = run[fsm.ProbeState, fsm.ProbeEvent, fsm.ProbeAction, fsm.ProbeGuard, *probeState]
+
 var _ fsm.ProbeGuards = (*probeState)(nil)
 var _ fsm.ProbeActions = (*probeState)(nil)
 

@@ -29,6 +29,13 @@ type sandboxState struct {
 	run sandboxRun // the sandbox machine in the fire loop
 }
 
+// The sandbox machine's types in the fire loop (fire.go, observe.go).
+type (
+	sandboxRun      = run[fsm.SandboxState, fsm.SandboxEvent, fsm.SandboxAction, fsm.SandboxGuard, *sandboxState]
+	sandboxStep     = step[fsm.SandboxState, fsm.SandboxEvent, fsm.SandboxAction, fsm.SandboxGuard, *sandboxState]
+	sandboxObserver = observer[fsm.SandboxState, fsm.SandboxEvent, fsm.SandboxAction, fsm.SandboxGuard, *sandboxState]
+)
+
 var _ fsm.SandboxGuards = (*sandboxState)(nil)
 var _ fsm.SandboxActions = (*sandboxState)(nil)
 var _ fsm.SandboxDurations = (*sandboxState)(nil)
