@@ -38,6 +38,7 @@ type run[S, E, A, G fsm.Enum, B owner] struct {
 	observers []observer[S, E, A, G, B]
 	queue     []E
 	since     time.Time
+	spare     *step[S, E, A, G, B] // a step to reuse: observers see steps by pointer, and may not keep them
 }
 
 // newRun returns the run of a machine owned by b, observed by obs, that
@@ -84,13 +85,19 @@ func fire[S, E, A, G fsm.Enum, B owner](ctx context.Context, m fsm.Machine[S, E,
 	for len(r.queue) > 0 {
 		ev := r.queue[0]
 		r.queue = r.queue[1:]
-		st := step[S, E, A, G, B]{m: m, owner: r.owner, since: r.since}
+		st := r.spare
+		if st == nil {
+			st = new(step[S, E, A, G, B])
+		}
+		r.spare = nil // a nested fire of this machine (from an action) takes its own
+		*st = step[S, E, A, G, B]{m: m, owner: r.owner, since: r.since}
 		from := m.State()
 		fs, err := m.Fire(ev)
 		if err != nil {
 			st.Step = fsm.Step[S, E, A, G]{Machine: m.Name(), From: from, To: from, Event: ev, Row: -1}
 			st.err = err
-			notify(ctx, r.observers, &st, func(o *observer[S, E, A, G, B]) hook[S, E, A, G, B] { return o.refused })
+			notify(ctx, r.observers, st, func(o *observer[S, E, A, G, B]) hook[S, E, A, G, B] { return o.refused })
+			r.spare = st
 			continue
 		}
 		st.Step, st.at = fs, e.clock.Now()
@@ -98,7 +105,7 @@ func fire[S, E, A, G fsm.Enum, B owner](ctx context.Context, m fsm.Machine[S, E,
 			r.since = st.at
 		}
 		e.progress.Add(1)
-		notify(ctx, r.observers, &st, func(o *observer[S, E, A, G, B]) hook[S, E, A, G, B] { return o.taken })
+		notify(ctx, r.observers, st, func(o *observer[S, E, A, G, B]) hook[S, E, A, G, B] { return o.taken })
 		// The step's actions slice is the machine's buffer, valid until
 		// the next Fire; an action may fire this machine again.
 		actions := append([]A(nil), fs.Actions...)
@@ -111,7 +118,8 @@ func fire[S, E, A, G fsm.Enum, B owner](ctx context.Context, m fsm.Machine[S, E,
 			}
 			st.results = append(st.results, res)
 		}
-		notify(ctx, r.observers, &st, func(o *observer[S, E, A, G, B]) hook[S, E, A, G, B] { return o.ran })
+		notify(ctx, r.observers, st, func(o *observer[S, E, A, G, B]) hook[S, E, A, G, B] { return o.ran })
+		r.spare = st
 	}
 }
 

@@ -759,7 +759,9 @@ func (m *ContainerMachine) Fire(ev ContainerEvent) (ContainerStep, error) {
 	if err != nil {
 		return ContainerStep{}, err
 	}
-	return m.m.step(from, to, ev), nil
+	r := &containerTable.transitions[m.m.row]
+	return ContainerStep{Machine: ContainerMachineName, From: from, To: to, Event: ev, Guard: r.Guard, HasGuard: r.HasGuard,
+		Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
 }
 
 // Run runs action a on the implementation the machine was bound to

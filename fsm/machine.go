@@ -84,13 +84,6 @@ func (b Branch[S, G]) String() string {
 	return "[" + b.Guard.String() + "] -> " + b.To.String()
 }
 
-// step builds the Step of m's last fire, from from to to on ev.
-func (m *machine[S, E, A, G, I]) step(from, to S, ev E) Step[S, E, A, G] {
-	r := &m.t.transitions[m.row]
-	return Step[S, E, A, G]{Machine: m.t.name, From: from, To: to, Event: ev, Guard: r.Guard, HasGuard: r.HasGuard,
-		Actions: m.actions, Path: m.path, Row: m.row, Choices: m.choices}
-}
-
 // branch is the choice branch at index i.
 func (m *machine[S, E, A, G, I]) branch(i int) Branch[S, G] {
 	c := &m.t.choices[i]

@@ -535,7 +535,9 @@ func (m *NodeMachine) Fire(ev NodeEvent) (NodeStep, error) {
 	if err != nil {
 		return NodeStep{}, err
 	}
-	return m.m.step(from, to, ev), nil
+	r := &nodeTable.transitions[m.m.row]
+	return NodeStep{Machine: NodeMachineName, From: from, To: to, Event: ev, Guard: r.Guard, HasGuard: r.HasGuard,
+		Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
 }
 
 // Run runs action a on the implementation the machine was bound to

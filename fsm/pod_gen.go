@@ -721,7 +721,9 @@ func (m *PodMachine) Fire(ev PodEvent) (PodStep, error) {
 	if err != nil {
 		return PodStep{}, err
 	}
-	return m.m.step(from, to, ev), nil
+	r := &podTable.transitions[m.m.row]
+	return PodStep{Machine: PodMachineName, From: from, To: to, Event: ev, Guard: r.Guard, HasGuard: r.HasGuard,
+		Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
 }
 
 // Run runs action a on the implementation the machine was bound to

@@ -474,7 +474,9 @@ func (m *ProbeMachine) Fire(ev ProbeEvent) (ProbeStep, error) {
 	if err != nil {
 		return ProbeStep{}, err
 	}
-	return m.m.step(from, to, ev), nil
+	r := &probeTable.transitions[m.m.row]
+	return ProbeStep{Machine: ProbeMachineName, From: from, To: to, Event: ev, Guard: r.Guard, HasGuard: r.HasGuard,
+		Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
 }
 
 // Run runs action a on the implementation the machine was bound to

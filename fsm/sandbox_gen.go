@@ -531,7 +531,9 @@ func (m *SandboxMachine) Fire(ev SandboxEvent) (SandboxStep, error) {
 	if err != nil {
 		return SandboxStep{}, err
 	}
-	return m.m.step(from, to, ev), nil
+	r := &sandboxTable.transitions[m.m.row]
+	return SandboxStep{Machine: SandboxMachineName, From: from, To: to, Event: ev, Guard: r.Guard, HasGuard: r.HasGuard,
+		Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
 }
 
 // Run runs action a on the implementation the machine was bound to
