@@ -561,18 +561,8 @@ func ContainerDurationOf(d ContainerDurations, which ContainerDuration) time.Dur
 	panic(fmt.Sprintf("container machine: unknown duration %d", uint8(which)))
 }
 
-// ContainerTransition is a row of the static transition table. Internal
-// transitions stay in From without re-entering it (To == From): no entry
-// action runs and timers keep running.
-type ContainerTransition struct {
-	From     ContainerState
-	Event    ContainerEvent
-	Guard    ContainerGuard
-	HasGuard bool
-	To       ContainerState
-	Internal bool
-	Actions  []ContainerAction
-}
+// ContainerTransition is a row of the static transition table (Transition).
+type ContainerTransition = Transition[ContainerState, ContainerEvent, ContainerAction, ContainerGuard]
 
 // ContainerTransitionTable lists the transitions in spec order. For one (From,
 // Event) they are tried in this order; the first whose guard holds is taken.
@@ -617,17 +607,8 @@ var ContainerTransitionTable = []ContainerTransition{
 	{From: ContainerStateTerminated, Event: ContainerEventStateUnknown, To: ContainerStateStopping},
 }
 
-// ContainerChoice is a branch of a choice: on entering State, the branches of
-// State are tried in table order and the machine moves on to the To of the
-// first whose guard holds; the last branch of each state has no guard
-// (otherwise).
-type ContainerChoice struct {
-	State    ContainerState
-	Guard    ContainerGuard
-	HasGuard bool
-	To       ContainerState
-	Actions  []ContainerAction
-}
+// ContainerChoice is a branch of a choice (Choice).
+type ContainerChoice = Choice[ContainerState, ContainerAction, ContainerGuard]
 
 // ContainerChoiceTable lists the choice branches in spec order.
 var ContainerChoiceTable = []ContainerChoice{
@@ -635,6 +616,11 @@ var ContainerChoiceTable = []ContainerChoice{
 	{State: ContainerStateDeciding, Guard: ContainerGuardSpecChanged, HasGuard: true, To: ContainerStateWaiting},
 	{State: ContainerStateDeciding, Guard: ContainerGuardRestartAllowed, HasGuard: true, To: ContainerStateCrashloopBackoff},
 	{State: ContainerStateDeciding, To: ContainerStateTerminated},
+}
+
+// ContainerKind describes the container machine kind: its name, states and tables.
+var ContainerKind = Kind[ContainerState, ContainerEvent, ContainerAction, ContainerGuard]{
+	Name: ContainerMachineName, States: ContainerStates, Transitions: ContainerTransitionTable, Choices: ContainerChoiceTable,
 }
 
 // ContainerStateEntry lists, per state, the actions run on entering it.

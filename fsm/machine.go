@@ -68,6 +68,42 @@ func (s Step[S, E, A, G]) String() string {
 	return stepString(s.From, s.To, s.Event, s.Actions, len(s.Path) > 0)
 }
 
+// Transition is a row of a machine's static transition table
+// (<Prefix>Transition is an alias of it). Internal transitions stay in From
+// without re-entering it (To == From): no entry action runs and timers keep
+// running.
+type Transition[S, E, A, G Enum] struct {
+	From     S
+	Event    E
+	Guard    G
+	HasGuard bool
+	To       S
+	Internal bool
+	Actions  []A
+}
+
+// Choice is a branch of a choice (<Prefix>Choice is an alias of it): on
+// entering State, the branches of State are tried in table order and the
+// machine moves on to the To of the first whose guard holds; the last
+// branch of each state has no guard (otherwise).
+type Choice[S, A, G Enum] struct {
+	State    S
+	Guard    G
+	HasGuard bool
+	To       S
+	Actions  []A
+}
+
+// Kind is the static description of one machine kind (<Prefix>Kind): its
+// name, its states in spec order and its transition and choice tables, for
+// code that walks every machine's spec alike (metric labels, row coverage).
+type Kind[S, E, A, G Enum] struct {
+	Name        string
+	States      []S
+	Transitions []Transition[S, E, A, G]
+	Choices     []Choice[S, A, G]
+}
+
 // Branch is one choice branch: to To when Guard holds, or otherwise when
 // HasGuard is false.
 type Branch[S, G Enum] struct {

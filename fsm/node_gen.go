@@ -382,18 +382,8 @@ func NodeDurationOf(d NodeDurations, which NodeDuration) time.Duration {
 	panic(fmt.Sprintf("node machine: unknown duration %d", uint8(which)))
 }
 
-// NodeTransition is a row of the static transition table. Internal
-// transitions stay in From without re-entering it (To == From): no entry
-// action runs and timers keep running.
-type NodeTransition struct {
-	From     NodeState
-	Event    NodeEvent
-	Guard    NodeGuard
-	HasGuard bool
-	To       NodeState
-	Internal bool
-	Actions  []NodeAction
-}
+// NodeTransition is a row of the static transition table (Transition).
+type NodeTransition = Transition[NodeState, NodeEvent, NodeAction, NodeGuard]
 
 // NodeTransitionTable lists the transitions in spec order. For one (From,
 // Event) they are tried in this order; the first whose guard holds is taken.
@@ -415,20 +405,16 @@ var NodeTransitionTable = []NodeTransition{
 	{From: NodeStateCollecting, Event: NodeEventCollectFailed, To: NodeStateIdle},
 }
 
-// NodeChoice is a branch of a choice: on entering State, the branches of
-// State are tried in table order and the machine moves on to the To of the
-// first whose guard holds; the last branch of each state has no guard
-// (otherwise).
-type NodeChoice struct {
-	State    NodeState
-	Guard    NodeGuard
-	HasGuard bool
-	To       NodeState
-	Actions  []NodeAction
-}
+// NodeChoice is a branch of a choice (Choice).
+type NodeChoice = Choice[NodeState, NodeAction, NodeGuard]
 
 // NodeChoiceTable lists the choice branches in spec order.
 var NodeChoiceTable = []NodeChoice{}
+
+// NodeKind describes the node machine kind: its name, states and tables.
+var NodeKind = Kind[NodeState, NodeEvent, NodeAction, NodeGuard]{
+	Name: NodeMachineName, States: NodeStates, Transitions: NodeTransitionTable, Choices: NodeChoiceTable,
+}
 
 // NodeStateEntry lists, per state, the actions run on entering it.
 var NodeStateEntry = [5][]NodeAction{

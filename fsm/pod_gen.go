@@ -533,18 +533,8 @@ func PodDurationOf(d PodDurations, which PodDuration) time.Duration {
 	panic(fmt.Sprintf("pod machine: unknown duration %d", uint8(which)))
 }
 
-// PodTransition is a row of the static transition table. Internal
-// transitions stay in From without re-entering it (To == From): no entry
-// action runs and timers keep running.
-type PodTransition struct {
-	From     PodState
-	Event    PodEvent
-	Guard    PodGuard
-	HasGuard bool
-	To       PodState
-	Internal bool
-	Actions  []PodAction
-}
+// PodTransition is a row of the static transition table (Transition).
+type PodTransition = Transition[PodState, PodEvent, PodAction, PodGuard]
 
 // PodTransitionTable lists the transitions in spec order. For one (From,
 // Event) they are tried in this order; the first whose guard holds is taken.
@@ -587,20 +577,16 @@ var PodTransitionTable = []PodTransition{
 	{From: PodStateTerminated, Event: PodEventSync, To: PodStateTerminated},
 }
 
-// PodChoice is a branch of a choice: on entering State, the branches of
-// State are tried in table order and the machine moves on to the To of the
-// first whose guard holds; the last branch of each state has no guard
-// (otherwise).
-type PodChoice struct {
-	State    PodState
-	Guard    PodGuard
-	HasGuard bool
-	To       PodState
-	Actions  []PodAction
-}
+// PodChoice is a branch of a choice (Choice).
+type PodChoice = Choice[PodState, PodAction, PodGuard]
 
 // PodChoiceTable lists the choice branches in spec order.
 var PodChoiceTable = []PodChoice{}
+
+// PodKind describes the pod machine kind: its name, states and tables.
+var PodKind = Kind[PodState, PodEvent, PodAction, PodGuard]{
+	Name: PodMachineName, States: PodStates, Transitions: PodTransitionTable, Choices: PodChoiceTable,
+}
 
 // PodStateEntry lists, per state, the actions run on entering it.
 var PodStateEntry = [10][]PodAction{

@@ -327,18 +327,8 @@ func ProbeDurationOf(d ProbeDurations, which ProbeDuration) time.Duration {
 	panic(fmt.Sprintf("probe machine: unknown duration %d", uint8(which)))
 }
 
-// ProbeTransition is a row of the static transition table. Internal
-// transitions stay in From without re-entering it (To == From): no entry
-// action runs and timers keep running.
-type ProbeTransition struct {
-	From     ProbeState
-	Event    ProbeEvent
-	Guard    ProbeGuard
-	HasGuard bool
-	To       ProbeState
-	Internal bool
-	Actions  []ProbeAction
-}
+// ProbeTransition is a row of the static transition table (Transition).
+type ProbeTransition = Transition[ProbeState, ProbeEvent, ProbeAction, ProbeGuard]
 
 // ProbeTransitionTable lists the transitions in spec order. For one (From,
 // Event) they are tried in this order; the first whose guard holds is taken.
@@ -359,20 +349,16 @@ var ProbeTransitionTable = []ProbeTransition{
 	{From: ProbeStateKilling, Event: ProbeEventContainerStopped, To: ProbeStateOff, Actions: []ProbeAction{ProbeActionStopProbes}},
 }
 
-// ProbeChoice is a branch of a choice: on entering State, the branches of
-// State are tried in table order and the machine moves on to the To of the
-// first whose guard holds; the last branch of each state has no guard
-// (otherwise).
-type ProbeChoice struct {
-	State    ProbeState
-	Guard    ProbeGuard
-	HasGuard bool
-	To       ProbeState
-	Actions  []ProbeAction
-}
+// ProbeChoice is a branch of a choice (Choice).
+type ProbeChoice = Choice[ProbeState, ProbeAction, ProbeGuard]
 
 // ProbeChoiceTable lists the choice branches in spec order.
 var ProbeChoiceTable = []ProbeChoice{}
+
+// ProbeKind describes the probe machine kind: its name, states and tables.
+var ProbeKind = Kind[ProbeState, ProbeEvent, ProbeAction, ProbeGuard]{
+	Name: ProbeMachineName, States: ProbeStates, Transitions: ProbeTransitionTable, Choices: ProbeChoiceTable,
+}
 
 // ProbeStateEntry lists, per state, the actions run on entering it.
 var ProbeStateEntry = [5][]ProbeAction{}

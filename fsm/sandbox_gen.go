@@ -370,18 +370,8 @@ func SandboxDurationOf(d SandboxDurations, which SandboxDuration) time.Duration 
 	panic(fmt.Sprintf("sandbox machine: unknown duration %d", uint8(which)))
 }
 
-// SandboxTransition is a row of the static transition table. Internal
-// transitions stay in From without re-entering it (To == From): no entry
-// action runs and timers keep running.
-type SandboxTransition struct {
-	From     SandboxState
-	Event    SandboxEvent
-	Guard    SandboxGuard
-	HasGuard bool
-	To       SandboxState
-	Internal bool
-	Actions  []SandboxAction
-}
+// SandboxTransition is a row of the static transition table (Transition).
+type SandboxTransition = Transition[SandboxState, SandboxEvent, SandboxAction, SandboxGuard]
 
 // SandboxTransitionTable lists the transitions in spec order. For one (From,
 // Event) they are tried in this order; the first whose guard holds is taken.
@@ -408,20 +398,16 @@ var SandboxTransitionTable = []SandboxTransition{
 	{From: SandboxStateStopped, Event: SandboxEventStop, To: SandboxStateStopped, Internal: true},
 }
 
-// SandboxChoice is a branch of a choice: on entering State, the branches of
-// State are tried in table order and the machine moves on to the To of the
-// first whose guard holds; the last branch of each state has no guard
-// (otherwise).
-type SandboxChoice struct {
-	State    SandboxState
-	Guard    SandboxGuard
-	HasGuard bool
-	To       SandboxState
-	Actions  []SandboxAction
-}
+// SandboxChoice is a branch of a choice (Choice).
+type SandboxChoice = Choice[SandboxState, SandboxAction, SandboxGuard]
 
 // SandboxChoiceTable lists the choice branches in spec order.
 var SandboxChoiceTable = []SandboxChoice{}
+
+// SandboxKind describes the sandbox machine kind: its name, states and tables.
+var SandboxKind = Kind[SandboxState, SandboxEvent, SandboxAction, SandboxGuard]{
+	Name: SandboxMachineName, States: SandboxStates, Transitions: SandboxTransitionTable, Choices: SandboxChoiceTable,
+}
 
 // SandboxStateEntry lists, per state, the actions run on entering it.
 var SandboxStateEntry = [9][]SandboxAction{
