@@ -18,7 +18,10 @@
 // Run and Branch. Bind<Machine>Machine binds a machine to the engine's
 // implementation of its guards and actions (<Machine>Impl), so that one loop
 // over the interface runs every machine: Fire, then Run each action of the
-// step.
+// step. The static side is generic too: <Machine>Transition and
+// <Machine>Choice are aliases of Transition and Choice, and <Machine>Kind
+// (a Kind) gives a machine kind's name, states and tables to code that walks
+// every kind alike.
 //
 // Semantics. Fire(ev) tries the transitions of the current state on ev in
 // spec order and takes the first whose guard holds. An internal transition
