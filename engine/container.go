@@ -53,15 +53,12 @@ type ctrState struct {
 	probeDeadline time.Time // when probeGrace runs out
 	probeKilled   bool      // the current instance was killed for a failed probe
 
-	run ctrRun // the container machine in the fire loop
+	run run[fsm.ContainerState, fsm.ContainerEvent, fsm.ContainerAction, fsm.ContainerGuard, *ctrState] // the container machine in the fire loop
 }
 
-// The container machine's types in the fire loop (fire.go, observe.go).
-type (
-	ctrRun      = run[fsm.ContainerState, fsm.ContainerEvent, fsm.ContainerAction, fsm.ContainerGuard, *ctrState]
-	ctrStep     = step[fsm.ContainerState, fsm.ContainerEvent, fsm.ContainerAction, fsm.ContainerGuard, *ctrState]
-	ctrObserver = observer[fsm.ContainerState, fsm.ContainerEvent, fsm.ContainerAction, fsm.ContainerGuard, *ctrState]
-)
+// ctrStep is a step of a container machine as its observers see it
+// (observe.go).
+type ctrStep = step[fsm.ContainerState, fsm.ContainerEvent, fsm.ContainerAction, fsm.ContainerGuard, *ctrState]
 
 var _ fsm.ContainerGuards = (*ctrState)(nil)
 var _ fsm.ContainerActions = (*ctrState)(nil)

@@ -26,12 +26,9 @@ const DefaultContainerGCPeriod = time.Minute
 // nodeHistoryMax bounds the node machine's kept transitions.
 const nodeHistoryMax = 200
 
-// The node machine's types in the fire loop (fire.go, observe.go).
-type (
-	nodeRun      = run[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard, *nodeReclaim]
-	nodeStep     = step[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard, *nodeReclaim]
-	nodeObserver = observer[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard, *nodeReclaim]
-)
+// nodeStep is a step of the node machine as its observers see it
+// (observe.go).
+type nodeStep = step[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard, *nodeReclaim]
 
 // nodeReclaim owns the node machine (spec/node.hcl): its goroutine fires
 // image_gc_due every ImageGCPeriod and carries out the steps, one at a time,
@@ -40,7 +37,7 @@ type (
 type nodeReclaim struct {
 	e       *Engine
 	machine *fsm.NodeMachine
-	steps   nodeRun // the node machine in the fire loop
+	steps   run[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard, *nodeReclaim] // the node machine in the fire loop
 	gc      *imagegc.Manager
 
 	// Eviction: the last decision, the disk signals node-level reclaim was

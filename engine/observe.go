@@ -18,14 +18,14 @@ import (
 // The observers of each machine kind, in the order they see a step.
 var (
 	podObservers = append(common[fsm.PodState, fsm.PodEvent, fsm.PodAction, fsm.PodGuard, *podState](),
-		podObserver{taken: logPodStep}, podObserver{taken: recordPodEvent}, podObserver{taken: podEntered})
+		taken(logPodStep), taken(recordPodEvent), taken(podEntered))
 	sandboxObservers = append(common[fsm.SandboxState, fsm.SandboxEvent, fsm.SandboxAction, fsm.SandboxGuard, *sandboxState](),
-		sandboxObserver{taken: recordSandboxEvent})
+		taken(recordSandboxEvent))
 	ctrObservers = append(common[fsm.ContainerState, fsm.ContainerEvent, fsm.ContainerAction, fsm.ContainerGuard, *ctrState](),
-		ctrObserver{taken: logContainerStep}, ctrObserver{taken: recordContainerEvent}, ctrObserver{taken: containerEntered})
+		taken(logContainerStep), taken(recordContainerEvent), taken(containerEntered))
 	probeObservers = common[fsm.ProbeState, fsm.ProbeEvent, fsm.ProbeAction, fsm.ProbeGuard, *probeState]()
 	nodeObservers  = append(common[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard, *nodeReclaim](),
-		nodeObserver{taken: nodeEntered})
+		taken(nodeEntered))
 )
 
 // common returns the observers every machine kind has: the metrics, the
@@ -36,6 +36,11 @@ func common[S, E, A, G fsm.Enum, B owner]() []observer[S, E, A, G, B] {
 		{taken: recordStep[S, E, A, G, B], ran: recordResults[S, E, A, G, B]},
 		{taken: logStep[S, E, A, G, B], refused: logRefusal[S, E, A, G, B]},
 	}
+}
+
+// taken returns an observer of the steps taken only.
+func taken[S, E, A, G fsm.Enum, B owner](h hook[S, E, A, G, B]) observer[S, E, A, G, B] {
+	return observer[S, E, A, G, B]{taken: h}
 }
 
 // countStep counts the transition (speclet_transitions_total) and, when it

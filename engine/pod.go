@@ -54,18 +54,14 @@ type podState struct {
 	// later refresh failing for one of them does not hold the pod back.
 	mounted map[string]bool
 
-	run podRun // the pod machine in the fire loop
+	run run[fsm.PodState, fsm.PodEvent, fsm.PodAction, fsm.PodGuard, *podState] // the pod machine in the fire loop
 	// container events that bring adopted containers in line with the
 	// runtime, fired before the first input.
 	adoptEvents []adoptEvent
 }
 
-// The pod machine's types in the fire loop (fire.go, observe.go).
-type (
-	podRun      = run[fsm.PodState, fsm.PodEvent, fsm.PodAction, fsm.PodGuard, *podState]
-	podStep     = step[fsm.PodState, fsm.PodEvent, fsm.PodAction, fsm.PodGuard, *podState]
-	podObserver = observer[fsm.PodState, fsm.PodEvent, fsm.PodAction, fsm.PodGuard, *podState]
-)
+// podStep is a step of the pod machine as its observers see it (observe.go).
+type podStep = step[fsm.PodState, fsm.PodEvent, fsm.PodAction, fsm.PodGuard, *podState]
 
 type adoptEvent struct {
 	c  *ctrState

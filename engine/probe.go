@@ -71,11 +71,8 @@ type probeState struct {
 	workers [3]*probeWorker // by ProbeKind; nil when not running
 	gen     uint64          // bumped for every worker started: results of stopped workers are dropped
 
-	run probeRun // the probe machine in the fire loop
+	run run[fsm.ProbeState, fsm.ProbeEvent, fsm.ProbeAction, fsm.ProbeGuard, *probeState] // the probe machine in the fire loop
 }
-
-// The probe machine's run in the fire loop (fire.go).
-type probeRun = run[fsm.ProbeState, fsm.ProbeEvent, fsm.ProbeAction, fsm.ProbeGuard, *probeState]
 
 var _ fsm.ProbeGuards = (*probeState)(nil)
 var _ fsm.ProbeActions = (*probeState)(nil)

@@ -26,15 +26,12 @@ type sandboxState struct {
 	podIP string
 	err   error // the last action's error, for the sync's result
 
-	run sandboxRun // the sandbox machine in the fire loop
+	run run[fsm.SandboxState, fsm.SandboxEvent, fsm.SandboxAction, fsm.SandboxGuard, *sandboxState] // the sandbox machine in the fire loop
 }
 
-// The sandbox machine's types in the fire loop (fire.go, observe.go).
-type (
-	sandboxRun      = run[fsm.SandboxState, fsm.SandboxEvent, fsm.SandboxAction, fsm.SandboxGuard, *sandboxState]
-	sandboxStep     = step[fsm.SandboxState, fsm.SandboxEvent, fsm.SandboxAction, fsm.SandboxGuard, *sandboxState]
-	sandboxObserver = observer[fsm.SandboxState, fsm.SandboxEvent, fsm.SandboxAction, fsm.SandboxGuard, *sandboxState]
-)
+// sandboxStep is a step of the sandbox machine as its observers see it
+// (observe.go).
+type sandboxStep = step[fsm.SandboxState, fsm.SandboxEvent, fsm.SandboxAction, fsm.SandboxGuard, *sandboxState]
 
 var _ fsm.SandboxGuards = (*sandboxState)(nil)
 var _ fsm.SandboxActions = (*sandboxState)(nil)
