@@ -47,22 +47,19 @@ type coverage struct {
 }
 
 func newCoverage() *coverage {
-	return &coverage{
-		rows: map[string][]int{
-			fsm.PodMachineName:       make([]int, len(fsm.PodTransitionTable)),
-			fsm.ContainerMachineName: make([]int, len(fsm.ContainerTransitionTable)),
-			fsm.SandboxMachineName:   make([]int, len(fsm.SandboxTransitionTable)),
-			fsm.ProbeMachineName:     make([]int, len(fsm.ProbeTransitionTable)),
-			fsm.NodeMachineName:      make([]int, len(fsm.NodeTransitionTable)),
-		},
-		choices: map[string][]int{
-			fsm.PodMachineName:       make([]int, len(fsm.PodChoiceTable)),
-			fsm.ContainerMachineName: make([]int, len(fsm.ContainerChoiceTable)),
-			fsm.SandboxMachineName:   make([]int, len(fsm.SandboxChoiceTable)),
-			fsm.ProbeMachineName:     make([]int, len(fsm.ProbeChoiceTable)),
-			fsm.NodeMachineName:      make([]int, len(fsm.NodeChoiceTable)),
-		},
-	}
+	cv := &coverage{rows: map[string][]int{}, choices: map[string][]int{}}
+	coverKind(cv, fsm.PodKind)
+	coverKind(cv, fsm.ContainerKind)
+	coverKind(cv, fsm.SandboxKind)
+	coverKind(cv, fsm.ProbeKind)
+	coverKind(cv, fsm.NodeKind)
+	return cv
+}
+
+// coverKind adds the counters of kind k's rows and branches.
+func coverKind[S, E, A, G fsm.Enum](cv *coverage, k fsm.Kind[S, E, A, G]) {
+	cv.rows[k.Name] = make([]int, len(k.Transitions))
+	cv.choices[k.Name] = make([]int, len(k.Choices))
 }
 
 func TestMain(m *testing.M) {
@@ -205,66 +202,33 @@ func (cv *coverage) table() []coverageRow {
 	cv.mu.Lock()
 	defer cv.mu.Unlock()
 	var out []coverageRow
-	rows := func(machine string, n int, row func(i int) (from, event, guard, to string)) {
-		for i := range n {
-			from, event, guard, to := row(i)
-			out = append(out, coverageRow{machine, from, event, guard, to, false, cv.rows[machine][i]})
+	out = kindCoverage(out, cv, fsm.PodKind)
+	out = kindCoverage(out, cv, fsm.SandboxKind)
+	out = kindCoverage(out, cv, fsm.ProbeKind)
+	out = kindCoverage(out, cv, fsm.NodeKind)
+	return kindCoverage(out, cv, fsm.ContainerKind)
+}
+
+// kindCoverage appends the rows, then the choice branches, of kind k with
+// their counts. The caller holds cv.mu.
+func kindCoverage[S, E, A, G fsm.Enum](out []coverageRow, cv *coverage, k fsm.Kind[S, E, A, G]) []coverageRow {
+	for i, r := range k.Transitions {
+		guard, to := "", r.To.String()
+		if r.HasGuard {
+			guard = r.Guard.String()
 		}
-	}
-	choices := func(machine string, n int, branch func(i int) (state, guard, to string)) {
-		for i := range n {
-			state, guard, to := branch(i)
-			out = append(out, coverageRow{machine, state, "", guard, to, true, cv.choices[machine][i]})
+		if r.Internal {
+			to = "(internal)"
 		}
+		out = append(out, coverageRow{k.Name, r.From.String(), r.Event.String(), guard, to, false, cv.rows[k.Name][i]})
 	}
-	target := func(to fmt.Stringer, internal bool) string {
-		if internal {
-			return "(internal)"
+	for i, c := range k.Choices {
+		guard := "otherwise"
+		if c.HasGuard {
+			guard = c.Guard.String()
 		}
-		return to.String()
+		out = append(out, coverageRow{k.Name, c.State.String(), "", guard, c.To.String(), true, cv.choices[k.Name][i]})
 	}
-	guard := func(g fmt.Stringer, has bool, otherwise string) string {
-		if has {
-			return g.String()
-		}
-		return otherwise
-	}
-	rows(fsm.PodMachineName, len(fsm.PodTransitionTable), func(i int) (string, string, string, string) {
-		r := fsm.PodTransitionTable[i]
-		return r.From.String(), r.Event.String(), guard(r.Guard, r.HasGuard, ""), target(r.To, r.Internal)
-	})
-	choices(fsm.PodMachineName, len(fsm.PodChoiceTable), func(i int) (string, string, string) {
-		c := fsm.PodChoiceTable[i]
-		return c.State.String(), guard(c.Guard, c.HasGuard, "otherwise"), c.To.String()
-	})
-	rows(fsm.SandboxMachineName, len(fsm.SandboxTransitionTable), func(i int) (string, string, string, string) {
-		r := fsm.SandboxTransitionTable[i]
-		return r.From.String(), r.Event.String(), guard(r.Guard, r.HasGuard, ""), target(r.To, r.Internal)
-	})
-	choices(fsm.SandboxMachineName, len(fsm.SandboxChoiceTable), func(i int) (string, string, string) {
-		c := fsm.SandboxChoiceTable[i]
-		return c.State.String(), guard(c.Guard, c.HasGuard, "otherwise"), c.To.String()
-	})
-	rows(fsm.ProbeMachineName, len(fsm.ProbeTransitionTable), func(i int) (string, string, string, string) {
-		r := fsm.ProbeTransitionTable[i]
-		return r.From.String(), r.Event.String(), guard(r.Guard, r.HasGuard, ""), target(r.To, r.Internal)
-	})
-	choices(fsm.ProbeMachineName, len(fsm.ProbeChoiceTable), func(i int) (string, string, string) {
-		c := fsm.ProbeChoiceTable[i]
-		return c.State.String(), guard(c.Guard, c.HasGuard, "otherwise"), c.To.String()
-	})
-	rows(fsm.NodeMachineName, len(fsm.NodeTransitionTable), func(i int) (string, string, string, string) {
-		r := fsm.NodeTransitionTable[i]
-		return r.From.String(), r.Event.String(), guard(r.Guard, r.HasGuard, ""), target(r.To, r.Internal)
-	})
-	rows(fsm.ContainerMachineName, len(fsm.ContainerTransitionTable), func(i int) (string, string, string, string) {
-		r := fsm.ContainerTransitionTable[i]
-		return r.From.String(), r.Event.String(), guard(r.Guard, r.HasGuard, ""), target(r.To, r.Internal)
-	})
-	choices(fsm.ContainerMachineName, len(fsm.ContainerChoiceTable), func(i int) (string, string, string) {
-		c := fsm.ContainerChoiceTable[i]
-		return c.State.String(), guard(c.Guard, c.HasGuard, "otherwise"), c.To.String()
-	})
 	return out
 }
 

@@ -272,9 +272,11 @@ func transitionsTotal(b *testing.B, reg prometheus.Gatherer) float64 {
 
 // BenchmarkFireLoop measures one transition through the engine's fire loop
 // (engine/fire.go) on a pod machine cycling synced -sync-> syncing
-// -sync_ok-> synced with no actions run: Fire, the transition counter, the
-// state-duration histogram and the history record. "bare" is Fire alone,
-// "loop" without a registry (history only), "loop+metrics" with one.
+// -sync_ok-> synced with no actions run: Fire and the pod machine's
+// observers (the transition counter, the state-duration histogram, the
+// history record, the debug and operator logs, the timers of the state
+// entered). "bare" is Fire alone, "loop" without a registry, "loop+metrics"
+// with one.
 func BenchmarkFireLoop(b *testing.B) {
 	run := func(b *testing.B, reg prometheus.Registerer) {
 		e, err := New(Config{Runtime: nopRuntime{}, RootDir: b.TempDir(), Registerer: reg, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -282,26 +284,15 @@ func BenchmarkFireLoop(b *testing.B) {
 			b.Fatal(err)
 		}
 		w := &podWorker{e: e}
-		m := fsm.NewPodMachineAt(fsm.PodStateSynced, benchGuards{})
-		var queue []fsm.PodEvent
-		r := &runner[fsm.PodEvent, fsm.PodAction]{
-			kind: fsm.PodMachineName, who: func() []any { return nil },
-			fire: func(ev fsm.PodEvent) (step[fsm.PodAction], error) {
-				st, err := m.Fire(ev)
-				// Drop the actions: only the loop's own cost is measured.
-				return stepOf(st.From, st.To, st.Event, st.Path, []fsm.PodAction(nil), st.Row, st.Choices), err
-			},
-			run:    func(context.Context, fsm.PodAction) error { return nil },
-			timers: func(time.Time) []timer { return nil },
-			state:  func() string { return m.State().String() },
-			guard:  func(int) string { return "" },
-			choice: func(int) string { return "" },
-		}
+		s := &podState{w: w, e: e, pod: &v1.Pod{}}
+		s.machine = fsm.NewPodMachineAt(fsm.PodStateSynced, benchGuards{})
+		r := newRun(s, podObservers)
+		m := noActions{s.machine}
 		evs := [2]fsm.PodEvent{fsm.PodEventSync, fsm.PodEventSyncOk}
 		ctx := context.Background()
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
-			fireLoop(ctx, w, "pod", r, &queue, evs[i%2])
+			fire(ctx, m, &r, evs[i%2])
 		}
 	}
 	b.Run("bare", func(b *testing.B) {
@@ -316,6 +307,16 @@ func BenchmarkFireLoop(b *testing.B) {
 	})
 	b.Run("loop", func(b *testing.B) { run(b, nil) })
 	b.Run("loop+metrics", func(b *testing.B) { run(b, prometheus.NewRegistry()) })
+}
+
+// noActions is a pod machine whose steps have no actions: only the loop's
+// own cost is measured.
+type noActions struct{ *fsm.PodMachine }
+
+func (m noActions) Fire(ev fsm.PodEvent) (fsm.PodStep, error) {
+	st, err := m.PodMachine.Fire(ev)
+	st.Actions = nil
+	return st, err
 }
 
 type benchGuards struct{}

@@ -53,9 +53,12 @@ type ctrState struct {
 	probeDeadline time.Time // when probeGrace runs out
 	probeKilled   bool      // the current instance was killed for a failed probe
 
-	run    runner[fsm.ContainerEvent, fsm.ContainerAction]
-	events []fsm.ContainerEvent
+	run run[fsm.ContainerState, fsm.ContainerEvent, fsm.ContainerAction, fsm.ContainerGuard, *ctrState] // the container machine in the fire loop
 }
+
+// ctrStep is a step of a container machine as its observers see it
+// (observe.go).
+type ctrStep = step[fsm.ContainerState, fsm.ContainerEvent, fsm.ContainerAction, fsm.ContainerGuard, *ctrState]
 
 var _ fsm.ContainerGuards = (*ctrState)(nil)
 var _ fsm.ContainerActions = (*ctrState)(nil)
@@ -65,41 +68,8 @@ func newCtrState(p *podState, c *v1.Container, init, sidecar bool) *ctrState {
 	cs := &ctrState{p: p, name: c.Name, init: init, sidecar: sidecar, probeGrace: -1}
 	cs.probe = newProbeState(cs)
 	cs.setSpec(c)
-	cs.machine = fsm.NewContainerMachine(cs)
-	cs.run = runner[fsm.ContainerEvent, fsm.ContainerAction]{
-		kind: fsm.ContainerMachineName,
-		who:  func() []any { return []any{"pod", p.key(), "container", cs.name} },
-		fire: func(ev fsm.ContainerEvent) (step[fsm.ContainerAction], error) {
-			st, err := cs.machine.Fire(ev)
-			return stepOf(st.From, st.To, st.Event, st.Path, st.Actions, st.Row, st.Choices), err
-		},
-		run: func(ctx context.Context, a fsm.ContainerAction) error { return fsm.RunContainerAction(ctx, cs, a) },
-		timers: func(now time.Time) []timer {
-			var ts []timer
-			for _, t := range cs.machine.Timers() {
-				ev := t.Event
-				ts = append(ts, timer{at: now.Add(fsm.ContainerDurationOf(cs, t.After)), fire: func(ctx context.Context) {
-					cs.fire(ctx, ev)
-					// The container may start again: the sync tick's
-					// route lets the pod sync.
-					p.fire(ctx, fsm.Route(fsm.InputSyncTick).Pod)
-				}})
-			}
-			return ts
-		},
-		entered: func(ctx context.Context) { cs.enterHook(ctx, cs.machine.State()) },
-		state:   func() string { return cs.machine.State().String() },
-		guard: func(i int) string {
-			r := fsm.ContainerTransitionTable[i]
-			return rowGuard(r.Guard, r.HasGuard)
-		},
-		choice: func(i int) string {
-			c := fsm.ContainerChoiceTable[i]
-			return branchString(c.Guard, c.HasGuard, c.To)
-		},
-		instance: c.Name,
-		since:    p.e.clock.Now(),
-	}
+	cs.machine = fsm.BindContainerMachine(fsm.ContainerInitialState, cs)
+	cs.run = newRun(cs, ctrObservers)
 	return cs
 }
 
@@ -108,15 +78,39 @@ func (c *ctrState) key() string {
 }
 
 // fire delivers ev to the container machine and carries out the steps
-// (fireLoop).
-func (c *ctrState) fire(ctx context.Context, ev fsm.ContainerEvent) {
-	fireLoop(ctx, c.p.w, containerOwner+c.name, &c.run, &c.events, ev)
-}
+// (fire.go).
+func (c *ctrState) fire(ctx context.Context, ev fsm.ContainerEvent) { fire(ctx, c.machine, &c.run, ev) }
 
 // containerOwner prefixes the timer owner of a container machine.
 const containerOwner = "container/"
 
-func (c *ctrState) raise(ev fsm.ContainerEvent) { c.events = append(c.events, ev) }
+func (c *ctrState) raise(ev fsm.ContainerEvent) { c.run.raise(ev) }
+
+func (c *ctrState) engine() *Engine  { return c.p.e }
+func (c *ctrState) logAttrs() []any  { return []any{"pod", c.p.key(), "container", c.name} }
+func (c *ctrState) record() *history { return &c.p.w.hist }
+func (c *ctrState) instance() string { return c.name }
+
+// containerEntered re-arms the timers of the state the container machine
+// entered (a timer that fires lets the pod sync through the sync tick's
+// route: the container may start again) and runs enterHook.
+func containerEntered(ctx context.Context, st *ctrStep) {
+	if !st.Entered() {
+		return
+	}
+	c := st.owner
+	now := c.p.e.clock.Now()
+	var ts []timer
+	for _, t := range c.machine.Timers() {
+		ev := t.Event
+		ts = append(ts, timer{at: now.Add(fsm.ContainerDurationOf(c, t.After)), fire: func(ctx context.Context) {
+			c.fire(ctx, ev)
+			c.p.fire(ctx, fsm.Route(fsm.InputSyncTick).Pod)
+		}})
+	}
+	c.p.w.setTimers(containerOwner+c.name, ts)
+	c.enterHook(ctx, st.To)
+}
 
 // enterHook keeps the waiting reason in step with the state entered.
 // The probe machine learns that the container runs or stopped running.

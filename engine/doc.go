@@ -21,8 +21,13 @@
 //     pull, a stop with a longer grace period) so it is handled next,
 //     except the calls its spec declares uncancellable (detach.go).
 //   - inputs.go: each input becomes machine events through fsm.Route.
-//   - fire.go: the one fire loop of every machine: Fire, re-arm the state's
-//     timers, run the step's actions in order, fire the events they raised.
+//   - fire.go: the one fire loop of every machine (pod, sandbox, container,
+//     probe, node): it fires an fsm.Machine, tells the observers of the
+//     machine's kind, runs the step's actions in order and fires the events
+//     they raised. observe.go registers the observers of each kind once:
+//     metrics, history and the debug log for all; the operator log
+//     (oplog.go), Kubernetes events (events.go) and what entering a state
+//     means (timers, the published pod and node states) where they apply.
 //   - timers.go: the armed timers of a pod's machines, typed per machine.
 //   - pod.go: the pod machine's guards, actions and durations (SyncPod,
 //     KillContainers, StopSandbox, RemovePod, ReleaseName, ReportStatus) and
@@ -33,7 +38,8 @@
 //     StartContainer, StopContainer, RecordExit, RemoveContainer, the
 //     count_* backoff actions; start_blocked, restart_allowed, spec_changed).
 //   - hooks.go: postStart and preStop handlers (exec, httpGet).
-//   - nodegc.go: the node machine (spec/node.hcl) on its own goroutine:
+//   - nodegc.go: the node machine (spec/node.hcl) on its own goroutine,
+//     through the same fire loop:
 //     every ImageGCPeriod (5 min) MeasureImageFs (ImageFsInfo, statfs of
 //     its mountpoint through Config.FsStat, the images and the containers
 //     using them) and RemoveUnusedImages (RemoveImage of engine/imagegc's
@@ -103,12 +109,13 @@
 //     kubelet's SystemOOM rule; cmd/speclet runs the watcher and records
 //     the event on the node.
 //   - oplog.go: the operator's info lines (container started, killing
-//     container, container died, killing pod, pod finished), derived from
-//     the transitions through one hook in fire.go keyed on (machine,
-//     to-state); the SyncLoop ADD/UPDATE/REMOVE lines come from engine.go.
+//     container, container died, killing pod, pod finished): observers of
+//     the container and pod machines' steps, keyed on the typed event and
+//     to-state; the SyncLoop ADD/UPDATE/REMOVE lines come from engine.go.
 //
 // Every CRI call that changes the runtime is made inside an implementation
-// of a generated Actions method, run by fsm.Run<Machine>Action; only reads
+// of a generated Actions method, run by the machine's Run
+// (fsm.Run<Machine>Action on what it was bound to); only reads
 // that feed the PLEG, recovery and health (ListContainers, ListPodSandbox,
 // Status, Version) happen outside actions. Actions run synchronously on the
 // pod's worker goroutine and report their outcome as the events the spec

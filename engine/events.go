@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
@@ -37,7 +38,7 @@ const (
 // Every event is recorded from a spec action (the action that met the
 // outcome: pull_image, create_container, start_container, stop_container's
 // preStop, run_sandbox, the probe result routing) or from a transition
-// (recordLifecycle below); never from a side path.
+// (the observers below, registered in observe.go); never from a side path.
 
 // nodeEvent records an event about the node.
 func (e *Engine) nodeEvent(eventType, reason, format string, args ...any) {
@@ -66,42 +67,42 @@ func (c *ctrState) event(eventType, reason, format string, args ...any) {
 	r.Event(c.p.pod, field, eventType, reason, fmt.Sprintf(format, args...))
 }
 
-// recordLifecycle is fire.go's hook beside logLifecycle: the events a
-// transition itself means (the container is being stopped, waits in a
-// backoff; the sandbox is recreated).
-func (w *podWorker) recordLifecycle(machine, from, event, to string, who []any) {
-	if w.e.cfg.Events == nil || w.st == nil || from == to {
+// recordContainerEvent records the event a container step itself means:
+// the container is being stopped, or waits in a backoff.
+func recordContainerEvent(_ context.Context, st *ctrStep) {
+	c := st.owner
+	if c.p.e.cfg.Events == nil || c.spec == nil || st.From == st.To {
 		return
 	}
-	switch machine {
-	case fsm.ContainerMachineName:
-		c := w.container(who)
-		if c == nil || c.spec == nil {
+	switch st.To {
+	case fsm.ContainerStateStopping:
+		c.event(eventNormal, "Killing", "Stopping container %s", c.name)
+	case fsm.ContainerStateCrashloopBackoff:
+		if c.Crashloop() <= 0 || c.waitingReason == ReasonCreateContainerConfig {
+			// The first restart is immediate: no back-off. A config
+			// that cannot be built shows its own reason (kubelet backs
+			// off only after an exit).
 			return
 		}
-		switch to {
-		case fsm.ContainerStateStopping.String():
-			c.event(eventNormal, "Killing", "Stopping container %s", c.name)
-		case fsm.ContainerStateCrashloopBackoff.String():
-			if c.Crashloop() <= 0 || c.waitingReason == ReasonCreateContainerConfig {
-				// The first restart is immediate: no back-off. A
-				// config that cannot be built shows its own reason
-				// (kubelet backs off only after an exit).
-				return
-			}
-			c.event(eventWarning, "BackOff", "Back-off restarting failed container %s in pod %s_%s(%s)", c.name, c.p.pod.Name, c.p.pod.Namespace, c.p.pod.UID)
-		case fsm.ContainerStatePullBackoff.String():
-			c.event(eventNormal, "BackOff", "Back-off pulling image %q", c.spec.Image)
-		}
-	case fsm.SandboxMachineName:
-		if from == fsm.SandboxStateDead.String() && to == fsm.SandboxStateCreating.String() {
-			w.st.event(eventNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
-		}
-	case fsm.PodMachineName:
-		// pending -update [admission_refused]-> terminated: kubelet's
-		// rejectPod records the refusal as a Warning event of the pod.
-		if r := w.refusal; r != nil && from == fsm.PodStatePending.String() && to == fsm.PodStateTerminated.String() {
-			w.st.event(eventWarning, r.Reason, "%s", r.Message)
-		}
+		c.event(eventWarning, "BackOff", "Back-off restarting failed container %s in pod %s_%s(%s)", c.name, c.p.pod.Name, c.p.pod.Namespace, c.p.pod.UID)
+	case fsm.ContainerStatePullBackoff:
+		c.event(eventNormal, "BackOff", "Back-off pulling image %q", c.spec.Image)
+	}
+}
+
+// recordSandboxEvent records that the sandbox is recreated after it died.
+func recordSandboxEvent(_ context.Context, st *sandboxStep) {
+	if st.From == fsm.SandboxStateDead && st.To == fsm.SandboxStateCreating {
+		st.owner.p.event(eventNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
+	}
+}
+
+// recordPodEvent records an admission refusal: pending -update
+// [admission_refused]-> terminated is kubelet's rejectPod, a Warning event
+// of the pod with the refusal's reason.
+func recordPodEvent(_ context.Context, st *podStep) {
+	s := st.owner
+	if r := s.w.refusal; r != nil && st.From == fsm.PodStatePending && st.To == fsm.PodStateTerminated {
+		s.event(eventWarning, r.Reason, "%s", r.Message)
 	}
 }

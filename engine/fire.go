@@ -2,138 +2,136 @@ package engine
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/speclet/speclet/fsm"
 )
 
-// This file is the one fire loop every machine of a pod goes through: the
-// pod machine, the sandbox machine and each container machine.
+// This file is the one fire loop every machine goes through: the pod
+// machine, the sandbox machine, each container and probe machine of a pod,
+// and the node machine. The loop knows a machine only as an fsm.Machine and
+// its owner; what a step means to the rest of the engine (metrics, history,
+// logs, Kubernetes events, timers) is said by the observers of its machine
+// kind (observe.go), registered once.
 
-// step is what the generic loop needs of one generated Step.
-type step[A any] struct {
-	from, to, event string
-	entered         bool // a state was (re-)entered: its timers are re-armed
-	actions         []A
-	row             int   // index of the transition taken in the machine's TransitionTable
-	choices         []int // indices of the choice branches passed in its ChoiceTable
+// owner is the engine object that owns one machine instance and implements
+// its guards and actions (fsm.<Machine>Impl): a podState, sandboxState,
+// ctrState or probeState of a pod worker, or the nodeReclaim.
+type owner interface {
+	engine() *Engine
+	// logAttrs names the machine's pod and container for logs (nil for the
+	// node machine). It returns a new slice.
+	logAttrs() []any
+	// record is the history the machine's steps go to: its pod's, or the
+	// node machine's.
+	record() *history
+	// instance names the machine among the machines of its kind in its
+	// pod's history: the container's name, "" for the others.
+	instance() string
 }
 
-// stepOf is the loop's view of a generated Step.
-func stepOf[S, E, A fmt.Stringer](from, to S, ev E, path []S, actions []A, row int, choices []int) step[A] {
-	return step[A]{from: from.String(), to: to.String(), event: ev.String(), entered: len(path) > 0,
-		actions: actions, row: row, choices: choices}
+// run is where one machine instance stands in the loop: its owner, the
+// observers of its kind, the events its actions raised (fired after the
+// running step) and when it entered its current state.
+type run[S, E, A, G fsm.Enum, B owner] struct {
+	owner     B
+	observers []observer[S, E, A, G, B]
+	queue     []E
+	since     time.Time
+	spare     *step[S, E, A, G, B] // a step to reuse: observers see steps by pointer, and may not keep them
 }
 
-// runner adapts one generated machine to the loop: fire takes one event, run
-// carries out one action, timers returns the timers of the current state,
-// state names the current state, guard and choice name the guard of a
-// transition row and of a choice branch (for the history).
-type runner[E, A any] struct {
-	kind     string // machine name, for logs and metrics
-	instance string // the container's name; "" for the pod and sandbox machines
-	who      func() []any
-	fire     func(E) (step[A], error)
-	run      func(context.Context, A) error
-	timers   func(now time.Time) []timer
-	entered  func(context.Context) // after a state was entered and its timers armed
-	state    func() string
-	guard    func(row int) string
-	choice   func(branch int) string
-	since    time.Time // when the machine entered its current state
+// newRun returns the run of a machine owned by b, observed by obs, that
+// entered its state now.
+func newRun[S, E, A, G fsm.Enum, B owner](b B, obs []observer[S, E, A, G, B]) run[S, E, A, G, B] {
+	return run[S, E, A, G, B]{owner: b, observers: obs, since: b.engine().clock.Now()}
 }
 
-// rowGuard is the guard of a transition row, "" when it has none.
-func rowGuard[G fmt.Stringer](g G, has bool) string {
-	if !has {
-		return ""
-	}
-	return g.String()
+// raise queues ev; fire delivers it after the running step's actions.
+func (r *run[S, E, A, G, B]) raise(ev E) { r.queue = append(r.queue, ev) }
+
+// step is one step of a machine as its observers see it: the fsm.Step, the
+// machine and its owner, when it was taken and when the machine had entered
+// From, and, once they ran, the results of its actions. For a refused event
+// From and To are the current state, Event the event and Row -1.
+type step[S, E, A, G fsm.Enum, B owner] struct {
+	fsm.Step[S, E, A, G]
+	m       fsm.Machine[S, E, A, G]
+	owner   B
+	at      time.Time // when the step was taken
+	since   time.Time // when the machine entered From
+	err     error     // why the event was refused (wraps fsm.ErrNoTransition unless the machine failed)
+	results []ActionResult
+	rec     *Transition // the step's history record (set by the history observer)
 }
 
-// branchString renders a choice branch as "[guard] -> to".
-func branchString[G, S fmt.Stringer](g G, has bool, to S) string {
-	if !has {
-		return "[otherwise] -> " + to.String()
-	}
-	return "[" + g.String() + "] -> " + to.String()
+// observer is told of the steps of every machine of one kind. Each hook may
+// be nil. taken runs after the transition, before the step's actions, in
+// registration order; ran after the actions (st.results); refused when the
+// machine took no transition (st.err).
+type observer[S, E, A, G fsm.Enum, B owner] struct {
+	taken, ran, refused hook[S, E, A, G, B]
 }
 
-// timer is one timer of the current state: the event it fires, typed by
-// its machine, and its deadline.
-type timer struct {
-	at   time.Time
-	fire func(context.Context)
-}
-
-// fireLoop delivers ev and then every event the actions raise (appended to
-// *queue while they run), in order, until none is left. For each step it
-// re-arms the machine's timers when a state was entered, runs the step's
-// actions in order outside the machine, and logs and counts the transition.
-// A refused event is logged at debug level: routes deliver some inputs to
-// states that ignore them (a late runtime event).
-func fireLoop[E fmt.Stringer, A fmt.Stringer](ctx context.Context, w *podWorker, owner string, r *runner[E, A], queue *[]E, ev E) {
-	e := w.e
-	*queue = append(*queue, ev)
-	for len(*queue) > 0 {
-		ev := (*queue)[0]
-		*queue = (*queue)[1:]
-		from := r.state()
-		st, err := r.fire(ev)
+// fire delivers ev to m and then every event the actions raise (r.queue),
+// in order, until none is left. For each step it tells the observers of
+// m's kind, runs the step's actions in order outside the machine, and tells
+// the observers again with their results. A refused event goes to the
+// observers' refused hooks: routes deliver some inputs to states that ignore
+// them (a late runtime event).
+func fire[S, E, A, G fsm.Enum, B owner](ctx context.Context, m fsm.Machine[S, E, A, G], r *run[S, E, A, G, B], ev E) {
+	e := r.owner.engine()
+	r.queue = append(r.queue, ev)
+	for len(r.queue) > 0 {
+		ev := r.queue[0]
+		r.queue = r.queue[1:]
+		st := r.spare
+		if st == nil {
+			st = new(step[S, E, A, G, B])
+		}
+		r.spare = nil // a nested fire of this machine (from an action) takes its own
+		*st = step[S, E, A, G, B]{m: m, owner: r.owner, since: r.since}
+		from := m.State()
+		fs, err := m.Fire(ev)
 		if err != nil {
-			if errors.Is(err, fsm.ErrNoTransition) {
-				e.metrics.rejected(r.kind, from, ev.String())
-				if e.log.Enabled(ctx, slog.LevelDebug-4) {
-					e.log.Log(ctx, slog.LevelDebug-4, "event refused", append(r.who(), "machine", r.kind, "event", ev.String())...)
-				}
-			} else {
-				e.log.Error("state machine", append(r.who(), "machine", r.kind, "event", ev.String(), "err", err)...)
-			}
+			st.Step = fsm.Step[S, E, A, G]{Machine: m.Name(), From: from, To: from, Event: ev, Row: -1}
+			st.err = err
+			notify(ctx, r.observers, st, func(o *observer[S, E, A, G, B]) hook[S, E, A, G, B] { return o.refused })
+			r.spare = st
 			continue
 		}
-		now := e.clock.Now()
-		e.metrics.transition(r.kind, st.from, st.to, st.event)
-		if st.entered {
-			e.metrics.stateDuration(r.kind, st.from, now.Sub(r.since))
-			r.since = now
-		}
-		rec := Transition{Time: now, Machine: r.kind, Instance: r.instance, From: st.from, Event: st.event,
-			Guard: r.guard(st.row), To: st.to}
-		for _, c := range st.choices {
-			rec.Choices = append(rec.Choices, r.choice(c))
-		}
-		h := w.hist.add(rec, r.since)
-		if e.log.Enabled(ctx, slog.LevelDebug) {
-			e.log.Debug("transition", append(r.who(), "machine", r.kind, "from", st.from, "event", st.event,
-				"to", st.to, "actions", fmt.Sprint(st.actions), "row", st.row, "choices", st.choices)...)
+		st.Step, st.at = fs, e.clock.Now()
+		if fs.Entered() {
+			r.since = st.at
 		}
 		e.progress.Add(1)
-		// The operator's info line of this step, if any (oplog.go).
-		w.logLifecycle(ctx, r.kind, st.from, st.event, st.to, r.who())
-		w.recordLifecycle(r.kind, st.from, st.event, st.to, r.who())
-		if st.entered {
-			w.setTimers(owner, r.timers(e.clock.Now()))
-			if r.entered != nil {
-				r.entered(ctx)
-			}
-		}
+		notify(ctx, r.observers, st, func(o *observer[S, E, A, G, B]) hook[S, E, A, G, B] { return o.taken })
 		// The step's actions slice is the machine's buffer, valid until
 		// the next Fire; an action may fire this machine again.
-		actions := append([]A(nil), st.actions...)
-		var results []ActionResult
+		actions := append([]A(nil), fs.Actions...)
+		st.Actions = actions
 		for _, a := range actions {
 			res := ActionResult{Action: a.String()}
-			if err := r.run(ctx, a); err != nil {
+			if err := m.Run(ctx, a); err != nil {
 				res.Error = err.Error()
-				e.log.Warn("action failed", append(r.who(), "machine", r.kind, "action", a.String(), "err", err)...)
+				e.log.Warn("action failed", append(r.owner.logAttrs(), "machine", fs.Machine, "action", a.String(), "err", err)...)
 			}
-			results = append(results, res)
+			st.results = append(st.results, res)
 		}
-		if len(results) > 0 {
-			w.hist.setActions(h, results)
+		notify(ctx, r.observers, st, func(o *observer[S, E, A, G, B]) hook[S, E, A, G, B] { return o.ran })
+		r.spare = st
+	}
+}
+
+// hook is one hook of an observer.
+type hook[S, E, A, G fsm.Enum, B owner] func(ctx context.Context, st *step[S, E, A, G, B])
+
+// notify calls the hook which picks of each observer, in order.
+func notify[S, E, A, G fsm.Enum, B owner](ctx context.Context, obs []observer[S, E, A, G, B], st *step[S, E, A, G, B],
+	which func(*observer[S, E, A, G, B]) hook[S, E, A, G, B]) {
+	for i := range obs {
+		if h := which(&obs[i]); h != nil {
+			h(ctx, st)
 		}
 	}
 }

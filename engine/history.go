@@ -69,7 +69,8 @@ type PodDebug struct {
 // StopContainer waits out the grace period inside the worker's batch).
 type history struct {
 	mu   sync.Mutex
-	recs []*Transition // a ring of historyPerPod, oldest at next once full
+	max  int           // transitions kept; 0: historyPerPod
+	recs []*Transition // a ring of max, oldest at next once full
 	next int
 	// machines is where each machine is, in the order setMachines listed
 	// them (pod, sandbox, then container and probe of each container); a
@@ -83,11 +84,15 @@ type history struct {
 func (h *history) add(t Transition, since time.Time) *Transition {
 	p := &t
 	h.mu.Lock()
-	if len(h.recs) < historyPerPod {
+	max := h.max
+	if max == 0 {
+		max = historyPerPod
+	}
+	if len(h.recs) < max {
 		h.recs = append(h.recs, p)
 	} else {
 		h.recs[h.next] = p
-		h.next = (h.next + 1) % historyPerPod
+		h.next = (h.next + 1) % max
 	}
 	now := MachineState{Machine: t.Machine, Instance: t.Instance, State: t.To, Since: since}
 	if i := slices.IndexFunc(h.machines, func(m MachineState) bool {

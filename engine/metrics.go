@@ -233,23 +233,8 @@ func (m *metrics) imagePulled(d time.Duration) {
 
 // stateLabels lists (machine, state) of every state of the spec.
 func stateLabels() [][2]string {
-	var out [][2]string
-	for _, s := range fsm.PodStates {
-		out = append(out, [2]string{fsm.PodMachineName, s.String()})
-	}
-	for _, s := range fsm.SandboxStates {
-		out = append(out, [2]string{fsm.SandboxMachineName, s.String()})
-	}
-	for _, s := range fsm.ContainerStates {
-		out = append(out, [2]string{fsm.ContainerMachineName, s.String()})
-	}
-	for _, s := range fsm.ProbeStates {
-		out = append(out, [2]string{fsm.ProbeMachineName, s.String()})
-	}
-	for _, s := range fsm.NodeStates {
-		out = append(out, [2]string{fsm.NodeMachineName, s.String()})
-	}
-	return out
+	states, _ := specLabels()
+	return states
 }
 
 // transitionLabels lists, once each, (machine, from, to, event) of every step the spec
@@ -257,84 +242,64 @@ func stateLabels() [][2]string {
 // resolved to every state its branches lead to, and an internal row's
 // target its own state.
 func transitionLabels() [][4]string {
-	var out [][4]string
-	add := func(machine string, rows int, row func(i int) (from, event, to string, internal bool), branches func(state string) []string) {
-		for i := range rows {
-			from, event, to, internal := row(i)
-			if internal {
-				to = from
+	_, steps := specLabels()
+	return steps
+}
+
+// specLabels returns the state and transition labels of every machine kind.
+func specLabels() (states [][2]string, steps [][4]string) {
+	states, steps = kindLabels(states, steps, fsm.PodKind)
+	states, steps = kindLabels(states, steps, fsm.SandboxKind)
+	states, steps = kindLabels(states, steps, fsm.ContainerKind)
+	states, steps = kindLabels(states, steps, fsm.ProbeKind)
+	return kindLabels(states, steps, fsm.NodeKind)
+}
+
+// kindLabels appends the state and transition labels of kind k.
+func kindLabels[S, E, A, G fsm.Enum](states [][2]string, steps [][4]string, k fsm.Kind[S, E, A, G]) ([][2]string, [][4]string) {
+	for _, s := range k.States {
+		states = append(states, [2]string{k.Name, s.String()})
+	}
+	return states, kindTransitionLabels(steps, k)
+}
+
+// kindTransitionLabels appends the transition labels of kind k.
+func kindTransitionLabels[S, E, A, G fsm.Enum](out [][4]string, k fsm.Kind[S, E, A, G]) [][4]string {
+	branches := func(s S) (to []S) {
+		for _, c := range k.Choices {
+			if c.State == s {
+				to = append(to, c.To)
 			}
-			targets := []string{to}
-			for seen := 0; seen < 8; seen++ { // choices may lead to choices
-				var next []string
-				changed := false
-				for _, t := range targets {
-					if bs := branches(t); len(bs) > 0 {
-						next, changed = append(next, bs...), true
-					} else {
-						next = append(next, t)
-					}
-				}
-				targets = next
-				if !changed {
-					break
-				}
-			}
+		}
+		return to
+	}
+	for _, r := range k.Transitions {
+		to := r.To
+		if r.Internal {
+			to = r.From
+		}
+		targets := []S{to}
+		for seen := 0; seen < 8; seen++ { // choices may lead to choices
+			var next []S
+			changed := false
 			for _, t := range targets {
-				if l := [4]string{machine, from, t, event}; !slices.Contains(out, l) {
-					out = append(out, l) // two choice branches may lead to one state
+				if bs := branches(t); len(bs) > 0 {
+					next, changed = append(next, bs...), true
+				} else {
+					next = append(next, t)
 				}
+			}
+			targets = next
+			if !changed {
+				break
+			}
+		}
+		for _, t := range targets {
+			if l := [4]string{k.Name, r.From.String(), t.String(), r.Event.String()}; !slices.Contains(out, l) {
+				out = append(out, l) // two choice branches may lead to one state
 			}
 		}
 	}
-	add(fsm.PodMachineName, len(fsm.PodTransitionTable), func(i int) (string, string, string, bool) {
-		r := fsm.PodTransitionTable[i]
-		return r.From.String(), r.Event.String(), r.To.String(), r.Internal
-	}, func(state string) (out []string) {
-		for _, c := range fsm.PodChoiceTable {
-			if c.State.String() == state {
-				out = append(out, c.To.String())
-			}
-		}
-		return out
-	})
-	add(fsm.SandboxMachineName, len(fsm.SandboxTransitionTable), func(i int) (string, string, string, bool) {
-		r := fsm.SandboxTransitionTable[i]
-		return r.From.String(), r.Event.String(), r.To.String(), r.Internal
-	}, func(state string) (out []string) {
-		for _, c := range fsm.SandboxChoiceTable {
-			if c.State.String() == state {
-				out = append(out, c.To.String())
-			}
-		}
-		return out
-	})
-	add(fsm.ProbeMachineName, len(fsm.ProbeTransitionTable), func(i int) (string, string, string, bool) {
-		r := fsm.ProbeTransitionTable[i]
-		return r.From.String(), r.Event.String(), r.To.String(), r.Internal
-	}, func(state string) (out []string) {
-		for _, c := range fsm.ProbeChoiceTable {
-			if c.State.String() == state {
-				out = append(out, c.To.String())
-			}
-		}
-		return out
-	})
-	add(fsm.NodeMachineName, len(fsm.NodeTransitionTable), func(i int) (string, string, string, bool) {
-		r := fsm.NodeTransitionTable[i]
-		return r.From.String(), r.Event.String(), r.To.String(), r.Internal
-	}, func(string) []string { return nil })
-	add(fsm.ContainerMachineName, len(fsm.ContainerTransitionTable), func(i int) (string, string, string, bool) {
-		r := fsm.ContainerTransitionTable[i]
-		return r.From.String(), r.Event.String(), r.To.String(), r.Internal
-	}, func(state string) (out []string) {
-		for _, c := range fsm.ContainerChoiceTable {
-			if c.State.String() == state {
-				out = append(out, c.To.String())
-			}
-		}
-		return out
-	})
 	return out
 }
 

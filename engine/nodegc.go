@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"syscall"
 	"time"
@@ -27,6 +26,10 @@ const DefaultContainerGCPeriod = time.Minute
 // nodeHistoryMax bounds the node machine's kept transitions.
 const nodeHistoryMax = 200
 
+// nodeStep is a step of the node machine as its observers see it
+// (observe.go).
+type nodeStep = step[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard, *nodeReclaim]
+
 // nodeReclaim owns the node machine (spec/node.hcl): its goroutine fires
 // image_gc_due every ImageGCPeriod and carries out the steps, one at a time,
 // as a pod worker does for a pod's machines. Everything but the history is
@@ -34,7 +37,7 @@ const nodeHistoryMax = 200
 type nodeReclaim struct {
 	e       *Engine
 	machine *fsm.NodeMachine
-	queue   []fsm.NodeEvent
+	steps   run[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard, *nodeReclaim] // the node machine in the fire loop
 	gc      *imagegc.Manager
 
 	// Eviction: the last decision, the disk signals node-level reclaim was
@@ -58,8 +61,8 @@ type nodeReclaim struct {
 	sizes map[string]uint64 // image id -> bytes
 	refs  map[string]string // image id -> a reference, for logs
 
-	mu    sync.Mutex
-	hist  []Transition
+	hist  history       // the node machine's last transitions
+	mu    sync.Mutex    // guards state
 	state fsm.NodeState // the machine's state, for readers on other goroutines
 }
 
@@ -71,8 +74,9 @@ func (n *nodeReclaim) stateName() string {
 }
 
 func newNodeReclaim(e *Engine) *nodeReclaim {
-	n := &nodeReclaim{e: e, gc: imagegc.New(e.cfg.ImageGC), reclaimed: map[string]bool{}}
-	n.machine = fsm.NewNodeMachine(n)
+	n := &nodeReclaim{e: e, gc: imagegc.New(e.cfg.ImageGC), reclaimed: map[string]bool{}, hist: history{max: nodeHistoryMax}}
+	n.machine = fsm.BindNodeMachine(fsm.NodeInitialState, n)
+	n.steps = newRun(n, nodeObservers)
 	return n
 }
 
@@ -114,52 +118,34 @@ func (n *nodeReclaim) run(ctx context.Context) {
 
 // report queues an event an action reports; fire delivers it after the
 // action returned.
-func (n *nodeReclaim) report(ev fsm.NodeEvent) { n.queue = append(n.queue, ev) }
+func (n *nodeReclaim) report(ev fsm.NodeEvent) { n.steps.raise(ev) }
 
-// fire delivers ev and the events the actions report, in order.
-func (n *nodeReclaim) fire(ctx context.Context, ev fsm.NodeEvent) {
-	e := n.e
-	n.queue = append(n.queue, ev)
-	for len(n.queue) > 0 {
-		ev := n.queue[0]
-		n.queue = n.queue[1:]
-		st, err := n.machine.Fire(ev)
-		if err != nil {
-			e.metrics.rejected(fsm.NodeMachineName, n.machine.State().String(), ev.String())
-			e.log.Debug("event refused", "machine", fsm.NodeMachineName, "event", ev.String(), "err", err)
-			continue
-		}
-		e.metrics.transition(fsm.NodeMachineName, st.From.String(), st.To.String(), st.Event.String())
-		if e.log.Enabled(ctx, slog.LevelDebug) {
-			e.log.Debug("transition", "machine", fsm.NodeMachineName, "from", st.From.String(), "event", st.Event.String(),
-				"to", st.To.String(), "actions", fmt.Sprint(st.Actions), "row", st.Row, "choices", st.Choices)
-		}
-		e.progress.Add(1)
-		rec := Transition{Time: e.clock.Now(), Machine: fsm.NodeMachineName, From: st.From.String(), Event: st.Event.String(), To: st.To.String()}
-		actions := append([]fsm.NodeAction(nil), st.Actions...)
-		for _, a := range actions {
-			res := ActionResult{Action: a.String()}
-			if err := fsm.RunNodeAction(ctx, n, a); err != nil {
-				res.Error = err.Error()
-				e.log.Warn("action failed", "machine", fsm.NodeMachineName, "action", a.String(), "err", err)
-			}
-			rec.Actions = append(rec.Actions, res)
-		}
-		n.mu.Lock()
-		n.state = n.machine.State()
-		n.hist = append(n.hist, rec)
-		if len(n.hist) > nodeHistoryMax {
-			n.hist = append([]Transition(nil), n.hist[len(n.hist)-nodeHistoryMax:]...)
-		}
-		n.mu.Unlock()
+// fire delivers ev and the events the actions report, in order (fire.go).
+func (n *nodeReclaim) fire(ctx context.Context, ev fsm.NodeEvent) { fire(ctx, n.machine, &n.steps, ev) }
+
+// The node machine has no pod: its steps go to its own history and are
+// logged without a pod.
+func (n *nodeReclaim) engine() *Engine  { return n.e }
+func (n *nodeReclaim) logAttrs() []any  { return nil }
+func (n *nodeReclaim) record() *history { return &n.hist }
+func (n *nodeReclaim) instance() string { return "" }
+
+// nodeEntered publishes the state the node machine entered to readers on
+// other goroutines (speclet_machines).
+func nodeEntered(_ context.Context, st *nodeStep) {
+	if !st.Entered() {
+		return
 	}
+	n := st.owner
+	n.mu.Lock()
+	n.state = st.To
+	n.mu.Unlock()
 }
 
 // NodeHistory returns the node machine's last transitions, oldest first.
 func (e *Engine) NodeHistory() []Transition {
-	e.node.mu.Lock()
-	defer e.node.mu.Unlock()
-	return append([]Transition(nil), e.node.hist...)
+	_, h := e.node.hist.snapshot(true)
+	return h
 }
 
 // MeasureImageFs reads the image filesystem and the images, records which

@@ -8,37 +8,40 @@ import (
 )
 
 // This file derives the operator's log lines (info level, -v 0) from the
-// machine transitions that fire.go logs at debug level: one line per
-// lifecycle step a person wants to see. The SyncLoop ADD/UPDATE/REMOVE lines
-// come from the sync loop (engine.go).
+// machine transitions: one line per lifecycle step a person wants to see,
+// from typed observers of the pod and container machines (observe.go). The
+// SyncLoop ADD/UPDATE/REMOVE lines come from the sync loop (engine.go).
 
 // killReasons names, per container event that leads from running to
 // stopping, why the container is killed.
-var killReasons = map[string]string{
-	fsm.ContainerEventKill.String():            "pod terminating",
-	fsm.ContainerEventLivenessFailed.String():  "liveness probe failed",
-	fsm.ContainerEventSandboxDied.String():     "sandbox died",
-	fsm.ContainerEventUpdate.String():          "spec changed",
-	fsm.ContainerEventPostStartFailed.String(): "postStart hook failed",
+var killReasons = map[fsm.ContainerEvent]string{
+	fsm.ContainerEventKill:            "pod terminating",
+	fsm.ContainerEventLivenessFailed:  "liveness probe failed",
+	fsm.ContainerEventSandboxDied:     "sandbox died",
+	fsm.ContainerEventUpdate:          "spec changed",
+	fsm.ContainerEventPostStartFailed: "postStart hook failed",
 }
 
-// logLifecycle is fire.go's hook: after a transition of machine (its who
-// attributes identify the pod and container), it logs the lifecycle line
-// keyed on (machine, to-state), if any.
-func (w *podWorker) logLifecycle(ctx context.Context, machine, from, event, to string, who []any) {
-	log := w.e.log
+// lifecycleAttrs are the attributes of a lifecycle line: the machine's pod
+// (and container), the pod's UID, then extra.
+func lifecycleAttrs(o owner, w *podWorker, extra ...any) []any {
+	return append(append(o.logAttrs(), "uid", w.uid), extra...)
+}
+
+// logContainerStep logs the container's lifecycle line of a step, if any:
+// its death (with the exit and what the restart policy decided), its start,
+// its kill.
+func logContainerStep(ctx context.Context, st *ctrStep) {
+	c := st.owner
+	log := c.p.e.log
 	if !log.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
-	attrs := func(extra ...any) []any {
-		out := append(append([]any(nil), who...), "uid", w.uid)
-		return append(out, extra...)
-	}
-	if machine == fsm.ContainerMachineName && event == fsm.ContainerEventExitRecorded.String() {
+	if st.Event == fsm.ContainerEventExitRecorded {
 		// The exit is known once record_exit ran; the step then leaves
 		// through the deciding choice to the restart policy's answer.
 		var extra []any
-		if c := w.container(who); c != nil && c.current != nil {
+		if c.current != nil {
 			extra = []any{"exit-code", c.current.ExitCode, "reason", c.current.Reason}
 			if c.current.Reason == "StartError" && c.current.Message != "" {
 				// The runtime's word on why the start failed; a
@@ -46,46 +49,38 @@ func (w *podWorker) logLifecycle(ctx context.Context, machine, from, event, to s
 				extra = append(extra, "message", c.current.Message)
 			}
 		}
-		log.Info("container died", attrs(append(extra, "next", to)...)...)
+		log.Info("container died", lifecycleAttrs(c, c.p.w, append(extra, "next", st.To.String())...)...)
 		return
 	}
-	if from == to {
+	if st.From == st.To {
 		return
 	}
-	switch machine {
-	case fsm.ContainerMachineName:
-		switch to {
-		case fsm.ContainerStateRunning.String():
-			log.Info("container started", attrs()...)
-		case fsm.ContainerStateStopping.String():
-			reason := killReasons[event]
-			if reason == "" {
-				reason = event
-			}
-			log.Info("killing container", attrs("reason", reason, "event", event)...)
+	switch st.To {
+	case fsm.ContainerStateRunning:
+		log.Info("container started", lifecycleAttrs(c, c.p.w)...)
+	case fsm.ContainerStateStopping:
+		reason, ok := killReasons[st.Event]
+		if !ok {
+			reason = st.Event.String()
 		}
-	case fsm.PodMachineName:
-		switch to {
-		case fsm.PodStateTerminating.String():
-			log.Info("killing pod", attrs("event", event)...)
-		case fsm.PodStateCompleted.String():
-			log.Info("pod completed: its sandbox is stopped; its containers are kept until the pod is removed", attrs()...)
-		case fsm.PodStateFinished.String():
-			log.Info("pod finished: nothing of it is left in the runtime", attrs()...)
-		}
+		log.Info("killing container", lifecycleAttrs(c, c.p.w, "reason", reason, "event", st.Event.String())...)
 	}
 }
 
-// container finds the container named by the "container" attribute of who.
-func (w *podWorker) container(who []any) *ctrState {
-	if w.st == nil {
-		return nil
+// logPodStep logs the pod's lifecycle line of a step, if any: its kill,
+// its completion, its end.
+func logPodStep(ctx context.Context, st *podStep) {
+	s := st.owner
+	log := s.e.log
+	if st.From == st.To || !log.Enabled(ctx, slog.LevelInfo) {
+		return
 	}
-	for i := 0; i+1 < len(who); i += 2 {
-		if who[i] == "container" {
-			name, _ := who[i+1].(string)
-			return w.st.byName[name]
-		}
+	switch st.To {
+	case fsm.PodStateTerminating:
+		log.Info("killing pod", lifecycleAttrs(s, s.w, "event", st.Event.String())...)
+	case fsm.PodStateCompleted:
+		log.Info("pod completed: its sandbox is stopped; its containers are kept until the pod is removed", lifecycleAttrs(s, s.w)...)
+	case fsm.PodStateFinished:
+		log.Info("pod finished: nothing of it is left in the runtime", lifecycleAttrs(s, s.w)...)
 	}
-	return nil
 }

@@ -54,12 +54,14 @@ type podState struct {
 	// later refresh failing for one of them does not hold the pod back.
 	mounted map[string]bool
 
-	run    runner[fsm.PodEvent, fsm.PodAction]
-	events []fsm.PodEvent // raised by actions, fired after the running step
+	run run[fsm.PodState, fsm.PodEvent, fsm.PodAction, fsm.PodGuard, *podState] // the pod machine in the fire loop
 	// container events that bring adopted containers in line with the
 	// runtime, fired before the first input.
 	adoptEvents []adoptEvent
 }
+
+// podStep is a step of the pod machine as its observers see it (observe.go).
+type podStep = step[fsm.PodState, fsm.PodEvent, fsm.PodAction, fsm.PodGuard, *podState]
 
 type adoptEvent struct {
 	c  *ctrState
@@ -75,39 +77,8 @@ var _ fsm.PodDurations = (*podState)(nil)
 // containers' machines start in the state the runtime reports.
 func newPodState(w *podWorker, pod *v1.Pod, ad *adoptedPod) *podState {
 	s := &podState{w: w, e: w.e, pod: pod, byName: map[string]*ctrState{}, grace: -1, firstSeen: w.e.clock.Now()}
-	s.machine = fsm.NewPodMachine(s)
-	s.run = runner[fsm.PodEvent, fsm.PodAction]{
-		kind: fsm.PodMachineName,
-		who:  func() []any { return []any{"pod", s.key()} },
-		fire: func(ev fsm.PodEvent) (step[fsm.PodAction], error) {
-			st, err := s.machine.Fire(ev)
-			return stepOf(st.From, st.To, st.Event, st.Path, st.Actions, st.Row, st.Choices), err
-		},
-		run: func(ctx context.Context, a fsm.PodAction) error { return fsm.RunPodAction(ctx, s, a) },
-		timers: func(now time.Time) []timer {
-			var ts []timer
-			for _, t := range s.machine.Timers() {
-				ev := t.Event
-				d := fsm.PodDurationOf(s, t.After)
-				if d < 0 {
-					continue // no such timer for this pod (active_deadline without a deadline)
-				}
-				ts = append(ts, timer{at: now.Add(d), fire: func(ctx context.Context) { s.fire(ctx, ev) }})
-			}
-			return ts
-		},
-		entered: func(context.Context) { s.w.setPodState(s.machine.State()) },
-		state:   func() string { return s.machine.State().String() },
-		guard: func(i int) string {
-			r := fsm.PodTransitionTable[i]
-			return rowGuard(r.Guard, r.HasGuard)
-		},
-		choice: func(i int) string {
-			c := fsm.PodChoiceTable[i]
-			return branchString(c.Guard, c.HasGuard, c.To)
-		},
-		since: w.e.clock.Now(),
-	}
+	s.machine = fsm.BindPodMachine(fsm.PodInitialState, s)
+	s.run = newRun(s, podObservers)
 	s.sandbox = newSandboxState(s)
 	s.setSpec(pod)
 	if ad != nil {
@@ -116,14 +87,47 @@ func newPodState(w *podWorker, pod *v1.Pod, ad *adoptedPod) *podState {
 	return s
 }
 
-// fire delivers ev to the pod machine and carries out the steps (fireLoop).
-func (s *podState) fire(ctx context.Context, ev fsm.PodEvent) {
-	fireLoop(ctx, s.w, "pod", &s.run, &s.events, ev)
-}
+// fire delivers ev to the pod machine and carries out the steps (fire.go).
+func (s *podState) fire(ctx context.Context, ev fsm.PodEvent) { fire(ctx, s.machine, &s.run, ev) }
 
 // raise queues an event for the pod machine; fire delivers it after the
 // running step's actions.
-func (s *podState) raise(ev fsm.PodEvent) { s.events = append(s.events, ev) }
+func (s *podState) raise(ev fsm.PodEvent) { s.run.raise(ev) }
+
+func (s *podState) engine() *Engine  { return s.e }
+func (s *podState) logAttrs() []any  { return []any{"pod", s.key()} }
+func (s *podState) record() *history { return &s.w.hist }
+func (s *podState) instance() string { return "" }
+
+// podOwner is the timer owner of the pod machine.
+const podOwner = "pod"
+
+// timers are the timers of the pod machine's state, from now; a timer
+// whose duration is negative is not armed (active_deadline without a
+// deadline).
+func (s *podState) timers(now time.Time) []timer {
+	var ts []timer
+	for _, t := range s.machine.Timers() {
+		ev := t.Event
+		d := fsm.PodDurationOf(s, t.After)
+		if d < 0 {
+			continue
+		}
+		ts = append(ts, timer{at: now.Add(d), fire: func(ctx context.Context) { s.fire(ctx, ev) }})
+	}
+	return ts
+}
+
+// podEntered re-arms the timers of the state the pod machine entered and
+// publishes the state to the sync loop.
+func podEntered(_ context.Context, st *podStep) {
+	if !st.Entered() {
+		return
+	}
+	s := st.owner
+	s.w.setTimers(podOwner, s.timers(s.e.clock.Now()))
+	s.w.setPodState(st.To)
+}
 
 // setSpec installs a (newer) pod spec and adds machines for new containers.
 // Containers that left the spec keep their machines so they are stopped and

@@ -71,8 +71,7 @@ type probeState struct {
 	workers [3]*probeWorker // by ProbeKind; nil when not running
 	gen     uint64          // bumped for every worker started: results of stopped workers are dropped
 
-	run    runner[fsm.ProbeEvent, fsm.ProbeAction]
-	events []fsm.ProbeEvent
+	run run[fsm.ProbeState, fsm.ProbeEvent, fsm.ProbeAction, fsm.ProbeGuard, *probeState] // the probe machine in the fire loop
 }
 
 var _ fsm.ProbeGuards = (*probeState)(nil)
@@ -95,36 +94,23 @@ type probeWorker struct {
 
 func newProbeState(c *ctrState) *probeState {
 	ps := &probeState{c: c}
-	ps.machine = fsm.NewProbeMachine(ps)
-	ps.run = runner[fsm.ProbeEvent, fsm.ProbeAction]{
-		kind: fsm.ProbeMachineName,
-		who:  func() []any { return []any{"pod", c.p.key(), "container", c.name} },
-		fire: func(ev fsm.ProbeEvent) (step[fsm.ProbeAction], error) {
-			st, err := ps.machine.Fire(ev)
-			return stepOf(st.From, st.To, st.Event, st.Path, st.Actions, st.Row, st.Choices), err
-		},
-		run:    func(ctx context.Context, a fsm.ProbeAction) error { return fsm.RunProbeAction(ctx, ps, a) },
-		timers: func(time.Time) []timer { return nil }, // the workers arm their own timers
-		state:  func() string { return ps.machine.State().String() },
-		guard: func(i int) string {
-			r := fsm.ProbeTransitionTable[i]
-			return rowGuard(r.Guard, r.HasGuard)
-		},
-		choice: func(i int) string {
-			c := fsm.ProbeChoiceTable[i]
-			return branchString(c.Guard, c.HasGuard, c.To)
-		},
-		instance: c.name,
-		since:    c.p.e.clock.Now(),
-	}
+	ps.machine = fsm.BindProbeMachine(fsm.ProbeInitialState, ps)
+	ps.run = newRun(ps, probeObservers)
 	return ps
 }
 
+// fire delivers ev to the probe machine and carries out the steps (fire.go);
+// the probe workers arm their own timers.
 func (ps *probeState) fire(ctx context.Context, ev fsm.ProbeEvent) {
-	fireLoop(ctx, ps.c.p.w, "probe/"+ps.c.name, &ps.run, &ps.events, ev)
+	fire(ctx, ps.machine, &ps.run, ev)
 }
 
-func (ps *probeState) raise(ev fsm.ProbeEvent) { ps.events = append(ps.events, ev) }
+func (ps *probeState) raise(ev fsm.ProbeEvent) { ps.run.raise(ev) }
+
+func (ps *probeState) engine() *Engine  { return ps.c.p.e }
+func (ps *probeState) logAttrs() []any  { return ps.c.logAttrs() }
+func (ps *probeState) record() *history { return &ps.c.p.w.hist }
+func (ps *probeState) instance() string { return ps.c.name }
 
 // started: the startup probe succeeded (or there is none) for the running
 // instance.

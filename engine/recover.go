@@ -207,11 +207,11 @@ func (c *ctrState) adopt(cs []*runtimeapi.Container, sandboxOK bool) {
 	c.runHash = newest.Annotations[AnnotationContainerHash]
 	c.imageRef = newest.ImageRef
 	if newest.State == runtimeapi.ContainerState_CONTAINER_CREATED {
-		c.machine = fsm.NewContainerMachineAt(fsm.ContainerStateWaiting, c)
+		c.machine = fsm.BindContainerMachine(fsm.ContainerStateWaiting, c)
 		return
 	}
 	c.startedAt = time.Unix(0, newest.CreatedAt)
-	c.machine = fsm.NewContainerMachineAt(fsm.ContainerStateRunning, c)
+	c.machine = fsm.BindContainerMachine(fsm.ContainerStateRunning, c)
 	switch {
 	case newest.State == runtimeapi.ContainerState_CONTAINER_RUNNING && sandboxOK:
 	case newest.State == runtimeapi.ContainerState_CONTAINER_RUNNING:
@@ -232,9 +232,9 @@ func (s *podState) adopt(a *adoptedPod) {
 	sb := s.sandbox.adopt(a)
 	if sb != nil {
 		s.startTime = time.Unix(0, sb.CreatedAt)
-		s.machine = fsm.NewPodMachineAt(fsm.PodStateSynced, s)
+		s.machine = fsm.BindPodMachine(fsm.PodStateSynced, s)
 		s.w.setPodState(fsm.PodStateSynced)
-		s.w.setTimers("pod", s.run.timers(s.e.clock.Now()))
+		s.w.setTimers(podOwner, s.timers(s.e.clock.Now()))
 	}
 	ready := s.sandbox.machine.State() == fsm.SandboxStateReady
 	for name, cs := range a.Containers {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -27,9 +26,12 @@ type sandboxState struct {
 	podIP string
 	err   error // the last action's error, for the sync's result
 
-	run    runner[fsm.SandboxEvent, fsm.SandboxAction]
-	events []fsm.SandboxEvent
+	run run[fsm.SandboxState, fsm.SandboxEvent, fsm.SandboxAction, fsm.SandboxGuard, *sandboxState] // the sandbox machine in the fire loop
 }
+
+// sandboxStep is a step of the sandbox machine as its observers see it
+// (observe.go).
+type sandboxStep = step[fsm.SandboxState, fsm.SandboxEvent, fsm.SandboxAction, fsm.SandboxGuard, *sandboxState]
 
 var _ fsm.SandboxGuards = (*sandboxState)(nil)
 var _ fsm.SandboxActions = (*sandboxState)(nil)
@@ -37,37 +39,23 @@ var _ fsm.SandboxDurations = (*sandboxState)(nil)
 
 func newSandboxState(p *podState) *sandboxState {
 	sb := &sandboxState{p: p}
-	sb.machine = fsm.NewSandboxMachine(sb)
-	sb.run = runner[fsm.SandboxEvent, fsm.SandboxAction]{
-		kind: fsm.SandboxMachineName,
-		who:  func() []any { return []any{"pod", p.key()} },
-		fire: func(ev fsm.SandboxEvent) (step[fsm.SandboxAction], error) {
-			st, err := sb.machine.Fire(ev)
-			return stepOf(st.From, st.To, st.Event, st.Path, st.Actions, st.Row, st.Choices), err
-		},
-		run:    func(ctx context.Context, a fsm.SandboxAction) error { return fsm.RunSandboxAction(ctx, sb, a) },
-		timers: func(time.Time) []timer { return nil }, // the sandbox machine has no timers
-		state:  func() string { return sb.machine.State().String() },
-		guard: func(i int) string {
-			r := fsm.SandboxTransitionTable[i]
-			return rowGuard(r.Guard, r.HasGuard)
-		},
-		choice: func(i int) string {
-			c := fsm.SandboxChoiceTable[i]
-			return branchString(c.Guard, c.HasGuard, c.To)
-		},
-		since: p.e.clock.Now(),
-	}
+	sb.machine = fsm.BindSandboxMachine(fsm.SandboxInitialState, sb)
+	sb.run = newRun(sb, sandboxObservers)
 	return sb
 }
 
 // fire delivers ev to the sandbox machine and carries out the steps.
 func (sb *sandboxState) fire(ctx context.Context, ev fsm.SandboxEvent) {
 	sb.err = nil
-	fireLoop(ctx, sb.p.w, "sandbox", &sb.run, &sb.events, ev)
+	fire(ctx, sb.machine, &sb.run, ev)
 }
 
-func (sb *sandboxState) raise(ev fsm.SandboxEvent) { sb.events = append(sb.events, ev) }
+func (sb *sandboxState) raise(ev fsm.SandboxEvent) { sb.run.raise(ev) }
+
+func (sb *sandboxState) engine() *Engine  { return sb.p.e }
+func (sb *sandboxState) logAttrs() []any  { return sb.p.logAttrs() }
+func (sb *sandboxState) record() *history { return &sb.p.w.hist }
+func (sb *sandboxState) instance() string { return "" }
 
 // ready: containers may start in the current sandbox.
 func (sb *sandboxState) ready() bool { return sb.machine.State() == fsm.SandboxStateReady }
@@ -273,7 +261,7 @@ func (sb *sandboxState) adopt(a *adoptedPod) *runtimeapi.PodSandbox {
 			// decides as for a death it saw: recreate_forbidden keeps a
 			// completed pod's outcome instead of running it again.
 			sb.id = a.Sandboxes[0].Id
-			sb.machine = fsm.NewSandboxMachineAt(fsm.SandboxStateDead, sb)
+			sb.machine = fsm.BindSandboxMachine(fsm.SandboxStateDead, sb)
 		}
 		return nil
 	}
@@ -287,7 +275,7 @@ func (sb *sandboxState) adopt(a *adoptedPod) *runtimeapi.PodSandbox {
 		sb.p.e.log.Warn("adopted sandbox: rebuild its config", "pod", sb.p.key(), "err", err)
 	}
 	sb.cfg = cfg
-	sb.machine = fsm.NewSandboxMachineAt(fsm.SandboxStateReady, sb)
+	sb.machine = fsm.BindSandboxMachine(fsm.SandboxStateReady, sb)
 	return ready
 }
 

@@ -7,6 +7,13 @@ import (
 	"time"
 )
 
+// timer is one timer of a machine's current state: its deadline and what
+// firing it does (its typed event delivered to the machine).
+type timer struct {
+	at   time.Time
+	fire func(context.Context)
+}
+
 // armed is a machine timer waiting for its deadline. owner names the
 // machine of the pod it belongs to ("pod", "sandbox", "container/NAME"); the
 // timer's fire delivers its typed event to that machine.

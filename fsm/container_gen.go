@@ -561,18 +561,8 @@ func ContainerDurationOf(d ContainerDurations, which ContainerDuration) time.Dur
 	panic(fmt.Sprintf("container machine: unknown duration %d", uint8(which)))
 }
 
-// ContainerTransition is a row of the static transition table. Internal
-// transitions stay in From without re-entering it (To == From): no entry
-// action runs and timers keep running.
-type ContainerTransition struct {
-	From     ContainerState
-	Event    ContainerEvent
-	Guard    ContainerGuard
-	HasGuard bool
-	To       ContainerState
-	Internal bool
-	Actions  []ContainerAction
-}
+// ContainerTransition is a row of the static transition table (Transition).
+type ContainerTransition = Transition[ContainerState, ContainerEvent, ContainerAction, ContainerGuard]
 
 // ContainerTransitionTable lists the transitions in spec order. For one (From,
 // Event) they are tried in this order; the first whose guard holds is taken.
@@ -617,17 +607,8 @@ var ContainerTransitionTable = []ContainerTransition{
 	{From: ContainerStateTerminated, Event: ContainerEventStateUnknown, To: ContainerStateStopping},
 }
 
-// ContainerChoice is a branch of a choice: on entering State, the branches of
-// State are tried in table order and the machine moves on to the To of the
-// first whose guard holds; the last branch of each state has no guard
-// (otherwise).
-type ContainerChoice struct {
-	State    ContainerState
-	Guard    ContainerGuard
-	HasGuard bool
-	To       ContainerState
-	Actions  []ContainerAction
-}
+// ContainerChoice is a branch of a choice (Choice).
+type ContainerChoice = Choice[ContainerState, ContainerAction, ContainerGuard]
 
 // ContainerChoiceTable lists the choice branches in spec order.
 var ContainerChoiceTable = []ContainerChoice{
@@ -635,6 +616,11 @@ var ContainerChoiceTable = []ContainerChoice{
 	{State: ContainerStateDeciding, Guard: ContainerGuardSpecChanged, HasGuard: true, To: ContainerStateWaiting},
 	{State: ContainerStateDeciding, Guard: ContainerGuardRestartAllowed, HasGuard: true, To: ContainerStateCrashloopBackoff},
 	{State: ContainerStateDeciding, To: ContainerStateTerminated},
+}
+
+// ContainerKind describes the container machine kind: its name, states and tables.
+var ContainerKind = Kind[ContainerState, ContainerEvent, ContainerAction, ContainerGuard]{
+	Name: ContainerMachineName, States: ContainerStates, Transitions: ContainerTransitionTable, Choices: ContainerChoiceTable,
 }
 
 // ContainerStateEntry lists, per state, the actions run on entering it.
@@ -684,38 +670,25 @@ var containerChoicesByState = [12][]uint16{
 	ContainerStateDeciding: {0, 1, 2, 3},
 }
 
-// ContainerStep is the outcome of one Fire: the machine moved From -> To on
-// Event, entering the states of Path in order (empty for an internal
-// transition; a transition back to the same state lists it). Actions are the
-// transition's actions, then the entry actions of each state entered (and
-// choice branch actions between them), in the order the engine must run them.
-//
-// Row is the index in ContainerTransitionTable of the transition taken, and
-// Choices the indices in ContainerChoiceTable of the choice branches passed
-// after it, in order (for row coverage).
-//
-// Actions, Path and Choices alias buffers of the machine: they are valid
-// until the next Fire; copy them to keep them longer.
-type ContainerStep struct {
-	From, To ContainerState
-	Event    ContainerEvent
-	Actions  []ContainerAction
-	Path     []ContainerState
-	Row      int
-	Choices  []int
-}
+// ContainerStep is the outcome of one Fire of the container machine (Step).
+// Row indexes ContainerTransitionTable and Choices ContainerChoiceTable.
+type ContainerStep = Step[ContainerState, ContainerEvent, ContainerAction, ContainerGuard]
 
-// String renders the step for logs: "from -> to on event / a, b", or
-// "from: internal on event" when no state was entered.
-func (s ContainerStep) String() string {
-	return stepString(s.From, s.To, s.Event, s.Actions, len(s.Path) > 0)
+// ContainerImpl is what the engine implements for the container machine: its
+// guards, which Fire asks, and its actions, which Run runs.
+type ContainerImpl interface {
+	ContainerGuards
+	ContainerActions
 }
 
 // ContainerMachine is one container state machine over looplab/fsm. It is not
 // safe for concurrent use: one goroutine (the owner's worker) fires it.
 type ContainerMachine struct {
-	m machine[ContainerState, ContainerEvent, ContainerAction, ContainerGuard, ContainerGuards]
+	m    machine[ContainerState, ContainerEvent, ContainerAction, ContainerGuard, ContainerGuards]
+	impl ContainerActions // nil unless bound (BindContainerMachine)
 }
+
+var _ Machine[ContainerState, ContainerEvent, ContainerAction, ContainerGuard] = (*ContainerMachine)(nil)
 
 // containerTable is the container machine's tables as the core runs them.
 var containerTable = newTable[ContainerState, ContainerEvent, ContainerAction, ContainerGuard, ContainerGuards](
@@ -739,6 +712,17 @@ func NewContainerMachineAt(s ContainerState, g ContainerGuards) *ContainerMachin
 	return m
 }
 
+// BindContainerMachine returns a machine in state s, as NewContainerMachineAt,
+// whose guards impl answers and whose actions Run runs on impl.
+func BindContainerMachine(s ContainerState, impl ContainerImpl) *ContainerMachine {
+	m := NewContainerMachineAt(s, impl)
+	m.impl = impl
+	return m
+}
+
+// Name returns the machine's name in the spec, ContainerMachineName.
+func (m *ContainerMachine) Name() string { return ContainerMachineName }
+
 // State returns the current state, which the looplab/fsm machine holds.
 func (m *ContainerMachine) State() ContainerState { return m.m.state() }
 
@@ -761,8 +745,22 @@ func (m *ContainerMachine) Fire(ev ContainerEvent) (ContainerStep, error) {
 	if err != nil {
 		return ContainerStep{}, err
 	}
-	return ContainerStep{From: from, To: to, Event: ev, Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
+	r := &containerTable.transitions[m.m.row]
+	return ContainerStep{Machine: ContainerMachineName, From: from, To: to, Event: ev, Guard: r.Guard, HasGuard: r.HasGuard,
+		Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
 }
+
+// Run runs action a on the implementation the machine was bound to
+// (RunContainerAction); an unbound machine runs none and returns an error.
+func (m *ContainerMachine) Run(ctx context.Context, a ContainerAction) error {
+	if m.impl == nil {
+		return fmt.Errorf("container machine: action %s: no implementation bound (BindContainerMachine)", a)
+	}
+	return RunContainerAction(ctx, m.impl, a)
+}
+
+// Branch returns the branch ContainerChoiceTable[i].
+func (m *ContainerMachine) Branch(i int) Branch[ContainerState, ContainerGuard] { return m.m.branch(i) }
 
 // ContainerMetricLabels returns the label values of the container machine's
 // states and events, in spec order, for speclet_transitions_total.

@@ -14,42 +14,15 @@ import (
 // machine and wraps a machine[...] in its exported Machine type. The
 // semantics are those described in doc.go.
 
-// enum is a generated uint8 constant type whose String returns the spec name.
-type enum interface {
-	~uint8
-	String() string
-}
-
-// transitionRow is the struct type of a generated <Prefix>Transition: the
-// generated row types have it as their underlying type.
-type transitionRow[S, E enum, A, G ~uint8] = struct {
-	From     S
-	Event    E
-	Guard    G
-	HasGuard bool
-	To       S
-	Internal bool
-	Actions  []A
-}
-
-// choiceRow is the struct type of a generated <Prefix>Choice.
-type choiceRow[S enum, A, G ~uint8] = struct {
-	State    S
-	Guard    G
-	HasGuard bool
-	To       S
-	Actions  []A
-}
-
 // table is the static description of one machine, indexed for Fire. One
 // table per machine is built at package initialisation by newTable and never
 // changes afterwards.
-type table[S, E enum, A, G ~uint8, I any] struct {
+type table[S, E, A, G Enum, I any] struct {
 	name           string
 	stateNames     []string // spec name per state
 	eventNames     []string // spec name per event
-	transitions    []transitionRow[S, E, A, G]
-	choices        []choiceRow[S, A, G]
+	transitions    []Transition[S, E, A, G]
+	choices        []Choice[S, A, G]
 	entry          [][]A                  // entry actions per state
 	byStateEvent   [][][]uint16           // transitions indexed by [state][event], in spec order
 	choicesByState [][]uint16             // choices indexed by state, in spec order
@@ -69,10 +42,9 @@ type table[S, E enum, A, G ~uint8, I any] struct {
 // or a choice branch enters from another state, named "to_" and the state,
 // from every state with such a move to it: one looplab transition per edge
 // of the graph, however many rows share the edge.
-func newTable[S, E enum, A, G ~uint8, I any,
-	T ~transitionRow[S, E, A, G], C ~choiceRow[S, A, G]](
+func newTable[S, E, A, G Enum, I any](
 	name string, stateNames, eventNames []string,
-	transitions []T, choices []C,
+	transitions []Transition[S, E, A, G], choices []Choice[S, A, G],
 	entry [][]A, byStateEvent [][][]uint16, choicesByState [][]uint16,
 	guard func(I, G) bool, parseState func(string) (S, bool),
 ) *table[S, E, A, G, I] {
@@ -80,8 +52,8 @@ func newTable[S, E enum, A, G ~uint8, I any,
 		name:           name,
 		stateNames:     stateNames,
 		eventNames:     eventNames,
-		transitions:    make([]transitionRow[S, E, A, G], len(transitions)),
-		choices:        make([]choiceRow[S, A, G], len(choices)),
+		transitions:    slices.Clone(transitions),
+		choices:        slices.Clone(choices),
 		entry:          entry,
 		byStateEvent:   byStateEvent,
 		choicesByState: choicesByState,
@@ -100,17 +72,13 @@ func newTable[S, E enum, A, G ~uint8, I any,
 			srcs[to] = append(srcs[to], stateNames[from])
 		}
 	}
-	for i, r := range transitions {
-		row := transitionRow[S, E, A, G](r)
-		t.transitions[i] = row
-		if !row.Internal {
-			edge(row.From, row.To)
+	for _, r := range transitions {
+		if !r.Internal {
+			edge(r.From, r.To)
 		}
 	}
-	for i, c := range choices {
-		branch := choiceRow[S, A, G](c)
-		t.choices[i] = branch
-		edge(branch.State, branch.To)
+	for _, c := range choices {
+		edge(c.State, c.To)
 	}
 	for s, from := range srcs {
 		if len(from) > 0 {
@@ -125,7 +93,7 @@ func newTable[S, E enum, A, G ~uint8, I any,
 // state() reads looplab's Current and maps the name back to S through the
 // table; the machine keeps no copy of it. It is not safe for concurrent use.
 // actions, path and choices are reused by every fire.
-type machine[S, E enum, A, G ~uint8, I any] struct {
+type machine[S, E, A, G Enum, I any] struct {
 	t       *table[S, E, A, G, I]
 	fsm     *fsm.FSM
 	guards  I
@@ -249,7 +217,7 @@ func (m *machine[S, E, A, G, I]) enter(cur, s S) error {
 
 // stepString renders a step for logs: "from -> to on event / a, b", or
 // "from: internal on event" when no state was entered.
-func stepString[S, E, A enum](from, to S, ev E, actions []A, entered bool) string {
+func stepString[S, E, A Enum](from, to S, ev E, actions []A, entered bool) string {
 	var b strings.Builder
 	if !entered {
 		b.WriteString(from.String() + ": internal on " + ev.String())
@@ -270,7 +238,7 @@ func stepString[S, E, A enum](from, to S, ev E, actions []A, entered bool) strin
 // transitionPaths returns, for each transition row, a shortest event path
 // from the initial state (sp, per state) that ends with the row's event fired
 // in its From state; nil for a row whose From is unreachable.
-func transitionPaths[S, E enum, A, G ~uint8](sp map[S][]E, rows []transitionRow[S, E, A, G]) [][]E {
+func transitionPaths[S, E, A, G Enum](sp map[S][]E, rows []Transition[S, E, A, G]) [][]E {
 	out := make([][]E, len(rows))
 	for i, t := range rows {
 		if p, ok := sp[t.From]; ok {

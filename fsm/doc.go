@@ -13,6 +13,16 @@
 // looplab/fsm with Fire, Can, State and Timers. Route maps the engine's
 // channel Inputs to machine events.
 //
+// Every <Machine>Machine implements Machine[S, E, A, G] (machine.go): Name,
+// State, Fire returning the generic Step (<Machine>Step is an alias of it),
+// Run and Branch. Bind<Machine>Machine binds a machine to the engine's
+// implementation of its guards and actions (<Machine>Impl), so that one loop
+// over the interface runs every machine: Fire, then Run each action of the
+// step. The static side is generic too: <Machine>Transition and
+// <Machine>Choice are aliases of Transition and Choice, and <Machine>Kind
+// (a Kind) gives a machine kind's name, states and tables to code that walks
+// every kind alike.
+//
 // Semantics. Fire(ev) tries the transitions of the current state on ev in
 // spec order and takes the first whose guard holds. An internal transition
 // (no `to` in the spec) stays in the state: no entry action, timers keep
@@ -37,18 +47,19 @@
 //
 // Usage:
 //
-//	m := fsm.NewPodMachine(worker)      // worker implements fsm.PodGuards
+//	m := fsm.BindPodMachine(fsm.PodInitialState, worker) // worker implements fsm.PodImpl
 //	step, err := m.Fire(fsm.PodEventUpdate)
 //	if errors.Is(err, fsm.ErrNoTransition) { /* ignore or log */ }
-//	if len(step.Path) > 0 { cancel timers of step.From; arm m.Timers() }
+//	if step.Entered() { cancel timers of step.From; arm m.Timers() }
 //	for _, a := range step.Actions {
-//		err := fsm.RunPodAction(ctx, worker, a) // worker implements fsm.PodActions
+//		err := m.Run(ctx, a) // fsm.RunPodAction(ctx, worker, a)
 //		...
 //	}
 //
 // Step.Row is the index in <Machine>TransitionTable of the transition taken
-// and Step.Choices the indices in <Machine>ChoiceTable of the choice branches
-// passed, in order (the engine tests count them for row coverage).
+// (Step.Guard its guard when Step.HasGuard) and Step.Choices the indices in
+// <Machine>ChoiceTable of the choice branches passed, in order (Branch(i)
+// tells one; the engine tests count them for row coverage).
 //
 // Run<Machine>Action tags the context it passes to the action with the
 // machine and action names (actionctx.go: WithAction, ActionFrom), so a CRI

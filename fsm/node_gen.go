@@ -382,18 +382,8 @@ func NodeDurationOf(d NodeDurations, which NodeDuration) time.Duration {
 	panic(fmt.Sprintf("node machine: unknown duration %d", uint8(which)))
 }
 
-// NodeTransition is a row of the static transition table. Internal
-// transitions stay in From without re-entering it (To == From): no entry
-// action runs and timers keep running.
-type NodeTransition struct {
-	From     NodeState
-	Event    NodeEvent
-	Guard    NodeGuard
-	HasGuard bool
-	To       NodeState
-	Internal bool
-	Actions  []NodeAction
-}
+// NodeTransition is a row of the static transition table (Transition).
+type NodeTransition = Transition[NodeState, NodeEvent, NodeAction, NodeGuard]
 
 // NodeTransitionTable lists the transitions in spec order. For one (From,
 // Event) they are tried in this order; the first whose guard holds is taken.
@@ -415,20 +405,16 @@ var NodeTransitionTable = []NodeTransition{
 	{From: NodeStateCollecting, Event: NodeEventCollectFailed, To: NodeStateIdle},
 }
 
-// NodeChoice is a branch of a choice: on entering State, the branches of
-// State are tried in table order and the machine moves on to the To of the
-// first whose guard holds; the last branch of each state has no guard
-// (otherwise).
-type NodeChoice struct {
-	State    NodeState
-	Guard    NodeGuard
-	HasGuard bool
-	To       NodeState
-	Actions  []NodeAction
-}
+// NodeChoice is a branch of a choice (Choice).
+type NodeChoice = Choice[NodeState, NodeAction, NodeGuard]
 
 // NodeChoiceTable lists the choice branches in spec order.
 var NodeChoiceTable = []NodeChoice{}
+
+// NodeKind describes the node machine kind: its name, states and tables.
+var NodeKind = Kind[NodeState, NodeEvent, NodeAction, NodeGuard]{
+	Name: NodeMachineName, States: NodeStates, Transitions: NodeTransitionTable, Choices: NodeChoiceTable,
+}
 
 // NodeStateEntry lists, per state, the actions run on entering it.
 var NodeStateEntry = [5][]NodeAction{
@@ -460,38 +446,25 @@ var nodeByStateEvent = [5][][]uint16{
 // nodeChoicesByState indexes NodeChoiceTable by State.
 var nodeChoicesByState = [5][]uint16{}
 
-// NodeStep is the outcome of one Fire: the machine moved From -> To on
-// Event, entering the states of Path in order (empty for an internal
-// transition; a transition back to the same state lists it). Actions are the
-// transition's actions, then the entry actions of each state entered (and
-// choice branch actions between them), in the order the engine must run them.
-//
-// Row is the index in NodeTransitionTable of the transition taken, and
-// Choices the indices in NodeChoiceTable of the choice branches passed
-// after it, in order (for row coverage).
-//
-// Actions, Path and Choices alias buffers of the machine: they are valid
-// until the next Fire; copy them to keep them longer.
-type NodeStep struct {
-	From, To NodeState
-	Event    NodeEvent
-	Actions  []NodeAction
-	Path     []NodeState
-	Row      int
-	Choices  []int
-}
+// NodeStep is the outcome of one Fire of the node machine (Step).
+// Row indexes NodeTransitionTable and Choices NodeChoiceTable.
+type NodeStep = Step[NodeState, NodeEvent, NodeAction, NodeGuard]
 
-// String renders the step for logs: "from -> to on event / a, b", or
-// "from: internal on event" when no state was entered.
-func (s NodeStep) String() string {
-	return stepString(s.From, s.To, s.Event, s.Actions, len(s.Path) > 0)
+// NodeImpl is what the engine implements for the node machine: its
+// guards, which Fire asks, and its actions, which Run runs.
+type NodeImpl interface {
+	NodeGuards
+	NodeActions
 }
 
 // NodeMachine is one node state machine over looplab/fsm. It is not
 // safe for concurrent use: one goroutine (the owner's worker) fires it.
 type NodeMachine struct {
-	m machine[NodeState, NodeEvent, NodeAction, NodeGuard, NodeGuards]
+	m    machine[NodeState, NodeEvent, NodeAction, NodeGuard, NodeGuards]
+	impl NodeActions // nil unless bound (BindNodeMachine)
 }
+
+var _ Machine[NodeState, NodeEvent, NodeAction, NodeGuard] = (*NodeMachine)(nil)
 
 // nodeTable is the node machine's tables as the core runs them.
 var nodeTable = newTable[NodeState, NodeEvent, NodeAction, NodeGuard, NodeGuards](
@@ -515,6 +488,17 @@ func NewNodeMachineAt(s NodeState, g NodeGuards) *NodeMachine {
 	return m
 }
 
+// BindNodeMachine returns a machine in state s, as NewNodeMachineAt,
+// whose guards impl answers and whose actions Run runs on impl.
+func BindNodeMachine(s NodeState, impl NodeImpl) *NodeMachine {
+	m := NewNodeMachineAt(s, impl)
+	m.impl = impl
+	return m
+}
+
+// Name returns the machine's name in the spec, NodeMachineName.
+func (m *NodeMachine) Name() string { return NodeMachineName }
+
 // State returns the current state, which the looplab/fsm machine holds.
 func (m *NodeMachine) State() NodeState { return m.m.state() }
 
@@ -537,8 +521,22 @@ func (m *NodeMachine) Fire(ev NodeEvent) (NodeStep, error) {
 	if err != nil {
 		return NodeStep{}, err
 	}
-	return NodeStep{From: from, To: to, Event: ev, Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
+	r := &nodeTable.transitions[m.m.row]
+	return NodeStep{Machine: NodeMachineName, From: from, To: to, Event: ev, Guard: r.Guard, HasGuard: r.HasGuard,
+		Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
 }
+
+// Run runs action a on the implementation the machine was bound to
+// (RunNodeAction); an unbound machine runs none and returns an error.
+func (m *NodeMachine) Run(ctx context.Context, a NodeAction) error {
+	if m.impl == nil {
+		return fmt.Errorf("node machine: action %s: no implementation bound (BindNodeMachine)", a)
+	}
+	return RunNodeAction(ctx, m.impl, a)
+}
+
+// Branch returns the branch NodeChoiceTable[i].
+func (m *NodeMachine) Branch(i int) Branch[NodeState, NodeGuard] { return m.m.branch(i) }
 
 // NodeMetricLabels returns the label values of the node machine's
 // states and events, in spec order, for speclet_transitions_total.

@@ -533,18 +533,8 @@ func PodDurationOf(d PodDurations, which PodDuration) time.Duration {
 	panic(fmt.Sprintf("pod machine: unknown duration %d", uint8(which)))
 }
 
-// PodTransition is a row of the static transition table. Internal
-// transitions stay in From without re-entering it (To == From): no entry
-// action runs and timers keep running.
-type PodTransition struct {
-	From     PodState
-	Event    PodEvent
-	Guard    PodGuard
-	HasGuard bool
-	To       PodState
-	Internal bool
-	Actions  []PodAction
-}
+// PodTransition is a row of the static transition table (Transition).
+type PodTransition = Transition[PodState, PodEvent, PodAction, PodGuard]
 
 // PodTransitionTable lists the transitions in spec order. For one (From,
 // Event) they are tried in this order; the first whose guard holds is taken.
@@ -587,20 +577,16 @@ var PodTransitionTable = []PodTransition{
 	{From: PodStateTerminated, Event: PodEventSync, To: PodStateTerminated},
 }
 
-// PodChoice is a branch of a choice: on entering State, the branches of
-// State are tried in table order and the machine moves on to the To of the
-// first whose guard holds; the last branch of each state has no guard
-// (otherwise).
-type PodChoice struct {
-	State    PodState
-	Guard    PodGuard
-	HasGuard bool
-	To       PodState
-	Actions  []PodAction
-}
+// PodChoice is a branch of a choice (Choice).
+type PodChoice = Choice[PodState, PodAction, PodGuard]
 
 // PodChoiceTable lists the choice branches in spec order.
 var PodChoiceTable = []PodChoice{}
+
+// PodKind describes the pod machine kind: its name, states and tables.
+var PodKind = Kind[PodState, PodEvent, PodAction, PodGuard]{
+	Name: PodMachineName, States: PodStates, Transitions: PodTransitionTable, Choices: PodChoiceTable,
+}
 
 // PodStateEntry lists, per state, the actions run on entering it.
 var PodStateEntry = [10][]PodAction{
@@ -646,38 +632,25 @@ var podByStateEvent = [10][][]uint16{
 // podChoicesByState indexes PodChoiceTable by State.
 var podChoicesByState = [10][]uint16{}
 
-// PodStep is the outcome of one Fire: the machine moved From -> To on
-// Event, entering the states of Path in order (empty for an internal
-// transition; a transition back to the same state lists it). Actions are the
-// transition's actions, then the entry actions of each state entered (and
-// choice branch actions between them), in the order the engine must run them.
-//
-// Row is the index in PodTransitionTable of the transition taken, and
-// Choices the indices in PodChoiceTable of the choice branches passed
-// after it, in order (for row coverage).
-//
-// Actions, Path and Choices alias buffers of the machine: they are valid
-// until the next Fire; copy them to keep them longer.
-type PodStep struct {
-	From, To PodState
-	Event    PodEvent
-	Actions  []PodAction
-	Path     []PodState
-	Row      int
-	Choices  []int
-}
+// PodStep is the outcome of one Fire of the pod machine (Step).
+// Row indexes PodTransitionTable and Choices PodChoiceTable.
+type PodStep = Step[PodState, PodEvent, PodAction, PodGuard]
 
-// String renders the step for logs: "from -> to on event / a, b", or
-// "from: internal on event" when no state was entered.
-func (s PodStep) String() string {
-	return stepString(s.From, s.To, s.Event, s.Actions, len(s.Path) > 0)
+// PodImpl is what the engine implements for the pod machine: its
+// guards, which Fire asks, and its actions, which Run runs.
+type PodImpl interface {
+	PodGuards
+	PodActions
 }
 
 // PodMachine is one pod state machine over looplab/fsm. It is not
 // safe for concurrent use: one goroutine (the owner's worker) fires it.
 type PodMachine struct {
-	m machine[PodState, PodEvent, PodAction, PodGuard, PodGuards]
+	m    machine[PodState, PodEvent, PodAction, PodGuard, PodGuards]
+	impl PodActions // nil unless bound (BindPodMachine)
 }
+
+var _ Machine[PodState, PodEvent, PodAction, PodGuard] = (*PodMachine)(nil)
 
 // podTable is the pod machine's tables as the core runs them.
 var podTable = newTable[PodState, PodEvent, PodAction, PodGuard, PodGuards](
@@ -701,6 +674,17 @@ func NewPodMachineAt(s PodState, g PodGuards) *PodMachine {
 	return m
 }
 
+// BindPodMachine returns a machine in state s, as NewPodMachineAt,
+// whose guards impl answers and whose actions Run runs on impl.
+func BindPodMachine(s PodState, impl PodImpl) *PodMachine {
+	m := NewPodMachineAt(s, impl)
+	m.impl = impl
+	return m
+}
+
+// Name returns the machine's name in the spec, PodMachineName.
+func (m *PodMachine) Name() string { return PodMachineName }
+
 // State returns the current state, which the looplab/fsm machine holds.
 func (m *PodMachine) State() PodState { return m.m.state() }
 
@@ -723,8 +707,22 @@ func (m *PodMachine) Fire(ev PodEvent) (PodStep, error) {
 	if err != nil {
 		return PodStep{}, err
 	}
-	return PodStep{From: from, To: to, Event: ev, Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
+	r := &podTable.transitions[m.m.row]
+	return PodStep{Machine: PodMachineName, From: from, To: to, Event: ev, Guard: r.Guard, HasGuard: r.HasGuard,
+		Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
 }
+
+// Run runs action a on the implementation the machine was bound to
+// (RunPodAction); an unbound machine runs none and returns an error.
+func (m *PodMachine) Run(ctx context.Context, a PodAction) error {
+	if m.impl == nil {
+		return fmt.Errorf("pod machine: action %s: no implementation bound (BindPodMachine)", a)
+	}
+	return RunPodAction(ctx, m.impl, a)
+}
+
+// Branch returns the branch PodChoiceTable[i].
+func (m *PodMachine) Branch(i int) Branch[PodState, PodGuard] { return m.m.branch(i) }
 
 // PodMetricLabels returns the label values of the pod machine's
 // states and events, in spec order, for speclet_transitions_total.

@@ -327,18 +327,8 @@ func ProbeDurationOf(d ProbeDurations, which ProbeDuration) time.Duration {
 	panic(fmt.Sprintf("probe machine: unknown duration %d", uint8(which)))
 }
 
-// ProbeTransition is a row of the static transition table. Internal
-// transitions stay in From without re-entering it (To == From): no entry
-// action runs and timers keep running.
-type ProbeTransition struct {
-	From     ProbeState
-	Event    ProbeEvent
-	Guard    ProbeGuard
-	HasGuard bool
-	To       ProbeState
-	Internal bool
-	Actions  []ProbeAction
-}
+// ProbeTransition is a row of the static transition table (Transition).
+type ProbeTransition = Transition[ProbeState, ProbeEvent, ProbeAction, ProbeGuard]
 
 // ProbeTransitionTable lists the transitions in spec order. For one (From,
 // Event) they are tried in this order; the first whose guard holds is taken.
@@ -359,20 +349,16 @@ var ProbeTransitionTable = []ProbeTransition{
 	{From: ProbeStateKilling, Event: ProbeEventContainerStopped, To: ProbeStateOff, Actions: []ProbeAction{ProbeActionStopProbes}},
 }
 
-// ProbeChoice is a branch of a choice: on entering State, the branches of
-// State are tried in table order and the machine moves on to the To of the
-// first whose guard holds; the last branch of each state has no guard
-// (otherwise).
-type ProbeChoice struct {
-	State    ProbeState
-	Guard    ProbeGuard
-	HasGuard bool
-	To       ProbeState
-	Actions  []ProbeAction
-}
+// ProbeChoice is a branch of a choice (Choice).
+type ProbeChoice = Choice[ProbeState, ProbeAction, ProbeGuard]
 
 // ProbeChoiceTable lists the choice branches in spec order.
 var ProbeChoiceTable = []ProbeChoice{}
+
+// ProbeKind describes the probe machine kind: its name, states and tables.
+var ProbeKind = Kind[ProbeState, ProbeEvent, ProbeAction, ProbeGuard]{
+	Name: ProbeMachineName, States: ProbeStates, Transitions: ProbeTransitionTable, Choices: ProbeChoiceTable,
+}
 
 // ProbeStateEntry lists, per state, the actions run on entering it.
 var ProbeStateEntry = [5][]ProbeAction{}
@@ -399,38 +385,25 @@ var probeByStateEvent = [5][][]uint16{
 // probeChoicesByState indexes ProbeChoiceTable by State.
 var probeChoicesByState = [5][]uint16{}
 
-// ProbeStep is the outcome of one Fire: the machine moved From -> To on
-// Event, entering the states of Path in order (empty for an internal
-// transition; a transition back to the same state lists it). Actions are the
-// transition's actions, then the entry actions of each state entered (and
-// choice branch actions between them), in the order the engine must run them.
-//
-// Row is the index in ProbeTransitionTable of the transition taken, and
-// Choices the indices in ProbeChoiceTable of the choice branches passed
-// after it, in order (for row coverage).
-//
-// Actions, Path and Choices alias buffers of the machine: they are valid
-// until the next Fire; copy them to keep them longer.
-type ProbeStep struct {
-	From, To ProbeState
-	Event    ProbeEvent
-	Actions  []ProbeAction
-	Path     []ProbeState
-	Row      int
-	Choices  []int
-}
+// ProbeStep is the outcome of one Fire of the probe machine (Step).
+// Row indexes ProbeTransitionTable and Choices ProbeChoiceTable.
+type ProbeStep = Step[ProbeState, ProbeEvent, ProbeAction, ProbeGuard]
 
-// String renders the step for logs: "from -> to on event / a, b", or
-// "from: internal on event" when no state was entered.
-func (s ProbeStep) String() string {
-	return stepString(s.From, s.To, s.Event, s.Actions, len(s.Path) > 0)
+// ProbeImpl is what the engine implements for the probe machine: its
+// guards, which Fire asks, and its actions, which Run runs.
+type ProbeImpl interface {
+	ProbeGuards
+	ProbeActions
 }
 
 // ProbeMachine is one probe state machine over looplab/fsm. It is not
 // safe for concurrent use: one goroutine (the owner's worker) fires it.
 type ProbeMachine struct {
-	m machine[ProbeState, ProbeEvent, ProbeAction, ProbeGuard, ProbeGuards]
+	m    machine[ProbeState, ProbeEvent, ProbeAction, ProbeGuard, ProbeGuards]
+	impl ProbeActions // nil unless bound (BindProbeMachine)
 }
+
+var _ Machine[ProbeState, ProbeEvent, ProbeAction, ProbeGuard] = (*ProbeMachine)(nil)
 
 // probeTable is the probe machine's tables as the core runs them.
 var probeTable = newTable[ProbeState, ProbeEvent, ProbeAction, ProbeGuard, ProbeGuards](
@@ -454,6 +427,17 @@ func NewProbeMachineAt(s ProbeState, g ProbeGuards) *ProbeMachine {
 	return m
 }
 
+// BindProbeMachine returns a machine in state s, as NewProbeMachineAt,
+// whose guards impl answers and whose actions Run runs on impl.
+func BindProbeMachine(s ProbeState, impl ProbeImpl) *ProbeMachine {
+	m := NewProbeMachineAt(s, impl)
+	m.impl = impl
+	return m
+}
+
+// Name returns the machine's name in the spec, ProbeMachineName.
+func (m *ProbeMachine) Name() string { return ProbeMachineName }
+
 // State returns the current state, which the looplab/fsm machine holds.
 func (m *ProbeMachine) State() ProbeState { return m.m.state() }
 
@@ -476,8 +460,22 @@ func (m *ProbeMachine) Fire(ev ProbeEvent) (ProbeStep, error) {
 	if err != nil {
 		return ProbeStep{}, err
 	}
-	return ProbeStep{From: from, To: to, Event: ev, Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
+	r := &probeTable.transitions[m.m.row]
+	return ProbeStep{Machine: ProbeMachineName, From: from, To: to, Event: ev, Guard: r.Guard, HasGuard: r.HasGuard,
+		Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
 }
+
+// Run runs action a on the implementation the machine was bound to
+// (RunProbeAction); an unbound machine runs none and returns an error.
+func (m *ProbeMachine) Run(ctx context.Context, a ProbeAction) error {
+	if m.impl == nil {
+		return fmt.Errorf("probe machine: action %s: no implementation bound (BindProbeMachine)", a)
+	}
+	return RunProbeAction(ctx, m.impl, a)
+}
+
+// Branch returns the branch ProbeChoiceTable[i].
+func (m *ProbeMachine) Branch(i int) Branch[ProbeState, ProbeGuard] { return m.m.branch(i) }
 
 // ProbeMetricLabels returns the label values of the probe machine's
 // states and events, in spec order, for speclet_transitions_total.

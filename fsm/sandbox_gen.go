@@ -370,18 +370,8 @@ func SandboxDurationOf(d SandboxDurations, which SandboxDuration) time.Duration 
 	panic(fmt.Sprintf("sandbox machine: unknown duration %d", uint8(which)))
 }
 
-// SandboxTransition is a row of the static transition table. Internal
-// transitions stay in From without re-entering it (To == From): no entry
-// action runs and timers keep running.
-type SandboxTransition struct {
-	From     SandboxState
-	Event    SandboxEvent
-	Guard    SandboxGuard
-	HasGuard bool
-	To       SandboxState
-	Internal bool
-	Actions  []SandboxAction
-}
+// SandboxTransition is a row of the static transition table (Transition).
+type SandboxTransition = Transition[SandboxState, SandboxEvent, SandboxAction, SandboxGuard]
 
 // SandboxTransitionTable lists the transitions in spec order. For one (From,
 // Event) they are tried in this order; the first whose guard holds is taken.
@@ -408,20 +398,16 @@ var SandboxTransitionTable = []SandboxTransition{
 	{From: SandboxStateStopped, Event: SandboxEventStop, To: SandboxStateStopped, Internal: true},
 }
 
-// SandboxChoice is a branch of a choice: on entering State, the branches of
-// State are tried in table order and the machine moves on to the To of the
-// first whose guard holds; the last branch of each state has no guard
-// (otherwise).
-type SandboxChoice struct {
-	State    SandboxState
-	Guard    SandboxGuard
-	HasGuard bool
-	To       SandboxState
-	Actions  []SandboxAction
-}
+// SandboxChoice is a branch of a choice (Choice).
+type SandboxChoice = Choice[SandboxState, SandboxAction, SandboxGuard]
 
 // SandboxChoiceTable lists the choice branches in spec order.
 var SandboxChoiceTable = []SandboxChoice{}
+
+// SandboxKind describes the sandbox machine kind: its name, states and tables.
+var SandboxKind = Kind[SandboxState, SandboxEvent, SandboxAction, SandboxGuard]{
+	Name: SandboxMachineName, States: SandboxStates, Transitions: SandboxTransitionTable, Choices: SandboxChoiceTable,
+}
 
 // SandboxStateEntry lists, per state, the actions run on entering it.
 var SandboxStateEntry = [9][]SandboxAction{
@@ -456,38 +442,25 @@ var sandboxByStateEvent = [9][][]uint16{
 // sandboxChoicesByState indexes SandboxChoiceTable by State.
 var sandboxChoicesByState = [9][]uint16{}
 
-// SandboxStep is the outcome of one Fire: the machine moved From -> To on
-// Event, entering the states of Path in order (empty for an internal
-// transition; a transition back to the same state lists it). Actions are the
-// transition's actions, then the entry actions of each state entered (and
-// choice branch actions between them), in the order the engine must run them.
-//
-// Row is the index in SandboxTransitionTable of the transition taken, and
-// Choices the indices in SandboxChoiceTable of the choice branches passed
-// after it, in order (for row coverage).
-//
-// Actions, Path and Choices alias buffers of the machine: they are valid
-// until the next Fire; copy them to keep them longer.
-type SandboxStep struct {
-	From, To SandboxState
-	Event    SandboxEvent
-	Actions  []SandboxAction
-	Path     []SandboxState
-	Row      int
-	Choices  []int
-}
+// SandboxStep is the outcome of one Fire of the sandbox machine (Step).
+// Row indexes SandboxTransitionTable and Choices SandboxChoiceTable.
+type SandboxStep = Step[SandboxState, SandboxEvent, SandboxAction, SandboxGuard]
 
-// String renders the step for logs: "from -> to on event / a, b", or
-// "from: internal on event" when no state was entered.
-func (s SandboxStep) String() string {
-	return stepString(s.From, s.To, s.Event, s.Actions, len(s.Path) > 0)
+// SandboxImpl is what the engine implements for the sandbox machine: its
+// guards, which Fire asks, and its actions, which Run runs.
+type SandboxImpl interface {
+	SandboxGuards
+	SandboxActions
 }
 
 // SandboxMachine is one sandbox state machine over looplab/fsm. It is not
 // safe for concurrent use: one goroutine (the owner's worker) fires it.
 type SandboxMachine struct {
-	m machine[SandboxState, SandboxEvent, SandboxAction, SandboxGuard, SandboxGuards]
+	m    machine[SandboxState, SandboxEvent, SandboxAction, SandboxGuard, SandboxGuards]
+	impl SandboxActions // nil unless bound (BindSandboxMachine)
 }
+
+var _ Machine[SandboxState, SandboxEvent, SandboxAction, SandboxGuard] = (*SandboxMachine)(nil)
 
 // sandboxTable is the sandbox machine's tables as the core runs them.
 var sandboxTable = newTable[SandboxState, SandboxEvent, SandboxAction, SandboxGuard, SandboxGuards](
@@ -511,6 +484,17 @@ func NewSandboxMachineAt(s SandboxState, g SandboxGuards) *SandboxMachine {
 	return m
 }
 
+// BindSandboxMachine returns a machine in state s, as NewSandboxMachineAt,
+// whose guards impl answers and whose actions Run runs on impl.
+func BindSandboxMachine(s SandboxState, impl SandboxImpl) *SandboxMachine {
+	m := NewSandboxMachineAt(s, impl)
+	m.impl = impl
+	return m
+}
+
+// Name returns the machine's name in the spec, SandboxMachineName.
+func (m *SandboxMachine) Name() string { return SandboxMachineName }
+
 // State returns the current state, which the looplab/fsm machine holds.
 func (m *SandboxMachine) State() SandboxState { return m.m.state() }
 
@@ -533,8 +517,22 @@ func (m *SandboxMachine) Fire(ev SandboxEvent) (SandboxStep, error) {
 	if err != nil {
 		return SandboxStep{}, err
 	}
-	return SandboxStep{From: from, To: to, Event: ev, Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
+	r := &sandboxTable.transitions[m.m.row]
+	return SandboxStep{Machine: SandboxMachineName, From: from, To: to, Event: ev, Guard: r.Guard, HasGuard: r.HasGuard,
+		Actions: m.m.actions, Path: m.m.path, Row: m.m.row, Choices: m.m.choices}, nil
 }
+
+// Run runs action a on the implementation the machine was bound to
+// (RunSandboxAction); an unbound machine runs none and returns an error.
+func (m *SandboxMachine) Run(ctx context.Context, a SandboxAction) error {
+	if m.impl == nil {
+		return fmt.Errorf("sandbox machine: action %s: no implementation bound (BindSandboxMachine)", a)
+	}
+	return RunSandboxAction(ctx, m.impl, a)
+}
+
+// Branch returns the branch SandboxChoiceTable[i].
+func (m *SandboxMachine) Branch(i int) Branch[SandboxState, SandboxGuard] { return m.m.branch(i) }
 
 // SandboxMetricLabels returns the label values of the sandbox machine's
 // states and events, in spec order, for speclet_transitions_total.

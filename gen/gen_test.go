@@ -278,8 +278,9 @@ func TestCompileAndRun(t *testing.T) {
 		write(rel, b)
 	}
 	// The hand-written part of package fsm: the core every machine delegates
-	// to, the errors it returns and the action context tags.
-	for _, name := range []string{"core.go", "errors.go", "actionctx.go"} {
+	// to, the Machine interface and its Step, the errors it returns and the
+	// action context tags.
+	for _, name := range []string{"core.go", "machine.go", "errors.go", "actionctx.go"} {
 		glue, err := os.ReadFile(filepath.Join("../fsm", name))
 		if err != nil {
 			t.Fatal(err)

@@ -1,0 +1,64 @@
+package engine
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/speclet/speclet/fsm"
+)
+
+// actionless is a node machine whose steps run no action (they would call
+// the runtime).
+type actionless struct{ *fsm.NodeMachine }
+
+func (m actionless) Fire(ev fsm.NodeEvent) (fsm.NodeStep, error) {
+	st, err := m.NodeMachine.Fire(ev)
+	st.Actions = nil
+	return st, err
+}
+
+// TestNodeMachineInTheLoop: the node machine, which has no pod worker, goes
+// through the one fire loop with the node kind's observers: its steps reach
+// its history, the transition and state-duration metrics and its published
+// state; a refused event is counted and leaves no record.
+func TestNodeMachineInTheLoop(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	e, err := New(Config{Runtime: nopRuntime{}, RootDir: t.TempDir(), Registerer: reg, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, ctx := e.node, context.Background()
+	m := actionless{n.machine}
+	fire(ctx, m, &n.steps, fsm.NodeEventImageGcDue) // idle -> measuring
+	if got := n.stateName(); got != "measuring" {
+		t.Errorf("published state %q after image_gc_due, want measuring", got)
+	}
+	fire(ctx, m, &n.steps, fsm.NodeEventImageGcDue) // refused in measuring
+	fire(ctx, m, &n.steps, fsm.NodeEventBelowHigh)  // measuring -> idle
+
+	var got []string
+	for _, tr := range e.NodeHistory() {
+		got = append(got, tr.Machine+" "+tr.From+" -"+tr.Event+"-> "+tr.To)
+	}
+	want := []string{"node idle -image_gc_due-> measuring", "node measuring -below_high-> idle"}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("node history %q, want %q", got, want)
+	}
+	if v := testutil.ToFloat64(e.metrics.transitions.WithLabelValues("node", "idle", "measuring", "image_gc_due")); v != 1 {
+		t.Errorf("speclet_transitions_total{node idle -image_gc_due-> measuring} = %v, want 1", v)
+	}
+	if v := testutil.ToFloat64(e.metrics.rejects.WithLabelValues("node", "measuring", "image_gc_due")); v != 1 {
+		t.Errorf("speclet_rejected_events_total{node measuring image_gc_due} = %v, want 1", v)
+	}
+	if c := testutil.CollectAndCount(e.metrics.stateDurs, "speclet_state_duration_seconds"); c < 2 {
+		t.Errorf("speclet_state_duration_seconds has %d series, want the node's idle and measuring", c)
+	}
+	if got := n.stateName(); got != "idle" {
+		t.Errorf("published state %q, want idle", got)
+	}
+}

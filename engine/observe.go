@@ -1,0 +1,111 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/speclet/speclet/fsm"
+)
+
+// This file registers the observers of each machine kind, once: every kind
+// has the metrics, the history and the debug log (common); the pod,
+// sandbox and container kinds add the operator log (oplog.go), their
+// Kubernetes events (events.go) and what entering a state means to their
+// owner (timers, the published pod state, the waiting reason).
+
+// The observers of each machine kind, in the order they see a step.
+var (
+	podObservers = append(common[fsm.PodState, fsm.PodEvent, fsm.PodAction, fsm.PodGuard, *podState](),
+		taken(logPodStep), taken(recordPodEvent), taken(podEntered))
+	sandboxObservers = append(common[fsm.SandboxState, fsm.SandboxEvent, fsm.SandboxAction, fsm.SandboxGuard, *sandboxState](),
+		taken(recordSandboxEvent))
+	ctrObservers = append(common[fsm.ContainerState, fsm.ContainerEvent, fsm.ContainerAction, fsm.ContainerGuard, *ctrState](),
+		taken(logContainerStep), taken(recordContainerEvent), taken(containerEntered))
+	probeObservers = common[fsm.ProbeState, fsm.ProbeEvent, fsm.ProbeAction, fsm.ProbeGuard, *probeState]()
+	nodeObservers  = append(common[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard, *nodeReclaim](),
+		taken(nodeEntered))
+)
+
+// common returns the observers every machine kind has: the metrics, the
+// history and the debug log.
+func common[S, E, A, G fsm.Enum, B owner]() []observer[S, E, A, G, B] {
+	return []observer[S, E, A, G, B]{
+		{taken: countStep[S, E, A, G, B], refused: countRefusal[S, E, A, G, B]},
+		{taken: recordStep[S, E, A, G, B], ran: recordResults[S, E, A, G, B]},
+		{taken: logStep[S, E, A, G, B], refused: logRefusal[S, E, A, G, B]},
+	}
+}
+
+// taken returns an observer of the steps taken only.
+func taken[S, E, A, G fsm.Enum, B owner](h hook[S, E, A, G, B]) observer[S, E, A, G, B] {
+	return observer[S, E, A, G, B]{taken: h}
+}
+
+// countStep counts the transition (speclet_transitions_total) and, when it
+// entered a state, the time spent in the state it left
+// (speclet_state_duration_seconds).
+func countStep[S, E, A, G fsm.Enum, B owner](_ context.Context, st *step[S, E, A, G, B]) {
+	m := st.owner.engine().metrics
+	m.transition(st.Machine, st.From.String(), st.To.String(), st.Event.String())
+	if st.Entered() {
+		m.stateDuration(st.Machine, st.From.String(), st.at.Sub(st.since))
+	}
+}
+
+// countRefusal counts an event the machine's state has no row for
+// (speclet_rejected_events_total).
+func countRefusal[S, E, A, G fsm.Enum, B owner](_ context.Context, st *step[S, E, A, G, B]) {
+	if errors.Is(st.err, fsm.ErrNoTransition) {
+		st.owner.engine().metrics.rejected(st.Machine, st.From.String(), st.Event.String())
+	}
+}
+
+// recordStep records the transition in its owner's history (/debug/pods,
+// NodeHistory) and moves its machine there.
+func recordStep[S, E, A, G fsm.Enum, B owner](_ context.Context, st *step[S, E, A, G, B]) {
+	rec := Transition{Time: st.at, Machine: st.Machine, Instance: st.owner.instance(),
+		From: st.From.String(), Event: st.Event.String(), To: st.To.String()}
+	if st.HasGuard {
+		rec.Guard = st.Guard.String()
+	}
+	for _, c := range st.Choices {
+		rec.Choices = append(rec.Choices, st.m.Branch(c).String())
+	}
+	since := st.since
+	if st.Entered() {
+		since = st.at
+	}
+	st.rec = st.owner.record().add(rec, since)
+}
+
+// recordResults attaches the results of the step's actions to its record.
+func recordResults[S, E, A, G fsm.Enum, B owner](_ context.Context, st *step[S, E, A, G, B]) {
+	if len(st.results) > 0 && st.rec != nil {
+		st.owner.record().setActions(st.rec, st.results)
+	}
+}
+
+// logStep logs the transition at debug level; the row and choices
+// attributes are what the engine tests count for row coverage.
+func logStep[S, E, A, G fsm.Enum, B owner](ctx context.Context, st *step[S, E, A, G, B]) {
+	log := st.owner.engine().log
+	if log.Enabled(ctx, slog.LevelDebug) {
+		log.Debug("transition", append(st.owner.logAttrs(), "machine", st.Machine, "from", st.From.String(), "event", st.Event.String(),
+			"to", st.To.String(), "actions", fmt.Sprint(st.Actions), "row", st.Row, "choices", st.Choices)...)
+	}
+}
+
+// logRefusal logs a refused event below debug level, and a machine's
+// failure as an error.
+func logRefusal[S, E, A, G fsm.Enum, B owner](ctx context.Context, st *step[S, E, A, G, B]) {
+	log := st.owner.engine().log
+	if !errors.Is(st.err, fsm.ErrNoTransition) {
+		log.Error("state machine", append(st.owner.logAttrs(), "machine", st.Machine, "event", st.Event.String(), "err", st.err)...)
+		return
+	}
+	if log.Enabled(ctx, slog.LevelDebug-4) {
+		log.Log(ctx, slog.LevelDebug-4, "event refused", append(st.owner.logAttrs(), "machine", st.Machine, "event", st.Event.String())...)
+	}
+}
