@@ -55,7 +55,25 @@ func TestVerifyEmbeddedSpec(t *testing.T) {
 			t.Errorf("invariant %s violated with K=%d (roles %v): %s\n%s", iv.Name, v.K, v.Roles, v.Detail, strings.Join(v.Trace, "\n"))
 		}
 	}
-	for _, k := range []string{spec.InvNeverEnter, spec.InvRank, spec.InvAlwaysReaches, spec.InvAfterReaches, spec.InvAlwaysIn, spec.InvLeaves} {
+	for _, iv := range rep.Invariants {
+		if iv.Kind != spec.InvPhaseRank {
+			continue
+		}
+		// The status keeps a terminal phase: the traces say when the
+		// engine needs that rule (a terminated container reported running
+		// after all).
+		if len(iv.Kept) == 0 {
+			t.Errorf("invariant %s: no trace where the status keeps a terminal phase", iv.Name)
+		}
+		for _, k := range iv.Kept {
+			trace := strings.Join(k.Trace, "\n")
+			t.Logf("%s: %s\n%s", iv.Name, k.Detail, trace)
+			if !strings.Contains(trace, "terminated --started--> stopping") {
+				t.Errorf("the status keeps a terminal phase without a late start:\n%s\n=> %s", trace, k.Detail)
+			}
+		}
+	}
+	for _, k := range []string{spec.InvNeverEnter, spec.InvRank, spec.InvPhaseRank, spec.InvAlwaysReaches, spec.InvAfterReaches, spec.InvAlwaysIn, spec.InvLeaves} {
 		if !kinds[k] {
 			t.Errorf("no invariant of kind %s in the spec", k)
 		}
@@ -117,10 +135,30 @@ func TestVerifyMutations(t *testing.T) {
 			invariant: "kill_finishes", inTrace: "--kill--> stopping",
 		},
 		{
+			// Without the status's keep rule, the runtime reporting a
+			// terminated container running after all (a StartContainer
+			// that timed out ran later) takes the phase users see from
+			// Succeeded or Failed back to Running.
+			name: "status without the terminal keep rule", file: "system.hcl",
+			old:       "  keeps_terminal = true\n",
+			new:       "",
+			invariant: "phase_never_backwards", inTrace: "terminated --started--> stopping",
+		},
+		{
+			// A container removed while its stop fails, before its exit
+			// was recorded, reads as never started: the phase falls back
+			// from Running to Pending (the engine shows such an exit as
+			// ContainerStatusUnknown).
+			name: "phase forgets that a container ran", file: "system.hcl",
+			old:       "  started        = [container.running, container.stopping]\n",
+			new:       "  started        = [container.running]\n",
+			invariant: "phase_never_backwards", inTrace: "stopping --removed [pod_terminating=true(tied)]--> removed",
+		},
+		{
 			name: "termination resyncs", file: "pod.hcl",
 			old:       `transition "update" { doc = "Updates during termination only matter for the grace period." }`,
 			new:       `transition "update" { to = state.syncing }`,
-			invariant: "phase_never_backwards", inTrace: "terminating --update--> syncing",
+			invariant: "worker_never_backwards", inTrace: "terminating --update--> syncing",
 		},
 		{
 			// The pod waits in terminating for a condition stopped

@@ -150,7 +150,7 @@ func TestSpecVerify(t *testing.T) {
 	}
 	mutated, _ := filepath.Glob(filepath.Join(dir, "*.hcl"))
 	code, out, _ = runSpecCmd(t, append([]string{"verify", "-k", "1"}, mutated...)...)
-	if code != 1 || !strings.Contains(out, "invariant phase_never_backwards (rank): VIOLATED") ||
+	if code != 1 || !strings.Contains(out, "invariant worker_never_backwards (rank): VIOLATED") ||
 		!strings.Contains(out, "pod terminating --update--> syncing / sync_pod") || !strings.Contains(out, "verify FAILED") {
 		t.Fatalf("verify of a spec whose pod goes back to syncing: exit %d\n%s", code, out)
 	}
