@@ -121,6 +121,7 @@ type phaseCheck struct {
 	raw    []uint8  // per (resting state, context): phase+1, 0 not computed
 	restIx []int32  // per state: its index among the resting states, -1
 	pow3   []int
+	last   int // the last tier
 	// kept holds, per terminal phase kept and the phase the states gave
 	// instead (keep), the first pair found where the status kept it.
 	kept map[[2]int]*phaseHit
@@ -195,13 +196,13 @@ func (pc *phaseCheck) rawPhase(j int32, ctx int) int {
 	return v
 }
 
-// forward calls emit with every context and published phase the pair
-// (ctx, a) of a state takes along its edge e.
-func (pc *phaseCheck) forward(e int32, ctx, a int, emit func(ctx, b, raw int)) {
+// admit appends to buf the contexts ctx becomes along edge e (none when
+// the edge reads a policy or exit ctx disagrees with) and returns it.
+func (pc *phaseCheck) admit(e int32, ctx int, buf []int) []int {
 	r := pc.r
 	m := r.meta[e]
 	if v := int(m & metaPolicy); v > 0 && pc.pol(ctx) != v-1 {
-		return
+		return buf
 	}
 	if c := int(m>>metaExitShift&7) - 1; c >= 0 {
 		want := 1
@@ -213,7 +214,7 @@ func (pc *phaseCheck) forward(e int32, ctx, a int, emit func(ctx, b, raw int)) {
 			ctx = pc.withExit(ctx, c, want) // a first read records it
 		case want:
 		default:
-			return
+			return buf
 		}
 	}
 	for c := range r.k {
@@ -221,30 +222,31 @@ func (pc *phaseCheck) forward(e int32, ctx, a int, emit func(ctx, b, raw int)) {
 			ctx = pc.withExit(ctx, c, 2) // it ran: its exit is unknown
 		}
 	}
-	ctxs := []int{ctx}
+	// Each exit recorded anew takes either value.
+	first := len(buf)
+	buf = append(buf, ctx)
 	for c := range r.k {
 		if m&(1<<(metaRecShift+c)) == 0 {
 			continue
 		}
-		var next []int
-		for _, x := range ctxs {
-			next = append(next, pc.withExit(x, c, 1), pc.withExit(x, c, 2))
+		n := len(buf)
+		for i := first; i < n; i++ {
+			x := buf[i]
+			buf[i] = pc.withExit(x, c, 1)
+			buf = append(buf, pc.withExit(x, c, 2))
 		}
-		ctxs = next
 	}
-	to := r.edgeTo[e]
-	for _, x := range ctxs {
-		if pc.restIx[to] < 0 {
-			emit(x, a, -1)
-			continue
-		}
-		raw := pc.rawPhase(to, x)
-		b := raw
-		if pc.r.md.phase.keep && pc.terminal(a) {
-			b = a
-		}
-		emit(x, b, raw)
+	return buf
+}
+
+// published is the phase the status shows in resting state to under ctx
+// after a, and the one the machines' states give.
+func (pc *phaseCheck) published(to int32, ctx, a int) (b, raw int) {
+	raw = pc.rawPhase(to, ctx)
+	if pc.r.md.phase.keep && pc.terminal(a) {
+		return a, raw
 	}
+	return raw, raw
 }
 
 func (pc *phaseCheck) terminal(a int) bool {
@@ -254,14 +256,13 @@ func (pc *phaseCheck) terminal(a int) bool {
 // allowed: no status goes down a tier, and a phase of the last tier stays.
 func (pc *phaseCheck) allowed(a, b int) bool {
 	t := pc.iv.phaseTier
-	last := slices.Max(t)
-	return t[b] >= t[a] && (t[a] != last || a == b)
+	return t[b] >= t[a] && (t[a] != pc.last || a == b)
 }
 
 // checkPhase checks a phase_rank invariant on the explored graph.
 func (r *run) checkPhase(iv *inv) {
 	n := r.keys.len()
-	pc := &phaseCheck{r: r, iv: iv, nPol: len(r.md.phase.policy)}
+	pc := &phaseCheck{r: r, iv: iv, nPol: len(r.md.phase.policy), last: slices.Max(iv.phaseTier)}
 	pc.nCtx = pc.nPol
 	for range r.k {
 		pc.pow3 = append(pc.pow3, pc.nCtx/pc.nPol)
@@ -306,7 +307,7 @@ func (r *run) checkPhase(iv *inv) {
 		queued[j] = true
 	}
 	// Breadth first, so that the first violation found has a short trace.
-	var todo []int
+	var todo, ctxs []int
 	for head := 0; head < len(work) && iv.violation == nil; head++ {
 		if head > 1<<20 && head > len(work)/2 {
 			work, head = append(work[:0], work[head:]...), 0
@@ -316,11 +317,16 @@ func (r *run) checkPhase(iv *inv) {
 		todo = pc.takeDelta(j, todo)
 		for e := r.edgeStart[j]; e < r.edgeStart[j+1]; e++ {
 			to := r.edgeTo[e]
+			resting := pc.restIx[to] >= 0
 			for _, bit := range todo {
-				pc.forward(e, bit/4, bit%4, func(ctx, b, raw int) {
-					if raw >= 0 {
+				a := bit % 4
+				ctxs = pc.admit(e, bit/4, ctxs[:0])
+				for _, ctx := range ctxs {
+					b := a
+					if resting {
+						var raw int
+						b, raw = pc.published(to, ctx, a)
 						iv.checks++
-						a := bit % 4
 						if !pc.allowed(a, b) && iv.violation == nil {
 							iv.violation = pc.violation(phaseHit{from: j, edge: e, fromBit: bit, ctx: ctx, a: a, b: b},
 								fmt.Sprintf("the phase users see goes from %s to %s", podphase.Phases[a], podphase.Phases[b]))
@@ -333,7 +339,7 @@ func (r *run) checkPhase(iv *inv) {
 						queued[to] = true
 						work = append(work, to)
 					}
-				})
+				}
 			}
 		}
 	}
@@ -387,7 +393,13 @@ func (pc *phaseCheck) violation(h phaseHit, detail string) *Violation {
 						continue
 					}
 					hit := false
-					pc.forward(e, bit/4, bit%4, func(ctx, b, _ int) { hit = hit || ctx*4+b == x.bit })
+					for _, ctx := range pc.admit(e, bit/4, nil) {
+						b := bit % 4
+						if pc.restIx[x.j] >= 0 {
+							b, _ = pc.published(x.j, ctx, b)
+						}
+						hit = hit || ctx*4+b == x.bit
+					}
 					if hit {
 						seen[y] = step{prev: x, edge: e - r.edgeStart[p]}
 						queue = append(queue, y)
