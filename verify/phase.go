@@ -44,10 +44,20 @@ func (md *model) compilePhase(pm *spec.PhaseMap, states func([]spec.MRef) (int, 
 	}
 	rep := md.machines[md.rep]
 	ph := &phaseMap{flag: rep.flag[pm.ExitFailed.Name], keep: pm.KeepsTerminal}
-	_, ph.running = states(pm.Running)
-	_, ph.started = states(pm.Started)
+	set := func(refs []spec.MRef, n int) []bool { // by state; empty lists name none
+		if _, b := states(refs); b != nil {
+			return b
+		}
+		return make([]bool, n)
+	}
+	ph.running = set(pm.Running, len(rep.states))
+	ph.started = set(pm.Started, len(rep.states))
 	ph.pod, ph.terminating = states(pm.Terminating)
-	_, ph.terminated = states(pm.Terminated)
+	if ph.pod < 0 {
+		return fmt.Errorf("the phase block names no state of the pod worker in terminating")
+	}
+	ph.terminating = set(pm.Terminating, len(md.machines[ph.pod].states))
+	ph.terminated = set(pm.Terminated, len(md.machines[ph.pod].states))
 	ph.param = slices.IndexFunc(md.params, func(p *param) bool { return p.name == pm.Policy[0].Machine })
 	ph.policy = make([]podphase.Policy, len(md.params[ph.param].values))
 	for i, r := range pm.Policy {

@@ -639,3 +639,108 @@ invariant "no_yes" { always_in = [c.x, c.deciding, c.no, c.end] }
 		}
 	}
 }
+
+const phaseSpec = `
+machine "p" {
+  initial = state.active
+  event "kill" {}
+  state "active" {
+    transition "kill" { to = state.gone }
+  }
+  state "gone" { final = true }
+}
+machine "c" {
+  initial = state.waiting
+  event "run" {}
+  event "die" {}
+  event "recorded" {}
+  event "gone" {}
+  guard "restart" {}
+  action "record" {}
+  state "waiting" {
+    transition "run" { to = state.running }
+  }
+  state "running" {
+    transition "die" { to = state.exited }
+    transition "gone" { to = state.removed }
+  }
+  state "exited" {
+    entry = [action.record]
+    transition "recorded" { to = state.deciding }
+  }
+  state "deciding" {
+    choice {
+      when "restart" { to = state.waiting }
+      otherwise { to = state.done }
+    }
+  }
+  state "done" {
+    transition "gone" { to = state.removed }
+  }
+  state "removed" { final = true }
+}
+replicated "c" {}
+input "run" { c = c.run }
+input "die" { c = c.die }
+input "gone" { c = c.gone }
+effect "c" "record" { reports = [c.recorded] }
+parameter "policy" { values = ["always", "on_failure", "never"] }
+flag "c" "failed" { set_by = c.record }
+tie "c" "restart" {
+  roles = [role.regular]
+  given = [policy.always]
+}
+tie "c" "restart" {
+  roles = [role.regular]
+  given = [policy.on_failure]
+  flags = [c.failed]
+}
+invariant "phase" { phase_rank = [[phase.pending], [phase.running], [phase.succeeded, phase.failed]] }
+`
+
+const phaseBlock = `
+phase {
+  running     = [c.running]
+  started     = [c.running]
+  exit_failed = c.failed
+  terminating = [p.gone]
+  terminated  = [p.gone]
+  policy      = [policy.always, policy.on_failure, policy.never]
+}
+`
+
+// TestPhaseContexts: the phase check keeps the restart policy and each
+// container's last exit from one input to the next, which the exploration
+// forgets: a container that completed stays Succeeded or Failed (read as
+// never started, it would fall back to Pending), and the policy a restart
+// decision read holds for the pod's life.
+func TestPhaseContexts(t *testing.T) {
+	for _, tc := range []struct {
+		name, old, new string
+		inDetail       string // "": the invariant holds
+	}{
+		{name: "as declared"},
+		{"restart under Never", `given = [policy.always]`, `given = [policy.always, policy.never]`, "policy=never"},
+		{"a removed container never ran", `  started     = [c.running]` + "\n", `  started     = []` + "\n", "from Running to Pending"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := strings.Replace(phaseSpec+phaseBlock, tc.old, tc.new, 1)
+			rep := check(t, []spec.File{{Name: "phase.hcl", Src: []byte(src)}}, 1)
+			v := rep.Invariants[0].Violation
+			switch {
+			case tc.inDetail == "" && v != nil:
+				t.Fatalf("violated: %s\n%s", v.Detail, strings.Join(v.Trace, "\n"))
+			case tc.inDetail != "" && v == nil:
+				t.Fatal("the invariant holds")
+			case v != nil:
+				t.Logf("%s\n=> %s", strings.Join(v.Trace, "\n"), v.Detail)
+				if !strings.Contains(v.Detail, tc.inDetail) {
+					t.Errorf("detail %q has no %q", v.Detail, tc.inDetail)
+				}
+			}
+			if rep.Invariants[0].Checks == 0 {
+				t.Error("no phase was compared")
+			}
+		})
+	}
+}
