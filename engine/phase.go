@@ -4,93 +4,50 @@ package engine
 
 import (
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/speclet/speclet/spec/podphase"
 )
 
-// podPhase is kubelet's getPhase over the view: Pending until the init
-// containers are done and every regular container ran; Running while one runs
-// or will be restarted; Succeeded/Failed when all stopped for good.
+// podPhase is the phase of the view: the facts podphase.Of reads (the same
+// function `speclet spec verify` evaluates on the model's states; see
+// spec/system.hcl's phase block), taken from the container views. Ephemeral
+// containers are no part of it.
 func podPhase(pod *v1.Pod, v *podView) v1.PodPhase {
-	policy := pod.Spec.RestartPolicy
-	if policy == "" {
-		policy = v1.RestartPolicyAlways
+	p := podphase.Pod{Terminating: v.Terminating, Terminated: v.Terminated}
+	switch pod.Spec.RestartPolicy {
+	case v1.RestartPolicyOnFailure:
+		p.Policy = podphase.OnFailure
+	case v1.RestartPolicyNever:
+		p.Policy = podphase.Never
 	}
+	p.Containers = make([]podphase.Container, 0, len(v.Inits)+len(v.Containers))
 	for i := range v.Inits {
-		c := &v.Inits[i]
-		if c.Sidecar {
-			continue
+		kind := podphase.Init
+		if v.Inits[i].Sidecar {
+			kind = podphase.Sidecar
 		}
-		failed := c.Phase == phaseTerminated && c.Current != nil && c.Current.ExitCode != 0
-		if failed && policy == v1.RestartPolicyNever {
-			return v1.PodFailed
-		}
-		ok := c.Phase == phaseTerminated && c.Current != nil && c.Current.ExitCode == 0
-		if !ok {
-			if len(v.Containers) > 0 && v.Containers[0].Phase == phaseWaiting && v.Containers[0].ContainerID == "" {
-				return v1.PodPending
-			}
-		}
-	}
-	var running, waiting, stopped, succeeded int
-	// Sidecars count as kubelet's getPhase counts restartable init
-	// containers: a running one keeps the pod Running (so a pod whose
-	// regular containers all completed stays Running until its sidecars
-	// have stopped), one that never ran keeps it Pending, and a stopped one
-	// counts for nothing.
-	for i := range v.Inits {
-		c := &v.Inits[i]
-		if !c.Sidecar {
-			continue
-		}
-		switch {
-		case c.Phase == phaseRunning:
-			running++
-		case c.Phase == phaseWaiting && c.Last == nil:
-			waiting++
-		}
+		p.Containers = append(p.Containers, phaseFacts(kind, &v.Inits[i]))
 	}
 	for i := range v.Containers {
-		c := &v.Containers[i]
-		switch c.Phase {
-		case phaseRunning:
-			running++
-		case phaseTerminated:
-			stopped++
-			if c.Current != nil && c.Current.ExitCode == 0 {
-				succeeded++
-			}
-		default:
-			if c.Last != nil {
-				stopped++
-				if c.Last.ExitCode == 0 {
-					succeeded++
-				}
-			} else {
-				waiting++
-			}
-		}
+		p.Containers = append(p.Containers, phaseFacts(podphase.Regular, &v.Containers[i]))
 	}
+	return v1.PodPhase(podphase.Of(p))
+}
+
+// phaseFacts reads a container view as the phase sees it: running (also
+// while stopping), exited (its status shows the exit, as its state or, while
+// it waits for the next instance, as its lastState), or not started.
+func phaseFacts(kind podphase.Kind, c *containerView) podphase.Container {
+	f := podphase.Container{Kind: kind}
 	switch {
-	case waiting > 0:
-		return v1.PodPending
-	case running > 0:
-		return v1.PodRunning
-	case stopped > 0:
-		if v.Terminated || !v.Terminating {
-			switch policy {
-			case v1.RestartPolicyAlways:
-				if !v.Terminated {
-					return v1.PodRunning
-				}
-			case v1.RestartPolicyOnFailure:
-				if stopped != succeeded && !v.Terminated {
-					return v1.PodRunning
-				}
-			}
-		}
-		if stopped == succeeded {
-			return v1.PodSucceeded
-		}
-		return v1.PodFailed
+	case c.Phase == phaseRunning:
+		f.State = podphase.Runs
+	case c.Phase == phaseTerminated:
+		f.State = podphase.Exited
+		f.Failed = c.Current == nil || c.Current.ExitCode != 0
+	case c.Last != nil:
+		f.State = podphase.Exited
+		f.Failed = c.Last.ExitCode != 0
 	}
-	return v1.PodPending
+	return f
 }

@@ -35,6 +35,9 @@ const (
 	ReasonPodInitializing = "PodInitializing"
 	ReasonCompleted       = "Completed"
 	ReasonError           = "Error"
+	// ReasonContainerStatusUnknown: the exit of an instance that ran is
+	// unknown (exit code 137).
+	ReasonContainerStatusUnknown = "ContainerStatusUnknown"
 )
 
 // containerPhase is the coarse state a container's machine state maps to.

@@ -85,9 +85,24 @@ func (c *ctrState) view() containerView {
 			cv.Last = c.current
 		}
 	case fsm.ContainerStateExited, fsm.ContainerStateTerminated, fsm.ContainerStateRemoved:
-		if c.current != nil {
+		switch {
+		case c.current != nil:
 			terminated()
-		} else if cv.WaitingReason == "" {
+		case c.machine.State() == fsm.ContainerStateRemoved && c.id != "":
+			// Removed while it was being stopped, before any exit was
+			// recorded (spec/container.hcl: stopping --removed-->
+			// removed): kubelet's ContainerStatusUnknown, an unknown exit,
+			// so that the phase does not fall back to Pending
+			// (spec/system.hcl's phase block: it entered running or stopping,
+			// so it ran, or may have).
+			// As record_exit would have recorded it.
+			cv.Phase = phaseTerminated
+			cv.Current = &termination{ContainerID: c.id, ExitCode: 137, Reason: ReasonContainerStatusUnknown,
+				Message: "The container could not be located when the pod was terminated", StartedAt: c.startedAt}
+			if c.waitingReason == ReasonRunContainer {
+				cv.Current.ExitCode, cv.Current.Reason, cv.Current.Message = 128, "ContainerCannotRun", c.waitingMessage
+			}
+		case cv.WaitingReason == "":
 			cv.WaitingReason = creating
 		}
 	default:

@@ -104,6 +104,7 @@ var fileSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
 	{Type: "parameter", LabelNames: []string{"name"}},
 	{Type: "flag", LabelNames: []string{"machine", "name"}},
 	{Type: "restored", LabelNames: []string{"name"}},
+	{Type: "phase"},
 }}
 
 var machineSchema = &hcl.BodySchema{

@@ -26,7 +26,44 @@ type System struct {
 	Parameters      []*Parameter
 	Flags           []*Flag
 	Restored        []*Restored
+	// Phase says how the phase users see reads the system; nil when no
+	// phase block is given.
+	Phase *PhaseMap
 }
+
+// PhaseMap says how the pod phase users see (package spec/podphase, the
+// function the engine's status calls) reads a state of the system, declared
+// by the block `phase { ... }`: a container instance of the replicated
+// machine runs while in one of Running; otherwise it exited when its flag
+// ExitFailed was ever recorded (the flag then says whether the exit
+// failed) or when it entered one of Started since (it ran: an exit not
+// recorded is unknown, a failure), else it has not started. The pod worker
+// (the single machine of Terminating) terminates in one of Terminating and
+// has terminated in one of Terminated. Policy names the values of the
+// restart policy parameter that mean Always, OnFailure and Never, in that
+// order. The phase reads the policy and every container's last exit at
+// every status, which the exploration forgets between inputs: the
+// verifier follows them beside the explored states (package verify).
+type PhaseMap struct {
+	Doc     string
+	Running []MRef
+	// Started: a container that enters one of these states ran; until an
+	// exit is recorded its exit is unknown (a failure).
+	Started     []MRef
+	ExitFailed  MRef
+	Terminating []MRef
+	Terminated  []MRef
+	Policy      []MRef
+	// KeepsTerminal: the status keeps a Succeeded or Failed phase once
+	// published, whatever the machines' states give later (kubelet's
+	// status manager; engine computeStatus).
+	KeepsTerminal bool
+	Range         hcl.Range
+}
+
+// PhaseNames are the phases a phase_rank invariant names (phase.NAME), in
+// the order of podphase.Phases.
+var PhaseNames = []string{"pending", "running", "succeeded", "failed"}
 
 // Restored is a family of states the engine may rebuild the machines of a
 // pod in after a restart (NewXMachineAt in its recovery), declared by
@@ -147,6 +184,7 @@ const (
 	InvAfterReaches  = "after"
 	InvAlwaysIn      = "always_in"
 	InvLeaves        = "leaves"
+	InvPhaseRank     = "phase_rank"
 )
 
 // Invariant is a property of the whole system, declared by
@@ -169,7 +207,13 @@ const (
 //     AlwaysIn is in one of AlwaysIn;
 //   - leaves: an instance in one of Leaves leaves it through action
 //     completions and timers alone, scheduled fairly, from every reachable
-//     state (a bounded exit).
+//     state (a bounded exit);
+//   - phase_rank: the phase users see (the phase block), evaluated at every
+//     state between inputs (where the engine publishes a status), never goes
+//     down a tier of PhaseRank (phase.NAME, tiers lowest first, covering
+//     every phase), and a phase of the last tier never changes (with the
+//     phase block's keeps_terminal the status keeps it: the verifier then
+//     reports where that rule is needed).
 type Invariant struct {
 	Decl
 	Kind          string
@@ -185,6 +229,7 @@ type Invariant struct {
 	Reaches       []MRef
 	AlwaysIn      []MRef
 	Leaves        []MRef
+	PhaseRank     [][]MRef
 }
 
 var tieSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
@@ -196,6 +241,13 @@ var effectSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "doc
 var invariantSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "doc"}, {Name: "never_enter"}, {Name: "while"}, {Name: "from"}, {Name: "given"}, {Name: "among"}, {Name: "unless"},
 	{Name: "rank"}, {Name: "always_reaches"}, {Name: "after"}, {Name: "reaches"}, {Name: "always_in"}, {Name: "leaves"},
+	{Name: "phase_rank"},
+}}
+
+var phaseSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+	{Name: "doc"}, {Name: "running", Required: true}, {Name: "started", Required: true}, {Name: "exit_failed", Required: true},
+	{Name: "terminating", Required: true}, {Name: "terminated", Required: true}, {Name: "policy", Required: true},
+	{Name: "keeps_terminal"},
 }}
 
 var parameterSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "doc"}, {Name: "values", Required: true}}}
@@ -292,6 +344,35 @@ func (s *Spec) decodeSystemBlock(b *hcl.Block) hcl.Diagnostics {
 			}
 		}
 		sys.Parameters = append(sys.Parameters, p)
+	case "phase":
+		pm := &PhaseMap{Range: b.DefRange}
+		c, d := b.Body.Content(phaseSchema)
+		diags = append(diags, d...)
+		pm.Doc = stringAttr(c.Attributes["doc"], &diags)
+		pm.Running = mrefListAttr(c.Attributes["running"], &diags)
+		pm.Started = mrefListAttr(c.Attributes["started"], &diags)
+		if a := c.Attributes["exit_failed"]; a != nil {
+			if r, ok := mrefExpr(a.Expr); ok {
+				pm.ExitFailed = r
+			} else {
+				diags = append(diags, attrErr(a, "Invalid reference", "exit_failed must be a reference written MACHINE.FLAG."))
+			}
+		}
+		pm.Terminating = mrefListAttr(c.Attributes["terminating"], &diags)
+		pm.Terminated = mrefListAttr(c.Attributes["terminated"], &diags)
+		pm.Policy = mrefListAttr(c.Attributes["policy"], &diags)
+		if a := c.Attributes["keeps_terminal"]; a != nil {
+			pm.KeepsTerminal = boolAttr(a, &diags)
+		}
+		if sys.Phase != nil {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError, Summary: "Duplicate phase",
+				Detail:  fmt.Sprintf("The phase block is already declared at %s.", sys.Phase.Range),
+				Subject: b.DefRange.Ptr(),
+			})
+			return diags
+		}
+		sys.Phase = pm
 	case "restored":
 		rs := &Restored{Decl: declOf(b)}
 		c, d := b.Body.Content(restoredSchema)
@@ -341,6 +422,10 @@ func (s *Spec) decodeSystemBlock(b *hcl.Block) hcl.Diagnostics {
 			kinds = append(kinds, InvRank)
 			inv.Rank = rankAttr(a, &diags)
 		}
+		if a := c.Attributes["phase_rank"]; a != nil {
+			kinds = append(kinds, InvPhaseRank)
+			inv.PhaseRank = rankAttr(a, &diags)
+		}
 		if a := c.Attributes["always_reaches"]; a != nil {
 			kinds = append(kinds, InvAlwaysReaches)
 			inv.AlwaysReaches = mrefListAttr(a, &diags)
@@ -360,13 +445,13 @@ func (s *Spec) decodeSystemBlock(b *hcl.Block) hcl.Diagnostics {
 		case len(kinds) == 0:
 			diags = append(diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError, Summary: "Invariant without kind",
-				Detail:  fmt.Sprintf("invariant %q sets none of never_enter, rank, always_reaches, after, always_in or leaves; set exactly one.", inv.Name),
+				Detail:  fmt.Sprintf("invariant %q sets none of never_enter, rank, phase_rank, always_reaches, after, always_in or leaves; set exactly one.", inv.Name),
 				Subject: b.DefRange.Ptr(),
 			})
 		default:
 			diags = append(diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError, Summary: "Invariant with several kinds",
-				Detail:  fmt.Sprintf("invariant %q sets %s; set exactly one of never_enter, rank, always_reaches, after, always_in or leaves (write one invariant per property).", inv.Name, strings.Join(kinds, " and ")),
+				Detail:  fmt.Sprintf("invariant %q sets %s; set exactly one of never_enter, rank, phase_rank, always_reaches, after, always_in or leaves (write one invariant per property).", inv.Name, strings.Join(kinds, " and ")),
 				Subject: b.DefRange.Ptr(),
 			})
 		}
@@ -517,6 +602,9 @@ func (v *validator) system(s *Spec, machines *names) {
 		for _, r := range rs.States {
 			sv.mrefs([]MRef{r}, "state", "", fmt.Sprintf("restored %q states", rs.Name))
 		}
+	}
+	if sys.Phase != nil {
+		sv.phase(sys.Phase)
 	}
 	invs := newNames("invariant")
 	for _, inv := range sys.Invariants {
@@ -772,11 +860,76 @@ func (sv *systemValidator) invariant(inv *Invariant) {
 		if len(missing) > 0 && len(all) > 0 {
 			sv.errorf(all[0].Range, "Incomplete rank", "%s ranks no tier for state(s) %s of machine %q; put each in a tier.", where, strings.Join(missing, ", "), m.Name)
 		}
+	case InvPhaseRank:
+		sv.phaseRank(inv, where)
 	case InvAlwaysReaches:
 		sv.single(inv.AlwaysReaches, where+" always_reaches")
 	case InvAfterReaches:
 		sv.mrefs([]MRef{inv.After}, "event", "", where+" after")
 		sv.single(inv.Reaches, where+" reaches")
+	}
+}
+
+// phase checks the phase block against the machines and parameters.
+func (sv *systemValidator) phase(pm *PhaseMap) {
+	where := "phase"
+	rep := sv.s.System.Replicated.Name
+	if rep == "" {
+		sv.errorf(pm.Range, "No replicated machine", "the phase reads the containers, the instances of the replicated machine; declare one with `replicated \"container\" {}`.")
+		return
+	}
+	sv.mrefs(pm.Running, "state", rep, where+" running")
+	sv.mrefs(pm.Started, "state", rep, where+" started")
+	if m := sv.s.Machine(rep); m != nil {
+		sv.flags([]MRef{pm.ExitFailed}, m, where+" exit_failed")
+	}
+	pod := sv.single(pm.Terminating, where+" terminating")
+	if t := sv.single(pm.Terminated, where+" terminated"); t != nil && pod != nil && t.Name != pod.Name {
+		sv.errorf(pm.Terminated[0].Range, "Mixed machines", "%s terminated names states of %q, but terminating names states of %q; both are the pod worker's.", where, t.Name, pod.Name)
+	}
+	sv.given(pm.Policy, where+" policy")
+	if len(pm.Policy) != 3 {
+		sv.errorf(pm.Range, "Invalid policy", "phase policy must name the values of the restart policy parameter that mean Always, OnFailure and Never, in that order (3 values, not %d).", len(pm.Policy))
+	} else if p := sv.s.System.Parameter(pm.Policy[0].Machine); p != nil && len(p.Values) != 3 {
+		sv.errorf(pm.Policy[0].Range, "Invalid policy", "parameter %q has %d values; the phase maps exactly Always, OnFailure and Never.", p.Name, len(p.Values))
+	}
+}
+
+// phaseRank checks a phase_rank invariant: tiers of phase.NAME, each phase
+// once.
+func (sv *systemValidator) phaseRank(inv *Invariant, where string) {
+	if sv.s.System.Phase == nil {
+		sv.errorf(inv.Range, "No phase block", "%s ranks the phase users see; declare how it reads the system with a `phase { ... }` block.", where)
+	}
+	n := newNames("phase")
+	for _, p := range PhaseNames {
+		n.decl[p] = Decl{Name: p}
+		n.order = append(n.order, p)
+	}
+	seen := map[string]MRef{}
+	for _, t := range inv.PhaseRank {
+		for _, r := range t {
+			if r.Machine != "phase" {
+				sv.errorf(r.Range, "Invalid phase", "%s phase_rank names %s; name phases written phase.NAME (%s).", where, r, strings.Join(PhaseNames, ", "))
+				continue
+			}
+			if !sv.ref(n, Ref{Name: r.Name, Range: r.Range}, where+" phase_rank") {
+				continue
+			}
+			if prev, dup := seen[r.Name]; dup {
+				sv.errorf(r.Range, "Duplicate rank", "phase %s already has a tier at %s.", r, prev.Range)
+			}
+			seen[r.Name] = r
+		}
+	}
+	var missing []string
+	for _, p := range PhaseNames {
+		if _, ok := seen[p]; !ok {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) > 0 {
+		sv.errorf(inv.Range, "Incomplete rank", "%s ranks no tier for phase(s) %s; put each in a tier.", where, strings.Join(missing, ", "))
 	}
 }
 

@@ -59,6 +59,27 @@
 #                                      pod, which no input carries: it may happen
 #                                      whenever an input could.
 #
+#   phase {                            how the phase users see (package
+#     running     = [C.S, ...]         spec/podphase, the function the engine's
+#     started     = [C.S, ...]         status calls) reads a state of the
+#     exit_failed = C.F                system: a container runs in one of
+#     terminating = [P.S, ...]         running; else it exited when its flag F
+#     terminated  = [P.S, ...]         was ever recorded (failed when set) or
+#     policy      = [R.A, R.O, R.N]    it entered one of started since (it ran:
+#     keeps_terminal = true            an exit not recorded is unknown, a
+#   }                                  failure), else it has not started; the
+#                                      pod worker terminates in one of
+#                                      terminating and has terminated in one of
+#                                      terminated; policy names the restart
+#                                      policy's values for Always, OnFailure and
+#                                      Never; keeps_terminal: the status keeps a
+#                                      Succeeded or Failed phase once published.
+#                                      The phase reads the policy and each last
+#                                      exit at every status: the verifier
+#                                      follows them beside the explored states
+#                                      (they are kept for the phase, not
+#                                      forgotten between inputs).
+#
 #   invariant "NAME" {                 exactly one of:
 #     never_enter = [M.S, ...]         no step enters one of S ...
 #     while       = [P.S, ...]           ... while P is in one of these (optional)
@@ -78,6 +99,11 @@
 #     leaves = [M.S, ...]              an instance in one of S leaves that state
 #                                      through completions and timers alone,
 #                                      fairly: a bounded exit
+#     phase_rank = [[phase.pending],   the phase users see (phase block), at
+#       [phase.running], ...]          every state between inputs (where the
+#                                      engine publishes a status): tiers lowest
+#                                      first; no status goes down a tier, and a
+#                                      phase of the last tier never changes
 #   }
 #
 # The environment: every input of routes.hcl and every external event may
@@ -99,6 +125,8 @@
 # the restart policy yet is one of every policy), and a flag is forgotten
 # between inputs: the restart decision reads the exit in the step that
 # recorded it, and a later read chooses anew (more behaviour, never less).
+# The phase check alone keeps them, as the engine does: the policy for the
+# pod's life, an exit from its record to the next.
 #
 # Limits of the model: pods have at least one regular container, init and
 # sidecar containers first; sync_pod asks every container at once (the engine
@@ -120,6 +148,19 @@ restored "sandbox_ready" {
 restored "sandbox_not_ready" {
   doc    = "A pod whose newest sandbox is no longer ready (it completed, or the sandbox died) resumes in pending with that sandbox dead; a running container gets sandbox_died before the first input, so it is stopping (its stop may have failed); the others as above."
   states = [sandbox.dead, container.waiting, container.stopping, container.crashloop_backoff, container.terminated]
+}
+
+# --- the phase users see ---
+
+phase {
+  doc            = "The engine's status (engine/phase.go) calls podphase.Of with these facts, read from its container views: a container in running or stopping runs (phaseRunning); one whose exit is known shows it (state terminated, or lastState while it waits for its next instance), failed when the exit code is not 0; one removed while it was being stopped, before any exit was recorded, shows an unknown exit (137, ContainerStatusUnknown; the engine tells it by its container ID, the model by its having entered running or stopping: they differ only for an instance created but never started, adopted after a restart, killed and removed, which the engine shows as an unknown exit and the model as not started, both forward moves); the others have not started (waiting, also in terminated or removed when no instance of it ran). podState.terminating() is pod_terminating's list; podView.Terminated is completed, terminated and finished. computeStatus keeps a terminal phase, as kubelet's status manager does: the runtime may report a terminated container running after all (terminated --started--> stopping: a StartContainer that timed out ran later), which the phase alone would show as Running after Succeeded; `speclet spec verify` prints a trace where the rule is needed."
+  running        = [container.running, container.stopping]
+  started        = [container.running, container.stopping]
+  exit_failed    = container.exit_failed
+  terminating    = [pod.completing, pod.completed, pod.terminating, pod.terminated, pod.finished]
+  terminated     = [pod.completed, pod.terminated, pod.finished]
+  policy         = [restart_policy.always, restart_policy.on_failure, restart_policy.never]
+  keeps_terminal = true
 }
 
 # --- guard ties ---
@@ -334,7 +375,12 @@ invariant "no_start_after_termination" {
 }
 
 invariant "phase_never_backwards" {
-  doc = "The pod phase only moves forward: pending, then running, then terminal."
+  doc        = "The phase users see (podphase.Of over the phase block's facts) only moves forward from one status to the next: Pending, then Running, then Succeeded or Failed, which never changes."
+  phase_rank = [[phase.pending], [phase.running], [phase.succeeded, phase.failed]]
+}
+
+invariant "worker_never_backwards" {
+  doc = "The pod worker only moves forward: pending, then syncing, then completing or terminating."
   rank = [
     [pod.pending, pod.waiting_to_start],
     [pod.syncing, pod.synced, pod.sync_backoff],

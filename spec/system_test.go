@@ -92,7 +92,8 @@ func TestEmbeddedSystem(t *testing.T) {
 	}
 	for name, kind := range map[string]string{
 		"no_start_after_termination":       InvNeverEnter,
-		"phase_never_backwards":            InvRank,
+		"phase_never_backwards":            InvPhaseRank,
+		"worker_never_backwards":           InvRank,
 		"can_always_finish":                InvAlwaysReaches,
 		"kill_finishes":                    InvAfterReaches,
 		"no_restart_under_never":           InvNeverEnter,

@@ -126,6 +126,11 @@ type run struct {
 
 	memo  []int8 // guard values of the running fire, -1 unknown
 	fixed []bool // when set, the value of every guard (Step)
+
+	// meta is, per edge, what the phase check needs of its move (see
+	// phaseMeta); cur accumulates it for the move being taken.
+	meta []uint32
+	cur  uint32
 }
 
 type move struct {
@@ -133,7 +138,8 @@ type move struct {
 	kind  uint8
 	input int // index of the input, -1
 	label string
-	viols []int // invariants the step violates
+	viols []int  // invariants the step violates
+	meta  uint32 // for the phase check: the policy and exits it read and records
 }
 
 func newRun(md *model, k int) *run {
@@ -265,6 +271,7 @@ func (r *run) paramValue(s *sys, p int, d *decider, shown *[]string) int {
 	pm := r.md.params[p]
 	v := d.choose(len(pm.values))
 	s.params[p] = uint8(v + 1)
+	r.notePolicyRead(p, v)
 	if shown != nil {
 		*shown = append(*shown, fmt.Sprintf("%s=%s(chosen)", pm.name, pm.values[v]))
 	}
@@ -281,6 +288,7 @@ func (r *run) flagValue(s *sys, inst, f int, d *decider, shown *[]string) bool {
 	if v {
 		s.flags[inst] |= 16 << f
 	}
+	r.noteExitRead(inst, f, v)
 	if shown != nil {
 		*shown = append(*shown, fmt.Sprintf("%s=%v(recorded)", r.md.machines[r.instMachine[inst]].flags[f], v))
 	}
@@ -420,6 +428,7 @@ func (r *run) apply(s *sys, ef *effect, i int) {
 	if o.kind == opAction && (ef == nil || !ef.nothing || i > 0) {
 		for _, fl := range r.md.machines[r.instMachine[f.inst]].sets[o.a] {
 			s.flags[f.inst] &^= 17 << fl // recorded anew: unknown until read
+			r.noteExitRecord(int(f.inst), fl)
 		}
 	}
 	var ops []op
@@ -496,6 +505,7 @@ func (r *run) successors(s *sys, describe bool, emit func(*move)) {
 			}
 			mv.next = only.next
 			mv.viols = append(mv.viols, only.viols...)
+			mv.meta |= only.meta
 			if describe {
 				mv.label += "\n" + only.label
 			}
@@ -538,8 +548,9 @@ func (r *run) moves(s *sys, describe bool, emit func(*move) bool) {
 				if len(next.frames) == 0 {
 					continue
 				}
+				r.cur = 0
 				r.settle(next)
-				mv := &move{next: next, kind: edgeInput, input: ii}
+				mv := &move{next: next, kind: edgeInput, input: ii, meta: r.cur}
 				if describe {
 					mv.label = fmt.Sprintf("input %s: %s", in.name, strings.Join(parts, ", "))
 					if in.external {
@@ -556,8 +567,9 @@ func (r *run) moves(s *sys, describe bool, emit func(*move) bool) {
 			for _, ev := range m.timers[s.st[inst]] {
 				next := s.clone()
 				next.frames = append(next.frames, frame{inst: uint8(inst), queue: []uint8{uint8(ev)}})
+				r.cur = 0
 				r.settle(next)
-				mv := &move{next: next, kind: edgeTimer, input: -1}
+				mv := &move{next: next, kind: edgeTimer, input: -1, meta: r.cur}
 				if describe {
 					mv.label = fmt.Sprintf("timer: %s in %s fires %s", r.instName(s, inst), m.states[s.st[inst]], m.events[ev])
 				}
@@ -576,9 +588,10 @@ func (r *run) moves(s *sys, describe bool, emit func(*move) bool) {
 		ef := m.effects[o.a]
 		for i := range r.choices(s, ef, o) {
 			next := s.clone()
+			r.cur = 0
 			r.apply(next, ef, i)
 			r.settle(next)
-			mv := &move{next: next, kind: edgeInternal, input: -1}
+			mv := &move{next: next, kind: edgeInternal, input: -1, meta: r.cur}
 			if describe {
 				what := [2]string{"fails before any effect (reports nothing)", "runs"}[min(i, 1)]
 				if o.kind == opReport {
@@ -602,6 +615,7 @@ func (r *run) moves(s *sys, describe bool, emit func(*move) bool) {
 			sp = &shown
 		}
 		from := int(s.st[inst])
+		r.cur = 0
 		res := r.fireOnce(next, inst, ev, d, sp)
 		nf := &next.frames[len(next.frames)-1]
 		nf.queue = nf.queue[1:]
@@ -613,8 +627,10 @@ func (r *run) moves(s *sys, describe bool, emit func(*move) bool) {
 		mv := &move{next: next, kind: edgeInternal, input: -1}
 		if !res.none && !res.loop {
 			mv.viols = r.check(next, inst, from, res.path)
+			r.noteEntered(inst, res.path)
 		}
 		r.settle(next)
+		mv.meta = r.cur
 		if describe {
 			g := ""
 			if len(shown) > 0 {

@@ -18,6 +18,7 @@ type model struct {
 	// restored lists, per restored family, the states each machine may
 	// start in (nil: its initial state).
 	restored [][][]int
+	phase    *phaseMap // nil: no phase block
 }
 
 // param is a parameter of the pod (spec.Parameter): fixed for the pod's
@@ -103,6 +104,7 @@ type inv struct {
 	whileMachine int    // -1: no while
 	while        []bool
 	rank         []int // by state of machine
+	phaseTier    []int // phase_rank: by index of podphase.Phases
 	afterMachine int
 	afterEvent   int
 	from         []bool // never_enter: by state of machine; nil: any
@@ -112,6 +114,7 @@ type inv struct {
 	unless       []int  // flags of machine
 	checks       int64
 	violation    *Violation
+	kept         []*Violation // phase_rank: where the status keeps a terminal phase
 }
 
 // Roles of an instance of the replicated machine, as indices of spec.Roles.
@@ -290,6 +293,11 @@ func compile(s *spec.Spec) (*model, error) {
 		}
 		m.effects[m.action[e.Action.Name]] = ef
 	}
+	if sys.Phase != nil {
+		if err := md.compilePhase(sys.Phase, states); err != nil {
+			return nil, err
+		}
+	}
 	for _, in := range s.Inputs {
 		ip := &input{name: in.Name}
 		for _, r := range in.Routes {
@@ -345,6 +353,17 @@ func compile(s *spec.Spec) (*model, error) {
 			for tier, t := range si.Rank {
 				for _, r := range t {
 					iv.rank[m.state[r.Name]] = tier
+				}
+			}
+		case spec.InvPhaseRank:
+			if md.phase == nil {
+				return nil, fmt.Errorf("invariant %q ranks the phase, but the spec has no phase block", si.Name)
+			}
+			iv.machine = md.rep
+			iv.phaseTier = make([]int, len(spec.PhaseNames))
+			for tier, t := range si.PhaseRank {
+				for _, r := range t {
+					iv.phaseTier[slices.Index(spec.PhaseNames, r.Name)] = tier
 				}
 			}
 		case spec.InvAlwaysReaches:

@@ -39,6 +39,13 @@
 // so a failure that nothing retries, or a state left only by a new input,
 // is a violation.
 //
+// The phase_rank invariant is about the phase users see, podphase.Of over
+// the facts spec/system.hcl's phase block reads (the function the engine's
+// status calls). It reads the restart policy and every container's last
+// exit at every state between inputs, which the search forgets: it is
+// checked after the search by a fixpoint that follows them beside the
+// explored graph (phase.go).
+//
 // The search is breadth first over a compact byte encoding of the product
 // state (kept in one pointer-free store), so a violation's trace is a
 // shortest one. A step with a single successor (no free guard, no action
@@ -90,6 +97,11 @@ type InvariantResult struct {
 	// states for always_reaches, inputs for after.
 	Checks    int64
 	Violation *Violation
+	// Kept (phase_rank, with the phase block's keeps_terminal): per
+	// terminal phase kept and phase the machines' states give instead, the
+	// first trace found (with the fewest containers) where the status keeps
+	// it, so where the engine needs that rule.
+	Kept []*Violation
 }
 
 // Violation is the first (shortest) counterexample found for an invariant.
@@ -147,7 +159,7 @@ func Check(s *spec.Spec, opt Options) (*Report, error) {
 		rep.States += r.keys.len()
 	}
 	for _, iv := range md.invs {
-		rep.Invariants = append(rep.Invariants, &InvariantResult{Name: iv.Name, Kind: iv.Kind, Doc: iv.Doc, Checks: iv.checks, Violation: iv.violation})
+		rep.Invariants = append(rep.Invariants, &InvariantResult{Name: iv.Name, Kind: iv.Kind, Doc: iv.Doc, Checks: iv.checks, Violation: iv.violation, Kept: iv.kept})
 	}
 	rep.Elapsed = time.Since(start)
 	return rep, nil
@@ -255,6 +267,9 @@ func (r *run) explore() int {
 			}
 			r.edgeTo = push(r.edgeTo, j)
 			r.edgeKind = push(r.edgeKind, mv.kind)
+			if md.phase != nil {
+				r.meta = push(r.meta, mv.meta)
+			}
 			for _, v := range mv.viols {
 				if safety[v] == nil {
 					safety[v] = &hit{int32(i), e}
@@ -304,6 +319,8 @@ func (r *run) explore() int {
 			}
 		case spec.InvAfterReaches:
 			r.checkAfter(iv, afterEdges[vi])
+		case spec.InvPhaseRank:
+			r.checkPhase(iv)
 		}
 	}
 	return len(as)

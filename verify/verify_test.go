@@ -55,7 +55,25 @@ func TestVerifyEmbeddedSpec(t *testing.T) {
 			t.Errorf("invariant %s violated with K=%d (roles %v): %s\n%s", iv.Name, v.K, v.Roles, v.Detail, strings.Join(v.Trace, "\n"))
 		}
 	}
-	for _, k := range []string{spec.InvNeverEnter, spec.InvRank, spec.InvAlwaysReaches, spec.InvAfterReaches, spec.InvAlwaysIn, spec.InvLeaves} {
+	for _, iv := range rep.Invariants {
+		if iv.Kind != spec.InvPhaseRank {
+			continue
+		}
+		// The status keeps a terminal phase: the traces say when the
+		// engine needs that rule (a terminated container reported running
+		// after all).
+		if len(iv.Kept) == 0 {
+			t.Errorf("invariant %s: no trace where the status keeps a terminal phase", iv.Name)
+		}
+		for _, k := range iv.Kept {
+			trace := strings.Join(k.Trace, "\n")
+			t.Logf("%s: %s\n%s", iv.Name, k.Detail, trace)
+			if !strings.Contains(trace, "terminated --started--> stopping") {
+				t.Errorf("the status keeps a terminal phase without a late start:\n%s\n=> %s", trace, k.Detail)
+			}
+		}
+	}
+	for _, k := range []string{spec.InvNeverEnter, spec.InvRank, spec.InvPhaseRank, spec.InvAlwaysReaches, spec.InvAfterReaches, spec.InvAlwaysIn, spec.InvLeaves} {
 		if !kinds[k] {
 			t.Errorf("no invariant of kind %s in the spec", k)
 		}
@@ -117,10 +135,30 @@ func TestVerifyMutations(t *testing.T) {
 			invariant: "kill_finishes", inTrace: "--kill--> stopping",
 		},
 		{
+			// Without the status's keep rule, the runtime reporting a
+			// terminated container running after all (a StartContainer
+			// that timed out ran later) takes the phase users see from
+			// Succeeded or Failed back to Running.
+			name: "status without the terminal keep rule", file: "system.hcl",
+			old:       "  keeps_terminal = true\n",
+			new:       "",
+			invariant: "phase_never_backwards", inTrace: "terminated --started--> stopping",
+		},
+		{
+			// A container removed while its stop fails, before its exit
+			// was recorded, reads as never started: the phase falls back
+			// from Running to Pending (the engine shows such an exit as
+			// ContainerStatusUnknown).
+			name: "phase forgets that a container ran", file: "system.hcl",
+			old:       "  started        = [container.running, container.stopping]\n",
+			new:       "  started        = [container.running]\n",
+			invariant: "phase_never_backwards", inTrace: "stopping --removed [pod_terminating=true(tied)]--> removed",
+		},
+		{
 			name: "termination resyncs", file: "pod.hcl",
 			old:       `transition "update" { doc = "Updates during termination only matter for the grace period." }`,
 			new:       `transition "update" { to = state.syncing }`,
-			invariant: "phase_never_backwards", inTrace: "terminating --update--> syncing",
+			invariant: "worker_never_backwards", inTrace: "terminating --update--> syncing",
 		},
 		{
 			// The pod waits in terminating for a condition stopped
@@ -599,5 +637,110 @@ invariant "no_yes" { always_in = [c.x, c.deciding, c.no, c.end] }
 		if !strings.HasPrefix(v.Trace[0], "restored after a restart: ") || !strings.Contains(v.Trace[0], "p=busy") {
 			t.Errorf("trace = %q", v.Trace)
 		}
+	}
+}
+
+const phaseSpec = `
+machine "p" {
+  initial = state.active
+  event "kill" {}
+  state "active" {
+    transition "kill" { to = state.gone }
+  }
+  state "gone" { final = true }
+}
+machine "c" {
+  initial = state.waiting
+  event "run" {}
+  event "die" {}
+  event "recorded" {}
+  event "gone" {}
+  guard "restart" {}
+  action "record" {}
+  state "waiting" {
+    transition "run" { to = state.running }
+  }
+  state "running" {
+    transition "die" { to = state.exited }
+    transition "gone" { to = state.removed }
+  }
+  state "exited" {
+    entry = [action.record]
+    transition "recorded" { to = state.deciding }
+  }
+  state "deciding" {
+    choice {
+      when "restart" { to = state.waiting }
+      otherwise { to = state.done }
+    }
+  }
+  state "done" {
+    transition "gone" { to = state.removed }
+  }
+  state "removed" { final = true }
+}
+replicated "c" {}
+input "run" { c = c.run }
+input "die" { c = c.die }
+input "gone" { c = c.gone }
+effect "c" "record" { reports = [c.recorded] }
+parameter "policy" { values = ["always", "on_failure", "never"] }
+flag "c" "failed" { set_by = c.record }
+tie "c" "restart" {
+  roles = [role.regular]
+  given = [policy.always]
+}
+tie "c" "restart" {
+  roles = [role.regular]
+  given = [policy.on_failure]
+  flags = [c.failed]
+}
+invariant "phase" { phase_rank = [[phase.pending], [phase.running], [phase.succeeded, phase.failed]] }
+`
+
+const phaseBlock = `
+phase {
+  running     = [c.running]
+  started     = [c.running]
+  exit_failed = c.failed
+  terminating = [p.gone]
+  terminated  = [p.gone]
+  policy      = [policy.always, policy.on_failure, policy.never]
+}
+`
+
+// TestPhaseContexts: the phase check keeps the restart policy and each
+// container's last exit from one input to the next, which the exploration
+// forgets: a container that completed stays Succeeded or Failed (read as
+// never started, it would fall back to Pending), and the policy a restart
+// decision read holds for the pod's life.
+func TestPhaseContexts(t *testing.T) {
+	for _, tc := range []struct {
+		name, old, new string
+		inDetail       string // "": the invariant holds
+	}{
+		{name: "as declared"},
+		{"restart under Never", `given = [policy.always]`, `given = [policy.always, policy.never]`, "policy=never"},
+		{"a removed container never ran", `  started     = [c.running]` + "\n", `  started     = []` + "\n", "from Running to Pending"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := strings.Replace(phaseSpec+phaseBlock, tc.old, tc.new, 1)
+			rep := check(t, []spec.File{{Name: "phase.hcl", Src: []byte(src)}}, 1)
+			v := rep.Invariants[0].Violation
+			switch {
+			case tc.inDetail == "" && v != nil:
+				t.Fatalf("violated: %s\n%s", v.Detail, strings.Join(v.Trace, "\n"))
+			case tc.inDetail != "" && v == nil:
+				t.Fatal("the invariant holds")
+			case v != nil:
+				t.Logf("%s\n=> %s", strings.Join(v.Trace, "\n"), v.Detail)
+				if !strings.Contains(v.Detail, tc.inDetail) {
+					t.Errorf("detail %q has no %q", v.Detail, tc.inDetail)
+				}
+			}
+			if rep.Invariants[0].Checks == 0 {
+				t.Error("no phase was compared")
+			}
+		})
 	}
 }

@@ -207,6 +207,13 @@ func writeVerifyReport(w io.Writer, rep *verify.Report) {
 	for _, iv := range rep.Invariants {
 		if iv.Violation == nil {
 			fmt.Fprintf(w, "invariant %s (%s): holds (%d checks)\n", iv.Name, iv.Kind, iv.Checks)
+			for _, k := range iv.Kept {
+				fmt.Fprintf(w, "  the status keeps a terminal phase (phase keeps_terminal), needed with %d container(s) (roles: %s):\n", k.K, strings.Join(k.Roles, ", "))
+				for i, l := range k.Trace {
+					fmt.Fprintf(w, "  %3d. %s\n", i+1, l)
+				}
+				fmt.Fprintf(w, "  => %s\n", k.Detail)
+			}
 			continue
 		}
 		bad++

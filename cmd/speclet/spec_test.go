@@ -126,6 +126,13 @@ func TestSpecVerify(t *testing.T) {
 	if !regexp.MustCompile(`K=2: \d+ role assignment\(s\), [1-9]\d* states`).MatchString(out) {
 		t.Errorf("no state count in\n%s", out)
 	}
+	// The status keeps a terminal phase: the report says where that rule is
+	// needed.
+	if !strings.Contains(out, "invariant phase_never_backwards (phase_rank): holds") ||
+		!strings.Contains(out, "the status keeps a terminal phase (phase keeps_terminal)") ||
+		!strings.Contains(out, "terminated --started--> stopping") {
+		t.Errorf("no trace where the status keeps a terminal phase in\n%s", out)
+	}
 	files, _ := filepath.Glob("../../spec/*.hcl")
 	if code, out, errs := runSpecCmd(t, append([]string{"verify", "-k", "1"}, files...)...); code != 0 {
 		t.Fatalf("verify spec/*.hcl: exit %d\n%s%s", code, out, errs)
@@ -150,7 +157,7 @@ func TestSpecVerify(t *testing.T) {
 	}
 	mutated, _ := filepath.Glob(filepath.Join(dir, "*.hcl"))
 	code, out, _ = runSpecCmd(t, append([]string{"verify", "-k", "1"}, mutated...)...)
-	if code != 1 || !strings.Contains(out, "invariant phase_never_backwards (rank): VIOLATED") ||
+	if code != 1 || !strings.Contains(out, "invariant worker_never_backwards (rank): VIOLATED") ||
 		!strings.Contains(out, "pod terminating --update--> syncing / sync_pod") || !strings.Contains(out, "verify FAILED") {
 		t.Fatalf("verify of a spec whose pod goes back to syncing: exit %d\n%s", code, out)
 	}
