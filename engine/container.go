@@ -51,7 +51,6 @@ type ctrState struct {
 	probe         *probeState
 	probeGrace    int64
 	probeDeadline time.Time // when probeGrace runs out
-	probeKilled   bool      // the current instance was killed for a failed probe
 
 	run run[fsm.ContainerState, fsm.ContainerEvent, fsm.ContainerAction, fsm.ContainerGuard, *ctrState] // the container machine in the fire loop
 }
@@ -122,7 +121,6 @@ func (c *ctrState) enterHook(ctx context.Context, s fsm.ContainerState) {
 	switch s {
 	case fsm.ContainerStatePulling, fsm.ContainerStateCreating, fsm.ContainerStateStarting, fsm.ContainerStateRunning:
 		c.waitingReason, c.waitingMessage = "", ""
-		c.probeKilled = false
 	case fsm.ContainerStatePullBackoff:
 		if c.waitingReason == ReasonErrImagePull {
 			// ErrImagePull for the failed attempt; the next sync tick
@@ -269,6 +267,15 @@ func (c *ctrState) SpecChanged() bool {
 	return c.spec != nil && !c.ephemeral && c.runHash != "" && c.runHash != c.hash
 }
 
+// FirstProbeKill: the probe machine remembers that a failed probe killed
+// the instance (killed), and it is the container's first (no earlier exit).
+// kubelet's doBackOff advances the backoff only when it finds an exited
+// instance, and the sync that kills an instance for a failed probe restarts
+// it from a status in which that instance still runs, so the first kill
+// finds none (conformance scenario probe-liveness-exec: kubelet restarts at
+// once after the first and the second kill, and backs off from the third).
+func (c *ctrState) FirstProbeKill() bool { return c.probe.killed() && c.last == nil }
+
 // RestartAllowed: restartPolicy Always, or OnFailure with a non-zero exit
 // code; a sidecar always restarts; an init container restarts only after a
 // failure and never under restartPolicy Never.
@@ -296,13 +303,14 @@ func (c *ctrState) RestartAllowed() bool {
 // Crashloop is the wait before the next restart: 0 for the first one, then
 // the delay the last count_restart handed out (kubelet's doBackOff).
 //
-// After a kill for a failed liveness or startup probe kubelet restarts at
-// once when the container lived the current delay since its previous exit
-// (doBackOff measures from the newest exited instance, and the killed one is
-// still running in the status that sync read); otherwise the full delay.
+// After a kill for a failed liveness or startup probe (the probe machine
+// rests in killed) kubelet restarts at once when the container lived the
+// current delay since its previous exit (doBackOff measures from the newest
+// exited instance, and the killed one is still running in the status that
+// sync read); otherwise the full delay.
 func (c *ctrState) Crashloop() time.Duration {
 	d := c.p.e.crashBackoff.Current(c.backoffKey())
-	if c.probeKilled && d > 0 && c.last != nil && c.p.e.clock.Since(c.last.FinishedAt) >= d {
+	if c.probe.killed() && d > 0 && c.last != nil && c.p.e.clock.Since(c.last.FinishedAt) >= d {
 		return 0
 	}
 	return d

@@ -125,17 +125,9 @@ func (c *ctrState) CountPullFailure(context.Context) error {
 	return nil
 }
 
-// CountRestart advances the CrashLoopBackOff, except after a probe kill of
-// a container's first instance: kubelet's doBackOff advances the backoff
-// only when it finds an exited instance, and the sync that kills an
-// instance for a failed probe restarts it from a status in which that
-// instance still runs, so the first kill finds none (conformance scenario
-// probe-liveness-exec: kubelet restarts at once after the first and the
-// second kill, and backs off from the third).
+// CountRestart advances the CrashLoopBackOff. The restarting choice skips
+// it after a probe kill of a container's first instance (FirstProbeKill).
 func (c *ctrState) CountRestart(context.Context) error {
-	if c.probeKilled && c.last == nil {
-		return nil
-	}
 	c.p.e.crashBackoff.Next(c.backoffKey())
 	return nil
 }

@@ -48,6 +48,10 @@ func newTieWorld(t *testing.T, v verify.Valuation, policy v1.RestartPolicy) *tie
 	}
 	ps.sandbox = &sandboxState{p: ps}
 	ps.sandbox.machine = fsm.NewSandboxMachineAt(sbSt, ps.sandbox)
+	probeSt, ok := fsm.ParseProbeState(v.Single[fsm.ProbeMachineName])
+	if !ok {
+		t.Fatalf("probe state %q", v.Single[fsm.ProbeMachineName])
+	}
 	w := &tieWorld{pod: ps}
 	specs := append(append([]v1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...)
 	for i, role := range v.Roles {
@@ -58,6 +62,10 @@ func newTieWorld(t *testing.T, v verify.Valuation, policy v1.RestartPolicy) *tie
 		c := &ctrState{p: ps, name: specs[i].Name, init: role != "regular", sidecar: role == "sidecar"}
 		c.setSpec(&specs[i])
 		c.machine = fsm.NewContainerMachineAt(st, c)
+		// The model has one probe machine per pod: each container's
+		// probe machine is in its state.
+		c.probe = &probeState{c: c}
+		c.probe.machine = fsm.NewProbeMachineAt(probeSt, c.probe)
 		if c.init {
 			ps.inits = append(ps.inits, c)
 		} else {
@@ -74,9 +82,10 @@ func newTieWorld(t *testing.T, v verify.Valuation, policy v1.RestartPolicy) *tie
 // machine only).
 var engineGuards = map[string]map[string]func(w *tieWorld, inst int) bool{
 	fsm.ContainerMachineName: {
-		"pod_terminating": func(w *tieWorld, i int) bool { return w.ctrs[i].PodTerminating() },
-		"restart_allowed": func(w *tieWorld, i int) bool { return w.ctrs[i].RestartAllowed() },
-		"start_blocked":   func(w *tieWorld, i int) bool { return w.ctrs[i].StartBlocked() },
+		"first_probe_kill": func(w *tieWorld, i int) bool { return w.ctrs[i].FirstProbeKill() },
+		"pod_terminating":  func(w *tieWorld, i int) bool { return w.ctrs[i].PodTerminating() },
+		"restart_allowed":  func(w *tieWorld, i int) bool { return w.ctrs[i].RestartAllowed() },
+		"start_blocked":    func(w *tieWorld, i int) bool { return w.ctrs[i].StartBlocked() },
 	},
 	fsm.SandboxMachineName: {
 		"recreate_forbidden": func(w *tieWorld, _ int) bool { return w.pod.sandbox.RecreateForbidden() },

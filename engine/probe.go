@@ -124,13 +124,23 @@ func (ps *probeState) started() bool {
 
 func (ps *probeState) ready() bool { return ps.machine.State() == fsm.ProbeStateReady }
 
+// killed: a failed liveness or startup probe killed the current instance,
+// and no new attempt has begun since.
+func (ps *probeState) killed() bool { return ps.machine.State() == fsm.ProbeStateKilled }
+
 // containerEntered tells the probe machine about the container machine
 // entering state s.
 func (ps *probeState) containerEntered(ctx context.Context, s fsm.ContainerState) {
-	switch {
-	case s == fsm.ContainerStateRunning && ps.machine.State() == fsm.ProbeStateOff:
+	switch s {
+	case fsm.ContainerStatePulling, fsm.ContainerStateCreating, fsm.ContainerStateStarting, fsm.ContainerStateRunning:
+		if ps.killed() {
+			ps.fire(ctx, fsm.ProbeEventContainerStarting)
+		}
+	}
+	switch st := ps.machine.State(); {
+	case s == fsm.ContainerStateRunning && st == fsm.ProbeStateOff:
 		ps.fire(ctx, fsm.ProbeEventContainerRunning)
-	case s != fsm.ContainerStateRunning && ps.machine.State() != fsm.ProbeStateOff:
+	case s != fsm.ContainerStateRunning && st != fsm.ProbeStateOff && st != fsm.ProbeStateKilled:
 		ps.fire(ctx, fsm.ProbeEventContainerStopped)
 	}
 }
@@ -189,7 +199,6 @@ func (ps *probeState) KillContainer(ctx context.Context) error {
 	c.p.e.log.Info("Killing", "pod", c.p.key(), "container", c.name, "message", msg)
 	c.event(eventNormal, "Killing", "%s", msg)
 	c.probeGrace = grace
-	c.probeKilled = true
 	if grace >= 0 {
 		c.probeDeadline = c.p.e.clock.Now().Add(time.Duration(grace) * time.Second)
 	}

@@ -93,12 +93,16 @@ func TestStepRowAndChoices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Choices) != 1 {
-		t.Fatalf("choices %v, want one branch", st.Choices)
+	if len(st.Choices) != 2 {
+		t.Fatalf("choices %v, want two branches", st.Choices)
 	}
 	c := ContainerChoiceTable[st.Choices[0]]
-	if c.State != ContainerStateDeciding || c.Guard != ContainerGuardRestartAllowed || c.To != ContainerStateCrashloopBackoff {
-		t.Errorf("choice %d = %+v, want deciding [restart_allowed] -> crashloop_backoff", st.Choices[0], c)
+	if c.State != ContainerStateDeciding || c.Guard != ContainerGuardRestartAllowed || c.To != ContainerStateRestarting {
+		t.Errorf("choice %d = %+v, want deciding [restart_allowed] -> restarting", st.Choices[0], c)
+	}
+	c = ContainerChoiceTable[st.Choices[1]]
+	if c.State != ContainerStateRestarting || c.To != ContainerStateCrashloopBackoff {
+		t.Errorf("choice %d = %+v, want restarting [otherwise] -> crashloop_backoff", st.Choices[1], c)
 	}
 	// An internal transition passes no choice.
 	st, err = m.Fire(ContainerEventKill)

@@ -14,7 +14,7 @@ const ContainerMachineName = "container"
 
 // ContainerSpecSHA256 is the SHA-256 of spec/container.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ContainerSpecSHA256 = "d5bd869edf95b32954d89052e6a072c3e8f83b42ed1c42bafbfae933825a2a9a"
+const ContainerSpecSHA256 = "27e20a6293c34077e772198a67ba444f2552caf92109cff7fbb1150aa17d124a"
 
 // ContainerState is a state of the container machine.
 //
@@ -44,6 +44,9 @@ const (
 	ContainerStateExited
 	// ContainerStateDeciding: Restart or not, from the recorded exit.
 	ContainerStateDeciding
+	// ContainerStateRestarting: The restart policy restarts it: advance the
+	// CrashLoopBackOff, unless kubelet would not.
+	ContainerStateRestarting
 	// ContainerStateCrashloopBackoff: CrashLoopBackOff: container GC removes the
 	// dead instances beyond the limit, then wait before the next attempt (the
 	// first restart waits 0 s).
@@ -58,12 +61,12 @@ const (
 )
 
 // ContainerStates lists every state of the container machine in spec order.
-var ContainerStates = []ContainerState{ContainerStateWaiting, ContainerStatePulling, ContainerStatePullBackoff, ContainerStateCreating, ContainerStateStarting, ContainerStateRunning, ContainerStateStopping, ContainerStateExited, ContainerStateDeciding, ContainerStateCrashloopBackoff, ContainerStateTerminated, ContainerStateRemoved}
+var ContainerStates = []ContainerState{ContainerStateWaiting, ContainerStatePulling, ContainerStatePullBackoff, ContainerStateCreating, ContainerStateStarting, ContainerStateRunning, ContainerStateStopping, ContainerStateExited, ContainerStateDeciding, ContainerStateRestarting, ContainerStateCrashloopBackoff, ContainerStateTerminated, ContainerStateRemoved}
 
 // ContainerInitialState is the state a new machine starts in.
 const ContainerInitialState = ContainerStateWaiting
 
-var containerStateNames = [...]string{"waiting", "pulling", "pull_backoff", "creating", "starting", "running", "stopping", "exited", "deciding", "crashloop_backoff", "terminated", "removed"}
+var containerStateNames = [...]string{"waiting", "pulling", "pull_backoff", "creating", "starting", "running", "stopping", "exited", "deciding", "restarting", "crashloop_backoff", "terminated", "removed"}
 
 // String returns the state's name in the spec.
 func (s ContainerState) String() string {
@@ -103,6 +106,8 @@ func ParseContainerState(name string) (ContainerState, bool) {
 		return ContainerStateExited, true
 	case "deciding":
 		return ContainerStateDeciding, true
+	case "restarting":
+		return ContainerStateRestarting, true
 	case "crashloop_backoff":
 		return ContainerStateCrashloopBackoff, true
 	case "terminated":
@@ -248,13 +253,19 @@ const (
 	// ContainerGuardImageInvalid: The image reference does not parse (kubelet's
 	// InvalidImageName): no pull is tried.
 	ContainerGuardImageInvalid
+	// ContainerGuardFirstProbeKill: The probe machine of the container is in
+	// killed (a failed liveness or startup probe killed this instance) and the
+	// instance is the container's first (no earlier exit): kubelet's doBackOff,
+	// reading the status of the sync that killed it, in which it still runs,
+	// finds no exited instance and does not advance the CrashLoopBackOff.
+	ContainerGuardFirstProbeKill
 	// ContainerGuardSpecChanged: The instance was created from an older spec of
 	// this container (its hash differs): kubelet restarts it, whatever the
 	// restart policy. Never for an ephemeral container.
 	ContainerGuardSpecChanged
 )
 
-var containerGuardNames = [...]string{"pod_terminating", "start_blocked", "restart_allowed", "image_invalid", "spec_changed"}
+var containerGuardNames = [...]string{"pod_terminating", "start_blocked", "restart_allowed", "image_invalid", "first_probe_kill", "spec_changed"}
 
 // String returns the guard's name in the spec.
 func (g ContainerGuard) String() string {
@@ -283,6 +294,12 @@ type ContainerGuards interface {
 	// ImageInvalid: The image reference does not parse (kubelet's
 	// InvalidImageName): no pull is tried.
 	ImageInvalid() bool
+	// FirstProbeKill: The probe machine of the container is in killed (a failed
+	// liveness or startup probe killed this instance) and the instance is the
+	// container's first (no earlier exit): kubelet's doBackOff, reading the
+	// status of the sync that killed it, in which it still runs, finds no exited
+	// instance and does not advance the CrashLoopBackOff.
+	FirstProbeKill() bool
 	// SpecChanged: The instance was created from an older spec of this container
 	// (its hash differs): kubelet restarts it, whatever the restart policy. Never
 	// for an ephemeral container.
@@ -299,6 +316,8 @@ func containerGuard(g ContainerGuards, which ContainerGuard) bool {
 		return g.RestartAllowed()
 	case ContainerGuardImageInvalid:
 		return g.ImageInvalid()
+	case ContainerGuardFirstProbeKill:
+		return g.FirstProbeKill()
 	case ContainerGuardSpecChanged:
 		return g.SpecChanged()
 	}
@@ -339,8 +358,7 @@ const (
 	// the dead instance (ContainerStatus when the runtime event did not carry
 	// them); reports exit_recorded.
 	ContainerActionRecordExit
-	// ContainerActionCountRestart: Advance the CrashLoopBackOff of the container
-	// (not after a probe kill of its first instance).
+	// ContainerActionCountRestart: Advance the CrashLoopBackOff of the container.
 	ContainerActionCountRestart
 	// ContainerActionRemoveContainer: Container GC of this container: remove the
 	// oldest dead instances beyond --maximum-dead-containers-per-container
@@ -449,8 +467,7 @@ type ContainerActions interface {
 	// exit_recorded.
 	// CRI: ContainerStatus.
 	RecordExit(ctx context.Context) error
-	// CountRestart: Advance the CrashLoopBackOff of the container (not after a
-	// probe kill of its first instance).
+	// CountRestart: Advance the CrashLoopBackOff of the container.
 	CountRestart(ctx context.Context) error
 	// RemoveContainer: Container GC of this container: remove the oldest dead
 	// instances beyond --maximum-dead-containers-per-container (default 1) that
@@ -577,7 +594,7 @@ var ContainerTransitionTable = []ContainerTransition{
 	{From: ContainerStatePullBackoff, Event: ContainerEventStart, To: ContainerStatePullBackoff, Internal: true},
 	{From: ContainerStatePullBackoff, Event: ContainerEventKill, To: ContainerStateTerminated},
 	{From: ContainerStateCreating, Event: ContainerEventCreated, To: ContainerStateStarting},
-	{From: ContainerStateCreating, Event: ContainerEventCreateFailed, To: ContainerStateCrashloopBackoff},
+	{From: ContainerStateCreating, Event: ContainerEventCreateFailed, To: ContainerStateCrashloopBackoff, Actions: []ContainerAction{ContainerActionCountRestart}},
 	{From: ContainerStateStarting, Event: ContainerEventStarted, To: ContainerStateRunning},
 	{From: ContainerStateStarting, Event: ContainerEventStartFailed, To: ContainerStateStopping},
 	{From: ContainerStateStarting, Event: ContainerEventPostStartFailed, To: ContainerStateStopping},
@@ -614,8 +631,10 @@ type ContainerChoice = Choice[ContainerState, ContainerAction, ContainerGuard]
 var ContainerChoiceTable = []ContainerChoice{
 	{State: ContainerStateDeciding, Guard: ContainerGuardPodTerminating, HasGuard: true, To: ContainerStateTerminated},
 	{State: ContainerStateDeciding, Guard: ContainerGuardSpecChanged, HasGuard: true, To: ContainerStateWaiting},
-	{State: ContainerStateDeciding, Guard: ContainerGuardRestartAllowed, HasGuard: true, To: ContainerStateCrashloopBackoff},
+	{State: ContainerStateDeciding, Guard: ContainerGuardRestartAllowed, HasGuard: true, To: ContainerStateRestarting},
 	{State: ContainerStateDeciding, To: ContainerStateTerminated},
+	{State: ContainerStateRestarting, Guard: ContainerGuardFirstProbeKill, HasGuard: true, To: ContainerStateCrashloopBackoff},
+	{State: ContainerStateRestarting, To: ContainerStateCrashloopBackoff, Actions: []ContainerAction{ContainerActionCountRestart}},
 }
 
 // ContainerKind describes the container machine kind: its name, states and tables.
@@ -624,14 +643,14 @@ var ContainerKind = Kind[ContainerState, ContainerEvent, ContainerAction, Contai
 }
 
 // ContainerStateEntry lists, per state, the actions run on entering it.
-var ContainerStateEntry = [12][]ContainerAction{
+var ContainerStateEntry = [13][]ContainerAction{
 	ContainerStatePulling:          {ContainerActionPullImage},
 	ContainerStatePullBackoff:      {ContainerActionCountPullFailure},
 	ContainerStateCreating:         {ContainerActionCreateContainer},
 	ContainerStateStarting:         {ContainerActionStartContainer},
 	ContainerStateStopping:         {ContainerActionStopContainer},
 	ContainerStateExited:           {ContainerActionRecordExit},
-	ContainerStateCrashloopBackoff: {ContainerActionCountRestart, ContainerActionRemoveContainer},
+	ContainerStateCrashloopBackoff: {ContainerActionRemoveContainer},
 	ContainerStateTerminated:       {ContainerActionRemoveContainer},
 }
 
@@ -643,14 +662,14 @@ type ContainerTimer struct {
 
 // ContainerStateTimers lists, per state, the timers armed while in it: the engine
 // arms them when a Step enters the state and cancels them when one leaves it.
-var ContainerStateTimers = [12][]ContainerTimer{
+var ContainerStateTimers = [13][]ContainerTimer{
 	ContainerStatePullBackoff:      {{ContainerEventBackoffDone, ContainerDurationImagePullBackoff}},
 	ContainerStateStopping:         {{ContainerEventGraceExpired, ContainerDurationGracePeriod}},
 	ContainerStateCrashloopBackoff: {{ContainerEventBackoffDone, ContainerDurationCrashloop}},
 }
 
 // containerByStateEvent indexes ContainerTransitionTable by (From, Event).
-var containerByStateEvent = [12][][]uint16{
+var containerByStateEvent = [13][][]uint16{
 	ContainerStateWaiting:          {{0, 1, 2}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {3}, nil, nil, nil, nil, nil},
 	ContainerStatePulling:          {nil, nil, {4}, {5}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
 	ContainerStatePullBackoff:      {{7}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {6}, {8}, nil, nil, nil, nil, nil},
@@ -660,14 +679,16 @@ var containerByStateEvent = [12][][]uint16{
 	ContainerStateStopping:         {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {25}, nil, nil, {26}, nil, nil, {24}, {23}, {27}},
 	ContainerStateExited:           {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {28}, nil, nil, nil, nil, nil, nil, nil},
 	ContainerStateDeciding:         {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStateRestarting:       {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
 	ContainerStateCrashloopBackoff: {{30}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {29}, {31}, nil, nil, nil, nil, nil},
 	ContainerStateTerminated:       {{35}, nil, nil, nil, nil, nil, {37}, {36}, nil, nil, {34}, nil, nil, {33}, nil, nil, nil, nil, {32}},
 	ContainerStateRemoved:          {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
 }
 
 // containerChoicesByState indexes ContainerChoiceTable by State.
-var containerChoicesByState = [12][]uint16{
-	ContainerStateDeciding: {0, 1, 2, 3},
+var containerChoicesByState = [13][]uint16{
+	ContainerStateDeciding:   {0, 1, 2, 3},
+	ContainerStateRestarting: {4, 5},
 }
 
 // ContainerStep is the outcome of one Fire of the container machine (Step).
@@ -782,6 +803,7 @@ func ContainerShortestPaths() map[ContainerState][]ContainerEvent {
 		ContainerStateStopping:         {ContainerEventKill, ContainerEventStarted},
 		ContainerStateExited:           {ContainerEventKill, ContainerEventStarted, ContainerEventStopped},
 		ContainerStateDeciding:         {ContainerEventKill, ContainerEventStarted, ContainerEventStopped, ContainerEventExitRecorded},
+		ContainerStateRestarting:       {ContainerEventKill, ContainerEventStarted, ContainerEventStopped, ContainerEventExitRecorded},
 		ContainerStateCrashloopBackoff: {ContainerEventStart, ContainerEventPullOk, ContainerEventCreateFailed},
 		ContainerStateTerminated:       {ContainerEventKill},
 		ContainerStateRemoved:          {ContainerEventKill, ContainerEventRemoved},

@@ -77,7 +77,7 @@ func TestMachineInterface(t *testing.T) {
 		t.Fatal(err)
 	}
 	joined := strings.Join(got, "\n")
-	if !strings.Contains(joined, "container exited -exit_recorded-> crashloop_backoff via [restart_allowed] -> crashloop_backoff") {
+	if !strings.Contains(joined, "container exited -exit_recorded-> crashloop_backoff via [restart_allowed] -> restarting via [otherwise] -> crashloop_backoff") {
 		t.Errorf("container steps:\n%s", joined)
 	}
 	if !strings.Contains(joined, "no implementation bound") {

@@ -14,7 +14,7 @@ const ProbeMachineName = "probe"
 
 // ProbeSpecSHA256 is the SHA-256 of spec/probe.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ProbeSpecSHA256 = "edb095ba78c546acbd3dc62181234f29fe9878eccce15d853d1e23410dd92acf"
+const ProbeSpecSHA256 = "a640317956b3aef752b793e04c62da5d8bd9be40c9ac7cb6d937ffdbe6f97b22"
 
 // ProbeState is a state of the probe machine.
 //
@@ -38,15 +38,19 @@ const (
 	// ProbeStateKilling: A liveness or startup failure killed the container; it
 	// leaves running.
 	ProbeStateKilling
+	// ProbeStateKilled: The killed instance no longer runs (not started, not
+	// ready); the kill is remembered until the next attempt begins: the container
+	// machine's first_probe_kill and its crashloop duration read it.
+	ProbeStateKilled
 )
 
 // ProbeStates lists every state of the probe machine in spec order.
-var ProbeStates = []ProbeState{ProbeStateOff, ProbeStateStartingUp, ProbeStateUnready, ProbeStateReady, ProbeStateKilling}
+var ProbeStates = []ProbeState{ProbeStateOff, ProbeStateStartingUp, ProbeStateUnready, ProbeStateReady, ProbeStateKilling, ProbeStateKilled}
 
 // ProbeInitialState is the state a new machine starts in.
 const ProbeInitialState = ProbeStateOff
 
-var probeStateNames = [...]string{"off", "starting_up", "unready", "ready", "killing"}
+var probeStateNames = [...]string{"off", "starting_up", "unready", "ready", "killing", "killed"}
 
 // String returns the state's name in the spec.
 func (s ProbeState) String() string {
@@ -76,6 +80,8 @@ func ParseProbeState(name string) (ProbeState, bool) {
 		return ProbeStateReady, true
 	case "killing":
 		return ProbeStateKilling, true
+	case "killed":
+		return ProbeStateKilled, true
 	}
 	return 0, false
 }
@@ -90,6 +96,9 @@ const (
 	// ProbeEventContainerStopped: The container machine left running (died,
 	// killed, stopped).
 	ProbeEventContainerStopped
+	// ProbeEventContainerStarting: The container machine entered pulling,
+	// creating, starting or running: the next attempt begins.
+	ProbeEventContainerStarting
 	// ProbeEventStartupOk: The startup probe reached its success threshold, or
 	// the container has none.
 	ProbeEventStartupOk
@@ -108,9 +117,9 @@ const (
 )
 
 // ProbeEvents lists every event of the probe machine in spec order.
-var ProbeEvents = []ProbeEvent{ProbeEventContainerRunning, ProbeEventContainerStopped, ProbeEventStartupOk, ProbeEventStartupFailed, ProbeEventReady, ProbeEventUnready, ProbeEventLivenessFailed, ProbeEventProbeDue}
+var ProbeEvents = []ProbeEvent{ProbeEventContainerRunning, ProbeEventContainerStopped, ProbeEventContainerStarting, ProbeEventStartupOk, ProbeEventStartupFailed, ProbeEventReady, ProbeEventUnready, ProbeEventLivenessFailed, ProbeEventProbeDue}
 
-var probeEventNames = [...]string{"container_running", "container_stopped", "startup_ok", "startup_failed", "ready", "unready", "liveness_failed", "probe_due"}
+var probeEventNames = [...]string{"container_running", "container_stopped", "container_starting", "startup_ok", "startup_failed", "ready", "unready", "liveness_failed", "probe_due"}
 
 // String returns the event's name in the spec.
 func (e ProbeEvent) String() string {
@@ -127,6 +136,8 @@ func ParseProbeEvent(name string) (ProbeEvent, bool) {
 		return ProbeEventContainerRunning, true
 	case "container_stopped":
 		return ProbeEventContainerStopped, true
+	case "container_starting":
+		return ProbeEventContainerStarting, true
 	case "startup_ok":
 		return ProbeEventStartupOk, true
 	case "startup_failed":
@@ -346,7 +357,8 @@ var ProbeTransitionTable = []ProbeTransition{
 	{From: ProbeStateReady, Event: ProbeEventUnready, To: ProbeStateUnready},
 	{From: ProbeStateReady, Event: ProbeEventLivenessFailed, To: ProbeStateKilling, Actions: []ProbeAction{ProbeActionKillContainer}},
 	{From: ProbeStateReady, Event: ProbeEventContainerStopped, To: ProbeStateOff, Actions: []ProbeAction{ProbeActionStopProbes}},
-	{From: ProbeStateKilling, Event: ProbeEventContainerStopped, To: ProbeStateOff, Actions: []ProbeAction{ProbeActionStopProbes}},
+	{From: ProbeStateKilling, Event: ProbeEventContainerStopped, To: ProbeStateKilled, Actions: []ProbeAction{ProbeActionStopProbes}},
+	{From: ProbeStateKilled, Event: ProbeEventContainerStarting, To: ProbeStateOff},
 }
 
 // ProbeChoice is a branch of a choice (Choice).
@@ -361,7 +373,7 @@ var ProbeKind = Kind[ProbeState, ProbeEvent, ProbeAction, ProbeGuard]{
 }
 
 // ProbeStateEntry lists, per state, the actions run on entering it.
-var ProbeStateEntry = [5][]ProbeAction{}
+var ProbeStateEntry = [6][]ProbeAction{}
 
 // ProbeTimer arms Event after Duration while the machine stays in a state.
 type ProbeTimer struct {
@@ -371,19 +383,20 @@ type ProbeTimer struct {
 
 // ProbeStateTimers lists, per state, the timers armed while in it: the engine
 // arms them when a Step enters the state and cancels them when one leaves it.
-var ProbeStateTimers = [5][]ProbeTimer{}
+var ProbeStateTimers = [6][]ProbeTimer{}
 
 // probeByStateEvent indexes ProbeTransitionTable by (From, Event).
-var probeByStateEvent = [5][][]uint16{
-	ProbeStateOff:        {{0}, nil, nil, nil, nil, nil, nil, nil},
-	ProbeStateStartingUp: {nil, {4}, {2}, {3}, nil, nil, nil, {1}},
-	ProbeStateUnready:    {nil, {8}, nil, nil, {6}, nil, {7}, {5}},
-	ProbeStateReady:      {nil, {12}, nil, nil, nil, {10}, {11}, {9}},
-	ProbeStateKilling:    {nil, {13}, nil, nil, nil, nil, nil, nil},
+var probeByStateEvent = [6][][]uint16{
+	ProbeStateOff:        {{0}, nil, nil, nil, nil, nil, nil, nil, nil},
+	ProbeStateStartingUp: {nil, {4}, nil, {2}, {3}, nil, nil, nil, {1}},
+	ProbeStateUnready:    {nil, {8}, nil, nil, nil, {6}, nil, {7}, {5}},
+	ProbeStateReady:      {nil, {12}, nil, nil, nil, nil, {10}, {11}, {9}},
+	ProbeStateKilling:    {nil, {13}, nil, nil, nil, nil, nil, nil, nil},
+	ProbeStateKilled:     {nil, nil, {14}, nil, nil, nil, nil, nil, nil},
 }
 
 // probeChoicesByState indexes ProbeChoiceTable by State.
-var probeChoicesByState = [5][]uint16{}
+var probeChoicesByState = [6][]uint16{}
 
 // ProbeStep is the outcome of one Fire of the probe machine (Step).
 // Row indexes ProbeTransitionTable and Choices ProbeChoiceTable.
@@ -493,6 +506,7 @@ func ProbeShortestPaths() map[ProbeState][]ProbeEvent {
 		ProbeStateUnready:    {ProbeEventContainerRunning, ProbeEventStartupOk},
 		ProbeStateReady:      {ProbeEventContainerRunning, ProbeEventStartupOk, ProbeEventReady},
 		ProbeStateKilling:    {ProbeEventContainerRunning, ProbeEventStartupFailed},
+		ProbeStateKilled:     {ProbeEventContainerRunning, ProbeEventStartupFailed, ProbeEventContainerStopped},
 	}
 }
 

@@ -25,11 +25,13 @@
 #    image_pull_backoff duration and doubles the same way. The durations are
 #    read from the backoff of the container (pure); the actions count_restart
 #    and count_pull_failure advance it. Flags override the spec's values.
-#    After a kill for a failed liveness or startup probe the restart is
-#    immediate when the container lived the current delay since its previous
-#    exit (kubelet's doBackOff measures from the newest exited instance), and
-#    a probe kill of the first instance does not advance the backoff (that
-#    doBackOff finds no exited instance).
+#    After a kill for a failed liveness or startup probe (the probe machine
+#    rests in `killed` until the next attempt begins) the crashloop duration
+#    is 0 when the container lived the current delay since its previous exit
+#    (kubelet's doBackOff measures from the newest exited instance); the
+#    choice of `restarting` does not advance the backoff after a probe kill of
+#    the first instance (guard first_probe_kill: that doBackOff finds no
+#    exited instance).
 #  - The grace period of stop_container is the effective grace period of the
 #    pod worker (only shortens), or the failed probe's own; on grace_expired
 #    force_stop_container re-issues StopContainer with timeout 0, so a hung
@@ -68,6 +70,7 @@ machine "container" {
   guard "start_blocked" { doc = "Not this container's turn: an earlier init container has not completed (a sidecar counts once it runs), or it is a regular container and some init container has not (the pod is not Initialized). An ephemeral container is never blocked." }
   guard "restart_allowed" { doc = "restartPolicy Always, or OnFailure with a non-zero exit code; a sidecar always restarts; an init container only after a failure and never under Never; an ephemeral container never restarts." }
   guard "image_invalid" { doc = "The image reference does not parse (kubelet's InvalidImageName): no pull is tried." }
+  guard "first_probe_kill" { doc = "The probe machine of the container is in killed (a failed liveness or startup probe killed this instance) and the instance is the container's first (no earlier exit): kubelet's doBackOff, reading the status of the sync that killed it, in which it still runs, finds no exited instance and does not advance the CrashLoopBackOff." }
   guard "spec_changed" { doc = "The instance was created from an older spec of this container (its hash differs): kubelet restarts it, whatever the restart policy. Never for an ephemeral container." }
 
   action "pull_image" {
@@ -107,7 +110,7 @@ machine "container" {
     cri = ["ContainerStatus"]
   }
   action "count_restart" {
-    doc = "Advance the CrashLoopBackOff of the container (not after a probe kill of its first instance)."
+    doc = "Advance the CrashLoopBackOff of the container."
   }
   action "remove_container" {
     doc = "Container GC of this container: remove the oldest dead instances beyond --maximum-dead-containers-per-container (default 1) that are older than --minimum-container-ttl-duration; the newest stays for its logs and status (lastState) until the pod is removed."
@@ -164,7 +167,10 @@ machine "container" {
     doc   = "CreateContainer runs."
     entry = [action.create_container]
     transition "created" { to = state.starting }
-    transition "create_failed" { to = state.crashloop_backoff }
+    transition "create_failed" {
+      to      = state.crashloop_backoff
+      actions = [action.count_restart]
+    }
   }
 
   state "starting" {
@@ -236,14 +242,28 @@ machine "container" {
     choice {
       when "pod_terminating" { to = state.terminated }
       when "spec_changed" { to = state.waiting }
-      when "restart_allowed" { to = state.crashloop_backoff }
+      when "restart_allowed" { to = state.restarting }
       otherwise { to = state.terminated }
+    }
+  }
+
+  state "restarting" {
+    doc = "The restart policy restarts it: advance the CrashLoopBackOff, unless kubelet would not."
+    choice {
+      when "first_probe_kill" {
+        to  = state.crashloop_backoff
+        doc = "A failed probe killed the first instance: the backoff stays where it is (the first restart is immediate in any case)."
+      }
+      otherwise {
+        to      = state.crashloop_backoff
+        actions = [action.count_restart]
+      }
     }
   }
 
   state "crashloop_backoff" {
     doc   = "CrashLoopBackOff: container GC removes the dead instances beyond the limit, then wait before the next attempt (the first restart waits 0 s)."
-    entry = [action.count_restart, action.remove_container]
+    entry = [action.remove_container]
     timeout "backoff_done" { after = duration.crashloop }
     transition "backoff_done" {
       to  = state.waiting

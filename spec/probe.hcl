@@ -27,14 +27,18 @@
 #    (grpc.health.v1 Check answers SERVING).
 #  - kill_container uses the probe's terminationGracePeriodSeconds when set,
 #    else the pod's.
-#  - Status: started = this machine is past `starting_up`; ready = it is in
-#    `ready` (and the pod is not terminating).
+#  - Status: started = this machine is in `unready`, `ready` or `killing`;
+#    ready = it is in `ready` (and the pod is not terminating).
+#  - The engine fires container_starting when the container machine enters
+#    pulling, creating, starting or running while this machine is in
+#    `killed`, before container_running.
 machine "probe" {
   doc     = "The liveness, readiness and startup probes of one container, while it runs."
   initial = state.off
 
   event "container_running" { doc = "The container machine entered running." }
   event "container_stopped" { doc = "The container machine left running (died, killed, stopped)." }
+  event "container_starting" { doc = "The container machine entered pulling, creating, starting or running: the next attempt begins." }
   event "startup_ok" { doc = "The startup probe reached its success threshold, or the container has none." }
   event "startup_failed" { doc = "The startup probe reached its failure threshold." }
   event "ready" { doc = "The readiness probe reached its success threshold, or the container has none." }
@@ -60,7 +64,7 @@ machine "probe" {
   }
 
   shared "stop" {
-    doc = "The instance left running: every state but off."
+    doc = "The instance left running: every state but off, killing (which remembers the kill) and killed."
     transition "container_stopped" {
       to      = state.off
       actions = [action.stop_probes]
@@ -115,6 +119,14 @@ machine "probe" {
 
   state "killing" {
     doc = "A liveness or startup failure killed the container; it leaves running."
-    use "stop" {}
+    transition "container_stopped" {
+      to      = state.killed
+      actions = [action.stop_probes]
+    }
+  }
+
+  state "killed" {
+    doc = "The killed instance no longer runs (not started, not ready); the kill is remembered until the next attempt begins: the container machine's first_probe_kill and its crashloop duration read it."
+    transition "container_starting" { to = state.off }
   }
 }

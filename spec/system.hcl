@@ -206,10 +206,16 @@ tie "container" "restart_allowed" {
   mode  = "may"
 }
 
+tie "container" "first_probe_kill" {
+  doc  = "A probe kill is remembered by the probe machine (killed) until the next attempt begins; whether the killed instance was the container's first is no state: free there, false elsewhere. (The model has one probe machine per pod, so a kill remembered there may stand for any container's.)"
+  in   = [probe.killed]
+  mode = "may"
+}
+
 tie "container" "start_blocked" {
   doc   = "Start order (ctrState.StartBlocked): a regular container waits while a sidecar does not run (podState.initialized counts a sidecar once it runs). Free otherwise: an init container not completed with exit 0 also blocks it (the exit is no state), an earlier init container blocks an init container, and a container that left the spec is always blocked; an ephemeral container (role init here) is never blocked."
   roles = [role.regular]
-  any   = [container.waiting, container.pulling, container.pull_backoff, container.creating, container.starting, container.stopping, container.exited, container.deciding, container.crashloop_backoff, container.terminated, container.removed]
+  any   = [container.waiting, container.pulling, container.pull_backoff, container.creating, container.starting, container.stopping, container.exited, container.deciding, container.restarting, container.crashloop_backoff, container.terminated, container.removed]
   among = [role.sidecar]
   mode  = "if"
 }
@@ -350,6 +356,10 @@ external "probe" "container_stopped" {
   doc = "The engine fires it when a container machine leaves running."
 }
 
+external "probe" "container_starting" {
+  doc = "The engine fires it when a container machine enters pulling, creating, starting or running while the probe machine remembers a kill."
+}
+
 external "node" "image_gc_due" {
   doc = "The node loop's image GC period came round."
 }
@@ -397,7 +407,7 @@ invariant "no_sandbox_after_termination" {
 
 invariant "no_restart_under_never" {
   doc         = "Under restartPolicy Never no init or regular container restarts after it exited (a spec change still recreates it, as kubelet does whatever the policy: deciding -> waiting, not this row)."
-  never_enter = [container.crashloop_backoff]
+  never_enter = [container.restarting, container.crashloop_backoff]
   from        = [container.deciding]
   given       = [restart_policy.never]
   among       = [role.init, role.regular]
@@ -405,7 +415,7 @@ invariant "no_restart_under_never" {
 
 invariant "on_failure_restarts_only_failures" {
   doc         = "Under restartPolicy OnFailure an init or regular container restarts only after a failed exit."
-  never_enter = [container.crashloop_backoff]
+  never_enter = [container.restarting, container.crashloop_backoff]
   from        = [container.deciding]
   given       = [restart_policy.on_failure]
   among       = [role.init, role.regular]
@@ -414,7 +424,7 @@ invariant "on_failure_restarts_only_failures" {
 
 invariant "init_restarts_only_failures" {
   doc         = "Under restartPolicy Always an init container restarts only after a failed exit (it must complete once)."
-  never_enter = [container.crashloop_backoff]
+  never_enter = [container.restarting, container.crashloop_backoff]
   from        = [container.deciding]
   given       = [restart_policy.always]
   among       = [role.init]

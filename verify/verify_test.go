@@ -210,7 +210,7 @@ func TestVerifyMutations(t *testing.T) {
 			name: "restart allowed under Never", file: "system.hcl",
 			old:       `  roles = [role.regular]` + "\n" + `  given = [restart_policy.always]`,
 			new:       `  roles = [role.regular]` + "\n" + `  given = [restart_policy.always, restart_policy.never]`,
-			invariant: "no_restart_under_never", inTrace: "deciding -> crashloop_backoff",
+			invariant: "no_restart_under_never", inTrace: "deciding -> restarting",
 		},
 		{
 			// OnFailure restarts a regular container whatever its exit.
