@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cockroachdb/datadriven"
@@ -23,6 +24,13 @@ import (
 
 func TestEngineScripts(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		synctest.Test(t, func(t *testing.T) { runScript(t, path) })
+	})
+}
+
+// runScript runs one script of testdata/ in the test's bubble.
+func runScript(t *testing.T, path string) {
+	{
 		h := newHarness(t)
 		pods := map[string]*v1.Pod{}
 		nodeSeen := 0
@@ -299,11 +307,7 @@ func TestEngineScripts(t *testing.T) {
 				h.srv.Stop()
 				return ""
 			case "runtime-up":
-				srv, err := h.srv.Runtime.Serve(h.srv.Socket)
-				if err != nil {
-					t.Fatal(err)
-				}
-				h.srv = srv
+				h.srv = h.srv.Runtime.ServeListener(h.listen(), h.srv.Endpoint)
 				// gRPC reconnects on its own real-time backoff: wait until
 				// the engine's connection answers again.
 				deadline := time.Now().Add(30 * time.Second)
@@ -351,5 +355,5 @@ func TestEngineScripts(t *testing.T) {
 				return ""
 			}
 		})
-	})
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -33,7 +34,9 @@ func (h *scriptHarness) waitFor(step time.Duration, cond func() bool) bool {
 // ListPodSandbox fails as it does when the sandbox list exceeds the gRPC
 // message limit), /healthz fails and names the reason, and
 // speclet_engine_recovered is 0; both turn healthy once recovery works.
-func TestHealthzUntilRecovered(t *testing.T) {
+func TestHealthzUntilRecovered(t *testing.T) { synctest.Test(t, testHealthzUntilRecovered) }
+
+func testHealthzUntilRecovered(t *testing.T) {
 	h := newHarness(t)
 	h.srv.Runtime.FailCall("ListPodSandbox", 3, codes.ResourceExhausted, "trying to send message larger than max (20000000 vs. 16777216)")
 	h.launch(Config{})
@@ -80,7 +83,9 @@ func gaugeOf(t *testing.T, h *scriptHarness, name string) float64 {
 // admission as kubelet refuses it (Failed, OutOfpods, with kubelet's
 // message); the pods already declared run, and once one is removed a new
 // pod is admitted again (a refused pod counts for nothing).
-func TestMaxPods(t *testing.T) {
+func TestMaxPods(t *testing.T) { synctest.Test(t, testMaxPods) }
+
+func testMaxPods(t *testing.T) {
 	h := newHarness(t)
 	h.start(Config{MaxPods: 2})
 	pod := func(name string) *v1.Pod {
