@@ -308,8 +308,9 @@ func runScript(t *testing.T, path string) {
 				return ""
 			case "runtime-up":
 				h.srv = h.srv.Runtime.ServeListener(h.listen(), h.srv.Endpoint)
-				// gRPC reconnects on its own real-time backoff: wait until
-				// the engine's connection answers again.
+				// gRPC reconnects on its own backoff timer, on the bubble's
+				// time: let that time pass (it costs no real time) until the
+				// engine's connection answers again.
 				deadline := time.Now().Add(30 * time.Second)
 				for {
 					ctx, cancel := context.WithTimeout(context.Background(), time.Second)

@@ -15,8 +15,9 @@ import (
 	"github.com/speclet/speclet/engine/config"
 )
 
-// waitFor polls cond in real time, stepping the fake clock by step between
-// polls, for at most 10 s; it reports whether cond held.
+// waitFor polls cond, stepping the fake clock by step between polls, for at
+// most 10 s of the test bubble's time (which costs no real time); it reports
+// whether cond held.
 func (h *scriptHarness) waitFor(step time.Duration, cond func() bool) bool {
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 		if cond() {
