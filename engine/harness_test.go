@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/test/bufconn"
 	v1 "k8s.io/api/core/v1"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -202,13 +203,29 @@ func newHarness(t *testing.T) *scriptHarness {
 		t.Fatal(err)
 	}
 	h.rt = rt
-	h.audit = auditRuntime(t, endpoint, cri.WithDialer(h.dial)) // its check runs after the cleanup below stopped the engine
+	// The audit's check runs after the cleanup below stopped the engine.
+	h.audit = auditRuntime(t, endpoint, cri.WithDialer(h.dial), cri.WithInterceptors(waitReadyWhenAsked, nil))
 	t.Cleanup(func() {
 		h.stop()
 		rt.Close()
 		h.srv.Stop()
 	})
 	return h
+}
+
+// waitReady marks a context whose call waits until the connection is ready
+// instead of failing while the runtime is unreachable.
+type waitReady struct{}
+
+// waitReadyWhenAsked makes a call whose context is marked with waitReady
+// wait for the connection (grpc.WaitForReady): the runtime-up command's
+// call blocks in the bubble, whose time then passes for gRPC's reconnect
+// backoff. The engine's own calls fail fast, as on a real runtime.
+func waitReadyWhenAsked(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if ctx.Value(waitReady{}) != nil {
+		opts = append(opts, grpc.WaitForReady(true))
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
 }
 
 // listen makes a new in-memory listener the clients dial from now on.
