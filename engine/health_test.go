@@ -15,18 +15,18 @@ import (
 	"github.com/speclet/speclet/engine/config"
 )
 
-// waitFor polls cond, stepping the fake clock by step between polls, for at
-// most 10 s of the test bubble's time (which costs no real time); it reports
-// whether cond held.
+// waitFor checks cond after each settle, stepping the fake clock by step
+// before the next, at most 600 times; it reports whether cond held.
 func (h *scriptHarness) waitFor(step time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+	h.settle()
+	for range 600 {
 		if cond() {
 			return true
 		}
 		if step > 0 {
 			h.clk.Step(step)
 		}
-		time.Sleep(5 * time.Millisecond)
+		h.settle()
 	}
 	return cond()
 }
