@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"time"
 
@@ -31,6 +32,7 @@ type options struct {
 	pullTimeout time.Duration
 	unary       []grpc.UnaryClientInterceptor
 	stream      []grpc.StreamClientInterceptor
+	dialer      func(context.Context, string) (net.Conn, error)
 }
 
 // WithTimeout sets the per-call timeout (default DefaultTimeout). It does not
@@ -61,6 +63,14 @@ func WithInterceptors(unary grpc.UnaryClientInterceptor, stream grpc.StreamClien
 			o.stream = append(o.stream, stream)
 		}
 	}
+}
+
+// WithDialer makes the client reach the runtime through dial instead of
+// the endpoint's unix socket; the endpoint still names the runtime in
+// errors. Tests use it to serve a runtime over an in-memory connection
+// (google.golang.org/grpc/test/bufconn), inside a testing/synctest bubble.
+func WithDialer(dial func(ctx context.Context, addr string) (net.Conn, error)) Option {
+	return func(o *options) { o.dialer = dial }
 }
 
 // Method returns the CRI method's name ("StartContainer") of a full gRPC
@@ -98,7 +108,7 @@ func Dial(ctx context.Context, endpoint string, opts ...Option) (*Client, error)
 	if err != nil {
 		return nil, err
 	}
-	conn, err := grpc.NewClient(ep,
+	dopts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMsgSize), grpc.MaxCallSendMsgSize(MaxMsgSize)),
 		grpc.WithConnectParams(grpc.ConnectParams{
@@ -107,7 +117,11 @@ func Dial(ctx context.Context, endpoint string, opts ...Option) (*Client, error)
 		}),
 		grpc.WithChainUnaryInterceptor(o.unary...),
 		grpc.WithChainStreamInterceptor(o.stream...),
-	)
+	}
+	if o.dialer != nil {
+		dopts = append(dopts, grpc.WithContextDialer(o.dialer))
+	}
+	conn, err := grpc.NewClient(ep, dopts...)
 	if err != nil {
 		return nil, fmt.Errorf("cri %s: dial: %w", ep, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -23,7 +24,9 @@ func exists(path string) bool {
 // nothing of it is left in the runtime; declaring it again (same UID)
 // starts it with a fresh emptyDir. Directories of UIDs nobody knows (left
 // from a run that ended abruptly) are swept; those of a running pod stay.
-func TestPodDirectoriesCleanup(t *testing.T) {
+func TestPodDirectoriesCleanup(t *testing.T) { synctest.Test(t, testPodDirectoriesCleanup) }
+
+func testPodDirectoriesCleanup(t *testing.T) {
 	h := newHarness(t)
 	h.start(Config{})
 	root := h.cfg.RootDir

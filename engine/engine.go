@@ -64,11 +64,11 @@ type Engine struct {
 	firstUpd time.Time                 // when the first config update arrived (zero: none yet)
 	spoke    map[string]bool           // the sources that delivered their first snapshot
 
-	// busy counts inputs queued or in progress anywhere in the engine; tests
-	// wait for it to reach zero to see a settled state.
-	busy atomic.Int64
-	// progress counts machine transitions and inputs posted; tests use it
-	// to tell a busy engine from one blocked on a fake clock.
+	// busy counts inputs queued or in progress anywhere in the engine, and
+	// progress the machine transitions and inputs posted. Only
+	// TestPostCoalesces reads busy; the scripts harness settles with
+	// testing/synctest instead, so both are left to be removed.
+	busy     atomic.Int64
 	progress atomic.Int64
 
 	// recovered is set once the state was rebuilt from the runtime;

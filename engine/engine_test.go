@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cockroachdb/datadriven"
@@ -23,6 +24,13 @@ import (
 
 func TestEngineScripts(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		synctest.Test(t, func(t *testing.T) { runScript(t, path) })
+	})
+}
+
+// runScript runs one script of testdata/ in the test's bubble.
+func runScript(t *testing.T, path string) {
+	{
 		h := newHarness(t)
 		pods := map[string]*v1.Pod{}
 		nodeSeen := 0
@@ -299,25 +307,15 @@ func TestEngineScripts(t *testing.T) {
 				h.srv.Stop()
 				return ""
 			case "runtime-up":
-				srv, err := h.srv.Runtime.Serve(h.srv.Socket)
+				h.srv = h.srv.Runtime.ServeListener(h.listen(), h.srv.Endpoint)
+				// gRPC reconnects on its own backoff timer, on the bubble's
+				// time: the engine's connection answers again once that
+				// time passed (it costs no real time).
+				ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), waitReady{}, true), 30*time.Second)
+				_, err := h.audit.Version(ctx) // the engine's client: a read, outside actions
+				cancel()
 				if err != nil {
-					t.Fatal(err)
-				}
-				h.srv = srv
-				// gRPC reconnects on its own real-time backoff: wait until
-				// the engine's connection answers again.
-				deadline := time.Now().Add(30 * time.Second)
-				for {
-					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-					_, err := h.audit.Version(ctx) // the engine's client: a read, outside actions
-					cancel()
-					if err == nil {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("runtime did not answer 30 s after it came back: %v", err)
-					}
-					time.Sleep(50 * time.Millisecond)
+					t.Fatalf("runtime did not answer 30 s after it came back: %v", err)
 				}
 				return ""
 			case "healthz":
@@ -351,5 +349,5 @@ func TestEngineScripts(t *testing.T) {
 				return ""
 			}
 		})
-	})
+	}
 }

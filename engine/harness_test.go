@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -13,9 +14,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/test/bufconn"
 	v1 "k8s.io/api/core/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -83,8 +87,10 @@ type scriptHarness struct {
 	t0       time.Time // the fake clock's start
 	logw     io.Writer // when set, the engine's info log goes here
 	srv      *sim.Server
-	rt       *cri.Client // the test's own calls (crictl-rm, runtime listings)
-	audit    audited     // the engine's runtime: a client of srv through the CRI audit
+	lisMu    sync.Mutex
+	lis      *bufconn.Listener // where srv serves
+	rt       *cri.Client       // the test's own calls (crictl-rm, runtime listings)
+	audit    audited           // the engine's runtime: a client of srv through the CRI audit
 	dir      string
 	eng      *Engine
 	reg      *prometheus.Registry
@@ -185,23 +191,58 @@ func newHarness(t *testing.T) *scriptHarness {
 	t.Helper()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	h := &scriptHarness{t: t, clk: clocktesting.NewFakeClock(t0), t0: t0, dir: t.TempDir()}
-	srv, err := sim.Start(h.dir, sim.Options{Clock: h.clk, Images: []string{"busybox:latest"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.srv = srv
-	srv.Runtime.RecordCalls()
-	rt, err := cri.Dial(context.Background(), srv.Endpoint)
+	// The runtime is served in memory, inside the test's bubble
+	// (testing/synctest): settle waits until every goroutine of the engine,
+	// of gRPC and of the runtime is blocked. Its endpoint still names a
+	// socket in the test's directory, as errors show it.
+	endpoint := "unix://" + filepath.Join(h.dir, sim.SocketName)
+	h.srv = sim.New(sim.Options{Clock: h.clk, Images: []string{"busybox:latest"}}).ServeListener(h.listen(), endpoint)
+	h.srv.Runtime.RecordCalls()
+	rt, err := cri.Dial(context.Background(), endpoint, cri.WithDialer(h.dial))
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.rt = rt
-	h.audit = auditRuntime(t, srv.Endpoint) // its check runs after the cleanup below stopped the engine
+	// The audit's check runs after the cleanup below stopped the engine.
+	h.audit = auditRuntime(t, endpoint, cri.WithDialer(h.dial), cri.WithInterceptors(waitReadyWhenAsked, nil))
 	t.Cleanup(func() {
 		h.stop()
-		srv.Stop()
+		rt.Close()
+		h.srv.Stop()
 	})
 	return h
+}
+
+// waitReady marks a context whose call waits until the connection is ready
+// instead of failing while the runtime is unreachable.
+type waitReady struct{}
+
+// waitReadyWhenAsked makes a call whose context is marked with waitReady
+// wait for the connection (grpc.WaitForReady): the runtime-up command's
+// call blocks in the bubble, whose time then passes for gRPC's reconnect
+// backoff. The engine's own calls fail fast, as on a real runtime.
+func waitReadyWhenAsked(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if ctx.Value(waitReady{}) != nil {
+		opts = append(opts, grpc.WaitForReady(true))
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+// listen makes a new in-memory listener the clients dial from now on.
+func (h *scriptHarness) listen() net.Listener {
+	h.lisMu.Lock()
+	defer h.lisMu.Unlock()
+	h.lis = bufconn.Listen(1 << 20)
+	return h.lis
+}
+
+// dial connects to the runtime's current listener (cri.WithDialer); once
+// the runtime is stopped, it fails as a socket nobody listens on.
+func (h *scriptHarness) dial(ctx context.Context, _ string) (net.Conn, error) {
+	h.lisMu.Lock()
+	l := h.lis
+	h.lisMu.Unlock()
+	return l.DialContext(ctx)
 }
 
 func (h *scriptHarness) start(cfg Config) {
@@ -302,33 +343,13 @@ func (h *scriptHarness) send(u config.PodUpdate) {
 	h.settle()
 }
 
-// settle waits (in real time) until the engine has nothing queued or
-// running and the simulated runtime applied its scripted exits. A worker
-// blocked on the fake clock (a slow call, a stop waiting for its timeout)
-// stays busy without progress; settle then returns after 500 ms without
-// progress, and the script shows that state.
+// settle waits until the engine, the gRPC connections and the simulated
+// runtime have nothing left to do but wait: every goroutine of the test's
+// bubble is blocked (synctest.Wait), on the fake clock (a slow call, a stop
+// waiting for its timeout) or on its next input. The script shows that
+// state.
 func (h *scriptHarness) settle() {
-	deadline := time.Now().Add(10 * time.Second)
-	idle := 0
-	last, lastChange := h.eng.progress.Load(), time.Now()
-	for time.Now().Before(deadline) {
-		h.srv.Runtime.Settle()
-		if p := h.eng.progress.Load(); p != last {
-			last, lastChange = p, time.Now()
-		}
-		if h.eng.busy.Load() == 0 {
-			idle++
-			if idle >= 5 {
-				return
-			}
-		} else {
-			idle = 0
-			if time.Since(lastChange) > 500*time.Millisecond {
-				return
-			}
-		}
-		time.Sleep(3 * time.Millisecond)
-	}
+	synctest.Wait()
 }
 
 // step advances the fake clock by d in steps of at most one second, settling

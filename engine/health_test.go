@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -14,17 +15,18 @@ import (
 	"github.com/speclet/speclet/engine/config"
 )
 
-// waitFor polls cond in real time, stepping the fake clock by step between
-// polls, for at most 10 s; it reports whether cond held.
+// waitFor checks cond after each settle, stepping the fake clock by step
+// before the next, at most 600 times; it reports whether cond held.
 func (h *scriptHarness) waitFor(step time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+	h.settle()
+	for range 600 {
 		if cond() {
 			return true
 		}
 		if step > 0 {
 			h.clk.Step(step)
 		}
-		time.Sleep(5 * time.Millisecond)
+		h.settle()
 	}
 	return cond()
 }
@@ -33,7 +35,9 @@ func (h *scriptHarness) waitFor(step time.Duration, cond func() bool) bool {
 // ListPodSandbox fails as it does when the sandbox list exceeds the gRPC
 // message limit), /healthz fails and names the reason, and
 // speclet_engine_recovered is 0; both turn healthy once recovery works.
-func TestHealthzUntilRecovered(t *testing.T) {
+func TestHealthzUntilRecovered(t *testing.T) { synctest.Test(t, testHealthzUntilRecovered) }
+
+func testHealthzUntilRecovered(t *testing.T) {
 	h := newHarness(t)
 	h.srv.Runtime.FailCall("ListPodSandbox", 3, codes.ResourceExhausted, "trying to send message larger than max (20000000 vs. 16777216)")
 	h.launch(Config{})
@@ -80,7 +84,9 @@ func gaugeOf(t *testing.T, h *scriptHarness, name string) float64 {
 // admission as kubelet refuses it (Failed, OutOfpods, with kubelet's
 // message); the pods already declared run, and once one is removed a new
 // pod is admitted again (a refused pod counts for nothing).
-func TestMaxPods(t *testing.T) {
+func TestMaxPods(t *testing.T) { synctest.Test(t, testMaxPods) }
+
+func testMaxPods(t *testing.T) {
 	h := newHarness(t)
 	h.start(Config{MaxPods: 2})
 	pod := func(name string) *v1.Pod {

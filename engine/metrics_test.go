@@ -4,6 +4,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -21,7 +22,9 @@ import (
 // counters of the rows it took moved, every other row of the spec is
 // exported at 0, events the machines refused are counted, the time spent
 // in running was observed, and the machines gauge counts what runs now.
-func TestMetricsAfterAPodsLife(t *testing.T) {
+func TestMetricsAfterAPodsLife(t *testing.T) { synctest.Test(t, testMetricsAfterAPodsLife) }
+
+func testMetricsAfterAPodsLife(t *testing.T) {
 	h := newHarness(t)
 	h.start(Config{})
 	grace := int64(1)
@@ -159,7 +162,9 @@ func nonzero(g map[string]float64) string {
 // lifecycle step a person wants, with the pod, container, exit code and
 // reason as fields: a start, a death with its exit code and the restart
 // policy's answer, the kill of the pod and its end.
-func TestOperatorLogLines(t *testing.T) {
+func TestOperatorLogLines(t *testing.T) { synctest.Test(t, testOperatorLogLines) }
+
+func testOperatorLogLines(t *testing.T) {
 	h := newHarness(t)
 	var logs syncWriter
 	h.logw = &logs

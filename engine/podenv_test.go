@@ -3,6 +3,7 @@ package engine
 import (
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -16,6 +17,10 @@ import (
 // that never ran); once the configMap appears it runs. The pod's sandbox,
 // made without --cluster-dns, records kubelet's MissingClusterDNS warning.
 func TestEnvConfigErrorWaitsThenStarts(t *testing.T) {
+	synctest.Test(t, testEnvConfigErrorWaitsThenStarts)
+}
+
+func testEnvConfigErrorWaitsThenStarts(t *testing.T) {
 	h := newHarness(t)
 	api := &memAPI{cms: map[string]*v1.ConfigMap{}}
 	h.start(Config{VolumeAPI: api})

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	authv1 "k8s.io/api/authentication/v1"
@@ -88,6 +89,10 @@ func (h *scriptHarness) sandboxCalls() int { return h.srv.Runtime.Calls("RunPodS
 // retried with sync_backoff, and the pod starts once the configMap
 // appears, with the configMap's data in its volume.
 func TestMissingConfigMapWaitsThenStarts(t *testing.T) {
+	synctest.Test(t, testMissingConfigMapWaitsThenStarts)
+}
+
+func testMissingConfigMapWaitsThenStarts(t *testing.T) {
 	h := newHarness(t)
 	var logs syncWriter
 	h.logw = &logs
@@ -130,6 +135,10 @@ func TestMissingConfigMapWaitsThenStarts(t *testing.T) {
 // admission naming the volume and the type. Another pod of the same agent
 // runs meanwhile.
 func TestVolumeErrorsNameTheTypeAndCause(t *testing.T) {
+	synctest.Test(t, testVolumeErrorsNameTheTypeAndCause)
+}
+
+func testVolumeErrorsNameTheTypeAndCause(t *testing.T) {
 	h := newHarness(t)
 	var logs syncWriter
 	h.logw = &logs
@@ -166,7 +175,9 @@ func TestVolumeErrorsNameTheTypeAndCause(t *testing.T) {
 // mounted; the restarted engine's sweep unmounts it before it removes the
 // pod's directory (a RemoveAll through a live mount would fail on the mount
 // point and leave the tmpfs behind).
-func TestSweepUnmountsOrphanTmpfs(t *testing.T) {
+func TestSweepUnmountsOrphanTmpfs(t *testing.T) { synctest.Test(t, testSweepUnmountsOrphanTmpfs) }
+
+func testSweepUnmountsOrphanTmpfs(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("mounting a tmpfs needs root")
 	}
@@ -200,6 +211,10 @@ func TestSweepUnmountsOrphanTmpfs(t *testing.T) {
 // crashing container is restarted), the failed refresh is logged as
 // FailedMount; also after the agent restarted.
 func TestRefreshFailureKeepsRunningPod(t *testing.T) {
+	synctest.Test(t, testRefreshFailureKeepsRunningPod)
+}
+
+func testRefreshFailureKeepsRunningPod(t *testing.T) {
 	h := newHarness(t)
 	var logs syncWriter
 	h.logw = &logs

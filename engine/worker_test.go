@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -85,7 +86,9 @@ func TestKillCancelsRunningActions(t *testing.T) {
 
 // TestRelistDiff: the PLEG relist reports a container's start, death and
 // removal once each, from the simulated runtime's ListContainers.
-func TestRelistDiff(t *testing.T) {
+func TestRelistDiff(t *testing.T) { synctest.Test(t, testRelistDiff) }
+
+func testRelistDiff(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	p := newPLEG(h.rt, h.clk)

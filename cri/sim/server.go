@@ -28,7 +28,7 @@ const SocketName = "sim.sock"
 type Server struct {
 	Runtime  *Runtime
 	Endpoint string // "unix:///dir/sim.sock"
-	Socket   string // the socket's path
+	Socket   string // the socket's path; "" when served on a listener given
 
 	srv      *grpc.Server
 	stopOnce sync.Once
@@ -51,15 +51,24 @@ func (r *Runtime) Serve(socketPath string) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("serve simulated runtime: %w", err)
 	}
+	s := r.ServeListener(l, "unix://"+socketPath)
+	s.Socket = socketPath
+	return s, nil
+}
+
+// ServeListener serves r on l until Stop; endpoint is what the Server
+// reports as its Endpoint. Tests serve over an in-memory listener
+// (google.golang.org/grpc/test/bufconn) and dial it with cri.WithDialer.
+func (r *Runtime) ServeListener(l net.Listener, endpoint string) *Server {
 	// The client's message limit: a ListContainers of 10,000 pods is several
 	// megabytes.
 	srv := grpc.NewServer(grpc.MaxRecvMsgSize(cri.MaxMsgSize), grpc.MaxSendMsgSize(cri.MaxMsgSize),
 		grpc.ChainUnaryInterceptor(r.scripted, r.loseReplies), grpc.StreamInterceptor(r.scriptedStream))
 	runtimeapi.RegisterRuntimeServiceServer(srv, r)
 	runtimeapi.RegisterImageServiceServer(srv, r)
-	s := &Server{Runtime: r, Endpoint: "unix://" + socketPath, Socket: socketPath, srv: srv, done: make(chan error, 1)}
+	s := &Server{Runtime: r, Endpoint: endpoint, srv: srv, done: make(chan error, 1)}
 	go func() { s.done <- srv.Serve(l) }()
-	return s, nil
+	return s
 }
 
 // Start creates a simulated runtime with options o and serves it on
@@ -83,7 +92,9 @@ func (s *Server) Stop() {
 	s.stopOnce.Do(func() {
 		s.srv.Stop()
 		<-s.done
-		_ = os.Remove(s.Socket)
+		if s.Socket != "" {
+			_ = os.Remove(s.Socket)
+		}
 	})
 }
 
