@@ -64,13 +64,6 @@ type Engine struct {
 	firstUpd time.Time                 // when the first config update arrived (zero: none yet)
 	spoke    map[string]bool           // the sources that delivered their first snapshot
 
-	// busy counts inputs queued or in progress anywhere in the engine, and
-	// progress the machine transitions and inputs posted. Only
-	// TestPostCoalesces reads busy; the scripts harness settles with
-	// testing/synctest instead, so both are left to be removed.
-	busy     atomic.Int64
-	progress atomic.Int64
-
 	// recovered is set once the state was rebuilt from the runtime;
 	// until then recoverErr holds the last failure and Healthz fails.
 	recovered  atomic.Bool
@@ -235,20 +228,13 @@ func (e *Engine) Run(ctx context.Context, updates <-chan config.PodUpdate) error
 				updates = nil
 				continue
 			}
-			e.busy.Add(1)
 			e.handleUpdate(u)
-			e.busy.Add(-1)
 		case ev := <-plegCh:
 			e.handlePLEG(ev)
-			e.busy.Add(-1)
 		case <-syncTick.C():
-			e.busy.Add(1)
 			e.syncDue()
-			e.busy.Add(-1)
 		case <-housekeeping.C():
-			e.busy.Add(1)
 			e.housekeeping(ctx)
-			e.busy.Add(-1)
 		case r, ok := <-probes:
 			if !ok {
 				probes = nil

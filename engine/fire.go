@@ -104,7 +104,6 @@ func fire[S, E, A, G fsm.Enum, B owner](ctx context.Context, m fsm.Machine[S, E,
 		if fs.Entered() {
 			r.since = st.at
 		}
-		e.progress.Add(1)
 		notify(ctx, r.observers, st, func(o *observer[S, E, A, G, B]) hook[S, E, A, G, B] { return o.taken })
 		// The step's actions slice is the machine's buffer, valid until
 		// the next Fire; an action may fire this machine again.

@@ -17,11 +17,9 @@ import (
 // events, forwards them as they come (the relist then slows to a safety net).
 func (e *Engine) runPLEG(ctx context.Context, out chan<- plegEvent) {
 	send := func(ev plegEvent) {
-		e.busy.Add(1) // until the loop handed it to the worker
 		select {
 		case out <- ev:
 		case <-ctx.Done():
-			e.busy.Add(-1)
 		}
 	}
 	e.wg.Add(1)
@@ -29,7 +27,6 @@ func (e *Engine) runPLEG(ctx context.Context, out chan<- plegEvent) {
 	failing := false
 	var last time.Time
 	for {
-		e.busy.Add(1)
 		t0 := e.clock.Now()
 		evs, err := e.pleg.Relist(ctx)
 		if err == nil {
@@ -42,7 +39,6 @@ func (e *Engine) runPLEG(ctx context.Context, out chan<- plegEvent) {
 		last = t0
 		switch {
 		case err != nil && ctx.Err() != nil:
-			e.busy.Add(-1)
 			return
 		case err != nil && !failing:
 			failing = true
@@ -54,7 +50,6 @@ func (e *Engine) runPLEG(ctx context.Context, out chan<- plegEvent) {
 		for _, ev := range evs {
 			send(ev)
 		}
-		e.busy.Add(-1)
 		select {
 		case <-ctx.Done():
 			return

@@ -110,9 +110,7 @@ func (n *nodeReclaim) run(ctx context.Context) {
 		case <-ctrGC:
 			ev = fsm.NodeEventContainerGcDue
 		}
-		n.e.busy.Add(1)
 		n.fire(ctx, ev)
-		n.e.busy.Add(-1)
 	}
 }
 

@@ -291,13 +291,11 @@ func (ps *probeState) RunProbe(ctx context.Context) error {
 
 func (ps *probeState) probe(pw *probeWorker) {
 	pw.inFlight = true
-	e, w := ps.c.p.e, ps.c.p.w
+	w := ps.c.p.w
 	r := ProbeResult{UID: ps.c.p.pod.UID, Container: ps.c.name, Kind: pw.kind, gen: pw.gen}
 	// The call belongs to this run_probe, though it returns after it.
 	ctx := fsm.ProbeActionRunProbe.Tag(pw.ctx)
-	e.busy.Add(1)
 	go func() {
-		defer e.busy.Add(-1)
 		out, err := pw.target.runProbe(ctx, pw.spec)
 		if pw.ctx.Err() != nil {
 			return // stopped meanwhile

@@ -90,12 +90,7 @@ func (w *podWorker) post(in input) {
 		w.mu.Unlock()
 		return
 	}
-	w.e.busy.Add(1)
-	w.e.progress.Add(1)
 	if in.kind == inputConfig {
-		if w.cfg != nil {
-			w.e.busy.Add(-1) // the pending config input is replaced or dropped
-		}
 		if w.cfg != nil && isKillOp(w.cfg.op) && !isKillOp(in.op) {
 			// A pending kill is never replaced by a later non-kill: the
 			// worker has seen termination.
@@ -123,7 +118,6 @@ func (w *podWorker) post(in input) {
 	} else {
 		if in.kind == inputSync {
 			if w.syncQueued {
-				w.e.busy.Add(-1) // one queued sync covers every timer due
 				w.mu.Unlock()
 				return
 			}
@@ -222,12 +216,7 @@ func (w *podWorker) run(ctx context.Context) {
 		w.mu.Lock()
 		stopped := w.stopped
 		if stopped {
-			n := len(w.queue)
-			if w.cfg != nil {
-				n++
-			}
 			w.queue, w.cfg = nil, nil
-			w.e.busy.Add(-int64(n))
 		}
 		w.mu.Unlock()
 		if stopped {
@@ -237,12 +226,8 @@ func (w *podWorker) run(ctx context.Context) {
 			return
 		}
 		ins, actx, cancel := w.take(ctx)
-		// The batch counts as busy until its due timers fired and its
-		// status is published, not only while its inputs are handled.
-		w.e.busy.Add(1)
 		for i, in := range ins {
 			w.handle(actx, in)
-			w.e.busy.Add(-1)
 			if actx.Err() != nil && ctx.Err() == nil {
 				// A kill cancelled the running actions: put back what is
 				// left and start over with a fresh context so the kill runs.
@@ -262,10 +247,8 @@ func (w *podWorker) run(ctx context.Context) {
 		}
 		cancel()
 		if ctx.Err() != nil {
-			w.e.busy.Add(-1)
 			return
 		}
 		w.publishStatus()
-		w.e.busy.Add(-1)
 	}
 }
