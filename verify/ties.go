@@ -47,9 +47,10 @@ func (a Answer) String() string { return [...]string{"false", "true", "free"}[a]
 
 // Ties answers the guard ties of a spec. It is not safe for concurrent use.
 type Ties struct {
-	md    *model
-	runs  map[int]*run // per number of instances, for Guard
-	roles map[string]int
+	md       *model
+	runs     map[int]*run // per number of instances, for Guard
+	roles    map[string]int
+	machines map[string]*mach
 }
 
 // NewTies compiles s (a spec without error diagnostics).
@@ -58,7 +59,11 @@ func NewTies(s *spec.Spec) (*Ties, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Ties{md: md, runs: map[int]*run{}, roles: indexOf(spec.Roles)}, nil
+	t := &Ties{md: md, runs: map[int]*run{}, roles: indexOf(spec.Roles), machines: map[string]*mach{}}
+	for _, m := range md.machines {
+		t.machines[m.Name] = m
+	}
+	return t, nil
 }
 
 // Reachable calls visit once for each distinct valuation of a state the
@@ -90,19 +95,17 @@ func (t *Ties) Reachable(k int, visit func(Valuation)) {
 
 // Guards lists the guards of machine that have ties.
 func (t *Ties) Guards(machine string) []string {
-	for _, m := range t.md.machines {
-		if m.Name != machine {
-			continue
-		}
-		var out []string
-		for g, ts := range m.ties {
-			if len(ts) > 0 {
-				out = append(out, m.guards[g])
-			}
-		}
-		return out
+	m := t.machines[machine]
+	if m == nil {
+		return nil
 	}
-	return nil
+	var out []string
+	for g, ts := range m.ties {
+		if len(ts) > 0 {
+			out = append(out, m.guards[g])
+		}
+	}
+	return out
 }
 
 // Guard says what the ties of guard of machine give in v for instance inst
@@ -111,16 +114,11 @@ func (t *Ties) Guards(machine string) []string {
 // flag the ties read must be given.
 func (t *Ties) Guard(machine, guard string, v Valuation, inst int, params map[string]string, flags map[string]bool) (Answer, error) {
 	md := t.md
-	mi := -1
-	for i, m := range md.machines {
-		if m.Name == machine {
-			mi = i
-		}
-	}
-	if mi < 0 {
+	m := t.machines[machine]
+	if m == nil {
 		return 0, fmt.Errorf("no machine %q", machine)
 	}
-	m := md.machines[mi]
+	mi := m.idx
 	g, ok := m.guard[guard]
 	if !ok {
 		return 0, fmt.Errorf("machine %s has no guard %q", machine, guard)
