@@ -275,9 +275,10 @@ func (c *ctrState) recordExit(ctx context.Context) error {
 			err = fmt.Errorf("status of container %q: %w", c.name, err)
 		}
 	}
-	t := &termination{ContainerID: c.id, StartedAt: c.startedAt, FinishedAt: c.p.e.clock.Now()}
+	var t *termination
 	switch {
 	case st != nil && st.State == runtimeapi.ContainerState_CONTAINER_EXITED:
+		t = &termination{ContainerID: c.id, StartedAt: c.startedAt, FinishedAt: c.p.e.clock.Now()}
 		t.ExitCode, t.Reason, t.Message = st.ExitCode, st.Reason, st.Message
 		if st.StartedAt > 0 {
 			t.StartedAt = time.Unix(0, st.StartedAt)
@@ -291,19 +292,32 @@ func (c *ctrState) recordExit(ctx context.Context) error {
 			}
 			t.Message += m
 		}
-	case c.id == "" || c.waitingReason == ReasonRunContainer:
-		t.ExitCode, t.Reason, t.Message = 128, "ContainerCannotRun", c.waitingMessage
 	default:
-		t.ExitCode, t.Reason = 137, "ContainerStatusUnknown"
-		if cri.IsNotFound(err) {
-			t.Message = "The container could not be located when the pod was terminated"
-		}
+		t = c.unknownExit(cri.IsNotFound(err))
+		t.FinishedAt = c.p.e.clock.Now()
 	}
 	if c.current != nil && c.current.ContainerID != t.ContainerID {
 		c.last = c.current
 	}
 	c.current = t
 	return err
+}
+
+// unknownExit is the exit of the current instance when the runtime has
+// none to tell: kubelet's ContainerCannotRun (128) for an instance that
+// never ran, else ContainerStatusUnknown (137), "could not be located"
+// when the runtime no longer has it (gone).
+func (c *ctrState) unknownExit(gone bool) *termination {
+	t := &termination{ContainerID: c.id, StartedAt: c.startedAt}
+	if c.id == "" || c.waitingReason == ReasonRunContainer {
+		t.ExitCode, t.Reason, t.Message = 128, "ContainerCannotRun", c.waitingMessage
+		return t
+	}
+	t.ExitCode, t.Reason = 137, ReasonContainerStatusUnknown
+	if gone {
+		t.Message = "The container could not be located when the pod was terminated"
+	}
+	return t
 }
 
 // terminationMessage is what the exited instance st wrote to its

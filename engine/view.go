@@ -97,11 +97,7 @@ func (c *ctrState) view() containerView {
 			// so it ran, or may have).
 			// As record_exit would have recorded it.
 			cv.Phase = phaseTerminated
-			cv.Current = &termination{ContainerID: c.id, ExitCode: 137, Reason: ReasonContainerStatusUnknown,
-				Message: "The container could not be located when the pod was terminated", StartedAt: c.startedAt}
-			if c.waitingReason == ReasonRunContainer {
-				cv.Current.ExitCode, cv.Current.Reason, cv.Current.Message = 128, "ContainerCannotRun", c.waitingMessage
-			}
+			cv.Current = c.unknownExit(true)
 		case cv.WaitingReason == "":
 			cv.WaitingReason = creating
 		}
