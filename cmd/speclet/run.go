@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
@@ -60,6 +59,7 @@ type runOptions struct {
 	rootDir              string
 	address              string
 	readOnlyPort         int
+	enableProfiling      bool
 	syncFrequency        time.Duration
 	crashLoopBackOffBase time.Duration
 	imagePullBackOffBase time.Duration
@@ -199,6 +199,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.DurationVar(&o.authorizedCacheTTL, "authorization-webhook-cache-authorized-ttl", kubeletapi.DefaultAuthorizedCacheTTL, "how long an allowing SubjectAccessReview answer is kept")
 	fs.DurationVar(&o.unauthorizedCacheTTL, "authorization-webhook-cache-unauthorized-ttl", kubeletapi.DefaultUnauthorizedCacheTTL, "how long a refusing SubjectAccessReview answer is kept")
 	fs.IntVar(&o.readOnlyPort, "read-only-port", 10255, "port of the read-only HTTP server (GET /pods, /healthz, /metrics); 0 disables it")
+	fs.BoolVar(&o.enableProfiling, "enable-profiling", false, "serve the Go runtime's profiles (net/http/pprof) under /debug/pprof/ on the read-only server; off by default, as that server has no authentication")
 	fs.DurationVar(&o.syncFrequency, "sync-frequency", engine.DefaultSyncFrequency, "maximum time between resyncs of a running pod")
 	fs.DurationVar(&o.crashLoopBackOffBase, "crashloop-backoff-base", engine.DefaultCrashLoopBackOffBase, "first CrashLoopBackOff delay; it doubles up to 300s")
 	fs.DurationVar(&o.imagePullBackOffBase, "image-pull-backoff-base", engine.DefaultImagePullBackOffBase, "first ImagePullBackOff delay; it doubles up to 300s")
@@ -550,16 +551,13 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("listen on %s (--address, --read-only-port): %w", addr, err)
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/", server.Handler(eng, reg))
-		mux.Handle("GET /spec/graph", graphHandler(eng))
-		httpSrv = server.New(l, mux, server.DefaultLimits)
+		httpSrv = server.New(l, readOnlyMux(o, eng, reg), server.DefaultLimits)
 		go func() {
 			if err := httpSrv.Serve(); err != nil {
 				log.Error("read-only server stopped", "addr", addr, "err", err)
 			}
 		}()
-		log.Info("read-only server listening", "addr", "http://"+addr, "paths", "/pods /healthz /metrics /debug/pods /spec/graph")
+		log.Info("read-only server listening", "addr", "http://"+addr, "paths", "/pods /healthz /metrics /debug/pods /spec/graph", "profiling", o.enableProfiling)
 	}
 
 	var apiSrv *server.Server

@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -46,7 +49,7 @@ func BenchmarkProbeCost(b *testing.B) {
 	speclet := buildSpeclet(b)
 	kubelet := os.Getenv("SPECLET_KUBELET")
 	for b.Loop() {
-		s := probeCost(b, Speclet, speclet, reg, "-v", "0")
+		s := probeCost(b, Speclet, speclet, reg, probeCostPod, "-v", "0")
 		b.ReportMetric(s.cores, "speclet-cores")
 		b.ReportMetric(s.rssMiB, "speclet-rss-MiB")
 		b.ReportMetric(s.ready.Seconds(), "speclet-running-s")
@@ -55,7 +58,7 @@ func BenchmarkProbeCost(b *testing.B) {
 			b.Log("SPECLET_KUBELET not set: kubelet not measured (make bench builds it)")
 			continue
 		}
-		k := probeCost(b, Kubelet, kubelet, reg)
+		k := probeCost(b, Kubelet, kubelet, reg, probeCostPod)
 		b.ReportMetric(k.cores, "kubelet-cores")
 		b.ReportMetric(k.rssMiB, "kubelet-rss-MiB")
 		b.ReportMetric(k.ready.Seconds(), "kubelet-running-s")
@@ -70,9 +73,17 @@ type probeCostResult struct {
 	readyPods, restarts int           // at the end of the window
 }
 
-func probeCost(b *testing.B, kind AgentKind, bin string, reg *harness.Registry, extra ...string) probeCostResult {
+// probeCost starts the agent kind from bin on its own containerd, writes
+// probeCostPods manifests made by pod (its index, the busybox image and a
+// free port of 127.0.0.1), waits for all of them Running, and measures the
+// agent over probeCostWindow.
+func probeCost(b *testing.B, kind AgentKind, bin string, reg *harness.Registry, pod func(i int, image string, port int) string, extra ...string) probeCostResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
+	profDir := os.Getenv("SPECLET_PROFILE_DIR")
+	if profDir != "" && kind == Speclet {
+		extra = append(extra, "--enable-profiling")
+	}
 	a, err := StartAgent(ctx, kind, bin, reg, nil, extra...)
 	if err != nil {
 		b.Fatalf("start %s: %v", kind, err)
@@ -89,7 +100,7 @@ func probeCost(b *testing.B, kind AgentKind, bin string, reg *harness.Registry, 
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := writeAtomic(a.Manifests, fmt.Sprintf("probe-%d.yaml", i), probeCostPod(i, image, port)); err != nil {
+		if err := writeAtomic(a.Manifests, fmt.Sprintf("probe-%d.yaml", i), pod(i, image, port)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -117,17 +128,33 @@ func probeCost(b *testing.B, kind AgentKind, bin string, reg *harness.Registry, 
 		b.Fatal(err)
 	}
 	w0 := time.Now()
+	profiled := make(chan error, 1)
+	if profDir != "" && kind == Speclet {
+		go func() { profiled <- a.saveProfile(b.Name(), profDir, probeCostWindow) }()
+	} else {
+		profiled <- nil
+	}
 	time.Sleep(probeCostWindow)
 	cpu1, err := harness.ProcCPU(pid)
 	if err != nil {
 		b.Fatal(err)
 	}
-	res.cores = (cpu1 - cpu0).Seconds() / time.Since(w0).Seconds()
-	rss, err := procRSS(pid)
+	if err := <-profiled; err != nil {
+		b.Error(err)
+	}
 	if err != nil {
 		b.Fatal(err)
 	}
-	res.rssMiB = float64(rss) / (1 << 20)
+	res.cores = (cpu1 - cpu0).Seconds() / time.Since(w0).Seconds()
+	mem, err := procStatus(pid, "VmRSS", "RssAnon", "RssFile")
+	if err != nil {
+		b.Fatal(err)
+	}
+	res.rssMiB = float64(mem["VmRSS"]) / (1 << 20)
+	// The anonymous part is the agent's heap and stacks; the file part is
+	// mostly its binary's pages.
+	b.Logf("%s: RSS %.1f MiB = %.1f MiB anonymous + %.1f MiB file", kind, res.rssMiB,
+		float64(mem["RssAnon"])/(1<<20), float64(mem["RssFile"])/(1<<20))
 	// How many pods are Ready and how many restarts the liveness probes
 	// caused: on a machine that cannot run 100 exec probes a second, exec
 	// probes time out, fail and restart containers, for either agent.
@@ -176,19 +203,110 @@ spec:
 `, i, image, port, port)
 }
 
-// procRSS is the resident set size of process pid in bytes.
-func procRSS(pid int) (int64, error) {
-	f, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "status"))
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10, err
+// saveProfile writes the agent's CPU profile over window, and its heap
+// profile after it, to dir as NAME-cpu.pprof and NAME-heap.pprof (the agent
+// runs with --enable-profiling).
+func (a *Agent) saveProfile(name, dir string, window time.Duration) error {
+	name = strings.ReplaceAll(name, "/", "_")
+	for _, p := range []struct{ path, file string }{
+		{fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(window.Seconds())), name + "-cpu.pprof"},
+		{"/debug/pprof/heap", name + "-heap.pprof"},
+	} {
+		resp, err := http.Get(a.Base + p.path)
+		if err != nil {
+			return fmt.Errorf("profile %s: %w", p.path, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("status %s", resp.Status)
+		}
+		if err != nil {
+			return fmt.Errorf("profile %s: %w", p.path, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, p.file), body, 0o644); err != nil {
+			return err
 		}
 	}
-	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+	return nil
+}
+
+// procStatus reads the named kB fields of /proc/PID/status, in bytes.
+func procStatus(pid int, fields ...string) (map[string]int64, error) {
+	f, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string]int64{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok || !slices.Contains(fields, k) {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("/proc/%d/status: %s: %w", pid, k, err)
+		}
+		out[k] = kb << 10
+	}
+	for _, k := range fields {
+		if _, ok := out[k]; !ok {
+			return nil, fmt.Errorf("/proc/%d/status: no %s", pid, k)
+		}
+	}
+	return out, sc.Err()
+}
+
+// BenchmarkIdleCost measures what an agent costs while its pods just run:
+// probeCostPods pods on real containerd, each one busybox container that
+// sleeps, with no probe, no volume and no host network. Measured as
+// BenchmarkProbeCost measures (the agent process's CPU over probeCostWindow
+// once every pod is Running and 5 s more, its RSS at the end), speclet at
+// its default log level, then kubelet from $SPECLET_KUBELET when set.
+// What is left is the agent's own periodic work: the relist, the pod
+// workers' sync, the status refresh, the eviction and garbage collection
+// passes, and the runtime's health check.
+//
+// Metrics: speclet-cores, speclet-rss-MiB, speclet-running-s, the same for
+// kubelet, and kubelet/speclet-cpu.
+func BenchmarkIdleCost(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("BenchmarkIdleCost runs containerd and the agents and needs root")
+	}
+	reg, _ := setup(b)
+	speclet := buildSpeclet(b)
+	kubelet := os.Getenv("SPECLET_KUBELET")
+	for b.Loop() {
+		s := probeCost(b, Speclet, speclet, reg, idlePod, "-v", "0")
+		b.ReportMetric(s.cores, "speclet-cores")
+		b.ReportMetric(s.rssMiB, "speclet-rss-MiB")
+		b.ReportMetric(s.ready.Seconds(), "speclet-running-s")
+		if kubelet == "" {
+			b.Log("SPECLET_KUBELET not set: kubelet not measured (make bench builds it)")
+			continue
+		}
+		k := probeCost(b, Kubelet, kubelet, reg, idlePod)
+		b.ReportMetric(k.cores, "kubelet-cores")
+		b.ReportMetric(k.rssMiB, "kubelet-rss-MiB")
+		b.ReportMetric(k.ready.Seconds(), "kubelet-running-s")
+		b.ReportMetric(k.cores/s.cores, "kubelet/speclet-cpu")
+	}
+}
+
+// idlePod is one pod of BenchmarkIdleCost: a busybox container that sleeps.
+func idlePod(i int, image string, _ int) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: idle-%d
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: sleep
+    image: %s
+    imagePullPolicy: IfNotPresent
+    command: ["sleep", "3600"]
+`, i, image)
 }
