@@ -92,9 +92,19 @@ func (e *Engine) cleanupPodDirs() {
 	for uid := range logs {
 		uids[uid] = true
 	}
+	inRuntime := map[types.UID]bool{}
+	e.pleg.mu.Lock()
+	for _, r := range e.pleg.sandboxes {
+		inRuntime[r.uid] = true
+	}
+	for _, r := range e.pleg.seen {
+		inRuntime[r.uid] = true
+	}
+	e.pleg.mu.Unlock()
 	cgroupUIDs := map[types.UID]bool{}
 	if pc := e.cfg.PodCgroups; pc != nil {
-		list, err := pc.Pods()
+		// A pod the runtime still holds keeps its cgroup: not listed.
+		list, err := pc.Pods(func(uid types.UID) bool { return inRuntime[uid] })
 		if err != nil {
 			e.log.Warn("list pod cgroups", "err", err)
 		}
@@ -106,15 +116,6 @@ func (e *Engine) cleanupPodDirs() {
 	if len(uids) == 0 {
 		return
 	}
-	inRuntime := map[types.UID]bool{}
-	e.pleg.mu.Lock()
-	for _, r := range e.pleg.sandboxes {
-		inRuntime[r.uid] = true
-	}
-	for _, r := range e.pleg.seen {
-		inRuntime[r.uid] = true
-	}
-	e.pleg.mu.Unlock()
 	// Held while removing: a new worker (which creates its directories)
 	// needs the write lock, so it cannot appear meanwhile.
 	e.mu.RLock()

@@ -180,8 +180,9 @@ type PodCgroups interface {
 	Ensure(pod *v1.Pod) error
 	// Remove removes the pod's cgroup; no process of the pod is left.
 	Remove(uid types.UID) error
-	// Pods lists the UIDs whose cgroups exist.
-	Pods() ([]types.UID, error)
+	// Pods lists the UIDs whose cgroups exist, but for those skip
+	// reports.
+	Pods(skip func(types.UID) bool) ([]types.UID, error)
 }
 
 // ProbeResult is one probe outcome for a container of a pod. One sent on

@@ -273,8 +273,11 @@ const settle = time.Minute
 
 // Pods lists the UIDs of the pod cgroups that exist, in every QoS parent,
 // and are older than a minute (housekeeping removes those of pods that are
-// gone; a fresh one may be about to get its sandbox).
-func (m *Manager) Pods() ([]types.UID, error) {
+// gone; a fresh one may be about to get its sandbox), leaving out the UIDs
+// skip reports (nil: none). A skipped or already listed UID costs no stat:
+// a pass over running pods reads directories only (their age is a stat of
+// each pod cgroup in every hierarchy).
+func (m *Manager) Pods(skip func(types.UID) bool) ([]types.UID, error) {
 	seen := map[types.UID]bool{}
 	for _, class := range []v1.PodQOSClass{v1.PodQOSGuaranteed, v1.PodQOSBurstable, v1.PodQOSBestEffort} {
 		for _, dir := range m.podDirs(m.qos(class)) {
@@ -289,10 +292,14 @@ func (m *Manager) Pods() ([]types.UID, error) {
 				if !e.IsDir() || !strings.HasPrefix(e.Name(), podPrefix) {
 					continue
 				}
+				uid := types.UID(strings.TrimPrefix(e.Name(), podPrefix))
+				if seen[uid] || (skip != nil && skip(uid)) {
+					continue
+				}
 				if info, err := e.Info(); err != nil || time.Since(info.ModTime()) < settle {
 					continue
 				}
-				seen[types.UID(strings.TrimPrefix(e.Name(), podPrefix))] = true
+				seen[uid] = true
 			}
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/engine/resources"
 )
@@ -117,7 +118,14 @@ func TestHybridUnified(t *testing.T) {
 			os.Chtimes(p, old, old)
 		}
 	}
-	uids, err := m.Pods()
+	skipped, err := m.Pods(func(uid types.UID) bool { return uid == "a" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(skipped) != "[b]" {
+		t.Errorf("Pods(skip a) = %v, want [b]", skipped)
+	}
+	uids, err := m.Pods(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
