@@ -44,6 +44,13 @@ type Rotator struct {
 	MaxFiles int   // at least 2; kubelet's default 5
 	Log      *slog.Logger
 	Now      func() time.Time
+
+	// paths is each running container's log path, by container ID, as
+	// ContainerStatus gave it: a container's log path never changes, so a
+	// pass asks the runtime only for the containers that started since the
+	// last one. Pruned to the running containers every pass. Owned by the
+	// goroutine calling RotateOnce.
+	paths map[string]string
 }
 
 // DefaultPeriod is how often the logs are checked (kubelet's
@@ -88,15 +95,25 @@ func (r *Rotator) RotateOnce(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list containers: %w", err)
 	}
+	paths := make(map[string]string, len(cs))
 	for _, c := range cs {
-		st, err := r.Runtime.ContainerStatus(ctx, c.Id)
-		if err != nil || st.LogPath == "" {
+		path, ok := r.paths[c.Id]
+		if !ok {
+			st, err := r.Runtime.ContainerStatus(ctx, c.Id)
+			if err != nil {
+				continue // asked again next pass
+			}
+			path = st.LogPath
+		}
+		paths[c.Id] = path
+		if path == "" {
 			continue
 		}
-		if err := r.rotate(ctx, c.Id, st.LogPath); err != nil {
-			r.log().Warn("container log rotation", "container", c.GetMetadata().GetName(), "id", c.Id, "log", st.LogPath, "err", err)
+		if err := r.rotate(ctx, c.Id, path); err != nil {
+			r.log().Warn("container log rotation", "container", c.GetMetadata().GetName(), "id", c.Id, "log", path, "err", err)
 		}
 	}
+	r.paths = paths
 	return nil
 }
 

@@ -18,14 +18,31 @@ type fakeRuntime struct {
 	path      string
 	reopenErr error
 	reopened  int
+	// ids are the running containers (nil: c1), all logging to path;
+	// statuses counts ContainerStatus calls, which fail with statusErr.
+	ids       []string
+	statuses  int
+	statusErr error
 }
 
 func (f *fakeRuntime) ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
-	return []*runtimeapi.Container{{Id: "c1", State: runtimeapi.ContainerState_CONTAINER_RUNNING}}, nil
+	ids := f.ids
+	if ids == nil {
+		ids = []string{"c1"}
+	}
+	var cs []*runtimeapi.Container
+	for _, id := range ids {
+		cs = append(cs, &runtimeapi.Container{Id: id, State: runtimeapi.ContainerState_CONTAINER_RUNNING})
+	}
+	return cs, nil
 }
 
-func (f *fakeRuntime) ContainerStatus(context.Context, string) (*runtimeapi.ContainerStatus, error) {
-	return &runtimeapi.ContainerStatus{Id: "c1", LogPath: f.path}, nil
+func (f *fakeRuntime) ContainerStatus(_ context.Context, id string) (*runtimeapi.ContainerStatus, error) {
+	f.statuses++
+	if f.statusErr != nil {
+		return nil, f.statusErr
+	}
+	return &runtimeapi.ContainerStatus{Id: id, LogPath: f.path}, nil
 }
 
 func (f *fakeRuntime) ReopenContainerLog(context.Context, string) error {
@@ -88,4 +105,28 @@ func TestRotate(t *testing.T) {
 	if err := (&Rotator{Runtime: rt, MaxSize: 10, MaxFiles: 1}).RotateOnce(context.Background()); err == nil {
 		t.Error("max files 1 accepted")
 	}
+}
+
+// TestRotateAsksLogPathOnce: a container's log path is asked of the runtime
+// (ContainerStatus) once while it runs; a container that stopped running is
+// forgotten, and one whose status failed is asked again next pass.
+func TestRotateAsksLogPathOnce(t *testing.T) {
+	rt := &fakeRuntime{path: filepath.Join(t.TempDir(), "0.log"), ids: []string{"c1", "c2"}}
+	r := &Rotator{Runtime: rt, MaxSize: 10, MaxFiles: 3}
+	pass := func(ids []string, statusErr error, want int) {
+		t.Helper()
+		rt.ids, rt.statusErr = ids, statusErr
+		if err := r.RotateOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if rt.statuses != want {
+			t.Errorf("running %v: %d ContainerStatus calls in all, want %d", ids, rt.statuses, want)
+		}
+	}
+	pass([]string{"c1", "c2"}, nil, 2)
+	pass([]string{"c1", "c2"}, nil, 2)                    // both known
+	pass([]string{"c1"}, nil, 2)                          // c2 stopped: forgotten
+	pass([]string{"c1", "c2"}, nil, 3)                    // c2 again (a new instance would have a new ID)
+	pass([]string{"c1", "c2", "c3"}, errors.New("no"), 4) // c3's status fails
+	pass([]string{"c1", "c2", "c3"}, nil, 5)              // and is asked again
 }
