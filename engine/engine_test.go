@@ -335,6 +335,10 @@ func runScript(t *testing.T, path string) {
 				var machine string
 				d.ScanArgs(t, "machine", &machine)
 				return h.formatTransitions(machine)
+			case "rejected":
+				var machine string
+				d.ScanArgs(t, "machine", &machine)
+				return h.formatRejected(machine)
 			case "history":
 				// What GET /debug/pods/{uid} shows of a pod: its machines
 				// now and every transition, with the time since start.

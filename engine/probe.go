@@ -89,7 +89,6 @@ type probeWorker struct {
 	inFlight bool        // a probe runs; its result re-arms the timer
 	last     probeResult // the last raw result and how many in a row
 	run      int
-	reported probeResult // the thresholded result the machine was told
 }
 
 func newProbeState(c *ctrState) *probeState {
@@ -236,11 +235,6 @@ func (ps *probeState) startWorker(k ProbeKind) bool {
 	if ps.c.p.pod.Spec.HostNetwork {
 		pw.target.podIP = e.cfg.NodeIP
 	}
-	if k == ProbeReadiness {
-		pw.reported = resultFailure // readiness starts false
-	} else if k == ProbeLiveness {
-		pw.reported = resultSuccess
-	}
 	now := e.clock.Now()
 	period := probePeriod(spec)
 	first := ps.c.startedAt.Add(time.Duration(spec.InitialDelaySeconds) * time.Second)
@@ -352,11 +346,24 @@ func (ps *probeState) result(r ProbeResult) (fsm.Input, bool) {
 			thr = probeDefaultSuccessThreshold
 		}
 	}
-	if int32(pw.run) < thr || res == pw.reported {
+	if int32(pw.run) < thr || res == ps.reported(r.Kind) {
 		return 0, false
 	}
-	pw.reported = res
 	return probeInput(r.Kind, r.Success)
+}
+
+// reported is the thresholded result of kind k the probe machine holds:
+// readiness is its state, ready or unready. Liveness and startup hold none:
+// a reported failure kills and stops every worker, a startup success stops
+// its worker, and a liveness success is never reported (probeInput).
+func (ps *probeState) reported(k ProbeKind) probeResult {
+	if k != ProbeReadiness {
+		return resultUnknown
+	}
+	if ps.ready() {
+		return resultSuccess
+	}
+	return resultFailure
 }
 
 // probeInput is the input of routes.hcl for a thresholded result.

@@ -195,6 +195,33 @@ func (h *scriptHarness) formatTransitions(machine string) string {
 	return strings.Join(lines, "\n")
 }
 
+// formatRejected prints the events the machines of kind machine refused
+// (speclet_rejected_events_total): "state -event-> rejected: N", sorted.
+func (h *scriptHarness) formatRejected(machine string) string {
+	mfs, err := h.reg.Gather()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var lines []string
+	for _, mf := range mfs {
+		if mf.GetName() != "speclet_rejected_events_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				l[lp.GetName()] = lp.GetValue()
+			}
+			if l["machine"] != machine || m.GetCounter().GetValue() == 0 {
+				continue
+			}
+			lines = append(lines, fmt.Sprintf("%s -%s-> rejected: %v", l["state"], l["event"], m.GetCounter().GetValue()))
+		}
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
 // formatHistory prints a pod's debug view: machine states, then the
 // transitions of machine ("" for all), each with its time since the
 // harness's start, guard, choices and actions (errors included).
