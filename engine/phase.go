@@ -5,6 +5,7 @@ package engine
 import (
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/speclet/speclet/fsm"
 	"github.com/speclet/speclet/spec/podphase"
 )
 
@@ -72,4 +73,15 @@ func ctrKind(init, sidecar bool) podphase.Kind {
 		return podphase.Init
 	}
 	return podphase.Regular
+}
+
+// terminated: every container of the pod stopped for good (the pod machine
+// completed, terminated or finished); spec/system.hcl's phase block lists
+// the same states (TestPhaseBlockMatchesEngine).
+func (s *podState) terminated() bool {
+	switch s.machine.State() {
+	case fsm.PodStateCompleted, fsm.PodStateTerminated, fsm.PodStateFinished:
+		return true
+	}
+	return false
 }

@@ -24,8 +24,7 @@ func (s *podState) view() *podView {
 		v.Evicted = s.evicted.message
 	}
 	v.DeadlineExceeded = s.deadlineExceeded
-	st := s.machine.State()
-	v.Terminated = st == fsm.PodStateCompleted || st == fsm.PodStateTerminated || st == fsm.PodStateFinished
+	v.Terminated = s.terminated()
 	for _, c := range s.inits {
 		if c.spec != nil {
 			v.Inits = append(v.Inits, c.view())

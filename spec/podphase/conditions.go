@@ -2,7 +2,6 @@ package podphase
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 )
 
@@ -84,7 +83,8 @@ func ContainerReady(k Kind, serving, terminating bool) bool {
 //     the gates' messages (p.Gates) when ContainersReady is True and a
 //     readiness gate is not.
 //
-// Lists of names are sorted.
+// Lists of names are in the order of p.Containers (kubelet's: spec order,
+// init containers and sidecars first).
 func ConditionsOf(p Pod, phase Phase) Conditions {
 	var c Conditions
 	c.ReadyToStartContainers.True = p.SandboxReady
@@ -147,7 +147,5 @@ func listMsg(what string, names []string) string {
 	if len(names) == 0 {
 		return ""
 	}
-	names = append([]string(nil), names...)
-	sort.Strings(names)
 	return fmt.Sprintf("%s: [%s]", what, strings.Join(names, " "))
 }

@@ -69,13 +69,13 @@ func TestConditionsOf(t *testing.T) {
 		want  want
 	}{
 		{"init containers pending", Pod{Containers: []Container{c("b", Init, Exited, true, false), c("a", Init, NotStarted, false, false), c("app", Regular, NotStarted, false, false)}}, Pending,
-			want{Condition{Reason: ReasonContainersNotInitialized, Message: "containers with incomplete status: [a b]"},
+			want{Condition{Reason: ReasonContainersNotInitialized, Message: "containers with incomplete status: [b a]"},
 				Condition{Reason: ReasonContainersNotReady, Message: "containers with unready status: [app]"},
 				Condition{Reason: ReasonContainersNotReady, Message: "containers with unready status: [app]"}}},
 		{"a sidecar that ran counts as initialized; unready sidecars count", Pod{Containers: []Container{{Name: "side", Kind: Sidecar, Ran: true}, c("web", Regular, Runs, false, true), c("app", Regular, Runs, false, false)}}, Running,
 			want{Condition{True: true},
-				Condition{Reason: ReasonContainersNotReady, Message: "containers with unready status: [app side]"},
-				Condition{Reason: ReasonContainersNotReady, Message: "containers with unready status: [app side]"}}},
+				Condition{Reason: ReasonContainersNotReady, Message: "containers with unready status: [side app]"},
+				Condition{Reason: ReasonContainersNotReady, Message: "containers with unready status: [side app]"}}},
 		{"a regular container started: initialized whatever the init containers", Pod{Containers: []Container{c("i", Init, Exited, true, false), c("app", Regular, Runs, false, true)}}, Running,
 			want{Condition{True: true}, Condition{True: true}, Condition{True: true}}},
 		{"a regular container waiting after an exit is not shown started", Pod{Containers: []Container{c("i", Init, Exited, true, false), {Name: "app", Kind: Regular, State: Exited}}}, Running,
