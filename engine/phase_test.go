@@ -1,12 +1,14 @@
 package engine
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/speclet/speclet/fsm"
+	"github.com/speclet/speclet/spec"
 	"github.com/speclet/speclet/spec/podphase"
 )
 
@@ -66,6 +68,89 @@ func TestPhaseFacts(t *testing.T) {
 		state := map[podphase.State]string{podphase.NotStarted: "not started", podphase.Runs: "runs", podphase.Exited: "exited"}[f.State]
 		if state != tc.wantState || f.Failed != tc.wantFailed || f.Kind != podphase.Regular {
 			t.Errorf("%s: facts %+v (%s), want %s, failed %v", tc.name, f, state, tc.wantState, tc.wantFailed)
+		}
+	}
+}
+
+// TestPhaseBlockMatchesEngine: the state lists of spec/system.hcl's phase
+// and conditions blocks (what the model reads as the facts of
+// podphase.Of and podphase.ConditionsOf) are the engine's own notions, for
+// every state of the machines: the container view's running, its showing
+// an exit and its readiness, the pod's terminating and terminated, the
+// probe's and the sandbox's ready.
+func TestPhaseBlockMatchesEngine(t *testing.T) {
+	s, diags := spec.Parse(spec.Embedded())
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	ph, cm := s.System.Phase, s.System.Conditions
+	if ph == nil || cm == nil {
+		t.Fatal("spec/system.hcl has no phase or conditions block")
+	}
+	in := func(refs []spec.MRef, state string) bool {
+		return slices.ContainsFunc(refs, func(r spec.MRef) bool { return r.Name == state })
+	}
+	pod := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app", Image: "img"}}}}
+	// world: a regular container in st with the probe machine in pst and the
+	// pod machine in podSt; exit: an exit was recorded; reason: its waiting
+	// reason.
+	world := func(st fsm.ContainerState, pst fsm.ProbeState, podSt fsm.PodState, exit bool, reason string) *ctrState {
+		ps := &podState{pod: pod}
+		ps.machine = fsm.NewPodMachineAt(podSt, ps)
+		c := &ctrState{p: ps, name: "app", spec: &pod.Spec.Containers[0], id: "abc", startedAt: time.Unix(1000, 0), waitingReason: reason}
+		if exit {
+			c.current = &termination{ContainerID: "abc", ExitCode: 0}
+		}
+		c.machine = fsm.NewContainerMachineAt(st, c)
+		c.probe = &probeState{c: c}
+		c.probe.machine = fsm.NewProbeMachineAt(pst, c.probe)
+		return c
+	}
+	for _, st := range fsm.ContainerStates {
+		name := st.String()
+		// No exit recorded yet: the view runs exactly in running.
+		if got := world(st, fsm.ProbeStateOff, fsm.PodStateSynced, false, "").view().Phase == phaseRunning; got != in(ph.Running, name) {
+			t.Errorf("container %s: the view runs %v, the phase block's running says %v", name, got, !got)
+		}
+		// Entering a started state, it ran: its view runs there.
+		if in(ph.Started, name) && !in(ph.Running, name) {
+			t.Errorf("container %s: started but not running: the engine's view would show no exit for it", name)
+		}
+		if in(ph.Running, name) && !in(ph.Started, name) {
+			t.Errorf("container %s runs but is not in started: a container that runs has run", name)
+		}
+		// An exit recorded, a waiting reason known: outside running, the
+		// view shows the exit exactly in shows_exit.
+		if !in(ph.Running, name) {
+			if got := world(st, fsm.ProbeStateOff, fsm.PodStateSynced, true, ReasonCrashLoopBackOff).view().Phase == phaseTerminated; got != in(cm.ShowsExit, name) {
+				t.Errorf("container %s: the view shows the exit %v, the conditions block's shows_exit says %v", name, got, !got)
+			}
+		}
+		// The probe says ready and the pod runs: ready exactly in serving.
+		if got := world(st, fsm.ProbeStateReady, fsm.PodStateSynced, false, "").view().Ready; got != in(cm.Serving, name) {
+			t.Errorf("container %s with its probe ready: the view's ready %v, the conditions block's serving says %v", name, got, !got)
+		}
+	}
+	for _, pst := range fsm.ProbeStates {
+		if got := world(fsm.ContainerStateRunning, pst, fsm.PodStateSynced, false, "").view().Ready; got != in(cm.ProbeReady, pst.String()) {
+			t.Errorf("probe %s: a running container's ready %v, the conditions block's probe_ready says %v", pst, got, !got)
+		}
+	}
+	for _, podSt := range fsm.PodStates {
+		ps := &podState{pod: pod}
+		ps.machine = fsm.NewPodMachineAt(podSt, ps)
+		if got := ps.terminating(); got != in(ph.Terminating, podSt.String()) {
+			t.Errorf("pod %s: terminating() %v, the phase block's terminating says %v", podSt, got, !got)
+		}
+		if got := ps.terminated(); got != in(ph.Terminated, podSt.String()) {
+			t.Errorf("pod %s: terminated() %v, the phase block's terminated says %v", podSt, got, !got)
+		}
+	}
+	for _, sbSt := range fsm.SandboxStates {
+		sb := &sandboxState{}
+		sb.machine = fsm.NewSandboxMachineAt(sbSt, sb)
+		if got := sb.ready(); got != in(cm.SandboxReady, sbSt.String()) {
+			t.Errorf("sandbox %s: ready() %v, the conditions block's sandbox_ready says %v", sbSt, got, !got)
 		}
 	}
 }

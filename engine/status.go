@@ -8,6 +8,8 @@ import (
 
 	"github.com/speclet/speclet/engine/resources"
 
+	"github.com/speclet/speclet/spec/podphase"
+
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -155,81 +157,28 @@ func computeStatus(prev *v1.PodStatus, v *podView, now time.Time) v1.PodStatus {
 	}
 
 	ts := metav1.NewTime(now)
-	cond := func(t v1.PodConditionType, ok bool, reason, msg string) v1.PodCondition {
-		c := v1.PodCondition{Type: t, Status: v1.ConditionFalse, Reason: reason, Message: msg, LastTransitionTime: ts}
-		if ok {
-			c.Status, c.Reason, c.Message = v1.ConditionTrue, "", ""
+	// A condition keeps its lastTransitionTime while its status stays.
+	cond := func(t v1.PodConditionType, c podphase.Condition) v1.PodCondition {
+		pc := v1.PodCondition{Type: t, Status: v1.ConditionFalse, Reason: c.Reason, Message: c.Message, LastTransitionTime: ts}
+		if c.True {
+			pc.Status = v1.ConditionTrue
 		}
 		if prev != nil {
 			for _, p := range prev.Conditions {
-				if p.Type == t && p.Status == c.Status {
-					c.LastTransitionTime = p.LastTransitionTime
+				if p.Type == t && p.Status == pc.Status {
+					pc.LastTransitionTime = p.LastTransitionTime
 				}
 			}
 		}
-		return c
+		return pc
 	}
-
-	initialized, pendingInit := true, []string(nil)
-	for i := range v.Inits {
-		c := &v.Inits[i]
-		done := c.Phase == phaseTerminated && c.Current != nil && c.Current.ExitCode == 0
-		if c.Sidecar {
-			done = c.StartedAt != (time.Time{}) || c.Phase == phaseRunning
-		}
-		if !done && !(c.Phase == phaseWaiting && c.Last != nil && c.Last.ExitCode == 0 && !c.Sidecar) {
-			initialized = false
-			pendingInit = append(pendingInit, c.Name)
-		}
-	}
-	// ContainersReady counts sidecars too (kubelet's
-	// GenerateContainersReadyCondition): a sidecar in CrashLoopBackOff makes
-	// the pod unready.
-	var unready []string
-	for i := range v.Inits {
-		if v.Inits[i].Sidecar && !v.Inits[i].Ready {
-			unready = append(unready, v.Inits[i].Name)
-		}
-	}
-	for i := range v.Containers {
-		if !v.Containers[i].Ready {
-			unready = append(unready, v.Containers[i].Name)
-		}
-	}
-	completed := st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed
-	// kubelet's status.Generate*Condition: a terminal phase gives Ready and
-	// ContainersReady False with reason PodCompleted (Succeeded) or
-	// PodFailed (Failed); Initialized is True with reason PodCompleted once
-	// the pod Succeeded, and True (no reason) once a regular container has
-	// run, whatever the init containers do since.
-	readyReason, readyMsg := "ContainersNotReady", listMsg("containers with unready status", unready)
-	switch st.Phase {
-	case v1.PodSucceeded:
-		readyReason, readyMsg = "PodCompleted", ""
-	case v1.PodFailed:
-		readyReason, readyMsg = "PodFailed", ""
-	}
-	for i := range v.Containers {
-		if c := &v.Containers[i]; c.Phase == phaseRunning || c.Phase == phaseTerminated {
-			initialized = true
-		}
-	}
-	initCond := cond(v1.PodInitialized, initialized, "ContainersNotInitialized", listMsg("containers with incomplete status", pendingInit))
-	if st.Phase == v1.PodSucceeded {
-		initCond = cond(v1.PodInitialized, true, "", "")
-		initCond.Reason = "PodCompleted"
-	}
-	allReady := len(unready) == 0 && !completed
-	podReady := cond(v1.PodReady, allReady, readyReason, readyMsg)
-	if gates := unreadyGates(pod); allReady && len(gates) > 0 {
-		podReady = cond(v1.PodReady, false, "ReadinessGatesNotReady", strings.Join(gates, ", "))
-	}
+	pc := podphase.ConditionsOf(phaseInput(pod, v, unreadyGates(pod)), podphase.Phase(st.Phase))
 	st.Conditions = []v1.PodCondition{
-		cond(v1.PodReadyToStartContainers, v.SandboxReady, "", ""),
-		initCond,
-		podReady,
-		cond(v1.ContainersReady, allReady, readyReason, readyMsg),
-		cond(v1.PodScheduled, true, "", ""),
+		cond(v1.PodReadyToStartContainers, pc.ReadyToStartContainers),
+		cond(v1.PodInitialized, pc.Initialized),
+		cond(v1.PodReady, pc.Ready),
+		cond(v1.ContainersReady, pc.ContainersReady),
+		cond(v1.PodScheduled, podphase.Condition{True: true}),
 	}
 	return st
 }
@@ -254,14 +203,6 @@ func unreadyGates(pod *v1.Pod) []string {
 		}
 	}
 	return msgs
-}
-
-func listMsg(what string, names []string) string {
-	if len(names) == 0 {
-		return ""
-	}
-	sort.Strings(names)
-	return fmt.Sprintf("%s: [%s]", what, strings.Join(names, " "))
 }
 
 func containerStatus(c *containerView, runtime string) v1.ContainerStatus {

@@ -102,3 +102,24 @@ func TestReadinessGates(t *testing.T) {
 		})
 	}
 }
+
+// TestConditionMessagesInSpecOrder: the containers a condition's message
+// names come in spec order, sidecars first, as kubelet lists them (not
+// sorted by name).
+func TestConditionMessagesInSpecOrder(t *testing.T) {
+	pod := benchPod(0)
+	v := &podView{Pod: pod, SandboxReady: true,
+		Inits:      []containerView{{Name: "zinit"}, {Name: "side", Init: true, Sidecar: true}, {Name: "ainit"}},
+		Containers: []containerView{{Name: "web"}, {Name: "app"}}}
+	st := computeStatus(nil, v, time.Now())
+	want := map[v1.PodConditionType]string{
+		v1.PodInitialized:  "containers with incomplete status: [zinit side ainit]",
+		v1.PodReady:        "containers with unready status: [side web app]",
+		v1.ContainersReady: "containers with unready status: [side web app]",
+	}
+	for _, c := range st.Conditions {
+		if w, ok := want[c.Type]; ok && (c.Status != v1.ConditionFalse || c.Message != w) {
+			t.Errorf("%s = %s %q, want False %q", c.Type, c.Status, c.Message, w)
+		}
+	}
+}

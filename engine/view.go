@@ -4,6 +4,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/speclet/speclet/fsm"
+	"github.com/speclet/speclet/spec/podphase"
 )
 
 // view collects what the status needs from the machines.
@@ -23,8 +24,7 @@ func (s *podState) view() *podView {
 		v.Evicted = s.evicted.message
 	}
 	v.DeadlineExceeded = s.deadlineExceeded
-	st := s.machine.State()
-	v.Terminated = st == fsm.PodStateCompleted || st == fsm.PodStateTerminated || st == fsm.PodStateFinished
+	v.Terminated = s.terminated()
 	for _, c := range s.inits {
 		if c.spec != nil {
 			v.Inits = append(v.Inits, c.view())
@@ -78,8 +78,10 @@ func (c *ctrState) view() containerView {
 		// A sidecar stays ready while it runs, also while the pod
 		// terminates (kubelet: readiness without a probe follows the
 		// running state; observed in scenario sidecar-ignores-term).
-		cv.Ready = c.machine.State() == fsm.ContainerStateRunning && (!c.init || c.sidecar) && !c.ephemeral && (!c.p.terminating() || c.sidecar) &&
-			c.probe.ready()
+		// podphase.ContainerReady is the rule the model evaluates too
+		// (spec/system.hcl's conditions block).
+		cv.Ready = !c.ephemeral && podphase.ContainerReady(ctrKind(c.init, c.sidecar),
+			c.machine.State() == fsm.ContainerStateRunning && c.probe.ready(), c.p.terminating())
 		cv.Started = c.probe.started()
 		if c.current != nil && c.current.ContainerID != c.id {
 			cv.Last = c.current

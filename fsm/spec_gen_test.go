@@ -21,7 +21,7 @@ func TestGeneratedFromCurrentSpec(t *testing.T) {
 		"probe.hcl":     {ProbeSpecSHA256, "fsm/probe_gen.go"},
 		"routes.hcl":    {RoutesSpecSHA256, "fsm/routes_gen.go"},
 		"sandbox.hcl":   {SandboxSpecSHA256, "fsm/sandbox_gen.go"},
-		"system.hcl":    {"f470dff41ffe1a2e20a6843be3f75c33ef4e2526ee3cbfdd97e199730596bdbb", "fsm/spec_gen_test.go"},
+		"system.hcl":    {"cc55e625f248cca33f89c5a79c0c1f51efd504dc85e0d2a624147c4bcc7709f0", "fsm/spec_gen_test.go"},
 	}
 	files, err := filepath.Glob(filepath.Join("..", "spec", "*.hcl"))
 	if err != nil {

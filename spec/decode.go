@@ -105,6 +105,7 @@ var fileSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
 	{Type: "flag", LabelNames: []string{"machine", "name"}},
 	{Type: "restored", LabelNames: []string{"name"}},
 	{Type: "phase"},
+	{Type: "conditions"},
 }}
 
 var machineSchema = &hcl.BodySchema{

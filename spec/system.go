@@ -29,6 +29,9 @@ type System struct {
 	// Phase says how the phase users see reads the system; nil when no
 	// phase block is given.
 	Phase *PhaseMap
+	// Conditions says how the pod conditions users see read the system;
+	// nil when no conditions block is given.
+	Conditions *CondMap
 }
 
 // PhaseMap says how the pod phase users see (package spec/podphase, the
@@ -230,6 +233,10 @@ type Invariant struct {
 	AlwaysIn      []MRef
 	Leaves        []MRef
 	PhaseRank     [][]MRef
+	// ConditionNeverTrue (condition.NAME) and Phases (phase.NAME): see
+	// InvConditionNeverTrue.
+	ConditionNeverTrue MRef
+	Phases             []MRef
 }
 
 var tieSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
@@ -241,7 +248,7 @@ var effectSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "doc
 var invariantSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "doc"}, {Name: "never_enter"}, {Name: "while"}, {Name: "from"}, {Name: "given"}, {Name: "among"}, {Name: "unless"},
 	{Name: "rank"}, {Name: "always_reaches"}, {Name: "after"}, {Name: "reaches"}, {Name: "always_in"}, {Name: "leaves"},
-	{Name: "phase_rank"},
+	{Name: "phase_rank"}, {Name: "condition_never_true"}, {Name: "phases"},
 }}
 
 var phaseSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
@@ -373,6 +380,8 @@ func (s *Spec) decodeSystemBlock(b *hcl.Block) hcl.Diagnostics {
 			return diags
 		}
 		sys.Phase = pm
+	case "conditions":
+		diags = append(diags, decodeConditions(sys, b)...)
 	case "restored":
 		rs := &Restored{Decl: declOf(b)}
 		c, d := b.Body.Content(restoredSchema)
@@ -439,24 +448,36 @@ func (s *Spec) decodeSystemBlock(b *hcl.Block) hcl.Diagnostics {
 			}
 		}
 		inv.Reaches = mrefListAttr(c.Attributes["reaches"], &diags)
+		if a := c.Attributes["condition_never_true"]; a != nil {
+			kinds = append(kinds, InvConditionNeverTrue)
+			if r, ok := mrefExpr(a.Expr); ok {
+				inv.ConditionNeverTrue = r
+			} else {
+				diags = append(diags, attrErr(a, "Invalid reference", "condition_never_true must be a reference written condition.NAME."))
+			}
+		}
+		inv.Phases = mrefListAttr(c.Attributes["phases"], &diags)
 		switch {
 		case len(kinds) == 1:
 			inv.Kind = kinds[0]
 		case len(kinds) == 0:
 			diags = append(diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError, Summary: "Invariant without kind",
-				Detail:  fmt.Sprintf("invariant %q sets none of never_enter, rank, phase_rank, always_reaches, after, always_in or leaves; set exactly one.", inv.Name),
+				Detail:  fmt.Sprintf("invariant %q sets none of never_enter, rank, phase_rank, condition_never_true, always_reaches, after, always_in or leaves; set exactly one.", inv.Name),
 				Subject: b.DefRange.Ptr(),
 			})
 		default:
 			diags = append(diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError, Summary: "Invariant with several kinds",
-				Detail:  fmt.Sprintf("invariant %q sets %s; set exactly one of never_enter, rank, phase_rank, always_reaches, after, always_in or leaves (write one invariant per property).", inv.Name, strings.Join(kinds, " and ")),
+				Detail:  fmt.Sprintf("invariant %q sets %s; set exactly one of never_enter, rank, phase_rank, condition_never_true, always_reaches, after, always_in or leaves (write one invariant per property).", inv.Name, strings.Join(kinds, " and ")),
 				Subject: b.DefRange.Ptr(),
 			})
 		}
-		if c.Attributes["while"] != nil && inv.Kind != InvNeverEnter && inv.Kind != InvAlwaysIn && inv.Kind != "" {
-			diags = append(diags, attrErr(c.Attributes["while"], "Misplaced while", "while only qualifies never_enter and always_in."))
+		if c.Attributes["while"] != nil && inv.Kind != InvNeverEnter && inv.Kind != InvAlwaysIn && inv.Kind != InvConditionNeverTrue && inv.Kind != "" {
+			diags = append(diags, attrErr(c.Attributes["while"], "Misplaced while", "while only qualifies never_enter, always_in and condition_never_true."))
+		}
+		if a := c.Attributes["phases"]; a != nil && inv.Kind != InvConditionNeverTrue && inv.Kind != "" {
+			diags = append(diags, attrErr(a, "Misplaced phases", "phases only qualifies condition_never_true."))
 		}
 		for _, q := range []string{"from", "given", "among", "unless"} {
 			if a := c.Attributes[q]; a != nil && inv.Kind != InvNeverEnter && inv.Kind != "" {
@@ -605,6 +626,9 @@ func (v *validator) system(s *Spec, machines *names) {
 	}
 	if sys.Phase != nil {
 		sv.phase(sys.Phase)
+	}
+	if sys.Conditions != nil {
+		sv.conditions(sys.Conditions)
 	}
 	invs := newNames("invariant")
 	for _, inv := range sys.Invariants {
@@ -862,6 +886,8 @@ func (sv *systemValidator) invariant(inv *Invariant) {
 		}
 	case InvPhaseRank:
 		sv.phaseRank(inv, where)
+	case InvConditionNeverTrue:
+		sv.conditionNeverTrue(inv, where)
 	case InvAlwaysReaches:
 		sv.single(inv.AlwaysReaches, where+" always_reaches")
 	case InvAfterReaches:

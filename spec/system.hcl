@@ -80,6 +80,15 @@
 #                                      (they are kept for the phase, not
 #                                      forgotten between inputs).
 #
+#   conditions {                       how the pod conditions users see
+#     serving       = [C.S, ...]       (podphase.ConditionsOf) read a state of
+#     probe_ready   = [PR.S, ...]      the system, besides the phase block's
+#     shows_exit    = [C.S, ...]       facts: a container serves while in one
+#     sandbox_ready = [SB.S, ...]      of serving with the probe machine in one
+#   }                                  of probe_ready; a container that exited
+#                                      shows its exit in one of shows_exit; the
+#                                      sandbox is ready in one of sandbox_ready.
+#
 #   invariant "NAME" {                 exactly one of:
 #     never_enter = [M.S, ...]         no step enters one of S ...
 #     while       = [P.S, ...]           ... while P is in one of these (optional)
@@ -104,6 +113,11 @@
 #                                      engine publishes a status): tiers lowest
 #                                      first; no status goes down a tier, and a
 #                                      phase of the last tier never changes
+#     condition_never_true =           the condition users see (conditions
+#       condition.NAME                 block) is not True at any state between
+#     while  = [P.S, ...]              inputs where P is in one of these and
+#     phases = [phase.NAME, ...]       the status shows one of these phases
+#                                      (both optional)
 #   }
 #
 # The environment: every input of routes.hcl and every external event may
@@ -161,6 +175,28 @@ phase {
   terminated     = [pod.completed, pod.terminated, pod.finished]
   policy         = [restart_policy.always, restart_policy.on_failure, restart_policy.never]
   keeps_terminal = true
+}
+
+# --- the conditions users see ---
+
+conditions {
+  doc           = "The engine's status (engine/status.go) calls podphase.ConditionsOf with the phase's facts and these, read from its container views: a container serves while its machine is in running (not stopping: the view's ready) and its probe machine in ready (probeState.ready); podphase.ContainerReady makes a serving sidecar ready, a serving regular container ready unless the pod worker terminates (the phase block's terminating), and an init container ready once its status shows an exit 0. A container that exited shows its exit (state terminated, not waiting) in exited, terminated and removed (the engine also between a death and the next instance when no waiting reason is known; the model shows it waiting there: only Initialized reads it, through a regular container that started). A sidecar ran once the phase sees it run or exited (the engine: a start time is known). The sandbox is ready in ready (sandboxState.ready). The readiness gates pass."
+  serving       = [container.running]
+  probe_ready   = [probe.ready]
+  shows_exit    = [container.exited, container.terminated, container.removed]
+  sandbox_ready = [sandbox.ready]
+}
+
+invariant "ready_only_while_running" {
+  doc                  = "The pod is Ready only while its phase is Running: never before every sidecar and regular container runs (Pending), never once it Succeeded or Failed."
+  condition_never_true = condition.ready
+  phases               = [phase.pending, phase.succeeded, phase.failed]
+}
+
+invariant "sandbox_not_ready_once_stopped" {
+  doc                  = "Once the pod completed or terminated its sandbox is stopped: PodReadyToStartContainers is never True again (a pod that ends frees its network)."
+  condition_never_true = condition.ready_to_start_containers
+  while                = [pod.completed, pod.terminated, pod.finished]
 }
 
 # --- guard ties ---

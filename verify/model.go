@@ -19,6 +19,7 @@ type model struct {
 	// start in (nil: its initial state).
 	restored [][][]int
 	phase    *phaseMap // nil: no phase block
+	conds    *condMap  // nil: no conditions block
 }
 
 // param is a parameter of the pod (spec.Parameter): fixed for the pod's
@@ -115,6 +116,8 @@ type inv struct {
 	checks       int64
 	violation    *Violation
 	kept         []*Violation // phase_rank: where the status keeps a terminal phase
+	cond         int          // condition_never_true: index of podphase.CondNames
+	phases       []bool       // condition_never_true: by index of podphase.Phases
 }
 
 // Roles of an instance of the replicated machine, as indices of spec.Roles.
@@ -298,6 +301,11 @@ func compile(s *spec.Spec) (*model, error) {
 			return nil, err
 		}
 	}
+	if sys.Conditions != nil {
+		if err := md.compileConditions(sys.Conditions, states); err != nil {
+			return nil, err
+		}
+	}
 	for _, in := range s.Inputs {
 		ip := &input{name: in.Name}
 		for _, r := range in.Routes {
@@ -365,6 +373,10 @@ func compile(s *spec.Spec) (*model, error) {
 				for _, r := range t {
 					iv.phaseTier[slices.Index(spec.PhaseNames, r.Name)] = tier
 				}
+			}
+		case spec.InvConditionNeverTrue:
+			if err := md.compileConditionInv(iv, states); err != nil {
+				return nil, err
 			}
 		case spec.InvAlwaysReaches:
 			iv.machine, iv.set = states(si.AlwaysReaches)

@@ -122,7 +122,7 @@ func (r *run) noteExitRecord(inst, f int) {
 // last published phase) pairs that reach it, as bits ctx*4+phase.
 type phaseCheck struct {
 	r      *run
-	iv     *inv
+	ivs    []*inv // the phase_rank and condition_never_true invariants
 	nPol   int
 	nCtx   int
 	words  int
@@ -131,7 +131,7 @@ type phaseCheck struct {
 	raw    []uint8  // per (resting state, context): phase+1, 0 not computed
 	restIx []int32  // per state: its index among the resting states, -1
 	pow3   []int
-	last   int // the last tier
+	conds  []uint8 // per (resting state, context, phase): condTrue+1, 0 not computed
 	// kept holds, per terminal phase kept and the phase the states gave
 	// instead (keep), the first pair found where the status kept it.
 	kept map[[2]int]*phaseHit
@@ -263,16 +263,23 @@ func (pc *phaseCheck) terminal(a int) bool {
 	return podphase.Phases[a] == podphase.Succeeded || podphase.Phases[a] == podphase.Failed
 }
 
-// allowed: no status goes down a tier, and a phase of the last tier stays.
-func (pc *phaseCheck) allowed(a, b int) bool {
-	t := pc.iv.phaseTier
-	return t[b] >= t[a] && (t[a] != pc.last || a == b)
+// allowed: no status goes down a tier of iv, and a phase of its last tier
+// stays.
+func allowed(iv *inv, a, b int) bool {
+	t := iv.phaseTier
+	return t[b] >= t[a] && (t[a] != slices.Max(t) || a == b)
 }
 
-// checkPhase checks a phase_rank invariant on the explored graph.
-func (r *run) checkPhase(iv *inv) {
+// pending: some invariant of the check has no violation yet.
+func (pc *phaseCheck) pending() bool {
+	return slices.ContainsFunc(pc.ivs, func(iv *inv) bool { return iv.violation == nil })
+}
+
+// checkPhase checks the phase_rank and condition_never_true invariants ivs
+// on the explored graph, in one fixpoint.
+func (r *run) checkPhase(ivs []*inv) {
 	n := r.keys.len()
-	pc := &phaseCheck{r: r, iv: iv, nPol: len(r.md.phase.policy), last: slices.Max(iv.phaseTier)}
+	pc := &phaseCheck{r: r, ivs: ivs, nPol: len(r.md.phase.policy)}
 	pc.nCtx = pc.nPol
 	for range r.k {
 		pc.pow3 = append(pc.pow3, pc.nCtx/pc.nPol)
@@ -292,6 +299,9 @@ func (r *run) checkPhase(iv *inv) {
 		}
 	}
 	pc.raw = make([]uint8, nRest*pc.nCtx)
+	if r.md.conds != nil {
+		pc.conds = make([]uint8, nRest*pc.nCtx*4)
+	}
 	pc.kept = map[[2]int]*phaseHit{}
 	// The initial states: a fresh pod's containers have no exit; a restored
 	// container not in its initial state ran (its exit is a success or a
@@ -318,7 +328,7 @@ func (r *run) checkPhase(iv *inv) {
 	}
 	// Breadth first, so that the first violation found has a short trace.
 	var todo, ctxs []int
-	for head := 0; head < len(work) && iv.violation == nil; head++ {
+	for head := 0; head < len(work) && pc.pending(); head++ {
 		if head > 1<<20 && head > len(work)/2 {
 			work, head = append(work[:0], work[head:]...), 0
 		}
@@ -336,10 +346,22 @@ func (r *run) checkPhase(iv *inv) {
 					if resting {
 						var raw int
 						b, raw = pc.published(to, ctx, a)
-						iv.checks++
-						if !pc.allowed(a, b) && iv.violation == nil {
-							iv.violation = pc.violation(phaseHit{from: j, edge: e, fromBit: bit, ctx: ctx, a: a, b: b},
-								fmt.Sprintf("the phase users see goes from %s to %s", podphase.Phases[a], podphase.Phases[b]))
+						for _, iv := range ivs {
+							if iv.violation != nil {
+								continue
+							}
+							detail := ""
+							if iv.Kind == spec.InvPhaseRank {
+								iv.checks++
+								if !allowed(iv, a, b) {
+									detail = fmt.Sprintf("the phase users see goes from %s to %s", podphase.Phases[a], podphase.Phases[b])
+								}
+							} else {
+								detail = pc.checkCondition(iv, to, ctx, b)
+							}
+							if detail != "" {
+								iv.violation = pc.violation(phaseHit{from: j, edge: e, fromBit: bit, ctx: ctx, a: a, b: b}, detail)
+							}
 						}
 						if k := [2]int{a, raw}; raw != b && pc.kept[k] == nil {
 							pc.kept[k] = &phaseHit{from: j, edge: e, fromBit: bit, ctx: ctx, a: a, b: raw}
@@ -353,9 +375,16 @@ func (r *run) checkPhase(iv *inv) {
 			}
 		}
 	}
-	if iv.violation != nil {
-		return
+	for _, iv := range ivs {
+		if iv.Kind == spec.InvPhaseRank && iv.violation == nil {
+			pc.keep(iv)
+		}
 	}
+}
+
+// keep reports, on a phase_rank invariant that holds, where the status
+// keeps a terminal phase.
+func (pc *phaseCheck) keep(iv *inv) {
 	for a := range podphase.Phases {
 		for b := range podphase.Phases {
 			h := pc.kept[[2]int{a, b}]

@@ -44,7 +44,10 @@
 // status calls). It reads the restart policy and every container's last
 // exit at every state between inputs, which the search forgets: it is
 // checked after the search by a fixpoint that follows them beside the
-// explored graph (phase.go).
+// explored graph (phase.go). The condition_never_true invariants are about
+// the conditions users see, podphase.ConditionsOf over the phase's facts and
+// those the conditions block reads; they are checked in the same fixpoint
+// (conditions.go).
 //
 // The search is breadth first over a compact byte encoding of the product
 // state (kept in one pointer-free store), so a violation's trace is a
@@ -293,6 +296,16 @@ func (r *run) explore() int {
 	}
 	r.edgeStart = push(r.edgeStart, int32(len(r.edgeTo)))
 
+	// The phase and the conditions users see: one fixpoint for all.
+	var phased []*inv
+	for _, iv := range md.invs {
+		if (iv.Kind == spec.InvPhaseRank || iv.Kind == spec.InvConditionNeverTrue) && iv.violation == nil {
+			phased = append(phased, iv)
+		}
+	}
+	if len(phased) > 0 {
+		r.checkPhase(phased)
+	}
 	for vi, iv := range md.invs {
 		if iv.violation != nil {
 			continue // the first run with a violation keeps it
@@ -319,8 +332,6 @@ func (r *run) explore() int {
 			}
 		case spec.InvAfterReaches:
 			r.checkAfter(iv, afterEdges[vi])
-		case spec.InvPhaseRank:
-			r.checkPhase(iv)
 		}
 	}
 	return len(as)

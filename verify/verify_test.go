@@ -73,7 +73,7 @@ func TestVerifyEmbeddedSpec(t *testing.T) {
 			}
 		}
 	}
-	for _, k := range []string{spec.InvNeverEnter, spec.InvRank, spec.InvPhaseRank, spec.InvAlwaysReaches, spec.InvAfterReaches, spec.InvAlwaysIn, spec.InvLeaves} {
+	for _, k := range []string{spec.InvNeverEnter, spec.InvRank, spec.InvPhaseRank, spec.InvConditionNeverTrue, spec.InvAlwaysReaches, spec.InvAfterReaches, spec.InvAlwaysIn, spec.InvLeaves} {
 		if !kinds[k] {
 			t.Errorf("no invariant of kind %s in the spec", k)
 		}
@@ -153,6 +153,23 @@ func TestVerifyMutations(t *testing.T) {
 			old:       "  started        = [container.running, container.stopping]\n",
 			new:       "  started        = [container.running]\n",
 			invariant: "phase_never_backwards", inTrace: "stopping --removed [pod_terminating=true(tied)]--> removed",
+		},
+		{
+			// The conditions block counts a container that waits as
+			// serving: the pod is Ready while Pending.
+			name: "ready before it runs", file: "system.hcl",
+			old:       "  serving       = [container.running]\n",
+			new:       "  serving       = [container.running, container.waiting]\n",
+			invariant: "ready_only_while_running", inTrace: "probe unready --ready--> ready",
+		},
+		{
+			// The conditions block counts a stopping sandbox as ready: a
+			// terminated pod whose StopPodSandbox fails reports
+			// PodReadyToStartContainers True.
+			name: "a stopping sandbox counts as ready", file: "system.hcl",
+			old:       "  sandbox_ready = [sandbox.ready]\n",
+			new:       "  sandbox_ready = [sandbox.ready, sandbox.stopping]\n",
+			invariant: "sandbox_not_ready_once_stopped", inTrace: "sandbox=stopping",
 		},
 		{
 			name: "termination resyncs", file: "pod.hcl",

@@ -1,4 +1,4 @@
-// Package podphase is the pod phase users see, as one pure function of what
+// Package podphase is the pod phase and conditions users see, as one pure function of what
 // the machines know of a pod: per container its kind and whether it has not
 // run yet, runs, or exited (with a failure or not), plus the restart policy
 // and whether the pod worker terminates. The engine's status (engine/phase.go)
@@ -9,7 +9,7 @@
 //
 // It lives under spec/ because it is part of what the spec promises and both
 // sides may import it (verify imports only spec; the engine imports this
-// package and nothing else of spec/); it imports nothing.
+// package and nothing else of spec/); it imports nothing but the standard library.
 package podphase
 
 // Phase is a pod phase (the strings of the Kubernetes API's PodPhase).
@@ -58,6 +58,19 @@ type Container struct {
 	State State
 	// Failed: Exited with a non-zero exit code, or none known.
 	Failed bool
+
+	// The conditions' facts (ConditionsOf); the phase reads none of them.
+
+	// Name: the container's name, for the conditions' messages.
+	Name string
+	// Ready: the container's status says ready (ContainerReady while it
+	// runs; an init container that completed with exit code 0).
+	Ready bool
+	// Ran: a sidecar has started at least once.
+	Ran bool
+	// Shown: the status shows the container started, running or terminated
+	// (not waiting).
+	Shown bool
 }
 
 // Policy is the pod's spec.restartPolicy.
@@ -81,6 +94,14 @@ type Pod struct {
 	// Containers: init containers and sidecars in spec order, then the
 	// regular containers in spec order.
 	Containers []Container
+
+	// The conditions' facts (ConditionsOf); the phase reads none of them.
+
+	// SandboxReady: the pod's sandbox is ready.
+	SandboxReady bool
+	// Gates: the messages of the readiness gates whose condition is missing
+	// or not True, in spec order.
+	Gates []string
 }
 
 // Of returns the phase of p, kubelet's getPhase over the facts:

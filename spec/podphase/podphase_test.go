@@ -52,3 +52,63 @@ func TestOf(t *testing.T) {
 		}
 	}
 }
+
+// TestConditionsOf: kubelet's rules for the conditions, with their reasons
+// and messages.
+func TestConditionsOf(t *testing.T) {
+	c := func(name string, k Kind, s State, failed, ready bool) Container {
+		return Container{Name: name, Kind: k, State: s, Failed: failed, Ready: ready, Ran: s != NotStarted, Shown: s != NotStarted}
+	}
+	type want struct {
+		init, ready, containers Condition
+	}
+	for _, tc := range []struct {
+		name  string
+		pod   Pod
+		phase Phase
+		want  want
+	}{
+		{"init containers pending", Pod{Containers: []Container{c("b", Init, Exited, true, false), c("a", Init, NotStarted, false, false), c("app", Regular, NotStarted, false, false)}}, Pending,
+			want{Condition{Reason: ReasonContainersNotInitialized, Message: "containers with incomplete status: [b a]"},
+				Condition{Reason: ReasonContainersNotReady, Message: "containers with unready status: [app]"},
+				Condition{Reason: ReasonContainersNotReady, Message: "containers with unready status: [app]"}}},
+		{"a sidecar that ran counts as initialized; unready sidecars count", Pod{Containers: []Container{{Name: "side", Kind: Sidecar, Ran: true}, c("web", Regular, Runs, false, true), c("app", Regular, Runs, false, false)}}, Running,
+			want{Condition{True: true},
+				Condition{Reason: ReasonContainersNotReady, Message: "containers with unready status: [side app]"},
+				Condition{Reason: ReasonContainersNotReady, Message: "containers with unready status: [side app]"}}},
+		{"a regular container started: initialized whatever the init containers", Pod{Containers: []Container{c("i", Init, Exited, true, false), c("app", Regular, Runs, false, true)}}, Running,
+			want{Condition{True: true}, Condition{True: true}, Condition{True: true}}},
+		{"a regular container waiting after an exit is not shown started", Pod{Containers: []Container{c("i", Init, Exited, true, false), {Name: "app", Kind: Regular, State: Exited}}}, Running,
+			want{Condition{Reason: ReasonContainersNotInitialized, Message: "containers with incomplete status: [i]"},
+				Condition{Reason: ReasonContainersNotReady, Message: "containers with unready status: [app]"},
+				Condition{Reason: ReasonContainersNotReady, Message: "containers with unready status: [app]"}}},
+		{"readiness gates", Pod{Gates: []string{"g1", "g2"}, Containers: []Container{c("app", Regular, Runs, false, true)}}, Running,
+			want{Condition{True: true}, Condition{Reason: ReasonReadinessGatesNotReady, Message: "g1, g2"}, Condition{True: true}}},
+		{"Succeeded", Pod{Containers: []Container{c("i", Init, NotStarted, false, false), c("app", Regular, Exited, false, false)}}, Succeeded,
+			want{Condition{True: true, Reason: ReasonPodCompleted}, Condition{Reason: ReasonPodCompleted}, Condition{Reason: ReasonPodCompleted}}},
+		{"Failed while a container is ready", Pod{Gates: []string{"g"}, Containers: []Container{c("app", Regular, Runs, false, true)}}, Failed,
+			want{Condition{True: true}, Condition{Reason: ReasonPodFailed}, Condition{Reason: ReasonPodFailed}}},
+	} {
+		got := ConditionsOf(tc.pod, tc.phase)
+		if got.Initialized != tc.want.init || got.Ready != tc.want.ready || got.ContainersReady != tc.want.containers {
+			t.Errorf("%s:\n got %+v\nwant %+v", tc.name, got, tc.want)
+		}
+	}
+	for _, sandbox := range []bool{false, true} {
+		if got := ConditionsOf(Pod{SandboxReady: sandbox}, Pending).ReadyToStartContainers; got.True != sandbox {
+			t.Errorf("sandbox ready %v: ReadyToStartContainers %+v", sandbox, got)
+		}
+	}
+	for _, tc := range []struct {
+		k                    Kind
+		serving, terminating bool
+		want                 bool
+	}{
+		{Regular, true, false, true}, {Regular, true, true, false}, {Regular, false, false, false},
+		{Sidecar, true, true, true}, {Sidecar, false, false, false}, {Init, true, false, false},
+	} {
+		if got := ContainerReady(tc.k, tc.serving, tc.terminating); got != tc.want {
+			t.Errorf("ContainerReady(%d, serving %v, terminating %v) = %v", tc.k, tc.serving, tc.terminating, got)
+		}
+	}
+}
