@@ -6,12 +6,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/speclet/speclet/engine/resources"
-
-	"github.com/speclet/speclet/spec/podphase"
-
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/speclet/speclet/engine/resources"
+	"github.com/speclet/speclet/spec/podphase"
 )
 
 // Image pull and container creation reasons, kubelet's words (they appear in
