@@ -63,11 +63,18 @@ func coverKind[S, E, A, G fsm.Enum](cv *coverage, k fsm.Kind[S, E, A, G]) {
 }
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
+		registerEffects() // effects_test.go
+	}
 	code := m.Run()
 	if wholePackage() {
 		if !suiteChecks(os.Stdout) && code == 0 {
 			code = 1
 		}
+	}
+	if !suiteEffects(os.Stdout, wholePackage() || testing.Verbose()) && code == 0 {
+		code = 1
 	}
 	os.Exit(code)
 }

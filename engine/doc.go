@@ -186,6 +186,19 @@
 // test. `make test` runs the package in local directory mode so the table
 // shows when it passes too.
 //
+// A third check holds the actions to the `effect` blocks of spec/system.hcl,
+// which `speclet spec verify` trusts (effects_test.go): an observer the tests
+// register on every machine kind follows each action run through the fire
+// loop (fire.go, observer.scope) and checks that it raised to its own
+// machine exactly one of its reports (or nothing where the effect allows it,
+// and always nothing when its action failed and the effect may report
+// nothing), that what it delivered to other machines is among its sends in
+// their order, that an action without an effect raised and delivered
+// nothing, and that the events machines' observers deliver are declared
+// `external`. A script fails on what its engine did; TestMain fails on what
+// other tests' engines did and prints the runs checked per action (with
+// the whole package, or -v).
+//
 // # Usage
 //
 //	e, err := engine.New(engine.Config{Runtime: rt, NodeName: node, RootDir: "/var/lib/speclet"})

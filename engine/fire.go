@@ -69,8 +69,15 @@ type step[S, E, A, G fsm.Enum, B owner] struct {
 // be nil. taken runs after the transition, before the step's actions, in
 // registration order; ran after the actions (st.results); refused when the
 // machine took no transition (st.err).
+//
+// scope, when set, returns the context that the hooks of a step taken
+// (i < 0, called once before they run) or its action i (called right
+// before it runs) run under. The engine's observers set none; the effects
+// test (effects_test.go) marks by it which action or which machine's hooks
+// deliver an event to another machine, and where each action begins.
 type observer[S, E, A, G fsm.Enum, B owner] struct {
 	taken, ran, refused hook[S, E, A, G, B]
+	scope               func(ctx context.Context, st *step[S, E, A, G, B], i int) context.Context
 }
 
 // fire delivers ev to m and then every event the actions raise (r.queue),
@@ -104,20 +111,21 @@ func fire[S, E, A, G fsm.Enum, B owner](ctx context.Context, m fsm.Machine[S, E,
 		if fs.Entered() {
 			r.since = st.at
 		}
-		notify(ctx, r.observers, st, func(o *observer[S, E, A, G, B]) hook[S, E, A, G, B] { return o.taken })
+		hctx := scoped(ctx, r.observers, st, -1)
+		notify(hctx, r.observers, st, func(o *observer[S, E, A, G, B]) hook[S, E, A, G, B] { return o.taken })
 		// The step's actions slice is the machine's buffer, valid until
 		// the next Fire; an action may fire this machine again.
 		actions := append([]A(nil), fs.Actions...)
 		st.Actions = actions
-		for _, a := range actions {
+		for i, a := range actions {
 			res := ActionResult{Action: a.String()}
-			if err := m.Run(ctx, a); err != nil {
+			if err := m.Run(scoped(ctx, r.observers, st, i), a); err != nil {
 				res.Error = err.Error()
 				e.log.Warn("action failed", append(r.owner.logAttrs(), "machine", fs.Machine, "action", a.String(), "err", err)...)
 			}
 			st.results = append(st.results, res)
 		}
-		notify(ctx, r.observers, st, func(o *observer[S, E, A, G, B]) hook[S, E, A, G, B] { return o.ran })
+		notify(hctx, r.observers, st, func(o *observer[S, E, A, G, B]) hook[S, E, A, G, B] { return o.ran })
 		r.spare = st
 	}
 }
@@ -133,4 +141,16 @@ func notify[S, E, A, G fsm.Enum, B owner](ctx context.Context, obs []observer[S,
 			h(ctx, st)
 		}
 	}
+}
+
+// scoped returns ctx under the scope of each observer that sets one, in
+// order (observer.scope): the context of the hooks of st (i < 0) or of its
+// action i.
+func scoped[S, E, A, G fsm.Enum, B owner](ctx context.Context, obs []observer[S, E, A, G, B], st *step[S, E, A, G, B], i int) context.Context {
+	for k := range obs {
+		if s := obs[k].scope; s != nil {
+			ctx = s(ctx, st, i)
+		}
+	}
+	return ctx
 }

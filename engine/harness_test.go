@@ -328,6 +328,7 @@ func (h *scriptHarness) stop() {
 		if err != nil {
 			h.t.Errorf("Run: %v", err)
 		}
+		failEffects(h.t, h.eng) // effects_test.go
 	case <-time.After(10 * time.Second):
 		h.t.Errorf("Run did not return 10 s after its context ended")
 	}

@@ -162,14 +162,20 @@ func (s *podState) StopSandbox(ctx context.Context) error {
 	return s.sandbox.err
 }
 
-// RemovePod removes every sandbox the pod had from the runtime, which
-// removes their containers with them (the CRI contract of
-// RemovePodSandbox; every container instance is created in one of them).
-// Raises cleanup_done when all calls succeeded, after delivering removed to
-// every container and the sandbox.
+// RemovePod unmounts the pod's volumes (its containers are stopped with
+// their sandbox, as kubelet's volume manager unmounts a terminated pod's),
+// then removes every sandbox the pod had from the runtime, which removes
+// their containers with them (the CRI contract of RemovePodSandbox; every
+// container instance is created in one of them). Raises cleanup_done when
+// all calls succeeded, after delivering removed to every container and the
+// sandbox. A failure delivers and raises nothing (system.hcl's effect: it
+// fails before any effect), so the retry finds the sandbox still stopped.
 func (s *podState) RemovePod(ctx context.Context) error {
 	if s.sandbox.machine.State() != fsm.SandboxStateStopped {
 		return errors.New("sandbox not stopped yet")
+	}
+	if err := fsm.RunPodAction(ctx, s, fsm.PodActionUnmountVolumes); err != nil {
+		return err
 	}
 	var errs []error
 	for _, id := range s.sandbox.ids {
@@ -189,9 +195,6 @@ func (s *podState) RemovePod(ctx context.Context) error {
 		s.e.pleg.ForgetSandbox(id)
 	}
 	s.sandbox.fire(ctx, fsm.SandboxEventRemoved)
-	if err := fsm.RunPodAction(ctx, s, fsm.PodActionUnmountVolumes); err != nil {
-		return err
-	}
 	s.raise(fsm.PodEventCleanupDone)
 	return nil
 }

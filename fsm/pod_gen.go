@@ -14,7 +14,7 @@ const PodMachineName = "pod"
 
 // PodSpecSHA256 is the SHA-256 of spec/pod.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const PodSpecSHA256 = "9e6ae3bf199493fbce8448a6db154ed0c6aa69f6864dc9d8c1b78329963ad0c3"
+const PodSpecSHA256 = "b73349ac53ddee5d4f439d4be56c3e03ab8c14e9ee9b553be31e2e288ecf36b8"
 
 // PodState is a state of the pod machine.
 //
@@ -299,10 +299,11 @@ const (
 	PodActionKillContainers
 	// PodActionStopSandbox: Deliver stop to the sandbox machine.
 	PodActionStopSandbox
-	// PodActionRemovePod: Remove every sandbox of the pod from the runtime, their
-	// containers with them (idempotent), deliver removed to the container and
-	// sandbox machines, then run unmount_volumes. Reports cleanup_done when every
-	// call succeeded.
+	// PodActionRemovePod: Run unmount_volumes (the containers are stopped), then
+	// remove every sandbox of the pod from the runtime, their containers with
+	// them (idempotent), and deliver removed to the container and sandbox
+	// machines. Reports cleanup_done when every call succeeded; a failure
+	// delivers nothing, so the retry finds the sandbox still stopped.
 	PodActionRemovePod
 	// PodActionReleaseName: Leave the static pod full name's queue; the next UID
 	// waiting for it gets name_free. It fails, freeing nothing, while a sandbox
@@ -410,10 +411,11 @@ type PodActions interface {
 	KillContainers(ctx context.Context) error
 	// StopSandbox: Deliver stop to the sandbox machine.
 	StopSandbox(ctx context.Context) error
-	// RemovePod: Remove every sandbox of the pod from the runtime, their
-	// containers with them (idempotent), deliver removed to the container and
-	// sandbox machines, then run unmount_volumes. Reports cleanup_done when every
-	// call succeeded.
+	// RemovePod: Run unmount_volumes (the containers are stopped), then remove
+	// every sandbox of the pod from the runtime, their containers with them
+	// (idempotent), and deliver removed to the container and sandbox machines.
+	// Reports cleanup_done when every call succeeded; a failure delivers nothing,
+	// so the retry finds the sandbox still stopped.
 	// CRI: RemovePodSandbox.
 	// Runs itself: unmount_volumes.
 	RemovePod(ctx context.Context) error

@@ -102,7 +102,7 @@ machine "pod" {
     doc = "Deliver stop to the sandbox machine."
   }
   action "remove_pod" {
-    doc = "Remove every sandbox of the pod from the runtime, their containers with them (idempotent), deliver removed to the container and sandbox machines, then run unmount_volumes. Reports cleanup_done when every call succeeded."
+    doc = "Run unmount_volumes (the containers are stopped), then remove every sandbox of the pod from the runtime, their containers with them (idempotent), and deliver removed to the container and sandbox machines. Reports cleanup_done when every call succeeded; a failure delivers nothing, so the retry finds the sandbox still stopped."
     cri   = ["RemovePodSandbox"]
     calls = [action.unmount_volumes]
   }
