@@ -86,6 +86,11 @@ func recordContainerEvent(_ context.Context, st *ctrStep) {
 		}
 		c.event(eventWarning, "BackOff", "Back-off restarting failed container %s in pod %s_%s(%s)", c.name, c.p.pod.Name, c.p.pod.Namespace, c.p.pod.UID)
 	case fsm.ContainerStatePullBackoff:
+		if st.From != fsm.ContainerStatePulling {
+			// ErrImageNeverPull or ImageInspectError from
+			// checking_image: kubelet backs off failed pulls only.
+			return
+		}
 		c.event(eventNormal, "BackOff", "Back-off pulling image %q", c.spec.Image)
 	}
 }
