@@ -36,9 +36,10 @@ const (
 )
 
 // Every event is recorded from a spec action (the action that met the
-// outcome: pull_image, create_container, start_container, stop_container's
-// preStop, run_sandbox, the probe result routing) or from a transition
-// (the observers below, registered in observe.go); never from a side path.
+// outcome: check_image, refuse_never_pull, pull_image, create_container,
+// start_container, stop_container's preStop, run_sandbox, the probe result
+// routing) or from a transition (the observers below, registered in
+// observe.go); never from a side path.
 
 // nodeEvent records an event about the node.
 func (e *Engine) nodeEvent(eventType, reason, format string, args ...any) {
