@@ -119,7 +119,7 @@ func (c *ctrState) enterHook(ctx context.Context, s fsm.ContainerState) {
 	}
 	c.probe.containerEntered(ctx, s)
 	switch s {
-	case fsm.ContainerStatePulling, fsm.ContainerStateCreating, fsm.ContainerStateStarting, fsm.ContainerStateRunning:
+	case fsm.ContainerStateCheckingImage, fsm.ContainerStatePulling, fsm.ContainerStateCreating, fsm.ContainerStateStarting, fsm.ContainerStateRunning:
 		c.waitingReason, c.waitingMessage = "", ""
 	case fsm.ContainerStatePullBackoff:
 		if c.waitingReason == ReasonErrImagePull {

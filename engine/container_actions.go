@@ -7,10 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/cri"
@@ -18,112 +16,6 @@ import (
 	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/fsm"
 )
-
-// PullImage makes sure the image is present: ImageStatus, then PullImage
-// when it is missing or the policy is Always (never under Never); raises
-// pull_ok or pull_failed.
-func (c *ctrState) PullImage(ctx context.Context) error {
-	policy := podspec.PullPolicy(c.spec)
-	if policy != v1.PullAlways {
-		ref, err := imagePresent(ctx, c.p.e.rt, c.spec.Image)
-		if err == nil && ref != "" {
-			c.imageRef = ref
-			c.event(eventNormal, "Pulled", "Container image %q already present on machine", c.spec.Image)
-			c.raise(fsm.ContainerEventPullOk)
-			return nil
-		}
-		if policy == v1.PullNever {
-			c.waitingReason = ReasonErrImageNeverPull
-			c.waitingMessage = fmt.Sprintf("Container image %q is not present with pull policy of Never", c.spec.Image)
-			c.event(eventWarning, ReasonErrImageNeverPull, "%s", c.waitingMessage)
-			c.raise(fsm.ContainerEventPullFailed)
-			return nil
-		}
-	}
-	t0 := c.p.e.clock.Now()
-	c.event(eventNormal, "Pulling", "Pulling image %q", c.spec.Image)
-	ref, err := pullImage(ctx, c.p.e.rt, c.spec.Image, c.pullCredentials(ctx), c.p.sandbox.cfg)
-	if err == nil {
-		d := c.p.e.clock.Since(t0)
-		c.p.e.metrics.imagePulled(d)
-		c.p.w.mu.Lock()
-		c.p.pullTime += d
-		c.p.w.mu.Unlock()
-	}
-	if err != nil {
-		c.waitingReason, c.waitingMessage = ReasonErrImagePull, err.Error()
-		c.pullFailedAt = c.p.e.clock.Now()
-		c.event(eventWarning, "Failed", "Failed to pull image %q: %v", c.spec.Image, err)
-		c.raise(fsm.ContainerEventPullFailed)
-		return err
-	}
-	c.imageRef = ref
-	c.event(eventNormal, "Pulled", "Successfully pulled image %q in %s", c.spec.Image, c.p.e.clock.Since(t0).Round(time.Millisecond))
-	c.p.e.pullBackoff.Reset(c.backoffKey())
-	c.raise(fsm.ContainerEventPullOk)
-	return nil
-}
-
-// pullCredentials are the credentials of the pod's imagePullSecrets for
-// its image (engine/podspec.PullCredentials). A secret that cannot be read
-// is left out with kubelet's FailedToRetrieveImagePullSecret event, and
-// the pull goes on with the others (or none), as under kubelet.
-func (c *ctrState) pullCredentials(ctx context.Context) []*runtimeapi.AuthConfig {
-	refs := c.p.pod.Spec.ImagePullSecrets
-	if len(refs) == 0 {
-		return nil
-	}
-	var secrets []*v1.Secret
-	var failed []string
-	for _, ref := range refs {
-		if ref.Name == "" {
-			continue
-		}
-		api := c.p.e.cfg.VolumeAPI
-		if api == nil {
-			failed = append(failed, ref.Name)
-			continue
-		}
-		s, err := api.GetSecret(ctx, c.p.pod.Namespace, ref.Name)
-		if err != nil {
-			c.p.e.log.Info("Unable to retrieve pull secret, the image pull may not succeed", "pod", c.p.key(), "secret", ref.Name, "err", err)
-			failed = append(failed, ref.Name)
-			continue
-		}
-		secrets = append(secrets, s)
-	}
-	if len(failed) > 0 {
-		c.p.event(eventWarning, "FailedToRetrieveImagePullSecret", "Unable to retrieve some image pull secrets (%s); attempting to pull the image may not succeed.", strings.Join(failed, ", "))
-	}
-	auths, err := podspec.PullCredentials(c.spec.Image, secrets)
-	if err != nil {
-		c.p.e.log.Warn("image pull secrets", "pod", c.p.key(), "err", err)
-		c.p.event(eventWarning, "FailedToRetrieveImagePullSecret", "%v", err)
-		return nil
-	}
-	return auths
-}
-
-// RefuseImage reports InvalidImageName with kubelet's message, and its
-// InspectFailed warning event when the reason is new (kubelet records one
-// at each sync; the event recorder folds the repeats).
-func (c *ctrState) RefuseImage(context.Context) error {
-	err := podspec.ImageNameError(c.spec.Image)
-	if err == nil {
-		return nil
-	}
-	if c.waitingReason != ReasonInvalidImageName || c.waitingMessage != err.Error() {
-		c.event(eventWarning, "InspectFailed", "%v", err)
-	}
-	c.waitingReason, c.waitingMessage = ReasonInvalidImageName, err.Error()
-	return nil
-}
-
-// CountPullFailure advances the image pull backoff.
-func (c *ctrState) CountPullFailure(context.Context) error {
-	c.p.e.pullBackoff.Next(c.backoffKey())
-	return nil
-}
 
 // CountRestart advances the CrashLoopBackOff. The restarting choice skips
 // it after a probe kill of a container's first instance (FirstProbeKill).

@@ -34,9 +34,11 @@
 //     the grace period that only shortens.
 //   - sandbox.go: the sandbox machine's (RunSandbox, CheckSandbox,
 //     StopSandbox; recreate_forbidden).
-//   - container.go: the container machine's (PullImage, CreateContainer,
+//   - container.go, container_actions.go, image_actions.go: the container
+//     machine's (CheckImage, RefuseNeverPull, PullImage, CreateContainer,
 //     StartContainer, StopContainer, RecordExit, RemoveContainer, the
-//     count_* backoff actions; start_blocked, restart_allowed, spec_changed).
+//     count_* backoff actions; start_blocked, restart_allowed, spec_changed,
+//     pull_always, pull_never).
 //   - hooks.go: postStart and preStop handlers (exec, httpGet).
 //   - nodegc.go: the node machine (spec/node.hcl) on its own goroutine,
 //     through the same fire loop:
@@ -121,9 +123,9 @@
 // pod's worker goroutine and report their outcome as the events the spec
 // names (sync_ok, pull_failed, exit_recorded, ...), fired after the step's
 // actions ran, never from inside a looplab callback. So the in-flight
-// states (syncing, pulling, creating, starting, creating and checking of
-// the sandbox) are left before the worker takes its next input; the spec
-// draws only the rows that can happen that way.
+// states (syncing, checking_image, pulling, creating, starting, creating
+// and checking of the sandbox) are left before the worker takes its next
+// input; the spec draws only the rows that can happen that way.
 //
 // Housekeeping does not resync every pod (at 10,000 pods that would be
 // 5,000 syncs a second) and is no input of any machine (spec/routes.hcl):

@@ -36,9 +36,10 @@ const (
 )
 
 // Every event is recorded from a spec action (the action that met the
-// outcome: pull_image, create_container, start_container, stop_container's
-// preStop, run_sandbox, the probe result routing) or from a transition
-// (the observers below, registered in observe.go); never from a side path.
+// outcome: check_image, refuse_never_pull, pull_image, create_container,
+// start_container, stop_container's preStop, run_sandbox, the probe result
+// routing) or from a transition (the observers below, registered in
+// observe.go); never from a side path.
 
 // nodeEvent records an event about the node.
 func (e *Engine) nodeEvent(eventType, reason, format string, args ...any) {
@@ -86,6 +87,11 @@ func recordContainerEvent(_ context.Context, st *ctrStep) {
 		}
 		c.event(eventWarning, "BackOff", "Back-off restarting failed container %s in pod %s_%s(%s)", c.name, c.p.pod.Name, c.p.pod.Namespace, c.p.pod.UID)
 	case fsm.ContainerStatePullBackoff:
+		if st.From != fsm.ContainerStatePulling {
+			// ErrImageNeverPull or ImageInspectError from
+			// checking_image: kubelet backs off failed pulls only.
+			return
+		}
 		c.event(eventNormal, "BackOff", "Back-off pulling image %q", c.spec.Image)
 	}
 }

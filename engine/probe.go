@@ -131,7 +131,7 @@ func (ps *probeState) killed() bool { return ps.machine.State() == fsm.ProbeStat
 // entering state s.
 func (ps *probeState) containerEntered(ctx context.Context, s fsm.ContainerState) {
 	switch s {
-	case fsm.ContainerStatePulling, fsm.ContainerStateCreating, fsm.ContainerStateStarting, fsm.ContainerStateRunning:
+	case fsm.ContainerStateCheckingImage, fsm.ContainerStatePulling, fsm.ContainerStateCreating, fsm.ContainerStateStarting, fsm.ContainerStateRunning:
 		if ps.killed() {
 			ps.fire(ctx, fsm.ProbeEventContainerStarting)
 		}

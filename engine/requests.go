@@ -126,19 +126,6 @@ func runtimeAnnotations(pod map[string]string) map[string]string {
 	return ann
 }
 
-// imagePresent reports the image reference (id) of c's image if the runtime
-// has it, or "".
-func imagePresent(ctx context.Context, rt cri.Runtime, image string) (string, error) {
-	img, err := rt.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: image})
-	if err != nil {
-		return "", fmt.Errorf("image status %q: %w", image, err)
-	}
-	if img == nil {
-		return "", nil
-	}
-	return img.Id, nil
-}
-
 // pullImage pulls image and returns its reference: without credentials
 // when auths is empty, else with each in turn until one succeeds (kubelet's
 // order); the error lists every attempt's.

@@ -33,11 +33,11 @@ func BenchmarkFire(b *testing.B) {
 	})
 	b.Run("container/restart_cycle", func(b *testing.B) {
 		// running -died-> exited -exit_recorded-> (deciding, choice)
-		// crashloop_backoff -backoff_done-> waiting -start-> pulling
-		// -pull_ok-> creating -created-> starting -started-> running.
+		// crashloop_backoff -backoff_done-> waiting -start-> checking_image
+		// -image_present-> creating -created-> starting -started-> running.
 		m := NewContainerMachineAt(ContainerStateRunning, guards{"restart_allowed": true})
 		evs := [7]ContainerEvent{ContainerEventDied, ContainerEventExitRecorded, ContainerEventBackoffDone,
-			ContainerEventStart, ContainerEventPullOk, ContainerEventCreated, ContainerEventStarted}
+			ContainerEventStart, ContainerEventImagePresent, ContainerEventCreated, ContainerEventStarted}
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
 			if _, err := m.Fire(evs[i%len(evs)]); err != nil {

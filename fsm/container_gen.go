@@ -14,7 +14,7 @@ const ContainerMachineName = "container"
 
 // ContainerSpecSHA256 is the SHA-256 of spec/container.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ContainerSpecSHA256 = "27e20a6293c34077e772198a67ba444f2552caf92109cff7fbb1150aa17d124a"
+const ContainerSpecSHA256 = "0a081c150a2d6099c4d1936ec8537cd86e4651bec7cd4828353003fbb61fd5a7"
 
 // ContainerState is a state of the container machine.
 //
@@ -26,10 +26,13 @@ const (
 	// ContainerStateWaiting: Not started yet, or waiting for the next attempt
 	// after a backoff.
 	ContainerStateWaiting ContainerState = iota
-	// ContainerStatePulling: The image check and, when needed, PullImage run.
+	// ContainerStateCheckingImage: ImageStatus runs: is the image on the node?
+	ContainerStateCheckingImage
+	// ContainerStatePulling: PullImage runs.
 	ContainerStatePulling
 	// ContainerStatePullBackoff: ErrImagePull, then ImagePullBackOff (or
-	// ErrImageNeverPull): wait, then let the next sync try again.
+	// ErrImageNeverPull, ImageInspectError): wait, then let the next sync try
+	// again.
 	ContainerStatePullBackoff
 	// ContainerStateCreating: CreateContainer runs.
 	ContainerStateCreating
@@ -61,12 +64,12 @@ const (
 )
 
 // ContainerStates lists every state of the container machine in spec order.
-var ContainerStates = []ContainerState{ContainerStateWaiting, ContainerStatePulling, ContainerStatePullBackoff, ContainerStateCreating, ContainerStateStarting, ContainerStateRunning, ContainerStateStopping, ContainerStateExited, ContainerStateDeciding, ContainerStateRestarting, ContainerStateCrashloopBackoff, ContainerStateTerminated, ContainerStateRemoved}
+var ContainerStates = []ContainerState{ContainerStateWaiting, ContainerStateCheckingImage, ContainerStatePulling, ContainerStatePullBackoff, ContainerStateCreating, ContainerStateStarting, ContainerStateRunning, ContainerStateStopping, ContainerStateExited, ContainerStateDeciding, ContainerStateRestarting, ContainerStateCrashloopBackoff, ContainerStateTerminated, ContainerStateRemoved}
 
 // ContainerInitialState is the state a new machine starts in.
 const ContainerInitialState = ContainerStateWaiting
 
-var containerStateNames = [...]string{"waiting", "pulling", "pull_backoff", "creating", "starting", "running", "stopping", "exited", "deciding", "restarting", "crashloop_backoff", "terminated", "removed"}
+var containerStateNames = [...]string{"waiting", "checking_image", "pulling", "pull_backoff", "creating", "starting", "running", "stopping", "exited", "deciding", "restarting", "crashloop_backoff", "terminated", "removed"}
 
 // String returns the state's name in the spec.
 func (s ContainerState) String() string {
@@ -90,6 +93,8 @@ func ParseContainerState(name string) (ContainerState, bool) {
 	switch name {
 	case "waiting":
 		return ContainerStateWaiting, true
+	case "checking_image":
+		return ContainerStateCheckingImage, true
 	case "pulling":
 		return ContainerStatePulling, true
 	case "pull_backoff":
@@ -127,10 +132,19 @@ const (
 	ContainerEventStart ContainerEvent = iota
 	// ContainerEventUpdate: sync_pod delivers the newest pod spec.
 	ContainerEventUpdate
-	// ContainerEventPullOk: pull_image found the image present or pulled it.
+	// ContainerEventImagePresent: check_image found the image on the node
+	// (ImageStatus): it is used as it is, kubelet's Pulled event "already present
+	// on machine".
+	ContainerEventImagePresent
+	// ContainerEventImageMissing: check_image did not find the image on the node
+	// (ImageStatus returned none).
+	ContainerEventImageMissing
+	// ContainerEventImageCheckFailed: ImageStatus failed (kubelet's
+	// ImageInspectError): neither pulled nor used.
+	ContainerEventImageCheckFailed
+	// ContainerEventPullOk: pull_image pulled the image.
 	ContainerEventPullOk
-	// ContainerEventPullFailed: pull_image failed (ErrImagePull), or the image is
-	// missing under pull policy Never (ErrImageNeverPull).
+	// ContainerEventPullFailed: PullImage failed (ErrImagePull).
 	ContainerEventPullFailed
 	// ContainerEventCreated: CreateContainer returned a container ID.
 	ContainerEventCreated
@@ -174,9 +188,9 @@ const (
 )
 
 // ContainerEvents lists every event of the container machine in spec order.
-var ContainerEvents = []ContainerEvent{ContainerEventStart, ContainerEventUpdate, ContainerEventPullOk, ContainerEventPullFailed, ContainerEventCreated, ContainerEventCreateFailed, ContainerEventStateUnknown, ContainerEventStarted, ContainerEventStartFailed, ContainerEventPostStartFailed, ContainerEventDied, ContainerEventExitRecorded, ContainerEventBackoffDone, ContainerEventKill, ContainerEventSandboxDied, ContainerEventLivenessFailed, ContainerEventStopped, ContainerEventGraceExpired, ContainerEventRemoved}
+var ContainerEvents = []ContainerEvent{ContainerEventStart, ContainerEventUpdate, ContainerEventImagePresent, ContainerEventImageMissing, ContainerEventImageCheckFailed, ContainerEventPullOk, ContainerEventPullFailed, ContainerEventCreated, ContainerEventCreateFailed, ContainerEventStateUnknown, ContainerEventStarted, ContainerEventStartFailed, ContainerEventPostStartFailed, ContainerEventDied, ContainerEventExitRecorded, ContainerEventBackoffDone, ContainerEventKill, ContainerEventSandboxDied, ContainerEventLivenessFailed, ContainerEventStopped, ContainerEventGraceExpired, ContainerEventRemoved}
 
-var containerEventNames = [...]string{"start", "update", "pull_ok", "pull_failed", "created", "create_failed", "state_unknown", "started", "start_failed", "post_start_failed", "died", "exit_recorded", "backoff_done", "kill", "sandbox_died", "liveness_failed", "stopped", "grace_expired", "removed"}
+var containerEventNames = [...]string{"start", "update", "image_present", "image_missing", "image_check_failed", "pull_ok", "pull_failed", "created", "create_failed", "state_unknown", "started", "start_failed", "post_start_failed", "died", "exit_recorded", "backoff_done", "kill", "sandbox_died", "liveness_failed", "stopped", "grace_expired", "removed"}
 
 // String returns the event's name in the spec.
 func (e ContainerEvent) String() string {
@@ -193,6 +207,12 @@ func ParseContainerEvent(name string) (ContainerEvent, bool) {
 		return ContainerEventStart, true
 	case "update":
 		return ContainerEventUpdate, true
+	case "image_present":
+		return ContainerEventImagePresent, true
+	case "image_missing":
+		return ContainerEventImageMissing, true
+	case "image_check_failed":
+		return ContainerEventImageCheckFailed, true
 	case "pull_ok":
 		return ContainerEventPullOk, true
 	case "pull_failed":
@@ -253,6 +273,12 @@ const (
 	// ContainerGuardImageInvalid: The image reference does not parse (kubelet's
 	// InvalidImageName): no pull is tried.
 	ContainerGuardImageInvalid
+	// ContainerGuardPullAlways: The container's imagePullPolicy is Always: pull
+	// at every start without looking for the image first.
+	ContainerGuardPullAlways
+	// ContainerGuardPullNever: The container's imagePullPolicy is Never: an image
+	// missing from the node is never pulled (ErrImageNeverPull).
+	ContainerGuardPullNever
 	// ContainerGuardFirstProbeKill: The probe machine of the container is in
 	// killed (a failed liveness or startup probe killed this instance) and the
 	// instance is the container's first (no earlier exit): kubelet's doBackOff,
@@ -265,7 +291,7 @@ const (
 	ContainerGuardSpecChanged
 )
 
-var containerGuardNames = [...]string{"pod_terminating", "start_blocked", "restart_allowed", "image_invalid", "first_probe_kill", "spec_changed"}
+var containerGuardNames = [...]string{"pod_terminating", "start_blocked", "restart_allowed", "image_invalid", "pull_always", "pull_never", "first_probe_kill", "spec_changed"}
 
 // String returns the guard's name in the spec.
 func (g ContainerGuard) String() string {
@@ -294,6 +320,12 @@ type ContainerGuards interface {
 	// ImageInvalid: The image reference does not parse (kubelet's
 	// InvalidImageName): no pull is tried.
 	ImageInvalid() bool
+	// PullAlways: The container's imagePullPolicy is Always: pull at every start
+	// without looking for the image first.
+	PullAlways() bool
+	// PullNever: The container's imagePullPolicy is Never: an image missing from
+	// the node is never pulled (ErrImageNeverPull).
+	PullNever() bool
 	// FirstProbeKill: The probe machine of the container is in killed (a failed
 	// liveness or startup probe killed this instance) and the instance is the
 	// container's first (no earlier exit): kubelet's doBackOff, reading the
@@ -316,6 +348,10 @@ func containerGuard(g ContainerGuards, which ContainerGuard) bool {
 		return g.RestartAllowed()
 	case ContainerGuardImageInvalid:
 		return g.ImageInvalid()
+	case ContainerGuardPullAlways:
+		return g.PullAlways()
+	case ContainerGuardPullNever:
+		return g.PullNever()
 	case ContainerGuardFirstProbeKill:
 		return g.FirstProbeKill()
 	case ContainerGuardSpecChanged:
@@ -330,15 +366,25 @@ type ContainerAction uint8
 
 // Actions of the container machine, in spec order.
 const (
-	// ContainerActionPullImage: ImageStatus; PullImage when the image is missing
-	// or the pull policy is Always, unless the policy is Never
-	// (ErrImageNeverPull). Reports pull_ok or pull_failed.
-	ContainerActionPullImage ContainerAction = iota
+	// ContainerActionCheckImage: ImageStatus of the container's image; records a
+	// present image's ID as the container's image and its Pulled event "Container
+	// image ... already present on machine". Reports image_present,
+	// image_missing, or image_check_failed (ImageInspectError, its InspectFailed
+	// warning event).
+	ContainerActionCheckImage ContainerAction = iota
+	// ContainerActionPullImage: PullImage with the pod's pull credentials
+	// (Pulling, then Pulled "Successfully pulled" or Failed); records the image
+	// ID. Reports pull_ok or pull_failed (ErrImagePull).
+	ContainerActionPullImage
+	// ContainerActionRefuseNeverPull: Report ErrImageNeverPull with kubelet's
+	// message and warning event: the image is missing and the pull policy is
+	// Never; no runtime call.
+	ContainerActionRefuseNeverPull
 	// ContainerActionRefuseImage: Report InvalidImageName with kubelet's message,
 	// and its InspectFailed warning event once per reference; no runtime call.
 	ContainerActionRefuseImage
 	// ContainerActionCountPullFailure: Advance the image pull backoff of the
-	// container.
+	// container: a pull failed (kubelet advances it for failed pulls only).
 	ContainerActionCountPullFailure
 	// ContainerActionCreateContainer: Create the container in the pod sandbox,
 	// after ImageStatus for the image's user when it must run as non-root and
@@ -367,7 +413,7 @@ const (
 	ContainerActionRemoveContainer
 )
 
-var containerActionNames = [...]string{"pull_image", "refuse_image", "count_pull_failure", "create_container", "start_container", "stop_container", "force_stop_container", "record_exit", "count_restart", "remove_container"}
+var containerActionNames = [...]string{"check_image", "pull_image", "refuse_never_pull", "refuse_image", "count_pull_failure", "create_container", "start_container", "stop_container", "force_stop_container", "record_exit", "count_restart", "remove_container"}
 
 // String returns the action's name in the spec.
 func (a ContainerAction) String() string {
@@ -379,7 +425,9 @@ func (a ContainerAction) String() string {
 
 // ContainerActionCRI lists, per action, the CRI methods the spec says it calls.
 var ContainerActionCRI = [...][]string{
-	ContainerActionPullImage:          {"ImageStatus", "PullImage"},
+	ContainerActionCheckImage:         {"ImageStatus"},
+	ContainerActionPullImage:          {"PullImage"},
+	ContainerActionRefuseNeverPull:    {},
 	ContainerActionRefuseImage:        {},
 	ContainerActionCountPullFailure:   {},
 	ContainerActionCreateContainer:    {"ImageStatus", "CreateContainer"},
@@ -393,13 +441,13 @@ var ContainerActionCRI = [...][]string{
 
 // ContainerActionCalls lists, per action, the actions of this machine the spec
 // says it runs itself (its `calls`); their CRI methods are allowed to it too.
-var ContainerActionCalls = [10][]ContainerAction{}
+var ContainerActionCalls = [12][]ContainerAction{}
 
 // ContainerActionUncancellable lists, per action, the CRI methods of its cri list
 // that the spec says a kill does not cancel (its `uncancellable`), each with
 // the spec's reason. The engine lets these calls run to their end
 // (Uncancellable).
-var ContainerActionUncancellable = [10]map[string]string{
+var ContainerActionUncancellable = [12]map[string]string{
 	ContainerActionCreateContainer: {"CreateContainer": "A CreateContainer cancelled at the client may still complete in the runtime, leaving a container the machine believes was never created whose name containerd keeps reserved (a retry adopts it: cri.ReservedFor)."},
 	ContainerActionStartContainer:  {"StartContainer": "A StartContainer cancelled at the client may still start the task in the runtime (containerd starts it, then drops the cancelled request), leaving a running container the machine believes never started, which later blocks RemovePodSandbox (cannot delete running task). The postStart hook's ExecSync stays cancellable."},
 }
@@ -407,7 +455,9 @@ var ContainerActionUncancellable = [10]map[string]string{
 // containerActionTags are the context tags RunContainerAction puts on the
 // context of the action it runs (see WithAction and Uncancellable).
 var containerActionTags = [...]actionTag{
+	ContainerActionCheckImage:         {machine: "container", action: "check_image"},
 	ContainerActionPullImage:          {machine: "container", action: "pull_image"},
+	ContainerActionRefuseNeverPull:    {machine: "container", action: "refuse_never_pull"},
 	ContainerActionRefuseImage:        {machine: "container", action: "refuse_image"},
 	ContainerActionCountPullFailure:   {machine: "container", action: "count_pull_failure"},
 	ContainerActionCreateContainer:    {machine: "container", action: "create_container", uncancellable: []string{"CreateContainer"}},
@@ -432,15 +482,26 @@ func (a ContainerAction) Tag(ctx context.Context) context.Context {
 // implements it on its per-container object and runs the actions a Step
 // returns, in order, outside the machine.
 type ContainerActions interface {
-	// PullImage: ImageStatus; PullImage when the image is missing or the pull
-	// policy is Always, unless the policy is Never (ErrImageNeverPull). Reports
-	// pull_ok or pull_failed.
-	// CRI: ImageStatus, PullImage.
+	// CheckImage: ImageStatus of the container's image; records a present image's
+	// ID as the container's image and its Pulled event "Container image ...
+	// already present on machine". Reports image_present, image_missing, or
+	// image_check_failed (ImageInspectError, its InspectFailed warning event).
+	// CRI: ImageStatus.
+	CheckImage(ctx context.Context) error
+	// PullImage: PullImage with the pod's pull credentials (Pulling, then Pulled
+	// "Successfully pulled" or Failed); records the image ID. Reports pull_ok or
+	// pull_failed (ErrImagePull).
+	// CRI: PullImage.
 	PullImage(ctx context.Context) error
+	// RefuseNeverPull: Report ErrImageNeverPull with kubelet's message and
+	// warning event: the image is missing and the pull policy is Never; no
+	// runtime call.
+	RefuseNeverPull(ctx context.Context) error
 	// RefuseImage: Report InvalidImageName with kubelet's message, and its
 	// InspectFailed warning event once per reference; no runtime call.
 	RefuseImage(ctx context.Context) error
-	// CountPullFailure: Advance the image pull backoff of the container.
+	// CountPullFailure: Advance the image pull backoff of the container: a pull
+	// failed (kubelet advances it for failed pulls only).
 	CountPullFailure(ctx context.Context) error
 	// CreateContainer: Create the container in the pod sandbox, after ImageStatus
 	// for the image's user when it must run as non-root and names none; reports
@@ -484,8 +545,12 @@ type ContainerActions interface {
 func RunContainerAction(ctx context.Context, impl ContainerActions, a ContainerAction) error {
 	ctx = a.Tag(ctx)
 	switch a {
+	case ContainerActionCheckImage:
+		return impl.CheckImage(ctx)
 	case ContainerActionPullImage:
 		return impl.PullImage(ctx)
+	case ContainerActionRefuseNeverPull:
+		return impl.RefuseNeverPull(ctx)
 	case ContainerActionRefuseImage:
 		return impl.RefuseImage(ctx)
 	case ContainerActionCountPullFailure:
@@ -517,8 +582,9 @@ const (
 	// ContainerDurationCrashloop: CrashLoopBackOff: the first restart is
 	// immediate, then 10 s doubling to 300 s, reset after 10 min without failure.
 	ContainerDurationCrashloop ContainerDuration = iota
-	// ContainerDurationImagePullBackoff: ImagePullBackOff and ErrImageNeverPull
-	// retry: 10 s doubling to 300 s.
+	// ContainerDurationImagePullBackoff: The wait in pull_backoff: 10 s doubling
+	// to 300 s over failed pulls (ImagePullBackOff); after ErrImageNeverPull or
+	// ImageInspectError the delay the next failed pull would get, not advanced.
 	ContainerDurationImagePullBackoff
 	// ContainerDurationGracePeriod: The effective termination grace period of the
 	// pod (only shortens), plus 2 s for the runtime to report the kill.
@@ -557,8 +623,9 @@ type ContainerDurations interface {
 	// Crashloop: CrashLoopBackOff: the first restart is immediate, then 10 s
 	// doubling to 300 s, reset after 10 min without failure.
 	Crashloop() time.Duration
-	// ImagePullBackoff: ImagePullBackOff and ErrImageNeverPull retry: 10 s
-	// doubling to 300 s.
+	// ImagePullBackoff: The wait in pull_backoff: 10 s doubling to 300 s over
+	// failed pulls (ImagePullBackOff); after ErrImageNeverPull or
+	// ImageInspectError the delay the next failed pull would get, not advanced.
 	ImagePullBackoff() time.Duration
 	// GracePeriod: The effective termination grace period of the pod (only
 	// shortens), plus 2 s for the runtime to report the kill.
@@ -586,10 +653,15 @@ type ContainerTransition = Transition[ContainerState, ContainerEvent, ContainerA
 var ContainerTransitionTable = []ContainerTransition{
 	{From: ContainerStateWaiting, Event: ContainerEventStart, Guard: ContainerGuardStartBlocked, HasGuard: true, To: ContainerStateWaiting, Internal: true},
 	{From: ContainerStateWaiting, Event: ContainerEventStart, Guard: ContainerGuardImageInvalid, HasGuard: true, To: ContainerStateWaiting, Internal: true, Actions: []ContainerAction{ContainerActionRefuseImage}},
-	{From: ContainerStateWaiting, Event: ContainerEventStart, To: ContainerStatePulling},
+	{From: ContainerStateWaiting, Event: ContainerEventStart, Guard: ContainerGuardPullAlways, HasGuard: true, To: ContainerStatePulling},
+	{From: ContainerStateWaiting, Event: ContainerEventStart, To: ContainerStateCheckingImage},
 	{From: ContainerStateWaiting, Event: ContainerEventKill, To: ContainerStateTerminated},
+	{From: ContainerStateCheckingImage, Event: ContainerEventImagePresent, To: ContainerStateCreating},
+	{From: ContainerStateCheckingImage, Event: ContainerEventImageMissing, Guard: ContainerGuardPullNever, HasGuard: true, To: ContainerStatePullBackoff, Actions: []ContainerAction{ContainerActionRefuseNeverPull}},
+	{From: ContainerStateCheckingImage, Event: ContainerEventImageMissing, To: ContainerStatePulling},
+	{From: ContainerStateCheckingImage, Event: ContainerEventImageCheckFailed, To: ContainerStatePullBackoff},
 	{From: ContainerStatePulling, Event: ContainerEventPullOk, To: ContainerStateCreating},
-	{From: ContainerStatePulling, Event: ContainerEventPullFailed, To: ContainerStatePullBackoff},
+	{From: ContainerStatePulling, Event: ContainerEventPullFailed, To: ContainerStatePullBackoff, Actions: []ContainerAction{ContainerActionCountPullFailure}},
 	{From: ContainerStatePullBackoff, Event: ContainerEventBackoffDone, To: ContainerStateWaiting},
 	{From: ContainerStatePullBackoff, Event: ContainerEventStart, To: ContainerStatePullBackoff, Internal: true},
 	{From: ContainerStatePullBackoff, Event: ContainerEventKill, To: ContainerStateTerminated},
@@ -643,9 +715,9 @@ var ContainerKind = Kind[ContainerState, ContainerEvent, ContainerAction, Contai
 }
 
 // ContainerStateEntry lists, per state, the actions run on entering it.
-var ContainerStateEntry = [13][]ContainerAction{
+var ContainerStateEntry = [14][]ContainerAction{
+	ContainerStateCheckingImage:    {ContainerActionCheckImage},
 	ContainerStatePulling:          {ContainerActionPullImage},
-	ContainerStatePullBackoff:      {ContainerActionCountPullFailure},
 	ContainerStateCreating:         {ContainerActionCreateContainer},
 	ContainerStateStarting:         {ContainerActionStartContainer},
 	ContainerStateStopping:         {ContainerActionStopContainer},
@@ -662,31 +734,32 @@ type ContainerTimer struct {
 
 // ContainerStateTimers lists, per state, the timers armed while in it: the engine
 // arms them when a Step enters the state and cancels them when one leaves it.
-var ContainerStateTimers = [13][]ContainerTimer{
+var ContainerStateTimers = [14][]ContainerTimer{
 	ContainerStatePullBackoff:      {{ContainerEventBackoffDone, ContainerDurationImagePullBackoff}},
 	ContainerStateStopping:         {{ContainerEventGraceExpired, ContainerDurationGracePeriod}},
 	ContainerStateCrashloopBackoff: {{ContainerEventBackoffDone, ContainerDurationCrashloop}},
 }
 
 // containerByStateEvent indexes ContainerTransitionTable by (From, Event).
-var containerByStateEvent = [13][][]uint16{
-	ContainerStateWaiting:          {{0, 1, 2}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {3}, nil, nil, nil, nil, nil},
-	ContainerStatePulling:          {nil, nil, {4}, {5}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
-	ContainerStatePullBackoff:      {{7}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {6}, {8}, nil, nil, nil, nil, nil},
-	ContainerStateCreating:         {nil, nil, nil, nil, {9}, {10}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
-	ContainerStateStarting:         {nil, nil, nil, nil, nil, nil, nil, {11}, {12}, {13}, nil, nil, nil, nil, nil, nil, nil, nil, nil},
-	ContainerStateRunning:          {{20}, {18, 19}, nil, nil, nil, nil, nil, {21}, nil, nil, {14}, nil, nil, {16}, {17}, {15}, nil, nil, {22}},
-	ContainerStateStopping:         {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {25}, nil, nil, {26}, nil, nil, {24}, {23}, {27}},
-	ContainerStateExited:           {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {28}, nil, nil, nil, nil, nil, nil, nil},
-	ContainerStateDeciding:         {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
-	ContainerStateRestarting:       {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
-	ContainerStateCrashloopBackoff: {{30}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {29}, {31}, nil, nil, nil, nil, nil},
-	ContainerStateTerminated:       {{35}, nil, nil, nil, nil, nil, {37}, {36}, nil, nil, {34}, nil, nil, {33}, nil, nil, nil, nil, {32}},
-	ContainerStateRemoved:          {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+var containerByStateEvent = [14][][]uint16{
+	ContainerStateWaiting:          {{0, 1, 2, 3}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {4}, nil, nil, nil, nil, nil},
+	ContainerStateCheckingImage:    {nil, nil, {5}, {6, 7}, {8}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStatePulling:          {nil, nil, nil, nil, nil, {9}, {10}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStatePullBackoff:      {{12}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {11}, {13}, nil, nil, nil, nil, nil},
+	ContainerStateCreating:         {nil, nil, nil, nil, nil, nil, nil, {14}, {15}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStateStarting:         {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {16}, {17}, {18}, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStateRunning:          {{25}, {23, 24}, nil, nil, nil, nil, nil, nil, nil, nil, {26}, nil, nil, {19}, nil, nil, {21}, {22}, {20}, nil, nil, {27}},
+	ContainerStateStopping:         {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {30}, nil, nil, {31}, nil, nil, {29}, {28}, {32}},
+	ContainerStateExited:           {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {33}, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStateDeciding:         {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStateRestarting:       {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStateCrashloopBackoff: {{35}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {34}, {36}, nil, nil, nil, nil, nil},
+	ContainerStateTerminated:       {{40}, nil, nil, nil, nil, nil, nil, nil, nil, {42}, {41}, nil, nil, {39}, nil, nil, {38}, nil, nil, nil, nil, {37}},
+	ContainerStateRemoved:          {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
 }
 
 // containerChoicesByState indexes ContainerChoiceTable by State.
-var containerChoicesByState = [13][]uint16{
+var containerChoicesByState = [14][]uint16{
 	ContainerStateDeciding:   {0, 1, 2, 3},
 	ContainerStateRestarting: {4, 5},
 }
@@ -795,6 +868,7 @@ func ContainerMetricLabels() (states, events []string) {
 func ContainerShortestPaths() map[ContainerState][]ContainerEvent {
 	return map[ContainerState][]ContainerEvent{
 		ContainerStateWaiting:          {},
+		ContainerStateCheckingImage:    {ContainerEventStart},
 		ContainerStatePulling:          {ContainerEventStart},
 		ContainerStatePullBackoff:      {ContainerEventStart, ContainerEventPullFailed},
 		ContainerStateCreating:         {ContainerEventStart, ContainerEventPullOk},

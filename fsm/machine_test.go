@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -24,6 +25,8 @@ func (g guards) RecreateForbidden() bool    { return g["recreate_forbidden"] }
 func (g guards) RestartAllowed() bool       { return g["restart_allowed"] }
 func (g guards) SpecChanged() bool          { return g["spec_changed"] }
 func (g guards) ImageInvalid() bool         { return g["image_invalid"] }
+func (g guards) PullAlways() bool           { return g["pull_always"] }
+func (g guards) PullNever() bool            { return g["pull_never"] }
 func (g guards) FirstProbeKill() bool       { return g["first_probe_kill"] }
 
 // driver fires events by spec name on either machine and renders the steps.
@@ -207,24 +210,25 @@ func TestPodNeverGoesBack(t *testing.T) {
 	}
 }
 
-// TestOnlyStartEntersTheStartPath: the start path (pulling, creating,
-// starting) is entered only by `start` from waiting and by the completions
-// along it; the pod machine delivers `start` only from sync_pod, the entry
+// TestOnlyStartEntersTheStartPath: the start path (checking_image,
+// pulling, creating, starting) is entered only by `start` from waiting and
+// by the completions along it; the pod machine delivers `start` only from sync_pod, the entry
 // action of syncing, which no state after termination reaches
 // (TestPodNeverGoesBack), so no container starts once the pod terminates.
 // With pod_terminating set, an exit never leads back to waiting.
 func TestOnlyStartEntersTheStartPath(t *testing.T) {
-	startPath := map[ContainerState]ContainerState{
-		ContainerStatePulling:  ContainerStateWaiting,
-		ContainerStateCreating: ContainerStatePulling,
-		ContainerStateStarting: ContainerStateCreating,
+	startPath := map[ContainerState][]ContainerState{
+		ContainerStateCheckingImage: {ContainerStateWaiting},
+		ContainerStatePulling:       {ContainerStateWaiting, ContainerStateCheckingImage},
+		ContainerStateCreating:      {ContainerStateCheckingImage, ContainerStatePulling},
+		ContainerStateStarting:      {ContainerStateCreating},
 	}
 	for _, tr := range ContainerTransitionTable {
 		from, ok := startPath[tr.To]
 		if !ok || tr.Internal {
 			continue
 		}
-		if tr.From != from || tr.From == ContainerStateWaiting && tr.Event != ContainerEventStart {
+		if !slices.Contains(from, tr.From) || tr.From == ContainerStateWaiting && tr.Event != ContainerEventStart {
 			t.Errorf("container transition %s -> %s on %s enters the start path", tr.From, tr.To, tr.Event)
 		}
 	}

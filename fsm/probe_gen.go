@@ -14,7 +14,7 @@ const ProbeMachineName = "probe"
 
 // ProbeSpecSHA256 is the SHA-256 of spec/probe.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ProbeSpecSHA256 = "a640317956b3aef752b793e04c62da5d8bd9be40c9ac7cb6d937ffdbe6f97b22"
+const ProbeSpecSHA256 = "e8d56bbe6742f235806dd44dfece0c3df3735adfa6c743311d6a3b52bb922c82"
 
 // ProbeState is a state of the probe machine.
 //
@@ -96,8 +96,8 @@ const (
 	// ProbeEventContainerStopped: The container machine left running (died,
 	// killed, stopped).
 	ProbeEventContainerStopped
-	// ProbeEventContainerStarting: The container machine entered pulling,
-	// creating, starting or running: the next attempt begins.
+	// ProbeEventContainerStarting: The container machine entered checking_image,
+	// pulling, creating, starting or running: the next attempt begins.
 	ProbeEventContainerStarting
 	// ProbeEventStartupOk: The startup probe reached its success threshold, or
 	// the container has none.

@@ -1,14 +1,19 @@
 # One container of a pod (kubelet kuberuntime: SyncPod's computePodActions and
 # startContainer, killContainer).
 #
-# Each start runs: image check / PullImage -> CreateContainer -> StartContainer
-# -> postStart hook. The pod worker's sync_pod delivers `start` to every
+# Each start runs: ImageStatus (checking_image, unless the pull policy is
+# Always) and PullImage when needed -> CreateContainer -> StartContainer ->
+# postStart hook. The pull policy is decided on this graph, as kubelet's
+# EnsureImageExists decides it (v1.34): Always pulls without looking;
+# IfNotPresent and Never look first, use a present image ("already present
+# on machine"), and on a missing one IfNotPresent pulls while Never fails
+# with ErrImageNeverPull. The pod worker's sync_pod delivers `start` to every
 # container; guard start_blocked decides whether this container's turn has
 # come (init containers one at a time, sidecars started and kept running, then
 # regular containers), so the start order is on this graph.
 #
 # Actions run synchronously on the pod worker (regular containers of one pod
-# in parallel): `pulling`, `creating` and `starting` are left before the
+# in parallel): `checking_image`, `pulling`, `creating` and `starting` are left before the
 # worker handles its next input, and their rows are the completions their
 # entry actions report. A kill meanwhile cancels the running action, which
 # then reports its failure; the kill is handled next. The calls an action
@@ -24,7 +29,11 @@
 #    resets after 10 min without a failure; image pull backoff starts at the
 #    image_pull_backoff duration and doubles the same way. The durations are
 #    read from the backoff of the container (pure); the actions count_restart
-#    and count_pull_failure advance it. Flags override the spec's values.
+#    and count_pull_failure advance it. Only a failed pull advances the pull
+#    backoff (kubelet's backOff.Next): ErrImageNeverPull and ImageInspectError
+#    wait in pull_backoff for the delay the next failed pull would get (10 s
+#    while no pull failed), as kubelet's pod worker retries a failed sync
+#    after 10 s. Flags override the spec's values.
 #    After a kill for a failed liveness or startup probe (the probe machine
 #    rests in `killed` until the next attempt begins) the crashloop duration
 #    is 0 when the container lived the current delay since its previous exit
@@ -36,7 +45,7 @@
 #    pod worker (only shortens), or the failed probe's own; on grace_expired
 #    force_stop_container re-issues StopContainer with timeout 0, so a hung
 #    stop cannot block the worker.
-#  - Restart counts, exit codes and reasons (InvalidImageName, ErrImagePull, ErrImageNeverPull,
+#  - Restart counts, exit codes and reasons (InvalidImageName, ImageInspectError, ErrImagePull, ErrImageNeverPull,
 #    ImagePullBackOff, CrashLoopBackOff, CreateContainerError,
 #    PostStartHookError) for the status are derived from the state and the
 #    exit record_exit recorded, never patched by hand.
@@ -48,8 +57,11 @@ machine "container" {
 
   event "start" { doc = "sync_pod asks the container to run now." }
   event "update" { doc = "sync_pod delivers the newest pod spec." }
-  event "pull_ok" { doc = "pull_image found the image present or pulled it." }
-  event "pull_failed" { doc = "pull_image failed (ErrImagePull), or the image is missing under pull policy Never (ErrImageNeverPull)." }
+  event "image_present" { doc = "check_image found the image on the node (ImageStatus): it is used as it is, kubelet's Pulled event \"already present on machine\"." }
+  event "image_missing" { doc = "check_image did not find the image on the node (ImageStatus returned none)." }
+  event "image_check_failed" { doc = "ImageStatus failed (kubelet's ImageInspectError): neither pulled nor used." }
+  event "pull_ok" { doc = "pull_image pulled the image." }
+  event "pull_failed" { doc = "PullImage failed (ErrImagePull)." }
   event "created" { doc = "CreateContainer returned a container ID." }
   event "create_failed" { doc = "The container's config could not be built (CreateContainerConfigError) or CreateContainer failed (CreateContainerError)." }
   event "state_unknown" { doc = "The runtime reports the instance in state UNKNOWN (PLEG ContainerChanged)." }
@@ -70,18 +82,27 @@ machine "container" {
   guard "start_blocked" { doc = "Not this container's turn: an earlier init container has not completed (a sidecar counts once it runs), or it is a regular container and some init container has not (the pod is not Initialized). An ephemeral container is never blocked." }
   guard "restart_allowed" { doc = "restartPolicy Always, or OnFailure with a non-zero exit code; a sidecar always restarts; an init container only after a failure and never under Never; an ephemeral container never restarts." }
   guard "image_invalid" { doc = "The image reference does not parse (kubelet's InvalidImageName): no pull is tried." }
+  guard "pull_always" { doc = "The container's imagePullPolicy is Always: pull at every start without looking for the image first." }
+  guard "pull_never" { doc = "The container's imagePullPolicy is Never: an image missing from the node is never pulled (ErrImageNeverPull)." }
   guard "first_probe_kill" { doc = "The probe machine of the container is in killed (a failed liveness or startup probe killed this instance) and the instance is the container's first (no earlier exit): kubelet's doBackOff, reading the status of the sync that killed it, in which it still runs, finds no exited instance and does not advance the CrashLoopBackOff." }
   guard "spec_changed" { doc = "The instance was created from an older spec of this container (its hash differs): kubelet restarts it, whatever the restart policy. Never for an ephemeral container." }
 
+  action "check_image" {
+    doc = "ImageStatus of the container's image; records a present image's ID as the container's image and its Pulled event \"Container image ... already present on machine\". Reports image_present, image_missing, or image_check_failed (ImageInspectError, its InspectFailed warning event)."
+    cri = ["ImageStatus"]
+  }
   action "pull_image" {
-    doc = "ImageStatus; PullImage when the image is missing or the pull policy is Always, unless the policy is Never (ErrImageNeverPull). Reports pull_ok or pull_failed."
-    cri = ["ImageStatus", "PullImage"]
+    doc = "PullImage with the pod's pull credentials (Pulling, then Pulled \"Successfully pulled\" or Failed); records the image ID. Reports pull_ok or pull_failed (ErrImagePull)."
+    cri = ["PullImage"]
+  }
+  action "refuse_never_pull" {
+    doc = "Report ErrImageNeverPull with kubelet's message and warning event: the image is missing and the pull policy is Never; no runtime call."
   }
   action "refuse_image" {
     doc = "Report InvalidImageName with kubelet's message, and its InspectFailed warning event once per reference; no runtime call."
   }
   action "count_pull_failure" {
-    doc = "Advance the image pull backoff of the container."
+    doc = "Advance the image pull backoff of the container: a pull failed (kubelet advances it for failed pulls only)."
   }
   action "create_container" {
     doc = "Create the container in the pod sandbox, after ImageStatus for the image's user when it must run as non-root and names none; reports created or create_failed."
@@ -123,7 +144,7 @@ machine "container" {
     max     = "5m"
   }
   duration "image_pull_backoff" {
-    doc     = "ImagePullBackOff and ErrImageNeverPull retry: 10 s doubling to 300 s."
+    doc     = "The wait in pull_backoff: 10 s doubling to 300 s over failed pulls (ImagePullBackOff); after ErrImageNeverPull or ImageInspectError the delay the next failed pull would get, not advanced."
     default = "10s"
     max     = "5m"
   }
@@ -143,20 +164,47 @@ machine "container" {
       actions = [action.refuse_image]
       doc     = "InvalidImageName: the reference does not parse, so nothing is pulled or created; every sync finds it so again until the spec changes (no backoff, as under kubelet)."
     }
-    transition "start" { to = state.pulling }
+    transition "start" {
+      guard = guard.pull_always
+      to    = state.pulling
+      doc   = "imagePullPolicy Always: pull without looking."
+    }
+    transition "start" {
+      to  = state.checking_image
+      doc = "imagePullPolicy IfNotPresent or Never: look for the image first."
+    }
     transition "kill" { to = state.terminated }
   }
 
+  state "checking_image" {
+    doc   = "ImageStatus runs: is the image on the node?"
+    entry = [action.check_image]
+    transition "image_present" { to = state.creating }
+    transition "image_missing" {
+      guard   = guard.pull_never
+      to      = state.pull_backoff
+      actions = [action.refuse_never_pull]
+      doc     = "ErrImageNeverPull: never pulled; the next sync looks again."
+    }
+    transition "image_missing" { to = state.pulling }
+    transition "image_check_failed" {
+      to  = state.pull_backoff
+      doc = "ImageInspectError: the next sync looks again."
+    }
+  }
+
   state "pulling" {
-    doc   = "The image check and, when needed, PullImage run."
+    doc   = "PullImage runs."
     entry = [action.pull_image]
     transition "pull_ok" { to = state.creating }
-    transition "pull_failed" { to = state.pull_backoff }
+    transition "pull_failed" {
+      to      = state.pull_backoff
+      actions = [action.count_pull_failure]
+    }
   }
 
   state "pull_backoff" {
-    doc   = "ErrImagePull, then ImagePullBackOff (or ErrImageNeverPull): wait, then let the next sync try again."
-    entry = [action.count_pull_failure]
+    doc   = "ErrImagePull, then ImagePullBackOff (or ErrImageNeverPull, ImageInspectError): wait, then let the next sync try again."
     timeout "backoff_done" { after = duration.image_pull_backoff }
     transition "backoff_done" { to = state.waiting }
     transition "start" { doc = "A sync during the backoff: the next attempt waits for it." }

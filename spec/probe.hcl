@@ -30,7 +30,7 @@
 #  - Status: started = this machine is in `unready`, `ready` or `killing`;
 #    ready = it is in `ready` (and the pod is not terminating).
 #  - The engine fires container_starting when the container machine enters
-#    pulling, creating, starting or running while this machine is in
+#    checking_image, pulling, creating, starting or running while this machine is in
 #    `killed`, before container_running.
 machine "probe" {
   doc     = "The liveness, readiness and startup probes of one container, while it runs."
@@ -38,7 +38,7 @@ machine "probe" {
 
   event "container_running" { doc = "The container machine entered running." }
   event "container_stopped" { doc = "The container machine left running (died, killed, stopped)." }
-  event "container_starting" { doc = "The container machine entered pulling, creating, starting or running: the next attempt begins." }
+  event "container_starting" { doc = "The container machine entered checking_image, pulling, creating, starting or running: the next attempt begins." }
   event "startup_ok" { doc = "The startup probe reached its success threshold, or the container has none." }
   event "startup_failed" { doc = "The startup probe reached its failure threshold." }
   event "ready" { doc = "The readiness probe reached its success threshold, or the container has none." }

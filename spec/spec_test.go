@@ -23,7 +23,7 @@ func TestEmbeddedSpecIsValid(t *testing.T) {
 	}
 	for name, states := range map[string][]string{
 		"pod":       {"waiting_to_start", "syncing", "terminating", "terminated", "finished"},
-		"container": {"waiting", "pulling", "pull_backoff", "creating", "starting", "running", "exited", "restarting", "crashloop_backoff", "stopping", "terminated", "removed"},
+		"container": {"waiting", "checking_image", "pulling", "pull_backoff", "creating", "starting", "running", "exited", "restarting", "crashloop_backoff", "stopping", "terminated", "removed"},
 	} {
 		m := s.Machine(name)
 		if m == nil {

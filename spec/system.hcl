@@ -201,6 +201,10 @@ invariant "sandbox_not_ready_once_stopped" {
 
 # --- guard ties ---
 
+# pull_always and pull_never (the container's imagePullPolicy) are untied,
+# so free: no invariant reads the pull policy, and a free guard allows every
+# path through checking_image and pulling.
+
 tie "container" "pod_terminating" {
   doc = "The pod worker has seen termination."
   in  = [pod.completing, pod.completed, pod.terminating, pod.terminated, pod.finished]
@@ -251,7 +255,7 @@ tie "container" "first_probe_kill" {
 tie "container" "start_blocked" {
   doc   = "Start order (ctrState.StartBlocked): a regular container waits while a sidecar does not run (podState.initialized counts a sidecar once it runs). Free otherwise: an init container not completed with exit 0 also blocks it (the exit is no state), an earlier init container blocks an init container, and a container that left the spec is always blocked; an ephemeral container (role init here) is never blocked."
   roles = [role.regular]
-  any   = [container.waiting, container.pulling, container.pull_backoff, container.creating, container.starting, container.stopping, container.exited, container.deciding, container.restarting, container.crashloop_backoff, container.terminated, container.removed]
+  any   = [container.waiting, container.checking_image, container.pulling, container.pull_backoff, container.creating, container.starting, container.stopping, container.exited, container.deciding, container.restarting, container.crashloop_backoff, container.terminated, container.removed]
   among = [role.sidecar]
   mode  = "if"
 }
@@ -298,6 +302,11 @@ effect "pod" "remove_pod" {
   reports            = [pod.cleanup_done]
   may_report_nothing = true
   requires           = [sandbox.stopped]
+}
+
+effect "container" "check_image" {
+  doc     = "ImageStatus answered with the image, without it, or failed."
+  reports = [container.image_present, container.image_missing, container.image_check_failed]
 }
 
 effect "container" "pull_image" {
@@ -393,7 +402,7 @@ external "probe" "container_stopped" {
 }
 
 external "probe" "container_starting" {
-  doc = "The engine fires it when a container machine enters pulling, creating, starting or running while the probe machine remembers a kill."
+  doc = "The engine fires it when a container machine enters checking_image, pulling, creating, starting or running while the probe machine remembers a kill."
 }
 
 external "node" "image_gc_due" {
@@ -416,7 +425,7 @@ external "probe" "probe_due" {
 
 invariant "no_start_after_termination" {
   doc         = "Once the pod worker has seen termination, no container enters its start path."
-  never_enter = [container.pulling, container.creating, container.starting]
+  never_enter = [container.checking_image, container.pulling, container.creating, container.starting]
   while       = [pod.completing, pod.completed, pod.terminating, pod.terminated, pod.finished]
 }
 

@@ -24,6 +24,8 @@ func (g guards) RecreateForbidden() bool    { return g["recreate_forbidden"] }
 func (g guards) RestartAllowed() bool       { return g["restart_allowed"] }
 func (g guards) SpecChanged() bool          { return g["spec_changed"] }
 func (g guards) ImageInvalid() bool         { return g["image_invalid"] }
+func (g guards) PullAlways() bool           { return g["pull_always"] }
+func (g guards) PullNever() bool            { return g["pull_never"] }
 func (g guards) FirstProbeKill() bool       { return g["first_probe_kill"] }
 
 func names[T fmt.Stringer](xs []T) []string {

@@ -91,7 +91,7 @@ func TestWebUIInChromium(t *testing.T) {
 		`src="/spec/graph?format=svg&amp;machine=container&amp;pod=`,
 		`>container/main: running<`,
 		`pending -update-&gt; syncing`,
-		`waiting -start-&gt; pulling`,
+		`waiting -start [pull_always]-&gt; pulling`, // busybox:latest: imagePullPolicy Always
 	} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the detail of web-n1 lacks %q:\n%.4000s", want, dom)

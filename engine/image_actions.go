@@ -1,0 +1,160 @@
+// The container machine's image actions (spec/container.hcl:
+// checking_image, pulling, pull_backoff): kubelet's EnsureImageExists
+// (pkg/kubelet/images/image_manager.go, v1.34) with its decisions on the
+// graph. The pull policy is the guards pull_always and pull_never; the
+// actions only call the runtime and report what it answered, with
+// kubelet's events, waiting reasons and messages.
+
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/speclet/speclet/engine/podspec"
+	"github.com/speclet/speclet/fsm"
+)
+
+// ReasonImageInspectError is kubelet's waiting reason when ImageStatus
+// failed (images.ErrImageInspect).
+const ReasonImageInspectError = "ImageInspectError"
+
+// PullAlways: the container's effective imagePullPolicy is Always
+// (podspec.PullPolicy: declared, or defaulted from the image's tag); the
+// image is pulled without ImageStatus first.
+func (c *ctrState) PullAlways() bool {
+	return c.spec != nil && podspec.PullPolicy(c.spec) == v1.PullAlways
+}
+
+// PullNever: the container's imagePullPolicy is Never; a missing image is
+// ErrImageNeverPull, never pulled.
+func (c *ctrState) PullNever() bool {
+	return c.spec != nil && podspec.PullPolicy(c.spec) == v1.PullNever
+}
+
+// CheckImage asks the runtime for the container's image (ImageStatus) and
+// raises image_present, image_missing or image_check_failed. A present
+// image's ID becomes the container's image reference, with kubelet's
+// Pulled event "already present on machine". A failed ImageStatus is
+// kubelet's ImageInspectError with its InspectFailed warning event
+// (kubelet's message quotes the image reference it did not get, ""; this
+// one quotes the image asked for).
+func (c *ctrState) CheckImage(ctx context.Context) error {
+	img, err := c.p.e.rt.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: c.spec.Image})
+	switch {
+	case err != nil:
+		c.waitingReason = ReasonImageInspectError
+		c.waitingMessage = fmt.Sprintf("Failed to inspect image %q: %v", c.spec.Image, err)
+		c.event(eventWarning, "InspectFailed", "%s", c.waitingMessage)
+		c.raise(fsm.ContainerEventImageCheckFailed)
+		return fmt.Errorf("container %q: image status %q: %w", c.name, c.spec.Image, err)
+	case img == nil || img.Id == "":
+		c.raise(fsm.ContainerEventImageMissing)
+	default:
+		c.imageRef = img.Id
+		c.event(eventNormal, "Pulled", "Container image %q already present on machine", c.spec.Image)
+		c.raise(fsm.ContainerEventImagePresent)
+	}
+	return nil
+}
+
+// RefuseNeverPull reports ErrImageNeverPull with kubelet's message and
+// warning event: the image is missing and the pull policy is Never.
+func (c *ctrState) RefuseNeverPull(context.Context) error {
+	c.waitingReason = ReasonErrImageNeverPull
+	c.waitingMessage = fmt.Sprintf("Container image %q is not present with pull policy of Never", c.spec.Image)
+	c.event(eventWarning, ReasonErrImageNeverPull, "%s", c.waitingMessage)
+	return nil
+}
+
+// PullImage pulls the container's image with the pod's pull credentials
+// (Pulling, then Pulled or Failed) and records its ID; raises pull_ok or
+// pull_failed (ErrImagePull).
+func (c *ctrState) PullImage(ctx context.Context) error {
+	t0 := c.p.e.clock.Now()
+	c.event(eventNormal, "Pulling", "Pulling image %q", c.spec.Image)
+	ref, err := pullImage(ctx, c.p.e.rt, c.spec.Image, c.pullCredentials(ctx), c.p.sandbox.cfg)
+	if err != nil {
+		c.waitingReason, c.waitingMessage = ReasonErrImagePull, err.Error()
+		c.pullFailedAt = c.p.e.clock.Now()
+		c.event(eventWarning, "Failed", "Failed to pull image %q: %v", c.spec.Image, err)
+		c.raise(fsm.ContainerEventPullFailed)
+		return err
+	}
+	d := c.p.e.clock.Since(t0)
+	c.p.e.metrics.imagePulled(d)
+	c.p.w.mu.Lock()
+	c.p.pullTime += d
+	c.p.w.mu.Unlock()
+	c.imageRef = ref
+	c.event(eventNormal, "Pulled", "Successfully pulled image %q in %s", c.spec.Image, d.Round(time.Millisecond))
+	c.p.e.pullBackoff.Reset(c.backoffKey())
+	c.raise(fsm.ContainerEventPullOk)
+	return nil
+}
+
+// pullCredentials are the credentials of the pod's imagePullSecrets for
+// its image (engine/podspec.PullCredentials). A secret that cannot be read
+// is left out with kubelet's FailedToRetrieveImagePullSecret event, and
+// the pull goes on with the others (or none), as under kubelet.
+func (c *ctrState) pullCredentials(ctx context.Context) []*runtimeapi.AuthConfig {
+	refs := c.p.pod.Spec.ImagePullSecrets
+	if len(refs) == 0 {
+		return nil
+	}
+	var secrets []*v1.Secret
+	var failed []string
+	for _, ref := range refs {
+		if ref.Name == "" {
+			continue
+		}
+		api := c.p.e.cfg.VolumeAPI
+		if api == nil {
+			failed = append(failed, ref.Name)
+			continue
+		}
+		s, err := api.GetSecret(ctx, c.p.pod.Namespace, ref.Name)
+		if err != nil {
+			c.p.e.log.Info("Unable to retrieve pull secret, the image pull may not succeed", "pod", c.p.key(), "secret", ref.Name, "err", err)
+			failed = append(failed, ref.Name)
+			continue
+		}
+		secrets = append(secrets, s)
+	}
+	if len(failed) > 0 {
+		c.p.event(eventWarning, "FailedToRetrieveImagePullSecret", "Unable to retrieve some image pull secrets (%s); attempting to pull the image may not succeed.", strings.Join(failed, ", "))
+	}
+	auths, err := podspec.PullCredentials(c.spec.Image, secrets)
+	if err != nil {
+		c.p.e.log.Warn("image pull secrets", "pod", c.p.key(), "err", err)
+		c.p.event(eventWarning, "FailedToRetrieveImagePullSecret", "%v", err)
+		return nil
+	}
+	return auths
+}
+
+// RefuseImage reports InvalidImageName with kubelet's message, and its
+// InspectFailed warning event when the reason is new (kubelet records one
+// at each sync; the event recorder folds the repeats).
+func (c *ctrState) RefuseImage(context.Context) error {
+	err := podspec.ImageNameError(c.spec.Image)
+	if err == nil {
+		return nil
+	}
+	if c.waitingReason != ReasonInvalidImageName || c.waitingMessage != err.Error() {
+		c.event(eventWarning, "InspectFailed", "%v", err)
+	}
+	c.waitingReason, c.waitingMessage = ReasonInvalidImageName, err.Error()
+	return nil
+}
+
+// CountPullFailure advances the image pull backoff.
+func (c *ctrState) CountPullFailure(context.Context) error {
+	c.p.e.pullBackoff.Next(c.backoffKey())
+	return nil
+}
