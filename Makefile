@@ -51,13 +51,18 @@ verify:
 check: fmt vet layering fresh verify
 
 # unit runs every test (real containerd included when root) without the checks.
-# The engine package runs on its own, in go test's local directory mode so
-# that its TestMain output shows even when it passes: the row coverage table
-# of the spec and the CRI audit over all engine tests (engine/doc.go, # Tests).
+# The engine package and its tests on containerd (engine/containerdtest) run
+# on their own, one after the other, in go test's local directory mode so that
+# their TestMain output shows even when they pass: each records what its tests
+# took and called in one new directory (SPECLET_ENGINE_SUITE), and the second
+# prints the row coverage table of the spec and the CRI audit over all engine
+# tests, and fails when a row was never taken (engine/doc.go, # Tests).
 unit: kube-binaries node-conformance-binaries
 	@mkdir -p $(ARTIFACTS) && echo "unit: test artifacts (screenshots) go to $(ARTIFACTS)"
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -artifacts -outputdir $(ARTIFACTS) $$($(GO) list ./... | grep -v -e '/speclet/engine$$' -e '/test/chaos$$')
-	cd engine && $(GO) test -count=1 -timeout $(TEST_TIMEOUT)
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -artifacts -outputdir $(ARTIFACTS) $$($(GO) list ./... | grep -v -e '/speclet/engine$$' -e '/speclet/engine/containerdtest$$' -e '/test/chaos$$')
+	suite=$$(mktemp -d) && trap 'rm -rf "$$suite"' EXIT && \
+	  (cd engine && SPECLET_ENGINE_SUITE=$$suite $(GO) test -count=1 -timeout $(TEST_TIMEOUT)) && \
+	  (cd engine/containerdtest && SPECLET_ENGINE_SUITE=$$suite $(GO) test -count=1 -timeout $(TEST_TIMEOUT))
 	$(GO) test -count=1 -timeout 15m ./test/chaos
 	$(GO) test ./spec -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 

@@ -168,25 +168,34 @@
 // with a fake clock shared by both; commands add and remove pods, advance the
 // clock, and print what a user sees (GET /pods) and what the runtime holds.
 // `go test ./engine -run TestEngineScripts -rewrite` rewrites the expected
-// output after a deliberate change. TestContainerd runs pods on a real
-// containerd (root only, cri/harness); the benchmarks cover status, relist,
-// 1,000 and 10,000 pods on the simulated runtime, event-to-status latency and
-// a burst on containerd (docs/performance.md).
+// output after a deliberate change. The tests that run pods on a real
+// containerd (root only, cri/harness; minutes of real time) are a package of
+// their own, engine/containerdtest, which drives the engine through its
+// exported API; the benchmarks cover status, relist, 1,000 and 10,000 pods
+// on the simulated runtime, event-to-status latency and (in
+// engine/containerdtest) a burst on containerd (docs/performance.md).
 //
-// Two checks run over every engine test (audit_test.go). The CRI audit: each
-// engine test (the scripts, TestContainerd; not the benchmarks) gives the
+// Two checks run over every engine test, of this package and of
+// engine/containerdtest (engine/internal/suite). The CRI audit: each engine
+// test (the scripts, the containerd tests; not the benchmarks) gives the
 // engine its runtime behind an engine/criaudit Recorder, and fails when a
 // mutating CRI call happened outside a spec action or an action called a
 // method missing from its `cri` list (and from those of the actions in its
 // `calls` list). Row coverage: the tests log through a slog handler that
-// counts the `row` and `choices` attributes of the "pod transition" and
-// "container transition" debug records. When the whole package ran (no -run
-// filter), TestMain prints the table of every transition row (machine, from,
-// event, [guard], to, times taken) and choice branch (`state: [guard] -> to`)
-// and fails the package when a row or branch was never taken, or when a
+// counts the `row` and `choices` attributes of the "transition" debug
+// records. When a whole package ran (no -run filter), its TestMain records
+// what its tests took and called in the directory $SPECLET_ENGINE_SUITE
+// names, and the package that finds both records there prints the table of
+// every transition row (machine, from, event, [guard], to, times taken in
+// all and per package) and choice branch (`state: [guard] -> to`) and fails
+// when a row or branch was never taken, a call broke the cri lists, or a
 // declared (machine, action, method) was never called by that action in any
-// test. `make test` runs the package in local directory mode so the table
-// shows when it passes too.
+// test. Without the other package's record a package prints its own table
+// and fails only on a violation of its own calls. `make test` runs this
+// package, then engine/containerdtest, in local directory mode with one new
+// directory, so the table of the union shows when it passes too; by hand:
+//
+//	d=$(mktemp -d); (cd engine && SPECLET_ENGINE_SUITE=$d go test) && (cd engine/containerdtest && SPECLET_ENGINE_SUITE=$d go test)
 //
 // A third check holds the actions to the `effect` blocks of spec/system.hcl,
 // which `speclet spec verify` trusts (effects_test.go): an observer the tests

@@ -1,4 +1,4 @@
-package engine
+package containerdtest
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/cri/harness"
+	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
 )
 
@@ -22,7 +23,7 @@ func TestContainerdInvalidImageName(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	events := &podEvents{}
-	_, e, updates := startEngine(ctx, t, c, Config{Events: events})
+	_, e, updates := startEngine(ctx, t, c, engine.Config{Events: events})
 	grace := int64(1)
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: "default", UID: k8stypes.UID("bad-uid"),
@@ -43,7 +44,7 @@ func TestContainerdInvalidImageName(t *testing.T) {
 	}
 	waitFor(t, ctx, "InvalidImageName", func() bool {
 		w := waiting()
-		return w != nil && w.Reason == ReasonInvalidImageName
+		return w != nil && w.Reason == engine.ReasonInvalidImageName
 	}, e)
 	if w := waiting(); w.Message != msg {
 		t.Errorf("message %q, want %q", w.Message, msg)
@@ -52,7 +53,7 @@ func TestContainerdInvalidImageName(t *testing.T) {
 		t.Errorf("events %v, want InspectFailed", events.got)
 	}
 	time.Sleep(3 * time.Second) // later syncs
-	if w := waiting(); w == nil || w.Reason != ReasonInvalidImageName {
+	if w := waiting(); w == nil || w.Reason != engine.ReasonInvalidImageName {
 		t.Errorf("after 3 s: waiting %v, want InvalidImageName", w)
 	}
 	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{pod}, Source: config.SourceFile}

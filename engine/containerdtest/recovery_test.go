@@ -1,4 +1,4 @@
-package engine
+package containerdtest
 
 import (
 	"context"
@@ -16,7 +16,9 @@ import (
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/cri/harness"
+	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/internal/suite"
 )
 
 // startNever is a runtime whose StartContainer never reaches containerd: it
@@ -49,10 +51,10 @@ func TestContainerdRecoverCreated(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "root")
 	// The engines' runtime; startNever's StartContainer never reaches it,
 	// so the audit does not record it.
-	art := auditRuntime(t, c.Endpoint)
-	newEngine := func(r cri.Full) *Engine {
-		e, err := New(Config{Runtime: r, RootDir: root, NodeName: "node",
-			Log: coverageLogger(slog.NewTextHandler(io.Discard, nil))})
+	art := suite.Runtime(t, c.Endpoint)
+	newEngine := func(r cri.Full) *engine.Engine {
+		e, err := engine.New(engine.Config{Runtime: r, RootDir: root, NodeName: "node",
+			Log: suite.Logger(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +80,7 @@ func TestContainerdRecoverCreated(t *testing.T) {
 		t.Fatalf("no StartContainer; pods:\n%s", formatPods(e1.Pods()))
 	}
 	stop()
-	cs, err := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: map[string]string{LabelPodUID: string(pod.UID)}})
+	cs, err := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: map[string]string{engine.LabelPodUID: string(pod.UID)}})
 	if err != nil {
 		t.Fatal(err)
 	}

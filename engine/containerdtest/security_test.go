@@ -1,4 +1,4 @@
-package engine
+package containerdtest
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/speclet/speclet/cri/harness"
+	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
 )
 
@@ -37,7 +38,7 @@ func TestContainerdSecurityContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	events := &podEvents{}
-	rt, e, updates := startEngine(ctx, t, c, Config{Events: events})
+	rt, e, updates := startEngine(ctx, t, c, engine.Config{Events: events})
 
 	out := t.TempDir()
 	if err := os.Chmod(out, 0o777); err != nil { // writable by uid 1000
@@ -154,7 +155,7 @@ func TestContainerdSecurityContext(t *testing.T) {
 				return false
 			}
 			w := st.ContainerStatuses[0].State.Waiting
-			return w.Reason == ReasonCreateContainerConfig && w.Message == tc.message
+			return w.Reason == engine.ReasonCreateContainerConfig && w.Message == tc.message
 		}, e)
 		if !events.has("default/"+tc.pod, "Failed: Error: "+tc.message) {
 			t.Errorf("%s: no Failed event with kubelet's message; events %q", tc.pod, events.got["default/"+tc.pod])
@@ -165,7 +166,7 @@ func TestContainerdSecurityContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, ctr := range cs {
-		if n := ctr.Labels[LabelPodName]; n == "root-uid" || n == "root-image" {
+		if n := ctr.Labels[engine.LabelPodName]; n == "root-uid" || n == "root-image" {
 			t.Errorf("pod %s: the runtime has a container although runAsNonRoot refused it", n)
 		}
 	}

@@ -1,4 +1,4 @@
-package engine
+package containerdtest
 
 import (
 	"context"
@@ -8,15 +8,38 @@ import (
 	"testing"
 	"time"
 
+	authv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/speclet/speclet/cri/harness"
+	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/volume"
 )
+
+// configMapAPI serves configMaps from a map by namespace/name (the API
+// server's role); it has no secrets and issues no tokens.
+type configMapAPI map[string]*v1.ConfigMap
+
+func (a configMapAPI) GetConfigMap(_ context.Context, ns, name string) (*v1.ConfigMap, error) {
+	if cm := a[ns+"/"+name]; cm != nil {
+		return cm.DeepCopy(), nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, name)
+}
+
+func (a configMapAPI) GetSecret(_ context.Context, ns, name string) (*v1.Secret, error) {
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, name)
+}
+
+func (a configMapAPI) CreateToken(context.Context, string, string, *authv1.TokenRequest) (*authv1.TokenRequest, error) {
+	return nil, apierrors.NewForbidden(schema.GroupResource{Resource: "serviceaccounts/token"}, "", nil)
+}
 
 // TestContainerdPodEnvironment runs busybox pods on a real containerd and
 // reads back what their containers see, as kubelet provides it:
@@ -41,9 +64,8 @@ func TestContainerdPodEnvironment(t *testing.T) {
 	if err := os.WriteFile(resolv, []byte("nameserver 192.0.2.1\nsearch node.example\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	api := &memAPI{cms: map[string]*v1.ConfigMap{}}
-	api.set("default", "settings", map[string]string{"color": "blue", "size": "L"})
-	_, e, updates := startEngine(ctx, t, c, Config{RootDir: root, NodeIP: "127.0.0.1",
+	api := configMapAPI{"default/settings": {Data: map[string]string{"color": "blue", "size": "L"}}}
+	_, e, updates := startEngine(ctx, t, c, engine.Config{RootDir: root, NodeIP: "127.0.0.1",
 		ClusterDNS: []string{"10.96.0.10"}, ClusterDomain: "cluster.local", ResolvConf: resolv, VolumeAPI: api})
 
 	out := t.TempDir()
@@ -95,7 +117,7 @@ func TestContainerdPodEnvironment(t *testing.T) {
 				if cs := p.Status.ContainerStatuses; len(cs) == 1 && cs[0].State.Waiting != nil {
 					waiting, message = cs[0].State.Waiting.Reason, cs[0].State.Waiting.Message
 				}
-				okMissing = waiting == ReasonCreateContainerConfig
+				okMissing = waiting == engine.ReasonCreateContainerConfig
 			}
 		}
 		return okEnv && okHost && okMissing

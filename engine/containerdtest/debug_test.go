@@ -1,4 +1,4 @@
-package engine
+package containerdtest
 
 import (
 	"context"
@@ -11,13 +11,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/cri/harness"
+	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/fsm"
 )
 
 // debugAgrees returns why d's machine states disagree with its history (a
 // machine whose newest transition ends elsewhere than its state), or "".
-func debugAgrees(d PodDebug) string {
+func debugAgrees(d engine.PodDebug) string {
 	last := map[string]string{}
 	for _, t := range d.History {
 		last[t.Machine+"/"+t.Instance] = t.To
@@ -39,7 +40,7 @@ func TestContainerdDebugWhileStopping(t *testing.T) {
 	c := harness.ForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rt, e, updates := startEngine(ctx, t, c, Config{})
+	rt, e, updates := startEngine(ctx, t, c, engine.Config{})
 	grace := int64(20)
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "slow", Namespace: "default", UID: types.UID("slow-uid"),
@@ -60,7 +61,7 @@ func TestContainerdDebugWhileStopping(t *testing.T) {
 
 	removed := time.Now()
 	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
-	state := func(d PodDebug, machine, instance string) string {
+	state := func(d engine.PodDebug, machine, instance string) string {
 		for _, m := range d.Machines {
 			if m.Machine == machine && m.Instance == instance {
 				return m.State
@@ -70,7 +71,7 @@ func TestContainerdDebugWhileStopping(t *testing.T) {
 	}
 	// Poll through the first 5 s of the grace period: every answer agrees
 	// with itself; at the end the stop shows.
-	var d PodDebug
+	var d engine.PodDebug
 	for time.Since(removed) < 5*time.Second {
 		var ok bool
 		d, ok = e.PodHistory("slow")

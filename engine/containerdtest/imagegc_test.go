@@ -1,4 +1,4 @@
-package engine
+package containerdtest
 
 import (
 	"context"
@@ -23,8 +23,10 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/cri/harness"
+	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/imagegc"
+	"github.com/speclet/speclet/engine/internal/suite"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -124,7 +126,7 @@ func TestContainerdImageGC(t *testing.T) {
 	if !strings.HasPrefix(mount, root) {
 		t.Fatalf("ImageFsInfo names %s, not on the loop filesystem %s", mount, root)
 	}
-	capacity, avail, err := Statfs(mount)
+	capacity, avail, err := engine.Statfs(mount)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,11 +142,11 @@ func TestContainerdImageGC(t *testing.T) {
 		t.Fatalf("thresholds high %d%% low %d%% make no test (used %d of %d)", high, low, used, capacity)
 	}
 
-	audit := auditRuntime(t, c.Endpoint)
-	e, err := New(Config{Runtime: audit, RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
+	audit := suite.Runtime(t, c.Endpoint)
+	e, err := engine.New(engine.Config{Runtime: audit, RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
 		ImageGC:       imagegc.Policy{High: high, Low: low, MinAge: 15 * time.Second},
 		ImageGCPeriod: time.Second,
-		Log:           coverageLogger(slog.NewTextHandler(io.Discard, nil))})
+		Log:           suite.Logger(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +190,7 @@ func TestContainerdImageGC(t *testing.T) {
 	waitFor(t, ctx, "two image GC passes with old running", func() bool { return passes() >= seen+2 }, e)
 	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{old}, Source: config.SourceFile}
 	waitFor(t, ctx, "old's containers removed", func() bool {
-		cs, err := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: map[string]string{LabelPodUID: "old-uid"}})
+		cs, err := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: map[string]string{engine.LabelPodUID: "old-uid"}})
 		return err == nil && len(cs) == 0
 	}, e)
 
@@ -242,7 +244,7 @@ func TestContainerdImageGC(t *testing.T) {
 			t.Errorf("image %s was removed", ref)
 		}
 	}
-	capacity, avail, err = Statfs(mount)
+	capacity, avail, err = engine.Statfs(mount)
 	if err != nil {
 		t.Fatal(err)
 	}

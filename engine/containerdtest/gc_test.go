@@ -1,4 +1,4 @@
-package engine
+package containerdtest
 
 import (
 	"context"
@@ -15,7 +15,9 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/cri/harness"
+	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/internal/suite"
 )
 
 // TestContainerdContainerGC crash-loops a container 20 times on a real
@@ -28,10 +30,10 @@ func TestContainerdContainerGC(t *testing.T) {
 	defer cancel()
 	rt := dialContainerd(ctx, t, c)
 	const maxDead = 2
-	e, err := New(Config{Runtime: auditRuntime(t, c.Endpoint), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
+	e, err := engine.New(engine.Config{Runtime: suite.Runtime(t, c.Endpoint), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
 		CrashLoopBackOffBase: 10 * time.Millisecond, CrashLoopBackOffMax: 20 * time.Millisecond,
-		ContainerGC: ContainerGCPolicy{MaxPerContainer: maxDead},
-		Log:         coverageLogger(slog.NewTextHandler(io.Discard, nil))})
+		ContainerGC: engine.ContainerGCPolicy{MaxPerContainer: maxDead},
+		Log:         suite.Logger(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +61,7 @@ func TestContainerdContainerGC(t *testing.T) {
 				st = &cs[0]
 			}
 		}
-		cs, err := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: map[string]string{LabelPodUID: "crash-uid"}})
+		cs, err := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: map[string]string{engine.LabelPodUID: "crash-uid"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,11 +126,11 @@ func TestContainerdNodeContainerGC(t *testing.T) {
 	rt := dialContainerd(ctx, t, c)
 	const maxDead, perContainer, pods, restarts = 6, 10, 3, 20
 	limit := maxDead
-	e, err := New(Config{Runtime: auditRuntime(t, c.Endpoint), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
+	e, err := engine.New(engine.Config{Runtime: suite.Runtime(t, c.Endpoint), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
 		CrashLoopBackOffBase: 10 * time.Millisecond, CrashLoopBackOffMax: 20 * time.Millisecond,
-		ContainerGC:       ContainerGCPolicy{MaxPerContainer: perContainer, MaxContainers: &limit},
+		ContainerGC:       engine.ContainerGCPolicy{MaxPerContainer: perContainer, MaxContainers: &limit},
 		ContainerGCPeriod: 3 * time.Second,
-		Log:               coverageLogger(slog.NewTextHandler(io.Discard, nil))})
+		Log:               suite.Logger(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,9 +165,9 @@ func TestContainerdNodeContainerGC(t *testing.T) {
 		}
 		per = map[string]int{}
 		for _, c := range cs {
-			if c.State == runtimeapi.ContainerState_CONTAINER_EXITED && c.Labels[LabelPodUID] != "" {
+			if c.State == runtimeapi.ContainerState_CONTAINER_EXITED && c.Labels[engine.LabelPodUID] != "" {
 				total++
-				per[c.Labels[LabelPodUID]]++
+				per[c.Labels[engine.LabelPodUID]]++
 			}
 		}
 		return total, per

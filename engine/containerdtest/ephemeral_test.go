@@ -1,4 +1,4 @@
-package engine
+package containerdtest
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/cri/harness"
+	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
 )
 
@@ -26,7 +27,7 @@ func TestContainerdEphemeral(t *testing.T) {
 	c := harness.ForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rt, e, updates := startEngine(ctx, t, c, Config{})
+	rt, e, updates := startEngine(ctx, t, c, engine.Config{})
 
 	grace := int64(2)
 	busybox := c.ImageRef("busybox:latest")
@@ -96,7 +97,7 @@ func TestContainerdEphemeral(t *testing.T) {
 }
 
 // podByUID is the engine's newest published copy of pod uid, nil if none.
-func podByUID(e *Engine, uid types.UID) *v1.Pod {
+func podByUID(e *engine.Engine, uid types.UID) *v1.Pod {
 	for _, p := range e.Pods() {
 		if p.UID == uid {
 			return p

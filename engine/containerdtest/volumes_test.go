@@ -1,4 +1,4 @@
-package engine
+package containerdtest
 
 import (
 	"context"
@@ -15,7 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/speclet/speclet/cri/harness"
+	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/internal/suite"
 	"github.com/speclet/speclet/engine/volume"
 )
 
@@ -31,8 +33,8 @@ func TestContainerdVolumes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	root := filepath.Join(t.TempDir(), "root")
-	e, err := New(Config{Runtime: auditRuntime(t, c.Endpoint), RootDir: root, NodeName: "node",
-		Log: coverageLogger(slog.NewTextHandler(io.Discard, nil))})
+	e, err := engine.New(engine.Config{Runtime: suite.Runtime(t, c.Endpoint), RootDir: root, NodeName: "node",
+		Log: suite.Logger(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

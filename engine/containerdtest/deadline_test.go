@@ -1,4 +1,4 @@
-package engine
+package containerdtest
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/cri/harness"
+	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
 )
 
@@ -24,7 +25,7 @@ func TestContainerdActiveDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	events := &podEvents{}
-	_, e, updates := startEngine(ctx, t, c, Config{Events: events})
+	_, e, updates := startEngine(ctx, t, c, engine.Config{Events: events})
 	grace, deadline := int64(1), int64(3600)
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "dl", Namespace: "default", UID: k8stypes.UID("dl-uid"),
@@ -58,13 +59,13 @@ func TestContainerdActiveDeadline(t *testing.T) {
 	}, e)
 	failedAt := time.Now()
 	p := get()
-	if p.Status.Reason != ReasonDeadlineExceeded || p.Status.Message != MessageDeadlineExceeded {
-		t.Errorf("reason %q message %q, want %q %q", p.Status.Reason, p.Status.Message, ReasonDeadlineExceeded, MessageDeadlineExceeded)
+	if p.Status.Reason != engine.ReasonDeadlineExceeded || p.Status.Message != engine.MessageDeadlineExceeded {
+		t.Errorf("reason %q message %q, want %q %q", p.Status.Reason, p.Status.Message, engine.ReasonDeadlineExceeded, engine.MessageDeadlineExceeded)
 	}
 	if d := failedAt.Sub(started); d < 5*time.Second || d > 8*time.Second {
 		t.Errorf("failed %s after the start time, want about 5 s", d)
 	}
-	if !events.has("default/dl", "DeadlineExceeded: "+MessageDeadlineExceeded) {
+	if !events.has("default/dl", "DeadlineExceeded: "+engine.MessageDeadlineExceeded) {
 		t.Errorf("events %v, want DeadlineExceeded", events.got)
 	}
 	waitFor(t, ctx, "dl's container stopped", func() bool {

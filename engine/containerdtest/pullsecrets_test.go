@@ -1,4 +1,4 @@
-package engine
+package containerdtest
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/cri/harness"
+	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
 )
 
@@ -81,7 +82,7 @@ func TestContainerdImagePullSecrets(t *testing.T) {
 		v1.DockerConfigJsonKey: []byte(`{"auths":{"` + c.Registry.Addr + `":{"username":"alice","password":"s3cret"}}}`)}}
 	cred.Name, cred.Namespace = "regcred", "team"
 	events := &podEvents{}
-	_, e, updates := startEngine(ctx, t, c, Config{VolumeAPI: secretAPI{"team/regcred": cred}, Events: events})
+	_, e, updates := startEngine(ctx, t, c, engine.Config{VolumeAPI: secretAPI{"team/regcred": cred}, Events: events})
 	grace := int64(1)
 	// The pods without working credentials pull Always: once the pod with
 	// them has pulled the image, IfNotPresent would run them from the
@@ -124,7 +125,7 @@ func TestContainerdImagePullSecrets(t *testing.T) {
 				return false
 			}
 			r := st.ContainerStatuses[0].State.Waiting.Reason
-			return r == ReasonErrImagePull || r == "ImagePullBackOff"
+			return r == engine.ReasonErrImagePull || r == "ImagePullBackOff"
 		}, e)
 		if st := status(name); st.Phase != v1.PodPending {
 			t.Errorf("%s: phase %s, want Pending", name, st.Phase)

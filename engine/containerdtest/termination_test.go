@@ -1,4 +1,4 @@
-package engine
+package containerdtest
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/cri/harness"
+	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
 )
 
@@ -29,7 +30,7 @@ func TestContainerdTerminationMessage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	root := filepath.Join(t.TempDir(), "root")
-	_, e, updates := startEngine(ctx, t, c, Config{RootDir: root})
+	_, e, updates := startEngine(ctx, t, c, engine.Config{RootDir: root})
 	grace := int64(1)
 	mk := func(name, path string, policy v1.TerminationMessagePolicy, script string) *v1.Pod {
 		return &v1.Pod{

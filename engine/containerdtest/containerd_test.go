@@ -1,9 +1,8 @@
-package engine
+package containerdtest
 
 import (
 	"context"
 	"fmt"
-	"github.com/prometheus/client_golang/prometheus"
 	"io"
 	"log/slog"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,7 +19,9 @@ import (
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/cri/harness"
+	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/internal/suite"
 )
 
 // TestContainerd runs the engine on a real containerd (root only; see
@@ -32,8 +34,8 @@ func TestContainerd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rt := dialContainerd(ctx, t, c)
-	e, err := New(Config{Runtime: auditRuntime(t, c.Endpoint), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
-		Log: coverageLogger(slog.NewTextHandler(io.Discard, nil))})
+	e, err := engine.New(engine.Config{Runtime: suite.Runtime(t, c.Endpoint), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
+		Log: suite.Logger(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +85,7 @@ func TestContainerd(t *testing.T) {
 	}, e)
 }
 
-func waitFor(t *testing.T, ctx context.Context, what string, ok func() bool, e *Engine) {
+func waitFor(t *testing.T, ctx context.Context, what string, ok func() bool, e *engine.Engine) {
 	t.Helper()
 	for !ok() {
 		select {
@@ -122,7 +124,7 @@ func containerdBurst(b *testing.B, c *harness.Containerd, n, iter int) (startAll
 	if err != nil {
 		b.Fatal(err)
 	}
-	e, err := New(Config{Runtime: rt, RootDir: filepath.Join(b.TempDir(), "root"), NodeName: "node",
+	e, err := engine.New(engine.Config{Runtime: rt, RootDir: filepath.Join(b.TempDir(), "root"), NodeName: "node",
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)
@@ -149,9 +151,9 @@ func containerdBurst(b *testing.B, c *harness.Containerd, n, iter int) (startAll
 	}
 	t0 := time.Now()
 	updates <- config.PodUpdate{Op: config.OpAdd, Pods: pods, Source: config.SourceFile}
-	for e.countRunning() < n {
+	for running(e) < n {
 		if ctx.Err() != nil {
-			b.Fatalf("only %d of %d pods Running", e.countRunning(), n)
+			b.Fatalf("only %d of %d pods Running", running(e), n)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -170,6 +172,18 @@ func containerdBurst(b *testing.B, c *harness.Containerd, n, iter int) (startAll
 		time.Sleep(10 * time.Millisecond)
 	}
 	return startAll, time.Since(t1)
+}
+
+// running counts the declared pods whose published phase is Running (what
+// GET /pods shows).
+func running(e *engine.Engine) int {
+	n := 0
+	for _, p := range e.Pods() {
+		if p.Status.Phase == v1.PodRunning {
+			n++
+		}
+	}
+	return n
 }
 
 // printOps logs the count and mean latency of every CRI call the engine
@@ -204,7 +218,7 @@ func dialContainerd(ctx context.Context, t *testing.T, c *harness.Containerd) cr
 
 // runEngine runs e's sync loop on ctx, fed by the returned channel (of
 // capacity buf), until stop is called; stop waits for Run to return.
-func runEngine(ctx context.Context, e *Engine, buf int) (updates chan config.PodUpdate, stop func()) {
+func runEngine(ctx context.Context, e *engine.Engine, buf int) (updates chan config.PodUpdate, stop func()) {
 	updates = make(chan config.PodUpdate, buf)
 	done := make(chan error, 1)
 	rctx, cancel := context.WithCancel(ctx)
@@ -217,10 +231,10 @@ func runEngine(ctx context.Context, e *Engine, buf int) (updates chan config.Pod
 // leaves them empty, a RootDir under the test's directory, NodeName "node"
 // and a logger that discards (and records row coverage). It returns the
 // runtime, the engine and the channel of its pod updates.
-func startEngine(ctx context.Context, t *testing.T, c *harness.Containerd, cfg Config) (cri.Full, *Engine, chan config.PodUpdate) {
+func startEngine(ctx context.Context, t *testing.T, c *harness.Containerd, cfg engine.Config) (cri.Full, *engine.Engine, chan config.PodUpdate) {
 	t.Helper()
 	rt := dialContainerd(ctx, t, c)
-	cfg.Runtime = auditRuntime(t, c.Endpoint)
+	cfg.Runtime = suite.Runtime(t, c.Endpoint)
 	if cfg.RootDir == "" {
 		cfg.RootDir = filepath.Join(t.TempDir(), "root")
 	}
@@ -228,9 +242,9 @@ func startEngine(ctx context.Context, t *testing.T, c *harness.Containerd, cfg C
 		cfg.NodeName = "node"
 	}
 	if cfg.Log == nil {
-		cfg.Log = coverageLogger(slog.NewTextHandler(io.Discard, nil))
+		cfg.Log = suite.Logger(slog.NewTextHandler(io.Discard, nil))
 	}
-	e, err := New(cfg)
+	e, err := engine.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

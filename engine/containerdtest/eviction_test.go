@@ -1,4 +1,4 @@
-package engine
+package containerdtest
 
 import (
 	"context"
@@ -15,8 +15,10 @@ import (
 	ktypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/cri/harness"
+	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/eviction"
+	"github.com/speclet/speclet/engine/internal/suite"
 	"github.com/speclet/speclet/engine/resources"
 )
 
@@ -50,9 +52,9 @@ func TestContainerdEvictionMemory(t *testing.T) {
 		}
 		return eviction.Observations{"memory.available": {Available: max(capacity-used, 0), Capacity: capacity}}, nil
 	}
-	e, err := New(Config{Runtime: auditRuntime(t, c.Endpoint), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
+	e, err := engine.New(engine.Config{Runtime: suite.Runtime(t, c.Endpoint), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
 		Eviction: mgr, EvictionPeriod: time.Second, Signals: signals,
-		Log: coverageLogger(slog.NewTextHandler(io.Discard, nil))})
+		Log: suite.Logger(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +99,7 @@ func TestContainerdEvictionMemory(t *testing.T) {
 		return p != nil && p.Status.Phase == v1.PodFailed
 	}, e)
 	p := status("besteffort")
-	if p.Status.Reason != ReasonEvicted || !strings.HasPrefix(p.Status.Message, "The node was low on resource: memory. Threshold quantity: 100Mi, available: ") {
+	if p.Status.Reason != engine.ReasonEvicted || !strings.HasPrefix(p.Status.Message, "The node was low on resource: memory. Threshold quantity: 100Mi, available: ") {
 		t.Errorf("besteffort: reason %q message %q, want Evicted and kubelet's message naming memory", p.Status.Reason, p.Status.Message)
 	}
 	t.Logf("besteffort: %s: %s", p.Status.Reason, p.Status.Message)

@@ -1,4 +1,4 @@
-package engine
+package containerdtest
 
 import (
 	"context"
@@ -16,8 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/cri/harness"
+	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/cgroups"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/internal/suite"
 	"github.com/speclet/speclet/engine/resources"
 )
 
@@ -51,9 +53,9 @@ func TestContainerdQoS(t *testing.T) {
 		t.Errorf("kubepods memory limit = %d, want allocatable %d", got, alloc.Memory().Value())
 	}
 	memCap := capacity.Memory().Value()
-	e, err := New(Config{Runtime: auditRuntime(t, c.Endpoint), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
+	e, err := engine.New(engine.Config{Runtime: suite.Runtime(t, c.Endpoint), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
 		PodCgroups: cg, MemoryCapacity: memCap, Allocatable: alloc, CrashLoopBackOffBase: time.Second,
-		Log: coverageLogger(slog.NewTextHandler(io.Discard, nil))})
+		Log: suite.Logger(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +197,7 @@ func memFile(cg *cgroups.Manager) string {
 	return "memory.limit_in_bytes"
 }
 
-func containerID(e *Engine, pod string) string {
+func containerID(e *engine.Engine, pod string) string {
 	for _, p := range e.Pods() {
 		if p.Name == pod && len(p.Status.ContainerStatuses) == 1 {
 			_, id, _ := strings.Cut(p.Status.ContainerStatuses[0].ContainerID, "://")
