@@ -208,7 +208,8 @@
 // nothing, and that the events machines' observers deliver are declared
 // `external`. A script fails on what its engine did; TestMain fails on what
 // other tests' engines did and prints the runs checked per action (with
-// the whole package, or -v).
+// the whole package, or -v). The observer is internal to this package, so
+// the tests of engine/containerdtest are outside this check.
 //
 // # Usage
 //
