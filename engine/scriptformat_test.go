@@ -6,9 +6,10 @@ import (
 	"sort"
 	"strings"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/speclet/speclet/engine/internal/suite"
 )
 
 // formatImages lists the images present, by first reference, sorted.
@@ -79,61 +80,12 @@ func (h *scriptHarness) formatCallLog(sorted bool) string {
 	return strings.Join(out, "\n")
 }
 
-// formatPods prints what a user reads from GET /pods: phase, conditions and
-// per container state, reason, exit code, restarts and readiness.
-func formatPods(ps []*v1.Pod) string {
-	var b strings.Builder
-	for _, p := range ps {
-		fmt.Fprintf(&b, "%s uid=%s phase=%s", p.Name, p.UID, p.Status.Phase)
-		if p.Status.Reason != "" {
-			fmt.Fprintf(&b, " reason=%s message=%q", p.Status.Reason, p.Status.Message)
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == v1.PodScheduled {
-				continue
-			}
-			fmt.Fprintf(&b, " %s=%s", c.Type, c.Status)
-		}
-		b.WriteString("\n")
-		for _, cs := range p.Status.InitContainerStatuses {
-			fmt.Fprintf(&b, "  init %s\n", formatContainer(cs))
-		}
-		for _, cs := range p.Status.ContainerStatuses {
-			fmt.Fprintf(&b, "  %s\n", formatContainer(cs))
-		}
-		for _, cs := range p.Status.EphemeralContainerStatuses {
-			fmt.Fprintf(&b, "  ephemeral %s\n", formatContainer(cs))
-		}
-	}
-	if b.Len() == 0 {
-		return "no pods"
-	}
-	return strings.TrimRight(b.String(), "\n")
-}
-
-func formatContainer(cs v1.ContainerStatus) string {
-	s := cs.Name + ": " + formatState(cs.State)
-	s += fmt.Sprintf(" restarts=%d ready=%t", cs.RestartCount, cs.Ready)
-	if cs.State.Running != nil && cs.Started != nil && !*cs.Started {
-		s += " started=false"
-	}
-	if cs.LastTerminationState.Terminated != nil {
-		s += " last=" + formatState(cs.LastTerminationState)
-	}
-	return s
-}
-
-func formatState(st v1.ContainerState) string {
-	switch {
-	case st.Running != nil:
-		return "running"
-	case st.Terminated != nil:
-		return fmt.Sprintf("terminated(%s,%d)", st.Terminated.Reason, st.Terminated.ExitCode)
-	case st.Waiting != nil:
-		return "waiting(" + st.Waiting.Reason + ")"
-	}
-	return "unknown"
-}
+// formatPods, formatContainer: pods and containers as the scripts print
+// them (suite.FormatPods).
+var (
+	formatPods      = suite.FormatPods
+	formatContainer = suite.FormatContainer
+)
 
 // formatRuntime prints the simulated runtime's sandboxes and containers.
 func (h *scriptHarness) formatRuntime() string {
@@ -168,43 +120,32 @@ func (h *scriptHarness) formatRuntime() string {
 	return strings.Join(lines, "\n")
 }
 
-// formatTransitions prints the non-zero speclet_transitions_total series of
-// one machine.
+// formatTransitions prints the transitions machines of kind machine took
+// (speclet_transitions_total): "from -event-> to: N", sorted.
 func (h *scriptHarness) formatTransitions(machine string) string {
-	mfs, err := h.reg.Gather()
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	var lines []string
-	for _, mf := range mfs {
-		if mf.GetName() != "speclet_transitions_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			l := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				l[lp.GetName()] = lp.GetValue()
-			}
-			if l["machine"] != machine || m.GetCounter().GetValue() == 0 {
-				continue
-			}
-			lines = append(lines, fmt.Sprintf("%s -%s-> %s: %v", l["from"], l["event"], l["to"], m.GetCounter().GetValue()))
-		}
-	}
-	sort.Strings(lines)
-	return strings.Join(lines, "\n")
+	return h.formatCounters("speclet_transitions_total", machine, func(l map[string]string, n float64) string {
+		return fmt.Sprintf("%s -%s-> %s: %v", l["from"], l["event"], l["to"], n)
+	})
 }
 
 // formatRejected prints the events the machines of kind machine refused
 // (speclet_rejected_events_total): "state -event-> rejected: N", sorted.
 func (h *scriptHarness) formatRejected(machine string) string {
+	return h.formatCounters("speclet_rejected_events_total", machine, func(l map[string]string, n float64) string {
+		return fmt.Sprintf("%s -%s-> rejected: %v", l["state"], l["event"], n)
+	})
+}
+
+// formatCounters prints a line for each counter of metric whose machine
+// label is machine and whose value is not 0, sorted.
+func (h *scriptHarness) formatCounters(metric, machine string, line func(labels map[string]string, n float64) string) string {
 	mfs, err := h.reg.Gather()
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	var lines []string
 	for _, mf := range mfs {
-		if mf.GetName() != "speclet_rejected_events_total" {
+		if mf.GetName() != metric {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
@@ -215,7 +156,7 @@ func (h *scriptHarness) formatRejected(machine string) string {
 			if l["machine"] != machine || m.GetCounter().GetValue() == 0 {
 				continue
 			}
-			lines = append(lines, fmt.Sprintf("%s -%s-> rejected: %v", l["state"], l["event"], m.GetCounter().GetValue()))
+			lines = append(lines, line(l, m.GetCounter().GetValue()))
 		}
 	}
 	sort.Strings(lines)

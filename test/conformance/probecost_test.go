@@ -41,28 +41,36 @@ const (
 // Metrics: speclet-cores, speclet-rss-MiB, speclet-running-s (manifests
 // written to all Running), speclet-ready-pods (at the end), the same for
 // kubelet, and kubelet/speclet-cpu.
-func BenchmarkProbeCost(b *testing.B) {
+func BenchmarkProbeCost(b *testing.B) { agentCost(b, probeCostPod, true) }
+
+// agentCost runs one cost benchmark: speclet, then kubelet when
+// $SPECLET_KUBELET names it, each on its own containerd with probeCostPods
+// pods made by pod, and reports each agent's metrics (the Ready pods at the
+// end when readyPods) and kubelet/speclet-cpu.
+func agentCost(b *testing.B, pod func(i int, image string, port int) string, readyPods bool) {
 	if os.Geteuid() != 0 {
-		b.Skip("BenchmarkProbeCost runs containerd and the agents and needs root")
+		b.Skipf("%s runs containerd and the agents and needs root", b.Name())
 	}
 	reg, _ := setup(b)
 	speclet := buildSpeclet(b)
 	kubelet := os.Getenv("SPECLET_KUBELET")
+	report := func(agent string, r probeCostResult) {
+		b.ReportMetric(r.cores, agent+"-cores")
+		b.ReportMetric(r.rssMiB, agent+"-rss-MiB")
+		b.ReportMetric(r.ready.Seconds(), agent+"-running-s")
+		if readyPods {
+			b.ReportMetric(float64(r.readyPods), agent+"-ready-pods")
+		}
+	}
 	for b.Loop() {
-		s := probeCost(b, Speclet, speclet, reg, probeCostPod, "-v", "0")
-		b.ReportMetric(s.cores, "speclet-cores")
-		b.ReportMetric(s.rssMiB, "speclet-rss-MiB")
-		b.ReportMetric(s.ready.Seconds(), "speclet-running-s")
-		b.ReportMetric(float64(s.readyPods), "speclet-ready-pods")
+		s := probeCost(b, Speclet, speclet, reg, pod, "-v", "0")
+		report("speclet", s)
 		if kubelet == "" {
 			b.Log("SPECLET_KUBELET not set: kubelet not measured (make bench builds it)")
 			continue
 		}
-		k := probeCost(b, Kubelet, kubelet, reg, probeCostPod)
-		b.ReportMetric(k.cores, "kubelet-cores")
-		b.ReportMetric(k.rssMiB, "kubelet-rss-MiB")
-		b.ReportMetric(k.ready.Seconds(), "kubelet-running-s")
-		b.ReportMetric(float64(k.readyPods), "kubelet-ready-pods")
+		k := probeCost(b, Kubelet, kubelet, reg, pod)
+		report("kubelet", k)
 		b.ReportMetric(k.cores/s.cores, "kubelet/speclet-cpu")
 	}
 }
@@ -271,29 +279,7 @@ func procStatus(pid int, fields ...string) (map[string]int64, error) {
 //
 // Metrics: speclet-cores, speclet-rss-MiB, speclet-running-s, the same for
 // kubelet, and kubelet/speclet-cpu.
-func BenchmarkIdleCost(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("BenchmarkIdleCost runs containerd and the agents and needs root")
-	}
-	reg, _ := setup(b)
-	speclet := buildSpeclet(b)
-	kubelet := os.Getenv("SPECLET_KUBELET")
-	for b.Loop() {
-		s := probeCost(b, Speclet, speclet, reg, idlePod, "-v", "0")
-		b.ReportMetric(s.cores, "speclet-cores")
-		b.ReportMetric(s.rssMiB, "speclet-rss-MiB")
-		b.ReportMetric(s.ready.Seconds(), "speclet-running-s")
-		if kubelet == "" {
-			b.Log("SPECLET_KUBELET not set: kubelet not measured (make bench builds it)")
-			continue
-		}
-		k := probeCost(b, Kubelet, kubelet, reg, idlePod)
-		b.ReportMetric(k.cores, "kubelet-cores")
-		b.ReportMetric(k.rssMiB, "kubelet-rss-MiB")
-		b.ReportMetric(k.ready.Seconds(), "kubelet-running-s")
-		b.ReportMetric(k.cores/s.cores, "kubelet/speclet-cpu")
-	}
-}
+func BenchmarkIdleCost(b *testing.B) { agentCost(b, idlePod, false) }
 
 // idlePod is one pod of BenchmarkIdleCost: a busybox container that sleeps.
 func idlePod(i int, image string, _ int) string {

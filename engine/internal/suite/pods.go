@@ -1,0 +1,67 @@
+package suite
+
+import (
+	"fmt"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// FormatPods prints what a user reads from GET /pods: phase, conditions and
+// per container state, reason, exit code, restarts and readiness. The engine
+// scripts print pods so, and the tests on a real containerd show them so
+// when they fail.
+func FormatPods(ps []*v1.Pod) string {
+	var b strings.Builder
+	for _, p := range ps {
+		fmt.Fprintf(&b, "%s uid=%s phase=%s", p.Name, p.UID, p.Status.Phase)
+		if p.Status.Reason != "" {
+			fmt.Fprintf(&b, " reason=%s message=%q", p.Status.Reason, p.Status.Message)
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == v1.PodScheduled {
+				continue
+			}
+			fmt.Fprintf(&b, " %s=%s", c.Type, c.Status)
+		}
+		b.WriteString("\n")
+		for _, cs := range p.Status.InitContainerStatuses {
+			fmt.Fprintf(&b, "  init %s\n", FormatContainer(cs))
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			fmt.Fprintf(&b, "  %s\n", FormatContainer(cs))
+		}
+		for _, cs := range p.Status.EphemeralContainerStatuses {
+			fmt.Fprintf(&b, "  ephemeral %s\n", FormatContainer(cs))
+		}
+	}
+	if b.Len() == 0 {
+		return "no pods"
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// FormatContainer prints one container status as FormatPods does.
+func FormatContainer(cs v1.ContainerStatus) string {
+	s := cs.Name + ": " + formatState(cs.State)
+	s += fmt.Sprintf(" restarts=%d ready=%t", cs.RestartCount, cs.Ready)
+	if cs.State.Running != nil && cs.Started != nil && !*cs.Started {
+		s += " started=false"
+	}
+	if cs.LastTerminationState.Terminated != nil {
+		s += " last=" + formatState(cs.LastTerminationState)
+	}
+	return s
+}
+
+func formatState(st v1.ContainerState) string {
+	switch {
+	case st.Running != nil:
+		return "running"
+	case st.Terminated != nil:
+		return fmt.Sprintf("terminated(%s,%d)", st.Terminated.Reason, st.Terminated.ExitCode)
+	case st.Waiting != nil:
+		return "waiting(" + st.Waiting.Reason + ")"
+	}
+	return "unknown"
+}
