@@ -89,7 +89,8 @@
 //     hugepages, node allocatable, the --kube-reserved and --eviction-hard
 //     flag syntax. cgroups/: the kubepods hierarchy and pod cgroups on the
 //     cgroupfs driver (v1 and v2), behind Config.PodCgroups; the sandbox
-//     machine's ensure_pod_cgroup and remove_pod_cgroup call it.
+//     machine's run_sandbox (before RunPodSandbox) and remove_pod_cgroup
+//     call it.
 //   - Container GC is the container machine's remove_container, run when
 //     CrashLoopBackOff begins, with Config.ContainerGC (kubelet's
 //     --maximum-dead-containers-per-container, --minimum-container-ttl-duration);

@@ -24,7 +24,10 @@ type sandboxState struct {
 	ids   []string // every sandbox the pod had, oldest first; all are stopped and removed with the pod
 	cfg   *runtimeapi.PodSandboxConfig
 	podIP string
-	err   error // the last action's error, for the sync's result
+	// err is the error of the sandbox action the last delivery ran, which
+	// the pod action that delivered it (sync_pod, stop_sandbox) returns for
+	// its log line; nothing decides on it.
+	err error
 
 	run run[fsm.SandboxState, fsm.SandboxEvent, fsm.SandboxAction, fsm.SandboxGuard, *sandboxState] // the sandbox machine in the fire loop
 }
@@ -90,19 +93,6 @@ func (sb *sandboxState) RecreateForbidden() bool {
 
 // --- actions ---
 
-// EnsurePodCgroup creates or updates the pod's cgroup (Config.PodCgroups);
-// raises create_failed when it cannot, and run_sandbox then does nothing.
-func (sb *sandboxState) EnsurePodCgroup(ctx context.Context) error {
-	pc := sb.p.e.cfg.PodCgroups
-	if pc == nil {
-		return nil
-	}
-	if err := pc.Ensure(sb.p.pod); err != nil {
-		return sb.fail(fsm.SandboxEventCreateFailed, fmt.Errorf("create cgroup of pod %q: %w", sb.p.key(), err))
-	}
-	return nil
-}
-
 // RemovePodCgroup removes the pod's cgroup (Config.PodCgroups). A failure
 // is logged; housekeeping retries (cleanup.go).
 func (sb *sandboxState) RemovePodCgroup(ctx context.Context) error {
@@ -125,12 +115,16 @@ func (p *podState) cgroupParent() string {
 	return p.e.cfg.PodCgroups.Parent(p.pod)
 }
 
-// RunSandbox creates a sandbox with the next attempt and reads its IP back;
-// raises ready, create_failed, or status_failed (the ID is kept).
+// RunSandbox creates or updates the pod's cgroup (Config.PodCgroups), then
+// creates a sandbox with the next attempt in it and reads its IP back;
+// raises ready, create_failed (also when the cgroup could not be made), or
+// status_failed (the ID is kept).
 func (sb *sandboxState) RunSandbox(ctx context.Context) error {
 	p := sb.p
-	if sb.err != nil {
-		return nil // ensure_pod_cgroup failed and raised create_failed
+	if pc := p.e.cfg.PodCgroups; pc != nil {
+		if err := pc.Ensure(p.pod); err != nil {
+			return sb.fail(fsm.SandboxEventCreateFailed, fmt.Errorf("create cgroup of pod %q: %w", p.key(), err))
+		}
 	}
 	cfg, err := sandboxConfig(p.e.podNode(), p.pod, uint32(len(sb.ids)), p.cgroupParent())
 	if err != nil {

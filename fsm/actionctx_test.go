@@ -38,7 +38,6 @@ func (r *tagRecorder) SyncPod(ctx context.Context) error {
 	return r.rec(ctx)
 }
 func (r *tagRecorder) CheckSandbox(ctx context.Context) error    { return r.rec(ctx) }
-func (r *tagRecorder) EnsurePodCgroup(ctx context.Context) error { return r.rec(ctx) }
 func (r *tagRecorder) KillContainers(ctx context.Context) error  { return r.rec(ctx) }
 func (r *tagRecorder) MountVolumes(ctx context.Context) error    { return r.rec(ctx) }
 func (r *tagRecorder) ReleaseName(ctx context.Context) error     { return r.rec(ctx) }

@@ -14,7 +14,7 @@ const SandboxMachineName = "sandbox"
 
 // SandboxSpecSHA256 is the SHA-256 of spec/sandbox.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const SandboxSpecSHA256 = "24a04bdfff3adab63db4ede4fd8f31895b68a4389e74a5423268bd0478a96fda"
+const SandboxSpecSHA256 = "40331d74ee11d6b70e6605d2bfcafa39fac07422302df7f88eba6fa2fa8cec87"
 
 // SandboxState is a state of the sandbox machine.
 //
@@ -213,18 +213,15 @@ type SandboxAction uint8
 
 // Actions of the sandbox machine, in spec order.
 const (
-	// SandboxActionEnsurePodCgroup: Create or update the pod's cgroup under its
-	// QoS class (--cgroups-per-qos; nothing without it). Reports create_failed
-	// when it cannot.
-	SandboxActionEnsurePodCgroup SandboxAction = iota
 	// SandboxActionRemovePodCgroup: Remove the pod's cgroup (--cgroups-per-qos):
 	// no process of the pod is left.
-	SandboxActionRemovePodCgroup
-	// SandboxActionRunSandbox: RunPodSandbox with the next attempt, then
-	// PodSandboxStatus for its state and the pod IP (also for hostNetwork pods:
-	// the ID may be a sandbox an interrupted attempt left, since dead; one not
-	// ready counts as status_failed). Reports ready, create_failed or
-	// status_failed.
+	SandboxActionRemovePodCgroup SandboxAction = iota
+	// SandboxActionRunSandbox: With --cgroups-per-qos, create or update the pod's
+	// cgroup under its QoS class (create_failed when it cannot); RunPodSandbox
+	// with the next attempt, then PodSandboxStatus for its state and the pod IP
+	// (also for hostNetwork pods: the ID may be a sandbox an interrupted attempt
+	// left, since dead; one not ready counts as status_failed). Reports ready,
+	// create_failed or status_failed.
 	SandboxActionRunSandbox
 	// SandboxActionCheckSandbox: PodSandboxStatus of the sandbox whose status is
 	// unknown. Reports ready, died or status_failed.
@@ -234,7 +231,7 @@ const (
 	SandboxActionStopSandbox
 )
 
-var sandboxActionNames = [...]string{"ensure_pod_cgroup", "remove_pod_cgroup", "run_sandbox", "check_sandbox", "stop_sandbox"}
+var sandboxActionNames = [...]string{"remove_pod_cgroup", "run_sandbox", "check_sandbox", "stop_sandbox"}
 
 // String returns the action's name in the spec.
 func (a SandboxAction) String() string {
@@ -246,7 +243,6 @@ func (a SandboxAction) String() string {
 
 // SandboxActionCRI lists, per action, the CRI methods the spec says it calls.
 var SandboxActionCRI = [...][]string{
-	SandboxActionEnsurePodCgroup: {},
 	SandboxActionRemovePodCgroup: {},
 	SandboxActionRunSandbox:      {"RunPodSandbox", "PodSandboxStatus"},
 	SandboxActionCheckSandbox:    {"PodSandboxStatus"},
@@ -255,20 +251,19 @@ var SandboxActionCRI = [...][]string{
 
 // SandboxActionCalls lists, per action, the actions of this machine the spec
 // says it runs itself (its `calls`); their CRI methods are allowed to it too.
-var SandboxActionCalls = [5][]SandboxAction{}
+var SandboxActionCalls = [4][]SandboxAction{}
 
 // SandboxActionUncancellable lists, per action, the CRI methods of its cri list
 // that the spec says a kill does not cancel (its `uncancellable`), each with
 // the spec's reason. The engine lets these calls run to their end
 // (Uncancellable).
-var SandboxActionUncancellable = [5]map[string]string{
+var SandboxActionUncancellable = [4]map[string]string{
 	SandboxActionRunSandbox: {"RunPodSandbox": "A RunPodSandbox cancelled at the client may still complete in the runtime, leaving a sandbox the machine believes was never made (containerd keeps its name reserved, and the next attempt fails until run_sandbox adopts it). The call is bounded by the client's per-call timeout; the kill is handled as soon as it returns."},
 }
 
 // sandboxActionTags are the context tags RunSandboxAction puts on the
 // context of the action it runs (see WithAction and Uncancellable).
 var sandboxActionTags = [...]actionTag{
-	SandboxActionEnsurePodCgroup: {machine: "sandbox", action: "ensure_pod_cgroup"},
 	SandboxActionRemovePodCgroup: {machine: "sandbox", action: "remove_pod_cgroup"},
 	SandboxActionRunSandbox:      {machine: "sandbox", action: "run_sandbox", uncancellable: []string{"RunPodSandbox"}},
 	SandboxActionCheckSandbox:    {machine: "sandbox", action: "check_sandbox"},
@@ -288,17 +283,15 @@ func (a SandboxAction) Tag(ctx context.Context) context.Context {
 // implements it on its per-sandbox object and runs the actions a Step
 // returns, in order, outside the machine.
 type SandboxActions interface {
-	// EnsurePodCgroup: Create or update the pod's cgroup under its QoS class
-	// (--cgroups-per-qos; nothing without it). Reports create_failed when it
-	// cannot.
-	EnsurePodCgroup(ctx context.Context) error
 	// RemovePodCgroup: Remove the pod's cgroup (--cgroups-per-qos): no process of
 	// the pod is left.
 	RemovePodCgroup(ctx context.Context) error
-	// RunSandbox: RunPodSandbox with the next attempt, then PodSandboxStatus for
-	// its state and the pod IP (also for hostNetwork pods: the ID may be a
-	// sandbox an interrupted attempt left, since dead; one not ready counts as
-	// status_failed). Reports ready, create_failed or status_failed.
+	// RunSandbox: With --cgroups-per-qos, create or update the pod's cgroup under
+	// its QoS class (create_failed when it cannot); RunPodSandbox with the next
+	// attempt, then PodSandboxStatus for its state and the pod IP (also for
+	// hostNetwork pods: the ID may be a sandbox an interrupted attempt left,
+	// since dead; one not ready counts as status_failed). Reports ready,
+	// create_failed or status_failed.
 	// CRI: RunPodSandbox, PodSandboxStatus.
 	// Not cancelled by a kill: RunPodSandbox.
 	RunSandbox(ctx context.Context) error
@@ -319,8 +312,6 @@ type SandboxActions interface {
 func RunSandboxAction(ctx context.Context, impl SandboxActions, a SandboxAction) error {
 	ctx = a.Tag(ctx)
 	switch a {
-	case SandboxActionEnsurePodCgroup:
-		return impl.EnsurePodCgroup(ctx)
 	case SandboxActionRemovePodCgroup:
 		return impl.RemovePodCgroup(ctx)
 	case SandboxActionRunSandbox:
@@ -411,7 +402,7 @@ var SandboxKind = Kind[SandboxState, SandboxEvent, SandboxAction, SandboxGuard]{
 
 // SandboxStateEntry lists, per state, the actions run on entering it.
 var SandboxStateEntry = [9][]SandboxAction{
-	SandboxStateCreating: {SandboxActionEnsurePodCgroup, SandboxActionRunSandbox},
+	SandboxStateCreating: {SandboxActionRunSandbox},
 	SandboxStateChecking: {SandboxActionCheckSandbox},
 	SandboxStateStopping: {SandboxActionStopSandbox},
 }

@@ -23,9 +23,10 @@
 #    returned, so a failing PodSandboxStatus leads to `unknown` and a
 #    check_sandbox at the next sync, never to a second sandbox; every sandbox
 #    the pod ever had is stopped and removed with the pod.
-#  - With --cgroups-per-qos, ensure_pod_cgroup creates the pod's cgroup
-#    (kubepods[/burstable|/besteffort]/pod<uid>) before RunPodSandbox, which
-#    gets it as CgroupParent; run_sandbox does not run when it failed.
+#  - With --cgroups-per-qos, run_sandbox first creates or updates the pod's
+#    cgroup (kubepods[/burstable|/besteffort]/pod<uid>), as kubelet's SyncPod
+#    ensures it before it creates the sandbox; RunPodSandbox gets it as
+#    CgroupParent, and is not called when the cgroup could not be made.
 #    remove_pod_cgroup removes it once every sandbox of the pod is removed;
 #    housekeeping retries a removal that failed and removes the cgroups of
 #    pods no source declares and the runtime no longer holds.
@@ -46,14 +47,11 @@ machine "sandbox" {
 
   guard "recreate_forbidden" { doc = "No container would start in a new sandbox (kubelet's computePodActions): restartPolicy Never and a container of the pod has run (started, or its failed start recorded; an instance only created has not), so the pod fails; or the pod is done (pod_done), e.g. OnFailure after every container exited 0." }
 
-  action "ensure_pod_cgroup" {
-    doc = "Create or update the pod's cgroup under its QoS class (--cgroups-per-qos; nothing without it). Reports create_failed when it cannot."
-  }
   action "remove_pod_cgroup" {
     doc = "Remove the pod's cgroup (--cgroups-per-qos): no process of the pod is left."
   }
   action "run_sandbox" {
-    doc = "RunPodSandbox with the next attempt, then PodSandboxStatus for its state and the pod IP (also for hostNetwork pods: the ID may be a sandbox an interrupted attempt left, since dead; one not ready counts as status_failed). Reports ready, create_failed or status_failed."
+    doc = "With --cgroups-per-qos, create or update the pod's cgroup under its QoS class (create_failed when it cannot); RunPodSandbox with the next attempt, then PodSandboxStatus for its state and the pod IP (also for hostNetwork pods: the ID may be a sandbox an interrupted attempt left, since dead; one not ready counts as status_failed). Reports ready, create_failed or status_failed."
     cri = ["RunPodSandbox", "PodSandboxStatus"]
     uncancellable = {
       RunPodSandbox = "A RunPodSandbox cancelled at the client may still complete in the runtime, leaving a sandbox the machine believes was never made (containerd keeps its name reserved, and the next attempt fails until run_sandbox adopts it). The call is bounded by the client's per-call timeout; the kill is handled as soon as it returns."
@@ -76,7 +74,7 @@ machine "sandbox" {
 
   state "creating" {
     doc   = "RunPodSandbox and PodSandboxStatus run."
-    entry = [action.ensure_pod_cgroup, action.run_sandbox]
+    entry = [action.run_sandbox]
     transition "ready" { to = state.ready }
     transition "create_failed" {
       to  = state.none

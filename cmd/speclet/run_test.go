@@ -328,7 +328,7 @@ func TestRunDaemonOnSim(t *testing.T) {
 	if code := runPod([]string{"--server", base, "web-n1"}, &out, &errs); code != 0 ||
 		!strings.Contains(out.String(), "container/main  running") ||
 		!regexp.MustCompile(`container/main +starting +started +running`).MatchString(out.String()) ||
-		!regexp.MustCompile(`sandbox +none +create +creating +ensure_pod_cgroup, run_sandbox`).MatchString(out.String()) {
+		!regexp.MustCompile(`sandbox +none +create +creating +run_sandbox`).MatchString(out.String()) {
 		t.Errorf("speclet pod web-n1: exit %d\n%s%s", code, out.String(), errs.String())
 	}
 	if code := runPod([]string{"--server", base, "nope"}, &out, &errs); code != 1 || !strings.Contains(errs.String(), "404") {

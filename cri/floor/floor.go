@@ -65,7 +65,7 @@ type Options struct {
 	MaskedPaths, ReadonlyPaths []string
 	// PodCgroup, when set, makes each pod's cgroup before its
 	// RunPodSandbox, as kubelet's --cgroups-per-qos does (speclet's
-	// ensure_pod_cgroup), and returns it: the CgroupParent of the sandbox
+	// run_sandbox does), and returns it: the CgroupParent of the sandbox
 	// and the container, so that runc nests both in it.
 	// RemovePodCgroup removes it after the pod's RemovePodSandbox.
 	PodCgroup       func(uid string) (string, error)
