@@ -160,8 +160,6 @@
 // failed lookup or decision (UnexpectedAdmissionError). The others keep
 // running.
 //
-// Not done yet: image pull credentials.
-//
 // # Tests
 //
 // testdata/*.txt are lifecycle scripts (cockroachdb/datadriven), one per
