@@ -1,8 +1,11 @@
 package harness
 
 import (
+	"bufio"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,4 +34,33 @@ func ProcCPU(pid int) (time.Duration, error) {
 		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
 	}
 	return time.Duration(utime+stime) * clockTick, nil
+}
+
+// ProcStatus reads the named kB fields of /proc/PID/status (VmRSS,
+// RssAnon, RssFile, ...), in bytes; a field it does not find is an error.
+func ProcStatus(pid int, fields ...string) (map[string]int64, error) {
+	f, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string]int64{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok || !slices.Contains(fields, k) {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("/proc/%d/status: %s: %w", pid, k, err)
+		}
+		out[k] = kb << 10
+	}
+	for _, k := range fields {
+		if _, ok := out[k]; !ok {
+			return nil, fmt.Errorf("/proc/%d/status: no %s", pid, k)
+		}
+	}
+	return out, sc.Err()
 }

@@ -28,3 +28,18 @@ func TestProcCPU(t *testing.T) {
 		t.Error("no error for a process that does not exist")
 	}
 }
+
+// TestProcStatus: the test process has a resident set, its anonymous part
+// no larger than the whole; an unknown field is an error.
+func TestProcStatus(t *testing.T) {
+	m, err := ProcStatus(os.Getpid(), "VmRSS", "RssAnon")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m["VmRSS"] <= 0 || m["RssAnon"] <= 0 || m["RssAnon"] > m["VmRSS"] {
+		t.Errorf("VmRSS %d, RssAnon %d bytes", m["VmRSS"], m["RssAnon"])
+	}
+	if _, err := ProcStatus(os.Getpid(), "NoSuchField"); err == nil {
+		t.Error("no error for a field /proc/PID/status does not have")
+	}
+}

@@ -1,15 +1,12 @@
 package conformance
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -154,7 +151,7 @@ func probeCost(b *testing.B, kind AgentKind, bin string, reg *harness.Registry, 
 		b.Fatal(err)
 	}
 	res.cores = (cpu1 - cpu0).Seconds() / time.Since(w0).Seconds()
-	mem, err := procStatus(pid, "VmRSS", "RssAnon", "RssFile")
+	mem, err := harness.ProcStatus(pid, "VmRSS", "RssAnon", "RssFile")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -237,34 +234,6 @@ func (a *Agent) saveProfile(name, dir string, window time.Duration) error {
 		}
 	}
 	return nil
-}
-
-// procStatus reads the named kB fields of /proc/PID/status, in bytes.
-func procStatus(pid int, fields ...string) (map[string]int64, error) {
-	f, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "status"))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	out := map[string]int64{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok || !slices.Contains(fields, k) {
-			continue
-		}
-		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("/proc/%d/status: %s: %w", pid, k, err)
-		}
-		out[k] = kb << 10
-	}
-	for _, k := range fields {
-		if _, ok := out[k]; !ok {
-			return nil, fmt.Errorf("/proc/%d/status: no %s", pid, k)
-		}
-	}
-	return out, sc.Err()
 }
 
 // BenchmarkIdleCost measures what an agent costs while its pods just run:
