@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -28,8 +27,6 @@ type table[S, E, A, G Enum, I any] struct {
 	choicesByState [][]uint16             // choices indexed by state, in spec order
 	guard          func(I, G) bool        // evaluates one guard on the machine's guards
 	parseState     func(string) (S, bool) // state of a spec name: looplab's Current back to S
-	enterEvents    []string               // looplab event entering each state, "" when no move enters it
-	events         fsm.Events             // looplab's graph: one event per entered state
 }
 
 // newTable builds the table of a machine from its generated tables. The rows
@@ -38,10 +35,8 @@ type table[S, E, A, G Enum, I any] struct {
 // looplab's state names back to states; newTable panics when it does not
 // return each state for its name.
 //
-// The looplab machine gets one event per state that an external transition
-// or a choice branch enters from another state, named "to_" and the state,
-// from every state with such a move to it: one looplab transition per edge
-// of the graph, however many rows share the edge.
+// The table is the machine's graph, shared by every instance of its kind:
+// looplab gets no events (see machine).
 func newTable[S, E, A, G Enum, I any](
 	name string, stateNames, eventNames []string,
 	transitions []Transition[S, E, A, G], choices []Choice[S, A, G],
@@ -59,31 +54,10 @@ func newTable[S, E, A, G Enum, I any](
 		choicesByState: choicesByState,
 		guard:          guard,
 		parseState:     parseState,
-		enterEvents:    make([]string, len(stateNames)),
 	}
 	for i, n := range stateNames {
 		if s, ok := parseState(n); !ok || int(s) != i {
 			panic(fmt.Sprintf("%s machine: state name %q parses to %d, %v; want %d", name, n, uint8(s), ok, i))
-		}
-	}
-	srcs := make([][]string, len(stateNames)) // per entered state, the states with a move to it
-	edge := func(from, to S) {
-		if from != to && !slices.Contains(srcs[to], stateNames[from]) {
-			srcs[to] = append(srcs[to], stateNames[from])
-		}
-	}
-	for _, r := range transitions {
-		if !r.Internal {
-			edge(r.From, r.To)
-		}
-	}
-	for _, c := range choices {
-		edge(c.State, c.To)
-	}
-	for s, from := range srcs {
-		if len(from) > 0 {
-			t.enterEvents[s] = "to_" + stateNames[s]
-			t.events = append(t.events, fsm.EventDesc{Name: t.enterEvents[s], Src: from, Dst: stateNames[s]})
 		}
 	}
 	return t
@@ -92,6 +66,11 @@ func newTable[S, E, A, G Enum, I any](
 // machine is one machine instance over looplab/fsm. looplab holds its state:
 // state() reads looplab's Current and maps the name back to S through the
 // table; the machine keeps no copy of it. It is not safe for concurrent use.
+//
+// looplab is moved with SetState, not Event: looplab builds the graph that
+// Event checks into maps of each instance (about 2 KB per machine, a fifth of
+// the heap of 10,000 pods), while every move the core makes is a row or a
+// choice branch of the table, which all instances of a kind share.
 // actions, path and choices are reused by every fire.
 type machine[S, E, A, G Enum, I any] struct {
 	t       *table[S, E, A, G, I]
@@ -111,7 +90,7 @@ func (m *machine[S, E, A, G, I]) init(t *table[S, E, A, G, I], s S, g I) {
 	}
 	*m = machine[S, E, A, G, I]{
 		t:       t,
-		fsm:     fsm.NewFSM(t.stateNames[s], t.events, nil),
+		fsm:     fsm.NewFSM(t.stateNames[s], nil, nil),
 		guards:  g,
 		actions: make([]A, 0, 8),
 		path:    make([]S, 0, 4),
@@ -173,10 +152,7 @@ func (m *machine[S, E, A, G, I]) fire(ev E) (from, to S, err error) {
 	if r.Internal {
 		return from, from, nil
 	}
-	to = from
-	if err := m.enter(to, r.To); err != nil {
-		return from, to, err
-	}
+	m.enter(from, r.To)
 	to = r.To
 	for hops := 0; len(m.t.choicesByState[to]) > 0; hops++ {
 		if hops > len(m.t.stateNames) {
@@ -193,26 +169,21 @@ func (m *machine[S, E, A, G, I]) fire(ev E) (from, to S, err error) {
 		c := &m.t.choices[ci]
 		m.choices = append(m.choices, int(ci))
 		m.actions = append(m.actions, c.Actions...)
-		if err := m.enter(to, c.To); err != nil {
-			return from, to, err
-		}
+		m.enter(to, c.To)
 		to = c.To
 	}
 	return from, to, nil
 }
 
-// enter moves looplab from cur, the state it is in, to s (looplab event
-// "to_<s>") and records s's entry actions. A transition back to the same
-// state re-enters it without looplab, which has no self-transitions.
-func (m *machine[S, E, A, G, I]) enter(cur, s S) error {
+// enter moves looplab from cur, the state it is in, to s, a move of the
+// table, and records s's entry actions. A transition back to the same state
+// re-enters it and leaves looplab as it is.
+func (m *machine[S, E, A, G, I]) enter(cur, s S) {
 	if s != cur {
-		if err := m.fsm.Event(context.Background(), m.t.enterEvents[s]); err != nil {
-			return fmt.Errorf("%s machine: enter %s from %s: %w", m.t.name, s, cur, err)
-		}
+		m.fsm.SetState(m.t.stateNames[s])
 	}
 	m.path = append(m.path, s)
 	m.actions = append(m.actions, m.t.entry[s]...)
-	return nil
 }
 
 // stepString renders a step for logs: "from -> to on event / a, b", or

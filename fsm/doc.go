@@ -37,12 +37,11 @@
 // State. The looplab/fsm machine inside each Machine holds its state; the
 // core keeps no copy. State, Timers, Can and Fire read looplab's Current and
 // map the name back to the typed state with the generated Parse<Machine>State
-// (once per Fire). Fire moves looplab with one looplab Event per state it
-// enters; a transition back to the same state does not call looplab, which
-// has no self-transitions, and an internal transition leaves it alone. The
-// looplab machine's graph is built once per machine kind from the tables:
-// one looplab event "to_<state>" per state that a transition or choice
-// branch enters, with every state that has such a move as a source.
+// (once per Fire). Fire moves looplab (SetState) to each state it enters,
+// only along the rows and choice branches of the tables; an internal
+// transition leaves it alone. looplab is given no events: it would copy the
+// graph into maps of every instance (about 2 KB per machine), while the
+// tables are the graph, shared by all instances of a kind.
 // New<Machine>MachineAt builds the looplab machine in the given state.
 //
 // Usage:

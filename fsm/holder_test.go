@@ -97,33 +97,3 @@ func TestMachineHasNoStateField(t *testing.T) {
 		}
 	}
 }
-
-// TestLooplabGraph checks the looplab events the core builds: from the
-// source of every external transition and choice branch that changes state,
-// looplab can enter its target, and there is one looplab event per target.
-func TestLooplabGraph(t *testing.T) {
-	edges := map[[2]PodState]bool{}
-	for _, r := range PodTransitionTable {
-		if !r.Internal && r.From != r.To {
-			edges[[2]PodState{r.From, r.To}] = true
-		}
-	}
-	for _, c := range PodChoiceTable {
-		if c.State != c.To {
-			edges[[2]PodState{c.State, c.To}] = true
-		}
-	}
-	n := 0
-	for _, e := range podTable.events {
-		n += len(e.Src)
-	}
-	if n != len(edges) {
-		t.Errorf("looplab has %d (event, source) pairs, the pod graph %d edges", n, len(edges))
-	}
-	for e := range edges {
-		m := NewPodMachineAt(e[0], guards{})
-		if !m.m.fsm.Can(podTable.enterEvents[e[1]]) {
-			t.Errorf("looplab in %s cannot take %q", e[0], podTable.enterEvents[e[1]])
-		}
-	}
-}
