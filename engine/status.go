@@ -115,10 +115,13 @@ func computeStatus(prev *v1.PodStatus, v *podView, now time.Time) v1.PodStatus {
 		return v1.PodStatus{QOSClass: qosClass(pod), Phase: v1.PodFailed, Reason: v.Refused.Reason,
 			Message: "Pod was rejected: " + v.Refused.Message}
 	}
-	st := v1.PodStatus{
-		HostIP:   v.HostIP,
-		PodIP:    v.PodIP,
-		QOSClass: qosClass(pod),
+	st := v1.PodStatus{HostIP: v.HostIP, PodIP: v.PodIP}
+	if prev != nil && prev.QOSClass != "" {
+		// A pod's QoS class never changes (the API server refuses a
+		// resize that would change it): keep the one computed first.
+		st.QOSClass = prev.QOSClass
+	} else {
+		st.QOSClass = qosClass(pod)
 	}
 	if v.HostIP != "" {
 		st.HostIPs = []v1.HostIP{{IP: v.HostIP}}

@@ -126,10 +126,10 @@ func (w *podWorker) publishStatus() {
 	if s == nil {
 		return
 	}
-	st := computeStatus(s.lastStatus, s.view(), w.e.clock.Now())
-	s.lastStatus = &st
-	p := &v1.Pod{TypeMeta: s.pod.TypeMeta, ObjectMeta: s.pod.ObjectMeta, Spec: s.pod.Spec, Status: st}
+	p := &v1.Pod{TypeMeta: s.pod.TypeMeta, ObjectMeta: s.pod.ObjectMeta, Spec: s.pod.Spec,
+		Status: computeStatus(s.lastStatus, s.view(), w.e.clock.Now())}
 	p.Spec.NodeName = w.e.cfg.NodeName
+	s.lastStatus = &p.Status // the published pod is read-only
 	ms := make([]MachineState, 0, 2+2*(len(s.inits)+len(s.containers)+len(s.ephemerals)))
 	ms = append(ms,
 		MachineState{Machine: fsm.PodMachineName, State: s.machine.State().String(), Since: s.run.since},
