@@ -123,6 +123,13 @@ func liveHeap() int64 {
 	return int64(m.HeapAlloc)
 }
 
+// stackInUse is the memory of the goroutine stacks (a worker per pod).
+func stackInUse() int64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.StackInuse)
+}
+
 func rssBytes() int64 {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
@@ -184,6 +191,7 @@ func benchScale(b *testing.B, n int) {
 	defer func() { cancel(); <-done }()
 
 	heap0 := liveHeap()
+	stack0 := stackInUse()
 	rss0 := rssBytes()
 	stopCPU := profileCPU(b, n)
 	pods := make([]*v1.Pod, n)
@@ -196,6 +204,7 @@ func benchScale(b *testing.B, n int) {
 	toRunning := time.Since(start)
 	stopCPU()
 	heap1 := liveHeap()
+	stack1 := stackInUse()
 	rss1 := rssBytes()
 	profileHeap(b, n)
 	updates <- config.PodUpdate{Op: config.OpRemove, Pods: pods, Source: config.SourceFile}
@@ -211,6 +220,7 @@ func benchScale(b *testing.B, n int) {
 	b.ReportMetric((total - toRunning).Seconds(), "s-to-removed")
 	b.ReportMetric(transitionsTotal(b, reg)/total.Seconds(), "transitions/s")
 	b.ReportMetric(float64(heap1-heap0)/float64(n), "heap-bytes/pod")
+	b.ReportMetric(float64(stack1-stack0)/float64(n), "stack-bytes/pod")
 	b.ReportMetric(float64(rss1-rss0)/float64(n), "rss-bytes/pod")
 }
 

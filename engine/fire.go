@@ -61,7 +61,7 @@ type step[S, E, A, G fsm.Enum, B owner] struct {
 	since   time.Time // when the machine entered From
 	err     error     // why the event was refused (wraps fsm.ErrNoTransition unless the machine failed)
 	results []ActionResult
-	rec     *Transition // the step's history record (set by the history observer)
+	rec     *record // the step's history record (set by the history observer)
 }
 
 // observer is told of the steps of every machine of one kind. Each hook may
@@ -112,6 +112,9 @@ func fire[S, E, A, G fsm.Enum, B owner](ctx context.Context, m fsm.Machine[S, E,
 		// the next Fire; an action may fire this machine again.
 		actions := append([]A(nil), fs.Actions...)
 		st.Actions = actions
+		if len(actions) > 0 {
+			st.results = make([]ActionResult, 0, len(actions))
+		}
 		for i, a := range actions {
 			res := ActionResult{Action: a.String()}
 			if err := m.Run(scoped(ctx, r.observers, st, i), a); err != nil {

@@ -17,23 +17,25 @@ import (
 
 // The observers of each machine kind, in the order they see a step.
 var (
-	podObservers = append(common[fsm.PodState, fsm.PodEvent, fsm.PodAction, fsm.PodGuard, *podState](),
+	podObservers = append(common[*podState](&fsm.PodKind),
 		taken(logPodStep), taken(recordPodEvent), taken(podEntered))
-	sandboxObservers = append(common[fsm.SandboxState, fsm.SandboxEvent, fsm.SandboxAction, fsm.SandboxGuard, *sandboxState](),
+	sandboxObservers = append(common[*sandboxState](&fsm.SandboxKind),
 		taken(recordSandboxEvent))
-	ctrObservers = append(common[fsm.ContainerState, fsm.ContainerEvent, fsm.ContainerAction, fsm.ContainerGuard, *ctrState](),
+	ctrObservers = append(common[*ctrState](&fsm.ContainerKind),
 		taken(logContainerStep), taken(recordContainerEvent), taken(containerEntered))
-	probeObservers = common[fsm.ProbeState, fsm.ProbeEvent, fsm.ProbeAction, fsm.ProbeGuard, *probeState]()
-	nodeObservers  = append(common[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard, *nodeReclaim](),
+	probeObservers = common[*probeState](&fsm.ProbeKind)
+	nodeObservers  = append(common[*nodeReclaim](&fsm.NodeKind),
 		taken(nodeEntered))
 )
 
 // common returns the observers every machine kind has: the metrics, the
-// history and the debug log.
-func common[S, E, A, G fsm.Enum, B owner]() []observer[S, E, A, G, B] {
+// history (which names its records from the kind's tables, k) and the debug
+// log.
+func common[B owner, S, E, A, G fsm.Enum](k *fsm.Kind[S, E, A, G]) []observer[S, E, A, G, B] {
+	names := kindNames[S, E, A, G]{k}
 	return []observer[S, E, A, G, B]{
 		{taken: countStep[S, E, A, G, B], refused: countRefusal[S, E, A, G, B]},
-		{taken: recordStep[S, E, A, G, B], ran: recordResults[S, E, A, G, B]},
+		{taken: func(ctx context.Context, st *step[S, E, A, G, B]) { recordStep(ctx, st, names) }, ran: recordResults[S, E, A, G, B]},
 		{taken: logStep[S, E, A, G, B], refused: logRefusal[S, E, A, G, B]},
 	}
 }
@@ -63,21 +65,20 @@ func countRefusal[S, E, A, G fsm.Enum, B owner](_ context.Context, st *step[S, E
 }
 
 // recordStep records the transition in its owner's history (/debug/pods,
-// NodeHistory) and moves its machine there.
-func recordStep[S, E, A, G fsm.Enum, B owner](_ context.Context, st *step[S, E, A, G, B]) {
-	rec := Transition{Time: st.at, Machine: st.Machine, Instance: st.owner.instance(),
-		From: st.From.String(), Event: st.Event.String(), To: st.To.String()}
-	if st.HasGuard {
-		rec.Guard = st.Guard.String()
-	}
-	for _, c := range st.Choices {
-		rec.Choices = append(rec.Choices, st.m.Branch(c).String())
+// NodeHistory), named by its kind's names, and moves its machine there.
+func recordStep[S, E, A, G fsm.Enum, B owner](_ context.Context, st *step[S, E, A, G, B], names stepNames) {
+	rec := &record{at: st.at, kind: names, instance: st.owner.instance(), row: int32(st.Row)}
+	if len(st.Choices) > 0 {
+		rec.choices = make([]int32, len(st.Choices))
+		for i, c := range st.Choices {
+			rec.choices[i] = int32(c)
+		}
 	}
 	since := st.since
 	if st.Entered() {
 		since = st.at
 	}
-	st.rec = st.owner.record().add(rec, since)
+	st.rec = st.owner.record().add(rec, st.To.String(), since)
 }
 
 // recordResults attaches the results of the step's actions to its record.

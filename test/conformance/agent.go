@@ -107,6 +107,7 @@ func StartAgent(ctx context.Context, kind AgentKind, bin string, reg *harness.Re
 			"--pod-manifest-path", a.Manifests,
 			"--root-dir", filepath.Join(dir, "root"),
 			"--node-name", NodeName,
+			"--file-check-frequency", "1s", // as kubelet's configuration (kubeletArgs)
 			"--read-only-port", fmt.Sprint(port), "--port", "0",
 			"--runtime-wait", "60s",
 			"-v", "4"}
