@@ -1107,23 +1107,17 @@ func (d *daemon) sample() (sample, bool) {
 		return sample{}, false
 	}
 	s := sample{uptime: time.Since(started)}
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+	mem, err := harness.ProcStatus(cmd.Process.Pid, "VmRSS")
 	if err != nil {
 		return s, false
 	}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			s.rssKiB, _ = strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
-		}
-	}
-	f.Close()
+	s.rssKiB = int(mem["VmRSS"] >> 10)
 	resp, err := http.Get(d.base + "/metrics")
 	if err != nil {
 		return s, false
 	}
 	defer resp.Body.Close()
-	sc = bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/speclet/speclet/cri/harness"
 )
 
 // Hollow node identities: with Options.HollowNodes set, Start writes the
@@ -156,20 +158,15 @@ func (h *Hollow) LogTail(lines int) string { return TailFile(h.LogPath, lines) }
 // RSS is the resident set size of process pid in bytes (VmRSS of
 // /proc/<pid>/status).
 func RSS(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	mem, err := harness.ProcStatus(pid, "VmRSS")
 	if err != nil {
 		return 0, err
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			f := strings.Fields(v)
-			if len(f) >= 1 {
-				kb, err := strconv.ParseUint(f[0], 10, 64)
-				return kb << 10, err
-			}
-		}
+	rss, ok := mem["VmRSS"]
+	if !ok {
+		return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
 	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+	return uint64(rss), nil
 }
 
 // qpsArgs are the client rate flags of the scheduler and the

@@ -26,6 +26,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/speclet/speclet/cri/harness"
 )
 
 // Held is a flood of connections to one address.
@@ -214,13 +216,8 @@ func ReadProc(pid int) Proc {
 	if ents, err := os.ReadDir(filepath.Join(dir, "fd")); err == nil {
 		p.FDs = len(ents)
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, "status")); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-				kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-				p.RSS = kb << 10
-			}
-		}
+	if mem, err := harness.ProcStatus(pid, "VmRSS"); err == nil {
+		p.RSS = mem["VmRSS"]
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "limits")); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
