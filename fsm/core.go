@@ -66,12 +66,12 @@ func newTable[S, E, A, G Enum, I any](
 // machine is one machine instance over looplab/fsm. looplab holds its state:
 // state() reads looplab's Current and maps the name back to S through the
 // table; the machine keeps no copy of it. It is not safe for concurrent use.
+// actions, path and choices are reused by every fire.
 //
 // looplab is moved with SetState, not Event: looplab builds the graph that
 // Event checks into maps of each instance (about 2 KB per machine, a fifth of
 // the heap of 10,000 pods), while every move the core makes is a row or a
 // choice branch of the table, which all instances of a kind share.
-// actions, path and choices are reused by every fire.
 type machine[S, E, A, G Enum, I any] struct {
 	t       *table[S, E, A, G, I]
 	fsm     *fsm.FSM
