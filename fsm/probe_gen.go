@@ -14,7 +14,7 @@ const ProbeMachineName = "probe"
 
 // ProbeSpecSHA256 is the SHA-256 of spec/probe.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ProbeSpecSHA256 = "f47e64d615890ca80c22f2ec3928651b7c50fd02a783e9a4139ad43977d1b0c4"
+const ProbeSpecSHA256 = "2c65536613070630dd5f5eb8e066b380cd29a42c423b776a28bf8c7fa74758c0"
 
 // ProbeState is a state of the probe machine.
 //

@@ -18,35 +18,43 @@
 # when that has passed), plus, for a worker that starts within one period of
 # the engine's start, a random part of the period (kubelet's jitter after a
 # restart of the agent); run_probe runs the due workers and moves each one's
-# next probe one periodSeconds on, past now. probe_due goes back to the same
-# state, which re-arms the timer after run_probe (the engine arms the probe
-# machine's timers once the step's actions ran, as they start and schedule
-# the workers); entering another running state arms it anew, and off,
-# killing and killed arm none. With no worker running (no readiness and no
-# liveness probe) next_probe is negative and no timer is armed. A worker
+# next probe on by whole periodSeconds, past now. probe_due goes back to the
+# same state, which re-arms the timer after run_probe (the engine arms the
+# probe machine's timers once the step's actions ran, as they start and
+# schedule the workers); entering another running state arms it anew, and
+# off, killing and killed arm none. With no worker running (no readiness and
+# no liveness probe) next_probe is negative and no timer is armed. A worker
 # whose previous probe still runs (timeoutSeconds longer than the period)
 # skips that turn: one probe at a time per worker.
 #
 # Rules that are not transitions, and where the engine enforces them
-# (engine/probe.go):
+# (engine/probe.go, engine/probe_schedule.go):
 #  - Parameters with kubelet's defaults: initialDelaySeconds 0 (counted from
 #    the container's start), periodSeconds 10, timeoutSeconds 1,
 #    successThreshold 1, failureThreshold 3.
 #  - Thresholds are counted by the engine, not by this machine: each worker
 #    keeps its last raw result and how many times in a row it came (kubelet's
-#    resultRun), and only when that run reaches successThreshold or
-#    failureThreshold and differs from what the machine holds does the
-#    engine deliver the thresholded result as an input of spec/routes.hcl
-#    (startup_ok, startup_failed, ready, unready, liveness_failed). So every
-#    row below is one such change. The counters are data, not states: three
-#    per container, bounded only by the pod spec's thresholds, so they cannot
-#    be states of a machine per container; and a raw-result event with a
-#    guard such as threshold_reached would only ask the same counter, updated
-#    by the engine as the result arrives, giving rows that decide nothing the
-#    counter has not decided (the model, `speclet spec verify`, would take
-#    that guard as free, as it already takes the thresholded inputs as
-#    arriving at any time). A raw result of a stopped worker (an earlier
-#    instance) is dropped.
+#    resultRun); when that run reaches successThreshold or failureThreshold
+#    and the result differs from what this machine holds (readiness: ready or
+#    unready; liveness and startup hold none, as a failure kills and stops
+#    the workers and a startup success stops its worker), the engine
+#    delivers the thresholded result as an input of spec/routes.hcl
+#    (startup_succeeded, startup_failed, readiness_succeeded,
+#    readiness_failed, liveness_failed). So every row below is one such
+#    change. Why not rows: the counters are data (three per container, each
+#    bounded only by the pod spec's thresholds), not states. Raw results as
+#    events with guards over the counters (readiness_successes_reached, ...)
+#    would still need the engine to count before firing (a guard only
+#    reads), so those guards would be the engine's comparison under a name;
+#    the rows would decide only the "differs from what this machine holds"
+#    part, at the price of a transition per probe per period that only
+#    counts. The thresholded events stay in any case: start_startup and
+#    start_probes report them for a container without that probe, and
+#    Config.ProbeResults (engine/options.go) delivers thresholded results
+#    from outside the engine. And `speclet spec verify` could check nothing
+#    more: it would take such guards as free, as it already takes the
+#    thresholded inputs as arriving at any time. A raw result of a stopped
+#    worker (an earlier instance) is dropped.
 #  - Handlers: exec (ExecSync with the probe's timeout; a non-zero exit code
 #    fails), httpGet (200-399 succeeds; the host defaults to the pod IP, the
 #    node IP for hostNetwork pods), tcpSocket (a connection succeeds), grpc
