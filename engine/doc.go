@@ -46,12 +46,14 @@
 //     its mountpoint through Config.FsStat, the images and the containers
 //     using them) and RemoveUnusedImages (RemoveImage of engine/imagegc's
 //     plan).
-//   - probe.go, probe_handlers.go: the probe machine of each container
-//     (start_startup, start_probes, run_probe, kill_container,
-//     stop_probes), its workers (one per probe kind of the running
-//     instance, timers on the pod worker's clock, probes on their own
-//     goroutine, thresholds counted on the pod worker) and the exec,
-//     httpGet, tcpSocket and grpc handlers.
+//   - probe.go, probe_schedule.go, probe_handlers.go: the probe machine of
+//     each container (start_startup, start_probes, run_probe,
+//     kill_container, stop_probes), its workers (one per probe kind of the
+//     running instance, each with its schedule; probes on their own
+//     goroutine, thresholds counted on the pod worker), the state timer
+//     probe_due armed for the earliest due worker (duration next_probe,
+//     on the pod worker's clock) and the exec, httpGet, tcpSocket and grpc
+//     handlers.
 //   - names.go: static pod full names, one started pod per name, FIFO.
 //   - backoff.go: CrashLoopBackOff and image pull backoff per container.
 //   - requests.go, labels.go: CRI requests (sandbox and container configs,
@@ -146,8 +148,10 @@
 // with each instance. A worker's first probe waits for initialDelaySeconds
 // from the container's start; workers that start within one period of the
 // engine's start wait a further random part of the period
-// (Config.ProbeJitter). Probe timers are found by the 1 s sync tick, so a
-// probe may run up to 1 s after its period.
+// (Config.ProbeJitter); then it probes every period, skipping a turn while
+// its previous probe still runs. The probe machine's timer (probe_due after
+// next_probe, spec/probe.hcl) is found by the 1 s sync tick, so a probe may
+// run up to 1 s after its period.
 //
 // Admission (admission.go, one pure decision): a pod that does not fit the
 // node beside the admitted pods not yet terminated is refused when first

@@ -13,7 +13,8 @@ import (
 // has the metrics, the history and the debug log (common); the pod,
 // sandbox and container kinds add the operator log (oplog.go), their
 // Kubernetes events (events.go) and what entering a state means to their
-// owner (timers, the published pod state, the waiting reason).
+// owner (timers, the published pod state, the waiting reason); the probe
+// kind arms its timers once the step's actions ran (probe_schedule.go).
 
 // The observers of each machine kind, in the order they see a step.
 var (
@@ -23,8 +24,9 @@ var (
 		taken(recordSandboxEvent))
 	ctrObservers = append(common[*ctrState](&fsm.ContainerKind),
 		taken(logContainerStep), taken(recordContainerEvent), taken(containerEntered))
-	probeObservers = common[*probeState](&fsm.ProbeKind)
-	nodeObservers  = append(common[*nodeReclaim](&fsm.NodeKind),
+	probeObservers = append(common[*probeState](&fsm.ProbeKind),
+		observer[fsm.ProbeState, fsm.ProbeEvent, fsm.ProbeAction, fsm.ProbeGuard, *probeState]{ran: probeEntered})
+	nodeObservers = append(common[*nodeReclaim](&fsm.NodeKind),
 		taken(nodeEntered))
 )
 

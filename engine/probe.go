@@ -14,13 +14,16 @@ import (
 // Probes (kubelet pkg/kubelet/prober): the probe machine of a container
 // (spec/probe.hcl) and its workers, one per probe kind.
 //
-// A worker's timer is a machine timer of the pod worker (owner
-// "probe/CONTAINER/KIND"), so it runs on the engine's clock and the sync
-// tick finds it due. When it fires, the probe itself runs on its own
-// goroutine (a slow probe never blocks the pod) and posts its raw result to
-// the pod worker as an input; the worker counts it against the thresholds
-// and, when the thresholded result changes, fires the route of
-// spec/routes.hcl. Everything but the probe call runs on the pod worker.
+// Each worker keeps its schedule (when its next probe is due); the machine's
+// timer probe_due (spec/probe.hcl, duration next_probe) is armed for the
+// earliest of them, as a machine timer of the pod worker (owner
+// "probe/CONTAINER"), so it runs on the engine's clock and the sync tick
+// finds it due. run_probe starts the due probes, each on its own goroutine
+// (a slow probe never blocks the pod), and moves their schedules on; the
+// probe posts its raw result to the pod worker as an input; the worker
+// counts it against the thresholds and, when the thresholded result
+// changes, fires the route of spec/routes.hcl. Everything but the probe
+// call runs on the pod worker.
 
 // ProbeKind names a probe of a container.
 type ProbeKind uint8
@@ -63,8 +66,8 @@ const (
 )
 
 // probeState is the probe machine of one container and its workers. It
-// implements fsm.ProbeGuards and fsm.ProbeActions. Only the pod worker
-// goroutine touches it.
+// implements fsm.ProbeGuards, ProbeActions and ProbeDurations. Only the pod
+// worker goroutine touches it.
 type probeState struct {
 	c       *ctrState
 	machine *fsm.ProbeMachine
@@ -76,6 +79,7 @@ type probeState struct {
 
 var _ fsm.ProbeGuards = (*probeState)(nil)
 var _ fsm.ProbeActions = (*probeState)(nil)
+var _ fsm.ProbeDurations = (*probeState)(nil)
 
 // probeWorker probes one kind of probe of one running instance.
 type probeWorker struct {
@@ -85,8 +89,8 @@ type probeWorker struct {
 	target   hookTarget
 	cancel   context.CancelFunc
 	ctx      context.Context
-	next     time.Time   // when the next probe is due
-	inFlight bool        // a probe runs; its result re-arms the timer
+	next     time.Time   // when the next probe is due (next_probe)
+	inFlight bool        // a probe runs: a turn that comes round meanwhile is skipped
 	last     probeResult // the last raw result and how many in a row
 	run      int
 }
@@ -98,8 +102,8 @@ func newProbeState(c *ctrState) *probeState {
 	return ps
 }
 
-// fire delivers ev to the probe machine and carries out the steps (fire.go);
-// the probe workers arm their own timers.
+// fire delivers ev to the probe machine and carries out the steps
+// (fire.go); probeEntered arms the timers of a state entered.
 func (ps *probeState) fire(ctx context.Context, ev fsm.ProbeEvent) {
 	fire(ctx, ps.machine, &ps.run, ev)
 }
@@ -219,8 +223,6 @@ func (ps *probeState) stopAll() {
 
 // --- workers ---
 
-func (ps *probeState) owner(k ProbeKind) string { return "probe/" + ps.c.name + "/" + k.String() }
-
 // startWorker starts the worker of kind k; false when the container has no
 // such probe.
 func (ps *probeState) startWorker(k ProbeKind) bool {
@@ -235,21 +237,8 @@ func (ps *probeState) startWorker(k ProbeKind) bool {
 	if ps.c.p.pod.Spec.HostNetwork {
 		pw.target.podIP = e.cfg.NodeIP
 	}
-	now := e.clock.Now()
-	period := probePeriod(spec)
-	first := ps.c.startedAt.Add(time.Duration(spec.InitialDelaySeconds) * time.Second)
-	if first.Before(now) {
-		first = now
-	}
-	// kubelet: workers that start within one period of the agent's start
-	// wait a random part of the period, so a restarted agent does not
-	// probe everything at once.
-	if now.Sub(e.startedAt) < period {
-		first = first.Add(e.probeJitter(period))
-	}
-	pw.next = first
+	pw.next = ps.firstProbe(spec)
 	ps.workers[k] = pw
-	ps.arm(pw)
 	return true
 }
 
@@ -260,25 +249,22 @@ func (ps *probeState) stopWorker(k ProbeKind) {
 	}
 	pw.cancel()
 	ps.workers[k] = nil
-	ps.c.p.w.setTimers(ps.owner(k), nil)
-}
-
-// arm sets the worker's timer for its next probe: probe_due.
-func (ps *probeState) arm(pw *probeWorker) {
-	ps.c.p.w.setTimers(ps.owner(pw.kind), []timer{{at: pw.next, fire: func(ctx context.Context) {
-		ps.fire(ctx, fsm.ProbeEventProbeDue)
-	}}})
 }
 
 // RunProbe runs every worker whose probe is due, each on its own goroutine
-// (a slow probe never blocks the pod); each raw result comes back to the pod
-// worker as an input.
+// (a slow probe never blocks the pod), unless its previous probe still
+// runs, and moves each due worker's next probe on by whole periods past now;
+// each raw result comes back to the pod worker as an input.
 func (ps *probeState) RunProbe(ctx context.Context) error {
 	now := ps.c.p.e.clock.Now()
 	for _, pw := range ps.workers {
-		if pw != nil && !pw.inFlight && !pw.next.After(now) {
+		if pw == nil || pw.next.After(now) {
+			continue
+		}
+		if !pw.inFlight {
 			ps.probe(pw)
 		}
+		pw.next = nextPeriod(pw.next, probePeriod(pw.spec), now)
 	}
 	return nil
 }
@@ -304,7 +290,6 @@ func (ps *probeState) probe(pw *probeWorker) {
 
 // result counts a raw result of a worker against its thresholds and returns
 // the input to route when the thresholded result changed (ok false: none).
-// It re-arms the worker for its next period.
 func (ps *probeState) result(r ProbeResult) (fsm.Input, bool) {
 	pw := ps.workers[r.Kind]
 	if pw == nil || pw.gen != r.gen {
@@ -330,12 +315,6 @@ func (ps *probeState) result(r ProbeResult) (fsm.Input, bool) {
 	} else {
 		pw.last, pw.run = res, 1
 	}
-	period := probePeriod(pw.spec)
-	now := e.clock.Now()
-	for !pw.next.After(now) {
-		pw.next = pw.next.Add(period)
-	}
-	ps.arm(pw)
 	thr := pw.spec.FailureThreshold
 	if thr <= 0 {
 		thr = probeDefaultFailureThreshold
@@ -381,20 +360,4 @@ func probeInput(k ProbeKind, success bool) (fsm.Input, bool) {
 		return fsm.InputReadinessFailed, true
 	}
 	return 0, false
-}
-
-func probePeriod(p *v1.Probe) time.Duration {
-	s := p.PeriodSeconds
-	if s <= 0 {
-		s = probeDefaultPeriod
-	}
-	return time.Duration(s) * time.Second
-}
-
-func probeTimeout(p *v1.Probe) time.Duration {
-	s := p.TimeoutSeconds
-	if s <= 0 {
-		s = probeDefaultTimeout
-	}
-	return time.Duration(s) * time.Second
 }

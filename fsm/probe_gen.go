@@ -14,7 +14,7 @@ const ProbeMachineName = "probe"
 
 // ProbeSpecSHA256 is the SHA-256 of spec/probe.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ProbeSpecSHA256 = "e8d56bbe6742f235806dd44dfece0c3df3735adfa6c743311d6a3b52bb922c82"
+const ProbeSpecSHA256 = "2c65536613070630dd5f5eb8e066b380cd29a42c423b776a28bf8c7fa74758c0"
 
 // ProbeState is a state of the probe machine.
 //
@@ -111,8 +111,8 @@ const (
 	ProbeEventUnready
 	// ProbeEventLivenessFailed: The liveness probe reached its failure threshold.
 	ProbeEventLivenessFailed
-	// ProbeEventProbeDue: The period (or initial delay) of a running worker came
-	// round.
+	// ProbeEventProbeDue: The timer of a running state: the earliest due probe of
+	// a running worker (its initial delay, jitter or period) came round.
 	ProbeEventProbeDue
 )
 
@@ -195,9 +195,11 @@ const (
 	// ProbeActionStartProbes: Start the liveness and readiness workers; reports
 	// ready when the container has no readiness probe.
 	ProbeActionStartProbes
-	// ProbeActionRunProbe: Run every worker whose probe is due, each on its own
-	// goroutine (exec: ExecSync with the probe's timeout); each raw result comes
-	// back as an input that the engine counts against the thresholds.
+	// ProbeActionRunProbe: Run every worker whose probe is due and whose previous
+	// probe returned, each on its own goroutine (exec: ExecSync with the probe's
+	// timeout), and move each due worker's next probe one period on, past now;
+	// each raw result comes back as an input that the engine counts against the
+	// thresholds.
 	ProbeActionRunProbe
 	// ProbeActionKillContainer: Stop the workers and deliver liveness_failed to
 	// the container machine, with the probe's grace period (Killing: failed
@@ -266,9 +268,11 @@ type ProbeActions interface {
 	// StartProbes: Start the liveness and readiness workers; reports ready when
 	// the container has no readiness probe.
 	StartProbes(ctx context.Context) error
-	// RunProbe: Run every worker whose probe is due, each on its own goroutine
-	// (exec: ExecSync with the probe's timeout); each raw result comes back as an
-	// input that the engine counts against the thresholds.
+	// RunProbe: Run every worker whose probe is due and whose previous probe
+	// returned, each on its own goroutine (exec: ExecSync with the probe's
+	// timeout), and move each due worker's next probe one period on, past now;
+	// each raw result comes back as an input that the engine counts against the
+	// thresholds.
 	// CRI: ExecSync.
 	RunProbe(ctx context.Context) error
 	// KillContainer: Stop the workers and deliver liveness_failed to the
@@ -306,9 +310,15 @@ func RunProbeAction(ctx context.Context, impl ProbeActions, a ProbeAction) error
 type ProbeDuration uint8
 
 // Durations of the probe machine, in spec order.
-const ()
+const (
+	// ProbeDurationNextProbe: Until the earliest next probe of the running
+	// workers (never below 0): a worker's first probe initialDelaySeconds after
+	// the container's start plus the first-probe jitter, then every periodSeconds
+	// (default 10 s); negative (no timer) when no worker runs.
+	ProbeDurationNextProbe ProbeDuration = iota
+)
 
-var probeDurationNames = [...]string{}
+var probeDurationNames = [...]string{"next_probe"}
 
 // String returns the duration's name in the spec.
 func (d ProbeDuration) String() string {
@@ -320,20 +330,31 @@ func (d ProbeDuration) String() string {
 
 // ProbeDurationDefaults holds the default (initial) value the spec documents
 // for each duration, 0 when it gives none.
-var ProbeDurationDefaults = [...]time.Duration{}
+var ProbeDurationDefaults = [...]time.Duration{
+	ProbeDurationNextProbe: 10000000000,
+}
 
 // ProbeDurationMax holds the cap the spec documents for each duration, 0
 // when it gives none.
-var ProbeDurationMax = [...]time.Duration{}
+var ProbeDurationMax = [...]time.Duration{
+	ProbeDurationNextProbe: 0,
+}
 
 // ProbeDurations supplies the current length of each duration (backoff
 // state, jitter, grace period).
 type ProbeDurations interface {
+	// NextProbe: Until the earliest next probe of the running workers (never
+	// below 0): a worker's first probe initialDelaySeconds after the container's
+	// start plus the first-probe jitter, then every periodSeconds (default 10 s);
+	// negative (no timer) when no worker runs.
+	NextProbe() time.Duration
 }
 
 // ProbeDurationOf returns the current value of duration which from d.
 func ProbeDurationOf(d ProbeDurations, which ProbeDuration) time.Duration {
 	switch which {
+	case ProbeDurationNextProbe:
+		return d.NextProbe()
 	}
 	panic(fmt.Sprintf("probe machine: unknown duration %d", uint8(which)))
 }
@@ -345,15 +366,15 @@ type ProbeTransition = Transition[ProbeState, ProbeEvent, ProbeAction, ProbeGuar
 // Event) they are tried in this order; the first whose guard holds is taken.
 var ProbeTransitionTable = []ProbeTransition{
 	{From: ProbeStateOff, Event: ProbeEventContainerRunning, To: ProbeStateStartingUp, Actions: []ProbeAction{ProbeActionStartStartup}},
-	{From: ProbeStateStartingUp, Event: ProbeEventProbeDue, To: ProbeStateStartingUp, Internal: true, Actions: []ProbeAction{ProbeActionRunProbe}},
+	{From: ProbeStateStartingUp, Event: ProbeEventProbeDue, To: ProbeStateStartingUp, Actions: []ProbeAction{ProbeActionRunProbe}},
 	{From: ProbeStateStartingUp, Event: ProbeEventStartupOk, To: ProbeStateUnready, Actions: []ProbeAction{ProbeActionStartProbes}},
 	{From: ProbeStateStartingUp, Event: ProbeEventStartupFailed, To: ProbeStateKilling, Actions: []ProbeAction{ProbeActionKillContainer}},
 	{From: ProbeStateStartingUp, Event: ProbeEventContainerStopped, To: ProbeStateOff, Actions: []ProbeAction{ProbeActionStopProbes}},
-	{From: ProbeStateUnready, Event: ProbeEventProbeDue, To: ProbeStateUnready, Internal: true, Actions: []ProbeAction{ProbeActionRunProbe}},
+	{From: ProbeStateUnready, Event: ProbeEventProbeDue, To: ProbeStateUnready, Actions: []ProbeAction{ProbeActionRunProbe}},
 	{From: ProbeStateUnready, Event: ProbeEventReady, To: ProbeStateReady},
 	{From: ProbeStateUnready, Event: ProbeEventLivenessFailed, To: ProbeStateKilling, Actions: []ProbeAction{ProbeActionKillContainer}},
 	{From: ProbeStateUnready, Event: ProbeEventContainerStopped, To: ProbeStateOff, Actions: []ProbeAction{ProbeActionStopProbes}},
-	{From: ProbeStateReady, Event: ProbeEventProbeDue, To: ProbeStateReady, Internal: true, Actions: []ProbeAction{ProbeActionRunProbe}},
+	{From: ProbeStateReady, Event: ProbeEventProbeDue, To: ProbeStateReady, Actions: []ProbeAction{ProbeActionRunProbe}},
 	{From: ProbeStateReady, Event: ProbeEventUnready, To: ProbeStateUnready},
 	{From: ProbeStateReady, Event: ProbeEventLivenessFailed, To: ProbeStateKilling, Actions: []ProbeAction{ProbeActionKillContainer}},
 	{From: ProbeStateReady, Event: ProbeEventContainerStopped, To: ProbeStateOff, Actions: []ProbeAction{ProbeActionStopProbes}},
@@ -383,7 +404,11 @@ type ProbeTimer struct {
 
 // ProbeStateTimers lists, per state, the timers armed while in it: the engine
 // arms them when a Step enters the state and cancels them when one leaves it.
-var ProbeStateTimers = [6][]ProbeTimer{}
+var ProbeStateTimers = [6][]ProbeTimer{
+	ProbeStateStartingUp: {{ProbeEventProbeDue, ProbeDurationNextProbe}},
+	ProbeStateUnready:    {{ProbeEventProbeDue, ProbeDurationNextProbe}},
+	ProbeStateReady:      {{ProbeEventProbeDue, ProbeDurationNextProbe}},
+}
 
 // probeByStateEvent indexes ProbeTransitionTable by (From, Event).
 var probeByStateEvent = [6][][]uint16{

@@ -11,16 +11,50 @@
 # reports startup_ok); one without a readiness probe is ready once started
 # (start_probes reports ready).
 #
+# The period timer: while workers run (starting_up, unready, ready) the
+# state's timer probe_due fires after next_probe, the time until the earliest
+# due probe of the running workers. Each worker's schedule is its data: its
+# first probe is due initialDelaySeconds after the container's start (at once
+# when that has passed), plus, for a worker that starts within one period of
+# the engine's start, a random part of the period (kubelet's jitter after a
+# restart of the agent); run_probe runs the due workers and moves each one's
+# next probe on by whole periodSeconds, past now. probe_due goes back to the
+# same state, which re-arms the timer after run_probe (the engine arms the
+# probe machine's timers once the step's actions ran, as they start and
+# schedule the workers); entering another running state arms it anew, and
+# off, killing and killed arm none. With no worker running (no readiness and
+# no liveness probe) next_probe is negative and no timer is armed. A worker
+# whose previous probe still runs (timeoutSeconds longer than the period)
+# skips that turn: one probe at a time per worker.
+#
 # Rules that are not transitions, and where the engine enforces them
-# (engine/probe.go):
+# (engine/probe.go, engine/probe_schedule.go):
 #  - Parameters with kubelet's defaults: initialDelaySeconds 0 (counted from
 #    the container's start), periodSeconds 10, timeoutSeconds 1,
-#    successThreshold 1, failureThreshold 3. A worker reports a result only
-#    when its thresholded result changes (kubelet's resultRun counting), so
-#    every row below is one such change.
-#  - The first probe of a worker that starts within one period of the
-#    engine's start waits a random part of the period (kubelet's jitter after
-#    a restart of the agent); later workers probe at once.
+#    successThreshold 1, failureThreshold 3.
+#  - Thresholds are counted by the engine, not by this machine: each worker
+#    keeps its last raw result and how many times in a row it came (kubelet's
+#    resultRun); when that run reaches successThreshold or failureThreshold
+#    and the result differs from what this machine holds (readiness: ready or
+#    unready; liveness and startup hold none, as a failure kills and stops
+#    the workers and a startup success stops its worker), the engine
+#    delivers the thresholded result as an input of spec/routes.hcl
+#    (startup_succeeded, startup_failed, readiness_succeeded,
+#    readiness_failed, liveness_failed). So every row below is one such
+#    change. Why not rows: the counters are data (three per container, each
+#    bounded only by the pod spec's thresholds), not states. Raw results as
+#    events with guards over the counters (readiness_successes_reached, ...)
+#    would still need the engine to count before firing (a guard only
+#    reads), so those guards would be the engine's comparison under a name;
+#    the rows would decide only the "differs from what this machine holds"
+#    part, at the price of a transition per probe per period that only
+#    counts. The thresholded events stay in any case: start_startup and
+#    start_probes report them for a container without that probe, and
+#    Config.ProbeResults (engine/options.go) delivers thresholded results
+#    from outside the engine. And `speclet spec verify` could check nothing
+#    more: it would take such guards as free, as it already takes the
+#    thresholded inputs as arriving at any time. A raw result of a stopped
+#    worker (an earlier instance) is dropped.
 #  - Handlers: exec (ExecSync with the probe's timeout; a non-zero exit code
 #    fails), httpGet (200-399 succeeds; the host defaults to the pod IP, the
 #    node IP for hostNetwork pods), tcpSocket (a connection succeeds), grpc
@@ -44,7 +78,7 @@ machine "probe" {
   event "ready" { doc = "The readiness probe reached its success threshold, or the container has none." }
   event "unready" { doc = "The readiness probe reached its failure threshold." }
   event "liveness_failed" { doc = "The liveness probe reached its failure threshold." }
-  event "probe_due" { doc = "The period (or initial delay) of a running worker came round." }
+  event "probe_due" { doc = "The timer of a running state: the earliest due probe of a running worker (its initial delay, jitter or period) came round." }
 
   action "start_startup" {
     doc = "Start the startup probe's worker; reports startup_ok when the container has no startup probe."
@@ -53,7 +87,7 @@ machine "probe" {
     doc = "Start the liveness and readiness workers; reports ready when the container has no readiness probe."
   }
   action "run_probe" {
-    doc = "Run every worker whose probe is due, each on its own goroutine (exec: ExecSync with the probe's timeout); each raw result comes back as an input that the engine counts against the thresholds."
+    doc = "Run every worker whose probe is due and whose previous probe returned, each on its own goroutine (exec: ExecSync with the probe's timeout), and move each due worker's next probe one period on, past now; each raw result comes back as an input that the engine counts against the thresholds."
     cri = ["ExecSync"]
   }
   action "kill_container" {
@@ -61,6 +95,20 @@ machine "probe" {
   }
   action "stop_probes" {
     doc = "Stop the workers of the instance that left running; their results are forgotten."
+  }
+
+  duration "next_probe" {
+    doc     = "Until the earliest next probe of the running workers (never below 0): a worker's first probe initialDelaySeconds after the container's start plus the first-probe jitter, then every periodSeconds (default 10 s); negative (no timer) when no worker runs."
+    default = "10s"
+  }
+
+  shared "probing" {
+    doc = "Workers run (starting_up, unready, ready): probe when the earliest one is due, and arm the timer again for the next (param.here is the state itself)."
+    timeout "probe_due" { after = duration.next_probe }
+    transition "probe_due" {
+      to      = param.here
+      actions = [action.run_probe]
+    }
   }
 
   shared "stop" {
@@ -89,7 +137,7 @@ machine "probe" {
 
   state "starting_up" {
     doc = "The startup probe runs (started=false); liveness and readiness wait."
-    transition "probe_due" { actions = [action.run_probe] }
+    use "probing" { here = state.starting_up }
     transition "startup_ok" {
       to      = state.unready
       actions = [action.start_probes]
@@ -103,7 +151,7 @@ machine "probe" {
 
   state "unready" {
     doc = "Started; the readiness probe has not succeeded (yet), or failed its threshold."
-    transition "probe_due" { actions = [action.run_probe] }
+    use "probing" { here = state.unready }
     transition "ready" { to = state.ready }
     use "liveness" {}
     use "stop" {}
@@ -111,7 +159,7 @@ machine "probe" {
 
   state "ready" {
     doc = "Started and ready: the container counts for ContainersReady."
-    transition "probe_due" { actions = [action.run_probe] }
+    use "probing" { here = state.ready }
     transition "unready" { to = state.unready }
     use "liveness" {}
     use "stop" {}

@@ -417,10 +417,6 @@ external "node" "container_gc_due" {
   doc = "The node loop's container GC period came round."
 }
 
-external "probe" "probe_due" {
-  doc = "A probe worker's period came round (a timer of the worker, not of a state)."
-}
-
 # --- invariants ---
 
 invariant "no_start_after_termination" {
