@@ -22,8 +22,8 @@ import (
 // large command argument, under config.MaxManifestBytes) run on the
 // simulated runtime (real gRPC) through the manifest directory source and
 // the merger; once the files are removed and the runtime is empty, the Go
-// heap after a collection is back near what it was before the manifests
-// came: nothing of a removed pod is kept (file contents, decoded pods, the
+// heap after a collection comes back (within 30 s) near what it was before
+// the manifests came: nothing of a removed pod is kept (file contents, decoded pods, the
 // merger's and the engine's copies, history, statuses, the runtime's
 // records). The bound is 10 MB above the baseline: one manifest's worth,
 // a fifth of the 45 MB of manifests.
@@ -88,9 +88,17 @@ func TestRemovedPodsReleaseMemory(t *testing.T) {
 		defer e.mu.RUnlock()
 		return len(e.workers) == 0 && len(e.desired) == 0
 	})
+	// A worker's goroutine may still be returning (it holds its pod) when
+	// the engine has forgotten it: the heap must come down within seconds,
+	// not at this instant. What is kept for good (the history of a gone
+	// pod is kept 15 minutes) stays above the bound.
+	const bound = 10 << 20
 	after := liveHeap()
+	for deadline := time.Now().Add(30 * time.Second); after-base > bound && time.Now().Before(deadline); after = liveHeap() {
+		time.Sleep(200 * time.Millisecond)
+	}
 	t.Logf("live heap: %d MB before, %d MB with %d pods of %d MB, %d MB after removal", base>>20, running>>20, pods, argBytes>>20, after>>20)
-	if after-base > 10<<20 {
+	if after-base > bound {
 		if f, err := os.Create(filepath.Join(os.TempDir(), "speclet-podmemory.heap")); err == nil {
 			runtime.GC()
 			_ = writeHeapProfile(f)
