@@ -43,8 +43,6 @@ type ctrState struct {
 	preStopDone  string // the instance whose preStop hook ran
 
 	waitingReason, waitingMessage string
-	pullFailedAt                  time.Time
-	startFailedAt                 time.Time // a failed create or postStart hook entered the backoff
 
 	// probe is the probe machine of the container; probeGrace is the grace
 	// period of a kill for a failed probe (-1: none, the pod's applies).
@@ -101,8 +99,12 @@ func containerEntered(ctx context.Context, st *ctrStep) {
 	now := c.p.e.clock.Now()
 	var ts []timer
 	for _, t := range c.machine.Timers() {
+		d := fsm.ContainerDurationOf(c, t.After)
+		if d < 0 {
+			continue // no timer (backoff_shown when the reason stays)
+		}
 		ev := t.Event
-		ts = append(ts, timer{at: now.Add(fsm.ContainerDurationOf(c, t.After)), fire: func(ctx context.Context) {
+		ts = append(ts, timer{at: now.Add(d), fire: func(ctx context.Context) {
 			c.fire(ctx, ev)
 			c.p.fire(ctx, fsm.Route(fsm.InputSyncTick).Pod)
 		}})
@@ -121,33 +123,54 @@ func (c *ctrState) enterHook(ctx context.Context, s fsm.ContainerState) {
 	switch s {
 	case fsm.ContainerStateCheckingImage, fsm.ContainerStatePulling, fsm.ContainerStateCreating, fsm.ContainerStateStarting, fsm.ContainerStateRunning:
 		c.waitingReason, c.waitingMessage = "", ""
-	case fsm.ContainerStatePullBackoff:
-		if c.waitingReason == ReasonErrImagePull {
-			// ErrImagePull for the failed attempt; the next sync tick
-			// shows ImagePullBackOff while the backoff runs.
-			c.p.w.refreshAfter(c.p.e.clock.Now().Add(time.Second))
-		}
 	case fsm.ContainerStateCrashloopBackoff:
 		// The first restart waits 0 s and shows no back-off. A failed
 		// create or postStart hook shows its own reason for the attempt
-		// (kubelet: the sync where the start failed), and CrashLoopBackOff
-		// from the next sync tick while the backoff runs.
-		c.startFailedAt = time.Time{}
-		if c.Crashloop() <= 0 {
-			break
+		// (kubelet: the sync where the start failed), CrashLoopBackOff
+		// from the next sync (show_backoff); kubelet keeps
+		// CreateContainerConfigError (no instance exited, so its sync
+		// shows no CrashLoopBackOff). An exit shows CrashLoopBackOff at once.
+		if c.Crashloop() > 0 && !c.showsAttempt() && c.waitingReason != ReasonCreateContainerConfig {
+			c.setCrashLoopBackOff()
 		}
-		if c.waitingReason == ReasonCreateContainerConfig {
-			// kubelet keeps CreateContainerConfigError: no instance
-			// exited, so its sync shows no CrashLoopBackOff.
-			break
-		}
-		if c.waitingReason == ReasonCreateContainer || c.waitingReason == ReasonPostStartHookError {
-			c.startFailedAt = c.p.e.clock.Now()
-			c.p.w.refreshAfter(c.startFailedAt.Add(time.Second))
-			break
-		}
-		c.setCrashLoopBackOff()
 	}
+}
+
+// showsAttempt: the waiting reason is a failed attempt's error that the
+// backoff's reason replaces at the next sync (show_backoff).
+func (c *ctrState) showsAttempt() bool {
+	switch c.machine.State() {
+	case fsm.ContainerStatePullBackoff:
+		return c.waitingReason == ReasonErrImagePull
+	case fsm.ContainerStateCrashloopBackoff:
+		return c.waitingReason == ReasonCreateContainer || c.waitingReason == ReasonPostStartHookError
+	}
+	return false
+}
+
+// BackoffShown is the duration backoff_shown: 1 s (the next sync tick)
+// while the reason is a failed attempt's the backoff replaces, except for
+// the first restart (0 s, no back-off shown); negative (no timer) otherwise.
+func (c *ctrState) BackoffShown() time.Duration {
+	if !c.showsAttempt() || c.machine.State() == fsm.ContainerStateCrashloopBackoff && c.Crashloop() <= 0 {
+		return -1
+	}
+	return time.Second
+}
+
+// ShowBackoff (show_backoff): the next sync after the failed attempt shows
+// the backoff, ImagePullBackOff or CrashLoopBackOff, as kubelet's does.
+func (c *ctrState) ShowBackoff(context.Context) error {
+	if !c.showsAttempt() {
+		return nil
+	}
+	if c.machine.State() == fsm.ContainerStatePullBackoff {
+		c.waitingReason = ReasonImagePullBackOff
+		c.waitingMessage = fmt.Sprintf("Back-off pulling image %q", c.spec.Image)
+		return nil
+	}
+	c.setCrashLoopBackOff()
+	return nil
 }
 
 // setCrashLoopBackOff sets the waiting reason of a container in backoff.
@@ -155,25 +178,6 @@ func (c *ctrState) setCrashLoopBackOff() {
 	c.waitingReason = ReasonCrashLoopBackOff
 	c.waitingMessage = fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)",
 		c.p.e.crashBackoff.Current(c.backoffKey()), c.name, c.p.pod.Name, c.p.pod.Namespace, c.p.pod.UID)
-}
-
-// noteSync: a sync that finds the container still in pull backoff reports
-// ImagePullBackOff, as kubelet does after the first ErrImagePull; one that
-// finds it in crash loop backoff after a failed create or postStart hook
-// reports CrashLoopBackOff, as kubelet's next sync does.
-func (c *ctrState) noteSync() {
-	switch c.machine.State() {
-	case fsm.ContainerStatePullBackoff:
-		if c.waitingReason == ReasonErrImagePull && c.p.e.clock.Since(c.pullFailedAt) >= time.Second {
-			c.waitingReason = ReasonImagePullBackOff
-			c.waitingMessage = fmt.Sprintf("Back-off pulling image %q", c.spec.Image)
-		}
-	case fsm.ContainerStateCrashloopBackoff:
-		if (c.waitingReason == ReasonCreateContainer || c.waitingReason == ReasonPostStartHookError) &&
-			!c.startFailedAt.IsZero() && c.p.e.clock.Since(c.startFailedAt) >= time.Second {
-			c.setCrashLoopBackOff()
-		}
-	}
 }
 
 // initDone: an init container completed successfully, or a sidecar runs.

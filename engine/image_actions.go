@@ -81,7 +81,6 @@ func (c *ctrState) PullImage(ctx context.Context) error {
 	ref, err := pullImage(ctx, c.p.e.rt, c.spec.Image, c.pullCredentials(ctx), c.p.sandbox.cfg)
 	if err != nil {
 		c.waitingReason, c.waitingMessage = ReasonErrImagePull, err.Error()
-		c.pullFailedAt = c.p.e.clock.Now()
 		c.event(eventWarning, "Failed", "Failed to pull image %q: %v", c.spec.Image, err)
 		c.raise(fsm.ContainerEventPullFailed)
 		return err

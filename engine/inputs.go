@@ -110,7 +110,6 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 			s.fire(ctx, r.Pod)
 		}
 	case inputSync:
-		s.noteBackoff()
 		w.fireDue(ctx)
 	case inputProbe:
 		c := s.byName[in.probe.Container]

@@ -64,7 +64,6 @@ func (s *podState) SyncPod(ctx context.Context) error {
 	if s.sandbox.machine.State() != fsm.SandboxStateReady {
 		// The spec decides what a done pod does without a sandbox
 		// (syncing: sync_failed guarded by pod_done).
-		s.noteBackoff()
 		s.raise(fsm.PodEventSyncFailed)
 		return errors.Join(ctx.Err(), s.sandbox.err)
 	}
@@ -83,7 +82,6 @@ func (s *podState) SyncPod(ctx context.Context) error {
 		go func() { defer wg.Done(); c.fire(ctx, fsm.ContainerEventStart) }()
 	}
 	wg.Wait()
-	s.noteBackoff()
 	if err := ctx.Err(); err != nil {
 		s.raise(fsm.PodEventSyncFailed)
 		return err
@@ -102,14 +100,6 @@ func (s *podState) each(ctx context.Context, ev fsm.ContainerEvent) {
 			go func() { defer wg.Done(); c.fire(ctx, ev) }()
 		}
 		wg.Wait()
-	}
-}
-
-// noteBackoff turns ErrImagePull into ImagePullBackOff for containers still
-// in pull backoff at a later sync, as kubelet reports them.
-func (s *podState) noteBackoff() {
-	for _, c := range s.all() {
-		c.noteSync()
 	}
 }
 

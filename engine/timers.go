@@ -39,21 +39,10 @@ func (w *podWorker) setTimers(owner string, ts []timer) {
 	}
 }
 
-// refreshAfter asks for a status refresh at the first sync tick after t.
-func (w *podWorker) refreshAfter(t time.Time) {
-	w.mu.Lock()
-	w.refresh = t
-	w.mu.Unlock()
-}
-
-// due reports whether one of the worker's timers has run out or a status
-// refresh is due.
+// due reports whether one of the worker's timers has run out.
 func (w *podWorker) due(now time.Time) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.refresh.IsZero() && !now.Before(w.refresh) {
-		return true
-	}
 	for _, t := range w.timers {
 		if !now.Before(t.at) {
 			return true
@@ -63,8 +52,7 @@ func (w *podWorker) due(now time.Time) bool {
 }
 
 // takeDue removes and returns the timers that ran out and whose owner
-// passes keep (nil: every owner), earliest first. A due status refresh is
-// cleared only when every owner is taken (the sync tick's pass).
+// passes keep (nil: every owner), earliest first.
 func (w *podWorker) takeDue(now time.Time, keep func(owner string) bool) []armed {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -78,9 +66,6 @@ func (w *podWorker) takeDue(now time.Time, keep func(owner string) bool) []armed
 		}
 	}
 	w.timers = kept
-	if keep == nil && !w.refresh.IsZero() && !now.Before(w.refresh) {
-		w.refresh = time.Time{}
-	}
 	slices.SortStableFunc(out, func(a, b armed) int { return a.at.Compare(b.at) })
 	return out
 }
@@ -101,8 +86,8 @@ const maxDueRounds = 8
 // handled its inputs (a zero delay: the immediate first restart of a
 // crashing container, the restart after a probe kill), instead of leaving
 // them for the next sync tick: kubelet starts such a container in the sync
-// that saw it die. Probe, pod and sandbox timers, and a due status refresh,
-// keep waiting for the tick, as their schedules are counted in ticks.
+// that saw it die. Probe, pod and sandbox timers keep waiting for the tick,
+// as their schedules are counted in ticks.
 func (w *podWorker) fireDueNow(ctx context.Context) {
 	container := func(owner string) bool { return strings.HasPrefix(owner, containerOwner) }
 	for i := 0; i < maxDueRounds && ctx.Err() == nil; i++ {

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"sync"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -57,7 +56,6 @@ type podWorker struct {
 	wake       chan struct{}
 	cancel     context.CancelFunc // cancels the running actions (a kill arrived)
 	timers     []armed            // the machines' armed timers
-	refresh    time.Time          // a status refresh is due at the first sync tick after this
 	killGrace  int64              // grace period of the last kill posted
 	pub        *v1.Pod            // last published pod with status
 	pubState   fsm.PodState       // the pod machine's state pub was computed in

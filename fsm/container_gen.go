@@ -14,7 +14,7 @@ const ContainerMachineName = "container"
 
 // ContainerSpecSHA256 is the SHA-256 of spec/container.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ContainerSpecSHA256 = "0a081c150a2d6099c4d1936ec8537cd86e4651bec7cd4828353003fbb61fd5a7"
+const ContainerSpecSHA256 = "60323af12a20d20135545d158362bcbbb80cf70c10095a55896e18f94a5d46ca"
 
 // ContainerState is a state of the container machine.
 //
@@ -170,6 +170,9 @@ const (
 	ContainerEventExitRecorded
 	// ContainerEventBackoffDone: A backoff timer expired.
 	ContainerEventBackoffDone
+	// ContainerEventBackoffShown: The next sync after a failed attempt came round
+	// (1 s): the status shows the backoff instead of the attempt's error.
+	ContainerEventBackoffShown
 	// ContainerEventKill: Stop this container: the pod is terminating.
 	ContainerEventKill
 	// ContainerEventSandboxDied: The pod's sandbox died: a running container is
@@ -188,9 +191,9 @@ const (
 )
 
 // ContainerEvents lists every event of the container machine in spec order.
-var ContainerEvents = []ContainerEvent{ContainerEventStart, ContainerEventUpdate, ContainerEventImagePresent, ContainerEventImageMissing, ContainerEventImageCheckFailed, ContainerEventPullOk, ContainerEventPullFailed, ContainerEventCreated, ContainerEventCreateFailed, ContainerEventStateUnknown, ContainerEventStarted, ContainerEventStartFailed, ContainerEventPostStartFailed, ContainerEventDied, ContainerEventExitRecorded, ContainerEventBackoffDone, ContainerEventKill, ContainerEventSandboxDied, ContainerEventLivenessFailed, ContainerEventStopped, ContainerEventGraceExpired, ContainerEventRemoved}
+var ContainerEvents = []ContainerEvent{ContainerEventStart, ContainerEventUpdate, ContainerEventImagePresent, ContainerEventImageMissing, ContainerEventImageCheckFailed, ContainerEventPullOk, ContainerEventPullFailed, ContainerEventCreated, ContainerEventCreateFailed, ContainerEventStateUnknown, ContainerEventStarted, ContainerEventStartFailed, ContainerEventPostStartFailed, ContainerEventDied, ContainerEventExitRecorded, ContainerEventBackoffDone, ContainerEventBackoffShown, ContainerEventKill, ContainerEventSandboxDied, ContainerEventLivenessFailed, ContainerEventStopped, ContainerEventGraceExpired, ContainerEventRemoved}
 
-var containerEventNames = [...]string{"start", "update", "image_present", "image_missing", "image_check_failed", "pull_ok", "pull_failed", "created", "create_failed", "state_unknown", "started", "start_failed", "post_start_failed", "died", "exit_recorded", "backoff_done", "kill", "sandbox_died", "liveness_failed", "stopped", "grace_expired", "removed"}
+var containerEventNames = [...]string{"start", "update", "image_present", "image_missing", "image_check_failed", "pull_ok", "pull_failed", "created", "create_failed", "state_unknown", "started", "start_failed", "post_start_failed", "died", "exit_recorded", "backoff_done", "backoff_shown", "kill", "sandbox_died", "liveness_failed", "stopped", "grace_expired", "removed"}
 
 // String returns the event's name in the spec.
 func (e ContainerEvent) String() string {
@@ -235,6 +238,8 @@ func ParseContainerEvent(name string) (ContainerEvent, bool) {
 		return ContainerEventExitRecorded, true
 	case "backoff_done":
 		return ContainerEventBackoffDone, true
+	case "backoff_shown":
+		return ContainerEventBackoffShown, true
 	case "kill":
 		return ContainerEventKill, true
 	case "sandbox_died":
@@ -406,6 +411,12 @@ const (
 	ContainerActionRecordExit
 	// ContainerActionCountRestart: Advance the CrashLoopBackOff of the container.
 	ContainerActionCountRestart
+	// ContainerActionShowBackoff: The waiting reason becomes the backoff's, as
+	// kubelet's next sync after the failed attempt shows it: ImagePullBackOff
+	// after ErrImagePull, CrashLoopBackOff after CreateContainerError or
+	// PostStartHookError; the pod's status is published after it. No runtime
+	// call.
+	ContainerActionShowBackoff
 	// ContainerActionRemoveContainer: Container GC of this container: remove the
 	// oldest dead instances beyond --maximum-dead-containers-per-container
 	// (default 1) that are older than --minimum-container-ttl-duration; the
@@ -413,7 +424,7 @@ const (
 	ContainerActionRemoveContainer
 )
 
-var containerActionNames = [...]string{"check_image", "pull_image", "refuse_never_pull", "refuse_image", "count_pull_failure", "create_container", "start_container", "stop_container", "force_stop_container", "record_exit", "count_restart", "remove_container"}
+var containerActionNames = [...]string{"check_image", "pull_image", "refuse_never_pull", "refuse_image", "count_pull_failure", "create_container", "start_container", "stop_container", "force_stop_container", "record_exit", "count_restart", "show_backoff", "remove_container"}
 
 // String returns the action's name in the spec.
 func (a ContainerAction) String() string {
@@ -436,18 +447,19 @@ var ContainerActionCRI = [...][]string{
 	ContainerActionForceStopContainer: {"StopContainer"},
 	ContainerActionRecordExit:         {"ContainerStatus"},
 	ContainerActionCountRestart:       {},
+	ContainerActionShowBackoff:        {},
 	ContainerActionRemoveContainer:    {"RemoveContainer"},
 }
 
 // ContainerActionCalls lists, per action, the actions of this machine the spec
 // says it runs itself (its `calls`); their CRI methods are allowed to it too.
-var ContainerActionCalls = [12][]ContainerAction{}
+var ContainerActionCalls = [13][]ContainerAction{}
 
 // ContainerActionUncancellable lists, per action, the CRI methods of its cri list
 // that the spec says a kill does not cancel (its `uncancellable`), each with
 // the spec's reason. The engine lets these calls run to their end
 // (Uncancellable).
-var ContainerActionUncancellable = [12]map[string]string{
+var ContainerActionUncancellable = [13]map[string]string{
 	ContainerActionCreateContainer: {"CreateContainer": "A CreateContainer cancelled at the client may still complete in the runtime, leaving a container the machine believes was never created whose name containerd keeps reserved (a retry adopts it: cri.ReservedFor)."},
 	ContainerActionStartContainer:  {"StartContainer": "A StartContainer cancelled at the client may still start the task in the runtime (containerd starts it, then drops the cancelled request), leaving a running container the machine believes never started, which later blocks RemovePodSandbox (cannot delete running task). The postStart hook's ExecSync stays cancellable."},
 }
@@ -466,6 +478,7 @@ var containerActionTags = [...]actionTag{
 	ContainerActionForceStopContainer: {machine: "container", action: "force_stop_container"},
 	ContainerActionRecordExit:         {machine: "container", action: "record_exit"},
 	ContainerActionCountRestart:       {machine: "container", action: "count_restart"},
+	ContainerActionShowBackoff:        {machine: "container", action: "show_backoff"},
 	ContainerActionRemoveContainer:    {machine: "container", action: "remove_container"},
 }
 
@@ -530,6 +543,12 @@ type ContainerActions interface {
 	RecordExit(ctx context.Context) error
 	// CountRestart: Advance the CrashLoopBackOff of the container.
 	CountRestart(ctx context.Context) error
+	// ShowBackoff: The waiting reason becomes the backoff's, as kubelet's next
+	// sync after the failed attempt shows it: ImagePullBackOff after
+	// ErrImagePull, CrashLoopBackOff after CreateContainerError or
+	// PostStartHookError; the pod's status is published after it. No runtime
+	// call.
+	ShowBackoff(ctx context.Context) error
 	// RemoveContainer: Container GC of this container: remove the oldest dead
 	// instances beyond --maximum-dead-containers-per-container (default 1) that
 	// are older than --minimum-container-ttl-duration; the newest stays for its
@@ -567,6 +586,8 @@ func RunContainerAction(ctx context.Context, impl ContainerActions, a ContainerA
 		return impl.RecordExit(ctx)
 	case ContainerActionCountRestart:
 		return impl.CountRestart(ctx)
+	case ContainerActionShowBackoff:
+		return impl.ShowBackoff(ctx)
 	case ContainerActionRemoveContainer:
 		return impl.RemoveContainer(ctx)
 	}
@@ -586,12 +607,20 @@ const (
 	// to 300 s over failed pulls (ImagePullBackOff); after ErrImageNeverPull or
 	// ImageInspectError the delay the next failed pull would get, not advanced.
 	ContainerDurationImagePullBackoff
+	// ContainerDurationBackoffShown: 1 s (the next sync tick) when the backoff
+	// was entered with a reason the backoff replaces (ErrImagePull in
+	// pull_backoff; CreateContainerError or PostStartHookError in
+	// crashloop_backoff, except the first restart, which waits 0 s and shows no
+	// back-off); negative, no timer, otherwise (ErrImageNeverPull,
+	// ImageInspectError, an exit, CreateContainerConfigError, which kubelet
+	// keeps).
+	ContainerDurationBackoffShown
 	// ContainerDurationGracePeriod: The effective termination grace period of the
 	// pod (only shortens), plus 2 s for the runtime to report the kill.
 	ContainerDurationGracePeriod
 )
 
-var containerDurationNames = [...]string{"crashloop", "image_pull_backoff", "grace_period"}
+var containerDurationNames = [...]string{"crashloop", "image_pull_backoff", "backoff_shown", "grace_period"}
 
 // String returns the duration's name in the spec.
 func (d ContainerDuration) String() string {
@@ -606,6 +635,7 @@ func (d ContainerDuration) String() string {
 var ContainerDurationDefaults = [...]time.Duration{
 	ContainerDurationCrashloop:        10000000000,
 	ContainerDurationImagePullBackoff: 10000000000,
+	ContainerDurationBackoffShown:     1000000000,
 	ContainerDurationGracePeriod:      30000000000,
 }
 
@@ -614,6 +644,7 @@ var ContainerDurationDefaults = [...]time.Duration{
 var ContainerDurationMax = [...]time.Duration{
 	ContainerDurationCrashloop:        300000000000,
 	ContainerDurationImagePullBackoff: 300000000000,
+	ContainerDurationBackoffShown:     0,
 	ContainerDurationGracePeriod:      0,
 }
 
@@ -627,6 +658,13 @@ type ContainerDurations interface {
 	// failed pulls (ImagePullBackOff); after ErrImageNeverPull or
 	// ImageInspectError the delay the next failed pull would get, not advanced.
 	ImagePullBackoff() time.Duration
+	// BackoffShown: 1 s (the next sync tick) when the backoff was entered with a
+	// reason the backoff replaces (ErrImagePull in pull_backoff;
+	// CreateContainerError or PostStartHookError in crashloop_backoff, except the
+	// first restart, which waits 0 s and shows no back-off); negative, no timer,
+	// otherwise (ErrImageNeverPull, ImageInspectError, an exit,
+	// CreateContainerConfigError, which kubelet keeps).
+	BackoffShown() time.Duration
 	// GracePeriod: The effective termination grace period of the pod (only
 	// shortens), plus 2 s for the runtime to report the kill.
 	GracePeriod() time.Duration
@@ -639,6 +677,8 @@ func ContainerDurationOf(d ContainerDurations, which ContainerDuration) time.Dur
 		return d.Crashloop()
 	case ContainerDurationImagePullBackoff:
 		return d.ImagePullBackoff()
+	case ContainerDurationBackoffShown:
+		return d.BackoffShown()
 	case ContainerDurationGracePeriod:
 		return d.GracePeriod()
 	}
@@ -662,6 +702,7 @@ var ContainerTransitionTable = []ContainerTransition{
 	{From: ContainerStateCheckingImage, Event: ContainerEventImageCheckFailed, To: ContainerStatePullBackoff},
 	{From: ContainerStatePulling, Event: ContainerEventPullOk, To: ContainerStateCreating},
 	{From: ContainerStatePulling, Event: ContainerEventPullFailed, To: ContainerStatePullBackoff, Actions: []ContainerAction{ContainerActionCountPullFailure}},
+	{From: ContainerStatePullBackoff, Event: ContainerEventBackoffShown, To: ContainerStatePullBackoff, Internal: true, Actions: []ContainerAction{ContainerActionShowBackoff}},
 	{From: ContainerStatePullBackoff, Event: ContainerEventBackoffDone, To: ContainerStateWaiting},
 	{From: ContainerStatePullBackoff, Event: ContainerEventStart, To: ContainerStatePullBackoff, Internal: true},
 	{From: ContainerStatePullBackoff, Event: ContainerEventKill, To: ContainerStateTerminated},
@@ -685,6 +726,7 @@ var ContainerTransitionTable = []ContainerTransition{
 	{From: ContainerStateStopping, Event: ContainerEventKill, To: ContainerStateStopping, Internal: true, Actions: []ContainerAction{ContainerActionStopContainer}},
 	{From: ContainerStateStopping, Event: ContainerEventRemoved, Guard: ContainerGuardPodTerminating, HasGuard: true, To: ContainerStateRemoved},
 	{From: ContainerStateExited, Event: ContainerEventExitRecorded, To: ContainerStateDeciding},
+	{From: ContainerStateCrashloopBackoff, Event: ContainerEventBackoffShown, To: ContainerStateCrashloopBackoff, Internal: true, Actions: []ContainerAction{ContainerActionShowBackoff}},
 	{From: ContainerStateCrashloopBackoff, Event: ContainerEventBackoffDone, To: ContainerStateWaiting},
 	{From: ContainerStateCrashloopBackoff, Event: ContainerEventStart, To: ContainerStateCrashloopBackoff, Internal: true},
 	{From: ContainerStateCrashloopBackoff, Event: ContainerEventKill, To: ContainerStateTerminated},
@@ -735,27 +777,27 @@ type ContainerTimer struct {
 // ContainerStateTimers lists, per state, the timers armed while in it: the engine
 // arms them when a Step enters the state and cancels them when one leaves it.
 var ContainerStateTimers = [14][]ContainerTimer{
-	ContainerStatePullBackoff:      {{ContainerEventBackoffDone, ContainerDurationImagePullBackoff}},
+	ContainerStatePullBackoff:      {{ContainerEventBackoffDone, ContainerDurationImagePullBackoff}, {ContainerEventBackoffShown, ContainerDurationBackoffShown}},
 	ContainerStateStopping:         {{ContainerEventGraceExpired, ContainerDurationGracePeriod}},
-	ContainerStateCrashloopBackoff: {{ContainerEventBackoffDone, ContainerDurationCrashloop}},
+	ContainerStateCrashloopBackoff: {{ContainerEventBackoffDone, ContainerDurationCrashloop}, {ContainerEventBackoffShown, ContainerDurationBackoffShown}},
 }
 
 // containerByStateEvent indexes ContainerTransitionTable by (From, Event).
 var containerByStateEvent = [14][][]uint16{
-	ContainerStateWaiting:          {{0, 1, 2, 3}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {4}, nil, nil, nil, nil, nil},
-	ContainerStateCheckingImage:    {nil, nil, {5}, {6, 7}, {8}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
-	ContainerStatePulling:          {nil, nil, nil, nil, nil, {9}, {10}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
-	ContainerStatePullBackoff:      {{12}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {11}, {13}, nil, nil, nil, nil, nil},
-	ContainerStateCreating:         {nil, nil, nil, nil, nil, nil, nil, {14}, {15}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
-	ContainerStateStarting:         {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {16}, {17}, {18}, nil, nil, nil, nil, nil, nil, nil, nil, nil},
-	ContainerStateRunning:          {{25}, {23, 24}, nil, nil, nil, nil, nil, nil, nil, nil, {26}, nil, nil, {19}, nil, nil, {21}, {22}, {20}, nil, nil, {27}},
-	ContainerStateStopping:         {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {30}, nil, nil, {31}, nil, nil, {29}, {28}, {32}},
-	ContainerStateExited:           {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {33}, nil, nil, nil, nil, nil, nil, nil},
-	ContainerStateDeciding:         {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
-	ContainerStateRestarting:       {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
-	ContainerStateCrashloopBackoff: {{35}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {34}, {36}, nil, nil, nil, nil, nil},
-	ContainerStateTerminated:       {{40}, nil, nil, nil, nil, nil, nil, nil, nil, {42}, {41}, nil, nil, {39}, nil, nil, {38}, nil, nil, nil, nil, {37}},
-	ContainerStateRemoved:          {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStateWaiting:          {{0, 1, 2, 3}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {4}, nil, nil, nil, nil, nil},
+	ContainerStateCheckingImage:    {nil, nil, {5}, {6, 7}, {8}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStatePulling:          {nil, nil, nil, nil, nil, {9}, {10}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStatePullBackoff:      {{13}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {12}, {11}, {14}, nil, nil, nil, nil, nil},
+	ContainerStateCreating:         {nil, nil, nil, nil, nil, nil, nil, {15}, {16}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStateStarting:         {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {17}, {18}, {19}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStateRunning:          {{26}, {24, 25}, nil, nil, nil, nil, nil, nil, nil, nil, {27}, nil, nil, {20}, nil, nil, nil, {22}, {23}, {21}, nil, nil, {28}},
+	ContainerStateStopping:         {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {31}, nil, nil, nil, {32}, nil, nil, {30}, {29}, {33}},
+	ContainerStateExited:           {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {34}, nil, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStateDeciding:         {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStateRestarting:       {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+	ContainerStateCrashloopBackoff: {{37}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, {36}, {35}, {38}, nil, nil, nil, nil, nil},
+	ContainerStateTerminated:       {{42}, nil, nil, nil, nil, nil, nil, nil, nil, {44}, {43}, nil, nil, {41}, nil, nil, nil, {40}, nil, nil, nil, nil, {39}},
+	ContainerStateRemoved:          {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
 }
 
 // containerChoicesByState indexes ContainerChoiceTable by State.

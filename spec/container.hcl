@@ -71,6 +71,7 @@ machine "container" {
   event "died" { doc = "The runtime reported ContainerDied." }
   event "exit_recorded" { doc = "record_exit recorded the exit code, reason and finish time of the dead instance." }
   event "backoff_done" { doc = "A backoff timer expired." }
+  event "backoff_shown" { doc = "The next sync after a failed attempt came round (1 s): the status shows the backoff instead of the attempt's error." }
   event "kill" { doc = "Stop this container: the pod is terminating." }
   event "sandbox_died" { doc = "The pod's sandbox died: a running container is stopped and restarts in the next sandbox under the restart policy." }
   event "liveness_failed" { doc = "The liveness or startup probe failed its threshold: kill, then restart under the restart policy." }
@@ -133,6 +134,9 @@ machine "container" {
   action "count_restart" {
     doc = "Advance the CrashLoopBackOff of the container."
   }
+  action "show_backoff" {
+    doc = "The waiting reason becomes the backoff's, as kubelet's next sync after the failed attempt shows it: ImagePullBackOff after ErrImagePull, CrashLoopBackOff after CreateContainerError or PostStartHookError; the pod's status is published after it. No runtime call."
+  }
   action "remove_container" {
     doc = "Container GC of this container: remove the oldest dead instances beyond --maximum-dead-containers-per-container (default 1) that are older than --minimum-container-ttl-duration; the newest stays for its logs and status (lastState) until the pod is removed."
     cri = ["RemoveContainer"]
@@ -147,6 +151,10 @@ machine "container" {
     doc     = "The wait in pull_backoff: 10 s doubling to 300 s over failed pulls (ImagePullBackOff); after ErrImageNeverPull or ImageInspectError the delay the next failed pull would get, not advanced."
     default = "10s"
     max     = "5m"
+  }
+  duration "backoff_shown" {
+    doc     = "1 s (the next sync tick) when the backoff was entered with a reason the backoff replaces (ErrImagePull in pull_backoff; CreateContainerError or PostStartHookError in crashloop_backoff, except the first restart, which waits 0 s and shows no back-off); negative, no timer, otherwise (ErrImageNeverPull, ImageInspectError, an exit, CreateContainerConfigError, which kubelet keeps)."
+    default = "1s"
   }
   duration "grace_period" {
     doc     = "The effective termination grace period of the pod (only shortens), plus 2 s for the runtime to report the kill."
@@ -203,9 +211,16 @@ machine "container" {
     }
   }
 
+  shared "showing_backoff" {
+    doc = "A backoff after a failed attempt: the attempt's error shows until the next sync, then the backoff's reason (internal: the backoff timer keeps running)."
+    timeout "backoff_shown" { after = duration.backoff_shown }
+    transition "backoff_shown" { actions = [action.show_backoff] }
+  }
+
   state "pull_backoff" {
     doc   = "ErrImagePull, then ImagePullBackOff (or ErrImageNeverPull, ImageInspectError): wait, then let the next sync try again."
     timeout "backoff_done" { after = duration.image_pull_backoff }
+    use "showing_backoff" {}
     transition "backoff_done" { to = state.waiting }
     transition "start" { doc = "A sync during the backoff: the next attempt waits for it." }
     transition "kill" { to = state.terminated }
@@ -313,6 +328,7 @@ machine "container" {
     doc   = "CrashLoopBackOff: container GC removes the dead instances beyond the limit, then wait before the next attempt (the first restart waits 0 s)."
     entry = [action.remove_container]
     timeout "backoff_done" { after = duration.crashloop }
+    use "showing_backoff" {}
     transition "backoff_done" {
       to  = state.waiting
       doc = "The next sync starts a new attempt."
