@@ -4,8 +4,8 @@
 # The periods are the timers of idle: image_gc_due after next_image_gc,
 # eviction_due after next_eviction and container_gc_due after
 # next_container_gc, each the time until the next instant of its pass's
-# schedule. The schedules are the engine's data (engine/nodegc.go): each
-# pass comes round every period (image GC: kubelet's 5 min,
+# schedule. The schedules are the engine's data (engine/node_schedule.go):
+# each pass comes round every period (image GC: kubelet's 5 min,
 # Config.ImageGCPeriod; eviction: kubelet's 10 s, Config.EvictionPeriod,
 # only with an eviction manager, engine/evict.go; container GC: kubelet's
 # 1 min, Config.ContainerGCPeriod, only with --maximum-dead-containers), the
@@ -16,7 +16,7 @@
 # a period that came round while another pass ran is due at once (0), and
 # passes due at the same instant run one after the other in the order of
 # the timeouts below; several periods missed during one pass give one pass.
-# The node loop (engine/nodegc.go) waits on the engine's clock for the
+# The node loop (engine/node_schedule.go) waits on the engine's clock for the
 # earliest armed timer, fires it and runs the actions on its own
 # goroutine, one step after the other, like a pod worker. No input of
 # routes.hcl reaches this machine; `speclet spec verify` explores it beside
