@@ -28,7 +28,8 @@
 //     metrics, history and the debug log for all; the operator log
 //     (oplog.go), Kubernetes events (events.go) and what entering a state
 //     means (timers, the published pod and node states) where they apply.
-//   - timers.go: the armed timers of a pod's machines, typed per machine.
+//   - timers.go: the armed timers of a pod's machines, typed per machine
+//     (the node machine's are node_schedule.go's).
 //   - pod.go: the pod machine's guards, actions and durations (SyncPod,
 //     KillContainers, StopSandbox, RemovePod, ReleaseName, ReportStatus) and
 //     the grace period that only shortens.
@@ -40,12 +41,15 @@
 //     count_* backoff actions; start_blocked, restart_allowed, spec_changed,
 //     pull_always, pull_never).
 //   - hooks.go: postStart and preStop handlers (exec, httpGet).
-//   - nodegc.go: the node machine (spec/node.hcl) on its own goroutine,
-//     through the same fire loop:
-//     every ImageGCPeriod (5 min) MeasureImageFs (ImageFsInfo, statfs of
-//     its mountpoint through Config.FsStat, the images and the containers
-//     using them) and RemoveUnusedImages (RemoveImage of engine/imagegc's
-//     plan).
+//   - nodegc.go, node_schedule.go: the node machine (spec/node.hcl) on its
+//     own goroutine, through the same fire loop: the timers of idle
+//     (image_gc_due, eviction_due, container_gc_due after next_image_gc,
+//     next_eviction, next_container_gc), armed for the next instant of each
+//     pass's schedule and waited for on the engine's clock (no sync tick:
+//     a pass runs at its instant); every ImageGCPeriod (5 min)
+//     MeasureImageFs (ImageFsInfo, statfs of its mountpoint through
+//     Config.FsStat, the images and the containers using them) and
+//     RemoveUnusedImages (RemoveImage of engine/imagegc's plan).
 //   - probe.go, probe_schedule.go, probe_handlers.go: the probe machine of
 //     each container (start_startup, start_probes, run_probe,
 //     kill_container, stop_probes), its workers (one per probe kind of the

@@ -30,9 +30,10 @@ const nodeHistoryMax = 200
 // (observe.go).
 type nodeStep = step[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard, *nodeReclaim]
 
-// nodeReclaim owns the node machine (spec/node.hcl): its goroutine fires
-// image_gc_due every ImageGCPeriod and carries out the steps, one at a time,
-// as a pod worker does for a pod's machines. Everything but the history is
+// nodeReclaim owns the node machine (spec/node.hcl): its goroutine (run,
+// node_schedule.go) fires the timers of the machine's state when they are
+// due and carries out the steps, one at a time, as a pod worker does for a
+// pod's machines. Everything but the history and the published state is
 // touched by that goroutine only.
 type nodeReclaim struct {
 	e       *Engine
@@ -61,10 +62,18 @@ type nodeReclaim struct {
 	sizes map[string]uint64 // image id -> bytes
 	refs  map[string]string // image id -> a reference, for logs
 
+	// The schedule of each pass, by the duration that reads it, and the
+	// timers of the machine's current state (node_schedule.go).
+	sched  [len(fsm.NodeDurationDefaults)]schedule
+	timers []timer
+
 	hist  history       // the node machine's last transitions
 	mu    sync.Mutex    // guards state
 	state fsm.NodeState // the machine's state, for readers on other goroutines
 }
+
+var _ fsm.NodeImpl = (*nodeReclaim)(nil)
+var _ fsm.NodeDurations = (*nodeReclaim)(nil)
 
 // stateName is the node machine's current state.
 func (n *nodeReclaim) stateName() string {
@@ -78,40 +87,6 @@ func newNodeReclaim(e *Engine) *nodeReclaim {
 	n.machine = fsm.BindNodeMachine(fsm.NodeInitialState, n)
 	n.steps = newRun(n, nodeObservers)
 	return n
-}
-
-// run fires image_gc_due every image GC period, with an eviction manager
-// eviction_due every eviction period, and with a node-wide dead container
-// limit container_gc_due every container GC period, until ctx ends. The
-// first passes come one period after the start.
-func (n *nodeReclaim) run(ctx context.Context) {
-	t := n.e.clock.NewTicker(n.e.cfg.ImageGCPeriod)
-	defer t.Stop()
-	var evict, ctrGC <-chan time.Time
-	if n.e.cfg.Eviction != nil {
-		et := n.e.clock.NewTicker(n.e.cfg.EvictionPeriod)
-		defer et.Stop()
-		evict = et.C()
-	}
-	if n.e.cfg.ContainerGC.MaxContainers != nil {
-		ct := n.e.clock.NewTicker(n.e.cfg.ContainerGCPeriod)
-		defer ct.Stop()
-		ctrGC = ct.C()
-	}
-	for {
-		var ev fsm.NodeEvent
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-			ev = fsm.NodeEventImageGcDue
-		case <-evict:
-			ev = fsm.NodeEventEvictionDue
-		case <-ctrGC:
-			ev = fsm.NodeEventContainerGcDue
-		}
-		n.fire(ctx, ev)
-	}
 }
 
 // report queues an event an action reports; fire delivers it after the

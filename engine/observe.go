@@ -14,7 +14,8 @@ import (
 // sandbox and container kinds add the operator log (oplog.go), their
 // Kubernetes events (events.go) and what entering a state means to their
 // owner (timers, the published pod state, the waiting reason); the probe
-// kind arms its timers once the step's actions ran (probe_schedule.go).
+// and node kinds arm their timers once the step's actions ran
+// (probe_schedule.go, node_schedule.go).
 
 // The observers of each machine kind, in the order they see a step.
 var (
@@ -27,7 +28,7 @@ var (
 	probeObservers = append(common[*probeState](&fsm.ProbeKind),
 		observer[fsm.ProbeState, fsm.ProbeEvent, fsm.ProbeAction, fsm.ProbeGuard, *probeState]{ran: probeEntered})
 	nodeObservers = append(common[*nodeReclaim](&fsm.NodeKind),
-		taken(nodeEntered))
+		taken(nodeEntered), observer[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard, *nodeReclaim]{ran: nodeArm})
 )
 
 // common returns the observers every machine kind has: the metrics, the

@@ -14,7 +14,7 @@ const NodeMachineName = "node"
 
 // NodeSpecSHA256 is the SHA-256 of spec/node.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const NodeSpecSHA256 = "1052893558d4a11f19795d105212ef8f8ecf81c4f29c9425fb9134f8b5c13abb"
+const NodeSpecSHA256 = "0fc6823c6f31fb258fd4c94848ad04f2c13bf440768b859bcd2b1da8e57ec3e2"
 
 // NodeState is a state of the node machine.
 //
@@ -25,7 +25,7 @@ type NodeState uint8
 
 // States of the node machine, in spec order.
 const (
-	// NodeStateIdle: Between two passes.
+	// NodeStateIdle: Between two passes: the timers of the periods run.
 	NodeStateIdle NodeState = iota
 	// NodeStateRemovingContainers: Dead container instances beyond the
 	// per-container and node-wide limits are removed.
@@ -83,7 +83,8 @@ type NodeEvent uint8
 
 // Events of the node machine, in spec order.
 const (
-	// NodeEventImageGcDue: The image GC period came round.
+	// NodeEventImageGcDue: The timer of idle: the image GC period came round
+	// (kubelet: 5 min).
 	NodeEventImageGcDue NodeEvent = iota
 	// NodeEventBelowHigh: The image filesystem's usage is below
 	// --image-gc-high-threshold: nothing to remove.
@@ -100,8 +101,9 @@ const (
 	// NodeEventCollectFailed: A RemoveImage failed, or the removable images could
 	// not free enough.
 	NodeEventCollectFailed
-	// NodeEventContainerGcDue: The container GC period came round (kubelet: 1
-	// min); only with a node-wide limit (--maximum-dead-containers).
+	// NodeEventContainerGcDue: The timer of idle: the container GC period came
+	// round (kubelet: 1 min); only with a node-wide limit
+	// (--maximum-dead-containers).
 	NodeEventContainerGcDue
 	// NodeEventContainersCollected: The dead instances beyond the limits were
 	// removed (or none was).
@@ -109,8 +111,8 @@ const (
 	// NodeEventContainerGcFailed: ListContainers or a RemoveContainer failed; the
 	// next period tries again.
 	NodeEventContainerGcFailed
-	// NodeEventEvictionDue: The eviction manager's monitoring period came round
-	// (kubelet: 10 s).
+	// NodeEventEvictionDue: The timer of idle: the eviction manager's monitoring
+	// period came round (kubelet: 10 s); only with an eviction manager.
 	NodeEventEvictionDue
 	// NodeEventNoPressure: No eviction threshold is met (hard, or soft past its
 	// grace period).
@@ -350,9 +352,23 @@ func RunNodeAction(ctx context.Context, impl NodeActions, a NodeAction) error {
 type NodeDuration uint8
 
 // Durations of the node machine, in spec order.
-const ()
+const (
+	// NodeDurationNextImageGc: Until the next image GC pass of the schedule
+	// (never below 0): every image GC period, the first one period after the node
+	// loop's start.
+	NodeDurationNextImageGc NodeDuration = iota
+	// NodeDurationNextEviction: Until the next eviction pass of the schedule
+	// (never below 0): every eviction period, the first one period after the node
+	// loop's start; negative (no timer) without an eviction manager.
+	NodeDurationNextEviction
+	// NodeDurationNextContainerGc: Until the next container GC pass of the
+	// schedule (never below 0): every container GC period, the first one period
+	// after the node loop's start; negative (no timer) without a node-wide limit
+	// (--maximum-dead-containers).
+	NodeDurationNextContainerGc
+)
 
-var nodeDurationNames = [...]string{}
+var nodeDurationNames = [...]string{"next_image_gc", "next_eviction", "next_container_gc"}
 
 // String returns the duration's name in the spec.
 func (d NodeDuration) String() string {
@@ -364,20 +380,46 @@ func (d NodeDuration) String() string {
 
 // NodeDurationDefaults holds the default (initial) value the spec documents
 // for each duration, 0 when it gives none.
-var NodeDurationDefaults = [...]time.Duration{}
+var NodeDurationDefaults = [...]time.Duration{
+	NodeDurationNextImageGc:     300000000000,
+	NodeDurationNextEviction:    10000000000,
+	NodeDurationNextContainerGc: 60000000000,
+}
 
 // NodeDurationMax holds the cap the spec documents for each duration, 0
 // when it gives none.
-var NodeDurationMax = [...]time.Duration{}
+var NodeDurationMax = [...]time.Duration{
+	NodeDurationNextImageGc:     0,
+	NodeDurationNextEviction:    0,
+	NodeDurationNextContainerGc: 0,
+}
 
 // NodeDurations supplies the current length of each duration (backoff
 // state, jitter, grace period).
 type NodeDurations interface {
+	// NextImageGc: Until the next image GC pass of the schedule (never below 0):
+	// every image GC period, the first one period after the node loop's start.
+	NextImageGc() time.Duration
+	// NextEviction: Until the next eviction pass of the schedule (never below 0):
+	// every eviction period, the first one period after the node loop's start;
+	// negative (no timer) without an eviction manager.
+	NextEviction() time.Duration
+	// NextContainerGc: Until the next container GC pass of the schedule (never
+	// below 0): every container GC period, the first one period after the node
+	// loop's start; negative (no timer) without a node-wide limit
+	// (--maximum-dead-containers).
+	NextContainerGc() time.Duration
 }
 
 // NodeDurationOf returns the current value of duration which from d.
 func NodeDurationOf(d NodeDurations, which NodeDuration) time.Duration {
 	switch which {
+	case NodeDurationNextImageGc:
+		return d.NextImageGc()
+	case NodeDurationNextEviction:
+		return d.NextEviction()
+	case NodeDurationNextContainerGc:
+		return d.NextContainerGc()
 	}
 	panic(fmt.Sprintf("node machine: unknown duration %d", uint8(which)))
 }
@@ -432,7 +474,9 @@ type NodeTimer struct {
 
 // NodeStateTimers lists, per state, the timers armed while in it: the engine
 // arms them when a Step enters the state and cancels them when one leaves it.
-var NodeStateTimers = [5][]NodeTimer{}
+var NodeStateTimers = [5][]NodeTimer{
+	NodeStateIdle: {{NodeEventImageGcDue, NodeDurationNextImageGc}, {NodeEventEvictionDue, NodeDurationNextEviction}, {NodeEventContainerGcDue, NodeDurationNextContainerGc}},
+}
 
 // nodeByStateEvent indexes NodeTransitionTable by (From, Event).
 var nodeByStateEvent = [5][][]uint16{

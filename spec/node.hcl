@@ -1,13 +1,26 @@
 # The node's own reclaim of resources, one machine per node (kubelet
 # pkg/kubelet/images/image_gc_manager.go and pkg/kubelet/eviction).
 #
-# The engine's node loop (engine/nodegc.go) fires image_gc_due every image GC
-# period (kubelet: 5 min, Config.ImageGCPeriod) and, with an eviction
-# manager, eviction_due every eviction period (kubelet: 10 s,
-# Config.EvictionPeriod; engine/evict.go), and runs the actions on its
-# own goroutine, one step after the other, like a pod worker. No input of
+# The periods are the timers of idle: image_gc_due after next_image_gc,
+# eviction_due after next_eviction and container_gc_due after
+# next_container_gc, each the time until the next instant of its pass's
+# schedule. The schedules are the engine's data (engine/node_schedule.go):
+# each pass comes round every period (image GC: kubelet's 5 min,
+# Config.ImageGCPeriod; eviction: kubelet's 10 s, Config.EvictionPeriod,
+# only with an eviction manager, engine/evict.go; container GC: kubelet's
+# 1 min, Config.ContainerGCPeriod, only with --maximum-dead-containers), the
+# first one period after the engine's node loop started; when its timer
+# fires, the schedule moves on by whole periods past now. A pass that is off
+# has a negative duration: its timer is never armed. Every pass leaves idle
+# and its completions bring the machine back, which arms the timers again:
+# a period that came round while another pass ran is due at once (0), and
+# passes due at the same instant run one after the other in the order of
+# the timeouts below; several periods missed during one pass give one pass.
+# The node loop (engine/node_schedule.go) waits on the engine's clock for the
+# earliest armed timer, fires it and runs the actions on its own
+# goroutine, one step after the other, like a pod worker. No input of
 # routes.hcl reaches this machine; `speclet spec verify` explores it beside
-# the pod, its periods as external events and its completions as the
+# the pod, its periods as the timers of idle and its completions as the
 # effects of system.hcl: nothing of a pod waits for it, and what it removes
 # is never in use by a pod.
 #
@@ -52,18 +65,18 @@ machine "node" {
   doc     = "The node's reclaim: image garbage collection, container garbage collection across pods, and the eviction manager (node-level reclaim first, then one pod evicted per pass)."
   initial = state.idle
 
-  event "image_gc_due" { doc = "The image GC period came round." }
+  event "image_gc_due" { doc = "The timer of idle: the image GC period came round (kubelet: 5 min)." }
   event "below_high" { doc = "The image filesystem's usage is below --image-gc-high-threshold: nothing to remove." }
   event "above_high" { doc = "The image filesystem's usage is at or above --image-gc-high-threshold." }
   event "measure_failed" { doc = "ImageFsInfo or the statfs of its mountpoint failed; the next period tries again." }
   event "collected" { doc = "The planned images were removed and usage is down to the low threshold (by their sizes)." }
   event "collect_failed" { doc = "A RemoveImage failed, or the removable images could not free enough." }
 
-  event "container_gc_due" { doc = "The container GC period came round (kubelet: 1 min); only with a node-wide limit (--maximum-dead-containers)." }
+  event "container_gc_due" { doc = "The timer of idle: the container GC period came round (kubelet: 1 min); only with a node-wide limit (--maximum-dead-containers)." }
   event "containers_collected" { doc = "The dead instances beyond the limits were removed (or none was)." }
   event "container_gc_failed" { doc = "ListContainers or a RemoveContainer failed; the next period tries again." }
 
-  event "eviction_due" { doc = "The eviction manager's monitoring period came round (kubelet: 10 s)." }
+  event "eviction_due" { doc = "The timer of idle: the eviction manager's monitoring period came round (kubelet: 10 s); only with an eviction manager." }
   event "no_pressure" { doc = "No eviction threshold is met (hard, or soft past its grace period)." }
   event "reclaim" { doc = "A disk threshold (nodefs, imagefs) is met and node-level reclaim was not tried since it was last met: unused images go first." }
   event "pressure" { doc = "A threshold is met and node-level reclaim cannot relieve it (memory, PIDs) or did not." }
@@ -94,8 +107,24 @@ machine "node" {
     cri = ["ListContainerStats"]
   }
 
+  duration "next_image_gc" {
+    doc     = "Until the next image GC pass of the schedule (never below 0): every image GC period, the first one period after the node loop's start."
+    default = "5m"
+  }
+  duration "next_eviction" {
+    doc     = "Until the next eviction pass of the schedule (never below 0): every eviction period, the first one period after the node loop's start; negative (no timer) without an eviction manager."
+    default = "10s"
+  }
+  duration "next_container_gc" {
+    doc     = "Until the next container GC pass of the schedule (never below 0): every container GC period, the first one period after the node loop's start; negative (no timer) without a node-wide limit (--maximum-dead-containers)."
+    default = "1m"
+  }
+
   state "idle" {
-    doc = "Between two passes."
+    doc = "Between two passes: the timers of the periods run."
+    timeout "image_gc_due" { after = duration.next_image_gc }
+    timeout "eviction_due" { after = duration.next_eviction }
+    timeout "container_gc_due" { after = duration.next_container_gc }
     transition "image_gc_due" { to = state.measuring }
     transition "eviction_due" { to = state.observing }
     transition "container_gc_due" { to = state.removing_containers }

@@ -405,18 +405,6 @@ external "probe" "container_starting" {
   doc = "The engine fires it when a container machine enters checking_image, pulling, creating, starting or running while the probe machine remembers a kill."
 }
 
-external "node" "image_gc_due" {
-  doc = "The node loop's image GC period came round."
-}
-
-external "node" "eviction_due" {
-  doc = "The node loop's eviction period came round."
-}
-
-external "node" "container_gc_due" {
-  doc = "The node loop's container GC period came round."
-}
-
 # --- invariants ---
 
 invariant "no_start_after_termination" {

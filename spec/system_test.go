@@ -80,7 +80,7 @@ func TestEmbeddedSystem(t *testing.T) {
 	for _, x := range sys.Externals {
 		externals = append(externals, x.Machine.Name+"."+x.Event.Name)
 	}
-	if want := []string{"pod.name_free", "probe.container_running", "probe.container_stopped", "probe.container_starting", "node.image_gc_due", "node.eviction_due", "node.container_gc_due"}; !slices.Equal(externals, want) {
+	if want := []string{"pod.name_free", "probe.container_running", "probe.container_stopped", "probe.container_starting"}; !slices.Equal(externals, want) {
 		t.Errorf("externals = %v, want %v", externals, want)
 	}
 	kinds := map[string]string{}
