@@ -96,19 +96,12 @@ func containerEntered(ctx context.Context, st *ctrStep) {
 		return
 	}
 	c := st.owner
-	now := c.p.e.clock.Now()
-	var ts []timer
-	for _, t := range c.machine.Timers() {
-		d := fsm.ContainerDurationOf(c, t.After)
-		if d < 0 {
-			continue // no timer (backoff_shown when the reason stays)
-		}
-		ev := t.Event
-		ts = append(ts, timer{at: now.Add(d), fire: func(ctx context.Context) {
+	ts := stateTimers(c.machine.Timers(), c.p.e.clock.Now(),
+		func(d fsm.ContainerDuration) time.Duration { return fsm.ContainerDurationOf(c, d) },
+		func(ctx context.Context, ev fsm.ContainerEvent, _ fsm.ContainerDuration) {
 			c.fire(ctx, ev)
 			c.p.fire(ctx, fsm.Route(fsm.InputSyncTick).Pod)
-		}})
-	}
+		})
 	c.p.w.setTimers(containerOwner+c.name, ts)
 	c.enterHook(ctx, st.To)
 }

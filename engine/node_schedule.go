@@ -78,19 +78,13 @@ func nodeArm(_ context.Context, st *nodeStep) {
 // moves the schedule its duration reads on by whole periods past now, then
 // delivers its event.
 func (n *nodeReclaim) arm() {
-	now := n.e.clock.Now()
-	n.timers = n.timers[:0]
-	for _, t := range n.machine.Timers() {
-		d := fsm.NodeDurationOf(n, t.After)
-		if d < 0 {
-			continue
-		}
-		ev, s := t.Event, &n.sched[t.After]
-		n.timers = append(n.timers, timer{at: now.Add(d), fire: func(ctx context.Context) {
+	n.timers = stateTimers(n.machine.Timers(), n.e.clock.Now(),
+		func(d fsm.NodeDuration) time.Duration { return fsm.NodeDurationOf(n, d) },
+		func(ctx context.Context, ev fsm.NodeEvent, after fsm.NodeDuration) {
+			s := &n.sched[after]
 			s.next = nextPeriod(s.next, s.every, n.e.clock.Now())
 			n.fire(ctx, ev)
-		}})
-	}
+		})
 }
 
 // run arms the timers of the initial state, with each pass first due one

@@ -106,16 +106,9 @@ const podOwner = "pod"
 // whose duration is negative is not armed (active_deadline without a
 // deadline).
 func (s *podState) timers(now time.Time) []timer {
-	var ts []timer
-	for _, t := range s.machine.Timers() {
-		ev := t.Event
-		d := fsm.PodDurationOf(s, t.After)
-		if d < 0 {
-			continue
-		}
-		ts = append(ts, timer{at: now.Add(d), fire: func(ctx context.Context) { s.fire(ctx, ev) }})
-	}
-	return ts
+	return stateTimers(s.machine.Timers(), now,
+		func(d fsm.PodDuration) time.Duration { return fsm.PodDurationOf(s, d) },
+		func(ctx context.Context, ev fsm.PodEvent, _ fsm.PodDuration) { s.fire(ctx, ev) })
 }
 
 // podEntered re-arms the timers of the state the pod machine entered and

@@ -33,16 +33,9 @@ func probeEntered(_ context.Context, st *probeStep) {
 		return
 	}
 	ps := st.owner
-	now := ps.c.p.e.clock.Now()
-	var ts []timer
-	for _, t := range ps.machine.Timers() {
-		d := fsm.ProbeDurationOf(ps, t.After)
-		if d < 0 {
-			continue
-		}
-		ev := t.Event
-		ts = append(ts, timer{at: now.Add(d), fire: func(ctx context.Context) { ps.fire(ctx, ev) }})
-	}
+	ts := stateTimers(ps.machine.Timers(), ps.c.p.e.clock.Now(),
+		func(d fsm.ProbeDuration) time.Duration { return fsm.ProbeDurationOf(ps, d) },
+		func(ctx context.Context, ev fsm.ProbeEvent, _ fsm.ProbeDuration) { ps.fire(ctx, ev) })
 	ps.c.p.w.setTimers(probeOwner+ps.c.name, ts)
 }
 

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/speclet/speclet/fsm"
 )
 
 // timer is one timer of a machine's current state: its deadline and what
@@ -12,6 +14,21 @@ import (
 type timer struct {
 	at   time.Time
 	fire func(context.Context)
+}
+
+// stateTimers returns the timers ts of the state a machine entered at now,
+// each running out after its duration (dur) and then calling fire with its
+// event and duration; a negative duration arms none (a timer the state
+// has but the machine's data turns off, as active_deadline without a
+// deadline).
+func stateTimers[E, D fsm.Enum](ts []fsm.Timer[E, D], now time.Time, dur func(D) time.Duration, fire func(context.Context, E, D)) []timer {
+	var out []timer
+	for _, t := range ts {
+		if d := dur(t.After); d >= 0 {
+			out = append(out, timer{at: now.Add(d), fire: func(ctx context.Context) { fire(ctx, t.Event, t.After) }})
+		}
+	}
+	return out
 }
 
 // armed is a machine timer waiting for its deadline. owner names the

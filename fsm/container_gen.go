@@ -769,10 +769,7 @@ var ContainerStateEntry = [14][]ContainerAction{
 }
 
 // ContainerTimer arms Event after Duration while the machine stays in a state.
-type ContainerTimer struct {
-	Event ContainerEvent
-	After ContainerDuration
-}
+type ContainerTimer = Timer[ContainerEvent, ContainerDuration]
 
 // ContainerStateTimers lists, per state, the timers armed while in it: the engine
 // arms them when a Step enters the state and cancels them when one leaves it.

@@ -94,6 +94,13 @@ type Choice[S, A, G Enum] struct {
 	Actions  []A
 }
 
+// Timer arms Event after the duration After while the machine stays in a
+// state (<Prefix>Timer is an alias of it).
+type Timer[E, D Enum] struct {
+	Event E
+	After D
+}
+
 // Kind is the static description of one machine kind (<Prefix>Kind): its
 // name, its states in spec order and its transition and choice tables, for
 // code that walks every machine's spec alike (metric labels, row coverage).

@@ -467,10 +467,7 @@ var NodeStateEntry = [5][]NodeAction{
 }
 
 // NodeTimer arms Event after Duration while the machine stays in a state.
-type NodeTimer struct {
-	Event NodeEvent
-	After NodeDuration
-}
+type NodeTimer = Timer[NodeEvent, NodeDuration]
 
 // NodeStateTimers lists, per state, the timers armed while in it: the engine
 // arms them when a Step enters the state and cancels them when one leaves it.

@@ -601,10 +601,7 @@ var PodStateEntry = [10][]PodAction{
 }
 
 // PodTimer arms Event after Duration while the machine stays in a state.
-type PodTimer struct {
-	Event PodEvent
-	After PodDuration
-}
+type PodTimer = Timer[PodEvent, PodDuration]
 
 // PodStateTimers lists, per state, the timers armed while in it: the engine
 // arms them when a Step enters the state and cancels them when one leaves it.

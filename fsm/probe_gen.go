@@ -397,10 +397,7 @@ var ProbeKind = Kind[ProbeState, ProbeEvent, ProbeAction, ProbeGuard]{
 var ProbeStateEntry = [6][]ProbeAction{}
 
 // ProbeTimer arms Event after Duration while the machine stays in a state.
-type ProbeTimer struct {
-	Event ProbeEvent
-	After ProbeDuration
-}
+type ProbeTimer = Timer[ProbeEvent, ProbeDuration]
 
 // ProbeStateTimers lists, per state, the timers armed while in it: the engine
 // arms them when a Step enters the state and cancels them when one leaves it.

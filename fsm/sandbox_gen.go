@@ -408,10 +408,7 @@ var SandboxStateEntry = [9][]SandboxAction{
 }
 
 // SandboxTimer arms Event after Duration while the machine stays in a state.
-type SandboxTimer struct {
-	Event SandboxEvent
-	After SandboxDuration
-}
+type SandboxTimer = Timer[SandboxEvent, SandboxDuration]
 
 // SandboxStateTimers lists, per state, the timers armed while in it: the engine
 // arms them when a Step enters the state and cancels them when one leaves it.
