@@ -157,7 +157,8 @@
 // next_probe, spec/probe.hcl) is found by the 1 s sync tick, so a probe may
 // run up to 1 s after its period.
 //
-// Admission (admission.go, one pure decision): a pod that does not fit the
+// Admission (engine/admission, one pure decision; admit.go gathers its
+// input under the engine's lock): a pod that does not fit the
 // node beside the admitted pods not yet terminated is refused when first
 // declared and fails with kubelet's reason (the pod machine's
 // admission_refused guard): requests over Config.Allocatable (OutOfcpu,
