@@ -24,6 +24,7 @@ import (
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/cri/sim"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/pleg"
 	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/fsm"
 )
@@ -97,7 +98,7 @@ func BenchmarkRelist(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			p := newPLEG(rt, clock.RealClock{})
+			p := pleg.New(rt, clock.RealClock{}, identify)
 			if _, err := p.Relist(ctx); err != nil {
 				b.Fatal(err)
 			}

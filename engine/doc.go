@@ -63,8 +63,8 @@
 //   - requests.go, labels.go: CRI requests (sandbox and container configs,
 //     mounts, resources, log paths under RootDir, speclet's labels and
 //     annotations).
-//   - pleg.go: relist diff of containers and sandboxes, and the runtime's
-//     event stream.
+//   - loop.go runs engine/pleg (the relist diff of containers and sandboxes,
+//     and the runtime's event stream) and hands its events to the workers.
 //   - view.go, status.go: what the status needs, read from the machine
 //     states, and the pod status computed from it.
 //   - recover.go: rebuilding from the runtime after a restart; orphans.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/pleg"
 	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/engine/volume"
 )
@@ -50,7 +51,7 @@ type Engine struct {
 
 	crashBackoff *backoff
 	pullBackoff  *backoff
-	pleg         *pleg
+	pleg         *pleg.PLEG
 
 	// mu guards the worker table and static name ownership; it is never held
 	// across a CRI call.
@@ -143,7 +144,7 @@ func New(cfg Config) (*Engine, error) {
 		log:          cfg.Log,
 		crashBackoff: newBackoff(cfg.Clock, cfg.CrashLoopBackOffBase, cfg.CrashLoopBackOffMax, backOffResetAfter),
 		pullBackoff:  newBackoff(cfg.Clock, cfg.ImagePullBackOffBase, ImagePullBackOffMax, backOffResetAfter),
-		pleg:         newPLEG(cfg.Runtime, cfg.Clock),
+		pleg:         pleg.New(cfg.Runtime, cfg.Clock, identify),
 		workers:      map[types.UID]*podWorker{},
 		names:        map[string][]types.UID{},
 		adopted:      map[types.UID]*adoptedPod{},
@@ -207,7 +208,7 @@ func (e *Engine) Run(ctx context.Context, updates <-chan config.PodUpdate) error
 		}
 	}
 
-	plegCh := make(chan plegEvent, 4096)
+	plegCh := make(chan pleg.Event, 4096)
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); e.runPLEG(ctx, plegCh) }()
 	e.wg.Add(1)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/pleg"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -144,7 +145,7 @@ func (e *Engine) Healthz() error {
 		return errors.New("not ready: rebuilding state from the runtime has not completed")
 	}
 	var rtErr error
-	if p := e.runtimeErr.Load(); p != nil && !errors.Is(*p, errPLEGUnhealthy) {
+	if p := e.runtimeErr.Load(); p != nil && !errors.Is(*p, pleg.ErrUnhealthy) {
 		rtErr = fmt.Errorf("container runtime is down: %w", *p)
 	}
 	return errors.Join(rtErr, e.pleg.Healthy())

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/pleg"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -30,7 +31,7 @@ type input struct {
 	kind  inputKind
 	op    config.Op
 	pod   *v1.Pod
-	pleg  plegEvent
+	pleg  pleg.Event
 	probe ProbeResult
 	evict *evictionOrder
 }
