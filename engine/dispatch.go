@@ -97,7 +97,7 @@ func (e *Engine) worker(uid types.UID, create bool, pod *v1.Pod) *podWorker {
 		e.queueNameLocked(fullName(pod), uid)
 	}
 	e.workers[uid] = w
-	e.metrics.setWorkers(len(e.workers))
+	e.metrics.SetWorkers(len(e.workers))
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); w.run(e.runCtx) }()
 	return w

@@ -72,8 +72,9 @@
 //     worker owns (a lost RunPodSandbox reply), handed to the orphan path.
 //   - history.go: each pod's machine states and bounded transition history
 //     (GET /debug/pods), kept a while after the pod is gone.
-//   - metrics.go: transitions (every spec row exported from 0), refused
-//     events, time in state, machines per state, pod workers.
+//   - engine/metrics: the Prometheus series (transitions, every spec row
+//     exported from 0; refused events, time in state, machines per state,
+//     pod workers, kubelet's equivalents); observe.go feeds it.
 //   - detach.go: the calls an action's spec declares `uncancellable`
 //     (today RunPodSandbox, CreateContainer and StartContainer, which would
 //     complete in the runtime unseen) are not cancelled by a kill; the

@@ -16,6 +16,7 @@ import (
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/metrics"
 	"github.com/speclet/speclet/engine/pleg"
 	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/engine/volume"
@@ -43,7 +44,7 @@ type Engine struct {
 	rt      cri.Runtime
 	clock   clock.WithTicker
 	log     *slog.Logger
-	metrics *metrics
+	metrics *metrics.Metrics
 
 	// allocatable is what a resourceFieldRef limit falls back to
 	// (podAllocatable).
@@ -154,7 +155,7 @@ func New(cfg Config) (*Engine, error) {
 		allocatable:  podAllocatable(cfg.Allocatable),
 		volumes:      &volume.Manager{Root: cfg.RootDir, API: cfg.VolumeAPI, Node: nodeAllocatable(cfg.Allocatable), Now: cfg.Clock.Now},
 	}
-	m, err := newMetrics(cfg.Registerer, e)
+	m, err := metrics.New(cfg.Registerer, e.machines)
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +165,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.node = newNodeReclaim(e)
 	e.rt = detachedRuntime{Runtime: cfg.Runtime, run: func() context.Context { return e.runCtx }}
-	if err := m.registerHealth(cfg.Registerer, e); err != nil {
+	if err := m.RegisterHealth(cfg.Registerer, e.recovered.Load, e.Healthz); err != nil {
 		return nil, err
 	}
 	open := make(chan struct{})

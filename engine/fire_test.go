@@ -49,13 +49,13 @@ func TestNodeMachineInTheLoop(t *testing.T) {
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("node history %q, want %q", got, want)
 	}
-	if v := testutil.ToFloat64(e.metrics.transitions.WithLabelValues("node", "idle", "measuring", "image_gc_due")); v != 1 {
+	if v := scraped(t, reg, "speclet_transitions_total", "machine", "node", "from", "idle", "to", "measuring", "event", "image_gc_due"); v != 1 {
 		t.Errorf("speclet_transitions_total{node idle -image_gc_due-> measuring} = %v, want 1", v)
 	}
-	if v := testutil.ToFloat64(e.metrics.rejects.WithLabelValues("node", "measuring", "image_gc_due")); v != 1 {
+	if v := scraped(t, reg, "speclet_rejected_events_total", "machine", "node", "state", "measuring", "event", "image_gc_due"); v != 1 {
 		t.Errorf("speclet_rejected_events_total{node measuring image_gc_due} = %v, want 1", v)
 	}
-	if c := testutil.CollectAndCount(e.metrics.stateDurs, "speclet_state_duration_seconds"); c < 2 {
+	if c, err := testutil.GatherAndCount(reg, "speclet_state_duration_seconds"); err != nil || c < 2 {
 		t.Errorf("speclet_state_duration_seconds has %d series, want the node's idle and measuring", c)
 	}
 	if got := n.stateName(); got != "idle" {

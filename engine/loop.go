@@ -35,7 +35,7 @@ func (e *Engine) runPLEG(ctx context.Context, out chan<- pleg.Event) {
 			if !last.IsZero() {
 				interval = t0.Sub(last)
 			}
-			e.metrics.relisted(e.clock.Since(t0), interval)
+			e.metrics.Relisted(e.clock.Since(t0), interval)
 		}
 		last = t0
 		switch {
@@ -217,7 +217,7 @@ func (e *Engine) purgeFinished() {
 	}
 	n := len(e.workers)
 	e.mu.Unlock()
-	e.metrics.setWorkers(n)
+	e.metrics.SetWorkers(n)
 	// Nothing of a finished pod is left in the runtime: its directories go
 	// before a pod declared again with its UID gets a new worker, so that
 	// it starts with fresh emptyDirs.

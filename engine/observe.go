@@ -53,9 +53,9 @@ func taken[S, E, A, G fsm.Enum, B owner](h hook[S, E, A, G, B]) observer[S, E, A
 // (speclet_state_duration_seconds).
 func countStep[S, E, A, G fsm.Enum, B owner](_ context.Context, st *step[S, E, A, G, B]) {
 	m := st.owner.engine().metrics
-	m.transition(st.Machine, st.From.String(), st.To.String(), st.Event.String())
+	m.Transition(st.Machine, st.From.String(), st.To.String(), st.Event.String())
 	if st.Entered() {
-		m.stateDuration(st.Machine, st.From.String(), st.at.Sub(st.since))
+		m.StateDuration(st.Machine, st.From.String(), st.at.Sub(st.since))
 	}
 }
 
@@ -63,7 +63,7 @@ func countStep[S, E, A, G fsm.Enum, B owner](_ context.Context, st *step[S, E, A
 // (speclet_rejected_events_total).
 func countRefusal[S, E, A, G fsm.Enum, B owner](_ context.Context, st *step[S, E, A, G, B]) {
 	if errors.Is(st.err, fsm.ErrNoTransition) {
-		st.owner.engine().metrics.rejected(st.Machine, st.From.String(), st.Event.String())
+		st.owner.engine().metrics.Rejected(st.Machine, st.From.String(), st.Event.String())
 	}
 }
 

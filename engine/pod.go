@@ -213,7 +213,7 @@ func (s *podState) noteRunning() {
 		}
 	}
 	s.startCounted = true
-	s.e.metrics.podStarted(s.e.clock.Since(s.firstSeen), s.pullTime)
+	s.e.metrics.PodStarted(s.e.clock.Since(s.firstSeen), s.pullTime)
 }
 
 // --- guards ---

@@ -186,3 +186,20 @@ func nodeIP() string {
 	}
 	return v6
 }
+
+// machines calls add for every machine of every pod worker, in the state
+// the worker last published, and for the node machine (metrics.Machines).
+func (e *Engine) machines(add func(machine, state string)) {
+	e.mu.RLock()
+	ws := make([]*podWorker, 0, len(e.workers))
+	for _, w := range e.workers {
+		ws = append(ws, w)
+	}
+	e.mu.RUnlock()
+	for _, w := range ws {
+		for _, s := range w.hist.states() {
+			add(s.Machine, s.State)
+		}
+	}
+	add(fsm.NodeMachineName, e.node.stateName())
+}
