@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/speclet/speclet/engine/history"
 	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/fsm"
 )
@@ -83,10 +84,10 @@ const containerOwner = "container/"
 
 func (c *ctrState) raise(ev fsm.ContainerEvent) { c.run.raise(ev) }
 
-func (c *ctrState) engine() *Engine  { return c.p.e }
-func (c *ctrState) logAttrs() []any  { return []any{"pod", c.p.key(), "container", c.name} }
-func (c *ctrState) record() *history { return &c.p.w.hist }
-func (c *ctrState) instance() string { return c.name }
+func (c *ctrState) engine() *Engine      { return c.p.e }
+func (c *ctrState) logAttrs() []any      { return []any{"pod", c.p.key(), "container", c.name} }
+func (c *ctrState) record() *history.Log { return &c.p.w.hist }
+func (c *ctrState) instance() string     { return c.name }
 
 // containerEntered re-arms the timers of the state the container machine
 // entered (a timer that fires lets the pod sync through the sync tick's

@@ -70,8 +70,9 @@
 //   - recover.go: rebuilding from the runtime after a restart; orphans.
 //   - strays.go: runtime pods that appear while speclet runs and that no
 //     worker owns (a lost RunPodSandbox reply), handed to the orphan path.
-//   - history.go: each pod's machine states and bounded transition history
-//     (GET /debug/pods), kept a while after the pod is gone.
+//   - engine/history: each pod's machine states and bounded transition
+//     log; debug.go answers GET /debug/pods from it and keeps the log of a
+//     pod that is gone a while.
 //   - engine/metrics: the Prometheus series (transitions, every spec row
 //     exported from 0; refused events, time in state, machines per state,
 //     pod workers, kubelet's equivalents); observe.go feeds it.

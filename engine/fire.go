@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/speclet/speclet/engine/history"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -24,7 +25,7 @@ type owner interface {
 	logAttrs() []any
 	// record is the history the machine's steps go to: its pod's, or the
 	// node machine's.
-	record() *history
+	record() *history.Log
 	// instance names the machine among the machines of its kind in its
 	// pod's history: the container's name, "" for the others.
 	instance() string
@@ -61,7 +62,7 @@ type step[S, E, A, G fsm.Enum, B owner] struct {
 	since   time.Time // when the machine entered From
 	err     error     // why the event was refused (wraps fsm.ErrNoTransition unless the machine failed)
 	results []ActionResult
-	rec     *record // the step's history record (set by the history observer)
+	rec     *history.Record // the step's history record (set by the history observer)
 }
 
 // observer is told of the steps of every machine of one kind. Each hook may

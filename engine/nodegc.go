@@ -13,6 +13,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/engine/eviction"
+	"github.com/speclet/speclet/engine/history"
 	"github.com/speclet/speclet/engine/imagegc"
 	"github.com/speclet/speclet/fsm"
 )
@@ -67,7 +68,7 @@ type nodeReclaim struct {
 	sched  [len(fsm.NodeDurationDefaults)]schedule
 	timers []timer
 
-	hist  history       // the node machine's last transitions
+	hist  history.Log   // the node machine's last transitions
 	mu    sync.Mutex    // guards state
 	state fsm.NodeState // the machine's state, for readers on other goroutines
 }
@@ -83,7 +84,7 @@ func (n *nodeReclaim) stateName() string {
 }
 
 func newNodeReclaim(e *Engine) *nodeReclaim {
-	n := &nodeReclaim{e: e, gc: imagegc.New(e.cfg.ImageGC), reclaimed: map[string]bool{}, hist: history{max: nodeHistoryMax}}
+	n := &nodeReclaim{e: e, gc: imagegc.New(e.cfg.ImageGC), reclaimed: map[string]bool{}, hist: history.Log{Max: nodeHistoryMax}}
 	n.machine = fsm.BindNodeMachine(fsm.NodeInitialState, n)
 	n.steps = newRun(n, nodeObservers)
 	return n
@@ -98,10 +99,10 @@ func (n *nodeReclaim) fire(ctx context.Context, ev fsm.NodeEvent) { fire(ctx, n.
 
 // The node machine has no pod: its steps go to its own history and are
 // logged without a pod.
-func (n *nodeReclaim) engine() *Engine  { return n.e }
-func (n *nodeReclaim) logAttrs() []any  { return nil }
-func (n *nodeReclaim) record() *history { return &n.hist }
-func (n *nodeReclaim) instance() string { return "" }
+func (n *nodeReclaim) engine() *Engine      { return n.e }
+func (n *nodeReclaim) logAttrs() []any      { return nil }
+func (n *nodeReclaim) record() *history.Log { return &n.hist }
+func (n *nodeReclaim) instance() string     { return "" }
 
 // nodeEntered publishes the state the node machine entered to readers on
 // other goroutines (speclet_machines).
@@ -117,7 +118,7 @@ func nodeEntered(_ context.Context, st *nodeStep) {
 
 // NodeHistory returns the node machine's last transitions, oldest first.
 func (e *Engine) NodeHistory() []Transition {
-	_, h := e.node.hist.snapshot(true)
+	_, h := e.node.hist.Snapshot(true)
 	return h
 }
 

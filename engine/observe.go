@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/speclet/speclet/engine/history"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -35,7 +36,7 @@ var (
 // history (which names its records from the kind's tables, k) and the debug
 // log.
 func common[B owner, S, E, A, G fsm.Enum](k *fsm.Kind[S, E, A, G]) []observer[S, E, A, G, B] {
-	names := kindNames[S, E, A, G]{k}
+	names := history.KindNames(k)
 	return []observer[S, E, A, G, B]{
 		{taken: countStep[S, E, A, G, B], refused: countRefusal[S, E, A, G, B]},
 		{taken: func(ctx context.Context, st *step[S, E, A, G, B]) { recordStep(ctx, st, names) }, ran: recordResults[S, E, A, G, B]},
@@ -69,25 +70,19 @@ func countRefusal[S, E, A, G fsm.Enum, B owner](_ context.Context, st *step[S, E
 
 // recordStep records the transition in its owner's history (/debug/pods,
 // NodeHistory), named by its kind's names, and moves its machine there.
-func recordStep[S, E, A, G fsm.Enum, B owner](_ context.Context, st *step[S, E, A, G, B], names stepNames) {
-	rec := &record{at: st.at, kind: names, instance: st.owner.instance(), row: int32(st.Row)}
-	if len(st.Choices) > 0 {
-		rec.choices = make([]int32, len(st.Choices))
-		for i, c := range st.Choices {
-			rec.choices[i] = int32(c)
-		}
-	}
+func recordStep[S, E, A, G fsm.Enum, B owner](_ context.Context, st *step[S, E, A, G, B], names history.Names) {
+	rec := history.NewRecord(st.at, names, st.owner.instance(), st.Row, st.Choices)
 	since := st.since
 	if st.Entered() {
 		since = st.at
 	}
-	st.rec = st.owner.record().add(rec, st.To.String(), since)
+	st.rec = st.owner.record().Add(rec, st.To.String(), since)
 }
 
 // recordResults attaches the results of the step's actions to its record.
 func recordResults[S, E, A, G fsm.Enum, B owner](_ context.Context, st *step[S, E, A, G, B]) {
 	if len(st.results) > 0 && st.rec != nil {
-		st.owner.record().setActions(st.rec, st.results)
+		st.owner.record().SetActions(st.rec, st.results)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/history"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -94,10 +95,10 @@ func (s *podState) fire(ctx context.Context, ev fsm.PodEvent) { fire(ctx, s.mach
 // running step's actions.
 func (s *podState) raise(ev fsm.PodEvent) { s.run.raise(ev) }
 
-func (s *podState) engine() *Engine  { return s.e }
-func (s *podState) logAttrs() []any  { return []any{"pod", s.key()} }
-func (s *podState) record() *history { return &s.w.hist }
-func (s *podState) instance() string { return "" }
+func (s *podState) engine() *Engine      { return s.e }
+func (s *podState) logAttrs() []any      { return []any{"pod", s.key()} }
+func (s *podState) record() *history.Log { return &s.w.hist }
+func (s *podState) instance() string     { return "" }
 
 // podOwner is the timer owner of the pod machine.
 const podOwner = "pod"

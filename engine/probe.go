@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/speclet/speclet/engine/history"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -110,10 +111,10 @@ func (ps *probeState) fire(ctx context.Context, ev fsm.ProbeEvent) {
 
 func (ps *probeState) raise(ev fsm.ProbeEvent) { ps.run.raise(ev) }
 
-func (ps *probeState) engine() *Engine  { return ps.c.p.e }
-func (ps *probeState) logAttrs() []any  { return ps.c.logAttrs() }
-func (ps *probeState) record() *history { return &ps.c.p.w.hist }
-func (ps *probeState) instance() string { return ps.c.name }
+func (ps *probeState) engine() *Engine      { return ps.c.p.e }
+func (ps *probeState) logAttrs() []any      { return ps.c.logAttrs() }
+func (ps *probeState) record() *history.Log { return &ps.c.p.w.hist }
+func (ps *probeState) instance() string     { return ps.c.name }
 
 // started: the startup probe succeeded (or there is none) for the running
 // instance.

@@ -197,7 +197,7 @@ func (e *Engine) machines(add func(machine, state string)) {
 	}
 	e.mu.RUnlock()
 	for _, w := range ws {
-		for _, s := range w.hist.states() {
+		for _, s := range w.hist.States() {
 			add(s.Machine, s.State)
 		}
 	}

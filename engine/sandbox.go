@@ -10,6 +10,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/engine/history"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -55,10 +56,10 @@ func (sb *sandboxState) fire(ctx context.Context, ev fsm.SandboxEvent) {
 
 func (sb *sandboxState) raise(ev fsm.SandboxEvent) { sb.run.raise(ev) }
 
-func (sb *sandboxState) engine() *Engine  { return sb.p.e }
-func (sb *sandboxState) logAttrs() []any  { return sb.p.logAttrs() }
-func (sb *sandboxState) record() *history { return &sb.p.w.hist }
-func (sb *sandboxState) instance() string { return "" }
+func (sb *sandboxState) engine() *Engine      { return sb.p.e }
+func (sb *sandboxState) logAttrs() []any      { return sb.p.logAttrs() }
+func (sb *sandboxState) record() *history.Log { return &sb.p.w.hist }
+func (sb *sandboxState) instance() string     { return "" }
 
 // ready: containers may start in the current sandbox.
 func (sb *sandboxState) ready() bool { return sb.machine.State() == fsm.SandboxStateReady }

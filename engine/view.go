@@ -140,6 +140,6 @@ func (w *podWorker) publishStatus() {
 			MachineState{Machine: fsm.ProbeMachineName, Instance: c.name, State: c.probe.machine.State().String(), Since: c.probe.run.since})
 	}
 	s.noteRunning()
-	w.hist.setMachines(ms)
+	w.hist.SetMachines(ms)
 	w.publish(p, s.machine.State())
 }
