@@ -21,7 +21,7 @@
 //     pull, a stop with a longer grace period) so it is handled next,
 //     except the calls its spec declares uncancellable (detach.go).
 //   - inputs.go: each input becomes machine events through fsm.Route.
-//   - fire.go: the one fire loop of every machine (pod, sandbox, container,
+//   - engine/fire: the one fire loop of every machine (pod, sandbox, container,
 //     probe, node): it fires an fsm.Machine, tells the observers of the
 //     machine's kind, runs the step's actions in order and fires the events
 //     they raised. observe.go registers the observers of each kind once:
@@ -210,7 +210,7 @@
 // A third check holds the actions to the `effect` blocks of spec/system.hcl,
 // which `speclet spec verify` trusts (effects_test.go): an observer the tests
 // register on every machine kind follows each action run through the fire
-// loop (fire.go, observer.scope) and checks that it raised to its own
+// loop (engine/fire, Observer.Scope) and checks that it raised to its own
 // machine exactly one of its reports (or nothing where the effect allows it,
 // and always nothing when its action failed and the effect may report
 // nothing), that what it delivered to other machines is among its sends in

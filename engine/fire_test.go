@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/speclet/speclet/engine/fire"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -34,12 +35,12 @@ func TestNodeMachineInTheLoop(t *testing.T) {
 	}
 	n, ctx := e.node, context.Background()
 	m := actionless{n.machine}
-	fire(ctx, m, &n.steps, fsm.NodeEventImageGcDue) // idle -> measuring
+	fire.Fire(ctx, m, &n.steps, fsm.NodeEventImageGcDue) // idle -> measuring
 	if got := n.stateName(); got != "measuring" {
 		t.Errorf("published state %q after image_gc_due, want measuring", got)
 	}
-	fire(ctx, m, &n.steps, fsm.NodeEventImageGcDue) // refused in measuring
-	fire(ctx, m, &n.steps, fsm.NodeEventBelowHigh)  // measuring -> idle
+	fire.Fire(ctx, m, &n.steps, fsm.NodeEventImageGcDue) // refused in measuring
+	fire.Fire(ctx, m, &n.steps, fsm.NodeEventBelowHigh)  // measuring -> idle
 
 	var got []string
 	for _, tr := range e.NodeHistory() {

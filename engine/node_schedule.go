@@ -69,7 +69,7 @@ func (n *nodeReclaim) NextContainerGc() time.Duration {
 // step's actions: a state without timers cancels them.
 func nodeArm(_ context.Context, st *nodeStep) {
 	if st.Entered() {
-		st.owner.arm()
+		st.Owner.arm()
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"syscall"
 	"time"
@@ -13,6 +14,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/engine/eviction"
+	"github.com/speclet/speclet/engine/fire"
 	"github.com/speclet/speclet/engine/history"
 	"github.com/speclet/speclet/engine/imagegc"
 	"github.com/speclet/speclet/fsm"
@@ -29,7 +31,7 @@ const nodeHistoryMax = 200
 
 // nodeStep is a step of the node machine as its observers see it
 // (observe.go).
-type nodeStep = step[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard, *nodeReclaim]
+type nodeStep = fire.Step[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard, *nodeReclaim]
 
 // nodeReclaim owns the node machine (spec/node.hcl): its goroutine (run,
 // node_schedule.go) fires the timers of the machine's state when they are
@@ -39,7 +41,7 @@ type nodeStep = step[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard
 type nodeReclaim struct {
 	e       *Engine
 	machine *fsm.NodeMachine
-	steps   run[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard, *nodeReclaim] // the node machine in the fire loop
+	steps   fire.Run[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard, *nodeReclaim] // the node machine in the fire loop
 	gc      *imagegc.Manager
 
 	// Eviction: the last decision, the disk signals node-level reclaim was
@@ -86,21 +88,25 @@ func (n *nodeReclaim) stateName() string {
 func newNodeReclaim(e *Engine) *nodeReclaim {
 	n := &nodeReclaim{e: e, gc: imagegc.New(e.cfg.ImageGC), reclaimed: map[string]bool{}, hist: history.Log{Max: nodeHistoryMax}}
 	n.machine = fsm.BindNodeMachine(fsm.NodeInitialState, n)
-	n.steps = newRun(n, nodeObservers)
+	n.steps = fire.NewRun(n, nodeObservers)
 	return n
 }
 
 // report queues an event an action reports; fire delivers it after the
 // action returned.
-func (n *nodeReclaim) report(ev fsm.NodeEvent) { n.steps.raise(ev) }
+func (n *nodeReclaim) report(ev fsm.NodeEvent) { n.steps.Raise(ev) }
 
-// fire delivers ev and the events the actions report, in order (fire.go).
-func (n *nodeReclaim) fire(ctx context.Context, ev fsm.NodeEvent) { fire(ctx, n.machine, &n.steps, ev) }
+// fire delivers ev and the events the actions report, in order (engine/fire).
+func (n *nodeReclaim) fire(ctx context.Context, ev fsm.NodeEvent) {
+	fire.Fire(ctx, n.machine, &n.steps, ev)
+}
 
 // The node machine has no pod: its steps go to its own history and are
 // logged without a pod.
 func (n *nodeReclaim) engine() *Engine      { return n.e }
-func (n *nodeReclaim) logAttrs() []any      { return nil }
+func (n *nodeReclaim) Now() time.Time       { return n.e.clock.Now() }
+func (n *nodeReclaim) Logger() *slog.Logger { return n.e.log }
+func (n *nodeReclaim) LogAttrs() []any      { return nil }
 func (n *nodeReclaim) record() *history.Log { return &n.hist }
 func (n *nodeReclaim) instance() string     { return "" }
 
@@ -110,7 +116,7 @@ func nodeEntered(_ context.Context, st *nodeStep) {
 	if !st.Entered() {
 		return
 	}
-	n := st.owner
+	n := st.Owner
 	n.mu.Lock()
 	n.state = st.To
 	n.mu.Unlock()

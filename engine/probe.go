@@ -3,11 +3,13 @@ package engine
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/speclet/speclet/engine/fire"
 	"github.com/speclet/speclet/engine/history"
 	"github.com/speclet/speclet/fsm"
 )
@@ -75,7 +77,7 @@ type probeState struct {
 	workers [3]*probeWorker // by ProbeKind; nil when not running
 	gen     uint64          // bumped for every worker started: results of stopped workers are dropped
 
-	run run[fsm.ProbeState, fsm.ProbeEvent, fsm.ProbeAction, fsm.ProbeGuard, *probeState] // the probe machine in the fire loop
+	run fire.Run[fsm.ProbeState, fsm.ProbeEvent, fsm.ProbeAction, fsm.ProbeGuard, *probeState] // the probe machine in the fire loop
 }
 
 var _ fsm.ProbeGuards = (*probeState)(nil)
@@ -99,20 +101,22 @@ type probeWorker struct {
 func newProbeState(c *ctrState) *probeState {
 	ps := &probeState{c: c}
 	ps.machine = fsm.BindProbeMachine(fsm.ProbeInitialState, ps)
-	ps.run = newRun(ps, probeObservers)
+	ps.run = fire.NewRun(ps, probeObservers)
 	return ps
 }
 
 // fire delivers ev to the probe machine and carries out the steps
-// (fire.go); probeEntered arms the timers of a state entered.
+// (engine/fire); probeEntered arms the timers of a state entered.
 func (ps *probeState) fire(ctx context.Context, ev fsm.ProbeEvent) {
-	fire(ctx, ps.machine, &ps.run, ev)
+	fire.Fire(ctx, ps.machine, &ps.run, ev)
 }
 
-func (ps *probeState) raise(ev fsm.ProbeEvent) { ps.run.raise(ev) }
+func (ps *probeState) raise(ev fsm.ProbeEvent) { ps.run.Raise(ev) }
 
 func (ps *probeState) engine() *Engine      { return ps.c.p.e }
-func (ps *probeState) logAttrs() []any      { return ps.c.logAttrs() }
+func (ps *probeState) Now() time.Time       { return ps.c.p.e.clock.Now() }
+func (ps *probeState) Logger() *slog.Logger { return ps.c.p.e.log }
+func (ps *probeState) LogAttrs() []any      { return ps.c.LogAttrs() }
 func (ps *probeState) record() *history.Log { return &ps.c.p.w.hist }
 func (ps *probeState) instance() string     { return ps.c.name }
 
