@@ -41,7 +41,8 @@
 //     count_* backoff actions; start_blocked, restart_allowed, spec_changed,
 //     pull_always, pull_never).
 //   - hooks.go: postStart and preStop handlers (exec, httpGet).
-//   - nodegc.go, node_schedule.go: the node machine (spec/node.hcl) on its
+//   - nodegc.go, node_schedule.go: the node machine (spec/node.hcl), bound
+//     to engine/reclaim's Node (its guards, actions and durations), on its
 //     own goroutine, through the same fire loop: the timers of idle
 //     (image_gc_due, eviction_due, container_gc_due after next_image_gc,
 //     next_eviction, next_container_gc), armed for the next instant of each
@@ -103,7 +104,7 @@
 //     CrashLoopBackOff begins, with Config.ContainerGC (kubelet's
 //     --maximum-dead-containers-per-container, --minimum-container-ttl-duration);
 //     with ContainerGC.MaxContainers (--maximum-dead-containers) the node
-//     machine's remove_dead_containers (deadcontainers.go) enforces both
+//     machine's remove_dead_containers (engine/reclaim) enforces both
 //     limits across pods every ContainerGCPeriod (1 min) with the plan of
 //     containergc/ (pure); the pod workers forget the removed instances
 //     when the PLEG reports them gone.
@@ -111,11 +112,11 @@
 //     manager (thresholds, grace periods, minimum reclaim, pressure
 //     conditions, admission under pressure, ranking) and image GC (high and
 //     low thresholds, LRU, in-use, pinned, minimum age), wired through the
-//     node machine by nodegc.go and evict.go (signals from nodestats/ or
+//     node machine by engine/reclaim (signals from nodestats/ or
 //     Config.Signals, including allocatableMemory.available of the pods
-//     cgroup). evict.go records kubelet's EvictionThresholdMet on the node
-//     and Evicted on the evicted pod; nodegc.go ImageGCFailed on the node
-//     (Config.NodeEvents, events.go).
+//     cgroup; the pods it may evict through evict.go). It records kubelet's
+//     EvictionThresholdMet and ImageGCFailed on the node (Config.NodeEvents,
+//     events.go) and Evicted on the evicted pod.
 //   - oomwatch/ (pure parser, /dev/kmsg source): the kernel's OOM kills and
 //     kubelet's SystemOOM rule; cmd/speclet runs the watcher and records
 //     the event on the node.

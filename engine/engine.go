@@ -163,8 +163,8 @@ func New(cfg Config) (*Engine, error) {
 	if e.cfg.Signals == nil {
 		e.cfg.Signals = e.defaultSignals
 	}
-	e.node = newNodeReclaim(e)
 	e.rt = detachedRuntime{Runtime: cfg.Runtime, run: func() context.Context { return e.runCtx }}
+	e.node = newNodeReclaim(e)
 	if err := m.RegisterHealth(cfg.Registerer, e.recovered.Load, e.Healthz); err != nil {
 		return nil, err
 	}
