@@ -101,7 +101,7 @@ func (c *ctrState) StartContainer(ctx context.Context) error {
 	c.startedAt = c.p.e.clock.Now()
 	c.event(eventNormal, "Started", "Started container %s", c.name)
 	if h := c.postStartHook(); h != nil {
-		if err := c.hookTarget().runHook(ctx, "PostStart", h, 0); err != nil {
+		if err := c.hookTarget().Hook(ctx, "PostStart", h, 0); err != nil {
 			// kubelet: FailedPostStartHook; the machine stops the
 			// container and the restart policy decides
 			// (PostStartHookError).

@@ -40,7 +40,8 @@
 //     StartContainer, StopContainer, RecordExit, RemoveContainer, the
 //     count_* backoff actions; start_blocked, restart_allowed, spec_changed,
 //     pull_always, pull_never).
-//   - hooks.go: postStart and preStop handlers (exec, httpGet).
+//   - hooks.go: when postStart and preStop run and what their outcome
+//     means; engine/handlers runs them (exec, httpGet, sleep).
 //   - nodegc.go, node_schedule.go: the node machine (spec/node.hcl), bound
 //     to engine/reclaim's Node (its guards, actions and durations), on its
 //     own goroutine, through the same fire loop: the timers of idle
@@ -51,14 +52,14 @@
 //     MeasureImageFs (ImageFsInfo, statfs of its mountpoint through
 //     Config.FsStat, the images and the containers using them) and
 //     RemoveUnusedImages (RemoveImage of engine/imagegc's plan).
-//   - probe.go, probe_schedule.go, probe_handlers.go: the probe machine of
+//   - probe.go, probe_schedule.go: the probe machine of
 //     each container (start_startup, start_probes, run_probe,
 //     kill_container, stop_probes), its workers (one per probe kind of the
 //     running instance, each with its schedule; probes on their own
 //     goroutine, thresholds counted on the pod worker), the state timer
 //     probe_due armed for the earliest due worker (duration next_probe,
-//     on the pod worker's clock) and the exec, httpGet, tcpSocket and grpc
-//     handlers.
+//     on the pod worker's clock); engine/handlers runs the exec, httpGet,
+//     tcpSocket and grpc probes.
 //   - names.go: static pod full names, one started pod per name, FIFO.
 //   - backoff.go: CrashLoopBackOff and image pull backoff per container.
 //   - requests.go, labels.go: CRI requests (sandbox and container configs,

@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/speclet/speclet/engine/fire"
+	"github.com/speclet/speclet/engine/handlers"
 	"github.com/speclet/speclet/engine/history"
 	"github.com/speclet/speclet/fsm"
 )
@@ -89,7 +90,7 @@ type probeWorker struct {
 	kind     ProbeKind
 	spec     *v1.Probe
 	gen      uint64
-	target   hookTarget
+	target   handlers.Target
 	cancel   context.CancelFunc
 	ctx      context.Context
 	next     time.Time   // when the next probe is due (next_probe)
@@ -240,7 +241,7 @@ func (ps *probeState) startWorker(k ProbeKind) bool {
 	ctx, cancel := context.WithCancel(e.ctx())
 	pw := &probeWorker{kind: k, spec: spec, gen: ps.gen, target: ps.c.hookTarget(), ctx: ctx, cancel: cancel}
 	if ps.c.p.pod.Spec.HostNetwork {
-		pw.target.podIP = e.cfg.NodeIP
+		pw.target.PodIP = e.cfg.NodeIP
 	}
 	pw.next = ps.firstProbe(spec)
 	ps.workers[k] = pw
@@ -281,7 +282,7 @@ func (ps *probeState) probe(pw *probeWorker) {
 	// The call belongs to this run_probe, though it returns after it.
 	ctx := fsm.ProbeActionRunProbe.Tag(pw.ctx)
 	go func() {
-		out, err := pw.target.runProbe(ctx, pw.spec)
+		out, err := pw.target.Probe(ctx, pw.spec, probeTimeout(pw.spec))
 		if pw.ctx.Err() != nil {
 			return // stopped meanwhile
 		}
