@@ -24,6 +24,8 @@ import (
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/cri/sim"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/fire"
+	"github.com/speclet/speclet/engine/pleg"
 	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/fsm"
 )
@@ -97,7 +99,7 @@ func BenchmarkRelist(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			p := newPLEG(rt, clock.RealClock{})
+			p := pleg.New(rt, clock.RealClock{}, identify)
 			if _, err := p.Relist(ctx); err != nil {
 				b.Fatal(err)
 			}
@@ -334,7 +336,7 @@ func transitionsTotal(b *testing.B, reg prometheus.Gatherer) float64 {
 }
 
 // BenchmarkFireLoop measures one transition through the engine's fire loop
-// (engine/fire.go) on a pod machine cycling synced -sync-> syncing
+// (engine/fire) on a pod machine cycling synced -sync-> syncing
 // -sync_ok-> synced with no actions run: Fire and the pod machine's
 // observers (the transition counter, the state-duration histogram, the
 // history record, the debug and operator logs, the timers of the state
@@ -349,13 +351,13 @@ func BenchmarkFireLoop(b *testing.B) {
 		w := &podWorker{e: e}
 		s := &podState{w: w, e: e, pod: &v1.Pod{}}
 		s.machine = fsm.NewPodMachineAt(fsm.PodStateSynced, benchGuards{})
-		r := newRun(s, podObservers)
+		r := fire.NewRun(s, podObservers)
 		m := noActions{s.machine}
 		evs := [2]fsm.PodEvent{fsm.PodEventSync, fsm.PodEventSyncOk}
 		ctx := context.Background()
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
-			fire(ctx, m, &r, evs[i%2])
+			fire.Fire(ctx, m, &r, evs[i%2])
 		}
 	}
 	b.Run("bare", func(b *testing.B) {

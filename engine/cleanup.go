@@ -92,15 +92,7 @@ func (e *Engine) cleanupPodDirs() {
 	for uid := range logs {
 		uids[uid] = true
 	}
-	inRuntime := map[types.UID]bool{}
-	e.pleg.mu.Lock()
-	for _, r := range e.pleg.sandboxes {
-		inRuntime[r.uid] = true
-	}
-	for _, r := range e.pleg.seen {
-		inRuntime[r.uid] = true
-	}
-	e.pleg.mu.Unlock()
+	inRuntime := e.pleg.Known()
 	cgroupUIDs := map[types.UID]bool{}
 	if pc := e.cfg.PodCgroups; pc != nil {
 		// A pod the runtime still holds keeps its cgroup: not listed.

@@ -3,12 +3,15 @@ package engine
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/speclet/speclet/engine/fire"
+	"github.com/speclet/speclet/engine/history"
 	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/fsm"
 )
@@ -50,12 +53,12 @@ type ctrState struct {
 	probeGrace    int64
 	probeDeadline time.Time // when probeGrace runs out
 
-	run run[fsm.ContainerState, fsm.ContainerEvent, fsm.ContainerAction, fsm.ContainerGuard, *ctrState] // the container machine in the fire loop
+	run fire.Run[fsm.ContainerState, fsm.ContainerEvent, fsm.ContainerAction, fsm.ContainerGuard, *ctrState] // the container machine in the fire loop
 }
 
 // ctrStep is a step of a container machine as its observers see it
 // (observe.go).
-type ctrStep = step[fsm.ContainerState, fsm.ContainerEvent, fsm.ContainerAction, fsm.ContainerGuard, *ctrState]
+type ctrStep = fire.Step[fsm.ContainerState, fsm.ContainerEvent, fsm.ContainerAction, fsm.ContainerGuard, *ctrState]
 
 var _ fsm.ContainerGuards = (*ctrState)(nil)
 var _ fsm.ContainerActions = (*ctrState)(nil)
@@ -66,7 +69,7 @@ func newCtrState(p *podState, c *v1.Container, init, sidecar bool) *ctrState {
 	cs.probe = newProbeState(cs)
 	cs.setSpec(c)
 	cs.machine = fsm.BindContainerMachine(fsm.ContainerInitialState, cs)
-	cs.run = newRun(cs, ctrObservers)
+	cs.run = fire.NewRun(cs, ctrObservers)
 	return cs
 }
 
@@ -75,18 +78,22 @@ func (c *ctrState) key() string {
 }
 
 // fire delivers ev to the container machine and carries out the steps
-// (fire.go).
-func (c *ctrState) fire(ctx context.Context, ev fsm.ContainerEvent) { fire(ctx, c.machine, &c.run, ev) }
+// (engine/fire).
+func (c *ctrState) fire(ctx context.Context, ev fsm.ContainerEvent) {
+	fire.Fire(ctx, c.machine, &c.run, ev)
+}
 
 // containerOwner prefixes the timer owner of a container machine.
 const containerOwner = "container/"
 
-func (c *ctrState) raise(ev fsm.ContainerEvent) { c.run.raise(ev) }
+func (c *ctrState) raise(ev fsm.ContainerEvent) { c.run.Raise(ev) }
 
-func (c *ctrState) engine() *Engine  { return c.p.e }
-func (c *ctrState) logAttrs() []any  { return []any{"pod", c.p.key(), "container", c.name} }
-func (c *ctrState) record() *history { return &c.p.w.hist }
-func (c *ctrState) instance() string { return c.name }
+func (c *ctrState) engine() *Engine      { return c.p.e }
+func (c *ctrState) Now() time.Time       { return c.p.e.clock.Now() }
+func (c *ctrState) Logger() *slog.Logger { return c.p.e.log }
+func (c *ctrState) LogAttrs() []any      { return []any{"pod", c.p.key(), "container", c.name} }
+func (c *ctrState) record() *history.Log { return &c.p.w.hist }
+func (c *ctrState) instance() string     { return c.name }
 
 // containerEntered re-arms the timers of the state the container machine
 // entered (a timer that fires lets the pod sync through the sync tick's
@@ -95,7 +102,7 @@ func containerEntered(ctx context.Context, st *ctrStep) {
 	if !st.Entered() {
 		return
 	}
-	c := st.owner
+	c := st.Owner
 	ts := stateTimers(c.machine.Timers(), c.p.e.clock.Now(),
 		func(d fsm.ContainerDuration) time.Duration { return fsm.ContainerDurationOf(c, d) },
 		func(ctx context.Context, ev fsm.ContainerEvent, _ fsm.ContainerDuration) {

@@ -44,7 +44,7 @@ func (c *ctrState) CreateContainer(ctx context.Context) error {
 		if cerr := (*podspec.ConfigError)(nil); errors.As(err, &cerr) {
 			msg = cerr.Message()
 		}
-		c.p.e.metrics.containerStarted(err)
+		c.p.e.metrics.ContainerStarted(err)
 		c.waitingReason, c.waitingMessage = ReasonCreateContainerConfig, msg
 		c.p.e.log.Warn("CreateContainerConfigError", "pod", c.p.key(), "container", c.name, "err", err)
 		c.event(eventWarning, "Failed", "Error: %s", msg)
@@ -62,7 +62,7 @@ func (c *ctrState) CreateContainer(ctx context.Context) error {
 		return nil
 	}
 	err = fmt.Errorf("create container %q: %w", c.name, err)
-	c.p.e.metrics.containerStarted(err)
+	c.p.e.metrics.ContainerStarted(err)
 	c.waitingReason, c.waitingMessage = ReasonCreateContainer, err.Error()
 	c.event(eventWarning, "Failed", "Error: %v", err)
 	c.raise(fsm.ContainerEventCreateFailed)
@@ -91,7 +91,7 @@ func (c *ctrState) imageUser(ctx context.Context) (podspec.ImageUser, error) {
 // raises started, start_failed or post_start_failed.
 func (c *ctrState) StartContainer(ctx context.Context) error {
 	err := c.p.e.rt.StartContainer(ctx, c.id)
-	c.p.e.metrics.containerStarted(err)
+	c.p.e.metrics.ContainerStarted(err)
 	if err != nil {
 		c.waitingReason, c.waitingMessage = ReasonRunContainer, err.Error()
 		c.event(eventWarning, "Failed", "Error: %v", err)
@@ -101,7 +101,7 @@ func (c *ctrState) StartContainer(ctx context.Context) error {
 	c.startedAt = c.p.e.clock.Now()
 	c.event(eventNormal, "Started", "Started container %s", c.name)
 	if h := c.postStartHook(); h != nil {
-		if err := c.hookTarget().runHook(ctx, "PostStart", h, 0); err != nil {
+		if err := c.hookTarget().Hook(ctx, "PostStart", h, 0); err != nil {
 			// kubelet: FailedPostStartHook; the machine stops the
 			// container and the restart policy decides
 			// (PostStartHookError).

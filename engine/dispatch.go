@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/pleg"
 )
 
 // handleUpdate hands each pod of u to its worker, creating workers for new
@@ -96,13 +97,13 @@ func (e *Engine) worker(uid types.UID, create bool, pod *v1.Pod) *podWorker {
 		e.queueNameLocked(fullName(pod), uid)
 	}
 	e.workers[uid] = w
-	e.metrics.setWorkers(len(e.workers))
+	e.metrics.SetWorkers(len(e.workers))
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); w.run(e.runCtx) }()
 	return w
 }
 
-func (e *Engine) handlePLEG(ev plegEvent) {
+func (e *Engine) handlePLEG(ev pleg.Event) {
 	if e.log.Enabled(context.Background(), LevelVerbose) {
 		e.log.Log(context.Background(), LevelVerbose, "SyncLoop (PLEG)", "uid", ev.UID, "event", fmt.Sprint(ev.Type), "container", ev.Name, "container-id", ev.ContainerID)
 	}

@@ -21,7 +21,7 @@
 //     pull, a stop with a longer grace period) so it is handled next,
 //     except the calls its spec declares uncancellable (detach.go).
 //   - inputs.go: each input becomes machine events through fsm.Route.
-//   - fire.go: the one fire loop of every machine (pod, sandbox, container,
+//   - engine/fire: the one fire loop of every machine (pod, sandbox, container,
 //     probe, node): it fires an fsm.Machine, tells the observers of the
 //     machine's kind, runs the step's actions in order and fires the events
 //     they raised. observe.go registers the observers of each kind once:
@@ -40,8 +40,10 @@
 //     StartContainer, StopContainer, RecordExit, RemoveContainer, the
 //     count_* backoff actions; start_blocked, restart_allowed, spec_changed,
 //     pull_always, pull_never).
-//   - hooks.go: postStart and preStop handlers (exec, httpGet).
-//   - nodegc.go, node_schedule.go: the node machine (spec/node.hcl) on its
+//   - hooks.go: when postStart and preStop run and what their outcome
+//     means; engine/handlers runs them (exec, httpGet, sleep).
+//   - nodegc.go, node_schedule.go: the node machine (spec/node.hcl), bound
+//     to engine/reclaim's Node (its guards, actions and durations), on its
 //     own goroutine, through the same fire loop: the timers of idle
 //     (image_gc_due, eviction_due, container_gc_due after next_image_gc,
 //     next_eviction, next_container_gc), armed for the next instant of each
@@ -50,30 +52,32 @@
 //     MeasureImageFs (ImageFsInfo, statfs of its mountpoint through
 //     Config.FsStat, the images and the containers using them) and
 //     RemoveUnusedImages (RemoveImage of engine/imagegc's plan).
-//   - probe.go, probe_schedule.go, probe_handlers.go: the probe machine of
+//   - probe.go, probe_schedule.go: the probe machine of
 //     each container (start_startup, start_probes, run_probe,
 //     kill_container, stop_probes), its workers (one per probe kind of the
 //     running instance, each with its schedule; probes on their own
 //     goroutine, thresholds counted on the pod worker), the state timer
 //     probe_due armed for the earliest due worker (duration next_probe,
-//     on the pod worker's clock) and the exec, httpGet, tcpSocket and grpc
-//     handlers.
+//     on the pod worker's clock); engine/handlers runs the exec, httpGet,
+//     tcpSocket and grpc probes.
 //   - names.go: static pod full names, one started pod per name, FIFO.
 //   - backoff.go: CrashLoopBackOff and image pull backoff per container.
 //   - requests.go, labels.go: CRI requests (sandbox and container configs,
 //     mounts, resources, log paths under RootDir, speclet's labels and
 //     annotations).
-//   - pleg.go: relist diff of containers and sandboxes, and the runtime's
-//     event stream.
+//   - loop.go runs engine/pleg (the relist diff of containers and sandboxes,
+//     and the runtime's event stream) and hands its events to the workers.
 //   - view.go, status.go: what the status needs, read from the machine
 //     states, and the pod status computed from it.
 //   - recover.go: rebuilding from the runtime after a restart; orphans.
 //   - strays.go: runtime pods that appear while speclet runs and that no
 //     worker owns (a lost RunPodSandbox reply), handed to the orphan path.
-//   - history.go: each pod's machine states and bounded transition history
-//     (GET /debug/pods), kept a while after the pod is gone.
-//   - metrics.go: transitions (every spec row exported from 0), refused
-//     events, time in state, machines per state, pod workers.
+//   - engine/history: each pod's machine states and bounded transition
+//     log; debug.go answers GET /debug/pods from it and keeps the log of a
+//     pod that is gone a while.
+//   - engine/metrics: the Prometheus series (transitions, every spec row
+//     exported from 0; refused events, time in state, machines per state,
+//     pod workers, kubelet's equivalents); observe.go feeds it.
 //   - detach.go: the calls an action's spec declares `uncancellable`
 //     (today RunPodSandbox, CreateContainer and StartContainer, which would
 //     complete in the runtime unseen) are not cancelled by a kill; the
@@ -101,7 +105,7 @@
 //     CrashLoopBackOff begins, with Config.ContainerGC (kubelet's
 //     --maximum-dead-containers-per-container, --minimum-container-ttl-duration);
 //     with ContainerGC.MaxContainers (--maximum-dead-containers) the node
-//     machine's remove_dead_containers (deadcontainers.go) enforces both
+//     machine's remove_dead_containers (engine/reclaim) enforces both
 //     limits across pods every ContainerGCPeriod (1 min) with the plan of
 //     containergc/ (pure); the pod workers forget the removed instances
 //     when the PLEG reports them gone.
@@ -109,11 +113,11 @@
 //     manager (thresholds, grace periods, minimum reclaim, pressure
 //     conditions, admission under pressure, ranking) and image GC (high and
 //     low thresholds, LRU, in-use, pinned, minimum age), wired through the
-//     node machine by nodegc.go and evict.go (signals from nodestats/ or
+//     node machine by engine/reclaim (signals from nodestats/ or
 //     Config.Signals, including allocatableMemory.available of the pods
-//     cgroup). evict.go records kubelet's EvictionThresholdMet on the node
-//     and Evicted on the evicted pod; nodegc.go ImageGCFailed on the node
-//     (Config.NodeEvents, events.go).
+//     cgroup; the pods it may evict through evict.go). It records kubelet's
+//     EvictionThresholdMet and ImageGCFailed on the node (Config.NodeEvents,
+//     events.go) and Evicted on the evicted pod.
 //   - oomwatch/ (pure parser, /dev/kmsg source): the kernel's OOM kills and
 //     kubelet's SystemOOM rule; cmd/speclet runs the watcher and records
 //     the event on the node.
@@ -157,7 +161,8 @@
 // next_probe, spec/probe.hcl) is found by the 1 s sync tick, so a probe may
 // run up to 1 s after its period.
 //
-// Admission (admission.go, one pure decision): a pod that does not fit the
+// Admission (engine/admission, one pure decision; admit.go gathers its
+// input under the engine's lock): a pod that does not fit the
 // node beside the admitted pods not yet terminated is refused when first
 // declared and fails with kubelet's reason (the pod machine's
 // admission_refused guard): requests over Config.Allocatable (OutOfcpu,
@@ -207,7 +212,7 @@
 // A third check holds the actions to the `effect` blocks of spec/system.hcl,
 // which `speclet spec verify` trusts (effects_test.go): an observer the tests
 // register on every machine kind follows each action run through the fire
-// loop (fire.go, observer.scope) and checks that it raised to its own
+// loop (engine/fire, Observer.Scope) and checks that it raised to its own
 // machine exactly one of its reports (or nothing where the effect allows it,
 // and always nothing when its action failed and the effect may report
 // nothing), that what it delivered to other machines is among its sends in

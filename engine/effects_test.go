@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/speclet/speclet/engine/fire"
 	"github.com/speclet/speclet/fsm"
 	"github.com/speclet/speclet/spec"
 )
@@ -14,8 +15,8 @@ import (
 // engine test that drives machines checks each action run against the
 // `effect` block spec/system.hcl declares for it, which `speclet spec
 // verify` trusts. An observer of every machine kind (registerEffects, for
-// the tests only) follows each action through the fire loop (fire.go,
-// observer.scope) and checks when it returned that:
+// the tests only) follows each action through the fire loop (engine/fire,
+// Observer.Scope) and checks when it returned that:
 //
 //   - it raised to its own machine exactly one of the effect's reports
 //     (nothing when they are empty), or nothing when the effect says
@@ -43,20 +44,20 @@ var effects = newEffectChecker()
 // observers).
 func registerEffects() {
 	podObservers = append(podObservers, effectObserver[fsm.PodState, fsm.PodEvent, fsm.PodAction, fsm.PodGuard](
-		func(s *podState) []fsm.PodEvent { return s.run.queue }))
+		func(s *podState) []fsm.PodEvent { return s.run.Pending() }))
 	sandboxObservers = append(sandboxObservers, effectObserver[fsm.SandboxState, fsm.SandboxEvent, fsm.SandboxAction, fsm.SandboxGuard](
-		func(sb *sandboxState) []fsm.SandboxEvent { return sb.run.queue }))
+		func(sb *sandboxState) []fsm.SandboxEvent { return sb.run.Pending() }))
 	ctrObservers = append(ctrObservers, effectObserver[fsm.ContainerState, fsm.ContainerEvent, fsm.ContainerAction, fsm.ContainerGuard](
-		func(c *ctrState) []fsm.ContainerEvent { return c.run.queue }))
+		func(c *ctrState) []fsm.ContainerEvent { return c.run.Pending() }))
 	probeObservers = append(probeObservers, effectObserver[fsm.ProbeState, fsm.ProbeEvent, fsm.ProbeAction, fsm.ProbeGuard](
-		func(ps *probeState) []fsm.ProbeEvent { return ps.run.queue }))
+		func(ps *probeState) []fsm.ProbeEvent { return ps.run.Pending() }))
 	nodeObservers = append(nodeObservers, effectObserver[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard](
-		func(n *nodeReclaim) []fsm.NodeEvent { return n.steps.queue }))
+		func(n *nodeReclaim) []fsm.NodeEvent { return n.steps.Pending() }))
 }
 
 // effectObserver follows the steps of one machine kind for effects; queue
 // is the owner's queue of raised events (run.queue).
-func effectObserver[S, E, A, G fsm.Enum, B owner](queue func(B) []E) observer[S, E, A, G, B] {
+func effectObserver[S, E, A, G fsm.Enum, B owner](queue func(B) []E) fire.Observer[S, E, A, G, B] {
 	names := func(b B) []string {
 		q := queue(b)
 		out := make([]string, len(q))
@@ -65,20 +66,20 @@ func effectObserver[S, E, A, G fsm.Enum, B owner](queue func(B) []E) observer[S,
 		}
 		return out
 	}
-	return observer[S, E, A, G, B]{
-		scope: func(ctx context.Context, st *step[S, E, A, G, B], i int) context.Context {
+	return fire.Observer[S, E, A, G, B]{
+		Scope: func(ctx context.Context, st *fire.Step[S, E, A, G, B], i int) context.Context {
 			if i < 0 {
-				effects.step(ctx, st.owner, st, st.Machine, st.Event.String(), names(st.owner))
+				effects.step(ctx, st.Owner, st, st.Machine, st.Event.String(), names(st.Owner))
 				return context.WithValue(ctx, effectScopeKey{}, hooksScope{machine: st.Machine})
 			}
-			run := effects.begin(st.owner, st, st.Machine, st.Actions[i].String(), names(st.owner), lastError(st.results))
+			run := effects.begin(st.Owner, st, st.Machine, st.Actions[i].String(), names(st.Owner), lastError(st.Results))
 			return context.WithValue(ctx, effectScopeKey{}, run)
 		},
-		ran: func(_ context.Context, st *step[S, E, A, G, B]) {
-			effects.ran(st.owner, st, names(st.owner), lastError(st.results))
+		Ran: func(_ context.Context, st *fire.Step[S, E, A, G, B]) {
+			effects.ran(st.Owner, st, names(st.Owner), lastError(st.Results))
 		},
-		refused: func(ctx context.Context, st *step[S, E, A, G, B]) {
-			effects.refused(ctx, st.owner, st.Machine, st.Event.String(), names(st.owner))
+		Refused: func(ctx context.Context, st *fire.Step[S, E, A, G, B]) {
+			effects.refused(ctx, st.Owner, st.Machine, st.Event.String(), names(st.Owner))
 		},
 	}
 }
@@ -154,7 +155,7 @@ func newEffectChecker() *effectChecker {
 func (c *effectChecker) violate(o owner, format string, args ...any) {
 	e := o.engine()
 	msg := fmt.Sprintf(format, args...)
-	if attrs := o.logAttrs(); len(attrs) > 0 {
+	if attrs := o.LogAttrs(); len(attrs) > 0 {
 		msg += fmt.Sprintf(" %v", attrs)
 	}
 	c.violations[e] = append(c.violations[e], msg)

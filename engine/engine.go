@@ -16,6 +16,8 @@ import (
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/metrics"
+	"github.com/speclet/speclet/engine/pleg"
 	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/engine/volume"
 )
@@ -42,7 +44,7 @@ type Engine struct {
 	rt      cri.Runtime
 	clock   clock.WithTicker
 	log     *slog.Logger
-	metrics *metrics
+	metrics *metrics.Metrics
 
 	// allocatable is what a resourceFieldRef limit falls back to
 	// (podAllocatable).
@@ -50,7 +52,7 @@ type Engine struct {
 
 	crashBackoff *backoff
 	pullBackoff  *backoff
-	pleg         *pleg
+	pleg         *pleg.PLEG
 
 	// mu guards the worker table and static name ownership; it is never held
 	// across a CRI call.
@@ -143,7 +145,7 @@ func New(cfg Config) (*Engine, error) {
 		log:          cfg.Log,
 		crashBackoff: newBackoff(cfg.Clock, cfg.CrashLoopBackOffBase, cfg.CrashLoopBackOffMax, backOffResetAfter),
 		pullBackoff:  newBackoff(cfg.Clock, cfg.ImagePullBackOffBase, ImagePullBackOffMax, backOffResetAfter),
-		pleg:         newPLEG(cfg.Runtime, cfg.Clock),
+		pleg:         pleg.New(cfg.Runtime, cfg.Clock, identify),
 		workers:      map[types.UID]*podWorker{},
 		names:        map[string][]types.UID{},
 		adopted:      map[types.UID]*adoptedPod{},
@@ -153,7 +155,7 @@ func New(cfg Config) (*Engine, error) {
 		allocatable:  podAllocatable(cfg.Allocatable),
 		volumes:      &volume.Manager{Root: cfg.RootDir, API: cfg.VolumeAPI, Node: nodeAllocatable(cfg.Allocatable), Now: cfg.Clock.Now},
 	}
-	m, err := newMetrics(cfg.Registerer, e)
+	m, err := metrics.New(cfg.Registerer, e.machines)
 	if err != nil {
 		return nil, err
 	}
@@ -161,9 +163,9 @@ func New(cfg Config) (*Engine, error) {
 	if e.cfg.Signals == nil {
 		e.cfg.Signals = e.defaultSignals
 	}
-	e.node = newNodeReclaim(e)
 	e.rt = detachedRuntime{Runtime: cfg.Runtime, run: func() context.Context { return e.runCtx }}
-	if err := m.registerHealth(cfg.Registerer, e); err != nil {
+	e.node = newNodeReclaim(e)
+	if err := m.RegisterHealth(cfg.Registerer, e.recovered.Load, e.Healthz); err != nil {
 		return nil, err
 	}
 	open := make(chan struct{})
@@ -207,7 +209,7 @@ func (e *Engine) Run(ctx context.Context, updates <-chan config.PodUpdate) error
 		}
 	}
 
-	plegCh := make(chan plegEvent, 4096)
+	plegCh := make(chan pleg.Event, 4096)
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); e.runPLEG(ctx, plegCh) }()
 	e.wg.Add(1)

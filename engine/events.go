@@ -71,7 +71,7 @@ func (c *ctrState) event(eventType, reason, format string, args ...any) {
 // recordContainerEvent records the event a container step itself means:
 // the container is being stopped, or waits in a backoff.
 func recordContainerEvent(_ context.Context, st *ctrStep) {
-	c := st.owner
+	c := st.Owner
 	if c.p.e.cfg.Events == nil || c.spec == nil || st.From == st.To {
 		return
 	}
@@ -99,7 +99,7 @@ func recordContainerEvent(_ context.Context, st *ctrStep) {
 // recordSandboxEvent records that the sandbox is recreated after it died.
 func recordSandboxEvent(_ context.Context, st *sandboxStep) {
 	if st.From == fsm.SandboxStateDead && st.To == fsm.SandboxStateCreating {
-		st.owner.p.event(eventNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
+		st.Owner.p.event(eventNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
 	}
 }
 
@@ -107,7 +107,7 @@ func recordSandboxEvent(_ context.Context, st *sandboxStep) {
 // [admission_refused]-> terminated is kubelet's rejectPod, a Warning event
 // of the pod with the refusal's reason.
 func recordPodEvent(_ context.Context, st *podStep) {
-	s := st.owner
+	s := st.Owner
 	if r := s.w.refusal; r != nil && st.From == fsm.PodStatePending && st.To == fsm.PodStateTerminated {
 		s.event(eventWarning, r.Reason, "%s", r.Message)
 	}

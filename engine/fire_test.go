@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/speclet/speclet/engine/fire"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -34,12 +35,12 @@ func TestNodeMachineInTheLoop(t *testing.T) {
 	}
 	n, ctx := e.node, context.Background()
 	m := actionless{n.machine}
-	fire(ctx, m, &n.steps, fsm.NodeEventImageGcDue) // idle -> measuring
+	fire.Fire(ctx, m, &n.steps, fsm.NodeEventImageGcDue) // idle -> measuring
 	if got := n.stateName(); got != "measuring" {
 		t.Errorf("published state %q after image_gc_due, want measuring", got)
 	}
-	fire(ctx, m, &n.steps, fsm.NodeEventImageGcDue) // refused in measuring
-	fire(ctx, m, &n.steps, fsm.NodeEventBelowHigh)  // measuring -> idle
+	fire.Fire(ctx, m, &n.steps, fsm.NodeEventImageGcDue) // refused in measuring
+	fire.Fire(ctx, m, &n.steps, fsm.NodeEventBelowHigh)  // measuring -> idle
 
 	var got []string
 	for _, tr := range e.NodeHistory() {
@@ -49,13 +50,13 @@ func TestNodeMachineInTheLoop(t *testing.T) {
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("node history %q, want %q", got, want)
 	}
-	if v := testutil.ToFloat64(e.metrics.transitions.WithLabelValues("node", "idle", "measuring", "image_gc_due")); v != 1 {
+	if v := scraped(t, reg, "speclet_transitions_total", "machine", "node", "from", "idle", "to", "measuring", "event", "image_gc_due"); v != 1 {
 		t.Errorf("speclet_transitions_total{node idle -image_gc_due-> measuring} = %v, want 1", v)
 	}
-	if v := testutil.ToFloat64(e.metrics.rejects.WithLabelValues("node", "measuring", "image_gc_due")); v != 1 {
+	if v := scraped(t, reg, "speclet_rejected_events_total", "machine", "node", "state", "measuring", "event", "image_gc_due"); v != 1 {
 		t.Errorf("speclet_rejected_events_total{node measuring image_gc_due} = %v, want 1", v)
 	}
-	if c := testutil.CollectAndCount(e.metrics.stateDurs, "speclet_state_duration_seconds"); c < 2 {
+	if c, err := testutil.GatherAndCount(reg, "speclet_state_duration_seconds"); err != nil || c < 2 {
 		t.Errorf("speclet_state_duration_seconds has %d series, want the node's idle and measuring", c)
 	}
 	if got := n.stateName(); got != "idle" {

@@ -86,7 +86,7 @@ func (c *ctrState) PullImage(ctx context.Context) error {
 		return err
 	}
 	d := c.p.e.clock.Since(t0)
-	c.p.e.metrics.imagePulled(d)
+	c.p.e.metrics.ImagePulled(d)
 	c.p.w.mu.Lock()
 	c.p.pullTime += d
 	c.p.w.mu.Unlock()

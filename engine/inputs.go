@@ -7,6 +7,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/pleg"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -23,11 +24,11 @@ var opInputs = map[config.Op]fsm.Input{
 }
 
 var plegInputs = [...]fsm.Input{
-	containerStarted: fsm.InputContainerStarted,
-	containerDied:    fsm.InputContainerDied,
-	containerRemoved: fsm.InputContainerRemoved,
-	containerChanged: fsm.InputContainerChanged,
-	sandboxDied:      fsm.InputSandboxDied,
+	pleg.ContainerStarted: fsm.InputContainerStarted,
+	pleg.ContainerDied:    fsm.InputContainerDied,
+	pleg.ContainerRemoved: fsm.InputContainerRemoved,
+	pleg.ContainerChanged: fsm.InputContainerChanged,
+	pleg.SandboxDied:      fsm.InputSandboxDied,
 }
 
 func newPodWorker(e *Engine, pod *v1.Pod, ad *adoptedPod) *podWorker {
@@ -88,7 +89,7 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 		if r.HasSandbox && in.pleg.SandboxID == s.sandbox.id && s.sandbox.id != "" {
 			s.sandbox.fire(ctx, r.Sandbox)
 		}
-		if c := s.byName[in.pleg.Name]; c != nil && in.pleg.Type == containerRemoved && in.pleg.ContainerID != c.id {
+		if c := s.byName[in.pleg.Name]; c != nil && in.pleg.Type == pleg.ContainerRemoved && in.pleg.ContainerID != c.id {
 			// An older instance removed by the node's container GC
 			// (or behind speclet's back): no machine event, the
 			// container forgets it.

@@ -62,6 +62,12 @@ func podUIDOf(labels map[string]string) types.UID {
 	return types.UID(labels[LabelPodUID])
 }
 
+// identify is how the PLEG knows speclet's objects: the pod UID label and
+// the container name label.
+func identify(labels map[string]string) (types.UID, string) {
+	return podUIDOf(labels), labels[LabelContainerName]
+}
+
 func restartCountOf(annotations map[string]string) int32 {
 	n, err := strconv.ParseInt(annotations[AnnotationRestartCount], 10, 32)
 	if err != nil {

@@ -10,13 +10,14 @@ import (
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/pleg"
 	"github.com/speclet/speclet/fsm"
 )
 
 // runPLEG relists every period and, when the runtime streams container
 // events, forwards them as they come (the relist then slows to a safety net).
-func (e *Engine) runPLEG(ctx context.Context, out chan<- plegEvent) {
-	send := func(ev plegEvent) {
+func (e *Engine) runPLEG(ctx context.Context, out chan<- pleg.Event) {
+	send := func(ev pleg.Event) {
 		select {
 		case out <- ev:
 		case <-ctx.Done():
@@ -34,7 +35,7 @@ func (e *Engine) runPLEG(ctx context.Context, out chan<- plegEvent) {
 			if !last.IsZero() {
 				interval = t0.Sub(last)
 			}
-			e.metrics.relisted(e.clock.Since(t0), interval)
+			e.metrics.Relisted(e.clock.Since(t0), interval)
 		}
 		last = t0
 		switch {
@@ -61,7 +62,7 @@ func (e *Engine) runPLEG(ctx context.Context, out chan<- plegEvent) {
 // streamEvents consumes GetContainerEvents while the runtime offers it and
 // re-opens the stream after a break; a runtime without it (containerd 1.6)
 // leaves the relist at its 1 s period.
-func (e *Engine) streamEvents(ctx context.Context, send func(plegEvent)) {
+func (e *Engine) streamEvents(ctx context.Context, send func(pleg.Event)) {
 	delay := time.Second
 	for ctx.Err() == nil {
 		ch := make(chan *runtimeapi.ContainerEventResponse, 256)
@@ -75,14 +76,14 @@ func (e *Engine) streamEvents(ctx context.Context, send func(plegEvent)) {
 			case ev := <-ch:
 				if !streaming {
 					streaming = true
-					e.pleg.setEvented(true)
+					e.pleg.SetEvented(true)
 				}
 				if pe, ok := e.pleg.Observe(ev); ok {
 					send(pe)
 				}
 			case err := <-done:
 				cancel()
-				e.pleg.setEvented(false)
+				e.pleg.SetEvented(false)
 				if cri.IsUnimplemented(err) {
 					e.log.Info("runtime has no container event stream; relisting every second")
 					return
@@ -216,7 +217,7 @@ func (e *Engine) purgeFinished() {
 	}
 	n := len(e.workers)
 	e.mu.Unlock()
-	e.metrics.setWorkers(n)
+	e.metrics.SetWorkers(n)
 	// Nothing of a finished pod is left in the runtime: its directories go
 	// before a pod declared again with its UID gets a new worker, so that
 	// it starts with fresh emptyDirs.

@@ -7,7 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/speclet/speclet/cri/sim"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/metrics"
 )
 
 // TestMetricsAfterAPodsLife scrapes the registry after a pod crashed once,
@@ -43,7 +44,7 @@ func testMetricsAfterAPodsLife(t *testing.T) {
 	h.step(3*time.Second, time.Second)
 
 	tr := func(machine, from, to, event string) float64 {
-		return testutil.ToFloat64(h.eng.metrics.transitions.WithLabelValues(machine, from, to, event))
+		return scraped(t, h.reg, "speclet_transitions_total", "machine", machine, "from", from, "to", to, "event", event)
 	}
 	for _, c := range []struct {
 		machine, from, to, event string
@@ -70,8 +71,8 @@ func testMetricsAfterAPodsLife(t *testing.T) {
 	for _, f := range fams {
 		byName[f.GetName()] = f
 	}
-	if n := len(byName["speclet_transitions_total"].GetMetric()); n < len(transitionLabels()) {
-		t.Errorf("speclet_transitions_total has %d series, want every one of the spec's %d", n, len(transitionLabels()))
+	if n := len(byName["speclet_transitions_total"].GetMetric()); n < len(metrics.TransitionLabels()) {
+		t.Errorf("speclet_transitions_total has %d series, want every one of the spec's %d", n, len(metrics.TransitionLabels()))
 	}
 	if got := tr("sandbox", "checking", "dead", "died"); got != 0 {
 		t.Errorf("an untaken row counts %v", got)
@@ -137,6 +138,32 @@ func testMetricsAfterAPodsLife(t *testing.T) {
 	if v := value("speclet_running_containers", "container_state", "running"); v != 1 {
 		t.Errorf("speclet_running_containers{running} = %v, want 1", v)
 	}
+}
+
+// scraped is the value of the counter or gauge series name whose labels
+// have the given name, value pairs, as a scrape of g shows it; 0 when no
+// series matches.
+func scraped(t *testing.T, g prometheus.Gatherer, name string, pairs ...string) float64 {
+	t.Helper()
+	fams, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			for i := 0; i+1 < len(pairs); i += 2 {
+				if label(m, pairs[i]) != pairs[i+1] {
+					continue series
+				}
+			}
+			return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return 0
 }
 
 func label(m *dto.Metric, name string) string {

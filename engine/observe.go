@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/speclet/speclet/engine/fire"
+	"github.com/speclet/speclet/engine/history"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -20,96 +22,85 @@ import (
 // The observers of each machine kind, in the order they see a step.
 var (
 	podObservers = append(common[*podState](&fsm.PodKind),
-		taken(logPodStep), taken(recordPodEvent), taken(podEntered))
+		fire.Taken(logPodStep), fire.Taken(recordPodEvent), fire.Taken(podEntered))
 	sandboxObservers = append(common[*sandboxState](&fsm.SandboxKind),
-		taken(recordSandboxEvent))
+		fire.Taken(recordSandboxEvent))
 	ctrObservers = append(common[*ctrState](&fsm.ContainerKind),
-		taken(logContainerStep), taken(recordContainerEvent), taken(containerEntered))
+		fire.Taken(logContainerStep), fire.Taken(recordContainerEvent), fire.Taken(containerEntered))
 	probeObservers = append(common[*probeState](&fsm.ProbeKind),
-		observer[fsm.ProbeState, fsm.ProbeEvent, fsm.ProbeAction, fsm.ProbeGuard, *probeState]{ran: probeEntered})
+		fire.Observer[fsm.ProbeState, fsm.ProbeEvent, fsm.ProbeAction, fsm.ProbeGuard, *probeState]{Ran: probeEntered})
 	nodeObservers = append(common[*nodeReclaim](&fsm.NodeKind),
-		taken(nodeEntered), observer[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard, *nodeReclaim]{ran: nodeArm})
+		fire.Taken(nodeEntered), fire.Observer[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard, *nodeReclaim]{Ran: nodeArm})
 )
 
 // common returns the observers every machine kind has: the metrics, the
 // history (which names its records from the kind's tables, k) and the debug
 // log.
-func common[B owner, S, E, A, G fsm.Enum](k *fsm.Kind[S, E, A, G]) []observer[S, E, A, G, B] {
-	names := kindNames[S, E, A, G]{k}
-	return []observer[S, E, A, G, B]{
-		{taken: countStep[S, E, A, G, B], refused: countRefusal[S, E, A, G, B]},
-		{taken: func(ctx context.Context, st *step[S, E, A, G, B]) { recordStep(ctx, st, names) }, ran: recordResults[S, E, A, G, B]},
-		{taken: logStep[S, E, A, G, B], refused: logRefusal[S, E, A, G, B]},
+func common[B owner, S, E, A, G fsm.Enum](k *fsm.Kind[S, E, A, G]) []fire.Observer[S, E, A, G, B] {
+	names := history.KindNames(k)
+	return []fire.Observer[S, E, A, G, B]{
+		{Taken: countStep[S, E, A, G, B], Refused: countRefusal[S, E, A, G, B]},
+		{Taken: func(ctx context.Context, st *fire.Step[S, E, A, G, B]) { recordStep(ctx, st, names) }, Ran: recordResults[S, E, A, G, B]},
+		{Taken: logStep[S, E, A, G, B], Refused: logRefusal[S, E, A, G, B]},
 	}
-}
-
-// taken returns an observer of the steps taken only.
-func taken[S, E, A, G fsm.Enum, B owner](h hook[S, E, A, G, B]) observer[S, E, A, G, B] {
-	return observer[S, E, A, G, B]{taken: h}
 }
 
 // countStep counts the transition (speclet_transitions_total) and, when it
 // entered a state, the time spent in the state it left
 // (speclet_state_duration_seconds).
-func countStep[S, E, A, G fsm.Enum, B owner](_ context.Context, st *step[S, E, A, G, B]) {
-	m := st.owner.engine().metrics
-	m.transition(st.Machine, st.From.String(), st.To.String(), st.Event.String())
+func countStep[S, E, A, G fsm.Enum, B owner](_ context.Context, st *fire.Step[S, E, A, G, B]) {
+	m := st.Owner.engine().metrics
+	m.Transition(st.Machine, st.From.String(), st.To.String(), st.Event.String())
 	if st.Entered() {
-		m.stateDuration(st.Machine, st.From.String(), st.at.Sub(st.since))
+		m.StateDuration(st.Machine, st.From.String(), st.At.Sub(st.Since))
 	}
 }
 
 // countRefusal counts an event the machine's state has no row for
 // (speclet_rejected_events_total).
-func countRefusal[S, E, A, G fsm.Enum, B owner](_ context.Context, st *step[S, E, A, G, B]) {
-	if errors.Is(st.err, fsm.ErrNoTransition) {
-		st.owner.engine().metrics.rejected(st.Machine, st.From.String(), st.Event.String())
+func countRefusal[S, E, A, G fsm.Enum, B owner](_ context.Context, st *fire.Step[S, E, A, G, B]) {
+	if errors.Is(st.Err, fsm.ErrNoTransition) {
+		st.Owner.engine().metrics.Rejected(st.Machine, st.From.String(), st.Event.String())
 	}
 }
 
 // recordStep records the transition in its owner's history (/debug/pods,
 // NodeHistory), named by its kind's names, and moves its machine there.
-func recordStep[S, E, A, G fsm.Enum, B owner](_ context.Context, st *step[S, E, A, G, B], names stepNames) {
-	rec := &record{at: st.at, kind: names, instance: st.owner.instance(), row: int32(st.Row)}
-	if len(st.Choices) > 0 {
-		rec.choices = make([]int32, len(st.Choices))
-		for i, c := range st.Choices {
-			rec.choices[i] = int32(c)
-		}
-	}
-	since := st.since
+func recordStep[S, E, A, G fsm.Enum, B owner](_ context.Context, st *fire.Step[S, E, A, G, B], names history.Names) {
+	rec := history.NewRecord(st.At, names, st.Owner.instance(), st.Row, st.Choices)
+	since := st.Since
 	if st.Entered() {
-		since = st.at
+		since = st.At
 	}
-	st.rec = st.owner.record().add(rec, st.To.String(), since)
+	st.Rec = st.Owner.record().Add(rec, st.To.String(), since)
 }
 
 // recordResults attaches the results of the step's actions to its record.
-func recordResults[S, E, A, G fsm.Enum, B owner](_ context.Context, st *step[S, E, A, G, B]) {
-	if len(st.results) > 0 && st.rec != nil {
-		st.owner.record().setActions(st.rec, st.results)
+func recordResults[S, E, A, G fsm.Enum, B owner](_ context.Context, st *fire.Step[S, E, A, G, B]) {
+	if len(st.Results) > 0 && st.Rec != nil {
+		st.Owner.record().SetActions(st.Rec, st.Results)
 	}
 }
 
 // logStep logs the transition at debug level; the row and choices
 // attributes are what the engine tests count for row coverage.
-func logStep[S, E, A, G fsm.Enum, B owner](ctx context.Context, st *step[S, E, A, G, B]) {
-	log := st.owner.engine().log
+func logStep[S, E, A, G fsm.Enum, B owner](ctx context.Context, st *fire.Step[S, E, A, G, B]) {
+	log := st.Owner.engine().log
 	if log.Enabled(ctx, slog.LevelDebug) {
-		log.Debug("transition", append(st.owner.logAttrs(), "machine", st.Machine, "from", st.From.String(), "event", st.Event.String(),
+		log.Debug("transition", append(st.Owner.LogAttrs(), "machine", st.Machine, "from", st.From.String(), "event", st.Event.String(),
 			"to", st.To.String(), "actions", fmt.Sprint(st.Actions), "row", st.Row, "choices", st.Choices)...)
 	}
 }
 
 // logRefusal logs a refused event below debug level, and a machine's
 // failure as an error.
-func logRefusal[S, E, A, G fsm.Enum, B owner](ctx context.Context, st *step[S, E, A, G, B]) {
-	log := st.owner.engine().log
-	if !errors.Is(st.err, fsm.ErrNoTransition) {
-		log.Error("state machine", append(st.owner.logAttrs(), "machine", st.Machine, "event", st.Event.String(), "err", st.err)...)
+func logRefusal[S, E, A, G fsm.Enum, B owner](ctx context.Context, st *fire.Step[S, E, A, G, B]) {
+	log := st.Owner.engine().log
+	if !errors.Is(st.Err, fsm.ErrNoTransition) {
+		log.Error("state machine", append(st.Owner.LogAttrs(), "machine", st.Machine, "event", st.Event.String(), "err", st.Err)...)
 		return
 	}
 	if log.Enabled(ctx, slog.LevelDebug-4) {
-		log.Log(ctx, slog.LevelDebug-4, "event refused", append(st.owner.logAttrs(), "machine", st.Machine, "event", st.Event.String())...)
+		log.Log(ctx, slog.LevelDebug-4, "event refused", append(st.Owner.LogAttrs(), "machine", st.Machine, "event", st.Event.String())...)
 	}
 }

@@ -25,14 +25,14 @@ var killReasons = map[fsm.ContainerEvent]string{
 // lifecycleAttrs are the attributes of a lifecycle line: the machine's pod
 // (and container), the pod's UID, then extra.
 func lifecycleAttrs(o owner, w *podWorker, extra ...any) []any {
-	return append(append(o.logAttrs(), "uid", w.uid), extra...)
+	return append(append(o.LogAttrs(), "uid", w.uid), extra...)
 }
 
 // logContainerStep logs the container's lifecycle line of a step, if any:
 // its death (with the exit and what the restart policy decided), its start,
 // its kill.
 func logContainerStep(ctx context.Context, st *ctrStep) {
-	c := st.owner
+	c := st.Owner
 	log := c.p.e.log
 	if !log.Enabled(ctx, slog.LevelInfo) {
 		return
@@ -70,7 +70,7 @@ func logContainerStep(ctx context.Context, st *ctrStep) {
 // logPodStep logs the pod's lifecycle line of a step, if any: its kill,
 // its completion, its end.
 func logPodStep(ctx context.Context, st *podStep) {
-	s := st.owner
+	s := st.Owner
 	log := s.e.log
 	if st.From == st.To || !log.Enabled(ctx, slog.LevelInfo) {
 		return

@@ -2,11 +2,14 @@ package engine
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/fire"
+	"github.com/speclet/speclet/engine/history"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -54,14 +57,14 @@ type podState struct {
 	// later refresh failing for one of them does not hold the pod back.
 	mounted map[string]bool
 
-	run run[fsm.PodState, fsm.PodEvent, fsm.PodAction, fsm.PodGuard, *podState] // the pod machine in the fire loop
+	run fire.Run[fsm.PodState, fsm.PodEvent, fsm.PodAction, fsm.PodGuard, *podState] // the pod machine in the fire loop
 	// container events that bring adopted containers in line with the
 	// runtime, fired before the first input.
 	adoptEvents []adoptEvent
 }
 
 // podStep is a step of the pod machine as its observers see it (observe.go).
-type podStep = step[fsm.PodState, fsm.PodEvent, fsm.PodAction, fsm.PodGuard, *podState]
+type podStep = fire.Step[fsm.PodState, fsm.PodEvent, fsm.PodAction, fsm.PodGuard, *podState]
 
 type adoptEvent struct {
 	c  *ctrState
@@ -78,7 +81,7 @@ var _ fsm.PodDurations = (*podState)(nil)
 func newPodState(w *podWorker, pod *v1.Pod, ad *adoptedPod) *podState {
 	s := &podState{w: w, e: w.e, pod: pod, byName: map[string]*ctrState{}, grace: -1, firstSeen: w.e.clock.Now()}
 	s.machine = fsm.BindPodMachine(fsm.PodInitialState, s)
-	s.run = newRun(s, podObservers)
+	s.run = fire.NewRun(s, podObservers)
 	s.sandbox = newSandboxState(s)
 	s.setSpec(pod)
 	if ad != nil {
@@ -87,17 +90,19 @@ func newPodState(w *podWorker, pod *v1.Pod, ad *adoptedPod) *podState {
 	return s
 }
 
-// fire delivers ev to the pod machine and carries out the steps (fire.go).
-func (s *podState) fire(ctx context.Context, ev fsm.PodEvent) { fire(ctx, s.machine, &s.run, ev) }
+// fire delivers ev to the pod machine and carries out the steps (engine/fire).
+func (s *podState) fire(ctx context.Context, ev fsm.PodEvent) { fire.Fire(ctx, s.machine, &s.run, ev) }
 
 // raise queues an event for the pod machine; fire delivers it after the
 // running step's actions.
-func (s *podState) raise(ev fsm.PodEvent) { s.run.raise(ev) }
+func (s *podState) raise(ev fsm.PodEvent) { s.run.Raise(ev) }
 
-func (s *podState) engine() *Engine  { return s.e }
-func (s *podState) logAttrs() []any  { return []any{"pod", s.key()} }
-func (s *podState) record() *history { return &s.w.hist }
-func (s *podState) instance() string { return "" }
+func (s *podState) engine() *Engine      { return s.e }
+func (s *podState) Now() time.Time       { return s.e.clock.Now() }
+func (s *podState) Logger() *slog.Logger { return s.e.log }
+func (s *podState) LogAttrs() []any      { return []any{"pod", s.key()} }
+func (s *podState) record() *history.Log { return &s.w.hist }
+func (s *podState) instance() string     { return "" }
 
 // podOwner is the timer owner of the pod machine.
 const podOwner = "pod"
@@ -117,7 +122,7 @@ func podEntered(_ context.Context, st *podStep) {
 	if !st.Entered() {
 		return
 	}
-	s := st.owner
+	s := st.Owner
 	s.w.setTimers(podOwner, s.timers(s.e.clock.Now()))
 	s.w.setPodState(st.To)
 }
@@ -213,7 +218,7 @@ func (s *podState) noteRunning() {
 		}
 	}
 	s.startCounted = true
-	s.e.metrics.podStarted(s.e.clock.Since(s.firstSeen), s.pullTime)
+	s.e.metrics.PodStarted(s.e.clock.Since(s.firstSeen), s.pullTime)
 }
 
 // --- guards ---

@@ -46,7 +46,7 @@ func (s *podState) SyncPod(ctx context.Context) error {
 		op = "create"
 	}
 	s.syncs++
-	defer func(t0 time.Time) { s.e.metrics.workerDuration(op, s.e.clock.Since(t0)) }(s.e.clock.Now())
+	defer func(t0 time.Time) { s.e.metrics.WorkerDuration(op, s.e.clock.Since(t0)) }(s.e.clock.Now())
 	if s.startTime.IsZero() {
 		s.startTime = s.e.clock.Now()
 	}
@@ -137,7 +137,7 @@ func (s *podState) remainingGrace(now time.Time) int64 {
 // period: regular containers in parallel, then init containers and
 // sidecars. Raises termination_done.
 func (s *podState) KillContainers(ctx context.Context) error {
-	defer func(t0 time.Time) { s.e.metrics.workerDuration("kill", s.e.clock.Since(t0)) }(s.e.clock.Now())
+	defer func(t0 time.Time) { s.e.metrics.WorkerDuration("kill", s.e.clock.Since(t0)) }(s.e.clock.Now())
 	if s.grace < 0 {
 		s.kill(podGrace(s.pod), false)
 	}

@@ -3,11 +3,15 @@ package engine
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/speclet/speclet/engine/fire"
+	"github.com/speclet/speclet/engine/handlers"
+	"github.com/speclet/speclet/engine/history"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -74,7 +78,7 @@ type probeState struct {
 	workers [3]*probeWorker // by ProbeKind; nil when not running
 	gen     uint64          // bumped for every worker started: results of stopped workers are dropped
 
-	run run[fsm.ProbeState, fsm.ProbeEvent, fsm.ProbeAction, fsm.ProbeGuard, *probeState] // the probe machine in the fire loop
+	run fire.Run[fsm.ProbeState, fsm.ProbeEvent, fsm.ProbeAction, fsm.ProbeGuard, *probeState] // the probe machine in the fire loop
 }
 
 var _ fsm.ProbeGuards = (*probeState)(nil)
@@ -86,7 +90,7 @@ type probeWorker struct {
 	kind     ProbeKind
 	spec     *v1.Probe
 	gen      uint64
-	target   hookTarget
+	target   handlers.Target
 	cancel   context.CancelFunc
 	ctx      context.Context
 	next     time.Time   // when the next probe is due (next_probe)
@@ -98,22 +102,24 @@ type probeWorker struct {
 func newProbeState(c *ctrState) *probeState {
 	ps := &probeState{c: c}
 	ps.machine = fsm.BindProbeMachine(fsm.ProbeInitialState, ps)
-	ps.run = newRun(ps, probeObservers)
+	ps.run = fire.NewRun(ps, probeObservers)
 	return ps
 }
 
 // fire delivers ev to the probe machine and carries out the steps
-// (fire.go); probeEntered arms the timers of a state entered.
+// (engine/fire); probeEntered arms the timers of a state entered.
 func (ps *probeState) fire(ctx context.Context, ev fsm.ProbeEvent) {
-	fire(ctx, ps.machine, &ps.run, ev)
+	fire.Fire(ctx, ps.machine, &ps.run, ev)
 }
 
-func (ps *probeState) raise(ev fsm.ProbeEvent) { ps.run.raise(ev) }
+func (ps *probeState) raise(ev fsm.ProbeEvent) { ps.run.Raise(ev) }
 
-func (ps *probeState) engine() *Engine  { return ps.c.p.e }
-func (ps *probeState) logAttrs() []any  { return ps.c.logAttrs() }
-func (ps *probeState) record() *history { return &ps.c.p.w.hist }
-func (ps *probeState) instance() string { return ps.c.name }
+func (ps *probeState) engine() *Engine      { return ps.c.p.e }
+func (ps *probeState) Now() time.Time       { return ps.c.p.e.clock.Now() }
+func (ps *probeState) Logger() *slog.Logger { return ps.c.p.e.log }
+func (ps *probeState) LogAttrs() []any      { return ps.c.LogAttrs() }
+func (ps *probeState) record() *history.Log { return &ps.c.p.w.hist }
+func (ps *probeState) instance() string     { return ps.c.name }
 
 // started: the startup probe succeeded (or there is none) for the running
 // instance.
@@ -235,7 +241,7 @@ func (ps *probeState) startWorker(k ProbeKind) bool {
 	ctx, cancel := context.WithCancel(e.ctx())
 	pw := &probeWorker{kind: k, spec: spec, gen: ps.gen, target: ps.c.hookTarget(), ctx: ctx, cancel: cancel}
 	if ps.c.p.pod.Spec.HostNetwork {
-		pw.target.podIP = e.cfg.NodeIP
+		pw.target.PodIP = e.cfg.NodeIP
 	}
 	pw.next = ps.firstProbe(spec)
 	ps.workers[k] = pw
@@ -276,7 +282,7 @@ func (ps *probeState) probe(pw *probeWorker) {
 	// The call belongs to this run_probe, though it returns after it.
 	ctx := fsm.ProbeActionRunProbe.Tag(pw.ctx)
 	go func() {
-		out, err := pw.target.runProbe(ctx, pw.spec)
+		out, err := pw.target.Probe(ctx, pw.spec, probeTimeout(pw.spec))
 		if pw.ctx.Err() != nil {
 			return // stopped meanwhile
 		}

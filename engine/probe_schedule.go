@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/speclet/speclet/engine/fire"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -20,7 +21,7 @@ import (
 const probeOwner = "probe/"
 
 // probeStep is a step of a probe machine as its observers see it.
-type probeStep = step[fsm.ProbeState, fsm.ProbeEvent, fsm.ProbeAction, fsm.ProbeGuard, *probeState]
+type probeStep = fire.Step[fsm.ProbeState, fsm.ProbeEvent, fsm.ProbeAction, fsm.ProbeGuard, *probeState]
 
 // probeEntered arms the timers of the state the probe machine entered, after
 // the step's actions: a state without timers, or whose next_probe is
@@ -32,7 +33,7 @@ func probeEntered(_ context.Context, st *probeStep) {
 	if !st.Entered() {
 		return
 	}
-	ps := st.owner
+	ps := st.Owner
 	ts := stateTimers(ps.machine.Timers(), ps.c.p.e.clock.Now(),
 		func(d fsm.ProbeDuration) time.Duration { return fsm.ProbeDurationOf(ps, d) },
 		func(ctx context.Context, ev fsm.ProbeEvent, _ fsm.ProbeDuration) { ps.fire(ctx, ev) })

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/pleg"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -144,7 +145,7 @@ func (e *Engine) Healthz() error {
 		return errors.New("not ready: rebuilding state from the runtime has not completed")
 	}
 	var rtErr error
-	if p := e.runtimeErr.Load(); p != nil && !errors.Is(*p, errPLEGUnhealthy) {
+	if p := e.runtimeErr.Load(); p != nil && !errors.Is(*p, pleg.ErrUnhealthy) {
 		rtErr = fmt.Errorf("container runtime is down: %w", *p)
 	}
 	return errors.Join(rtErr, e.pleg.Healthy())
@@ -184,4 +185,21 @@ func nodeIP() string {
 		}
 	}
 	return v6
+}
+
+// machines calls add for every machine of every pod worker, in the state
+// the worker last published, and for the node machine (metrics.Machines).
+func (e *Engine) machines(add func(machine, state string)) {
+	e.mu.RLock()
+	ws := make([]*podWorker, 0, len(e.workers))
+	for _, w := range e.workers {
+		ws = append(ws, w)
+	}
+	e.mu.RUnlock()
+	for _, w := range ws {
+		for _, s := range w.hist.States() {
+			add(s.Machine, s.State)
+		}
+	}
+	add(fsm.NodeMachineName, e.node.stateName())
 }

@@ -61,18 +61,7 @@ func (e *Engine) recover(ctx context.Context) error {
 		}
 	}
 	e.mu.Unlock()
-	e.pleg.mu.Lock()
-	for _, sb := range sbs {
-		if uid := podUIDOf(sb.Labels); uid != "" {
-			e.pleg.sandboxes[sb.Id] = sandboxRecord{uid: uid, ready: sb.State == runtimeapi.PodSandboxState_SANDBOX_READY}
-		}
-	}
-	e.pleg.mu.Unlock()
-	for _, c := range cs {
-		if podUIDOf(c.Labels) != "" {
-			e.pleg.seen[c.Id] = containerRecord{uid: podUIDOf(c.Labels), name: c.Labels[LabelContainerName], state: c.State}
-		}
-	}
+	e.pleg.Seed(sbs, cs)
 	if len(pods) > 0 {
 		e.log.Info("found pods in the runtime from a previous run", "pods", len(pods))
 	}

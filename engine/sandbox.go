@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/engine/fire"
+	"github.com/speclet/speclet/engine/history"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -29,12 +33,12 @@ type sandboxState struct {
 	// its log line; nothing decides on it.
 	err error
 
-	run run[fsm.SandboxState, fsm.SandboxEvent, fsm.SandboxAction, fsm.SandboxGuard, *sandboxState] // the sandbox machine in the fire loop
+	run fire.Run[fsm.SandboxState, fsm.SandboxEvent, fsm.SandboxAction, fsm.SandboxGuard, *sandboxState] // the sandbox machine in the fire loop
 }
 
 // sandboxStep is a step of the sandbox machine as its observers see it
 // (observe.go).
-type sandboxStep = step[fsm.SandboxState, fsm.SandboxEvent, fsm.SandboxAction, fsm.SandboxGuard, *sandboxState]
+type sandboxStep = fire.Step[fsm.SandboxState, fsm.SandboxEvent, fsm.SandboxAction, fsm.SandboxGuard, *sandboxState]
 
 var _ fsm.SandboxGuards = (*sandboxState)(nil)
 var _ fsm.SandboxActions = (*sandboxState)(nil)
@@ -43,22 +47,24 @@ var _ fsm.SandboxDurations = (*sandboxState)(nil)
 func newSandboxState(p *podState) *sandboxState {
 	sb := &sandboxState{p: p}
 	sb.machine = fsm.BindSandboxMachine(fsm.SandboxInitialState, sb)
-	sb.run = newRun(sb, sandboxObservers)
+	sb.run = fire.NewRun(sb, sandboxObservers)
 	return sb
 }
 
 // fire delivers ev to the sandbox machine and carries out the steps.
 func (sb *sandboxState) fire(ctx context.Context, ev fsm.SandboxEvent) {
 	sb.err = nil
-	fire(ctx, sb.machine, &sb.run, ev)
+	fire.Fire(ctx, sb.machine, &sb.run, ev)
 }
 
-func (sb *sandboxState) raise(ev fsm.SandboxEvent) { sb.run.raise(ev) }
+func (sb *sandboxState) raise(ev fsm.SandboxEvent) { sb.run.Raise(ev) }
 
-func (sb *sandboxState) engine() *Engine  { return sb.p.e }
-func (sb *sandboxState) logAttrs() []any  { return sb.p.logAttrs() }
-func (sb *sandboxState) record() *history { return &sb.p.w.hist }
-func (sb *sandboxState) instance() string { return "" }
+func (sb *sandboxState) engine() *Engine      { return sb.p.e }
+func (sb *sandboxState) Now() time.Time       { return sb.p.e.clock.Now() }
+func (sb *sandboxState) Logger() *slog.Logger { return sb.p.e.log }
+func (sb *sandboxState) LogAttrs() []any      { return sb.p.LogAttrs() }
+func (sb *sandboxState) record() *history.Log { return &sb.p.w.hist }
+func (sb *sandboxState) instance() string     { return "" }
 
 // ready: containers may start in the current sandbox.
 func (sb *sandboxState) ready() bool { return sb.machine.State() == fsm.SandboxStateReady }

@@ -132,14 +132,14 @@ func (w *podWorker) publishStatus() {
 	s.lastStatus = &p.Status // the published pod is read-only
 	ms := make([]MachineState, 0, 2+2*(len(s.inits)+len(s.containers)+len(s.ephemerals)))
 	ms = append(ms,
-		MachineState{Machine: fsm.PodMachineName, State: s.machine.State().String(), Since: s.run.since},
-		MachineState{Machine: fsm.SandboxMachineName, State: s.sandbox.machine.State().String(), Since: s.sandbox.run.since})
+		MachineState{Machine: fsm.PodMachineName, State: s.machine.State().String(), Since: s.run.Since()},
+		MachineState{Machine: fsm.SandboxMachineName, State: s.sandbox.machine.State().String(), Since: s.sandbox.run.Since()})
 	for _, c := range append(append(append([]*ctrState(nil), s.inits...), s.containers...), s.ephemerals...) {
 		ms = append(ms,
-			MachineState{Machine: fsm.ContainerMachineName, Instance: c.name, State: c.machine.State().String(), Since: c.run.since},
-			MachineState{Machine: fsm.ProbeMachineName, Instance: c.name, State: c.probe.machine.State().String(), Since: c.probe.run.since})
+			MachineState{Machine: fsm.ContainerMachineName, Instance: c.name, State: c.machine.State().String(), Since: c.run.Since()},
+			MachineState{Machine: fsm.ProbeMachineName, Instance: c.name, State: c.probe.machine.State().String(), Since: c.probe.run.Since()})
 	}
 	s.noteRunning()
-	w.hist.setMachines(ms)
+	w.hist.SetMachines(ms)
 	w.publish(p, s.machine.State())
 }

@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/history"
+	"github.com/speclet/speclet/engine/pleg"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -30,7 +32,7 @@ type input struct {
 	kind  inputKind
 	op    config.Op
 	pod   *v1.Pod
-	pleg  plegEvent
+	pleg  pleg.Event
 	probe ProbeResult
 	evict *evictionOrder
 }
@@ -68,7 +70,7 @@ type podWorker struct {
 	podState fsm.PodState
 	// hist is the pod's transitions and where each machine is now, for
 	// /debug/pods and the speclet_machines gauge.
-	hist history
+	hist history.Log
 
 	adopted *adoptedPod // what the runtime held of the pod at start, until the first input
 	// pod, refusal and runtimeHandler are set at creation and never change: the pod as

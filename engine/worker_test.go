@@ -8,11 +8,10 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/pleg"
 	"github.com/speclet/speclet/engine/podspec"
 )
 
@@ -88,7 +87,7 @@ func TestRelistDiff(t *testing.T) { synctest.Test(t, testRelistDiff) }
 func testRelistDiff(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	p := newPLEG(h.rt, h.clk)
+	p := pleg.New(h.rt, h.clk, identify)
 	pod := benchPod(1)
 	sc, _ := sandboxConfig(podspec.Node{RootDir: t.TempDir()}, pod, 0, "")
 	sb, err := h.rt.RunPodSandbox(ctx, sc, "")
@@ -100,13 +99,13 @@ func testRelistDiff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	relist := func() []plegType {
+	relist := func() []pleg.Type {
 		t.Helper()
 		evs, err := p.Relist(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var out []plegType
+		var out []pleg.Type
 		for _, ev := range evs {
 			if ev.ContainerID != id || ev.UID != pod.UID || ev.Name != "app" {
 				t.Errorf("event %+v is not about container %s of pod %s", ev, id, pod.UID)
@@ -115,7 +114,7 @@ func testRelistDiff(t *testing.T) {
 		}
 		return out
 	}
-	check := func(step string, got []plegType, want ...plegType) {
+	check := func(step string, got []pleg.Type, want ...pleg.Type) {
 		t.Helper()
 		if len(got) != len(want) || (len(want) == 1 && got[0] != want[0]) {
 			t.Errorf("%s: events %v, want %v", step, got, want)
@@ -125,92 +124,22 @@ func testRelistDiff(t *testing.T) {
 	if err := h.rt.StartContainer(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	check("started", relist(), containerStarted)
+	check("started", relist(), pleg.ContainerStarted)
 	check("no change", relist())
 	if err := h.rt.StopContainer(ctx, id, 0); err != nil {
 		t.Fatal(err)
 	}
-	check("stopped", relist(), containerDied)
+	check("stopped", relist(), pleg.ContainerDied)
 	if err := h.rt.RemoveContainer(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	check("removed", relist(), containerRemoved)
+	check("removed", relist(), pleg.ContainerRemoved)
 	check("gone", relist())
 	if err := p.Healthy(); err != nil {
 		t.Errorf("healthy after relists: %v", err)
 	}
-	h.clk.Step(relistUnhealthyAfter + time.Second)
+	h.clk.Step(pleg.UnhealthyAfter + time.Second)
 	if err := p.Healthy(); err == nil {
 		t.Errorf("healthy 3 minutes after the last relist, want PLEG is not healthy")
-	}
-}
-
-// listGate is a runtime whose ListContainers returns a fixed list only when
-// released, so a test can feed the event stream while a relist is in flight.
-type listGate struct {
-	cri.Runtime
-	list    []*runtimeapi.Container
-	entered chan struct{}
-	release chan struct{}
-}
-
-func (g *listGate) ListContainers(ctx context.Context, _ *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
-	g.entered <- struct{}{}
-	<-g.release
-	return g.list, nil
-}
-
-func (g *listGate) ListPodSandbox(context.Context, *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
-	return nil, nil
-}
-
-// TestRelistDoesNotUndoTheStream: a container the event stream reports
-// while a relist's ListContainers is in flight is neither reported removed
-// (the list predates it) nor reset to the list's older state.
-func TestRelistDoesNotUndoTheStream(t *testing.T) {
-	labels := map[string]string{LabelPodUID: "u", LabelContainerName: "app"}
-	old := &runtimeapi.Container{Id: "old", Labels: labels, State: runtimeapi.ContainerState_CONTAINER_RUNNING}
-	g := &listGate{list: []*runtimeapi.Container{old}, entered: make(chan struct{}), release: make(chan struct{})}
-	p := newPLEG(g, clocktesting.NewFakeClock(time.Now()))
-	p.seen["old"] = containerRecord{uid: "u", name: "app", state: runtimeapi.ContainerState_CONTAINER_RUNNING}
-
-	type result struct {
-		evs []plegEvent
-		err error
-	}
-	done := make(chan result)
-	go func() {
-		evs, err := p.Relist(context.Background())
-		done <- result{evs, err}
-	}()
-	<-g.entered
-	// While the list is in flight: a new container starts, the old one dies.
-	st := func(id string, s runtimeapi.ContainerState) *runtimeapi.ContainerEventResponse {
-		return &runtimeapi.ContainerEventResponse{ContainerId: id,
-			ContainerEventType: map[runtimeapi.ContainerState]runtimeapi.ContainerEventType{
-				runtimeapi.ContainerState_CONTAINER_RUNNING: runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT,
-				runtimeapi.ContainerState_CONTAINER_EXITED:  runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT,
-			}[s],
-			ContainersStatuses: []*runtimeapi.ContainerStatus{{Id: id, State: s, Labels: labels}}}
-	}
-	if ev, ok := p.Observe(st("new", runtimeapi.ContainerState_CONTAINER_RUNNING)); !ok || ev.Type != containerStarted {
-		t.Fatalf("stream start of new: %v %v, want ContainerStarted", ev, ok)
-	}
-	if ev, ok := p.Observe(st("old", runtimeapi.ContainerState_CONTAINER_EXITED)); !ok || ev.Type != containerDied {
-		t.Fatalf("stream death of old: %v %v, want ContainerDied", ev, ok)
-	}
-	close(g.release)
-	r := <-done
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	if len(r.evs) != 0 {
-		t.Errorf("the stale relist reported %+v, want nothing", r.evs)
-	}
-	if rec := p.seen["new"]; rec.state != runtimeapi.ContainerState_CONTAINER_RUNNING {
-		t.Errorf("new container state = %v, want RUNNING (from the stream)", rec.state)
-	}
-	if rec := p.seen["old"]; rec.state != runtimeapi.ContainerState_CONTAINER_EXITED {
-		t.Errorf("old container state = %v, want EXITED (from the stream, not the stale list)", rec.state)
 	}
 }

@@ -14,7 +14,7 @@ const NodeMachineName = "node"
 
 // NodeSpecSHA256 is the SHA-256 of spec/node.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const NodeSpecSHA256 = "0fc6823c6f31fb258fd4c94848ad04f2c13bf440768b859bcd2b1da8e57ec3e2"
+const NodeSpecSHA256 = "cd955c34aca36c0776b49bce9d808363676afc511225c9e39db2fe2239f0a584"
 
 // NodeState is a state of the node machine.
 //

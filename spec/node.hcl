@@ -4,10 +4,10 @@
 # The periods are the timers of idle: image_gc_due after next_image_gc,
 # eviction_due after next_eviction and container_gc_due after
 # next_container_gc, each the time until the next instant of its pass's
-# schedule. The schedules are the engine's data (engine/node_schedule.go):
+# schedule. The schedules are the engine's data (engine/reclaim):
 # each pass comes round every period (image GC: kubelet's 5 min,
 # Config.ImageGCPeriod; eviction: kubelet's 10 s, Config.EvictionPeriod,
-# only with an eviction manager, engine/evict.go; container GC: kubelet's
+# only with an eviction manager, engine/reclaim/evict.go; container GC: kubelet's
 # 1 min, Config.ContainerGCPeriod, only with --maximum-dead-containers), the
 # first one period after the engine's node loop started; when its timer
 # fires, the schedule moves on by whole periods past now. A pass that is off
@@ -25,7 +25,7 @@
 # is never in use by a pod.
 #
 # Rules that are not transitions, and where the engine enforces them
-# (engine/nodegc.go, engine/imagegc):
+# (engine/reclaim, engine/imagegc):
 #  - Usage is kubelet's: the image filesystem is the mountpoint CRI
 #    ImageFsInfo names; usage = 1 - available/capacity of that filesystem
 #    (statfs), compared with --image-gc-high-threshold (85%).

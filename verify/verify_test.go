@@ -764,3 +764,63 @@ func TestPhaseContexts(t *testing.T) {
 		})
 	}
 }
+
+// TestConditionAtRestoredStart: a condition invariant holds at the states
+// exploration starts from, restored ones included: a pod restored in
+// p.limbo (which no transition of the fresh pod reaches) with its sandbox
+// ready breaks "never ready to start containers in limbo" before any input
+// moves a machine, and the trace starts at the restored state. (The check
+// sees a start state as the target of the inputs it ignores.)
+func TestConditionAtRestoredStart(t *testing.T) {
+	// limbo is entered only through a row whose guard is tied false (it
+	// holds only in gone, where p has no such row): exploration from the
+	// fresh pod never reaches it.
+	src := strings.Replace(strings.Replace(phaseSpec, `  state "gone" { final = true }`, `  state "gone" { final = true }
+  state "limbo" {
+    transition "kill" { to = state.gone }
+  }`, 1), `    transition "kill" { to = state.gone }
+  }
+  state "gone"`, `    transition "kill" { to = state.gone }
+    transition "pause" {
+      guard = guard.never
+      to    = state.limbo
+    }
+  }
+  state "gone"`, 1)
+	src = strings.Replace(src, `  event "kill" {}`, `  event "kill" {}
+  event "pause" {}
+  guard "never" {}`, 1) + phaseBlock + `
+input "pause" { p = p.pause }
+tie "p" "never" { in = [p.gone] }
+conditions {
+  serving       = [c.running]
+  probe_ready   = [p.active, p.limbo]
+  shows_exit    = [c.done, c.removed]
+  sandbox_ready = [p.limbo]
+}
+invariant "limbo_frees_network" {
+  condition_never_true = condition.ready_to_start_containers
+  while                = [p.limbo]
+}
+restored "back" { states = [p.limbo, c.removed] }
+`
+	rep := check(t, []spec.File{{Name: "phase.hcl", Src: []byte(src)}}, 1)
+	for _, iv := range rep.Invariants {
+		if iv.Name != "limbo_frees_network" {
+			continue
+		}
+		v := iv.Violation
+		if v == nil {
+			t.Fatal("limbo_frees_network holds although the restored start state breaks it")
+		}
+		t.Logf("%s\n=> %s", strings.Join(v.Trace, "\n"), v.Detail)
+		if len(v.Trace) == 0 || !strings.HasPrefix(v.Trace[0], "restored after a restart: ") || !strings.Contains(v.Trace[0], "p=limbo") {
+			t.Errorf("trace %q does not start at the restored state", v.Trace)
+		}
+		if !strings.Contains(v.Detail, "ready_to_start_containers") && !strings.Contains(v.Detail, "PodReadyToStartContainers") {
+			t.Errorf("detail %q does not name the condition", v.Detail)
+		}
+		return
+	}
+	t.Fatal("no invariant limbo_frees_network in the report")
+}

@@ -1,4 +1,4 @@
-package engine
+package handlers
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -65,7 +66,7 @@ func TestProbeHandlers(t *testing.T) {
 	t.Cleanup(tlsSrv.Close)
 	tlsPort := int32(tlsSrv.Listener.Addr().(*net.TCPAddr).Port)
 
-	target := hookTarget{podIP: "127.0.0.1", spec: &v1.Container{Ports: []v1.ContainerPort{{Name: "http", ContainerPort: hport}}}}
+	target := Target{PodIP: "127.0.0.1", Spec: &v1.Container{Ports: []v1.ContainerPort{{Name: "http", ContainerPort: hport}}}}
 	httpGet := func(path string, port intstr.IntOrString) *v1.Probe {
 		return &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: path, Port: port,
 			HTTPHeaders: []v1.HTTPHeader{{Name: "X-Probe", Value: "yes"}}}}}
@@ -93,7 +94,7 @@ func TestProbeHandlers(t *testing.T) {
 		{name: "grpc closed", probe: &v1.Probe{ProbeHandler: v1.ProbeHandler{GRPC: &v1.GRPCAction{Port: cport}}}, errHas: "failed to connect"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := target.runProbe(context.Background(), tc.probe)
+			out, err := target.Probe(context.Background(), tc.probe, time.Duration(max(tc.probe.TimeoutSeconds, 1))*time.Second)
 			if tc.ok != (err == nil) {
 				t.Fatalf("runProbe: output %q, err %v; want success %t", out, err, tc.ok)
 			}

@@ -1,4 +1,4 @@
-package engine
+package handlers
 
 import (
 	"context"
@@ -37,7 +37,7 @@ func TestHTTPGetHook(t *testing.T) {
 	}
 	port, _ := strconv.Atoi(portStr)
 	spec := &v1.Container{Name: "web", Ports: []v1.ContainerPort{{Name: "http", ContainerPort: int32(port)}}}
-	target := hookTarget{name: "web", podIP: host, spec: spec}
+	target := Target{Name: "web", PodIP: host, Spec: spec}
 
 	for _, tc := range []struct {
 		name    string
@@ -55,7 +55,7 @@ func TestHTTPGetHook(t *testing.T) {
 			gotHeader = ""
 			h := &v1.LifecycleHandler{HTTPGet: &tc.action}
 			tc.action.HTTPHeaders = []v1.HTTPHeader{{Name: "X-Hook", Value: "poststart"}}
-			err := target.runHook(context.Background(), "PostStart", h, 0)
+			err := target.Hook(context.Background(), "PostStart", h, 0)
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Fatalf("runHook: %v", err)
@@ -97,9 +97,9 @@ func TestHTTPSHookSkipsVerification(t *testing.T) {
 		t.Fatal(err)
 	}
 	port, _ := strconv.Atoi(portStr)
-	target := hookTarget{name: "web", podIP: host, spec: &v1.Container{Name: "web"}}
+	target := Target{Name: "web", PodIP: host, Spec: &v1.Container{Name: "web"}}
 	h := &v1.LifecycleHandler{HTTPGet: &v1.HTTPGetAction{Path: "/echo?msg=poststart", Port: intstr.FromInt32(int32(port)), Scheme: v1.URISchemeHTTPS}}
-	if err := target.runHook(context.Background(), "PostStart", h, 0); err != nil {
+	if err := target.Hook(context.Background(), "PostStart", h, 0); err != nil {
 		t.Fatalf("runHook: %v", err)
 	}
 	if q := <-got; q != "msg=poststart" {

@@ -1,4 +1,4 @@
-package engine
+package reclaim
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/containergc"
 	"github.com/speclet/speclet/fsm"
 )
@@ -20,9 +21,8 @@ import (
 // (ContainerRemoved of an older instance) and forget the instance. A failed
 // removal does not stop the others; the pass then reports
 // container_gc_failed.
-func (n *nodeReclaim) RemoveDeadContainers(ctx context.Context) error {
-	e := n.e
-	cs, err := e.rt.ListContainers(ctx, nil)
+func (n *Node) RemoveDeadContainers(ctx context.Context) error {
+	cs, err := n.cfg.Runtime.ListContainers(ctx, nil)
 	if err != nil {
 		n.report(fsm.NodeEventContainerGcFailed)
 		return fmt.Errorf("container GC: %w", err)
@@ -30,31 +30,29 @@ func (n *nodeReclaim) RemoveDeadContainers(ctx context.Context) error {
 	var all []containergc.Instance
 	names := map[string]string{} // id -> pod UID/container name, attempt
 	for _, c := range cs {
-		uid := podUIDOf(c.Labels)
+		uid, name := n.cfg.Identify(c.Labels)
 		if uid == "" {
-			continue // not speclet's
+			continue // not the agent's
 		}
-		name := c.Labels[LabelContainerName]
 		all = append(all, containergc.Instance{ID: c.Id, Unit: containergc.Unit{PodUID: string(uid), Name: name},
 			Attempt: c.GetMetadata().GetAttempt(), Created: time.Unix(0, c.CreatedAt), State: c.State})
 		names[c.Id] = fmt.Sprintf("%s/%s attempt %d", uid, name, c.GetMetadata().GetAttempt())
 	}
-	gc := e.cfg.ContainerGC
-	plan := containergc.Plan(e.clock.Now(), containergc.Policy{MinAge: gc.MinAge, MaxPerContainer: gc.MaxPerContainer,
-		MaxContainers: *gc.MaxContainers}, all)
+	gc := n.cfg.ContainerGC
+	plan := containergc.Plan(n.cfg.Clock.Now(), gc, all)
 	var errs []error
 	removed := 0
 	for _, id := range plan {
-		e.log.Debug("Removing dead container", "container", names[id], "containerID", id)
-		if err := removeContainer(ctx, e.rt, names[id], id); err != nil {
-			errs = append(errs, err)
+		n.cfg.Log.Debug("Removing dead container", "container", names[id], "containerID", id)
+		if err := n.cfg.Runtime.RemoveContainer(ctx, id); err != nil && !cri.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove container %q: %w", names[id], err))
 			continue
 		}
 		removed++
 	}
 	if removed > 0 {
-		e.log.Info("Container garbage collection removed dead containers", "removed", removed,
-			"maximum-dead-containers", *gc.MaxContainers, "maximum-dead-containers-per-container", gc.MaxPerContainer)
+		n.cfg.Log.Info("Container garbage collection removed dead containers", "removed", removed,
+			"maximum-dead-containers", gc.MaxContainers, "maximum-dead-containers-per-container", gc.MaxPerContainer)
 	}
 	if len(errs) > 0 {
 		n.report(fsm.NodeEventContainerGcFailed)

@@ -1,4 +1,11 @@
-package engine
+// Package pleg is the pod lifecycle event generator: it turns the
+// runtime's container and sandbox states into per-pod events (a container
+// started, died, was removed or changed; a sandbox died) by diffing what it
+// observed, from a periodic relist (ListContainers, ListPodSandbox) and
+// from the runtime's event stream (GetContainerEvents) when it offers one.
+// Both paths update one record, so no change is reported twice. Only
+// objects that Identify gives a pod UID are considered.
+package pleg
 
 import (
 	"context"
@@ -18,41 +25,45 @@ import (
 // container events the relist is only a safety net; no successful relist for
 // three minutes makes the engine unhealthy.
 const (
-	relistPeriod         = 1 * time.Second
-	eventedRelistPeriod  = 10 * time.Second
-	relistUnhealthyAfter = 3 * time.Minute
+	RelistPeriod        = 1 * time.Second
+	EventedRelistPeriod = 10 * time.Second
+	UnhealthyAfter      = 3 * time.Minute
 )
 
-// errPLEGUnhealthy is wrapped by Healthy's error.
-var errPLEGUnhealthy = errors.New("PLEG is not healthy")
+// ErrUnhealthy is wrapped by Healthy's error.
+var ErrUnhealthy = errors.New("PLEG is not healthy")
 
-// plegType is what happened to a container between two observations.
-type plegType uint8
+// Type is what happened to a container between two observations.
+type Type uint8
 
 const (
-	containerStarted plegType = iota
-	containerDied
-	containerRemoved
-	containerChanged
-	sandboxDied // the pod's sandbox is not ready or gone
+	ContainerStarted Type = iota
+	ContainerDied
+	ContainerRemoved
+	ContainerChanged
+	SandboxDied // the pod's sandbox is not ready or gone
 )
 
-func (t plegType) String() string {
+func (t Type) String() string {
 	return [...]string{"ContainerStarted", "ContainerDied", "ContainerRemoved", "ContainerChanged", "SandboxDied"}[t]
 }
 
-// plegEvent is one container or sandbox change of one speclet pod.
-type plegEvent struct {
+// Event is one container or sandbox change of one speclet pod.
+type Event struct {
 	UID         types.UID
-	Type        plegType
+	Type        Type
 	ContainerID string
-	SandboxID   string // for sandboxDied
+	SandboxID   string // for SandboxDied
 	Name        string // container name (from speclet's label)
 	// Status is the container's full status when the source had it: the
 	// event stream always has it, a relist never (the worker then reads it
 	// with ContainerStatus when it records the exit).
 	Status *runtimeapi.ContainerStatus
 }
+
+// Identify returns the pod UID and the container name a CRI object's labels
+// name; an empty UID means the object is not the agent's and is ignored.
+type Identify func(labels map[string]string) (uid types.UID, container string)
 
 // containerRecord is what the PLEG remembers of a container.
 type containerRecord struct {
@@ -63,13 +74,14 @@ type containerRecord struct {
 	gone  bool   // the stream reported it deleted; kept until a relist confirms
 }
 
-// pleg turns the runtime's container states into per-pod events: a relist
+// PLEG turns the runtime's container states into per-pod events: a relist
 // diffs ListContainers with the previous observation, and the runtime's event
 // stream (GetContainerEvents) feeds the same diff when the runtime offers it.
 // Both paths update one record so no change is reported twice.
-type pleg struct {
-	rt    cri.Runtime
-	clock clock.PassiveClock
+type PLEG struct {
+	rt       cri.Runtime
+	clock    clock.PassiveClock
+	identify Identify
 
 	mu        sync.Mutex
 	seen      map[string]containerRecord // container id -> record
@@ -80,8 +92,8 @@ type pleg struct {
 	evented   bool
 }
 
-func newPLEG(rt cri.Runtime, c clock.PassiveClock) *pleg {
-	return &pleg{rt: rt, clock: c, seen: map[string]containerRecord{}, sandboxes: map[string]sandboxRecord{}, lastOK: c.Now()}
+func New(rt cri.Runtime, c clock.PassiveClock, identify Identify) *PLEG {
+	return &PLEG{rt: rt, clock: c, identify: identify, seen: map[string]containerRecord{}, sandboxes: map[string]sandboxRecord{}, lastOK: c.Now()}
 }
 
 // sandboxRecord is what the PLEG remembers of a sandbox.
@@ -97,7 +109,7 @@ type sandboxRecord struct {
 // The event stream may record changes while the list is in flight; a
 // container the stream observed after the list began is left to the stream
 // (the list may predate its creation or its last change).
-func (p *pleg) Relist(ctx context.Context) ([]plegEvent, error) {
+func (p *PLEG) Relist(ctx context.Context) ([]Event, error) {
 	p.mu.Lock()
 	startSeq := p.seq
 	p.mu.Unlock()
@@ -109,29 +121,29 @@ func (p *pleg) Relist(ctx context.Context) ([]plegEvent, error) {
 		return nil, fmt.Errorf("relist containers: %w", err)
 	}
 	p.mu.Lock()
-	var evs []plegEvent
+	var evs []Event
 	now := make(map[string]struct{}, len(cs))
 	for _, c := range cs {
-		uid := podUIDOf(c.Labels)
+		uid, name := p.identify(c.Labels)
 		if uid == "" {
 			continue
 		}
 		now[c.Id] = struct{}{}
-		rec := containerRecord{uid: uid, name: c.Labels[LabelContainerName], state: c.State, seq: startSeq}
+		rec := containerRecord{uid: uid, name: name, state: c.State, seq: startSeq}
 		old, had := p.seen[c.Id]
 		if had && (old.state == rec.state && !old.gone || old.seq > startSeq) {
 			continue
 		}
 		p.seen[c.Id] = rec
 		if t, ok := stateEvent(rec.state); ok {
-			evs = append(evs, plegEvent{UID: uid, Type: t, ContainerID: c.Id, Name: rec.name})
+			evs = append(evs, Event{UID: uid, Type: t, ContainerID: c.Id, Name: rec.name})
 		}
 	}
 	for id, rec := range p.seen {
 		if _, ok := now[id]; !ok && rec.seq <= startSeq {
 			delete(p.seen, id)
 			if !rec.gone {
-				evs = append(evs, plegEvent{UID: rec.uid, Type: containerRemoved, ContainerID: id, Name: rec.name})
+				evs = append(evs, Event{UID: rec.uid, Type: ContainerRemoved, ContainerID: id, Name: rec.name})
 			}
 		}
 	}
@@ -154,17 +166,17 @@ func (p *pleg) Relist(ctx context.Context) ([]plegEvent, error) {
 // speclet sandbox that is not ready (on first sight, or after it was seen
 // ready) or that vanished after it was seen ready, unless the engine forgot
 // it (it stopped or removed it itself).
-func (p *pleg) relistSandboxes(ctx context.Context) ([]plegEvent, error) {
+func (p *PLEG) relistSandboxes(ctx context.Context) ([]Event, error) {
 	sbs, err := p.rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{})
 	if err != nil {
 		return nil, fmt.Errorf("relist sandboxes: %w", err)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var evs []plegEvent
+	var evs []Event
 	now := make(map[string]struct{}, len(sbs))
 	for _, sb := range sbs {
-		uid := podUIDOf(sb.Labels)
+		uid, _ := p.identify(sb.Labels)
 		if uid == "" {
 			continue
 		}
@@ -176,14 +188,14 @@ func (p *pleg) relistSandboxes(ctx context.Context) ([]plegEvent, error) {
 		}
 		p.sandboxes[sb.Id] = sandboxRecord{uid: uid, ready: ready, forgotten: old.forgotten}
 		if !ready && (!had || old.ready) && !old.forgotten {
-			evs = append(evs, plegEvent{UID: uid, Type: sandboxDied, SandboxID: sb.Id})
+			evs = append(evs, Event{UID: uid, Type: SandboxDied, SandboxID: sb.Id})
 		}
 	}
 	for id, rec := range p.sandboxes {
 		if _, ok := now[id]; !ok {
 			delete(p.sandboxes, id)
 			if rec.ready && !rec.forgotten {
-				evs = append(evs, plegEvent{UID: rec.uid, Type: sandboxDied, SandboxID: id})
+				evs = append(evs, Event{UID: rec.uid, Type: SandboxDied, SandboxID: id})
 			}
 		}
 	}
@@ -192,7 +204,7 @@ func (p *pleg) relistSandboxes(ctx context.Context) ([]plegEvent, error) {
 
 // UIDs returns the pod UIDs of the speclet sandboxes and containers in the
 // last relist.
-func (p *pleg) UIDs() map[types.UID]bool {
+func (p *PLEG) UIDs() map[types.UID]bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make(map[types.UID]bool, len(p.sandboxes))
@@ -209,7 +221,7 @@ func (p *pleg) UIDs() map[types.UID]bool {
 
 // ForgetSandbox marks a sandbox the engine stops or removes itself: its
 // stop or disappearance is not reported.
-func (p *pleg) ForgetSandbox(id string) {
+func (p *PLEG) ForgetSandbox(id string) {
 	p.mu.Lock()
 	rec := p.sandboxes[id]
 	rec.forgotten = true
@@ -219,21 +231,21 @@ func (p *pleg) ForgetSandbox(id string) {
 
 // stateEvent maps an observed container state to its event; a created
 // container that has not started yet is not news.
-func stateEvent(s runtimeapi.ContainerState) (plegType, bool) {
+func stateEvent(s runtimeapi.ContainerState) (Type, bool) {
 	switch s {
 	case runtimeapi.ContainerState_CONTAINER_RUNNING:
-		return containerStarted, true
+		return ContainerStarted, true
 	case runtimeapi.ContainerState_CONTAINER_EXITED:
-		return containerDied, true
+		return ContainerDied, true
 	case runtimeapi.ContainerState_CONTAINER_UNKNOWN:
-		return containerChanged, true
+		return ContainerChanged, true
 	}
 	return 0, false
 }
 
 // Observe feeds one event of the runtime's stream into the diff and returns
 // the PLEG event it means, if any.
-func (p *pleg) Observe(ev *runtimeapi.ContainerEventResponse) (plegEvent, bool) {
+func (p *PLEG) Observe(ev *runtimeapi.ContainerEventResponse) (Event, bool) {
 	var st *runtimeapi.ContainerStatus
 	for _, s := range ev.ContainersStatuses {
 		if s.Id == ev.ContainerId {
@@ -249,27 +261,23 @@ func (p *pleg) Observe(ev *runtimeapi.ContainerEventResponse) (plegEvent, bool) 
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	old, had := p.seen[ev.ContainerId]
-	uid := podUIDOf(labels)
-	name := ""
-	if st != nil {
-		name = st.Labels[LabelContainerName]
-	}
+	uid, name := p.identify(labels)
 	if uid == "" && had {
 		uid, name = old.uid, old.name
 	}
 	if uid == "" {
-		return plegEvent{}, false
+		return Event{}, false
 	}
 	var rec containerRecord
 	switch ev.ContainerEventType {
 	case runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT:
 		if !had || old.gone {
-			return plegEvent{}, false
+			return Event{}, false
 		}
 		p.seq++
 		old.gone, old.seq = true, p.seq
 		p.seen[ev.ContainerId] = old // a tombstone, so a stale relist does not revive it
-		return plegEvent{UID: uid, Type: containerRemoved, ContainerID: ev.ContainerId, Name: old.name, Status: st}, true
+		return Event{UID: uid, Type: ContainerRemoved, ContainerID: ev.ContainerId, Name: old.name, Status: st}, true
 	case runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT:
 		rec = containerRecord{uid: uid, name: name, state: runtimeapi.ContainerState_CONTAINER_RUNNING}
 	case runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT:
@@ -277,25 +285,25 @@ func (p *pleg) Observe(ev *runtimeapi.ContainerEventResponse) (plegEvent, bool) 
 	case runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT:
 		rec = containerRecord{uid: uid, name: name, state: runtimeapi.ContainerState_CONTAINER_CREATED}
 	default:
-		return plegEvent{}, false
+		return Event{}, false
 	}
 	p.seq++
 	rec.seq = p.seq
 	if had && old.state == rec.state {
 		p.seen[ev.ContainerId] = rec
-		return plegEvent{}, false
+		return Event{}, false
 	}
 	p.seen[ev.ContainerId] = rec
 	t, ok := stateEvent(rec.state)
 	if !ok {
-		return plegEvent{}, false
+		return Event{}, false
 	}
-	return plegEvent{UID: uid, Type: t, ContainerID: ev.ContainerId, Name: name, Status: st}, true
+	return Event{UID: uid, Type: t, ContainerID: ev.ContainerId, Name: name, Status: st}, true
 }
 
 // Forget drops a container from the observation, e.g. after the engine
 // removed it itself; a later relist then reports nothing for it.
-func (p *pleg) Forget(id string) {
+func (p *PLEG) Forget(id string) {
 	p.mu.Lock()
 	if rec, ok := p.seen[id]; ok && !rec.gone {
 		p.seq++
@@ -307,29 +315,65 @@ func (p *pleg) Forget(id string) {
 
 // Healthy returns nil while the last successful relist is less than three
 // minutes old.
-func (p *pleg) Healthy() error {
+func (p *PLEG) Healthy() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if d := p.clock.Since(p.lastOK); d > relistUnhealthyAfter {
+	if d := p.clock.Since(p.lastOK); d > UnhealthyAfter {
 		if p.lastErr != nil {
-			return fmt.Errorf("%w: no successful relist for %s: %w", errPLEGUnhealthy, d.Round(time.Second), p.lastErr)
+			return fmt.Errorf("%w: no successful relist for %s: %w", ErrUnhealthy, d.Round(time.Second), p.lastErr)
 		}
-		return fmt.Errorf("%w: no successful relist for %s", errPLEGUnhealthy, d.Round(time.Second))
+		return fmt.Errorf("%w: no successful relist for %s", ErrUnhealthy, d.Round(time.Second))
 	}
 	return nil
 }
 
+// Seed records what recovery found in the runtime as observed, before the
+// first relist, so that the containers and sandboxes of pods that ran
+// before a restart are not reported as news.
+func (p *PLEG) Seed(sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, sb := range sandboxes {
+		if uid, _ := p.identify(sb.Labels); uid != "" {
+			p.sandboxes[sb.Id] = sandboxRecord{uid: uid, ready: sb.State == runtimeapi.PodSandboxState_SANDBOX_READY}
+		}
+	}
+	for _, c := range containers {
+		if uid, name := p.identify(c.Labels); uid != "" {
+			p.seen[c.Id] = containerRecord{uid: uid, name: name, state: c.State}
+		}
+	}
+}
+
+// Known returns the pod UIDs of every sandbox and container recorded,
+// including containers the stream reported deleted that no relist has
+// confirmed gone yet (what may still be in the runtime).
+func (p *PLEG) Known() map[types.UID]bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[types.UID]bool, len(p.sandboxes)+len(p.seen))
+	for _, r := range p.sandboxes {
+		out[r.uid] = true
+	}
+	for _, r := range p.seen {
+		out[r.uid] = true
+	}
+	return out
+}
+
 // Period is the relist interval: 1 s, or 10 s while the event stream runs.
-func (p *pleg) Period() time.Duration {
+func (p *PLEG) Period() time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.evented {
-		return eventedRelistPeriod
+		return EventedRelistPeriod
 	}
-	return relistPeriod
+	return RelistPeriod
 }
 
-func (p *pleg) setEvented(on bool) {
+// SetEvented tells whether the runtime's event stream runs (the relist
+// then slows to EventedRelistPeriod).
+func (p *PLEG) SetEvented(on bool) {
 	p.mu.Lock()
 	p.evented = on
 	p.mu.Unlock()

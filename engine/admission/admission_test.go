@@ -1,4 +1,4 @@
-package engine
+package admission
 
 import (
 	"errors"
@@ -101,11 +101,11 @@ func TestAdmit(t *testing.T) {
 		{name: "safe sysctl", pod: &v1.Pod{Spec: v1.PodSpec{SecurityContext: &v1.PodSecurityContext{Sysctls: []v1.Sysctl{{Name: "kernel.shm_rmid_forced", Value: "1"}}}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			in := admission{Node: node, Allocatable: tc.alloc, Active: func() []*v1.Pod { return tc.active }, RuntimeClasses: classes, Sysctls: sysctls}
+			in := Input{Node: node, Allocatable: tc.alloc, Active: func() []*v1.Pod { return tc.active }, RuntimeClasses: classes, Sysctls: sysctls}
 			if tc.noClasses {
 				in.RuntimeClasses = nil
 			}
-			h, r := admit(tc.pod, in)
+			h, r := Admit(tc.pod, in)
 			switch {
 			case tc.reason == "" && r != nil:
 				t.Fatalf("refused (%s: %s), want admitted", r.Reason, r.Message)
@@ -144,8 +144,8 @@ func TestAdmitListsActivePodsOnce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := 0
-			in := admission{Node: node, Allocatable: tc.alloc, MaxPods: tc.maxPods, Active: func() []*v1.Pod { n++; return nil }}
-			if _, r := admit(tc.pod, in); r != nil {
+			in := Input{Node: node, Allocatable: tc.alloc, MaxPods: tc.maxPods, Active: func() []*v1.Pod { n++; return nil }}
+			if _, r := Admit(tc.pod, in); r != nil {
 				t.Fatalf("refused (%s: %s), want admitted", r.Reason, r.Message)
 			}
 			if n != tc.lists {

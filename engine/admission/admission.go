@@ -1,4 +1,11 @@
-package engine
+// Package admission is kubelet's pod admission (canAdmitPod with
+// lifecycle.PredicateAdmitHandler and the scheduler's AdmissionCheck) as one
+// pure decision: whether a pod fits the node beside the admitted pods, and
+// if not kubelet's reason and message. The engine gathers the input and
+// decides once per pod UID, in its sync loop (one goroutine, so two pods
+// never both take the last room or the same host port); the pod machine's
+// guard admission_refused reads the result.
+package admission
 
 import (
 	"fmt"
@@ -10,20 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
-	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/engine/resources"
-	"github.com/speclet/speclet/fsm"
 )
-
-// This file is kubelet's pod admission (canAdmitPod with
-// lifecycle.PredicateAdmitHandler and the scheduler's AdmissionCheck): a
-// pod that does not fit the node is refused when its UID is first
-// declared, and fails with kubelet's reason without starting; the other
-// pods keep running. The decision is made once, in the sync loop (one
-// goroutine, so two pods never both take the last room or the same host
-// port), by the pure function admit; the pod machine's guard
-// admission_refused reads it.
 
 // Admission reasons: kubelet's (OutOf<resource>, the scheduler plugins'
 // names, UnexpectedAdmissionError) and speclet's RuntimeClassNotFound.
@@ -52,13 +48,13 @@ const (
 // failed.
 type RuntimeClasses func(name string) (handler string, err error)
 
-// refusal is why a pod was refused admission.
-type refusal struct {
+// Refusal is why a pod was refused admission.
+type Refusal struct {
 	Reason, Message string
 }
 
-// admission is everything the admission decision reads.
-type admission struct {
+// Input is everything the admission decision reads.
+type Input struct {
 	// Node is the node as the control plane knows it (name, labels).
 	Node *v1.Node
 	// Allocatable is node allocatable; nil: resources are not checked.
@@ -77,7 +73,7 @@ type admission struct {
 	MaxPods int
 }
 
-// admit decides whether pod may run on the node beside the active pods,
+// Admit decides whether pod may run on the node beside the active pods,
 // in kubelet's order: the pods capacity (OutOfpods), resources
 // (OutOf<resource>), required node affinity and nodeSelector
 // (NodeAffinity), spec.nodeName (NodeName), host ports (NodePorts); an
@@ -89,7 +85,7 @@ type admission struct {
 // not allow (SysctlForbidden). Only the
 // first failure is reported, as kubelet reports it. It is pure: the
 // caller gathers the input.
-func admit(pod *v1.Pod, in admission) (handler string, r *refusal) {
+func Admit(pod *v1.Pod, in Input) (handler string, r *Refusal) {
 	var active []*v1.Pod
 	loaded := false
 	activePods := func() []*v1.Pod {
@@ -103,28 +99,28 @@ func admit(pod *v1.Pod, in admission) (handler string, r *refusal) {
 		return "", r
 	}
 	if fields := podspec.Unsupported(pod); len(fields) > 0 {
-		return "", &refusal{Reason: podspec.ReasonFieldNotSupported, Message: podspec.UnsupportedMessage(fields)}
+		return "", &Refusal{Reason: podspec.ReasonFieldNotSupported, Message: podspec.UnsupportedMessage(fields)}
 	}
 	if in.Sysctls != nil {
 		if reason, msg, ok := in.Sysctls.Admit(pod); !ok {
-			return "", &refusal{Reason: reason, Message: msg}
+			return "", &Refusal{Reason: reason, Message: msg}
 		}
 	}
 	if in.MaxPods > 0 {
 		// The scheduler's fit counts pods before every other resource.
 		if n := len(activePods()); n+1 > in.MaxPods {
-			return "", &refusal{Reason: "OutOf" + string(v1.ResourcePods),
+			return "", &Refusal{Reason: "OutOf" + string(v1.ResourcePods),
 				Message: fmt.Sprintf("Node didn't have enough resource: %s, requested: 1, used: %d, capacity: %d", v1.ResourcePods, n, in.MaxPods)}
 		}
 	}
 	if r := fitsResources(pod, in.Allocatable, activePods); r != nil {
 		return "", r
 	}
-	predicate := func(name, text string) *refusal {
-		return &refusal{Reason: name, Message: fmt.Sprintf("Predicate %s failed: %s", name, text)}
+	predicate := func(name, text string) *Refusal {
+		return &Refusal{Reason: name, Message: fmt.Sprintf("Predicate %s failed: %s", name, text)}
 	}
 	if ok, err := nodeaffinity.GetRequiredNodeAffinity(pod).Match(in.Node); err != nil {
-		return "", &refusal{Reason: ReasonUnexpectedAdmissionError,
+		return "", &Refusal{Reason: ReasonUnexpectedAdmissionError,
 			Message: fmt.Sprintf("GeneralPredicates failed due to %v, which is unexpected.", err)}
 	} else if !ok {
 		return "", predicate(ReasonNodeAffinity, errNodeAffinity)
@@ -136,27 +132,27 @@ func admit(pod *v1.Pod, in admission) (handler string, r *refusal) {
 		return "", predicate(ReasonNodePorts, errNodePorts)
 	}
 	if reason, msg, ok := podspec.AppArmorAdmit(pod); !ok {
-		return "", &refusal{Reason: reason, Message: msg}
+		return "", &Refusal{Reason: reason, Message: msg}
 	}
-	return runtimeHandler(pod, in.RuntimeClasses)
+	return RuntimeHandler(pod, in.RuntimeClasses)
 }
 
 // fitsOS is kubelet's OS admission: a pod labelled kubernetes.io/os with
 // another OS than the node's (kubelet takes the node's OS from the running
 // binary whatever its label says), and a spec.os that is not this OS, are
 // refused.
-func fitsOS(pod *v1.Pod) *refusal {
+func fitsOS(pod *v1.Pod) *Refusal {
 	if want, ok := pod.Labels[v1.LabelOSStable]; ok && want != runtime.GOOS {
-		return &refusal{Reason: ReasonPodOSSelectorNodeLabelDoesNotMatch,
+		return &Refusal{Reason: ReasonPodOSSelectorNodeLabelDoesNotMatch,
 			Message: "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label"}
 	}
 	if pod.Spec.OS != nil && string(pod.Spec.OS.Name) != runtime.GOOS {
-		return &refusal{Reason: ReasonPodOSNotSupported, Message: "Failed to admit pod as the OS field doesn't match node OS"}
+		return &Refusal{Reason: ReasonPodOSNotSupported, Message: "Failed to admit pod as the OS field doesn't match node OS"}
 	}
 	return nil
 }
 
-// runtimeHandler resolves the pod's runtimeClassName. kubelet resolves it
+// RuntimeHandler resolves the pod's runtimeClassName. kubelet resolves it
 // when it creates the sandbox and, on an unknown name, retries with
 // FailedCreatePodSandBox events; speclet decides at admission, so the pod
 // fails at once with reason RuntimeClassNotFound. Without a RuntimeClass
@@ -164,7 +160,7 @@ func fitsOS(pod *v1.Pod) *refusal {
 // the same way rather than run with the default handler (kubelet without
 // an API client ignores the field). A lookup that fails for another reason
 // is UnexpectedAdmissionError.
-func runtimeHandler(pod *v1.Pod, classes RuntimeClasses) (string, *refusal) {
+func RuntimeHandler(pod *v1.Pod, classes RuntimeClasses) (string, *Refusal) {
 	name := ""
 	if pod.Spec.RuntimeClassName != nil {
 		name = *pod.Spec.RuntimeClassName
@@ -173,7 +169,7 @@ func runtimeHandler(pod *v1.Pod, classes RuntimeClasses) (string, *refusal) {
 		return "", nil
 	}
 	if classes == nil {
-		return "", &refusal{Reason: ReasonRuntimeClassNotFound,
+		return "", &Refusal{Reason: ReasonRuntimeClassNotFound,
 			Message: fmt.Sprintf("RuntimeClass %q cannot be resolved: speclet runs without --kubeconfig (no RuntimeClass API)", name)}
 	}
 	h, err := classes(name)
@@ -181,9 +177,9 @@ func runtimeHandler(pod *v1.Pod, classes RuntimeClasses) (string, *refusal) {
 	case err == nil:
 		return h, nil
 	case apierrors.IsNotFound(err):
-		return "", &refusal{Reason: ReasonRuntimeClassNotFound, Message: err.Error()}
+		return "", &Refusal{Reason: ReasonRuntimeClassNotFound, Message: err.Error()}
 	default:
-		return "", &refusal{Reason: ReasonUnexpectedAdmissionError,
+		return "", &Refusal{Reason: ReasonUnexpectedAdmissionError,
 			Message: fmt.Sprintf("Unexpected error while looking up RuntimeClass %q: %v", name, err)}
 	}
 }
@@ -191,7 +187,7 @@ func runtimeHandler(pod *v1.Pod, classes RuntimeClasses) (string, *refusal) {
 // fitsResources is the scheduler's noderesources fit against allocatable:
 // the first resource (in name order: cpu before memory) whose request does
 // not fit beside the active pods' requests.
-func fitsResources(pod *v1.Pod, alloc v1.ResourceList, active func() []*v1.Pod) *refusal {
+func fitsResources(pod *v1.Pod, alloc v1.ResourceList, active func() []*v1.Pod) *Refusal {
 	if alloc == nil {
 		return nil
 	}
@@ -230,7 +226,7 @@ func fitsResources(pod *v1.Pod, alloc v1.ResourceList, active func() []*v1.Pod) 
 		total := u.DeepCopy()
 		total.Add(req)
 		if req.Sign() > 0 && total.Cmp(capQ) > 0 {
-			return &refusal{
+			return &Refusal{
 				Reason:  "OutOf" + n,
 				Message: fmt.Sprintf("Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d", n, amount(name, req), amount(name, u), amount(name, capQ)),
 			}
@@ -305,87 +301,3 @@ func fitsPorts(pod *v1.Pod, active func() []*v1.Pod) bool {
 	}
 	return true
 }
-
-// admitLocked gathers the admission input and decides; e.mu is held.
-// Adopted pods (already running when speclet started) are not refused,
-// but their runtime handler is resolved. A panic of the decision is an
-// UnexpectedAdmissionError of that pod, never a crash of the node.
-func (e *Engine) admitLocked(pod *v1.Pod, adopted bool) (handler string, r *refusal) {
-	defer func() {
-		if p := recover(); p != nil {
-			handler, r = "", &refusal{Reason: ReasonUnexpectedAdmissionError, Message: fmt.Sprintf("Unexpected error while admitting the pod: %v", p)}
-		}
-	}()
-	if adopted {
-		h, _ := runtimeHandler(pod, e.cfg.RuntimeClasses)
-		return h, nil
-	}
-	if m := e.cfg.Eviction; m != nil {
-		// kubelet's eviction admit handler runs before the predicates:
-		// under node pressure (Config.Eviction) BestEffort pods are
-		// refused under MemoryPressure, and every non-critical pod under
-		// DiskPressure or PIDPressure, with reason Evicted.
-		if ok, msg := m.Admit(pod, config.IsStatic(pod)); !ok {
-			return "", &refusal{Reason: ReasonEvicted, Message: msg}
-		}
-	}
-	var active []*v1.Pod
-	in := admission{Node: e.nodeObject(false), Allocatable: e.cfg.Allocatable, RuntimeClasses: e.cfg.RuntimeClasses, Sysctls: e.cfg.Sysctls, MaxPods: e.cfg.MaxPods,
-		Active: func() []*v1.Pod {
-			if active == nil {
-				active = e.activePodsLocked()
-			}
-			return active
-		}}
-	handler, r = admit(pod, in)
-	if r != nil && r.Reason == ReasonNodeAffinity && e.cfg.Node != nil {
-		// kubelet's generalFilter: when node affinity is the only failure,
-		// the Node is read afresh (labels may have just changed) and the
-		// pod decided again.
-		in.Node = e.nodeObject(true)
-		handler, r = admit(pod, in)
-	}
-	return handler, r
-}
-
-// activePodsLocked lists the admitted pods that have not terminated (kubelet's
-// GetActivePods for admission); e.mu is held. It is never nil.
-func (e *Engine) activePodsLocked() []*v1.Pod {
-	out := make([]*v1.Pod, 0, len(e.workers))
-	for _, w := range e.workers {
-		if w.refusal != nil || w.pod == nil {
-			continue
-		}
-		w.mu.Lock()
-		st := w.podState
-		w.mu.Unlock()
-		if st == fsm.PodStateTerminated || st == fsm.PodStateFinished {
-			continue
-		}
-		out = append(out, w.pod)
-	}
-	return out
-}
-
-// nodeObject is the node admission matches pods against: Config.Node's
-// (the Node object of the API server; read afresh when fresh) when it has
-// one, else the node as speclet registers it (its name and the
-// kubernetes.io/hostname, os and arch labels).
-func (e *Engine) nodeObject(fresh bool) *v1.Node {
-	if e.cfg.Node != nil {
-		if n := e.cfg.Node(fresh); n != nil {
-			return n
-		}
-	}
-	n := &v1.Node{}
-	n.Name = e.cfg.NodeName
-	n.Labels = map[string]string{
-		v1.LabelHostname:   e.cfg.NodeName,
-		v1.LabelOSStable:   runtime.GOOS,
-		v1.LabelArchStable: runtime.GOARCH,
-	}
-	return n
-}
-
-// AdmissionRefused: the pod was refused admission when first declared.
-func (s *podState) AdmissionRefused() bool { return s.w.refusal != nil }

@@ -1,4 +1,4 @@
-package engine
+package handlers
 
 import (
 	"context"
@@ -33,9 +33,9 @@ const maxProbeBody = 10 * 1024
 // follows (kubelet: 10).
 const maxProbeRedirects = 10
 
-// runProbe runs one probe of p against the instance of c.
-func (c hookTarget) runProbe(ctx context.Context, p *v1.Probe) (string, error) {
-	timeout := probeTimeout(p)
+// Probe runs one probe of p against the instance, bounded by timeout (the
+// probe's timeoutSeconds).
+func (c Target) Probe(ctx context.Context, p *v1.Probe, timeout time.Duration) (string, error) {
 	switch {
 	case p.Exec != nil:
 		return c.execProbe(ctx, p.Exec.Command, timeout)
@@ -49,8 +49,8 @@ func (c hookTarget) runProbe(ctx context.Context, p *v1.Probe) (string, error) {
 	return "", errors.New("probe has no handler")
 }
 
-func (c hookTarget) execProbe(ctx context.Context, cmd []string, timeout time.Duration) (string, error) {
-	r, err := c.rt.ExecSync(ctx, c.id, cmd, timeout)
+func (c Target) execProbe(ctx context.Context, cmd []string, timeout time.Duration) (string, error) {
+	r, err := c.Runtime.ExecSync(ctx, c.ID, cmd, timeout)
 	if err != nil {
 		if status.Code(errors.Unwrap(err)) == codes.DeadlineExceeded || strings.Contains(err.Error(), "DeadlineExceeded") {
 			return "", fmt.Errorf("command %q timed out", cmd)
@@ -67,12 +67,12 @@ func (c hookTarget) execProbe(ctx context.Context, cmd []string, timeout time.Du
 // httpURL is the URL an httpGet hook or probe asks: its host (the pod's IP
 // when it names none), port (a number or a name of the container's ports),
 // scheme and path.
-func (c hookTarget) httpURL(h *v1.HTTPGetAction) (string, error) {
+func (c Target) httpURL(h *v1.HTTPGetAction) (string, error) {
 	host, err := c.probeHost(h.Host)
 	if err != nil {
 		return "", err
 	}
-	port, err := resolvePort(h.Port, c.spec)
+	port, err := resolvePort(h.Port, c.Spec)
 	if err != nil {
 		return "", err
 	}
@@ -87,9 +87,9 @@ func (c hookTarget) httpURL(h *v1.HTTPGetAction) (string, error) {
 	return scheme + "://" + net.JoinHostPort(host, strconv.Itoa(port)) + path, nil
 }
 
-func (c hookTarget) probeHost(host string) (string, error) {
+func (c Target) probeHost(host string) (string, error) {
 	if host == "" {
-		host = c.podIP
+		host = c.PodIP
 	}
 	if host == "" {
 		return "", errors.New("no host and the pod has no IP")
@@ -97,7 +97,7 @@ func (c hookTarget) probeHost(host string) (string, error) {
 	return host, nil
 }
 
-func (c hookTarget) httpProbe(ctx context.Context, h *v1.HTTPGetAction, timeout time.Duration) (string, error) {
+func (c Target) httpProbe(ctx context.Context, h *v1.HTTPGetAction, timeout time.Duration) (string, error) {
 	u, err := c.httpURL(h)
 	if err != nil {
 		return "", err
@@ -158,12 +158,12 @@ func (c hookTarget) httpProbe(ctx context.Context, h *v1.HTTPGetAction, timeout 
 var probeTransport = &http.Transport{DisableKeepAlives: true, Proxy: nil,
 	TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // kubelet's probes skip verification
 
-func (c hookTarget) tcpProbe(ctx context.Context, t *v1.TCPSocketAction, timeout time.Duration) error {
+func (c Target) tcpProbe(ctx context.Context, t *v1.TCPSocketAction, timeout time.Duration) error {
 	host, err := c.probeHost(t.Host)
 	if err != nil {
 		return err
 	}
-	port, err := resolvePort(t.Port, c.spec)
+	port, err := resolvePort(t.Port, c.Spec)
 	if err != nil {
 		return err
 	}
@@ -175,7 +175,7 @@ func (c hookTarget) tcpProbe(ctx context.Context, t *v1.TCPSocketAction, timeout
 	return conn.Close()
 }
 
-func (c hookTarget) grpcProbe(ctx context.Context, g *v1.GRPCAction, timeout time.Duration) error {
+func (c Target) grpcProbe(ctx context.Context, g *v1.GRPCAction, timeout time.Duration) error {
 	host, err := c.probeHost("")
 	if err != nil {
 		return err

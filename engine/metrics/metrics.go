@@ -1,4 +1,9 @@
-package engine
+// Package metrics is the engine's Prometheus series: the machines'
+// transitions (every row of the spec exported from 0), refused events, time
+// in state, machines per state, and kubelet's equivalents (pod start, pod
+// worker, PLEG relist, started containers, image pulls, running pods and
+// containers). A nil *Metrics records nothing.
+package metrics
 
 import (
 	"errors"
@@ -12,8 +17,8 @@ import (
 	"github.com/speclet/speclet/fsm"
 )
 
-// metrics are the engine's Prometheus series. A nil *metrics records nothing.
-type metrics struct {
+// Metrics are the engine's Prometheus series. A nil *Metrics records nothing.
+type Metrics struct {
 	transitions   *prometheus.CounterVec
 	rejects       *prometheus.CounterVec
 	stateDurs     *prometheus.HistogramVec
@@ -37,11 +42,18 @@ type metrics struct {
 // pod_start_sli_duration_seconds.
 var podStartBuckets = []float64{0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600}
 
-func newMetrics(reg prometheus.Registerer, e *Engine) (*metrics, error) {
+// Machines calls add once for every machine the agent runs now, with its
+// machine name and state (from the states the pod workers last published).
+type Machines func(add func(machine, state string))
+
+// New registers the series on reg; machines is read at each scrape. A nil
+// reg gives a nil *Metrics. A series already registered (a second engine
+// on one registry) is kept.
+func New(reg prometheus.Registerer, machines Machines) (*Metrics, error) {
 	if reg == nil {
 		return nil, nil
 	}
-	m := &metrics{
+	m := &Metrics{
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "speclet_transitions_total",
 			Help: "State machine transitions taken, by machine, source state, target state and event (names from spec/*.hcl; every row of the spec starts at 0).",
@@ -106,10 +118,10 @@ func newMetrics(reg prometheus.Registerer, e *Engine) (*metrics, error) {
 			"Containers by state: running (running or stopping) and exited (terminated and not removed).",
 			[]string{"container_state"}, nil),
 	}
-	for _, l := range transitionLabels() {
+	for _, l := range TransitionLabels() {
 		m.transitions.WithLabelValues(l[0], l[1], l[2], l[3])
 	}
-	for _, c := range []prometheus.Collector{m.transitions, m.rejects, m.stateDurs, m.workers, machinesCollector{m, e},
+	for _, c := range []prometheus.Collector{m.transitions, m.rejects, m.stateDurs, m.workers, machinesCollector{m, machines},
 		m.podStart, m.podStartSLI, m.podWorker, m.relist, m.relistInterval, m.started, m.startErrors, m.imagePull} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
@@ -121,28 +133,34 @@ func newMetrics(reg prometheus.Registerer, e *Engine) (*metrics, error) {
 	return m, nil
 }
 
-func (m *metrics) transition(machine, from, to, event string) {
+// Transition counts a step of a machine (speclet_transitions_total).
+func (m *Metrics) Transition(machine, from, to, event string) {
 	if m == nil {
 		return
 	}
 	m.transitions.WithLabelValues(machine, from, to, event).Inc()
 }
 
-func (m *metrics) setWorkers(n int) {
+// SetWorkers sets how many pod workers run (speclet_pod_workers).
+func (m *Metrics) SetWorkers(n int) {
 	if m == nil {
 		return
 	}
 	m.workers.Set(float64(n))
 }
 
-func (m *metrics) rejected(machine, state, event string) {
+// Rejected counts an event a machine's state has no row for
+// (speclet_rejected_events_total).
+func (m *Metrics) Rejected(machine, state, event string) {
 	if m == nil {
 		return
 	}
 	m.rejects.WithLabelValues(machine, state, event).Inc()
 }
 
-func (m *metrics) stateDuration(machine, state string, d time.Duration) {
+// StateDuration observes the time a machine spent in a state it left
+// (speclet_state_duration_seconds).
+func (m *Metrics) StateDuration(machine, state string, d time.Duration) {
 	if m == nil {
 		return
 	}
@@ -152,8 +170,8 @@ func (m *metrics) stateDuration(machine, state string, d time.Duration) {
 // machinesCollector counts, at each scrape, the machines of every pod
 // worker in each state, from the states the workers last published.
 type machinesCollector struct {
-	m *metrics
-	e *Engine
+	m        *Metrics
+	machines Machines
 }
 
 func (c machinesCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -164,21 +182,10 @@ func (c machinesCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c machinesCollector) Collect(ch chan<- prometheus.Metric) {
 	counts := map[[2]string]int{}
-	for _, l := range stateLabels() {
+	for _, l := range StateLabels() {
 		counts[l] = 0
 	}
-	c.e.mu.RLock()
-	ws := make([]*podWorker, 0, len(c.e.workers))
-	for _, w := range c.e.workers {
-		ws = append(ws, w)
-	}
-	c.e.mu.RUnlock()
-	for _, w := range ws {
-		for _, s := range w.hist.states() {
-			counts[[2]string{s.Machine, s.State}]++
-		}
-	}
-	counts[[2]string{fsm.NodeMachineName, c.e.node.stateName()}]++
+	c.machines(func(machine, state string) { counts[[2]string{machine, state}]++ })
 	for l, n := range counts {
 		ch <- prometheus.MustNewConstMetric(c.m.machineStates, prometheus.GaugeValue, float64(n), l[0], l[1])
 	}
@@ -188,7 +195,9 @@ func (c machinesCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.m.runningCtrs, prometheus.GaugeValue, float64(counts[[2]string{fsm.ContainerMachineName, "terminated"}]), "exited")
 }
 
-func (m *metrics) podStarted(total, pulling time.Duration) {
+// PodStarted observes a pod's start: total from the worker's first input to
+// all regular containers running, pulling the part spent pulling images.
+func (m *Metrics) PodStarted(total, pulling time.Duration) {
 	if m == nil {
 		return
 	}
@@ -196,14 +205,18 @@ func (m *metrics) podStarted(total, pulling time.Duration) {
 	m.podStartSLI.Observe((total - pulling).Seconds())
 }
 
-func (m *metrics) workerDuration(op string, d time.Duration) {
+// WorkerDuration observes one sync of a pod by operation type (create,
+// sync, kill).
+func (m *Metrics) WorkerDuration(op string, d time.Duration) {
 	if m == nil {
 		return
 	}
 	m.podWorker.WithLabelValues(op).Observe(d.Seconds())
 }
 
-func (m *metrics) relisted(d, interval time.Duration) {
+// Relisted observes a PLEG relist's duration and the interval since the
+// previous one started (0: the first).
+func (m *Metrics) Relisted(d, interval time.Duration) {
 	if m == nil {
 		return
 	}
@@ -213,7 +226,9 @@ func (m *metrics) relisted(d, interval time.Duration) {
 	}
 }
 
-func (m *metrics) containerStarted(err error) {
+// ContainerStarted counts a container start, or a failed create or start
+// by the CRI error class of err.
+func (m *Metrics) ContainerStarted(err error) {
 	if m == nil {
 		return
 	}
@@ -224,24 +239,25 @@ func (m *metrics) containerStarted(err error) {
 	m.started.Inc()
 }
 
-func (m *metrics) imagePulled(d time.Duration) {
+// ImagePulled observes a PullImage that pulled.
+func (m *Metrics) ImagePulled(d time.Duration) {
 	if m == nil {
 		return
 	}
 	m.imagePull.Observe(d.Seconds())
 }
 
-// stateLabels lists (machine, state) of every state of the spec.
-func stateLabels() [][2]string {
+// StateLabels lists (machine, state) of every state of the spec.
+func StateLabels() [][2]string {
 	states, _ := specLabels()
 	return states
 }
 
-// transitionLabels lists, once each, (machine, from, to, event) of every step the spec
+// TransitionLabels lists, once each, (machine, from, to, event) of every step the spec
 // allows: each transition row, with a target that is a choice state
 // resolved to every state its branches lead to, and an internal row's
 // target its own state.
-func transitionLabels() [][4]string {
+func TransitionLabels() [][4]string {
 	_, steps := specLabels()
 	return steps
 }
@@ -303,10 +319,11 @@ func kindTransitionLabels[S, E, A, G fsm.Enum](out [][4]string, k fsm.Kind[S, E,
 	return out
 }
 
-// registerHealth registers the gauges that say what Healthz says:
-// speclet_engine_recovered (1 once the state was rebuilt from the runtime)
-// and speclet_engine_healthy (1 while Healthz returns nil).
-func (m *metrics) registerHealth(reg prometheus.Registerer, e *Engine) error {
+// RegisterHealth registers the gauges that say what the engine's Healthz
+// says: speclet_engine_recovered (1 while recovered returns true: the state
+// was rebuilt from the runtime) and speclet_engine_healthy (1 while healthy
+// returns nil).
+func (m *Metrics) RegisterHealth(reg prometheus.Registerer, recovered func() bool, healthy func() error) error {
 	if m == nil || reg == nil {
 		return nil
 	}
@@ -320,11 +337,11 @@ func (m *metrics) registerHealth(reg prometheus.Registerer, e *Engine) error {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "speclet_engine_recovered",
 			Help: "1 once the engine rebuilt its state from the runtime after start; 0 while it retries (see /healthz).",
-		}, func() float64 { return b(e.recovered.Load()) }),
+		}, func() float64 { return b(recovered()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "speclet_engine_healthy",
 			Help: "1 while /healthz answers ok: recovered, runtime answering, PLEG relisting.",
-		}, func() float64 { return b(e.Healthz() == nil) }),
+		}, func() float64 { return b(healthy() == nil) }),
 	} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError

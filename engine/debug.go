@@ -1,0 +1,165 @@
+package engine
+
+import (
+	"slices"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/speclet/speclet/engine/history"
+)
+
+// This file answers /debug/pods (engine/history keeps each pod's log): the
+// pods the engine runs and, for a while, those it forgot.
+
+// Bounds of the history of pods that are gone.
+const (
+	historyPods = 200              // pods gone from the engine whose history is kept
+	historyKeep = 15 * time.Minute // how long the history of a pod that is gone is kept
+)
+
+// The debug view's types (engine/history).
+type (
+	Transition   = history.Transition
+	ActionResult = history.ActionResult
+	MachineState = history.MachineState
+	PodDebug     = history.PodDebug
+)
+
+// goneHistory is the history of a pod the engine forgot.
+type goneHistory struct {
+	at  time.Time
+	pod PodDebug
+	// final is the status the worker published after its pod machine
+	// stopped (nil if none): PodStopped answers it for a purged worker,
+	// so that the API status manager writes it even when housekeeping
+	// purged the worker first. It holds the pod's identity (name,
+	// namespace, UID) and status only: a gone pod's spec (up to a
+	// 10 MiB manifest) is not kept for historyKeep.
+	final *v1.Pod
+}
+
+// Debug returns every pod the engine runs, and those it forgot within the
+// last minutes, with the current state of each of their machines.
+func (e *Engine) Debug() []PodDebug {
+	e.mu.RLock()
+	ws := make([]*podWorker, 0, len(e.workers))
+	for _, w := range e.workers {
+		ws = append(ws, w)
+	}
+	var gone []PodDebug
+	for _, g := range e.gone {
+		gone = append(gone, g.pod)
+	}
+	e.mu.RUnlock()
+	out := make([]PodDebug, 0, len(ws)+len(gone))
+	for _, w := range ws {
+		if d, ok := w.debug(false); ok {
+			out = append(out, d)
+		}
+	}
+	for _, g := range gone {
+		g.History = nil
+		out = append(out, g)
+	}
+	slices.SortFunc(out, func(a, b PodDebug) int {
+		if a.Namespace+"/"+a.Name != b.Namespace+"/"+b.Name {
+			if a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name {
+				return -1
+			}
+			return 1
+		}
+		return a.Machines[0].Since.Compare(b.Machines[0].Since)
+	})
+	return out
+}
+
+// PodHistory returns one pod's machines and their transition history, by
+// UID, or by name (namespace/name, or a name in any namespace) for a pod of
+// that name the engine still runs, else one it forgot.
+func (e *Engine) PodHistory(key string) (PodDebug, bool) {
+	e.mu.RLock()
+	w := e.workers[types.UID(key)]
+	g, isGone := e.gone[types.UID(key)]
+	e.mu.RUnlock()
+	if w != nil {
+		return w.debug(true)
+	}
+	if isGone {
+		return g.pod, true
+	}
+	var best *PodDebug
+	for _, d := range e.Debug() {
+		if d.Name == key || d.Namespace+"/"+d.Name == key {
+			if best == nil || best.Gone && !d.Gone {
+				d := d
+				best = &d
+			}
+		}
+	}
+	if best == nil {
+		return PodDebug{}, false
+	}
+	return e.PodHistory(string(best.UID))
+}
+
+// debug is where the worker's machines are now, with the history when
+// asked: one snapshot, so the states agree with the newest transitions
+// (a machine's state is the To of its last transition), also in the middle
+// of a batch. The phase is the last published status's. ok is false before
+// the worker handled its first input.
+func (w *podWorker) debug(withHistory bool) (PodDebug, bool) {
+	w.mu.Lock()
+	d := PodDebug{UID: w.uid}
+	if w.pub != nil {
+		d.Namespace, d.Name, d.Phase = w.pub.Namespace, w.pub.Name, string(w.pub.Status.Phase)
+	}
+	w.mu.Unlock()
+	d.Machines, d.History = w.hist.Snapshot(withHistory)
+	if len(d.Machines) == 0 {
+		return d, false
+	}
+	return d, true
+}
+
+// forget keeps the history of a purged worker for historyKeep, at most
+// historyPods of them. The caller holds e.mu.
+func (e *Engine) forgetLocked(w *podWorker) {
+	d, ok := w.debug(true)
+	if !ok {
+		return
+	}
+	d.Gone = true
+	now := e.clock.Now()
+	g := goneHistory{at: now, pod: d}
+	w.mu.Lock()
+	if w.pub != nil && podStopped(w.pubState) {
+		g.final = &v1.Pod{TypeMeta: w.pub.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: w.pub.Name, Namespace: w.pub.Namespace, UID: w.pub.UID},
+			Status: *w.pub.Status.DeepCopy()}
+	}
+	w.mu.Unlock()
+	e.gone[w.uid] = g
+	for uid, g := range e.gone {
+		if now.Sub(g.at) > historyKeep {
+			delete(e.gone, uid)
+		}
+	}
+	for len(e.gone) > historyPods {
+		var oldest types.UID
+		var at time.Time
+		for uid, g := range e.gone {
+			if oldest == "" || g.at.Before(at) {
+				oldest, at = uid, g.at
+			}
+		}
+		delete(e.gone, oldest)
+	}
+}
+
+// DebugPods is Debug for the read-only server (engine/server.Debugger).
+func (e *Engine) DebugPods() any { return e.Debug() }
+
+// DebugPod is PodHistory for the read-only server.
+func (e *Engine) DebugPod(key string) (any, bool) { return e.PodHistory(key) }
