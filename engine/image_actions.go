@@ -77,8 +77,12 @@ func (c *ctrState) RefuseNeverPull(context.Context) error {
 }
 
 // PullImage pulls the container's image with the pod's pull credentials
-// (Pulling, then Pulled or pullFailed's events) and records its ID; raises
-// pull_ok or pull_failed (ErrImagePull).
+// (Pulling, then kubelet's Pulled "Successfully pulled image ... in D (D
+// including waiting). Image size: N bytes." or pullFailed's events) and
+// records its ID; raises pull_ok or pull_failed (ErrImagePull). speclet
+// has no queue of pulls (kubelet's serial puller, its default, waits for
+// the pulls before; the second D counts that wait): D is the pull's time,
+// the size's ImageStatus included, twice.
 func (c *ctrState) PullImage(ctx context.Context) error {
 	t0 := c.p.e.clock.Now()
 	c.prevPullErr = ""
@@ -95,10 +99,23 @@ func (c *ctrState) PullImage(ctx context.Context) error {
 	c.p.pullTime += d
 	c.p.w.mu.Unlock()
 	c.imageRef = ref
-	c.event(eventNormal, "Pulled", "Successfully pulled image %q in %s", c.spec.Image, d.Round(time.Millisecond))
+	size := c.imageSize(ctx)
+	total := c.p.e.clock.Since(t0).Truncate(time.Millisecond)
+	c.event(eventNormal, "Pulled", "Successfully pulled image %q in %s (%s including waiting). Image size: %d bytes.", c.spec.Image, total, total, size)
 	c.p.e.pullBackoff.Reset(c.backoffKey())
 	c.raise(fsm.ContainerEventPullOk)
 	return nil
+}
+
+// imageSize is the size of the image just pulled, for kubelet's Pulled
+// event (its puller reads it with ImageStatus after the pull, best effort:
+// 0 when that fails).
+func (c *ctrState) imageSize(ctx context.Context) uint64 {
+	img, err := c.p.e.rt.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: c.spec.Image})
+	if err != nil || img == nil {
+		return 0
+	}
+	return img.Size
 }
 
 // pullFailed shows a failed pull as kubelet's EnsureImageExists and

@@ -14,7 +14,7 @@ const ContainerMachineName = "container"
 
 // ContainerSpecSHA256 is the SHA-256 of spec/container.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ContainerSpecSHA256 = "4a89da5f8f4cc1b273927984cf1113b58d62af247519e2d52d003471cc7082ee"
+const ContainerSpecSHA256 = "d66420547f289156b937beb6177ffc8c847b3a576ec5d7fcd81cd7cdd34573e6"
 
 // ContainerState is a state of the container machine.
 //
@@ -378,11 +378,12 @@ const (
 	// InspectFailed and Failed "Error: ImageInspectError").
 	ContainerActionCheckImage ContainerAction = iota
 	// ContainerActionPullImage: PullImage with the pod's pull credentials
-	// (Pulling, then Pulled "Successfully pulled", or Failed "Failed to pull
-	// image" and Failed "Error: ErrImagePull"); records the image ID, or the
-	// runtime's error as kubelet's CRI client gives it as the message of
-	// ErrImagePull and as the previous pull error ImagePullBackOff shows. Reports
-	// pull_ok or pull_failed (ErrImagePull).
+	// (Pulling, then ImageStatus for the size and Pulled "Successfully pulled ...
+	// Image size: N bytes.", or Failed "Failed to pull image" and Failed "Error:
+	// ErrImagePull"); records the image ID, or the runtime's error as kubelet's
+	// CRI client gives it as the message of ErrImagePull and as the previous pull
+	// error ImagePullBackOff shows. Reports pull_ok or pull_failed
+	// (ErrImagePull).
 	ContainerActionPullImage
 	// ContainerActionRefuseNeverPull: Report ErrImageNeverPull with kubelet's
 	// message and warning events (ErrImageNeverPull, Failed "Error:
@@ -444,7 +445,7 @@ func (a ContainerAction) String() string {
 // ContainerActionCRI lists, per action, the CRI methods the spec says it calls.
 var ContainerActionCRI = [...][]string{
 	ContainerActionCheckImage:         {"ImageStatus"},
-	ContainerActionPullImage:          {"PullImage"},
+	ContainerActionPullImage:          {"PullImage", "ImageStatus"},
 	ContainerActionRefuseNeverPull:    {},
 	ContainerActionRefuseImage:        {},
 	ContainerActionCountPullFailure:   {},
@@ -509,13 +510,14 @@ type ContainerActions interface {
 	// Failed "Error: ImageInspectError").
 	// CRI: ImageStatus.
 	CheckImage(ctx context.Context) error
-	// PullImage: PullImage with the pod's pull credentials (Pulling, then Pulled
-	// "Successfully pulled", or Failed "Failed to pull image" and Failed "Error:
+	// PullImage: PullImage with the pod's pull credentials (Pulling, then
+	// ImageStatus for the size and Pulled "Successfully pulled ... Image size: N
+	// bytes.", or Failed "Failed to pull image" and Failed "Error:
 	// ErrImagePull"); records the image ID, or the runtime's error as kubelet's
 	// CRI client gives it as the message of ErrImagePull and as the previous pull
 	// error ImagePullBackOff shows. Reports pull_ok or pull_failed
 	// (ErrImagePull).
-	// CRI: PullImage.
+	// CRI: PullImage, ImageStatus.
 	PullImage(ctx context.Context) error
 	// RefuseNeverPull: Report ErrImageNeverPull with kubelet's message and
 	// warning events (ErrImageNeverPull, Failed "Error: ErrImageNeverPull"): the

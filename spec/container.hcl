@@ -93,8 +93,8 @@ machine "container" {
     cri = ["ImageStatus"]
   }
   action "pull_image" {
-    doc = "PullImage with the pod's pull credentials (Pulling, then Pulled \"Successfully pulled\", or Failed \"Failed to pull image\" and Failed \"Error: ErrImagePull\"); records the image ID, or the runtime's error as kubelet's CRI client gives it as the message of ErrImagePull and as the previous pull error ImagePullBackOff shows. Reports pull_ok or pull_failed (ErrImagePull)."
-    cri = ["PullImage"]
+    doc = "PullImage with the pod's pull credentials (Pulling, then ImageStatus for the size and Pulled \"Successfully pulled ... Image size: N bytes.\", or Failed \"Failed to pull image\" and Failed \"Error: ErrImagePull\"); records the image ID, or the runtime's error as kubelet's CRI client gives it as the message of ErrImagePull and as the previous pull error ImagePullBackOff shows. Reports pull_ok or pull_failed (ErrImagePull)."
+    cri = ["PullImage", "ImageStatus"]
   }
   action "refuse_never_pull" {
     doc = "Report ErrImageNeverPull with kubelet's message and warning events (ErrImageNeverPull, Failed \"Error: ErrImageNeverPull\"): the image is missing and the pull policy is Never; no runtime call."
