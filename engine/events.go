@@ -12,8 +12,8 @@ import (
 // EventRecorder receives the pod events kubelet records, with kubelet's
 // reasons (Pulling, Pulled, Failed, BackOff, Created, Started, Killing,
 // Unhealthy, FailedPostStartHook, FailedPreStopHook, FailedCreatePodSandBox,
-// SandboxChanged, ErrImageNeverPull, ProbeWarning, and an admission
-// refusal's reason: OutOfcpu, NodePorts, ...). fieldPath names the
+// SandboxChanged, ErrImageNeverPull, InspectFailed, ProbeWarning, and an
+// admission refusal's reason: OutOfcpu, NodePorts, ...). fieldPath names the
 // container (spec.containers{name}, spec.initContainers{name}) or is "" for
 // the pod. It must not block: the API recorder queues and rate-limits.
 type EventRecorder interface {
@@ -38,8 +38,8 @@ const (
 // Every event is recorded from a spec action (the action that met the
 // outcome: check_image, refuse_never_pull, refuse_image, pull_image,
 // show_backoff, create_container, start_container, stop_container's
-// preStop, run_sandbox, the probe result routing) or from a transition (the observers below, registered in
-// observe.go); never from a side path.
+// preStop, run_sandbox, the probe result routing) or from a transition
+// (the observers below, registered in observe.go); never from a side path.
 
 // nodeEvent records an event about the node.
 func (e *Engine) nodeEvent(eventType, reason, format string, args ...any) {
