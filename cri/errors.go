@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -242,4 +243,59 @@ func ReservedFor(err error) string {
 		return m[1]
 	}
 	return ""
+}
+
+// RuntimeMessage is the text of a failed call as kubelet's CRI client
+// (k8s.io/cri-client remoteImageService, v0.34) hands it to kubelet, which
+// quotes it in its events and waiting messages: a PullImage that failed
+// with gRPC code Unknown gives the runtime's message alone; every other
+// failure the status error's text, `rpc error: code = NotFound desc =
+// ...`. The failures of several calls in err (one PullImage per pull
+// credential) are joined as kubelet's error aggregate joins them: the text
+// of one alone, else the distinct texts as `[a, b]`. An error holding no
+// *Error gives its own text.
+func RuntimeMessage(err error) string {
+	if err == nil {
+		return ""
+	}
+	var texts []string
+	for _, e := range callErrors(err) {
+		t := e.Error()
+		if e.Err != nil {
+			t = e.Err.Error()
+			if s, ok := status.FromError(e.Err); ok && e.Op == "PullImage" && s.Code() == codes.Unknown {
+				t = s.Message()
+			}
+		}
+		if !slices.Contains(texts, t) {
+			texts = append(texts, t)
+		}
+	}
+	switch len(texts) {
+	case 0:
+		return err.Error()
+	case 1:
+		return texts[0]
+	}
+	return "[" + strings.Join(texts, ", ") + "]"
+}
+
+// callErrors returns the *Errors in err's tree, in order.
+func callErrors(err error) []*Error {
+	if e, ok := err.(*Error); ok {
+		return []*Error{e}
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		if inner := u.Unwrap(); inner != nil {
+			return callErrors(inner)
+		}
+	case interface{ Unwrap() []error }:
+		var out []*Error
+		for _, inner := range u.Unwrap() {
+			out = append(out, callErrors(inner)...)
+		}
+		return out
+	}
+	return nil
 }

@@ -117,3 +117,32 @@ func TestEndpoints(t *testing.T) {
 		_ = c2.Close()
 	}
 }
+
+func TestRuntimeMessage(t *testing.T) {
+	notFound := status.Error(codes.NotFound, `failed to pull and unpack image "r/x:1": failed to resolve reference "r/x:1": r/x:1: not found`)
+	refused := status.Error(codes.Unknown, `failed to pull and unpack image "r/x:1": dial tcp 127.0.0.1:1: connect: connection refused`)
+	pull := func(err error) error { return wrap("unix:///x.sock", "PullImage", "r/x:1", err) }
+	for _, c := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"a code other than Unknown keeps kubelet's rpc error text", fmt.Errorf("pull: %w", pull(notFound)),
+			`rpc error: code = NotFound desc = failed to pull and unpack image "r/x:1": failed to resolve reference "r/x:1": r/x:1: not found`},
+		{"Unknown on PullImage: the runtime's message alone", pull(refused),
+			`failed to pull and unpack image "r/x:1": dial tcp 127.0.0.1:1: connect: connection refused`},
+		{"Unknown on ImageStatus keeps the code", wrap("unix:///x.sock", "ImageStatus", "r/x:1", status.Error(codes.Unknown, "disk")),
+			`rpc error: code = Unknown desc = disk`},
+		{"one pull per credential, the same failure twice", fmt.Errorf("pull: %w", errors.Join(pull(refused), pull(refused))),
+			`failed to pull and unpack image "r/x:1": dial tcp 127.0.0.1:1: connect: connection refused`},
+		{"two different failures", errors.Join(pull(refused), pull(notFound)),
+			`[failed to pull and unpack image "r/x:1": dial tcp 127.0.0.1:1: connect: connection refused, rpc error: code = NotFound desc = failed to pull and unpack image "r/x:1": failed to resolve reference "r/x:1": r/x:1: not found]`},
+		{"no call error", errors.New("boom"), "boom"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := RuntimeMessage(c.err); got != c.want {
+				t.Errorf("RuntimeMessage\n got %s\nwant %s", got, c.want)
+			}
+		})
+	}
+}

@@ -46,6 +46,10 @@ type ctrState struct {
 	preStopDone  string // the instance whose preStop hook ran
 
 	waitingReason, waitingMessage string
+	// prevPullErr is the error of the latest pull, "ErrImagePull: message",
+	// that the ImagePullBackOff message appends (kubelet's prevPullErrMsg);
+	// "" after a pull that worked or before any.
+	prevPullErr string
 
 	// probe is the probe machine of the container; probeGrace is the grace
 	// period of a kill for a failed probe (-1: none, the pod's applies).
@@ -159,18 +163,32 @@ func (c *ctrState) BackoffShown() time.Duration {
 }
 
 // ShowBackoff (show_backoff): the next sync after the failed attempt shows
-// the backoff, ImagePullBackOff or CrashLoopBackOff, as kubelet's does.
+// the backoff, ImagePullBackOff (with its events) or CrashLoopBackOff, as
+// kubelet's does.
 func (c *ctrState) ShowBackoff(context.Context) error {
 	if !c.showsAttempt() {
 		return nil
 	}
 	if c.machine.State() == fsm.ContainerStatePullBackoff {
-		c.waitingReason = ReasonImagePullBackOff
-		c.waitingMessage = fmt.Sprintf("Back-off pulling image %q", c.spec.Image)
+		c.showPullBackoff()
 		return nil
 	}
 	c.setCrashLoopBackOff()
 	return nil
+}
+
+// showPullBackoff shows ImagePullBackOff as kubelet's sync that finds the
+// pull backing off does (v1.34 images.pullImage, startContainer): the
+// message "Back-off pulling image ...: " with the previous pull's error,
+// the event BackOff and the warning event Failed "Error: ImagePullBackOff".
+func (c *ctrState) showPullBackoff() {
+	msg := fmt.Sprintf("Back-off pulling image %q", c.spec.Image)
+	c.event(eventNormal, "BackOff", "%s", msg)
+	if c.prevPullErr != "" {
+		msg += ": " + c.prevPullErr
+	}
+	c.waitingReason, c.waitingMessage = ReasonImagePullBackOff, msg
+	c.failedEvent()
 }
 
 // setCrashLoopBackOff sets the waiting reason of a container in backoff.

@@ -118,6 +118,9 @@ func runScript(t *testing.T, path string) {
 				return ""
 			case "pods":
 				return formatPods(h.eng.Pods())
+			case "messages":
+				// The waiting messages of GET /pods.
+				return formatMessages(h.eng.Pods(), h.dir)
 			case "runtime":
 				return h.formatRuntime()
 			case "calls":

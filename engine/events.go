@@ -12,8 +12,8 @@ import (
 // EventRecorder receives the pod events kubelet records, with kubelet's
 // reasons (Pulling, Pulled, Failed, BackOff, Created, Started, Killing,
 // Unhealthy, FailedPostStartHook, FailedPreStopHook, FailedCreatePodSandBox,
-// SandboxChanged, ErrImageNeverPull, ProbeWarning, and an admission
-// refusal's reason: OutOfcpu, NodePorts, ...). fieldPath names the
+// SandboxChanged, ErrImageNeverPull, InspectFailed, ProbeWarning, and an
+// admission refusal's reason: OutOfcpu, NodePorts, ...). fieldPath names the
 // container (spec.containers{name}, spec.initContainers{name}) or is "" for
 // the pod. It must not block: the API recorder queues and rate-limits.
 type EventRecorder interface {
@@ -36,10 +36,10 @@ const (
 )
 
 // Every event is recorded from a spec action (the action that met the
-// outcome: check_image, refuse_never_pull, pull_image, create_container,
-// start_container, stop_container's preStop, run_sandbox, the probe result
-// routing) or from a transition (the observers below, registered in
-// observe.go); never from a side path.
+// outcome: check_image, refuse_never_pull, refuse_image, pull_image,
+// show_backoff, create_container, start_container, stop_container's
+// preStop, run_sandbox, the probe result routing) or from a transition
+// (the observers below, registered in observe.go); never from a side path.
 
 // nodeEvent records an event about the node.
 func (e *Engine) nodeEvent(eventType, reason, format string, args ...any) {
@@ -69,7 +69,9 @@ func (c *ctrState) event(eventType, reason, format string, args ...any) {
 }
 
 // recordContainerEvent records the event a container step itself means:
-// the container is being stopped, or waits in a backoff.
+// the container is being stopped, or waits in CrashLoopBackOff. (The
+// image pull backoff's BackOff is show_backoff's: kubelet records it when
+// a sync finds the pull backing off, with the status ImagePullBackOff.)
 func recordContainerEvent(_ context.Context, st *ctrStep) {
 	c := st.Owner
 	if c.p.e.cfg.Events == nil || c.spec == nil || st.From == st.To {
@@ -86,13 +88,6 @@ func recordContainerEvent(_ context.Context, st *ctrStep) {
 			return
 		}
 		c.event(eventWarning, "BackOff", "Back-off restarting failed container %s in pod %s_%s(%s)", c.name, c.p.pod.Name, c.p.pod.Namespace, c.p.pod.UID)
-	case fsm.ContainerStatePullBackoff:
-		if st.From != fsm.ContainerStatePulling {
-			// ErrImageNeverPull or ImageInspectError from
-			// checking_image: kubelet backs off failed pulls only.
-			return
-		}
-		c.event(eventNormal, "BackOff", "Back-off pulling image %q", c.spec.Image)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/fsm"
 )
@@ -41,16 +42,17 @@ func (c *ctrState) PullNever() bool {
 // raises image_present, image_missing or image_check_failed. A present
 // image's ID becomes the container's image reference, with kubelet's
 // Pulled event "already present on machine". A failed ImageStatus is
-// kubelet's ImageInspectError with its InspectFailed warning event
-// (kubelet's message quotes the image reference it did not get, ""; this
-// one quotes the image asked for).
+// kubelet's ImageInspectError with its warning events InspectFailed and
+// Failed "Error: ImageInspectError" (kubelet's message quotes the image
+// reference it did not get, ""; this one quotes the image asked for).
 func (c *ctrState) CheckImage(ctx context.Context) error {
 	img, err := c.p.e.rt.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: c.spec.Image})
 	switch {
 	case err != nil:
 		c.waitingReason = ReasonImageInspectError
-		c.waitingMessage = fmt.Sprintf("Failed to inspect image %q: %v", c.spec.Image, err)
+		c.waitingMessage = fmt.Sprintf("Failed to inspect image %q: %s", c.spec.Image, cri.RuntimeMessage(err))
 		c.event(eventWarning, "InspectFailed", "%s", c.waitingMessage)
+		c.failedEvent()
 		c.raise(fsm.ContainerEventImageCheckFailed)
 		return fmt.Errorf("container %q: image status %q: %w", c.name, c.spec.Image, err)
 	case img == nil || img.Id == "":
@@ -64,24 +66,30 @@ func (c *ctrState) CheckImage(ctx context.Context) error {
 }
 
 // RefuseNeverPull reports ErrImageNeverPull with kubelet's message and
-// warning event: the image is missing and the pull policy is Never.
+// warning events ErrImageNeverPull and Failed "Error: ErrImageNeverPull":
+// the image is missing and the pull policy is Never.
 func (c *ctrState) RefuseNeverPull(context.Context) error {
 	c.waitingReason = ReasonErrImageNeverPull
 	c.waitingMessage = fmt.Sprintf("Container image %q is not present with pull policy of Never", c.spec.Image)
 	c.event(eventWarning, ReasonErrImageNeverPull, "%s", c.waitingMessage)
+	c.failedEvent()
 	return nil
 }
 
 // PullImage pulls the container's image with the pod's pull credentials
-// (Pulling, then Pulled or Failed) and records its ID; raises pull_ok or
-// pull_failed (ErrImagePull).
+// (Pulling, then kubelet's Pulled "Successfully pulled image ... in D (D
+// including waiting). Image size: N bytes." or pullFailed's events) and
+// records its ID; raises pull_ok or pull_failed (ErrImagePull). speclet
+// has no queue of pulls (kubelet's serial puller, its default, waits for
+// the pulls before; the second D counts that wait): D is the pull's time,
+// the size's ImageStatus included, twice.
 func (c *ctrState) PullImage(ctx context.Context) error {
 	t0 := c.p.e.clock.Now()
+	c.prevPullErr = ""
 	c.event(eventNormal, "Pulling", "Pulling image %q", c.spec.Image)
 	ref, err := pullImage(ctx, c.p.e.rt, c.spec.Image, c.pullCredentials(ctx), c.p.sandbox.cfg)
 	if err != nil {
-		c.waitingReason, c.waitingMessage = ReasonErrImagePull, err.Error()
-		c.event(eventWarning, "Failed", "Failed to pull image %q: %v", c.spec.Image, err)
+		c.pullFailed(err)
 		c.raise(fsm.ContainerEventPullFailed)
 		return err
 	}
@@ -91,10 +99,45 @@ func (c *ctrState) PullImage(ctx context.Context) error {
 	c.p.pullTime += d
 	c.p.w.mu.Unlock()
 	c.imageRef = ref
-	c.event(eventNormal, "Pulled", "Successfully pulled image %q in %s", c.spec.Image, d.Round(time.Millisecond))
+	size := c.imageSize(ctx)
+	total := c.p.e.clock.Since(t0).Truncate(time.Millisecond)
+	c.event(eventNormal, "Pulled", "Successfully pulled image %q in %s (%s including waiting). Image size: %d bytes.", c.spec.Image, total, total, size)
 	c.p.e.pullBackoff.Reset(c.backoffKey())
 	c.raise(fsm.ContainerEventPullOk)
 	return nil
+}
+
+// imageSize is the size of the image just pulled, for kubelet's Pulled
+// event (its puller reads it with ImageStatus after the pull, best effort:
+// 0 when that fails).
+func (c *ctrState) imageSize(ctx context.Context) uint64 {
+	img, err := c.p.e.rt.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: c.spec.Image})
+	if err != nil || img == nil {
+		return 0
+	}
+	return img.Size
+}
+
+// pullFailed shows a failed pull as kubelet's EnsureImageExists and
+// startContainer do (v1.34 images.pullImage, evalCRIPullErr): the waiting
+// reason ErrImagePull with the runtime's message as kubelet's CRI client
+// gives it (cri.RuntimeMessage), the warning events Failed "Failed to pull
+// image ..." and Failed "Error: ErrImagePull", and the previous pull error
+// that the ImagePullBackOff message appends (show_backoff).
+func (c *ctrState) pullFailed(err error) {
+	msg := cri.RuntimeMessage(err)
+	c.waitingReason, c.waitingMessage = ReasonErrImagePull, msg
+	c.prevPullErr = ReasonErrImagePull + ": " + msg
+	c.event(eventWarning, "Failed", "Failed to pull image %q: %s", c.spec.Image, msg)
+	c.failedEvent()
+}
+
+// failedEvent is kubelet's startContainer warning Failed "Error: REASON"
+// for a start that ended before CreateContainer with the waiting reason
+// set (ErrImagePull, ImagePullBackOff, ErrImageNeverPull,
+// InvalidImageName, ImageInspectError).
+func (c *ctrState) failedEvent() {
+	c.event(eventWarning, "Failed", "Error: %s", c.waitingReason)
 }
 
 // pullCredentials are the credentials of the pod's imagePullSecrets for
@@ -138,17 +181,20 @@ func (c *ctrState) pullCredentials(ctx context.Context) []*runtimeapi.AuthConfig
 }
 
 // RefuseImage reports InvalidImageName with kubelet's message, and its
-// InspectFailed warning event when the reason is new (kubelet records one
-// at each sync; the event recorder folds the repeats).
+// warning events InspectFailed and Failed "Error: InvalidImageName" when
+// the reason is new (kubelet records both at each sync; the event recorder
+// folds the repeats).
 func (c *ctrState) RefuseImage(context.Context) error {
 	err := podspec.ImageNameError(c.spec.Image)
 	if err == nil {
 		return nil
 	}
-	if c.waitingReason != ReasonInvalidImageName || c.waitingMessage != err.Error() {
-		c.event(eventWarning, "InspectFailed", "%v", err)
+	if c.waitingReason == ReasonInvalidImageName && c.waitingMessage == err.Error() {
+		return nil
 	}
 	c.waitingReason, c.waitingMessage = ReasonInvalidImageName, err.Error()
+	c.event(eventWarning, "InspectFailed", "%s", c.waitingMessage)
+	c.failedEvent()
 	return nil
 }
 

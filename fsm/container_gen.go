@@ -14,7 +14,7 @@ const ContainerMachineName = "container"
 
 // ContainerSpecSHA256 is the SHA-256 of spec/container.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ContainerSpecSHA256 = "60323af12a20d20135545d158362bcbbb80cf70c10095a55896e18f94a5d46ca"
+const ContainerSpecSHA256 = "d66420547f289156b937beb6177ffc8c847b3a576ec5d7fcd81cd7cdd34573e6"
 
 // ContainerState is a state of the container machine.
 //
@@ -374,19 +374,25 @@ const (
 	// ContainerActionCheckImage: ImageStatus of the container's image; records a
 	// present image's ID as the container's image and its Pulled event "Container
 	// image ... already present on machine". Reports image_present,
-	// image_missing, or image_check_failed (ImageInspectError, its InspectFailed
-	// warning event).
+	// image_missing, or image_check_failed (ImageInspectError, its warning events
+	// InspectFailed and Failed "Error: ImageInspectError").
 	ContainerActionCheckImage ContainerAction = iota
 	// ContainerActionPullImage: PullImage with the pod's pull credentials
-	// (Pulling, then Pulled "Successfully pulled" or Failed); records the image
-	// ID. Reports pull_ok or pull_failed (ErrImagePull).
+	// (Pulling, then ImageStatus for the size and Pulled "Successfully pulled ...
+	// Image size: N bytes.", or Failed "Failed to pull image" and Failed "Error:
+	// ErrImagePull"); records the image ID, or the runtime's error as kubelet's
+	// CRI client gives it as the message of ErrImagePull and as the previous pull
+	// error ImagePullBackOff shows. Reports pull_ok or pull_failed
+	// (ErrImagePull).
 	ContainerActionPullImage
 	// ContainerActionRefuseNeverPull: Report ErrImageNeverPull with kubelet's
-	// message and warning event: the image is missing and the pull policy is
-	// Never; no runtime call.
+	// message and warning events (ErrImageNeverPull, Failed "Error:
+	// ErrImageNeverPull"): the image is missing and the pull policy is Never; no
+	// runtime call.
 	ContainerActionRefuseNeverPull
 	// ContainerActionRefuseImage: Report InvalidImageName with kubelet's message,
-	// and its InspectFailed warning event once per reference; no runtime call.
+	// and its warning events InspectFailed and Failed "Error: InvalidImageName"
+	// once per reference; no runtime call.
 	ContainerActionRefuseImage
 	// ContainerActionCountPullFailure: Advance the image pull backoff of the
 	// container: a pull failed (kubelet advances it for failed pulls only).
@@ -413,7 +419,9 @@ const (
 	ContainerActionCountRestart
 	// ContainerActionShowBackoff: The waiting reason becomes the backoff's, as
 	// kubelet's next sync after the failed attempt shows it: ImagePullBackOff
-	// after ErrImagePull, CrashLoopBackOff after CreateContainerError or
+	// after ErrImagePull (message "Back-off pulling image ...: ErrImagePull: "
+	// and the pull's error; events BackOff "Back-off pulling image" and Failed
+	// "Error: ImagePullBackOff"), CrashLoopBackOff after CreateContainerError or
 	// PostStartHookError; the pod's status is published after it. No runtime
 	// call.
 	ContainerActionShowBackoff
@@ -437,7 +445,7 @@ func (a ContainerAction) String() string {
 // ContainerActionCRI lists, per action, the CRI methods the spec says it calls.
 var ContainerActionCRI = [...][]string{
 	ContainerActionCheckImage:         {"ImageStatus"},
-	ContainerActionPullImage:          {"PullImage"},
+	ContainerActionPullImage:          {"PullImage", "ImageStatus"},
 	ContainerActionRefuseNeverPull:    {},
 	ContainerActionRefuseImage:        {},
 	ContainerActionCountPullFailure:   {},
@@ -498,20 +506,26 @@ type ContainerActions interface {
 	// CheckImage: ImageStatus of the container's image; records a present image's
 	// ID as the container's image and its Pulled event "Container image ...
 	// already present on machine". Reports image_present, image_missing, or
-	// image_check_failed (ImageInspectError, its InspectFailed warning event).
+	// image_check_failed (ImageInspectError, its warning events InspectFailed and
+	// Failed "Error: ImageInspectError").
 	// CRI: ImageStatus.
 	CheckImage(ctx context.Context) error
-	// PullImage: PullImage with the pod's pull credentials (Pulling, then Pulled
-	// "Successfully pulled" or Failed); records the image ID. Reports pull_ok or
-	// pull_failed (ErrImagePull).
-	// CRI: PullImage.
+	// PullImage: PullImage with the pod's pull credentials (Pulling, then
+	// ImageStatus for the size and Pulled "Successfully pulled ... Image size: N
+	// bytes.", or Failed "Failed to pull image" and Failed "Error:
+	// ErrImagePull"); records the image ID, or the runtime's error as kubelet's
+	// CRI client gives it as the message of ErrImagePull and as the previous pull
+	// error ImagePullBackOff shows. Reports pull_ok or pull_failed
+	// (ErrImagePull).
+	// CRI: PullImage, ImageStatus.
 	PullImage(ctx context.Context) error
 	// RefuseNeverPull: Report ErrImageNeverPull with kubelet's message and
-	// warning event: the image is missing and the pull policy is Never; no
-	// runtime call.
+	// warning events (ErrImageNeverPull, Failed "Error: ErrImageNeverPull"): the
+	// image is missing and the pull policy is Never; no runtime call.
 	RefuseNeverPull(ctx context.Context) error
 	// RefuseImage: Report InvalidImageName with kubelet's message, and its
-	// InspectFailed warning event once per reference; no runtime call.
+	// warning events InspectFailed and Failed "Error: InvalidImageName" once per
+	// reference; no runtime call.
 	RefuseImage(ctx context.Context) error
 	// CountPullFailure: Advance the image pull backoff of the container: a pull
 	// failed (kubelet advances it for failed pulls only).
@@ -544,8 +558,10 @@ type ContainerActions interface {
 	// CountRestart: Advance the CrashLoopBackOff of the container.
 	CountRestart(ctx context.Context) error
 	// ShowBackoff: The waiting reason becomes the backoff's, as kubelet's next
-	// sync after the failed attempt shows it: ImagePullBackOff after
-	// ErrImagePull, CrashLoopBackOff after CreateContainerError or
+	// sync after the failed attempt shows it: ImagePullBackOff after ErrImagePull
+	// (message "Back-off pulling image ...: ErrImagePull: " and the pull's error;
+	// events BackOff "Back-off pulling image" and Failed "Error:
+	// ImagePullBackOff"), CrashLoopBackOff after CreateContainerError or
 	// PostStartHookError; the pod's status is published after it. No runtime
 	// call.
 	ShowBackoff(ctx context.Context) error

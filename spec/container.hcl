@@ -89,18 +89,18 @@ machine "container" {
   guard "spec_changed" { doc = "The instance was created from an older spec of this container (its hash differs): kubelet restarts it, whatever the restart policy. Never for an ephemeral container." }
 
   action "check_image" {
-    doc = "ImageStatus of the container's image; records a present image's ID as the container's image and its Pulled event \"Container image ... already present on machine\". Reports image_present, image_missing, or image_check_failed (ImageInspectError, its InspectFailed warning event)."
+    doc = "ImageStatus of the container's image; records a present image's ID as the container's image and its Pulled event \"Container image ... already present on machine\". Reports image_present, image_missing, or image_check_failed (ImageInspectError, its warning events InspectFailed and Failed \"Error: ImageInspectError\")."
     cri = ["ImageStatus"]
   }
   action "pull_image" {
-    doc = "PullImage with the pod's pull credentials (Pulling, then Pulled \"Successfully pulled\" or Failed); records the image ID. Reports pull_ok or pull_failed (ErrImagePull)."
-    cri = ["PullImage"]
+    doc = "PullImage with the pod's pull credentials (Pulling, then ImageStatus for the size and Pulled \"Successfully pulled ... Image size: N bytes.\", or Failed \"Failed to pull image\" and Failed \"Error: ErrImagePull\"); records the image ID, or the runtime's error as kubelet's CRI client gives it as the message of ErrImagePull and as the previous pull error ImagePullBackOff shows. Reports pull_ok or pull_failed (ErrImagePull)."
+    cri = ["PullImage", "ImageStatus"]
   }
   action "refuse_never_pull" {
-    doc = "Report ErrImageNeverPull with kubelet's message and warning event: the image is missing and the pull policy is Never; no runtime call."
+    doc = "Report ErrImageNeverPull with kubelet's message and warning events (ErrImageNeverPull, Failed \"Error: ErrImageNeverPull\"): the image is missing and the pull policy is Never; no runtime call."
   }
   action "refuse_image" {
-    doc = "Report InvalidImageName with kubelet's message, and its InspectFailed warning event once per reference; no runtime call."
+    doc = "Report InvalidImageName with kubelet's message, and its warning events InspectFailed and Failed \"Error: InvalidImageName\" once per reference; no runtime call."
   }
   action "count_pull_failure" {
     doc = "Advance the image pull backoff of the container: a pull failed (kubelet advances it for failed pulls only)."
@@ -135,7 +135,7 @@ machine "container" {
     doc = "Advance the CrashLoopBackOff of the container."
   }
   action "show_backoff" {
-    doc = "The waiting reason becomes the backoff's, as kubelet's next sync after the failed attempt shows it: ImagePullBackOff after ErrImagePull, CrashLoopBackOff after CreateContainerError or PostStartHookError; the pod's status is published after it. No runtime call."
+    doc = "The waiting reason becomes the backoff's, as kubelet's next sync after the failed attempt shows it: ImagePullBackOff after ErrImagePull (message \"Back-off pulling image ...: ErrImagePull: \" and the pull's error; events BackOff \"Back-off pulling image\" and Failed \"Error: ImagePullBackOff\"), CrashLoopBackOff after CreateContainerError or PostStartHookError; the pod's status is published after it. No runtime call."
   }
   action "remove_container" {
     doc = "Container GC of this container: remove the oldest dead instances beyond --maximum-dead-containers-per-container (default 1) that are older than --minimum-container-ttl-duration; the newest stays for its logs and status (lastState) until the pod is removed."

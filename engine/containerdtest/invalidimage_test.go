@@ -16,8 +16,9 @@ import (
 
 // TestContainerdInvalidImageName: a container whose image reference does
 // not parse waits with kubelet's reason InvalidImageName and message, with
-// an InspectFailed event, through later syncs; the runtime is never asked to
-// pull it. (Before, the pull was tried: ErrImagePull, then ImagePullBackOff.)
+// its warning events InspectFailed and Failed "Error: InvalidImageName",
+// through later syncs; the runtime is never asked to pull it. (Before, the
+// pull was tried: ErrImagePull, then ImagePullBackOff.)
 func TestContainerdInvalidImageName(t *testing.T) {
 	c := harness.ForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -49,8 +50,10 @@ func TestContainerdInvalidImageName(t *testing.T) {
 	if w := waiting(); w.Message != msg {
 		t.Errorf("message %q, want %q", w.Message, msg)
 	}
-	if !events.has("default/bad", "InspectFailed: "+msg) {
-		t.Errorf("events %v, want InspectFailed", events.got)
+	for _, ev := range []string{"InspectFailed: " + msg, "Failed: Error: InvalidImageName"} {
+		if !events.has("default/bad", ev) {
+			t.Errorf("events %q, want %q", events.of("default/bad"), ev)
+		}
 	}
 	time.Sleep(3 * time.Second) // later syncs
 	if w := waiting(); w == nil || w.Reason != engine.ReasonInvalidImageName {
