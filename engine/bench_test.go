@@ -27,6 +27,7 @@ import (
 	"github.com/speclet/speclet/engine/fire"
 	"github.com/speclet/speclet/engine/pleg"
 	"github.com/speclet/speclet/engine/podspec"
+	"github.com/speclet/speclet/engine/podstatus"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -55,7 +56,7 @@ func BenchmarkStatus(b *testing.B) {
 	var prev *v1.PodStatus
 	b.ReportAllocs()
 	for b.Loop() {
-		st := computeStatus(prev, v, now)
+		st := podstatus.Compute(prev, v, now)
 		prev = &st
 	}
 }

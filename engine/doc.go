@@ -67,8 +67,8 @@
 //     annotations).
 //   - loop.go runs engine/pleg (the relist diff of containers and sandboxes,
 //     and the runtime's event stream) and hands its events to the workers.
-//   - view.go, status.go: what the status needs, read from the machine
-//     states, and the pod status computed from it.
+//   - view.go: what the status needs, read from the machine states;
+//     engine/podstatus computes the pod status from it.
 //   - recover.go: rebuilding from the runtime after a restart; orphans.
 //   - strays.go: runtime pods that appear while speclet runs and that no
 //     worker owns (a lost RunPodSandbox reply), handed to the orphan path.

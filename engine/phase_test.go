@@ -7,9 +7,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/speclet/speclet/engine/podstatus"
 	"github.com/speclet/speclet/fsm"
 	"github.com/speclet/speclet/spec"
-	"github.com/speclet/speclet/spec/podphase"
 )
 
 // TestViewRemovedBeforeExitRecorded: a container removed while it was
@@ -34,40 +34,13 @@ func TestViewRemovedBeforeExitRecorded(t *testing.T) {
 		c.machine = fsm.NewContainerMachineAt(fsm.ContainerStateRemoved, c)
 		cv := c.view()
 		v := &podView{Pod: pod, Containers: []containerView{cv}, Terminating: true, Terminated: true}
-		if got := podPhase(pod, v); got != tc.wantPhase {
+		if got := podstatus.PodPhase(pod, v); got != tc.wantPhase {
 			t.Errorf("%s: phase %s, want %s (view %+v)", tc.name, got, tc.wantPhase, cv)
 		}
 		if tc.id != "" {
 			if cv.Phase != phaseTerminated || cv.Current == nil || cv.Current.ExitCode != 137 || cv.Current.Reason != ReasonContainerStatusUnknown {
 				t.Errorf("%s: view %+v, want terminated with exit 137 %s", tc.name, cv, ReasonContainerStatusUnknown)
 			}
-		}
-	}
-}
-
-// TestPhaseFacts: how a container view reads as the facts podphase.Of
-// takes (the model reads the same facts from the machines' states, see
-// spec/system.hcl's phase block).
-func TestPhaseFacts(t *testing.T) {
-	for _, tc := range []struct {
-		name       string
-		view       containerView
-		wantState  string
-		wantFailed bool
-	}{
-		{"waiting, never ran", containerView{Phase: phaseWaiting}, "not started", false},
-		{"running", containerView{Phase: phaseRunning}, "runs", false},
-		{"running again after a failure", containerView{Phase: phaseRunning, Last: &termination{ExitCode: 1}}, "runs", false},
-		{"terminated 0", containerView{Phase: phaseTerminated, Current: &termination{ExitCode: 0}}, "exited", false},
-		{"terminated 1", containerView{Phase: phaseTerminated, Current: &termination{ExitCode: 1}}, "exited", true},
-		{"terminated, exit unknown", containerView{Phase: phaseTerminated}, "exited", true},
-		{"CrashLoopBackOff after 0", containerView{Phase: phaseWaiting, WaitingReason: ReasonCrashLoopBackOff, Last: &termination{ExitCode: 0}}, "exited", false},
-		{"CrashLoopBackOff after 2", containerView{Phase: phaseWaiting, WaitingReason: ReasonCrashLoopBackOff, Last: &termination{ExitCode: 2}}, "exited", true},
-	} {
-		f := phaseFacts(podphase.Regular, &tc.view)
-		state := map[podphase.State]string{podphase.NotStarted: "not started", podphase.Runs: "runs", podphase.Exited: "exited"}[f.State]
-		if state != tc.wantState || f.Failed != tc.wantFailed || f.Kind != podphase.Regular {
-			t.Errorf("%s: facts %+v (%s), want %s, failed %v", tc.name, f, state, tc.wantState, tc.wantFailed)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/speclet/speclet/engine/podstatus"
 	"github.com/speclet/speclet/engine/volume"
 	"github.com/speclet/speclet/fsm"
 )
@@ -19,8 +20,8 @@ import (
 // Reason and message of a pod that ran past its activeDeadlineSeconds
 // (kubelet's active deadline handler).
 const (
-	ReasonDeadlineExceeded  = "DeadlineExceeded"
-	MessageDeadlineExceeded = "Pod was active on the node longer than the specified deadline"
+	ReasonDeadlineExceeded  = podstatus.ReasonDeadlineExceeded
+	MessageDeadlineExceeded = podstatus.MessageDeadlineExceeded
 )
 
 // ExceedDeadline records that the pod ran past spec.activeDeadlineSeconds,

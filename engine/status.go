@@ -1,16 +1,7 @@
 package engine
 
 import (
-	"fmt"
-	"sort"
-	"strings"
-	"time"
-
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/speclet/speclet/engine/resources"
-	"github.com/speclet/speclet/spec/podphase"
+	"github.com/speclet/speclet/engine/podstatus"
 )
 
 // Image pull and container creation reasons, kubelet's words (they appear in
@@ -23,243 +14,34 @@ const (
 	ReasonCreateContainer   = "CreateContainerError"
 	ReasonRunContainer      = "RunContainerError"
 	ReasonCrashLoopBackOff  = "CrashLoopBackOff"
-	ReasonContainerCreating = "ContainerCreating"
+	ReasonContainerCreating = podstatus.ReasonContainerCreating
 
 	// ReasonCreateContainerConfig: the container's config could not be
 	// built (runAsNonRoot with a root user, a missing configMap, secret or
 	// key of its environment); no runtime call was made.
 	ReasonCreateContainerConfig = "CreateContainerConfigError"
 	// ReasonEvicted is the reason of a pod the eviction manager evicted.
-	ReasonEvicted = "Evicted"
+	ReasonEvicted = podstatus.ReasonEvicted
 	// ReasonFailedMount: a volume of the pod could not be set up.
 	ReasonFailedMount     = "FailedMount"
 	ReasonPodInitializing = "PodInitializing"
-	ReasonCompleted       = "Completed"
-	ReasonError           = "Error"
+	ReasonCompleted       = podstatus.ReasonCompleted
+	ReasonError           = podstatus.ReasonError
 	// ReasonContainerStatusUnknown: the exit of an instance that ran is
 	// unknown (exit code 137).
 	ReasonContainerStatusUnknown = "ContainerStatusUnknown"
 )
 
-// containerPhase is the coarse state a container's machine state maps to.
-type containerPhase uint8
-
-const (
-	phaseWaiting containerPhase = iota
-	phaseRunning
-	phaseTerminated
+// The status the engine publishes is engine/podstatus's, computed from
+// the views view.go reads from the machines.
+type (
+	termination   = podstatus.Termination
+	containerView = podstatus.Container
+	podView       = podstatus.View
 )
 
-// termination is one finished run of a container.
-type termination struct {
-	ContainerID string
-	ExitCode    int32
-	Reason      string
-	Message     string
-	StartedAt   time.Time
-	FinishedAt  time.Time
-}
-
-// containerView is what status needs to know about one container; the engine
-// fills it from the container's machine state and the runtime's last report.
-type containerView struct {
-	Name    string
-	Image   string
-	ImageID string
-	Init    bool // an init container (sidecars included)
-	Sidecar bool // an init container with restartPolicy Always
-
-	Phase          containerPhase
-	WaitingReason  string
-	WaitingMessage string
-	ContainerID    string // the current (or last) runtime container
-	StartedAt      time.Time
-	Current        *termination // set when Phase == phaseTerminated
-	Last           *termination // the run before the current one
-	RestartCount   int32
-	Ready          bool
-	Started        bool // the startup probe succeeded, or there is none
-}
-
-// podView is what status needs to know about one pod.
-type podView struct {
-	Pod          *v1.Pod
-	SandboxReady bool
-	PodIP        string
-	HostIP       string
-	StartTime    time.Time
-	Containers   []containerView // regular containers, in spec order
-	Inits        []containerView // init containers, in spec order
-	Ephemerals   []containerView // ephemeral containers, in spec order
-	Terminating  bool            // the worker is killing the pod
-	Terminated   bool            // every container is stopped for good
-	RuntimeName  string          // container IDs read "<RuntimeName>://<id>"
-	Refused      *refusal        // refused admission: Failed with its reason
-	Evicted      string          // the eviction message: Failed, reason Evicted
-	// DeadlineExceeded: ran past activeDeadlineSeconds: Failed, reason
-	// DeadlineExceeded.
-	DeadlineExceeded bool
-}
-
-// computeStatus derives a pod's status from its view. A pod that reached
-// Succeeded or Failed stays there (prev is the status last published): phase
-// never goes backwards, as kubelet's status manager enforces.
-func computeStatus(prev *v1.PodStatus, v *podView, now time.Time) v1.PodStatus {
-	runtime := v.RuntimeName
-	if runtime == "" {
-		runtime = "cri"
-	}
-	pod := v.Pod
-	if v.Refused != nil {
-		// kubelet's rejectPod: only the phase, reason, message and QoS class.
-		return v1.PodStatus{QOSClass: qosClass(pod), Phase: v1.PodFailed, Reason: v.Refused.Reason,
-			Message: "Pod was rejected: " + v.Refused.Message}
-	}
-	st := v1.PodStatus{HostIP: v.HostIP, PodIP: v.PodIP}
-	if prev != nil && prev.QOSClass != "" {
-		// A pod's QoS class never changes (the API server refuses a
-		// resize that would change it): keep the one computed first.
-		st.QOSClass = prev.QOSClass
-	} else {
-		st.QOSClass = qosClass(pod)
-	}
-	if v.HostIP != "" {
-		st.HostIPs = []v1.HostIP{{IP: v.HostIP}}
-	}
-	if v.PodIP != "" {
-		st.PodIPs = []v1.PodIP{{IP: v.PodIP}}
-	}
-	if !v.StartTime.IsZero() {
-		t := metav1.NewTime(v.StartTime)
-		st.StartTime = &t
-	}
-	for i := range v.Inits {
-		st.InitContainerStatuses = append(st.InitContainerStatuses, containerStatus(&v.Inits[i], runtime))
-	}
-	for i := range v.Containers {
-		st.ContainerStatuses = append(st.ContainerStatuses, containerStatus(&v.Containers[i], runtime))
-	}
-	// kubelet sorts the regular containers' statuses by name
-	// (kubetypes.SortedContainerStatuses); init containers keep spec order.
-	sort.SliceStable(st.ContainerStatuses, func(i, j int) bool { return st.ContainerStatuses[i].Name < st.ContainerStatuses[j].Name })
-	// Ephemeral containers: their own list, in spec order; never part of
-	// the phase or the conditions.
-	for i := range v.Ephemerals {
-		st.EphemeralContainerStatuses = append(st.EphemeralContainerStatuses, containerStatus(&v.Ephemerals[i], runtime))
-	}
-	st.Phase = podPhase(pod, v)
-	if prev != nil && (prev.Phase == v1.PodSucceeded || prev.Phase == v1.PodFailed) {
-		st.Phase = prev.Phase
-	}
-	if v.Evicted != "" && st.Phase != v1.PodSucceeded {
-		// kubelet's eviction status: Failed at once, reason Evicted.
-		st.Phase, st.Reason, st.Message = v1.PodFailed, ReasonEvicted, v.Evicted
-	} else if v.DeadlineExceeded && st.Phase != v1.PodSucceeded {
-		st.Phase, st.Reason, st.Message = v1.PodFailed, ReasonDeadlineExceeded, MessageDeadlineExceeded
-	}
-
-	ts := metav1.NewTime(now)
-	// A condition keeps its lastTransitionTime while its status stays.
-	cond := func(t v1.PodConditionType, c podphase.Condition) v1.PodCondition {
-		pc := v1.PodCondition{Type: t, Status: v1.ConditionFalse, Reason: c.Reason, Message: c.Message, LastTransitionTime: ts}
-		if c.True {
-			pc.Status = v1.ConditionTrue
-		}
-		if prev != nil {
-			for _, p := range prev.Conditions {
-				if p.Type == t && p.Status == pc.Status {
-					pc.LastTransitionTime = p.LastTransitionTime
-				}
-			}
-		}
-		return pc
-	}
-	pc := podphase.ConditionsOf(phaseInput(pod, v, unreadyGates(pod)), podphase.Phase(st.Phase))
-	st.Conditions = []v1.PodCondition{
-		cond(v1.PodReadyToStartContainers, pc.ReadyToStartContainers),
-		cond(v1.PodInitialized, pc.Initialized),
-		cond(v1.PodReady, pc.Ready),
-		cond(v1.ContainersReady, pc.ContainersReady),
-		cond(v1.PodScheduled, podphase.Condition{True: true}),
-	}
-	return st
-}
-
-// unreadyGates are kubelet's messages for the pod's readiness gates whose
-// condition (set in the API by others, and read from the pod's status as
-// the source last delivered it) is missing or not True.
-func unreadyGates(pod *v1.Pod) []string {
-	var msgs []string
-	for _, g := range pod.Spec.ReadinessGates {
-		var c *v1.PodCondition
-		for i := range pod.Status.Conditions {
-			if pod.Status.Conditions[i].Type == g.ConditionType {
-				c = &pod.Status.Conditions[i]
-			}
-		}
-		switch {
-		case c == nil:
-			msgs = append(msgs, fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist.", string(g.ConditionType)))
-		case c.Status != v1.ConditionTrue:
-			msgs = append(msgs, fmt.Sprintf("the status of pod readiness gate %q is not \"True\", but %v", string(g.ConditionType), c.Status))
-		}
-	}
-	return msgs
-}
-
-func containerStatus(c *containerView, runtime string) v1.ContainerStatus {
-	cs := v1.ContainerStatus{
-		Name:         c.Name,
-		Image:        c.Image,
-		ImageID:      c.ImageID,
-		ContainerID:  c.ContainerID,
-		RestartCount: c.RestartCount,
-		Ready:        c.Ready,
-	}
-	started := c.Phase == phaseRunning && c.Started
-	cs.Started = &started
-	switch c.Phase {
-	case phaseRunning:
-		cs.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(c.StartedAt)}
-	case phaseTerminated:
-		cs.State.Terminated = terminatedState(c.Current, runtime)
-	default:
-		reason := c.WaitingReason
-		if reason == "" {
-			reason = ReasonContainerCreating
-		}
-		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: reason, Message: c.WaitingMessage}
-	}
-	if c.Last != nil {
-		cs.LastTerminationState.Terminated = terminatedState(c.Last, runtime)
-	}
-	if cs.ContainerID != "" && !strings.Contains(cs.ContainerID, "://") {
-		cs.ContainerID = runtime + "://" + cs.ContainerID
-	}
-	return cs
-}
-
-func terminatedState(t *termination, runtime string) *v1.ContainerStateTerminated {
-	if t == nil {
-		return &v1.ContainerStateTerminated{Reason: ReasonError, ExitCode: 137}
-	}
-	reason := t.Reason
-	if reason == "" {
-		reason = ReasonCompleted
-		if t.ExitCode != 0 {
-			reason = ReasonError
-		}
-	}
-	id := t.ContainerID
-	if id != "" && !strings.Contains(id, "://") {
-		id = runtime + "://" + id
-	}
-	return &v1.ContainerStateTerminated{
-		ExitCode: t.ExitCode, Reason: reason, Message: t.Message,
-		StartedAt: metav1.NewTime(t.StartedAt), FinishedAt: metav1.NewTime(t.FinishedAt),
-		ContainerID: id,
-	}
-}
-
-// qosClass is the pod's QoS class, as kubelet computes it.
-func qosClass(pod *v1.Pod) v1.PodQOSClass { return resources.QOSClass(pod) }
+const (
+	phaseWaiting    = podstatus.Waiting
+	phaseRunning    = podstatus.Running
+	phaseTerminated = podstatus.Terminated
+)

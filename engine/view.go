@@ -3,6 +3,7 @@ package engine
 import (
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/speclet/speclet/engine/podstatus"
 	"github.com/speclet/speclet/fsm"
 	"github.com/speclet/speclet/spec/podphase"
 )
@@ -80,7 +81,7 @@ func (c *ctrState) view() containerView {
 		// running state; observed in scenario sidecar-ignores-term).
 		// podphase.ContainerReady is the rule the model evaluates too
 		// (spec/system.hcl's conditions block).
-		cv.Ready = !c.ephemeral && podphase.ContainerReady(ctrKind(c.init, c.sidecar),
+		cv.Ready = !c.ephemeral && podphase.ContainerReady(podstatus.Kind(c.init, c.sidecar),
 			c.machine.State() == fsm.ContainerStateRunning && c.probe.ready(), c.p.terminating())
 		cv.Started = c.probe.started()
 		if c.current != nil && c.current.ContainerID != c.id {
@@ -127,7 +128,7 @@ func (w *podWorker) publishStatus() {
 		return
 	}
 	p := &v1.Pod{TypeMeta: s.pod.TypeMeta, ObjectMeta: s.pod.ObjectMeta, Spec: s.pod.Spec,
-		Status: computeStatus(s.lastStatus, s.view(), w.e.clock.Now())}
+		Status: podstatus.Compute(s.lastStatus, s.view(), w.e.clock.Now())}
 	p.Spec.NodeName = w.e.cfg.NodeName
 	s.lastStatus = &p.Status // the published pod is read-only
 	ms := make([]MachineState, 0, 2+2*(len(s.inits)+len(s.containers)+len(s.ephemerals)))

@@ -59,7 +59,7 @@ type PhaseMap struct {
 	Policy      []MRef
 	// KeepsTerminal: the status keeps a Succeeded or Failed phase once
 	// published, whatever the machines' states give later (kubelet's
-	// status manager; engine computeStatus).
+	// status manager; engine/podstatus Compute).
 	KeepsTerminal bool
 	Range         hcl.Range
 }

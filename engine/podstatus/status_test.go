@@ -1,4 +1,4 @@
-package engine
+package podstatus
 
 import (
 	"testing"
@@ -6,25 +6,26 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestPhaseNeverGoesBackwards: once Succeeded or Failed, a pod keeps its
 // phase whatever its containers look like later.
 func TestPhaseNeverGoesBackwards(t *testing.T) {
-	pod := benchPod(0)
+	pod := onePod()
 	pod.Spec.RestartPolicy = v1.RestartPolicyNever
 	now := time.Now()
-	done := &podView{Pod: pod, Containers: []containerView{{Name: "app", Phase: phaseTerminated, Current: &termination{ExitCode: 1}}}}
-	st := computeStatus(nil, done, now)
+	done := &View{Pod: pod, Containers: []Container{{Name: "app", Phase: Terminated, Current: &Termination{ExitCode: 1}}}}
+	st := Compute(nil, done, now)
 	if st.Phase != v1.PodFailed {
 		t.Fatalf("phase = %s, want Failed for exit code 1 under Never", st.Phase)
 	}
-	for _, later := range []*podView{
-		{Pod: pod, Containers: []containerView{{Name: "app", Phase: phaseRunning}}},
-		{Pod: pod, Containers: []containerView{{Name: "app", Phase: phaseTerminated, Current: &termination{ExitCode: 0}}}},
-		{Pod: pod, Containers: []containerView{{Name: "app", Phase: phaseWaiting}}},
+	for _, later := range []*View{
+		{Pod: pod, Containers: []Container{{Name: "app", Phase: Running}}},
+		{Pod: pod, Containers: []Container{{Name: "app", Phase: Terminated, Current: &Termination{ExitCode: 0}}}},
+		{Pod: pod, Containers: []Container{{Name: "app", Phase: Waiting}}},
 	} {
-		if got := computeStatus(&st, later, now).Phase; got != v1.PodFailed {
+		if got := Compute(&st, later, now).Phase; got != v1.PodFailed {
 			t.Errorf("phase after Failed = %s, want Failed", got)
 		}
 	}
@@ -49,7 +50,7 @@ func TestQOSClass(t *testing.T) {
 		{"memory request only", v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceMemory: q("64Mi")}}, v1.PodQOSBurstable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pod := benchPod(0)
+			pod := onePod()
 			pod.Spec.Containers[0].Resources = tc.res
 			if got := qosClass(pod); got != tc.want {
 				t.Errorf("qosClass = %s, want %s", got, tc.want)
@@ -76,11 +77,11 @@ func TestReadinessGates(t *testing.T) {
 		{"both true", []v1.PodCondition{{Type: "example.com/lb", Status: v1.ConditionTrue}, {Type: "example.com/dns", Status: v1.ConditionTrue}}, v1.ConditionTrue, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pod := benchPod(0)
+			pod := onePod()
 			pod.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "example.com/lb"}, {ConditionType: "example.com/dns"}}
 			pod.Status.Conditions = tc.conditions
-			v := &podView{Pod: pod, SandboxReady: true, Containers: []containerView{{Name: "app", Phase: phaseRunning, Ready: true, Started: true}}}
-			st := computeStatus(nil, v, now)
+			v := &View{Pod: pod, SandboxReady: true, Containers: []Container{{Name: "app", Phase: Running, Ready: true, Started: true}}}
+			st := Compute(nil, v, now)
 			var ready, containers *v1.PodCondition
 			for i := range st.Conditions {
 				switch st.Conditions[i].Type {
@@ -107,11 +108,11 @@ func TestReadinessGates(t *testing.T) {
 // names come in spec order, sidecars first, as kubelet lists them (not
 // sorted by name).
 func TestConditionMessagesInSpecOrder(t *testing.T) {
-	pod := benchPod(0)
-	v := &podView{Pod: pod, SandboxReady: true,
-		Inits:      []containerView{{Name: "zinit"}, {Name: "side", Init: true, Sidecar: true}, {Name: "ainit"}},
-		Containers: []containerView{{Name: "web"}, {Name: "app"}}}
-	st := computeStatus(nil, v, time.Now())
+	pod := onePod()
+	v := &View{Pod: pod, SandboxReady: true,
+		Inits:      []Container{{Name: "zinit"}, {Name: "side", Init: true, Sidecar: true}, {Name: "ainit"}},
+		Containers: []Container{{Name: "web"}, {Name: "app"}}}
+	st := Compute(nil, v, time.Now())
 	want := map[v1.PodConditionType]string{
 		v1.PodInitialized:  "containers with incomplete status: [zinit side ainit]",
 		v1.PodReady:        "containers with unready status: [side web app]",
@@ -122,4 +123,10 @@ func TestConditionMessagesInSpecOrder(t *testing.T) {
 			t.Errorf("%s = %s %q, want False %q", c.Type, c.Status, c.Message, w)
 		}
 	}
+}
+
+// onePod is a pod of one container, restartPolicy Always.
+func onePod() *v1.Pod {
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "uid-p"},
+		Spec: v1.PodSpec{RestartPolicy: v1.RestartPolicyAlways, Containers: []v1.Container{{Name: "app", Image: "busybox:latest"}}}}
 }
