@@ -19,7 +19,7 @@
 //     Config inputs coalesce (only the newest pending spec counts; a pending
 //     kill is never replaced). A kill cancels the running action (a slow
 //     pull, a stop with a longer grace period) so it is handled next,
-//     except the calls its spec declares uncancellable (detach.go).
+//     except the calls its spec declares uncancellable (engine/detach).
 //   - inputs.go: each input becomes machine events through fsm.Route.
 //   - engine/fire: the one fire loop of every machine (pod, sandbox, container,
 //     probe, node): it fires an fsm.Machine, tells the observers of the
@@ -78,7 +78,7 @@
 //   - engine/metrics: the Prometheus series (transitions, every spec row
 //     exported from 0; refused events, time in state, machines per state,
 //     pod workers, kubelet's equivalents); observe.go feeds it.
-//   - detach.go: the calls an action's spec declares `uncancellable`
+//   - engine/detach: the calls an action's spec declares `uncancellable`
 //     (today RunPodSandbox, CreateContainer and StartContainer, which would
 //     complete in the runtime unseen) are not cancelled by a kill; the
 //     kill is handled when they return. A create whose name containerd

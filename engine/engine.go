@@ -16,6 +16,7 @@ import (
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/detach"
 	"github.com/speclet/speclet/engine/metrics"
 	"github.com/speclet/speclet/engine/pleg"
 	"github.com/speclet/speclet/engine/podspec"
@@ -163,7 +164,7 @@ func New(cfg Config) (*Engine, error) {
 	if e.cfg.Signals == nil {
 		e.cfg.Signals = e.defaultSignals
 	}
-	e.rt = detachedRuntime{Runtime: cfg.Runtime, run: func() context.Context { return e.runCtx }}
+	e.rt = detach.Runtime{Runtime: cfg.Runtime, Run: func() context.Context { return e.runCtx }}
 	e.node = newNodeReclaim(e)
 	if err := m.RegisterHealth(cfg.Registerer, e.recovered.Load, e.Healthz); err != nil {
 		return nil, err

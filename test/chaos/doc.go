@@ -34,14 +34,14 @@
 //     task anyway, the container machine went starting -> exited and never
 //     stopped that instance, and RemovePodSandbox of the removed pod then
 //     failed forever with "cannot delete running task" (its sandbox, shim
-//     and log directory stayed). Fixed in engine/detach.go: a kill no longer
+//     and log directory stayed). Fixed in engine/detach: a kill no longer
 //     cancels RunPodSandbox, CreateContainer or StartContainer.
 //
 //   - A RunPodSandbox cut by a containerd restart ("error reading from
 //     server: EOF") had created the sandbox; every retry then failed with
 //     "failed to reserve sandbox name ... is reserved for ID" and the pod
 //     stayed Pending (short run, seed 1795436269582496180). Fixed: such a
-//     create adopts the reserved object (engine/detach.go for containers,
+//     create adopts the reserved object (engine/detach for containers,
 //     engine/sandbox.go for sandboxes, see below).
 //
 //   - A StartContainer that failed at the client but ran in the runtime

@@ -1,4 +1,4 @@
-package engine
+package detach
 
 import (
 	"context"
@@ -177,7 +177,7 @@ func TestKillDuringCall(t *testing.T) {
 			inner := newCallRuntime(true)
 			run, stopRun := context.WithCancel(context.Background())
 			defer stopRun()
-			rt := detachedRuntime{Runtime: inner, run: func() context.Context { return run }}
+			rt := Runtime{Runtime: inner, Run: func() context.Context { return run }}
 			action, kill := context.WithCancel(run)
 			done := make(chan struct{})
 			go func() {
@@ -232,7 +232,7 @@ func TestKillCancelsAsTheSpecSays(t *testing.T) {
 		for i, methods := range m.cri {
 			for _, method := range methods {
 				inner := newCallRuntime(false)
-				invoke(t, detachedRuntime{Runtime: inner}, method, m.tag(killed, i))
+				invoke(t, Runtime{Runtime: inner}, method, m.tag(killed, i))
 				ended, called := inner.endedFor(method)
 				_, spared := m.unc[i][method]
 				if !called || ended == spared {
@@ -272,7 +272,7 @@ func (failingCreates) CreateContainer(context.Context, string, *runtimeapi.Conta
 // sandbox only once the runtime describes it as ready
 // (testdata/sandbox_reply_lost.txt).
 func TestCreateAdoptsReservedName(t *testing.T) {
-	rt := detachedRuntime{Runtime: failingCreates{}}
+	rt := Runtime{Runtime: failingCreates{}}
 	if _, err := rt.RunPodSandbox(context.Background(), &runtimeapi.PodSandboxConfig{}, ""); cri.ReservedFor(err) != reservedID {
 		t.Errorf("RunPodSandbox: %v; want the reserved sandbox %s in the error", err, reservedID)
 	}

@@ -1,4 +1,8 @@
-package engine
+// Package detach is the runtime the machines' actions call through: the CRI
+// calls an action's spec declares `uncancellable` run to their end when a
+// kill cancels the action, and a create adopts what an earlier unanswered
+// attempt of it made.
+package detach
 
 import (
 	"context"
@@ -10,7 +14,7 @@ import (
 	"github.com/speclet/speclet/fsm"
 )
 
-// detachedRuntime lets the CRI calls an action's spec declares
+// Runtime lets the CRI calls an action's spec declares
 // `uncancellable` (fsm.Uncancellable, from the tag the generated dispatch
 // puts on the action's context) run to their end when a kill cancels the
 // pod's running actions. Today these are RunPodSandbox, CreateContainer and
@@ -31,24 +35,26 @@ import (
 //
 // CreateContainer also adopts the container an earlier, unanswered attempt
 // of the same create made (cri.ReservedFor); RunSandbox does the same for
-// sandboxes, once the runtime describes the sandbox as ready (sandbox.go
-// adoptReserved).
-type detachedRuntime struct {
+// sandboxes, once the runtime describes the sandbox as ready (the engine's
+// sandbox.go adoptReserved).
+type Runtime struct {
 	cri.Runtime
-	run func() context.Context // the engine's run context, nil before Run
+	// Run returns the engine's run context (nil before the engine runs):
+	// a detached call still ends with it.
+	Run func() context.Context
 }
 
 // detach returns ctx for a call of method: ctx itself, or, when the action
 // ctx runs under declares method uncancellable, a context that keeps ctx's
 // values but ends only with the engine's run context. done releases it.
-func (r detachedRuntime) detach(ctx context.Context, method string) (context.Context, context.CancelFunc) {
+func (r Runtime) detach(ctx context.Context, method string) (context.Context, context.CancelFunc) {
 	if !fsm.Uncancellable(ctx, method) {
 		return ctx, func() {}
 	}
 	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	run := context.Background()
-	if r.run != nil {
-		if c := r.run(); c != nil {
+	if r.Run != nil {
+		if c := r.Run(); c != nil {
 			run = c
 		}
 	}
@@ -56,49 +62,49 @@ func (r detachedRuntime) detach(ctx context.Context, method string) (context.Con
 	return dctx, func() { stop(); cancel() }
 }
 
-func (r detachedRuntime) Version(ctx context.Context) (*runtimeapi.VersionResponse, error) {
+func (r Runtime) Version(ctx context.Context) (*runtimeapi.VersionResponse, error) {
 	ctx, done := r.detach(ctx, "Version")
 	defer done()
 	return r.Runtime.Version(ctx)
 }
 
-func (r detachedRuntime) Status(ctx context.Context, verbose bool) (*runtimeapi.StatusResponse, error) {
+func (r Runtime) Status(ctx context.Context, verbose bool) (*runtimeapi.StatusResponse, error) {
 	ctx, done := r.detach(ctx, "Status")
 	defer done()
 	return r.Runtime.Status(ctx, verbose)
 }
 
-func (r detachedRuntime) RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandboxConfig, handler string) (string, error) {
+func (r Runtime) RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandboxConfig, handler string) (string, error) {
 	ctx, done := r.detach(ctx, "RunPodSandbox")
 	defer done()
 	return r.Runtime.RunPodSandbox(ctx, config, handler)
 }
 
-func (r detachedRuntime) StopPodSandbox(ctx context.Context, podSandboxID string) error {
+func (r Runtime) StopPodSandbox(ctx context.Context, podSandboxID string) error {
 	ctx, done := r.detach(ctx, "StopPodSandbox")
 	defer done()
 	return r.Runtime.StopPodSandbox(ctx, podSandboxID)
 }
 
-func (r detachedRuntime) RemovePodSandbox(ctx context.Context, podSandboxID string) error {
+func (r Runtime) RemovePodSandbox(ctx context.Context, podSandboxID string) error {
 	ctx, done := r.detach(ctx, "RemovePodSandbox")
 	defer done()
 	return r.Runtime.RemovePodSandbox(ctx, podSandboxID)
 }
 
-func (r detachedRuntime) PodSandboxStatus(ctx context.Context, podSandboxID string) (*runtimeapi.PodSandboxStatus, error) {
+func (r Runtime) PodSandboxStatus(ctx context.Context, podSandboxID string) (*runtimeapi.PodSandboxStatus, error) {
 	ctx, done := r.detach(ctx, "PodSandboxStatus")
 	defer done()
 	return r.Runtime.PodSandboxStatus(ctx, podSandboxID)
 }
 
-func (r detachedRuntime) ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+func (r Runtime) ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
 	ctx, done := r.detach(ctx, "ListPodSandbox")
 	defer done()
 	return r.Runtime.ListPodSandbox(ctx, filter)
 }
 
-func (r detachedRuntime) CreateContainer(ctx context.Context, podSandboxID string, config *runtimeapi.ContainerConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
+func (r Runtime) CreateContainer(ctx context.Context, podSandboxID string, config *runtimeapi.ContainerConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
 	ctx, done := r.detach(ctx, "CreateContainer")
 	defer done()
 	id, err := r.Runtime.CreateContainer(ctx, podSandboxID, config, sandboxConfig)
@@ -110,73 +116,73 @@ func (r detachedRuntime) CreateContainer(ctx context.Context, podSandboxID strin
 	return id, err
 }
 
-func (r detachedRuntime) StartContainer(ctx context.Context, containerID string) error {
+func (r Runtime) StartContainer(ctx context.Context, containerID string) error {
 	ctx, done := r.detach(ctx, "StartContainer")
 	defer done()
 	return r.Runtime.StartContainer(ctx, containerID)
 }
 
-func (r detachedRuntime) StopContainer(ctx context.Context, containerID string, timeout int64) error {
+func (r Runtime) StopContainer(ctx context.Context, containerID string, timeout int64) error {
 	ctx, done := r.detach(ctx, "StopContainer")
 	defer done()
 	return r.Runtime.StopContainer(ctx, containerID, timeout)
 }
 
-func (r detachedRuntime) RemoveContainer(ctx context.Context, containerID string) error {
+func (r Runtime) RemoveContainer(ctx context.Context, containerID string) error {
 	ctx, done := r.detach(ctx, "RemoveContainer")
 	defer done()
 	return r.Runtime.RemoveContainer(ctx, containerID)
 }
 
-func (r detachedRuntime) ContainerStatus(ctx context.Context, containerID string) (*runtimeapi.ContainerStatus, error) {
+func (r Runtime) ContainerStatus(ctx context.Context, containerID string) (*runtimeapi.ContainerStatus, error) {
 	ctx, done := r.detach(ctx, "ContainerStatus")
 	defer done()
 	return r.Runtime.ContainerStatus(ctx, containerID)
 }
 
-func (r detachedRuntime) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+func (r Runtime) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
 	ctx, done := r.detach(ctx, "ListContainers")
 	defer done()
 	return r.Runtime.ListContainers(ctx, filter)
 }
 
-func (r detachedRuntime) ListContainerStats(ctx context.Context, filter *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error) {
+func (r Runtime) ListContainerStats(ctx context.Context, filter *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error) {
 	ctx, done := r.detach(ctx, "ListContainerStats")
 	defer done()
 	return r.Runtime.ListContainerStats(ctx, filter)
 }
 
-func (r detachedRuntime) ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (cri.ExecResult, error) {
+func (r Runtime) ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (cri.ExecResult, error) {
 	ctx, done := r.detach(ctx, "ExecSync")
 	defer done()
 	return r.Runtime.ExecSync(ctx, containerID, cmd, timeout)
 }
 
-func (r detachedRuntime) PullImage(ctx context.Context, image *runtimeapi.ImageSpec, auth *runtimeapi.AuthConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
+func (r Runtime) PullImage(ctx context.Context, image *runtimeapi.ImageSpec, auth *runtimeapi.AuthConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
 	ctx, done := r.detach(ctx, "PullImage")
 	defer done()
 	return r.Runtime.PullImage(ctx, image, auth, sandboxConfig)
 }
 
-func (r detachedRuntime) ImageStatus(ctx context.Context, image *runtimeapi.ImageSpec) (*runtimeapi.Image, error) {
+func (r Runtime) ImageStatus(ctx context.Context, image *runtimeapi.ImageSpec) (*runtimeapi.Image, error) {
 	ctx, done := r.detach(ctx, "ImageStatus")
 	defer done()
 	return r.Runtime.ImageStatus(ctx, image)
 }
 
-func (r detachedRuntime) ListImages(ctx context.Context, filter *runtimeapi.ImageFilter) ([]*runtimeapi.Image, error) {
+func (r Runtime) ListImages(ctx context.Context, filter *runtimeapi.ImageFilter) ([]*runtimeapi.Image, error) {
 	ctx, done := r.detach(ctx, "ListImages")
 	defer done()
 	return r.Runtime.ListImages(ctx, filter)
 }
 
-func (r detachedRuntime) RemoveImage(ctx context.Context, image *runtimeapi.ImageSpec) error {
+func (r Runtime) RemoveImage(ctx context.Context, image *runtimeapi.ImageSpec) error {
 	ctx, done := r.detach(ctx, "RemoveImage")
 	defer done()
 	return r.Runtime.RemoveImage(ctx, image)
 }
 
-func (r detachedRuntime) ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
+func (r Runtime) ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
 	ctx, done := r.detach(ctx, "ImageFsInfo")
 	defer done()
 	return r.Runtime.ImageFsInfo(ctx)
