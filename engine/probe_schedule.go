@@ -11,11 +11,11 @@ import (
 )
 
 // The probe machine's timer and its workers' schedules (spec/probe.hcl,
-// duration next_probe). Each worker keeps when its next probe is due; the
+// duration next_probe). Each worker keeps its next tick that may probe; the
 // states in which workers run arm probe_due for the earliest of them. The
 // timer is armed once the step's actions ran (probeEntered), since those
-// actions start the workers (start_startup, start_probes) and move their
-// schedules on (run_probe).
+// actions start the workers (start_startup, start_probes), trigger
+// readiness (trigger_readiness) and move their schedules on (run_probe).
 
 // probeOwner is the timer owner of a probe machine: "probe/CONTAINER".
 const probeOwner = "probe/"
