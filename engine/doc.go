@@ -52,14 +52,15 @@
 //     MeasureImageFs (ImageFsInfo, statfs of its mountpoint through
 //     Config.FsStat, the images and the containers using them) and
 //     RemoveUnusedImages (RemoveImage of engine/imagegc's plan).
-//   - probe.go, probe_schedule.go: the probe machine of
-//     each container (start_startup, start_probes, run_probe,
+//   - probe.go, probe_schedule.go: the probe machine of each container
+//     (start_startup, start_probes, trigger_readiness, run_probe,
 //     kill_container, stop_probes), its workers (one per probe kind of the
-//     running instance, each with its schedule; probes on their own
-//     goroutine, thresholds counted on the pod worker), the state timer
-//     probe_due armed for the earliest due worker (duration next_probe,
-//     on the pod worker's clock); engine/handlers runs the exec, httpGet,
-//     tcpSocket and grpc probes.
+//     running instance, probing on that kind's ticks, anchored at the pod's
+//     first sync and kept across instances; probes on their own goroutine,
+//     thresholds counted on the pod worker), the state timer probe_due
+//     armed for the earliest due worker (duration next_probe, on the pod
+//     worker's clock); engine/handlers runs the exec, httpGet, tcpSocket
+//     and grpc probes.
 //   - names.go: static pod full names, one started pod per name, FIFO.
 //   - backoff.go: CrashLoopBackOff and image pull backoff per container.
 //   - requests.go, labels.go: CRI requests (sandbox and container configs,
@@ -153,13 +154,20 @@
 // starts false, a startup probe gates liveness and readiness, a liveness or
 // startup failure kills the container through its machine with the probe's
 // terminationGracePeriodSeconds or the pod's, and the results start over
-// with each instance. A worker's first probe waits for initialDelaySeconds
-// from the container's start; workers that start within one period of the
-// engine's start wait a further random part of the period
-// (Config.ProbeJitter); then it probes every period, skipping a turn while
-// its previous probe still runs. The probe machine's timer (probe_due after
+// with each instance. Each probe kind of a container ticks every period
+// from the pod's first sync that mounted its volumes (kubelet's AddPod,
+// before the container starts), plus a random part of the period when that
+// sync came within one period of the engine's start (Config.ProbeJitter);
+// the ticks keep their phase across the container's restarts
+// (probe_schedule.go). A tick probes only when it comes after the running
+// instance's start and at or after start + initialDelaySeconds, so a first
+// probe may come up to one period after that, as in kubelet; a worker skips
+// a tick while its previous probe still runs. Readiness is triggered at once
+// when the container becomes started and when it falls unready (action
+// trigger_readiness, kubelet's UpdatePodStatus trigger), and its ticks
+// restart from there. The probe machine's timer (probe_due after
 // next_probe, spec/probe.hcl) is found by the 1 s sync tick, so a probe may
-// run up to 1 s after its period.
+// run up to 1 s after its tick.
 //
 // Admission (engine/admission, one pure decision; admit.go gathers its
 // input under the engine's lock): a pod that does not fit the

@@ -55,6 +55,7 @@ func runScript(t *testing.T, path string) {
 			case "add", "update":
 				pod := h.parsePod(d)
 				pods[string(pod.UID)] = pod
+				h.noteAdded(pod.Name)
 				op := config.OpAdd
 				if d.Cmd == "update" {
 					op = config.OpUpdate
@@ -134,6 +135,10 @@ func runScript(t *testing.T, path string) {
 			case "recorded":
 				// The events recorded through Config.Events (to the API).
 				return h.recorded.take()
+			case "probe-times":
+				// The probes (ExecSync) since the last probe-times, each
+				// with its time since the pod's add and its container's start.
+				return h.formatProbeTimes()
 			case "calllog":
 				// calllog [sorted]: sorted for calls made in parallel
 				// (containers of one group stop concurrently).

@@ -108,6 +108,10 @@ type scriptHarness struct {
 	sigMu      sync.Mutex
 	signals    eviction.Observations
 	signalsErr int
+	// added is when each pod (by name) was first added, and probesShown
+	// how many recorded calls probe-times went through (probe_times_test.go).
+	added       map[string]time.Time
+	probesShown int
 }
 
 // measure is Config.Signals in scripts: the scripted signals, and

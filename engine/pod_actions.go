@@ -61,6 +61,7 @@ func (s *podState) SyncPod(ctx context.Context) error {
 		s.raise(fsm.PodEventSyncFailed)
 		return err
 	}
+	s.addProbes() // kubelet's AddPod: the probes' ticks start here
 	s.sandbox.fire(ctx, fsm.SandboxEventCreate)
 	if s.sandbox.machine.State() != fsm.SandboxStateReady {
 		// The spec decides what a done pod does without a sandbox

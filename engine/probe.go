@@ -18,9 +18,9 @@ import (
 // Probes (kubelet pkg/kubelet/prober): the probe machine of a container
 // (spec/probe.hcl) and its workers, one per probe kind.
 //
-// Each worker keeps its schedule (when its next probe is due); the machine's
-// timer probe_due (spec/probe.hcl, duration next_probe) is armed for the
-// earliest of them, as a machine timer of the pod worker (owner
+// Each worker keeps its schedule (when its next probe is due, on the ticks
+// of its kind, probe_schedule.go); the machine's timer probe_due
+// (spec/probe.hcl, duration next_probe) is armed for the earliest of them, as a machine timer of the pod worker (owner
 // "probe/CONTAINER"), so it runs on the engine's clock and the sync tick
 // finds it due. run_probe starts the due probes, each on its own goroutine
 // (a slow probe never blocks the pod), and moves their schedules on; the
@@ -77,6 +77,10 @@ type probeState struct {
 	machine *fsm.ProbeMachine
 	workers [3]*probeWorker // by ProbeKind; nil when not running
 	gen     uint64          // bumped for every worker started: results of stopped workers are dropped
+	// ticks are the anchors of each kind's ticks (probe_schedule.go):
+	// the pod's first sync plus the jitter, readiness's last trigger; zero
+	// until the pod is added to the prober. They outlive the instances.
+	ticks [3]time.Time
 
 	run fire.Run[fsm.ProbeState, fsm.ProbeEvent, fsm.ProbeAction, fsm.ProbeGuard, *probeState] // the probe machine in the fire loop
 }
@@ -85,7 +89,8 @@ var _ fsm.ProbeGuards = (*probeState)(nil)
 var _ fsm.ProbeActions = (*probeState)(nil)
 var _ fsm.ProbeDurations = (*probeState)(nil)
 
-// probeWorker probes one kind of probe of one running instance.
+// probeWorker probes one kind of probe of one running instance; the ticks
+// it probes on are its kind's (probeState.ticks), kept across instances.
 type probeWorker struct {
 	kind     ProbeKind
 	spec     *v1.Probe
@@ -93,7 +98,7 @@ type probeWorker struct {
 	target   handlers.Target
 	cancel   context.CancelFunc
 	ctx      context.Context
-	next     time.Time   // when the next probe is due (next_probe)
+	next     time.Time   // its next tick that may probe (next_probe)
 	inFlight bool        // a probe runs: a turn that comes round meanwhile is skipped
 	last     probeResult // the last raw result and how many in a row
 	run      int
@@ -243,7 +248,7 @@ func (ps *probeState) startWorker(k ProbeKind) bool {
 	if ps.c.p.pod.Spec.HostNetwork {
 		pw.target.PodIP = e.cfg.NodeIP
 	}
-	pw.next = ps.firstProbe(spec)
+	pw.next = ps.firstProbe(k, spec)
 	ps.workers[k] = pw
 	return true
 }
@@ -268,19 +273,20 @@ func (ps *probeState) RunProbe(ctx context.Context) error {
 			continue
 		}
 		if !pw.inFlight {
-			ps.probe(pw)
+			ps.probe(pw, fsm.ProbeActionRunProbe)
 		}
 		pw.next = nextPeriod(pw.next, probePeriod(pw.spec), now)
 	}
 	return nil
 }
 
-func (ps *probeState) probe(pw *probeWorker) {
+// probe runs one probe of pw on its own goroutine; its call belongs to
+// action a (run_probe, trigger_readiness), though it returns after it.
+func (ps *probeState) probe(pw *probeWorker, a fsm.ProbeAction) {
 	pw.inFlight = true
 	w := ps.c.p.w
 	r := ProbeResult{UID: ps.c.p.pod.UID, Container: ps.c.name, Kind: pw.kind, gen: pw.gen}
-	// The call belongs to this run_probe, though it returns after it.
-	ctx := fsm.ProbeActionRunProbe.Tag(pw.ctx)
+	ctx := a.Tag(pw.ctx)
 	go func() {
 		out, err := pw.target.Probe(ctx, pw.spec, probeTimeout(pw.spec))
 		if pw.ctx.Err() != nil {

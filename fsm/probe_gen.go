@@ -14,7 +14,7 @@ const ProbeMachineName = "probe"
 
 // ProbeSpecSHA256 is the SHA-256 of spec/probe.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ProbeSpecSHA256 = "2c65536613070630dd5f5eb8e066b380cd29a42c423b776a28bf8c7fa74758c0"
+const ProbeSpecSHA256 = "7eb3309d1869ca89999bbf498ac1bf19d441a2a2b7aeba3b816ed817a360b9ae"
 
 // ProbeState is a state of the probe machine.
 //
@@ -111,8 +111,8 @@ const (
 	ProbeEventUnready
 	// ProbeEventLivenessFailed: The liveness probe reached its failure threshold.
 	ProbeEventLivenessFailed
-	// ProbeEventProbeDue: The timer of a running state: the earliest due probe of
-	// a running worker (its initial delay, jitter or period) came round.
+	// ProbeEventProbeDue: The timer of a running state: the earliest due tick of
+	// a running worker came round.
 	ProbeEventProbeDue
 )
 
@@ -201,6 +201,12 @@ const (
 	// each raw result comes back as an input that the engine counts against the
 	// thresholds.
 	ProbeActionRunProbe
+	// ProbeActionTriggerReadiness: kubelet's manual trigger of the readiness
+	// worker: its ticks restart from now, and it probes at once (on its own
+	// goroutine, as run_probe) when the container started initialDelaySeconds ago
+	// and its previous probe returned; a worker still waiting for its first
+	// tick's jitter takes the trigger there.
+	ProbeActionTriggerReadiness
 	// ProbeActionKillContainer: Stop the workers and deliver liveness_failed to
 	// the container machine, with the probe's grace period (Killing: failed
 	// liveness/startup probe, will be restarted).
@@ -210,7 +216,7 @@ const (
 	ProbeActionStopProbes
 )
 
-var probeActionNames = [...]string{"start_startup", "start_probes", "run_probe", "kill_container", "stop_probes"}
+var probeActionNames = [...]string{"start_startup", "start_probes", "run_probe", "trigger_readiness", "kill_container", "stop_probes"}
 
 // String returns the action's name in the spec.
 func (a ProbeAction) String() string {
@@ -222,31 +228,33 @@ func (a ProbeAction) String() string {
 
 // ProbeActionCRI lists, per action, the CRI methods the spec says it calls.
 var ProbeActionCRI = [...][]string{
-	ProbeActionStartStartup:  {},
-	ProbeActionStartProbes:   {},
-	ProbeActionRunProbe:      {"ExecSync"},
-	ProbeActionKillContainer: {},
-	ProbeActionStopProbes:    {},
+	ProbeActionStartStartup:     {},
+	ProbeActionStartProbes:      {},
+	ProbeActionRunProbe:         {"ExecSync"},
+	ProbeActionTriggerReadiness: {"ExecSync"},
+	ProbeActionKillContainer:    {},
+	ProbeActionStopProbes:       {},
 }
 
 // ProbeActionCalls lists, per action, the actions of this machine the spec
 // says it runs itself (its `calls`); their CRI methods are allowed to it too.
-var ProbeActionCalls = [5][]ProbeAction{}
+var ProbeActionCalls = [6][]ProbeAction{}
 
 // ProbeActionUncancellable lists, per action, the CRI methods of its cri list
 // that the spec says a kill does not cancel (its `uncancellable`), each with
 // the spec's reason. The engine lets these calls run to their end
 // (Uncancellable).
-var ProbeActionUncancellable = [5]map[string]string{}
+var ProbeActionUncancellable = [6]map[string]string{}
 
 // probeActionTags are the context tags RunProbeAction puts on the
 // context of the action it runs (see WithAction and Uncancellable).
 var probeActionTags = [...]actionTag{
-	ProbeActionStartStartup:  {machine: "probe", action: "start_startup"},
-	ProbeActionStartProbes:   {machine: "probe", action: "start_probes"},
-	ProbeActionRunProbe:      {machine: "probe", action: "run_probe"},
-	ProbeActionKillContainer: {machine: "probe", action: "kill_container"},
-	ProbeActionStopProbes:    {machine: "probe", action: "stop_probes"},
+	ProbeActionStartStartup:     {machine: "probe", action: "start_startup"},
+	ProbeActionStartProbes:      {machine: "probe", action: "start_probes"},
+	ProbeActionRunProbe:         {machine: "probe", action: "run_probe"},
+	ProbeActionTriggerReadiness: {machine: "probe", action: "trigger_readiness"},
+	ProbeActionKillContainer:    {machine: "probe", action: "kill_container"},
+	ProbeActionStopProbes:       {machine: "probe", action: "stop_probes"},
 }
 
 // Tag returns ctx tagged with the action as RunProbeAction tags it, for a
@@ -275,6 +283,13 @@ type ProbeActions interface {
 	// thresholds.
 	// CRI: ExecSync.
 	RunProbe(ctx context.Context) error
+	// TriggerReadiness: kubelet's manual trigger of the readiness worker: its
+	// ticks restart from now, and it probes at once (on its own goroutine, as
+	// run_probe) when the container started initialDelaySeconds ago and its
+	// previous probe returned; a worker still waiting for its first tick's jitter
+	// takes the trigger there.
+	// CRI: ExecSync.
+	TriggerReadiness(ctx context.Context) error
 	// KillContainer: Stop the workers and deliver liveness_failed to the
 	// container machine, with the probe's grace period (Killing: failed
 	// liveness/startup probe, will be restarted).
@@ -297,6 +312,8 @@ func RunProbeAction(ctx context.Context, impl ProbeActions, a ProbeAction) error
 		return impl.StartProbes(ctx)
 	case ProbeActionRunProbe:
 		return impl.RunProbe(ctx)
+	case ProbeActionTriggerReadiness:
+		return impl.TriggerReadiness(ctx)
 	case ProbeActionKillContainer:
 		return impl.KillContainer(ctx)
 	case ProbeActionStopProbes:
@@ -312,9 +329,10 @@ type ProbeDuration uint8
 // Durations of the probe machine, in spec order.
 const (
 	// ProbeDurationNextProbe: Until the earliest next probe of the running
-	// workers (never below 0): a worker's first probe initialDelaySeconds after
-	// the container's start plus the first-probe jitter, then every periodSeconds
-	// (default 10 s); negative (no timer) when no worker runs.
+	// workers (never below 0): each worker's next tick (every periodSeconds,
+	// default 10 s, from the pod's first sync plus the jitter, or from
+	// readiness's last trigger) at or after the container's start plus
+	// initialDelaySeconds; negative (no timer) when no worker runs.
 	ProbeDurationNextProbe ProbeDuration = iota
 )
 
@@ -344,9 +362,10 @@ var ProbeDurationMax = [...]time.Duration{
 // state, jitter, grace period).
 type ProbeDurations interface {
 	// NextProbe: Until the earliest next probe of the running workers (never
-	// below 0): a worker's first probe initialDelaySeconds after the container's
-	// start plus the first-probe jitter, then every periodSeconds (default 10 s);
-	// negative (no timer) when no worker runs.
+	// below 0): each worker's next tick (every periodSeconds, default 10 s, from
+	// the pod's first sync plus the jitter, or from readiness's last trigger) at
+	// or after the container's start plus initialDelaySeconds; negative (no
+	// timer) when no worker runs.
 	NextProbe() time.Duration
 }
 
@@ -367,7 +386,7 @@ type ProbeTransition = Transition[ProbeState, ProbeEvent, ProbeAction, ProbeGuar
 var ProbeTransitionTable = []ProbeTransition{
 	{From: ProbeStateOff, Event: ProbeEventContainerRunning, To: ProbeStateStartingUp, Actions: []ProbeAction{ProbeActionStartStartup}},
 	{From: ProbeStateStartingUp, Event: ProbeEventProbeDue, To: ProbeStateStartingUp, Actions: []ProbeAction{ProbeActionRunProbe}},
-	{From: ProbeStateStartingUp, Event: ProbeEventStartupOk, To: ProbeStateUnready, Actions: []ProbeAction{ProbeActionStartProbes}},
+	{From: ProbeStateStartingUp, Event: ProbeEventStartupOk, To: ProbeStateUnready, Actions: []ProbeAction{ProbeActionStartProbes, ProbeActionTriggerReadiness}},
 	{From: ProbeStateStartingUp, Event: ProbeEventStartupFailed, To: ProbeStateKilling, Actions: []ProbeAction{ProbeActionKillContainer}},
 	{From: ProbeStateStartingUp, Event: ProbeEventContainerStopped, To: ProbeStateOff, Actions: []ProbeAction{ProbeActionStopProbes}},
 	{From: ProbeStateUnready, Event: ProbeEventProbeDue, To: ProbeStateUnready, Actions: []ProbeAction{ProbeActionRunProbe}},
@@ -375,7 +394,7 @@ var ProbeTransitionTable = []ProbeTransition{
 	{From: ProbeStateUnready, Event: ProbeEventLivenessFailed, To: ProbeStateKilling, Actions: []ProbeAction{ProbeActionKillContainer}},
 	{From: ProbeStateUnready, Event: ProbeEventContainerStopped, To: ProbeStateOff, Actions: []ProbeAction{ProbeActionStopProbes}},
 	{From: ProbeStateReady, Event: ProbeEventProbeDue, To: ProbeStateReady, Actions: []ProbeAction{ProbeActionRunProbe}},
-	{From: ProbeStateReady, Event: ProbeEventUnready, To: ProbeStateUnready},
+	{From: ProbeStateReady, Event: ProbeEventUnready, To: ProbeStateUnready, Actions: []ProbeAction{ProbeActionTriggerReadiness}},
 	{From: ProbeStateReady, Event: ProbeEventLivenessFailed, To: ProbeStateKilling, Actions: []ProbeAction{ProbeActionKillContainer}},
 	{From: ProbeStateReady, Event: ProbeEventContainerStopped, To: ProbeStateOff, Actions: []ProbeAction{ProbeActionStopProbes}},
 	{From: ProbeStateKilling, Event: ProbeEventContainerStopped, To: ProbeStateKilled, Actions: []ProbeAction{ProbeActionStopProbes}},

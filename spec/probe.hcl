@@ -2,30 +2,41 @@
 # prober_manager.go), one machine per container.
 #
 # The engine fires container_running when the container machine enters
-# `running` and container_stopped when it leaves it; every probe worker of
-# the container belongs to the running instance and stops with it, so the
-# results start over after a restart. Readiness starts false; the startup
-# probe gates liveness and readiness: their workers start only once startup
-# succeeded, so a liveness or readiness result while `starting_up` has no row.
-# A container without a startup probe is started at once (start_startup
-# reports startup_ok); one without a readiness probe is ready once started
-# (start_probes reports ready).
+# `running` and container_stopped when it leaves it. Results belong to the
+# running instance and start over after a restart. Readiness starts false;
+# the startup probe gates liveness and readiness: their workers start only
+# once startup succeeded, so a liveness or readiness result while
+# `starting_up` has no row. A container without a startup probe is started at
+# once (start_startup reports startup_ok); one without a readiness probe is
+# ready once started (start_probes reports ready).
 #
 # The period timer: while workers run (starting_up, unready, ready) the
 # state's timer probe_due fires after next_probe, the time until the earliest
-# due probe of the running workers. Each worker's schedule is its data: its
-# first probe is due initialDelaySeconds after the container's start (at once
-# when that has passed), plus, for a worker that starts within one period of
+# due probe of the running workers. A worker probes on the ticks of its
+# kind's ticker (kubelet's worker, one per container and probe kind, made
+# when the pod is added to the prober and kept until the pod is removed):
+# every periodSeconds from the pod's first sync that mounted its volumes
+# (kubelet's AddPod), plus, when that sync came less than one period after
 # the engine's start, a random part of the period (kubelet's jitter after a
-# restart of the agent); run_probe runs the due workers and moves each one's
-# next probe on by whole periodSeconds, past now. probe_due goes back to the
-# same state, which re-arms the timer after run_probe (the engine arms the
-# probe machine's timers once the step's actions ran, as they start and
-# schedule the workers); entering another running state arms it anew, and
-# off, killing and killed arm none. With no worker running (no readiness and
-# no liveness probe) next_probe is negative and no timer is armed. A worker
-# whose previous probe still runs (timeoutSeconds longer than the period)
-# skips that turn: one probe at a time per worker.
+# restart of the agent). The ticks go on while the container does not run,
+# so their phase is the same for every instance of the container. A tick
+# probes only when it comes after the instance started (at or after the
+# container's start plus initialDelaySeconds; a tick at the very instant a
+# worker starts has passed), as kubelet's doProbe skips the ticks before.
+# run_probe runs the due workers and moves each one's next probe to its next
+# tick, past now. trigger_readiness is kubelet's manual trigger
+# (UpdatePodStatus, in the sync that sees a started, running container whose
+# readiness is not success): the readiness ticks restart from now and the
+# worker probes at once, or at its first tick after the initial delay; it
+# runs when the container becomes started (start_probes) and when readiness
+# fails its threshold. probe_due goes back to the same state, which re-arms
+# the timer after run_probe (the engine arms the probe machine's timers once
+# the step's actions ran, as they start and schedule the workers); entering
+# another running state arms it anew, and off, killing and killed arm none.
+# With no worker running (no readiness and no liveness probe) next_probe is
+# negative and no timer is armed. A worker whose previous probe still runs
+# (timeoutSeconds longer than the period) skips that turn: one probe at a
+# time per worker.
 #
 # Rules that are not transitions, and where the engine enforces them
 # (engine/probe.go, engine/probe_schedule.go):
@@ -78,7 +89,7 @@ machine "probe" {
   event "ready" { doc = "The readiness probe reached its success threshold, or the container has none." }
   event "unready" { doc = "The readiness probe reached its failure threshold." }
   event "liveness_failed" { doc = "The liveness probe reached its failure threshold." }
-  event "probe_due" { doc = "The timer of a running state: the earliest due probe of a running worker (its initial delay, jitter or period) came round." }
+  event "probe_due" { doc = "The timer of a running state: the earliest due tick of a running worker came round." }
 
   action "start_startup" {
     doc = "Start the startup probe's worker; reports startup_ok when the container has no startup probe."
@@ -90,6 +101,10 @@ machine "probe" {
     doc = "Run every worker whose probe is due and whose previous probe returned, each on its own goroutine (exec: ExecSync with the probe's timeout), and move each due worker's next probe one period on, past now; each raw result comes back as an input that the engine counts against the thresholds."
     cri = ["ExecSync"]
   }
+  action "trigger_readiness" {
+    doc = "kubelet's manual trigger of the readiness worker: its ticks restart from now, and it probes at once (on its own goroutine, as run_probe) when the container started initialDelaySeconds ago and its previous probe returned; a worker still waiting for its first tick's jitter takes the trigger there."
+    cri = ["ExecSync"]
+  }
   action "kill_container" {
     doc = "Stop the workers and deliver liveness_failed to the container machine, with the probe's grace period (Killing: failed liveness/startup probe, will be restarted)."
   }
@@ -98,7 +113,7 @@ machine "probe" {
   }
 
   duration "next_probe" {
-    doc     = "Until the earliest next probe of the running workers (never below 0): a worker's first probe initialDelaySeconds after the container's start plus the first-probe jitter, then every periodSeconds (default 10 s); negative (no timer) when no worker runs."
+    doc     = "Until the earliest next probe of the running workers (never below 0): each worker's next tick (every periodSeconds, default 10 s, from the pod's first sync plus the jitter, or from readiness's last trigger) at or after the container's start plus initialDelaySeconds; negative (no timer) when no worker runs."
     default = "10s"
   }
 
@@ -140,7 +155,7 @@ machine "probe" {
     use "probing" { here = state.starting_up }
     transition "startup_ok" {
       to      = state.unready
-      actions = [action.start_probes]
+      actions = [action.start_probes, action.trigger_readiness]
     }
     transition "startup_failed" {
       to      = state.killing
@@ -160,7 +175,10 @@ machine "probe" {
   state "ready" {
     doc = "Started and ready: the container counts for ContainersReady."
     use "probing" { here = state.ready }
-    transition "unready" { to = state.unready }
+    transition "unready" {
+      to      = state.unready
+      actions = [action.trigger_readiness]
+    }
     use "liveness" {}
     use "stop" {}
   }

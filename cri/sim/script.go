@@ -106,6 +106,7 @@ type Call struct {
 	Container string // the container's metadata name
 	Timeout   int64  // StopContainer's and ExecSync's timeout in seconds
 	Cmd       []string
+	At        time.Time // when the call arrived, on the runtime's clock
 }
 
 // RecordCalls makes the runtime record, in order of arrival, every later
@@ -129,7 +130,7 @@ func (r *Runtime) record(method string, c *container, timeout int64, cmd []strin
 	if !r.recording {
 		return
 	}
-	r.log = append(r.log, Call{Method: method, Pod: c.sandbox.meta.GetName(), Container: c.meta.GetName(), Timeout: timeout, Cmd: cmd})
+	r.log = append(r.log, Call{Method: method, Pod: c.sandbox.meta.GetName(), Container: c.meta.GetName(), Timeout: timeout, Cmd: cmd, At: r.clock.Now()})
 }
 
 type behaviorRule struct {
