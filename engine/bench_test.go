@@ -61,6 +61,26 @@ func BenchmarkStatus(b *testing.B) {
 	}
 }
 
+// runBenchEngine starts an engine of cfg (node "node", a new root
+// directory, no logs unless cfg has a logger) on its own goroutine; stop
+// ends it and waits for Run to return.
+func runBenchEngine(b *testing.B, cfg Config) (e *Engine, updates chan config.PodUpdate, stop func()) {
+	b.Helper()
+	cfg.RootDir, cfg.NodeName = b.TempDir(), "node"
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	e, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	updates = make(chan config.PodUpdate, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx, updates) }()
+	return e, updates, func() { cancel(); <-done }
+}
+
 // startSim serves a simulated runtime on the real clock and dials it.
 func startSim(b *testing.B) (*sim.Server, *cri.Client) {
 	b.Helper()
@@ -182,16 +202,8 @@ func benchScale(b *testing.B, n int) {
 			close(allRunning)
 		}
 	}
-	e, err := New(Config{Runtime: rt, RootDir: b.TempDir(), NodeName: "node", Registerer: reg, PublishedPod: published,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		b.Fatal(err)
-	}
-	updates := make(chan config.PodUpdate, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx, updates) }()
-	defer func() { cancel(); <-done }()
+	_, updates, stop := runBenchEngine(b, Config{Runtime: rt, Registerer: reg, PublishedPod: published})
+	defer stop()
 
 	heap0 := liveHeap()
 	stack0 := stackInUse()
@@ -269,16 +281,9 @@ func profileHeap(b *testing.B, n int) {
 func BenchmarkEventToStatus(b *testing.B) {
 	const n = 1000
 	_, rt := startSim(b)
-	e, err := New(Config{Runtime: rt, RootDir: b.TempDir(), NodeName: "node",
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		b.Fatal(err)
-	}
-	updates := make(chan config.PodUpdate, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx, updates) }()
-	defer func() { cancel(); <-done }()
+	e, updates, stop := runBenchEngine(b, Config{Runtime: rt})
+	defer stop()
+	ctx := context.Background()
 	pods := make([]*v1.Pod, n)
 	for i := range pods {
 		pods[i] = benchPod(i)

@@ -1,9 +1,6 @@
 package engine
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -39,15 +36,7 @@ func BenchmarkProbes(b *testing.B) {
 	for b.Loop() {
 		srv, rt := startSim(b)
 		srv.Runtime.RecordCalls()
-		e, err := New(Config{Runtime: rt, RootDir: b.TempDir(), NodeName: "node",
-			Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if err != nil {
-			b.Fatal(err)
-		}
-		updates := make(chan config.PodUpdate, 1)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- e.Run(ctx, updates) }()
+		e, updates, stop := runBenchEngine(b, Config{Runtime: rt})
 
 		pods := make([]*v1.Pod, n)
 		for i := range pods {
@@ -73,8 +62,7 @@ func BenchmarkProbes(b *testing.B) {
 		time.Sleep(window)
 		cpu1, execs1, hits1, t1 := cpuTime(), srv.Runtime.Calls("ExecSync"), hits.Load(), time.Now()
 		rss := rssBytes()
-		cancel()
-		<-done
+		stop()
 		wall := t1.Sub(t0).Seconds()
 		b.ReportMetric(ready.Seconds(), "s-to-ready")
 		b.ReportMetric((cpu1-cpu0).Seconds()/wall, "cores")
