@@ -74,7 +74,8 @@ func ContainerReady(k Kind, serving, terminating bool) bool {
 //   - ReadyToStartContainers: True while the sandbox is ready;
 //   - Initialized: True once the pod Succeeded (reason PodCompleted), or
 //     once a regular container shows as started (running or terminated),
-//     or when every init container exited with 0 and every sidecar ran;
+//     or when every init container shows as terminated with 0 and every
+//     sidecar ran;
 //     else False, ContainersNotInitialized, naming the others;
 //   - ContainersReady: False with reason PodCompleted or PodFailed in a
 //     terminal phase; else True when every sidecar and regular container is
@@ -94,7 +95,12 @@ func ConditionsOf(p Pod, phase Phase) Conditions {
 	for _, x := range p.Containers {
 		switch x.Kind {
 		case Init:
-			if x.State != Exited || x.Failed {
+			// The status must show it terminated with 0 now: one waiting
+			// to run again after an exit 0 (its lastState) is incomplete
+			// here, though the phase counts it initialized (kubelet's
+			// GeneratePodInitializedCondition reads State.Terminated
+			// only, getPhase also LastTerminationState).
+			if !x.Shown || x.State != Exited || x.Failed {
 				initialized = false
 				pendingInit = append(pendingInit, x.Name)
 			}
