@@ -8,7 +8,7 @@ import (
 // The pod conditions users see, as one pure function of the same facts as
 // the phase (plus, per container, its name, readiness and whether it ran or
 // shows as started), the phase the status shows, the sandbox and the
-// readiness gates' verdicts. The engine's status (engine/status.go) calls
+// readiness gates' verdicts. The engine's status (engine/podstatus) calls
 // ConditionsOf with facts read from its container views; `speclet spec
 // verify` calls it with facts read from the explored model states
 // (spec/system.hcl's conditions block says how), so the condition
