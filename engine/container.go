@@ -46,10 +46,6 @@ type ctrState struct {
 	preStopDone  string // the instance whose preStop hook ran
 
 	waitingReason, waitingMessage string
-	// prevPullErr is the error of the latest pull, "ErrImagePull: message",
-	// that the ImagePullBackOff message appends (kubelet's prevPullErrMsg);
-	// "" after a pull that worked or before any.
-	prevPullErr string
 
 	// probe is the probe machine of the container; probeGrace is the grace
 	// period of a kill for a failed probe (-1: none, the pod's applies).
@@ -184,9 +180,9 @@ func (c *ctrState) ShowBackoff(context.Context) error {
 func (c *ctrState) showPullBackoff() {
 	msg := fmt.Sprintf("Back-off pulling image %q", c.spec.Image)
 	c.event(eventNormal, "BackOff", "%s", msg)
-	if c.prevPullErr != "" {
-		msg += ": " + c.prevPullErr
-	}
+	// The failed pull's reason and message are still shown (showsAttempt):
+	// they are kubelet's prevPullErrMsg.
+	msg += ": " + c.waitingReason + ": " + c.waitingMessage
 	c.waitingReason, c.waitingMessage = ReasonImagePullBackOff, msg
 	c.failedEvent()
 }

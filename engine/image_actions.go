@@ -85,7 +85,6 @@ func (c *ctrState) RefuseNeverPull(context.Context) error {
 // the size's ImageStatus included, twice.
 func (c *ctrState) PullImage(ctx context.Context) error {
 	t0 := c.p.e.clock.Now()
-	c.prevPullErr = ""
 	c.event(eventNormal, "Pulling", "Pulling image %q", c.spec.Image)
 	ref, err := pullImage(ctx, c.p.e.rt, c.spec.Image, c.pullCredentials(ctx), c.p.sandbox.cfg)
 	if err != nil {
@@ -122,12 +121,11 @@ func (c *ctrState) imageSize(ctx context.Context) uint64 {
 // startContainer do (v1.34 images.pullImage, evalCRIPullErr): the waiting
 // reason ErrImagePull with the runtime's message as kubelet's CRI client
 // gives it (cri.RuntimeMessage), the warning events Failed "Failed to pull
-// image ..." and Failed "Error: ErrImagePull", and the previous pull error
-// that the ImagePullBackOff message appends (show_backoff).
+// image ..." and Failed "Error: ErrImagePull"; the ImagePullBackOff
+// message appends this reason and message (show_backoff).
 func (c *ctrState) pullFailed(err error) {
 	msg := cri.RuntimeMessage(err)
 	c.waitingReason, c.waitingMessage = ReasonErrImagePull, msg
-	c.prevPullErr = ReasonErrImagePull + ": " + msg
 	c.event(eventWarning, "Failed", "Failed to pull image %q: %s", c.spec.Image, msg)
 	c.failedEvent()
 }

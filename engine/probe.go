@@ -275,7 +275,7 @@ func (ps *probeState) RunProbe(ctx context.Context) error {
 		if !pw.inFlight {
 			ps.probe(pw, fsm.ProbeActionRunProbe)
 		}
-		pw.next = nextPeriod(pw.next, probePeriod(pw.spec), now)
+		pw.next = tickAfter(pw.next, probePeriod(pw.spec), now)
 	}
 	return nil
 }

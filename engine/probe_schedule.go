@@ -150,7 +150,8 @@ func (ps *probeState) TriggerReadiness(ctx context.Context) error {
 	return nil
 }
 
-// tickAfter is the first tick anchor + n*period (n >= 0) after t.
+// tickAfter is the first tick anchor + n*period (n >= 0) after t: anchor
+// itself when it is after t, else the due tick moved on by whole periods.
 func tickAfter(anchor time.Time, period time.Duration, t time.Time) time.Time {
 	if t.Before(anchor) {
 		return anchor
@@ -171,15 +172,6 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
-}
-
-// nextPeriod moves a due probe time next on by whole periods until it is
-// after now.
-func nextPeriod(next time.Time, period time.Duration, now time.Time) time.Time {
-	for !next.After(now) {
-		next = next.Add(period)
-	}
-	return next
 }
 
 func probePeriod(p *v1.Probe) time.Duration {
