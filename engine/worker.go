@@ -164,6 +164,9 @@ func (w *podWorker) take(ctx context.Context) ([]input, context.Context, context
 		w.cfg = nil
 	}
 	ins = append(ins, w.queue...)
+	// The queue's array is reused: its slots must not keep the inputs
+	// taken (a PLEG event holds the runtime's whole container status).
+	clear(w.queue)
 	w.queue = w.queue[:0]
 	w.syncQueued = false
 	actx, cancel := context.WithCancel(ctx)
