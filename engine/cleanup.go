@@ -3,6 +3,7 @@ package engine
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -29,7 +30,7 @@ import (
 func (e *Engine) removePodDirs(uid types.UID, logDirs []string) {
 	root := e.cfg.RootDir
 	if logDirs == nil {
-		logDirs = e.logDirs()[uid]
+		logDirs = e.logDirPaths(e.logDirNames()[uid])
 	}
 	paths := append([]string{filepath.Join(root, "pods", string(uid))}, logDirs...)
 	if err := volume.UnmountAll(paths[0]); err != nil {
@@ -49,20 +50,50 @@ func (e *Engine) removePodDirs(uid types.UID, logDirs []string) {
 	}
 }
 
-// logDirs lists <root>/logs by the UID each directory is named for.
-func (e *Engine) logDirs() map[types.UID][]string {
-	dir := filepath.Join(e.cfg.RootDir, "logs")
-	ents, err := os.ReadDir(dir)
+// logDirNames lists <root>/logs by the UID each directory is named for:
+// the names of each UID's directories, in name order (logDirPaths makes
+// them paths, for the UIDs whose directories go).
+func (e *Engine) logDirNames() map[types.UID][]string {
+	names, err := readDirNames(e.logsDir())
 	if err != nil {
 		return nil
 	}
 	out := map[types.UID][]string{}
-	for _, ent := range ents {
-		if uid := logDirUID(ent.Name()); uid != "" {
-			out[uid] = append(out[uid], filepath.Join(dir, ent.Name()))
+	for _, n := range names {
+		if uid := logDirUID(n); uid != "" {
+			out[uid] = append(out[uid], n)
+		}
+	}
+	for _, ns := range out {
+		if len(ns) > 1 {
+			slices.Sort(ns)
 		}
 	}
 	return out
+}
+
+func (e *Engine) logsDir() string { return filepath.Join(e.cfg.RootDir, "logs") }
+
+// logDirPaths returns the paths of the log directories names (of
+// logDirNames); nil for none.
+func (e *Engine) logDirPaths(names []string) []string {
+	var out []string
+	for _, n := range names {
+		out = append(out, filepath.Join(e.logsDir(), n))
+	}
+	return out
+}
+
+// readDirNames returns the names in dir, unsorted: the sweep reads every
+// pod's entry each pass, and names alone cost neither a DirEntry nor a sort
+// per entry.
+func readDirNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
 }
 
 // logDirUID returns the UID of a log directory <namespace>_<name>_<uid>.
@@ -83,12 +114,12 @@ func (e *Engine) cleanupPodDirs() {
 	}
 	root := e.cfg.RootDir
 	uids := map[types.UID]bool{}
-	if ents, err := os.ReadDir(filepath.Join(root, "pods")); err == nil {
-		for _, ent := range ents {
-			uids[types.UID(ent.Name())] = true
+	if names, err := readDirNames(filepath.Join(root, "pods")); err == nil {
+		for _, n := range names {
+			uids[types.UID(n)] = true
 		}
 	}
-	logs := e.logDirs()
+	logs := e.logDirNames()
 	for uid := range logs {
 		uids[uid] = true
 	}
@@ -127,6 +158,6 @@ func (e *Engine) cleanupPodDirs() {
 			}
 		}
 		e.log.Info("removing directories of a pod that is gone", "uid", uid)
-		e.removePodDirs(uid, logs[uid])
+		e.removePodDirs(uid, e.logDirPaths(logs[uid]))
 	}
 }
