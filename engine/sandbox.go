@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -14,6 +13,7 @@ import (
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/fire"
 	"github.com/speclet/speclet/engine/history"
+	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -136,7 +136,7 @@ func (sb *sandboxState) RunSandbox(ctx context.Context) error {
 	if err != nil {
 		return sb.fail(fsm.SandboxEventCreateFailed, fmt.Errorf("run sandbox of pod %q: %w", p.key(), err))
 	}
-	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
+	if err := podspec.EnsureDir(cfg.LogDirectory, 0o755); err != nil {
 		return sb.fail(fsm.SandboxEventCreateFailed, fmt.Errorf("run sandbox of pod %q: create log directory: %w", p.key(), err))
 	}
 	id, err := p.e.rt.RunPodSandbox(ctx, cfg, p.w.runtimeHandler)

@@ -3,7 +3,6 @@ package podspec
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -45,7 +44,7 @@ func hostsMount(n Node, r ContainerRequest) (*runtimeapi.Mount, error) {
 		if path == "" {
 			path = EtcHostsPath
 		}
-		node, err := os.ReadFile(path)
+		node, err := nodeFiles.read(path)
 		if err != nil {
 			return nil, fieldErr(pod, c, "/etc/hosts", fmt.Errorf("read the node's hosts file: %w", err))
 		}
@@ -58,13 +57,7 @@ func hostsMount(n Node, r ContainerRequest) (*runtimeapi.Mount, error) {
 		content = managedHostsContent(r.PodIPs, host, domain, pod.Spec.HostAliases)
 	}
 	file := HostsFile(n.RootDir, pod)
-	if err := os.MkdirAll(filepath.Dir(file), 0o750); err != nil {
-		return nil, fieldErr(pod, c, "/etc/hosts", fmt.Errorf("write hosts file: %w", err))
-	}
-	if err := os.WriteFile(file, content, 0o644); err != nil {
-		return nil, fieldErr(pod, c, "/etc/hosts", fmt.Errorf("write hosts file: %w", err))
-	}
-	if err := os.Chmod(file, 0o644); err != nil {
+	if err := writeFileMode(file, content, 0o644, 0o750); err != nil {
 		return nil, fieldErr(pod, c, "/etc/hosts", fmt.Errorf("write hosts file: %w", err))
 	}
 	return &runtimeapi.Mount{ContainerPath: EtcHostsPath, HostPath: file, SelinuxRelabel: true}, nil
