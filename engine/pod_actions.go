@@ -78,12 +78,7 @@ func (s *podState) SyncPod(ctx context.Context) error {
 	for _, c := range s.inits {
 		c.fire(ctx, fsm.ContainerEventStart)
 	}
-	var wg sync.WaitGroup
-	for _, c := range s.containers {
-		wg.Add(1)
-		go func() { defer wg.Done(); c.fire(ctx, fsm.ContainerEventStart) }()
-	}
-	wg.Wait()
+	parallel(s.containers, func(c *ctrState) { c.fire(ctx, fsm.ContainerEventStart) })
 	if err := ctx.Err(); err != nil {
 		s.raise(fsm.PodEventSyncFailed)
 		return err
@@ -96,13 +91,25 @@ func (s *podState) SyncPod(ctx context.Context) error {
 // parallel, then init containers and sidecars in parallel.
 func (s *podState) each(ctx context.Context, ev fsm.ContainerEvent) {
 	for _, group := range [][]*ctrState{append(append([]*ctrState(nil), s.ephemerals...), s.containers...), s.inits} {
-		var wg sync.WaitGroup
-		for _, c := range group {
-			wg.Add(1)
-			go func() { defer wg.Done(); c.fire(ctx, ev) }()
-		}
-		wg.Wait()
+		parallel(group, func(c *ctrState) { c.fire(ctx, ev) })
 	}
+}
+
+// parallel runs f for every container of cs at once and returns when all
+// returned. The last runs on the calling goroutine: a pod of one container
+// starts no goroutine, and its CRI calls use the worker's stack, already
+// grown by the sandbox's.
+func parallel(cs []*ctrState, f func(*ctrState)) {
+	if len(cs) == 0 {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, c := range cs[:len(cs)-1] {
+		wg.Add(1)
+		go func() { defer wg.Done(); f(c) }()
+	}
+	f(cs[len(cs)-1])
+	wg.Wait()
 }
 
 // kill records a termination request with grace period g seconds (forced: 0
