@@ -131,16 +131,19 @@ func (w *podWorker) publishStatus() {
 		Status: podstatus.Compute(s.lastStatus, s.view(), w.e.clock.Now())}
 	p.Spec.NodeName = w.e.cfg.NodeName
 	s.lastStatus = &p.Status // the published pod is read-only
-	ms := make([]MachineState, 0, 2+2*(len(s.inits)+len(s.containers)+len(s.ephemerals)))
+	var buf [8]MachineState  // a pod of up to three containers lists them without allocating
+	ms := buf[:0]
 	ms = append(ms,
 		MachineState{Machine: fsm.PodMachineName, State: s.machine.State().String(), Since: s.run.Since()},
 		MachineState{Machine: fsm.SandboxMachineName, State: s.sandbox.machine.State().String(), Since: s.sandbox.run.Since()})
-	for _, c := range append(append(append([]*ctrState(nil), s.inits...), s.containers...), s.ephemerals...) {
-		ms = append(ms,
-			MachineState{Machine: fsm.ContainerMachineName, Instance: c.name, State: c.machine.State().String(), Since: c.run.Since()},
-			MachineState{Machine: fsm.ProbeMachineName, Instance: c.name, State: c.probe.machine.State().String(), Since: c.probe.run.Since()})
+	for _, group := range [...][]*ctrState{s.inits, s.containers, s.ephemerals} {
+		for _, c := range group {
+			ms = append(ms,
+				MachineState{Machine: fsm.ContainerMachineName, Instance: c.name, State: c.machine.State().String(), Since: c.run.Since()},
+				MachineState{Machine: fsm.ProbeMachineName, Instance: c.name, State: c.probe.machine.State().String(), Since: c.probe.run.Since()})
+		}
 	}
 	s.noteRunning()
-	w.hist.SetMachines(ms)
+	w.hist.SetMachines(ms) // copies ms
 	w.publish(p, s.machine.State())
 }

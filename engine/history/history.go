@@ -171,11 +171,12 @@ func (h *Log) Add(r *Record, state string, since time.Time) *Record {
 	return r
 }
 
-// SetMachines replaces the machine states with ms, read from the machines by
-// the worker goroutine while no step runs (publishStatus).
+// SetMachines replaces the machine states with a copy of ms, read from the
+// machines by the worker goroutine while no step runs (publishStatus); the
+// caller may reuse ms.
 func (h *Log) SetMachines(ms []MachineState) {
 	h.mu.Lock()
-	h.machines = ms
+	h.machines = append(h.machines[:0], ms...)
 	h.mu.Unlock()
 }
 
