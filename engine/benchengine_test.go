@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/speclet/speclet/engine/config"
 )
@@ -27,4 +28,27 @@ func runBenchEngine(b *testing.B, cfg Config) (e *Engine, updates chan config.Po
 	done := make(chan error, 1)
 	go func() { done <- e.Run(ctx, updates) }()
 	return e, updates, func() { cancel(); <-done }
+}
+
+// waitSettled returns once no pod worker of e has had an input waiting in
+// five polls 100 ms apart: the start's backlog (runtime events queued
+// behind the starts) is handled, and the heap then holds what the running
+// pods keep. The heap at all Running also holds that backlog, more or less
+// of it with the machine's load.
+func waitSettled(e *Engine) {
+	for quiet := 0; quiet < 5; {
+		time.Sleep(100 * time.Millisecond)
+		quiet++
+		e.mu.RLock()
+		for _, w := range e.workers {
+			w.mu.Lock()
+			busy := len(w.queue) > 0 || w.cfg != nil
+			w.mu.Unlock()
+			if busy {
+				quiet = 0
+				break
+			}
+		}
+		e.mu.RUnlock()
+	}
 }
