@@ -33,14 +33,7 @@ func TestContainerd(t *testing.T) {
 	c := harness.ForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rt := dialContainerd(ctx, t, c)
-	e, err := engine.New(engine.Config{Runtime: suite.Runtime(t, c.Endpoint), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
-		Log: suite.Logger(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	updates, stop := runEngine(ctx, e, 4)
-	defer stop()
+	rt, e, updates := startEngine(ctx, t, c, engine.Config{})
 
 	grace := int64(2)
 	mk := func(name string, policy v1.RestartPolicy, script string) *v1.Pod {
@@ -227,14 +220,26 @@ func runEngine(ctx context.Context, e *engine.Engine, buf int) (updates chan con
 }
 
 // startEngine runs an engine on the harness containerd c until the test
-// ends: cfg with the runtime (dialled on ctx, audited) and, where cfg
-// leaves them empty, a RootDir under the test's directory, NodeName "node"
-// and a logger that discards (and records row coverage). It returns the
-// runtime, the engine and the channel of its pod updates.
+// ends, configured by newEngine. It returns a runtime client of its own
+// (dialled on ctx), the engine and the channel of its pod updates.
 func startEngine(ctx context.Context, t *testing.T, c *harness.Containerd, cfg engine.Config) (cri.Full, *engine.Engine, chan config.PodUpdate) {
 	t.Helper()
 	rt := dialContainerd(ctx, t, c)
-	cfg.Runtime = suite.Runtime(t, c.Endpoint)
+	e := newEngine(t, c, cfg)
+	updates, stop := runEngine(ctx, e, 4)
+	t.Cleanup(stop)
+	return rt, e, updates
+}
+
+// newEngine returns an engine of cfg on the harness containerd c, with
+// what cfg leaves empty filled in: the runtime (c's, audited:
+// suite.Runtime), a RootDir under the test's directory, NodeName "node", a
+// logger that discards; and its Steps counted in the suite's row coverage.
+func newEngine(t *testing.T, c *harness.Containerd, cfg engine.Config) *engine.Engine {
+	t.Helper()
+	if cfg.Runtime == nil {
+		cfg.Runtime = suite.Runtime(t, c.Endpoint)
+	}
 	if cfg.RootDir == "" {
 		cfg.RootDir = filepath.Join(t.TempDir(), "root")
 	}
@@ -242,13 +247,12 @@ func startEngine(ctx context.Context, t *testing.T, c *harness.Containerd, cfg e
 		cfg.NodeName = "node"
 	}
 	if cfg.Log == nil {
-		cfg.Log = suite.Logger(slog.NewTextHandler(io.Discard, nil))
+		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	cfg.Steps = func(s engine.Step) { suite.Took(s.Machine, s.Row, s.Choices) }
 	e, err := engine.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	updates, stop := runEngine(ctx, e, 4)
-	t.Cleanup(stop)
-	return rt, e, updates
+	return e
 }

@@ -2,9 +2,6 @@ package containerdtest
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +15,6 @@ import (
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/eviction"
-	"github.com/speclet/speclet/engine/internal/suite"
 	"github.com/speclet/speclet/engine/resources"
 )
 
@@ -52,14 +48,7 @@ func TestContainerdEvictionMemory(t *testing.T) {
 		}
 		return eviction.Observations{"memory.available": {Available: max(capacity-used, 0), Capacity: capacity}}, nil
 	}
-	e, err := engine.New(engine.Config{Runtime: suite.Runtime(t, c.Endpoint), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
-		Eviction: mgr, EvictionPeriod: time.Second, Signals: signals,
-		Log: suite.Logger(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	updates, stop := runEngine(ctx, e, 4)
-	defer stop()
+	_, e, updates := startEngine(ctx, t, c, engine.Config{Eviction: mgr, EvictionPeriod: time.Second, Signals: signals})
 
 	pod := func(name string, res v1.ResourceList, script string) *v1.Pod {
 		grace := int64(1)

@@ -3,9 +3,6 @@ package containerdtest
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,7 +14,6 @@ import (
 	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
-	"github.com/speclet/speclet/engine/internal/suite"
 )
 
 // TestContainerdContainerGC crash-loops a container 20 times on a real
@@ -28,17 +24,10 @@ func TestContainerdContainerGC(t *testing.T) {
 	c := harness.ForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	rt := dialContainerd(ctx, t, c)
 	const maxDead = 2
-	e, err := engine.New(engine.Config{Runtime: suite.Runtime(t, c.Endpoint), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
+	rt, e, updates := startEngine(ctx, t, c, engine.Config{
 		CrashLoopBackOffBase: 10 * time.Millisecond, CrashLoopBackOffMax: 20 * time.Millisecond,
-		ContainerGC: engine.ContainerGCPolicy{MaxPerContainer: maxDead},
-		Log:         suite.Logger(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	updates, stop := runEngine(ctx, e, 2)
-	defer stop()
+		ContainerGC: engine.ContainerGCPolicy{MaxPerContainer: maxDead}})
 
 	grace := int64(1)
 	pod := &v1.Pod{
@@ -123,19 +112,12 @@ func TestContainerdNodeContainerGC(t *testing.T) {
 	c := harness.ForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	rt := dialContainerd(ctx, t, c)
 	const maxDead, perContainer, pods, restarts = 6, 10, 3, 20
 	limit := maxDead
-	e, err := engine.New(engine.Config{Runtime: suite.Runtime(t, c.Endpoint), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
+	rt, e, updates := startEngine(ctx, t, c, engine.Config{
 		CrashLoopBackOffBase: 10 * time.Millisecond, CrashLoopBackOffMax: 20 * time.Millisecond,
 		ContainerGC:       engine.ContainerGCPolicy{MaxPerContainer: perContainer, MaxContainers: &limit},
-		ContainerGCPeriod: 3 * time.Second,
-		Log:               suite.Logger(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	updates, stop := runEngine(ctx, e, 2)
-	defer stop()
+		ContainerGCPeriod: 3 * time.Second})
 
 	grace := int64(1)
 	var all []*v1.Pod

@@ -2,8 +2,6 @@ package containerdtest
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,7 +17,6 @@ import (
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/cgroups"
 	"github.com/speclet/speclet/engine/config"
-	"github.com/speclet/speclet/engine/internal/suite"
 	"github.com/speclet/speclet/engine/resources"
 )
 
@@ -53,14 +50,8 @@ func TestContainerdQoS(t *testing.T) {
 		t.Errorf("kubepods memory limit = %d, want allocatable %d", got, alloc.Memory().Value())
 	}
 	memCap := capacity.Memory().Value()
-	e, err := engine.New(engine.Config{Runtime: suite.Runtime(t, c.Endpoint), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
-		PodCgroups: cg, MemoryCapacity: memCap, Allocatable: alloc, CrashLoopBackOffBase: time.Second,
-		Log: suite.Logger(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	updates, stop := runEngine(ctx, e, 4)
-	defer stop()
+	_, e, updates := startEngine(ctx, t, c, engine.Config{
+		PodCgroups: cg, MemoryCapacity: memCap, Allocatable: alloc, CrashLoopBackOffBase: time.Second})
 
 	grace := int64(1)
 	mk := func(name, script string, req, lim v1.ResourceList) *v1.Pod {

@@ -2,8 +2,6 @@ package containerdtest
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -52,14 +50,7 @@ func TestContainerdRecoverCreated(t *testing.T) {
 	// The engines' runtime; startNever's StartContainer never reaches it,
 	// so the audit does not record it.
 	art := suite.Runtime(t, c.Endpoint)
-	newEngine := func(r cri.Full) *engine.Engine {
-		e, err := engine.New(engine.Config{Runtime: r, RootDir: root, NodeName: "node",
-			Log: suite.Logger(slog.NewTextHandler(io.Discard, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e
-	}
+	engineOn := func(r cri.Full) *engine.Engine { return newEngine(t, c, engine.Config{Runtime: r, RootDir: root}) }
 	grace := int64(2)
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "created", Namespace: "default", UID: types.UID("created-uid"),
@@ -71,7 +62,7 @@ func TestContainerdRecoverCreated(t *testing.T) {
 	add := config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
 
 	sn := &startNever{Full: art, entered: make(chan struct{})}
-	e1 := newEngine(sn)
+	e1 := engineOn(sn)
 	updates, stop := runEngine(ctx, e1, 4)
 	updates <- add
 	select {
@@ -89,7 +80,7 @@ func TestContainerdRecoverCreated(t *testing.T) {
 	}
 	createdID := cs[0].Id
 
-	e2 := newEngine(art)
+	e2 := engineOn(art)
 	updates, stop = runEngine(ctx, e2, 4)
 	defer stop()
 	updates <- add
