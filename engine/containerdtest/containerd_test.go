@@ -14,8 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/cri/harness"
@@ -30,20 +28,11 @@ import (
 // namespace (the harness's bridge CNI) that gets a pod IP; then removes them
 // and checks that the runtime is empty.
 func TestContainerd(t *testing.T) {
-	c := harness.ForTest(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	c, ctx := containerdFor(t, 3*time.Minute)
 	rt, e, updates := startEngine(ctx, t, c, engine.Config{})
 
-	grace := int64(2)
 	mk := func(name string, policy v1.RestartPolicy, script string) *v1.Pod {
-		return &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name + "-uid"),
-				Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
-			Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: policy, TerminationGracePeriodSeconds: &grace,
-				Containers: []v1.Container{{Name: "main", Image: c.ImageRef("busybox:latest"),
-					ImagePullPolicy: v1.PullIfNotPresent, Command: []string{"/bin/sh", "-c", script}}}},
-		}
+		return shPod(c, name, policy, 2, script)
 	}
 	web := mk("web", v1.RestartPolicyAlways, `trap "" TERM; while true; do sleep 0.2; done`)
 	web.Spec.Containers[0].Resources.Limits = v1.ResourceList{
@@ -130,17 +119,10 @@ func containerdBurst(b *testing.B, c *harness.Containerd, n, iter int) (startAll
 	rctx, stop := context.WithCancel(ctx)
 	go func() { done <- e.Run(rctx, updates) }()
 	defer func() { stop(); <-done }()
-	grace := int64(1)
 	pods := make([]*v1.Pod, n)
 	for i := range pods {
-		name := fmt.Sprintf("burst-%d-%03d", iter, i)
-		pods[i] = &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name + "-uid"),
-				Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
-			Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace,
-				Containers: []v1.Container{{Name: "main", Image: c.ImageRef("busybox:latest"),
-					ImagePullPolicy: v1.PullIfNotPresent, Command: []string{"sleep", "3600"}}}},
-		}
+		pods[i] = shPod(c, fmt.Sprintf("burst-%d-%03d", iter, i), v1.RestartPolicyAlways, 1, "")
+		pods[i].Spec.Containers[0].Command = []string{"sleep", "3600"} // no shell: one process per pod
 	}
 	t0 := time.Now()
 	updates <- config.PodUpdate{Op: config.OpAdd, Pods: pods, Source: config.SourceFile}

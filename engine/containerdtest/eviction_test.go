@@ -8,10 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ktypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/eviction"
@@ -27,9 +24,7 @@ import (
 // Evicted, the message naming memory), the Guaranteed pod beside it keeps
 // running, and with the memory freed the pressure ends.
 func TestContainerdEvictionMemory(t *testing.T) {
-	c := harness.ForTest(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	c, ctx := containerdFor(t, 4*time.Minute)
 	rt := dialContainerd(ctx, t, c)
 	hard, err := resources.ParseThresholds("eviction-hard", "memory.available<100Mi")
 	if err != nil {
@@ -51,14 +46,10 @@ func TestContainerdEvictionMemory(t *testing.T) {
 	_, e, updates := startEngine(ctx, t, c, engine.Config{Eviction: mgr, EvictionPeriod: time.Second, Signals: signals})
 
 	pod := func(name string, res v1.ResourceList, script string) *v1.Pod {
-		grace := int64(1)
-		return &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: ktypes.UID(name + "-uid"),
-				Annotations: map[string]string{config.AnnotationSource: config.SourceAPI}},
-			Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace,
-				Containers: []v1.Container{{Name: "main", Image: c.ImageRef(harness.BusyboxRepo), ImagePullPolicy: v1.PullIfNotPresent,
-					Command: []string{"/bin/sh", "-c", script}, Resources: v1.ResourceRequirements{Requests: res, Limits: res}}}},
-		}
+		p := shPod(c, name, v1.RestartPolicyAlways, 1, script)
+		p.Annotations[config.AnnotationSource] = config.SourceAPI
+		p.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: res, Limits: res}
+		return p
 	}
 	guaranteed := pod("guaranteed", v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("64Mi")},
 		"sleep 3600")

@@ -1,17 +1,13 @@
 package containerdtest
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
 )
@@ -21,22 +17,13 @@ import (
 // backoff): whenever the runtime is looked at, at most 2 dead instances of
 // the container are left, and the container keeps its lastState.
 func TestContainerdContainerGC(t *testing.T) {
-	c := harness.ForTest(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	c, ctx := containerdFor(t, 4*time.Minute)
 	const maxDead = 2
 	rt, e, updates := startEngine(ctx, t, c, engine.Config{
 		CrashLoopBackOffBase: 10 * time.Millisecond, CrashLoopBackOffMax: 20 * time.Millisecond,
 		ContainerGC: engine.ContainerGCPolicy{MaxPerContainer: maxDead}})
 
-	grace := int64(1)
-	pod := &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "crash", Namespace: "default", UID: types.UID("crash-uid"),
-			Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
-		Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace,
-			Containers: []v1.Container{{Name: "main", Image: c.ImageRef("busybox:latest"),
-				ImagePullPolicy: v1.PullIfNotPresent, Command: []string{"/bin/sh", "-c", "exit 1"}}}},
-	}
+	pod := shPod(c, "crash", v1.RestartPolicyAlways, 1, "exit 1")
 	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
 
 	// The dead instances other than the newest one never exceed the limit;
@@ -109,9 +96,7 @@ func TestContainerdContainerGC(t *testing.T) {
 // leaves 6, 6/3 = 2 per container, the newest two, so every container keeps
 // its lastState (exit code 1) beside its final state (Completed).
 func TestContainerdNodeContainerGC(t *testing.T) {
-	c := harness.ForTest(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
+	c, ctx := containerdFor(t, 6*time.Minute)
 	const maxDead, perContainer, pods, restarts = 6, 10, 3, 20
 	limit := maxDead
 	rt, e, updates := startEngine(ctx, t, c, engine.Config{
@@ -119,23 +104,15 @@ func TestContainerdNodeContainerGC(t *testing.T) {
 		ContainerGC:       engine.ContainerGCPolicy{MaxPerContainer: perContainer, MaxContainers: &limit},
 		ContainerGCPeriod: 3 * time.Second})
 
-	grace := int64(1)
 	var all []*v1.Pod
 	for i := range pods {
 		// The container counts its runs in a file of a hostPath volume
 		// and fails the first 20.
-		dir := t.TempDir()
-		name := fmt.Sprintf("crash-%d", i)
-		all = append(all, &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name + "-uid"),
-				Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
-			Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: v1.RestartPolicyOnFailure, TerminationGracePeriodSeconds: &grace,
-				Volumes: []v1.Volume{{Name: "count", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: dir}}}},
-				Containers: []v1.Container{{Name: "main", Image: c.ImageRef("busybox:latest"), ImagePullPolicy: v1.PullIfNotPresent,
-					VolumeMounts: []v1.VolumeMount{{Name: "count", MountPath: "/count"}},
-					Command: []string{"/bin/sh", "-c", fmt.Sprintf(
-						`n=$(cat /count/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > /count/n; [ $n -gt %d ] && exit 0; exit 1`, restarts)}}}},
-		})
+		p := shPod(c, fmt.Sprintf("crash-%d", i), v1.RestartPolicyOnFailure, 1, fmt.Sprintf(
+			`n=$(cat /count/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > /count/n; [ $n -gt %d ] && exit 0; exit 1`, restarts))
+		p.Spec.Volumes = []v1.Volume{{Name: "count", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: t.TempDir()}}}}
+		p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "count", MountPath: "/count"}}
+		all = append(all, p)
 	}
 	updates <- config.PodUpdate{Op: config.OpAdd, Pods: all, Source: config.SourceFile}
 

@@ -8,12 +8,9 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/cri"
-	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/internal/suite"
@@ -42,23 +39,14 @@ func (r *startNever) StartContainer(ctx context.Context, id string) error {
 // and the status has no ContainerStatusUnknown exit 137, no lastState and
 // no start time of the created instance, which never runs.
 func TestContainerdRecoverCreated(t *testing.T) {
-	c := harness.ForTest(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	c, ctx := containerdFor(t, 3*time.Minute)
 	rt := dialContainerd(ctx, t, c)
 	root := filepath.Join(t.TempDir(), "root")
 	// The engines' runtime; startNever's StartContainer never reaches it,
 	// so the audit does not record it.
 	art := suite.Runtime(t, c.Endpoint)
 	engineOn := func(r cri.Full) *engine.Engine { return newEngine(t, c, engine.Config{Runtime: r, RootDir: root}) }
-	grace := int64(2)
-	pod := &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "created", Namespace: "default", UID: types.UID("created-uid"),
-			Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
-		Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: v1.RestartPolicyNever, TerminationGracePeriodSeconds: &grace,
-			Containers: []v1.Container{{Name: "main", Image: c.ImageRef("busybox:latest"),
-				ImagePullPolicy: v1.PullIfNotPresent, Command: []string{"/bin/sh", "-c", "sleep 3600"}}}},
-	}
+	pod := shPod(c, "created", v1.RestartPolicyNever, 2, "sleep 3600")
 	add := config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
 
 	sn := &startNever{Full: art, entered: make(chan struct{})}

@@ -1,7 +1,6 @@
 package containerdtest
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/volume"
@@ -26,9 +24,7 @@ import (
 // readOnly mount refuses writes. After the pod is removed, the tmpfs is
 // unmounted and the pod's directory is gone.
 func TestContainerdVolumes(t *testing.T) {
-	c := harness.ForTest(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	c, ctx := containerdFor(t, 3*time.Minute)
 	root := filepath.Join(t.TempDir(), "root")
 	_, e, updates := startEngine(ctx, t, c, engine.Config{RootDir: root})
 
