@@ -73,43 +73,14 @@ func environment(n Node, r ContainerRequest) ([]*runtimeapi.KeyValue, map[string
 		return nil, nil, &ConfigError{Pod: pod.Namespace + "/" + pod.Name, Container: c.Name, Err: err}
 	}
 	env := envBuilder{vals: map[string]string{}}
-	configMaps := map[string]*v1.ConfigMap{}
-	secrets := map[string]*v1.Secret{}
 	// getCM and getSecret return nil, nil for a missing optional object.
-	getCM := func(name string, optional bool) (*v1.ConfigMap, error) {
-		if cm, ok := configMaps[name]; ok {
-			return cm, nil
-		}
-		if r.Objects == nil {
-			return nil, fmt.Errorf("couldn't get configMap %v/%v, no kubeClient defined", pod.Namespace, name)
-		}
-		cm, err := r.Objects.ConfigMap(name)
-		if err != nil {
-			if apierrors.IsNotFound(err) && optional {
-				return nil, nil
-			}
-			return nil, err
-		}
-		configMaps[name] = cm
-		return cm, nil
+	var readCM func(string) (*v1.ConfigMap, error)
+	var readSecret func(string) (*v1.Secret, error)
+	if r.Objects != nil {
+		readCM, readSecret = r.Objects.ConfigMap, r.Objects.Secret
 	}
-	getSecret := func(name string, optional bool) (*v1.Secret, error) {
-		if s, ok := secrets[name]; ok {
-			return s, nil
-		}
-		if r.Objects == nil {
-			return nil, fmt.Errorf("couldn't get secret %v/%v, no kubeClient defined", pod.Namespace, name)
-		}
-		s, err := r.Objects.Secret(name)
-		if err != nil {
-			if apierrors.IsNotFound(err) && optional {
-				return nil, nil
-			}
-			return nil, err
-		}
-		secrets[name] = s
-		return s, nil
-	}
+	getCM := readOnce(pod.Namespace, "configMap", readCM)
+	getSecret := readOnce(pod.Namespace, "secret", readSecret)
 	for _, from := range c.EnvFrom {
 		switch {
 		case from.ConfigMapRef != nil:
@@ -353,4 +324,28 @@ func podLimit(pod *v1.Pod, rn v1.ResourceName) (resource.Quantity, bool) {
 	}
 	q, ok := pod.Spec.Resources.Limits[rn]
 	return q, ok && !q.IsZero()
+}
+
+// readOnce returns a getter of the objects of kind (named in errors) in
+// namespace ns that read reads (nil: no client), each read once; it
+// answers nil, nil for a missing optional object.
+func readOnce[T any](ns, kind string, read func(name string) (*T, error)) func(name string, optional bool) (*T, error) {
+	got := map[string]*T{}
+	return func(name string, optional bool) (*T, error) {
+		if o, ok := got[name]; ok {
+			return o, nil
+		}
+		if read == nil {
+			return nil, fmt.Errorf("couldn't get %s %v/%v, no kubeClient defined", kind, ns, name)
+		}
+		o, err := read(name)
+		if err != nil {
+			if apierrors.IsNotFound(err) && optional {
+				return nil, nil
+			}
+			return nil, err
+		}
+		got[name] = o
+		return o, nil
+	}
 }
