@@ -19,6 +19,7 @@ import (
 
 	"github.com/speclet/speclet/cri/sim"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/internal/logbuf"
 	"github.com/speclet/speclet/engine/volume"
 )
 
@@ -85,9 +86,9 @@ func (h *scriptHarness) sandboxCalls() int { return h.srv.Runtime.Calls("RunPodS
 
 // startLogged starts a harness's engine with cfg and returns it with its
 // info log.
-func startLogged(t *testing.T, cfg Config) (*scriptHarness, *syncWriter) {
+func startLogged(t *testing.T, cfg Config) (*scriptHarness, *logbuf.Buffer) {
 	h := newHarness(t)
-	logs := &syncWriter{}
+	logs := &logbuf.Buffer{}
 	h.logw = logs
 	h.start(cfg)
 	return h, logs

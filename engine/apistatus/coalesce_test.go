@@ -1,7 +1,6 @@
 package apistatus
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/speclet/speclet/engine/internal/logbuf"
 )
 
 // liveEngine declares pods whose status the test publishes.
@@ -177,9 +178,8 @@ func TestFailedWritesRetryNewest(t *testing.T) {
 		failures++
 		return true, nil, apierrors.NewInternalError(errors.New("etcdserver: request timed out"))
 	})
-	var logs bytes.Buffer
-	var logMu sync.Mutex
-	log := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &logMu}, nil))
+	var logs logbuf.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
 	m, eng := liveManager(cs, Config{PendingHold: -1, Resync: time.Hour, Log: log})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -198,25 +198,12 @@ func TestFailedWritesRetryNewest(t *testing.T) {
 		got, err := cs.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
 		return err == nil && got.Status.Phase == v1.PodRunning
 	})
-	logMu.Lock()
-	defer logMu.Unlock()
 	if n := strings.Count(logs.String(), "level=ERROR"); n != 1 {
 		t.Errorf("%d error lines for one run of failures, want 1:\n%s", n, logs.String())
 	}
 	if !strings.Contains(logs.String(), "succeeds again") {
 		t.Errorf("no line says writes succeed again:\n%s", logs.String())
 	}
-}
-
-type lockedWriter struct {
-	w  *bytes.Buffer
-	mu *sync.Mutex
-}
-
-func (l *lockedWriter) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(b)
 }
 
 // TestHeldStatuses: a status that only says the pod is being created, or
