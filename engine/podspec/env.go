@@ -132,40 +132,23 @@ func environment(n Node, r ContainerRequest) ([]*runtimeapi.KeyValue, map[string
 				return fail(err)
 			}
 			val = v
-		case e.ValueFrom.ConfigMapKeyRef != nil:
-			ref := e.ValueFrom.ConfigMapKeyRef
-			cm, err := getCM(ref.Name, isTrue(ref.Optional))
+		case e.ValueFrom.ConfigMapKeyRef != nil, e.ValueFrom.SecretKeyRef != nil:
+			var v string
+			var ok bool
+			var err error
+			if ref := e.ValueFrom.ConfigMapKeyRef; ref != nil {
+				v, ok, err = keyValue(getCM, func(cm *v1.ConfigMap) map[string]string { return cm.Data }, pod.Namespace, "ConfigMap", ref.Name, ref.Key, isTrue(ref.Optional))
+			} else {
+				ref := e.ValueFrom.SecretKeyRef
+				v, ok, err = keyValue(getSecret, secretData, pod.Namespace, "Secret", ref.Name, ref.Key, isTrue(ref.Optional))
+			}
 			if err != nil {
 				return fail(err)
 			}
-			if cm == nil {
-				continue
-			}
-			v, ok := cm.Data[ref.Key]
 			if !ok {
-				if isTrue(ref.Optional) {
-					continue
-				}
-				return fail(fmt.Errorf("couldn't find key %v in ConfigMap %v/%v", ref.Key, pod.Namespace, ref.Name))
+				continue
 			}
 			val = v
-		case e.ValueFrom.SecretKeyRef != nil:
-			ref := e.ValueFrom.SecretKeyRef
-			s, err := getSecret(ref.Name, isTrue(ref.Optional))
-			if err != nil {
-				return fail(err)
-			}
-			if s == nil {
-				continue
-			}
-			v, ok := s.Data[ref.Key]
-			if !ok {
-				if isTrue(ref.Optional) {
-					continue
-				}
-				return fail(fmt.Errorf("couldn't find key %v in Secret %v/%v", ref.Key, pod.Namespace, ref.Name))
-			}
-			val = string(v)
 		case e.ValueFrom.FileKeyRef != nil:
 			// Refused at admission (Unsupported); never silently empty.
 			return fail(fmt.Errorf("env %q: valueFrom.fileKeyRef is not supported", e.Name))
@@ -349,3 +332,25 @@ func readOnce[T any](ns, kind string, read func(name string) (*T, error)) func(n
 		return o, nil
 	}
 }
+
+// keyValue is the value of key in the data of the object name of kind
+// (ConfigMap or Secret, as kubelet's error names it) in namespace ns,
+// read through get; ok is false when the object or the key is missing and
+// optional.
+func keyValue[T any, V string | []byte](get func(name string, optional bool) (*T, error), data func(*T) map[string]V, ns, kind, name, key string, optional bool) (val string, ok bool, err error) {
+	o, err := get(name, optional)
+	if err != nil || o == nil {
+		return "", false, err
+	}
+	v, ok := data(o)[key]
+	if !ok {
+		if optional {
+			return "", false, nil
+		}
+		return "", false, fmt.Errorf("couldn't find key %v in %s %v/%v", key, kind, ns, name)
+	}
+	return string(v), true, nil
+}
+
+// secretData is a secret's data.
+func secretData(s *v1.Secret) map[string][]byte { return s.Data }
