@@ -294,6 +294,7 @@ func (h *scriptHarness) launch(cfg Config) {
 		h.t.Fatal(err)
 	}
 	h.cfg = cfg
+	h.cfg.Steps = told // a restart with h.cfg counts each step once
 	h.eng = e
 	h.updates = make(chan config.PodUpdate)
 	ctx, cancel := context.WithCancel(context.Background())
