@@ -60,11 +60,7 @@ func TestContainerd(t *testing.T) {
 	}, e)
 
 	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{web, job, cni}, Source: config.SourceFile}
-	waitFor(t, ctx, "runtime empty", func() bool {
-		sbs, err1 := rt.ListPodSandbox(ctx, nil)
-		cs, err2 := rt.ListContainers(ctx, nil)
-		return err1 == nil && err2 == nil && len(sbs) == 0 && len(cs) == 0
-	}, e)
+	waitFor(t, ctx, "runtime empty", runtimeEmpty(ctx, rt), e)
 }
 
 func waitFor(t *testing.T, ctx context.Context, what string, ok func() bool, e *engine.Engine) {
@@ -237,4 +233,14 @@ func newEngine(t *testing.T, c *harness.Containerd, cfg engine.Config) *engine.E
 		t.Fatal(err)
 	}
 	return e
+}
+
+// runtimeEmpty reports whether rt lists no sandbox and no container (false
+// when it does not answer).
+func runtimeEmpty(ctx context.Context, rt cri.Runtime) func() bool {
+	return func() bool {
+		sbs, err1 := rt.ListPodSandbox(ctx, nil)
+		cs, err2 := rt.ListContainers(ctx, nil)
+		return err1 == nil && err2 == nil && len(sbs) == 0 && len(cs) == 0
+	}
 }

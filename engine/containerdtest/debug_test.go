@@ -73,9 +73,5 @@ func TestContainerdDebugWhileStopping(t *testing.T) {
 	if state(d, fsm.PodMachineName, "") != "terminating" || state(d, fsm.ContainerMachineName, "main") != "stopping" {
 		t.Fatalf("5 s into a 20 s grace period: machines %+v, want pod terminating and container/main stopping", d.Machines)
 	}
-	waitFor(t, ctx, "runtime empty", func() bool {
-		sbs, err1 := rt.ListPodSandbox(ctx, nil)
-		cs, err2 := rt.ListContainers(ctx, nil)
-		return err1 == nil && err2 == nil && len(sbs) == 0 && len(cs) == 0
-	}, e)
+	waitFor(t, ctx, "runtime empty", runtimeEmpty(ctx, rt), e)
 }

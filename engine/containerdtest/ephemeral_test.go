@@ -79,11 +79,7 @@ func TestContainerdEphemeral(t *testing.T) {
 	}
 
 	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{debug}, Source: config.SourceAPI}
-	waitFor(t, ctx, "runtime empty", func() bool {
-		sbs, err1 := rt.ListPodSandbox(ctx, nil)
-		cs, err2 := rt.ListContainers(ctx, nil)
-		return err1 == nil && err2 == nil && len(sbs) == 0 && len(cs) == 0
-	}, e)
+	waitFor(t, ctx, "runtime empty", runtimeEmpty(ctx, rt), e)
 }
 
 // podByUID is the engine's newest published copy of pod uid, nil if none.

@@ -92,9 +92,5 @@ func TestContainerdEvictionMemory(t *testing.T) {
 		t.Errorf("guaranteed after the eviction: %+v", g)
 	}
 	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{guaranteed, hog}, Source: config.SourceAPI}
-	waitFor(t, ctx, "runtime empty", func() bool {
-		sbs, err1 := rt.ListPodSandbox(ctx, nil)
-		cs, err2 := rt.ListContainers(ctx, nil)
-		return err1 == nil && err2 == nil && len(sbs) == 0 && len(cs) == 0
-	}, e)
+	waitFor(t, ctx, "runtime empty", runtimeEmpty(ctx, rt), e)
 }

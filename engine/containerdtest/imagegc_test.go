@@ -249,11 +249,7 @@ func TestContainerdImageGC(t *testing.T) {
 		t.Errorf("keep is not running after image GC:\n%s", formatPods(e.Pods()))
 	}
 	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{keep}, Source: config.SourceFile}
-	waitFor(t, ctx, "runtime empty", func() bool {
-		sbs, err1 := rt.ListPodSandbox(ctx, nil)
-		cs, err2 := rt.ListContainers(ctx, nil)
-		return err1 == nil && err2 == nil && len(sbs) == 0 && len(cs) == 0
-	}, e)
+	waitFor(t, ctx, "runtime empty", runtimeEmpty(ctx, rt), e)
 }
 
 // loopRoot makes a directory /tmp/speclet-imagegc-XXXX with an ext4

@@ -106,9 +106,5 @@ func TestContainerdRecoverCreated(t *testing.T) {
 	}
 
 	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
-	waitFor(t, ctx, "runtime empty", func() bool {
-		sbs, err1 := rt.ListPodSandbox(ctx, nil)
-		cs, err2 := rt.ListContainers(ctx, nil)
-		return err1 == nil && err2 == nil && len(sbs) == 0 && len(cs) == 0
-	}, e2)
+	waitFor(t, ctx, "runtime empty", runtimeEmpty(ctx, rt), e2)
 }
