@@ -2,7 +2,6 @@ package engine
 
 import (
 	"flag"
-	"log/slog"
 	"os"
 	"testing"
 
@@ -13,12 +12,12 @@ import (
 // The two checks every engine test feeds (doc.go, # Tests) live in
 // engine/internal/suite, shared with the tests on a real containerd
 // (engine/containerdtest): the CRI audit of each test's runtime
-// (auditRuntime) and the row coverage of the transitions the engine logs
-// (coverageLogger). When the whole package ran, TestMain records what this
-// package's tests took and called and, once every part of the suite has
-// recorded (make unit), prints the table of the union and fails when a row
-// or branch was never taken or the audit found a violation or a declared
-// method never called.
+// (auditRuntime) and the row coverage of the steps the engine's machines
+// take (coverStep, its Config.Steps). When the whole package ran, TestMain
+// records what this package's tests took and called and, once every part
+// of the suite has recorded (make unit), prints the table of the union and
+// fails when a row or branch was never taken or the audit found a
+// violation or a declared method never called.
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -42,7 +41,6 @@ func auditRuntime(t testing.TB, endpoint string, opts ...cri.Option) audited {
 	return suite.Runtime(t, endpoint, opts...)
 }
 
-// coverageLogger returns a logger that counts the transitions the engine
-// logs for the suite's row coverage and passes every record inner handles
-// on to it.
-func coverageLogger(inner slog.Handler) *slog.Logger { return suite.Logger(inner) }
+// coverStep counts the row and choice branches of a step in the suite's
+// row coverage: the Config.Steps of every engine the scripts run.
+func coverStep(s Step) { suite.Took(s.Machine, s.Row, s.Choices) }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/engine/fire"
@@ -94,6 +95,7 @@ func (c *ctrState) Logger() *slog.Logger { return c.p.e.log }
 func (c *ctrState) LogAttrs() []any      { return []any{"pod", c.p.key(), "container", c.name} }
 func (c *ctrState) record() *history.Log { return &c.p.w.hist }
 func (c *ctrState) instance() string     { return c.name }
+func (c *ctrState) podUID() types.UID    { return c.p.pod.UID }
 
 // containerEntered re-arms the timers of the state the container machine
 // entered (a timer that fires lets the pod sync through the sync tick's

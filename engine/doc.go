@@ -201,11 +201,11 @@
 // engine its runtime behind an engine/criaudit Recorder, and fails when a
 // mutating CRI call happened outside a spec action or an action called a
 // method missing from its `cri` list (and from those of the actions in its
-// `calls` list). Row coverage: the tests log through a slog handler that
-// counts the `row` and `choices` attributes of the "transition" debug
-// records. When a whole package ran (no -run filter), its TestMain records
-// what its tests took and called in the directory $SPECLET_ENGINE_SUITE
-// names, and the package that finds both records there prints the table of
+// `calls` list). Row coverage: each engine test's Config.Steps, the
+// engine's observer of every step a machine takes (Step: its machine, row
+// and choice branches), counts them (suite.Took). When a whole package ran
+// (no -run filter), its TestMain records what its tests took and called in
+// the directory $SPECLET_ENGINE_SUITE names, and the package that finds both records there prints the table of
 // every transition row (machine, from, event, [guard], to, times taken in
 // all and per package) and choice branch (`state: [guard] -> to`) and fails
 // when a row or branch was never taken, a call broke the cri lists, or a

@@ -201,22 +201,14 @@ func runScript(t *testing.T, path string) {
 				nodeSeen = n
 				return out
 			case "missing-image":
-				var ref string
-				d.ScanArgs(t, "ref", &ref)
-				h.srv.Runtime.MissingImage(ref)
+				h.srv.Runtime.MissingImage(arg[string](t, d, "ref"))
 				return ""
 			case "slow":
-				var call, s string
-				d.ScanArgs(t, "call", &call)
-				d.ScanArgs(t, "d", &s)
-				dur, _ := time.ParseDuration(s)
-				h.srv.Runtime.SlowCall(call, dur)
+				dur, _ := time.ParseDuration(arg[string](t, d, "d"))
+				h.srv.Runtime.SlowCall(arg[string](t, d, "call"), dur)
 				return ""
 			case "fail":
-				var call string
-				var n int
-				d.ScanArgs(t, "call", &call)
-				d.ScanArgs(t, "n", &n)
+				call, n := arg[string](t, d, "call"), arg[int](t, d, "n")
 				msg := "scripted failure"
 				if d.HasArg("msg") {
 					d.ScanArgs(t, "msg", &msg)
@@ -235,19 +227,13 @@ func runScript(t *testing.T, path string) {
 				// The next n calls of a method do their work in the
 				// runtime, but the engine sees them fail (deadline
 				// exceeded), as when a reply is lost.
-				var call string
-				var n int
-				d.ScanArgs(t, "call", &call)
-				d.ScanArgs(t, "n", &n)
-				h.srv.Runtime.LoseReply(call, n)
+				h.srv.Runtime.LoseReply(arg[string](t, d, "call"), arg[int](t, d, "n"))
 				return ""
 			case "start-late":
 				// The next n StartContainer calls time out at the client
 				// while the runtime holds them back; finish-late-starts
 				// carries them out later.
-				var n int
-				d.ScanArgs(t, "n", &n)
-				h.srv.Runtime.StartLate(n)
+				h.srv.Runtime.StartLate(arg[int](t, d, "n"))
 				return ""
 			case "finish-late-starts":
 				// The runtime starts what start-late held back; with
@@ -344,9 +330,7 @@ func runScript(t *testing.T, path string) {
 				d.ScanArgs(t, "machine", &machine)
 				return h.formatTransitions(machine)
 			case "rejected":
-				var machine string
-				d.ScanArgs(t, "machine", &machine)
-				return h.formatRejected(machine)
+				return h.formatRejected(arg[string](t, d, "machine"))
 			case "history":
 				// What GET /debug/pods/{uid} shows of a pod: its machines
 				// now and every transition, with the time since start.
@@ -362,4 +346,13 @@ func runScript(t *testing.T, path string) {
 			}
 		})
 	}
+}
+
+// arg is the value of the script command's argument key (the test fails
+// when it is missing or does not parse as a T).
+func arg[T any](t *testing.T, d *datadriven.TestData, key string) T {
+	t.Helper()
+	var v T
+	d.ScanArgs(t, key, &v)
+	return v
 }

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/speclet/speclet/engine/fire"
 	"github.com/speclet/speclet/engine/history"
 )
@@ -20,4 +22,6 @@ type owner interface {
 	// instance names the machine among the machines of its kind in its
 	// pod's history: the container's name, "" for the others.
 	instance() string
+	// podUID is the machine's pod; "" for the node machine.
+	podUID() types.UID
 }

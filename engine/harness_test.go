@@ -276,7 +276,14 @@ func (h *scriptHarness) launch(cfg Config) {
 		logh = slog.NewTextHandler(testWriter{h.t}, &slog.HandlerOptions{Level: slog.LevelDebug})
 	}
 	h.events = &eventLog{inner: logh, mu: &sync.Mutex{}, lines: new([]string)}
-	cfg.Log = coverageLogger(h.events)
+	cfg.Log = slog.New(h.events)
+	told := cfg.Steps
+	cfg.Steps = func(s Step) {
+		coverStep(s)
+		if told != nil {
+			told(s)
+		}
+	}
 	if h.recorded == nil {
 		h.recorded = &recorder{dir: h.dir}
 	}
@@ -287,6 +294,7 @@ func (h *scriptHarness) launch(cfg Config) {
 		h.t.Fatal(err)
 	}
 	h.cfg = cfg
+	h.cfg.Steps = told // a restart with h.cfg counts each step once
 	h.eng = e
 	h.updates = make(chan config.PodUpdate)
 	ctx, cancel := context.WithCancel(context.Background())

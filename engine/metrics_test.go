@@ -2,7 +2,6 @@ package engine
 
 import (
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/speclet/speclet/cri/sim"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/internal/logbuf"
 	"github.com/speclet/speclet/engine/metrics"
 )
 
@@ -193,7 +193,7 @@ func TestOperatorLogLines(t *testing.T) { synctest.Test(t, testOperatorLogLines)
 
 func testOperatorLogLines(t *testing.T) {
 	h := newHarness(t)
-	var logs syncWriter
+	var logs logbuf.Buffer
 	h.logw = &logs
 	h.start(Config{})
 	grace := int64(1)
@@ -220,21 +220,4 @@ func testOperatorLogLines(t *testing.T) {
 	if strings.Contains(out, "level=DEBUG") {
 		t.Error("debug lines at the default level")
 	}
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }

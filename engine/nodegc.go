@@ -7,6 +7,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/engine/containergc"
 	"github.com/speclet/speclet/engine/fire"
@@ -106,6 +107,7 @@ func (n *nodeReclaim) Logger() *slog.Logger { return n.e.log }
 func (n *nodeReclaim) LogAttrs() []any      { return nil }
 func (n *nodeReclaim) record() *history.Log { return &n.hist }
 func (n *nodeReclaim) instance() string     { return "" }
+func (n *nodeReclaim) podUID() types.UID    { return "" }
 
 // nodeEntered publishes the state the node machine entered to readers on
 // other goroutines (speclet_machines).

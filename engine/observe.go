@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/engine/fire"
 	"github.com/speclet/speclet/engine/history"
@@ -42,7 +46,39 @@ func common[B owner, S, E, A, G fsm.Enum](k *fsm.Kind[S, E, A, G]) []fire.Observ
 		{Taken: countStep[S, E, A, G, B], Refused: countRefusal[S, E, A, G, B]},
 		{Taken: func(ctx context.Context, st *fire.Step[S, E, A, G, B]) { recordStep(ctx, st, names) }, Ran: recordResults[S, E, A, G, B]},
 		{Taken: logStep[S, E, A, G, B], Refused: logRefusal[S, E, A, G, B]},
+		{Taken: tellStep[S, E, A, G, B]},
 	}
+}
+
+// Step is a transition a machine took, as Config.Steps is told of it. Row
+// and Choices index the tables of the machine's kind (fsm.<Machine>Kind's
+// Transitions and Choices), which name its guard and every branch.
+type Step struct {
+	Machine         string    // the machine's kind: pod, sandbox, container, probe or node
+	Pod             types.UID // the machine's pod; "" for the node machine
+	Container       string    // the container of a container or probe machine; "" for the others
+	From, Event, To string    // To is From on an internal row
+	Row             int       // the transition row taken
+	Choices         []int     // the choice branches it went through, in order; the Step's own copy
+	Actions         []string  // the actions the step runs, in order
+	At              time.Time // when it was taken, on the engine's clock
+}
+
+// tellStep tells Config.Steps of the step, when it is set.
+func tellStep[S, E, A, G fsm.Enum, B owner](_ context.Context, st *fire.Step[S, E, A, G, B]) {
+	tell := st.Owner.engine().cfg.Steps
+	if tell == nil {
+		return
+	}
+	s := Step{Machine: st.Machine, Pod: st.Owner.podUID(), Container: st.Owner.instance(), From: st.From.String(),
+		Event: st.Event.String(), To: st.To.String(), Row: st.Row, Choices: slices.Clone(st.Choices), At: st.At}
+	if len(st.Actions) > 0 {
+		s.Actions = make([]string, len(st.Actions))
+		for i, a := range st.Actions {
+			s.Actions[i] = a.String()
+		}
+	}
+	tell(s)
 }
 
 // countStep counts the transition (speclet_transitions_total) and, when it
@@ -82,8 +118,7 @@ func recordResults[S, E, A, G fsm.Enum, B owner](_ context.Context, st *fire.Ste
 	}
 }
 
-// logStep logs the transition at debug level; the row and choices
-// attributes are what the engine tests count for row coverage.
+// logStep logs the transition at debug level.
 func logStep[S, E, A, G fsm.Enum, B owner](ctx context.Context, st *fire.Step[S, E, A, G, B]) {
 	log := st.Owner.engine().log
 	if log.Enabled(ctx, slog.LevelDebug) {

@@ -41,6 +41,12 @@ type Config struct {
 	Clock                clock.WithTicker
 	Registerer           prometheus.Registerer // nil = no metrics
 	Log                  *slog.Logger          // nil = slog.Default()
+	// Steps, when set, is told of every transition any machine takes (a
+	// Step), after the engine's own observers and before the step's
+	// actions run: for tracing, or to count the spec rows taken. It is
+	// called on the machine's goroutine (each pod's worker, the node
+	// machine's), so concurrently for different pods, and must not block.
+	Steps func(Step)
 	// ProbeResults carries thresholded probe outcomes from outside the
 	// engine (tests); the engine's own probe workers feed it too.
 	ProbeResults <-chan ProbeResult

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/fire"
@@ -103,6 +104,7 @@ func (s *podState) Logger() *slog.Logger { return s.e.log }
 func (s *podState) LogAttrs() []any      { return []any{"pod", s.key()} }
 func (s *podState) record() *history.Log { return &s.w.hist }
 func (s *podState) instance() string     { return "" }
+func (s *podState) podUID() types.UID    { return s.pod.UID }
 
 // podOwner is the timer owner of the pod machine.
 const podOwner = "pod"

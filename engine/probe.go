@@ -8,6 +8,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/engine/fire"
 	"github.com/speclet/speclet/engine/handlers"
@@ -125,6 +126,7 @@ func (ps *probeState) Logger() *slog.Logger { return ps.c.p.e.log }
 func (ps *probeState) LogAttrs() []any      { return ps.c.LogAttrs() }
 func (ps *probeState) record() *history.Log { return &ps.c.p.w.hist }
 func (ps *probeState) instance() string     { return ps.c.name }
+func (ps *probeState) podUID() types.UID    { return ps.c.p.pod.UID }
 
 // started: the startup probe succeeded (or there is none) for the running
 // instance.

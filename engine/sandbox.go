@@ -8,6 +8,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/cri"
@@ -65,6 +66,7 @@ func (sb *sandboxState) Logger() *slog.Logger { return sb.p.e.log }
 func (sb *sandboxState) LogAttrs() []any      { return sb.p.LogAttrs() }
 func (sb *sandboxState) record() *history.Log { return &sb.p.w.hist }
 func (sb *sandboxState) instance() string     { return "" }
+func (sb *sandboxState) podUID() types.UID    { return sb.p.pod.UID }
 
 // ready: containers may start in the current sandbox.
 func (sb *sandboxState) ready() bool { return sb.machine.State() == fsm.SandboxStateReady }

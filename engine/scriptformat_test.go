@@ -36,18 +36,10 @@ func (h *scriptHarness) formatNodeHistory(from int) (string, int) {
 	var b strings.Builder
 	for _, t := range all[min(from, len(all)):] {
 		fmt.Fprintf(&b, "+%s %s -%s-> %s", t.Time.Sub(h.t0), t.From, t.Event, t.To)
-		for i, a := range t.Actions {
-			sep := ", "
-			if i == 0 {
-				sep = " / "
-			}
-			b.WriteString(sep + a.Action)
-			if a.Error != "" {
-				// The socket path and container IDs change from run to run.
-				msg := criEndpoint.ReplaceAllString(a.Error, "cri: ")
-				b.WriteString(" (error: " + quotedContainerID.ReplaceAllString(msg, `"<container-id>"`) + ")")
-			}
-		}
+		writeActions(&b, t.Actions, func(err string) string {
+			// The socket path and container IDs change from run to run.
+			return "error: " + quotedContainerID.ReplaceAllString(criEndpoint.ReplaceAllString(err, "cri: "), `"<container-id>"`)
+		})
 		b.WriteString("\n")
 	}
 	if b.Len() == 0 {
@@ -192,16 +184,7 @@ func (h *scriptHarness) formatHistory(uid, machine string) string {
 		if len(t.Choices) > 0 {
 			fmt.Fprintf(&b, " via %s", strings.Join(t.Choices, ", "))
 		}
-		for i, a := range t.Actions {
-			sep := ", "
-			if i == 0 {
-				sep = " / "
-			}
-			b.WriteString(sep + a.Action)
-			if a.Error != "" {
-				b.WriteString(" (error)")
-			}
-		}
+		writeActions(&b, t.Actions, func(string) string { return "error" })
 		b.WriteString("\n")
 	}
 	return b.String()
@@ -212,4 +195,19 @@ func instance(name string) string {
 		return ""
 	}
 	return "/" + name
+}
+
+// writeActions appends the actions of a transition to b as " / a, b", an
+// action that failed followed by what note says of its error in brackets.
+func writeActions(b *strings.Builder, actions []ActionResult, note func(err string) string) {
+	for i, a := range actions {
+		sep := ", "
+		if i == 0 {
+			sep = " / "
+		}
+		b.WriteString(sep + a.Action)
+		if a.Error != "" {
+			b.WriteString(" (" + note(a.Error) + ")")
+		}
+	}
 }

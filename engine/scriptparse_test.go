@@ -31,10 +31,7 @@ func (h *scriptHarness) parsePod(d *datadriven.TestData) *v1.Pod {
 	grace := int64(30)
 	static, hostNetwork := true, true
 	for _, a := range d.CmdArgs {
-		v := ""
-		if len(a.Vals) > 0 {
-			v = a.Vals[0]
-		}
+		v := firstVal(a)
 		switch a.Key {
 		case "pod":
 			name = v
@@ -70,10 +67,7 @@ func (h *scriptHarness) parsePod(d *datadriven.TestData) *v1.Pod {
 		pod.Annotations[config.AnnotationSource] = config.SourceAPI
 	}
 	for _, a := range d.CmdArgs {
-		v := ""
-		if len(a.Vals) > 0 {
-			v = a.Vals[0]
-		}
+		v := firstVal(a)
 		switch a.Key {
 		case "node":
 			pod.Spec.NodeName = v
@@ -287,4 +281,12 @@ func execHook(t *testing.T, d *datadriven.TestData, v string) (*v1.LifecycleHand
 		reply.Delay = dur
 	}
 	return &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{f[0]}}}, reply
+}
+
+// firstVal is the first value of a script argument ("" when it has none).
+func firstVal(a datadriven.CmdArg) string {
+	if len(a.Vals) == 0 {
+		return ""
+	}
+	return a.Vals[0]
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/speclet/speclet/cri/sim"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/internal/logbuf"
 	"github.com/speclet/speclet/engine/volume"
 )
 
@@ -83,6 +84,32 @@ func waitingReason(st *v1.PodStatus) string {
 
 func (h *scriptHarness) sandboxCalls() int { return h.srv.Runtime.Calls("RunPodSandbox") }
 
+// startLogged starts a harness's engine with cfg and returns it with its
+// info log.
+func startLogged(t *testing.T, cfg Config) (*scriptHarness, *logbuf.Buffer) {
+	h := newHarness(t)
+	logs := &logbuf.Buffer{}
+	h.logw = logs
+	h.start(cfg)
+	return h, logs
+}
+
+// configMapPod is a pod with the configMap cm as its volume conf.
+func configMapPod(name, cm string) *v1.Pod {
+	return volumePod(name, v1.Volume{Name: "conf", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: cm}}}})
+}
+
+// running waits up to d for pod name to be Running.
+func (h *scriptHarness) running(d time.Duration, name string) bool {
+	return h.waitFor(d, func() bool { st := h.podStatus(name); return st != nil && st.Phase == v1.PodRunning })
+}
+
+// volumeFile reads file in the directory of pod's first volume.
+func (h *scriptHarness) volumeFile(pod *v1.Pod, file string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(volume.HostPath(h.cfg.RootDir, pod, &pod.Spec.Volumes[0]), file))
+	return string(b), err
+}
+
 // A pod whose configMap does not exist yet stays Pending with its
 // container waiting in ContainerCreating, nothing of it in the runtime,
 // and a FailedMount event and log line naming the volume and the cause; the sync is
@@ -93,12 +120,9 @@ func TestMissingConfigMapWaitsThenStarts(t *testing.T) {
 }
 
 func testMissingConfigMapWaitsThenStarts(t *testing.T) {
-	h := newHarness(t)
-	var logs syncWriter
-	h.logw = &logs
 	api := &memAPI{cms: map[string]*v1.ConfigMap{}}
-	h.start(Config{VolumeAPI: api})
-	pod := volumePod("cm", v1.Volume{Name: "conf", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "settings"}}}})
+	h, logs := startLogged(t, Config{VolumeAPI: api})
+	pod := configMapPod("cm", "settings")
 	h.send(config.PodUpdate{Op: config.OpAdd, Source: config.SourceFile, Pods: []*v1.Pod{pod}})
 	h.step(25*time.Second, time.Second) // two sync_backoff retries
 	if got, want := h.recorded.take(), `cm Warning FailedMount: MountVolume.SetUp failed for volume "conf" : configmap "settings" not found`; !strings.HasPrefix(got, want) {
@@ -118,14 +142,10 @@ func testMissingConfigMapWaitsThenStarts(t *testing.T) {
 	}
 
 	api.set("default", "settings", map[string]string{"level": "debug"})
-	if !h.waitFor(time.Second, func() bool {
-		st := h.podStatus("cm")
-		return st != nil && st.Phase == v1.PodRunning
-	}) {
+	if !h.running(time.Second, "cm") {
 		t.Fatalf("pod not Running once its configMap exists: %+v", h.podStatus("cm"))
 	}
-	dir := volume.HostPath(h.cfg.RootDir, pod, &pod.Spec.Volumes[0])
-	if b, err := os.ReadFile(filepath.Join(dir, "level")); err != nil || string(b) != "debug" {
+	if b, err := h.volumeFile(pod, "level"); err != nil || b != "debug" {
 		t.Fatalf("volume file level = %q, %v", b, err)
 	}
 }
@@ -139,11 +159,8 @@ func TestVolumeErrorsNameTheTypeAndCause(t *testing.T) {
 }
 
 func testVolumeErrorsNameTheTypeAndCause(t *testing.T) {
-	h := newHarness(t)
-	var logs syncWriter
-	h.logw = &logs
-	h.start(Config{})
-	cm := volumePod("needs-api", v1.Volume{Name: "conf", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "settings"}}}})
+	h, logs := startLogged(t, Config{})
+	cm := configMapPod("needs-api", "settings")
 	pvc := volumePod("pvc", v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "claim"}}})
 	ok := volumePod("ok", v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}})
 	h.send(config.PodUpdate{Op: config.OpAdd, Source: config.SourceFile, Pods: []*v1.Pod{cm, pvc, ok}})
@@ -215,16 +232,13 @@ func TestRefreshFailureKeepsRunningPod(t *testing.T) {
 }
 
 func testRefreshFailureKeepsRunningPod(t *testing.T) {
-	h := newHarness(t)
-	var logs syncWriter
-	h.logw = &logs
 	api := &memAPI{cms: map[string]*v1.ConfigMap{}}
 	api.set("default", "settings", map[string]string{"level": "info"})
-	h.start(Config{VolumeAPI: api})
-	pod := volumePod("cm", v1.Volume{Name: "conf", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "settings"}}}})
+	h, logs := startLogged(t, Config{VolumeAPI: api})
+	pod := configMapPod("cm", "settings")
 	h.srv.Runtime.OnContainer(sim.Match{Pod: "cm", Name: "main"}, sim.Behavior{Exit: &sim.Exit{After: 20 * time.Second, Code: 1}})
 	h.send(config.PodUpdate{Op: config.OpAdd, Source: config.SourceFile, Pods: []*v1.Pod{pod}})
-	if !h.waitFor(0, func() bool { st := h.podStatus("cm"); return st != nil && st.Phase == v1.PodRunning }) {
+	if !h.running(0, "cm") {
 		t.Fatalf("pod not Running: %+v", h.podStatus("cm"))
 	}
 	api.mu.Lock()
@@ -241,8 +255,7 @@ func testRefreshFailureKeepsRunningPod(t *testing.T) {
 	if !strings.Contains(logs.String(), `reason=FailedMount pod=default/cm volume=conf type=configMap err="configmap \"settings\" not found"`) {
 		t.Errorf("the failed refresh was not logged; log:\n%s", logs.String())
 	}
-	dir := volume.HostPath(h.cfg.RootDir, pod, &pod.Spec.Volumes[0])
-	if b, err := os.ReadFile(filepath.Join(dir, "level")); err != nil || string(b) != "info" {
+	if b, err := h.volumeFile(pod, "level"); err != nil || b != "info" {
 		t.Errorf("the pod's last files: level = %q, %v", b, err)
 	}
 }

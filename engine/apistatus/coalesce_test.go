@@ -1,7 +1,6 @@
 package apistatus
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/speclet/speclet/engine/internal/logbuf"
 )
 
 // liveEngine declares pods whose status the test publishes.
@@ -113,9 +114,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestCoalescedStatusPatch(t *testing.T) {
 	pod := apiPod()
 	cs := fake.NewSimpleClientset(pod)
-	eng := &liveEngine{pods: map[types.UID]*v1.Pod{}}
-	m := New(Config{Client: cs, Engine: eng, Pods: cache{cs}, NodeName: "node-a", NodeUID: func() types.UID { return "n" },
-		PendingHold: time.Hour, Resync: time.Hour})
+	m, eng := liveManager(cs, Config{PendingHold: time.Hour, Resync: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go m.Run(ctx)
@@ -179,12 +178,9 @@ func TestFailedWritesRetryNewest(t *testing.T) {
 		failures++
 		return true, nil, apierrors.NewInternalError(errors.New("etcdserver: request timed out"))
 	})
-	eng := &liveEngine{pods: map[types.UID]*v1.Pod{}}
-	var logs bytes.Buffer
-	var logMu sync.Mutex
-	log := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &logMu}, nil))
-	m := New(Config{Client: cs, Engine: eng, Pods: cache{cs}, NodeName: "node-a", NodeUID: func() types.UID { return "n" },
-		PendingHold: -1, Resync: time.Hour, Log: log})
+	var logs logbuf.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	m, eng := liveManager(cs, Config{PendingHold: -1, Resync: time.Hour, Log: log})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go m.Run(ctx)
@@ -202,25 +198,12 @@ func TestFailedWritesRetryNewest(t *testing.T) {
 		got, err := cs.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
 		return err == nil && got.Status.Phase == v1.PodRunning
 	})
-	logMu.Lock()
-	defer logMu.Unlock()
 	if n := strings.Count(logs.String(), "level=ERROR"); n != 1 {
 		t.Errorf("%d error lines for one run of failures, want 1:\n%s", n, logs.String())
 	}
 	if !strings.Contains(logs.String(), "succeeds again") {
 		t.Errorf("no line says writes succeed again:\n%s", logs.String())
 	}
-}
-
-type lockedWriter struct {
-	w  *bytes.Buffer
-	mu *sync.Mutex
-}
-
-func (l *lockedWriter) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(b)
 }
 
 // TestHeldStatuses: a status that only says the pod is being created, or
@@ -257,9 +240,7 @@ func TestHeldStatuses(t *testing.T) {
 func TestProgressWhileCreating(t *testing.T) {
 	pod := apiPod()
 	cs := fake.NewSimpleClientset(pod)
-	eng := &liveEngine{pods: map[types.UID]*v1.Pod{}}
-	m := New(Config{Client: cs, Engine: eng, Pods: cache{cs}, NodeName: "node-a", NodeUID: func() types.UID { return "n" },
-		PendingHold: time.Millisecond, Resync: time.Hour})
+	m, eng := liveManager(cs, Config{PendingHold: time.Millisecond, Resync: time.Hour})
 	ctx := context.Background()
 	creatingPod := withStatus(pod, v1.PodPending, "ContainerCreating")
 	creatingPod.Status.InitContainerStatuses = []v1.ContainerStatus{{Name: "init", State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}
@@ -299,4 +280,14 @@ func TestProgressWhileCreating(t *testing.T) {
 	if last.Status.Phase != v1.PodRunning {
 		t.Errorf("last write: phase %q, want Running", last.Status.Phase)
 	}
+}
+
+// liveManager returns a manager of node-a that writes to cs what a
+// liveEngine publishes (the engine is returned too), with the hold, resync
+// and log of cfg.
+func liveManager(cs *fake.Clientset, cfg Config) (*Manager, *liveEngine) {
+	eng := &liveEngine{pods: map[types.UID]*v1.Pod{}}
+	cfg.Client, cfg.Engine, cfg.Pods, cfg.NodeName = cs, eng, cache{cs}, "node-a"
+	cfg.NodeUID = func() types.UID { return "n" }
+	return New(cfg), eng
 }

@@ -114,40 +114,34 @@ func TestMergerAnnotatesAndCopies(t *testing.T) {
 
 func TestMergerSetHonoursContext(t *testing.T) {
 	m := NewMerger(nil)
-	for i := 0; i < cap(m.updates); i++ {
+	// The pod that was not delivered is sent by the next snapshot.
+	setAfterCancel(t, m, pod("a", "1"), "[ADD a]")
+	// A snapshot replacing a by b, cancelled before anything is delivered,
+	// is sent whole by the next Set.
+	setAfterCancel(t, m, pod("b", "2"), "[REMOVE a ADD b]")
+}
+
+// setAfterCancel sets the file source to p with m's channel full and a
+// cancelled context (Set fails with context.Canceled), then, the channel
+// emptied, again: the second Set must deliver the ops want.
+func setAfterCancel(t *testing.T, m *Merger, p *v1.Pod, want string) {
+	t.Helper()
+	for len(m.updates) < cap(m.updates) {
 		m.updates <- PodUpdate{}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := m.Set(ctx, "file", []*v1.Pod{pod("a", "1")}); err != context.Canceled {
+	if err := m.Set(ctx, "file", []*v1.Pod{p}); err != context.Canceled {
 		t.Fatalf("Set on a full channel with a cancelled context = %v, want context.Canceled", err)
 	}
 	for len(m.updates) > 0 {
 		<-m.updates
 	}
-	// The pod that was not delivered is sent by the next snapshot.
-	if err := m.Set(context.Background(), "file", []*v1.Pod{pod("a", "1")}); err != nil {
+	if err := m.Set(context.Background(), "file", []*v1.Pod{p}); err != nil {
 		t.Fatal(err)
 	}
-	if got := drain(m); fmt.Sprint(got) != "[ADD a]" {
-		t.Errorf("after a cancelled Set: ops %q, want [ADD a]", got)
-	}
-	// A snapshot replacing a by b, cancelled before anything is delivered,
-	// is sent whole by the next Set.
-	for i := 0; i < cap(m.updates); i++ {
-		m.updates <- PodUpdate{}
-	}
-	if err := m.Set(ctx, "file", []*v1.Pod{pod("b", "2")}); err != context.Canceled {
-		t.Fatalf("Set = %v, want context.Canceled", err)
-	}
-	for len(m.updates) > 0 {
-		<-m.updates
-	}
-	if err := m.Set(context.Background(), "file", []*v1.Pod{pod("b", "2")}); err != nil {
-		t.Fatal(err)
-	}
-	if got := drain(m); fmt.Sprint(got) != "[REMOVE a ADD b]" {
-		t.Errorf("after a cancelled Set: ops %q, want [REMOVE a ADD b]", got)
+	if got := drain(m); fmt.Sprint(got) != want {
+		t.Errorf("after a cancelled Set: ops %q, want %s", got, want)
 	}
 }
 

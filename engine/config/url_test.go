@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/speclet/speclet/engine/internal/logbuf"
 )
 
 // manifestServer serves whatever body and status the test sets, on 127.0.0.1.
@@ -127,7 +129,7 @@ func TestWatchURL(t *testing.T) {
 func TestWatchURLReportsErrorsOnce(t *testing.T) {
 	srv := newManifestServer(t)
 	srv.set(500, "down")
-	var logs lockedBuffer
+	var logs logbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	m := NewMerger(nil)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -151,21 +153,4 @@ func TestWatchURLReportsErrorsOnce(t *testing.T) {
 	if n := strings.Count(out, "manifest url answers again"); n != 1 {
 		t.Errorf("recovery logged %d times, want once:\n%s", n, out)
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -14,8 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/cri/harness"
@@ -30,27 +28,11 @@ import (
 // namespace (the harness's bridge CNI) that gets a pod IP; then removes them
 // and checks that the runtime is empty.
 func TestContainerd(t *testing.T) {
-	c := harness.ForTest(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	rt := dialContainerd(ctx, t, c)
-	e, err := engine.New(engine.Config{Runtime: suite.Runtime(t, c.Endpoint), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
-		Log: suite.Logger(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	updates, stop := runEngine(ctx, e, 4)
-	defer stop()
+	c, ctx := containerdFor(t, 3*time.Minute)
+	rt, e, updates := startEngine(ctx, t, c, engine.Config{})
 
-	grace := int64(2)
 	mk := func(name string, policy v1.RestartPolicy, script string) *v1.Pod {
-		return &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name + "-uid"),
-				Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
-			Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: policy, TerminationGracePeriodSeconds: &grace,
-				Containers: []v1.Container{{Name: "main", Image: c.ImageRef("busybox:latest"),
-					ImagePullPolicy: v1.PullIfNotPresent, Command: []string{"/bin/sh", "-c", script}}}},
-		}
+		return shPod(c, name, policy, 2, script)
 	}
 	web := mk("web", v1.RestartPolicyAlways, `trap "" TERM; while true; do sleep 0.2; done`)
 	web.Spec.Containers[0].Resources.Limits = v1.ResourceList{
@@ -78,11 +60,7 @@ func TestContainerd(t *testing.T) {
 	}, e)
 
 	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{web, job, cni}, Source: config.SourceFile}
-	waitFor(t, ctx, "runtime empty", func() bool {
-		sbs, err1 := rt.ListPodSandbox(ctx, nil)
-		cs, err2 := rt.ListContainers(ctx, nil)
-		return err1 == nil && err2 == nil && len(sbs) == 0 && len(cs) == 0
-	}, e)
+	waitFor(t, ctx, "runtime empty", runtimeEmpty(ctx, rt), e)
 }
 
 func waitFor(t *testing.T, ctx context.Context, what string, ok func() bool, e *engine.Engine) {
@@ -137,17 +115,10 @@ func containerdBurst(b *testing.B, c *harness.Containerd, n, iter int) (startAll
 	rctx, stop := context.WithCancel(ctx)
 	go func() { done <- e.Run(rctx, updates) }()
 	defer func() { stop(); <-done }()
-	grace := int64(1)
 	pods := make([]*v1.Pod, n)
 	for i := range pods {
-		name := fmt.Sprintf("burst-%d-%03d", iter, i)
-		pods[i] = &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name + "-uid"),
-				Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
-			Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace,
-				Containers: []v1.Container{{Name: "main", Image: c.ImageRef("busybox:latest"),
-					ImagePullPolicy: v1.PullIfNotPresent, Command: []string{"sleep", "3600"}}}},
-		}
+		pods[i] = shPod(c, fmt.Sprintf("burst-%d-%03d", iter, i), v1.RestartPolicyAlways, 1, "")
+		pods[i].Spec.Containers[0].Command = []string{"sleep", "3600"} // no shell: one process per pod
 	}
 	t0 := time.Now()
 	updates <- config.PodUpdate{Op: config.OpAdd, Pods: pods, Source: config.SourceFile}
@@ -227,14 +198,26 @@ func runEngine(ctx context.Context, e *engine.Engine, buf int) (updates chan con
 }
 
 // startEngine runs an engine on the harness containerd c until the test
-// ends: cfg with the runtime (dialled on ctx, audited) and, where cfg
-// leaves them empty, a RootDir under the test's directory, NodeName "node"
-// and a logger that discards (and records row coverage). It returns the
-// runtime, the engine and the channel of its pod updates.
+// ends, configured by newEngine. It returns a runtime client of its own
+// (dialled on ctx), the engine and the channel of its pod updates.
 func startEngine(ctx context.Context, t *testing.T, c *harness.Containerd, cfg engine.Config) (cri.Full, *engine.Engine, chan config.PodUpdate) {
 	t.Helper()
 	rt := dialContainerd(ctx, t, c)
-	cfg.Runtime = suite.Runtime(t, c.Endpoint)
+	e := newEngine(t, c, cfg)
+	updates, stop := runEngine(ctx, e, 4)
+	t.Cleanup(stop)
+	return rt, e, updates
+}
+
+// newEngine returns an engine of cfg on the harness containerd c, with
+// what cfg leaves empty filled in: the runtime (c's, audited:
+// suite.Runtime), a RootDir under the test's directory, NodeName "node", a
+// logger that discards; and its Steps counted in the suite's row coverage.
+func newEngine(t *testing.T, c *harness.Containerd, cfg engine.Config) *engine.Engine {
+	t.Helper()
+	if cfg.Runtime == nil {
+		cfg.Runtime = suite.Runtime(t, c.Endpoint)
+	}
 	if cfg.RootDir == "" {
 		cfg.RootDir = filepath.Join(t.TempDir(), "root")
 	}
@@ -242,13 +225,22 @@ func startEngine(ctx context.Context, t *testing.T, c *harness.Containerd, cfg e
 		cfg.NodeName = "node"
 	}
 	if cfg.Log == nil {
-		cfg.Log = suite.Logger(slog.NewTextHandler(io.Discard, nil))
+		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	cfg.Steps = func(s engine.Step) { suite.Took(s.Machine, s.Row, s.Choices) }
 	e, err := engine.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	updates, stop := runEngine(ctx, e, 4)
-	t.Cleanup(stop)
-	return rt, e, updates
+	return e
+}
+
+// runtimeEmpty reports whether rt lists no sandbox and no container (false
+// when it does not answer).
+func runtimeEmpty(ctx context.Context, rt cri.Runtime) func() bool {
+	return func() bool {
+		sbs, err1 := rt.ListPodSandbox(ctx, nil)
+		cs, err2 := rt.ListContainers(ctx, nil)
+		return err1 == nil && err2 == nil && len(sbs) == 0 && len(cs) == 0
+	}
 }

@@ -1,15 +1,11 @@
 package containerdtest
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8stypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
 )
@@ -21,20 +17,12 @@ import (
 // event, and its container is stopped. (Before, the field was ignored and
 // the pod kept running.)
 func TestContainerdActiveDeadline(t *testing.T) {
-	c := harness.ForTest(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
+	c, ctx := containerdFor(t, 90*time.Second)
 	events := &podEvents{}
 	_, e, updates := startEngine(ctx, t, c, engine.Config{Events: events})
-	grace, deadline := int64(1), int64(3600)
-	pod := &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "dl", Namespace: "default", UID: k8stypes.UID("dl-uid"),
-			Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
-		Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace,
-			ActiveDeadlineSeconds: &deadline,
-			Containers: []v1.Container{{Name: "main", Image: c.ImageRef("busybox:latest"), ImagePullPolicy: v1.PullIfNotPresent,
-				Command: []string{"/bin/sh", "-c", "sleep 3600"}}}},
-	}
+	deadline := int64(3600)
+	pod := shPod(c, "dl", v1.RestartPolicyAlways, 1, "sleep 3600")
+	pod.Spec.ActiveDeadlineSeconds = &deadline
 	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
 	get := func() *v1.Pod {
 		for _, p := range e.Pods() {

@@ -1,16 +1,12 @@
 package containerdtest
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/fsm"
@@ -37,18 +33,9 @@ func debugAgrees(d engine.PodDebug) string {
 // the pod terminating and the container stopping, and every machine's
 // state is where its newest transition in the same answer went.
 func TestContainerdDebugWhileStopping(t *testing.T) {
-	c := harness.ForTest(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	c, ctx := containerdFor(t, 3*time.Minute)
 	rt, e, updates := startEngine(ctx, t, c, engine.Config{})
-	grace := int64(20)
-	pod := &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "slow", Namespace: "default", UID: types.UID("slow-uid"),
-			Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
-		Spec: v1.PodSpec{HostNetwork: true, TerminationGracePeriodSeconds: &grace,
-			Containers: []v1.Container{{Name: "main", Image: c.ImageRef("busybox:latest"),
-				ImagePullPolicy: v1.PullIfNotPresent, Command: []string{"/bin/sh", "-c", `trap "" TERM; while true; do sleep 0.2; done`}}}},
-	}
+	pod := shPod(c, "slow", "", 20, `trap "" TERM; while true; do sleep 0.2; done`)
 	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
 	waitFor(t, ctx, "slow Running", func() bool {
 		for _, p := range e.Pods() {
@@ -86,9 +73,5 @@ func TestContainerdDebugWhileStopping(t *testing.T) {
 	if state(d, fsm.PodMachineName, "") != "terminating" || state(d, fsm.ContainerMachineName, "main") != "stopping" {
 		t.Fatalf("5 s into a 20 s grace period: machines %+v, want pod terminating and container/main stopping", d.Machines)
 	}
-	waitFor(t, ctx, "runtime empty", func() bool {
-		sbs, err1 := rt.ListPodSandbox(ctx, nil)
-		cs, err2 := rt.ListContainers(ctx, nil)
-		return err1 == nil && err2 == nil && len(sbs) == 0 && len(cs) == 0
-	}, e)
+	waitFor(t, ctx, "runtime empty", runtimeEmpty(ctx, rt), e)
 }

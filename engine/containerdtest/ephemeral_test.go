@@ -1,17 +1,14 @@
 package containerdtest
 
 import (
-	"context"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
 )
@@ -24,20 +21,13 @@ import (
 // in ephemeralContainerStatuses while the pod stays Running and Ready. The
 // pod's removal stops and removes it with the pod.
 func TestContainerdEphemeral(t *testing.T) {
-	c := harness.ForTest(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	c, ctx := containerdFor(t, 3*time.Minute)
 	rt, e, updates := startEngine(ctx, t, c, engine.Config{})
 
-	grace := int64(2)
 	busybox := c.ImageRef("busybox:latest")
-	pod := &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "debugme", Namespace: "default", UID: "debugme-uid",
-			Annotations: map[string]string{config.AnnotationSource: config.SourceAPI}},
-		Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace,
-			Containers: []v1.Container{{Name: "main", Image: busybox, ImagePullPolicy: v1.PullIfNotPresent,
-				Command: []string{"sleep", "3600"}}}},
-	}
+	pod := shPod(c, "debugme", v1.RestartPolicyAlways, 2, "")
+	pod.Annotations[config.AnnotationSource] = config.SourceAPI
+	pod.Spec.Containers[0].Command = []string{"sleep", "3600"}
 	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{pod}, Source: config.SourceAPI}
 	waitFor(t, ctx, "debugme Running", func() bool {
 		p := podByUID(e, "debugme-uid")
@@ -89,11 +79,7 @@ func TestContainerdEphemeral(t *testing.T) {
 	}
 
 	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{debug}, Source: config.SourceAPI}
-	waitFor(t, ctx, "runtime empty", func() bool {
-		sbs, err1 := rt.ListPodSandbox(ctx, nil)
-		cs, err2 := rt.ListContainers(ctx, nil)
-		return err1 == nil && err2 == nil && len(sbs) == 0 && len(cs) == 0
-	}, e)
+	waitFor(t, ctx, "runtime empty", runtimeEmpty(ctx, rt), e)
 }
 
 // podByUID is the engine's newest published copy of pod uid, nil if none.

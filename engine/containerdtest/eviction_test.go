@@ -2,23 +2,16 @@ package containerdtest
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ktypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/eviction"
-	"github.com/speclet/speclet/engine/internal/suite"
 	"github.com/speclet/speclet/engine/resources"
 )
 
@@ -31,9 +24,7 @@ import (
 // Evicted, the message naming memory), the Guaranteed pod beside it keeps
 // running, and with the memory freed the pressure ends.
 func TestContainerdEvictionMemory(t *testing.T) {
-	c := harness.ForTest(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	c, ctx := containerdFor(t, 4*time.Minute)
 	rt := dialContainerd(ctx, t, c)
 	hard, err := resources.ParseThresholds("eviction-hard", "memory.available<100Mi")
 	if err != nil {
@@ -52,24 +43,13 @@ func TestContainerdEvictionMemory(t *testing.T) {
 		}
 		return eviction.Observations{"memory.available": {Available: max(capacity-used, 0), Capacity: capacity}}, nil
 	}
-	e, err := engine.New(engine.Config{Runtime: suite.Runtime(t, c.Endpoint), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
-		Eviction: mgr, EvictionPeriod: time.Second, Signals: signals,
-		Log: suite.Logger(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	updates, stop := runEngine(ctx, e, 4)
-	defer stop()
+	_, e, updates := startEngine(ctx, t, c, engine.Config{Eviction: mgr, EvictionPeriod: time.Second, Signals: signals})
 
 	pod := func(name string, res v1.ResourceList, script string) *v1.Pod {
-		grace := int64(1)
-		return &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: ktypes.UID(name + "-uid"),
-				Annotations: map[string]string{config.AnnotationSource: config.SourceAPI}},
-			Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace,
-				Containers: []v1.Container{{Name: "main", Image: c.ImageRef(harness.BusyboxRepo), ImagePullPolicy: v1.PullIfNotPresent,
-					Command: []string{"/bin/sh", "-c", script}, Resources: v1.ResourceRequirements{Requests: res, Limits: res}}}},
-		}
+		p := shPod(c, name, v1.RestartPolicyAlways, 1, script)
+		p.Annotations[config.AnnotationSource] = config.SourceAPI
+		p.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: res, Limits: res}
+		return p
 	}
 	guaranteed := pod("guaranteed", v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("64Mi")},
 		"sleep 3600")
@@ -112,9 +92,5 @@ func TestContainerdEvictionMemory(t *testing.T) {
 		t.Errorf("guaranteed after the eviction: %+v", g)
 	}
 	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{guaranteed, hog}, Source: config.SourceAPI}
-	waitFor(t, ctx, "runtime empty", func() bool {
-		sbs, err1 := rt.ListPodSandbox(ctx, nil)
-		cs, err2 := rt.ListContainers(ctx, nil)
-		return err1 == nil && err2 == nil && len(sbs) == 0 && len(cs) == 0
-	}, e)
+	waitFor(t, ctx, "runtime empty", runtimeEmpty(ctx, rt), e)
 }

@@ -1,23 +1,15 @@
 package containerdtest
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
-	"github.com/speclet/speclet/engine/internal/suite"
 )
 
 // TestContainerdContainerGC crash-loops a container 20 times on a real
@@ -25,29 +17,13 @@ import (
 // backoff): whenever the runtime is looked at, at most 2 dead instances of
 // the container are left, and the container keeps its lastState.
 func TestContainerdContainerGC(t *testing.T) {
-	c := harness.ForTest(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	rt := dialContainerd(ctx, t, c)
+	c, ctx := containerdFor(t, 4*time.Minute)
 	const maxDead = 2
-	e, err := engine.New(engine.Config{Runtime: suite.Runtime(t, c.Endpoint), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
+	rt, e, updates := startEngine(ctx, t, c, engine.Config{
 		CrashLoopBackOffBase: 10 * time.Millisecond, CrashLoopBackOffMax: 20 * time.Millisecond,
-		ContainerGC: engine.ContainerGCPolicy{MaxPerContainer: maxDead},
-		Log:         suite.Logger(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	updates, stop := runEngine(ctx, e, 2)
-	defer stop()
+		ContainerGC: engine.ContainerGCPolicy{MaxPerContainer: maxDead}})
 
-	grace := int64(1)
-	pod := &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "crash", Namespace: "default", UID: types.UID("crash-uid"),
-			Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
-		Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace,
-			Containers: []v1.Container{{Name: "main", Image: c.ImageRef("busybox:latest"),
-				ImagePullPolicy: v1.PullIfNotPresent, Command: []string{"/bin/sh", "-c", "exit 1"}}}},
-	}
+	pod := shPod(c, "crash", v1.RestartPolicyAlways, 1, "exit 1")
 	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
 
 	// The dead instances other than the newest one never exceed the limit;
@@ -105,11 +81,7 @@ func TestContainerdContainerGC(t *testing.T) {
 		t.Errorf("at most %d dead instances seen: the limit of %d was never reached, so it was not tested", mostDead, maxDead)
 	}
 	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
-	waitFor(t, ctx, "runtime empty", func() bool {
-		sbs, err1 := rt.ListPodSandbox(ctx, nil)
-		cs, err2 := rt.ListContainers(ctx, nil)
-		return err1 == nil && err2 == nil && len(sbs) == 0 && len(cs) == 0
-	}, e)
+	waitFor(t, ctx, "runtime empty", runtimeEmpty(ctx, rt), e)
 }
 
 // TestContainerdNodeContainerGC crash-loops the containers of three pods 20
@@ -120,40 +92,23 @@ func TestContainerdContainerGC(t *testing.T) {
 // leaves 6, 6/3 = 2 per container, the newest two, so every container keeps
 // its lastState (exit code 1) beside its final state (Completed).
 func TestContainerdNodeContainerGC(t *testing.T) {
-	c := harness.ForTest(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
-	rt := dialContainerd(ctx, t, c)
+	c, ctx := containerdFor(t, 6*time.Minute)
 	const maxDead, perContainer, pods, restarts = 6, 10, 3, 20
 	limit := maxDead
-	e, err := engine.New(engine.Config{Runtime: suite.Runtime(t, c.Endpoint), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
+	rt, e, updates := startEngine(ctx, t, c, engine.Config{
 		CrashLoopBackOffBase: 10 * time.Millisecond, CrashLoopBackOffMax: 20 * time.Millisecond,
 		ContainerGC:       engine.ContainerGCPolicy{MaxPerContainer: perContainer, MaxContainers: &limit},
-		ContainerGCPeriod: 3 * time.Second,
-		Log:               suite.Logger(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	updates, stop := runEngine(ctx, e, 2)
-	defer stop()
+		ContainerGCPeriod: 3 * time.Second})
 
-	grace := int64(1)
 	var all []*v1.Pod
 	for i := range pods {
 		// The container counts its runs in a file of a hostPath volume
 		// and fails the first 20.
-		dir := t.TempDir()
-		name := fmt.Sprintf("crash-%d", i)
-		all = append(all, &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name + "-uid"),
-				Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
-			Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: v1.RestartPolicyOnFailure, TerminationGracePeriodSeconds: &grace,
-				Volumes: []v1.Volume{{Name: "count", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: dir}}}},
-				Containers: []v1.Container{{Name: "main", Image: c.ImageRef("busybox:latest"), ImagePullPolicy: v1.PullIfNotPresent,
-					VolumeMounts: []v1.VolumeMount{{Name: "count", MountPath: "/count"}},
-					Command: []string{"/bin/sh", "-c", fmt.Sprintf(
-						`n=$(cat /count/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > /count/n; [ $n -gt %d ] && exit 0; exit 1`, restarts)}}}},
-		})
+		p := shPod(c, fmt.Sprintf("crash-%d", i), v1.RestartPolicyOnFailure, 1, fmt.Sprintf(
+			`n=$(cat /count/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > /count/n; [ $n -gt %d ] && exit 0; exit 1`, restarts))
+		p.Spec.Volumes = []v1.Volume{{Name: "count", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: t.TempDir()}}}}
+		p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "count", MountPath: "/count"}}
+		all = append(all, p)
 	}
 	updates <- config.PodUpdate{Op: config.OpAdd, Pods: all, Source: config.SourceFile}
 
@@ -226,9 +181,5 @@ func TestContainerdNodeContainerGC(t *testing.T) {
 		}
 	}
 	updates <- config.PodUpdate{Op: config.OpRemove, Pods: all, Source: config.SourceFile}
-	waitFor(t, ctx, "runtime empty", func() bool {
-		sbs, err1 := rt.ListPodSandbox(ctx, nil)
-		cs, err2 := rt.ListContainers(ctx, nil)
-		return err1 == nil && err2 == nil && len(sbs) == 0 && len(cs) == 0
-	}, e)
+	waitFor(t, ctx, "runtime empty", runtimeEmpty(ctx, rt), e)
 }

@@ -3,7 +3,6 @@ package containerdtest
 import (
 	"context"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -143,15 +142,8 @@ func TestContainerdImageGC(t *testing.T) {
 	}
 
 	audit := suite.Runtime(t, c.Endpoint)
-	e, err := engine.New(engine.Config{Runtime: audit, RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
-		ImageGC:       imagegc.Policy{High: high, Low: low, MinAge: 15 * time.Second},
-		ImageGCPeriod: time.Second,
-		Log:           suite.Logger(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	updates, stop := runEngine(ctx, e, 4)
-	defer stop()
+	_, e, updates := startEngine(ctx, t, c, engine.Config{Runtime: audit,
+		ImageGC: imagegc.Policy{High: high, Low: low, MinAge: 15 * time.Second}, ImageGCPeriod: time.Second})
 
 	pod := func(name, image string) *v1.Pod {
 		grace := int64(1)
@@ -257,11 +249,7 @@ func TestContainerdImageGC(t *testing.T) {
 		t.Errorf("keep is not running after image GC:\n%s", formatPods(e.Pods()))
 	}
 	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{keep}, Source: config.SourceFile}
-	waitFor(t, ctx, "runtime empty", func() bool {
-		sbs, err1 := rt.ListPodSandbox(ctx, nil)
-		cs, err2 := rt.ListContainers(ctx, nil)
-		return err1 == nil && err2 == nil && len(sbs) == 0 && len(cs) == 0
-	}, e)
+	waitFor(t, ctx, "runtime empty", runtimeEmpty(ctx, rt), e)
 }
 
 // loopRoot makes a directory /tmp/speclet-imagegc-XXXX with an ext4

@@ -1,15 +1,11 @@
 package containerdtest
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8stypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
 )
@@ -20,19 +16,11 @@ import (
 // through later syncs; the runtime is never asked to pull it. (Before, the
 // pull was tried: ErrImagePull, then ImagePullBackOff.)
 func TestContainerdInvalidImageName(t *testing.T) {
-	c := harness.ForTest(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	c, ctx := containerdFor(t, 2*time.Minute)
 	events := &podEvents{}
 	_, e, updates := startEngine(ctx, t, c, engine.Config{Events: events})
-	grace := int64(1)
-	pod := &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: "default", UID: k8stypes.UID("bad-uid"),
-			Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
-		Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace,
-			Containers: []v1.Container{{Name: "main", Image: "busybox:@@bad", ImagePullPolicy: v1.PullIfNotPresent,
-				Command: []string{"/bin/sh", "-c", "sleep 3600"}}}},
-	}
+	pod := shPod(c, "bad", v1.RestartPolicyAlways, 1, "sleep 3600")
+	pod.Spec.Containers[0].Image = "busybox:@@bad"
 	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
 	const msg = `Failed to apply default image tag "busybox:@@bad": couldn't parse image name "busybox:@@bad": invalid reference format`
 	waiting := func() *v1.ContainerStateWaiting {

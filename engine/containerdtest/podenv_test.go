@@ -1,45 +1,19 @@
 package containerdtest
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	authv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/volume"
 )
-
-// configMapAPI serves configMaps from a map by namespace/name (the API
-// server's role); it has no secrets and issues no tokens.
-type configMapAPI map[string]*v1.ConfigMap
-
-func (a configMapAPI) GetConfigMap(_ context.Context, ns, name string) (*v1.ConfigMap, error) {
-	if cm := a[ns+"/"+name]; cm != nil {
-		return cm.DeepCopy(), nil
-	}
-	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, name)
-}
-
-func (a configMapAPI) GetSecret(_ context.Context, ns, name string) (*v1.Secret, error) {
-	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, name)
-}
-
-func (a configMapAPI) CreateToken(context.Context, string, string, *authv1.TokenRequest) (*authv1.TokenRequest, error) {
-	return nil, apierrors.NewForbidden(schema.GroupResource{Resource: "serviceaccounts/token"}, "", nil)
-}
 
 // TestContainerdPodEnvironment runs busybox pods on a real containerd and
 // reads back what their containers see, as kubelet provides it:
@@ -56,31 +30,22 @@ func (a configMapAPI) CreateToken(context.Context, string, string, *authv1.Token
 //
 // At the end the pod's hosts file is removed with its directory.
 func TestContainerdPodEnvironment(t *testing.T) {
-	c := harness.ForTest(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	c, ctx := containerdFor(t, 3*time.Minute)
 	root := filepath.Join(t.TempDir(), "root")
 	resolv := filepath.Join(t.TempDir(), "resolv.conf")
 	if err := os.WriteFile(resolv, []byte("nameserver 192.0.2.1\nsearch node.example\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	api := configMapAPI{"default/settings": {Data: map[string]string{"color": "blue", "size": "L"}}}
+	api := objectAPI{configMaps: map[string]*v1.ConfigMap{"default/settings": {Data: map[string]string{"color": "blue", "size": "L"}}}}
 	_, e, updates := startEngine(ctx, t, c, engine.Config{RootDir: root, NodeIP: "127.0.0.1",
 		ClusterDNS: []string{"10.96.0.10"}, ClusterDomain: "cluster.local", ResolvConf: resolv, VolumeAPI: api})
 
 	out := t.TempDir()
-	grace := int64(1)
 	dirType := v1.HostPathDirectory
 	mk := func(name, script string) *v1.Pod {
-		return &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name + "-uid"),
-				Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
-			Spec: v1.PodSpec{RestartPolicy: v1.RestartPolicyNever, TerminationGracePeriodSeconds: &grace,
-				Volumes: []v1.Volume{{Name: "out", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: out, Type: &dirType}}}},
-				Containers: []v1.Container{{Name: "main", Image: c.ImageRef("busybox:latest"), ImagePullPolicy: v1.PullIfNotPresent,
-					Command:      []string{"/bin/sh", "-c", script},
-					VolumeMounts: []v1.VolumeMount{{Name: "out", MountPath: "/out"}}}}},
-		}
+		p := writesTo(shPod(c, name, v1.RestartPolicyNever, 1, script), out, &dirType)
+		p.Spec.HostNetwork = false
+		return p
 	}
 	fieldEnv := func(name, path string) v1.EnvVar {
 		return v1.EnvVar{Name: name, ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: path}}}

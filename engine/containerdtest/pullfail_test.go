@@ -12,8 +12,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8stypes "k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/cri"
@@ -35,23 +33,16 @@ import (
 // ErrImagePull", BackOff, Failed "Error: ImagePullBackOff" (and
 // ErrImageNeverPull, Failed "Error: ErrImageNeverPull").
 func TestContainerdPullFailureMessages(t *testing.T) {
-	c := harness.ForTest(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	c, ctx := containerdFor(t, 2*time.Minute)
 	events := &podEvents{}
 	rt, e, updates := startEngine(ctx, t, c, engine.Config{Events: events})
 	gone := c.Registry.Addr + "/nosuch:1.0"
 	down := fmt.Sprintf("127.0.0.1:%d/app:1.0", harness.FreePort(t))
 	never := c.Registry.Addr + "/absent:1.0"
-	grace := int64(1)
 	pod := func(name, image string, policy v1.PullPolicy) *v1.Pod {
-		return &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: k8stypes.UID(name + "-uid"),
-				Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
-			Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace,
-				Containers: []v1.Container{{Name: "main", Image: image, ImagePullPolicy: policy,
-					Command: []string{"/bin/sh", "-c", "sleep 3600"}}}},
-		}
+		p := shPod(c, name, v1.RestartPolicyAlways, 1, "sleep 3600")
+		p.Spec.Containers[0].Image, p.Spec.Containers[0].ImagePullPolicy = image, policy
+		return p
 	}
 	pods := []*v1.Pod{pod("gone", gone, v1.PullIfNotPresent), pod("down", down, v1.PullAlways), pod("never", never, v1.PullNever)}
 	seen := map[string][]string{} // pod: every distinct "reason: message" it showed, in order

@@ -1,41 +1,17 @@
 package containerdtest
 
 import (
-	"context"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	authv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
 )
-
-// secretAPI serves secrets from a map (the API server's role).
-type secretAPI map[string]*v1.Secret
-
-func (a secretAPI) GetConfigMap(_ context.Context, ns, name string) (*v1.ConfigMap, error) {
-	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, name)
-}
-
-func (a secretAPI) GetSecret(_ context.Context, ns, name string) (*v1.Secret, error) {
-	if s := a[ns+"/"+name]; s != nil {
-		return s.DeepCopy(), nil
-	}
-	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, name)
-}
-
-func (a secretAPI) CreateToken(context.Context, string, string, *authv1.TokenRequest) (*authv1.TokenRequest, error) {
-	return nil, apierrors.NewForbidden(schema.GroupResource{Resource: "serviceaccounts/token"}, "", nil)
-}
 
 // podEvents records pod events by namespace/name.
 type podEvents struct {
@@ -66,9 +42,7 @@ func (r *podEvents) has(pod, event string) bool {
 // named in a FailedToRetrieveImagePullSecret event. (Before pull secrets
 // were read, all three waited.)
 func TestContainerdImagePullSecrets(t *testing.T) {
-	c := harness.ForTest(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	c, ctx := containerdFor(t, 3*time.Minute)
 	c.Registry.RequireAuth("private/", "alice", "s3cret")
 	bb, err := harness.BusyboxImage()
 	if err != nil {
@@ -82,8 +56,7 @@ func TestContainerdImagePullSecrets(t *testing.T) {
 		v1.DockerConfigJsonKey: []byte(`{"auths":{"` + c.Registry.Addr + `":{"username":"alice","password":"s3cret"}}}`)}}
 	cred.Name, cred.Namespace = "regcred", "team"
 	events := &podEvents{}
-	_, e, updates := startEngine(ctx, t, c, engine.Config{VolumeAPI: secretAPI{"team/regcred": cred}, Events: events})
-	grace := int64(1)
+	_, e, updates := startEngine(ctx, t, c, engine.Config{VolumeAPI: objectAPI{secrets: map[string]*v1.Secret{"team/regcred": cred}}, Events: events})
 	// The pods without working credentials pull Always: once the pod with
 	// them has pulled the image, IfNotPresent would run them from the
 	// node's copy, and whether they were seen waiting first was a race.
@@ -92,13 +65,9 @@ func TestContainerdImagePullSecrets(t *testing.T) {
 		if slices.Contains(secrets, "regcred") {
 			policy = v1.PullIfNotPresent
 		}
-		p := &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team", UID: k8stypes.UID(name + "-uid"),
-				Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
-			Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: v1.RestartPolicyNever, TerminationGracePeriodSeconds: &grace,
-				Containers: []v1.Container{{Name: "main", Image: image, ImagePullPolicy: policy,
-					Command: []string{"/bin/sh", "-c", "sleep 3600"}}}},
-		}
+		p := shPod(c, name, v1.RestartPolicyNever, 1, "sleep 3600")
+		p.Namespace = "team"
+		p.Spec.Containers[0].Image, p.Spec.Containers[0].ImagePullPolicy = image, policy
 		for _, s := range secrets {
 			p.Spec.ImagePullSecrets = append(p.Spec.ImagePullSecrets, v1.LocalObjectReference{Name: s})
 		}

@@ -1,9 +1,6 @@
 package containerdtest
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,14 +9,10 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/cgroups"
 	"github.com/speclet/speclet/engine/config"
-	"github.com/speclet/speclet/engine/internal/suite"
 	"github.com/speclet/speclet/engine/resources"
 )
 
@@ -33,9 +26,7 @@ import (
 // refused (Failed, OutOfmemory) while the others run, and the pod cgroups
 // are gone after the pods.
 func TestContainerdQoS(t *testing.T) {
-	c := harness.ForTest(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	c, ctx := containerdFor(t, 4*time.Minute)
 	rt := dialContainerd(ctx, t, c)
 	capacity, err := cgroups.MachineCapacity("")
 	if err != nil {
@@ -53,25 +44,13 @@ func TestContainerdQoS(t *testing.T) {
 		t.Errorf("kubepods memory limit = %d, want allocatable %d", got, alloc.Memory().Value())
 	}
 	memCap := capacity.Memory().Value()
-	e, err := engine.New(engine.Config{Runtime: suite.Runtime(t, c.Endpoint), RootDir: filepath.Join(t.TempDir(), "root"), NodeName: "node",
-		PodCgroups: cg, MemoryCapacity: memCap, Allocatable: alloc, CrashLoopBackOffBase: time.Second,
-		Log: suite.Logger(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	updates, stop := runEngine(ctx, e, 4)
-	defer stop()
+	_, e, updates := startEngine(ctx, t, c, engine.Config{
+		PodCgroups: cg, MemoryCapacity: memCap, Allocatable: alloc, CrashLoopBackOffBase: time.Second})
 
-	grace := int64(1)
 	mk := func(name, script string, req, lim v1.ResourceList) *v1.Pod {
-		return &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name + "-uid"),
-				Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
-			Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace,
-				Containers: []v1.Container{{Name: "main", Image: c.ImageRef("busybox:latest"),
-					ImagePullPolicy: v1.PullIfNotPresent, Command: []string{"/bin/sh", "-c", script},
-					Resources: v1.ResourceRequirements{Requests: req, Limits: lim}}}},
-		}
+		p := shPod(c, name, v1.RestartPolicyAlways, 1, script)
+		p.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: req, Limits: lim}
+		return p
 	}
 	l := resources.MustList
 	guaranteed := mk("guaranteed", "sleep 3600", l("cpu=200m,memory=64Mi"), l("cpu=200m,memory=64Mi"))

@@ -2,20 +2,15 @@ package containerdtest
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/cri"
-	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/internal/suite"
@@ -44,34 +39,18 @@ func (r *startNever) StartContainer(ctx context.Context, id string) error {
 // and the status has no ContainerStatusUnknown exit 137, no lastState and
 // no start time of the created instance, which never runs.
 func TestContainerdRecoverCreated(t *testing.T) {
-	c := harness.ForTest(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	c, ctx := containerdFor(t, 3*time.Minute)
 	rt := dialContainerd(ctx, t, c)
 	root := filepath.Join(t.TempDir(), "root")
 	// The engines' runtime; startNever's StartContainer never reaches it,
 	// so the audit does not record it.
 	art := suite.Runtime(t, c.Endpoint)
-	newEngine := func(r cri.Full) *engine.Engine {
-		e, err := engine.New(engine.Config{Runtime: r, RootDir: root, NodeName: "node",
-			Log: suite.Logger(slog.NewTextHandler(io.Discard, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e
-	}
-	grace := int64(2)
-	pod := &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "created", Namespace: "default", UID: types.UID("created-uid"),
-			Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
-		Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: v1.RestartPolicyNever, TerminationGracePeriodSeconds: &grace,
-			Containers: []v1.Container{{Name: "main", Image: c.ImageRef("busybox:latest"),
-				ImagePullPolicy: v1.PullIfNotPresent, Command: []string{"/bin/sh", "-c", "sleep 3600"}}}},
-	}
+	engineOn := func(r cri.Full) *engine.Engine { return newEngine(t, c, engine.Config{Runtime: r, RootDir: root}) }
+	pod := shPod(c, "created", v1.RestartPolicyNever, 2, "sleep 3600")
 	add := config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
 
 	sn := &startNever{Full: art, entered: make(chan struct{})}
-	e1 := newEngine(sn)
+	e1 := engineOn(sn)
 	updates, stop := runEngine(ctx, e1, 4)
 	updates <- add
 	select {
@@ -89,7 +68,7 @@ func TestContainerdRecoverCreated(t *testing.T) {
 	}
 	createdID := cs[0].Id
 
-	e2 := newEngine(art)
+	e2 := engineOn(art)
 	updates, stop = runEngine(ctx, e2, 4)
 	defer stop()
 	updates <- add
@@ -127,9 +106,5 @@ func TestContainerdRecoverCreated(t *testing.T) {
 	}
 
 	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
-	waitFor(t, ctx, "runtime empty", func() bool {
-		sbs, err1 := rt.ListPodSandbox(ctx, nil)
-		cs, err2 := rt.ListContainers(ctx, nil)
-		return err1 == nil && err2 == nil && len(sbs) == 0 && len(cs) == 0
-	}, e2)
+	waitFor(t, ctx, "runtime empty", runtimeEmpty(ctx, rt), e2)
 }

@@ -1,7 +1,6 @@
 package containerdtest
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,11 +9,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
 )
@@ -34,9 +30,7 @@ import (
 // context was translated, the first two ran as root with a writable root
 // and the last two ran.)
 func TestContainerdSecurityContext(t *testing.T) {
-	c := harness.ForTest(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	c, ctx := containerdFor(t, 3*time.Minute)
 	events := &podEvents{}
 	rt, e, updates := startEngine(ctx, t, c, engine.Config{Events: events})
 
@@ -44,18 +38,10 @@ func TestContainerdSecurityContext(t *testing.T) {
 	if err := os.Chmod(out, 0o777); err != nil { // writable by uid 1000
 		t.Fatal(err)
 	}
-	grace := int64(1)
 	mk := func(name, script string, sc *v1.SecurityContext) *v1.Pod {
-		return &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: k8stypes.UID(name + "-uid"),
-				Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
-			Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: v1.RestartPolicyNever, TerminationGracePeriodSeconds: &grace,
-				Volumes: []v1.Volume{{Name: "out", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: out}}}},
-				Containers: []v1.Container{{Name: "main", Image: c.ImageRef("busybox:latest"), ImagePullPolicy: v1.PullIfNotPresent,
-					Command:         []string{"/bin/sh", "-c", script},
-					VolumeMounts:    []v1.VolumeMount{{Name: "out", MountPath: "/out"}},
-					SecurityContext: sc}}},
-		}
+		p := writesTo(shPod(c, name, v1.RestartPolicyNever, 1, script), out, nil)
+		p.Spec.Containers[0].SecurityContext = sc
+		return p
 	}
 	status := func(file string) string { // a /proc/self/status line's value, to a file
 		return `grep ^` + file + `: /proc/self/status | cut -f2 > /out/` + file + `.$POD`

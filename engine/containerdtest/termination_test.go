@@ -1,7 +1,6 @@
 package containerdtest
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,10 +9,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8stypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
 )
@@ -26,21 +22,13 @@ import (
 // failed container without a message shows none. The message files go with
 // the pod. (Before the file was mounted and read, every message was empty.)
 func TestContainerdTerminationMessage(t *testing.T) {
-	c := harness.ForTest(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	c, ctx := containerdFor(t, 3*time.Minute)
 	root := filepath.Join(t.TempDir(), "root")
 	_, e, updates := startEngine(ctx, t, c, engine.Config{RootDir: root})
-	grace := int64(1)
 	mk := func(name, path string, policy v1.TerminationMessagePolicy, script string) *v1.Pod {
-		return &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: k8stypes.UID(name + "-uid"),
-				Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
-			Spec: v1.PodSpec{HostNetwork: true, RestartPolicy: v1.RestartPolicyNever, TerminationGracePeriodSeconds: &grace,
-				Containers: []v1.Container{{Name: "main", Image: c.ImageRef("busybox:latest"),
-					ImagePullPolicy: v1.PullIfNotPresent, Command: []string{"/bin/sh", "-c", script},
-					TerminationMessagePath: path, TerminationMessagePolicy: policy}}},
-		}
+		p := shPod(c, name, v1.RestartPolicyNever, 1, script)
+		p.Spec.Containers[0].TerminationMessagePath, p.Spec.Containers[0].TerminationMessagePolicy = path, policy
+		return p
 	}
 	// 100 lines: the last 80 of the short ones, the last 2 KiB of the
 	// long ones.

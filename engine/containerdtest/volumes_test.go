@@ -1,9 +1,6 @@
 package containerdtest
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,10 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
-	"github.com/speclet/speclet/engine/internal/suite"
 	"github.com/speclet/speclet/engine/volume"
 )
 
@@ -29,17 +24,9 @@ import (
 // readOnly mount refuses writes. After the pod is removed, the tmpfs is
 // unmounted and the pod's directory is gone.
 func TestContainerdVolumes(t *testing.T) {
-	c := harness.ForTest(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	c, ctx := containerdFor(t, 3*time.Minute)
 	root := filepath.Join(t.TempDir(), "root")
-	e, err := engine.New(engine.Config{Runtime: suite.Runtime(t, c.Endpoint), RootDir: root, NodeName: "node",
-		Log: suite.Logger(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	updates, stop := runEngine(ctx, e, 4)
-	defer stop()
+	_, e, updates := startEngine(ctx, t, c, engine.Config{RootDir: root})
 
 	host := t.TempDir()
 	out := filepath.Join(host, "out") // DirectoryOrCreate makes it

@@ -1,8 +1,9 @@
 package criaudit
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -225,18 +226,8 @@ func Check(records []Record) []Violation {
 	for k, n := range counts {
 		out = append(out, Violation{Kind: k.kind, Machine: k.machine, Action: k.action, Method: k.method, Count: n})
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.Kind != b.Kind {
-			return a.Kind < b.Kind
-		}
-		if a.Machine != b.Machine {
-			return a.Machine < b.Machine
-		}
-		if a.Action != b.Action {
-			return a.Action < b.Action
-		}
-		return a.Method < b.Method
+	slices.SortFunc(out, func(a, b Violation) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Machine, b.Machine), cmp.Compare(a.Action, b.Action), cmp.Compare(a.Method, b.Method))
 	})
 	return out
 }

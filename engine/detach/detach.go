@@ -62,46 +62,50 @@ func (r Runtime) detach(ctx context.Context, method string) (context.Context, co
 	return dctx, func() { stop(); cancel() }
 }
 
-func (r Runtime) Version(ctx context.Context) (*runtimeapi.VersionResponse, error) {
-	ctx, done := r.detach(ctx, "Version")
+// call runs f, the call of method, on detach's context for it.
+func call[T any](r Runtime, ctx context.Context, method string, f func(context.Context) (T, error)) (T, error) {
+	ctx, done := r.detach(ctx, method)
 	defer done()
-	return r.Runtime.Version(ctx)
+	return f(ctx)
+}
+
+// do is call for a method that returns only an error.
+func do(r Runtime, ctx context.Context, method string, f func(context.Context) error) error {
+	ctx, done := r.detach(ctx, method)
+	defer done()
+	return f(ctx)
+}
+
+func (r Runtime) Version(ctx context.Context) (*runtimeapi.VersionResponse, error) {
+	return call(r, ctx, "Version", r.Runtime.Version)
 }
 
 func (r Runtime) Status(ctx context.Context, verbose bool) (*runtimeapi.StatusResponse, error) {
-	ctx, done := r.detach(ctx, "Status")
-	defer done()
-	return r.Runtime.Status(ctx, verbose)
+	return call(r, ctx, "Status", func(ctx context.Context) (*runtimeapi.StatusResponse, error) { return r.Runtime.Status(ctx, verbose) })
 }
 
 func (r Runtime) RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandboxConfig, handler string) (string, error) {
-	ctx, done := r.detach(ctx, "RunPodSandbox")
-	defer done()
-	return r.Runtime.RunPodSandbox(ctx, config, handler)
+	return call(r, ctx, "RunPodSandbox", func(ctx context.Context) (string, error) { return r.Runtime.RunPodSandbox(ctx, config, handler) })
 }
 
 func (r Runtime) StopPodSandbox(ctx context.Context, podSandboxID string) error {
-	ctx, done := r.detach(ctx, "StopPodSandbox")
-	defer done()
-	return r.Runtime.StopPodSandbox(ctx, podSandboxID)
+	return do(r, ctx, "StopPodSandbox", func(ctx context.Context) error { return r.Runtime.StopPodSandbox(ctx, podSandboxID) })
 }
 
 func (r Runtime) RemovePodSandbox(ctx context.Context, podSandboxID string) error {
-	ctx, done := r.detach(ctx, "RemovePodSandbox")
-	defer done()
-	return r.Runtime.RemovePodSandbox(ctx, podSandboxID)
+	return do(r, ctx, "RemovePodSandbox", func(ctx context.Context) error { return r.Runtime.RemovePodSandbox(ctx, podSandboxID) })
 }
 
 func (r Runtime) PodSandboxStatus(ctx context.Context, podSandboxID string) (*runtimeapi.PodSandboxStatus, error) {
-	ctx, done := r.detach(ctx, "PodSandboxStatus")
-	defer done()
-	return r.Runtime.PodSandboxStatus(ctx, podSandboxID)
+	return call(r, ctx, "PodSandboxStatus", func(ctx context.Context) (*runtimeapi.PodSandboxStatus, error) {
+		return r.Runtime.PodSandboxStatus(ctx, podSandboxID)
+	})
 }
 
 func (r Runtime) ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
-	ctx, done := r.detach(ctx, "ListPodSandbox")
-	defer done()
-	return r.Runtime.ListPodSandbox(ctx, filter)
+	return call(r, ctx, "ListPodSandbox", func(ctx context.Context) ([]*runtimeapi.PodSandbox, error) {
+		return r.Runtime.ListPodSandbox(ctx, filter)
+	})
 }
 
 func (r Runtime) CreateContainer(ctx context.Context, podSandboxID string, config *runtimeapi.ContainerConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
@@ -117,73 +121,57 @@ func (r Runtime) CreateContainer(ctx context.Context, podSandboxID string, confi
 }
 
 func (r Runtime) StartContainer(ctx context.Context, containerID string) error {
-	ctx, done := r.detach(ctx, "StartContainer")
-	defer done()
-	return r.Runtime.StartContainer(ctx, containerID)
+	return do(r, ctx, "StartContainer", func(ctx context.Context) error { return r.Runtime.StartContainer(ctx, containerID) })
 }
 
 func (r Runtime) StopContainer(ctx context.Context, containerID string, timeout int64) error {
-	ctx, done := r.detach(ctx, "StopContainer")
-	defer done()
-	return r.Runtime.StopContainer(ctx, containerID, timeout)
+	return do(r, ctx, "StopContainer", func(ctx context.Context) error { return r.Runtime.StopContainer(ctx, containerID, timeout) })
 }
 
 func (r Runtime) RemoveContainer(ctx context.Context, containerID string) error {
-	ctx, done := r.detach(ctx, "RemoveContainer")
-	defer done()
-	return r.Runtime.RemoveContainer(ctx, containerID)
+	return do(r, ctx, "RemoveContainer", func(ctx context.Context) error { return r.Runtime.RemoveContainer(ctx, containerID) })
 }
 
 func (r Runtime) ContainerStatus(ctx context.Context, containerID string) (*runtimeapi.ContainerStatus, error) {
-	ctx, done := r.detach(ctx, "ContainerStatus")
-	defer done()
-	return r.Runtime.ContainerStatus(ctx, containerID)
+	return call(r, ctx, "ContainerStatus", func(ctx context.Context) (*runtimeapi.ContainerStatus, error) {
+		return r.Runtime.ContainerStatus(ctx, containerID)
+	})
 }
 
 func (r Runtime) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
-	ctx, done := r.detach(ctx, "ListContainers")
-	defer done()
-	return r.Runtime.ListContainers(ctx, filter)
+	return call(r, ctx, "ListContainers", func(ctx context.Context) ([]*runtimeapi.Container, error) {
+		return r.Runtime.ListContainers(ctx, filter)
+	})
 }
 
 func (r Runtime) ListContainerStats(ctx context.Context, filter *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error) {
-	ctx, done := r.detach(ctx, "ListContainerStats")
-	defer done()
-	return r.Runtime.ListContainerStats(ctx, filter)
+	return call(r, ctx, "ListContainerStats", func(ctx context.Context) ([]*runtimeapi.ContainerStats, error) {
+		return r.Runtime.ListContainerStats(ctx, filter)
+	})
 }
 
 func (r Runtime) ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (cri.ExecResult, error) {
-	ctx, done := r.detach(ctx, "ExecSync")
-	defer done()
-	return r.Runtime.ExecSync(ctx, containerID, cmd, timeout)
+	return call(r, ctx, "ExecSync", func(ctx context.Context) (cri.ExecResult, error) {
+		return r.Runtime.ExecSync(ctx, containerID, cmd, timeout)
+	})
 }
 
 func (r Runtime) PullImage(ctx context.Context, image *runtimeapi.ImageSpec, auth *runtimeapi.AuthConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
-	ctx, done := r.detach(ctx, "PullImage")
-	defer done()
-	return r.Runtime.PullImage(ctx, image, auth, sandboxConfig)
+	return call(r, ctx, "PullImage", func(ctx context.Context) (string, error) { return r.Runtime.PullImage(ctx, image, auth, sandboxConfig) })
 }
 
 func (r Runtime) ImageStatus(ctx context.Context, image *runtimeapi.ImageSpec) (*runtimeapi.Image, error) {
-	ctx, done := r.detach(ctx, "ImageStatus")
-	defer done()
-	return r.Runtime.ImageStatus(ctx, image)
+	return call(r, ctx, "ImageStatus", func(ctx context.Context) (*runtimeapi.Image, error) { return r.Runtime.ImageStatus(ctx, image) })
 }
 
 func (r Runtime) ListImages(ctx context.Context, filter *runtimeapi.ImageFilter) ([]*runtimeapi.Image, error) {
-	ctx, done := r.detach(ctx, "ListImages")
-	defer done()
-	return r.Runtime.ListImages(ctx, filter)
+	return call(r, ctx, "ListImages", func(ctx context.Context) ([]*runtimeapi.Image, error) { return r.Runtime.ListImages(ctx, filter) })
 }
 
 func (r Runtime) RemoveImage(ctx context.Context, image *runtimeapi.ImageSpec) error {
-	ctx, done := r.detach(ctx, "RemoveImage")
-	defer done()
-	return r.Runtime.RemoveImage(ctx, image)
+	return do(r, ctx, "RemoveImage", func(ctx context.Context) error { return r.Runtime.RemoveImage(ctx, image) })
 }
 
 func (r Runtime) ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
-	ctx, done := r.detach(ctx, "ImageFsInfo")
-	defer done()
-	return r.Runtime.ImageFsInfo(ctx)
+	return call(r, ctx, "ImageFsInfo", r.Runtime.ImageFsInfo)
 }

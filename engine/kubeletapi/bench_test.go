@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -17,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/speclet/speclet/engine/config"
-	"github.com/speclet/speclet/engine/kubeletapi"
 	"github.com/speclet/speclet/test/cluster"
 )
 
@@ -100,15 +98,7 @@ func BenchmarkLogStream(b *testing.B) {
 	n.updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{p}, Source: config.SourceFile}
 	c := n.httpClient(b, "admin")
 	u := n.base + "/containerLogs/default/writer/main"
-	n.waitFor(b, "the log complete", func() bool {
-		resp, err := c.Get(u + "?tailLines=1")
-		if err != nil {
-			return false
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		return string(body) == "done\n"
-	})
+	n.logDone(b, c, u)
 	var total int64
 	start := time.Now()
 	for b.Loop() {
@@ -140,24 +130,7 @@ func BenchmarkLogStream(b *testing.B) {
 func BenchmarkLogsFollow48MiB(b *testing.B) {
 	c := cluster.ForTest(b, cluster.Options{})
 	ctx := context.Background()
-	admin, err := c.AdminClient()
-	if err != nil {
-		b.Fatal(err)
-	}
-	nodeKC, err := c.NodeKubeconfig("node-a")
-	if err != nil {
-		b.Fatal(err)
-	}
-	nodeCS, err := cluster.Clientset(nodeKC)
-	if err != nil {
-		b.Fatal(err)
-	}
-	caPath, _ := c.CA()
-	caPEM, err := os.ReadFile(caPath)
-	if err != nil {
-		b.Fatal(err)
-	}
-	rev := &kubeletapi.APIReviewer{Client: nodeCS}
+	admin, _, rev, caPEM := nodeA(b, c)
 	n := startNode(b, rev, rev, caPEM)
 	var kport int32
 	fmt.Sscan(n.base[strings.LastIndex(n.base, ":")+1:], &kport)
@@ -178,15 +151,7 @@ func BenchmarkLogsFollow48MiB(b *testing.B) {
 	// the node authorizes through SubjectAccessReview: system:masters may all
 	hc := n.httpClient(b, "admin", "system:masters")
 	u := n.base + "/containerLogs/default/writer/main"
-	n.waitFor(b, "the log complete", func() bool {
-		resp, err := hc.Get(u + "?tailLines=1")
-		if err != nil {
-			return false
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		return string(body) == "done\n"
-	})
+	n.logDone(b, hc, u)
 	const want = 48<<20 + int64(len("done\n"))
 	// follow reads r until the whole log came, then stops the stream
 	follow := func(b *testing.B, r io.Reader, stop func()) {
@@ -237,5 +202,19 @@ func BenchmarkLogsFollow48MiB(b *testing.B) {
 			}
 			follow(b, resp.Body, func() { resp.Body.Close() })
 		})
+	})
+}
+
+// logDone waits for the log at u (a containerLogs URL), read through c,
+// to end in the line "done".
+func (n *node) logDone(b *testing.B, c *http.Client, u string) {
+	n.waitFor(b, "the log complete", func() bool {
+		resp, err := c.Get(u + "?tailLines=1")
+		if err != nil {
+			return false
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return string(body) == "done\n"
 	})
 }

@@ -19,6 +19,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/speclet/speclet/cri/harness"
@@ -51,24 +52,7 @@ func TestCluster(t *testing.T) {
 	c := cluster.ForTest(t, cluster.Options{ControllerManager: true, VerifyKubelets: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	admin, err := c.AdminClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodeKC, err := c.NodeKubeconfig("node-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodeCS, err := cluster.Clientset(nodeKC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caPath, _ := c.CA()
-	caPEM, err := os.ReadFile(caPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rev := &kubeletapi.APIReviewer{Client: nodeCS}
+	admin, nodeCS, rev, caPEM := nodeA(t, c)
 	clock := clocktesting.NewFakeClock(time.Now())
 	var certs *servingcert.Manager
 	var pki string
@@ -377,4 +361,27 @@ func TestCluster(t *testing.T) {
 			t.Errorf("%s -> %q (%v), want %s", servingcert.CurrentFile, link, err, want)
 		}
 	})
+}
+
+// nodeA is what the speclet node node-a of cluster c works with: the
+// administrator's client, node-a's own client, a reviewer of tokens and
+// access over it, and the cluster CA's PEM.
+func nodeA(tb testing.TB, c *cluster.Cluster) (admin, nodeCS *kubernetes.Clientset, rev *kubeletapi.APIReviewer, caPEM []byte) {
+	tb.Helper()
+	admin, err := c.AdminClient()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	nodeKC, err := c.NodeKubeconfig("node-a")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if nodeCS, err = cluster.Clientset(nodeKC); err != nil {
+		tb.Fatal(err)
+	}
+	caPath, _ := c.CA()
+	if caPEM, err = os.ReadFile(caPath); err != nil {
+		tb.Fatal(err)
+	}
+	return admin, nodeCS, &kubeletapi.APIReviewer{Client: nodeCS}, caPEM
 }

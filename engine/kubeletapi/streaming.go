@@ -27,6 +27,19 @@ func streamOpts(q url.Values) (stdin, stdout, stderr, tty bool) {
 	return
 }
 
+// streamTarget reads the stream flags of an exec or attach request (verb)
+// and finds its running container, or writes the error: a request must ask
+// for one stream at least.
+func (a *API) streamTarget(w http.ResponseWriter, r *http.Request, verb string) (id string, stdin, stdout, stderr, tty, ok bool) {
+	stdin, stdout, stderr, tty = streamOpts(r.URL.Query())
+	if !stdin && !stdout && !stderr {
+		httpError(w, http.StatusBadRequest, "%s: you must specify at least one of stdin, stdout, stderr", verb)
+		return "", false, false, false, false, false
+	}
+	id, ok = a.runningContainer(w, r)
+	return id, stdin, stdout, stderr, tty, ok
+}
+
 // runningContainer returns the ID of the running container {container} of
 // the request's pod, or writes the error.
 func (a *API) runningContainer(w http.ResponseWriter, r *http.Request) (string, bool) {
@@ -58,12 +71,7 @@ func (a *API) exec(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "exec: no command (give one or more command= parameters)")
 		return
 	}
-	stdin, stdout, stderr, tty := streamOpts(q)
-	if !stdin && !stdout && !stderr {
-		httpError(w, http.StatusBadRequest, "exec: you must specify at least one of stdin, stdout, stderr")
-		return
-	}
-	id, ok := a.runningContainer(w, r)
+	id, stdin, stdout, stderr, tty, ok := a.streamTarget(w, r, "exec")
 	if !ok {
 		return
 	}
@@ -76,12 +84,7 @@ func (a *API) exec(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) attach(w http.ResponseWriter, r *http.Request) {
-	stdin, stdout, stderr, tty := streamOpts(r.URL.Query())
-	if !stdin && !stdout && !stderr {
-		httpError(w, http.StatusBadRequest, "attach: you must specify at least one of stdin, stdout, stderr")
-		return
-	}
-	id, ok := a.runningContainer(w, r)
+	id, stdin, stdout, stderr, tty, ok := a.streamTarget(w, r, "attach")
 	if !ok {
 		return
 	}

@@ -23,7 +23,6 @@
 package nodestats
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -31,6 +30,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/speclet/speclet/engine/cgroups"
 	"github.com/speclet/speclet/engine/eviction"
 )
 
@@ -108,50 +108,21 @@ func fsStats(path string) (avail, capacity, freeInodes, inodes int64, err error)
 	return int64(st.Bavail) * st.Bsize, int64(st.Blocks) * st.Bsize, int64(st.Ffree), int64(st.Files), nil
 }
 
-// meminfo reads /proc/meminfo in bytes.
-func (h Host) meminfo() (map[string]int64, error) {
-	f, err := os.Open(filepath.Join(h.proc(), "meminfo"))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	out := map[string]int64{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		fs := strings.Fields(v)
-		if len(fs) == 0 {
-			continue
-		}
-		n, err := strconv.ParseInt(fs[0], 10, 64)
-		if err != nil {
-			continue
-		}
-		if len(fs) > 1 && fs[1] == "kB" {
-			n *= 1024
-		}
-		out[k] = n
-	}
-	return out, sc.Err()
-}
-
 func (h Host) memory() (eviction.Observation, error) {
-	mi, err := h.meminfo()
+	mi, err := cgroups.Meminfo(filepath.Join(h.proc(), "meminfo"))
 	if err != nil {
 		return eviction.Observation{}, err
 	}
-	total, ok := mi["MemTotal"]
+	mem, ok := mi["MemTotal"]
 	if !ok {
 		return eviction.Observation{}, fmt.Errorf("%s/meminfo has no MemTotal", h.proc())
 	}
+	total := int64(mem)
 	ws, err := h.workingSetV1()
 	if err != nil {
 		// cgroup v2 (no root memory.usage_in_bytes): the machine's
 		// working set from /proc/meminfo.
-		ws = total - mi["MemFree"] - mi["Buffers"] - mi["Cached"] + mi["Active(file)"]
+		ws = total - int64(mi["MemFree"]+mi["Buffers"]+mi["Cached"]) + int64(mi["Active(file)"])
 	}
 	return eviction.Observation{Available: max(total-ws, 0), Capacity: total}, nil
 }

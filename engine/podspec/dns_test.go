@@ -128,14 +128,8 @@ func TestSandboxDNSAndHostname(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: "ns", UID: "u"}, Spec: tc.spec}
 			sb, err := Sandbox(n, SandboxRequest{Pod: pod})
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("err = %v, want %q", err, tc.err)
-				}
+			if erred(t, err, tc.err) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if sb.Hostname != tc.host {
 				t.Errorf("hostname %q, want %q", sb.Hostname, tc.host)

@@ -73,43 +73,14 @@ func environment(n Node, r ContainerRequest) ([]*runtimeapi.KeyValue, map[string
 		return nil, nil, &ConfigError{Pod: pod.Namespace + "/" + pod.Name, Container: c.Name, Err: err}
 	}
 	env := envBuilder{vals: map[string]string{}}
-	configMaps := map[string]*v1.ConfigMap{}
-	secrets := map[string]*v1.Secret{}
 	// getCM and getSecret return nil, nil for a missing optional object.
-	getCM := func(name string, optional bool) (*v1.ConfigMap, error) {
-		if cm, ok := configMaps[name]; ok {
-			return cm, nil
-		}
-		if r.Objects == nil {
-			return nil, fmt.Errorf("couldn't get configMap %v/%v, no kubeClient defined", pod.Namespace, name)
-		}
-		cm, err := r.Objects.ConfigMap(name)
-		if err != nil {
-			if apierrors.IsNotFound(err) && optional {
-				return nil, nil
-			}
-			return nil, err
-		}
-		configMaps[name] = cm
-		return cm, nil
+	var readCM func(string) (*v1.ConfigMap, error)
+	var readSecret func(string) (*v1.Secret, error)
+	if r.Objects != nil {
+		readCM, readSecret = r.Objects.ConfigMap, r.Objects.Secret
 	}
-	getSecret := func(name string, optional bool) (*v1.Secret, error) {
-		if s, ok := secrets[name]; ok {
-			return s, nil
-		}
-		if r.Objects == nil {
-			return nil, fmt.Errorf("couldn't get secret %v/%v, no kubeClient defined", pod.Namespace, name)
-		}
-		s, err := r.Objects.Secret(name)
-		if err != nil {
-			if apierrors.IsNotFound(err) && optional {
-				return nil, nil
-			}
-			return nil, err
-		}
-		secrets[name] = s
-		return s, nil
-	}
+	getCM := readOnce(pod.Namespace, "configMap", readCM)
+	getSecret := readOnce(pod.Namespace, "secret", readSecret)
 	for _, from := range c.EnvFrom {
 		switch {
 		case from.ConfigMapRef != nil:
@@ -161,40 +132,23 @@ func environment(n Node, r ContainerRequest) ([]*runtimeapi.KeyValue, map[string
 				return fail(err)
 			}
 			val = v
-		case e.ValueFrom.ConfigMapKeyRef != nil:
-			ref := e.ValueFrom.ConfigMapKeyRef
-			cm, err := getCM(ref.Name, isTrue(ref.Optional))
+		case e.ValueFrom.ConfigMapKeyRef != nil, e.ValueFrom.SecretKeyRef != nil:
+			var v string
+			var ok bool
+			var err error
+			if ref := e.ValueFrom.ConfigMapKeyRef; ref != nil {
+				v, ok, err = keyValue(getCM, func(cm *v1.ConfigMap) map[string]string { return cm.Data }, pod.Namespace, "ConfigMap", ref.Name, ref.Key, isTrue(ref.Optional))
+			} else {
+				ref := e.ValueFrom.SecretKeyRef
+				v, ok, err = keyValue(getSecret, secretData, pod.Namespace, "Secret", ref.Name, ref.Key, isTrue(ref.Optional))
+			}
 			if err != nil {
 				return fail(err)
 			}
-			if cm == nil {
-				continue
-			}
-			v, ok := cm.Data[ref.Key]
 			if !ok {
-				if isTrue(ref.Optional) {
-					continue
-				}
-				return fail(fmt.Errorf("couldn't find key %v in ConfigMap %v/%v", ref.Key, pod.Namespace, ref.Name))
+				continue
 			}
 			val = v
-		case e.ValueFrom.SecretKeyRef != nil:
-			ref := e.ValueFrom.SecretKeyRef
-			s, err := getSecret(ref.Name, isTrue(ref.Optional))
-			if err != nil {
-				return fail(err)
-			}
-			if s == nil {
-				continue
-			}
-			v, ok := s.Data[ref.Key]
-			if !ok {
-				if isTrue(ref.Optional) {
-					continue
-				}
-				return fail(fmt.Errorf("couldn't find key %v in Secret %v/%v", ref.Key, pod.Namespace, ref.Name))
-			}
-			val = string(v)
 		case e.ValueFrom.FileKeyRef != nil:
 			// Refused at admission (Unsupported); never silently empty.
 			return fail(fmt.Errorf("env %q: valueFrom.fileKeyRef is not supported", e.Name))
@@ -354,3 +308,49 @@ func podLimit(pod *v1.Pod, rn v1.ResourceName) (resource.Quantity, bool) {
 	q, ok := pod.Spec.Resources.Limits[rn]
 	return q, ok && !q.IsZero()
 }
+
+// readOnce returns a getter of the objects of kind (named in errors) in
+// namespace ns that read reads (nil: no client), each read once; it
+// answers nil, nil for a missing optional object.
+func readOnce[T any](ns, kind string, read func(name string) (*T, error)) func(name string, optional bool) (*T, error) {
+	got := map[string]*T{}
+	return func(name string, optional bool) (*T, error) {
+		if o, ok := got[name]; ok {
+			return o, nil
+		}
+		if read == nil {
+			return nil, fmt.Errorf("couldn't get %s %v/%v, no kubeClient defined", kind, ns, name)
+		}
+		o, err := read(name)
+		if err != nil {
+			if apierrors.IsNotFound(err) && optional {
+				return nil, nil
+			}
+			return nil, err
+		}
+		got[name] = o
+		return o, nil
+	}
+}
+
+// keyValue is the value of key in the data of the object name of kind
+// (ConfigMap or Secret, as kubelet's error names it) in namespace ns,
+// read through get; ok is false when the object or the key is missing and
+// optional.
+func keyValue[T any, V string | []byte](get func(name string, optional bool) (*T, error), data func(*T) map[string]V, ns, kind, name, key string, optional bool) (val string, ok bool, err error) {
+	o, err := get(name, optional)
+	if err != nil || o == nil {
+		return "", false, err
+	}
+	v, ok := data(o)[key]
+	if !ok {
+		if optional {
+			return "", false, nil
+		}
+		return "", false, fmt.Errorf("couldn't find key %v in %s %v/%v", key, kind, ns, name)
+	}
+	return string(v), true, nil
+}
+
+// secretData is a secret's data.
+func secretData(s *v1.Secret) map[string][]byte { return s.Data }

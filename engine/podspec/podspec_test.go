@@ -66,3 +66,20 @@ func TestImageNameError(t *testing.T) {
 		}
 	}
 }
+
+// erred checks err against want, the error a test case expects (its text
+// contains want; "": no error), failing t when they disagree, and reports
+// whether an error was expected (the case has nothing more to check).
+func erred(t *testing.T, err error, want string) bool {
+	t.Helper()
+	if want != "" {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("err = %v, want %q", err, want)
+		}
+		return true
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return false
+}

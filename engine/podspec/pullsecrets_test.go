@@ -52,14 +52,8 @@ func TestPullCredentials(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := PullCredentials(tc.image, tc.secrets)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("err = %v, want %q", err, tc.err)
-				}
+			if erred(t, err, tc.err) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			var pairs []string
 			for _, a := range got {

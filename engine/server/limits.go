@@ -54,32 +54,28 @@ var DefaultLimits = Limits{MaxConns: 256, ReserveConns: 16, ReserveTimeout: 2 * 
 	MaxHeaderBytes: 64 << 10, MaxBodyBytes: 1 << 20, TLSHandshakeTimeout: 5 * time.Second,
 	ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 30 * time.Second}
 
+// withDefaults is l with DefaultLimits' value in every field l leaves zero
+// or negative.
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits
-	set := func(dst *time.Duration, v time.Duration) {
-		if v > 0 {
-			*dst = v
-		}
-	}
-	if l.MaxConns > 0 {
-		d.MaxConns = l.MaxConns
-	}
-	if l.ReserveConns > 0 {
-		d.ReserveConns = l.ReserveConns
-	}
-	if l.MaxHeaderBytes > 0 {
-		d.MaxHeaderBytes = l.MaxHeaderBytes
-	}
-	if l.MaxBodyBytes > 0 {
-		d.MaxBodyBytes = l.MaxBodyBytes
-	}
-	set(&d.ReserveTimeout, l.ReserveTimeout)
-	set(&d.TLSHandshakeTimeout, l.TLSHandshakeTimeout)
-	set(&d.ReadHeaderTimeout, l.ReadHeaderTimeout)
-	set(&d.ReadTimeout, l.ReadTimeout)
-	set(&d.WriteTimeout, l.WriteTimeout)
-	set(&d.IdleTimeout, l.IdleTimeout)
+	positive(&d.MaxConns, l.MaxConns)
+	positive(&d.ReserveConns, l.ReserveConns)
+	positive(&d.MaxHeaderBytes, l.MaxHeaderBytes)
+	positive(&d.MaxBodyBytes, l.MaxBodyBytes)
+	positive(&d.ReserveTimeout, l.ReserveTimeout)
+	positive(&d.TLSHandshakeTimeout, l.TLSHandshakeTimeout)
+	positive(&d.ReadHeaderTimeout, l.ReadHeaderTimeout)
+	positive(&d.ReadTimeout, l.ReadTimeout)
+	positive(&d.WriteTimeout, l.WriteTimeout)
+	positive(&d.IdleTimeout, l.IdleTimeout)
 	return d
+}
+
+// positive sets *dst to v when v is positive.
+func positive[T int | int64 | time.Duration](dst *T, v T) {
+	if v > 0 {
+		*dst = v
+	}
 }
 
 // Server is an HTTP server on one listener with Limits.

@@ -59,29 +59,15 @@ func drained(t *testing.T, srv *Server, n int64) {
 // when a newer one takes their idle slot) instead of queueing in front of
 // it.
 func TestServerAnswersBeyondHeldConnections(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	long := 10 * time.Minute
-	srv := New(l, Handler(&fakeNode{}, nil), Limits{MaxConns: 8, ReserveConns: 2, ReserveTimeout: long,
+	srv, addr := serveLimited(t, Handler(&fakeNode{}, nil), nil, Limits{MaxConns: 8, ReserveConns: 2, ReserveTimeout: long,
 		ReadHeaderTimeout: long, ReadTimeout: long, WriteTimeout: long, IdleTimeout: long})
-	go srv.Serve()
-	t.Cleanup(func() { srv.Close() })
-	held(t, l.Addr().String(), 500)
+	held(t, addr, 500)
 	drained(t, srv, 500)
 	// a bound, not an assertion: without the reserve it never answers
 	client := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	for i := 0; i < 5; i++ {
-		resp, err := client.Get("http://" + l.Addr().String() + "/healthz")
-		if err != nil {
-			t.Fatalf("GET /healthz %d beyond 500 held connections: %v", i, err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 || string(body) != "ok" {
-			t.Errorf("GET /healthz = %d %q", resp.StatusCode, body)
-		}
+	for range 5 {
+		healthy(t, client, addr) // beyond 500 held connections
 	}
 	if n := srv.Open(); n > 10 {
 		t.Errorf("%d connections open, limit 8+2", n)
@@ -98,21 +84,15 @@ func TestServerAnswersBeyondHeldConnections(t *testing.T) {
 // in a request, a new connection is served from the reserve: its answer
 // says "Connection: close" and it is closed.
 func TestServerReserveClosesAfterOneAnswer(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	release := make(chan struct{})
 	defer close(release)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/block", func(w http.ResponseWriter, r *http.Request) { <-release })
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
 	long := 10 * time.Minute
-	srv := New(l, mux, Limits{MaxConns: 1, ReserveConns: 1, ReserveTimeout: long,
+	srv, addr := serveLimited(t, mux, nil, Limits{MaxConns: 1, ReserveConns: 1, ReserveTimeout: long,
 		ReadHeaderTimeout: long, IdleTimeout: long, WriteTimeout: long})
-	go srv.Serve()
-	t.Cleanup(func() { srv.Close() })
-	busy, err := net.Dial("tcp", l.Addr().String())
+	busy, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +101,7 @@ func TestServerReserveClosesAfterOneAnswer(t *testing.T) {
 	for srv.ln.idleLen() > 0 || srv.Open() < 1 { // the request is in
 		time.Sleep(time.Millisecond)
 	}
-	c, err := net.Dial("tcp", l.Addr().String())
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,15 +123,9 @@ func TestServerReserveClosesAfterOneAnswer(t *testing.T) {
 // TestServerEvictsTheOldestIdle: when every served connection is taken, a
 // new one takes the slot of the connection idle the longest.
 func TestServerEvictsTheOldestIdle(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	long := 10 * time.Minute
-	srv := New(l, Handler(&fakeNode{}, nil), Limits{MaxConns: 2, ReserveConns: 1, ReserveTimeout: long,
+	srv, addr := serveLimited(t, Handler(&fakeNode{}, nil), nil, Limits{MaxConns: 2, ReserveConns: 1, ReserveTimeout: long,
 		ReadHeaderTimeout: long, IdleTimeout: long})
-	go srv.Serve()
-	t.Cleanup(func() { srv.Close() })
 	var conns []net.Conn
 	defer func() {
 		for _, c := range conns {
@@ -159,7 +133,7 @@ func TestServerEvictsTheOldestIdle(t *testing.T) {
 		}
 	}()
 	for i := 0; i < 3; i++ {
-		c, err := net.Dial("tcp", l.Addr().String())
+		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,16 +168,10 @@ func TestServerEvictsTheOldestIdle(t *testing.T) {
 // closed TLSHandshakeTimeout after its accept, although the header and
 // idle timeouts are far longer; a client that does its handshake is served.
 func TestServerTLSHandshakeTimeout(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	long := 10 * time.Minute
-	srv := NewTLS(l, Handler(&fakeNode{}, nil), &tls.Config{Certificates: []tls.Certificate{selfSigned(t)}},
+	_, addr := serveLimited(t, Handler(&fakeNode{}, nil), &tls.Config{Certificates: []tls.Certificate{selfSigned(t)}},
 		Limits{TLSHandshakeTimeout: 2 * time.Second, ReadHeaderTimeout: long, ReadTimeout: long, IdleTimeout: long})
-	go srv.Serve()
-	t.Cleanup(func() { srv.Close() })
-	c, err := net.Dial("tcp", l.Addr().String())
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +181,7 @@ func TestServerTLSHandshakeTimeout(t *testing.T) {
 		t.Errorf("read on a silent TLS connection: %v, want it closed by the server", err)
 	}
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	resp, err := client.Get("https://" + l.Addr().String() + "/healthz")
+	resp, err := client.Get("https://" + addr + "/healthz")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,10 +199,6 @@ func isTimeout(err error) bool {
 // TestServerSizeLimits: a header over MaxHeaderBytes is 431, a body over
 // MaxBodyBytes fails to read (413 from the handler).
 func TestServerSizeLimits(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := io.ReadAll(r.Body); err != nil {
 			var mb *http.MaxBytesError
@@ -247,10 +211,8 @@ func TestServerSizeLimits(t *testing.T) {
 		}
 		w.Write([]byte("ok"))
 	})
-	srv := New(l, h, Limits{MaxHeaderBytes: 1 << 10, MaxBodyBytes: 1 << 10})
-	go srv.Serve()
-	t.Cleanup(func() { srv.Close() })
-	base := "http://" + l.Addr().String()
+	_, addr := serveLimited(t, h, nil, Limits{MaxHeaderBytes: 1 << 10, MaxBodyBytes: 1 << 10})
+	base := "http://" + addr
 	req, _ := http.NewRequest("GET", base+"/", nil)
 	req.Header.Set("X-Big", strings.Repeat("a", 8<<10))
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
@@ -287,4 +249,34 @@ func selfSigned(t *testing.T) tls.Certificate {
 		t.Fatal(err)
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// serveLimited serves h with lim on a loopback port (over TLS with cfg,
+// nil: plain HTTP) until the test ends, and returns the server and its
+// address.
+func serveLimited(t *testing.T, h http.Handler, cfg *tls.Config, lim Limits) (*Server, string) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewTLS(l, h, cfg, lim)
+	go srv.Serve()
+	t.Cleanup(func() { srv.Close() })
+	return srv, l.Addr().String()
+}
+
+// healthy fails t unless GET /healthz at addr through client answers 200
+// "ok".
+func healthy(t *testing.T, client *http.Client, addr string) {
+	t.Helper()
+	resp, err := client.Get("http://" + addr + "/healthz")
+	if err != nil {
+		t.Fatalf("GET /healthz: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "ok" {
+		t.Errorf("GET /healthz = %d %q", resp.StatusCode, body)
+	}
 }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -137,13 +136,7 @@ func TestDebugPods(t *testing.T) {
 // ReserveConns connections of the server; they are closed after
 // ReadHeaderTimeout (ReserveTimeout), and /healthz answers.
 func TestServerBoundsConnections(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := New(l, Handler(&fakeNode{}, nil), Limits{MaxConns: 6, ReserveConns: 2, ReadHeaderTimeout: 200 * time.Millisecond, IdleTimeout: 200 * time.Millisecond})
-	go srv.Serve()
-	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	srv, addr := serveLimited(t, Handler(&fakeNode{}, nil), nil, Limits{MaxConns: 6, ReserveConns: 2, ReadHeaderTimeout: 200 * time.Millisecond, IdleTimeout: 200 * time.Millisecond})
 	var flood []net.Conn
 	t.Cleanup(func() {
 		for _, c := range flood {
@@ -151,7 +144,7 @@ func TestServerBoundsConnections(t *testing.T) {
 		}
 	})
 	for i := 0; i < 200; i++ {
-		c, err := net.Dial("tcp", l.Addr().String())
+		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatalf("dial %d: %v", i, err)
 		}
@@ -171,15 +164,7 @@ func TestServerBoundsConnections(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	client := &http.Client{Timeout: time.Minute}
-	resp, err := client.Get("http://" + l.Addr().String() + "/healthz")
-	if err != nil {
-		t.Fatalf("GET /healthz during the flood: %v", err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || string(body) != "ok" {
-		t.Errorf("GET /healthz = %d %q", resp.StatusCode, body)
-	}
+	healthy(t, client, addr) // during the flood
 	if n := srv.Open(); n > 8 {
 		t.Errorf("open connections %d after the flood, limit 6+2", n)
 	}
@@ -187,14 +172,8 @@ func TestServerBoundsConnections(t *testing.T) {
 
 // An idle keep-alive connection is closed by the server after IdleTimeout.
 func TestServerClosesIdleConnections(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := New(l, Handler(&fakeNode{}, nil), Limits{IdleTimeout: 100 * time.Millisecond})
-	go srv.Serve()
-	t.Cleanup(func() { srv.Shutdown(context.Background()) })
-	c, err := net.Dial("tcp", l.Addr().String())
+	srv, addr := serveLimited(t, Handler(&fakeNode{}, nil), nil, Limits{IdleTimeout: 100 * time.Millisecond})
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

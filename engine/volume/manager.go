@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -203,43 +204,30 @@ func (m *Manager) setup(ctx context.Context, pod *v1.Pod, v *v1.Volume) error {
 
 func (m *Manager) projected(ctx context.Context, pod *v1.Pod, p *v1.ProjectedVolumeSource) (map[string]File, error) {
 	out := map[string]File{}
-	merge := func(files map[string]File) {
-		for k, f := range files {
-			out[k] = f
-		}
-	}
 	for _, src := range p.Sources {
+		var files map[string]File
+		var err error
 		switch {
 		case src.ConfigMap != nil:
 			s := src.ConfigMap
-			files, err := configMapFiles(ctx, m.API, pod.Namespace, s.Name, s.Items, p.DefaultMode, optional(s.Optional))
-			if err != nil {
-				return nil, err
-			}
-			merge(files)
+			files, err = configMapFiles(ctx, m.API, pod.Namespace, s.Name, s.Items, p.DefaultMode, optional(s.Optional))
 		case src.Secret != nil:
 			s := src.Secret
-			files, err := secretFiles(ctx, m.API, pod.Namespace, s.Name, s.Items, p.DefaultMode, optional(s.Optional))
-			if err != nil {
-				return nil, err
-			}
-			merge(files)
+			files, err = secretFiles(ctx, m.API, pod.Namespace, s.Name, s.Items, p.DefaultMode, optional(s.Optional))
 		case src.DownwardAPI != nil:
-			files, err := downwardFiles(pod, m.Node, src.DownwardAPI.Items, p.DefaultMode)
-			if err != nil {
-				return nil, err
-			}
-			merge(files)
+			files, err = downwardFiles(pod, m.Node, src.DownwardAPI.Items, p.DefaultMode)
 		case src.ServiceAccountToken != nil:
 			m.tokens.now = m.now
-			tok, err := m.tokens.get(ctx, m.API, pod, src.ServiceAccountToken)
-			if err != nil {
-				return nil, err
-			}
-			out[src.ServiceAccountToken.Path] = File{Data: []byte(tok), Mode: mode(nil, p.DefaultMode)}
+			var tok string
+			tok, err = m.tokens.get(ctx, m.API, pod, src.ServiceAccountToken)
+			files = map[string]File{src.ServiceAccountToken.Path: {Data: []byte(tok), Mode: mode(nil, p.DefaultMode)}}
 		default:
 			return nil, errors.New("projected source of an unsupported kind (supported: configMap, secret, downwardAPI, serviceAccountToken)")
 		}
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(out, files)
 	}
 	return out, nil
 }

@@ -80,35 +80,19 @@ func configMapData(cm *v1.ConfigMap) map[string][]byte {
 // configMapFiles is the payload of a configMap volume or projection. A
 // missing configMap is an empty payload when optional.
 func configMapFiles(ctx context.Context, api API, ns, name string, items []v1.KeyToPath, defMode *int32, opt bool) (map[string]File, error) {
-	if api == nil {
-		return nil, fmt.Errorf("configMap %q: %w", name, ErrNoAPI)
-	}
-	cm, err := api.GetConfigMap(ctx, ns, name)
-	if apierrors.IsNotFound(err) && opt {
-		return map[string]File{}, nil
-	}
-	if err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("configmap %q not found", name)
-		}
-		return nil, fmt.Errorf("get configmap %q: %w", name, err)
+	cm, err := fetch(api, "configMap", "configmap", name, opt, func(api API) (*v1.ConfigMap, error) { return api.GetConfigMap(ctx, ns, name) })
+	if err != nil || cm == nil {
+		return emptyUnless(err)
 	}
 	return keyItems("configmap", name, configMapData(cm), items, defMode, opt)
 }
 
+// secretFiles is the payload of a secret volume or projection. A missing
+// secret is an empty payload when optional.
 func secretFiles(ctx context.Context, api API, ns, name string, items []v1.KeyToPath, defMode *int32, opt bool) (map[string]File, error) {
-	if api == nil {
-		return nil, fmt.Errorf("secret %q: %w", name, ErrNoAPI)
-	}
-	s, err := api.GetSecret(ctx, ns, name)
-	if apierrors.IsNotFound(err) && opt {
-		return map[string]File{}, nil
-	}
-	if err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("secret %q not found", name)
-		}
-		return nil, fmt.Errorf("get secret %q: %w", name, err)
+	s, err := fetch(api, "secret", "secret", name, opt, func(api API) (*v1.Secret, error) { return api.GetSecret(ctx, ns, name) })
+	if err != nil || s == nil {
+		return emptyUnless(err)
 	}
 	data := make(map[string][]byte, len(s.Data)+len(s.StringData))
 	for k, b := range s.Data {
@@ -221,4 +205,33 @@ func containerResource(pod *v1.Pod, node Node, ref *v1.ResourceFieldSelector) (s
 		return strconv.FormatInt(int64(math.Ceil(float64(q.MilliValue())/float64(div.MilliValue()))), 10), nil
 	}
 	return strconv.FormatInt(int64(math.Ceil(float64(q.Value())/float64(div.Value()))), 10), nil
+}
+
+// fetch reads the object name of kind through get on api: nil, with no
+// error, when it is missing and opt. Errors name it as kubelet does: kind
+// when there is no API, errKind otherwise.
+func fetch[T any](api API, kind, errKind, name string, opt bool, get func(API) (*T, error)) (*T, error) {
+	if api == nil {
+		return nil, fmt.Errorf("%s %q: %w", kind, name, ErrNoAPI)
+	}
+	o, err := get(api)
+	if apierrors.IsNotFound(err) && opt {
+		return nil, nil
+	}
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("%s %q not found", errKind, name)
+		}
+		return nil, fmt.Errorf("get %s %q: %w", errKind, name, err)
+	}
+	return o, nil
+}
+
+// emptyUnless is the payload of an object that could not be read: none
+// with err, or an empty one (a missing optional object).
+func emptyUnless(err error) (map[string]File, error) {
+	if err != nil {
+		return nil, err
+	}
+	return map[string]File{}, nil
 }

@@ -1,9 +1,7 @@
 package suite
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -34,65 +32,15 @@ func coverKind[S, E, A, G fsm.Enum](cv *coverage, k fsm.Kind[S, E, A, G]) {
 	cv.choices[k.Name] = make([]int, len(k.Choices))
 }
 
-// Logger returns a logger that counts the transitions the engine logs
-// (for the part's row coverage) and passes every record inner handles on
-// to it. The engine's Config.Log in every test of the parts.
-func Logger(inner slog.Handler) *slog.Logger {
-	return slog.New(handler{inner: inner, cov: current.cov})
-}
+// Took counts a step that a machine of kind machine (fsm.<Machine>Kind's
+// Name) took, row of the kind's Transitions through the branches choices
+// of its Choices, in the part's row coverage. Tests give it to the engine
+// as Config.Steps (a Step's Machine, Row and Choices); a row or branch
+// outside the kind's tables is not counted.
+func Took(machine string, row int, choices []int) { current.cov.count(machine, row, choices) }
 
-type handler struct {
-	inner slog.Handler
-	cov   *coverage
-}
-
-func (h handler) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= slog.LevelDebug || h.inner.Enabled(ctx, l)
-}
-
-func (h handler) Handle(ctx context.Context, r slog.Record) error {
-	if r.Message == "transition" {
-		var machine string
-		r.Attrs(func(a slog.Attr) bool {
-			if a.Key == "machine" {
-				machine = a.Value.String()
-				return false
-			}
-			return true
-		})
-		h.cov.count(machine, r)
-	}
-	if h.inner.Enabled(ctx, r.Level) {
-		return h.inner.Handle(ctx, r)
-	}
-	return nil
-}
-
-func (h handler) WithAttrs(as []slog.Attr) slog.Handler {
-	return handler{inner: h.inner.WithAttrs(as), cov: h.cov}
-}
-
-func (h handler) WithGroup(name string) slog.Handler {
-	return handler{inner: h.inner.WithGroup(name), cov: h.cov}
-}
-
-// count counts the row and choices attributes of a transition record.
-func (cv *coverage) count(machine string, r slog.Record) {
-	row := -1
-	var choices []int
-	r.Attrs(func(a slog.Attr) bool {
-		switch a.Key {
-		case "row":
-			if a.Value.Kind() == slog.KindInt64 {
-				row = int(a.Value.Int64())
-			}
-		case "choices":
-			if cs, ok := a.Value.Any().([]int); ok {
-				choices = cs
-			}
-		}
-		return true
-	})
+// count counts row and choices of a step machine took.
+func (cv *coverage) count(machine string, row int, choices []int) {
 	cv.mu.Lock()
 	defer cv.mu.Unlock()
 	if rows := cv.rows[machine]; row >= 0 && row < len(rows) {

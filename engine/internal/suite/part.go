@@ -1,13 +1,14 @@
 package suite
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,15 +50,8 @@ func countCalls(recs []criaudit.Record) []Calls {
 	for k, c := range n {
 		out = append(out, Calls{Machine: k.machine, Action: k.action, Method: k.method, N: c})
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.Machine != b.Machine {
-			return a.Machine < b.Machine
-		}
-		if a.Action != b.Action {
-			return a.Action < b.Action
-		}
-		return a.Method < b.Method
+	slices.SortFunc(out, func(a, b Calls) int {
+		return cmp.Or(cmp.Compare(a.Machine, b.Machine), cmp.Compare(a.Action, b.Action), cmp.Compare(a.Method, b.Method))
 	})
 	return out
 }

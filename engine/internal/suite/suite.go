@@ -5,9 +5,9 @@
 //     criaudit.Recorder's interceptors. The test fails when its records
 //     show a mutating call outside an action or an action calling a method
 //     its spec does not allow.
-//   - Row coverage: a test gives the engine Logger, which counts the
-//     transition rows and choice branches of the engine's "transition"
-//     debug records (attributes machine, row and choices).
+//   - Row coverage: a test gives the engine Took as its observer of steps
+//     (engine.Config.Steps), which counts the transition row and the
+//     choice branches of every step a machine took.
 //
 // Both are about the union of the Parts: the engine scripts (package
 // engine) and the tests on a real containerd (engine/containerdtest) take

@@ -1,8 +1,6 @@
 package suite
 
 import (
-	"context"
-	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -11,28 +9,18 @@ import (
 	"github.com/speclet/speclet/fsm"
 )
 
-// TestHandler: the handler counts the row and choices of transition
-// records and passes on what its inner handler takes.
-func TestHandler(t *testing.T) {
-	var out strings.Builder
+// TestCount: count counts each step's row and branches in its machine's
+// tables, and nothing outside them.
+func TestCount(t *testing.T) {
 	cv := newCoverage()
-	log := slog.New(handler{inner: slog.NewTextHandler(&out, nil), cov: cv}).With("pod", "default/web")
-	if !log.Enabled(context.Background(), slog.LevelDebug) {
-		t.Fatal("debug disabled: the engine would not log its transitions")
-	}
-	log.Debug("transition", "machine", "pod", "row", 1, "choices", []int{})
-	log.Debug("transition", "machine", "container", "row", 21, "choices", []int{2})
-	log.Debug("transition", "machine", "container", "row", 21, "choices", []int{2})
-	log.Info("something else", "row", 3)
+	cv.count(fsm.PodMachineName, 1, nil)
+	cv.count(fsm.ContainerMachineName, 21, []int{2})
+	cv.count(fsm.ContainerMachineName, 21, []int{2})
+	cv.count(fsm.ContainerMachineName, len(fsm.ContainerKind.Transitions), []int{len(fsm.ContainerKind.Choices), -1})
+	cv.count("no such machine", 0, []int{0})
 	if cv.rows[fsm.PodMachineName][1] != 1 || cv.rows[fsm.ContainerMachineName][21] != 2 || cv.choices[fsm.ContainerMachineName][2] != 2 {
 		t.Errorf("counts: pod rows %v, container rows %v, container choices %v",
 			cv.rows[fsm.PodMachineName], cv.rows[fsm.ContainerMachineName], cv.choices[fsm.ContainerMachineName])
-	}
-	if cv.rows[fsm.PodMachineName][3] != 0 {
-		t.Error("a record that is no transition was counted")
-	}
-	if got := out.String(); strings.Contains(got, "msg=transition") || !strings.Contains(got, "something else") {
-		t.Errorf("inner handler (info) got:\n%s", got)
 	}
 	var taken int
 	for _, n := range cv.taken() {
