@@ -262,3 +262,67 @@ func TestSystemErrorsHaveHints(t *testing.T) {
 		t.Errorf("diagnostic = %s", got)
 	}
 }
+
+// TestPerInstanceParameter: a per_instance parameter decodes as such, ties
+// and invariants of the replicated machine may name it, and those of a
+// once-per-pod machine may not (each instance has its own value).
+func TestPerInstanceParameter(t *testing.T) {
+	src := `
+machine "p" {
+  initial = state.a
+  event "go" {}
+  guard "ok" {}
+  state "a" {
+    transition "go" {
+      guard = guard.ok
+      to    = state.b
+    }
+    transition "go" { to = state.b }
+  }
+  state "b" { final = true }
+}
+machine "c" {
+  initial = state.x
+  event "poke" {}
+  guard "lead" {}
+  state "x" {
+    transition "poke" {
+      guard = guard.lead
+      to    = state.y
+    }
+    transition "poke" { to = state.y }
+  }
+  state "y" { final = true }
+}
+replicated "c" {}
+parameter "pull" {
+  per_instance = true
+  values       = ["always", "never"]
+}
+tie "c" "lead" { given = [pull.always] }
+invariant "never_y" {
+  never_enter = [c.y]
+  given       = [pull.never]
+}
+`
+	s, diags := Parse([]File{{Name: "x.hcl", Src: []byte(src)}})
+	for _, d := range diags {
+		t.Errorf("%s", Line(d))
+	}
+	if p := s.System.Parameter("pull"); p == nil || !p.PerInstance {
+		t.Fatalf("parameter pull = %+v", p)
+	}
+	for _, bad := range []string{
+		`tie "p" "ok" { given = [pull.always] }`,
+		"invariant \"never_b\" {\n  never_enter = [p.b]\n  given       = [pull.never]\n}",
+	} {
+		_, diags := Parse([]File{{Name: "x.hcl", Src: []byte(src + bad + "\n")}})
+		if !diags.HasErrors() {
+			t.Errorf("accepted %s", bad)
+			continue
+		}
+		if got := Line(diags[0]); !strings.Contains(got, "Parameter of an instance") || !strings.Contains(got, "x.hcl:") {
+			t.Errorf("%s: diagnostic = %s", bad, got)
+		}
+	}
+}
