@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -46,8 +47,17 @@ func TestEmbeddedSystem(t *testing.T) {
 		names(restart[2].Flags)[0] != "container.exit_failed" || restart[3].Mode != "may" {
 		t.Errorf("restart_allowed ties = %+v", restart)
 	}
-	if len(sys.Parameters) != 1 || sys.Parameters[0].Name != "restart_policy" || len(sys.Parameters[0].Values) != 3 {
-		t.Errorf("parameters = %+v", sys.Parameters)
+	var params []string
+	for _, p := range sys.Parameters {
+		params = append(params, fmt.Sprintf("%s/%d/%v", p.Name, len(p.Values), p.PerInstance))
+	}
+	if want := []string{"admission/2/false", "pull_policy/3/true", "image_reference/2/true", "restart_policy/3/false"}; !slices.Equal(params, want) {
+		t.Errorf("parameters (name/values/per instance) = %v, want %v", params, want)
+	}
+	for _, g := range [][3]string{{"pod", "admission_refused", "admission.refused"}, {"container", "pull_always", "pull_policy.always"}, {"container", "pull_never", "pull_policy.never"}, {"container", "image_invalid", "image_reference.invalid"}} {
+		if got := names(tie(g[0], g[1]).Given); !slices.Equal(got, []string{g[2]}) {
+			t.Errorf("%s.%s given = %v, want [%s]", g[0], g[1], got, g[2])
+		}
 	}
 	if len(sys.Flags) != 1 || sys.Flags[0].Name.Name != "exit_failed" || sys.Flags[0].SetBy.String() != "container.record_exit" {
 		t.Errorf("flags = %+v", sys.Flags)
