@@ -822,8 +822,9 @@ func TestPhaseContexts(t *testing.T) {
 // exploration starts from, restored ones included: a pod restored in
 // p.limbo (which no transition of the fresh pod reaches) with its sandbox
 // ready breaks "never ready to start containers in limbo" before any input
-// moves a machine, and the trace starts at the restored state. (The check
-// sees a start state as the target of the inputs it ignores.)
+// moves a machine: the check evaluates the conditions at every start
+// state, so the trace is that state alone (the status the engine publishes
+// right after a restart), not an input that leaves it as it is.
 func TestConditionAtRestoredStart(t *testing.T) {
 	// limbo is entered only through a row whose guard is tied false (it
 	// holds only in gone, where p has no such row): exploration from the
@@ -867,8 +868,8 @@ restored "back" { states = [p.limbo, c.removed] }
 			t.Fatal("limbo_frees_network holds although the restored start state breaks it")
 		}
 		t.Logf("%s\n=> %s", strings.Join(v.Trace, "\n"), v.Detail)
-		if len(v.Trace) == 0 || !strings.HasPrefix(v.Trace[0], "restored after a restart: ") || !strings.Contains(v.Trace[0], "p=limbo") {
-			t.Errorf("trace %q does not start at the restored state", v.Trace)
+		if len(v.Trace) != 2 || !strings.HasPrefix(v.Trace[0], "restored after a restart: ") || !strings.Contains(v.Trace[0], "p=limbo") || !strings.HasPrefix(v.Trace[1], "state: ") {
+			t.Errorf("trace %q is not the restored state alone", v.Trace)
 		}
 		if !strings.Contains(v.Detail, "ready_to_start_containers") && !strings.Contains(v.Detail, "PodReadyToStartContainers") {
 			t.Errorf("detail %q does not name the condition", v.Detail)
