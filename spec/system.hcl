@@ -144,7 +144,11 @@
 # between inputs: the restart decision reads the exit in the step that
 # recorded it, and a later read chooses anew (more behaviour, never less).
 # The phase check alone keeps them, as the engine does: the policy for the
-# pod's life, an exit from its record to the next.
+# pod's life, an exit from its record to the next. Parameters are forgotten
+# between inputs too, and sooner: a per-instance one once its instance has
+# handled its event, any other but the restart policy after the step of
+# the once-per-pod machine that read it. Forgetting is sound: a parameter
+# not read stands for every value.
 #
 # Limits of the model: pods have at least one regular container, init and
 # sidecar containers first; sync_pod asks every container at once (the engine

@@ -177,6 +177,25 @@ func newRun(md *model, k int) *run {
 	return r
 }
 
+// forgetAfterStep forgets, after a step of a once-per-pod machine, the
+// parameters of the pod other than the restart policy the phase follows:
+// they are read by that step's guards and checked by its invariants (the
+// admission, read in pending), and a later read in the same input chooses
+// anew. Forgetting is always sound (a parameter not read stands for every
+// value: more behaviour, and an invariant naming it counts it as any), so
+// this only keeps the states of the rest of the input from being
+// multiplied by a value nothing reads again.
+func (r *run) forgetAfterStep(s *sys, inst int) {
+	if r.instMachine[inst] == r.md.rep {
+		return
+	}
+	for p, pm := range r.md.params {
+		if ph := r.md.phase; !pm.perInst && (ph == nil || p != ph.param) {
+			s.params[r.paramBase[p]] = 0
+		}
+	}
+}
+
 // forgetInstance forgets the per-instance parameters of inst once no frame
 // of inst is left: the instance handled its event to the end (its start
 // path reads the pull policy and image reference in one frame), and a later
@@ -680,6 +699,7 @@ func (r *run) moves(s *sys, describe bool, emit func(*move) bool) {
 			mv.viols = r.check(next, inst, from, res.path)
 			r.noteEntered(inst, res.path)
 		}
+		r.forgetAfterStep(next, inst)
 		r.settle(next)
 		mv.meta = r.cur
 		if describe {
