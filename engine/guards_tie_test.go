@@ -14,7 +14,8 @@ import (
 // tieWorld is the engine's view of one valuation the model reaches: a pod
 // with one container per instance (init, sidecar or regular, in order), its
 // machines in the valuation's states. The test sets the pod's restart
-// policy and records the exit of one container at a time (exit_failed).
+// policy, its admission, each container's image and pull policy, and
+// records the exit of one container at a time (exit_failed).
 type tieWorld struct {
 	pod  *podState
 	ctrs []*ctrState
@@ -36,7 +37,7 @@ func newTieWorld(t *testing.T, v verify.Valuation) *tieWorld {
 			pod.Spec.Containers = append(pod.Spec.Containers, c)
 		}
 	}
-	ps := &podState{pod: pod, byName: map[string]*ctrState{}}
+	ps := &podState{w: &podWorker{}, pod: pod, byName: map[string]*ctrState{}}
 	podSt, ok := fsm.ParsePodState(v.Single[fsm.PodMachineName])
 	if !ok {
 		t.Fatalf("pod state %q", v.Single[fsm.PodMachineName])
@@ -83,7 +84,10 @@ func newTieWorld(t *testing.T, v verify.Valuation) *tieWorld {
 var engineGuards = map[string]map[string]func(w *tieWorld, inst int) bool{
 	fsm.ContainerMachineName: {
 		"first_probe_kill": func(w *tieWorld, i int) bool { return w.ctrs[i].FirstProbeKill() },
+		"image_invalid":    func(w *tieWorld, i int) bool { return w.ctrs[i].ImageInvalid() },
 		"pod_terminating":  func(w *tieWorld, i int) bool { return w.ctrs[i].PodTerminating() },
+		"pull_always":      func(w *tieWorld, i int) bool { return w.ctrs[i].PullAlways() },
+		"pull_never":       func(w *tieWorld, i int) bool { return w.ctrs[i].PullNever() },
 		"restart_allowed":  func(w *tieWorld, i int) bool { return w.ctrs[i].RestartAllowed() },
 		"start_blocked":    func(w *tieWorld, i int) bool { return w.ctrs[i].StartBlocked() },
 	},
@@ -91,13 +95,42 @@ var engineGuards = map[string]map[string]func(w *tieWorld, inst int) bool{
 		"recreate_forbidden": func(w *tieWorld, _ int) bool { return w.pod.sandbox.RecreateForbidden() },
 	},
 	fsm.PodMachineName: {
+		"admission_refused":      func(w *tieWorld, _ int) bool { return w.pod.AdmissionRefused() },
 		"all_containers_stopped": func(w *tieWorld, _ int) bool { return w.pod.AllContainersStopped() },
 		"pod_done":               func(w *tieWorld, _ int) bool { return w.pod.PodDone() },
 	},
 }
 
+// tieSetting is one value of each parameter of spec/system.hcl, as the
+// model names it and as the engine's pod and containers hold it.
+type tieSetting struct {
+	restart   string // restart_policy
+	policy    v1.RestartPolicy
+	pull      string // pull_policy
+	admission string // admission
+	image     string // image_reference
+	// container sets a container's image and imagePullPolicy so that the
+	// engine reads pull and image from it.
+	container func(c *v1.Container)
+}
+
+// tieSettings give every parameter each of its values at least once. Each
+// guard's ties read one parameter at most, so a guard meets every value of
+// it without the product of all parameters.
+var tieSettings = []tieSetting{
+	{restart: "always", policy: v1.RestartPolicyAlways, pull: "always", admission: "admitted", image: "valid",
+		// untagged: Always by default (podspec.PullPolicy)
+		container: func(c *v1.Container) { c.Image, c.ImagePullPolicy = "busybox", "" }},
+	{restart: "on_failure", policy: v1.RestartPolicyOnFailure, pull: "if_not_present", admission: "refused", image: "invalid",
+		// tagged: IfNotPresent by default; upper case does not parse
+		container: func(c *v1.Container) { c.Image, c.ImagePullPolicy = "BusyBox:1.37", "" }},
+	{restart: "never", policy: v1.RestartPolicyNever, pull: "never", admission: "admitted", image: "valid",
+		container: func(c *v1.Container) { c.Image, c.ImagePullPolicy = "busybox:1.37", v1.PullNever }},
+}
+
 // TestGuardsMatchTies: on every valuation `speclet spec verify` reaches
-// (1 to 3 containers of every role order), under every restart policy and
+// (1 to 3 containers of every role order), under every value of every
+// parameter (restart policy, admission, pull policy, image reference) and
 // with the exit of the guard's container a failure or not, each engine
 // guard the spec ties gives what its ties say: true where they say true,
 // false where they say false (free leaves it open). A tie that lies about
@@ -111,8 +144,7 @@ func TestGuardsMatchTies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	policies := map[string]v1.RestartPolicy{"always": v1.RestartPolicyAlways, "on_failure": v1.RestartPolicyOnFailure, "never": v1.RestartPolicyNever}
-	checked := map[string]int{}
+	checked, decided := map[string]int{}, map[string]int{}
 	for machine, guards := range engineGuards {
 		for _, g := range ties.Guards(machine) {
 			if guards[g] == nil {
@@ -126,12 +158,21 @@ func TestGuardsMatchTies(t *testing.T) {
 	// alone.
 	for k := 1; k <= 2; k++ {
 		ties.Reachable(k, func(v verify.Valuation) {
-			// The guards are pure and read the pod's restart policy
-			// when asked: one world serves every policy (building it
-			// was most of the test's time).
+			// The guards are pure and read the pod's restart policy,
+			// admission and container specs when asked: one world
+			// serves every setting (building it was most of the
+			// test's time).
 			w := newTieWorld(t, v)
-			for policyName, policy := range policies {
-				w.pod.pod.Spec.RestartPolicy = policy
+			for _, set := range tieSettings {
+				w.pod.pod.Spec.RestartPolicy = set.policy
+				w.pod.w.refusal = nil
+				if set.admission == "refused" {
+					w.pod.w.refusal = &refusal{Reason: "OutOfcpu", Message: "Node didn't have enough resource: cpu"}
+				}
+				for _, c := range w.ctrs {
+					set.container(c.spec)
+				}
+				params := map[string]string{"restart_policy": set.restart, "pull_policy": set.pull, "admission": set.admission, "image_reference": set.image}
 				for inst := range v.Instances {
 					for _, failed := range []bool{false, true} {
 						w.ctrs[inst].current = &termination{ExitCode: map[bool]int32{false: 0, true: 1}[failed]}
@@ -140,8 +181,7 @@ func TestGuardsMatchTies(t *testing.T) {
 								continue // a once-per-pod guard does not depend on inst
 							}
 							for g, eval := range guards {
-								want, err := ties.Guard(machine, g, v, inst, map[string]string{"restart_policy": policyName},
-									map[string]bool{"exit_failed": failed})
+								want, err := ties.Guard(machine, g, v, inst, params, map[string]bool{"exit_failed": failed})
 								if err != nil {
 									t.Fatal(err)
 								}
@@ -149,11 +189,12 @@ func TestGuardsMatchTies(t *testing.T) {
 								if want == verify.AnswerFree {
 									continue
 								}
+								decided[machine+"."+g]++
 								if got := eval(w, inst); got != (want == verify.AnswerTrue) {
 									mismatches++
 									if mismatches <= 20 {
-										t.Errorf("%s.%s of container %d in %s, restart_policy=%s exit_failed=%v: engine %v, ties %v",
-											machine, g, inst, v, policyName, failed, got, want)
+										t.Errorf("%s.%s of container %d in %s, %v exit_failed=%v: engine %v, ties %v",
+											machine, g, inst, v, params, failed, got, want)
 									}
 								}
 							}
@@ -171,6 +212,8 @@ func TestGuardsMatchTies(t *testing.T) {
 		for g := range guards {
 			if checked[machine+"."+g] == 0 {
 				t.Errorf("%s.%s was never checked", machine, g)
+			} else if decided[machine+"."+g] == 0 {
+				t.Errorf("%s.%s: its ties left it free on every valuation, so the engine's guard was never compared", machine, g)
 			}
 		}
 	}

@@ -81,10 +81,15 @@ type Restored struct {
 
 // Parameter is a property of the pod fixed for its life, declared by
 // `parameter "NAME" { values = ["a", "b"] }` (the restart policy): every
-// value is explored. Ties and invariants name a value NAME.VALUE.
+// value is explored. Ties and invariants name a value NAME.VALUE. With
+// `per_instance = true` it is a property of each instance of the replicated
+// machine (a container's imagePullPolicy): every instance has its own
+// value, and only the ties and invariants of the replicated machine may
+// name it.
 type Parameter struct {
 	Decl
-	Values []Ref
+	Values      []Ref
+	PerInstance bool
 }
 
 // Flag is a fact about one instance of Machine that an action records and a
@@ -257,7 +262,7 @@ var phaseSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "keeps_terminal"},
 }}
 
-var parameterSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "doc"}, {Name: "values", Required: true}}}
+var parameterSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "doc"}, {Name: "values", Required: true}, {Name: "per_instance"}}}
 
 var restoredSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "doc"}, {Name: "states", Required: true}}}
 
@@ -342,6 +347,9 @@ func (s *Spec) decodeSystemBlock(b *hcl.Block) hcl.Diagnostics {
 		c, d := b.Body.Content(parameterSchema)
 		diags = append(diags, d...)
 		p.Doc = stringAttr(c.Attributes["doc"], &diags)
+		if a := c.Attributes["per_instance"]; a != nil {
+			p.PerInstance = boolAttr(a, &diags)
+		}
 		if a := c.Attributes["values"]; a != nil {
 			for _, v := range stringListAttr(a, &diags) {
 				p.Values = append(p.Values, Ref{Name: v, Range: a.Expr.Range()})
@@ -594,6 +602,9 @@ func (v *validator) system(s *Spec, machines *names) {
 	params := newNames("parameter")
 	for _, p := range sys.Parameters {
 		v.declare(params, p.Decl)
+		if p.PerInstance && !sys.Replicated.Set() {
+			sv.errorf(p.NameRange, "No replicated machine", "parameter %q is per_instance, but no machine is replicated; declare one with `replicated \"container\" {}` or drop per_instance.", p.Name)
+		}
 		vals := newNames("value")
 		for _, val := range p.Values {
 			v.declare(vals, Decl{Name: val.Name, Range: val.Range, NameRange: val.Range})
@@ -720,7 +731,7 @@ func (sv *systemValidator) tie(t *Tie) {
 	if !sv.ref(machineNames(m, "guard"), t.Guard, where) {
 		return
 	}
-	sv.given(t.Given, where+" given")
+	sv.given(t.Given, where+" given", sv.replicated(m.Name))
 	sv.flags(t.Flags, m, where+" flags")
 	if in := sv.mrefs(t.In, "state", "", where+" in"); in != nil && sv.replicated(in.Name) {
 		sv.errorf(t.In[0].Range, "Replicated machine in in",
@@ -784,8 +795,10 @@ func (s *System) Parameter(name string) *Parameter {
 	return nil
 }
 
-// given checks that refs name values of one parameter.
-func (sv *systemValidator) given(refs []MRef, where string) {
+// given checks that refs name values of one parameter; a parameter of
+// each instance (per_instance) only when instance is set (the tie or
+// invariant is about an instance of the replicated machine).
+func (sv *systemValidator) given(refs []MRef, where string, instance bool) {
 	params := newNames("parameter")
 	for _, p := range sv.s.System.Parameters {
 		params.decl[p.Name] = p.Decl
@@ -799,6 +812,9 @@ func (sv *systemValidator) given(refs []MRef, where string) {
 		if first != "" && r.Machine != first {
 			sv.errorf(r.Range, "Mixed parameters", "%s names %s, but the list names values of parameter %q; one list names one parameter.", where, r, first)
 			continue
+		}
+		if first == "" && sv.s.System.Parameter(r.Machine).PerInstance && !instance {
+			sv.errorf(r.Range, "Parameter of an instance", "%s names %s, but parameter %q is per_instance: each instance of the replicated machine has its own value, and %s is not about one.", where, r, r.Machine, where)
 		}
 		first = r.Machine
 		vals := newNames("value")
@@ -843,7 +859,7 @@ func (sv *systemValidator) invariant(inv *Invariant) {
 	case InvNeverEnter:
 		m := sv.mrefs(inv.NeverEnter, "state", "", where+" never_enter")
 		sv.single(inv.While, where+" while")
-		sv.given(inv.Given, where+" given")
+		sv.given(inv.Given, where+" given", m != nil && sv.replicated(m.Name))
 		sv.roles(inv.Among, where+" among")
 		if m == nil {
 			return
@@ -913,7 +929,7 @@ func (sv *systemValidator) phase(pm *PhaseMap) {
 	if t := sv.single(pm.Terminated, where+" terminated"); t != nil && pod != nil && t.Name != pod.Name {
 		sv.errorf(pm.Terminated[0].Range, "Mixed machines", "%s terminated names states of %q, but terminating names states of %q; both are the pod worker's.", where, t.Name, pod.Name)
 	}
-	sv.given(pm.Policy, where+" policy")
+	sv.given(pm.Policy, where+" policy", false)
 	if len(pm.Policy) != 3 {
 		sv.errorf(pm.Range, "Invalid policy", "phase policy must name the values of the restart policy parameter that mean Always, OnFailure and Never, in that order (3 values, not %d).", len(pm.Policy))
 	} else if p := sv.s.System.Parameter(pm.Policy[0].Machine); p != nil && len(p.Values) != 3 {

@@ -21,7 +21,11 @@
 #
 #   parameter "NAME" {                 a property of the pod fixed for its life
 #     values = ["a", "b", ...]         (the restart policy); every value is
-#   }                                  explored.
+#     per_instance = true              explored. per_instance: a property of
+#   }                                  each instance of the replicated machine
+#                                      (a container's imagePullPolicy), each
+#                                      with its own value; only the ties and
+#                                      invariants of that machine name it.
 #
 #   flag "MACHINE" "NAME" {            a fact about one instance that an action
 #     set_by = MACHINE.ACTION          records, any value each time it runs (the
@@ -140,7 +144,11 @@
 # between inputs: the restart decision reads the exit in the step that
 # recorded it, and a later read chooses anew (more behaviour, never less).
 # The phase check alone keeps them, as the engine does: the policy for the
-# pod's life, an exit from its record to the next.
+# pod's life, an exit from its record to the next. Parameters are forgotten
+# between inputs too, and sooner: a per-instance one once its instance has
+# handled its event, any other but the restart policy after the step of
+# the once-per-pod machine that read it. Forgetting is sound: a parameter
+# not read stands for every value.
 #
 # Limits of the model: pods have at least one regular container, init and
 # sidecar containers first; sync_pod asks every container at once (the engine
@@ -201,9 +209,63 @@ invariant "sandbox_not_ready_once_stopped" {
 
 # --- guard ties ---
 
-# pull_always and pull_never (the container's imagePullPolicy) are untied,
-# so free: no invariant reads the pull policy, and a free guard allows every
-# path through checking_image and pulling.
+# Guards left untied, so free (any value at each read), and why that is
+# sound: a free guard allows every path a tie would allow and more, so each
+# invariant proven with it free holds for every tie. What each would take:
+#  - name_taken (pod): the FIFO of a static pod's full name is a relation
+#    between pods: whether another UID holds the name or waits ahead. The
+#    model has one pod; tying it needs two pods of one full name explored
+#    together (the product of two pod systems, about the square of the
+#    states) or a model of the pod machines of one name alone. Its effect
+#    here, waiting_to_start until name_free, is explored for every pod.
+#  - spec_changed (container): the hash of the spec an instance was
+#    created from against the newest one; no state holds a spec, and a user
+#    may change a container's spec at any update, so any update and any
+#    later exit may find it changed. Tying it needs a per-instance fact
+#    recorded at create_container and at update, kept between inputs (a
+#    bit per container in every explored state: up to twice the states per
+#    container), for no invariant that reads it.
+# The other guards of the pod's machines are tied below: the restart
+# policy, start order, recreate_forbidden and pod_done to the machines'
+# states and the restart policy; admission_refused, image_invalid and the
+# pull policy to parameters, each with an invariant that reads it.
+
+parameter "admission" {
+  doc    = "Whether the sync loop admitted the pod when its UID was first declared (engine: podState.AdmissionRefused, the worker's refusal), decided once for the pod's life. Only pending reads it, and the first update leaves pending, so choosing it at that read is the whole decision."
+  values = ["admitted", "refused"]
+}
+
+tie "pod" "admission_refused" {
+  doc   = "The admission decision refused the pod."
+  given = [admission.refused]
+}
+
+parameter "pull_policy" {
+  doc          = "The container's imagePullPolicy as the engine reads it (podspec.PullPolicy: the spec's value, else Always for an untagged or :latest image, IfNotPresent otherwise), one per container. It is read at each start; as other parameters it is chosen anew in each input that reads it (the policy of a container is fixed, so this allows more, never less)."
+  per_instance = true
+  values       = ["always", "if_not_present", "never"]
+}
+
+tie "container" "pull_always" {
+  doc   = "imagePullPolicy Always."
+  given = [pull_policy.always]
+}
+
+tie "container" "pull_never" {
+  doc   = "imagePullPolicy Never."
+  given = [pull_policy.never]
+}
+
+parameter "image_reference" {
+  doc          = "Whether the container's image reference parses (engine: podspec.ImageNameError), one per container; an update may change it, and it is chosen anew in each input that reads it."
+  per_instance = true
+  values       = ["valid", "invalid"]
+}
+
+tie "container" "image_invalid" {
+  doc   = "The image reference does not parse (InvalidImageName)."
+  given = [image_reference.invalid]
+}
 
 tie "container" "pod_terminating" {
   doc = "The pod worker has seen termination."
@@ -432,6 +494,31 @@ invariant "no_sandbox_after_termination" {
   doc         = "Once the pod worker has seen termination, no sandbox is created or checked."
   never_enter = [sandbox.creating, sandbox.checking]
   while       = [pod.completing, pod.completed, pod.terminating, pod.terminated, pod.finished]
+}
+
+invariant "refused_pod_never_starts" {
+  doc         = "A pod refused admission fails without starting: it goes from pending to terminated, never to syncing or waiting for its static name, so no sandbox or container of it is made (kubelet's canAdmitPod decides before the pod worker syncs)."
+  never_enter = [pod.syncing, pod.waiting_to_start]
+  from        = [pod.pending]
+  given       = [admission.refused]
+}
+
+invariant "never_policy_never_pulls" {
+  doc         = "Under imagePullPolicy Never no container pulls: a missing image is ErrImageNeverPull."
+  never_enter = [container.pulling]
+  given       = [pull_policy.never]
+}
+
+invariant "always_policy_pulls_without_looking" {
+  doc         = "Under imagePullPolicy Always a start pulls at once: it never looks for the image on the node first."
+  never_enter = [container.checking_image]
+  given       = [pull_policy.always]
+}
+
+invariant "invalid_image_never_used" {
+  doc         = "A container whose image reference does not parse is neither looked up, pulled nor created (InvalidImageName, as kubelet refuses it before EnsureImageExists)."
+  never_enter = [container.checking_image, container.pulling, container.creating]
+  given       = [image_reference.invalid]
 }
 
 invariant "no_restart_under_never" {

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -46,8 +47,17 @@ func TestEmbeddedSystem(t *testing.T) {
 		names(restart[2].Flags)[0] != "container.exit_failed" || restart[3].Mode != "may" {
 		t.Errorf("restart_allowed ties = %+v", restart)
 	}
-	if len(sys.Parameters) != 1 || sys.Parameters[0].Name != "restart_policy" || len(sys.Parameters[0].Values) != 3 {
-		t.Errorf("parameters = %+v", sys.Parameters)
+	var params []string
+	for _, p := range sys.Parameters {
+		params = append(params, fmt.Sprintf("%s/%d/%v", p.Name, len(p.Values), p.PerInstance))
+	}
+	if want := []string{"admission/2/false", "pull_policy/3/true", "image_reference/2/true", "restart_policy/3/false"}; !slices.Equal(params, want) {
+		t.Errorf("parameters (name/values/per instance) = %v, want %v", params, want)
+	}
+	for _, g := range [][3]string{{"pod", "admission_refused", "admission.refused"}, {"container", "pull_always", "pull_policy.always"}, {"container", "pull_never", "pull_policy.never"}, {"container", "image_invalid", "image_reference.invalid"}} {
+		if got := names(tie(g[0], g[1]).Given); !slices.Equal(got, []string{g[2]}) {
+			t.Errorf("%s.%s given = %v, want [%s]", g[0], g[1], got, g[2])
+		}
 	}
 	if len(sys.Flags) != 1 || sys.Flags[0].Name.Name != "exit_failed" || sys.Flags[0].SetBy.String() != "container.record_exit" {
 		t.Errorf("flags = %+v", sys.Flags)
@@ -260,5 +270,69 @@ func TestSystemErrorsHaveHints(t *testing.T) {
 	got := Line(diags[0])
 	if !strings.Contains(got, "spec/system.hcl:") || !strings.Contains(got, `Did you mean "terminating"?`) {
 		t.Errorf("diagnostic = %s", got)
+	}
+}
+
+// TestPerInstanceParameter: a per_instance parameter decodes as such, ties
+// and invariants of the replicated machine may name it, and those of a
+// once-per-pod machine may not (each instance has its own value).
+func TestPerInstanceParameter(t *testing.T) {
+	src := `
+machine "p" {
+  initial = state.a
+  event "go" {}
+  guard "ok" {}
+  state "a" {
+    transition "go" {
+      guard = guard.ok
+      to    = state.b
+    }
+    transition "go" { to = state.b }
+  }
+  state "b" { final = true }
+}
+machine "c" {
+  initial = state.x
+  event "poke" {}
+  guard "lead" {}
+  state "x" {
+    transition "poke" {
+      guard = guard.lead
+      to    = state.y
+    }
+    transition "poke" { to = state.y }
+  }
+  state "y" { final = true }
+}
+replicated "c" {}
+parameter "pull" {
+  per_instance = true
+  values       = ["always", "never"]
+}
+tie "c" "lead" { given = [pull.always] }
+invariant "never_y" {
+  never_enter = [c.y]
+  given       = [pull.never]
+}
+`
+	s, diags := Parse([]File{{Name: "x.hcl", Src: []byte(src)}})
+	for _, d := range diags {
+		t.Errorf("%s", Line(d))
+	}
+	if p := s.System.Parameter("pull"); p == nil || !p.PerInstance {
+		t.Fatalf("parameter pull = %+v", p)
+	}
+	for _, bad := range []string{
+		`tie "p" "ok" { given = [pull.always] }`,
+		"invariant \"never_b\" {\n  never_enter = [p.b]\n  given       = [pull.never]\n}",
+	} {
+		_, diags := Parse([]File{{Name: "x.hcl", Src: []byte(src + bad + "\n")}})
+		if !diags.HasErrors() {
+			t.Errorf("accepted %s", bad)
+			continue
+		}
+		if got := Line(diags[0]); !strings.Contains(got, "Parameter of an instance") || !strings.Contains(got, "x.hcl:") {
+			t.Errorf("%s: diagnostic = %s", bad, got)
+		}
 	}
 }

@@ -30,7 +30,9 @@ type frame struct {
 // inputs).
 //
 // params holds the value of each parameter plus one, 0 while no guard read
-// it in the input being handled (the run is then one of every value).
+// it in the input being handled (the run is then one of every value); a
+// per-instance parameter has a slot per instance of the replicated machine
+// (run.slot).
 // flags holds, per instance, the flags known (low 4 bits) and their values
 // (high 4 bits); a flag is unknown until a guard reads it after the action
 // that records it ran. Both are forgotten between inputs: the restart
@@ -75,7 +77,7 @@ func (s *sys) encode(buf []byte) []byte {
 func (r *run) key(j int) []byte { return r.keys.key(int32(j)) }
 
 func (r *run) decode(b []byte) *sys {
-	np, o := len(r.md.params), r.stOff
+	np, o := r.nSlots, r.stOff
 	s := &sys{roles: b[:r.k:r.k], params: b[r.k : r.k+np : r.k+np], st: b[o : o+r.nInst : o+r.nInst], flags: b[o+r.nInst : o+2*r.nInst : o+2*r.nInst]}
 	for i := r.restLen(); i < len(b); {
 		f := frame{inst: b[i]}
@@ -110,7 +112,9 @@ type run struct {
 	instNum     []int // number of the instance among its machine's (0 for singles)
 	singleInst  []int // per machine: its instance, -1 for the replicated one
 	repInsts    []int
-	stOff       int // offset of the states in a key
+	stOff       int   // offset of the states in a key
+	paramBase   []int // per parameter: its first slot in sys.params
+	nSlots      int   // slots of sys.params
 
 	keys       *store
 	buf        []byte
@@ -161,8 +165,67 @@ func newRun(md *model, k int) *run {
 		}
 	}
 	r.nInst = len(r.instMachine)
-	r.stOff = k + len(md.params)
+	for _, p := range md.params {
+		r.paramBase = append(r.paramBase, r.nSlots)
+		if p.perInst {
+			r.nSlots += k
+		} else {
+			r.nSlots++
+		}
+	}
+	r.stOff = k + r.nSlots
 	return r
+}
+
+// forgetAfterStep forgets, after a step of a once-per-pod machine, the
+// parameters of the pod other than the restart policy the phase follows:
+// they are read by that step's guards and checked by its invariants (the
+// admission, read in pending), and a later read in the same input chooses
+// anew. Forgetting is always sound (a parameter not read stands for every
+// value: more behaviour, and an invariant naming it counts it as any), so
+// this only keeps the states of the rest of the input from being
+// multiplied by a value nothing reads again.
+func (r *run) forgetAfterStep(s *sys, inst int) {
+	if r.instMachine[inst] == r.md.rep {
+		return
+	}
+	for p, pm := range r.md.params {
+		if ph := r.md.phase; !pm.perInst && (ph == nil || p != ph.param) {
+			s.params[r.paramBase[p]] = 0
+		}
+	}
+}
+
+// forgetInstance forgets the per-instance parameters of inst once no frame
+// of inst is left: the instance handled its event to the end (its start
+// path reads the pull policy and image reference in one frame), and a later
+// frame of it in the same input chooses them anew (more behaviour, never
+// less), so they do not multiply the states of the other instances' steps.
+func (r *run) forgetInstance(s *sys, inst int) {
+	if r.instMachine[inst] != r.md.rep {
+		return
+	}
+	for _, f := range s.frames {
+		if int(f.inst) == inst {
+			return
+		}
+	}
+	for p, pm := range r.md.params {
+		if pm.perInst {
+			s.params[r.slot(p, inst)] = 0
+		}
+	}
+}
+
+// slot returns where sys.params holds parameter p as inst reads it: its
+// one slot, or inst's own for a per-instance parameter (inst is then an
+// instance of the replicated machine: spec validation allows no other
+// reader).
+func (r *run) slot(p, inst int) int {
+	if r.md.params[p].perInst {
+		return r.paramBase[p] + r.instNum[inst]
+	}
+	return r.paramBase[p]
 }
 
 // restLen is the length of the key of a state between inputs.
@@ -237,7 +300,7 @@ func (r *run) tieHolds(s *sys, inst int, t *tie, d *decider, shown *[]string) bo
 			return false
 		}
 	}
-	if t.param >= 0 && !t.given[r.paramValue(s, t.param, d, shown)] {
+	if t.param >= 0 && !t.given[r.paramValue(s, inst, t.param, d, shown)] {
 		return false
 	}
 	for _, f := range t.flags {
@@ -263,17 +326,23 @@ func (r *run) tiesSay(s *sys, inst int, ts []*tie, d *decider, shown *[]string) 
 	return false, !free
 }
 
-// paramValue reads parameter p, choosing it at its first read.
-func (r *run) paramValue(s *sys, p int, d *decider, shown *[]string) int {
-	if v := s.params[p]; v > 0 {
+// paramValue reads parameter p as inst sees it, choosing it at its first
+// read.
+func (r *run) paramValue(s *sys, inst, p int, d *decider, shown *[]string) int {
+	sl := r.slot(p, inst)
+	if v := s.params[sl]; v > 0 {
 		return int(v) - 1
 	}
 	pm := r.md.params[p]
 	v := d.choose(len(pm.values))
-	s.params[p] = uint8(v + 1)
+	s.params[sl] = uint8(v + 1)
 	r.notePolicyRead(p, v)
 	if shown != nil {
-		*shown = append(*shown, fmt.Sprintf("%s=%s(chosen)", pm.name, pm.values[v]))
+		name := pm.name
+		if pm.perInst {
+			name = r.instName(s, inst) + "." + name
+		}
+		*shown = append(*shown, fmt.Sprintf("%s=%s(chosen)", name, pm.values[v]))
 	}
 	return v
 }
@@ -478,6 +547,7 @@ func (r *run) settle(s *sys) {
 			return
 		}
 		s.frames = s.frames[:len(s.frames)-1]
+		r.forgetInstance(s, int(f.inst))
 	}
 	clear(s.params) // forgotten between inputs
 	clear(s.flags)
@@ -629,6 +699,7 @@ func (r *run) moves(s *sys, describe bool, emit func(*move) bool) {
 			mv.viols = r.check(next, inst, from, res.path)
 			r.noteEntered(inst, res.path)
 		}
+		r.forgetAfterStep(next, inst)
 		r.settle(next)
 		mv.meta = r.cur
 		if describe {
@@ -694,7 +765,7 @@ func (r *run) check(next *sys, inst, from int, path []int) []int {
 			}
 			if iv.param >= 0 {
 				// Not read yet: the run is one of every value.
-				if v := next.params[iv.param]; v > 0 && !iv.given[v-1] {
+				if v := next.params[r.slot(iv.param, inst)]; v > 0 && !iv.given[v-1] {
 					continue
 				}
 			}

@@ -25,9 +25,10 @@ type model struct {
 // param is a parameter of the pod (spec.Parameter): fixed for the pod's
 // life, chosen at its first read.
 type param struct {
-	name   string
-	values []string
-	index  map[string]int
+	name    string
+	values  []string
+	index   map[string]int
+	perInst bool // one value per instance of the replicated machine
 }
 
 type mach struct {
@@ -235,7 +236,7 @@ func compile(s *spec.Spec) (*model, error) {
 		return set
 	}
 	for _, p := range sys.Parameters {
-		pm := &param{name: p.Name}
+		pm := &param{name: p.Name, perInst: p.PerInstance}
 		for _, v := range p.Values {
 			pm.values = append(pm.values, v.Name)
 		}

@@ -305,7 +305,9 @@ func (r *run) checkPhase(ivs []*inv) {
 	pc.kept = map[[2]int]*phaseHit{}
 	// The initial states: a fresh pod's containers have no exit; a restored
 	// container not in its initial state ran (its exit is a success or a
-	// failure, or unknown: a failure).
+	// failure, or unknown: a failure). The engine publishes a status from a
+	// restored state before any input moves a machine, so the conditions
+	// are checked there too, with a trace of that state alone.
 	var work []int32
 	queued := make([]bool, n)
 	m := r.md.machines[r.md.rep]
@@ -319,8 +321,18 @@ func (r *run) checkPhase(ivs []*inv) {
 			for c, i := range r.repInsts {
 				ok = ok && (pc.exit(ctx, c) == 0) == !(r.restoredRoot[int32(j)] && int(s.st[i]) != m.initial)
 			}
-			if ok {
-				pc.set(int32(j), ctx*4+pc.rawPhase(int32(j), ctx))
+			if !ok {
+				continue
+			}
+			raw := pc.rawPhase(int32(j), ctx)
+			pc.set(int32(j), ctx*4+raw)
+			for _, iv := range ivs {
+				if iv.Kind != spec.InvConditionNeverTrue || iv.violation != nil {
+					continue
+				}
+				if detail := pc.checkCondition(iv, int32(j), ctx, raw); detail != "" {
+					iv.violation = r.violationChain([]hit{{int32(j), -1}}, detail+" ("+pc.ctxText(ctx)+")")
+				}
 			}
 		}
 		work = append(work, int32(j))

@@ -110,7 +110,8 @@ func (t *Ties) Guards(machine string) []string {
 
 // Guard says what the ties of guard of machine give in v for instance inst
 // (an index of v.Instances; ignored for a once-per-pod machine), with the
-// parameters' values and the instance's flags given by name. A parameter or
+// parameters' values (a per-instance one: inst's) and the instance's flags
+// given by name. A parameter or
 // flag the ties read must be given.
 func (t *Ties) Guard(machine, guard string, v Valuation, inst int, params map[string]string, flags map[string]bool) (Answer, error) {
 	md := t.md
@@ -131,7 +132,7 @@ func (t *Ties) Guard(machine, guard string, v Valuation, inst int, params map[st
 		r = newRun(md, len(v.Instances))
 		t.runs[len(v.Instances)] = r
 	}
-	s := &sys{roles: make([]uint8, r.k), params: make([]uint8, len(md.params)), st: make([]uint8, r.nInst), flags: make([]uint8, r.nInst)}
+	s := &sys{roles: make([]uint8, r.k), params: make([]uint8, r.nSlots), st: make([]uint8, r.nInst), flags: make([]uint8, r.nInst)}
 	for _, sm := range md.singles {
 		st, ok := md.machines[sm].state[v.Single[md.machines[sm].Name]]
 		if !ok {
@@ -150,18 +151,21 @@ func (t *Ties) Guard(machine, guard string, v Valuation, inst int, params map[st
 		}
 		s.roles[c], s.st[inst] = uint8(role), uint8(st)
 	}
+	self := r.singleInst[mi]
+	if mi == md.rep {
+		self = r.repInsts[inst]
+	}
 	for p, pm := range md.params {
 		if val, ok := params[pm.name]; ok {
 			i, known := pm.index[val]
 			if !known {
 				return 0, fmt.Errorf("parameter %s has no value %q", pm.name, val)
 			}
-			s.params[p] = uint8(i + 1)
+			if pm.perInst && mi != md.rep {
+				continue // not the guard's to read (spec validation)
+			}
+			s.params[r.slot(p, self)] = uint8(i + 1)
 		}
-	}
-	self := r.singleInst[mi]
-	if mi == md.rep {
-		self = r.repInsts[inst]
 	}
 	for f, name := range m.flags {
 		if val, ok := flags[name]; ok {

@@ -240,7 +240,7 @@ func (r *run) explore() int {
 	md := r.md
 	as := assignments(r.k)
 	for _, roles := range as {
-		s := &sys{roles: roles, params: make([]uint8, len(md.params)), st: make([]uint8, r.nInst), flags: make([]uint8, r.nInst)}
+		s := &sys{roles: roles, params: make([]uint8, r.nSlots), st: make([]uint8, r.nInst), flags: make([]uint8, r.nInst)}
 		for i := range r.nInst {
 			s.st[i] = uint8(md.machines[r.instMachine[i]].initial)
 		}
@@ -605,7 +605,8 @@ func (r *run) violationChain(chain []hit, detail string) *Violation {
 	return v
 }
 
-// describe renders the machine states of s.
+// describe renders the machine states of s, the flags known and the
+// parameters read (a parameter not read yet may have any value).
 func (r *run) describe(s *sys) string {
 	out := ""
 	for i := range r.nInst {
@@ -622,13 +623,23 @@ func (r *run) describe(s *sys) string {
 			}
 		}
 	}
-	for p, v := range s.params {
-		pm := r.md.params[p]
-		val := "(not read yet: any)"
-		if v > 0 {
-			val = pm.values[v-1]
+	for p, pm := range r.md.params {
+		n := 1
+		if pm.perInst {
+			n = r.k
 		}
-		out += fmt.Sprintf(", %s=%s", pm.name, val)
+		for c := range n {
+			v := s.params[r.paramBase[p]+c]
+			if v == 0 {
+				continue // not read yet: any value
+			}
+			val := pm.values[v-1]
+			name := pm.name
+			if pm.perInst {
+				name = r.instName(s, r.repInsts[c]) + "." + name
+			}
+			out += fmt.Sprintf(", %s=%s", name, val)
+		}
 	}
 	if len(s.frames) > 0 {
 		out += fmt.Sprintf(" (%d frame(s) in progress)", len(s.frames))
@@ -664,7 +675,7 @@ func Step(s *spec.Spec, machine, state, event string, guards map[string]bool) (p
 		}
 		r.fixed[i] = v
 	}
-	sy := &sys{roles: []uint8{roleRegular}, params: make([]uint8, len(md.params)), st: []uint8{uint8(st)}, flags: make([]uint8, 1)}
+	sy := &sys{roles: []uint8{roleRegular}, st: []uint8{uint8(st)}, flags: make([]uint8, 1)}
 	res := r.fireOnce(sy, 0, ev, &decider{}, nil)
 	if res.loop {
 		return nil, nil, false, fmt.Errorf("choice loop")
