@@ -14,7 +14,7 @@ const PodMachineName = "pod"
 
 // PodSpecSHA256 is the SHA-256 of spec/pod.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const PodSpecSHA256 = "b73349ac53ddee5d4f439d4be56c3e03ab8c14e9ee9b553be31e2e288ecf36b8"
+const PodSpecSHA256 = "00eb8a2296f55b5d14539816b98f710d6fbe85baeb998646bb51c2b1a00e05e3"
 
 // PodState is a state of the pod machine.
 //

@@ -33,7 +33,9 @@
 #    that is stopping re-issues its stop only when its grace got shorter.
 #  - A terminated UID never restarts until purged: finished is final; the
 #    engine keeps finished UIDs and drops config updates for them until
-#    housekeeping purges a UID that no source lists any more. A pod whose
+#    housekeeping purges a UID that no source lists any more, or one whose
+#    source removed it and declared it again (kubelet's restartRequested):
+#    that declaration gets a new worker after the purge. A pod whose
 #    object is marked for deletion (deletionTimestamp) counts as unlisted:
 #    updates of that object reach its worker only and never declare the UID
 #    again (kubelet's pod workers never restart a terminated UID).
