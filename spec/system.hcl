@@ -212,12 +212,15 @@ invariant "sandbox_not_ready_once_stopped" {
 # Guards left untied, so free (any value at each read), and why that is
 # sound: a free guard allows every path a tie would allow and more, so each
 # invariant proven with it free holds for every tie. What each would take:
-#  - name_taken (pod): the FIFO of a static pod's full name is a relation
-#    between pods: whether another UID holds the name or waits ahead. The
-#    model has one pod; tying it needs two pods of one full name explored
-#    together (the product of two pod systems, about the square of the
-#    states) or a model of the pod machines of one name alone. Its effect
-#    here, waiting_to_start until name_free, is explored for every pod.
+#  - name_taken (pod): free in this model of one pod, where its effect,
+#    waiting_to_start until name_free, is explored for every pod. It is tied
+#    in `speclet spec verify`'s name model (verify/names.go): 2 and 3 pod
+#    machines of one static full name sharing the engine's FIFO, name_taken
+#    true when another UID heads the queue and this UID is queued (the
+#    engine's nameTaken, checked against it in engine/guards_tie_test.go),
+#    release_name leaving the queue and posting name_free to the new head;
+#    the pods' other guards and action outcomes free. It checks
+#    name_held_once, name_fifo and name_successor_starts (docs/spec.md).
 #  - spec_changed (container): the hash of the spec an instance was
 #    created from against the newest one; no state holds a spec, and a user
 #    may change a container's spec at any update, so any update and any

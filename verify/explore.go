@@ -130,6 +130,9 @@ type run struct {
 
 	memo  []int8 // guard values of the running fire, -1 unknown
 	fixed []bool // when set, the value of every guard (Step)
+	// guardHook, when set, decides a guard first (tied) or leaves it free
+	// (the name model's name_taken; its other guards are free).
+	guardHook func(s *sys, inst, g int) (v, tied bool)
 
 	// meta is, per edge, what the phase check needs of its move (see
 	// phaseMeta); cur accumulates it for the move being taken.
@@ -371,7 +374,9 @@ func (r *run) guard(s *sys, inst, g int, d *decider, shown *[]string) bool {
 	m := r.md.machines[r.instMachine[inst]]
 	var v bool
 	tied := false
-	if r.fixed != nil {
+	if r.guardHook != nil {
+		v, tied = r.guardHook(s, inst, g)
+	} else if r.fixed != nil {
 		v, tied = r.fixed[g], true
 	} else if ts := m.ties[g]; len(ts) > 0 {
 		v, tied = r.tiesSay(s, inst, ts, d, shown)

@@ -70,6 +70,9 @@ type Options struct {
 	// MaxContainers: the product is explored for K = 1..MaxContainers
 	// instances of the replicated machine (default 3).
 	MaxContainers int
+	// MaxPods: the name model is explored for N = 2..MaxPods pods of one
+	// static pod full name (default 3).
+	MaxPods int
 }
 
 // Report is the outcome of Check.
@@ -79,8 +82,11 @@ type Report struct {
 	// Unproduced lists the events (MACHINE.EVENT) that nothing in the
 	// system produces: no input, external, timer, send or report.
 	Unproduced []string
-	States     int // over every run
-	Elapsed    time.Duration
+	// Names are the runs of the name model (names.go), K the number of
+	// pods; their states are not in States.
+	Names   []Run
+	States  int // over every run
+	Elapsed time.Duration
 }
 
 // Run is the exploration for one K.
@@ -132,6 +138,9 @@ func Check(s *spec.Spec, opt Options) (*Report, error) {
 	if opt.MaxContainers <= 0 {
 		opt.MaxContainers = 3
 	}
+	if opt.MaxPods <= 0 {
+		opt.MaxPods = 3
+	}
 	md, err := compile(s)
 	if err != nil {
 		return nil, err
@@ -164,6 +173,9 @@ func Check(s *spec.Spec, opt Options) (*Report, error) {
 	for _, iv := range md.invs {
 		rep.Invariants = append(rep.Invariants, &InvariantResult{Name: iv.Name, Kind: iv.Kind, Doc: iv.Doc, Checks: iv.checks, Violation: iv.violation, Kept: iv.kept})
 	}
+	var names []*InvariantResult
+	rep.Names, names = checkNames(md, opt.MaxPods)
+	rep.Invariants = append(rep.Invariants, names...)
 	rep.Elapsed = time.Since(start)
 	return rep, nil
 }

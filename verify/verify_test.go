@@ -340,6 +340,23 @@ func TestVerifyMutations(t *testing.T) {
 				`    transition "stopped" { to = state.exited }` + "\n" + `    transition "died" { to = state.exited }` + "\n" + `    transition "kill" {` + "\n",
 			invariant: "kill_finishes", inTrace: "stop_container fails before any effect",
 		},
+		{
+			// A static pod waiting for its name ignores name_free: the
+			// successor waits forever once the holder released it.
+			name: "waiting ignores name_free", file: "pod.hcl",
+			old:       `    transition "name_free" { to = state.syncing }`,
+			new:       `    transition "name_free" {}`,
+			invariant: "name_successor_starts", inTrace: "name_taken=true(tied)]--> waiting_to_start",
+		},
+		{
+			// finished does not release the name: a pod whose release
+			// failed in terminated (its sandbox stop failed) and whose
+			// removal then succeeded keeps the name for good.
+			name: "finished keeps the name", file: "pod.hcl",
+			old:       `    entry = [action.release_name]` + "\n" + `    final = true`,
+			new:       `    final = true`,
+			invariant: "name_successor_starts", inTrace: "release_name fails before any effect",
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rep := check(t, mutate(t, tc.file, tc.old, tc.new), 2)
