@@ -94,7 +94,7 @@ func (e *Engine) worker(uid types.UID, create bool, pod *v1.Pod) *podWorker {
 		e.log.Warn("pod refused admission", "pod", pod.Namespace+"/"+pod.Name, "uid", uid, "reason", w.refusal.Reason, "message", w.refusal.Message)
 	}
 	if config.IsStatic(pod) {
-		e.queueNameLocked(fullName(pod), uid)
+		e.names.Add(fullName(pod), uid)
 	}
 	e.workers[uid] = w
 	e.metrics.SetWorkers(len(e.workers))

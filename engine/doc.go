@@ -61,7 +61,7 @@
 //     armed for the earliest due worker (duration next_probe, on the pod
 //     worker's clock); engine/handlers runs the exec, httpGet, tcpSocket
 //     and grpc probes.
-//   - names.go: static pod full names, one started pod per name, FIFO.
+//   - names.go: static pod full names (engine/names), one started pod per name, FIFO.
 //   - backoff.go: CrashLoopBackOff and image pull backoff per container.
 //   - requests.go, labels.go: CRI requests (sandbox and container configs,
 //     mounts, resources, log paths under RootDir, speclet's labels and

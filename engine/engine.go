@@ -18,6 +18,7 @@ import (
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/detach"
 	"github.com/speclet/speclet/engine/metrics"
+	"github.com/speclet/speclet/engine/names"
 	"github.com/speclet/speclet/engine/pleg"
 	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/engine/volume"
@@ -59,7 +60,7 @@ type Engine struct {
 	// across a CRI call.
 	mu       sync.RWMutex
 	workers  map[types.UID]*podWorker
-	names    map[string][]types.UID // static full name -> the UIDs holding it (first) and waiting for it, FIFO
+	names    names.Queues // static full names: the UID holding each and those waiting for it
 	adopted  map[types.UID]*adoptedPod
 	strays   map[types.UID]int         // UIDs in the runtime nobody owns -> consecutive housekeeping passes (strays.go)
 	desired  map[types.UID]*v1.Pod     // the pods the sources declare now, newest spec
@@ -148,7 +149,6 @@ func New(cfg Config) (*Engine, error) {
 		pullBackoff:  newBackoff(cfg.Clock, cfg.ImagePullBackOffBase, ImagePullBackOffMax, backOffResetAfter),
 		pleg:         pleg.New(cfg.Runtime, cfg.Clock, identify),
 		workers:      map[types.UID]*podWorker{},
-		names:        map[string][]types.UID{},
 		adopted:      map[types.UID]*adoptedPod{},
 		desired:      map[types.UID]*v1.Pod{},
 		gone:         map[types.UID]goneHistory{},

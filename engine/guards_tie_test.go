@@ -2,11 +2,9 @@ package engine
 
 import (
 	"fmt"
-	"slices"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/fsm"
 	"github.com/speclet/speclet/spec"
@@ -220,43 +218,4 @@ func TestGuardsMatchTies(t *testing.T) {
 		}
 	}
 	t.Logf("checked: %v", checked)
-}
-
-// TestNameTakenMatchesTie: the engine's nameTaken over every queue of up to
-// three UIDs (each order) and every UID, queued or not, agrees with the
-// name model's tie of name_taken (verify.NameTaken).
-func TestNameTakenMatchesTie(t *testing.T) {
-	uids := []types.UID{"a", "b", "c", "d"}
-	var queues [][]types.UID
-	var grow func(q []types.UID)
-	grow = func(q []types.UID) {
-		queues = append(queues, q)
-		if len(q) == 3 {
-			return
-		}
-		for _, u := range uids[:3] {
-			if !slices.Contains(q, u) {
-				grow(append(slices.Clip(q), u))
-			}
-		}
-	}
-	grow(nil)
-	checked := 0
-	for _, q := range queues {
-		e := &Engine{names: map[string][]types.UID{}}
-		if len(q) > 0 {
-			e.names["web_default"] = q
-		}
-		for _, u := range uids {
-			got, want := e.nameTaken("web_default", u), verify.NameTaken(q, u)
-			if got != want {
-				t.Errorf("queue %v, uid %s: engine nameTaken %v, tie %v", q, u, got, want)
-			}
-			checked++
-		}
-	}
-	if len(queues) != 16 {
-		t.Fatalf("%d queues, want 16", len(queues))
-	}
-	t.Logf("%d valuations", checked)
 }

@@ -57,7 +57,7 @@ func (e *Engine) recover(ctx context.Context) error {
 	// pod of the same name waits until it is adopted or stopped.
 	for _, a := range pods {
 		if a.readySandbox() != nil {
-			e.queueNameLocked(a.Name+"_"+a.Namespace, a.UID)
+			e.names.Add(a.Name+"_"+a.Namespace, a.UID)
 		}
 	}
 	e.mu.Unlock()

@@ -217,7 +217,7 @@ invariant "sandbox_not_ready_once_stopped" {
 #    in `speclet spec verify`'s name model (verify/names.go): 2 and 3 pod
 #    machines of one static full name sharing the engine's FIFO, name_taken
 #    true when another UID heads the queue and this UID is queued (the
-#    engine's nameTaken, checked against it in engine/guards_tie_test.go),
+#    engine/names' Taken, checked against it in engine/names/names_test.go),
 #    release_name leaving the queue and posting name_free to the new head;
 #    the pods' other guards and action outcomes free. It checks
 #    name_held_once, name_fifo and name_successor_starts (docs/spec.md).

@@ -174,7 +174,7 @@ func newNameModel(md *model, n int) *nameModel {
 
 // NameTaken is the tie of guard name_taken over the queue of a static pod
 // full name (UIDs in arrival order): another UID heads the queue and uid is
-// queued. The engine's nameTaken must agree with it.
+// queued. engine/names' Taken must agree with it.
 func NameTaken[U comparable](queue []U, uid U) bool {
 	return len(queue) > 0 && queue[0] != uid && slices.Contains(queue, uid)
 }
