@@ -14,6 +14,7 @@ import (
 	"github.com/speclet/speclet/engine/fire"
 	"github.com/speclet/speclet/engine/history"
 	"github.com/speclet/speclet/engine/podspec"
+	"github.com/speclet/speclet/engine/schedule"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -105,7 +106,7 @@ func containerEntered(ctx context.Context, st *ctrStep) {
 		return
 	}
 	c := st.Owner
-	ts := stateTimers(c.machine.Timers(), c.p.e.clock.Now(),
+	ts := schedule.Of(c.machine.Timers(), c.p.e.clock.Now(),
 		func(d fsm.ContainerDuration) time.Duration { return fsm.ContainerDurationOf(c, d) },
 		func(ctx context.Context, ev fsm.ContainerEvent, _ fsm.ContainerDuration) {
 			c.fire(ctx, ev)

@@ -28,8 +28,8 @@
 //     metrics, history and the debug log for all; the operator log
 //     (oplog.go), Kubernetes events (events.go) and what entering a state
 //     means (timers, the published pod and node states) where they apply.
-//   - timers.go: the armed timers of a pod's machines, typed per machine
-//     (the node machine's are node_schedule.go's).
+//   - timers.go: the armed timers of a pod's machines (engine/schedule's
+//     Set under the worker's lock; the node machine's are node_schedule.go's).
 //   - pod.go: the pod machine's guards, actions and durations (SyncPod,
 //     KillContainers, StopSandbox, RemovePod, ReleaseName, ReportStatus) and
 //     the grace period that only shortens.

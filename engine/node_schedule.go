@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/speclet/speclet/engine/schedule"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -28,7 +29,7 @@ func nodeArm(_ context.Context, st *nodeStep) {
 // moves the schedule its duration reads on by whole periods past now, then
 // delivers its event.
 func (n *nodeReclaim) arm() {
-	n.timers = stateTimers(n.machine.Timers(), n.e.clock.Now(),
+	n.timers = schedule.Of(n.machine.Timers(), n.e.clock.Now(),
 		func(d fsm.NodeDuration) time.Duration { return fsm.NodeDurationOf(n, d) },
 		func(ctx context.Context, ev fsm.NodeEvent, after fsm.NodeDuration) {
 			n.Advance(after, n.e.clock.Now())
@@ -44,17 +45,12 @@ func (n *nodeReclaim) run(ctx context.Context) {
 	n.Start(n.e.clock.Now())
 	n.arm()
 	for ctx.Err() == nil {
-		i := -1
-		for k, t := range n.timers {
-			if i < 0 || t.at.Before(n.timers[i].at) {
-				i = k
-			}
-		}
+		i := schedule.Earliest(n.timers)
 		if i < 0 {
 			<-ctx.Done()
 			return
 		}
-		if d := n.timers[i].at.Sub(n.e.clock.Now()); d > 0 {
+		if d := n.timers[i].At.Sub(n.e.clock.Now()); d > 0 {
 			w := n.e.clock.NewTimer(d)
 			select {
 			case <-ctx.Done():
@@ -65,6 +61,6 @@ func (n *nodeReclaim) run(ctx context.Context) {
 		}
 		t := n.timers[i]
 		n.timers = append(n.timers[:i], n.timers[i+1:]...)
-		t.fire(ctx)
+		t.Fire(ctx)
 	}
 }

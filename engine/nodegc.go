@@ -13,6 +13,7 @@ import (
 	"github.com/speclet/speclet/engine/fire"
 	"github.com/speclet/speclet/engine/history"
 	"github.com/speclet/speclet/engine/reclaim"
+	"github.com/speclet/speclet/engine/schedule"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -46,7 +47,7 @@ type nodeReclaim struct {
 	machine *fsm.NodeMachine
 	steps   fire.Run[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard, *nodeReclaim] // the node machine in the fire loop
 
-	timers []timer // of the machine's current state (node_schedule.go)
+	timers []schedule.Timer // of the machine's current state (node_schedule.go)
 
 	hist  history.Log   // the node machine's last transitions
 	mu    sync.Mutex    // guards state

@@ -11,6 +11,7 @@ import (
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/fire"
 	"github.com/speclet/speclet/engine/history"
+	"github.com/speclet/speclet/engine/schedule"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -112,8 +113,8 @@ const podOwner = "pod"
 // timers are the timers of the pod machine's state, from now; a timer
 // whose duration is negative is not armed (active_deadline without a
 // deadline).
-func (s *podState) timers(now time.Time) []timer {
-	return stateTimers(s.machine.Timers(), now,
+func (s *podState) timers(now time.Time) []schedule.Timer {
+	return schedule.Of(s.machine.Timers(), now,
 		func(d fsm.PodDuration) time.Duration { return fsm.PodDurationOf(s, d) },
 		func(ctx context.Context, ev fsm.PodEvent, _ fsm.PodDuration) { s.fire(ctx, ev) })
 }

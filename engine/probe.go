@@ -13,6 +13,7 @@ import (
 	"github.com/speclet/speclet/engine/fire"
 	"github.com/speclet/speclet/engine/handlers"
 	"github.com/speclet/speclet/engine/history"
+	"github.com/speclet/speclet/engine/schedule"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -277,7 +278,7 @@ func (ps *probeState) RunProbe(ctx context.Context) error {
 		if !pw.inFlight {
 			ps.probe(pw, fsm.ProbeActionRunProbe)
 		}
-		pw.next = tickAfter(pw.next, probePeriod(pw.spec), now)
+		pw.next = schedule.TickAfter(pw.next, probePeriod(pw.spec), now)
 	}
 	return nil
 }

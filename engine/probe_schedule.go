@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/speclet/speclet/engine/fire"
+	"github.com/speclet/speclet/engine/schedule"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -34,7 +35,7 @@ func probeEntered(_ context.Context, st *probeStep) {
 		return
 	}
 	ps := st.Owner
-	ts := stateTimers(ps.machine.Timers(), ps.c.p.e.clock.Now(),
+	ts := schedule.Of(ps.machine.Timers(), ps.c.p.e.clock.Now(),
 		func(d fsm.ProbeDuration) time.Duration { return fsm.ProbeDurationOf(ps, d) },
 		func(ctx context.Context, ev fsm.ProbeEvent, _ fsm.ProbeDuration) { ps.fire(ctx, ev) })
 	ps.c.p.w.setTimers(probeOwner+ps.c.name, ts)
@@ -111,7 +112,7 @@ func (ps *probeState) anchor(k ProbeKind, spec *v1.Probe) time.Time {
 func (ps *probeState) firstProbe(k ProbeKind, spec *v1.Probe) time.Time {
 	anchor, period := ps.anchor(k, spec), probePeriod(spec)
 	now := ps.c.p.e.clock.Now()
-	return later(tickAfter(anchor, period, now), tickAtOrAfter(anchor, period, ps.initialDelayEnd(spec)))
+	return later(schedule.TickAfter(anchor, period, now), schedule.TickAtOrAfter(anchor, period, ps.initialDelayEnd(spec)))
 }
 
 // initialDelayEnd is when the running instance is past the probe's
@@ -140,7 +141,7 @@ func (ps *probeState) TriggerReadiness(ctx context.Context) error {
 	ps.ticks[ProbeReadiness] = now
 	period := probePeriod(pw.spec)
 	if end := ps.initialDelayEnd(pw.spec); now.Before(end) {
-		pw.next = tickAtOrAfter(now, period, end)
+		pw.next = schedule.TickAtOrAfter(now, period, end)
 		return nil
 	}
 	if !pw.inFlight {
@@ -148,23 +149,6 @@ func (ps *probeState) TriggerReadiness(ctx context.Context) error {
 	}
 	pw.next = now.Add(period)
 	return nil
-}
-
-// tickAfter is the first tick anchor + n*period (n >= 0) after t: anchor
-// itself when it is after t, else the due tick moved on by whole periods.
-func tickAfter(anchor time.Time, period time.Duration, t time.Time) time.Time {
-	if t.Before(anchor) {
-		return anchor
-	}
-	return anchor.Add((t.Sub(anchor)/period + 1) * period)
-}
-
-// tickAtOrAfter is the first tick anchor + n*period (n >= 0) at or after t.
-func tickAtOrAfter(anchor time.Time, period time.Duration, t time.Time) time.Time {
-	if !t.After(anchor) {
-		return anchor
-	}
-	return anchor.Add((t.Sub(anchor) + period - 1) / period * period)
 }
 
 func later(a, b time.Time) time.Time {

@@ -2,96 +2,45 @@ package engine
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"time"
 
-	"github.com/speclet/speclet/fsm"
+	"github.com/speclet/speclet/engine/schedule"
 )
 
-// timer is one timer of a machine's current state: its deadline and what
-// firing it does (its typed event delivered to the machine).
-type timer struct {
-	at   time.Time
-	fire func(context.Context)
-}
-
-// stateTimers returns the timers ts of the state a machine entered at now,
-// each running out after its duration (dur) and then calling fire with its
-// event and duration; a negative duration arms none (a timer the state
-// has but the machine's data turns off, as active_deadline without a
-// deadline).
-func stateTimers[E, D fsm.Enum](ts []fsm.Timer[E, D], now time.Time, dur func(D) time.Duration, fire func(context.Context, E, D)) []timer {
-	var out []timer
-	for _, t := range ts {
-		if d := dur(t.After); d >= 0 {
-			out = append(out, timer{at: now.Add(d), fire: func(ctx context.Context) { fire(ctx, t.Event, t.After) }})
-		}
-	}
-	return out
-}
-
-// armed is a machine timer waiting for its deadline. owner names the
-// machine of the pod it belongs to ("pod", "sandbox", "container/NAME"); the
-// timer's fire delivers its typed event to that machine.
-type armed struct {
-	owner string
-	timer
-}
+// The armed timers of a pod's machines (engine/schedule's Set), each under
+// its owner's name ("pod", "sandbox", "container/NAME", "probe/NAME"): the
+// worker's mutex guards them, as the sync tick asks whether one is due from
+// the sync loop's goroutine.
 
 // setTimers replaces the armed timers of owner's machine by ts: a machine
 // that enters a state cancels the timers of the state it left.
-func (w *podWorker) setTimers(owner string, ts []timer) {
+func (w *podWorker) setTimers(owner string, ts []schedule.Timer) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	kept := w.timers[:0]
-	for _, t := range w.timers {
-		if t.owner != owner {
-			kept = append(kept, t)
-		}
-	}
-	w.timers = kept
-	for _, t := range ts {
-		w.timers = append(w.timers, armed{owner: owner, timer: t})
-	}
+	w.timers.Replace(owner, ts)
 }
 
 // due reports whether one of the worker's timers has run out.
 func (w *podWorker) due(now time.Time) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, t := range w.timers {
-		if !now.Before(t.at) {
-			return true
-		}
-	}
-	return false
+	return w.timers.Due(now)
 }
 
 // takeDue removes and returns the timers that ran out and whose owner
 // passes keep (nil: every owner), earliest first.
-func (w *podWorker) takeDue(now time.Time, keep func(owner string) bool) []armed {
+func (w *podWorker) takeDue(now time.Time, keep func(owner string) bool) []schedule.Timer {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var out []armed
-	kept := w.timers[:0]
-	for _, t := range w.timers {
-		if !now.Before(t.at) && (keep == nil || keep(t.owner)) {
-			out = append(out, t)
-		} else {
-			kept = append(kept, t)
-		}
-	}
-	w.timers = kept
-	slices.SortStableFunc(out, func(a, b armed) int { return a.at.Compare(b.at) })
-	return out
+	return w.timers.Take(now, keep)
 }
 
 // fireDue fires the timers that ran out, earliest first. A timer whose
 // machine left its state meanwhile was cancelled by setTimers.
 func (w *podWorker) fireDue(ctx context.Context) {
 	for _, t := range w.takeDue(w.e.clock.Now(), nil) {
-		t.fire(ctx)
+		t.Fire(ctx)
 	}
 }
 
@@ -113,7 +62,7 @@ func (w *podWorker) fireDueNow(ctx context.Context) {
 			return
 		}
 		for _, t := range due {
-			t.fire(ctx)
+			t.Fire(ctx)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/history"
 	"github.com/speclet/speclet/engine/pleg"
+	"github.com/speclet/speclet/engine/schedule"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -57,7 +58,7 @@ type podWorker struct {
 	cfg        *input // newest pending config input (coalesced)
 	wake       chan struct{}
 	cancel     context.CancelFunc // cancels the running actions (a kill arrived)
-	timers     []armed            // the machines' armed timers
+	timers     schedule.Set       // the machines' armed timers
 	killGrace  int64              // grace period of the last kill posted
 	pub        *v1.Pod            // last published pod with status
 	pubState   fsm.PodState       // the pod machine's state pub was computed in
