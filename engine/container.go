@@ -13,6 +13,7 @@ import (
 
 	"github.com/speclet/speclet/engine/fire"
 	"github.com/speclet/speclet/engine/history"
+	"github.com/speclet/speclet/engine/observe"
 	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/engine/schedule"
 	"github.com/speclet/speclet/fsm"
@@ -90,13 +91,14 @@ const containerOwner = "container/"
 
 func (c *ctrState) raise(ev fsm.ContainerEvent) { c.run.Raise(ev) }
 
-func (c *ctrState) engine() *Engine      { return c.p.e }
-func (c *ctrState) Now() time.Time       { return c.p.e.clock.Now() }
-func (c *ctrState) Logger() *slog.Logger { return c.p.e.log }
-func (c *ctrState) LogAttrs() []any      { return []any{"pod", c.p.key(), "container", c.name} }
-func (c *ctrState) record() *history.Log { return &c.p.w.hist }
-func (c *ctrState) instance() string     { return c.name }
-func (c *ctrState) podUID() types.UID    { return c.p.pod.UID }
+func (c *ctrState) engine() *Engine       { return c.p.e }
+func (c *ctrState) Sinks() *observe.Sinks { return &c.p.e.sinks }
+func (c *ctrState) Now() time.Time        { return c.p.e.clock.Now() }
+func (c *ctrState) Logger() *slog.Logger  { return c.p.e.log }
+func (c *ctrState) LogAttrs() []any       { return []any{"pod", c.p.key(), "container", c.name} }
+func (c *ctrState) Record() *history.Log  { return &c.p.w.hist }
+func (c *ctrState) Instance() string      { return c.name }
+func (c *ctrState) PodUID() types.UID     { return c.p.pod.UID }
 
 // containerEntered re-arms the timers of the state the container machine
 // entered (a timer that fires lets the pod sync through the sync tick's

@@ -25,7 +25,8 @@
 //     probe, node): it fires an fsm.Machine, tells the observers of the
 //     machine's kind, runs the step's actions in order and fires the events
 //     they raised. observe.go registers the observers of each kind once:
-//     metrics, history and the debug log for all; the operator log
+//     metrics, history, the debug log and Config.Steps for all
+//     (engine/observe's Common); the operator log
 //     (oplog.go), Kubernetes events (events.go) and what entering a state
 //     means (timers, the published pod and node states) where they apply.
 //   - timers.go: the armed timers of a pod's machines (engine/schedule's
@@ -78,7 +79,7 @@
 //     pod that is gone a while.
 //   - engine/metrics: the Prometheus series (transitions, every spec row
 //     exported from 0; refused events, time in state, machines per state,
-//     pod workers, kubelet's equivalents); observe.go feeds it.
+//     pod workers, kubelet's equivalents); engine/observe feeds it.
 //   - engine/detach: the calls an action's spec declares `uncancellable`
 //     (today RunPodSandbox, CreateContainer and StartContainer, which would
 //     complete in the runtime unseen) are not cancelled by a kill; the

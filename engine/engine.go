@@ -19,6 +19,7 @@ import (
 	"github.com/speclet/speclet/engine/detach"
 	"github.com/speclet/speclet/engine/metrics"
 	"github.com/speclet/speclet/engine/names"
+	"github.com/speclet/speclet/engine/observe"
 	"github.com/speclet/speclet/engine/pleg"
 	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/engine/volume"
@@ -47,6 +48,7 @@ type Engine struct {
 	clock   clock.WithTicker
 	log     *slog.Logger
 	metrics *metrics.Metrics
+	sinks   observe.Sinks // the common observers' (engine/observe)
 
 	// allocatable is what a resourceFieldRef limit falls back to
 	// (podAllocatable).
@@ -161,6 +163,7 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.metrics = m
+	e.sinks = observe.Sinks{Metrics: m, Steps: cfg.Steps}
 	if e.cfg.Signals == nil {
 		e.cfg.Signals = e.defaultSignals
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/speclet/speclet/engine/containergc"
 	"github.com/speclet/speclet/engine/fire"
 	"github.com/speclet/speclet/engine/history"
+	"github.com/speclet/speclet/engine/observe"
 	"github.com/speclet/speclet/engine/reclaim"
 	"github.com/speclet/speclet/engine/schedule"
 	"github.com/speclet/speclet/fsm"
@@ -102,13 +103,14 @@ func (n *nodeReclaim) fire(ctx context.Context, ev fsm.NodeEvent) {
 
 // The node machine has no pod: its steps go to its own history and are
 // logged without a pod.
-func (n *nodeReclaim) engine() *Engine      { return n.e }
-func (n *nodeReclaim) Now() time.Time       { return n.e.clock.Now() }
-func (n *nodeReclaim) Logger() *slog.Logger { return n.e.log }
-func (n *nodeReclaim) LogAttrs() []any      { return nil }
-func (n *nodeReclaim) record() *history.Log { return &n.hist }
-func (n *nodeReclaim) instance() string     { return "" }
-func (n *nodeReclaim) podUID() types.UID    { return "" }
+func (n *nodeReclaim) engine() *Engine       { return n.e }
+func (n *nodeReclaim) Sinks() *observe.Sinks { return &n.e.sinks }
+func (n *nodeReclaim) Now() time.Time        { return n.e.clock.Now() }
+func (n *nodeReclaim) Logger() *slog.Logger  { return n.e.log }
+func (n *nodeReclaim) LogAttrs() []any       { return nil }
+func (n *nodeReclaim) Record() *history.Log  { return &n.hist }
+func (n *nodeReclaim) Instance() string      { return "" }
+func (n *nodeReclaim) PodUID() types.UID     { return "" }
 
 // nodeEntered publishes the state the node machine entered to readers on
 // other goroutines (speclet_machines).

@@ -11,6 +11,7 @@ import (
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/fire"
 	"github.com/speclet/speclet/engine/history"
+	"github.com/speclet/speclet/engine/observe"
 	"github.com/speclet/speclet/engine/schedule"
 	"github.com/speclet/speclet/fsm"
 )
@@ -99,13 +100,14 @@ func (s *podState) fire(ctx context.Context, ev fsm.PodEvent) { fire.Fire(ctx, s
 // running step's actions.
 func (s *podState) raise(ev fsm.PodEvent) { s.run.Raise(ev) }
 
-func (s *podState) engine() *Engine      { return s.e }
-func (s *podState) Now() time.Time       { return s.e.clock.Now() }
-func (s *podState) Logger() *slog.Logger { return s.e.log }
-func (s *podState) LogAttrs() []any      { return []any{"pod", s.key()} }
-func (s *podState) record() *history.Log { return &s.w.hist }
-func (s *podState) instance() string     { return "" }
-func (s *podState) podUID() types.UID    { return s.pod.UID }
+func (s *podState) engine() *Engine       { return s.e }
+func (s *podState) Sinks() *observe.Sinks { return &s.e.sinks }
+func (s *podState) Now() time.Time        { return s.e.clock.Now() }
+func (s *podState) Logger() *slog.Logger  { return s.e.log }
+func (s *podState) LogAttrs() []any       { return []any{"pod", s.key()} }
+func (s *podState) Record() *history.Log  { return &s.w.hist }
+func (s *podState) Instance() string      { return "" }
+func (s *podState) PodUID() types.UID     { return s.pod.UID }
 
 // podOwner is the timer owner of the pod machine.
 const podOwner = "pod"

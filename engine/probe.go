@@ -13,6 +13,7 @@ import (
 	"github.com/speclet/speclet/engine/fire"
 	"github.com/speclet/speclet/engine/handlers"
 	"github.com/speclet/speclet/engine/history"
+	"github.com/speclet/speclet/engine/observe"
 	"github.com/speclet/speclet/engine/schedule"
 	"github.com/speclet/speclet/fsm"
 )
@@ -121,13 +122,14 @@ func (ps *probeState) fire(ctx context.Context, ev fsm.ProbeEvent) {
 
 func (ps *probeState) raise(ev fsm.ProbeEvent) { ps.run.Raise(ev) }
 
-func (ps *probeState) engine() *Engine      { return ps.c.p.e }
-func (ps *probeState) Now() time.Time       { return ps.c.p.e.clock.Now() }
-func (ps *probeState) Logger() *slog.Logger { return ps.c.p.e.log }
-func (ps *probeState) LogAttrs() []any      { return ps.c.LogAttrs() }
-func (ps *probeState) record() *history.Log { return &ps.c.p.w.hist }
-func (ps *probeState) instance() string     { return ps.c.name }
-func (ps *probeState) podUID() types.UID    { return ps.c.p.pod.UID }
+func (ps *probeState) engine() *Engine       { return ps.c.p.e }
+func (ps *probeState) Sinks() *observe.Sinks { return &ps.c.p.e.sinks }
+func (ps *probeState) Now() time.Time        { return ps.c.p.e.clock.Now() }
+func (ps *probeState) Logger() *slog.Logger  { return ps.c.p.e.log }
+func (ps *probeState) LogAttrs() []any       { return ps.c.LogAttrs() }
+func (ps *probeState) Record() *history.Log  { return &ps.c.p.w.hist }
+func (ps *probeState) Instance() string      { return ps.c.name }
+func (ps *probeState) PodUID() types.UID     { return ps.c.p.pod.UID }
 
 // started: the startup probe succeeded (or there is none) for the running
 // instance.

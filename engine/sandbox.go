@@ -14,6 +14,7 @@ import (
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/fire"
 	"github.com/speclet/speclet/engine/history"
+	"github.com/speclet/speclet/engine/observe"
 	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/fsm"
 )
@@ -60,13 +61,14 @@ func (sb *sandboxState) fire(ctx context.Context, ev fsm.SandboxEvent) {
 
 func (sb *sandboxState) raise(ev fsm.SandboxEvent) { sb.run.Raise(ev) }
 
-func (sb *sandboxState) engine() *Engine      { return sb.p.e }
-func (sb *sandboxState) Now() time.Time       { return sb.p.e.clock.Now() }
-func (sb *sandboxState) Logger() *slog.Logger { return sb.p.e.log }
-func (sb *sandboxState) LogAttrs() []any      { return sb.p.LogAttrs() }
-func (sb *sandboxState) record() *history.Log { return &sb.p.w.hist }
-func (sb *sandboxState) instance() string     { return "" }
-func (sb *sandboxState) podUID() types.UID    { return sb.p.pod.UID }
+func (sb *sandboxState) engine() *Engine       { return sb.p.e }
+func (sb *sandboxState) Sinks() *observe.Sinks { return &sb.p.e.sinks }
+func (sb *sandboxState) Now() time.Time        { return sb.p.e.clock.Now() }
+func (sb *sandboxState) Logger() *slog.Logger  { return sb.p.e.log }
+func (sb *sandboxState) LogAttrs() []any       { return sb.p.LogAttrs() }
+func (sb *sandboxState) Record() *history.Log  { return &sb.p.w.hist }
+func (sb *sandboxState) Instance() string      { return "" }
+func (sb *sandboxState) PodUID() types.UID     { return sb.p.pod.UID }
 
 // ready: containers may start in the current sandbox.
 func (sb *sandboxState) ready() bool { return sb.machine.State() == fsm.SandboxStateReady }
