@@ -21,7 +21,7 @@ func TestGeneratedFromCurrentSpec(t *testing.T) {
 		"probe.hcl":     {ProbeSpecSHA256, "fsm/probe_gen.go"},
 		"routes.hcl":    {RoutesSpecSHA256, "fsm/routes_gen.go"},
 		"sandbox.hcl":   {SandboxSpecSHA256, "fsm/sandbox_gen.go"},
-		"system.hcl":    {"a6f244014038b87beb1facb77f4cf20d9d81b2ffd2a4d4817449a94acd3f9f99", "fsm/spec_gen_test.go"},
+		"system.hcl":    {"cbb673089cd1388da7c3f3f0b81d08474814a26feac69e0ab076d7e0cf6dcb35", "fsm/spec_gen_test.go"},
 	}
 	files, err := filepath.Glob(filepath.Join("..", "spec", "*.hcl"))
 	if err != nil {
