@@ -112,6 +112,8 @@ func (e *Engine) handlePLEG(ev pleg.Event) {
 	}
 }
 
+// handleProbe posts a probe result to its pod's worker, if the pod has one.
+// It is safe to call from any goroutine.
 func (e *Engine) handleProbe(r ProbeResult) {
 	if w := e.worker(r.UID, false, nil); w != nil {
 		w.post(input{kind: inputProbe, probe: r})

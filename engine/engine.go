@@ -223,7 +223,6 @@ func (e *Engine) Run(ctx context.Context, updates <-chan config.PodUpdate) error
 	defer syncTick.Stop()
 	housekeeping := e.clock.NewTicker(housekeepPeriod)
 	defer housekeeping.Stop()
-	probes := e.cfg.ProbeResults
 
 	for {
 		select {
@@ -241,12 +240,6 @@ func (e *Engine) Run(ctx context.Context, updates <-chan config.PodUpdate) error
 			e.syncDue()
 		case <-housekeeping.C():
 			e.housekeeping(ctx)
-		case r, ok := <-probes:
-			if !ok {
-				probes = nil
-				continue
-			}
-			e.handleProbe(r)
 		}
 	}
 }

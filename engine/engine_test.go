@@ -294,7 +294,7 @@ func runScript(t *testing.T, path string) {
 				if !ok {
 					t.Fatalf("%s: probe kind %q", d.Pos, kind)
 				}
-				h.probes <- ProbeResult{UID: types.UID(uid), Container: name, Kind: k, Success: result == "success"}
+				h.eng.handleProbe(ProbeResult{UID: types.UID(uid), Container: name, Kind: k, Success: result == "success"})
 				h.settle()
 				return ""
 			case "runtime-down":

@@ -98,7 +98,6 @@ type scriptHarness struct {
 	cancel   context.CancelFunc
 	done     chan error
 	cfg      Config
-	probes   chan ProbeResult
 	events   *eventLog
 	// imageFs is the capacity of the simulated image filesystem; its
 	// available bytes are the capacity less the sizes of the images present.
@@ -259,8 +258,6 @@ func (h *scriptHarness) start(cfg Config) {
 func (h *scriptHarness) launch(cfg Config) {
 	h.t.Helper()
 	cfg.Runtime = h.audit
-	h.probes = make(chan ProbeResult)
-	cfg.ProbeResults = h.probes
 	cfg.RootDir = filepath.Join(h.dir, "root")
 	cfg.Clock = h.clk
 	cfg.NodeName = "node"

@@ -47,9 +47,6 @@ type Config struct {
 	// called on the machine's goroutine (each pod's worker, the node
 	// machine's), so concurrently for different pods, and must not block.
 	Steps func(Step)
-	// ProbeResults carries thresholded probe outcomes from outside the
-	// engine (tests); the engine's own probe workers feed it too.
-	ProbeResults <-chan ProbeResult
 	// ProbeJitter returns the delay of the first probe of a worker that
 	// starts within one period of the engine's start (kubelet's jitter);
 	// nil = uniform in [0, period).
@@ -191,8 +188,10 @@ type PodCgroups interface {
 	Pods(skip func(types.UID) bool) ([]types.UID, error)
 }
 
-// ProbeResult is one probe outcome for a container of a pod. One sent on
-// Config.ProbeResults counts as a thresholded result: it is routed as is.
+// ProbeResult is one probe outcome for a container of a pod: a raw result
+// of one of the engine's probe workers, counted against the probe's
+// thresholds, or, with no worker (gen 0: the engine's script tests deliver
+// such to handleProbe), a thresholded result routed as is.
 type ProbeResult struct {
 	UID       types.UID
 	Container string

@@ -14,7 +14,7 @@ const ProbeMachineName = "probe"
 
 // ProbeSpecSHA256 is the SHA-256 of spec/probe.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ProbeSpecSHA256 = "7eb3309d1869ca89999bbf498ac1bf19d441a2a2b7aeba3b816ed817a360b9ae"
+const ProbeSpecSHA256 = "9c884856bb163e36be3293ba9661653bda3d3667a853e74eefc782b535468cb2"
 
 // ProbeState is a state of the probe machine.
 //

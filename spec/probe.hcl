@@ -60,9 +60,9 @@
 #    the rows would decide only the "differs from what this machine holds"
 #    part, at the price of a transition per probe per period that only
 #    counts. The thresholded events stay in any case: start_startup and
-#    start_probes report them for a container without that probe, and
-#    Config.ProbeResults (engine/options.go) delivers thresholded results
-#    from outside the engine. And `speclet spec verify` could check nothing
+#    start_probes report them for a container without that probe, and the
+#    engine's script tests deliver thresholded results (handleProbe,
+#    engine/dispatch.go). And `speclet spec verify` could check nothing
 #    more: it would take such guards as free, as it already takes the
 #    thresholded inputs as arriving at any time. A raw result of a stopped
 #    worker (an earlier instance) is dropped.
