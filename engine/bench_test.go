@@ -28,6 +28,7 @@ import (
 	"github.com/speclet/speclet/engine/pleg"
 	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/engine/podstatus"
+	"github.com/speclet/speclet/engine/runtimepods"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -100,7 +101,7 @@ func BenchmarkRelist(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			p := pleg.New(rt, clock.RealClock{}, identify)
+			p := pleg.New(rt, clock.RealClock{}, runtimepods.Identify)
 			if _, err := p.Relist(ctx); err != nil {
 				b.Fatal(err)
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/speclet/speclet/engine/history"
 	"github.com/speclet/speclet/engine/observe"
 	"github.com/speclet/speclet/engine/podspec"
+	"github.com/speclet/speclet/engine/runtimepods"
 	"github.com/speclet/speclet/engine/schedule"
 	"github.com/speclet/speclet/fsm"
 )
@@ -28,7 +29,7 @@ type ctrState struct {
 	p       *podState
 	name    string
 	spec    *v1.Container // nil: a container adopted from the runtime that the spec no longer has
-	hash    string        // containerHash(spec), "" without spec; set with spec by setSpec
+	hash    string        // runtimepods.ContainerHash(spec), "" without spec; set with spec by setSpec
 	init    bool
 	sidecar bool
 	// ephemeral: an ephemeral container (engine/ephemeral.go); never
@@ -231,7 +232,7 @@ func (c *ctrState) instances() []string { return append([]string(nil), c.ids...)
 func (c *ctrState) setSpec(spec *v1.Container) {
 	c.spec, c.hash = spec, ""
 	if spec != nil {
-		c.hash = containerHash(spec)
+		c.hash = runtimepods.ContainerHash(spec)
 	}
 }
 

@@ -64,14 +64,15 @@
 //     and grpc probes.
 //   - names.go: static pod full names (engine/names), one started pod per name, FIFO.
 //   - backoff.go: CrashLoopBackOff and image pull backoff per container.
-//   - requests.go, labels.go: CRI requests (sandbox and container configs,
-//     mounts, resources, log paths under RootDir, speclet's labels and
-//     annotations).
+//   - requests.go: CRI requests (sandbox and container configs, mounts,
+//     resources, log paths under RootDir, speclet's labels and annotations
+//     from engine/runtimepods).
 //   - loop.go runs engine/pleg (the relist diff of containers and sandboxes,
 //     and the runtime's event stream) and hands its events to the workers.
 //   - view.go: what the status needs, read from the machine states;
 //     engine/podstatus computes the pod status from it.
-//   - recover.go: rebuilding from the runtime after a restart; orphans.
+//   - recover.go: rebuilding from the runtime after a restart (the pods
+//     engine/runtimepods groups from the labels); orphans.
 //   - strays.go: runtime pods that appear while speclet runs and that no
 //     worker owns (a lost RunPodSandbox reply), handed to the orphan path.
 //   - engine/history: each pod's machine states and bounded transition

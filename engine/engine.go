@@ -22,6 +22,7 @@ import (
 	"github.com/speclet/speclet/engine/observe"
 	"github.com/speclet/speclet/engine/pleg"
 	"github.com/speclet/speclet/engine/podspec"
+	"github.com/speclet/speclet/engine/runtimepods"
 	"github.com/speclet/speclet/engine/volume"
 )
 
@@ -149,7 +150,7 @@ func New(cfg Config) (*Engine, error) {
 		log:          cfg.Log,
 		crashBackoff: newBackoff(cfg.Clock, cfg.CrashLoopBackOffBase, cfg.CrashLoopBackOffMax, backOffResetAfter),
 		pullBackoff:  newBackoff(cfg.Clock, cfg.ImagePullBackOffBase, ImagePullBackOffMax, backOffResetAfter),
-		pleg:         pleg.New(cfg.Runtime, cfg.Clock, identify),
+		pleg:         pleg.New(cfg.Runtime, cfg.Clock, runtimepods.Identify),
 		workers:      map[types.UID]*podWorker{},
 		adopted:      map[types.UID]*adoptedPod{},
 		desired:      map[types.UID]*v1.Pod{},

@@ -14,6 +14,7 @@ import (
 	"github.com/speclet/speclet/engine/history"
 	"github.com/speclet/speclet/engine/observe"
 	"github.com/speclet/speclet/engine/reclaim"
+	"github.com/speclet/speclet/engine/runtimepods"
 	"github.com/speclet/speclet/engine/schedule"
 	"github.com/speclet/speclet/fsm"
 )
@@ -75,7 +76,7 @@ func newNodeReclaim(e *Engine) *nodeReclaim {
 		policy.MaxContainers, gcPeriod = *gc.MaxContainers, cfg.ContainerGCPeriod
 	}
 	n.Node = reclaim.New(reclaim.Config{
-		Runtime: e.rt, Clock: e.clock, Log: e.log, Identify: identify, Report: n.report,
+		Runtime: e.rt, Clock: e.clock, Log: e.log, Identify: runtimepods.Identify, Report: n.report,
 		PodEvent: func(pod *v1.Pod, eventType, reason, message string) {
 			if r := cfg.Events; r != nil {
 				r.Event(pod, "", eventType, reason, message)

@@ -3,39 +3,15 @@ package engine
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
-	"github.com/speclet/speclet/fsm"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/speclet/speclet/engine/runtimepods"
+	"github.com/speclet/speclet/fsm"
 )
-
-// adoptedPod is what the runtime still holds of a pod speclet started before
-// it restarted: rebuilt from the labels and annotations on its CRI objects.
-type adoptedPod struct {
-	UID       types.UID
-	Name      string
-	Namespace string
-	Grace     int64 // from the sandbox annotation; -1 when unknown
-
-	// Sandboxes, newest first. The first READY one is reused.
-	Sandboxes []*runtimeapi.PodSandbox
-	// Containers by container name, newest first.
-	Containers map[string][]*runtimeapi.Container
-}
-
-// readySandbox returns the newest ready sandbox, or nil.
-func (a *adoptedPod) readySandbox() *runtimeapi.PodSandbox {
-	for _, s := range a.Sandboxes {
-		if s.State == runtimeapi.PodSandboxState_SANDBOX_READY {
-			return s
-		}
-	}
-	return nil
-}
 
 // recover lists the runtime's sandboxes and containers and groups speclet's
 // by pod UID. A pod whose UID a source declares again is adopted by its new
@@ -50,13 +26,13 @@ func (e *Engine) recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list containers: %w", err)
 	}
-	pods := groupRuntimePods(sbs, cs)
+	pods := runtimepods.Group(sbs, cs)
 	e.mu.Lock()
 	e.adopted = pods
 	// A pod that ran before the restart still holds its full name: a new
 	// pod of the same name waits until it is adopted or stopped.
 	for _, a := range pods {
-		if a.readySandbox() != nil {
+		if a.ReadySandbox() != nil {
 			e.names.Add(a.Name+"_"+a.Namespace, a.UID)
 		}
 	}
@@ -66,85 +42,6 @@ func (e *Engine) recover(ctx context.Context) error {
 		e.log.Info("found pods in the runtime from a previous run", "pods", len(pods))
 	}
 	return nil
-}
-
-// groupRuntimePods groups speclet's sandboxes and containers by pod UID,
-// newest first.
-func groupRuntimePods(sbs []*runtimeapi.PodSandbox, cs []*runtimeapi.Container) map[types.UID]*adoptedPod {
-	pods := map[types.UID]*adoptedPod{}
-	get := func(labels map[string]string) *adoptedPod {
-		uid := podUIDOf(labels)
-		if uid == "" {
-			return nil
-		}
-		a := pods[uid]
-		if a == nil {
-			a = &adoptedPod{UID: uid, Name: labels[LabelPodName], Namespace: labels[LabelPodNamespace], Grace: -1,
-				Containers: map[string][]*runtimeapi.Container{}}
-			pods[uid] = a
-		}
-		return a
-	}
-	for _, s := range sbs {
-		a := get(s.Labels)
-		if a == nil {
-			continue
-		}
-		a.Sandboxes = append(a.Sandboxes, s)
-		if g, err := strconv.ParseInt(s.Annotations[AnnotationGracePeriod], 10, 64); err == nil && a.Grace < 0 {
-			a.Grace = g
-		}
-	}
-	for _, c := range cs {
-		a := get(c.Labels)
-		if a == nil {
-			continue
-		}
-		name := c.Labels[LabelContainerName]
-		a.Containers[name] = append(a.Containers[name], c)
-	}
-	for _, a := range pods {
-		sortNewestFirst(a)
-	}
-	return pods
-}
-
-func sortNewestFirst(a *adoptedPod) {
-	sbs := a.Sandboxes
-	for i := 1; i < len(sbs); i++ {
-		for j := i; j > 0 && sbs[j].CreatedAt > sbs[j-1].CreatedAt; j-- {
-			sbs[j], sbs[j-1] = sbs[j-1], sbs[j]
-		}
-	}
-	for _, cs := range a.Containers {
-		for i := 1; i < len(cs); i++ {
-			for j := i; j > 0 && newer(cs[j], cs[j-1]); j-- {
-				cs[j], cs[j-1] = cs[j-1], cs[j]
-			}
-		}
-	}
-}
-
-func newer(a, b *runtimeapi.Container) bool {
-	ra, rb := restartCountOf(a.Annotations), restartCountOf(b.Annotations)
-	if ra != rb {
-		return ra > rb
-	}
-	return a.CreatedAt > b.CreatedAt
-}
-
-// orphanPod is the stand-in pod of an orphan: only what the labels say, and
-// the grace period its sandbox recorded.
-func orphanPod(a *adoptedPod) *v1.Pod {
-	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: a.UID, Name: a.Name, Namespace: a.Namespace}}
-	if a.Grace >= 0 {
-		g := a.Grace
-		p.Spec.TerminationGracePeriodSeconds = &g
-	}
-	for name := range a.Containers {
-		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: name})
-	}
-	return p
 }
 
 // cleanupOrphans kills the runtime pods no source declared, once the first
@@ -164,7 +61,7 @@ func (e *Engine) cleanupOrphans() {
 		e.mu.Lock()
 		e.adopted[a.UID] = a
 		e.mu.Unlock()
-		pod := orphanPod(a)
+		pod := runtimepods.Orphan(a)
 		if w := e.worker(a.UID, true, pod); w != nil {
 			w.post(input{kind: inputOrphan, pod: pod})
 		}
@@ -192,7 +89,7 @@ func (c *ctrState) adopt(cs []*runtimeapi.Container, sandboxOK bool) {
 	}
 	newest := cs[0]
 	c.id = newest.Id
-	c.restartCount = restartCountOf(newest.Annotations)
+	c.restartCount = runtimepods.RestartCountOf(newest.Annotations)
 	c.runHash = newest.Annotations[AnnotationContainerHash]
 	c.imageRef = newest.ImageRef
 	if newest.State == runtimeapi.ContainerState_CONTAINER_CREATED {

@@ -13,6 +13,7 @@ import (
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/podspec"
+	"github.com/speclet/speclet/engine/runtimepods"
 	"github.com/speclet/speclet/engine/volume"
 )
 
@@ -44,7 +45,7 @@ func sandboxConfig(n podspec.Node, pod *v1.Pod, attempt uint32, cgroupParent str
 		ann[AnnotationGracePeriod] = strconv.FormatInt(*g, 10)
 	}
 	return podspec.Sandbox(n, podspec.SandboxRequest{Pod: pod, Attempt: attempt, CgroupParent: cgroupParent,
-		Labels: podLabels(pod), Annotations: ann})
+		Labels: runtimepods.PodLabels(pod), Annotations: ann})
 }
 
 // containerConfig builds the CreateContainer request for c, the
@@ -55,7 +56,7 @@ func sandboxConfig(n podspec.Node, pod *v1.Pod, attempt uint32, cgroupParent str
 // variables).
 func containerConfig(n podspec.Node, pod *v1.Pod, c *v1.Container, restartCount int32, imageRef string, init bool, user podspec.ImageUser, with ...func(*podspec.ContainerRequest)) (*runtimeapi.ContainerConfig, error) {
 	ann := map[string]string{
-		AnnotationContainerHash: containerHash(c),
+		AnnotationContainerHash: runtimepods.ContainerHash(c),
 		AnnotationRestartCount:  strconv.Itoa(int(restartCount)),
 	}
 	if init {
@@ -65,7 +66,7 @@ func containerConfig(n podspec.Node, pod *v1.Pod, c *v1.Container, restartCount 
 		ann[AnnotationGracePeriod] = strconv.FormatInt(*g, 10)
 	}
 	r := podspec.ContainerRequest{Pod: pod, Container: c, RestartCount: restartCount,
-		ImageRef: imageRef, Init: init, Labels: containerLabels(pod, c.Name), Annotations: ann, ImageUser: user}
+		ImageRef: imageRef, Init: init, Labels: runtimepods.ContainerLabels(pod, c.Name), Annotations: ann, ImageUser: user}
 	for _, f := range with {
 		f(&r)
 	}

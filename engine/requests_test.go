@@ -15,6 +15,7 @@ import (
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/podspec"
+	"github.com/speclet/speclet/engine/runtimepods"
 )
 
 // TestContainerConfig: what the runtime is asked to create for a container
@@ -38,7 +39,7 @@ func TestContainerConfig(t *testing.T) {
 	if cfg.Labels[LabelPodUID] != string(pod.UID) || cfg.Labels[LabelContainerName] != "app" || cfg.Labels[LabelPodName] != pod.Name {
 		t.Errorf("labels = %v, want pod uid, name and container name", cfg.Labels)
 	}
-	if cfg.Annotations[AnnotationRestartCount] != "3" || cfg.Annotations[AnnotationContainerHash] != containerHash(c) {
+	if cfg.Annotations[AnnotationRestartCount] != "3" || cfg.Annotations[AnnotationContainerHash] != runtimepods.ContainerHash(c) {
 		t.Errorf("annotations = %v, want restart count 3 and the spec hash", cfg.Annotations)
 	}
 	if cfg.Metadata.Attempt != 3 || cfg.Image.Image != "sha256:abc" {

@@ -256,7 +256,7 @@ func (sb *sandboxState) adopt(a *adoptedPod) *runtimeapi.PodSandbox {
 	for i := len(a.Sandboxes) - 1; i >= 0; i-- {
 		sb.ids = append(sb.ids, a.Sandboxes[i].Id)
 	}
-	ready := a.readySandbox()
+	ready := a.ReadySandbox()
 	if ready == nil {
 		if len(a.Sandboxes) > 0 {
 			// The newest sandbox is no longer ready: a pod that completed

@@ -5,6 +5,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/speclet/speclet/engine/runtimepods"
 )
 
 // This file finds strays: runtime pods that appear while speclet runs and
@@ -72,7 +74,7 @@ func (e *Engine) adoptStray(ctx context.Context, uid types.UID) error {
 	if err != nil {
 		return err
 	}
-	a := groupRuntimePods(sbs, cs)[uid]
+	a := runtimepods.Group(sbs, cs)[uid]
 	if a == nil {
 		return nil // gone meanwhile
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/pleg"
 	"github.com/speclet/speclet/engine/podspec"
+	"github.com/speclet/speclet/engine/runtimepods"
 )
 
 // TestPostCoalesces: only the newest pending config update counts, and a
@@ -87,7 +88,7 @@ func TestRelistDiff(t *testing.T) { synctest.Test(t, testRelistDiff) }
 func testRelistDiff(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	p := pleg.New(h.rt, h.clk, identify)
+	p := pleg.New(h.rt, h.clk, runtimepods.Identify)
 	pod := benchPod(1)
 	sc, _ := sandboxConfig(podspec.Node{RootDir: t.TempDir()}, pod, 0, "")
 	sb, err := h.rt.RunPodSandbox(ctx, sc, "")

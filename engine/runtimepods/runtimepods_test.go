@@ -1,0 +1,133 @@
+package runtimepods
+
+import (
+	"slices"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+func sandbox(id, uid string, created int64, ready bool, grace string) *runtimeapi.PodSandbox {
+	s := &runtimeapi.PodSandbox{Id: id, CreatedAt: created, State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY,
+		Labels: map[string]string{LabelPodUID: uid, LabelPodName: "web", LabelPodNamespace: "default"}}
+	if uid == "" {
+		s.Labels = map[string]string{"io.kubernetes.pod.uid": "someone-else"}
+	}
+	if ready {
+		s.State = runtimeapi.PodSandboxState_SANDBOX_READY
+	}
+	if grace != "" {
+		s.Annotations = map[string]string{AnnotationGracePeriod: grace}
+	}
+	return s
+}
+
+func container(id, uid, name string, created int64, restarts string) *runtimeapi.Container {
+	c := &runtimeapi.Container{Id: id, CreatedAt: created, Labels: map[string]string{LabelPodUID: uid, LabelContainerName: name}}
+	if restarts != "" {
+		c.Annotations = map[string]string{AnnotationRestartCount: restarts}
+	}
+	return c
+}
+
+// TestGroup: what a restarted engine finds of its pods. Objects are grouped
+// by the pod UID label (others' are left out), sandboxes newest first,
+// each container's instances by restart count then creation, and the grace
+// period comes from the newest sandbox that recorded one.
+func TestGroup(t *testing.T) {
+	sbs := []*runtimeapi.PodSandbox{
+		sandbox("sb-old", "u1", 10, false, "30"),
+		sandbox("sb-new", "u1", 20, true, "5"),
+		sandbox("sb-foreign", "", 30, true, ""),
+		sandbox("sb-2", "u2", 15, false, "x"),
+	}
+	cs := []*runtimeapi.Container{
+		container("app-1", "u1", "app", 11, "1"),
+		container("app-0", "u1", "app", 12, "0"), // created later, restarted less: older
+		container("app-2", "u1", "app", 21, "2"),
+		container("log-a", "u1", "log", 11, ""),
+		container("log-b", "u1", "log", 22, ""),
+		container("foreign", "", "app", 1, ""),
+		container("only-ctr", "u3", "job", 5, "7"),
+	}
+	pods := Group(sbs, cs)
+	if len(pods) != 3 {
+		t.Fatalf("%d pods, want u1, u2, u3", len(pods))
+	}
+	u1 := pods["u1"]
+	ids := func(ss []*runtimeapi.PodSandbox) (out []string) {
+		for _, s := range ss {
+			out = append(out, s.Id)
+		}
+		return out
+	}
+	cids := func(cs []*runtimeapi.Container) (out []string) {
+		for _, c := range cs {
+			out = append(out, c.Id)
+		}
+		return out
+	}
+	if got := ids(u1.Sandboxes); !slices.Equal(got, []string{"sb-new", "sb-old"}) {
+		t.Errorf("u1 sandboxes %v, want newest first", got)
+	}
+	if u1.Name != "web" || u1.Namespace != "default" || u1.Grace != 5 {
+		t.Errorf("u1 is %s/%s grace %d, want default/web grace 5 (the newest sandbox's)", u1.Namespace, u1.Name, u1.Grace)
+	}
+	if got := cids(u1.Containers["app"]); !slices.Equal(got, []string{"app-2", "app-1", "app-0"}) {
+		t.Errorf("app instances %v, want by restart count", got)
+	}
+	if got := cids(u1.Containers["log"]); !slices.Equal(got, []string{"log-b", "log-a"}) {
+		t.Errorf("log instances %v, want newest created first", got)
+	}
+	if r := u1.ReadySandbox(); r == nil || r.Id != "sb-new" {
+		t.Errorf("u1 ready sandbox %v, want sb-new", r)
+	}
+	if u2 := pods["u2"]; u2.Grace != -1 || u2.ReadySandbox() != nil {
+		t.Errorf("u2 grace %d (annotation not a number: want -1), ready sandbox %v (want none)", u2.Grace, u2.ReadySandbox())
+	}
+	if u3 := pods["u3"]; len(u3.Sandboxes) != 0 || len(u3.Containers["job"]) != 1 {
+		t.Errorf("u3: %d sandboxes, %d job instances; want a container without its sandbox", len(u3.Sandboxes), len(u3.Containers["job"]))
+	}
+	o := Orphan(u1)
+	if o.UID != "u1" || o.Name != "web" || o.Spec.TerminationGracePeriodSeconds == nil || *o.Spec.TerminationGracePeriodSeconds != 5 || len(o.Spec.Containers) != 2 {
+		t.Errorf("orphan stand-in %+v, want u1 default/web with grace 5 and its two container names", o)
+	}
+	if o := Orphan(pods["u2"]); o.Spec.TerminationGracePeriodSeconds != nil {
+		t.Errorf("u2's stand-in has grace %d, want the pod's default (unset)", *o.Spec.TerminationGracePeriodSeconds)
+	}
+}
+
+// TestLabelsRoundTrip: the labels written on a pod's objects name it back.
+func TestLabelsRoundTrip(t *testing.T) {
+	pod := &v1.Pod{}
+	pod.UID, pod.Name, pod.Namespace = "u9", "db", "prod"
+	uid, name := Identify(ContainerLabels(pod, "main"))
+	if uid != "u9" || name != "main" {
+		t.Errorf("Identify = %s, %s; want u9, main", uid, name)
+	}
+	if uid, name := Identify(PodLabels(pod)); uid != "u9" || name != "" {
+		t.Errorf("Identify(sandbox labels) = %s, %q; want u9 and no container", uid, name)
+	}
+	if uid, _ := Identify(map[string]string{"io.kubernetes.pod.uid": "x"}); uid != "" {
+		t.Errorf("a foreign object is identified as %s", uid)
+	}
+	for in, want := range map[string]int32{"4": 4, "": 0, "x": 0, "99999999999": 0} {
+		if got := RestartCountOf(map[string]string{AnnotationRestartCount: in}); got != want {
+			t.Errorf("RestartCountOf(%q) = %d, want %d", in, got, want)
+		}
+	}
+}
+
+// TestContainerHash: the hash changes with the spec and with nothing else.
+func TestContainerHash(t *testing.T) {
+	c := &v1.Container{Name: "app", Image: "busybox", Command: []string{"sleep", "3600"}}
+	h := ContainerHash(c)
+	if again := ContainerHash(c.DeepCopy()); again != h {
+		t.Errorf("the same spec hashes to %s and %s", h, again)
+	}
+	c.Image = "busybox:1.36"
+	if ContainerHash(c) == h {
+		t.Error("a changed image keeps the hash")
+	}
+}
