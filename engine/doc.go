@@ -58,7 +58,8 @@
 //     kill_container, stop_probes), its workers (one per probe kind of the
 //     running instance, probing on that kind's ticks, anchored at the pod's
 //     first sync and kept across instances; probes on their own goroutine,
-//     thresholds counted on the pod worker), the state timer probe_due
+//     thresholds counted on the pod worker; the arithmetic is
+//     engine/prober's), the state timer probe_due
 //     armed for the earliest due worker (duration next_probe, on the pod
 //     worker's clock); engine/handlers runs the exec, httpGet, tcpSocket
 //     and grpc probes.

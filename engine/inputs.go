@@ -8,6 +8,7 @@ import (
 
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/pleg"
+	"github.com/speclet/speclet/engine/prober"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -122,7 +123,7 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 		if in.probe.gen != 0 {
 			pin, ok = c.probe.result(in.probe) // a raw result of a worker
 		} else {
-			pin, ok = probeInput(in.probe.Kind, in.probe.Success)
+			pin, ok = prober.Input(in.probe.Kind, in.probe.Success)
 		}
 		if !ok {
 			return

@@ -14,6 +14,7 @@ import (
 	"github.com/speclet/speclet/engine/handlers"
 	"github.com/speclet/speclet/engine/history"
 	"github.com/speclet/speclet/engine/observe"
+	"github.com/speclet/speclet/engine/prober"
 	"github.com/speclet/speclet/engine/schedule"
 	"github.com/speclet/speclet/fsm"
 )
@@ -32,45 +33,17 @@ import (
 // changes, fires the route of spec/routes.hcl. Everything but the probe
 // call runs on the pod worker.
 
-// ProbeKind names a probe of a container.
-type ProbeKind uint8
+// ProbeKind names a probe of a container (engine/prober).
+type ProbeKind = prober.Kind
 
 const (
-	ProbeLiveness ProbeKind = iota
-	ProbeReadiness
-	ProbeStartup
+	ProbeLiveness  = prober.Liveness
+	ProbeReadiness = prober.Readiness
+	ProbeStartup   = prober.Startup
 )
-
-var probeKindNames = [...]string{"liveness", "readiness", "startup"}
-
-func (k ProbeKind) String() string { return probeKindNames[k] }
 
 // ParseProbeKind returns the kind named s ("liveness", "readiness", "startup").
-func ParseProbeKind(s string) (ProbeKind, bool) {
-	for i, n := range probeKindNames {
-		if n == s {
-			return ProbeKind(i), true
-		}
-	}
-	return 0, false
-}
-
-// Kubelet's probe defaults (API defaulting of v1.Probe).
-const (
-	probeDefaultPeriod           = 10
-	probeDefaultTimeout          = 1
-	probeDefaultSuccessThreshold = 1
-	probeDefaultFailureThreshold = 3
-)
-
-// probeResult is a thresholded (or raw) result: unknown, success, failure.
-type probeResult int8
-
-const (
-	resultUnknown probeResult = iota
-	resultSuccess
-	resultFailure
-)
+func ParseProbeKind(s string) (ProbeKind, bool) { return prober.ParseKind(s) }
 
 // probeState is the probe machine of one container and its workers. It
 // implements fsm.ProbeGuards, ProbeActions and ProbeDurations. Only the pod
@@ -78,12 +51,12 @@ const (
 type probeState struct {
 	c       *ctrState
 	machine *fsm.ProbeMachine
-	workers [3]*probeWorker // by ProbeKind; nil when not running
-	gen     uint64          // bumped for every worker started: results of stopped workers are dropped
+	workers [prober.Kinds]*probeWorker // by ProbeKind; nil when not running
+	gen     uint64                     // bumped for every worker started: results of stopped workers are dropped
 	// ticks are the anchors of each kind's ticks (probe_schedule.go):
 	// the pod's first sync plus the jitter, readiness's last trigger; zero
 	// until the pod is added to the prober. They outlive the instances.
-	ticks [3]time.Time
+	ticks [prober.Kinds]time.Time
 
 	run fire.Run[fsm.ProbeState, fsm.ProbeEvent, fsm.ProbeAction, fsm.ProbeGuard, *probeState] // the probe machine in the fire loop
 }
@@ -101,10 +74,9 @@ type probeWorker struct {
 	target   handlers.Target
 	cancel   context.CancelFunc
 	ctx      context.Context
-	next     time.Time   // its next tick that may probe (next_probe)
-	inFlight bool        // a probe runs: a turn that comes round meanwhile is skipped
-	last     probeResult // the last raw result and how many in a row
-	run      int
+	next     time.Time  // its next tick that may probe (next_probe)
+	inFlight bool       // a probe runs: a turn that comes round meanwhile is skipped
+	run      prober.Run // the run of equal raw results
 }
 
 func newProbeState(c *ctrState) *probeState {
@@ -164,20 +136,7 @@ func (ps *probeState) containerEntered(ctx context.Context, s fsm.ContainerState
 	}
 }
 
-func (ps *probeState) probeSpec(k ProbeKind) *v1.Probe {
-	c := ps.c.spec
-	if c == nil {
-		return nil
-	}
-	switch k {
-	case ProbeLiveness:
-		return c.LivenessProbe
-	case ProbeReadiness:
-		return c.ReadinessProbe
-	default:
-		return c.StartupProbe
-	}
-}
+func (ps *probeState) probeSpec(k ProbeKind) *v1.Probe { return prober.Of(ps.c.spec, k) }
 
 // --- actions ---
 
@@ -280,7 +239,7 @@ func (ps *probeState) RunProbe(ctx context.Context) error {
 		if !pw.inFlight {
 			ps.probe(pw, fsm.ProbeActionRunProbe)
 		}
-		pw.next = schedule.TickAfter(pw.next, probePeriod(pw.spec), now)
+		pw.next = schedule.TickAfter(pw.next, prober.Period(pw.spec), now)
 	}
 	return nil
 }
@@ -293,7 +252,7 @@ func (ps *probeState) probe(pw *probeWorker, a fsm.ProbeAction) {
 	r := ProbeResult{UID: ps.c.p.pod.UID, Container: ps.c.name, Kind: pw.kind, gen: pw.gen}
 	ctx := a.Tag(pw.ctx)
 	go func() {
-		out, err := pw.target.Probe(ctx, pw.spec, probeTimeout(pw.spec))
+		out, err := pw.target.Probe(ctx, pw.spec, prober.Timeout(pw.spec))
 		if pw.ctx.Err() != nil {
 			return // stopped meanwhile
 		}
@@ -314,10 +273,7 @@ func (ps *probeState) result(r ProbeResult) (fsm.Input, bool) {
 	}
 	pw.inFlight = false
 	e, c := ps.c.p.e, ps.c
-	res := resultFailure
-	if r.Success {
-		res = resultSuccess
-	} else {
+	if !r.Success {
 		msg := fmt.Sprintf("%s%s probe failed: %s", strings.ToUpper(r.Kind.String()[:1]), r.Kind.String()[1:], r.Output)
 		e.log.Warn("Unhealthy", "pod", c.p.key(), "container", c.name, "message", msg)
 		c.event(eventWarning, "Unhealthy", "%s", msg)
@@ -327,54 +283,22 @@ func (ps *probeState) result(r ProbeResult) (fsm.Input, bool) {
 		e.log.Info("ProbeWarning", "pod", c.p.key(), "container", c.name, "message", msg)
 		c.event(eventWarning, "ProbeWarning", "%s", msg)
 	}
-	if pw.last == res {
-		pw.run++
-	} else {
-		pw.last, pw.run = res, 1
-	}
-	thr := pw.spec.FailureThreshold
-	if thr <= 0 {
-		thr = probeDefaultFailureThreshold
-	}
-	if res == resultSuccess {
-		thr = pw.spec.SuccessThreshold
-		if thr <= 0 {
-			thr = probeDefaultSuccessThreshold
-		}
-	}
-	if int32(pw.run) < thr || res == ps.reported(r.Kind) {
+	if got := pw.run.Add(pw.spec, r.Success); got == prober.Unknown || got == ps.reported(r.Kind) {
 		return 0, false
 	}
-	return probeInput(r.Kind, r.Success)
+	return prober.Input(r.Kind, r.Success)
 }
 
 // reported is the thresholded result of kind k the probe machine holds:
 // readiness is its state, ready or unready. Liveness and startup hold none:
 // a reported failure kills and stops every worker, a startup success stops
 // its worker, and a liveness success is never reported (probeInput).
-func (ps *probeState) reported(k ProbeKind) probeResult {
+func (ps *probeState) reported(k ProbeKind) prober.Result {
 	if k != ProbeReadiness {
-		return resultUnknown
+		return prober.Unknown
 	}
 	if ps.ready() {
-		return resultSuccess
+		return prober.Success
 	}
-	return resultFailure
-}
-
-// probeInput is the input of routes.hcl for a thresholded result.
-func probeInput(k ProbeKind, success bool) (fsm.Input, bool) {
-	switch {
-	case k == ProbeLiveness && !success:
-		return fsm.InputLivenessFailed, true
-	case k == ProbeStartup && success:
-		return fsm.InputStartupSucceeded, true
-	case k == ProbeStartup:
-		return fsm.InputStartupFailed, true
-	case k == ProbeReadiness && success:
-		return fsm.InputReadinessSucceeded, true
-	case k == ProbeReadiness:
-		return fsm.InputReadinessFailed, true
-	}
-	return 0, false
+	return prober.Failure
 }

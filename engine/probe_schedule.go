@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/speclet/speclet/engine/fire"
+	"github.com/speclet/speclet/engine/prober"
 	"github.com/speclet/speclet/engine/schedule"
 	"github.com/speclet/speclet/fsm"
 )
@@ -96,7 +97,7 @@ func (ps *probeState) anchor(k ProbeKind, spec *v1.Probe) time.Time {
 	if ps.ticks[k].IsZero() {
 		e := ps.c.p.e
 		now := e.clock.Now()
-		period := probePeriod(spec)
+		period := prober.Period(spec)
 		ps.ticks[k] = now
 		if now.Sub(e.startedAt) < period {
 			ps.ticks[k] = now.Add(e.probeJitter(period))
@@ -110,15 +111,7 @@ func (ps *probeState) anchor(k ProbeKind, spec *v1.Probe) time.Time {
 // the container not running yet, or not started) and at or after the
 // container's start plus initialDelaySeconds.
 func (ps *probeState) firstProbe(k ProbeKind, spec *v1.Probe) time.Time {
-	anchor, period := ps.anchor(k, spec), probePeriod(spec)
-	now := ps.c.p.e.clock.Now()
-	return later(schedule.TickAfter(anchor, period, now), schedule.TickAtOrAfter(anchor, period, ps.initialDelayEnd(spec)))
-}
-
-// initialDelayEnd is when the running instance is past the probe's
-// initialDelaySeconds.
-func (ps *probeState) initialDelayEnd(spec *v1.Probe) time.Time {
-	return ps.c.startedAt.Add(time.Duration(spec.InitialDelaySeconds) * time.Second)
+	return prober.FirstProbe(spec, ps.anchor(k, spec), ps.c.p.e.clock.Now(), ps.c.startedAt)
 }
 
 // TriggerReadiness is kubelet's manual trigger of the readiness worker
@@ -139,8 +132,8 @@ func (ps *probeState) TriggerReadiness(ctx context.Context) error {
 		return nil
 	}
 	ps.ticks[ProbeReadiness] = now
-	period := probePeriod(pw.spec)
-	if end := ps.initialDelayEnd(pw.spec); now.Before(end) {
+	period := prober.Period(pw.spec)
+	if end := prober.InitialDelayEnd(pw.spec, ps.c.startedAt); now.Before(end) {
 		pw.next = schedule.TickAtOrAfter(now, period, end)
 		return nil
 	}
@@ -149,27 +142,4 @@ func (ps *probeState) TriggerReadiness(ctx context.Context) error {
 	}
 	pw.next = now.Add(period)
 	return nil
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func probePeriod(p *v1.Probe) time.Duration {
-	s := p.PeriodSeconds
-	if s <= 0 {
-		s = probeDefaultPeriod
-	}
-	return time.Duration(s) * time.Second
-}
-
-func probeTimeout(p *v1.Probe) time.Duration {
-	s := p.TimeoutSeconds
-	if s <= 0 {
-		s = probeDefaultTimeout
-	}
-	return time.Duration(s) * time.Second
 }
