@@ -41,10 +41,7 @@ func waitSettled(e *Engine) {
 		quiet++
 		e.mu.RLock()
 		for _, w := range e.workers {
-			w.mu.Lock()
-			busy := len(w.queue) > 0 || w.cfg != nil
-			w.mu.Unlock()
-			if busy {
+			if w.inbox.Len() > 0 {
 				quiet = 0
 				break
 			}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/inbox"
 	"github.com/speclet/speclet/engine/pleg"
 )
 
@@ -34,7 +35,7 @@ func (e *Engine) handleUpdate(u config.PodUpdate) {
 		switch {
 		case declares && pod.DeletionTimestamp == nil:
 			e.desired[pod.UID] = pod
-		case declares, isKillOp(u.Op):
+		case declares, inbox.IsKill(u.Op):
 			// A pod marked for deletion is never declared again: the
 			// updates of its object (its status, its grace period) until
 			// it is deleted reach its worker only (kubelet's pod workers
@@ -69,7 +70,7 @@ func (e *Engine) handleUpdate(u config.PodUpdate) {
 		if w == nil {
 			continue
 		}
-		w.post(input{kind: inputConfig, op: op, pod: pod})
+		w.post(input{Kind: inputConfig, Op: op, Pod: pod})
 	}
 }
 
@@ -108,7 +109,7 @@ func (e *Engine) handlePLEG(ev pleg.Event) {
 		e.log.Log(context.Background(), LevelVerbose, "SyncLoop (PLEG)", "uid", ev.UID, "event", fmt.Sprint(ev.Type), "container", ev.Name, "container-id", ev.ContainerID)
 	}
 	if w := e.worker(ev.UID, false, nil); w != nil {
-		w.post(input{kind: inputPLEG, pleg: ev})
+		w.post(input{Kind: inputPLEG, P: payload{pleg: ev}})
 	}
 }
 
@@ -116,7 +117,7 @@ func (e *Engine) handlePLEG(ev pleg.Event) {
 // It is safe to call from any goroutine.
 func (e *Engine) handleProbe(r ProbeResult) {
 	if w := e.worker(r.UID, false, nil); w != nil {
-		w.post(input{kind: inputProbe, probe: r})
+		w.post(input{Kind: inputProbe, P: payload{probe: r}})
 	}
 }
 
@@ -127,7 +128,7 @@ func (e *Engine) syncDue() {
 	defer e.mu.RUnlock()
 	for _, w := range e.workers {
 		if w.due(now) {
-			w.post(input{kind: inputSync})
+			w.post(input{Kind: inputSync})
 		}
 	}
 }

@@ -11,7 +11,8 @@
 //     workers, backoff GC) and probe results. While the runtime does not
 //     answer, pod workers hold their inputs (nothing is lost) and a prober
 //     retries with exponential backoff.
-//   - worker.go: one worker goroutine per pod UID and its input queue. A
+//   - worker.go: one worker goroutine per pod UID and its input queue
+//     (engine/inbox). A
 //     container timer already due when the worker has handled its inputs
 //     (a zero delay: the immediate restart, the restart after a probe
 //     kill) fires before the worker publishes (timers.go fireDueNow), not

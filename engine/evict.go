@@ -72,7 +72,7 @@ func (p enginePods) Evict(uid types.UID, grace int64, message string) {
 	w := p.e.workers[uid]
 	p.e.mu.RUnlock()
 	if w != nil {
-		w.post(input{kind: inputEvict, evict: &evictionOrder{grace: grace, message: message}})
+		w.post(input{Kind: inputEvict, P: payload{evict: &evictionOrder{grace: grace, message: message}}})
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/inbox"
 	"github.com/speclet/speclet/engine/pleg"
 	"github.com/speclet/speclet/engine/prober"
 	"github.com/speclet/speclet/fsm"
@@ -33,7 +34,7 @@ var plegInputs = [...]fsm.Input{
 }
 
 func newPodWorker(e *Engine, pod *v1.Pod, ad *adoptedPod) *podWorker {
-	return &podWorker{e: e, uid: pod.UID, wake: make(chan struct{}, 1), adopted: ad}
+	return &podWorker{e: e, uid: pod.UID, inbox: inbox.New[payload](podGrace), adopted: ad}
 }
 
 // handle turns one input into machine events through fsm.Route and fires
@@ -42,10 +43,10 @@ func newPodWorker(e *Engine, pod *v1.Pod, ad *adoptedPod) *podWorker {
 func (w *podWorker) handle(ctx context.Context, in input) {
 	s := w.st
 	if s == nil {
-		if in.pod == nil {
+		if in.Pod == nil {
 			return // runtime news about a pod no source declared yet
 		}
-		s = newPodState(w, in.pod, w.adopted)
+		s = newPodState(w, in.Pod, w.adopted)
 		w.adopted = nil
 		w.st = s
 		for _, a := range s.adoptEvents {
@@ -58,26 +59,26 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 		}
 		w.publishStatus() // listed (Pending) before its first sync ends
 	}
-	switch in.kind {
+	switch in.Kind {
 	case inputConfig:
-		r := fsm.Route(opInputs[in.op])
+		r := fsm.Route(opInputs[in.Op])
 		if !r.HasPod {
 			return
 		}
 		switch r.Pod {
 		case fsm.PodEventKill:
-			s.kill(podGrace(in.pod), forcedKill(in.pod))
+			s.kill(podGrace(in.Pod), forcedKill(in.Pod))
 		case fsm.PodEventUpdate:
 			if !s.terminating() {
-				s.setSpec(in.pod)
+				s.setSpec(in.Pod)
 			}
 		case fsm.PodEventSync:
-			if in.op == config.OpReconcile && in.pod != nil {
+			if in.Op == config.OpReconcile && in.Pod != nil {
 				// A status-only change: the conditions others own
 				// (readiness gates) are read from the newest status;
 				// the spec stays the one the worker runs.
 				p := *s.pod
-				p.Status = *in.pod.Status.DeepCopy()
+				p.Status = *in.Pod.Status.DeepCopy()
 				s.pod = &p
 			}
 		}
@@ -86,18 +87,18 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 		s.kill(podGrace(s.pod), false)
 		s.fire(ctx, fsm.Route(fsm.InputConfigRemove).Pod)
 	case inputPLEG:
-		r := fsm.Route(plegInputs[in.pleg.Type])
-		if r.HasSandbox && in.pleg.SandboxID == s.sandbox.id && s.sandbox.id != "" {
+		r := fsm.Route(plegInputs[in.P.pleg.Type])
+		if r.HasSandbox && in.P.pleg.SandboxID == s.sandbox.id && s.sandbox.id != "" {
 			s.sandbox.fire(ctx, r.Sandbox)
 		}
-		if c := s.byName[in.pleg.Name]; c != nil && in.pleg.Type == pleg.ContainerRemoved && in.pleg.ContainerID != c.id {
+		if c := s.byName[in.P.pleg.Name]; c != nil && in.P.pleg.Type == pleg.ContainerRemoved && in.P.pleg.ContainerID != c.id {
 			// An older instance removed by the node's container GC
 			// (or behind speclet's back): no machine event, the
 			// container forgets it.
-			c.forget(in.pleg.ContainerID)
+			c.forget(in.P.pleg.ContainerID)
 		}
-		if c := s.byName[in.pleg.Name]; c != nil && r.HasContainer && in.pleg.ContainerID == c.id {
-			if st := in.pleg.Status; st != nil {
+		if c := s.byName[in.P.pleg.Name]; c != nil && r.HasContainer && in.P.pleg.ContainerID == c.id {
+			if st := in.P.pleg.Status; st != nil {
 				// Only an exit's status is read (record_exit); one of a
 				// running instance is not kept, and it makes an older
 				// exit's stale.
@@ -114,16 +115,16 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 	case inputSync:
 		w.fireDue(ctx)
 	case inputProbe:
-		c := s.byName[in.probe.Container]
+		c := s.byName[in.P.probe.Container]
 		if c == nil {
 			return
 		}
 		var pin fsm.Input
 		var ok bool
-		if in.probe.gen != 0 {
-			pin, ok = c.probe.result(in.probe) // a raw result of a worker
+		if in.P.probe.gen != 0 {
+			pin, ok = c.probe.result(in.P.probe) // a raw result of a worker
 		} else {
-			pin, ok = prober.Input(in.probe.Kind, in.probe.Success)
+			pin, ok = prober.Input(in.P.probe.Kind, in.P.probe.Success)
 		}
 		if !ok {
 			return
@@ -142,9 +143,9 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 		s.fire(ctx, fsm.PodEventNameFree)
 	case inputEvict:
 		if s.evicted == nil {
-			s.evicted = in.evict
+			s.evicted = in.P.evict
 		}
-		s.kill(in.evict.grace, false)
+		s.kill(in.P.evict.grace, false)
 		s.w.publishStatus()
 		s.fire(ctx, fsm.Route(fsm.InputEvicted).Pod)
 	}

@@ -181,8 +181,9 @@ func (e *Engine) purgeFinished() {
 	purged := map[types.UID][]string{} // UID -> its log directory, when known
 	for uid, w := range e.workers {
 		w.mu.Lock()
-		fin, killed, pub := w.podState == fsm.PodStateFinished, w.killPosted, w.pub
+		fin, pub := w.podState == fsm.PodStateFinished, w.pub
 		w.mu.Unlock()
+		killed := w.inbox.KillPosted()
 		if !fin {
 			continue
 		}
@@ -204,13 +205,7 @@ func (e *Engine) purgeFinished() {
 		if want == nil {
 			e.log.Info("pod removed", "pod", name, "uid", uid)
 		}
-		w.mu.Lock()
-		w.stopped = true
-		w.mu.Unlock()
-		select {
-		case w.wake <- struct{}{}:
-		default:
-		}
+		w.inbox.Stop()
 		if want != nil {
 			restart = append(restart, want)
 		}
@@ -226,7 +221,7 @@ func (e *Engine) purgeFinished() {
 	}
 	for _, pod := range restart {
 		if w := e.worker(pod.UID, true, pod); w != nil {
-			w.post(input{kind: inputConfig, op: config.OpAdd, pod: pod})
+			w.post(input{Kind: inputConfig, Op: config.OpAdd, Pod: pod})
 		}
 	}
 }

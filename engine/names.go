@@ -31,6 +31,6 @@ func (e *Engine) releaseName(full string, uid types.UID) {
 	}
 	e.mu.Unlock()
 	if w != nil {
-		w.post(input{kind: inputNameFree})
+		w.post(input{Kind: inputNameFree})
 	}
 }

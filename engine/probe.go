@@ -260,7 +260,7 @@ func (ps *probeState) probe(pw *probeWorker, a fsm.ProbeAction) {
 		if err != nil {
 			r.Output = err.Error()
 		}
-		w.post(input{kind: inputProbe, probe: r})
+		w.post(input{Kind: inputProbe, P: payload{probe: r}})
 	}()
 }
 

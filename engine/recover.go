@@ -63,7 +63,7 @@ func (e *Engine) cleanupOrphans() {
 		e.mu.Unlock()
 		pod := runtimepods.Orphan(a)
 		if w := e.worker(a.UID, true, pod); w != nil {
-			w.post(input{kind: inputOrphan, pod: pod})
+			w.post(input{Kind: inputOrphan, Pod: pod})
 		}
 	}
 }

@@ -6,80 +6,10 @@ import (
 	"testing/synctest"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	clocktesting "k8s.io/utils/clock/testing"
-
-	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/pleg"
 	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/engine/runtimepods"
 )
-
-// TestPostCoalesces: only the newest pending config update counts, and a
-// pending kill is never replaced by a later add or update.
-func TestPostCoalesces(t *testing.T) {
-	pod := func(image string, grace int64) *v1.Pod {
-		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "u"},
-			Spec: v1.PodSpec{TerminationGracePeriodSeconds: &grace, Containers: []v1.Container{{Name: "c", Image: image}}}}
-	}
-	type post struct {
-		op    config.Op
-		image string
-	}
-	for _, tc := range []struct {
-		name      string
-		posts     []post
-		wantOp    config.Op
-		wantImage string
-	}{
-		{"newest update wins", []post{{config.OpAdd, "a"}, {config.OpUpdate, "b"}, {config.OpUpdate, "c"}}, config.OpUpdate, "c"},
-		{"kill is kept over a later add", []post{{config.OpAdd, "a"}, {config.OpRemove, "a"}, {config.OpAdd, "b"}}, config.OpRemove, "a"},
-		{"a later kill replaces an update", []post{{config.OpUpdate, "a"}, {config.OpDelete, "b"}}, config.OpDelete, "b"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			e := &Engine{clock: clocktesting.NewFakeClock(time.Now())}
-			w := newPodWorker(e, pod("x", 30), nil)
-			for _, p := range tc.posts {
-				w.post(input{kind: inputConfig, op: p.op, pod: pod(p.image, 30)})
-			}
-			w.post(input{kind: inputSync})
-			ins, _, cancel := w.take(context.Background())
-			defer cancel()
-			if len(ins) != 2 {
-				t.Fatalf("took %d inputs, want the coalesced config input and the sync", len(ins))
-			}
-			if got := ins[0]; got.kind != inputConfig || got.op != tc.wantOp || got.pod.Spec.Containers[0].Image != tc.wantImage {
-				t.Errorf("config input = %v %s, want %v %s", got.op, got.pod.Spec.Containers[0].Image, tc.wantOp, tc.wantImage)
-			}
-			if ins[1].kind != inputSync {
-				t.Errorf("second input kind = %v, want the sync", ins[1].kind)
-			}
-		})
-	}
-}
-
-// TestKillCancelsRunningActions: the first kill, and a kill with a shorter
-// grace period, cancel the actions in progress; a repeated kill does not.
-func TestKillCancelsRunningActions(t *testing.T) {
-	e := &Engine{clock: clocktesting.NewFakeClock(time.Now())}
-	mk := func(g int64) *v1.Pod {
-		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "u"}, Spec: v1.PodSpec{TerminationGracePeriodSeconds: &g}}
-	}
-	w := newPodWorker(e, mk(30), nil)
-	steps := []struct {
-		grace      int64
-		wantCancel bool
-	}{{30, true}, {30, false}, {5, true}, {10, false}}
-	for i, s := range steps {
-		_, ctx, cancel := w.take(context.Background())
-		w.post(input{kind: inputConfig, op: config.OpRemove, pod: mk(s.grace)})
-		if got := ctx.Err() != nil; got != s.wantCancel {
-			t.Errorf("kill %d (grace %d s): cancelled = %t, want %t", i, s.grace, got, s.wantCancel)
-		}
-		cancel()
-	}
-}
 
 // TestRelistDiff: the PLEG relist reports a container's start, death and
 // removal once each, from the simulated runtime's ListContainers.
