@@ -89,6 +89,16 @@ func splitList[T any](ctx context.Context, c *Client, split *atomic.Bool, mode s
 	return out, nil
 }
 
+// replySize is the encoded size of a list reply when sized (a split pass
+// sums it to decide whether to stay split), else 0: a whole call, every
+// relist, does not walk the reply it already decoded to size it again.
+func replySize(r proto.Message, sized bool) int {
+	if !sized {
+		return 0
+	}
+	return proto.Size(r)
+}
+
 func modeOf(labels map[string]string, state bool) splitMode {
 	switch {
 	case len(labels) > 0:
@@ -102,28 +112,28 @@ func modeOf(labels map[string]string, state bool) splitMode {
 // ListContainers lists the containers that match filter (nil: all), split
 // by sandbox when the whole list is over the message limit (see splitter).
 func (c *Client) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
-	list := func(f *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, int, error) {
+	list := func(f *runtimeapi.ContainerFilter, sized bool) ([]*runtimeapi.Container, int, error) {
 		ctx, cancel := c.ctx(ctx)
 		defer cancel()
 		r, err := c.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: f})
 		if err != nil {
 			return nil, 0, err
 		}
-		return r.Containers, proto.Size(r), nil
+		return r.Containers, replySize(r, sized), nil
 	}
 	if filter.GetId() != "" || filter.GetPodSandboxId() != "" {
-		cs, _, err := list(filter)
+		cs, _, err := list(filter, false)
 		return cs, c.err("ListContainers", "", err)
 	}
 	cs, err := splitList(ctx, c, &c.split.containers, modeOf(filter.GetLabelSelector(), filter.GetState() != nil),
-		func() ([]*runtimeapi.Container, error) { cs, _, err := list(filter); return cs, err },
+		func() ([]*runtimeapi.Container, error) { cs, _, err := list(filter, false); return cs, err },
 		func(id string) ([]*runtimeapi.Container, int, error) {
 			f := &runtimeapi.ContainerFilter{PodSandboxId: id}
 			if filter != nil {
 				f = proto.CloneOf(filter)
 				f.PodSandboxId = id
 			}
-			return list(f)
+			return list(f, true)
 		})
 	if err != nil {
 		return nil, c.err("ListContainers", "", err)
@@ -135,28 +145,28 @@ func (c *Client) ListContainers(ctx context.Context, filter *runtimeapi.Containe
 // filter (nil: all), split by sandbox when the whole list is over the
 // message limit (see splitter).
 func (c *Client) ListContainerStats(ctx context.Context, filter *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error) {
-	list := func(f *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, int, error) {
+	list := func(f *runtimeapi.ContainerStatsFilter, sized bool) ([]*runtimeapi.ContainerStats, int, error) {
 		ctx, cancel := c.ctx(ctx)
 		defer cancel()
 		r, err := c.rt.ListContainerStats(ctx, &runtimeapi.ListContainerStatsRequest{Filter: f})
 		if err != nil {
 			return nil, 0, err
 		}
-		return r.GetStats(), proto.Size(r), nil
+		return r.GetStats(), replySize(r, sized), nil
 	}
 	if filter.GetId() != "" || filter.GetPodSandboxId() != "" {
-		st, _, err := list(filter)
+		st, _, err := list(filter, false)
 		return st, c.err("ListContainerStats", "", err)
 	}
 	st, err := splitList(ctx, c, &c.split.containerStats, modeOf(filter.GetLabelSelector(), false),
-		func() ([]*runtimeapi.ContainerStats, error) { st, _, err := list(filter); return st, err },
+		func() ([]*runtimeapi.ContainerStats, error) { st, _, err := list(filter, false); return st, err },
 		func(id string) ([]*runtimeapi.ContainerStats, int, error) {
 			f := &runtimeapi.ContainerStatsFilter{PodSandboxId: id}
 			if filter != nil {
 				f = proto.CloneOf(filter)
 				f.PodSandboxId = id
 			}
-			return list(f)
+			return list(f, true)
 		})
 	if err != nil {
 		return nil, c.err("ListContainerStats", "", err)
@@ -168,28 +178,28 @@ func (c *Client) ListContainerStats(ctx context.Context, filter *runtimeapi.Cont
 // filter (nil: all), split by sandbox when the whole list is over the
 // message limit (see splitter).
 func (c *Client) ListPodSandboxStats(ctx context.Context, filter *runtimeapi.PodSandboxStatsFilter) ([]*runtimeapi.PodSandboxStats, error) {
-	list := func(f *runtimeapi.PodSandboxStatsFilter) ([]*runtimeapi.PodSandboxStats, int, error) {
+	list := func(f *runtimeapi.PodSandboxStatsFilter, sized bool) ([]*runtimeapi.PodSandboxStats, int, error) {
 		ctx, cancel := c.ctx(ctx)
 		defer cancel()
 		r, err := c.rt.ListPodSandboxStats(ctx, &runtimeapi.ListPodSandboxStatsRequest{Filter: f})
 		if err != nil {
 			return nil, 0, err
 		}
-		return r.GetStats(), proto.Size(r), nil
+		return r.GetStats(), replySize(r, sized), nil
 	}
 	if filter.GetId() != "" {
-		st, _, err := list(filter)
+		st, _, err := list(filter, false)
 		return st, c.err("ListPodSandboxStats", "", err)
 	}
 	st, err := splitList(ctx, c, &c.split.sandboxStats, modeOf(filter.GetLabelSelector(), false),
-		func() ([]*runtimeapi.PodSandboxStats, error) { st, _, err := list(filter); return st, err },
+		func() ([]*runtimeapi.PodSandboxStats, error) { st, _, err := list(filter, false); return st, err },
 		func(id string) ([]*runtimeapi.PodSandboxStats, int, error) {
 			f := &runtimeapi.PodSandboxStatsFilter{Id: id}
 			if filter != nil {
 				f = proto.CloneOf(filter)
 				f.Id = id
 			}
-			return list(f)
+			return list(f, true)
 		})
 	if err != nil {
 		return nil, c.err("ListPodSandboxStats", "", err)

@@ -16,10 +16,10 @@ import (
 
 // runPLEG relists every period and, when the runtime streams container
 // events, forwards them as they come (the relist then slows to a safety net).
-func (e *Engine) runPLEG(ctx context.Context, out chan<- pleg.Event) {
+func (e *Engine) runPLEG(ctx context.Context, out chan<- *pleg.Event) {
 	send := func(ev pleg.Event) {
 		select {
-		case out <- ev:
+		case out <- &ev:
 		case <-ctx.Done():
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"text/template"
 
 	"github.com/speclet/speclet/spec"
@@ -32,12 +33,24 @@ var funcs = template.FuncMap{
 	"goname":  spec.GoName,
 }
 
+// The code templates are parsed on first use: of the programs that link this
+// package only specgen renders them, and the daemon (which draws graphs with
+// DOT, Mermaid and SVG) would otherwise parse and keep them from start-up.
 var (
-	machineT = template.Must(template.New("machine").Funcs(funcs).Parse(machineTmpl))
-	routesT  = template.Must(template.New("routes").Funcs(funcs).Parse(routesTmpl))
-	staleT   = template.Must(template.New("stale").Funcs(funcs).Parse(staleTmpl))
-	callersT = template.Must(template.New("callers").Funcs(funcs).Parse(callersTmpl))
+	machineT = parsed("machine", machineTmpl)
+	routesT  = parsed("routes", routesTmpl)
+	staleT   = parsed("stale", staleTmpl)
+	callersT = parsed("callers", callersTmpl)
 )
+
+// parsed returns a function that parses text as the template name once and
+// returns it; it panics, as template.Must does, when text does not parse
+// (the templates are embedded: gen's tests parse every one).
+func parsed(name, text string) func() *template.Template {
+	return sync.OnceValue(func() *template.Template {
+		return template.Must(template.New(name).Funcs(funcs).Parse(text))
+	})
+}
 
 // comment renders text as // lines wrapped at 80 columns, indented by one
 // tab when indent is set by the caller's template position.
@@ -95,7 +108,7 @@ func Files(s *spec.Spec) (map[string][]byte, error) {
 
 // Machine renders the Go source of machine m of s.
 func Machine(s *spec.Spec, m *spec.Machine) ([]byte, error) {
-	return render(machineT, newMachineView(s, m), sourceName(m.File))
+	return render(machineT(), newMachineView(s, m), sourceName(m.File))
 }
 
 type routesView struct {
@@ -128,7 +141,7 @@ func Routes(s *spec.Spec) ([]byte, error) {
 		}
 		v.Inputs = append(v.Inputs, ri)
 	}
-	return render(routesT, v, v.Source)
+	return render(routesT(), v, v.Source)
 }
 
 type callersView struct {
@@ -156,7 +169,7 @@ func Callers(s *spec.Spec) ([]byte, error) {
 				Const: "Handler" + spec.GoName(c.Name) + spec.GoName(h.Name), Doc: h.Doc, CRI: h.CRI})
 		}
 	}
-	return render(callersT, v, v.Source)
+	return render(callersT(), v, v.Source)
 }
 
 type staleView struct {
@@ -205,7 +218,7 @@ func StaleTest(s *spec.Spec) ([]byte, error) {
 		}
 	}
 	sort.Slice(v.Files, func(i, j int) bool { return v.Files[i].Base < v.Files[j].Base })
-	return render(staleT, v, "spec/*.hcl")
+	return render(staleT(), v, "spec/*.hcl")
 }
 
 func render(t *template.Template, data any, what string) ([]byte, error) {

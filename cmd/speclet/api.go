@@ -13,9 +13,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	nodeinformers "k8s.io/client-go/informers/node/v1"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	nodelisters "k8s.io/client-go/listers/node/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/speclet/speclet/cri"
@@ -128,12 +132,15 @@ func (a *apiClient) runtimeClasses(ctx context.Context) engine.RuntimeClasses {
 // lister does not have the name: a RuntimeClass created a moment before the
 // pod that names it may not have come through the watch yet, and a pod
 // refused for it (RuntimeClassNotFound) would fail for good.
+//
+// The informer is the one informers.NewSharedInformerFactory(cs, 0) makes,
+// built from its package so that the factory, which links every API
+// group's informers and listers, stays out of the binary.
 func runtimeClassLookup(ctx context.Context, cs kubernetes.Interface) engine.RuntimeClasses {
-	f := informers.NewSharedInformerFactory(cs, 0)
-	inf := f.Node().V1().RuntimeClasses()
-	lister := inf.Lister()
-	synced := inf.Informer().HasSynced
-	f.Start(ctx.Done())
+	inf := nodeinformers.NewRuntimeClassInformer(cs, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	lister := nodelisters.NewRuntimeClassLister(inf.GetIndexer())
+	synced := inf.HasSynced
+	go inf.Run(ctx.Done())
 	return func(name string) (string, error) {
 		if synced() {
 			rc, err := lister.Get(name)
@@ -156,15 +163,15 @@ func runtimeClassLookup(ctx context.Context, cs kubernetes.Interface) engine.Run
 
 // services is engine.Config.Services: an informer over every Service (as
 // kubelet's service lister), listed once synced; nil without --kubeconfig.
+// The informer is the shared informer factory's, as in runtimeClassLookup.
 func (a *apiClient) services(ctx context.Context) func() ([]*v1.Service, error) {
 	if a == nil {
 		return nil
 	}
-	f := informers.NewSharedInformerFactory(a.cs, 0)
-	inf := f.Core().V1().Services()
-	lister := inf.Lister()
-	synced := inf.Informer().HasSynced
-	f.Start(ctx.Done())
+	inf := coreinformers.NewServiceInformer(a.cs, metav1.NamespaceAll, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	lister := corelisters.NewServiceLister(inf.GetIndexer())
+	synced := inf.HasSynced
+	go inf.Run(ctx.Done())
 	return func() ([]*v1.Service, error) {
 		if !synced() {
 			return nil, errors.New("services have not yet been read at least once, cannot construct envvars")

@@ -73,15 +73,25 @@ type dirScanner struct {
 	// clashes are the name and UID clashes last reported, so that each is
 	// reported once, when it appears.
 	clashes map[string]bool
+	// pods is the snapshot last made from files; dirty is set when files
+	// changed since. A scan that changes nothing returns pods again
+	// instead of sorting, matching and allocating the same snapshot every
+	// period.
+	pods  []*v1.Pod
+	dirty bool
+	// present is scan's scratch set of the paths seen, cleared by each scan.
+	present map[string]bool
 }
 
 func newDirScanner(dir, nodeName string) *dirScanner {
-	return &dirScanner{dir: dir, nodeName: nodeName, files: map[string]*fileEntry{}}
+	return &dirScanner{dir: dir, nodeName: nodeName, files: map[string]*fileEntry{}, dirty: true, present: map[string]bool{}}
 }
 
 // scan reads the directory. It returns the snapshot (pods in file name
 // order), whether anything changed since the last scan, and the problems
-// found in files that changed since the last scan (new problems only).
+// found in files that changed since the last scan (new problems only). The
+// snapshot's slice is shared with later scans until something changes: the
+// caller must not modify it.
 func (s *dirScanner) scan() (pods []*v1.Pod, changed bool, problems []error) {
 	ents, err := os.ReadDir(s.dir)
 	if err != nil {
@@ -99,7 +109,8 @@ func (s *dirScanner) scan() (pods []*v1.Pod, changed bool, problems []error) {
 	} else {
 		s.dirErr = ""
 	}
-	present := map[string]bool{}
+	present := s.present
+	clear(present)
 	for _, e := range ents {
 		name := e.Name()
 		if strings.HasPrefix(name, ".") {
@@ -170,6 +181,9 @@ func (s *dirScanner) scan() (pods []*v1.Pod, changed bool, problems []error) {
 			changed = true
 		}
 	}
+	if changed {
+		s.dirty = true
+	}
 	return s.snapshot(&problems), changed, problems
 }
 
@@ -206,8 +220,13 @@ func (s *dirScanner) decode(path string, data []byte) (*v1.Pod, error) {
 // snapshot returns the pods of the remembered files in path order; of two
 // files with the same pod full name or UID, the first in path order wins and
 // the other is reported once, when the clash appears (again after it was
-// resolved and came back).
+// resolved and came back). Unless files changed since the last snapshot
+// (dirty), it returns that snapshot again: the same files make the same pods
+// and the same clashes, which were reported then.
 func (s *dirScanner) snapshot(problems *[]error) []*v1.Pod {
+	if !s.dirty {
+		return s.pods
+	}
 	clashes := map[string]bool{}
 	defer func() { s.clashes = clashes }()
 	report := func(err error) {
@@ -242,6 +261,7 @@ func (s *dirScanner) snapshot(problems *[]error) []*v1.Pod {
 		byName[full], byUID[p.UID] = path, path
 		pods = append(pods, p)
 	}
+	s.pods, s.dirty = pods, false
 	return pods
 }
 

@@ -263,3 +263,37 @@ func TestDirScannerSkipsUnchangedFiles(t *testing.T) {
 		t.Fatalf("touched: changed %v problems %q, want the garbage reported", changed, errText(problems))
 	}
 }
+
+// A scan that finds nothing changed returns the last snapshot itself (no
+// sorting, matching or allocating it again), a rewrite with the same content
+// included; a change makes a new one.
+func TestDirScannerReusesUnchangedSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a.yaml", podYAML("a", "sleep 1"))
+	write("b.yaml", podYAML("b", "sleep 1"))
+	sc := newDirScanner(dir, "n1")
+	first, _, _ := sc.scan()
+	if names(first) != "a-n1,b-n1" {
+		t.Fatalf("pods %q", names(first))
+	}
+	write("b.yaml", podYAML("b", "sleep 1")) // same content, new mtime
+	for i := range 2 {
+		pods, changed, problems := sc.scan()
+		if changed || len(problems) != 0 || names(pods) != "a-n1,b-n1" {
+			t.Fatalf("rescan %d: pods %q changed %v problems %q", i, names(pods), changed, errText(problems))
+		}
+		if &pods[0] != &first[0] {
+			t.Fatalf("rescan %d made a new snapshot of unchanged files", i)
+		}
+	}
+	write("b.yaml", podYAML("b", "sleep 2"))
+	pods, changed, _ := sc.scan()
+	if !changed || names(pods) != "a-n1,b-n1" || &pods[0] == &first[0] || pods[1] == first[1] {
+		t.Fatalf("after an edit: pods %q changed %v, want a new snapshot with the edited pod", names(pods), changed)
+	}
+}
