@@ -34,17 +34,9 @@ func debugAgrees(d engine.PodDebug) string {
 // state is where its newest transition in the same answer went.
 func TestContainerdDebugWhileStopping(t *testing.T) {
 	c, ctx := containerdFor(t, 3*time.Minute)
-	rt, e, updates := startEngine(ctx, t, c, engine.Config{})
 	pod := shPod(c, "slow", "", 20, `trap "" TERM; while true; do sleep 0.2; done`)
-	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
-	waitFor(t, ctx, "slow Running", func() bool {
-		for _, p := range e.Pods() {
-			if p.Name == "slow" && p.Status.Phase == v1.PodRunning {
-				return true
-			}
-		}
-		return false
-	}, e)
+	rt, e, updates := startPods(ctx, t, c, engine.Config{}, pod)
+	waitPhase(t, ctx, e, "slow", v1.PodRunning)
 
 	removed := time.Now()
 	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{pod}, Source: config.SourceFile}

@@ -19,12 +19,10 @@ import (
 func TestContainerdContainerGC(t *testing.T) {
 	c, ctx := containerdFor(t, 4*time.Minute)
 	const maxDead = 2
-	rt, e, updates := startEngine(ctx, t, c, engine.Config{
-		CrashLoopBackOffBase: 10 * time.Millisecond, CrashLoopBackOffMax: 20 * time.Millisecond,
-		ContainerGC: engine.ContainerGCPolicy{MaxPerContainer: maxDead}})
-
 	pod := shPod(c, "crash", v1.RestartPolicyAlways, 1, "exit 1")
-	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
+	rt, e, updates := startPods(ctx, t, c, engine.Config{
+		CrashLoopBackOffBase: 10 * time.Millisecond, CrashLoopBackOffMax: 20 * time.Millisecond,
+		ContainerGC: engine.ContainerGCPolicy{MaxPerContainer: maxDead}}, pod)
 
 	// The dead instances other than the newest one never exceed the limit;
 	// while the engine reports CrashLoopBackOff for the newest instance

@@ -159,14 +159,7 @@ func TestContainerdImageGC(t *testing.T) {
 	}
 	keep, old := pod("keep", "keep:1"), pod("old", "old:1")
 	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{keep, old}, Source: config.SourceFile}
-	running := func(name string) bool {
-		for _, p := range e.Pods() {
-			if p.Name == name && p.Status.Phase == v1.PodRunning {
-				return true
-			}
-		}
-		return false
-	}
+	running := func(name string) bool { return phaseOf(e, name) == v1.PodRunning }
 	waitFor(t, ctx, "keep and old running", func() bool { return running("keep") && running("old") }, e)
 	// Two image GC passes see old's container: its image was used.
 	passes := func() int {

@@ -37,8 +37,6 @@ func TestContainerdPodEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	api := objectAPI{configMaps: map[string]*v1.ConfigMap{"default/settings": {Data: map[string]string{"color": "blue", "size": "L"}}}}
-	_, e, updates := startEngine(ctx, t, c, engine.Config{RootDir: root, NodeIP: "127.0.0.1",
-		ClusterDNS: []string{"10.96.0.10"}, ClusterDomain: "cluster.local", ResolvConf: resolv, VolumeAPI: api})
 
 	out := t.TempDir()
 	dirType := v1.HostPathDirectory
@@ -67,7 +65,9 @@ func TestContainerdPodEnvironment(t *testing.T) {
 	missing := mk("missingkey", `true`)
 	missing.Spec.Containers[0].Env = []v1.EnvVar{{Name: "X", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{
 		LocalObjectReference: v1.LocalObjectReference{Name: "settings"}, Key: "nope"}}}}
-	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{envPod, hostPod, missing}, Source: config.SourceFile}
+	_, e, updates := startPods(ctx, t, c, engine.Config{RootDir: root, NodeIP: "127.0.0.1",
+		ClusterDNS: []string{"10.96.0.10"}, ClusterDomain: "cluster.local", ResolvConf: resolv, VolumeAPI: api},
+		envPod, hostPod, missing)
 
 	var podIP, waiting, message string
 	waitFor(t, ctx, "envpod and hostpod Succeeded, missingkey waiting with CreateContainerConfigError", func() bool {

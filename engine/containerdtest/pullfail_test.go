@@ -34,8 +34,6 @@ import (
 // ErrImageNeverPull, Failed "Error: ErrImageNeverPull").
 func TestContainerdPullFailureMessages(t *testing.T) {
 	c, ctx := containerdFor(t, 2*time.Minute)
-	events := &podEvents{}
-	rt, e, updates := startEngine(ctx, t, c, engine.Config{Events: events})
 	gone := c.Registry.Addr + "/nosuch:1.0"
 	down := fmt.Sprintf("127.0.0.1:%d/app:1.0", harness.FreePort(t))
 	never := c.Registry.Addr + "/absent:1.0"
@@ -45,6 +43,8 @@ func TestContainerdPullFailureMessages(t *testing.T) {
 		return p
 	}
 	pods := []*v1.Pod{pod("gone", gone, v1.PullIfNotPresent), pod("down", down, v1.PullAlways), pod("never", never, v1.PullNever)}
+	events := &podEvents{}
+	rt, e, updates := startPods(ctx, t, c, engine.Config{Events: events}, pods...)
 	seen := map[string][]string{} // pod: every distinct "reason: message" it showed, in order
 	watch := func() {
 		for _, p := range e.Pods() {
@@ -57,7 +57,6 @@ func TestContainerdPullFailureMessages(t *testing.T) {
 			}
 		}
 	}
-	updates <- config.PodUpdate{Op: config.OpAdd, Pods: pods, Source: config.SourceFile}
 	waitFor(t, ctx, "ImagePullBackOff of gone and down, ErrImageNeverPull of never", func() bool {
 		watch()
 		shows := func(name, reason string) bool {

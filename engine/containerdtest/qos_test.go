@@ -44,9 +44,6 @@ func TestContainerdQoS(t *testing.T) {
 		t.Errorf("kubepods memory limit = %d, want allocatable %d", got, alloc.Memory().Value())
 	}
 	memCap := capacity.Memory().Value()
-	_, e, updates := startEngine(ctx, t, c, engine.Config{
-		PodCgroups: cg, MemoryCapacity: memCap, Allocatable: alloc, CrashLoopBackOffBase: time.Second})
-
 	mk := func(name, script string, req, lim v1.ResourceList) *v1.Pod {
 		p := shPod(c, name, v1.RestartPolicyAlways, 1, script)
 		p.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: req, Limits: lim}
@@ -62,7 +59,8 @@ func TestContainerdQoS(t *testing.T) {
 	// admission; the other pods run.
 	huge := mk("huge", "sleep 3600", l("memory=100Ti"), nil)
 	pods := []*v1.Pod{guaranteed, burstable, besteffort, oom, huge}
-	updates <- config.PodUpdate{Op: config.OpAdd, Pods: pods, Source: config.SourceFile}
+	_, e, updates := startPods(ctx, t, c, engine.Config{
+		PodCgroups: cg, MemoryCapacity: memCap, Allocatable: alloc, CrashLoopBackOffBase: time.Second}, pods...)
 
 	waitFor(t, ctx, "three pods Running, oom restarted after OOMKilled (137), huge Failed with OutOfmemory", func() bool {
 		n := 0
@@ -176,14 +174,11 @@ func memFile(cg *cgroups.Manager) string {
 	return "memory.limit_in_bytes"
 }
 
+// containerID is the runtime's ID of container main of the pod named pod,
+// "" while e publishes none.
 func containerID(e *engine.Engine, pod string) string {
-	for _, p := range e.Pods() {
-		if p.Name == pod && len(p.Status.ContainerStatuses) == 1 {
-			_, id, _ := strings.Cut(p.Status.ContainerStatuses[0].ContainerID, "://")
-			return id
-		}
-	}
-	return ""
+	_, id, _ := strings.Cut(mainStatus(e, pod).ContainerID, "://")
+	return id
 }
 
 func readFile(t *testing.T, path string) string {

@@ -25,9 +25,6 @@ import (
 // unmounted and the pod's directory is gone.
 func TestContainerdVolumes(t *testing.T) {
 	c, ctx := containerdFor(t, 3*time.Minute)
-	root := filepath.Join(t.TempDir(), "root")
-	_, e, updates := startEngine(ctx, t, c, engine.Config{RootDir: root})
-
 	host := t.TempDir()
 	out := filepath.Join(host, "out") // DirectoryOrCreate makes it
 	hostFile := filepath.Join(host, "motd")
@@ -76,15 +73,9 @@ func TestContainerdVolumes(t *testing.T) {
 					{Name: "disk", MountPath: "/ro", ReadOnly: true},
 				}}}},
 	}
-	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
-	waitFor(t, ctx, "vols Succeeded", func() bool {
-		for _, p := range e.Pods() {
-			if p.Name == "vols" {
-				return p.Status.Phase == v1.PodSucceeded
-			}
-		}
-		return false
-	}, e)
+	root := filepath.Join(t.TempDir(), "root")
+	_, e, updates := startPods(ctx, t, c, engine.Config{RootDir: root}, pod)
+	waitPhase(t, ctx, e, "vols", v1.PodSucceeded)
 
 	read := func(name string) string {
 		b, err := os.ReadFile(filepath.Join(out, name))
