@@ -27,7 +27,6 @@ import (
 // are gone after the pods.
 func TestContainerdQoS(t *testing.T) {
 	c, ctx := containerdFor(t, 4*time.Minute)
-	rt := dialContainerd(ctx, t, c)
 	capacity, err := cgroups.MachineCapacity("")
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +58,7 @@ func TestContainerdQoS(t *testing.T) {
 	// admission; the other pods run.
 	huge := mk("huge", "sleep 3600", l("memory=100Ti"), nil)
 	pods := []*v1.Pod{guaranteed, burstable, besteffort, oom, huge}
-	_, e, updates := startPods(ctx, t, c, engine.Config{
+	rt, e, updates := startPods(ctx, t, c, engine.Config{
 		PodCgroups: cg, MemoryCapacity: memCap, Allocatable: alloc, CrashLoopBackOffBase: time.Second}, pods...)
 
 	waitFor(t, ctx, "three pods Running, oom restarted after OOMKilled (137), huge Failed with OutOfmemory", func() bool {
@@ -154,8 +153,6 @@ func TestContainerdQoS(t *testing.T) {
 				return false
 			}
 		}
-		sbs, err1 := rt.ListPodSandbox(ctx, nil)
-		cs, err2 := rt.ListContainers(ctx, nil)
 		for _, p := range pods {
 			for _, ctrl := range []string{"memory", "cpu", "pids"} {
 				if _, err := os.Stat(cg.Dir(ctrl, cg.Parent(p))); !os.IsNotExist(err) {
@@ -163,7 +160,7 @@ func TestContainerdQoS(t *testing.T) {
 				}
 			}
 		}
-		return err1 == nil && err2 == nil && len(sbs) == 0 && len(cs) == 0
+		return runtimeEmpty(ctx, rt)()
 	}, e)
 }
 
