@@ -88,13 +88,7 @@ func TestContainerdPodEnvironment(t *testing.T) {
 		return okEnv && okHost && okMissing
 	}, e)
 
-	read := func(name string) string {
-		b, err := os.ReadFile(filepath.Join(out, name))
-		if err != nil {
-			t.Errorf("container wrote no %s: %v", name, err)
-		}
-		return string(b)
-	}
+	read := func(name string) string { return written(t, out, name) }
 	env := map[string]string{}
 	for _, line := range strings.Split(read("env"), "\n") {
 		if k, v, ok := strings.Cut(line, "="); ok {

@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -73,13 +72,7 @@ func TestContainerdSecurityContext(t *testing.T) {
 	for _, name := range []string{"ids", "rofs", "nnp", "caps", "priv", "plain", "sysctl"} {
 		waitPhase(t, ctx, e, name, v1.PodSucceeded)
 	}
-	read := func(name string) string {
-		b, err := os.ReadFile(filepath.Join(out, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.TrimSpace(string(b))
-	}
+	read := func(name string) string { return readFile(t, filepath.Join(out, name)) }
 	if uid, gid := read("uid"), read("gid"); uid != "1000" || gid != "1000" {
 		t.Errorf("runAsUser/runAsGroup 1000: container ran with uid %s gid %s", uid, gid)
 	}

@@ -77,13 +77,7 @@ func TestContainerdVolumes(t *testing.T) {
 	_, e, updates := startPods(ctx, t, c, engine.Config{RootDir: root}, pod)
 	waitPhase(t, ctx, e, "vols", v1.PodSucceeded)
 
-	read := func(name string) string {
-		b, err := os.ReadFile(filepath.Join(out, name))
-		if err != nil {
-			t.Errorf("container wrote no %s: %v", name, err)
-		}
-		return strings.TrimSpace(string(b))
-	}
+	read := func(name string) string { return strings.TrimSpace(written(t, out, name)) }
 	if m := read("mem"); !strings.HasPrefix(m, "tmpfs /mem tmpfs ") || !strings.Contains(m, "size=16384k") {
 		t.Errorf("/mem in the container's /proc/mounts: %q, want a tmpfs with size=16384k", m)
 	}
