@@ -57,7 +57,7 @@ func TestContainerd(t *testing.T) {
 		return okWeb && okJob && okCNI
 	}, e)
 
-	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{web, job, cni}, Source: config.SourceFile}
+	removePods(updates, web, job, cni)
 	waitFor(t, ctx, "runtime empty", runtimeEmpty(ctx, rt), e)
 }
 
@@ -254,6 +254,12 @@ func startPods(ctx context.Context, t *testing.T, c *harness.Containerd, cfg eng
 	rt, e, updates := startEngine(ctx, t, c, cfg)
 	updates <- config.PodUpdate{Op: config.OpAdd, Pods: pods, Source: config.SourceFile}
 	return rt, e, updates
+}
+
+// removePods withdraws pods that were declared from the file source
+// (startPods).
+func removePods(updates chan<- config.PodUpdate, pods ...*v1.Pod) {
+	updates <- config.PodUpdate{Op: config.OpRemove, Pods: pods, Source: config.SourceFile}
 }
 
 // newEngine returns an engine of cfg on the harness containerd c, with

@@ -47,6 +47,6 @@ func TestContainerdActiveDeadline(t *testing.T) {
 	waitFor(t, ctx, "dl's container stopped", func() bool {
 		return mainStatus(e, "dl").State.Terminated != nil
 	}, e)
-	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{short}, Source: config.SourceFile}
+	removePods(updates, short)
 	waitFor(t, ctx, "pod removed", func() bool { return len(e.Pods()) == 0 }, e)
 }

@@ -8,7 +8,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/speclet/speclet/engine"
-	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -39,7 +38,7 @@ func TestContainerdDebugWhileStopping(t *testing.T) {
 	waitPhase(t, ctx, e, "slow", v1.PodRunning)
 
 	removed := time.Now()
-	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
+	removePods(updates, pod)
 	state := func(d engine.PodDebug, machine, instance string) string {
 		for _, m := range d.Machines {
 			if m.Machine == machine && m.Instance == instance {

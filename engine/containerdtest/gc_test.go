@@ -78,7 +78,7 @@ func TestContainerdContainerGC(t *testing.T) {
 	if mostDead < maxDead {
 		t.Errorf("at most %d dead instances seen: the limit of %d was never reached, so it was not tested", mostDead, maxDead)
 	}
-	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
+	removePods(updates, pod)
 	waitFor(t, ctx, "runtime empty", runtimeEmpty(ctx, rt), e)
 }
 
@@ -178,6 +178,6 @@ func TestContainerdNodeContainerGC(t *testing.T) {
 			t.Errorf("pod %s: lastState %+v, want terminated with exit code 1 (its instance is one of the 2 kept)", p.Name, st.LastTerminationState)
 		}
 	}
-	updates <- config.PodUpdate{Op: config.OpRemove, Pods: all, Source: config.SourceFile}
+	removePods(updates, all...)
 	waitFor(t, ctx, "runtime empty", runtimeEmpty(ctx, rt), e)
 }

@@ -173,7 +173,7 @@ func TestContainerdImageGC(t *testing.T) {
 	}
 	seen := passes()
 	waitFor(t, ctx, "two image GC passes with old running", func() bool { return passes() >= seen+2 }, e)
-	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{old}, Source: config.SourceFile}
+	removePods(updates, old)
 	waitFor(t, ctx, "old's containers removed", func() bool {
 		cs, err := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: map[string]string{engine.LabelPodUID: "old-uid"}})
 		return err == nil && len(cs) == 0
@@ -241,7 +241,7 @@ func TestContainerdImageGC(t *testing.T) {
 	if !running("keep") {
 		t.Errorf("keep is not running after image GC:\n%s", formatPods(e.Pods()))
 	}
-	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{keep}, Source: config.SourceFile}
+	removePods(updates, keep)
 	waitFor(t, ctx, "runtime empty", runtimeEmpty(ctx, rt), e)
 }
 

@@ -7,7 +7,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/speclet/speclet/engine"
-	"github.com/speclet/speclet/engine/config"
 )
 
 // TestContainerdInvalidImageName: a container whose image reference does
@@ -39,6 +38,6 @@ func TestContainerdInvalidImageName(t *testing.T) {
 	if w := waiting(); w == nil || w.Reason != engine.ReasonInvalidImageName {
 		t.Errorf("after 3 s: waiting %v, want InvalidImageName", w)
 	}
-	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
+	removePods(updates, pod)
 	waitFor(t, ctx, "pod removed", func() bool { return len(e.Pods()) == 0 }, e)
 }

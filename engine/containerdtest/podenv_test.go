@@ -11,7 +11,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/speclet/speclet/engine"
-	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/volume"
 )
 
@@ -134,7 +133,7 @@ func TestContainerdPodEnvironment(t *testing.T) {
 	if _, err := os.Stat(hostsFile); err != nil {
 		t.Errorf("hosts file %s: %v", hostsFile, err)
 	}
-	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{envPod, hostPod, missing}, Source: config.SourceFile}
+	removePods(updates, envPod, hostPod, missing)
 	waitFor(t, ctx, "the pod's hosts file removed", func() bool {
 		_, err := os.Lstat(hostsFile)
 		return os.IsNotExist(err)

@@ -17,7 +17,6 @@ import (
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine"
-	"github.com/speclet/speclet/engine/config"
 )
 
 // TestContainerdPullFailureMessages: what a user reads of pulls that fail
@@ -101,7 +100,7 @@ func TestContainerdPullFailureMessages(t *testing.T) {
 	if slices.ContainsFunc(events.of("default/never"), func(s string) bool { return strings.HasPrefix(s, "Pulling:") }) {
 		t.Errorf("never: pulled: %q", events.of("default/never"))
 	}
-	updates <- config.PodUpdate{Op: config.OpRemove, Pods: pods, Source: config.SourceFile}
+	removePods(updates, pods...)
 	waitFor(t, ctx, "pods removed", func() bool { return len(e.Pods()) == 0 }, e)
 }
 

@@ -10,7 +10,6 @@ import (
 
 	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine"
-	"github.com/speclet/speclet/engine/config"
 )
 
 // podEvents records pod events by namespace/name.
@@ -87,6 +86,6 @@ func TestContainerdImagePullSecrets(t *testing.T) {
 	waitFor(t, ctx, "FailedToRetrieveImagePullSecret event naming the secret", func() bool {
 		return events.has("team/missing", "FailedToRetrieveImagePullSecret: Unable to retrieve some image pull secrets (nope); attempting to pull the image may not succeed.")
 	}, e)
-	updates <- config.PodUpdate{Op: config.OpRemove, Pods: pods, Source: config.SourceFile}
+	removePods(updates, pods...)
 	waitFor(t, ctx, "pods removed", func() bool { return len(e.Pods()) == 0 }, e)
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/cgroups"
-	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/resources"
 )
 
@@ -146,7 +145,7 @@ func TestContainerdQoS(t *testing.T) {
 			}
 		}
 	}
-	updates <- config.PodUpdate{Op: config.OpRemove, Pods: pods, Source: config.SourceFile}
+	removePods(updates, pods...)
 	waitFor(t, ctx, "runtime empty and the pod cgroups removed", func() bool {
 		for _, p := range pods {
 			if _, err := os.Stat(filepath.Join(unified, cg.Parent(p))); unified != "" && !os.IsNotExist(err) {

@@ -11,7 +11,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/speclet/speclet/engine"
-	"github.com/speclet/speclet/engine/config"
 )
 
 // TestContainerdTerminationMessage: a container that writes its
@@ -71,7 +70,7 @@ func TestContainerdTerminationMessage(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "pods", "default-uid", "containers", "main")); err != nil {
 		t.Errorf("message file directory: %v", err)
 	}
-	updates <- config.PodUpdate{Op: config.OpRemove, Pods: pods, Source: config.SourceFile}
+	removePods(updates, pods...)
 	waitFor(t, ctx, "pods removed with their files", func() bool {
 		_, err := os.Stat(filepath.Join(root, "pods", "default-uid"))
 		return len(e.Pods()) == 0 && os.IsNotExist(err)

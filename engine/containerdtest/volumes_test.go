@@ -101,7 +101,7 @@ func TestContainerdVolumes(t *testing.T) {
 		t.Errorf("medium Memory emptyDir %s is not a mount point on the node (%v)", memDir, err)
 	}
 
-	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
+	removePods(updates, pod)
 	podDir := volume.PodDir(root, pod.UID)
 	waitFor(t, ctx, "the pod's directory removed", func() bool {
 		_, err := os.Lstat(podDir)
