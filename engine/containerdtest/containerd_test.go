@@ -288,6 +288,14 @@ func newEngine(t *testing.T, c *harness.Containerd, cfg engine.Config) *engine.E
 	return e
 }
 
+// gone reports whether nothing is at path (not even a dangling link).
+func gone(path string) func() bool {
+	return func() bool {
+		_, err := os.Lstat(path)
+		return os.IsNotExist(err)
+	}
+}
+
 // runtimeEmpty reports whether rt lists no sandbox and no container (false
 // when it does not answer).
 func runtimeEmpty(ctx context.Context, rt cri.Runtime) func() bool {

@@ -134,8 +134,5 @@ func TestContainerdPodEnvironment(t *testing.T) {
 		t.Errorf("hosts file %s: %v", hostsFile, err)
 	}
 	removePods(updates, envPod, hostPod, missing)
-	waitFor(t, ctx, "the pod's hosts file removed", func() bool {
-		_, err := os.Lstat(hostsFile)
-		return os.IsNotExist(err)
-	}, e)
+	waitFor(t, ctx, "the pod's hosts file removed", gone(hostsFile), e)
 }

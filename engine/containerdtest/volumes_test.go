@@ -103,10 +103,7 @@ func TestContainerdVolumes(t *testing.T) {
 
 	removePods(updates, pod)
 	podDir := volume.PodDir(root, pod.UID)
-	waitFor(t, ctx, "the pod's directory removed", func() bool {
-		_, err := os.Lstat(podDir)
-		return os.IsNotExist(err)
-	}, e)
+	waitFor(t, ctx, "the pod's directory removed", gone(podDir), e)
 	mi, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		t.Fatal(err)
