@@ -148,17 +148,23 @@ func pullImage(ctx context.Context, rt cri.Runtime, image string, auths []*runti
 // stopContainer stops id, killing it after grace seconds; a container the
 // runtime no longer knows counts as stopped.
 func stopContainer(ctx context.Context, rt cri.Runtime, name, id string, grace int64) error {
-	if err := rt.StopContainer(ctx, id, grace); err != nil && !cri.IsNotFound(err) {
-		return fmt.Errorf("stop container %q: %w", name, err)
-	}
-	return nil
+	return unlessGone(rt.StopContainer(ctx, id, grace), fmt.Sprintf("stop container %q", name))
 }
 
+// removeContainer removes id; a container the runtime no longer knows
+// counts as removed.
 func removeContainer(ctx context.Context, rt cri.Runtime, name, id string) error {
-	if err := rt.RemoveContainer(ctx, id); err != nil && !cri.IsNotFound(err) {
-		return fmt.Errorf("remove container %q: %w", name, err)
+	return unlessGone(rt.RemoveContainer(ctx, id), fmt.Sprintf("remove container %q", name))
+}
+
+// unlessGone is the error of a stop or removal, what, that err reports: nil
+// where err is nil or says the runtime does not know the object (it is
+// gone already, so stopped and removed), else err wrapped with what.
+func unlessGone(err error, what string) error {
+	if err == nil || cri.IsNotFound(err) {
+		return nil
 	}
-	return nil
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // requestInputs are what a container's config reads from the running pod:

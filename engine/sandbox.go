@@ -286,16 +286,11 @@ func (sb *sandboxState) adopt(a *adoptedPod) *runtimeapi.PodSandbox {
 // stopSandbox stops sandbox id of pod; a sandbox the runtime no longer knows
 // counts as stopped.
 func stopSandbox(ctx context.Context, rt cri.Runtime, pod, id string) error {
-	if err := rt.StopPodSandbox(ctx, id); err != nil && !cri.IsNotFound(err) {
-		return fmt.Errorf("stop sandbox of pod %q: %w", pod, err)
-	}
-	return nil
+	return unlessGone(rt.StopPodSandbox(ctx, id), fmt.Sprintf("stop sandbox of pod %q", pod))
 }
 
-// removeSandbox removes sandbox id of pod and its containers.
+// removeSandbox removes sandbox id of pod and its containers; a sandbox
+// the runtime no longer knows counts as removed.
 func removeSandbox(ctx context.Context, rt cri.Runtime, pod, id string) error {
-	if err := rt.RemovePodSandbox(ctx, id); err != nil && !cri.IsNotFound(err) {
-		return fmt.Errorf("remove sandbox of pod %q: %w", pod, err)
-	}
-	return nil
+	return unlessGone(rt.RemovePodSandbox(ctx, id), fmt.Sprintf("remove sandbox of pod %q", pod))
 }

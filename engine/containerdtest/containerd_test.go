@@ -29,8 +29,6 @@ import (
 // and checks that the runtime is empty.
 func TestContainerd(t *testing.T) {
 	c, ctx := containerdFor(t, 3*time.Minute)
-	rt, e, updates := startEngine(ctx, t, c, engine.Config{})
-
 	mk := func(name string, policy v1.RestartPolicy, script string) *v1.Pod {
 		return shPod(c, name, policy, 2, script)
 	}
@@ -40,7 +38,7 @@ func TestContainerd(t *testing.T) {
 	job := mk("job", v1.RestartPolicyNever, `exit 3`)
 	cni := mk("cni", v1.RestartPolicyAlways, `sleep 3600`)
 	cni.Spec.HostNetwork = false
-	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{web, job, cni}, Source: config.SourceFile}
+	rt, e, updates := startPods(ctx, t, c, engine.Config{}, web, job, cni)
 
 	waitFor(t, ctx, "web Running and Ready, job Failed with exit code 3, cni Running with a pod IP", func() bool {
 		var okWeb, okJob, okCNI bool
@@ -59,10 +57,12 @@ func TestContainerd(t *testing.T) {
 		return okWeb && okJob && okCNI
 	}, e)
 
-	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{web, job, cni}, Source: config.SourceFile}
+	removePods(updates, web, job, cni)
 	waitFor(t, ctx, "runtime empty", runtimeEmpty(ctx, rt), e)
 }
 
+// waitFor polls ok every 100 ms until it holds; it fails t, showing e's
+// pods, if ctx ends first.
 func waitFor(t *testing.T, ctx context.Context, what string, ok func() bool, e *engine.Engine) {
 	t.Helper()
 	for !ok() {
@@ -72,6 +72,44 @@ func waitFor(t *testing.T, ctx context.Context, what string, ok func() bool, e *
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// waitPhase waits (waitFor) until e publishes the pod named name in phase.
+func waitPhase(t *testing.T, ctx context.Context, e *engine.Engine, name string, phase v1.PodPhase) {
+	t.Helper()
+	waitFor(t, ctx, name+" "+string(phase), func() bool { return phaseOf(e, name) == phase }, e)
+}
+
+// phaseOf is the phase e publishes for the pod named name, "" if none.
+func phaseOf(e *engine.Engine, name string) v1.PodPhase {
+	if p := podNamed(e, name); p != nil {
+		return p.Status.Phase
+	}
+	return ""
+}
+
+// podNamed is e's newest published copy of the pod named name, nil if e
+// publishes none.
+func podNamed(e *engine.Engine, name string) *v1.Pod {
+	for _, p := range e.Pods() {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// mainStatus is the status of container main (shPod's) of the pod named
+// name as e publishes it; the zero status while e publishes none.
+func mainStatus(e *engine.Engine, name string) v1.ContainerStatus {
+	if p := podNamed(e, name); p != nil {
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Name == "main" {
+				return cs
+			}
+		}
+	}
+	return v1.ContainerStatus{}
 }
 
 // BenchmarkContainerdBurst starts N hostNetwork busybox pods through the
@@ -209,6 +247,21 @@ func startEngine(ctx context.Context, t *testing.T, c *harness.Containerd, cfg e
 	return rt, e, updates
 }
 
+// startPods starts an engine as startEngine does and declares pods to it
+// from the file source.
+func startPods(ctx context.Context, t *testing.T, c *harness.Containerd, cfg engine.Config, pods ...*v1.Pod) (cri.Full, *engine.Engine, chan config.PodUpdate) {
+	t.Helper()
+	rt, e, updates := startEngine(ctx, t, c, cfg)
+	updates <- config.PodUpdate{Op: config.OpAdd, Pods: pods, Source: config.SourceFile}
+	return rt, e, updates
+}
+
+// removePods withdraws pods that were declared from the file source
+// (startPods).
+func removePods(updates chan<- config.PodUpdate, pods ...*v1.Pod) {
+	updates <- config.PodUpdate{Op: config.OpRemove, Pods: pods, Source: config.SourceFile}
+}
+
 // newEngine returns an engine of cfg on the harness containerd c, with
 // what cfg leaves empty filled in: the runtime (c's, audited:
 // suite.Runtime), a RootDir under the test's directory, NodeName "node", a
@@ -233,6 +286,14 @@ func newEngine(t *testing.T, c *harness.Containerd, cfg engine.Config) *engine.E
 		t.Fatal(err)
 	}
 	return e
+}
+
+// gone reports whether nothing is at path (not even a dangling link).
+func gone(path string) func() bool {
+	return func() bool {
+		_, err := os.Lstat(path)
+		return os.IsNotExist(err)
+	}
 }
 
 // runtimeEmpty reports whether rt lists no sandbox and no container (false

@@ -18,35 +18,23 @@ import (
 // the pod kept running.)
 func TestContainerdActiveDeadline(t *testing.T) {
 	c, ctx := containerdFor(t, 90*time.Second)
-	events := &podEvents{}
-	_, e, updates := startEngine(ctx, t, c, engine.Config{Events: events})
 	deadline := int64(3600)
 	pod := shPod(c, "dl", v1.RestartPolicyAlways, 1, "sleep 3600")
 	pod.Spec.ActiveDeadlineSeconds = &deadline
-	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
-	get := func() *v1.Pod {
-		for _, p := range e.Pods() {
-			if p.Name == "dl" {
-				return p
-			}
-		}
-		return nil
-	}
+	events := &podEvents{}
+	_, e, updates := startPods(ctx, t, c, engine.Config{Events: events}, pod)
 	waitFor(t, ctx, "dl Running", func() bool {
-		p := get()
+		p := podNamed(e, "dl")
 		return p != nil && p.Status.Phase == v1.PodRunning && p.Status.StartTime != nil
 	}, e)
-	started := get().Status.StartTime.Time
+	started := podNamed(e, "dl").Status.StartTime.Time
 	short := pod.DeepCopy()
 	five := int64(5)
 	short.Spec.ActiveDeadlineSeconds = &five
 	updates <- config.PodUpdate{Op: config.OpUpdate, Pods: []*v1.Pod{short}, Source: config.SourceFile}
-	waitFor(t, ctx, "dl Failed with DeadlineExceeded", func() bool {
-		p := get()
-		return p != nil && p.Status.Phase == v1.PodFailed
-	}, e)
+	waitPhase(t, ctx, e, "dl", v1.PodFailed)
 	failedAt := time.Now()
-	p := get()
+	p := podNamed(e, "dl")
 	if p.Status.Reason != engine.ReasonDeadlineExceeded || p.Status.Message != engine.MessageDeadlineExceeded {
 		t.Errorf("reason %q message %q, want %q %q", p.Status.Reason, p.Status.Message, engine.ReasonDeadlineExceeded, engine.MessageDeadlineExceeded)
 	}
@@ -57,9 +45,8 @@ func TestContainerdActiveDeadline(t *testing.T) {
 		t.Errorf("events %v, want DeadlineExceeded", events.got)
 	}
 	waitFor(t, ctx, "dl's container stopped", func() bool {
-		cs := get().Status.ContainerStatuses
-		return len(cs) == 1 && cs[0].State.Terminated != nil
+		return mainStatus(e, "dl").State.Terminated != nil
 	}, e)
-	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{short}, Source: config.SourceFile}
+	removePods(updates, short)
 	waitFor(t, ctx, "pod removed", func() bool { return len(e.Pods()) == 0 }, e)
 }

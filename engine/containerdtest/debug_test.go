@@ -8,7 +8,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/speclet/speclet/engine"
-	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -34,20 +33,12 @@ func debugAgrees(d engine.PodDebug) string {
 // state is where its newest transition in the same answer went.
 func TestContainerdDebugWhileStopping(t *testing.T) {
 	c, ctx := containerdFor(t, 3*time.Minute)
-	rt, e, updates := startEngine(ctx, t, c, engine.Config{})
 	pod := shPod(c, "slow", "", 20, `trap "" TERM; while true; do sleep 0.2; done`)
-	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
-	waitFor(t, ctx, "slow Running", func() bool {
-		for _, p := range e.Pods() {
-			if p.Name == "slow" && p.Status.Phase == v1.PodRunning {
-				return true
-			}
-		}
-		return false
-	}, e)
+	rt, e, updates := startPods(ctx, t, c, engine.Config{}, pod)
+	waitPhase(t, ctx, e, "slow", v1.PodRunning)
 
 	removed := time.Now()
-	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
+	removePods(updates, pod)
 	state := func(d engine.PodDebug, machine, instance string) string {
 		for _, m := range d.Machines {
 			if m.Machine == machine && m.Instance == instance {

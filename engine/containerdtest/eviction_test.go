@@ -54,18 +54,7 @@ func TestContainerdEvictionMemory(t *testing.T) {
 	guaranteed := pod("guaranteed", v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("64Mi")},
 		"sleep 3600")
 	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{guaranteed}, Source: config.SourceAPI}
-	status := func(name string) *v1.Pod {
-		for _, p := range e.Pods() {
-			if p.Name == name {
-				return p
-			}
-		}
-		return nil
-	}
-	waitFor(t, ctx, "guaranteed running", func() bool {
-		p := status("guaranteed")
-		return p != nil && p.Status.Phase == v1.PodRunning
-	}, e)
+	waitPhase(t, ctx, e, "guaranteed", v1.PodRunning)
 	// The BestEffort pod writes 250 MiB into a memory-backed emptyDir (its
 	// tmpfs pages count in its working set); dd takes a moment even on a
 	// machine busy with other tests, where filling a shell variable byte by
@@ -74,11 +63,8 @@ func TestContainerdEvictionMemory(t *testing.T) {
 	hog.Spec.Volumes = []v1.Volume{{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}}}
 	hog.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "mem", MountPath: "/mem"}}
 	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{hog}, Source: config.SourceAPI}
-	waitFor(t, ctx, "besteffort evicted", func() bool {
-		p := status("besteffort")
-		return p != nil && p.Status.Phase == v1.PodFailed
-	}, e)
-	p := status("besteffort")
+	waitPhase(t, ctx, e, "besteffort", v1.PodFailed)
+	p := podNamed(e, "besteffort")
 	if p.Status.Reason != engine.ReasonEvicted || !strings.HasPrefix(p.Status.Message, "The node was low on resource: memory. Threshold quantity: 100Mi, available: ") {
 		t.Errorf("besteffort: reason %q message %q, want Evicted and kubelet's message naming memory", p.Status.Reason, p.Status.Message)
 	}
@@ -88,7 +74,7 @@ func TestContainerdEvictionMemory(t *testing.T) {
 	waitFor(t, ctx, "MemoryPressure over", func() bool {
 		return !e.Pressure()[v1.NodeMemoryPressure]
 	}, e)
-	if g := status("guaranteed"); g == nil || g.Status.Phase != v1.PodRunning || g.Status.ContainerStatuses[0].RestartCount != 0 {
+	if g := podNamed(e, "guaranteed"); g == nil || g.Status.Phase != v1.PodRunning || g.Status.ContainerStatuses[0].RestartCount != 0 {
 		t.Errorf("guaranteed after the eviction: %+v", g)
 	}
 	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{guaranteed, hog}, Source: config.SourceAPI}

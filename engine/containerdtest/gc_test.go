@@ -19,12 +19,10 @@ import (
 func TestContainerdContainerGC(t *testing.T) {
 	c, ctx := containerdFor(t, 4*time.Minute)
 	const maxDead = 2
-	rt, e, updates := startEngine(ctx, t, c, engine.Config{
-		CrashLoopBackOffBase: 10 * time.Millisecond, CrashLoopBackOffMax: 20 * time.Millisecond,
-		ContainerGC: engine.ContainerGCPolicy{MaxPerContainer: maxDead}})
-
 	pod := shPod(c, "crash", v1.RestartPolicyAlways, 1, "exit 1")
-	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
+	rt, e, updates := startPods(ctx, t, c, engine.Config{
+		CrashLoopBackOffBase: 10 * time.Millisecond, CrashLoopBackOffMax: 20 * time.Millisecond,
+		ContainerGC: engine.ContainerGCPolicy{MaxPerContainer: maxDead}}, pod)
 
 	// The dead instances other than the newest one never exceed the limit;
 	// while the engine reports CrashLoopBackOff for the newest instance
@@ -80,7 +78,7 @@ func TestContainerdContainerGC(t *testing.T) {
 	if mostDead < maxDead {
 		t.Errorf("at most %d dead instances seen: the limit of %d was never reached, so it was not tested", mostDead, maxDead)
 	}
-	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
+	removePods(updates, pod)
 	waitFor(t, ctx, "runtime empty", runtimeEmpty(ctx, rt), e)
 }
 
@@ -180,6 +178,6 @@ func TestContainerdNodeContainerGC(t *testing.T) {
 			t.Errorf("pod %s: lastState %+v, want terminated with exit code 1 (its instance is one of the 2 kept)", p.Name, st.LastTerminationState)
 		}
 	}
-	updates <- config.PodUpdate{Op: config.OpRemove, Pods: all, Source: config.SourceFile}
+	removePods(updates, all...)
 	waitFor(t, ctx, "runtime empty", runtimeEmpty(ctx, rt), e)
 }

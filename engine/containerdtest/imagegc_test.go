@@ -159,14 +159,7 @@ func TestContainerdImageGC(t *testing.T) {
 	}
 	keep, old := pod("keep", "keep:1"), pod("old", "old:1")
 	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{keep, old}, Source: config.SourceFile}
-	running := func(name string) bool {
-		for _, p := range e.Pods() {
-			if p.Name == name && p.Status.Phase == v1.PodRunning {
-				return true
-			}
-		}
-		return false
-	}
+	running := func(name string) bool { return phaseOf(e, name) == v1.PodRunning }
 	waitFor(t, ctx, "keep and old running", func() bool { return running("keep") && running("old") }, e)
 	// Two image GC passes see old's container: its image was used.
 	passes := func() int {
@@ -180,7 +173,7 @@ func TestContainerdImageGC(t *testing.T) {
 	}
 	seen := passes()
 	waitFor(t, ctx, "two image GC passes with old running", func() bool { return passes() >= seen+2 }, e)
-	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{old}, Source: config.SourceFile}
+	removePods(updates, old)
 	waitFor(t, ctx, "old's containers removed", func() bool {
 		cs, err := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: map[string]string{engine.LabelPodUID: "old-uid"}})
 		return err == nil && len(cs) == 0
@@ -248,7 +241,7 @@ func TestContainerdImageGC(t *testing.T) {
 	if !running("keep") {
 		t.Errorf("keep is not running after image GC:\n%s", formatPods(e.Pods()))
 	}
-	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{keep}, Source: config.SourceFile}
+	removePods(updates, keep)
 	waitFor(t, ctx, "runtime empty", runtimeEmpty(ctx, rt), e)
 }
 

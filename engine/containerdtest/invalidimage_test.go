@@ -7,7 +7,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/speclet/speclet/engine"
-	"github.com/speclet/speclet/engine/config"
 )
 
 // TestContainerdInvalidImageName: a container whose image reference does
@@ -17,20 +16,12 @@ import (
 // pull was tried: ErrImagePull, then ImagePullBackOff.)
 func TestContainerdInvalidImageName(t *testing.T) {
 	c, ctx := containerdFor(t, 2*time.Minute)
-	events := &podEvents{}
-	_, e, updates := startEngine(ctx, t, c, engine.Config{Events: events})
 	pod := shPod(c, "bad", v1.RestartPolicyAlways, 1, "sleep 3600")
 	pod.Spec.Containers[0].Image = "busybox:@@bad"
-	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
+	events := &podEvents{}
+	_, e, updates := startPods(ctx, t, c, engine.Config{Events: events}, pod)
 	const msg = `Failed to apply default image tag "busybox:@@bad": couldn't parse image name "busybox:@@bad": invalid reference format`
-	waiting := func() *v1.ContainerStateWaiting {
-		for _, p := range e.Pods() {
-			if p.Name == "bad" && len(p.Status.ContainerStatuses) == 1 {
-				return p.Status.ContainerStatuses[0].State.Waiting
-			}
-		}
-		return nil
-	}
+	waiting := func() *v1.ContainerStateWaiting { return mainStatus(e, "bad").State.Waiting }
 	waitFor(t, ctx, "InvalidImageName", func() bool {
 		w := waiting()
 		return w != nil && w.Reason == engine.ReasonInvalidImageName
@@ -47,6 +38,6 @@ func TestContainerdInvalidImageName(t *testing.T) {
 	if w := waiting(); w == nil || w.Reason != engine.ReasonInvalidImageName {
 		t.Errorf("after 3 s: waiting %v, want InvalidImageName", w)
 	}
-	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
+	removePods(updates, pod)
 	waitFor(t, ctx, "pod removed", func() bool { return len(e.Pods()) == 0 }, e)
 }

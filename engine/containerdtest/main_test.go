@@ -8,6 +8,8 @@ package containerdtest
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -61,6 +63,17 @@ func writesTo(p *v1.Pod, dir string, typ *v1.HostPathType) *v1.Pod {
 	p.Spec.Volumes = append(p.Spec.Volumes, v1.Volume{Name: "out", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: dir, Type: typ}}})
 	p.Spec.Containers[0].VolumeMounts = append(p.Spec.Containers[0].VolumeMounts, v1.VolumeMount{Name: "out", MountPath: "/out"})
 	return p
+}
+
+// written is what a container wrote to file name of the host directory
+// dir (writesTo's); "" and an error of t if it wrote none.
+func written(t *testing.T, dir, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		t.Errorf("container wrote no %s: %v", name, err)
+	}
+	return string(b)
 }
 
 // objectAPI serves configMaps and secrets from maps by namespace/name (the

@@ -11,7 +11,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/speclet/speclet/engine"
-	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/volume"
 )
 
@@ -37,8 +36,6 @@ func TestContainerdPodEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	api := objectAPI{configMaps: map[string]*v1.ConfigMap{"default/settings": {Data: map[string]string{"color": "blue", "size": "L"}}}}
-	_, e, updates := startEngine(ctx, t, c, engine.Config{RootDir: root, NodeIP: "127.0.0.1",
-		ClusterDNS: []string{"10.96.0.10"}, ClusterDomain: "cluster.local", ResolvConf: resolv, VolumeAPI: api})
 
 	out := t.TempDir()
 	dirType := v1.HostPathDirectory
@@ -67,7 +64,9 @@ func TestContainerdPodEnvironment(t *testing.T) {
 	missing := mk("missingkey", `true`)
 	missing.Spec.Containers[0].Env = []v1.EnvVar{{Name: "X", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{
 		LocalObjectReference: v1.LocalObjectReference{Name: "settings"}, Key: "nope"}}}}
-	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{envPod, hostPod, missing}, Source: config.SourceFile}
+	_, e, updates := startPods(ctx, t, c, engine.Config{RootDir: root, NodeIP: "127.0.0.1",
+		ClusterDNS: []string{"10.96.0.10"}, ClusterDomain: "cluster.local", ResolvConf: resolv, VolumeAPI: api},
+		envPod, hostPod, missing)
 
 	var podIP, waiting, message string
 	waitFor(t, ctx, "envpod and hostpod Succeeded, missingkey waiting with CreateContainerConfigError", func() bool {
@@ -88,13 +87,7 @@ func TestContainerdPodEnvironment(t *testing.T) {
 		return okEnv && okHost && okMissing
 	}, e)
 
-	read := func(name string) string {
-		b, err := os.ReadFile(filepath.Join(out, name))
-		if err != nil {
-			t.Errorf("container wrote no %s: %v", name, err)
-		}
-		return string(b)
-	}
+	read := func(name string) string { return written(t, out, name) }
 	env := map[string]string{}
 	for _, line := range strings.Split(read("env"), "\n") {
 		if k, v, ok := strings.Cut(line, "="); ok {
@@ -140,9 +133,6 @@ func TestContainerdPodEnvironment(t *testing.T) {
 	if _, err := os.Stat(hostsFile); err != nil {
 		t.Errorf("hosts file %s: %v", hostsFile, err)
 	}
-	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{envPod, hostPod, missing}, Source: config.SourceFile}
-	waitFor(t, ctx, "the pod's hosts file removed", func() bool {
-		_, err := os.Lstat(hostsFile)
-		return os.IsNotExist(err)
-	}, e)
+	removePods(updates, envPod, hostPod, missing)
+	waitFor(t, ctx, "the pod's hosts file removed", gone(hostsFile), e)
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine"
-	"github.com/speclet/speclet/engine/config"
 )
 
 // TestContainerdPullFailureMessages: what a user reads of pulls that fail
@@ -34,8 +33,6 @@ import (
 // ErrImageNeverPull, Failed "Error: ErrImageNeverPull").
 func TestContainerdPullFailureMessages(t *testing.T) {
 	c, ctx := containerdFor(t, 2*time.Minute)
-	events := &podEvents{}
-	rt, e, updates := startEngine(ctx, t, c, engine.Config{Events: events})
 	gone := c.Registry.Addr + "/nosuch:1.0"
 	down := fmt.Sprintf("127.0.0.1:%d/app:1.0", harness.FreePort(t))
 	never := c.Registry.Addr + "/absent:1.0"
@@ -45,6 +42,8 @@ func TestContainerdPullFailureMessages(t *testing.T) {
 		return p
 	}
 	pods := []*v1.Pod{pod("gone", gone, v1.PullIfNotPresent), pod("down", down, v1.PullAlways), pod("never", never, v1.PullNever)}
+	events := &podEvents{}
+	rt, e, updates := startPods(ctx, t, c, engine.Config{Events: events}, pods...)
 	seen := map[string][]string{} // pod: every distinct "reason: message" it showed, in order
 	watch := func() {
 		for _, p := range e.Pods() {
@@ -57,7 +56,6 @@ func TestContainerdPullFailureMessages(t *testing.T) {
 			}
 		}
 	}
-	updates <- config.PodUpdate{Op: config.OpAdd, Pods: pods, Source: config.SourceFile}
 	waitFor(t, ctx, "ImagePullBackOff of gone and down, ErrImageNeverPull of never", func() bool {
 		watch()
 		shows := func(name, reason string) bool {
@@ -102,7 +100,7 @@ func TestContainerdPullFailureMessages(t *testing.T) {
 	if slices.ContainsFunc(events.of("default/never"), func(s string) bool { return strings.HasPrefix(s, "Pulling:") }) {
 		t.Errorf("never: pulled: %q", events.of("default/never"))
 	}
-	updates <- config.PodUpdate{Op: config.OpRemove, Pods: pods, Source: config.SourceFile}
+	removePods(updates, pods...)
 	waitFor(t, ctx, "pods removed", func() bool { return len(e.Pods()) == 0 }, e)
 }
 

@@ -10,7 +10,6 @@ import (
 
 	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine"
-	"github.com/speclet/speclet/engine/config"
 )
 
 // podEvents records pod events by namespace/name.
@@ -55,8 +54,6 @@ func TestContainerdImagePullSecrets(t *testing.T) {
 	cred := &v1.Secret{Type: v1.SecretTypeDockerConfigJson, Data: map[string][]byte{
 		v1.DockerConfigJsonKey: []byte(`{"auths":{"` + c.Registry.Addr + `":{"username":"alice","password":"s3cret"}}}`)}}
 	cred.Name, cred.Namespace = "regcred", "team"
-	events := &podEvents{}
-	_, e, updates := startEngine(ctx, t, c, engine.Config{VolumeAPI: objectAPI{secrets: map[string]*v1.Secret{"team/regcred": cred}}, Events: events})
 	// The pods without working credentials pull Always: once the pod with
 	// them has pulled the image, IfNotPresent would run them from the
 	// node's copy, and whether they were seen waiting first was a race.
@@ -74,35 +71,21 @@ func TestContainerdImagePullSecrets(t *testing.T) {
 		return p
 	}
 	pods := []*v1.Pod{pod("without"), pod("missing", "nope"), pod("with", "nope", "regcred")}
-	updates <- config.PodUpdate{Op: config.OpAdd, Pods: pods, Source: config.SourceFile}
-	status := func(name string) *v1.PodStatus {
-		for _, p := range e.Pods() {
-			if p.Name == name {
-				return &p.Status
-			}
-		}
-		return nil
-	}
-	waitFor(t, ctx, "pod with the pull secret Running", func() bool {
-		st := status("with")
-		return st != nil && st.Phase == v1.PodRunning
-	}, e)
+	events := &podEvents{}
+	_, e, updates := startPods(ctx, t, c, engine.Config{VolumeAPI: objectAPI{secrets: map[string]*v1.Secret{"team/regcred": cred}}, Events: events}, pods...)
+	waitPhase(t, ctx, e, "with", v1.PodRunning)
 	for _, name := range []string{"without", "missing"} {
 		waitFor(t, ctx, name+" waiting on its pull", func() bool {
-			st := status(name)
-			if st == nil || len(st.ContainerStatuses) == 0 || st.ContainerStatuses[0].State.Waiting == nil {
-				return false
-			}
-			r := st.ContainerStatuses[0].State.Waiting.Reason
-			return r == engine.ReasonErrImagePull || r == "ImagePullBackOff"
+			w := mainStatus(e, name).State.Waiting
+			return w != nil && (w.Reason == engine.ReasonErrImagePull || w.Reason == "ImagePullBackOff")
 		}, e)
-		if st := status(name); st.Phase != v1.PodPending {
+		if st := podNamed(e, name).Status; st.Phase != v1.PodPending {
 			t.Errorf("%s: phase %s, want Pending", name, st.Phase)
 		}
 	}
 	waitFor(t, ctx, "FailedToRetrieveImagePullSecret event naming the secret", func() bool {
 		return events.has("team/missing", "FailedToRetrieveImagePullSecret: Unable to retrieve some image pull secrets (nope); attempting to pull the image may not succeed.")
 	}, e)
-	updates <- config.PodUpdate{Op: config.OpRemove, Pods: pods, Source: config.SourceFile}
+	removePods(updates, pods...)
 	waitFor(t, ctx, "pods removed", func() bool { return len(e.Pods()) == 0 }, e)
 }

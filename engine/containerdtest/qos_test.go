@@ -12,7 +12,6 @@ import (
 
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/cgroups"
-	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/resources"
 )
 
@@ -27,7 +26,6 @@ import (
 // are gone after the pods.
 func TestContainerdQoS(t *testing.T) {
 	c, ctx := containerdFor(t, 4*time.Minute)
-	rt := dialContainerd(ctx, t, c)
 	capacity, err := cgroups.MachineCapacity("")
 	if err != nil {
 		t.Fatal(err)
@@ -44,9 +42,6 @@ func TestContainerdQoS(t *testing.T) {
 		t.Errorf("kubepods memory limit = %d, want allocatable %d", got, alloc.Memory().Value())
 	}
 	memCap := capacity.Memory().Value()
-	_, e, updates := startEngine(ctx, t, c, engine.Config{
-		PodCgroups: cg, MemoryCapacity: memCap, Allocatable: alloc, CrashLoopBackOffBase: time.Second})
-
 	mk := func(name, script string, req, lim v1.ResourceList) *v1.Pod {
 		p := shPod(c, name, v1.RestartPolicyAlways, 1, script)
 		p.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: req, Limits: lim}
@@ -62,7 +57,8 @@ func TestContainerdQoS(t *testing.T) {
 	// admission; the other pods run.
 	huge := mk("huge", "sleep 3600", l("memory=100Ti"), nil)
 	pods := []*v1.Pod{guaranteed, burstable, besteffort, oom, huge}
-	updates <- config.PodUpdate{Op: config.OpAdd, Pods: pods, Source: config.SourceFile}
+	rt, e, updates := startPods(ctx, t, c, engine.Config{
+		PodCgroups: cg, MemoryCapacity: memCap, Allocatable: alloc, CrashLoopBackOffBase: time.Second}, pods...)
 
 	waitFor(t, ctx, "three pods Running, oom restarted after OOMKilled (137), huge Failed with OutOfmemory", func() bool {
 		n := 0
@@ -149,15 +145,13 @@ func TestContainerdQoS(t *testing.T) {
 			}
 		}
 	}
-	updates <- config.PodUpdate{Op: config.OpRemove, Pods: pods, Source: config.SourceFile}
+	removePods(updates, pods...)
 	waitFor(t, ctx, "runtime empty and the pod cgroups removed", func() bool {
 		for _, p := range pods {
 			if _, err := os.Stat(filepath.Join(unified, cg.Parent(p))); unified != "" && !os.IsNotExist(err) {
 				return false
 			}
 		}
-		sbs, err1 := rt.ListPodSandbox(ctx, nil)
-		cs, err2 := rt.ListContainers(ctx, nil)
 		for _, p := range pods {
 			for _, ctrl := range []string{"memory", "cpu", "pids"} {
 				if _, err := os.Stat(cg.Dir(ctrl, cg.Parent(p))); !os.IsNotExist(err) {
@@ -165,7 +159,7 @@ func TestContainerdQoS(t *testing.T) {
 				}
 			}
 		}
-		return err1 == nil && err2 == nil && len(sbs) == 0 && len(cs) == 0
+		return runtimeEmpty(ctx, rt)()
 	}, e)
 }
 
@@ -176,14 +170,11 @@ func memFile(cg *cgroups.Manager) string {
 	return "memory.limit_in_bytes"
 }
 
+// containerID is the runtime's ID of container main of the pod named pod,
+// "" while e publishes none.
 func containerID(e *engine.Engine, pod string) string {
-	for _, p := range e.Pods() {
-		if p.Name == pod && len(p.Status.ContainerStatuses) == 1 {
-			_, id, _ := strings.Cut(p.Status.ContainerStatuses[0].ContainerID, "://")
-			return id
-		}
-	}
-	return ""
+	_, id, _ := strings.Cut(mainStatus(e, pod).ContainerID, "://")
+	return id
 }
 
 func readFile(t *testing.T, path string) string {

@@ -105,6 +105,6 @@ func TestContainerdRecoverCreated(t *testing.T) {
 		t.Errorf("running startedAt %v is not after the created instance's creation %v", at, time.Unix(0, created.CreatedAt))
 	}
 
-	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
+	removePods(updates, pod)
 	waitFor(t, ctx, "runtime empty", runtimeEmpty(ctx, rt), e2)
 }

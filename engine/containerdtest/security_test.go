@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/speclet/speclet/engine"
-	"github.com/speclet/speclet/engine/config"
 )
 
 // TestContainerdSecurityContext runs pods with a security context on
@@ -31,9 +29,6 @@ import (
 // and the last two ran.)
 func TestContainerdSecurityContext(t *testing.T) {
 	c, ctx := containerdFor(t, 3*time.Minute)
-	events := &podEvents{}
-	rt, e, updates := startEngine(ctx, t, c, engine.Config{Events: events})
-
 	out := t.TempDir()
 	if err := os.Chmod(out, 0o777); err != nil { // writable by uid 1000
 		t.Fatal(err)
@@ -70,29 +65,13 @@ func TestContainerdSecurityContext(t *testing.T) {
 	rootUID := mk("root-uid", `true`, &v1.SecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](0)})
 	rootImage := mk("root-image", `true`, &v1.SecurityContext{RunAsNonRoot: ptr.To(true)})
 	pods := []*v1.Pod{ids, rofs, rootUID, rootImage, nnp, caps, priv, plain, sysctl}
-	updates <- config.PodUpdate{Op: config.OpAdd, Pods: pods, Source: config.SourceFile}
+	events := &podEvents{}
+	rt, e, updates := startPods(ctx, t, c, engine.Config{Events: events}, pods...)
 
-	podStatus := func(name string) *v1.PodStatus {
-		for _, p := range e.Pods() {
-			if p.Name == name {
-				return &p.Status
-			}
-		}
-		return nil
-	}
 	for _, name := range []string{"ids", "rofs", "nnp", "caps", "priv", "plain", "sysctl"} {
-		waitFor(t, ctx, name+" Succeeded", func() bool {
-			st := podStatus(name)
-			return st != nil && st.Phase == v1.PodSucceeded
-		}, e)
+		waitPhase(t, ctx, e, name, v1.PodSucceeded)
 	}
-	read := func(name string) string {
-		b, err := os.ReadFile(filepath.Join(out, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.TrimSpace(string(b))
-	}
+	read := func(name string) string { return readFile(t, filepath.Join(out, name)) }
 	if uid, gid := read("uid"), read("gid"); uid != "1000" || gid != "1000" {
 		t.Errorf("runAsUser/runAsGroup 1000: container ran with uid %s gid %s", uid, gid)
 	}
@@ -136,12 +115,8 @@ func TestContainerdSecurityContext(t *testing.T) {
 		{"root-image", `container has runAsNonRoot and image will run as root (pod: "root-image_default(root-image-uid)", container: main)`},
 	} {
 		waitFor(t, ctx, tc.pod+" waiting with CreateContainerConfigError", func() bool {
-			st := podStatus(tc.pod)
-			if st == nil || len(st.ContainerStatuses) == 0 || st.ContainerStatuses[0].State.Waiting == nil {
-				return false
-			}
-			w := st.ContainerStatuses[0].State.Waiting
-			return w.Reason == engine.ReasonCreateContainerConfig && w.Message == tc.message
+			w := mainStatus(e, tc.pod).State.Waiting
+			return w != nil && w.Reason == engine.ReasonCreateContainerConfig && w.Message == tc.message
 		}, e)
 		if !events.has("default/"+tc.pod, "Failed: Error: "+tc.message) {
 			t.Errorf("%s: no Failed event with kubelet's message; events %q", tc.pod, events.got["default/"+tc.pod])
@@ -157,6 +132,6 @@ func TestContainerdSecurityContext(t *testing.T) {
 		}
 	}
 
-	updates <- config.PodUpdate{Op: config.OpRemove, Pods: pods, Source: config.SourceFile}
+	removePods(updates, pods...)
 	waitFor(t, ctx, "pods removed", func() bool { return len(e.Pods()) == 0 }, e)
 }

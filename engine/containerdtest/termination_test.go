@@ -11,7 +11,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/speclet/speclet/engine"
-	"github.com/speclet/speclet/engine/config"
 )
 
 // TestContainerdTerminationMessage: a container that writes its
@@ -23,8 +22,6 @@ import (
 // the pod. (Before the file was mounted and read, every message was empty.)
 func TestContainerdTerminationMessage(t *testing.T) {
 	c, ctx := containerdFor(t, 3*time.Minute)
-	root := filepath.Join(t.TempDir(), "root")
-	_, e, updates := startEngine(ctx, t, c, engine.Config{RootDir: root})
 	mk := func(name, path string, policy v1.TerminationMessagePolicy, script string) *v1.Pod {
 		p := shPod(c, name, v1.RestartPolicyNever, 1, script)
 		p.Spec.Containers[0].TerminationMessagePath, p.Spec.Containers[0].TerminationMessagePolicy = path, policy
@@ -61,15 +58,9 @@ func TestContainerdTerminationMessage(t *testing.T) {
 		mk("partial-line", "/dev/termination-log", v1.TerminationMessageFallbackToLogsOnError, `/bin/echo -n DONE; /bin/false`),
 		mk("fallback-ok", "/dev/termination-log", v1.TerminationMessageFallbackToLogsOnError, `/bin/echo -n DONE; /bin/true`),
 	}
-	updates <- config.PodUpdate{Op: config.OpAdd, Pods: pods, Source: config.SourceFile}
-	terminated := func(name string) *v1.ContainerStateTerminated {
-		for _, p := range e.Pods() {
-			if p.Name == name && len(p.Status.ContainerStatuses) == 1 {
-				return p.Status.ContainerStatuses[0].State.Terminated
-			}
-		}
-		return nil
-	}
+	root := filepath.Join(t.TempDir(), "root")
+	_, e, updates := startPods(ctx, t, c, engine.Config{RootDir: root}, pods...)
+	terminated := func(name string) *v1.ContainerStateTerminated { return mainStatus(e, name).State.Terminated }
 	for _, p := range pods {
 		waitFor(t, ctx, p.Name+" terminated", func() bool { return terminated(p.Name) != nil }, e)
 		if got := terminated(p.Name).Message; got != want[p.Name] {
@@ -79,7 +70,7 @@ func TestContainerdTerminationMessage(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "pods", "default-uid", "containers", "main")); err != nil {
 		t.Errorf("message file directory: %v", err)
 	}
-	updates <- config.PodUpdate{Op: config.OpRemove, Pods: pods, Source: config.SourceFile}
+	removePods(updates, pods...)
 	waitFor(t, ctx, "pods removed with their files", func() bool {
 		_, err := os.Stat(filepath.Join(root, "pods", "default-uid"))
 		return len(e.Pods()) == 0 && os.IsNotExist(err)

@@ -25,9 +25,6 @@ import (
 // unmounted and the pod's directory is gone.
 func TestContainerdVolumes(t *testing.T) {
 	c, ctx := containerdFor(t, 3*time.Minute)
-	root := filepath.Join(t.TempDir(), "root")
-	_, e, updates := startEngine(ctx, t, c, engine.Config{RootDir: root})
-
 	host := t.TempDir()
 	out := filepath.Join(host, "out") // DirectoryOrCreate makes it
 	hostFile := filepath.Join(host, "motd")
@@ -76,23 +73,11 @@ func TestContainerdVolumes(t *testing.T) {
 					{Name: "disk", MountPath: "/ro", ReadOnly: true},
 				}}}},
 	}
-	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
-	waitFor(t, ctx, "vols Succeeded", func() bool {
-		for _, p := range e.Pods() {
-			if p.Name == "vols" {
-				return p.Status.Phase == v1.PodSucceeded
-			}
-		}
-		return false
-	}, e)
+	root := filepath.Join(t.TempDir(), "root")
+	_, e, updates := startPods(ctx, t, c, engine.Config{RootDir: root}, pod)
+	waitPhase(t, ctx, e, "vols", v1.PodSucceeded)
 
-	read := func(name string) string {
-		b, err := os.ReadFile(filepath.Join(out, name))
-		if err != nil {
-			t.Errorf("container wrote no %s: %v", name, err)
-		}
-		return strings.TrimSpace(string(b))
-	}
+	read := func(name string) string { return strings.TrimSpace(written(t, out, name)) }
 	if m := read("mem"); !strings.HasPrefix(m, "tmpfs /mem tmpfs ") || !strings.Contains(m, "size=16384k") {
 		t.Errorf("/mem in the container's /proc/mounts: %q, want a tmpfs with size=16384k", m)
 	}
@@ -116,12 +101,9 @@ func TestContainerdVolumes(t *testing.T) {
 		t.Errorf("medium Memory emptyDir %s is not a mount point on the node (%v)", memDir, err)
 	}
 
-	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
+	removePods(updates, pod)
 	podDir := volume.PodDir(root, pod.UID)
-	waitFor(t, ctx, "the pod's directory removed", func() bool {
-		_, err := os.Lstat(podDir)
-		return os.IsNotExist(err)
-	}, e)
+	waitFor(t, ctx, "the pod's directory removed", gone(podDir), e)
 	mi, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		t.Fatal(err)

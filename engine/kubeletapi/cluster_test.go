@@ -117,13 +117,7 @@ func TestCluster(t *testing.T) {
 	}
 	n.updates <- config.PodUpdate{Op: config.OpAdd, Pods: bound, Source: config.SourceAPI}
 	n.waitFor(t, "pods Running, crasher restarted", func() bool {
-		for _, name := range []string{"ticker", "web", "chat"} {
-			if p := n.status(name); p == nil || p.Status.Phase != v1.PodRunning {
-				return false
-			}
-		}
-		p := n.status("crasher")
-		return p != nil && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount >= 1
+		return n.allRunning("ticker", "web", "chat") && n.restarts("crasher") >= 1
 	})
 
 	kubectl := func(stdin io.Reader, args ...string) (string, error) {
@@ -225,13 +219,7 @@ func TestCluster(t *testing.T) {
 		}
 		defer cmd.Wait()
 		defer pcancel()
-		var body string
-		n.waitFor(t, "httpd answers through kubectl port-forward", func() bool {
-			var ok bool
-			body, ok = getIndex(local)
-			return ok
-		})
-		if body != "hello-from-httpd\n" {
+		if body := n.waitIndex(t, "httpd answers through kubectl port-forward", local); body != "hello-from-httpd\n" {
 			t.Errorf("port-forward: %q (kubectl: %s)", body, errb.String())
 		}
 	})

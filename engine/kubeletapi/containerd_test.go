@@ -42,13 +42,7 @@ func TestContainerd(t *testing.T) {
 		`while read l; do echo got:$l; done`}})
 	n.updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{ticker, crasher, web, chat}, Source: config.SourceFile}
 	n.waitFor(t, "ticker, web, chat Running; crasher restarted", func() bool {
-		for _, name := range []string{"ticker", "web", "chat"} {
-			if p := n.status(name); p == nil || p.Status.Phase != v1.PodRunning {
-				return false
-			}
-		}
-		p := n.status("crasher")
-		return p != nil && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount >= 1
+		return n.allRunning("ticker", "web", "chat") && n.restarts("crasher") >= 1
 	})
 	admin := n.httpClient(t, "admin")
 
@@ -176,13 +170,7 @@ func TestContainerd(t *testing.T) {
 		case err := <-done:
 			t.Fatalf("port-forward: %v", err)
 		}
-		var body string
-		n.waitFor(t, "httpd answers through the forward", func() bool {
-			var ok bool
-			body, ok = getIndex(local)
-			return ok
-		})
-		if body != "hello-from-httpd\n" {
+		if body := n.waitIndex(t, "httpd answers through the forward", local); body != "hello-from-httpd\n" {
 			t.Errorf("port-forward GET: %q", body)
 		}
 	})

@@ -261,6 +261,8 @@ func (n *node) waitFor(t testing.TB, what string, ok func() bool) {
 	}
 }
 
+// status is the engine's newest published copy of the pod named name, nil
+// if it publishes none.
 func (n *node) status(name string) *v1.Pod {
 	for _, p := range n.eng.Pods() {
 		if p.Name == name {
@@ -268,6 +270,27 @@ func (n *node) status(name string) *v1.Pod {
 		}
 	}
 	return nil
+}
+
+// allRunning reports whether the engine publishes every pod of names in
+// phase Running.
+func (n *node) allRunning(names ...string) bool {
+	for _, name := range names {
+		if p := n.status(name); p == nil || p.Status.Phase != v1.PodRunning {
+			return false
+		}
+	}
+	return true
+}
+
+// restarts is the restart count of the one container of the pod named
+// name; 0 while the engine publishes no such pod, or it has not one
+// container status.
+func (n *node) restarts(name string) int32 {
+	if p := n.status(name); p != nil && len(p.Status.ContainerStatuses) == 1 {
+		return p.Status.ContainerStatuses[0].RestartCount
+	}
+	return 0
 }
 
 // execIn runs a remotecommand session (exec or attach) over SPDY.
@@ -291,6 +314,21 @@ func (w *lineWriter) Write(p []byte) (int, error) { w.lines <- string(p); return
 
 // getIndex fetches /index.html from 127.0.0.1:port (a forwarded httpd):
 // its body, and whether it answered 200.
+// waitIndex waits (waitFor) until getIndex(port) answers 200 and returns
+// the body of that answer.
+func (n *node) waitIndex(t testing.TB, what string, port int) string {
+	t.Helper()
+	var body string
+	n.waitFor(t, what, func() bool {
+		var ok bool
+		body, ok = getIndex(port)
+		return ok
+	})
+	return body
+}
+
+// getIndex is the body of GET /index.html on 127.0.0.1:port and whether it
+// answered 200.
 func getIndex(port int) (string, bool) {
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/index.html", port))
 	if err != nil {

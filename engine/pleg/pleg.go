@@ -65,6 +65,28 @@ type Event struct {
 // name; an empty UID means the object is not the agent's and is ignored.
 type Identify func(labels map[string]string) (uid types.UID, container string)
 
+// listed is an object of a runtime list: a container or a sandbox.
+type listed interface {
+	GetId() string
+	GetLabels() map[string]string
+}
+
+// eachOwned calls f, in list order, with each object of list that p's
+// Identify gives a pod UID, that UID and the container name, and returns
+// the IDs of those objects.
+func eachOwned[T listed](p *PLEG, list []T, f func(obj T, uid types.UID, name string)) map[string]struct{} {
+	ids := make(map[string]struct{}, len(list))
+	for _, obj := range list {
+		uid, name := p.identify(obj.GetLabels())
+		if uid == "" {
+			continue
+		}
+		ids[obj.GetId()] = struct{}{}
+		f(obj, uid, name)
+	}
+	return ids
+}
+
 // containerRecord is what the PLEG remembers of a container.
 type containerRecord struct {
 	uid   types.UID
@@ -122,23 +144,17 @@ func (p *PLEG) Relist(ctx context.Context) ([]Event, error) {
 	}
 	p.mu.Lock()
 	var evs []Event
-	now := make(map[string]struct{}, len(cs))
-	for _, c := range cs {
-		uid, name := p.identify(c.Labels)
-		if uid == "" {
-			continue
-		}
-		now[c.Id] = struct{}{}
+	now := eachOwned(p, cs, func(c *runtimeapi.Container, uid types.UID, name string) {
 		rec := containerRecord{uid: uid, name: name, state: c.State, seq: startSeq}
 		old, had := p.seen[c.Id]
 		if had && (old.state == rec.state && !old.gone || old.seq > startSeq) {
-			continue
+			return
 		}
 		p.seen[c.Id] = rec
 		if t, ok := stateEvent(rec.state); ok {
 			evs = append(evs, Event{UID: uid, Type: t, ContainerID: c.Id, Name: rec.name})
 		}
-	}
+	})
 	for id, rec := range p.seen {
 		if _, ok := now[id]; !ok && rec.seq <= startSeq {
 			delete(p.seen, id)
@@ -174,23 +190,17 @@ func (p *PLEG) relistSandboxes(ctx context.Context) ([]Event, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var evs []Event
-	now := make(map[string]struct{}, len(sbs))
-	for _, sb := range sbs {
-		uid, _ := p.identify(sb.Labels)
-		if uid == "" {
-			continue
-		}
-		now[sb.Id] = struct{}{}
+	now := eachOwned(p, sbs, func(sb *runtimeapi.PodSandbox, uid types.UID, _ string) {
 		ready := sb.State == runtimeapi.PodSandboxState_SANDBOX_READY
 		old, had := p.sandboxes[sb.Id]
 		if had && old.ready == ready {
-			continue
+			return
 		}
 		p.sandboxes[sb.Id] = sandboxRecord{uid: uid, ready: ready, forgotten: old.forgotten}
 		if !ready && (!had || old.ready) && !old.forgotten {
 			evs = append(evs, Event{UID: uid, Type: SandboxDied, SandboxID: sb.Id})
 		}
-	}
+	})
 	for id, rec := range p.sandboxes {
 		if _, ok := now[id]; !ok {
 			delete(p.sandboxes, id)

@@ -82,29 +82,19 @@ func environment(n Node, r ContainerRequest) ([]*runtimeapi.KeyValue, map[string
 	getCM := readOnce(pod.Namespace, "configMap", readCM)
 	getSecret := readOnce(pod.Namespace, "secret", readSecret)
 	for _, from := range c.EnvFrom {
+		var data map[string]string
+		var err error
 		switch {
 		case from.ConfigMapRef != nil:
-			cm, err := getCM(from.ConfigMapRef.Name, isTrue(from.ConfigMapRef.Optional))
-			if err != nil {
-				return fail(err)
-			}
-			if cm == nil {
-				continue
-			}
-			for _, k := range sortedKeys(cm.Data) {
-				env.set(from.Prefix+k, cm.Data[k])
-			}
+			data, err = objectData(getCM, configMapData, from.ConfigMapRef.Name, isTrue(from.ConfigMapRef.Optional))
 		case from.SecretRef != nil:
-			s, err := getSecret(from.SecretRef.Name, isTrue(from.SecretRef.Optional))
-			if err != nil {
-				return fail(err)
-			}
-			if s == nil {
-				continue
-			}
-			for _, k := range sortedKeys(s.Data) {
-				env.set(from.Prefix+k, string(s.Data[k]))
-			}
+			data, err = objectData(getSecret, secretData, from.SecretRef.Name, isTrue(from.SecretRef.Optional))
+		}
+		if err != nil {
+			return fail(err)
+		}
+		for _, k := range sortedKeys(data) {
+			env.set(from.Prefix+k, data[k])
 		}
 	}
 	lookup := func(name string) (string, bool) {
@@ -137,7 +127,7 @@ func environment(n Node, r ContainerRequest) ([]*runtimeapi.KeyValue, map[string
 			var ok bool
 			var err error
 			if ref := e.ValueFrom.ConfigMapKeyRef; ref != nil {
-				v, ok, err = keyValue(getCM, func(cm *v1.ConfigMap) map[string]string { return cm.Data }, pod.Namespace, "ConfigMap", ref.Name, ref.Key, isTrue(ref.Optional))
+				v, ok, err = keyValue(getCM, configMapData, pod.Namespace, "ConfigMap", ref.Name, ref.Key, isTrue(ref.Optional))
 			} else {
 				ref := e.ValueFrom.SecretKeyRef
 				v, ok, err = keyValue(getSecret, secretData, pod.Namespace, "Secret", ref.Name, ref.Key, isTrue(ref.Optional))
@@ -351,6 +341,23 @@ func keyValue[T any, V string | []byte](get func(name string, optional bool) (*T
 	}
 	return string(v), true, nil
 }
+
+// objectData is the data of the object name, read through get, with its
+// values as strings; none for a missing optional object.
+func objectData[T any, V string | []byte](get func(name string, optional bool) (*T, error), data func(*T) map[string]V, name string, optional bool) (map[string]string, error) {
+	o, err := get(name, optional)
+	if err != nil || o == nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(data(o)))
+	for k, v := range data(o) {
+		out[k] = string(v)
+	}
+	return out, nil
+}
+
+// configMapData is a configMap's data.
+func configMapData(cm *v1.ConfigMap) map[string]string { return cm.Data }
 
 // secretData is a secret's data.
 func secretData(s *v1.Secret) map[string][]byte { return s.Data }
