@@ -70,7 +70,7 @@ func (e *Engine) handleUpdate(u config.PodUpdate) {
 		if w == nil {
 			continue
 		}
-		w.post(input{Kind: inputConfig, Op: op, Pod: pod})
+		w.post(input{Kind: inbox.Config, Op: op, Pod: pod})
 	}
 }
 
@@ -109,7 +109,7 @@ func (e *Engine) handlePLEG(ev pleg.Event) {
 		e.log.Log(context.Background(), LevelVerbose, "SyncLoop (PLEG)", "uid", ev.UID, "event", fmt.Sprint(ev.Type), "container", ev.Name, "container-id", ev.ContainerID)
 	}
 	if w := e.worker(ev.UID, false, nil); w != nil {
-		w.post(input{Kind: inputPLEG, P: payload{pleg: ev}})
+		w.post(input{Kind: inbox.PLEG, P: payload{pleg: ev}})
 	}
 }
 
@@ -117,7 +117,7 @@ func (e *Engine) handlePLEG(ev pleg.Event) {
 // It is safe to call from any goroutine.
 func (e *Engine) handleProbe(r ProbeResult) {
 	if w := e.worker(r.UID, false, nil); w != nil {
-		w.post(input{Kind: inputProbe, P: payload{probe: r}})
+		w.post(input{Kind: inbox.Probe, P: payload{probe: r}})
 	}
 }
 
@@ -128,7 +128,7 @@ func (e *Engine) syncDue() {
 	defer e.mu.RUnlock()
 	for _, w := range e.workers {
 		if w.due(now) {
-			w.post(input{Kind: inputSync})
+			w.post(input{Kind: inbox.Sync})
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/engine/eviction"
+	"github.com/speclet/speclet/engine/inbox"
 	"github.com/speclet/speclet/engine/nodestats"
 	"github.com/speclet/speclet/fsm"
 )
@@ -72,7 +73,7 @@ func (p enginePods) Evict(uid types.UID, grace int64, message string) {
 	w := p.e.workers[uid]
 	p.e.mu.RUnlock()
 	if w != nil {
-		w.post(input{Kind: inputEvict, P: payload{evict: &evictionOrder{grace: grace, message: message}}})
+		w.post(input{Kind: inbox.Evict, P: payload{evict: &evictionOrder{grace: grace, message: message}}})
 	}
 }
 

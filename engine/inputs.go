@@ -60,7 +60,7 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 		w.publishStatus() // listed (Pending) before its first sync ends
 	}
 	switch in.Kind {
-	case inputConfig:
+	case inbox.Config:
 		r := fsm.Route(opInputs[in.Op])
 		if !r.HasPod {
 			return
@@ -83,10 +83,10 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 			}
 		}
 		s.fire(ctx, r.Pod)
-	case inputOrphan:
+	case inbox.Orphan:
 		s.kill(podGrace(s.pod), false)
 		s.fire(ctx, fsm.Route(fsm.InputConfigRemove).Pod)
-	case inputPLEG:
+	case inbox.PLEG:
 		r := fsm.Route(plegInputs[in.P.pleg.Type])
 		if r.HasSandbox && in.P.pleg.SandboxID == s.sandbox.id && s.sandbox.id != "" {
 			s.sandbox.fire(ctx, r.Sandbox)
@@ -112,9 +112,9 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 		if r.HasPod {
 			s.fire(ctx, r.Pod)
 		}
-	case inputSync:
+	case inbox.Sync:
 		w.fireDue(ctx)
-	case inputProbe:
+	case inbox.Probe:
 		c := s.byName[in.P.probe.Container]
 		if c == nil {
 			return
@@ -139,9 +139,9 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 		if r.HasPod {
 			s.fire(ctx, r.Pod)
 		}
-	case inputNameFree:
+	case inbox.NameFree:
 		s.fire(ctx, fsm.PodEventNameFree)
-	case inputEvict:
+	case inbox.Evict:
 		if s.evicted == nil {
 			s.evicted = in.P.evict
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/inbox"
 	"github.com/speclet/speclet/engine/pleg"
 	"github.com/speclet/speclet/fsm"
 )
@@ -221,7 +222,7 @@ func (e *Engine) purgeFinished() {
 	}
 	for _, pod := range restart {
 		if w := e.worker(pod.UID, true, pod); w != nil {
-			w.post(input{Kind: inputConfig, Op: config.OpAdd, Pod: pod})
+			w.post(input{Kind: inbox.Config, Op: config.OpAdd, Pod: pod})
 		}
 	}
 }

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/speclet/speclet/engine/inbox"
 )
 
 // Static pod full names (engine/names): the sync loop queues a UID under its
@@ -31,6 +33,6 @@ func (e *Engine) releaseName(full string, uid types.UID) {
 	}
 	e.mu.Unlock()
 	if w != nil {
-		w.post(input{Kind: inputNameFree})
+		w.post(input{Kind: inbox.NameFree})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/speclet/speclet/engine/fire"
 	"github.com/speclet/speclet/engine/handlers"
 	"github.com/speclet/speclet/engine/history"
+	"github.com/speclet/speclet/engine/inbox"
 	"github.com/speclet/speclet/engine/observe"
 	"github.com/speclet/speclet/engine/prober"
 	"github.com/speclet/speclet/engine/schedule"
@@ -260,7 +261,7 @@ func (ps *probeState) probe(pw *probeWorker, a fsm.ProbeAction) {
 		if err != nil {
 			r.Output = err.Error()
 		}
-		w.post(input{Kind: inputProbe, P: payload{probe: r}})
+		w.post(input{Kind: inbox.Probe, P: payload{probe: r}})
 	}()
 }
 

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/speclet/speclet/engine/inbox"
 	"github.com/speclet/speclet/engine/runtimepods"
 	"github.com/speclet/speclet/fsm"
 )
@@ -63,7 +64,7 @@ func (e *Engine) cleanupOrphans() {
 		e.mu.Unlock()
 		pod := runtimepods.Orphan(a)
 		if w := e.worker(a.UID, true, pod); w != nil {
-			w.post(input{Kind: inputOrphan, Pod: pod})
+			w.post(input{Kind: inbox.Orphan, Pod: pod})
 		}
 	}
 }

@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
-	"github.com/speclet/speclet/engine/eviction"
-	"github.com/speclet/speclet/engine/resources"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/speclet/speclet/engine/eviction"
+	"github.com/speclet/speclet/engine/resources"
 )
 
 // scriptConfig is the engine's Config of a script's "start" command: its

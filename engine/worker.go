@@ -26,18 +26,6 @@ type payload struct {
 	evict *evictionOrder
 }
 
-// The kinds of input; fsm.Route maps each (with the op or runtime event)
-// to machine events.
-const (
-	inputConfig   = inbox.Config
-	inputPLEG     = inbox.PLEG
-	inputSync     = inbox.Sync
-	inputProbe    = inbox.Probe
-	inputOrphan   = inbox.Orphan
-	inputNameFree = inbox.NameFree
-	inputEvict    = inbox.Evict
-)
-
 // podWorker is the one serialized worker of a pod UID. Inputs are queued
 // in its inbox (engine/inbox: config inputs coalesce, a kill cancels the
 // running actions) from any goroutine; the worker goroutine alone touches
