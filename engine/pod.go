@@ -52,7 +52,10 @@ type podState struct {
 	graceDeadline time.Time
 	forced        bool
 
+	// lastStatus is the status last published, of the pod object pubFrom
+	// (s.pod then).
 	lastStatus *v1.PodStatus
+	pubFrom    *v1.Pod
 
 	// mounted holds the volumes mount_volumes set up at least once; a
 	// later refresh failing for one of them does not hold the pod back.
