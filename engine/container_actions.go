@@ -51,7 +51,7 @@ func (c *ctrState) CreateContainer(ctx context.Context) error {
 		c.raise(fsm.ContainerEventCreateFailed)
 		return fmt.Errorf("create container %q: %w", c.name, err)
 	}
-	id, err := c.p.e.rt.CreateContainer(ctx, sb.id, cfg, sb.cfg)
+	id, err := c.p.e.rt.CreateContainer(ctx, sb.id, cfg, sb.config())
 	if err == nil {
 		c.id, c.ids, c.restartCount = id, append(c.ids, id), rc
 		c.setCreated(id, c.p.e.clock.Now())
