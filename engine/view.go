@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"reflect"
-
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/speclet/speclet/engine/podstatus"
@@ -147,9 +145,7 @@ func (w *podWorker) publishStatus() {
 	}
 	s.noteRunning()
 	w.hist.SetMachines(ms) // copies ms
-	if s.pubFrom == s.pod && s.lastStatus != nil && reflect.DeepEqual(&st, s.lastStatus) {
-		// Equal by reflect.DeepEqual: a time read again from the clock
-		// differs, so a status that moved is always published.
+	if s.pubFrom == s.pod && s.lastStatus != nil && podstatus.Equal(&st, s.lastStatus) {
 		w.mu.Lock()
 		w.pubState = s.machine.State()
 		w.mu.Unlock()
