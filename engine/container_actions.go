@@ -263,7 +263,7 @@ func (c *ctrState) RemoveContainer(ctx context.Context) error {
 	var keep []string
 	var errs []error
 	for _, id := range c.ids { // oldest first
-		born, known := c.created[id]
+		born, known := c.createdAt(id)
 		young := gc.MinAge > 0 && known && now.Sub(born) < gc.MinAge
 		if excess <= 0 || id == c.id || young {
 			keep = append(keep, id)
@@ -275,7 +275,7 @@ func (c *ctrState) RemoveContainer(ctx context.Context) error {
 			continue
 		}
 		excess--
-		delete(c.created, id)
+		c.forgetCreated(id)
 		c.p.e.pleg.Forget(id)
 	}
 	c.ids = keep

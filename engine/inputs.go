@@ -89,13 +89,13 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 		if r.HasSandbox && in.pleg.SandboxID == s.sandbox.id && s.sandbox.id != "" {
 			s.sandbox.fire(ctx, r.Sandbox)
 		}
-		if c := s.byName[in.pleg.Name]; c != nil && in.pleg.Type == pleg.ContainerRemoved && in.pleg.ContainerID != c.id {
+		if c := s.byName(in.pleg.Name); c != nil && in.pleg.Type == pleg.ContainerRemoved && in.pleg.ContainerID != c.id {
 			// An older instance removed by the node's container GC
 			// (or behind speclet's back): no machine event, the
 			// container forgets it.
 			c.forget(in.pleg.ContainerID)
 		}
-		if c := s.byName[in.pleg.Name]; c != nil && r.HasContainer && in.pleg.ContainerID == c.id {
+		if c := s.byName(in.pleg.Name); c != nil && r.HasContainer && in.pleg.ContainerID == c.id {
 			if st := in.pleg.Status; st != nil {
 				// Only an exit's status is read (record_exit); one of a
 				// running instance is not kept, and it makes an older
@@ -113,7 +113,7 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 	case inputSync:
 		w.fireDue(ctx)
 	case inputProbe:
-		c := s.byName[in.probe.Container]
+		c := s.byName(in.probe.Container)
 		if c == nil {
 			return
 		}
