@@ -37,9 +37,9 @@ type ctrState struct {
 	ephemeral bool
 	machine   *fsm.ContainerMachine
 
-	id           string               // the current (newest) runtime instance; "" before the first create
-	ids          []string             // every instance still in the runtime, oldest first
-	created      map[string]time.Time // when each instance of ids was created (container GC's minimum age)
+	id           string         // the current (newest) runtime instance; "" before the first create
+	ids          []string       // every instance still in the runtime, oldest first
+	created      []instanceTime // when instances of ids were created (container GC's minimum age), one entry per id at most
 	imageRef     string
 	runHash      string // spec hash the current instance was created from
 	restartCount int32
@@ -367,7 +367,7 @@ func (c *ctrState) stopGrace() int64 {
 // forget drops an older instance that is gone from the runtime.
 func (c *ctrState) forget(id string) {
 	c.ids = slices.DeleteFunc(c.ids, func(x string) bool { return x == id })
-	delete(c.created, id)
+	c.forgetCreated(id)
 }
 
 // ran: an instance of the container started, or its exit was recorded (a
@@ -375,11 +375,4 @@ func (c *ctrState) forget(id string) {
 // created (adopted CREATED, or between create and start) has not run.
 func (c *ctrState) ran() bool {
 	return c.id != "" && (!c.startedAt.IsZero() || c.current != nil || c.last != nil)
-}
-
-func (c *ctrState) setCreated(id string, at time.Time) {
-	if c.created == nil {
-		c.created = map[string]time.Time{}
-	}
-	c.created[id] = at
 }

@@ -51,7 +51,7 @@ func (c *ctrState) CreateContainer(ctx context.Context) error {
 		c.raise(fsm.ContainerEventCreateFailed)
 		return fmt.Errorf("create container %q: %w", c.name, err)
 	}
-	id, err := c.p.e.rt.CreateContainer(ctx, sb.id, cfg, sb.cfg)
+	id, err := c.p.e.rt.CreateContainer(ctx, sb.id, cfg, sb.config())
 	if err == nil {
 		c.id, c.ids, c.restartCount = id, append(c.ids, id), rc
 		c.setCreated(id, c.p.e.clock.Now())
@@ -263,7 +263,7 @@ func (c *ctrState) RemoveContainer(ctx context.Context) error {
 	var keep []string
 	var errs []error
 	for _, id := range c.ids { // oldest first
-		born, known := c.created[id]
+		born, known := c.createdAt(id)
 		young := gc.MinAge > 0 && known && now.Sub(born) < gc.MinAge
 		if excess <= 0 || id == c.id || young {
 			keep = append(keep, id)
@@ -275,7 +275,7 @@ func (c *ctrState) RemoveContainer(ctx context.Context) error {
 			continue
 		}
 		excess--
-		delete(c.created, id)
+		c.forgetCreated(id)
 		c.p.e.pleg.Forget(id)
 	}
 	c.ids = keep

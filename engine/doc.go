@@ -41,7 +41,8 @@
 //     machine's (CheckImage, RefuseNeverPull, PullImage, CreateContainer,
 //     StartContainer, StopContainer, RecordExit, RemoveContainer, the
 //     count_* backoff actions; start_blocked, restart_allowed, spec_changed,
-//     pull_always, pull_never).
+//     pull_always, pull_never); instances.go: when each runtime instance
+//     was created (container GC's minimum age).
 //   - hooks.go: when postStart and preStop run and what their outcome
 //     means; engine/handlers runs them (exec, httpGet, sleep).
 //   - nodegc.go, node_schedule.go: the node machine (spec/node.hcl), bound

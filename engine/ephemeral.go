@@ -59,7 +59,7 @@ func (c *ctrState) createConfig(ctx context.Context, restartCount int32, inputs 
 			strings.ReplaceAll(strings.Join(fields, "; "), "spec.ephemeralContainers[0]", "spec.ephemeralContainers["+c.name+"]"))
 	}
 	if t := ec.TargetContainerName; t != "" {
-		target := c.p.byName[t]
+		target := c.p.byName(t)
 		if target == nil || target.ephemeral || target.id == "" {
 			return nil, fmt.Errorf("pod %s: ephemeral container %q: target container %q not found", c.p.key(), c.name, t)
 		}

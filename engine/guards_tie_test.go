@@ -37,7 +37,7 @@ func newTieWorld(t *testing.T, v verify.Valuation) *tieWorld {
 			pod.Spec.Containers = append(pod.Spec.Containers, c)
 		}
 	}
-	ps := &podState{w: &podWorker{}, pod: pod, byName: map[string]*ctrState{}}
+	ps := &podState{w: &podWorker{}, pod: pod}
 	podSt, ok := fsm.ParsePodState(v.Single[fsm.PodMachineName])
 	if !ok {
 		t.Fatalf("pod state %q", v.Single[fsm.PodMachineName])
@@ -72,7 +72,6 @@ func newTieWorld(t *testing.T, v verify.Valuation) *tieWorld {
 		} else {
 			ps.containers = append(ps.containers, c)
 		}
-		ps.byName[c.name] = c
 		w.ctrs = append(w.ctrs, c)
 	}
 	return w

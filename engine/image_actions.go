@@ -86,7 +86,7 @@ func (c *ctrState) RefuseNeverPull(context.Context) error {
 func (c *ctrState) PullImage(ctx context.Context) error {
 	t0 := c.p.e.clock.Now()
 	c.event(eventNormal, "Pulling", "Pulling image %q", c.spec.Image)
-	ref, err := pullImage(ctx, c.p.e.rt, c.spec.Image, c.pullCredentials(ctx), c.p.sandbox.cfg)
+	ref, err := pullImage(ctx, c.p.e.rt, c.spec.Image, c.pullCredentials(ctx), c.p.sandbox.config())
 	if err != nil {
 		c.pullFailed(err)
 		c.raise(fsm.ContainerEventPullFailed)

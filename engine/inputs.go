@@ -91,13 +91,13 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 		if r.HasSandbox && in.P.pleg.SandboxID == s.sandbox.id && s.sandbox.id != "" {
 			s.sandbox.fire(ctx, r.Sandbox)
 		}
-		if c := s.byName[in.P.pleg.Name]; c != nil && in.P.pleg.Type == pleg.ContainerRemoved && in.P.pleg.ContainerID != c.id {
+		if c := s.byName(in.P.pleg.Name); c != nil && in.P.pleg.Type == pleg.ContainerRemoved && in.P.pleg.ContainerID != c.id {
 			// An older instance removed by the node's container GC
 			// (or behind speclet's back): no machine event, the
 			// container forgets it.
 			c.forget(in.P.pleg.ContainerID)
 		}
-		if c := s.byName[in.P.pleg.Name]; c != nil && r.HasContainer && in.P.pleg.ContainerID == c.id {
+		if c := s.byName(in.P.pleg.Name); c != nil && r.HasContainer && in.P.pleg.ContainerID == c.id {
 			if st := in.P.pleg.Status; st != nil {
 				// Only an exit's status is read (record_exit); one of a
 				// running instance is not kept, and it makes an older
@@ -115,7 +115,7 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 	case inbox.Sync:
 		w.fireDue(ctx)
 	case inbox.Probe:
-		c := s.byName[in.P.probe.Container]
+		c := s.byName(in.P.probe.Container)
 		if c == nil {
 			return
 		}

@@ -36,7 +36,6 @@ type podState struct {
 	inits      []*ctrState // init containers (sidecars included), spec order
 	containers []*ctrState // regular containers, spec order
 	ephemerals []*ctrState // ephemeral containers, spec order
-	byName     map[string]*ctrState
 
 	startTime time.Time
 
@@ -54,7 +53,10 @@ type podState struct {
 	graceDeadline time.Time
 	forced        bool
 
+	// lastStatus is the status last published, of the pod object pubFrom
+	// (s.pod then).
 	lastStatus *v1.PodStatus
+	pubFrom    *v1.Pod
 
 	// mounted holds the volumes mount_volumes set up at least once; a
 	// later refresh failing for one of them does not hold the pod back.
@@ -82,7 +84,7 @@ var _ fsm.PodDurations = (*podState)(nil)
 // runtime after a restart (ad != nil): its ready sandbox is reused and its
 // containers' machines start in the state the runtime reports.
 func newPodState(w *podWorker, pod *v1.Pod, ad *adoptedPod) *podState {
-	s := &podState{w: w, e: w.e, pod: pod, byName: map[string]*ctrState{}, grace: -1, firstSeen: w.e.clock.Now()}
+	s := &podState{w: w, e: w.e, pod: pod, grace: -1, firstSeen: w.e.clock.Now()}
 	s.machine = fsm.BindPodMachine(fsm.PodInitialState, s)
 	s.run = fire.NewRun(s, podObservers)
 	s.sandbox = newSandboxState(s)
@@ -138,10 +140,9 @@ func podEntered(_ context.Context, st *podStep) {
 func (s *podState) setSpec(pod *v1.Pod) {
 	s.pod = pod
 	add := func(c *v1.Container, init, sidecar bool) *ctrState {
-		cs := s.byName[c.Name]
+		cs := s.byName(c.Name)
 		if cs == nil {
 			cs = newCtrState(s, c, init, sidecar)
-			s.byName[c.Name] = cs
 			if c.Name != "" && s.ephemeralName(c.Name) {
 				cs.ephemeral = true
 				s.ephemerals = append(s.ephemerals, cs)
@@ -164,6 +165,20 @@ func (s *podState) setSpec(pod *v1.Pod) {
 	for i := range pod.Spec.EphemeralContainers {
 		add(ephemeralContainer(&pod.Spec.EphemeralContainers[i]), false, false)
 	}
+}
+
+// byName is the container state named name, nil for none. Names are unique
+// across a pod's init, regular and ephemeral containers; a pod has a few,
+// so a scan costs less than a map kept per pod.
+func (s *podState) byName(name string) *ctrState {
+	for _, group := range [...][]*ctrState{s.containers, s.inits, s.ephemerals} {
+		for _, c := range group {
+			if c.name == name {
+				return c
+			}
+		}
+	}
+	return nil
 }
 
 // ephemeralName: the pod spec lists name among its ephemeral containers.

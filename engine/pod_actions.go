@@ -48,6 +48,9 @@ func (s *podState) SyncPod(ctx context.Context) error {
 	}
 	s.syncs++
 	defer func(t0 time.Time) { s.e.metrics.WorkerDuration(op, s.e.clock.Since(t0)) }(s.e.clock.Now())
+	// The sandbox config RunPodSandbox got serves the creates of this
+	// sync; a later one builds it again (sandboxState.config).
+	defer func() { s.sandbox.cfg = nil }()
 	if s.startTime.IsZero() {
 		s.startTime = s.e.clock.Now()
 	}

@@ -125,13 +125,12 @@ func (s *podState) adopt(a *adoptedPod) {
 	}
 	ready := s.sandbox.machine.State() == fsm.SandboxStateReady
 	for name, cs := range a.Containers {
-		c := s.byName[name]
+		c := s.byName(name)
 		if c == nil {
 			// A container the spec no longer has: keep a machine so it is
 			// stopped and removed with the pod.
 			c = newCtrState(s, &v1.Container{Name: name}, false, false)
 			c.setSpec(nil)
-			s.byName[name] = c
 			s.containers = append(s.containers, c)
 		}
 		c.adopt(cs, cs[0].PodSandboxId == s.sandbox.id && ready)

@@ -26,10 +26,14 @@ type sandboxState struct {
 	p       *podState
 	machine *fsm.SandboxMachine
 
-	id    string   // the current sandbox ("" before the first RunPodSandbox returned)
-	ids   []string // every sandbox the pod had, oldest first; all are stopped and removed with the pod
-	cfg   *runtimeapi.PodSandboxConfig
-	podIP string
+	id  string   // the current sandbox ("" before the first RunPodSandbox returned)
+	ids []string // every sandbox the pod had, oldest first; all are stopped and removed with the pod
+	// cfg is the config RunPodSandbox got, kept only until the end of the
+	// sync that made the sandbox (SyncPod); config() builds it again for
+	// a later CRI call that takes it.
+	cfg     *runtimeapi.PodSandboxConfig
+	attempt uint32 // the current sandbox's attempt (its metadata)
+	podIP   string
 	// err is the error of the sandbox action the last delivery ran, which
 	// the pod action that delivered it (sync_pod, stop_sandbox) returns for
 	// its log line; nothing decides on it.
@@ -101,6 +105,27 @@ func (sb *sandboxState) RecreateForbidden() bool {
 	return false
 }
 
+// config is the current sandbox's config for the CRI calls that take one
+// (CreateContainer, PullImage): the one RunPodSandbox got during the sync
+// that made the sandbox, otherwise built again from the pod as kubelet
+// builds it for every sync. A config that cannot be built again is logged
+// and nil: the sandbox runs already, its containers are created with what
+// the runtime has. It is safe to call from the goroutines of one parallel
+// delivery: the worker sets and drops cfg outside them.
+func (sb *sandboxState) config() *runtimeapi.PodSandboxConfig {
+	if sb.cfg != nil {
+		return sb.cfg
+	}
+	n := sb.p.e.podNode()
+	n.Warn = nil // DNS warnings were recorded when the sandbox was made
+	cfg, err := sandboxConfig(n, sb.p.pod, sb.attempt, sb.p.cgroupParent())
+	if err != nil {
+		sb.p.e.log.Warn("rebuild sandbox config", "pod", sb.p.key(), "err", err)
+		return nil
+	}
+	return cfg
+}
+
 // --- actions ---
 
 // RemovePodCgroup removes the pod's cgroup (Config.PodCgroups). A failure
@@ -158,7 +183,7 @@ func (sb *sandboxState) RunSandbox(ctx context.Context) error {
 	if adopted {
 		return sb.adoptReserved(ctx, id, cfg)
 	}
-	sb.id, sb.ids, sb.cfg, sb.podIP = id, append(sb.ids, id), cfg, ""
+	sb.id, sb.ids, sb.cfg, sb.attempt, sb.podIP = id, append(sb.ids, id), cfg, cfg.GetMetadata().GetAttempt(), ""
 	if p.pod.Spec.HostNetwork {
 		// The node's network: no pod IP to read back. A sandbox an
 		// interrupted earlier attempt left under the same name is never
@@ -187,7 +212,7 @@ func (sb *sandboxState) adoptReserved(ctx context.Context, id string, cfg *runti
 		sb.ids = append(sb.ids, id)
 		err = fmt.Errorf("run sandbox of pod %q: its name is reserved for %s, which is not ready (%s)", p.key(), id, st.State)
 	default:
-		sb.id, sb.ids, sb.cfg, sb.podIP = id, append(sb.ids, id), cfg, ""
+		sb.id, sb.ids, sb.cfg, sb.attempt, sb.podIP = id, append(sb.ids, id), cfg, cfg.GetMetadata().GetAttempt(), ""
 		if n := st.GetNetwork(); n != nil && !p.pod.Spec.HostNetwork {
 			sb.podIP = n.Ip
 		}
@@ -269,16 +294,9 @@ func (sb *sandboxState) adopt(a *adoptedPod) *runtimeapi.PodSandbox {
 		}
 		return nil
 	}
-	sb.id = ready.Id
-	n := sb.p.e.podNode()
-	n.Warn = nil // DNS warnings were recorded when the sandbox was made
-	cfg, err := sandboxConfig(n, sb.p.pod, ready.GetMetadata().GetAttempt(), sb.p.cgroupParent())
-	if err != nil {
-		// The sandbox runs already; its containers are created with what
-		// the runtime has, and the error shows at the next sandbox.
-		sb.p.e.log.Warn("adopted sandbox: rebuild its config", "pod", sb.p.key(), "err", err)
-	}
-	sb.cfg = cfg
+	// The adopted sandbox's config is built again when a CRI call needs it
+	// (config).
+	sb.id, sb.attempt = ready.Id, ready.GetMetadata().GetAttempt()
 	sb.machine = fsm.BindSandboxMachine(fsm.SandboxStateReady, sb)
 	return ready
 }

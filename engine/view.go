@@ -121,17 +121,17 @@ func (c *ctrState) view() containerView {
 }
 
 // publishStatus recomputes the status from the machines and publishes a
-// copy of the pod carrying it. Phase never goes backwards.
+// copy of the pod carrying it. Phase never goes backwards. A status equal
+// to the last one published for the same pod object is not published again:
+// the published pod stays (and PublishedPod is not called), only the pod
+// machine's state and the machines' history are updated.
 func (w *podWorker) publishStatus() {
 	s := w.st
 	if s == nil {
 		return
 	}
-	p := &v1.Pod{TypeMeta: s.pod.TypeMeta, ObjectMeta: s.pod.ObjectMeta, Spec: s.pod.Spec,
-		Status: podstatus.Compute(s.lastStatus, s.view(), w.e.clock.Now())}
-	p.Spec.NodeName = w.e.cfg.NodeName
-	s.lastStatus = &p.Status // the published pod is read-only
-	var buf [8]MachineState  // a pod of up to three containers lists them without allocating
+	st := podstatus.Compute(s.lastStatus, s.view(), w.e.clock.Now())
+	var buf [8]MachineState // a pod of up to three containers lists them without allocating
 	ms := buf[:0]
 	ms = append(ms,
 		MachineState{Machine: fsm.PodMachineName, State: s.machine.State().String(), Since: s.run.Since()},
@@ -145,5 +145,14 @@ func (w *podWorker) publishStatus() {
 	}
 	s.noteRunning()
 	w.hist.SetMachines(ms) // copies ms
+	if s.pubFrom == s.pod && s.lastStatus != nil && podstatus.Equal(&st, s.lastStatus) {
+		w.mu.Lock()
+		w.pubState = s.machine.State()
+		w.mu.Unlock()
+		return
+	}
+	p := &v1.Pod{TypeMeta: s.pod.TypeMeta, ObjectMeta: s.pod.ObjectMeta, Spec: s.pod.Spec, Status: st}
+	p.Spec.NodeName = w.e.cfg.NodeName
+	s.lastStatus, s.pubFrom = &p.Status, s.pod // the published pod is read-only
 	w.publish(p, s.machine.State())
 }

@@ -2,9 +2,14 @@ package engine
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/speclet/speclet/engine/pleg"
 	"github.com/speclet/speclet/engine/podspec"
@@ -72,5 +77,33 @@ func testRelistDiff(t *testing.T) {
 	h.clk.Step(pleg.UnhealthyAfter + time.Second)
 	if err := p.Healthy(); err == nil {
 		t.Errorf("healthy 3 minutes after the last relist, want PLEG is not healthy")
+	}
+}
+
+// TestPublishStatusUnchanged: a status equal to the one last published for
+// the same pod object is not published again; a new pod object is.
+func TestPublishStatusUnchanged(t *testing.T) {
+	e, err := New(Config{Runtime: nopRuntime{}, RootDir: t.TempDir(), Clock: clocktesting.NewFakeClock(time.Now()),
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	e.cfg.PublishedPod = func(*v1.Pod) { calls++ }
+	pod := benchPod(0)
+	w := newPodWorker(e, pod, nil)
+	w.st = newPodState(w, pod, nil)
+	w.publishStatus()
+	first := w.snapshot()
+	w.publishStatus()
+	if got := w.snapshot(); got != first || calls != 1 {
+		t.Errorf("same status published again: %d calls, same pod %v", calls, got == first)
+	}
+	updated := *pod
+	updated.Labels = map[string]string{"a": "b"}
+	w.st.pod = &updated
+	w.publishStatus()
+	if got := w.snapshot(); got == first || calls != 2 || got.Labels["a"] != "b" {
+		t.Errorf("updated pod not published: %d calls, same pod %v", calls, got == first)
 	}
 }

@@ -43,8 +43,6 @@ const (
 // SystemNodeCritical is the priority class of pods that are killed last.
 const SystemNodeCritical = "system-node-critical"
 
-var zero = resource.MustParse("0")
-
 // QOSClass returns the pod's QoS class as kubelet computes it (v1qos
 // ComputePodQOS, with pod-level resources): Guaranteed when every container
 // (or the pod level) has CPU and memory limits equal to its requests,
@@ -55,77 +53,77 @@ func QOSClass(pod *v1.Pod) v1.PodQOSClass {
 	if pod.Status.QOSClass != "" {
 		return pod.Status.QOSClass
 	}
-	requests, limits := v1.ResourceList{}, v1.ResourceList{}
+	// Only CPU and memory count: two sums each, no maps, so that a status
+	// computed for every pod allocates nothing here.
+	var requests, limits cpuMemory
 	guaranteed := true
-	add := func(dst v1.ResourceList, src v1.ResourceList) map[v1.ResourceName]bool {
-		found := map[v1.ResourceName]bool{}
-		for name, q := range src {
-			if name != v1.ResourceCPU && name != v1.ResourceMemory {
-				continue
-			}
-			if q.Cmp(zero) == 1 {
-				found[name] = true
-				sum := q.DeepCopy()
-				if prev, ok := dst[name]; ok {
-					sum.Add(prev)
-				}
-				dst[name] = sum
-			}
-		}
-		return found
-	}
 	if pod.Spec.Resources != nil {
-		add(requests, pod.Spec.Resources.Requests)
+		requests.add(pod.Spec.Resources.Requests, nil)
 		if len(pod.Spec.Resources.Limits) > 0 {
-			f := add(limits, pod.Spec.Resources.Limits)
-			if !f[v1.ResourceCPU] || !f[v1.ResourceMemory] {
+			if cpu, mem := limits.add(pod.Spec.Resources.Limits, nil); !cpu || !mem {
 				guaranteed = false
 			}
 		}
 	} else {
-		all := append(append([]v1.Container(nil), pod.Spec.Containers...), pod.Spec.InitContainers...)
-		for _, c := range all {
-			add(requests, defaulted(c.Resources))
-			f := add(limits, c.Resources.Limits)
-			if !f[v1.ResourceCPU] || !f[v1.ResourceMemory] {
-				guaranteed = false
+		for _, cs := range [2][]v1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+			for i := range cs {
+				r := &cs[i].Resources
+				requests.add(r.Requests, r.Limits)
+				if cpu, mem := limits.add(r.Limits, nil); !cpu || !mem {
+					guaranteed = false
+				}
 			}
 		}
 	}
-	if len(requests) == 0 && len(limits) == 0 {
+	if requests.empty() && limits.empty() {
 		return v1.PodQOSBestEffort
 	}
-	if guaranteed {
-		for name, req := range requests {
-			if lim, ok := limits[name]; !ok || lim.Cmp(req) != 0 {
-				guaranteed = false
-				break
-			}
-		}
-	}
-	if guaranteed && len(requests) == len(limits) {
+	if guaranteed && requests.equal(&limits) {
 		return v1.PodQOSGuaranteed
 	}
 	return v1.PodQOSBurstable
 }
 
-// defaulted is the container's requests with the API server's defaulting:
-// a limit without a request is also the request (so a pod that was not
-// defaulted, with limits only, is Guaranteed as it would be in a cluster).
-func defaulted(r v1.ResourceRequirements) v1.ResourceList {
-	out := r.Requests
-	for name, q := range r.Limits {
-		if _, ok := r.Requests[name]; !ok {
-			if len(out) == len(r.Requests) {
-				out = r.Requests.DeepCopy()
-				if out == nil {
-					out = v1.ResourceList{}
-				}
-			}
-			out[name] = q
-		}
+// cpuMemory sums the positive CPU and memory quantities of resource lists.
+type cpuMemory struct {
+	cpu, mem       resource.Quantity
+	hasCPU, hasMem bool
+}
+
+// add adds the positive CPU and memory quantities of src to s; a resource
+// that src does not name is taken from dflt (the API server's defaulting of
+// a request from its limit; nil: none). It reports which of the two src (or
+// dflt) had positive.
+func (s *cpuMemory) add(src, dflt v1.ResourceList) (cpu, mem bool) {
+	cpu = addPositive(&s.cpu, &s.hasCPU, src, dflt, v1.ResourceCPU)
+	mem = addPositive(&s.mem, &s.hasMem, src, dflt, v1.ResourceMemory)
+	return cpu, mem
+}
+
+// addPositive adds src[name] (dflt[name] when src does not name it) to sum
+// when it is positive, and reports whether it was.
+func addPositive(sum *resource.Quantity, has *bool, src, dflt v1.ResourceList, name v1.ResourceName) bool {
+	q, ok := src[name]
+	if !ok {
+		q, ok = dflt[name]
 	}
-	return out
+	if !ok || q.Sign() <= 0 {
+		return false
+	}
+	if *has {
+		sum.Add(q)
+	} else {
+		*sum, *has = q.DeepCopy(), true
+	}
+	return true
+}
+
+func (s *cpuMemory) empty() bool { return !s.hasCPU && !s.hasMem }
+
+// equal: both name the same resources with equal sums.
+func (s *cpuMemory) equal(o *cpuMemory) bool {
+	return s.hasCPU == o.hasCPU && s.hasMem == o.hasMem &&
+		(!s.hasCPU || s.cpu.Cmp(o.cpu) == 0) && (!s.hasMem || s.mem.Cmp(o.mem) == 0)
 }
 
 // IsCritical: a static or mirror pod, or one with a system-critical priority

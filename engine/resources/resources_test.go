@@ -49,6 +49,53 @@ func TestQOSAndOOMScore(t *testing.T) {
 	}
 }
 
+// TestQOSClassSums: the class comes from the sums over every container,
+// init containers included, or from the pod-level resources when set; a
+// limit without a request counts as the request, a zero quantity as none.
+func TestQOSClassSums(t *testing.T) {
+	withInit := func(p *v1.Pod, r v1.ResourceRequirements) *v1.Pod {
+		p.Spec.InitContainers = append(p.Spec.InitContainers, v1.Container{Name: "i", Resources: r})
+		return p
+	}
+	podLevel := func(p *v1.Pod, r v1.ResourceRequirements) *v1.Pod {
+		p.Spec.Resources = &r
+		return p
+	}
+	for _, tc := range []struct {
+		name  string
+		pod   *v1.Pod
+		class v1.PodQOSClass
+	}{
+		{"limits only", pod(rr("", "cpu=1,memory=1Gi")), v1.PodQOSGuaranteed},
+		{"limits only, two containers", pod(rr("", "cpu=1,memory=1Gi"), rr("", "cpu=2,memory=2Gi")), v1.PodQOSGuaranteed},
+		{"init container guaranteed too", withInit(pod(rr("cpu=1,memory=1Gi", "cpu=1,memory=1Gi")), rr("cpu=1,memory=1Gi", "cpu=1,memory=1Gi")), v1.PodQOSGuaranteed},
+		{"init container without limits", withInit(pod(rr("cpu=1,memory=1Gi", "cpu=1,memory=1Gi")), rr("cpu=1", "")), v1.PodQOSBurstable},
+		{"init container request only makes a best-effort pod burstable", withInit(pod(rr("", "")), rr("memory=1Mi", "")), v1.PodQOSBurstable},
+		{"cpu limit only", pod(rr("", "cpu=1")), v1.PodQOSBurstable},
+		{"zero request with a limit", pod(rr("cpu=0,memory=1Gi", "cpu=1,memory=1Gi")), v1.PodQOSBurstable},
+		{"zero quantities only", pod(rr("cpu=0", "memory=0")), v1.PodQOSBestEffort},
+		{"pod level guaranteed", podLevel(pod(rr("", "")), rr("cpu=1,memory=1Gi", "cpu=1,memory=1Gi")), v1.PodQOSGuaranteed},
+		{"pod level without memory limit", podLevel(pod(rr("", "")), rr("cpu=1,memory=1Gi", "cpu=1")), v1.PodQOSBurstable},
+		{"pod level requests only", podLevel(pod(rr("", "")), rr("cpu=1", "")), v1.PodQOSBurstable},
+		{"pod level wins over containers", podLevel(pod(rr("cpu=1", "")), rr("", "")), v1.PodQOSBestEffort},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := QOSClass(tc.pod); got != tc.class {
+				t.Errorf("QoS class %s, want %s", got, tc.class)
+			}
+		})
+	}
+}
+
+// TestQOSClassAllocates: computing the class allocates nothing (it runs for
+// every pod's status and every container's config).
+func TestQOSClassAllocates(t *testing.T) {
+	p := pod(rr("cpu=1,memory=1Gi", "cpu=1,memory=1Gi"), rr("cpu=100m", "memory=1Gi"))
+	if n := testing.AllocsPerRun(100, func() { QOSClass(p) }); n != 0 {
+		t.Errorf("QOSClass allocates %v times, want 0", n)
+	}
+}
+
 // TestOOMScoreNodeCritical: a static pod of class system-node-critical is
 // killed last even when Burstable; a plain static Burstable pod is not.
 func TestOOMScoreNodeCritical(t *testing.T) {
