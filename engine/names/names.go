@@ -65,8 +65,3 @@ func (n *Queues) Release(full string, uid types.UID, gone func(types.UID) bool) 
 	}
 	return "", false
 }
-
-// Queue returns a copy of the queue of full, holder first.
-func (n *Queues) Queue(full string) []types.UID {
-	return slices.Clone(n.q[full])
-}

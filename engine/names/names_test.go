@@ -9,6 +9,9 @@ import (
 	"github.com/speclet/speclet/verify"
 )
 
+// queue is the queue of full, holder first.
+func (n *Queues) queue(full string) []types.UID { return n.q[full] }
+
 // TestQueues walks the lifecycle of one full name: pods are queued as the
 // sync loop creates their workers, the holder releases it as its pod stops
 // for good, and the name goes to the oldest waiter whose pod still runs.
@@ -75,7 +78,7 @@ func TestQueues(t *testing.T) {
 					}
 				}
 				if s.queue != nil || s.do == "release" {
-					if got := n.Queue(web); !slices.Equal(got, s.queue) {
+					if got := n.queue(web); !slices.Equal(got, s.queue) {
 						t.Errorf("step %d (%s %s): queue %v, want %v", i, s.do, s.uid, got, s.queue)
 					}
 				}

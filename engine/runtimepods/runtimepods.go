@@ -9,6 +9,7 @@
 package runtimepods
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -142,7 +143,7 @@ func Group(sbs []*runtimeapi.PodSandbox, cs []*runtimeapi.Container) map[types.U
 		}
 	}
 	for _, a := range pods {
-		slices.SortStableFunc(a.Sandboxes, func(x, y *runtimeapi.PodSandbox) int { return -cmpInt(x.CreatedAt, y.CreatedAt) })
+		slices.SortStableFunc(a.Sandboxes, func(x, y *runtimeapi.PodSandbox) int { return cmp.Compare(y.CreatedAt, x.CreatedAt) })
 		for _, s := range a.Sandboxes {
 			if g, err := strconv.ParseInt(s.Annotations[AnnotationGracePeriod], 10, 64); err == nil {
 				a.Grace = g
@@ -152,23 +153,13 @@ func Group(sbs []*runtimeapi.PodSandbox, cs []*runtimeapi.Container) map[types.U
 		for _, cs := range a.Containers {
 			slices.SortStableFunc(cs, func(x, y *runtimeapi.Container) int {
 				if rx, ry := RestartCountOf(x.Annotations), RestartCountOf(y.Annotations); rx != ry {
-					return -cmpInt(rx, ry)
+					return cmp.Compare(ry, rx)
 				}
-				return -cmpInt(x.CreatedAt, y.CreatedAt)
+				return cmp.Compare(y.CreatedAt, x.CreatedAt)
 			})
 		}
 	}
 	return pods
-}
-
-func cmpInt[T int32 | int64](a, b T) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Orphan is the stand-in pod of a runtime pod no source declares: only what

@@ -96,9 +96,6 @@ func (s *Set) Take(now time.Time, keep func(owner string) bool) []Timer {
 	return out
 }
 
-// Len is the number of armed timers.
-func (s *Set) Len() int { return len(s.armed) }
-
 // TickAfter is the first tick anchor + n*period (n >= 0) after t: anchor
 // itself when it is after t, else the tick due at t moved on by whole
 // periods. period must be positive.

@@ -59,14 +59,14 @@ func TestSet(t *testing.T) {
 		return strings.Join(fired, ",")
 	}
 	var s Set
-	if s.Due(at(1e6)) || len(s.Take(at(1e6), nil)) != 0 || s.Len() != 0 {
+	if s.Due(at(1e6)) || len(s.Take(at(1e6), nil)) != 0 || len(s.armed) != 0 {
 		t.Fatal("an empty set has a due timer")
 	}
 	s.Replace("pod", []Timer{timer("resync", 10), timer("deadline", 30)})
 	s.Replace("container/app", []Timer{timer("backoff-app", 5)})
 	s.Replace("container/log", []Timer{timer("backoff-log", 5)})
-	if s.Len() != 4 || s.Due(at(4.999)) || !s.Due(at(5)) {
-		t.Fatalf("%d armed; due at 4.999 s: %v, at 5 s: %v; want 4, false, true", s.Len(), s.Due(at(4.999)), s.Due(at(5)))
+	if len(s.armed) != 4 || s.Due(at(4.999)) || !s.Due(at(5)) {
+		t.Fatalf("%d armed; due at 4.999 s: %v, at 5 s: %v; want 4, false, true", len(s.armed), s.Due(at(4.999)), s.Due(at(5)))
 	}
 	// The container entered a new state: its old timer is gone.
 	s.Replace("container/log", []Timer{timer("grace-log", 12)})
@@ -81,8 +81,8 @@ func TestSet(t *testing.T) {
 		t.Errorf("taken twice: %q", got)
 	}
 	s.Replace("pod", nil) // a state without timers cancels them
-	if s.Len() != 0 || s.Due(at(1e6)) {
-		t.Errorf("%d armed after the pod's cancel, want 0", s.Len())
+	if len(s.armed) != 0 || s.Due(at(1e6)) {
+		t.Errorf("%d armed after the pod's cancel, want 0", len(s.armed))
 	}
 	// Timers of one instant keep the order they were armed in.
 	s.Replace("a", []Timer{timer("a1", 1), timer("a2", 1)})
