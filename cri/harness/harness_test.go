@@ -240,15 +240,26 @@ func TestStopLeavesNothing(t *testing.T) {
 	if !LinkExists(c.Bridge) {
 		t.Errorf("bridge %s missing while a bridged pod runs", c.Bridge)
 	}
-	before := Leftovers(c.Dir)
+	// StartContainer returns once runc has told the container's init to
+	// exec its command; until the exec is done the process has no command
+	// line yet. The count is taken again until both show, for 5 s at most.
+	var before []Process
 	var shims, sleeps int
-	for _, p := range before {
-		switch {
-		case strings.Contains(p.Cmdline, "containerd-shim-runc-v2"):
-			shims++
-		case strings.HasPrefix(p.Cmdline, "sleep 4242"):
-			sleeps++
+	for wait := 0; wait < 50; wait++ {
+		before = Leftovers(c.Dir)
+		shims, sleeps = 0, 0
+		for _, p := range before {
+			switch {
+			case strings.Contains(p.Cmdline, "containerd-shim-runc-v2"):
+				shims++
+			case strings.HasPrefix(p.Cmdline, "sleep 4242"):
+				sleeps++
+			}
 		}
+		if sleeps == 2 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	if c.PID() == 0 || shims == 0 || sleeps != 2 {
 		t.Fatalf("before Stop: containerd pid %d, %d shims, %d pod processes (want >0, >0, 2): %s", c.PID(), shims, sleeps, describe(before))
