@@ -15,6 +15,7 @@ import (
 	"github.com/speclet/speclet/engine/fire"
 	"github.com/speclet/speclet/engine/history"
 	"github.com/speclet/speclet/engine/observe"
+	"github.com/speclet/speclet/engine/op"
 	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/fsm"
 )
@@ -153,35 +154,63 @@ func (p *podState) cgroupParent() string {
 // RunSandbox creates or updates the pod's cgroup (Config.PodCgroups), then
 // creates a sandbox with the next attempt in it and reads its IP back;
 // raises ready, create_failed (also when the cgroup could not be made), or
-// status_failed (the ID is kept).
+// status_failed (the ID is kept). Its operations are runSandbox's.
 func (sb *sandboxState) RunSandbox(ctx context.Context) error {
+	return op.Exec(ctx, sb.p.e.rt, sb.runSandbox())
+}
+
+// runSandbox is RunSandbox's first operation: the pod's cgroup, the
+// sandbox config, its log directory, RunPodSandbox, then the new
+// sandbox's status (created).
+func (sb *sandboxState) runSandbox() op.Op {
 	p := sb.p
-	if pc := p.e.cfg.PodCgroups; pc != nil {
-		if err := pc.Ensure(p.pod); err != nil {
-			return sb.fail(fsm.SandboxEventCreateFailed, fmt.Errorf("create cgroup of pod %q: %w", p.key(), err))
+	pc := p.e.cfg.PodCgroups
+	if pc == nil {
+		return sb.buildConfig()
+	}
+	return op.Host("EnsurePodCgroup", p.pod.UID, func() (struct{}, error) { return struct{}{}, pc.Ensure(p.pod) },
+		func(_ struct{}, err error) op.Op {
+			if err != nil {
+				return sb.failed(fsm.SandboxEventCreateFailed, fmt.Errorf("create cgroup of pod %q: %w", p.key(), err))
+			}
+			return sb.buildConfig()
+		})
+}
+
+// buildConfig builds the config of the next attempt (it reads the host's
+// resolv.conf), makes its log directory and runs the sandbox.
+func (sb *sandboxState) buildConfig() op.Op {
+	p := sb.p
+	attempt := uint32(len(sb.ids))
+	return op.Host("SandboxConfig", attempt, func() (*runtimeapi.PodSandboxConfig, error) {
+		return sandboxConfig(p.e.podNode(), p.pod, attempt, p.cgroupParent())
+	}, func(cfg *runtimeapi.PodSandboxConfig, err error) op.Op {
+		if err != nil {
+			return sb.failed(fsm.SandboxEventCreateFailed, fmt.Errorf("run sandbox of pod %q: %w", p.key(), err))
 		}
-	}
-	cfg, err := sandboxConfig(p.e.podNode(), p.pod, uint32(len(sb.ids)), p.cgroupParent())
-	if err != nil {
-		return sb.fail(fsm.SandboxEventCreateFailed, fmt.Errorf("run sandbox of pod %q: %w", p.key(), err))
-	}
-	if err := podspec.EnsureDir(cfg.LogDirectory, 0o755); err != nil {
-		return sb.fail(fsm.SandboxEventCreateFailed, fmt.Errorf("run sandbox of pod %q: create log directory: %w", p.key(), err))
-	}
-	id, err := p.e.rt.RunPodSandbox(ctx, cfg, p.w.runtimeHandler)
-	adopted := false
+		return op.Host("MakeLogDirectory", cfg.LogDirectory, func() (struct{}, error) {
+			return struct{}{}, podspec.EnsureDir(cfg.LogDirectory, 0o755)
+		}, func(_ struct{}, err error) op.Op {
+			if err != nil {
+				return sb.failed(fsm.SandboxEventCreateFailed, fmt.Errorf("run sandbox of pod %q: create log directory: %w", p.key(), err))
+			}
+			return op.RunPodSandbox(cfg, p.w.runtimeHandler, func(id string, err error) op.Op { return sb.created(cfg, id, err) })
+		})
+	})
+}
+
+// created reads RunPodSandbox's reply for cfg: a new sandbox is read back
+// (readStatus), one whose name an earlier attempt reserved is adopted once
+// ready (adoptReserved), a failure is create_failed.
+func (sb *sandboxState) created(cfg *runtimeapi.PodSandboxConfig, id string, err error) op.Op {
+	p := sb.p
 	if err != nil {
 		if prev := cri.ReservedFor(err); prev != "" {
-			id, err, adopted = prev, nil, true
+			return op.PodSandboxStatus(prev, func(st *runtimeapi.PodSandboxStatus, err error) op.Op {
+				return sb.adoptReserved(prev, cfg, st, err)
+			})
 		}
-	}
-	if err != nil {
-		p.e.log.Warn("FailedCreatePodSandBox", "pod", p.key(), "uid", p.pod.UID, "err", err)
-		p.event(eventWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
-		return sb.fail(fsm.SandboxEventCreateFailed, fmt.Errorf("run sandbox of pod %q: %w", p.key(), err))
-	}
-	if adopted {
-		return sb.adoptReserved(ctx, id, cfg)
+		return sb.createFailed(fmt.Errorf("run sandbox of pod %q: %w", p.key(), err))
 	}
 	sb.id, sb.ids, sb.cfg, sb.attempt, sb.podIP = id, append(sb.ids, id), cfg, cfg.GetMetadata().GetAttempt(), ""
 	if p.pod.Spec.HostNetwork {
@@ -189,22 +218,31 @@ func (sb *sandboxState) RunSandbox(ctx context.Context) error {
 		// interrupted earlier attempt left under the same name is never
 		// taken for this one without its status (adoptReserved).
 		sb.raise(fsm.SandboxEventReady)
-		return nil
+		return op.Done(nil)
 	}
-	return sb.readStatus(ctx, true)
+	return sb.readStatus(true)
 }
 
-// adoptReserved takes over the sandbox an earlier, unanswered RunPodSandbox
-// of the same attempt made (containerd answered the retry that the name is
-// reserved for id): only once the runtime describes it as ready. While the
-// earlier call still runs, containerd reserves the name before the sandbox
-// exists (PodSandboxStatus: not found); the create fails and the retry
-// after sync_backoff asks again, keeping the attempt. A sandbox that exists
-// but is not ready is kept to be stopped and removed with the pod, and the
-// retry makes the next attempt.
-func (sb *sandboxState) adoptReserved(ctx context.Context, id string, cfg *runtimeapi.PodSandboxConfig) error {
+// createFailed is a sandbox that could not be made
+// (FailedCreatePodSandBox): logged, a Kubernetes event, create_failed.
+func (sb *sandboxState) createFailed(err error) op.Op {
 	p := sb.p
-	st, err := p.e.rt.PodSandboxStatus(ctx, id)
+	p.e.log.Warn("FailedCreatePodSandBox", "pod", p.key(), "uid", p.pod.UID, "err", err)
+	p.event(eventWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
+	return sb.failed(fsm.SandboxEventCreateFailed, err)
+}
+
+// adoptReserved takes over the sandbox id an earlier, unanswered
+// RunPodSandbox of the same attempt made (containerd answered the retry
+// that the name is reserved for id), from id's status st: only once the
+// runtime describes it as ready. While the earlier call still runs,
+// containerd reserves the name before the sandbox exists
+// (PodSandboxStatus: not found); the create fails and the retry after
+// sync_backoff asks again, keeping the attempt. A sandbox that exists but
+// is not ready is kept to be stopped and removed with the pod, and the
+// retry makes the next attempt.
+func (sb *sandboxState) adoptReserved(id string, cfg *runtimeapi.PodSandboxConfig, st *runtimeapi.PodSandboxStatus, err error) op.Op {
+	p := sb.p
 	switch {
 	case err != nil:
 		err = fmt.Errorf("run sandbox of pod %q: its name is reserved for %s, which the runtime does not describe yet: %w", p.key(), id, err)
@@ -217,61 +255,75 @@ func (sb *sandboxState) adoptReserved(ctx context.Context, id string, cfg *runti
 			sb.podIP = n.Ip
 		}
 		sb.raise(fsm.SandboxEventReady)
-		return nil
+		return op.Done(nil)
 	}
-	p.e.log.Warn("FailedCreatePodSandBox", "pod", p.key(), "uid", p.pod.UID, "err", err)
-	p.event(eventWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
-	return sb.fail(fsm.SandboxEventCreateFailed, err)
+	return sb.createFailed(err)
 }
 
 // CheckSandbox reads the status of the sandbox whose status was unknown;
 // raises ready, died or status_failed.
-func (sb *sandboxState) CheckSandbox(ctx context.Context) error { return sb.readStatus(ctx, false) }
+func (sb *sandboxState) CheckSandbox(ctx context.Context) error {
+	return op.Exec(ctx, sb.p.e.rt, sb.readStatus(false))
+}
 
 // readStatus reads the current sandbox's state and IP; fresh: right after
 // RunPodSandbox, where a sandbox that is not ready is reported as
 // status_failed (the creating state has no died row).
-func (sb *sandboxState) readStatus(ctx context.Context, fresh bool) error {
-	st, err := sb.p.e.rt.PodSandboxStatus(ctx, sb.id)
-	switch {
-	case fresh && (cri.IsNotFound(err) || err == nil && st.State != runtimeapi.PodSandboxState_SANDBOX_READY):
-		return sb.fail(fsm.SandboxEventStatusFailed, fmt.Errorf("sandbox of pod %q is not ready right after RunPodSandbox (left by an interrupted attempt?)", sb.p.key()))
-	case cri.IsNotFound(err):
-		sb.raise(fsm.SandboxEventDied)
-		return nil
-	case err != nil:
-		return sb.fail(fsm.SandboxEventStatusFailed, fmt.Errorf("status of sandbox of pod %q: %w", sb.p.key(), err))
-	case st.State != runtimeapi.PodSandboxState_SANDBOX_READY:
-		sb.raise(fsm.SandboxEventDied)
-		return nil
-	}
-	if n := st.GetNetwork(); n != nil && !sb.p.pod.Spec.HostNetwork {
-		sb.podIP = n.Ip
-	}
-	sb.raise(fsm.SandboxEventReady)
-	return nil
+func (sb *sandboxState) readStatus(fresh bool) op.Op {
+	return op.PodSandboxStatus(sb.id, func(st *runtimeapi.PodSandboxStatus, err error) op.Op {
+		switch {
+		case fresh && (cri.IsNotFound(err) || err == nil && st.State != runtimeapi.PodSandboxState_SANDBOX_READY):
+			return sb.failed(fsm.SandboxEventStatusFailed, fmt.Errorf("sandbox of pod %q is not ready right after RunPodSandbox (left by an interrupted attempt?)", sb.p.key()))
+		case cri.IsNotFound(err):
+			sb.raise(fsm.SandboxEventDied)
+			return op.Done(nil)
+		case err != nil:
+			return sb.failed(fsm.SandboxEventStatusFailed, fmt.Errorf("status of sandbox of pod %q: %w", sb.p.key(), err))
+		case st.State != runtimeapi.PodSandboxState_SANDBOX_READY:
+			sb.raise(fsm.SandboxEventDied)
+			return op.Done(nil)
+		}
+		if n := st.GetNetwork(); n != nil && !sb.p.pod.Spec.HostNetwork {
+			sb.podIP = n.Ip
+		}
+		sb.raise(fsm.SandboxEventReady)
+		return op.Done(nil)
+	})
 }
 
-func (sb *sandboxState) fail(ev fsm.SandboxEvent, err error) error {
+// failed ends the action with err, kept for the delivering pod action,
+// and raises ev.
+func (sb *sandboxState) failed(ev fsm.SandboxEvent, err error) op.Op {
 	sb.err = err
 	sb.raise(ev)
-	return err
+	return op.Done(err)
 }
 
 // StopSandbox stops every sandbox of the pod; raises stopped when all calls
 // succeeded.
 func (sb *sandboxState) StopSandbox(ctx context.Context) error {
-	var errs []error
-	for _, id := range sb.ids {
-		sb.p.e.pleg.ForgetSandbox(id) // stopping it is not news
-		errs = append(errs, stopSandbox(ctx, sb.p.e.rt, sb.p.key(), id))
+	return op.Exec(ctx, sb.p.e.rt, sb.stopFrom(0, nil))
+}
+
+// stopFrom stops the pod's sandboxes from the i-th on, after errs of those
+// before; a sandbox the runtime no longer knows counts as stopped.
+func (sb *sandboxState) stopFrom(i int, errs []error) op.Op {
+	if i == len(sb.ids) {
+		if err := errors.Join(errs...); err != nil {
+			sb.err = err
+			return op.Done(err)
+		}
+		sb.raise(fsm.SandboxEventStopped)
+		return op.Done(nil)
 	}
-	if err := errors.Join(errs...); err != nil {
-		sb.err = err
-		return err
-	}
-	sb.raise(fsm.SandboxEventStopped)
-	return nil
+	id := sb.ids[i]
+	sb.p.e.pleg.ForgetSandbox(id) // stopping it is not news
+	return op.StopPodSandbox(id, func(err error) op.Op {
+		if err = unlessGone(err, fmt.Sprintf("stop sandbox of pod %q", sb.p.key())); err != nil {
+			errs = append(errs, err)
+		}
+		return sb.stopFrom(i+1, errs)
+	})
 }
 
 // adopt takes over the pod's sandboxes from a previous run: the newest ready
@@ -299,12 +351,6 @@ func (sb *sandboxState) adopt(a *adoptedPod) *runtimeapi.PodSandbox {
 	sb.id, sb.attempt = ready.Id, ready.GetMetadata().GetAttempt()
 	sb.machine = fsm.BindSandboxMachine(fsm.SandboxStateReady, sb)
 	return ready
-}
-
-// stopSandbox stops sandbox id of pod; a sandbox the runtime no longer knows
-// counts as stopped.
-func stopSandbox(ctx context.Context, rt cri.Runtime, pod, id string) error {
-	return unlessGone(rt.StopPodSandbox(ctx, id), fmt.Sprintf("stop sandbox of pod %q", pod))
 }
 
 // removeSandbox removes sandbox id of pod and its containers; a sandbox

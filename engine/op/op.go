@@ -1,0 +1,140 @@
+// Package op is what a machine's action asks of the world outside the
+// machines, as values: an Op is one operation (a CRI call with its
+// request, or a step on the host such as making a directory) with the
+// continuation that reads its result and returns the next Op, until one
+// ends the action (Done).
+//
+// An action returns its first Op without doing anything, and each
+// continuation only reads the result, updates its owner's fields and
+// raises the machine's events: the decisions are pure, and a test drives
+// them with Reply, feeding the results a runtime would give, without one.
+// Exec is the one executor: it runs the operations in order on the
+// action's context, so each CRI call keeps the action's tag (the CRI
+// audit's scope, and the spec's `uncancellable` declarations that
+// engine/detach honours), and a kill that cancels the context cancels the
+// call in flight.
+package op
+
+import (
+	"context"
+	"fmt"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/speclet/speclet/cri"
+)
+
+// Op is one operation and what follows it, or the end of an action.
+type Op struct {
+	name string // the CRI method or the host step; "" once done
+	cri  bool   // name is a CRI method
+	req  any    // what the operation is asked, as Request shows it
+	run  func(ctx context.Context, rt cri.Runtime) (any, error)
+	then func(v any, err error) Op
+	err  error // once done: the action's error
+}
+
+// Done ends an action with err, the error its log line reports (nil when
+// it succeeded). What the machine does next, its continuations raised.
+func Done(err error) Op { return Op{err: err} }
+
+// Done reports whether o ends the action.
+func (o Op) Done() bool { return o.then == nil }
+
+// Err is the action's error once o is done.
+func (o Op) Err() error { return o.err }
+
+// Name is the CRI method o calls (CRI is true), or the name of its host
+// step; "" once done.
+func (o Op) Name() string { return o.name }
+
+// CRI reports whether o is a CRI call.
+func (o Op) CRI() bool { return o.cri }
+
+// Request is what o asks: the CRI request message for a call (as
+// runtimeapi defines it), or the host step's argument.
+func (o Op) Request() any { return o.req }
+
+// String names the operation for logs and test failures.
+func (o Op) String() string {
+	if o.Done() {
+		return fmt.Sprintf("done(%v)", o.err)
+	}
+	return o.name
+}
+
+// Reply gives o the result v, err of its operation, as Exec does after
+// running it, and returns the next Op. v has the type the operation's
+// constructor's continuation takes (a nil v is its zero value). It panics
+// when o is done, or when v has another type: a test that feeds a wrong
+// reply.
+func (o Op) Reply(v any, err error) Op {
+	if o.Done() {
+		panic("op: reply to an action that is done")
+	}
+	return o.then(v, err)
+}
+
+// Exec runs o and each operation that follows it on ctx against rt, and
+// returns the action's error. Nothing of o runs concurrently: the
+// continuations run on the caller's goroutine, between the calls.
+func Exec(ctx context.Context, rt cri.Runtime, o Op) error {
+	for !o.Done() {
+		o = o.then(o.run(ctx, rt))
+	}
+	return o.err
+}
+
+// as is v as the reply type T of the operation name.
+func as[T any](name string, v any) T {
+	if v == nil {
+		var zero T
+		return zero
+	}
+	t, ok := v.(T)
+	if !ok {
+		var zero T
+		panic(fmt.Sprintf("op: %s replied %T, want %T", name, v, zero))
+	}
+	return t
+}
+
+// call makes the Op of CRI method name, whose reply is a T.
+func call[T any](name string, req any, run func(context.Context, cri.Runtime) (T, error), then func(T, error) Op) Op {
+	return Op{name: name, cri: true, req: req,
+		run:  func(ctx context.Context, rt cri.Runtime) (any, error) { return run(ctx, rt) },
+		then: func(v any, err error) Op { return then(as[T](name, v), err) }}
+}
+
+// Host is a step on the host named name (a cgroup, a directory, a file the
+// request is built from): f runs it and then reads its result. arg is what
+// Request shows.
+func Host[T any](name string, arg any, f func() (T, error), then func(T, error) Op) Op {
+	return Op{name: name, req: arg,
+		run:  func(context.Context, cri.Runtime) (any, error) { return f() },
+		then: func(v any, err error) Op { return then(as[T](name, v), err) }}
+}
+
+// RunPodSandbox creates and starts a sandbox from cfg with the runtime
+// handler; then reads the sandbox's ID.
+func RunPodSandbox(cfg *runtimeapi.PodSandboxConfig, handler string, then func(id string, err error) Op) Op {
+	return call("RunPodSandbox", &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: handler},
+		func(ctx context.Context, rt cri.Runtime) (string, error) { return rt.RunPodSandbox(ctx, cfg, handler) }, then)
+}
+
+// PodSandboxStatus reads the status of sandbox id.
+func PodSandboxStatus(id string, then func(*runtimeapi.PodSandboxStatus, error) Op) Op {
+	return call("PodSandboxStatus", &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id},
+		func(ctx context.Context, rt cri.Runtime) (*runtimeapi.PodSandboxStatus, error) {
+			return rt.PodSandboxStatus(ctx, id)
+		}, then)
+}
+
+// StopPodSandbox stops sandbox id.
+func StopPodSandbox(id string, then func(error) Op) Op {
+	return call("StopPodSandbox", &runtimeapi.StopPodSandboxRequest{PodSandboxId: id},
+		func(ctx context.Context, rt cri.Runtime) (struct{}, error) {
+			return struct{}{}, rt.StopPodSandbox(ctx, id)
+		},
+		func(_ struct{}, err error) Op { return then(err) })
+}
