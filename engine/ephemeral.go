@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
@@ -39,11 +38,7 @@ func ephemeralContainer(ec *v1.EphemeralContainer) *v1.Container {
 // the pod's inputs, requestInputs, and the image's user where a
 // runAsNonRoot check needs it); for an ephemeral container it also names
 // the process namespace of its target.
-func (c *ctrState) createConfig(ctx context.Context, restartCount int32, inputs func(*podspec.ContainerRequest)) (*runtimeapi.ContainerConfig, error) {
-	user, err := c.imageUser(ctx)
-	if err != nil {
-		return nil, err
-	}
+func (c *ctrState) createConfig(restartCount int32, inputs func(*podspec.ContainerRequest), user podspec.ImageUser) (*runtimeapi.ContainerConfig, error) {
 	cfg, err := containerConfig(c.p.e.podNode(), c.p.pod, c.spec, restartCount, c.imageRef, c.init, user, inputs)
 	if err != nil || !c.ephemeral {
 		return cfg, err

@@ -55,21 +55,16 @@ func (c *ctrState) hookTarget() handlers.Target {
 	return handlers.Target{Runtime: c.p.e.rt, Clock: c.p.e.clock, ID: c.id, Name: c.name, PodIP: c.p.sandbox.podIP, Spec: c.spec}
 }
 
-// runPreStop runs the preStop hook of the current instance if it has one,
-// the instance was started and its hook has not run yet, bounded by grace
-// seconds. It returns the grace left for StopContainer.
-func (c *ctrState) runPreStop(ctx context.Context, grace int64) int64 {
-	h := c.preStopHook()
-	if h == nil || c.preStopDone == c.id || grace <= 0 {
-		return grace
-	}
-	c.preStopDone = c.id
+// runPreStop runs preStop hook h against target, the current instance,
+// bounded by grace seconds (stopContainer decides whether it runs: once
+// per started instance with a grace period left). It returns the grace
+// left for StopContainer.
+func (c *ctrState) runPreStop(ctx context.Context, target handlers.Target, h *v1.LifecycleHandler, grace int64) int64 {
 	clk := c.p.e.clock
 	start := clk.Now()
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
-	target := c.hookTarget()
 	go func() { done <- target.Hook(hctx, "PreStop", h, time.Duration(grace)*time.Second) }()
 	t := clk.NewTimer(time.Duration(grace) * time.Second)
 	defer t.Stop()

@@ -145,18 +145,6 @@ func pullImage(ctx context.Context, rt cri.Runtime, image string, auths []*runti
 	return "", fmt.Errorf("pull image %q: %w", image, errors.Join(errs...))
 }
 
-// stopContainer stops id, killing it after grace seconds; a container the
-// runtime no longer knows counts as stopped.
-func stopContainer(ctx context.Context, rt cri.Runtime, name, id string, grace int64) error {
-	return unlessGone(rt.StopContainer(ctx, id, grace), fmt.Sprintf("stop container %q", name))
-}
-
-// removeContainer removes id; a container the runtime no longer knows
-// counts as removed.
-func removeContainer(ctx context.Context, rt cri.Runtime, name, id string) error {
-	return unlessGone(rt.RemoveContainer(ctx, id), fmt.Sprintf("remove container %q", name))
-}
-
 // unlessGone is the error of a stop or removal, what, that err reports: nil
 // where err is nil or says the runtime does not know the object (it is
 // gone already, so stopped and removed), else err wrapped with what.

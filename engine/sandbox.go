@@ -168,8 +168,8 @@ func (sb *sandboxState) runSandbox() op.Op {
 	if pc == nil {
 		return sb.buildConfig()
 	}
-	return op.Host("EnsurePodCgroup", p.pod.UID, func() (struct{}, error) { return struct{}{}, pc.Ensure(p.pod) },
-		func(_ struct{}, err error) op.Op {
+	return op.Do("EnsurePodCgroup", p.pod.UID, func(context.Context) error { return pc.Ensure(p.pod) },
+		func(err error) op.Op {
 			if err != nil {
 				return sb.failed(fsm.SandboxEventCreateFailed, fmt.Errorf("create cgroup of pod %q: %w", p.key(), err))
 			}
@@ -182,15 +182,15 @@ func (sb *sandboxState) runSandbox() op.Op {
 func (sb *sandboxState) buildConfig() op.Op {
 	p := sb.p
 	attempt := uint32(len(sb.ids))
-	return op.Host("SandboxConfig", attempt, func() (*runtimeapi.PodSandboxConfig, error) {
+	return op.Host("SandboxConfig", attempt, func(context.Context) (*runtimeapi.PodSandboxConfig, error) {
 		return sandboxConfig(p.e.podNode(), p.pod, attempt, p.cgroupParent())
 	}, func(cfg *runtimeapi.PodSandboxConfig, err error) op.Op {
 		if err != nil {
 			return sb.failed(fsm.SandboxEventCreateFailed, fmt.Errorf("run sandbox of pod %q: %w", p.key(), err))
 		}
-		return op.Host("MakeLogDirectory", cfg.LogDirectory, func() (struct{}, error) {
-			return struct{}{}, podspec.EnsureDir(cfg.LogDirectory, 0o755)
-		}, func(_ struct{}, err error) op.Op {
+		return op.Do("MakeLogDirectory", cfg.LogDirectory, func(context.Context) error {
+			return podspec.EnsureDir(cfg.LogDirectory, 0o755)
+		}, func(err error) op.Op {
 			if err != nil {
 				return sb.failed(fsm.SandboxEventCreateFailed, fmt.Errorf("run sandbox of pod %q: create log directory: %w", p.key(), err))
 			}

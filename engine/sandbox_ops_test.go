@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,15 +16,6 @@ import (
 	"github.com/speclet/speclet/engine/op"
 	"github.com/speclet/speclet/fsm"
 )
-
-// reply is one operation a sandbox action asks for, as the test expects
-// it (name, and the sandbox ID or host argument it is about), and the
-// result the test feeds it.
-type reply struct {
-	op, about string
-	v         any
-	err       error
-}
 
 // sbWant is where the sandbox stands once its action is done.
 type sbWant struct {
@@ -137,18 +127,7 @@ func TestSandboxActionsAsOperations(t *testing.T) {
 			case "stop":
 				o = sb.stopFrom(0, nil)
 			}
-			for i, r := range tc.replies {
-				if o.Done() {
-					t.Fatalf("step %d: the action ended (%v), want %s", i, o.Err(), r.op)
-				}
-				if o.Name() != r.op || about(o) != r.about {
-					t.Fatalf("step %d: %s about %q, want %s about %q", i, o, about(o), r.op, r.about)
-				}
-				o = o.Reply(r.v, r.err)
-			}
-			if !o.Done() {
-				t.Fatalf("after every reply the action asks for %s about %q", o, about(o))
-			}
+			o = drive(t, o, tc.replies)
 			got := sbWant{raised: sb.run.Pending(), id: sb.id, ids: sb.ids, podIP: sb.podIP, failed: o.Err() != nil}
 			if (o.Err() != nil) != (sb.err != nil) {
 				t.Errorf("action error %v, sb.err %v: want both or neither", o.Err(), sb.err)
@@ -158,19 +137,6 @@ func TestSandboxActionsAsOperations(t *testing.T) {
 			}
 		})
 	}
-}
-
-// about is the sandbox, pod name or host argument an operation is about.
-func about(o op.Op) string {
-	switch r := o.Request().(type) {
-	case *runtimeapi.RunPodSandboxRequest:
-		return r.Config.GetMetadata().GetName()
-	case *runtimeapi.PodSandboxStatusRequest:
-		return r.PodSandboxId
-	case *runtimeapi.StopPodSandboxRequest:
-		return r.PodSandboxId
-	}
-	return strings.TrimSpace(fmt.Sprint(o.Request()))
 }
 
 // testSandbox is the sandbox machine of a new pod of an engine whose

@@ -18,6 +18,7 @@ package op
 import (
 	"context"
 	"fmt"
+	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -107,12 +108,25 @@ func call[T any](name string, req any, run func(context.Context, cri.Runtime) (T
 }
 
 // Host is a step on the host named name (a cgroup, a directory, a file the
-// request is built from): f runs it and then reads its result. arg is what
+// request is built from, a lifecycle hook run against the container): f
+// runs it on the action's context, then reads its result. arg is what
 // Request shows.
-func Host[T any](name string, arg any, f func() (T, error), then func(T, error) Op) Op {
+func Host[T any](name string, arg any, f func(context.Context) (T, error), then func(T, error) Op) Op {
 	return Op{name: name, req: arg,
-		run:  func(context.Context, cri.Runtime) (any, error) { return f() },
+		run:  func(ctx context.Context, _ cri.Runtime) (any, error) { return f(ctx) },
 		then: func(v any, err error) Op { return then(as[T](name, v), err) }}
+}
+
+// Do is a host step whose only result is its error.
+func Do(name string, arg any, f func(context.Context) error, then func(error) Op) Op {
+	return Host(name, arg, func(ctx context.Context) (struct{}, error) { return struct{}{}, f(ctx) },
+		func(_ struct{}, err error) Op { return then(err) })
+}
+
+// errorOnly makes the Op of a CRI method name that returns only an error.
+func errorOnly(name string, req any, run func(context.Context, cri.Runtime) error, then func(error) Op) Op {
+	return call(name, req, func(ctx context.Context, rt cri.Runtime) (struct{}, error) { return struct{}{}, run(ctx, rt) },
+		func(_ struct{}, err error) Op { return then(err) })
 }
 
 // RunPodSandbox creates and starts a sandbox from cfg with the runtime
@@ -132,9 +146,55 @@ func PodSandboxStatus(id string, then func(*runtimeapi.PodSandboxStatus, error) 
 
 // StopPodSandbox stops sandbox id.
 func StopPodSandbox(id string, then func(error) Op) Op {
-	return call("StopPodSandbox", &runtimeapi.StopPodSandboxRequest{PodSandboxId: id},
-		func(ctx context.Context, rt cri.Runtime) (struct{}, error) {
-			return struct{}{}, rt.StopPodSandbox(ctx, id)
-		},
-		func(_ struct{}, err error) Op { return then(err) })
+	return errorOnly("StopPodSandbox", &runtimeapi.StopPodSandboxRequest{PodSandboxId: id},
+		func(ctx context.Context, rt cri.Runtime) error { return rt.StopPodSandbox(ctx, id) }, then)
+}
+
+// ImageStatus reads the image's status (nil when it is not present).
+func ImageStatus(image *runtimeapi.ImageSpec, then func(*runtimeapi.Image, error) Op) Op {
+	return call("ImageStatus", &runtimeapi.ImageStatusRequest{Image: image},
+		func(ctx context.Context, rt cri.Runtime) (*runtimeapi.Image, error) {
+			return rt.ImageStatus(ctx, image)
+		}, then)
+}
+
+// CreateContainer creates a container from cfg in sandbox sandboxID, whose
+// config is sandbox; then reads the container's ID.
+func CreateContainer(sandboxID string, cfg *runtimeapi.ContainerConfig, sandbox *runtimeapi.PodSandboxConfig, then func(id string, err error) Op) Op {
+	return call("CreateContainer", &runtimeapi.CreateContainerRequest{PodSandboxId: sandboxID, Config: cfg, SandboxConfig: sandbox},
+		func(ctx context.Context, rt cri.Runtime) (string, error) {
+			return rt.CreateContainer(ctx, sandboxID, cfg, sandbox)
+		}, then)
+}
+
+// StartContainer starts container id.
+func StartContainer(id string, then func(error) Op) Op {
+	return errorOnly("StartContainer", &runtimeapi.StartContainerRequest{ContainerId: id},
+		func(ctx context.Context, rt cri.Runtime) error { return rt.StartContainer(ctx, id) }, then)
+}
+
+// StopContainer stops container id, killing it timeout seconds after
+// SIGTERM. The call itself is given timeout seconds and 10 more, as
+// kubelet's runtime client gives it.
+func StopContainer(id string, timeout int64, then func(error) Op) Op {
+	return errorOnly("StopContainer", &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: timeout},
+		func(ctx context.Context, rt cri.Runtime) error {
+			ctx, cancel := context.WithTimeout(ctx, time.Duration(timeout+10)*time.Second)
+			defer cancel()
+			return rt.StopContainer(ctx, id, timeout)
+		}, then)
+}
+
+// ContainerStatus reads the status of container id.
+func ContainerStatus(id string, then func(*runtimeapi.ContainerStatus, error) Op) Op {
+	return call("ContainerStatus", &runtimeapi.ContainerStatusRequest{ContainerId: id},
+		func(ctx context.Context, rt cri.Runtime) (*runtimeapi.ContainerStatus, error) {
+			return rt.ContainerStatus(ctx, id)
+		}, then)
+}
+
+// RemoveContainer removes container id.
+func RemoveContainer(id string, then func(error) Op) Op {
+	return errorOnly("RemoveContainer", &runtimeapi.RemoveContainerRequest{ContainerId: id},
+		func(ctx context.Context, rt cri.Runtime) error { return rt.RemoveContainer(ctx, id) }, then)
 }

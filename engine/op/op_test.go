@@ -38,7 +38,7 @@ func (r *runtime) StopPodSandbox(_ context.Context, id string) error {
 // stop; each continuation writes what it read to seen.
 func chain(seen *[]string) Op {
 	cfg := &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "web"}}
-	return Host("Prepare", "arg", func() (int, error) { return 7, nil }, func(n int, err error) Op {
+	return Host("Prepare", "arg", func(context.Context) (int, error) { return 7, nil }, func(n int, err error) Op {
 		*seen = append(*seen, fmt.Sprintf("prepare %d %v", n, err))
 		if err != nil {
 			return Done(err)
