@@ -19,13 +19,14 @@ type ctrWant struct {
 	ids          []string
 	restartCount int32
 	waiting      string // waitingReason
+	image        string // imageRef
 	exit         string // the current instance's exit: code, reason, message
 	failed       bool   // the action returned an error
 }
 
 func (w ctrWant) String() string {
-	return fmt.Sprintf("raised %v, id %q, ids %q, restarts %d, waiting %q, exit %q, failed %v",
-		w.raised, w.id, w.ids, w.restartCount, w.waiting, w.exit, w.failed)
+	return fmt.Sprintf("raised %v, id %q, ids %q, restarts %d, waiting %q, image %q, exit %q, failed %v",
+		w.raised, w.id, w.ids, w.restartCount, w.waiting, w.image, w.exit, w.failed)
 }
 
 var (
@@ -128,6 +129,28 @@ func TestContainerActionsAsOperations(t *testing.T) {
 			replies: []reply{{"ContainerStatus", "c-1", nil, errNotFound}},
 			want: ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventExitRecorded}, id: "c-1", ids: []string{"c-1"},
 				exit: "137 ContainerStatusUnknown The container could not be located when the pod was terminated", failed: true}},
+		{name: "check_image: present, its ID is the reference", action: "check_image",
+			replies: []reply{{"ImageStatus", "busybox:latest", &runtimeapi.Image{Id: "sha256:1"}, nil}},
+			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventImagePresent}, image: "sha256:1"}},
+		{name: "check_image: missing", action: "check_image",
+			replies: []reply{{"ImageStatus", "busybox:latest", nil, nil}},
+			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventImageMissing}}},
+		{name: "check_image: ImageStatus fails", action: "check_image",
+			replies: []reply{{"ImageStatus", "busybox:latest", nil, errors.New("unavailable")}},
+			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventImageCheckFailed}, waiting: ReasonImageInspectError, failed: true}},
+		{name: "pull: without credentials, then the size", action: "pull",
+			replies: []reply{{"PullInputs", "busybox:latest", pullInputs{}, nil}, {"PullImage", "busybox:latest", "sha256:2", nil},
+				{"ImageStatus", "busybox:latest", nil, errors.New("size unknown")}},
+			want: ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventPullOk}, image: "sha256:2"}},
+		{name: "pull: each credential in turn until one succeeds", action: "pull",
+			replies: []reply{{"PullInputs", "busybox:latest", pullInputs{auths: []*runtimeapi.AuthConfig{{Username: "a"}, {Username: "b"}}}, nil},
+				{"PullImage", "busybox:latest a", nil, errors.New("denied")}, {"PullImage", "busybox:latest b", "sha256:2", nil},
+				{"ImageStatus", "busybox:latest", &runtimeapi.Image{Size: 4096}, nil}},
+			want: ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventPullOk}, image: "sha256:2"}},
+		{name: "pull: every credential refused", action: "pull",
+			replies: []reply{{"PullInputs", "busybox:latest", pullInputs{auths: []*runtimeapi.AuthConfig{{Username: "a"}, {Username: "b"}}}, nil},
+				{"PullImage", "busybox:latest a", nil, errors.New("denied")}, {"PullImage", "busybox:latest b", nil, errors.New("denied")}},
+			want: ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventPullFailed}, waiting: ReasonErrImagePull, failed: true}},
 		{name: "remove_container: the dead beyond the newest, oldest first", action: "remove",
 			setup:   func(c *ctrState) { c.id, c.ids = "c-2", []string{"c-0", "c-1", "c-2"} },
 			replies: []reply{{"RemoveContainer", "c-0", nil, nil}, {"RemoveContainer", "c-1", nil, errNotFound}},
@@ -157,10 +180,14 @@ func TestContainerActionsAsOperations(t *testing.T) {
 				o = c.recordExit()
 			case "remove":
 				o = c.removeContainers()
+			case "check_image":
+				o = c.checkImage()
+			case "pull":
+				o = c.pullImage()
 			}
 			o = drive(t, o, tc.replies)
 			got := ctrWant{raised: c.run.Pending(), id: c.id, ids: c.ids, restartCount: c.restartCount,
-				waiting: c.waitingReason, failed: o.Err() != nil}
+				waiting: c.waitingReason, image: c.imageRef, failed: o.Err() != nil}
 			if t := c.current; t != nil {
 				got.exit = fmt.Sprintf("%d %s %s", t.ExitCode, t.Reason, t.Message)
 			}

@@ -9,6 +9,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/engine/op"
 	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/fsm"
 )
@@ -46,23 +48,28 @@ func (c *ctrState) PullNever() bool {
 // Failed "Error: ImageInspectError" (kubelet's message quotes the image
 // reference it did not get, ""; this one quotes the image asked for).
 func (c *ctrState) CheckImage(ctx context.Context) error {
-	img, err := c.p.e.rt.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: c.spec.Image})
-	switch {
-	case err != nil:
-		c.waitingReason = ReasonImageInspectError
-		c.waitingMessage = fmt.Sprintf("Failed to inspect image %q: %s", c.spec.Image, cri.RuntimeMessage(err))
-		c.event(eventWarning, "InspectFailed", "%s", c.waitingMessage)
-		c.failedEvent()
-		c.raise(fsm.ContainerEventImageCheckFailed)
-		return fmt.Errorf("container %q: image status %q: %w", c.name, c.spec.Image, err)
-	case img == nil || img.Id == "":
-		c.raise(fsm.ContainerEventImageMissing)
-	default:
-		c.imageRef = img.Id
-		c.event(eventNormal, "Pulled", "Container image %q already present on machine", c.spec.Image)
-		c.raise(fsm.ContainerEventImagePresent)
-	}
-	return nil
+	return op.Exec(ctx, c.p.e.rt, c.checkImage())
+}
+
+func (c *ctrState) checkImage() op.Op {
+	return op.ImageStatus(&runtimeapi.ImageSpec{Image: c.spec.Image}, func(img *runtimeapi.Image, err error) op.Op {
+		switch {
+		case err != nil:
+			c.waitingReason = ReasonImageInspectError
+			c.waitingMessage = fmt.Sprintf("Failed to inspect image %q: %s", c.spec.Image, cri.RuntimeMessage(err))
+			c.event(eventWarning, "InspectFailed", "%s", c.waitingMessage)
+			c.failedEvent()
+			c.raise(fsm.ContainerEventImageCheckFailed)
+			return op.Done(fmt.Errorf("container %q: image status %q: %w", c.name, c.spec.Image, err))
+		case img == nil || img.Id == "":
+			c.raise(fsm.ContainerEventImageMissing)
+		default:
+			c.imageRef = img.Id
+			c.event(eventNormal, "Pulled", "Container image %q already present on machine", c.spec.Image)
+			c.raise(fsm.ContainerEventImagePresent)
+		}
+		return op.Done(nil)
+	})
 }
 
 // RefuseNeverPull reports ErrImageNeverPull with kubelet's message and
@@ -84,37 +91,71 @@ func (c *ctrState) RefuseNeverPull(context.Context) error {
 // the pulls before; the second D counts that wait): D is the pull's time,
 // the size's ImageStatus included, twice.
 func (c *ctrState) PullImage(ctx context.Context) error {
+	return op.Exec(ctx, c.p.e.rt, c.pullImage())
+}
+
+// pullImage reads the pull's inputs, then pulls without credentials when
+// the pod has none, else with each in turn until one succeeds (kubelet's
+// order); the error lists every attempt's. The pulled image's size is read
+// after (ImageStatus), best effort: 0 when that fails.
+func (c *ctrState) pullImage() op.Op {
 	t0 := c.p.e.clock.Now()
 	c.event(eventNormal, "Pulling", "Pulling image %q", c.spec.Image)
-	ref, err := pullImage(ctx, c.p.e.rt, c.spec.Image, c.pullCredentials(ctx), c.p.sandbox.config())
-	if err != nil {
-		c.pullFailed(err)
-		c.raise(fsm.ContainerEventPullFailed)
-		return err
-	}
+	image := &runtimeapi.ImageSpec{Image: c.spec.Image}
+	return op.Host("PullInputs", c.spec.Image, func(ctx context.Context) (pullInputs, error) {
+		return pullInputs{c.pullCredentials(ctx), c.p.sandbox.config()}, nil
+	}, func(in pullInputs, _ error) op.Op {
+		auths := in.auths
+		if len(auths) == 0 {
+			auths = []*runtimeapi.AuthConfig{nil}
+		}
+		var errs []error
+		var try func(i int) op.Op
+		try = func(i int) op.Op {
+			return op.PullImage(image, auths[i], in.sandbox, func(ref string, err error) op.Op {
+				if err == nil {
+					return c.pulled(t0, ref)
+				}
+				if errs = append(errs, err); i+1 < len(auths) {
+					return try(i + 1)
+				}
+				err = fmt.Errorf("pull image %q: %w", c.spec.Image, errors.Join(errs...))
+				c.pullFailed(err)
+				c.raise(fsm.ContainerEventPullFailed)
+				return op.Done(err)
+			})
+		}
+		return try(0)
+	})
+}
+
+// pullInputs are what a pull reads first: the pod's pull credentials and
+// its sandbox's config.
+type pullInputs struct {
+	auths   []*runtimeapi.AuthConfig
+	sandbox *runtimeapi.PodSandboxConfig
+}
+
+// pulled records the image pulled as ref (a pull begun at t0), reads its
+// size and raises pull_ok.
+func (c *ctrState) pulled(t0 time.Time, ref string) op.Op {
 	d := c.p.e.clock.Since(t0)
 	c.p.e.metrics.ImagePulled(d)
 	c.p.w.mu.Lock()
 	c.p.pullTime += d
 	c.p.w.mu.Unlock()
 	c.imageRef = ref
-	size := c.imageSize(ctx)
-	total := c.p.e.clock.Since(t0).Truncate(time.Millisecond)
-	c.event(eventNormal, "Pulled", "Successfully pulled image %q in %s (%s including waiting). Image size: %d bytes.", c.spec.Image, total, total, size)
-	c.p.e.pullBackoff.Reset(c.backoffKey())
-	c.raise(fsm.ContainerEventPullOk)
-	return nil
-}
-
-// imageSize is the size of the image just pulled, for kubelet's Pulled
-// event (its puller reads it with ImageStatus after the pull, best effort:
-// 0 when that fails).
-func (c *ctrState) imageSize(ctx context.Context) uint64 {
-	img, err := c.p.e.rt.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: c.spec.Image})
-	if err != nil || img == nil {
-		return 0
-	}
-	return img.Size
+	return op.ImageStatus(&runtimeapi.ImageSpec{Image: c.spec.Image}, func(img *runtimeapi.Image, err error) op.Op {
+		var size uint64
+		if err == nil && img != nil {
+			size = img.Size
+		}
+		total := c.p.e.clock.Since(t0).Truncate(time.Millisecond)
+		c.event(eventNormal, "Pulled", "Successfully pulled image %q in %s (%s including waiting). Image size: %d bytes.", c.spec.Image, total, total, size)
+		c.p.e.pullBackoff.Reset(c.backoffKey())
+		c.raise(fsm.ContainerEventPullOk)
+		return op.Done(nil)
+	})
 }
 
 // pullFailed shows a failed pull as kubelet's EnsureImageExists and

@@ -51,6 +51,11 @@ func about(o op.Op) string {
 		return r.PodSandboxId
 	case *runtimeapi.ImageStatusRequest:
 		return r.Image.GetImage()
+	case *runtimeapi.PullImageRequest:
+		if u := r.Auth.GetUsername(); u != "" {
+			return r.Image.GetImage() + " " + u
+		}
+		return r.Image.GetImage()
 	case *runtimeapi.CreateContainerRequest:
 		return r.PodSandboxId + " " + r.Config.GetMetadata().GetName()
 	case *runtimeapi.StartContainerRequest:

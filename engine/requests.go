@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -125,24 +124,6 @@ func runtimeAnnotations(pod map[string]string) map[string]string {
 		}
 	}
 	return ann
-}
-
-// pullImage pulls image and returns its reference: without credentials
-// when auths is empty, else with each in turn until one succeeds (kubelet's
-// order); the error lists every attempt's.
-func pullImage(ctx context.Context, rt cri.Runtime, image string, auths []*runtimeapi.AuthConfig, sandbox *runtimeapi.PodSandboxConfig) (string, error) {
-	if len(auths) == 0 {
-		auths = []*runtimeapi.AuthConfig{nil}
-	}
-	var errs []error
-	for _, auth := range auths {
-		ref, err := rt.PullImage(ctx, &runtimeapi.ImageSpec{Image: image}, auth, sandbox)
-		if err == nil {
-			return ref, nil
-		}
-		errs = append(errs, err)
-	}
-	return "", fmt.Errorf("pull image %q: %w", image, errors.Join(errs...))
 }
 
 // unlessGone is the error of a stop or removal, what, that err reports: nil

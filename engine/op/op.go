@@ -198,3 +198,12 @@ func RemoveContainer(id string, then func(error) Op) Op {
 	return errorOnly("RemoveContainer", &runtimeapi.RemoveContainerRequest{ContainerId: id},
 		func(ctx context.Context, rt cri.Runtime) error { return rt.RemoveContainer(ctx, id) }, then)
 }
+
+// PullImage pulls image with auth (nil: none) for a pod whose sandbox
+// config is sandbox; then reads the image's reference.
+func PullImage(image *runtimeapi.ImageSpec, auth *runtimeapi.AuthConfig, sandbox *runtimeapi.PodSandboxConfig, then func(ref string, err error) Op) Op {
+	return call("PullImage", &runtimeapi.PullImageRequest{Image: image, Auth: auth, SandboxConfig: sandbox},
+		func(ctx context.Context, rt cri.Runtime) (string, error) {
+			return rt.PullImage(ctx, image, auth, sandbox)
+		}, then)
+}
