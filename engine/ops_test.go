@@ -49,6 +49,8 @@ func about(o op.Op) string {
 		return r.PodSandboxId
 	case *runtimeapi.StopPodSandboxRequest:
 		return r.PodSandboxId
+	case *runtimeapi.RemovePodSandboxRequest:
+		return r.PodSandboxId
 	case *runtimeapi.ImageStatusRequest:
 		return r.Image.GetImage()
 	case *runtimeapi.PullImageRequest:

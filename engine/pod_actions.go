@@ -12,6 +12,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/speclet/speclet/engine/op"
 	"github.com/speclet/speclet/engine/podstatus"
 	"github.com/speclet/speclet/engine/volume"
 	"github.com/speclet/speclet/fsm"
@@ -179,11 +180,7 @@ func (s *podState) RemovePod(ctx context.Context) error {
 	if err := fsm.RunPodAction(ctx, s, fsm.PodActionUnmountVolumes); err != nil {
 		return err
 	}
-	var errs []error
-	for _, id := range s.sandbox.ids {
-		errs = append(errs, removeSandbox(ctx, s.e.rt, s.key(), id))
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := op.Exec(ctx, s.e.rt, s.sandbox.removeFrom(0, nil)); err != nil {
 		return err
 	}
 	for _, c := range s.all() {

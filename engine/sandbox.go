@@ -132,14 +132,21 @@ func (sb *sandboxState) config() *runtimeapi.PodSandboxConfig {
 // RemovePodCgroup removes the pod's cgroup (Config.PodCgroups). A failure
 // is logged; housekeeping retries (cleanup.go).
 func (sb *sandboxState) RemovePodCgroup(ctx context.Context) error {
+	return op.Exec(ctx, sb.p.e.rt, sb.removePodCgroup())
+}
+
+func (sb *sandboxState) removePodCgroup() op.Op {
 	pc := sb.p.e.cfg.PodCgroups
 	if pc == nil {
-		return nil
+		return op.Done(nil)
 	}
-	if err := pc.Remove(sb.p.pod.UID); err != nil {
-		return fmt.Errorf("pod %q: %w", sb.p.key(), err)
-	}
-	return nil
+	uid := sb.p.pod.UID
+	return op.Do("RemovePodCgroup", uid, func(context.Context) error { return pc.Remove(uid) }, func(err error) op.Op {
+		if err != nil {
+			return op.Done(fmt.Errorf("pod %q: %w", sb.p.key(), err))
+		}
+		return op.Done(nil)
+	})
 }
 
 // cgroupParent is the CgroupParent of the pod's sandbox ("" without pod
@@ -353,8 +360,17 @@ func (sb *sandboxState) adopt(a *adoptedPod) *runtimeapi.PodSandbox {
 	return ready
 }
 
-// removeSandbox removes sandbox id of pod and its containers; a sandbox
+// removeFrom removes the pod's sandboxes from the i-th on, and their
+// containers with them, after the failures errs of those before; a sandbox
 // the runtime no longer knows counts as removed.
-func removeSandbox(ctx context.Context, rt cri.Runtime, pod, id string) error {
-	return unlessGone(rt.RemovePodSandbox(ctx, id), fmt.Sprintf("remove sandbox of pod %q", pod))
+func (sb *sandboxState) removeFrom(i int, errs []error) op.Op {
+	if i == len(sb.ids) {
+		return op.Done(errors.Join(errs...))
+	}
+	return op.RemovePodSandbox(sb.ids[i], func(err error) op.Op {
+		if err = unlessGone(err, fmt.Sprintf("remove sandbox of pod %q", sb.p.key())); err != nil {
+			errs = append(errs, err)
+		}
+		return sb.removeFrom(i+1, errs)
+	})
 }

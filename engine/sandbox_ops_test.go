@@ -57,7 +57,7 @@ func TestSandboxActionsAsOperations(t *testing.T) {
 	steps := func(rs ...reply) []reply { return append(slices.Clone(create), rs...) }
 	for _, tc := range []struct {
 		name    string
-		action  string // run, check, stop
+		action  string // run, check, stop, remove
 		host    bool   // hostNetwork
 		ids     []string
 		replies []reply
@@ -111,6 +111,12 @@ func TestSandboxActionsAsOperations(t *testing.T) {
 		{name: "stop: one fails, the others are still stopped, no stopped", action: "stop", ids: []string{"sb-0", "sb-1"},
 			replies: []reply{{"StopPodSandbox", "sb-0", nil, errors.New("busy")}, {"StopPodSandbox", "sb-1", nil, nil}},
 			want:    sbWant{id: "sb-1", ids: []string{"sb-0", "sb-1"}, failed: true}},
+		{name: "remove: every sandbox, a gone one counts as removed", action: "remove", ids: []string{"sb-0", "sb-1"},
+			replies: []reply{{"RemovePodSandbox", "sb-0", nil, errNotFound}, {"RemovePodSandbox", "sb-1", nil, nil}},
+			want:    sbWant{id: "sb-1", ids: []string{"sb-0", "sb-1"}}},
+		{name: "remove: one fails, the others are still removed", action: "remove", ids: []string{"sb-0", "sb-1"},
+			replies: []reply{{"RemovePodSandbox", "sb-0", nil, errors.New("busy")}, {"RemovePodSandbox", "sb-1", nil, nil}},
+			want:    sbWant{id: "sb-1", ids: []string{"sb-0", "sb-1"}, failed: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sb := testSandbox(t)
@@ -126,10 +132,12 @@ func TestSandboxActionsAsOperations(t *testing.T) {
 				o = sb.readStatus(false)
 			case "stop":
 				o = sb.stopFrom(0, nil)
+			case "remove":
+				o = sb.removeFrom(0, nil)
 			}
 			o = drive(t, o, tc.replies)
 			got := sbWant{raised: sb.run.Pending(), id: sb.id, ids: sb.ids, podIP: sb.podIP, failed: o.Err() != nil}
-			if (o.Err() != nil) != (sb.err != nil) {
+			if tc.action != "remove" && (o.Err() != nil) != (sb.err != nil) {
 				t.Errorf("action error %v, sb.err %v: want both or neither", o.Err(), sb.err)
 			}
 			if got.String() != tc.want.String() {

@@ -207,3 +207,56 @@ func PullImage(image *runtimeapi.ImageSpec, auth *runtimeapi.AuthConfig, sandbox
 			return rt.PullImage(ctx, image, auth, sandbox)
 		}, then)
 }
+
+// ListContainers lists the runtime's containers that filter selects (nil:
+// all).
+func ListContainers(filter *runtimeapi.ContainerFilter, then func([]*runtimeapi.Container, error) Op) Op {
+	return call("ListContainers", &runtimeapi.ListContainersRequest{Filter: filter},
+		func(ctx context.Context, rt cri.Runtime) ([]*runtimeapi.Container, error) {
+			return rt.ListContainers(ctx, filter)
+		}, then)
+}
+
+// ListContainerStats reads the resource usage of the containers filter
+// selects.
+func ListContainerStats(filter *runtimeapi.ContainerStatsFilter, then func([]*runtimeapi.ContainerStats, error) Op) Op {
+	return call("ListContainerStats", &runtimeapi.ListContainerStatsRequest{Filter: filter},
+		func(ctx context.Context, rt cri.Runtime) ([]*runtimeapi.ContainerStats, error) {
+			return rt.ListContainerStats(ctx, filter)
+		}, then)
+}
+
+// Status reads the runtime's status, with its verbose info when verbose.
+func Status(verbose bool, then func(*runtimeapi.StatusResponse, error) Op) Op {
+	return call("Status", &runtimeapi.StatusRequest{Verbose: verbose},
+		func(ctx context.Context, rt cri.Runtime) (*runtimeapi.StatusResponse, error) {
+			return rt.Status(ctx, verbose)
+		}, then)
+}
+
+// ListImages lists the runtime's images.
+func ListImages(then func([]*runtimeapi.Image, error) Op) Op {
+	return call("ListImages", &runtimeapi.ListImagesRequest{},
+		func(ctx context.Context, rt cri.Runtime) ([]*runtimeapi.Image, error) { return rt.ListImages(ctx, nil) }, then)
+}
+
+// RemoveImage removes image.
+func RemoveImage(image *runtimeapi.ImageSpec, then func(error) Op) Op {
+	return errorOnly("RemoveImage", &runtimeapi.RemoveImageRequest{Image: image},
+		func(ctx context.Context, rt cri.Runtime) error { return rt.RemoveImage(ctx, image) }, then)
+}
+
+// ImageFsInfo reads the usage of the filesystems the runtime keeps images
+// on.
+func ImageFsInfo(then func(*runtimeapi.ImageFsInfoResponse, error) Op) Op {
+	return call("ImageFsInfo", &runtimeapi.ImageFsInfoRequest{},
+		func(ctx context.Context, rt cri.Runtime) (*runtimeapi.ImageFsInfoResponse, error) {
+			return rt.ImageFsInfo(ctx)
+		}, then)
+}
+
+// RemovePodSandbox removes sandbox id and its containers.
+func RemovePodSandbox(id string, then func(error) Op) Op {
+	return errorOnly("RemovePodSandbox", &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id},
+		func(ctx context.Context, rt cri.Runtime) error { return rt.RemovePodSandbox(ctx, id) }, then)
+}

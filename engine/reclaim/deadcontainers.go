@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"time"
 
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/containergc"
+	"github.com/speclet/speclet/engine/op"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -22,42 +25,54 @@ import (
 // removal does not stop the others; the pass then reports
 // container_gc_failed.
 func (n *Node) RemoveDeadContainers(ctx context.Context) error {
-	cs, err := n.cfg.Runtime.ListContainers(ctx, nil)
-	if err != nil {
-		n.report(fsm.NodeEventContainerGcFailed)
-		return fmt.Errorf("container GC: %w", err)
-	}
-	var all []containergc.Instance
-	names := map[string]string{} // id -> pod UID/container name, attempt
-	for _, c := range cs {
-		uid, name := n.cfg.Identify(c.Labels)
-		if uid == "" {
-			continue // not the agent's
+	return op.Exec(ctx, n.cfg.Runtime, n.removeDeadContainers())
+}
+
+func (n *Node) removeDeadContainers() op.Op {
+	return op.ListContainers(nil, func(cs []*runtimeapi.Container, err error) op.Op {
+		if err != nil {
+			n.report(fsm.NodeEventContainerGcFailed)
+			return op.Done(fmt.Errorf("container GC: %w", err))
 		}
-		all = append(all, containergc.Instance{ID: c.Id, Unit: containergc.Unit{PodUID: string(uid), Name: name},
-			Attempt: c.GetMetadata().GetAttempt(), Created: time.Unix(0, c.CreatedAt), State: c.State})
-		names[c.Id] = fmt.Sprintf("%s/%s attempt %d", uid, name, c.GetMetadata().GetAttempt())
+		var all []containergc.Instance
+		names := map[string]string{} // id -> pod UID/container name, attempt
+		for _, c := range cs {
+			uid, name := n.cfg.Identify(c.Labels)
+			if uid == "" {
+				continue // not the agent's
+			}
+			all = append(all, containergc.Instance{ID: c.Id, Unit: containergc.Unit{PodUID: string(uid), Name: name},
+				Attempt: c.GetMetadata().GetAttempt(), Created: time.Unix(0, c.CreatedAt), State: c.State})
+			names[c.Id] = fmt.Sprintf("%s/%s attempt %d", uid, name, c.GetMetadata().GetAttempt())
+		}
+		plan := containergc.Plan(n.cfg.Clock.Now(), n.cfg.ContainerGC, all)
+		return n.removeDead(plan, names, 0, nil)
+	})
+}
+
+// removeDead removes the planned instances from the i-th on, after
+// removed of those before and the failures errs; names names them for
+// logs and errors.
+func (n *Node) removeDead(plan []string, names map[string]string, removed int, errs []error) op.Op {
+	if len(plan) > 0 {
+		id := plan[0]
+		n.cfg.Log.Debug("Removing dead container", "container", names[id], "containerID", id)
+		return op.RemoveContainer(id, func(err error) op.Op {
+			if err != nil && !cri.IsNotFound(err) {
+				return n.removeDead(plan[1:], names, removed, append(errs, fmt.Errorf("remove container %q: %w", names[id], err)))
+			}
+			return n.removeDead(plan[1:], names, removed+1, errs)
+		})
 	}
 	gc := n.cfg.ContainerGC
-	plan := containergc.Plan(n.cfg.Clock.Now(), gc, all)
-	var errs []error
-	removed := 0
-	for _, id := range plan {
-		n.cfg.Log.Debug("Removing dead container", "container", names[id], "containerID", id)
-		if err := n.cfg.Runtime.RemoveContainer(ctx, id); err != nil && !cri.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("remove container %q: %w", names[id], err))
-			continue
-		}
-		removed++
-	}
 	if removed > 0 {
 		n.cfg.Log.Info("Container garbage collection removed dead containers", "removed", removed,
 			"maximum-dead-containers", gc.MaxContainers, "maximum-dead-containers-per-container", gc.MaxPerContainer)
 	}
 	if len(errs) > 0 {
 		n.report(fsm.NodeEventContainerGcFailed)
-		return fmt.Errorf("container GC: %w", errors.Join(errs...))
+		return op.Done(fmt.Errorf("container GC: %w", errors.Join(errs...)))
 	}
 	n.report(fsm.NodeEventContainersCollected)
-	return nil
+	return op.Done(nil)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/eviction"
+	"github.com/speclet/speclet/engine/op"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -23,21 +24,40 @@ import (
 
 // ObserveSignals measures the signals and decides.
 func (n *Node) ObserveSignals(ctx context.Context) error {
-	mount := ""
-	if info, err := n.cfg.Runtime.ImageFsInfo(ctx); err == nil && len(info.GetImageFilesystems()) > 0 {
-		mount = info.GetImageFilesystems()[0].GetFsId().GetMountpoint()
-	}
-	obs, err := n.cfg.Signals(ctx, mount)
-	if err != nil {
-		n.report(fsm.NodeEventObserveFailed)
-		return fmt.Errorf("eviction: %w", err)
-	}
+	return op.Exec(ctx, n.cfg.Runtime, n.observeSignals())
+}
+
+// observeSignals reads the image filesystem's mount point (none when
+// ImageFsInfo fails), measures the signals there and decides.
+func (n *Node) observeSignals() op.Op {
+	return op.ImageFsInfo(func(info *runtimeapi.ImageFsInfoResponse, err error) op.Op {
+		mount := ""
+		if err == nil && len(info.GetImageFilesystems()) > 0 {
+			mount = info.GetImageFilesystems()[0].GetFsId().GetMountpoint()
+		}
+		return op.Host("Signals", mount, func(ctx context.Context) (eviction.Observations, error) {
+			return n.cfg.Signals(ctx, mount)
+		}, func(obs eviction.Observations, err error) op.Op {
+			if err != nil {
+				n.report(fsm.NodeEventObserveFailed)
+				return op.Done(fmt.Errorf("eviction: %w", err))
+			}
+			n.decide(obs)
+			return op.Done(nil)
+		})
+	})
+}
+
+// decide asks the eviction core what the observations obs call for and
+// reports it: no_pressure, reclaim (a disk signal's first node-level
+// reclaim) or pressure.
+func (n *Node) decide(obs eviction.Observations) {
 	d := n.cfg.Eviction.Observe(n.cfg.Clock.Now(), obs)
 	n.decision = d
 	if d.Signal == "" {
 		n.reclaimed = map[string]bool{}
 		n.report(fsm.NodeEventNoPressure)
-		return nil
+		return
 	}
 	for sig := range n.reclaimed {
 		if !containsString(d.Met, sig) {
@@ -53,10 +73,9 @@ func (n *Node) ObserveSignals(ctx context.Context) error {
 		n.reclaimed[d.Signal] = true
 		n.reclaimAll = true
 		n.report(fsm.NodeEventReclaim)
-		return nil
+		return
 	}
 	n.report(fsm.NodeEventPressure)
-	return nil
 }
 
 func containsString(xs []string, x string) bool {
@@ -93,14 +112,24 @@ func (n *Node) EvictedPodTerminating() bool {
 
 // EvictPod kills the first pod of the ranking for the decision's signal.
 func (n *Node) EvictPod(ctx context.Context) error {
+	return op.Exec(ctx, n.cfg.Runtime, n.evictPod())
+}
+
+// evictPod reads the pods' usage of the signal's resource and evicts.
+func (n *Node) evictPod() op.Op {
+	return n.podUsage(n.decision.Signal, func(usage map[types.UID]int64, err error) op.Op {
+		if err != nil {
+			return op.Done(fmt.Errorf("evict a pod: %w", err))
+		}
+		return op.Done(n.evict(usage))
+	})
+}
+
+// evict kills the first pod of the ranking by usage.
+func (n *Node) evict(usage map[types.UID]int64) error {
 	d := n.decision
-	cands := n.cfg.Pods.Evictable()
-	usage, err := n.podUsage(ctx, d.Signal)
-	if err != nil {
-		return fmt.Errorf("evict a pod: %w", err)
-	}
 	var pods []eviction.PodUsage
-	for _, pod := range cands {
+	for _, pod := range n.cfg.Pods.Evictable() {
 		pods = append(pods, eviction.PodUsage{Pod: pod, Static: config.IsStatic(pod), Usage: usage[pod.UID]})
 	}
 	ranked := eviction.Rank(d.Signal, pods)
@@ -130,29 +159,30 @@ func (n *Node) EvictPod(ctx context.Context) error {
 	return nil
 }
 
-// podUsage is each running pod's use of the signal's resource: the sum
-// over its containers of the memory working set (memory) or the writable
-// layer (disk); nothing is measured for PIDs (the ranking then goes by
-// priority alone).
-func (n *Node) podUsage(ctx context.Context, signal string) (map[types.UID]int64, error) {
+// podUsage hands then each running pod's use of the signal's resource:
+// the sum over its containers of the memory working set (memory) or the
+// writable layer (disk); nothing is measured for PIDs (the ranking then
+// goes by priority alone).
+func (n *Node) podUsage(signal string, then func(map[types.UID]int64, error) op.Op) op.Op {
 	out := map[types.UID]int64{}
 	if signal == "pid.available" {
-		return out, nil
+		return then(out, nil)
 	}
-	stats, err := n.cfg.Runtime.ListContainerStats(ctx, &runtimeapi.ContainerStatsFilter{})
-	if err != nil {
-		return nil, err
-	}
-	for _, s := range stats {
-		uid, _ := n.cfg.Identify(s.GetAttributes().GetLabels())
-		if uid == "" {
-			continue
+	return op.ListContainerStats(&runtimeapi.ContainerStatsFilter{}, func(stats []*runtimeapi.ContainerStats, err error) op.Op {
+		if err != nil {
+			return then(nil, err)
 		}
-		if signal == "memory.available" || signal == eviction.AllocatableMemory {
-			out[uid] += int64(s.GetMemory().GetWorkingSetBytes().GetValue())
-		} else {
-			out[uid] += int64(s.GetWritableLayer().GetUsedBytes().GetValue())
+		for _, s := range stats {
+			uid, _ := n.cfg.Identify(s.GetAttributes().GetLabels())
+			if uid == "" {
+				continue
+			}
+			if signal == "memory.available" || signal == eviction.AllocatableMemory {
+				out[uid] += int64(s.GetMemory().GetWorkingSetBytes().GetValue())
+			} else {
+				out[uid] += int64(s.GetWritableLayer().GetUsedBytes().GetValue())
+			}
 		}
-	}
-	return out, nil
+		return then(out, nil)
+	})
 }
