@@ -8,7 +8,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/speclet/speclet/engine/op"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -52,63 +51,63 @@ func TestContainerActionsAsOperations(t *testing.T) {
 	yes := true
 	for _, tc := range []struct {
 		name    string
-		action  string            // create, start, stop, force_stop, record_exit, remove
+		action  string            // the spec name of an action of ctrOps
 		setup   func(c *ctrState) // the container before the action
 		replies []reply
 		want    ctrWant
 	}{
-		{name: "create: the first instance", action: "create",
+		{name: "create: the first instance", action: "create_container",
 			replies: []reply{{"RequestInputs", "app", nil, nil}, {"ContainerConfig", "app", configs, nil}, {"CreateContainer", " app", "c-1", nil}},
 			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventCreated}, id: "c-1", ids: []string{"c-1"}}},
-		{name: "create: a restart counts", action: "create",
+		{name: "create: a restart counts", action: "create_container",
 			setup:   func(c *ctrState) { c.p.sandbox.id = "sb-1"; c.id, c.ids, c.restartCount = "c-0", []string{"c-0"}, 2 },
 			replies: []reply{{"RequestInputs", "app", nil, nil}, {"ContainerConfig", "app", configs, nil}, {"CreateContainer", "sb-1 app", "c-1", nil}},
 			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventCreated}, id: "c-1", ids: []string{"c-0", "c-1"}, restartCount: 3}},
-		{name: "create: runAsNonRoot without a user reads the image's", action: "create",
+		{name: "create: runAsNonRoot without a user reads the image's", action: "create_container",
 			setup: func(c *ctrState) { c.spec.SecurityContext = &v1.SecurityContext{RunAsNonRoot: &yes} },
 			replies: []reply{{"RequestInputs", "app", nil, nil}, {"ImageStatus", "busybox:latest", &runtimeapi.Image{Id: "sha256:1"}, nil},
 				{"ContainerConfig", "app", configs, nil}, {"CreateContainer", " app", "c-1", nil}},
 			want: ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventCreated}, id: "c-1", ids: []string{"c-1"}}},
-		{name: "create: the image's user cannot be read", action: "create",
+		{name: "create: the image's user cannot be read", action: "create_container",
 			setup:   func(c *ctrState) { c.spec.SecurityContext = &v1.SecurityContext{RunAsNonRoot: &yes} },
 			replies: []reply{{"RequestInputs", "app", nil, nil}, {"ImageStatus", "busybox:latest", nil, errors.New("unavailable")}},
 			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventCreateFailed}, waiting: ReasonCreateContainerConfig, failed: true}},
-		{name: "create: services not read yet", action: "create",
+		{name: "create: services not read yet", action: "create_container",
 			replies: []reply{{"RequestInputs", "app", nil, errors.New("services not synced")}},
 			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventCreateFailed}, waiting: ReasonCreateContainerConfig, failed: true}},
-		{name: "create: the config cannot be built", action: "create",
+		{name: "create: the config cannot be built", action: "create_container",
 			replies: []reply{{"RequestInputs", "app", nil, nil}, {"ContainerConfig", "app", nil, errors.New(`configmap "cm" not found`)}},
 			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventCreateFailed}, waiting: ReasonCreateContainerConfig, failed: true}},
-		{name: "create: CreateContainer fails", action: "create",
+		{name: "create: CreateContainer fails", action: "create_container",
 			replies: []reply{{"RequestInputs", "app", nil, nil}, {"ContainerConfig", "app", configs, nil}, {"CreateContainer", " app", nil, errors.New("no space")}},
 			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventCreateFailed}, waiting: ReasonCreateContainer, failed: true}},
-		{name: "start: started", action: "start", setup: withInstance,
+		{name: "start: started", action: "start_container", setup: withInstance,
 			replies: []reply{{"StartContainer", "c-1", nil, nil}},
 			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventStarted}, id: "c-1", ids: []string{"c-1"}}},
-		{name: "start: StartContainer fails", action: "start", setup: withInstance,
+		{name: "start: StartContainer fails", action: "start_container", setup: withInstance,
 			replies: []reply{{"StartContainer", "c-1", nil, errors.New("exec format error")}},
 			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventStartFailed}, id: "c-1", ids: []string{"c-1"}, waiting: ReasonRunContainer, failed: true}},
-		{name: "start: the postStart hook fails", action: "start",
+		{name: "start: the postStart hook fails", action: "start_container",
 			setup:   func(c *ctrState) { withInstance(c); c.spec.Lifecycle = postFail },
 			replies: []reply{{"StartContainer", "c-1", nil, nil}, {"PostStartHook", "app", nil, errors.New("exit 1")}},
 			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventPostStartFailed}, id: "c-1", ids: []string{"c-1"}, waiting: ReasonPostStartHookError, failed: true}},
-		{name: "stop: no instance, no call", action: "stop",
+		{name: "stop: no instance, no call", action: "stop_container",
 			want: ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventStopped}}},
-		{name: "stop: the preStop hook first, then the grace it left", action: "stop",
+		{name: "stop: the preStop hook first, then the grace it left", action: "stop_container",
 			setup:   func(c *ctrState) { withInstance(c); c.spec.Lifecycle = preStop },
 			replies: []reply{{"PreStopHook", "app", int64(1), nil}, {"StopContainer", "c-1 1s", nil, nil}},
 			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventStopped}, id: "c-1", ids: []string{"c-1"}}},
-		{name: "stop: the preStop hook runs once per instance", action: "stop",
+		{name: "stop: the preStop hook runs once per instance", action: "stop_container",
 			setup:   func(c *ctrState) { withInstance(c); c.spec.Lifecycle = preStop; c.preStopDone = "c-1" },
 			replies: []reply{{"StopContainer", "c-1 1s", nil, nil}},
 			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventStopped}, id: "c-1", ids: []string{"c-1"}}},
-		{name: "stop: gone counts as stopped", action: "stop", setup: withInstance,
+		{name: "stop: gone counts as stopped", action: "stop_container", setup: withInstance,
 			replies: []reply{{"StopContainer", "c-1 1s", nil, errNotFound}},
 			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventStopped}, id: "c-1", ids: []string{"c-1"}}},
-		{name: "stop: a failure raises nothing", action: "stop", setup: withInstance,
+		{name: "stop: a failure raises nothing", action: "stop_container", setup: withInstance,
 			replies: []reply{{"StopContainer", "c-1 1s", nil, errors.New("deadline exceeded")}},
 			want:    ctrWant{id: "c-1", ids: []string{"c-1"}, failed: true}},
-		{name: "force_stop: no grace", action: "force_stop", setup: withInstance,
+		{name: "force_stop: no grace", action: "force_stop_container", setup: withInstance,
 			replies: []reply{{"StopContainer", "c-1 0s", nil, nil}},
 			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventStopped}, id: "c-1", ids: []string{"c-1"}}},
 		{name: "record_exit: the event's status, with the message file", action: "record_exit",
@@ -138,24 +137,24 @@ func TestContainerActionsAsOperations(t *testing.T) {
 		{name: "check_image: ImageStatus fails", action: "check_image",
 			replies: []reply{{"ImageStatus", "busybox:latest", nil, errors.New("unavailable")}},
 			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventImageCheckFailed}, waiting: ReasonImageInspectError, failed: true}},
-		{name: "pull: without credentials, then the size", action: "pull",
+		{name: "pull: without credentials, then the size", action: "pull_image",
 			replies: []reply{{"PullInputs", "busybox:latest", pullInputs{}, nil}, {"PullImage", "busybox:latest", "sha256:2", nil},
 				{"ImageStatus", "busybox:latest", nil, errors.New("size unknown")}},
 			want: ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventPullOk}, image: "sha256:2"}},
-		{name: "pull: each credential in turn until one succeeds", action: "pull",
+		{name: "pull: each credential in turn until one succeeds", action: "pull_image",
 			replies: []reply{{"PullInputs", "busybox:latest", pullInputs{auths: []*runtimeapi.AuthConfig{{Username: "a"}, {Username: "b"}}}, nil},
 				{"PullImage", "busybox:latest a", nil, errors.New("denied")}, {"PullImage", "busybox:latest b", "sha256:2", nil},
 				{"ImageStatus", "busybox:latest", &runtimeapi.Image{Size: 4096}, nil}},
 			want: ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventPullOk}, image: "sha256:2"}},
-		{name: "pull: every credential refused", action: "pull",
+		{name: "pull: every credential refused", action: "pull_image",
 			replies: []reply{{"PullInputs", "busybox:latest", pullInputs{auths: []*runtimeapi.AuthConfig{{Username: "a"}, {Username: "b"}}}, nil},
 				{"PullImage", "busybox:latest a", nil, errors.New("denied")}, {"PullImage", "busybox:latest b", nil, errors.New("denied")}},
 			want: ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventPullFailed}, waiting: ReasonErrImagePull, failed: true}},
-		{name: "remove_container: the dead beyond the newest, oldest first", action: "remove",
+		{name: "remove_container: the dead beyond the newest, oldest first", action: "remove_container",
 			setup:   func(c *ctrState) { c.id, c.ids = "c-2", []string{"c-0", "c-1", "c-2"} },
 			replies: []reply{{"RemoveContainer", "c-0", nil, nil}, {"RemoveContainer", "c-1", nil, errNotFound}},
 			want:    ctrWant{id: "c-2", ids: []string{"c-2"}}},
-		{name: "remove_container: a failed removal keeps the instance", action: "remove",
+		{name: "remove_container: a failed removal keeps the instance", action: "remove_container",
 			setup:   func(c *ctrState) { c.id, c.ids = "c-2", []string{"c-0", "c-1", "c-2"} },
 			replies: []reply{{"RemoveContainer", "c-0", nil, errors.New("busy")}, {"RemoveContainer", "c-1", nil, nil}},
 			want:    ctrWant{id: "c-2", ids: []string{"c-0", "c-2"}, failed: true}},
@@ -166,26 +165,11 @@ func TestContainerActionsAsOperations(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(c)
 			}
-			var o op.Op
-			switch tc.action {
-			case "create":
-				o = c.createContainer()
-			case "start":
-				o = c.startContainer()
-			case "stop":
-				o = c.stopContainer()
-			case "force_stop":
-				o = c.stop(0)
-			case "record_exit":
-				o = c.recordExit()
-			case "remove":
-				o = c.removeContainers()
-			case "check_image":
-				o = c.checkImage()
-			case "pull":
-				o = c.pullImage()
+			a, ok := ctrOps[tc.action]
+			if !ok {
+				t.Fatalf("no action %q in ctrOps", tc.action)
 			}
-			o = drive(t, o, tc.replies)
+			o := drive(t, a.first(c), a.cri, tc.replies)
 			got := ctrWant{raised: c.run.Pending(), id: c.id, ids: c.ids, restartCount: c.restartCount,
 				waiting: c.waitingReason, image: c.imageRef, failed: o.Err() != nil}
 			if t := c.current; t != nil {

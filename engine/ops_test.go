@@ -8,34 +8,26 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/engine/op"
+	"github.com/speclet/speclet/engine/op/optest"
+	"github.com/speclet/speclet/fsm"
 )
 
-// reply is one operation a sandbox action asks for, as the test expects
-// it (name, and the sandbox ID or host argument it is about), and the
-// result the test feeds it.
+// reply is one operation an action asks for, as the test expects it
+// (name, and what it is about), and the result the test feeds it.
 type reply struct {
 	op, about string
 	v         any
 	err       error
 }
 
-// drive feeds o the replies in order, checking that each operation is the
-// one expected, and returns the op that ends the action.
-func drive(t *testing.T, o op.Op, replies []reply) op.Op {
+// drive feeds o the replies (optest.Drive, with about).
+func drive(t *testing.T, o op.Op, declared []string, replies []reply) op.Op {
 	t.Helper()
+	steps := make([]optest.Step, len(replies))
 	for i, r := range replies {
-		if o.Done() {
-			t.Fatalf("step %d: the action ended (%v), want %s about %q", i, o.Err(), r.op, r.about)
-		}
-		if o.Name() != r.op || about(o) != r.about {
-			t.Fatalf("step %d: %s about %q, want %s about %q", i, o, about(o), r.op, r.about)
-		}
-		o = o.Reply(r.v, r.err)
+		steps[i] = optest.Step{Op: r.op, About: r.about, V: r.v, Err: r.err}
 	}
-	if !o.Done() {
-		t.Fatalf("after every reply the action asks for %s about %q", o, about(o))
-	}
-	return o
+	return optest.Drive(t, o, declared, about, steps)
 }
 
 // about is what an operation is about: the sandbox or container ID (and a
@@ -70,4 +62,54 @@ func about(o op.Op) string {
 		return r.ContainerId
 	}
 	return strings.TrimSpace(fmt.Sprint(o.Request()))
+}
+
+// opAction is an action of a machine owned by B that calls the runtime:
+// the CRI methods its spec declares, and its first operation.
+type opAction[B any] struct {
+	cri   []string
+	first func(B) op.Op
+}
+
+// sandboxOps are the sandbox machine's actions that call the runtime, and
+// remove_pod's removal of the sandboxes, by spec name.
+var sandboxOps = map[string]opAction[*sandboxState]{
+	fsm.SandboxActionRunSandbox.String():   {fsm.SandboxActionCRI[fsm.SandboxActionRunSandbox], (*sandboxState).runSandbox},
+	fsm.SandboxActionCheckSandbox.String(): {fsm.SandboxActionCRI[fsm.SandboxActionCheckSandbox], func(sb *sandboxState) op.Op { return sb.readStatus(false) }},
+	fsm.SandboxActionStopSandbox.String():  {fsm.SandboxActionCRI[fsm.SandboxActionStopSandbox], func(sb *sandboxState) op.Op { return sb.stopFrom(0, nil) }},
+	fsm.PodActionRemovePod.String():        {fsm.PodActionCRI[fsm.PodActionRemovePod], func(sb *sandboxState) op.Op { return sb.removeFrom(0, nil) }},
+}
+
+// ctrOps are the container machine's actions that call the runtime, by
+// spec name.
+var ctrOps = map[string]opAction[*ctrState]{
+	fsm.ContainerActionCheckImage.String():         {fsm.ContainerActionCRI[fsm.ContainerActionCheckImage], (*ctrState).checkImage},
+	fsm.ContainerActionPullImage.String():          {fsm.ContainerActionCRI[fsm.ContainerActionPullImage], (*ctrState).pullImage},
+	fsm.ContainerActionCreateContainer.String():    {fsm.ContainerActionCRI[fsm.ContainerActionCreateContainer], (*ctrState).createContainer},
+	fsm.ContainerActionStartContainer.String():     {fsm.ContainerActionCRI[fsm.ContainerActionStartContainer], (*ctrState).startContainer},
+	fsm.ContainerActionStopContainer.String():      {fsm.ContainerActionCRI[fsm.ContainerActionStopContainer], (*ctrState).stopContainer},
+	fsm.ContainerActionForceStopContainer.String(): {fsm.ContainerActionCRI[fsm.ContainerActionForceStopContainer], func(c *ctrState) op.Op { return c.stop(0) }},
+	fsm.ContainerActionRecordExit.String():         {fsm.ContainerActionCRI[fsm.ContainerActionRecordExit], (*ctrState).recordExit},
+	fsm.ContainerActionRemoveContainer.String():    {fsm.ContainerActionCRI[fsm.ContainerActionRemoveContainer], (*ctrState).removeContainers},
+}
+
+// TestRuntimeActionsAreOperations: every action of the sandbox and
+// container machines whose spec declares CRI calls, and remove_pod, is
+// written as operations, and is driven by the tests above.
+func TestRuntimeActionsAreOperations(t *testing.T) {
+	for a, cri := range fsm.SandboxActionCRI {
+		if name := fsm.SandboxAction(a).String(); len(cri) > 0 && sandboxOps[name].first == nil {
+			t.Errorf("sandbox action %s calls %v but has no operations in sandboxOps", name, cri)
+		}
+	}
+	for a, cri := range fsm.ContainerActionCRI {
+		if name := fsm.ContainerAction(a).String(); len(cri) > 0 && ctrOps[name].first == nil {
+			t.Errorf("container action %s calls %v but has no operations in ctrOps", name, cri)
+		}
+	}
+	for a, cri := range fsm.PodActionCRI {
+		if name := fsm.PodAction(a).String(); len(cri) > 0 && sandboxOps[name].first == nil {
+			t.Errorf("pod action %s calls %v but has no operations in sandboxOps", name, cri)
+		}
+	}
 }

@@ -13,7 +13,6 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/speclet/speclet/cri"
-	"github.com/speclet/speclet/engine/op"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -57,64 +56,64 @@ func TestSandboxActionsAsOperations(t *testing.T) {
 	steps := func(rs ...reply) []reply { return append(slices.Clone(create), rs...) }
 	for _, tc := range []struct {
 		name    string
-		action  string // run, check, stop, remove
+		action  string // the spec name of an action of sandboxOps
 		host    bool   // hostNetwork
 		ids     []string
 		replies []reply
 		want    sbWant
 	}{
-		{name: "run: a new sandbox is read back with its IP", action: "run",
+		{name: "run: a new sandbox is read back with its IP", action: "run_sandbox",
 			replies: steps(reply{"RunPodSandbox", "web", "sb-1", nil}, reply{"PodSandboxStatus", "sb-1", sbStatus(ready, "10.1.0.7"), nil}),
 			want:    sbWant{raised: []fsm.SandboxEvent{fsm.SandboxEventReady}, id: "sb-1", ids: []string{"sb-1"}, podIP: "10.1.0.7"}},
-		{name: "run: hostNetwork needs no IP", action: "run", host: true,
+		{name: "run: hostNetwork needs no IP", action: "run_sandbox", host: true,
 			replies: steps(reply{"RunPodSandbox", "web", "sb-1", nil}),
 			want:    sbWant{raised: []fsm.SandboxEvent{fsm.SandboxEventReady}, id: "sb-1", ids: []string{"sb-1"}}},
-		{name: "run: the config cannot be built", action: "run",
+		{name: "run: the config cannot be built", action: "run_sandbox",
 			replies: []reply{{"SandboxConfig", "0", nil, errors.New("bad dnsConfig")}},
 			want:    sbWant{raised: []fsm.SandboxEvent{fsm.SandboxEventCreateFailed}, failed: true}},
-		{name: "run: no log directory, no call", action: "run",
+		{name: "run: no log directory, no call", action: "run_sandbox",
 			replies: []reply{create[0], {"MakeLogDirectory", "/logs/web", nil, errors.New("read-only")}},
 			want:    sbWant{raised: []fsm.SandboxEvent{fsm.SandboxEventCreateFailed}, failed: true}},
-		{name: "run: RunPodSandbox fails", action: "run",
+		{name: "run: RunPodSandbox fails", action: "run_sandbox",
 			replies: steps(reply{"RunPodSandbox", "web", nil, errors.New("no network")}),
 			want:    sbWant{raised: []fsm.SandboxEvent{fsm.SandboxEventCreateFailed}, failed: true}},
-		{name: "run: gone right after its creation", action: "run",
+		{name: "run: gone right after its creation", action: "run_sandbox",
 			replies: steps(reply{"RunPodSandbox", "web", "sb-1", nil}, reply{"PodSandboxStatus", "sb-1", nil, errNotFound}),
 			want:    sbWant{raised: []fsm.SandboxEvent{fsm.SandboxEventStatusFailed}, id: "sb-1", ids: []string{"sb-1"}, failed: true}},
-		{name: "run: not ready right after its creation", action: "run",
+		{name: "run: not ready right after its creation", action: "run_sandbox",
 			replies: steps(reply{"RunPodSandbox", "web", "sb-1", nil}, reply{"PodSandboxStatus", "sb-1", sbStatus(notReady, ""), nil}),
 			want:    sbWant{raised: []fsm.SandboxEvent{fsm.SandboxEventStatusFailed}, id: "sb-1", ids: []string{"sb-1"}, failed: true}},
-		{name: "run: the name is reserved for a ready sandbox, adopted", action: "run",
+		{name: "run: the name is reserved for a ready sandbox, adopted", action: "run_sandbox",
 			replies: steps(reply{"RunPodSandbox", "web", nil, errReserved}, reply{"PodSandboxStatus", reservedID, sbStatus(ready, "10.1.0.8"), nil}),
 			want:    sbWant{raised: []fsm.SandboxEvent{fsm.SandboxEventReady}, id: reservedID, ids: []string{reservedID}, podIP: "10.1.0.8"}},
-		{name: "run: the name is reserved for a sandbox not ready, kept for removal", action: "run",
+		{name: "run: the name is reserved for a sandbox not ready, kept for removal", action: "run_sandbox",
 			replies: steps(reply{"RunPodSandbox", "web", nil, errReserved}, reply{"PodSandboxStatus", reservedID, sbStatus(notReady, ""), nil}),
 			want:    sbWant{raised: []fsm.SandboxEvent{fsm.SandboxEventCreateFailed}, ids: []string{reservedID}, failed: true}},
-		{name: "run: the name is reserved, the sandbox not described yet", action: "run",
+		{name: "run: the name is reserved, the sandbox not described yet", action: "run_sandbox",
 			replies: steps(reply{"RunPodSandbox", "web", nil, errReserved}, reply{"PodSandboxStatus", reservedID, nil, errNotFound}),
 			want:    sbWant{raised: []fsm.SandboxEvent{fsm.SandboxEventCreateFailed}, failed: true}},
-		{name: "check: ready", action: "check", ids: []string{"sb-1"},
+		{name: "check: ready", action: "check_sandbox", ids: []string{"sb-1"},
 			replies: []reply{{"PodSandboxStatus", "sb-1", sbStatus(ready, "10.1.0.7"), nil}},
 			want:    sbWant{raised: []fsm.SandboxEvent{fsm.SandboxEventReady}, id: "sb-1", ids: []string{"sb-1"}, podIP: "10.1.0.7"}},
-		{name: "check: gone is died", action: "check", ids: []string{"sb-1"},
+		{name: "check: gone is died", action: "check_sandbox", ids: []string{"sb-1"},
 			replies: []reply{{"PodSandboxStatus", "sb-1", nil, errNotFound}},
 			want:    sbWant{raised: []fsm.SandboxEvent{fsm.SandboxEventDied}, id: "sb-1", ids: []string{"sb-1"}}},
-		{name: "check: not ready is died", action: "check", ids: []string{"sb-1"},
+		{name: "check: not ready is died", action: "check_sandbox", ids: []string{"sb-1"},
 			replies: []reply{{"PodSandboxStatus", "sb-1", sbStatus(notReady, ""), nil}},
 			want:    sbWant{raised: []fsm.SandboxEvent{fsm.SandboxEventDied}, id: "sb-1", ids: []string{"sb-1"}}},
-		{name: "check: still unknown", action: "check", ids: []string{"sb-1"},
+		{name: "check: still unknown", action: "check_sandbox", ids: []string{"sb-1"},
 			replies: []reply{{"PodSandboxStatus", "sb-1", nil, errors.New("deadline exceeded")}},
 			want:    sbWant{raised: []fsm.SandboxEvent{fsm.SandboxEventStatusFailed}, id: "sb-1", ids: []string{"sb-1"}, failed: true}},
-		{name: "stop: every sandbox, a gone one counts as stopped", action: "stop", ids: []string{"sb-0", "sb-1"},
+		{name: "stop: every sandbox, a gone one counts as stopped", action: "stop_sandbox", ids: []string{"sb-0", "sb-1"},
 			replies: []reply{{"StopPodSandbox", "sb-0", nil, errNotFound}, {"StopPodSandbox", "sb-1", nil, nil}},
 			want:    sbWant{raised: []fsm.SandboxEvent{fsm.SandboxEventStopped}, id: "sb-1", ids: []string{"sb-0", "sb-1"}}},
-		{name: "stop: one fails, the others are still stopped, no stopped", action: "stop", ids: []string{"sb-0", "sb-1"},
+		{name: "stop: one fails, the others are still stopped, no stopped", action: "stop_sandbox", ids: []string{"sb-0", "sb-1"},
 			replies: []reply{{"StopPodSandbox", "sb-0", nil, errors.New("busy")}, {"StopPodSandbox", "sb-1", nil, nil}},
 			want:    sbWant{id: "sb-1", ids: []string{"sb-0", "sb-1"}, failed: true}},
-		{name: "remove: every sandbox, a gone one counts as removed", action: "remove", ids: []string{"sb-0", "sb-1"},
+		{name: "remove: every sandbox, a gone one counts as removed", action: "remove_pod", ids: []string{"sb-0", "sb-1"},
 			replies: []reply{{"RemovePodSandbox", "sb-0", nil, errNotFound}, {"RemovePodSandbox", "sb-1", nil, nil}},
 			want:    sbWant{id: "sb-1", ids: []string{"sb-0", "sb-1"}}},
-		{name: "remove: one fails, the others are still removed", action: "remove", ids: []string{"sb-0", "sb-1"},
+		{name: "remove: one fails, the others are still removed", action: "remove_pod", ids: []string{"sb-0", "sb-1"},
 			replies: []reply{{"RemovePodSandbox", "sb-0", nil, errors.New("busy")}, {"RemovePodSandbox", "sb-1", nil, nil}},
 			want:    sbWant{id: "sb-1", ids: []string{"sb-0", "sb-1"}, failed: true}},
 	} {
@@ -124,20 +123,13 @@ func TestSandboxActionsAsOperations(t *testing.T) {
 			if len(tc.ids) > 0 {
 				sb.ids, sb.id = tc.ids, tc.ids[len(tc.ids)-1]
 			}
-			var o op.Op
-			switch tc.action {
-			case "run":
-				o = sb.runSandbox()
-			case "check":
-				o = sb.readStatus(false)
-			case "stop":
-				o = sb.stopFrom(0, nil)
-			case "remove":
-				o = sb.removeFrom(0, nil)
+			a, ok := sandboxOps[tc.action]
+			if !ok {
+				t.Fatalf("no action %q in sandboxOps", tc.action)
 			}
-			o = drive(t, o, tc.replies)
+			o := drive(t, a.first(sb), a.cri, tc.replies)
 			got := sbWant{raised: sb.run.Pending(), id: sb.id, ids: sb.ids, podIP: sb.podIP, failed: o.Err() != nil}
-			if tc.action != "remove" && (o.Err() != nil) != (sb.err != nil) {
+			if tc.action != "remove_pod" && (o.Err() != nil) != (sb.err != nil) {
 				t.Errorf("action error %v, sb.err %v: want both or neither", o.Err(), sb.err)
 			}
 			if got.String() != tc.want.String() {

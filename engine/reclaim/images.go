@@ -179,9 +179,13 @@ func (n *Node) gcDone(err error) {
 // RemoveUnusedImages removes the planned images in order until their sizes
 // add up to what must be freed.
 func (n *Node) RemoveUnusedImages(ctx context.Context) error {
+	return op.Exec(ctx, n.cfg.Runtime, n.removeUnusedImages())
+}
+
+func (n *Node) removeUnusedImages() op.Op {
 	plan := n.plan
 	n.plan = nil
-	return op.Exec(ctx, n.cfg.Runtime, n.removeImages(plan, 0, nil))
+	return n.removeImages(plan, 0, nil)
 }
 
 // removeImages removes the images of plan, after freed bytes and the

@@ -18,6 +18,7 @@ import (
 	"github.com/speclet/speclet/engine/eviction"
 	"github.com/speclet/speclet/engine/imagegc"
 	"github.com/speclet/speclet/engine/op"
+	"github.com/speclet/speclet/engine/op/optest"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -45,72 +46,71 @@ func TestNodeActionsAsOperations(t *testing.T) {
 	status := &runtimeapi.StatusResponse{Info: map[string]string{"config": `{"sandboxImage":"pause:3.10"}`}}
 	for _, tc := range []struct {
 		name   string
-		action func(n *Node) op.Op
+		action string      // the spec name of an action of nodeOps
+		setup  func(*Node) // what earlier actions left
 		steps  []step
 		report []fsm.NodeEvent
 		plan   string // the image GC plan left for remove_unused_images
 		failed bool
 	}{
 		{name: "container GC: the dead beyond the newest go, a gone one counts",
-			action: (*Node).removeDeadContainers,
+			action: "remove_dead_containers",
 			steps: []step{{"ListContainers", "", []*runtimeapi.Container{dead("c0", 0), dead("c1", 1), dead("c2", 2)}, nil},
 				{"RemoveContainer", "c0", nil, nil}, {"RemoveContainer", "c1", nil, errNotFound}},
 			report: []fsm.NodeEvent{fsm.NodeEventContainersCollected}},
 		{name: "container GC: a failed removal fails the pass, the others still go",
-			action: (*Node).removeDeadContainers,
+			action: "remove_dead_containers",
 			steps: []step{{"ListContainers", "", []*runtimeapi.Container{dead("c0", 0), dead("c1", 1), dead("c2", 2)}, nil},
 				{"RemoveContainer", "c0", nil, errors.New("busy")}, {"RemoveContainer", "c1", nil, nil}},
 			report: []fsm.NodeEvent{fsm.NodeEventContainerGcFailed}, failed: true},
 		{name: "container GC: no list, no pass",
-			action: (*Node).removeDeadContainers,
+			action: "remove_dead_containers",
 			steps:  []step{{"ListContainers", "", nil, errors.New("unavailable")}},
 			report: []fsm.NodeEvent{fsm.NodeEventContainerGcFailed}, failed: true},
 		{name: "image GC: above the high threshold, the unused image is planned, the sandbox image kept",
-			action: (*Node).measureImageFs,
+			action: "measure_image_fs",
 			steps: []step{{"ImageFsInfo", "", fsInfo, nil}, {"FsStat", "/var/lib/images", [2]uint64{100, 10}, nil},
 				{"ListImages", "", images, nil}, {"ListContainers", "", inUse, nil}, {"Status", "verbose", status, nil}},
 			report: []fsm.NodeEvent{fsm.NodeEventAboveHigh}, plan: "sha256:a (need 10)"},
 		{name: "image GC: below the high threshold, nothing planned",
-			action: (*Node).measureImageFs,
+			action: "measure_image_fs",
 			steps: []step{{"ImageFsInfo", "", fsInfo, nil}, {"FsStat", "/var/lib/images", [2]uint64{100, 50}, nil},
 				{"ListImages", "", images, nil}, {"ListContainers", "", inUse, nil}, {"Status", "verbose", nil, errors.New("no info")}},
 			report: []fsm.NodeEvent{fsm.NodeEventBelowHigh}, plan: " (need 0)"},
 		{name: "image GC: no image filesystem named",
-			action: (*Node).measureImageFs,
+			action: "measure_image_fs",
 			steps:  []step{{"ImageFsInfo", "", &runtimeapi.ImageFsInfoResponse{}, nil}},
 			report: []fsm.NodeEvent{fsm.NodeEventMeasureFailed}, plan: " (need 0)", failed: true},
 		{name: "image GC: the filesystem cannot be measured",
-			action: (*Node).measureImageFs,
+			action: "measure_image_fs",
 			steps:  []step{{"ImageFsInfo", "", fsInfo, nil}, {"FsStat", "/var/lib/images", nil, errors.New("ENOENT")}},
 			report: []fsm.NodeEvent{fsm.NodeEventMeasureFailed}, plan: " (need 0)", failed: true},
 		{name: "image GC: removals until the need is freed",
-			action: func(n *Node) op.Op {
+			action: "remove_unused_images",
+			setup: func(n *Node) {
 				n.plan, n.need, n.sizes = []string{"x", "y", "z"}, 40, map[string]uint64{"x": 30, "y": 20, "z": 5}
-				return n.removeImages(n.plan, 0, nil)
 			},
 			steps:  []step{{"RemoveImage", "x", nil, nil}, {"RemoveImage", "y", nil, nil}},
-			report: []fsm.NodeEvent{fsm.NodeEventCollected}, plan: "x,y,z (need 40)"},
+			report: []fsm.NodeEvent{fsm.NodeEventCollected}, plan: " (need 40)"},
 		{name: "image GC: too little removable",
-			action: func(n *Node) op.Op {
-				n.plan, n.need, n.sizes = []string{"x", "y"}, 40, map[string]uint64{"x": 30, "y": 20}
-				return n.removeImages(n.plan, 0, nil)
-			},
+			action: "remove_unused_images",
+			setup:  func(n *Node) { n.plan, n.need, n.sizes = []string{"x", "y"}, 40, map[string]uint64{"x": 30, "y": 20} },
 			steps:  []step{{"RemoveImage", "x", nil, nil}, {"RemoveImage", "y", nil, errors.New("in use")}},
-			report: []fsm.NodeEvent{fsm.NodeEventCollectFailed}, plan: "x,y (need 40)", failed: true},
+			report: []fsm.NodeEvent{fsm.NodeEventCollectFailed}, plan: " (need 40)", failed: true},
 		{name: "eviction: the signals cannot be measured",
-			action: (*Node).observeSignals,
+			action: "observe_signals",
 			steps:  []step{{"ImageFsInfo", "", nil, errors.New("unavailable")}, {"Signals", "", nil, errors.New("no /proc/meminfo")}},
 			report: []fsm.NodeEvent{fsm.NodeEventObserveFailed}, failed: true},
 		{name: "eviction: measured on the image filesystem, no pressure",
-			action: (*Node).observeSignals,
+			action: "observe_signals",
 			steps:  []step{{"ImageFsInfo", "", fsInfo, nil}, {"Signals", "/var/lib/images", eviction.Observations{}, nil}},
 			report: []fsm.NodeEvent{fsm.NodeEventNoPressure}},
 		{name: "eviction: memory is ranked by the containers' usage",
-			action: func(n *Node) op.Op { n.decision = eviction.Decision{Signal: "memory.available"}; return n.evictPod() },
+			action: "evict_pod", setup: func(n *Node) { n.decision = eviction.Decision{Signal: "memory.available"} },
 			steps:  []step{{"ListContainerStats", "", []*runtimeapi.ContainerStats{}, nil}},
 			failed: true}, // no pod to evict
 		{name: "eviction: PIDs need no usage",
-			action: func(n *Node) op.Op { n.decision = eviction.Decision{Signal: "pid.available"}; return n.evictPod() },
+			action: "evict_pod", setup: func(n *Node) { n.decision = eviction.Decision{Signal: "pid.available"} },
 			failed: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -120,19 +120,18 @@ func TestNodeActionsAsOperations(t *testing.T) {
 				Report:   func(ev fsm.NodeEvent) { reported = append(reported, ev) },
 				ImageGC:  imagegc.Policy{High: 85, Low: 80}, ContainerGC: containergc.Policy{MaxPerContainer: 1, MaxContainers: -1},
 				Eviction: &eviction.Manager{}, Pods: pods{}})
-			o := tc.action(n)
+			if tc.setup != nil {
+				tc.setup(n)
+			}
+			a, ok := nodeOps[tc.action]
+			if !ok {
+				t.Fatalf("no action %q in nodeOps", tc.action)
+			}
+			steps := make([]optest.Step, len(tc.steps))
 			for i, s := range tc.steps {
-				if o.Done() {
-					t.Fatalf("step %d: the action ended (%v), want %s", i, o.Err(), s.op)
-				}
-				if got := about(o); o.Name() != s.op || got != s.about {
-					t.Fatalf("step %d: %s about %q, want %s about %q", i, o, got, s.op, s.about)
-				}
-				o = o.Reply(s.v, s.err)
+				steps[i] = optest.Step{Op: s.op, About: s.about, V: s.v, Err: s.err}
 			}
-			if !o.Done() {
-				t.Fatalf("after every reply the action asks for %s", o)
-			}
+			o := optest.Drive(t, a.first(n), a.cri, about, steps)
 			if (o.Err() != nil) != tc.failed {
 				t.Errorf("action error %v, want failed %v", o.Err(), tc.failed)
 			}
@@ -143,6 +142,29 @@ func TestNodeActionsAsOperations(t *testing.T) {
 				t.Errorf("plan %q, want %q", plan, tc.plan)
 			}
 		})
+	}
+}
+
+// nodeOps are the node machine's actions that call the runtime, by spec
+// name: the CRI methods each declares, and its first operation.
+var nodeOps = map[string]struct {
+	cri   []string
+	first func(*Node) op.Op
+}{
+	fsm.NodeActionMeasureImageFs.String():       {fsm.NodeActionCRI[fsm.NodeActionMeasureImageFs], (*Node).measureImageFs},
+	fsm.NodeActionRemoveUnusedImages.String():   {fsm.NodeActionCRI[fsm.NodeActionRemoveUnusedImages], (*Node).removeUnusedImages},
+	fsm.NodeActionRemoveDeadContainers.String(): {fsm.NodeActionCRI[fsm.NodeActionRemoveDeadContainers], (*Node).removeDeadContainers},
+	fsm.NodeActionObserveSignals.String():       {fsm.NodeActionCRI[fsm.NodeActionObserveSignals], (*Node).observeSignals},
+	fsm.NodeActionEvictPod.String():             {fsm.NodeActionCRI[fsm.NodeActionEvictPod], (*Node).evictPod},
+}
+
+// TestNodeRuntimeActionsAreOperations: every action of the node machine
+// whose spec declares CRI calls is written as operations.
+func TestNodeRuntimeActionsAreOperations(t *testing.T) {
+	for a, cri := range fsm.NodeActionCRI {
+		if name := fsm.NodeAction(a).String(); len(cri) > 0 && nodeOps[name].first == nil {
+			t.Errorf("node action %s calls %v but has no operations in nodeOps", name, cri)
+		}
 	}
 }
 
