@@ -1,11 +1,7 @@
 package engine
 
 import (
-	"fmt"
-	"strings"
 	"testing"
-
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/engine/op"
 	"github.com/speclet/speclet/engine/op/optest"
@@ -27,41 +23,7 @@ func drive(t *testing.T, o op.Op, declared []string, replies []reply) op.Op {
 	for i, r := range replies {
 		steps[i] = optest.Step{Op: r.op, About: r.about, V: r.v, Err: r.err}
 	}
-	return optest.Drive(t, o, declared, about, steps)
-}
-
-// about is what an operation is about: the sandbox or container ID (and a
-// stop's timeout), the pod or container name of a create, the image, or a
-// host step's argument.
-func about(o op.Op) string {
-	switch r := o.Request().(type) {
-	case *runtimeapi.RunPodSandboxRequest:
-		return r.Config.GetMetadata().GetName()
-	case *runtimeapi.PodSandboxStatusRequest:
-		return r.PodSandboxId
-	case *runtimeapi.StopPodSandboxRequest:
-		return r.PodSandboxId
-	case *runtimeapi.RemovePodSandboxRequest:
-		return r.PodSandboxId
-	case *runtimeapi.ImageStatusRequest:
-		return r.Image.GetImage()
-	case *runtimeapi.PullImageRequest:
-		if u := r.Auth.GetUsername(); u != "" {
-			return r.Image.GetImage() + " " + u
-		}
-		return r.Image.GetImage()
-	case *runtimeapi.CreateContainerRequest:
-		return r.PodSandboxId + " " + r.Config.GetMetadata().GetName()
-	case *runtimeapi.StartContainerRequest:
-		return r.ContainerId
-	case *runtimeapi.StopContainerRequest:
-		return fmt.Sprintf("%s %ds", r.ContainerId, r.Timeout)
-	case *runtimeapi.ContainerStatusRequest:
-		return r.ContainerId
-	case *runtimeapi.RemoveContainerRequest:
-		return r.ContainerId
-	}
-	return strings.TrimSpace(fmt.Sprint(o.Request()))
+	return optest.Drive(t, o, declared, steps)
 }
 
 // opAction is an action of a machine owned by B that calls the runtime:

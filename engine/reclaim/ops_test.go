@@ -131,7 +131,7 @@ func TestNodeActionsAsOperations(t *testing.T) {
 			for i, s := range tc.steps {
 				steps[i] = optest.Step{Op: s.op, About: s.about, V: s.v, Err: s.err}
 			}
-			o := optest.Drive(t, a.first(n), a.cri, about, steps)
+			o := optest.Drive(t, a.first(n), a.cri, steps)
 			if (o.Err() != nil) != tc.failed {
 				t.Errorf("action error %v, want failed %v", o.Err(), tc.failed)
 			}
@@ -166,24 +166,6 @@ func TestNodeRuntimeActionsAreOperations(t *testing.T) {
 			t.Errorf("node action %s calls %v but has no operations in nodeOps", name, cri)
 		}
 	}
-}
-
-// about is what an operation is about, where the test checks it.
-func about(o op.Op) string {
-	switch r := o.Request().(type) {
-	case *runtimeapi.RemoveContainerRequest:
-		return r.ContainerId
-	case *runtimeapi.RemoveImageRequest:
-		return r.Image.GetImage()
-	case *runtimeapi.StatusRequest:
-		if r.Verbose {
-			return "verbose"
-		}
-		return ""
-	case string:
-		return r
-	}
-	return ""
 }
 
 // errNotFound is a runtime's answer for an object it does not know.

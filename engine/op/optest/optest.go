@@ -5,15 +5,17 @@
 package optest
 
 import (
+	"fmt"
 	"slices"
 	"testing"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/engine/op"
 )
 
 // Step is one operation an action is expected to ask for, its name and
-// what it is about (as the test's About names it), and the result the
-// test feeds it.
+// what it is about (as About names it), and the result the test feeds it.
 type Step struct {
 	Op, About string
 	V         any
@@ -24,8 +26,8 @@ type Step struct {
 // action. It fails the test when an operation is not the step's, when a
 // CRI call is not one of declared (the action's spec `cri` list, which
 // the CRI audit holds the real calls to), or when the action asks for more
-// than the steps. about names what an operation is about.
-func Drive(t testing.TB, o op.Op, declared []string, about func(op.Op) string, steps []Step) op.Op {
+// than the steps.
+func Drive(t testing.TB, o op.Op, declared []string, steps []Step) op.Op {
 	t.Helper()
 	for i, s := range steps {
 		if o.Done() {
@@ -34,13 +36,62 @@ func Drive(t testing.TB, o op.Op, declared []string, about func(op.Op) string, s
 		if o.CRI() && !slices.Contains(declared, o.Name()) {
 			t.Fatalf("step %d: %s is not in the action's cri list %q", i, o, declared)
 		}
-		if got := about(o); o.Name() != s.Op || got != s.About {
+		if got := About(o); o.Name() != s.Op || got != s.About {
 			t.Fatalf("step %d: %s about %q, want %s about %q", i, o, got, s.Op, s.About)
 		}
 		o = o.Reply(s.V, s.Err)
 	}
 	if !o.Done() {
-		t.Fatalf("after every step the action asks for %s about %q", o, about(o))
+		t.Fatalf("after every step the action asks for %s about %q", o, About(o))
 	}
 	return o
+}
+
+// About is what operation o is about: the sandbox or container ID of a
+// call about one (a stop's with its timeout, "c1 30s"), the sandbox and the
+// container name of a create ("sb1 app"), the pod name of a sandbox run,
+// the image of an image call (a pull's with its credential's user name),
+// "verbose" for a verbose Status, the argument of a host step; "" for a
+// call about nothing in particular (a list).
+func About(o op.Op) string {
+	if !o.CRI() {
+		if o.Request() == nil {
+			return ""
+		}
+		return fmt.Sprint(o.Request())
+	}
+	switch r := o.Request().(type) {
+	case *runtimeapi.RunPodSandboxRequest:
+		return r.Config.GetMetadata().GetName()
+	case *runtimeapi.PodSandboxStatusRequest:
+		return r.PodSandboxId
+	case *runtimeapi.StopPodSandboxRequest:
+		return r.PodSandboxId
+	case *runtimeapi.RemovePodSandboxRequest:
+		return r.PodSandboxId
+	case *runtimeapi.CreateContainerRequest:
+		return r.PodSandboxId + " " + r.Config.GetMetadata().GetName()
+	case *runtimeapi.StartContainerRequest:
+		return r.ContainerId
+	case *runtimeapi.StopContainerRequest:
+		return fmt.Sprintf("%s %ds", r.ContainerId, r.Timeout)
+	case *runtimeapi.ContainerStatusRequest:
+		return r.ContainerId
+	case *runtimeapi.RemoveContainerRequest:
+		return r.ContainerId
+	case *runtimeapi.ImageStatusRequest:
+		return r.Image.GetImage()
+	case *runtimeapi.RemoveImageRequest:
+		return r.Image.GetImage()
+	case *runtimeapi.PullImageRequest:
+		if u := r.Auth.GetUsername(); u != "" {
+			return r.Image.GetImage() + " " + u
+		}
+		return r.Image.GetImage()
+	case *runtimeapi.StatusRequest:
+		if r.Verbose {
+			return "verbose"
+		}
+	}
+	return ""
 }
