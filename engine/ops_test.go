@@ -33,13 +33,21 @@ type opAction[B any] struct {
 	first func(B) op.Op
 }
 
-// sandboxOps are the sandbox machine's actions that call the runtime, and
-// remove_pod's removal of the sandboxes, by spec name.
+// sandboxOps are the sandbox machine's actions that call the runtime, by
+// spec name.
 var sandboxOps = map[string]opAction[*sandboxState]{
 	fsm.SandboxActionRunSandbox.String():   {fsm.SandboxActionCRI[fsm.SandboxActionRunSandbox], (*sandboxState).runSandbox},
 	fsm.SandboxActionCheckSandbox.String(): {fsm.SandboxActionCRI[fsm.SandboxActionCheckSandbox], func(sb *sandboxState) op.Op { return sb.readStatus(false) }},
 	fsm.SandboxActionStopSandbox.String():  {fsm.SandboxActionCRI[fsm.SandboxActionStopSandbox], func(sb *sandboxState) op.Op { return sb.stopFrom(0, nil) }},
-	fsm.PodActionRemovePod.String():        {fsm.PodActionCRI[fsm.PodActionRemovePod], func(sb *sandboxState) op.Op { return sb.removeFrom(0, nil) }},
+}
+
+// podOps are the pod machine's actions that call the runtime or deliver
+// events to the pod's other machines, by spec name.
+var podOps = map[string]opAction[*podState]{
+	fsm.PodActionSyncPod.String():        {fsm.PodActionCRI[fsm.PodActionSyncPod], (*podState).syncPod},
+	fsm.PodActionKillContainers.String(): {fsm.PodActionCRI[fsm.PodActionKillContainers], (*podState).killContainers},
+	fsm.PodActionStopSandbox.String():    {fsm.PodActionCRI[fsm.PodActionStopSandbox], (*podState).stopSandbox},
+	fsm.PodActionRemovePod.String():      {fsm.PodActionCRI[fsm.PodActionRemovePod], (*podState).removePod},
 }
 
 // ctrOps are the container machine's actions that call the runtime, by
@@ -55,9 +63,9 @@ var ctrOps = map[string]opAction[*ctrState]{
 	fsm.ContainerActionRemoveContainer.String():    {fsm.ContainerActionCRI[fsm.ContainerActionRemoveContainer], (*ctrState).removeContainers},
 }
 
-// TestRuntimeActionsAreOperations: every action of the sandbox and
-// container machines whose spec declares CRI calls, and remove_pod, is
-// written as operations, and is driven by the tests above.
+// TestRuntimeActionsAreOperations: every action of the pod, sandbox and
+// container machines whose spec declares CRI calls is written as
+// operations, and is driven by the tests of each machine.
 func TestRuntimeActionsAreOperations(t *testing.T) {
 	for a, cri := range fsm.SandboxActionCRI {
 		if name := fsm.SandboxAction(a).String(); len(cri) > 0 && sandboxOps[name].first == nil {
@@ -70,8 +78,8 @@ func TestRuntimeActionsAreOperations(t *testing.T) {
 		}
 	}
 	for a, cri := range fsm.PodActionCRI {
-		if name := fsm.PodAction(a).String(); len(cri) > 0 && sandboxOps[name].first == nil {
-			t.Errorf("pod action %s calls %v but has no operations in sandboxOps", name, cri)
+		if name := fsm.PodAction(a).String(); len(cri) > 0 && podOps[name].first == nil {
+			t.Errorf("pod action %s calls %v but has no operations in podOps", name, cri)
 		}
 	}
 }

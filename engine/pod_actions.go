@@ -43,52 +43,87 @@ func (s *podState) ExceedDeadline(context.Context) error {
 // ready sandbox or ctx ended, else sync_ok: a failed container start is the
 // container machine's (start_failed and its back-off).
 func (s *podState) SyncPod(ctx context.Context) error {
-	op := "sync"
+	kind := "sync"
 	if s.syncs == 0 {
-		op = "create"
+		kind = "create"
 	}
 	s.syncs++
-	defer func(t0 time.Time) { s.e.metrics.WorkerDuration(op, s.e.clock.Since(t0)) }(s.e.clock.Now())
+	defer func(t0 time.Time) { s.e.metrics.WorkerDuration(kind, s.e.clock.Since(t0)) }(s.e.clock.Now())
 	// The sandbox config RunPodSandbox got serves the creates of this
 	// sync; a later one builds it again (sandboxState.config).
 	defer func() { s.sandbox.cfg = nil }()
+	return op.Exec(ctx, s.e.rt, s.syncPod())
+}
+
+// syncPod is SyncPod's operations: the newest spec to every container and
+// a dead sandbox's death to them, the volumes, the sandbox, then the
+// containers' starts.
+func (s *podState) syncPod() op.Op {
 	if s.startTime.IsZero() {
 		s.startTime = s.e.clock.Now()
 	}
-	for _, c := range s.all() {
-		c.fire(ctx, fsm.ContainerEventUpdate)
-	}
-	if s.sandbox.machine.State() == fsm.SandboxStateDead {
-		s.each(ctx, fsm.ContainerEventSandboxDied)
-	}
-	if err := fsm.RunPodAction(ctx, s, fsm.PodActionMountVolumes); err != nil {
-		s.raise(fsm.PodEventSyncFailed)
-		return err
-	}
-	s.addProbes() // kubelet's AddPod: the probes' ticks start here
-	s.sandbox.fire(ctx, fsm.SandboxEventCreate)
-	if s.sandbox.machine.State() != fsm.SandboxStateReady {
-		// The spec decides what a done pod does without a sandbox
-		// (syncing: sync_failed guarded by pod_done).
-		s.raise(fsm.PodEventSyncFailed)
-		return errors.Join(ctx.Err(), s.sandbox.err)
-	}
-	s.w.publishStatus() // Pending with ContainerCreating while images pull
-	// Ephemeral containers first, as kubelet starts them before init
-	// containers: a pod that cannot initialize can still be debugged.
-	for _, c := range s.ephemerals {
-		c.fire(ctx, fsm.ContainerEventStart)
-	}
-	for _, c := range s.inits {
-		c.fire(ctx, fsm.ContainerEventStart)
-	}
-	parallel(s.containers, func(c *ctrState) { c.fire(ctx, fsm.ContainerEventStart) })
-	if err := ctx.Err(); err != nil {
-		s.raise(fsm.PodEventSyncFailed)
-		return err
-	}
-	s.raise(fsm.PodEventSyncOk)
-	return nil
+	return op.Deliver(fsm.ContainerEventUpdate.String(), "containers", func(ctx context.Context) {
+		for _, c := range s.all() {
+			c.fire(ctx, fsm.ContainerEventUpdate)
+		}
+	}, func(error) op.Op {
+		if s.sandbox.machine.State() == fsm.SandboxStateDead {
+			return op.Deliver(fsm.ContainerEventSandboxDied.String(), "containers", func(ctx context.Context) {
+				s.each(ctx, fsm.ContainerEventSandboxDied)
+			}, func(error) op.Op { return s.mountThenSandbox() })
+		}
+		return s.mountThenSandbox()
+	})
+}
+
+// mountThenSandbox mounts the volumes (mount_volumes, which the spec lets
+// sync_pod call) and asks the sandbox to be ready; sync_failed when either
+// fails.
+func (s *podState) mountThenSandbox() op.Op {
+	return op.Do(fsm.PodActionMountVolumes.String(), s.pod.UID, func(ctx context.Context) error {
+		return fsm.RunPodAction(ctx, s, fsm.PodActionMountVolumes)
+	}, func(err error) op.Op {
+		if err != nil {
+			s.raise(fsm.PodEventSyncFailed)
+			return op.Done(err)
+		}
+		s.addProbes() // kubelet's AddPod: the probes' ticks start here
+		return op.Deliver(fsm.SandboxEventCreate.String(), "sandbox", func(ctx context.Context) {
+			s.sandbox.fire(ctx, fsm.SandboxEventCreate)
+		}, func(err error) op.Op {
+			if s.sandbox.machine.State() != fsm.SandboxStateReady {
+				// The spec decides what a done pod does without a sandbox
+				// (syncing: sync_failed guarded by pod_done).
+				s.raise(fsm.PodEventSyncFailed)
+				return op.Done(errors.Join(err, s.sandbox.err))
+			}
+			s.w.publishStatus() // Pending with ContainerCreating while images pull
+			return s.startContainers()
+		})
+	})
+}
+
+// startContainers asks every container to start; its guards decide whether
+// it may now. Ephemeral containers first, as kubelet starts them before
+// init containers (a pod that cannot initialize can still be debugged),
+// then init containers in order, then regular containers in parallel.
+func (s *podState) startContainers() op.Op {
+	return op.Deliver(fsm.ContainerEventStart.String(), "containers", func(ctx context.Context) {
+		for _, c := range s.ephemerals {
+			c.fire(ctx, fsm.ContainerEventStart)
+		}
+		for _, c := range s.inits {
+			c.fire(ctx, fsm.ContainerEventStart)
+		}
+		parallel(s.containers, func(c *ctrState) { c.fire(ctx, fsm.ContainerEventStart) })
+	}, func(err error) op.Op {
+		if err != nil {
+			s.raise(fsm.PodEventSyncFailed)
+			return op.Done(err)
+		}
+		s.raise(fsm.PodEventSyncOk)
+		return op.Done(nil)
+	})
 }
 
 // each delivers ev to every container: ephemeral and regular containers in
@@ -151,18 +186,30 @@ func (s *podState) remainingGrace(now time.Time) int64 {
 // sidecars. Raises termination_done.
 func (s *podState) KillContainers(ctx context.Context) error {
 	defer func(t0 time.Time) { s.e.metrics.WorkerDuration("kill", s.e.clock.Since(t0)) }(s.e.clock.Now())
+	return op.Exec(ctx, s.e.rt, s.killContainers())
+}
+
+func (s *podState) killContainers() op.Op {
 	if s.grace < 0 {
 		s.kill(podGrace(s.pod), false)
 	}
-	s.each(ctx, fsm.ContainerEventKill)
-	s.raise(fsm.PodEventTerminationDone)
-	return ctx.Err()
+	return op.Deliver(fsm.ContainerEventKill.String(), "containers", func(ctx context.Context) {
+		s.each(ctx, fsm.ContainerEventKill)
+	}, func(err error) op.Op {
+		s.raise(fsm.PodEventTerminationDone)
+		return op.Done(err)
+	})
 }
 
 // StopSandbox delivers stop to the sandbox machine.
 func (s *podState) StopSandbox(ctx context.Context) error {
-	s.sandbox.fire(ctx, fsm.SandboxEventStop)
-	return s.sandbox.err
+	return op.Exec(ctx, s.e.rt, s.stopSandbox())
+}
+
+func (s *podState) stopSandbox() op.Op {
+	return op.Deliver(fsm.SandboxEventStop.String(), "sandbox", func(ctx context.Context) {
+		s.sandbox.fire(ctx, fsm.SandboxEventStop)
+	}, func(error) op.Op { return op.Done(s.sandbox.err) })
 }
 
 // RemovePod unmounts the pod's volumes (its containers are stopped with
@@ -174,28 +221,38 @@ func (s *podState) StopSandbox(ctx context.Context) error {
 // sandbox. A failure delivers and raises nothing (system.hcl's effect: it
 // fails before any effect), so the retry finds the sandbox still stopped.
 func (s *podState) RemovePod(ctx context.Context) error {
+	return op.Exec(ctx, s.e.rt, s.removePod())
+}
+
+func (s *podState) removePod() op.Op {
 	if s.sandbox.machine.State() != fsm.SandboxStateStopped {
-		return errors.New("sandbox not stopped yet")
+		return op.Done(errors.New("sandbox not stopped yet"))
 	}
-	if err := fsm.RunPodAction(ctx, s, fsm.PodActionUnmountVolumes); err != nil {
-		return err
-	}
-	if err := op.Exec(ctx, s.e.rt, s.sandbox.removeFrom(0, nil)); err != nil {
-		return err
-	}
-	for _, c := range s.all() {
-		for _, id := range c.instances() {
-			s.e.pleg.Forget(id)
+	return op.Do(fsm.PodActionUnmountVolumes.String(), s.pod.UID, func(ctx context.Context) error {
+		return fsm.RunPodAction(ctx, s, fsm.PodActionUnmountVolumes)
+	}, func(err error) op.Op {
+		if err != nil {
+			return op.Done(err)
 		}
-		c.ids = nil
-		c.fire(ctx, fsm.ContainerEventRemoved)
-	}
-	for _, id := range s.sandbox.ids {
-		s.e.pleg.ForgetSandbox(id)
-	}
-	s.sandbox.fire(ctx, fsm.SandboxEventRemoved)
-	s.raise(fsm.PodEventCleanupDone)
-	return nil
+		return s.sandbox.removeFrom(0, nil, func() op.Op {
+			return op.Deliver(fsm.ContainerEventRemoved.String(), "containers and sandbox", func(ctx context.Context) {
+				for _, c := range s.all() {
+					for _, id := range c.instances() {
+						s.e.pleg.Forget(id)
+					}
+					c.ids = nil
+					c.fire(ctx, fsm.ContainerEventRemoved)
+				}
+				for _, id := range s.sandbox.ids {
+					s.e.pleg.ForgetSandbox(id)
+				}
+				s.sandbox.fire(ctx, fsm.SandboxEventRemoved)
+			}, func(error) op.Op {
+				s.raise(fsm.PodEventCleanupDone)
+				return op.Done(nil)
+			})
+		})
+	})
 }
 
 // MountVolumes sets up the pod's volumes (engine/volume). Every volume that

@@ -362,15 +362,19 @@ func (sb *sandboxState) adopt(a *adoptedPod) *runtimeapi.PodSandbox {
 
 // removeFrom removes the pod's sandboxes from the i-th on, and their
 // containers with them, after the failures errs of those before; a sandbox
-// the runtime no longer knows counts as removed.
-func (sb *sandboxState) removeFrom(i int, errs []error) op.Op {
+// the runtime no longer knows counts as removed. When all are removed the
+// action goes on with then.
+func (sb *sandboxState) removeFrom(i int, errs []error, then func() op.Op) op.Op {
 	if i == len(sb.ids) {
-		return op.Done(errors.Join(errs...))
+		if err := errors.Join(errs...); err != nil {
+			return op.Done(err)
+		}
+		return then()
 	}
 	return op.RemovePodSandbox(sb.ids[i], func(err error) op.Op {
 		if err = unlessGone(err, fmt.Sprintf("remove sandbox of pod %q", sb.p.key())); err != nil {
 			errs = append(errs, err)
 		}
-		return sb.removeFrom(i+1, errs)
+		return sb.removeFrom(i+1, errs, then)
 	})
 }

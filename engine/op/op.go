@@ -260,3 +260,12 @@ func RemovePodSandbox(id string, then func(error) Op) Op {
 	return errorOnly("RemovePodSandbox", &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id},
 		func(ctx context.Context, rt cri.Runtime) error { return rt.RemovePodSandbox(ctx, id) }, then)
 }
+
+// Deliver delivers event to the machines named to (a pod's sandbox, its
+// containers) with f, which fires them on the action's context: their own
+// actions run inside it, as operations of their own. then reads the
+// context's error once f returned (a kill cancelled the batch), else nil.
+// Request shows "event to".
+func Deliver(event, to string, f func(context.Context), then func(error) Op) Op {
+	return Do("Deliver", event+" to "+to, func(ctx context.Context) error { f(ctx); return ctx.Err() }, then)
+}
