@@ -203,9 +203,10 @@ func benchScale(b *testing.B, n int) {
 	heap1 := liveHeap()
 	stack1 := stackInUse()
 	rss1 := rssBytes()
-	profileHeap(b, n)
+	profileHeap(b, n, "heap")
 	waitSettled(e)
 	heap2 := liveHeap()
+	profileHeap(b, n, "settled-heap")
 	updates <- config.PodUpdate{Op: config.OpRemove, Pods: pods, Source: config.SourceFile}
 	for {
 		sbs, cs := srv.Runtime.Len()
@@ -242,14 +243,15 @@ func profileCPU(b *testing.B, n int) func() {
 	return func() { pprof.StopCPUProfile(); f.Close() }
 }
 
-// profileHeap writes the heap profile taken with all n pods running, when
-// SPECLET_PROFILE_DIR names a directory.
-func profileHeap(b *testing.B, n int) {
+// profileHeap writes a heap profile (as scale-n-what.pprof: "heap" with all
+// n pods running, "settled-heap" once settled) when SPECLET_PROFILE_DIR
+// names a directory.
+func profileHeap(b *testing.B, n int, what string) {
 	dir := os.Getenv("SPECLET_PROFILE_DIR")
 	if dir == "" {
 		return
 	}
-	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("scale-%d-heap.pprof", n)))
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("scale-%d-%s.pprof", n, what)))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -113,8 +113,8 @@ func (e *Engine) PodHistory(key string) (PodDebug, bool) {
 func (w *podWorker) debug(withHistory bool) (PodDebug, bool) {
 	w.mu.Lock()
 	d := PodDebug{UID: w.uid}
-	if w.pub != nil {
-		d.Namespace, d.Name, d.Phase = w.pub.Namespace, w.pub.Name, string(w.pub.Status.Phase)
+	if w.pubPod != nil {
+		d.Namespace, d.Name, d.Phase = w.pubPod.Namespace, w.pubPod.Name, string(w.pubStatus.Phase)
 	}
 	w.mu.Unlock()
 	d.Machines, d.History = w.hist.Snapshot(withHistory)
@@ -135,9 +135,9 @@ func (e *Engine) forgetLocked(w *podWorker) {
 	now := e.clock.Now()
 	g := goneHistory{at: now, pod: d}
 	w.mu.Lock()
-	if w.pub != nil && podStopped(w.pubState) {
-		g.final = &v1.Pod{TypeMeta: w.pub.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: w.pub.Name, Namespace: w.pub.Namespace, UID: w.pub.UID},
-			Status: *w.pub.Status.DeepCopy()}
+	if w.pubPod != nil && podStopped(w.pubState) {
+		g.final = &v1.Pod{TypeMeta: w.pubPod.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: w.pubPod.Name, Namespace: w.pubPod.Namespace, UID: w.pubPod.UID},
+			Status: *w.pubStatus.DeepCopy()}
 	}
 	w.mu.Unlock()
 	e.gone[w.uid] = g

@@ -50,7 +50,7 @@ func (p enginePods) Evictable() []*v1.Pod {
 	var out []*v1.Pod
 	for _, w := range e.workers {
 		w.mu.Lock()
-		st, pub := w.podState, w.pub
+		st, pub := w.podState, w.publishedLocked()
 		w.mu.Unlock()
 		if w.refusal != nil || pub == nil || w.pod == nil {
 			continue

@@ -182,7 +182,7 @@ func (e *Engine) purgeFinished() {
 	purged := map[types.UID][]string{} // UID -> its log directory, when known
 	for uid, w := range e.workers {
 		w.mu.Lock()
-		fin, pub := w.podState == fsm.PodStateFinished, w.pub
+		fin, pub := w.podState == fsm.PodStateFinished, w.pubPod
 		w.mu.Unlock()
 		killed := w.inbox.KillPosted()
 		if !fin {

@@ -121,13 +121,13 @@ func (e *Engine) PodStopped(uid types.UID) (final *v1.Pod, stopped bool) {
 	if !podStopped(w.podState) {
 		return nil, false
 	}
-	if w.pub == nil {
+	if w.pubPod == nil {
 		return nil, true
 	}
 	if !podStopped(w.pubState) {
 		return nil, false
 	}
-	return w.pub.DeepCopy(), true
+	return w.publishedLocked().DeepCopy(), true
 }
 
 func podStopped(s fsm.PodState) bool {
@@ -157,7 +157,7 @@ func (e *Engine) countRunning() int {
 	defer e.mu.RUnlock()
 	n := 0
 	for uid, w := range e.workers {
-		if p := w.snapshot(); p != nil && e.desired[uid] != nil && p.Status.Phase == v1.PodRunning {
+		if !w.inbox.Orphan() && e.desired[uid] != nil && w.publishedPhase() == v1.PodRunning {
 			n++
 		}
 	}

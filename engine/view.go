@@ -1,8 +1,6 @@
 package engine
 
 import (
-	v1 "k8s.io/api/core/v1"
-
 	"github.com/speclet/speclet/engine/podstatus"
 	"github.com/speclet/speclet/fsm"
 	"github.com/speclet/speclet/spec/podphase"
@@ -151,8 +149,6 @@ func (w *podWorker) publishStatus() {
 		w.mu.Unlock()
 		return
 	}
-	p := &v1.Pod{TypeMeta: s.pod.TypeMeta, ObjectMeta: s.pod.ObjectMeta, Spec: s.pod.Spec, Status: st}
-	p.Spec.NodeName = w.e.cfg.NodeName
-	s.lastStatus, s.pubFrom = &p.Status, s.pod // the published pod is read-only
-	w.publish(p, s.machine.State())
+	s.lastStatus, s.pubFrom = &st, s.pod // the published status is read-only
+	w.publish(s.pod, &st, s.machine.State())
 }

@@ -36,10 +36,15 @@ type podWorker struct {
 	uid   types.UID
 	inbox *inbox.Inbox[payload]
 
-	mu       sync.Mutex
-	timers   schedule.Set // the machines' armed timers
-	pub      *v1.Pod      // last published pod with status
-	pubState fsm.PodState // the pod machine's state pub was computed in
+	mu     sync.Mutex
+	timers schedule.Set // the machines' armed timers
+	// pubPod and pubStatus are the last published pod: the pod object its
+	// status was computed for (its source's, read-only) and that status.
+	// snapshot builds the v1.Pod from them when asked: a copy of the pod
+	// kept per worker would be 1,152 bytes besides the status.
+	pubPod    *v1.Pod
+	pubStatus *v1.PodStatus
+	pubState  fsm.PodState // the pod machine's state pubStatus was computed in
 	// podState is the pod machine's state, published for the sync loop
 	// (housekeeping purges workers whose machine is finished).
 	podState fsm.PodState
@@ -72,14 +77,44 @@ func declaresPod(op config.Op) bool {
 }
 
 // snapshot returns the last published pod; nil for an orphan (a runtime pod
-// no source declares is stopped but not listed).
+// no source declares is stopped but not listed) or before the first
+// publish. It is built at each call and shares the maps, slices and
+// pointers of its pod object and status: read-only, as the published pod
+// always was.
 func (w *podWorker) snapshot() *v1.Pod {
 	if w.inbox.Orphan() {
 		return nil
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.pub
+	return w.publishedLocked()
+}
+
+// publishedLocked is the last published pod, built from pubPod and
+// pubStatus; nil before the first publish. The caller holds w.mu.
+func (w *podWorker) publishedLocked() *v1.Pod {
+	if w.pubPod == nil {
+		return nil
+	}
+	return publishedPod(w.pubPod, w.pubStatus, w.e.cfg.NodeName)
+}
+
+// publishedPod is pod with status on node: a shallow copy.
+func publishedPod(pod *v1.Pod, status *v1.PodStatus, node string) *v1.Pod {
+	p := &v1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: pod.ObjectMeta, Spec: pod.Spec, Status: *status}
+	p.Spec.NodeName = node
+	return p
+}
+
+// publishedPhase is the phase of the last published status, "" before the
+// first publish.
+func (w *podWorker) publishedPhase() v1.PodPhase {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.pubStatus == nil {
+		return ""
+	}
+	return w.pubStatus.Phase
 }
 
 // setPodState publishes the pod machine's state after it entered one.
@@ -89,12 +124,14 @@ func (w *podWorker) setPodState(s fsm.PodState) {
 	w.mu.Unlock()
 }
 
-func (w *podWorker) publish(p *v1.Pod, st fsm.PodState) {
+// publish makes status, computed for the pod object pod in the pod
+// machine's state st, the published one; neither is changed afterwards.
+func (w *podWorker) publish(pod *v1.Pod, status *v1.PodStatus, st fsm.PodState) {
 	w.mu.Lock()
-	w.pub, w.pubState = p, st
+	w.pubPod, w.pubStatus, w.pubState = pod, status, st
 	w.mu.Unlock()
 	if f := w.e.cfg.PublishedPod; f != nil && !w.inbox.Orphan() {
-		f(p)
+		f(publishedPod(pod, status, w.e.cfg.NodeName))
 	}
 }
 

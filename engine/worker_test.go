@@ -83,7 +83,7 @@ func testRelistDiff(t *testing.T) {
 // TestPublishStatusUnchanged: a status equal to the one last published for
 // the same pod object is not published again; a new pod object is.
 func TestPublishStatusUnchanged(t *testing.T) {
-	e, err := New(Config{Runtime: nopRuntime{}, RootDir: t.TempDir(), Clock: clocktesting.NewFakeClock(time.Now()),
+	e, err := New(Config{Runtime: nopRuntime{}, NodeName: "node-a", RootDir: t.TempDir(), Clock: clocktesting.NewFakeClock(time.Now()),
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -94,16 +94,19 @@ func TestPublishStatusUnchanged(t *testing.T) {
 	w := newPodWorker(e, pod, nil)
 	w.st = newPodState(w, pod, nil)
 	w.publishStatus()
-	first := w.snapshot()
+	first := w.pubStatus
 	w.publishStatus()
-	if got := w.snapshot(); got != first || calls != 1 {
-		t.Errorf("same status published again: %d calls, same pod %v", calls, got == first)
+	if w.pubStatus != first || calls != 1 {
+		t.Errorf("same status published again: %d calls, same status %v", calls, w.pubStatus == first)
 	}
 	updated := *pod
 	updated.Labels = map[string]string{"a": "b"}
 	w.st.pod = &updated
 	w.publishStatus()
-	if got := w.snapshot(); got == first || calls != 2 || got.Labels["a"] != "b" {
-		t.Errorf("updated pod not published: %d calls, same pod %v", calls, got == first)
+	if got := w.snapshot(); w.pubStatus == first || calls != 2 || got.Labels["a"] != "b" {
+		t.Errorf("updated pod not published: %d calls, same status %v", calls, w.pubStatus == first)
+	}
+	if got := w.snapshot(); got.Spec.NodeName != e.cfg.NodeName || got.Status.Phase != w.pubStatus.Phase || got.UID != pod.UID {
+		t.Errorf("published pod: node %q, phase %q, UID %q; want %q, %q, %q", got.Spec.NodeName, got.Status.Phase, got.UID, e.cfg.NodeName, w.pubStatus.Phase, pod.UID)
 	}
 }

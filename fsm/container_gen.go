@@ -770,6 +770,7 @@ var ContainerChoiceTable = []ContainerChoice{
 // ContainerKind describes the container machine kind: its name, states and tables.
 var ContainerKind = Kind[ContainerState, ContainerEvent, ContainerAction, ContainerGuard]{
 	Name: ContainerMachineName, States: ContainerStates, Transitions: ContainerTransitionTable, Choices: ContainerChoiceTable,
+	Entry: ContainerStateEntry[:],
 }
 
 // ContainerStateEntry lists, per state, the actions run on entering it.

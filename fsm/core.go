@@ -66,15 +66,22 @@ func newTable[S, E, A, G Enum, I any](
 // machine is one machine instance over looplab/fsm. looplab holds its state:
 // state() reads looplab's Current and maps the name back to S through the
 // table; the machine keeps no copy of it. It is not safe for concurrent use.
-// actions, path and choices are reused by every fire.
+// actions, path and choices are reused by every fire; choices is nil until a
+// fire passes a choice (most kinds have none).
 //
 // looplab is moved with SetState, not Event: looplab builds the graph that
 // Event checks into maps of each instance (about 2 KB per machine, a fifth of
 // the heap of 10,000 pods), while every move the core makes is a row or a
-// choice branch of the table, which all instances of a kind share.
+// choice branch of the table, which all instances of a kind share. For the
+// same reason the looplab machine is a zero fsm.FSM inside the machine, not
+// one of NewFSM: Current and SetState read and write only its state under
+// its lock, while NewFSM adds a separate allocation and three empty maps for
+// the events, callbacks and metadata it is never given (144 of its 272
+// bytes). TestZeroLooplabHoldsTheState fails should looplab's zero FSM stop
+// holding a state.
 type machine[S, E, A, G Enum, I any] struct {
 	t       *table[S, E, A, G, I]
-	fsm     *fsm.FSM
+	fsm     fsm.FSM
 	guards  I
 	actions []A
 	path    []S
@@ -88,14 +95,10 @@ func (m *machine[S, E, A, G, I]) init(t *table[S, E, A, G, I], s S, g I) {
 	if int(s) >= len(t.stateNames) {
 		panic(fmt.Sprintf("%s machine: no state %d", t.name, uint8(s)))
 	}
-	*m = machine[S, E, A, G, I]{
-		t:       t,
-		fsm:     fsm.NewFSM(t.stateNames[s], nil, nil),
-		guards:  g,
-		actions: make([]A, 0, 8),
-		path:    make([]S, 0, 4),
-		choices: make([]int, 0, 4),
-	}
+	m.t, m.guards = t, g
+	m.actions, m.path, m.choices = make([]A, 0, 8), make([]S, 0, 4), nil
+	m.row = 0
+	m.fsm.SetState(t.stateNames[s])
 }
 
 // state returns the current state: looplab's, mapped back to S. It panics

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+
+	looplab "github.com/looplab/fsm"
 )
 
 // TestLooplabHoldsTheState moves the looplab/fsm machine behind the
@@ -80,20 +82,42 @@ func TestFireMovesLooplab(t *testing.T) {
 // generated machine: no field of the machine's state type beside looplab.
 func TestMachineHasNoStateField(t *testing.T) {
 	for _, c := range []struct {
-		machine any
+		machine reflect.Type
 		state   reflect.Type
 	}{
-		{PodMachine{}.m, reflect.TypeFor[PodState]()},
-		{ContainerMachine{}.m, reflect.TypeFor[ContainerState]()},
-		{SandboxMachine{}.m, reflect.TypeFor[SandboxState]()},
-		{ProbeMachine{}.m, reflect.TypeFor[ProbeState]()},
-		{NodeMachine{}.m, reflect.TypeFor[NodeState]()},
+		{reflect.TypeFor[PodMachine](), reflect.TypeFor[PodState]()},
+		{reflect.TypeFor[ContainerMachine](), reflect.TypeFor[ContainerState]()},
+		{reflect.TypeFor[SandboxMachine](), reflect.TypeFor[SandboxState]()},
+		{reflect.TypeFor[ProbeMachine](), reflect.TypeFor[ProbeState]()},
+		{reflect.TypeFor[NodeMachine](), reflect.TypeFor[NodeState]()},
 	} {
-		typ := reflect.TypeOf(c.machine)
+		f, ok := c.machine.FieldByName("m")
+		if !ok {
+			t.Fatalf("%s has no field m", c.machine)
+		}
+		typ := f.Type
 		for i := range typ.NumField() {
 			if f := typ.Field(i); f.Type == c.state {
 				t.Errorf("%s has a field %s of type %s: looplab/fsm holds the state", typ, f.Name, f.Type)
 			}
+		}
+	}
+}
+
+// TestZeroLooplabHoldsTheState: the core's looplab machine is a zero
+// fsm.FSM (not one of NewFSM); it holds the state SetState gives it, which
+// a new machine and State read back.
+func TestZeroLooplabHoldsTheState(t *testing.T) {
+	var f looplab.FSM
+	for _, s := range []string{"a", "b"} {
+		f.SetState(s)
+		if got := f.Current(); got != s || !f.Is(s) {
+			t.Fatalf("zero looplab FSM set to %q: Current() = %q", s, got)
+		}
+	}
+	for _, s := range PodStates {
+		if m := NewPodMachineAt(s, guards{}); m.m.fsm.Current() != s.String() || m.State() != s {
+			t.Errorf("NewPodMachineAt(%s): looplab in %q, State() = %s", s, m.m.fsm.Current(), m.State())
 		}
 	}
 }

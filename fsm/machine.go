@@ -102,13 +102,15 @@ type Timer[E, D Enum] struct {
 }
 
 // Kind is the static description of one machine kind (<Prefix>Kind): its
-// name, its states in spec order and its transition and choice tables, for
-// code that walks every machine's spec alike (metric labels, row coverage).
+// name, its states in spec order, its transition and choice tables and the
+// entry actions of each state, for code that walks every machine's spec
+// alike (metric labels, row coverage, the actions of a row in a history).
 type Kind[S, E, A, G Enum] struct {
 	Name        string
 	States      []S
 	Transitions []Transition[S, E, A, G]
 	Choices     []Choice[S, A, G]
+	Entry       [][]A // entry actions indexed by state (<Prefix>StateEntry); nil: none known
 }
 
 // Branch is one choice branch: to To when Guard holds, or otherwise when

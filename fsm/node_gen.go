@@ -456,6 +456,7 @@ var NodeChoiceTable = []NodeChoice{}
 // NodeKind describes the node machine kind: its name, states and tables.
 var NodeKind = Kind[NodeState, NodeEvent, NodeAction, NodeGuard]{
 	Name: NodeMachineName, States: NodeStates, Transitions: NodeTransitionTable, Choices: NodeChoiceTable,
+	Entry: NodeStateEntry[:],
 }
 
 // NodeStateEntry lists, per state, the actions run on entering it.

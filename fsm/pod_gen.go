@@ -588,6 +588,7 @@ var PodChoiceTable = []PodChoice{}
 // PodKind describes the pod machine kind: its name, states and tables.
 var PodKind = Kind[PodState, PodEvent, PodAction, PodGuard]{
 	Name: PodMachineName, States: PodStates, Transitions: PodTransitionTable, Choices: PodChoiceTable,
+	Entry: PodStateEntry[:],
 }
 
 // PodStateEntry lists, per state, the actions run on entering it.

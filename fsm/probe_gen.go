@@ -410,6 +410,7 @@ var ProbeChoiceTable = []ProbeChoice{}
 // ProbeKind describes the probe machine kind: its name, states and tables.
 var ProbeKind = Kind[ProbeState, ProbeEvent, ProbeAction, ProbeGuard]{
 	Name: ProbeMachineName, States: ProbeStates, Transitions: ProbeTransitionTable, Choices: ProbeChoiceTable,
+	Entry: ProbeStateEntry[:],
 }
 
 // ProbeStateEntry lists, per state, the actions run on entering it.

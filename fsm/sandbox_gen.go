@@ -398,6 +398,7 @@ var SandboxChoiceTable = []SandboxChoice{}
 // SandboxKind describes the sandbox machine kind: its name, states and tables.
 var SandboxKind = Kind[SandboxState, SandboxEvent, SandboxAction, SandboxGuard]{
 	Name: SandboxMachineName, States: SandboxStates, Transitions: SandboxTransitionTable, Choices: SandboxChoiceTable,
+	Entry: SandboxStateEntry[:],
 }
 
 // SandboxStateEntry lists, per state, the actions run on entering it.

@@ -65,7 +65,7 @@ type Step[S, E, A, G fsm.Enum, B Owner] struct {
 	Since   time.Time // when the machine entered From
 	Err     error     // why the event was refused (wraps fsm.ErrNoTransition unless the machine failed)
 	Results []history.ActionResult
-	Rec     *history.Record // the step's history record (set by the engine's history observer)
+	Rec     history.Ref // the step's history record (set by the engine's history observer)
 }
 
 // Observer is told of the steps of every machine of one kind. Each hook may

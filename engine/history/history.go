@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/speclet/speclet/fsm"
 )
 
 // PerPod is how many transitions a Log keeps unless told otherwise, newest
@@ -64,102 +62,65 @@ type PodDebug struct {
 // one hold of mu, before its actions run, so that a reader (snapshot) always
 // sees states and history that agree, also while an action blocks (a kill's
 // StopContainer waits out the grace period inside the worker's batch).
+//
+// The records are kept by value (record, 24 bytes) in a ring that grows by
+// growStep up to Max, so that a pod keeps 24 bytes per transition and no
+// more than growStep spare ones; their times are offsets from base.
 type Log struct {
 	mu sync.Mutex
 	// Max is how many transitions are kept; 0: PerPod.
 	Max  int
-	recs []*Record // a ring of Max, oldest at next once full
-	next int
+	recs []record // the ring, oldest at added % len once len is the maximum
+	// added is how many records Add added; the newest is Ref(added).
+	added uint64
+	// base is the time records' offsets count from: the first record's,
+	// without monotonic reading.
+	base time.Time
+	// instances are the instances the records name, indexed by record.inst.
+	instances []string
 	// machines is where each machine is, in the order SetMachines listed
 	// them (pod, sandbox, then container and probe of each container); a
 	// machine a step finds missing is appended.
 	machines []MachineState
 }
 
-// Record is one transition as the log keeps it: the row taken and the
-// choice branches passed, named from the machine kind's tables (kind) only
-// when the history is read. It takes 112 bytes where a Transition takes 176:
-// 10,000 pods keep about 12 each.
-type Record struct {
-	at       time.Time
-	kind     Names
-	instance string
-	row      int32
-	choices  []int32        // nil unless the step passed a choice
-	actions  []ActionResult // set once the step's actions ran
+// growStep is how many records the ring grows by.
+const growStep = 8
+
+// Ref names a record Add added, for SetActions; the zero Ref names none.
+type Ref uint64
+
+// max is how many records h keeps.
+func (h *Log) max() int {
+	if h.Max == 0 {
+		return PerPod
+	}
+	return h.Max
 }
 
-// NewRecord is the step of a machine of kind (its instance: the container's
+// Add records the step of a machine of kind (its instance: the container's
 // name, or "") that took the transition row, passing the choice branches
-// choices, at at.
-func NewRecord(at time.Time, kind Names, instance string, row int, choices []int) *Record {
-	r := &Record{at: at, kind: kind, instance: instance, row: int32(row)}
-	if len(choices) > 0 {
-		r.choices = make([]int32, len(choices))
-		for i, c := range choices {
-			r.choices[i] = int32(c)
-		}
-	}
-	return r
-}
-
-// Names names one machine kind and its rows and choice branches.
-type Names interface {
-	name() string
-	transition(row int32, choices []int32) Transition
-}
-
-// KindNames is the Names of the machine kind k.
-func KindNames[S, E, A, G fsm.Enum](k *fsm.Kind[S, E, A, G]) Names { return kindNames[S, E, A, G]{k} }
-
-// kindNames is the Names of the machine kind k.
-type kindNames[S, E, A, G fsm.Enum] struct{ k *fsm.Kind[S, E, A, G] }
-
-func (n kindNames[S, E, A, G]) name() string { return n.k.Name }
-
-func (n kindNames[S, E, A, G]) transition(row int32, choices []int32) Transition {
-	r := &n.k.Transitions[row]
-	t := Transition{Machine: n.k.Name, From: r.From.String(), Event: r.Event.String(), To: r.To.String()}
-	if r.Internal {
-		t.To = t.From
-	}
-	if r.HasGuard {
-		t.Guard = r.Guard.String()
-	}
-	for _, i := range choices {
-		c := &n.k.Choices[i]
-		t.Choices = append(t.Choices, fsm.Branch[S, G]{Guard: c.Guard, HasGuard: c.HasGuard, To: c.To}.String())
-		t.To = c.To.String()
-	}
-	return t
-}
-
-// transition is r as /debug/pods shows it.
-func (r *Record) transition() Transition {
-	t := r.kind.transition(r.row, r.choices)
-	t.Time, t.Instance, t.Actions = r.at, r.instance, slices.Clone(r.actions)
-	return t
-}
-
-// Add appends r, moves its machine to state (entered at since), and returns
-// the record, so that the fire loop can attach the results of the step's
-// actions once they ran (SetActions).
-func (h *Log) Add(r *Record, state string, since time.Time) *Record {
+// choices, at at (row is below 65,536: a kind's table is far smaller); it
+// moves the machine to state (entered at since). It
+// returns the record's Ref, so that the fire loop can attach the results of
+// the step's actions once they ran (SetActions).
+func (h *Log) Add(at time.Time, kind Names, instance string, row int, choices []int, state string, since time.Time) Ref {
 	h.mu.Lock()
-	max := h.Max
-	if max == 0 {
-		max = PerPod
-	}
-	if len(h.recs) < max {
+	r := h.newRecord(at, kind, instance, row, choices)
+	if max := h.max(); len(h.recs) < max {
+		if len(h.recs) == cap(h.recs) {
+			h.recs = append(make([]record, 0, min(max, len(h.recs)+growStep)), h.recs...)
+		}
 		h.recs = append(h.recs, r)
 	} else {
-		h.recs[h.next] = r
-		h.next = (h.next + 1) % max
+		h.recs[h.added%uint64(max)] = r
 	}
-	machine := r.kind.name()
-	now := MachineState{Machine: machine, Instance: r.instance, State: state, Since: since}
+	h.added++
+	ref := Ref(h.added)
+	machine := kind.name()
+	now := MachineState{Machine: machine, Instance: instance, State: state, Since: since}
 	if i := slices.IndexFunc(h.machines, func(m MachineState) bool {
-		return m.Machine == machine && m.Instance == r.instance
+		return m.Machine == machine && m.Instance == instance
 	}); i >= 0 {
 		h.machines[i] = now
 	} else if len(h.machines) > 0 {
@@ -168,7 +129,7 @@ func (h *Log) Add(r *Record, state string, since time.Time) *Record {
 		h.machines = append(h.machines, now)
 	}
 	h.mu.Unlock()
-	return r
+	return ref
 }
 
 // SetMachines replaces the machine states with a copy of ms, read from the
@@ -199,19 +160,24 @@ func (h *Log) Snapshot(withHistory bool) ([]MachineState, []Transition) {
 	return ms, h.listLocked()
 }
 
-// SetActions attaches the results of the actions r's step ran.
-func (h *Log) SetActions(r *Record, rs []ActionResult) {
+// SetActions attaches the results of the actions the step of ref ran; a
+// record the ring dropped since is left alone. The caller may reuse rs.
+func (h *Log) SetActions(ref Ref, rs []ActionResult) {
 	h.mu.Lock()
-	r.actions = rs
-	h.mu.Unlock()
+	defer h.mu.Unlock()
+	if ref == 0 || uint64(ref) > h.added || h.added-uint64(ref) >= uint64(len(h.recs)) {
+		return
+	}
+	h.recs[(uint64(ref)-1)%uint64(h.max())].setActions(rs)
 }
 
-// listLocked returns copies of the records, oldest first. The caller holds
-// h.mu.
+// listLocked returns the records as Transitions, oldest first. The caller
+// holds h.mu.
 func (h *Log) listLocked() []Transition {
 	out := make([]Transition, 0, len(h.recs))
-	for i := range h.recs {
-		out = append(out, h.recs[(h.next+i)%len(h.recs)].transition())
+	first := h.added - uint64(len(h.recs))
+	for i := range uint64(len(h.recs)) {
+		out = append(out, h.transition(&h.recs[(first+i)%uint64(h.max())]))
 	}
 	return out
 }

@@ -148,15 +148,16 @@ func (b *Inbox[P]) Take(ctx context.Context) (ins []Input[P], actx context.Conte
 		b.queue, b.cfg = nil, nil
 		return nil, nil, nil, false
 	}
+	// The queue's array goes with the inputs taken: an idle worker keeps
+	// no queue (an input is about 150 bytes), and the next post makes one.
 	if b.cfg != nil {
-		ins = append(ins, *b.cfg)
+		ins = append(make([]Input[P], 0, 1+len(b.queue)), *b.cfg)
+		ins = append(ins, b.queue...)
 		b.cfg = nil
+	} else {
+		ins = b.queue
 	}
-	ins = append(ins, b.queue...)
-	// The queue's array is reused: its slots must not keep the inputs
-	// taken (a PLEG event holds the runtime's whole container status).
-	clear(b.queue)
-	b.queue = b.queue[:0]
+	b.queue = nil
 	b.syncQueued = false
 	actx, cancel = context.WithCancel(ctx)
 	b.cancel = cancel

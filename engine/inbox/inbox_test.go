@@ -149,3 +149,29 @@ func TestPutBackAndStop(t *testing.T) {
 		t.Errorf("a stopped inbox: Take ok %v, Stopped %v, Len %d; want false, true, 0", ok, b.Stopped(), b.Len())
 	}
 }
+
+// TestTakeKeepsNothing: after Take the inbox holds no queue, neither the
+// inputs taken nor an array for the next ones, with or without a config
+// input first; the inputs come out in order.
+func TestTakeKeepsNothing(t *testing.T) {
+	b := New[string](grace)
+	for _, withConfig := range []bool{false, true} {
+		if withConfig {
+			b.Post(Input[string]{Kind: Config, Op: config.OpUpdate, Pod: pod("a", 1)})
+		}
+		b.Post(Input[string]{Kind: Sync, P: "s"})
+		b.Post(Input[string]{Kind: PLEG, P: "e"})
+		ins, _, cancel, ok := b.Take(context.Background())
+		cancel()
+		want := "syncs plege"
+		if withConfig {
+			want = "UPDATE:a " + want
+		}
+		if got := show(ins); !ok || got != want {
+			t.Errorf("took %q, want %q", got, want)
+		}
+		if b.queue != nil || b.cfg != nil {
+			t.Errorf("after Take the inbox keeps a queue of %d (cap %d), config %v", len(b.queue), cap(b.queue), b.cfg)
+		}
+	}
+}

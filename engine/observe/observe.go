@@ -111,17 +111,16 @@ func countRefusal[S, E, A, G fsm.Enum, B Owner](_ context.Context, st *fire.Step
 // the node's history), named by its kind's names, and moves its machine
 // there.
 func recordStep[S, E, A, G fsm.Enum, B Owner](_ context.Context, st *fire.Step[S, E, A, G, B], names history.Names) {
-	rec := history.NewRecord(st.At, names, st.Owner.Instance(), st.Row, st.Choices)
 	since := st.Since
 	if st.Entered() {
 		since = st.At
 	}
-	st.Rec = st.Owner.Record().Add(rec, st.To.String(), since)
+	st.Rec = st.Owner.Record().Add(st.At, names, st.Owner.Instance(), st.Row, st.Choices, st.To.String(), since)
 }
 
 // recordResults attaches the results of the step's actions to its record.
 func recordResults[S, E, A, G fsm.Enum, B Owner](_ context.Context, st *fire.Step[S, E, A, G, B]) {
-	if len(st.Results) > 0 && st.Rec != nil {
+	if len(st.Results) > 0 && st.Rec != 0 {
 		st.Owner.Record().SetActions(st.Rec, st.Results)
 	}
 }
