@@ -30,11 +30,22 @@
 //     (engine/observe's Common); the operator log
 //     (oplog.go), Kubernetes events (events.go) and what entering a state
 //     means (timers, the published pod and node states) where they apply.
+//   - engine/op: what an action does outside the machines, as values. The
+//     actions of every machine but the probe's return their first
+//     operation (a CRI call with its request, a host step such as a cgroup,
+//     a directory, a config read from the host or a lifecycle hook, or a
+//     delivery of events to the pod's other machines), each continuation
+//     reads its result and returns the next one or ends the action having
+//     raised its events, and op.Exec runs them on the action's context (its
+//     tag: the CRI audit's scope and engine/detach's uncancellable calls).
+//     The continuations do no I/O: *_ops_test.go drive them with replies
+//     fed by hand (engine/op/optest), each CRI call held to the action's
+//     spec cri list.
 //   - timers.go: the armed timers of a pod's machines (engine/schedule's
 //     Set under the worker's lock; the node machine's are node_schedule.go's).
-//   - pod.go: the pod machine's guards, actions and durations (SyncPod,
-//     KillContainers, StopSandbox, RemovePod, ReleaseName, ReportStatus) and
-//     the grace period that only shortens.
+//   - pod.go, pod_actions.go: the pod machine's guards, actions and
+//     durations (SyncPod, KillContainers, StopSandbox, RemovePod,
+//     ReleaseName, ReportStatus) and the grace period that only shortens.
 //   - sandbox.go: the sandbox machine's (RunSandbox, CheckSandbox,
 //     StopSandbox; recreate_forbidden).
 //   - container.go, container_actions.go, image_actions.go: the container
