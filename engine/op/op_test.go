@@ -134,3 +134,34 @@ func TestReplyToDonePanics(t *testing.T) {
 	}()
 	Done(nil).Reply(nil, nil)
 }
+
+// TestDeliverReportsACancelledBatch: a delivery's result is the context's
+// error once the delivered machines returned: nil, or the kill's
+// cancellation that cut them short.
+func TestDeliverReportsACancelledBatch(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var delivered []string
+	var results []error
+	deliver := func(event string, kill bool) func(error) Op {
+		return func(err error) Op {
+			results = append(results, err)
+			return Deliver(event, "containers", func(context.Context) {
+				delivered = append(delivered, event)
+				if kill {
+					cancel()
+				}
+			}, func(err error) Op { results = append(results, err); return Done(err) })
+		}
+	}
+	o := Deliver("update", "containers", func(context.Context) { delivered = append(delivered, "update") }, deliver("start", true))
+	if o.Name() != "Deliver" || o.Request() != "update to containers" {
+		t.Fatalf("op %s %v, want Deliver of update to containers", o, o.Request())
+	}
+	err := Exec(ctx, &runtime{}, o)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Exec = %v, want the kill's cancellation", err)
+	}
+	if got := fmt.Sprint(delivered, results); got != "[update start] [<nil> context canceled]" {
+		t.Errorf("delivered and results %s, want [update start] [<nil> context canceled]", got)
+	}
+}
