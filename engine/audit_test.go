@@ -20,6 +20,10 @@ import (
 // violation or a declared method never called.
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(simProcessEnv); dir != "" {
+		serveSimProcess(dir) // benchsim_test.go
+		return
+	}
 	flag.Parse()
 	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
 		registerEffects() // effects_test.go

@@ -22,7 +22,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/speclet/speclet/cri"
-	"github.com/speclet/speclet/cri/sim"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/fire"
 	"github.com/speclet/speclet/engine/pleg"
@@ -60,21 +59,6 @@ func BenchmarkStatus(b *testing.B) {
 		st := podstatus.Compute(prev, v, now)
 		prev = &st
 	}
-}
-
-// startSim serves a simulated runtime on the real clock and dials it.
-func startSim(b *testing.B) (*sim.Server, *cri.Client) {
-	b.Helper()
-	srv, err := sim.Start(b.TempDir(), sim.Options{Images: []string{"busybox:latest"}, EventBuffer: 1 << 16})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(srv.Stop)
-	rt, err := cri.Dial(context.Background(), srv.Endpoint)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return srv, rt
 }
 
 // BenchmarkRelist measures one PLEG relist against the simulated runtime
@@ -161,14 +145,32 @@ func BenchmarkEngineScale(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run("pods="+strconv.Itoa(n), func(b *testing.B) {
 			for b.Loop() {
-				benchScale(b, n)
+				srv, rt := startSim(b)
+				benchScale(b, n, rt, srv.Runtime.Len)
 			}
 		})
 	}
 }
 
-func benchScale(b *testing.B, n int) {
-	srv, rt := startSim(b)
+// BenchmarkEngineScaleRuntimeApart is BenchmarkEngineScale with the
+// simulated runtime served from a process of its own (startSimProcess), as
+// containerd runs apart from the kubelet: the heap, RSS and GC it reports
+// are the engine's and its client's alone.
+func BenchmarkEngineScaleRuntimeApart(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run("pods="+strconv.Itoa(n), func(b *testing.B) {
+			for b.Loop() {
+				rt, left := startSimProcess(b)
+				benchScale(b, n, rt, left)
+			}
+		})
+	}
+}
+
+// benchScale starts n pods on the runtime rt, waits until all are Running
+// and settled, then removes them and waits until left counts no sandbox
+// and no container in the runtime.
+func benchScale(b *testing.B, n int, rt cri.Runtime, left func() (sandboxes, containers int)) {
 	reg := prometheus.NewRegistry()
 	// Running pods are counted as the workers publish them (pod i is
 	// "p%05d"), not by polling the engine, whose scan of every worker would
@@ -209,7 +211,7 @@ func benchScale(b *testing.B, n int) {
 	profileHeap(b, n, "settled-heap")
 	updates <- config.PodUpdate{Op: config.OpRemove, Pods: pods, Source: config.SourceFile}
 	for {
-		sbs, cs := srv.Runtime.Len()
+		sbs, cs := left()
 		if sbs == 0 && cs == 0 {
 			break
 		}
