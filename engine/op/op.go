@@ -30,9 +30,15 @@ type Op struct {
 	name string // the CRI method or the host step; "" once done
 	cri  bool   // name is a CRI method
 	req  any    // what the operation is asked, as Request shows it
-	run  func(ctx context.Context, rt cri.Runtime) (any, error)
-	then func(v any, err error) Op
-	err  error // once done: the action's error
+	eff  effect // runs the operation and continues; nil once done
+	err  error  // once done: the action's error
+}
+
+// effect runs an operation and hands its result to the continuation (exec),
+// or hands it a result given by a test (reply).
+type effect interface {
+	exec(ctx context.Context, rt cri.Runtime) Op
+	reply(name string, v any, err error) Op
 }
 
 // Done ends an action with err, the error its log line reports (nil when
@@ -40,7 +46,7 @@ type Op struct {
 func Done(err error) Op { return Op{err: err} }
 
 // Done reports whether o ends the action.
-func (o Op) Done() bool { return o.then == nil }
+func (o Op) Done() bool { return o.eff == nil }
 
 // Err is the action's error once o is done.
 func (o Op) Err() error { return o.err }
@@ -66,14 +72,14 @@ func (o Op) String() string {
 
 // Reply gives o the result v, err of its operation, as Exec does after
 // running it, and returns the next Op. v has the type the operation's
-// constructor's continuation takes (a nil v is its zero value). It panics
-// when o is done, or when v has another type: a test that feeds a wrong
-// reply.
+// constructor's continuation takes (a nil v is its zero value; an
+// operation whose only result is its error takes nil). It panics when o is
+// done, or when v has another type: a test that feeds a wrong reply.
 func (o Op) Reply(v any, err error) Op {
 	if o.Done() {
 		panic("op: reply to an action that is done")
 	}
-	return o.then(v, err)
+	return o.eff.reply(o.name, v, err)
 }
 
 // Exec runs o and each operation that follows it on ctx against rt, and
@@ -81,7 +87,7 @@ func (o Op) Reply(v any, err error) Op {
 // continuations run on the caller's goroutine, between the calls.
 func Exec(ctx context.Context, rt cri.Runtime, o Op) error {
 	for !o.Done() {
-		o = o.then(o.run(ctx, rt))
+		o = o.eff.exec(ctx, rt)
 	}
 	return o.err
 }
@@ -100,11 +106,52 @@ func as[T any](name string, v any) T {
 	return t
 }
 
+// step is an operation whose result is a T: a CRI call (call) or a host
+// step (host), and the continuation that reads the result.
+type step[T any] struct {
+	call func(context.Context, cri.Runtime) (T, error)
+	host func(context.Context) (T, error)
+	then func(T, error) Op
+}
+
+func (s *step[T]) exec(ctx context.Context, rt cri.Runtime) Op {
+	if s.host != nil {
+		return s.then(s.host(ctx))
+	}
+	return s.then(s.call(ctx, rt))
+}
+
+func (s *step[T]) reply(name string, v any, err error) Op { return s.then(as[T](name, v), err) }
+
+// errStep is an operation whose only result is its error.
+type errStep struct {
+	call func(context.Context, cri.Runtime) error
+	host func(context.Context) error
+	then func(error) Op
+}
+
+func (s *errStep) exec(ctx context.Context, rt cri.Runtime) Op {
+	if s.host != nil {
+		return s.then(s.host(ctx))
+	}
+	return s.then(s.call(ctx, rt))
+}
+
+func (s *errStep) reply(name string, v any, err error) Op {
+	if v != nil {
+		panic(fmt.Sprintf("op: %s replied %T, want only an error", name, v))
+	}
+	return s.then(err)
+}
+
 // call makes the Op of CRI method name, whose reply is a T.
 func call[T any](name string, req any, run func(context.Context, cri.Runtime) (T, error), then func(T, error) Op) Op {
-	return Op{name: name, cri: true, req: req,
-		run:  func(ctx context.Context, rt cri.Runtime) (any, error) { return run(ctx, rt) },
-		then: func(v any, err error) Op { return then(as[T](name, v), err) }}
+	return Op{name: name, cri: true, req: req, eff: &step[T]{call: run, then: then}}
+}
+
+// errorOnly makes the Op of a CRI method name that returns only an error.
+func errorOnly(name string, req any, run func(context.Context, cri.Runtime) error, then func(error) Op) Op {
+	return Op{name: name, cri: true, req: req, eff: &errStep{call: run, then: then}}
 }
 
 // Host is a step on the host named name (a cgroup, a directory, a file the
@@ -112,21 +159,12 @@ func call[T any](name string, req any, run func(context.Context, cri.Runtime) (T
 // runs it on the action's context, then reads its result. arg is what
 // Request shows.
 func Host[T any](name string, arg any, f func(context.Context) (T, error), then func(T, error) Op) Op {
-	return Op{name: name, req: arg,
-		run:  func(ctx context.Context, _ cri.Runtime) (any, error) { return f(ctx) },
-		then: func(v any, err error) Op { return then(as[T](name, v), err) }}
+	return Op{name: name, req: arg, eff: &step[T]{host: f, then: then}}
 }
 
 // Do is a host step whose only result is its error.
 func Do(name string, arg any, f func(context.Context) error, then func(error) Op) Op {
-	return Host(name, arg, func(ctx context.Context) (struct{}, error) { return struct{}{}, f(ctx) },
-		func(_ struct{}, err error) Op { return then(err) })
-}
-
-// errorOnly makes the Op of a CRI method name that returns only an error.
-func errorOnly(name string, req any, run func(context.Context, cri.Runtime) error, then func(error) Op) Op {
-	return call(name, req, func(ctx context.Context, rt cri.Runtime) (struct{}, error) { return struct{}{}, run(ctx, rt) },
-		func(_ struct{}, err error) Op { return then(err) })
+	return Op{name: name, req: arg, eff: &errStep{host: f, then: then}}
 }
 
 // RunPodSandbox creates and starts a sandbox from cfg with the runtime

@@ -165,3 +165,17 @@ func TestDeliverReportsACancelledBatch(t *testing.T) {
 		t.Errorf("delivered and results %s, want [update start] [<nil> context canceled]", got)
 	}
 }
+
+// BenchmarkExec runs the test's chain (a host step and three calls) against
+// a runtime that answers at once: the executor's own cost per action.
+func BenchmarkExec(b *testing.B) {
+	rt := &runtime{}
+	ctx := context.Background()
+	var seen []string
+	b.ReportAllocs()
+	for b.Loop() {
+		seen = seen[:0]
+		rt.calls = rt.calls[:0]
+		Exec(ctx, rt, chain(&seen))
+	}
+}
