@@ -165,11 +165,7 @@ func TestContainerActionsAsOperations(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(c)
 			}
-			a, ok := ctrOps[tc.action]
-			if !ok {
-				t.Fatalf("no action %q in ctrOps", tc.action)
-			}
-			o := drive(t, a.first(c), a.cri, tc.replies)
+			o := runAction(t, ctrOps, tc.action, c, tc.replies)
 			got := ctrWant{raised: c.run.Pending(), id: c.id, ids: c.ids, restartCount: c.restartCount,
 				waiting: c.waitingReason, image: c.imageRef, failed: o.Err() != nil}
 			if t := c.current; t != nil {

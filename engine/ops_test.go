@@ -33,6 +33,17 @@ type opAction[B any] struct {
 	first func(B) op.Op
 }
 
+// runAction drives the action of ops named name, owned by b, with the
+// replies (drive) and returns the op that ends it.
+func runAction[B any](t *testing.T, ops map[string]opAction[B], name string, b B, replies []reply) op.Op {
+	t.Helper()
+	a, ok := ops[name]
+	if !ok {
+		t.Fatalf("no action %q among the operations' actions", name)
+	}
+	return drive(t, a.first(b), a.cri, replies)
+}
+
 // sandboxOps are the sandbox machine's actions that call the runtime, by
 // spec name.
 var sandboxOps = map[string]opAction[*sandboxState]{

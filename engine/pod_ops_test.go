@@ -77,11 +77,7 @@ func TestPodActionsAsOperations(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(s)
 			}
-			a, ok := podOps[tc.action]
-			if !ok {
-				t.Fatalf("no action %q in podOps", tc.action)
-			}
-			o := drive(t, a.first(s), a.cri, tc.replies)
+			o := runAction(t, podOps, tc.action, s, tc.replies)
 			if got, want := fmt.Sprint(s.run.Pending()), fmt.Sprint(tc.raised); got != want {
 				t.Errorf("raised %s, want %s", got, want)
 			}

@@ -117,11 +117,7 @@ func TestSandboxActionsAsOperations(t *testing.T) {
 			if len(tc.ids) > 0 {
 				sb.ids, sb.id = tc.ids, tc.ids[len(tc.ids)-1]
 			}
-			a, ok := sandboxOps[tc.action]
-			if !ok {
-				t.Fatalf("no action %q in sandboxOps", tc.action)
-			}
-			o := drive(t, a.first(sb), a.cri, tc.replies)
+			o := runAction(t, sandboxOps, tc.action, sb, tc.replies)
 			got := sbWant{raised: sb.run.Pending(), id: sb.id, ids: sb.ids, podIP: sb.podIP, failed: o.Err() != nil}
 			if (o.Err() != nil) != (sb.err != nil) {
 				t.Errorf("action error %v, sb.err %v: want both or neither", o.Err(), sb.err)
