@@ -81,6 +81,11 @@ type dirScanner struct {
 	dirty bool
 	// present is scan's scratch set of the paths seen, cleared by each scan.
 	present map[string]bool
+	// trustKnown: the next scan takes a regular file it read before as
+	// unchanged without a stat, as inotify reports what changes it (a
+	// write closed, a move, a removal); new files, symlinks (whose target
+	// inotify on the directory does not see) and removals are still found.
+	trustKnown bool
 }
 
 func newDirScanner(dir, nodeName string) *dirScanner {
@@ -117,6 +122,10 @@ func (s *dirScanner) scan() (pods []*v1.Pod, changed bool, problems []error) {
 			continue
 		}
 		path := filepath.Join(s.dir, name)
+		if s.trustKnown && e.Type().IsRegular() && s.files[path] != nil {
+			present[path] = true
+			continue
+		}
 		info, err := os.Stat(path) // follows symlinks, as kubelet does
 		if err != nil || !info.Mode().IsRegular() {
 			continue
@@ -268,6 +277,12 @@ func (s *dirScanner) snapshot(problems *[]error) []*v1.Pod {
 // WatchDir feeds the Merger with the snapshots of src until ctx ends: at
 // once, then on every inotify event in the directory (when inotify is
 // available) and every Period. Problems are logged once per file content.
+//
+// With inotify, a periodic scan lists the directory and stats only what
+// inotify may miss (new files, symlinks); a regular file it knows is read
+// again at an inotify event and at least every fullScanEvery. Without
+// inotify every scan stats every file. A file unchanged since its last
+// read (same mtime, size and inode) is never read again.
 func WatchDir(ctx context.Context, src DirSource, m *Merger, log *slog.Logger) error {
 	if log == nil {
 		log = slog.Default()
@@ -277,7 +292,9 @@ func WatchDir(ctx context.Context, src DirSource, m *Merger, log *slog.Logger) e
 		period = time.Second
 	}
 	poke := make(chan struct{}, 1)
+	inotify := true
 	if w, err := watchInotify(src.Dir, poke); err != nil {
+		inotify = false
 		log.Info("manifest directory: no inotify, polling", "dir", src.Dir, "period", period, "err", err)
 	} else {
 		defer w.Close()
@@ -286,7 +303,11 @@ func WatchDir(ctx context.Context, src DirSource, m *Merger, log *slog.Logger) e
 	tick := time.NewTicker(period)
 	defer tick.Stop()
 	first := true
+	lastFull := time.Now()
 	for {
+		if !sc.trustKnown {
+			lastFull = time.Now()
+		}
 		pods, changed, problems := sc.scan()
 		for _, p := range problems {
 			log.Error("manifest skipped", "source", SourceFile, "err", p)
@@ -301,7 +322,14 @@ func WatchDir(ctx context.Context, src DirSource, m *Merger, log *slog.Logger) e
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
+			sc.trustKnown = inotify && time.Since(lastFull) < fullScanEvery
 		case <-poke:
+			sc.trustKnown = false
 		}
 	}
 }
+
+// fullScanEvery is how often WatchDir stats every file even when inotify
+// reports changes: kubelet's default --file-check-frequency, so that with
+// that period every scan is a full one.
+const fullScanEvery = 20 * time.Second

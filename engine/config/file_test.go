@@ -297,3 +297,59 @@ func TestDirScannerReusesUnchangedSnapshot(t *testing.T) {
 		t.Fatalf("after an edit: pods %q changed %v, want a new snapshot with the edited pod", names(pods), changed)
 	}
 }
+
+// TestDirScannerTrustsKnownFiles: a scan that trusts inotify for the
+// regular files it read before (WatchDir's periodic scan with inotify)
+// still finds a new file, a removed one and a symlinked manifest whose
+// target changed (inotify on the directory does not see the target), and
+// leaves an edit of a known regular file to the next full scan, which an
+// inotify event of the edit starts.
+func TestDirScannerTrustsKnownFiles(t *testing.T) {
+	dir, elsewhere := t.TempDir(), t.TempDir()
+	write := func(path, data string) {
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(dir, "a.yaml"), podYAML("a", "sleep 1"))
+	write(filepath.Join(dir, "b.yaml"), podYAML("b", "sleep 1"))
+	target := filepath.Join(elsewhere, "l.yaml")
+	write(target, podYAML("l", "sleep 1"))
+	if err := os.Symlink(target, filepath.Join(dir, "l.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	sc := newDirScanner(dir, "n1")
+	if pods, _, _ := sc.scan(); names(pods) != "a-n1,b-n1,l-n1" {
+		t.Fatalf("first scan: pods %q", names(pods))
+	}
+	cmdOf := func(pods []*v1.Pod, name string) string {
+		for _, p := range pods {
+			if p.Name == name {
+				return strings.Join(p.Spec.Containers[0].Command, " ")
+			}
+		}
+		return ""
+	}
+	sc.trustKnown = true
+	write(filepath.Join(dir, "a.yaml"), podYAML("a", "sleep 2"))
+	write(target, podYAML("l", "sleep 2"))
+	write(filepath.Join(dir, "c.yaml"), podYAML("c", "sleep 1"))
+	if err := os.Remove(filepath.Join(dir, "b.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	pods, changed, _ := sc.scan()
+	if !changed || names(pods) != "a-n1,c-n1,l-n1" {
+		t.Fatalf("trusting scan: pods %q changed %v, want b gone and c new", names(pods), changed)
+	}
+	if got := cmdOf(pods, "l-n1"); got != "sh -c sleep 2" {
+		t.Errorf("trusting scan: the symlinked pod runs %q, want its new target's sleep 2", got)
+	}
+	if got := cmdOf(pods, "a-n1"); got != "sh -c sleep 1" {
+		t.Errorf("trusting scan: a runs %q, want the edit left to the full scan", got)
+	}
+	sc.trustKnown = false
+	pods, changed, _ = sc.scan()
+	if got := cmdOf(pods, "a-n1"); !changed || got != "sh -c sleep 2" {
+		t.Errorf("full scan: a runs %q (changed %v), want its edit", got, changed)
+	}
+}
