@@ -204,7 +204,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.DurationVar(&o.crashLoopBackOffBase, "crashloop-backoff-base", engine.DefaultCrashLoopBackOffBase, "first CrashLoopBackOff delay; it doubles up to 300s")
 	fs.DurationVar(&o.imagePullBackOffBase, "image-pull-backoff-base", engine.DefaultImagePullBackOffBase, "first ImagePullBackOff delay; it doubles up to 300s")
 	fs.DurationVar(&o.requestTimeout, "runtime-request-timeout", cri.DefaultTimeout, "timeout of every CRI call except image pulls")
-	fs.DurationVar(&o.fileCheckFrequency, "file-check-frequency", 20*time.Second, "how often --pod-manifest-path is read besides inotify events (kubelet's default, 20s)")
+	fs.DurationVar(&o.fileCheckFrequency, "file-check-frequency", 20*time.Second, "how often --pod-manifest-path is checked besides inotify events (kubelet's default, 20s); with inotify a check lists the directory and every file is checked at least every 20s")
 	fs.DurationVar(&o.httpCheckFrequency, "http-check-frequency", config.DefaultURLPeriod, "how often --manifest-url is fetched")
 	fs.DurationVar(&o.runtimeWait, "runtime-wait", 30*time.Second, "how long to wait at start for the runtime to answer")
 	fs.IntVar(&o.verbosity, "v", 0, "log verbosity: 0 lifecycle steps (SyncLoop ADD/UPDATE/REMOVE, container started/died/killed, pod removed) and problems; 2 also PLEG events and RECONCILE updates; 4 every machine transition and CRI-facing action; 6 also events a state ignores")
