@@ -64,6 +64,9 @@ type env struct {
 	sim      *sim.Server         // nil for containerd
 	cd       *harness.Containerd // nil for sim
 	label    string              // unique per subtest; every pod and container carries contract=<label>
+	// traps holds the containers whose process installs a SIGTERM trap
+	// (handler, ignorer): start waits for it on a real runtime.
+	traps map[string]bool
 }
 
 func uid() string {
@@ -153,21 +156,26 @@ func (e *env) runPod(t *testing.T, name string, labels, annotations map[string]s
 
 // proc is a container's process: the shell command real runtimes run and
 // the behaviour the simulated runtime is scripted with for that command.
+// traps: the command installs a SIGTERM trap, then writes "trapped" to its
+// log.
 type proc struct {
-	argv []string
-	sim  sim.Behavior
+	argv  []string
+	sim   sim.Behavior
+	traps bool
 }
 
 var (
 	// handler traps SIGTERM and exits 0 at once.
 	handler = proc{
-		argv: []string{"/bin/sh", "-c", `trap "exit 0" TERM; while true; do sleep 0.1; done`},
-		sim:  sim.Behavior{Term: sim.TermHandled, TermExitCode: 0},
+		argv:  []string{"/bin/sh", "-c", `trap "exit 0" TERM; echo trapped; while true; do sleep 0.1; done`},
+		sim:   sim.Behavior{Term: sim.TermHandled, TermExitCode: 0},
+		traps: true,
 	}
 	// ignorer ignores SIGTERM; only SIGKILL stops it.
 	ignorer = proc{
-		argv: []string{"/bin/sh", "-c", `trap "" TERM; while true; do sleep 0.1; done`},
-		sim:  sim.Behavior{Term: sim.TermIgnored},
+		argv:  []string{"/bin/sh", "-c", `trap "" TERM; echo trapped; while true; do sleep 0.1; done`},
+		sim:   sim.Behavior{Term: sim.TermIgnored},
+		traps: true,
 	}
 )
 
@@ -202,13 +210,36 @@ func (e *env) create(t *testing.T, p pod, name string, pr proc, labels, annotati
 	if err != nil {
 		t.Fatalf("create container %s: %v", name, err)
 	}
+	if pr.traps {
+		if e.traps == nil {
+			e.traps = map[string]bool{}
+		}
+		e.traps[id] = true
+	}
 	return id
 }
 
+// start starts container id. On a real runtime, for a process that traps
+// SIGTERM, it also waits (10 s at most) until the trap is installed:
+// StartContainer returns before the container's shell has run its first
+// command, and a SIGTERM that comes first is ignored by PID 1 without a
+// handler, so a stop would wait out its timeout and SIGKILL (137).
 func (e *env) start(t *testing.T, id string) {
 	t.Helper()
 	if err := e.rt.StartContainer(ctx(t), id); err != nil {
 		t.Fatalf("start container: %v", err)
+	}
+	if e.sim != nil || !e.traps[id] {
+		return
+	}
+	path := e.status(t, id).LogPath
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if b, err := os.ReadFile(path); err == nil && strings.Contains(string(b), "trapped") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("container %s: no \"trapped\" in its log %s 10 s after StartContainer", id, path)
+		}
 	}
 }
 
