@@ -16,62 +16,45 @@ type reply struct {
 	err       error
 }
 
-// drive feeds o the replies (optest.Drive, with about).
-func drive(t *testing.T, o op.Op, declared []string, replies []reply) op.Op {
+// runAction drives the action of ops named name, owned by b, with the
+// replies (optest.Run) and returns the op that ends it.
+func runAction[B any](t *testing.T, ops map[string]optest.Action[B], name string, b B, replies []reply) op.Op {
 	t.Helper()
 	steps := make([]optest.Step, len(replies))
 	for i, r := range replies {
 		steps[i] = optest.Step{Op: r.op, About: r.about, V: r.v, Err: r.err}
 	}
-	return optest.Drive(t, o, declared, steps)
-}
-
-// opAction is an action of a machine owned by B that calls the runtime:
-// the CRI methods its spec declares, and its first operation.
-type opAction[B any] struct {
-	cri   []string
-	first func(B) op.Op
-}
-
-// runAction drives the action of ops named name, owned by b, with the
-// replies (drive) and returns the op that ends it.
-func runAction[B any](t *testing.T, ops map[string]opAction[B], name string, b B, replies []reply) op.Op {
-	t.Helper()
-	a, ok := ops[name]
-	if !ok {
-		t.Fatalf("no action %q among the operations' actions", name)
-	}
-	return drive(t, a.first(b), a.cri, replies)
+	return optest.Run(t, ops, name, b, steps)
 }
 
 // sandboxOps are the sandbox machine's actions that call the runtime, by
 // spec name.
-var sandboxOps = map[string]opAction[*sandboxState]{
-	fsm.SandboxActionRunSandbox.String():   {fsm.SandboxActionCRI[fsm.SandboxActionRunSandbox], (*sandboxState).runSandbox},
-	fsm.SandboxActionCheckSandbox.String(): {fsm.SandboxActionCRI[fsm.SandboxActionCheckSandbox], func(sb *sandboxState) op.Op { return sb.readStatus(false) }},
-	fsm.SandboxActionStopSandbox.String():  {fsm.SandboxActionCRI[fsm.SandboxActionStopSandbox], func(sb *sandboxState) op.Op { return sb.stopFrom(0, nil) }},
+var sandboxOps = map[string]optest.Action[*sandboxState]{
+	fsm.SandboxActionRunSandbox.String():   {CRI: fsm.SandboxActionCRI[fsm.SandboxActionRunSandbox], First: (*sandboxState).runSandbox},
+	fsm.SandboxActionCheckSandbox.String(): {CRI: fsm.SandboxActionCRI[fsm.SandboxActionCheckSandbox], First: func(sb *sandboxState) op.Op { return sb.readStatus(false) }},
+	fsm.SandboxActionStopSandbox.String():  {CRI: fsm.SandboxActionCRI[fsm.SandboxActionStopSandbox], First: func(sb *sandboxState) op.Op { return sb.stopFrom(0, nil) }},
 }
 
 // podOps are the pod machine's actions that call the runtime or deliver
 // events to the pod's other machines, by spec name.
-var podOps = map[string]opAction[*podState]{
-	fsm.PodActionSyncPod.String():        {fsm.PodActionCRI[fsm.PodActionSyncPod], (*podState).syncPod},
-	fsm.PodActionKillContainers.String(): {fsm.PodActionCRI[fsm.PodActionKillContainers], (*podState).killContainers},
-	fsm.PodActionStopSandbox.String():    {fsm.PodActionCRI[fsm.PodActionStopSandbox], (*podState).stopSandbox},
-	fsm.PodActionRemovePod.String():      {fsm.PodActionCRI[fsm.PodActionRemovePod], (*podState).removePod},
+var podOps = map[string]optest.Action[*podState]{
+	fsm.PodActionSyncPod.String():        {CRI: fsm.PodActionCRI[fsm.PodActionSyncPod], First: (*podState).syncPod},
+	fsm.PodActionKillContainers.String(): {CRI: fsm.PodActionCRI[fsm.PodActionKillContainers], First: (*podState).killContainers},
+	fsm.PodActionStopSandbox.String():    {CRI: fsm.PodActionCRI[fsm.PodActionStopSandbox], First: (*podState).stopSandbox},
+	fsm.PodActionRemovePod.String():      {CRI: fsm.PodActionCRI[fsm.PodActionRemovePod], First: (*podState).removePod},
 }
 
 // ctrOps are the container machine's actions that call the runtime, by
 // spec name.
-var ctrOps = map[string]opAction[*ctrState]{
-	fsm.ContainerActionCheckImage.String():         {fsm.ContainerActionCRI[fsm.ContainerActionCheckImage], (*ctrState).checkImage},
-	fsm.ContainerActionPullImage.String():          {fsm.ContainerActionCRI[fsm.ContainerActionPullImage], (*ctrState).pullImage},
-	fsm.ContainerActionCreateContainer.String():    {fsm.ContainerActionCRI[fsm.ContainerActionCreateContainer], (*ctrState).createContainer},
-	fsm.ContainerActionStartContainer.String():     {fsm.ContainerActionCRI[fsm.ContainerActionStartContainer], (*ctrState).startContainer},
-	fsm.ContainerActionStopContainer.String():      {fsm.ContainerActionCRI[fsm.ContainerActionStopContainer], (*ctrState).stopContainer},
-	fsm.ContainerActionForceStopContainer.String(): {fsm.ContainerActionCRI[fsm.ContainerActionForceStopContainer], func(c *ctrState) op.Op { return c.stop(0) }},
-	fsm.ContainerActionRecordExit.String():         {fsm.ContainerActionCRI[fsm.ContainerActionRecordExit], (*ctrState).recordExit},
-	fsm.ContainerActionRemoveContainer.String():    {fsm.ContainerActionCRI[fsm.ContainerActionRemoveContainer], (*ctrState).removeContainers},
+var ctrOps = map[string]optest.Action[*ctrState]{
+	fsm.ContainerActionCheckImage.String():         {CRI: fsm.ContainerActionCRI[fsm.ContainerActionCheckImage], First: (*ctrState).checkImage},
+	fsm.ContainerActionPullImage.String():          {CRI: fsm.ContainerActionCRI[fsm.ContainerActionPullImage], First: (*ctrState).pullImage},
+	fsm.ContainerActionCreateContainer.String():    {CRI: fsm.ContainerActionCRI[fsm.ContainerActionCreateContainer], First: (*ctrState).createContainer},
+	fsm.ContainerActionStartContainer.String():     {CRI: fsm.ContainerActionCRI[fsm.ContainerActionStartContainer], First: (*ctrState).startContainer},
+	fsm.ContainerActionStopContainer.String():      {CRI: fsm.ContainerActionCRI[fsm.ContainerActionStopContainer], First: (*ctrState).stopContainer},
+	fsm.ContainerActionForceStopContainer.String(): {CRI: fsm.ContainerActionCRI[fsm.ContainerActionForceStopContainer], First: func(c *ctrState) op.Op { return c.stop(0) }},
+	fsm.ContainerActionRecordExit.String():         {CRI: fsm.ContainerActionCRI[fsm.ContainerActionRecordExit], First: (*ctrState).recordExit},
+	fsm.ContainerActionRemoveContainer.String():    {CRI: fsm.ContainerActionCRI[fsm.ContainerActionRemoveContainer], First: (*ctrState).removeContainers},
 }
 
 // TestRuntimeActionsAreOperations: every action of the pod, sandbox and
@@ -79,17 +62,17 @@ var ctrOps = map[string]opAction[*ctrState]{
 // operations, and is driven by the tests of each machine.
 func TestRuntimeActionsAreOperations(t *testing.T) {
 	for a, cri := range fsm.SandboxActionCRI {
-		if name := fsm.SandboxAction(a).String(); len(cri) > 0 && sandboxOps[name].first == nil {
+		if name := fsm.SandboxAction(a).String(); len(cri) > 0 && sandboxOps[name].First == nil {
 			t.Errorf("sandbox action %s calls %v but has no operations in sandboxOps", name, cri)
 		}
 	}
 	for a, cri := range fsm.ContainerActionCRI {
-		if name := fsm.ContainerAction(a).String(); len(cri) > 0 && ctrOps[name].first == nil {
+		if name := fsm.ContainerAction(a).String(); len(cri) > 0 && ctrOps[name].First == nil {
 			t.Errorf("container action %s calls %v but has no operations in ctrOps", name, cri)
 		}
 	}
 	for a, cri := range fsm.PodActionCRI {
-		if name := fsm.PodAction(a).String(); len(cri) > 0 && podOps[name].first == nil {
+		if name := fsm.PodAction(a).String(); len(cri) > 0 && podOps[name].First == nil {
 			t.Errorf("pod action %s calls %v but has no operations in podOps", name, cri)
 		}
 	}

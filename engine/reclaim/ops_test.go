@@ -17,7 +17,6 @@ import (
 	"github.com/speclet/speclet/engine/containergc"
 	"github.com/speclet/speclet/engine/eviction"
 	"github.com/speclet/speclet/engine/imagegc"
-	"github.com/speclet/speclet/engine/op"
 	"github.com/speclet/speclet/engine/op/optest"
 	"github.com/speclet/speclet/fsm"
 )
@@ -123,15 +122,11 @@ func TestNodeActionsAsOperations(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(n)
 			}
-			a, ok := nodeOps[tc.action]
-			if !ok {
-				t.Fatalf("no action %q in nodeOps", tc.action)
-			}
 			steps := make([]optest.Step, len(tc.steps))
 			for i, s := range tc.steps {
 				steps[i] = optest.Step{Op: s.op, About: s.about, V: s.v, Err: s.err}
 			}
-			o := optest.Drive(t, a.first(n), a.cri, steps)
+			o := optest.Run(t, nodeOps, tc.action, n, steps)
 			if (o.Err() != nil) != tc.failed {
 				t.Errorf("action error %v, want failed %v", o.Err(), tc.failed)
 			}
@@ -147,22 +142,19 @@ func TestNodeActionsAsOperations(t *testing.T) {
 
 // nodeOps are the node machine's actions that call the runtime, by spec
 // name: the CRI methods each declares, and its first operation.
-var nodeOps = map[string]struct {
-	cri   []string
-	first func(*Node) op.Op
-}{
-	fsm.NodeActionMeasureImageFs.String():       {fsm.NodeActionCRI[fsm.NodeActionMeasureImageFs], (*Node).measureImageFs},
-	fsm.NodeActionRemoveUnusedImages.String():   {fsm.NodeActionCRI[fsm.NodeActionRemoveUnusedImages], (*Node).removeUnusedImages},
-	fsm.NodeActionRemoveDeadContainers.String(): {fsm.NodeActionCRI[fsm.NodeActionRemoveDeadContainers], (*Node).removeDeadContainers},
-	fsm.NodeActionObserveSignals.String():       {fsm.NodeActionCRI[fsm.NodeActionObserveSignals], (*Node).observeSignals},
-	fsm.NodeActionEvictPod.String():             {fsm.NodeActionCRI[fsm.NodeActionEvictPod], (*Node).evictPod},
+var nodeOps = map[string]optest.Action[*Node]{
+	fsm.NodeActionMeasureImageFs.String():       {CRI: fsm.NodeActionCRI[fsm.NodeActionMeasureImageFs], First: (*Node).measureImageFs},
+	fsm.NodeActionRemoveUnusedImages.String():   {CRI: fsm.NodeActionCRI[fsm.NodeActionRemoveUnusedImages], First: (*Node).removeUnusedImages},
+	fsm.NodeActionRemoveDeadContainers.String(): {CRI: fsm.NodeActionCRI[fsm.NodeActionRemoveDeadContainers], First: (*Node).removeDeadContainers},
+	fsm.NodeActionObserveSignals.String():       {CRI: fsm.NodeActionCRI[fsm.NodeActionObserveSignals], First: (*Node).observeSignals},
+	fsm.NodeActionEvictPod.String():             {CRI: fsm.NodeActionCRI[fsm.NodeActionEvictPod], First: (*Node).evictPod},
 }
 
 // TestNodeRuntimeActionsAreOperations: every action of the node machine
 // whose spec declares CRI calls is written as operations.
 func TestNodeRuntimeActionsAreOperations(t *testing.T) {
 	for a, cri := range fsm.NodeActionCRI {
-		if name := fsm.NodeAction(a).String(); len(cri) > 0 && nodeOps[name].first == nil {
+		if name := fsm.NodeAction(a).String(); len(cri) > 0 && nodeOps[name].First == nil {
 			t.Errorf("node action %s calls %v but has no operations in nodeOps", name, cri)
 		}
 	}

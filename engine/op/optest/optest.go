@@ -95,3 +95,22 @@ func About(o op.Op) string {
 	}
 	return ""
 }
+
+// Action is an action of a machine owned by B that calls the runtime: the
+// CRI methods its spec declares (its `cri` list), and its first operation.
+type Action[B any] struct {
+	CRI   []string
+	First func(B) op.Op
+}
+
+// Run drives the action named name of actions, owned by b, with steps
+// (Drive) and returns the op that ends it; it fails the test when actions
+// has no such action.
+func Run[B any](t testing.TB, actions map[string]Action[B], name string, b B, steps []Step) op.Op {
+	t.Helper()
+	a, ok := actions[name]
+	if !ok {
+		t.Fatalf("no action %q among the actions written as operations", name)
+	}
+	return Drive(t, a.First(b), a.CRI, steps)
+}
