@@ -74,6 +74,11 @@ type Options struct {
 	// BestEffort pod 2 CPU shares and its containers an oom_score_adj of
 	// 1000).
 	Resources *runtimeapi.LinuxContainerResources
+	// ImageStatus asks the runtime for the image before each
+	// CreateContainer, and fails the pod when it is not present, as
+	// kubelet's EnsureImageExists (and speclet's check_image) does for an
+	// IfNotPresent image: the fourth CRI call of every container start.
+	ImageStatus bool
 }
 
 // Burst starts n host-network pods at once (RunPodSandbox + CreateContainer
@@ -157,6 +162,11 @@ func Burst(ctx context.Context, rt cri.Runtime, image string, n int, logDir stri
 			if o.MaskedPaths != nil || o.ReadonlyPaths != nil {
 				cc.Linux.SecurityContext = &runtimeapi.LinuxContainerSecurityContext{
 					MaskedPaths: o.MaskedPaths, ReadonlyPaths: o.ReadonlyPaths,
+				}
+			}
+			if o.ImageStatus {
+				if p.err = imagePresent(ctx, rt, cc.Image); p.err != nil {
+					return
 				}
 			}
 			t = time.Now()
@@ -250,6 +260,18 @@ func Burst(ctx context.Context, rt cri.Runtime, image string, n int, logDir stri
 // podFiles writes a pod's hosts file and a container's termination message
 // file under dir and returns their mounts, as podspec's hostsMount and
 // terminationMount do.
+// imagePresent fails when the runtime does not hold image.
+func imagePresent(ctx context.Context, rt cri.Runtime, image *runtimeapi.ImageSpec) error {
+	img, err := rt.ImageStatus(ctx, image)
+	if err != nil {
+		return fmt.Errorf("image status of %s: %w", image.Image, err)
+	}
+	if img == nil {
+		return fmt.Errorf("image %s: not present", image.Image)
+	}
+	return nil
+}
+
 func podFiles(dir string) ([]*runtimeapi.Mount, error) {
 	hosts := filepath.Join(dir, "etc-hosts")
 	if err := os.WriteFile(hosts, []byte("127.0.0.1\tlocalhost\n"), 0o644); err != nil {

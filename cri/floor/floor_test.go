@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -26,17 +27,8 @@ func TestBurstOnSim(t *testing.T) {
 		{name: "stop dropped once", stopFails: 1, wantRetries: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv, err := sim.Start(t.TempDir(), sim.Options{Images: []string{image}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(srv.Stop)
+			srv, rt := startSim(t, image)
 			srv.Runtime.FailCall("StopContainer", tc.stopFails, codes.Unavailable, "ttrpc: closed")
-			rt, err := cri.Dial(context.Background(), srv.Endpoint)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { rt.Close() })
 
 			const n = 3
 			r, err := floor.Burst(context.Background(), rt, image, n, t.TempDir())
@@ -103,6 +95,36 @@ func TestBurstPodFiles(t *testing.T) {
 	}
 }
 
+// TestBurstImageStatus: with ImageStatus every container start asks the
+// runtime for the image once, and a pod whose image the runtime lacks
+// fails before its CreateContainer; without it no pod asks.
+func TestBurstImageStatus(t *testing.T) {
+	const image = "busybox:latest"
+	for _, ask := range []bool{false, true} {
+		srv, rt := startSim(t, image)
+		const n = 3
+		if _, err := floor.Burst(context.Background(), rt, image, n, t.TempDir(), floor.Options{ImageStatus: ask}); err != nil {
+			t.Fatalf("ImageStatus %v: Burst: %v", ask, err)
+		}
+		want := 0
+		if ask {
+			want = n
+		}
+		if got := srv.Runtime.Calls("ImageStatus"); got != want {
+			t.Errorf("ImageStatus %v: %d ImageStatus calls, want %d", ask, got, want)
+		}
+	}
+
+	srv, rt := startSim(t, image)
+	_, err := floor.Burst(context.Background(), rt, "absent:latest", 1, t.TempDir(), floor.Options{ImageStatus: true})
+	if err == nil || !strings.Contains(err.Error(), "image absent:latest: not present") {
+		t.Errorf("Burst of an absent image: %v, want it not present", err)
+	}
+	if got := srv.Runtime.Calls("CreateContainer"); got != 0 {
+		t.Errorf("%d CreateContainer calls for an absent image, want none", got)
+	}
+}
+
 // sandboxConfigs records the config of every RunPodSandbox.
 type sandboxConfigs struct {
 	cri.Runtime
@@ -151,7 +173,6 @@ type containerConfigs struct {
 func (s *containerConfigs) CreateContainer(ctx context.Context, sb string, c *runtimeapi.ContainerConfig, sc *runtimeapi.PodSandboxConfig) (string, error) {
 	s.mu.Lock()
 	s.got = append(s.got, c)
-	s.sandboxes = append(s.sandboxes, sc)
 	s.sandboxes = append(s.sandboxes, sc)
 	s.mu.Unlock()
 	return s.Runtime.CreateContainer(ctx, sb, c, sc)
@@ -238,6 +259,13 @@ func TestBurstPodCgroup(t *testing.T) {
 // when the test ends.
 func dialSim(t *testing.T, image string) *cri.Client {
 	t.Helper()
+	_, rt := startSim(t, image)
+	return rt
+}
+
+// startSim is dialSim that also returns the runtime's server.
+func startSim(t *testing.T, image string) (*sim.Server, *cri.Client) {
+	t.Helper()
 	srv, err := sim.Start(t.TempDir(), sim.Options{Images: []string{image}})
 	if err != nil {
 		t.Fatal(err)
@@ -248,5 +276,5 @@ func dialSim(t *testing.T, image string) *cri.Client {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Close() })
-	return rt
+	return srv, rt
 }
