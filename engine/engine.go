@@ -68,6 +68,8 @@ type Engine struct {
 	strays   map[types.UID]int         // UIDs in the runtime nobody owns -> consecutive housekeeping passes (strays.go)
 	desired  map[types.UID]*v1.Pod     // the pods the sources declare now, newest spec
 	gone     map[types.UID]goneHistory // the debug history of purged pods, for a while
+	goneSeq  []goneEntry               // gone's UIDs in the order they were forgotten (debug.go)
+	goneN    uint64                    // how many pods were forgotten: the last goneEntry's seq
 	firstUpd time.Time                 // when the first config update arrived (zero: none yet)
 	spoke    map[string]bool           // the sources that delivered their first snapshot
 
