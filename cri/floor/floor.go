@@ -82,7 +82,8 @@ type Options struct {
 }
 
 // Burst starts n host-network pods at once (RunPodSandbox + CreateContainer
-// + StartContainer of command in image, which must be present), waits until
+// + StartContainer of command in image, which must be present; with
+// Options.ImageStatus an ImageStatus before each CreateContainer), waits until
 // ListContainers shows all n RUNNING, then removes them (StopContainer with
 // grace, StopPodSandbox, RemovePodSandbox) and checks that ListPodSandbox
 // shows none. Each pod gets a log directory under logDir. Pods carry a label
@@ -257,9 +258,6 @@ func Burst(ctx context.Context, rt cri.Runtime, image string, n int, logDir stri
 	return res, nil
 }
 
-// podFiles writes a pod's hosts file and a container's termination message
-// file under dir and returns their mounts, as podspec's hostsMount and
-// terminationMount do.
 // imagePresent fails when the runtime does not hold image.
 func imagePresent(ctx context.Context, rt cri.Runtime, image *runtimeapi.ImageSpec) error {
 	img, err := rt.ImageStatus(ctx, image)
@@ -272,6 +270,9 @@ func imagePresent(ctx context.Context, rt cri.Runtime, image *runtimeapi.ImageSp
 	return nil
 }
 
+// podFiles writes a pod's hosts file and a container's termination message
+// file under dir and returns their mounts, as podspec's hostsMount and
+// terminationMount do.
 func podFiles(dir string) ([]*runtimeapi.Mount, error) {
 	hosts := filepath.Join(dir, "etc-hosts")
 	if err := os.WriteFile(hosts, []byte("127.0.0.1\tlocalhost\n"), 0o644); err != nil {
