@@ -80,3 +80,28 @@ func TestForgottenHistories(t *testing.T) {
 		t.Errorf("%s after the first ones expired: histories of %v, want %v", historyKeep, got, want)
 	}
 }
+
+// BenchmarkForgetHistory measures forgetting one purged pod's history
+// with historyPods already kept, as housekeeping does for each pod of a
+// removal of thousands under the engine's lock.
+func BenchmarkForgetHistory(b *testing.B) {
+	e, err := New(Config{Runtime: nopRuntime{}, RootDir: b.TempDir(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ws := make([]*podWorker, 1024)
+	for i := range ws {
+		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("p%04d", i), UID: types.UID(fmt.Sprintf("uid-%04d", i))}}
+		ws[i] = newPodWorker(e, pod, nil)
+		ws[i].hist.SetMachines([]MachineState{{Machine: fsm.PodMachineName, State: "finished"}})
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, w := range ws[:historyPods] {
+		e.forgetLocked(w)
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		e.forgetLocked(ws[i%len(ws)])
+	}
+}
