@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/cri/floor"
+	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine/config"
 )
 
@@ -41,19 +41,24 @@ func stackInUse() int64 {
 	return int64(m.StackInuse)
 }
 
-func rssBytes() int64 {
-	b, err := os.ReadFile("/proc/self/status")
+// rssBytes is the process's resident memory (VmRSS).
+func rssBytes(tb testing.TB) int64 {
+	tb.Helper()
+	m, err := harness.ProcStatus(os.Getpid(), "VmRSS")
 	if err != nil {
-		return 0
+		tb.Fatal(err)
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "VmRSS:") {
-			f := strings.Fields(l)
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb * 1024
-		}
+	return m["VmRSS"]
+}
+
+// rusage is the process's resource usage so far (getrusage(2)).
+func rusage(tb testing.TB) syscall.Rusage {
+	tb.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
 	}
-	return 0
+	return ru
 }
 
 // BenchmarkEngineScale starts N pods on the simulated runtime (real gRPC,
@@ -142,7 +147,7 @@ func benchScale(b *testing.B, n int, rt cri.Runtime, left func() (sandboxes, con
 
 	heap0 := liveHeap()
 	stack0 := stackInUse()
-	rss0 := rssBytes()
+	rss0 := rssBytes(b)
 	faults0 := minorFaults(b)
 	stopCPU := profileCPU(b, n, "cpu")
 	pods := make([]*v1.Pod, n)
@@ -157,7 +162,7 @@ func benchScale(b *testing.B, n int, rt cri.Runtime, left func() (sandboxes, con
 	faults1 := minorFaults(b)
 	heap1 := liveHeap()
 	stack1 := stackInUse()
-	rss1 := rssBytes()
+	rss1 := rssBytes(b)
 	profileHeap(b, n, "heap")
 	waitSettled(e)
 	heap2 := liveHeap()
@@ -186,13 +191,7 @@ func benchScale(b *testing.B, n int, rt cri.Runtime, left func() (sandboxes, con
 
 // minorFaults is the process's count of minor page faults: the first
 // touches of fresh memory (heap, stacks), which BenchmarkPageFault prices.
-func minorFaults(b *testing.B) int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return ru.Minflt
-}
+func minorFaults(b *testing.B) int64 { return rusage(b).Minflt }
 
 // BenchmarkPageFault measures what the first touch of a fresh 4 KiB page
 // costs on this machine (an anonymous private mapping, one write per
