@@ -125,6 +125,16 @@ func ClassOf(err error) Class {
 // IsNotFound reports whether err is of class ClassNotFound.
 func IsNotFound(err error) bool { return err != nil && ClassOf(err) == ClassNotFound }
 
+// UnlessGone is the error of a stop or removal, what, that err reports:
+// nil where err is nil or says the runtime does not know the object (it is
+// gone already, so stopped and removed), else err wrapped with what.
+func UnlessGone(err error, what string) error {
+	if err == nil || IsNotFound(err) {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
 // IsUnavailable reports whether err is of class ClassUnavailable.
 func IsUnavailable(err error) bool { return err != nil && ClassOf(err) == ClassUnavailable }
 

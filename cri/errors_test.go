@@ -146,3 +146,20 @@ func TestRuntimeMessage(t *testing.T) {
 		})
 	}
 }
+
+// TestUnlessGone: a stop or removal of an object the runtime no longer
+// knows succeeded; any other failure is kept, named.
+func TestUnlessGone(t *testing.T) {
+	gone := &Error{Op: "RemoveContainer", Class: ClassNotFound, Err: errors.New("not found")}
+	busy := &Error{Op: "RemoveContainer", Class: ClassOther, Err: errors.New("device busy")}
+	if err := UnlessGone(nil, "remove container"); err != nil {
+		t.Errorf("no error: %v", err)
+	}
+	if err := UnlessGone(gone, "remove container"); err != nil {
+		t.Errorf("gone: %v, want nil", err)
+	}
+	err := UnlessGone(busy, `remove container "app"`)
+	if !errors.Is(err, busy) || err.Error() != `remove container "app": `+busy.Error() {
+		t.Errorf("busy: %v, want it wrapped with what was removed", err)
+	}
+}

@@ -50,12 +50,12 @@ func (c *ctrState) createContainer() op.Op {
 			}
 			return op.Host("ContainerConfig", c.name, func(context.Context) (createConfigs, error) {
 				cfg, err := c.createConfig(rc, inputs, user)
-				return createConfigs{cfg, c.p.sandbox.config()}, err
+				return createConfigs{cfg, c.p.sandbox.Config()}, err
 			}, func(cs createConfigs, err error) op.Op {
 				if err != nil {
 					return c.configFailed(err)
 				}
-				return op.CreateContainer(c.p.sandbox.id, cs.container, cs.sandbox, func(id string, err error) op.Op {
+				return op.CreateContainer(c.p.sandbox.ID(), cs.container, cs.sandbox, func(id string, err error) op.Op {
 					return c.madeInstance(rc, cs.container, id, err)
 				})
 			})
@@ -198,7 +198,7 @@ func (c *ctrState) stop(grace int64) op.Op {
 		return op.Done(nil)
 	}
 	return op.StopContainer(c.id, grace, func(err error) op.Op {
-		if err := unlessGone(err, fmt.Sprintf("stop container %q", c.name)); err != nil {
+		if err := cri.UnlessGone(err, fmt.Sprintf("stop container %q", c.name)); err != nil {
 			return op.Done(err)
 		}
 		c.raise(fsm.ContainerEventStopped)
@@ -370,7 +370,7 @@ func (c *ctrState) removeFrom(pass *gcPass, i int) op.Op {
 			continue
 		}
 		return op.RemoveContainer(id, func(err error) op.Op {
-			if err := unlessGone(err, fmt.Sprintf("remove container %q", c.name)); err != nil {
+			if err := cri.UnlessGone(err, fmt.Sprintf("remove container %q", c.name)); err != nil {
 				pass.keep, pass.errs = append(pass.keep, id), append(pass.errs, err)
 			} else {
 				pass.excess--

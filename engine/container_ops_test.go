@@ -31,7 +31,7 @@ func (w ctrWant) String() string {
 var (
 	ctrConfig = &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
 		Annotations: map[string]string{AnnotationContainerHash: "h1"}}
-	configs = createConfigs{ctrConfig, sbConfig}
+	configs = createConfigs{ctrConfig, &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "web"}}}
 	exited  = func(code int32, msg string, mounts bool) *runtimeapi.ContainerStatus {
 		st := &runtimeapi.ContainerStatus{Id: "c-1", State: runtimeapi.ContainerState_CONTAINER_EXITED, ExitCode: code, Reason: "Error", Message: msg}
 		if mounts {
@@ -60,7 +60,10 @@ func TestContainerActionsAsOperations(t *testing.T) {
 			replies: []reply{{"RequestInputs", "app", nil, nil}, {"ContainerConfig", "app", configs, nil}, {"CreateContainer", " app", "c-1", nil}},
 			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventCreated}, id: "c-1", ids: []string{"c-1"}}},
 		{name: "create: a restart counts", action: "create_container",
-			setup:   func(c *ctrState) { c.p.sandbox.id = "sb-1"; c.id, c.ids, c.restartCount = "c-0", []string{"c-0"}, 2 },
+			setup: func(c *ctrState) {
+				withSandboxes(c.p, true, "sb-1")
+				c.id, c.ids, c.restartCount = "c-0", []string{"c-0"}, 2
+			},
 			replies: []reply{{"RequestInputs", "app", nil, nil}, {"ContainerConfig", "app", configs, nil}, {"CreateContainer", "sb-1 app", "c-1", nil}},
 			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventCreated}, id: "c-1", ids: []string{"c-0", "c-1"}, restartCount: 3}},
 		{name: "create: runAsNonRoot without a user reads the image's", action: "create_container",
@@ -160,7 +163,7 @@ func TestContainerActionsAsOperations(t *testing.T) {
 			want:    ctrWant{id: "c-2", ids: []string{"c-0", "c-2"}, failed: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := testSandbox(t).p.all()[0]
+			c := testPod(t).all()[0]
 			c.spec = c.spec.DeepCopy()
 			if tc.setup != nil {
 				tc.setup(c)

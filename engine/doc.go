@@ -46,8 +46,10 @@
 //   - pod.go, pod_actions.go: the pod machine's guards, actions and
 //     durations (SyncPod, KillContainers, StopSandbox, RemovePod,
 //     ReleaseName, ReportStatus) and the grace period that only shortens.
-//   - sandbox.go: the sandbox machine's (RunSandbox, CheckSandbox,
-//     StopSandbox; recreate_forbidden).
+//   - sandbox.go: the sandbox machine, bound to engine/sandbox's Sandbox
+//     (its guards and actions: RunSandbox, CheckSandbox, StopSandbox,
+//     RemovePodCgroup; recreate_forbidden), which reads the pod through
+//     the sandboxState (sandbox.Pod).
 //   - container.go, container_actions.go, image_actions.go: the container
 //     machine's (CheckImage, RefuseNeverPull, PullImage, CreateContainer,
 //     StartContainer, StopContainer, RecordExit, RemoveContainer, the

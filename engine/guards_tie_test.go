@@ -48,6 +48,7 @@ func newTieWorld(t *testing.T, v verify.Valuation) *tieWorld {
 		t.Fatalf("sandbox state %q", v.Single[fsm.SandboxMachineName])
 	}
 	ps.sandbox = &sandboxState{p: ps}
+	ps.sandbox.Bind(ps.sandbox)
 	ps.sandbox.machine = fsm.NewSandboxMachineAt(sbSt, ps.sandbox)
 	probeSt, ok := fsm.ParseProbeState(v.Single[fsm.ProbeMachineName])
 	if !ok {

@@ -52,7 +52,7 @@ func (c *ctrState) preStopHook() *v1.LifecycleHandler {
 
 // hookTarget is the current instance as handlers run against it.
 func (c *ctrState) hookTarget() handlers.Target {
-	return handlers.Target{Runtime: c.p.e.rt, Clock: c.p.e.clock, ID: c.id, Name: c.name, PodIP: c.p.sandbox.podIP, Spec: c.spec}
+	return handlers.Target{Runtime: c.p.e.rt, Clock: c.p.e.clock, ID: c.id, Name: c.name, PodIP: c.p.sandbox.PodIP(), Spec: c.spec}
 }
 
 // runPreStop runs preStop hook h against target, the current instance,

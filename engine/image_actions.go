@@ -103,7 +103,7 @@ func (c *ctrState) pullImage() op.Op {
 	c.event(eventNormal, "Pulling", "Pulling image %q", c.spec.Image)
 	image := &runtimeapi.ImageSpec{Image: c.spec.Image}
 	return op.Host("PullInputs", c.spec.Image, func(ctx context.Context) (pullInputs, error) {
-		return pullInputs{c.pullCredentials(ctx), c.p.sandbox.config()}, nil
+		return pullInputs{c.pullCredentials(ctx), c.p.sandbox.Config()}, nil
 	}, func(in pullInputs, _ error) op.Op {
 		auths := in.auths
 		if len(auths) == 0 {

@@ -88,7 +88,7 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 		s.fire(ctx, fsm.Route(fsm.InputConfigRemove).Pod)
 	case inbox.PLEG:
 		r := fsm.Route(plegInputs[in.P.pleg.Type])
-		if r.HasSandbox && in.P.pleg.SandboxID == s.sandbox.id && s.sandbox.id != "" {
+		if r.HasSandbox && in.P.pleg.SandboxID == s.sandbox.ID() && s.sandbox.ID() != "" {
 			s.sandbox.fire(ctx, r.Sandbox)
 		}
 		if c := s.byName(in.P.pleg.Name); c != nil && in.P.pleg.Type == pleg.ContainerRemoved && in.P.pleg.ContainerID != c.id {

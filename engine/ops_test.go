@@ -1,8 +1,16 @@
 package engine
 
 import (
+	"errors"
+	"io"
+	"log/slog"
 	"testing"
+	"time"
 
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/op"
 	"github.com/speclet/speclet/engine/op/optest"
 	"github.com/speclet/speclet/fsm"
@@ -27,14 +35,6 @@ func runAction[B any](t *testing.T, ops map[string]optest.Action[B], name string
 	return optest.Run(t, ops, name, b, steps)
 }
 
-// sandboxOps are the sandbox machine's actions that call the runtime, by
-// spec name.
-var sandboxOps = map[string]optest.Action[*sandboxState]{
-	fsm.SandboxActionRunSandbox.String():   {CRI: fsm.SandboxActionCRI[fsm.SandboxActionRunSandbox], First: (*sandboxState).runSandbox},
-	fsm.SandboxActionCheckSandbox.String(): {CRI: fsm.SandboxActionCRI[fsm.SandboxActionCheckSandbox], First: func(sb *sandboxState) op.Op { return sb.readStatus(false) }},
-	fsm.SandboxActionStopSandbox.String():  {CRI: fsm.SandboxActionCRI[fsm.SandboxActionStopSandbox], First: func(sb *sandboxState) op.Op { return sb.stopFrom(0, nil) }},
-}
-
 // podOps are the pod machine's actions that call the runtime or deliver
 // events to the pod's other machines, by spec name.
 var podOps = map[string]optest.Action[*podState]{
@@ -57,15 +57,11 @@ var ctrOps = map[string]optest.Action[*ctrState]{
 	fsm.ContainerActionRemoveContainer.String():    {CRI: fsm.ContainerActionCRI[fsm.ContainerActionRemoveContainer], First: (*ctrState).removeContainers},
 }
 
-// TestRuntimeActionsAreOperations: every action of the pod, sandbox and
-// container machines whose spec declares CRI calls is written as
-// operations, and is driven by the tests of each machine.
+// TestRuntimeActionsAreOperations: every action of the pod and container
+// machines whose spec declares CRI calls is written as operations, and is
+// driven by the tests of each machine (the sandbox machine's:
+// engine/sandbox's).
 func TestRuntimeActionsAreOperations(t *testing.T) {
-	for a, cri := range fsm.SandboxActionCRI {
-		if name := fsm.SandboxAction(a).String(); len(cri) > 0 && sandboxOps[name].First == nil {
-			t.Errorf("sandbox action %s calls %v but has no operations in sandboxOps", name, cri)
-		}
-	}
 	for a, cri := range fsm.ContainerActionCRI {
 		if name := fsm.ContainerAction(a).String(); len(cri) > 0 && ctrOps[name].First == nil {
 			t.Errorf("container action %s calls %v but has no operations in ctrOps", name, cri)
@@ -76,4 +72,33 @@ func TestRuntimeActionsAreOperations(t *testing.T) {
 			t.Errorf("pod action %s calls %v but has no operations in podOps", name, cri)
 		}
 	}
+}
+
+// errNotFound is the runtime's reply about an object it does not know.
+var errNotFound = &cri.Error{Op: "PodSandboxStatus", Class: cri.ClassNotFound, Err: errors.New("not found")}
+
+// testPod is a new pod of an engine whose runtime answers nothing: the
+// test feeds the replies.
+func testPod(t *testing.T) *podState {
+	t.Helper()
+	e, err := New(Config{Runtime: nopRuntime{}, RootDir: t.TempDir(), Clock: clocktesting.NewFakeClock(time.Now()),
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := benchPod(0)
+	return newPodState(newPodWorker(e, pod, nil), pod, nil)
+}
+
+// withSandboxes gives the pod the sandboxes ids (oldest first) as after a
+// restart: the last is current, ready if ready.
+func withSandboxes(s *podState, ready bool, ids ...string) {
+	a := &adoptedPod{}
+	for i := len(ids) - 1; i >= 0; i-- {
+		a.Sandboxes = append(a.Sandboxes, &runtimeapi.PodSandbox{Id: ids[i], State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY})
+	}
+	if ready {
+		a.Sandboxes[0].State = runtimeapi.PodSandboxState_SANDBOX_READY
+	}
+	s.sandbox.adopt(a)
 }

@@ -51,7 +51,7 @@ func (s *podState) SyncPod(ctx context.Context) error {
 	defer func(t0 time.Time) { s.e.metrics.WorkerDuration(kind, s.e.clock.Since(t0)) }(s.e.clock.Now())
 	// The sandbox config RunPodSandbox got serves the creates of this
 	// sync; a later one builds it again (sandboxState.config).
-	defer func() { s.sandbox.cfg = nil }()
+	defer s.sandbox.DropConfig()
 	return op.Exec(ctx, s.e.rt, s.syncPod())
 }
 
@@ -95,7 +95,7 @@ func (s *podState) mountThenSandbox() op.Op {
 				// The spec decides what a done pod does without a sandbox
 				// (syncing: sync_failed guarded by pod_done).
 				s.raise(fsm.PodEventSyncFailed)
-				return op.Done(errors.Join(err, s.sandbox.err))
+				return op.Done(errors.Join(err, s.sandbox.Err()))
 			}
 			s.w.publishStatus() // Pending with ContainerCreating while images pull
 			return s.startContainers()
@@ -209,7 +209,7 @@ func (s *podState) StopSandbox(ctx context.Context) error {
 func (s *podState) stopSandbox() op.Op {
 	return op.Deliver(fsm.SandboxEventStop.String(), "sandbox", func(ctx context.Context) {
 		s.sandbox.fire(ctx, fsm.SandboxEventStop)
-	}, func(error) op.Op { return op.Done(s.sandbox.err) })
+	}, func(error) op.Op { return op.Done(s.sandbox.Err()) })
 }
 
 // RemovePod unmounts the pod's volumes (its containers are stopped with
@@ -234,7 +234,7 @@ func (s *podState) removePod() op.Op {
 		if err != nil {
 			return op.Done(err)
 		}
-		return s.sandbox.removeFrom(0, nil, func() op.Op {
+		return s.sandbox.Remove(func() op.Op {
 			return op.Deliver(fsm.ContainerEventRemoved.String(), "containers and sandbox", func(ctx context.Context) {
 				for _, c := range s.all() {
 					for _, id := range c.instances() {
@@ -243,7 +243,7 @@ func (s *podState) removePod() op.Op {
 					c.ids = nil
 					c.fire(ctx, fsm.ContainerEventRemoved)
 				}
-				for _, id := range s.sandbox.ids {
+				for _, id := range s.sandbox.IDs() {
 					s.e.pleg.ForgetSandbox(id)
 				}
 				s.sandbox.fire(ctx, fsm.SandboxEventRemoved)

@@ -18,8 +18,8 @@ func TestPodActionsAsOperations(t *testing.T) {
 		return func(s *podState) { s.sandbox.machine = fsm.BindSandboxMachine(st, s.sandbox) }
 	}
 	stopped := func(s *podState) {
+		withSandboxes(s, false, "sb-0", "sb-1")
 		sandboxIn(fsm.SandboxStateStopped)(s)
-		s.sandbox.ids, s.sandbox.id = []string{"sb-0", "sb-1"}, "sb-1"
 	}
 	for _, tc := range []struct {
 		name    string
@@ -55,7 +55,10 @@ func TestPodActionsAsOperations(t *testing.T) {
 			replies: []reply{{"Deliver", "kill to containers", nil, nil}},
 			raised:  []fsm.PodEvent{fsm.PodEventTerminationDone}},
 		{name: "stop_sandbox: the sandbox's error is the action's", action: "stop_sandbox",
-			setup:   func(s *podState) { s.sandbox.err = errors.New("stop refused") },
+			setup: func(s *podState) {
+				withSandboxes(s, true, "sb-0")
+				s.sandbox.StopSandboxOp().Reply(nil, errors.New("stop refused")) // what the delivery ran
+			},
 			replies: []reply{{"Deliver", "stop to sandbox", nil, nil}},
 			failed:  true},
 		{name: "remove_pod: not before the sandbox stopped", action: "remove_pod",
@@ -73,7 +76,7 @@ func TestPodActionsAsOperations(t *testing.T) {
 			failed:  true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := testSandbox(t).p
+			s := testPod(t)
 			if tc.setup != nil {
 				tc.setup(s)
 			}

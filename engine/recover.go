@@ -133,6 +133,6 @@ func (s *podState) adopt(a *adoptedPod) {
 			c.setSpec(nil)
 			s.containers = append(s.containers, c)
 		}
-		c.adopt(cs, cs[0].PodSandboxId == s.sandbox.id && ready)
+		c.adopt(cs, cs[0].PodSandboxId == s.sandbox.ID() && ready)
 	}
 }

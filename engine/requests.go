@@ -2,14 +2,12 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"strconv"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/engine/runtimepods"
@@ -126,16 +124,6 @@ func runtimeAnnotations(pod map[string]string) map[string]string {
 	return ann
 }
 
-// unlessGone is the error of a stop or removal, what, that err reports: nil
-// where err is nil or says the runtime does not know the object (it is
-// gone already, so stopped and removed), else err wrapped with what.
-func unlessGone(err error, what string) error {
-	if err == nil || cri.IsNotFound(err) {
-		return nil
-	}
-	return fmt.Errorf("%s: %w", what, err)
-}
-
 // requestInputs are what a container's config reads from the running pod:
 // its addresses (the node's for a hostNetwork pod), the node's, the
 // configMaps and secrets of its namespace (Config.VolumeAPI), and the
@@ -152,7 +140,7 @@ func (p *podState) requestInputs(ctx context.Context) (func(*podspec.ContainerRe
 		}
 	}
 	return func(r *podspec.ContainerRequest) {
-		podIP := p.sandbox.podIP
+		podIP := p.sandbox.PodIP()
 		if p.pod.Spec.HostNetwork {
 			podIP = p.e.cfg.NodeIP
 		}

@@ -1,40 +1,27 @@
 package engine
 
 import (
-	"io"
-	"log/slog"
 	"testing"
-	"time"
 
 	"google.golang.org/protobuf/proto"
-	clocktesting "k8s.io/utils/clock/testing"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/engine/podspec"
 )
 
-// TestSandboxConfigRebuilt: once the sync that made the sandbox dropped its
-// config, config() builds it again for the current sandbox's attempt, as
-// RunSandbox built it.
+// TestSandboxConfigRebuilt: the config of a sandbox adopted after a
+// restart is built again for its attempt, as RunSandbox built it.
 func TestSandboxConfigRebuilt(t *testing.T) {
-	e, err := New(Config{Runtime: nopRuntime{}, RootDir: t.TempDir(), Clock: clocktesting.NewFakeClock(time.Now()),
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pod := benchPod(0)
-	w := newPodWorker(e, pod, nil)
-	s := newPodState(w, pod, nil)
+	s := testPod(t)
+	e, pod := s.e, s.pod
 	want, err := sandboxConfig(e.podNode(), pod, 2, s.cgroupParent())
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.sandbox.cfg, s.sandbox.attempt = want, 2
-	if got := s.sandbox.config(); got != want {
-		t.Error("config() did not return the config kept during the sync")
-	}
-	s.sandbox.cfg = nil
-	got := s.sandbox.config()
-	if got == want || !proto.Equal(got, want) || got.LogDirectory != podspec.LogDir(e.cfg.RootDir, pod) {
-		t.Errorf("rebuilt config %v, want a new %v", got, want)
+	s.sandbox.adopt(&adoptedPod{Sandboxes: []*runtimeapi.PodSandbox{{Id: "sb-2", State: runtimeapi.PodSandboxState_SANDBOX_READY,
+		Metadata: &runtimeapi.PodSandboxMetadata{Attempt: 2}}}})
+	got := s.sandbox.Config()
+	if !proto.Equal(got, want) || got.LogDirectory != podspec.LogDir(e.cfg.RootDir, pod) {
+		t.Errorf("rebuilt config %v, want %v", got, want)
 	}
 }

@@ -10,7 +10,7 @@ import (
 func (s *podState) view() *podView {
 	ready := s.sandbox.ready()
 	v := &podView{
-		Pod: s.pod, SandboxReady: ready, PodIP: s.sandbox.podIP, HostIP: s.e.cfg.NodeIP, StartTime: s.startTime,
+		Pod: s.pod, SandboxReady: ready, PodIP: s.sandbox.PodIP(), HostIP: s.e.cfg.NodeIP, StartTime: s.startTime,
 		Terminating: s.terminating(), RuntimeName: s.e.runtimeName,
 	}
 	if s.pod.Spec.HostNetwork && ready {

@@ -1,20 +1,63 @@
-package engine
+package sandbox
 
 import (
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"slices"
 	"testing"
-	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/engine/op"
+	"github.com/speclet/speclet/engine/op/optest"
 	"github.com/speclet/speclet/fsm"
 )
+
+// reply is one operation an action asks for (its name, and what it is
+// about) and the result the test feeds it.
+type reply struct {
+	op, about string
+	v         any
+	err       error
+}
+
+// sandboxOps are the sandbox machine's actions that call the runtime, by
+// spec name.
+var sandboxOps = map[string]optest.Action[*Sandbox]{
+	fsm.SandboxActionRunSandbox.String():   {CRI: fsm.SandboxActionCRI[fsm.SandboxActionRunSandbox], First: (*Sandbox).RunSandboxOp},
+	fsm.SandboxActionCheckSandbox.String(): {CRI: fsm.SandboxActionCRI[fsm.SandboxActionCheckSandbox], First: (*Sandbox).CheckSandboxOp},
+	fsm.SandboxActionStopSandbox.String():  {CRI: fsm.SandboxActionCRI[fsm.SandboxActionStopSandbox], First: (*Sandbox).StopSandboxOp},
+}
+
+// TestRuntimeActionsAreOperations: every action of the sandbox machine
+// whose spec declares CRI calls is written as operations, and is driven by
+// TestSandboxActionsAsOperations.
+func TestRuntimeActionsAreOperations(t *testing.T) {
+	for a, calls := range fsm.SandboxActionCRI {
+		if name := fsm.SandboxAction(a).String(); len(calls) > 0 && sandboxOps[name].First == nil {
+			t.Errorf("sandbox action %s calls %v but has no operations in sandboxOps", name, calls)
+		}
+	}
+}
+
+// runAction drives the action of sandboxOps named name of s with the
+// replies and returns the op that ends it.
+func runAction(t *testing.T, name string, s *Sandbox, replies []reply) op.Op {
+	t.Helper()
+	return runOps(t, sandboxOps, name, s, replies)
+}
+
+// runOps drives the action of actions named name of s with the replies
+// (optest.Run) and returns the op that ends it.
+func runOps(t *testing.T, actions map[string]optest.Action[*Sandbox], name string, s *Sandbox, replies []reply) op.Op {
+	t.Helper()
+	steps := make([]optest.Step, len(replies))
+	for i, r := range replies {
+		steps[i] = optest.Step{Op: r.op, About: r.about, V: r.v, Err: r.err}
+	}
+	return optest.Run(t, actions, name, s, steps)
+}
 
 // sbWant is where the sandbox stands once its action is done.
 type sbWant struct {
@@ -22,7 +65,7 @@ type sbWant struct {
 	id     string
 	ids    []string
 	podIP  string
-	failed bool // the action's error (and sb.err) is set
+	failed bool // the action's error (and Err) is set
 }
 
 // String shows w as the test compares it, events by name.
@@ -112,32 +155,20 @@ func TestSandboxActionsAsOperations(t *testing.T) {
 			want:    sbWant{id: "sb-1", ids: []string{"sb-0", "sb-1"}, failed: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sb := testSandbox(t)
-			sb.p.pod.Spec.HostNetwork = tc.host
+			p := newFakePod()
+			p.pod.Spec.HostNetwork = tc.host
+			s := p.sandbox()
 			if len(tc.ids) > 0 {
-				sb.ids, sb.id = tc.ids, tc.ids[len(tc.ids)-1]
+				s.ids, s.id = tc.ids, tc.ids[len(tc.ids)-1]
 			}
-			o := runAction(t, sandboxOps, tc.action, sb, tc.replies)
-			got := sbWant{raised: sb.run.Pending(), id: sb.id, ids: sb.ids, podIP: sb.podIP, failed: o.Err() != nil}
-			if (o.Err() != nil) != (sb.err != nil) {
-				t.Errorf("action error %v, sb.err %v: want both or neither", o.Err(), sb.err)
+			o := runAction(t, tc.action, s, tc.replies)
+			got := sbWant{raised: p.raised, id: s.ID(), ids: s.IDs(), podIP: s.PodIP(), failed: o.Err() != nil}
+			if (o.Err() != nil) != (s.Err() != nil) {
+				t.Errorf("action error %v, Err() %v: want both or neither", o.Err(), s.Err())
 			}
 			if got.String() != tc.want.String() {
 				t.Errorf("sandbox: %v\nwant:    %v", got, tc.want)
 			}
 		})
 	}
-}
-
-// testSandbox is the sandbox machine of a new pod of an engine whose
-// runtime answers nothing: the test feeds the replies.
-func testSandbox(t *testing.T) *sandboxState {
-	t.Helper()
-	e, err := New(Config{Runtime: nopRuntime{}, RootDir: t.TempDir(), Clock: clocktesting.NewFakeClock(time.Now()),
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pod := benchPod(0)
-	return newPodState(newPodWorker(e, pod, nil), pod, nil).sandbox
 }
