@@ -68,13 +68,15 @@
 //     MeasureImageFs (ImageFsInfo, statfs of its mountpoint through
 //     Config.FsStat, the images and the containers using them) and
 //     RemoveUnusedImages (RemoveImage of engine/imagegc's plan).
-//   - probe.go, probe_schedule.go: the probe machine of each container
-//     (start_startup, start_probes, trigger_readiness, run_probe,
-//     kill_container, stop_probes), its workers (one per probe kind of the
-//     running instance, probing on that kind's ticks, anchored at the pod's
-//     first sync and kept across instances; probes on their own goroutine,
-//     thresholds counted on the pod worker; the arithmetic is
-//     engine/prober's), the state timer probe_due
+//   - probe.go, probe_schedule.go: the probe machine of each container,
+//     bound to engine/probes' Workers (its actions start_startup,
+//     start_probes, trigger_readiness, run_probe, kill_container,
+//     stop_probes: one worker per probe kind of the running instance,
+//     probing on that kind's ticks, anchored at the pod's first sync and
+//     kept across instances; probes on their own goroutine, thresholds
+//     counted on the pod worker; the arithmetic is engine/prober's),
+//     which kills the container through the probeState (probes.Container),
+//     and the state timer probe_due
 //     armed for the earliest due worker (duration next_probe, on the pod
 //     worker's clock); engine/handlers runs the exec, httpGet, tcpSocket
 //     and grpc probes.
@@ -168,7 +170,7 @@
 // StopContainer, and the seconds it took are taken from the grace period
 // given to StopContainer (at least 2 s remain).
 //
-// Probes follow kubelet's prober (probe.go, spec/probe.hcl): readiness
+// Probes follow kubelet's prober (engine/probes, spec/probe.hcl): readiness
 // starts false, a startup probe gates liveness and readiness, a liveness or
 // startup failure kills the container through its machine with the probe's
 // terminationGracePeriodSeconds or the pod's, and the results start over

@@ -67,6 +67,7 @@ func newTieWorld(t *testing.T, v verify.Valuation) *tieWorld {
 		// The model has one probe machine per pod: each container's
 		// probe machine is in its state.
 		c.probe = &probeState{c: c}
+		c.probe.Bind(c.probe)
 		c.probe.machine = fsm.NewProbeMachineAt(probeSt, c.probe)
 		if c.init {
 			ps.inits = append(ps.inits, c)

@@ -121,8 +121,8 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 		}
 		var pin fsm.Input
 		var ok bool
-		if in.P.probe.gen != 0 {
-			pin, ok = c.probe.result(in.P.probe) // a raw result of a worker
+		if in.P.probe.Worker != 0 {
+			pin, ok = c.probe.Result(in.P.probe) // a raw result of a worker
 		} else {
 			pin, ok = prober.Input(in.P.probe.Kind, in.P.probe.Success)
 		}

@@ -187,16 +187,3 @@ type PodCgroups interface {
 	// reports.
 	Pods(skip func(types.UID) bool) ([]types.UID, error)
 }
-
-// ProbeResult is one probe outcome for a container of a pod: a raw result
-// of one of the engine's probe workers, counted against the probe's
-// thresholds, or, with no worker (gen 0: the engine's script tests deliver
-// such to handleProbe), a thresholded result routed as is.
-type ProbeResult struct {
-	UID       types.UID
-	Container string
-	Kind      ProbeKind
-	Success   bool
-	Output    string // what the probe said (Unhealthy, ProbeWarning)
-	gen       uint64 // the worker that ran it; 0: thresholded already
-}

@@ -76,6 +76,7 @@ func TestPhaseBlockMatchesEngine(t *testing.T) {
 		}
 		c.machine = fsm.NewContainerMachineAt(st, c)
 		c.probe = &probeState{c: c}
+		c.probe.Bind(c.probe)
 		c.probe.machine = fsm.NewProbeMachineAt(pst, c.probe)
 		return c
 	}

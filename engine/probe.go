@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -16,23 +15,19 @@ import (
 	"github.com/speclet/speclet/engine/inbox"
 	"github.com/speclet/speclet/engine/observe"
 	"github.com/speclet/speclet/engine/prober"
-	"github.com/speclet/speclet/engine/schedule"
+	"github.com/speclet/speclet/engine/probes"
 	"github.com/speclet/speclet/fsm"
 )
 
 // Probes (kubelet pkg/kubelet/prober): the probe machine of a container
-// (spec/probe.hcl) and its workers, one per probe kind.
-//
-// Each worker keeps its schedule (when its next probe is due, on the ticks
-// of its kind, probe_schedule.go); the machine's timer probe_due
-// (spec/probe.hcl, duration next_probe) is armed for the earliest of them, as a machine timer of the pod worker (owner
-// "probe/CONTAINER"), so it runs on the engine's clock and the sync tick
-// finds it due. run_probe starts the due probes, each on its own goroutine
-// (a slow probe never blocks the pod), and moves their schedules on; the
+// (spec/probe.hcl), bound to engine/probes' Workers, one per probe kind,
+// which start the probes and count their results (engine/probes). The
 // probe posts its raw result to the pod worker as an input; the worker
-// counts it against the thresholds and, when the thresholded result
-// changes, fires the route of spec/routes.hcl. Everything but the probe
-// call runs on the pod worker.
+// counts it against the thresholds (Workers.Result) and, when the
+// thresholded result changes, fires the route of spec/routes.hcl.
+// The machine's timer probe_due is a machine timer of the pod worker
+// (owner "probe/CONTAINER", probe_schedule.go), so it runs on the engine's
+// clock and the sync tick finds it due.
 
 // ProbeKind names a probe of a container (engine/prober).
 type ProbeKind = prober.Kind
@@ -46,42 +41,29 @@ const (
 // ParseProbeKind returns the kind named s ("liveness", "readiness", "startup").
 func ParseProbeKind(s string) (ProbeKind, bool) { return prober.ParseKind(s) }
 
-// probeState is the probe machine of one container and its workers. It
-// implements fsm.ProbeGuards, ProbeActions and ProbeDurations. Only the pod
-// worker goroutine touches it.
+// ProbeResult is one probe outcome for a container of a pod: a raw result
+// of one of the engine's probe workers, counted against the probe's
+// thresholds, or, with no worker (Worker 0: the engine's script tests
+// deliver such to handleProbe), a thresholded result routed as is.
+type ProbeResult = probes.Report
+
+// probeState owns the probe machine of one container and binds it to
+// engine/probes' Workers, whose actions and duration it promotes; it is the
+// Workers' probes.Container. Only the pod worker goroutine touches it.
 type probeState struct {
+	probes.Workers
 	c       *ctrState
 	machine *fsm.ProbeMachine
-	workers [prober.Kinds]*probeWorker // by ProbeKind; nil when not running
-	gen     uint64                     // bumped for every worker started: results of stopped workers are dropped
-	// ticks are the anchors of each kind's ticks (probe_schedule.go):
-	// the pod's first sync plus the jitter, readiness's last trigger; zero
-	// until the pod is added to the prober. They outlive the instances.
-	ticks [prober.Kinds]time.Time
 
 	run fire.Run[fsm.ProbeState, fsm.ProbeEvent, fsm.ProbeAction, fsm.ProbeGuard, *probeState] // the probe machine in the fire loop
 }
 
-var _ fsm.ProbeGuards = (*probeState)(nil)
-var _ fsm.ProbeActions = (*probeState)(nil)
-var _ fsm.ProbeDurations = (*probeState)(nil)
-
-// probeWorker probes one kind of probe of one running instance; the ticks
-// it probes on are its kind's (probeState.ticks), kept across instances.
-type probeWorker struct {
-	kind     ProbeKind
-	spec     *v1.Probe
-	gen      uint64
-	target   handlers.Target
-	cancel   context.CancelFunc
-	ctx      context.Context
-	next     time.Time  // its next tick that may probe (next_probe)
-	inFlight bool       // a probe runs: a turn that comes round meanwhile is skipped
-	run      prober.Run // the run of equal raw results
-}
+var _ fsm.ProbeImpl = (*probeState)(nil)
+var _ probes.Container = (*probeState)(nil)
 
 func newProbeState(c *ctrState) *probeState {
 	ps := &probeState{c: c}
+	ps.Bind(ps)
 	ps.machine = fsm.BindProbeMachine(fsm.ProbeInitialState, ps)
 	ps.run = fire.NewRun(ps, probeObservers)
 	return ps
@@ -93,8 +75,7 @@ func (ps *probeState) fire(ctx context.Context, ev fsm.ProbeEvent) {
 	fire.Fire(ctx, ps.machine, &ps.run, ev)
 }
 
-func (ps *probeState) raise(ev fsm.ProbeEvent) { ps.run.Raise(ev) }
-
+// The machine's observers (observe.Owner) see the container's.
 func (ps *probeState) engine() *Engine       { return ps.c.p.e }
 func (ps *probeState) Sinks() *observe.Sinks { return &ps.c.p.e.sinks }
 func (ps *probeState) Now() time.Time        { return ps.c.p.e.clock.Now() }
@@ -137,44 +118,56 @@ func (ps *probeState) containerEntered(ctx context.Context, s fsm.ContainerState
 	}
 }
 
-func (ps *probeState) probeSpec(k ProbeKind) *v1.Probe { return prober.Of(ps.c.spec, k) }
+// What the Workers read of the container and tell it (probes.Container).
+func (ps *probeState) Name() string             { return ps.c.name }
+func (ps *probeState) Spec() *v1.Container      { return ps.c.spec }
+func (ps *probeState) StartedAt() time.Time     { return ps.c.startedAt }
+func (ps *probeState) Context() context.Context { return ps.c.p.e.ctx() }
+func (ps *probeState) State() fsm.ProbeState    { return ps.machine.State() }
+func (ps *probeState) Raise(ev fsm.ProbeEvent)  { ps.run.Raise(ev) }
 
-// --- actions ---
-
-// StartStartup starts the startup worker, or raises startup_ok when the
-// container has no startup probe.
-func (ps *probeState) StartStartup(ctx context.Context) error {
-	if !ps.startWorker(ProbeStartup) {
-		ps.raise(fsm.ProbeEventStartupOk)
+// Target is the running instance, at the node's IP on the host's network.
+func (ps *probeState) Target() handlers.Target {
+	t := ps.c.hookTarget()
+	if ps.c.p.pod.Spec.HostNetwork {
+		t.PodIP = ps.c.p.e.cfg.NodeIP
 	}
-	return nil
+	return t
 }
 
-// StartProbes stops the startup worker and starts the liveness and
-// readiness workers; raises ready when there is no readiness probe.
-func (ps *probeState) StartProbes(ctx context.Context) error {
-	ps.stopWorker(ProbeStartup)
-	ps.startWorker(ProbeLiveness)
-	if !ps.startWorker(ProbeReadiness) {
-		ps.raise(fsm.ProbeEventReady)
+// Jitter is the engine's probe jitter while it started less than one
+// period ago.
+func (ps *probeState) Jitter(period time.Duration) time.Duration {
+	e := ps.c.p.e
+	if e.clock.Now().Sub(e.startedAt) < period {
+		return e.probeJitter(period)
 	}
-	return nil
+	return 0
 }
 
-// KillContainer stops the workers and kills the container through its
-// machine with the failed probe's grace period, or the pod's.
-func (ps *probeState) KillContainer(ctx context.Context) error {
+// Post hands a raw result to the pod worker as an input.
+func (ps *probeState) Post(r probes.Report) {
+	r.UID = ps.c.p.pod.UID
+	ps.c.p.w.post(input{Kind: inbox.Probe, P: payload{probe: r}})
+}
+
+// Event logs a probe's Unhealthy (at warn level) or ProbeWarning and
+// records it as a Warning event of the container.
+func (ps *probeState) Event(reason, msg string) {
 	c := ps.c
-	kind, what := ProbeLiveness, "liveness"
-	if ps.machine.State() == fsm.ProbeStateKilling && ps.workers[ProbeStartup] != nil {
-		kind, what = ProbeStartup, "startup"
+	level := slog.LevelInfo
+	if reason == "Unhealthy" {
+		level = slog.LevelWarn
 	}
-	grace := int64(-1)
-	if p := ps.probeSpec(kind); p != nil && p.TerminationGracePeriodSeconds != nil {
-		grace = *p.TerminationGracePeriodSeconds
-	}
-	ps.stopAll()
-	msg := fmt.Sprintf("Container %s failed %s probe, will be restarted", c.name, what)
+	c.p.e.log.Log(context.Background(), level, reason, "pod", c.p.key(), "container", c.name, "message", msg)
+	c.event(eventWarning, reason, "%s", msg)
+}
+
+// Kill kills the container through its machine because its probe of kind
+// k failed, with the probe's grace period (-1: the pod's).
+func (ps *probeState) Kill(ctx context.Context, k prober.Kind, grace int64) {
+	c := ps.c
+	msg := fmt.Sprintf("Container %s failed %s probe, will be restarted", c.name, k)
 	c.p.e.log.Info("Killing", "pod", c.p.key(), "container", c.name, "message", msg)
 	c.event(eventNormal, "Killing", "%s", msg)
 	c.probeGrace = grace
@@ -182,124 +175,4 @@ func (ps *probeState) KillContainer(ctx context.Context) error {
 		c.probeDeadline = c.p.e.clock.Now().Add(time.Duration(grace) * time.Second)
 	}
 	c.fire(ctx, fsm.ContainerEventLivenessFailed)
-	return nil
-}
-
-// StopProbes stops the workers of the instance that left running.
-func (ps *probeState) StopProbes(ctx context.Context) error {
-	ps.stopAll()
-	return nil
-}
-
-func (ps *probeState) stopAll() {
-	for k := range ps.workers {
-		ps.stopWorker(ProbeKind(k))
-	}
-}
-
-// --- workers ---
-
-// startWorker starts the worker of kind k; false when the container has no
-// such probe.
-func (ps *probeState) startWorker(k ProbeKind) bool {
-	spec := ps.probeSpec(k)
-	if spec == nil {
-		return false
-	}
-	e := ps.c.p.e
-	ps.gen++
-	ctx, cancel := context.WithCancel(e.ctx())
-	pw := &probeWorker{kind: k, spec: spec, gen: ps.gen, target: ps.c.hookTarget(), ctx: ctx, cancel: cancel}
-	if ps.c.p.pod.Spec.HostNetwork {
-		pw.target.PodIP = e.cfg.NodeIP
-	}
-	pw.next = ps.firstProbe(k, spec)
-	ps.workers[k] = pw
-	return true
-}
-
-func (ps *probeState) stopWorker(k ProbeKind) {
-	pw := ps.workers[k]
-	if pw == nil {
-		return
-	}
-	pw.cancel()
-	ps.workers[k] = nil
-}
-
-// RunProbe runs every worker whose probe is due, each on its own goroutine
-// (a slow probe never blocks the pod), unless its previous probe still
-// runs, and moves each due worker's next probe on by whole periods past now;
-// each raw result comes back to the pod worker as an input.
-func (ps *probeState) RunProbe(ctx context.Context) error {
-	now := ps.c.p.e.clock.Now()
-	for _, pw := range ps.workers {
-		if pw == nil || pw.next.After(now) {
-			continue
-		}
-		if !pw.inFlight {
-			ps.probe(pw, fsm.ProbeActionRunProbe)
-		}
-		pw.next = schedule.TickAfter(pw.next, prober.Period(pw.spec), now)
-	}
-	return nil
-}
-
-// probe runs one probe of pw on its own goroutine; its call belongs to
-// action a (run_probe, trigger_readiness), though it returns after it.
-func (ps *probeState) probe(pw *probeWorker, a fsm.ProbeAction) {
-	pw.inFlight = true
-	w := ps.c.p.w
-	r := ProbeResult{UID: ps.c.p.pod.UID, Container: ps.c.name, Kind: pw.kind, gen: pw.gen}
-	ctx := a.Tag(pw.ctx)
-	go func() {
-		out, err := pw.target.Probe(ctx, pw.spec, prober.Timeout(pw.spec))
-		if pw.ctx.Err() != nil {
-			return // stopped meanwhile
-		}
-		r.Success, r.Output = err == nil, out
-		if err != nil {
-			r.Output = err.Error()
-		}
-		w.post(input{Kind: inbox.Probe, P: payload{probe: r}})
-	}()
-}
-
-// result counts a raw result of a worker against its thresholds and returns
-// the input to route when the thresholded result changed (ok false: none).
-func (ps *probeState) result(r ProbeResult) (fsm.Input, bool) {
-	pw := ps.workers[r.Kind]
-	if pw == nil || pw.gen != r.gen {
-		return 0, false // a result of a stopped worker
-	}
-	pw.inFlight = false
-	e, c := ps.c.p.e, ps.c
-	if !r.Success {
-		msg := fmt.Sprintf("%s%s probe failed: %s", strings.ToUpper(r.Kind.String()[:1]), r.Kind.String()[1:], r.Output)
-		e.log.Warn("Unhealthy", "pod", c.p.key(), "container", c.name, "message", msg)
-		c.event(eventWarning, "Unhealthy", "%s", msg)
-	}
-	if r.Success && r.Output != "" {
-		msg := fmt.Sprintf("%s probe warning: %s", r.Kind, r.Output)
-		e.log.Info("ProbeWarning", "pod", c.p.key(), "container", c.name, "message", msg)
-		c.event(eventWarning, "ProbeWarning", "%s", msg)
-	}
-	if got := pw.run.Add(pw.spec, r.Success); got == prober.Unknown || got == ps.reported(r.Kind) {
-		return 0, false
-	}
-	return prober.Input(r.Kind, r.Success)
-}
-
-// reported is the thresholded result of kind k the probe machine holds:
-// readiness is its state, ready or unready. Liveness and startup hold none:
-// a reported failure kills and stops every worker, a startup success stops
-// its worker, and a liveness success is never reported (probeInput).
-func (ps *probeState) reported(k ProbeKind) prober.Result {
-	if k != ProbeReadiness {
-		return prober.Unknown
-	}
-	if ps.ready() {
-		return prober.Success
-	}
-	return prober.Failure
 }

@@ -1,7 +1,7 @@
 // Package prober is the arithmetic of kubelet's probe workers
 // (pkg/kubelet/prober, v1.34), apart from running a probe (engine/handlers)
 // and from the probe machine that decides what a result means
-// (spec/probe.hcl, the engine's probeState): the probe kinds, the API
+// (spec/probe.hcl, engine/probes): the probe kinds, the API
 // defaults of a v1.Probe, the ticks a worker probes on, the run of equal
 // raw results counted against the thresholds, and the input of
 // spec/routes.hcl a thresholded result is. It is pure.

@@ -1,0 +1,270 @@
+// Package probes is one container's probe workers (kubelet
+// pkg/kubelet/prober), one per probe kind, as the actions and the duration
+// of its probe machine (spec/probe.hcl); engine/prober is their
+// arithmetic, engine/handlers runs a probe. The engine owns the machine
+// itself (its fire loop, observers and timers) and binds it to a Workers.
+//
+// Each worker keeps its schedule (when its next probe is due, on the ticks
+// of its kind, schedule.go); the machine's timer probe_due (duration
+// next_probe) is armed for the earliest of them. run_probe starts the due
+// probes, each on its own goroutine (a slow probe never blocks the pod),
+// and moves their schedules on; the probe posts its raw result (Report)
+// through Container.Post; Result counts it against the thresholds and
+// says which input to route when the thresholded result changed.
+//
+// Contracts:
+//   - Everything but the probe call runs on the pod's worker goroutine: a
+//     Workers keeps no lock.
+//   - A result of a worker stopped meanwhile is never posted, or is
+//     dropped by Result (each worker started has a new generation).
+package probes
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/speclet/speclet/engine/handlers"
+	"github.com/speclet/speclet/engine/prober"
+	"github.com/speclet/speclet/engine/schedule"
+	"github.com/speclet/speclet/fsm"
+)
+
+// Workers is one container's probe workers. The zero value runs none;
+// Bind gives it its container.
+type Workers struct {
+	c       Container
+	workers [prober.Kinds]*worker // by prober.Kind; nil when not running
+	gen     uint64                // bumped for every worker started: results of stopped workers are dropped
+	// ticks are the anchors of each kind's ticks: the pod's first sync
+	// plus the jitter, readiness's last trigger; zero until the pod is
+	// added (Add). They outlive the instances.
+	ticks [prober.Kinds]time.Time
+}
+
+// Container is what a container's Workers read of it and tell it. Only the
+// pod's worker goroutine calls it, but for Post.
+type Container interface {
+	// Name is the container's name.
+	Name() string
+	// Spec is the container's current spec (nil once the pod dropped it).
+	Spec() *v1.Container
+	// Target is the running instance the probes run against (its pod IP
+	// the node's on the host's network).
+	Target() handlers.Target
+	// StartedAt is when the running instance started.
+	StartedAt() time.Time
+	// Now is the engine's clock.
+	Now() time.Time
+	// Jitter is how far after now a kind with period's ticks begin when
+	// the pod is added: up to a period while the engine started less than
+	// one period ago (kubelet's prober worker sleeps that long), else 0.
+	Jitter(period time.Duration) time.Duration
+	// Context is what the workers' contexts derive from: the engine's,
+	// done when it stops.
+	Context() context.Context
+	// Post hands a worker's raw result to the pod's worker, which gives it
+	// the pod's UID. Any goroutine calls it.
+	Post(r Report)
+	// State is the probe machine's state.
+	State() fsm.ProbeState
+	// Raise reports an action's outcome to the probe machine.
+	Raise(ev fsm.ProbeEvent)
+	// Kill kills the instance through the container machine because its
+	// probe of kind k failed, with the probe's grace period in seconds
+	// (-1: the pod's).
+	Kill(ctx context.Context, k prober.Kind, grace int64)
+	// Event records a Warning event about the container, reason Unhealthy
+	// or ProbeWarning, and logs it.
+	Event(reason, message string)
+}
+
+// Report is one probe outcome for a container of a pod: a raw result of
+// one of the container's workers (Worker), counted against the probe's
+// thresholds by Result, or, with no worker (Worker 0), a thresholded
+// result routed as is.
+type Report struct {
+	UID       types.UID
+	Container string
+	Kind      prober.Kind
+	Success   bool
+	Output    string // what the probe said (Unhealthy, ProbeWarning)
+	Worker    uint64 // the worker that ran it; 0: thresholded already
+}
+
+// worker probes one kind of probe of one running instance; the ticks it
+// probes on are its kind's (Probes.ticks), kept across instances.
+type worker struct {
+	kind     prober.Kind
+	spec     *v1.Probe
+	gen      uint64
+	target   handlers.Target
+	cancel   context.CancelFunc
+	ctx      context.Context
+	next     time.Time  // its next tick that may probe (next_probe)
+	inFlight bool       // a probe runs: a turn that comes round meanwhile is skipped
+	run      prober.Run // the run of equal raw results
+}
+
+var _ fsm.ProbeActions = (*Workers)(nil)
+var _ fsm.ProbeDurations = (*Workers)(nil)
+
+// Bind gives p its container.
+func (p *Workers) Bind(c Container) { p.c = c }
+
+// spec is the container's probe of kind k, or nil.
+func (p *Workers) spec(k prober.Kind) *v1.Probe { return prober.Of(p.c.Spec(), k) }
+
+// --- actions ---
+
+// StartStartup starts the startup worker, or raises startup_ok when the
+// container has no startup probe.
+func (p *Workers) StartStartup(context.Context) error {
+	if !p.startWorker(prober.Startup) {
+		p.c.Raise(fsm.ProbeEventStartupOk)
+	}
+	return nil
+}
+
+// StartProbes stops the startup worker and starts the liveness and
+// readiness workers; raises ready when there is no readiness probe.
+func (p *Workers) StartProbes(context.Context) error {
+	p.stopWorker(prober.Startup)
+	p.startWorker(prober.Liveness)
+	if !p.startWorker(prober.Readiness) {
+		p.c.Raise(fsm.ProbeEventReady)
+	}
+	return nil
+}
+
+// KillContainer stops the workers and kills the container with the
+// failed probe's grace period, or the pod's.
+func (p *Workers) KillContainer(ctx context.Context) error {
+	kind := prober.Liveness
+	if p.c.State() == fsm.ProbeStateKilling && p.workers[prober.Startup] != nil {
+		kind = prober.Startup
+	}
+	grace := int64(-1)
+	if s := p.spec(kind); s != nil && s.TerminationGracePeriodSeconds != nil {
+		grace = *s.TerminationGracePeriodSeconds
+	}
+	p.stopAll()
+	p.c.Kill(ctx, kind, grace)
+	return nil
+}
+
+// StopProbes stops the workers of the instance that left running.
+func (p *Workers) StopProbes(context.Context) error {
+	p.stopAll()
+	return nil
+}
+
+func (p *Workers) stopAll() {
+	for k := range p.workers {
+		p.stopWorker(prober.Kind(k))
+	}
+}
+
+// --- workers ---
+
+// startWorker starts the worker of kind k; false when the container has no
+// such probe.
+func (p *Workers) startWorker(k prober.Kind) bool {
+	spec := p.spec(k)
+	if spec == nil {
+		return false
+	}
+	p.gen++
+	ctx, cancel := context.WithCancel(p.c.Context())
+	w := &worker{kind: k, spec: spec, gen: p.gen, target: p.c.Target(), ctx: ctx, cancel: cancel}
+	w.next = p.firstProbe(k, spec)
+	p.workers[k] = w
+	return true
+}
+
+func (p *Workers) stopWorker(k prober.Kind) {
+	w := p.workers[k]
+	if w == nil {
+		return
+	}
+	w.cancel()
+	p.workers[k] = nil
+}
+
+// RunProbe runs every worker whose probe is due, each on its own goroutine
+// (a slow probe never blocks the pod), unless its previous probe still
+// runs, and moves each due worker's next probe on by whole periods past now;
+// each raw result comes back through Container.Post.
+func (p *Workers) RunProbe(context.Context) error {
+	now := p.c.Now()
+	for _, w := range p.workers {
+		if w == nil || w.next.After(now) {
+			continue
+		}
+		if !w.inFlight {
+			p.probe(w, fsm.ProbeActionRunProbe)
+		}
+		w.next = schedule.TickAfter(w.next, prober.Period(w.spec), now)
+	}
+	return nil
+}
+
+// probe runs one probe of w on its own goroutine; its call belongs to
+// action a (run_probe, trigger_readiness), though it returns after it.
+func (p *Workers) probe(w *worker, a fsm.ProbeAction) {
+	w.inFlight = true
+	c := p.c
+	r := Report{Container: c.Name(), Kind: w.kind, Worker: w.gen}
+	ctx := a.Tag(w.ctx)
+	go func() {
+		out, err := w.target.Probe(ctx, w.spec, prober.Timeout(w.spec))
+		if w.ctx.Err() != nil {
+			return // stopped meanwhile
+		}
+		r.Success, r.Output = err == nil, out
+		if err != nil {
+			r.Output = err.Error()
+		}
+		c.Post(r)
+	}()
+}
+
+// Result counts a raw result of a worker against its thresholds and returns
+// the input to route when the thresholded result changed (ok false: none).
+// A failure is an Unhealthy event; a success that said something, a
+// ProbeWarning.
+func (p *Workers) Result(r Report) (fsm.Input, bool) {
+	w := p.workers[r.Kind]
+	if w == nil || w.gen != r.Worker {
+		return 0, false // a result of a stopped worker
+	}
+	w.inFlight = false
+	if !r.Success {
+		p.c.Event("Unhealthy", fmt.Sprintf("%s%s probe failed: %s", strings.ToUpper(r.Kind.String()[:1]), r.Kind.String()[1:], r.Output))
+	}
+	if r.Success && r.Output != "" {
+		p.c.Event("ProbeWarning", fmt.Sprintf("%s probe warning: %s", r.Kind, r.Output))
+	}
+	if got := w.run.Add(w.spec, r.Success); got == prober.Unknown || got == p.reported(r.Kind) {
+		return 0, false
+	}
+	return prober.Input(r.Kind, r.Success)
+}
+
+// reported is the thresholded result of kind k the probe machine holds:
+// readiness is its state, ready or unready. Liveness and startup hold none:
+// a reported failure kills and stops every worker, a startup success stops
+// its worker, and a liveness success is never reported (prober.Input).
+func (p *Workers) reported(k prober.Kind) prober.Result {
+	if k != prober.Readiness {
+		return prober.Unknown
+	}
+	if p.c.State() == fsm.ProbeStateReady {
+		return prober.Success
+	}
+	return prober.Failure
+}

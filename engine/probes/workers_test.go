@@ -1,0 +1,237 @@
+package probes
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/speclet/speclet/engine/handlers"
+	"github.com/speclet/speclet/engine/prober"
+	"github.com/speclet/speclet/fsm"
+)
+
+// fakeContainer is a container as the tests set it up, on a clock they
+// move; it records what the Workers tell it.
+type fakeContainer struct {
+	spec    *v1.Container
+	now     time.Time
+	started time.Time
+	jitter  time.Duration
+	state   fsm.ProbeState
+	posted  chan Report
+	raised  []fsm.ProbeEvent
+	killed  []string // "kind grace"
+	events  []string // "reason: message"
+}
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func newFake(spec *v1.Container) *fakeContainer {
+	return &fakeContainer{spec: spec, now: t0, started: t0, state: fsm.ProbeInitialState, posted: make(chan Report, 8)}
+}
+
+// workers are Workers bound to c.
+func (c *fakeContainer) workers() *Workers {
+	w := &Workers{}
+	w.Bind(c)
+	return w
+}
+
+func (c *fakeContainer) Name() string        { return c.spec.Name }
+func (c *fakeContainer) Spec() *v1.Container { return c.spec }
+func (c *fakeContainer) Target() handlers.Target {
+	return handlers.Target{Name: c.spec.Name, PodIP: "127.0.0.1", Spec: c.spec}
+}
+func (c *fakeContainer) StartedAt() time.Time               { return c.started }
+func (c *fakeContainer) Now() time.Time                     { return c.now }
+func (c *fakeContainer) Jitter(time.Duration) time.Duration { return c.jitter }
+func (c *fakeContainer) Context() context.Context           { return context.Background() }
+func (c *fakeContainer) Post(r Report)                      { c.posted <- r }
+func (c *fakeContainer) State() fsm.ProbeState              { return c.state }
+func (c *fakeContainer) Raise(ev fsm.ProbeEvent)            { c.raised = append(c.raised, ev) }
+func (c *fakeContainer) Kill(_ context.Context, k prober.Kind, grace int64) {
+	c.killed = append(c.killed, fmt.Sprint(k, " ", grace))
+}
+func (c *fakeContainer) Event(reason, message string) {
+	c.events = append(c.events, reason+": "+message)
+}
+
+// tcpProbe is a tcpSocket probe of port on the loopback every 10 s.
+func tcpProbe(port int, failureThreshold int32) *v1.Probe {
+	return &v1.Probe{ProbeHandler: v1.ProbeHandler{TCPSocket: &v1.TCPSocketAction{Port: intstr.FromInt(port)}},
+		PeriodSeconds: 10, TimeoutSeconds: 1, FailureThreshold: failureThreshold}
+}
+
+// closedPort is a loopback port nothing listens on.
+func closedPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	return port
+}
+
+// result waits for the next result a probe posts.
+func (c *fakeContainer) result(t *testing.T) Report {
+	t.Helper()
+	select {
+	case r := <-c.posted:
+		return r
+	case <-time.After(30 * time.Second):
+		t.Fatal("no probe result posted")
+		return Report{}
+	}
+}
+
+// TestNoProbes: a container without probes is started and ready at once,
+// and no worker runs (no probe_due timer).
+func TestNoProbes(t *testing.T) {
+	c := newFake(&v1.Container{Name: "app"})
+	w := c.workers()
+	w.Add()
+	_ = w.StartStartup(t.Context())
+	_ = w.StartProbes(t.Context())
+	if want := []fsm.ProbeEvent{fsm.ProbeEventStartupOk, fsm.ProbeEventReady}; !slices.Equal(c.raised, want) {
+		t.Errorf("raised %v, want %v", c.raised, want)
+	}
+	if d := w.NextProbe(); d >= 0 {
+		t.Errorf("next_probe %v with no worker, want negative", d)
+	}
+}
+
+// TestReadinessThreshold: a failing readiness probe of a ready container
+// runs on its ticks, each failure is an Unhealthy event, and only the
+// failureThreshold-th failure in a row is the readiness_failed input.
+func TestReadinessThreshold(t *testing.T) {
+	c := newFake(&v1.Container{Name: "app", ReadinessProbe: tcpProbe(closedPort(t), 2)})
+	c.jitter = 3 * time.Second
+	w := c.workers()
+	w.Add() // the pod's first sync: ticks at t0+3s, t0+13s, ...
+	c.now = t0.Add(5 * time.Second)
+	_ = w.StartProbes(t.Context())
+	c.state = fsm.ProbeStateReady
+	if d := w.NextProbe(); d != 8*time.Second {
+		t.Fatalf("next_probe %v, want 8s (the tick at t0+13s)", d)
+	}
+	_ = w.RunProbe(t.Context()) // not due yet
+	select {
+	case r := <-c.posted:
+		t.Fatalf("a probe ran before its tick: %+v", r)
+	default:
+	}
+	for i, want := range []bool{false, true} {
+		c.now = c.now.Add(w.NextProbe())
+		_ = w.RunProbe(t.Context())
+		r := c.result(t)
+		if r.Success || r.Kind != prober.Readiness || r.Container != "app" || r.Worker == 0 {
+			t.Fatalf("probe %d: %+v, want a failed readiness result of app's worker", i, r)
+		}
+		in, ok := w.Result(r)
+		if ok != want || ok && in != fsm.InputReadinessFailed {
+			t.Errorf("failure %d: input %v %v, want %v", i+1, in, ok, want)
+		}
+		if d := w.NextProbe(); d != 10*time.Second {
+			t.Errorf("after probe %d next_probe %v, want one period", i, d)
+		}
+	}
+	if len(c.events) != 2 || c.events[0][:len("Unhealthy: Readiness probe failed: ")] != "Unhealthy: Readiness probe failed: " {
+		t.Errorf("events %q, want two Unhealthy readiness failures", c.events)
+	}
+}
+
+// TestStoppedWorkerResult: a result of a worker stopped meanwhile counts
+// for nothing, even when a new worker of the same kind runs.
+func TestStoppedWorkerResult(t *testing.T) {
+	c := newFake(&v1.Container{Name: "app", LivenessProbe: tcpProbe(closedPort(t), 1)})
+	w := c.workers()
+	_ = w.StartProbes(t.Context())
+	c.now = c.now.Add(w.NextProbe())
+	_ = w.RunProbe(t.Context())
+	old := c.result(t)
+	_ = w.StopProbes(t.Context())
+	if _, ok := w.Result(old); ok {
+		t.Error("a stopped worker's result was counted")
+	}
+	_ = w.StartProbes(t.Context())
+	if _, ok := w.Result(old); ok {
+		t.Error("an earlier worker's result was counted for the new one")
+	}
+	if len(c.events) != 0 {
+		t.Errorf("events %q for results of stopped workers", c.events)
+	}
+}
+
+// TestKillContainer: a failed probe kills the container with its own
+// grace period (the startup probe's while it runs), or the pod's, and
+// every worker stops.
+func TestKillContainer(t *testing.T) {
+	grace := int64(5)
+	startup := tcpProbe(closedPort(t), 1)
+	startup.TerminationGracePeriodSeconds = &grace
+	for _, tc := range []struct {
+		name  string
+		state fsm.ProbeState
+		start func(*Workers) error
+		want  string
+	}{
+		{"startup failed", fsm.ProbeStateKilling, func(w *Workers) error { return w.StartStartup(t.Context()) }, "startup 5"},
+		{"liveness failed", fsm.ProbeStateKilling, func(w *Workers) error { return w.StartProbes(t.Context()) }, "liveness -1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newFake(&v1.Container{Name: "app", StartupProbe: startup, LivenessProbe: tcpProbe(closedPort(t), 1)})
+			w := c.workers()
+			_ = tc.start(w)
+			c.state = tc.state
+			_ = w.KillContainer(t.Context())
+			if want := []string{tc.want}; !slices.Equal(c.killed, want) {
+				t.Errorf("killed %q, want %q", c.killed, want)
+			}
+			if d := w.NextProbe(); d >= 0 {
+				t.Errorf("next_probe %v after the kill, want no worker", d)
+			}
+		})
+	}
+}
+
+// TestTriggerReadiness: the trigger probes at once past the initial delay
+// and restarts the ticks from now; within the delay it only moves the next
+// probe to the delay's end.
+func TestTriggerReadiness(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	probe := tcpProbe(l.Addr().(*net.TCPAddr).Port, 1)
+	probe.InitialDelaySeconds = 15
+	c := newFake(&v1.Container{Name: "app", ReadinessProbe: probe})
+	w := c.workers()
+	w.Add()
+	_ = w.StartProbes(t.Context())
+	c.now = t0.Add(5 * time.Second)
+	_ = w.TriggerReadiness(t.Context())
+	if d := w.NextProbe(); d != 10*time.Second {
+		t.Errorf("trigger within the initial delay: next_probe %v, want 10s (the delay's end)", d)
+	}
+	c.now = t0.Add(20 * time.Second)
+	_ = w.TriggerReadiness(t.Context())
+	r := c.result(t)
+	if !r.Success || r.Kind != prober.Readiness {
+		t.Fatalf("triggered probe %+v, want a readiness success", r)
+	}
+	if in, ok := w.Result(r); !ok || in != fsm.InputReadinessSucceeded {
+		t.Errorf("input %v %v, want readiness_succeeded", in, ok)
+	}
+	if d := w.NextProbe(); d != 10*time.Second {
+		t.Errorf("after the trigger next_probe %v, want one period from now", d)
+	}
+}
