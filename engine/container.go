@@ -13,6 +13,7 @@ import (
 
 	"github.com/speclet/speclet/engine/fire"
 	"github.com/speclet/speclet/engine/history"
+	"github.com/speclet/speclet/engine/images"
 	"github.com/speclet/speclet/engine/observe"
 	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/engine/runtimepods"
@@ -26,12 +27,13 @@ import (
 // machine (the pod worker, or one goroutine per container that the worker
 // waits for).
 type ctrState struct {
-	p       *podState
-	name    string
-	spec    *v1.Container // nil: a container adopted from the runtime that the spec no longer has
-	hash    string        // runtimepods.ContainerHash(spec), "" without spec; set with spec by setSpec
-	init    bool
-	sidecar bool
+	images.Puller // the image guards and actions
+	p             *podState
+	name          string
+	spec          *v1.Container // nil: a container adopted from the runtime that the spec no longer has
+	hash          string        // runtimepods.ContainerHash(spec), "" without spec; set with spec by setSpec
+	init          bool
+	sidecar       bool
 	// ephemeral: an ephemeral container (engine/ephemeral.go); never
 	// restarted, never ready, started whether or not the pod is initialized.
 	ephemeral bool
@@ -70,6 +72,7 @@ var _ fsm.ContainerDurations = (*ctrState)(nil)
 
 func newCtrState(p *podState, c *v1.Container, init, sidecar bool) *ctrState {
 	cs := &ctrState{p: p, name: c.Name, init: init, sidecar: sidecar, probeGrace: -1}
+	cs.Bind(cs)
 	cs.probe = newProbeState(cs)
 	cs.setSpec(c)
 	cs.machine = fsm.BindContainerMachine(fsm.ContainerInitialState, cs)

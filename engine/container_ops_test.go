@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/speclet/speclet/engine/images"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -141,16 +142,16 @@ func TestContainerActionsAsOperations(t *testing.T) {
 			replies: []reply{{"ImageStatus", "busybox:latest", nil, errors.New("unavailable")}},
 			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventImageCheckFailed}, waiting: ReasonImageInspectError, failed: true}},
 		{name: "pull: without credentials, then the size", action: "pull_image",
-			replies: []reply{{"PullInputs", "busybox:latest", pullInputs{}, nil}, {"PullImage", "busybox:latest", "sha256:2", nil},
+			replies: []reply{{"PullInputs", "busybox:latest", images.PullInputs{}, nil}, {"PullImage", "busybox:latest", "sha256:2", nil},
 				{"ImageStatus", "busybox:latest", nil, errors.New("size unknown")}},
 			want: ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventPullOk}, image: "sha256:2"}},
 		{name: "pull: each credential in turn until one succeeds", action: "pull_image",
-			replies: []reply{{"PullInputs", "busybox:latest", pullInputs{auths: []*runtimeapi.AuthConfig{{Username: "a"}, {Username: "b"}}}, nil},
+			replies: []reply{{"PullInputs", "busybox:latest", images.PullInputs{Auths: []*runtimeapi.AuthConfig{{Username: "a"}, {Username: "b"}}}, nil},
 				{"PullImage", "busybox:latest a", nil, errors.New("denied")}, {"PullImage", "busybox:latest b", "sha256:2", nil},
 				{"ImageStatus", "busybox:latest", &runtimeapi.Image{Size: 4096}, nil}},
 			want: ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventPullOk}, image: "sha256:2"}},
 		{name: "pull: every credential refused", action: "pull_image",
-			replies: []reply{{"PullInputs", "busybox:latest", pullInputs{auths: []*runtimeapi.AuthConfig{{Username: "a"}, {Username: "b"}}}, nil},
+			replies: []reply{{"PullInputs", "busybox:latest", images.PullInputs{Auths: []*runtimeapi.AuthConfig{{Username: "a"}, {Username: "b"}}}, nil},
 				{"PullImage", "busybox:latest a", nil, errors.New("denied")}, {"PullImage", "busybox:latest b", nil, errors.New("denied")}},
 			want: ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventPullFailed}, waiting: ReasonErrImagePull, failed: true}},
 		{name: "remove_container: the dead beyond the newest, oldest first", action: "remove_container",

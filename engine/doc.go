@@ -50,12 +50,15 @@
 //     (its guards and actions: RunSandbox, CheckSandbox, StopSandbox,
 //     RemovePodCgroup; recreate_forbidden), which reads the pod through
 //     the sandboxState (sandbox.Pod).
-//   - container.go, container_actions.go, image_actions.go: the container
-//     machine's (CheckImage, RefuseNeverPull, PullImage, CreateContainer,
-//     StartContainer, StopContainer, RecordExit, RemoveContainer, the
-//     count_* backoff actions; start_blocked, restart_allowed, spec_changed,
-//     pull_always, pull_never); instances.go: when each runtime instance
-//     was created (container GC's minimum age).
+//   - container.go, container_actions.go: the container machine's
+//     (CreateContainer, StartContainer, StopContainer, RecordExit,
+//     RemoveContainer, the count_restart backoff action; start_blocked,
+//     restart_allowed, spec_changed); its image guards and actions
+//     (CheckImage, RefuseNeverPull, PullImage, RefuseImage,
+//     CountPullFailure; pull_always, pull_never) are engine/images'
+//     Puller, which reads the container through image_actions.go
+//     (images.Container); instances.go: when each runtime instance was
+//     created (container GC's minimum age).
 //   - hooks.go: when postStart and preStop run and what their outcome
 //     means; engine/handlers runs them (exec, httpGet, sleep).
 //   - nodegc.go, node_schedule.go: the node machine (spec/node.hcl), bound

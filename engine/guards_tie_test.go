@@ -62,6 +62,7 @@ func newTieWorld(t *testing.T, v verify.Valuation) *tieWorld {
 			t.Fatalf("container state %q", v.Instances[i])
 		}
 		c := &ctrState{p: ps, name: specs[i].Name, init: role != "regular", sidecar: role == "sidecar"}
+		c.Bind(c)
 		c.setSpec(&specs[i])
 		c.machine = fsm.NewContainerMachineAt(st, c)
 		// The model has one probe machine per pod: each container's

@@ -47,8 +47,8 @@ var podOps = map[string]optest.Action[*podState]{
 // ctrOps are the container machine's actions that call the runtime, by
 // spec name.
 var ctrOps = map[string]optest.Action[*ctrState]{
-	fsm.ContainerActionCheckImage.String():         {CRI: fsm.ContainerActionCRI[fsm.ContainerActionCheckImage], First: (*ctrState).checkImage},
-	fsm.ContainerActionPullImage.String():          {CRI: fsm.ContainerActionCRI[fsm.ContainerActionPullImage], First: (*ctrState).pullImage},
+	fsm.ContainerActionCheckImage.String():         {CRI: fsm.ContainerActionCRI[fsm.ContainerActionCheckImage], First: (*ctrState).CheckImageOp},
+	fsm.ContainerActionPullImage.String():          {CRI: fsm.ContainerActionCRI[fsm.ContainerActionPullImage], First: (*ctrState).PullImageOp},
 	fsm.ContainerActionCreateContainer.String():    {CRI: fsm.ContainerActionCRI[fsm.ContainerActionCreateContainer], First: (*ctrState).createContainer},
 	fsm.ContainerActionStartContainer.String():     {CRI: fsm.ContainerActionCRI[fsm.ContainerActionStartContainer], First: (*ctrState).startContainer},
 	fsm.ContainerActionStopContainer.String():      {CRI: fsm.ContainerActionCRI[fsm.ContainerActionStopContainer], First: (*ctrState).stopContainer},

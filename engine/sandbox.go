@@ -79,7 +79,6 @@ func (sb *sandboxState) Key() string               { return sb.p.key() }
 func (sb *sandboxState) Done() bool                { return sb.p.PodDone() }
 func (sb *sandboxState) RuntimeHandler() string    { return sb.p.w.runtimeHandler }
 func (sb *sandboxState) Runtime() cri.Runtime      { return sb.p.e.rt }
-func (sb *sandboxState) Log() *slog.Logger         { return sb.p.e.log }
 func (sb *sandboxState) Raise(ev fsm.SandboxEvent) { sb.run.Raise(ev) }
 func (sb *sandboxState) Stopping(id string)        { sb.p.e.pleg.ForgetSandbox(id) }
 func (sb *sandboxState) Event(eventType, reason, message string) {

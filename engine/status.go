@@ -1,16 +1,17 @@
 package engine
 
 import (
+	"github.com/speclet/speclet/engine/images"
 	"github.com/speclet/speclet/engine/podstatus"
 )
 
 // Image pull and container creation reasons, kubelet's words (they appear in
 // container statuses as waiting reasons).
 const (
-	ReasonErrImagePull      = "ErrImagePull"
+	ReasonErrImagePull      = images.ReasonErrImagePull
 	ReasonImagePullBackOff  = "ImagePullBackOff"
-	ReasonErrImageNeverPull = "ErrImageNeverPull"
-	ReasonInvalidImageName  = "InvalidImageName"
+	ReasonErrImageNeverPull = images.ReasonErrImageNeverPull
+	ReasonInvalidImageName  = images.ReasonInvalidImageName
 	ReasonCreateContainer   = "CreateContainerError"
 	ReasonRunContainer      = "RunContainerError"
 	ReasonCrashLoopBackOff  = "CrashLoopBackOff"

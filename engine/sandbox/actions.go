@@ -113,7 +113,7 @@ func (s *Sandbox) created(cfg *runtimeapi.PodSandboxConfig, id string, err error
 // createFailed is a sandbox that could not be made
 // (FailedCreatePodSandBox): logged, a Kubernetes event, create_failed.
 func (s *Sandbox) createFailed(err error) op.Op {
-	s.pod.Log().Warn("FailedCreatePodSandBox", "pod", s.pod.Key(), "uid", s.pod.Spec().UID, "err", err)
+	s.pod.Logger().Warn("FailedCreatePodSandBox", "pod", s.pod.Key(), "uid", s.pod.Spec().UID, "err", err)
 	s.pod.Event(v1.EventTypeWarning, "FailedCreatePodSandBox", fmt.Sprintf("Failed to create pod sandbox: %v", err))
 	return s.failed(fsm.SandboxEventCreateFailed, err)
 }

@@ -49,8 +49,8 @@ type Pod interface {
 	Cgroups() Cgroups
 	// Runtime runs the actions' CRI calls.
 	Runtime() cri.Runtime
-	// Log is where failures are logged.
-	Log() *slog.Logger
+	// Logger is where failures are logged.
+	Logger() *slog.Logger
 	// Event records a Kubernetes event about the pod.
 	Event(eventType, reason, message string)
 	// Raise reports an action's outcome to the machine.
@@ -144,7 +144,7 @@ func (s *Sandbox) Config() *runtimeapi.PodSandboxConfig {
 	}
 	cfg, err := s.pod.BuildConfig(s.attempt, true)
 	if err != nil {
-		s.pod.Log().Warn("rebuild sandbox config", "pod", s.pod.Key(), "err", err)
+		s.pod.Logger().Warn("rebuild sandbox config", "pod", s.pod.Key(), "err", err)
 		return nil
 	}
 	return cfg

@@ -53,7 +53,7 @@ func (p *fakePod) Ran() bool              { return p.ran }
 func (p *fakePod) RuntimeHandler() string { return "" }
 func (p *fakePod) Cgroups() Cgroups       { return p.cgroups }
 func (p *fakePod) Runtime() cri.Runtime   { return nil }
-func (p *fakePod) Log() *slog.Logger      { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func (p *fakePod) Logger() *slog.Logger   { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 func (p *fakePod) Raise(ev fsm.SandboxEvent) {
 	p.raised = append(p.raised, ev)
 }
