@@ -19,20 +19,16 @@ import (
 // reply is one operation an action asks for, as the test expects it
 // (name, and what it is about), and the result the test feeds it.
 type reply struct {
-	op, about string
-	v         any
-	err       error
+	Op, About string
+	V         any
+	Err       error
 }
 
 // runAction drives the action of ops named name, owned by b, with the
-// replies (optest.Run) and returns the op that ends it.
+// replies (optest.RunReplies) and returns the op that ends it.
 func runAction[B any](t *testing.T, ops map[string]optest.Action[B], name string, b B, replies []reply) op.Op {
 	t.Helper()
-	steps := make([]optest.Step, len(replies))
-	for i, r := range replies {
-		steps[i] = optest.Step{Op: r.op, About: r.about, V: r.v, Err: r.err}
-	}
-	return optest.Run(t, ops, name, b, steps)
+	return optest.RunReplies(t, ops, name, b, replies)
 }
 
 // podOps are the pod machine's actions that call the runtime or deliver
@@ -62,16 +58,8 @@ var ctrOps = map[string]optest.Action[*ctrState]{
 // driven by the tests of each machine (the sandbox machine's:
 // engine/sandbox's).
 func TestRuntimeActionsAreOperations(t *testing.T) {
-	for a, cri := range fsm.ContainerActionCRI {
-		if name := fsm.ContainerAction(a).String(); len(cri) > 0 && ctrOps[name].First == nil {
-			t.Errorf("container action %s calls %v but has no operations in ctrOps", name, cri)
-		}
-	}
-	for a, cri := range fsm.PodActionCRI {
-		if name := fsm.PodAction(a).String(); len(cri) > 0 && podOps[name].First == nil {
-			t.Errorf("pod action %s calls %v but has no operations in podOps", name, cri)
-		}
-	}
+	optest.Complete(t, "container", fsm.ContainerActionCRI[:], func(i int) string { return fsm.ContainerAction(i).String() }, ctrOps)
+	optest.Complete(t, "pod", fsm.PodActionCRI[:], func(i int) string { return fsm.PodAction(i).String() }, podOps)
 }
 
 // errNotFound is the runtime's reply about an object it does not know.

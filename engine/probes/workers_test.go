@@ -68,17 +68,9 @@ func tcpProbe(port int, failureThreshold int32) *v1.Probe {
 		PeriodSeconds: 10, TimeoutSeconds: 1, FailureThreshold: failureThreshold}
 }
 
-// closedPort is a loopback port nothing listens on.
-func closedPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	return port
-}
+// failing is a port no probe can reach (out of range): its probe fails
+// without dialing.
+const failing = 0
 
 // result waits for the next result a probe posts.
 func (c *fakeContainer) result(t *testing.T) Report {
@@ -112,7 +104,7 @@ func TestNoProbes(t *testing.T) {
 // runs on its ticks, each failure is an Unhealthy event, and only the
 // failureThreshold-th failure in a row is the readiness_failed input.
 func TestReadinessThreshold(t *testing.T) {
-	c := newFake(&v1.Container{Name: "app", ReadinessProbe: tcpProbe(closedPort(t), 2)})
+	c := newFake(&v1.Container{Name: "app", ReadinessProbe: tcpProbe(failing, 2)})
 	c.jitter = 3 * time.Second
 	w := c.workers()
 	w.Add() // the pod's first sync: ticks at t0+3s, t0+13s, ...
@@ -151,7 +143,7 @@ func TestReadinessThreshold(t *testing.T) {
 // TestStoppedWorkerResult: a result of a worker stopped meanwhile counts
 // for nothing, even when a new worker of the same kind runs.
 func TestStoppedWorkerResult(t *testing.T) {
-	c := newFake(&v1.Container{Name: "app", LivenessProbe: tcpProbe(closedPort(t), 1)})
+	c := newFake(&v1.Container{Name: "app", LivenessProbe: tcpProbe(failing, 1)})
 	w := c.workers()
 	_ = w.StartProbes(t.Context())
 	c.now = c.now.Add(w.NextProbe())
@@ -175,7 +167,7 @@ func TestStoppedWorkerResult(t *testing.T) {
 // every worker stops.
 func TestKillContainer(t *testing.T) {
 	grace := int64(5)
-	startup := tcpProbe(closedPort(t), 1)
+	startup := tcpProbe(failing, 1)
 	startup.TerminationGracePeriodSeconds = &grace
 	for _, tc := range []struct {
 		name  string
@@ -187,7 +179,7 @@ func TestKillContainer(t *testing.T) {
 		{"liveness failed", fsm.ProbeStateKilling, func(w *Workers) error { return w.StartProbes(t.Context()) }, "liveness -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newFake(&v1.Container{Name: "app", StartupProbe: startup, LivenessProbe: tcpProbe(closedPort(t), 1)})
+			c := newFake(&v1.Container{Name: "app", StartupProbe: startup, LivenessProbe: tcpProbe(failing, 1)})
 			w := c.workers()
 			_ = tc.start(w)
 			c.state = tc.state

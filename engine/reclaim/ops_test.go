@@ -24,9 +24,9 @@ import (
 // step is one operation a node action asks for (its name, and what it is
 // about where the test checks it) and the reply the test feeds it.
 type step struct {
-	op, about string
-	v         any
-	err       error
+	Op, About string
+	V         any
+	Err       error
 }
 
 // TestNodeActionsAsOperations drives the node machine's actions through
@@ -122,11 +122,7 @@ func TestNodeActionsAsOperations(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(n)
 			}
-			steps := make([]optest.Step, len(tc.steps))
-			for i, s := range tc.steps {
-				steps[i] = optest.Step{Op: s.op, About: s.about, V: s.v, Err: s.err}
-			}
-			o := optest.Run(t, nodeOps, tc.action, n, steps)
+			o := optest.RunReplies(t, nodeOps, tc.action, n, tc.steps)
 			if (o.Err() != nil) != tc.failed {
 				t.Errorf("action error %v, want failed %v", o.Err(), tc.failed)
 			}
@@ -153,11 +149,7 @@ var nodeOps = map[string]optest.Action[*Node]{
 // TestNodeRuntimeActionsAreOperations: every action of the node machine
 // whose spec declares CRI calls is written as operations.
 func TestNodeRuntimeActionsAreOperations(t *testing.T) {
-	for a, cri := range fsm.NodeActionCRI {
-		if name := fsm.NodeAction(a).String(); len(cri) > 0 && nodeOps[name].First == nil {
-			t.Errorf("node action %s calls %v but has no operations in nodeOps", name, cri)
-		}
-	}
+	optest.Complete(t, "node", fsm.NodeActionCRI[:], func(i int) string { return fsm.NodeAction(i).String() }, nodeOps)
 }
 
 // errNotFound is a runtime's answer for an object it does not know.

@@ -17,9 +17,9 @@ import (
 // reply is one operation an action asks for (its name, and what it is
 // about) and the result the test feeds it.
 type reply struct {
-	op, about string
-	v         any
-	err       error
+	Op, About string
+	V         any
+	Err       error
 }
 
 // sandboxOps are the sandbox machine's actions that call the runtime, by
@@ -34,29 +34,14 @@ var sandboxOps = map[string]optest.Action[*Sandbox]{
 // whose spec declares CRI calls is written as operations, and is driven by
 // TestSandboxActionsAsOperations.
 func TestRuntimeActionsAreOperations(t *testing.T) {
-	for a, calls := range fsm.SandboxActionCRI {
-		if name := fsm.SandboxAction(a).String(); len(calls) > 0 && sandboxOps[name].First == nil {
-			t.Errorf("sandbox action %s calls %v but has no operations in sandboxOps", name, calls)
-		}
-	}
+	optest.Complete(t, "sandbox", fsm.SandboxActionCRI[:], func(i int) string { return fsm.SandboxAction(i).String() }, sandboxOps)
 }
 
 // runAction drives the action of sandboxOps named name of s with the
-// replies and returns the op that ends it.
+// replies (optest.RunReplies) and returns the op that ends it.
 func runAction(t *testing.T, name string, s *Sandbox, replies []reply) op.Op {
 	t.Helper()
-	return runOps(t, sandboxOps, name, s, replies)
-}
-
-// runOps drives the action of actions named name of s with the replies
-// (optest.Run) and returns the op that ends it.
-func runOps(t *testing.T, actions map[string]optest.Action[*Sandbox], name string, s *Sandbox, replies []reply) op.Op {
-	t.Helper()
-	steps := make([]optest.Step, len(replies))
-	for i, r := range replies {
-		steps[i] = optest.Step{Op: r.op, About: r.about, V: r.v, Err: r.err}
-	}
-	return optest.Run(t, actions, name, s, steps)
+	return optest.RunReplies(t, sandboxOps, name, s, replies)
 }
 
 // sbWant is where the sandbox stands once its action is done.

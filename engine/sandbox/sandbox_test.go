@@ -203,7 +203,7 @@ func TestRemove(t *testing.T) {
 			actions := map[string]optest.Action[*Sandbox]{"remove": {CRI: []string{"RemovePodSandbox"}, First: func(s *Sandbox) op.Op {
 				return s.Remove(func() op.Op { ran = true; return op.Done(nil) })
 			}}}
-			o := runOps(t, actions, "remove", s, tc.replies)
+			o := optest.RunReplies(t, actions, "remove", s, tc.replies)
 			if ran != tc.thenRan || (o.Err() == nil) != tc.thenRan {
 				t.Errorf("went on %v, error %v; want went on %v and an error otherwise", ran, o.Err(), tc.thenRan)
 			}

@@ -114,3 +114,37 @@ func Run[B any](t testing.TB, actions map[string]Action[B], name string, b B, st
 	}
 	return Drive(t, a.First(b), a.CRI, steps)
 }
+
+// Reply is a test's own type of Step, with Step's fields in Step's order,
+// so that its tables may list unkeyed rows (vet refuses unkeyed rows of a
+// struct imported from another package).
+type Reply interface {
+	~struct {
+		Op, About string
+		V         any
+		Err       error
+	}
+}
+
+// RunReplies is Run with the steps given as the test's own Reply type.
+func RunReplies[B any, R Reply](t testing.TB, actions map[string]Action[B], name string, b B, replies []R) op.Op {
+	t.Helper()
+	steps := make([]Step, len(replies))
+	for i, r := range replies {
+		steps[i] = Step(r)
+	}
+	return Run(t, actions, name, b, steps)
+}
+
+// Complete fails the test when an action of machine that declares CRI
+// calls has no operations in actions: declared is the machine's generated
+// <Machine>ActionCRI, indexed by action, and name names action i as its
+// spec does.
+func Complete[B any](t testing.TB, machine string, declared [][]string, name func(i int) string, actions map[string]Action[B]) {
+	t.Helper()
+	for i, calls := range declared {
+		if len(calls) > 0 && actions[name(i)].First == nil {
+			t.Errorf("%s action %s calls %v but has no operations among those its tests drive", machine, name(i), calls)
+		}
+	}
+}
