@@ -43,8 +43,12 @@ func (c *ctrState) Secrets() images.Secrets {
 }
 
 // Event records an event about the container, PodEvent about its pod.
-func (c *ctrState) Event(eventType, reason, msg string)    { c.event(eventType, reason, "%s", msg) }
-func (c *ctrState) PodEvent(eventType, reason, msg string) { c.p.event(eventType, reason, "%s", msg) }
+func (c *ctrState) Event(eventType, reason, format string, args ...any) {
+	c.event(eventType, reason, format, args...)
+}
+func (c *ctrState) PodEvent(eventType, reason, format string, args ...any) {
+	c.p.event(eventType, reason, format, args...)
+}
 
 // Pulled counts a pull in the metrics and the pod's pull time (the
 // PodStarted metric's).

@@ -81,8 +81,8 @@ func (sb *sandboxState) RuntimeHandler() string    { return sb.p.w.runtimeHandle
 func (sb *sandboxState) Runtime() cri.Runtime      { return sb.p.e.rt }
 func (sb *sandboxState) Raise(ev fsm.SandboxEvent) { sb.run.Raise(ev) }
 func (sb *sandboxState) Stopping(id string)        { sb.p.e.pleg.ForgetSandbox(id) }
-func (sb *sandboxState) Event(eventType, reason, message string) {
-	sb.p.event(eventType, reason, "%s", message)
+func (sb *sandboxState) Event(eventType, reason, format string, args ...any) {
+	sb.p.event(eventType, reason, format, args...)
 }
 
 // Ran: a container of the pod has run (ctrState.ran).

@@ -35,7 +35,7 @@ func (p *Puller) CheckImageOp() op.Op {
 		case err != nil:
 			msg := fmt.Sprintf("Failed to inspect image %q: %s", image, cri.RuntimeMessage(err))
 			c.SetWaiting(ReasonImageInspectError, msg)
-			c.Event(v1.EventTypeWarning, "InspectFailed", msg)
+			c.Event(v1.EventTypeWarning, "InspectFailed", "%s", msg)
 			p.failedEvent()
 			c.Raise(fsm.ContainerEventImageCheckFailed)
 			return op.Done(fmt.Errorf("container %q: image status %q: %w", c.Name(), image, err))
@@ -43,7 +43,7 @@ func (p *Puller) CheckImageOp() op.Op {
 			c.Raise(fsm.ContainerEventImageMissing)
 		default:
 			c.SetImageRef(img.Id)
-			c.Event(v1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", image))
+			c.Event(v1.EventTypeNormal, "Pulled", "Container image %q already present on machine", image)
 			c.Raise(fsm.ContainerEventImagePresent)
 		}
 		return op.Done(nil)
@@ -56,7 +56,7 @@ func (p *Puller) CheckImageOp() op.Op {
 func (p *Puller) RefuseNeverPull(context.Context) error {
 	msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", p.c.Spec().Image)
 	p.c.SetWaiting(ReasonErrImageNeverPull, msg)
-	p.c.Event(v1.EventTypeWarning, ReasonErrImageNeverPull, msg)
+	p.c.Event(v1.EventTypeWarning, ReasonErrImageNeverPull, "%s", msg)
 	p.failedEvent()
 	return nil
 }
@@ -80,7 +80,7 @@ func (p *Puller) PullImage(ctx context.Context) error {
 func (p *Puller) PullImageOp() op.Op {
 	c := p.c
 	t0, ref := c.Now(), c.Spec().Image
-	c.Event(v1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", ref))
+	c.Event(v1.EventTypeNormal, "Pulling", "Pulling image %q", ref)
 	image := &runtimeapi.ImageSpec{Image: ref}
 	return op.Host("PullInputs", ref, func(ctx context.Context) (PullInputs, error) {
 		return PullInputs{p.credentials(ctx, ref), c.SandboxConfig()}, nil
@@ -128,7 +128,7 @@ func (p *Puller) pulled(t0 time.Time, ref, id string) op.Op {
 			size = img.Size
 		}
 		total := c.Now().Sub(t0).Truncate(time.Millisecond)
-		c.Event(v1.EventTypeNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q in %s (%s including waiting). Image size: %d bytes.", ref, total, total, size))
+		c.Event(v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %s (%s including waiting). Image size: %d bytes.", ref, total, total, size)
 		c.PullBackoff(true)
 		c.Raise(fsm.ContainerEventPullOk)
 		return op.Done(nil)
@@ -144,7 +144,7 @@ func (p *Puller) pulled(t0 time.Time, ref, id string) op.Op {
 func (p *Puller) pullFailed(ref string, err error) {
 	msg := cri.RuntimeMessage(err)
 	p.c.SetWaiting(ReasonErrImagePull, msg)
-	p.c.Event(v1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %s", ref, msg))
+	p.c.Event(v1.EventTypeWarning, "Failed", "Failed to pull image %q: %s", ref, msg)
 	p.failedEvent()
 }
 
@@ -154,7 +154,7 @@ func (p *Puller) pullFailed(ref string, err error) {
 // InvalidImageName, ImageInspectError).
 func (p *Puller) failedEvent() {
 	reason, _ := p.c.Waiting()
-	p.c.Event(v1.EventTypeWarning, "Failed", "Error: "+reason)
+	p.c.Event(v1.EventTypeWarning, "Failed", "Error: %s", reason)
 }
 
 // credentials are the credentials of the pod's imagePullSecrets for
@@ -189,12 +189,12 @@ func (p *Puller) credentials(ctx context.Context, image string) []*runtimeapi.Au
 	}
 	if len(failed) > 0 {
 		c.PodEvent(v1.EventTypeWarning, "FailedToRetrieveImagePullSecret",
-			fmt.Sprintf("Unable to retrieve some image pull secrets (%s); attempting to pull the image may not succeed.", strings.Join(failed, ", ")))
+			"Unable to retrieve some image pull secrets (%s); attempting to pull the image may not succeed.", strings.Join(failed, ", "))
 	}
 	auths, err := podspec.PullCredentials(image, secrets)
 	if err != nil {
 		c.Logger().Warn("image pull secrets", "pod", c.Key(), "err", err)
-		c.PodEvent(v1.EventTypeWarning, "FailedToRetrieveImagePullSecret", err.Error())
+		c.PodEvent(v1.EventTypeWarning, "FailedToRetrieveImagePullSecret", "%v", err)
 		return nil
 	}
 	return auths
@@ -213,7 +213,7 @@ func (p *Puller) RefuseImage(context.Context) error {
 		return nil
 	}
 	p.c.SetWaiting(ReasonInvalidImageName, err.Error())
-	p.c.Event(v1.EventTypeWarning, "InspectFailed", err.Error())
+	p.c.Event(v1.EventTypeWarning, "InspectFailed", "%s", err)
 	p.failedEvent()
 	return nil
 }

@@ -69,9 +69,10 @@ type Container interface {
 	// reference.
 	SetImageRef(ref string)
 	// Event records a Kubernetes event about the container, PodEvent one
-	// about its pod.
-	Event(eventType, reason, message string)
-	PodEvent(eventType, reason, message string)
+	// about its pod, with the message format formats with args; neither
+	// formats it when no one records events.
+	Event(eventType, reason, format string, args ...any)
+	PodEvent(eventType, reason, format string, args ...any)
 	// Raise reports an action's outcome to the container machine.
 	Raise(ev fsm.ContainerEvent)
 	// Pulled counts a pull that took d (the metrics, the pod's pull time).

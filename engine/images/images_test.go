@@ -3,6 +3,7 @@ package images
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -59,11 +60,11 @@ func (c *fakeContainer) SetWaiting(reason, msg string)               { c.reason,
 func (c *fakeContainer) SetImageRef(ref string)                      { c.imageRef = ref }
 func (c *fakeContainer) Raise(ev fsm.ContainerEvent)                 { c.raised = append(c.raised, ev) }
 func (c *fakeContainer) Pulled(time.Duration)                        { c.pulls++ }
-func (c *fakeContainer) Event(eventType, reason, msg string) {
-	c.events = append(c.events, eventType+" "+reason+": "+msg)
+func (c *fakeContainer) Event(eventType, reason, format string, args ...any) {
+	c.events = append(c.events, eventType+" "+reason+": "+fmt.Sprintf(format, args...))
 }
-func (c *fakeContainer) PodEvent(eventType, reason, msg string) {
-	c.events = append(c.events, "pod "+eventType+" "+reason+": "+msg)
+func (c *fakeContainer) PodEvent(eventType, reason, format string, args ...any) {
+	c.events = append(c.events, "pod "+eventType+" "+reason+": "+fmt.Sprintf(format, args...))
 }
 func (c *fakeContainer) PullBackoff(reset bool) {
 	c.backoff = append(c.backoff, map[bool]string{true: "reset", false: "next"}[reset])

@@ -114,7 +114,7 @@ func (s *Sandbox) created(cfg *runtimeapi.PodSandboxConfig, id string, err error
 // (FailedCreatePodSandBox): logged, a Kubernetes event, create_failed.
 func (s *Sandbox) createFailed(err error) op.Op {
 	s.pod.Logger().Warn("FailedCreatePodSandBox", "pod", s.pod.Key(), "uid", s.pod.Spec().UID, "err", err)
-	s.pod.Event(v1.EventTypeWarning, "FailedCreatePodSandBox", fmt.Sprintf("Failed to create pod sandbox: %v", err))
+	s.pod.Event(v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
 	return s.failed(fsm.SandboxEventCreateFailed, err)
 }
 

@@ -51,8 +51,9 @@ type Pod interface {
 	Runtime() cri.Runtime
 	// Logger is where failures are logged.
 	Logger() *slog.Logger
-	// Event records a Kubernetes event about the pod.
-	Event(eventType, reason, message string)
+	// Event records a Kubernetes event about the pod, with the message
+	// format formats with args (not formatted when no one records events).
+	Event(eventType, reason, format string, args ...any)
 	// Raise reports an action's outcome to the machine.
 	Raise(ev fsm.SandboxEvent)
 	// Stopping tells the PLEG that the engine stops the sandbox id itself:

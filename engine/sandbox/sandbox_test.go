@@ -58,8 +58,8 @@ func (p *fakePod) Raise(ev fsm.SandboxEvent) {
 	p.raised = append(p.raised, ev)
 }
 func (p *fakePod) Stopping(id string) { p.stopping = append(p.stopping, id) }
-func (p *fakePod) Event(eventType, reason, message string) {
-	p.events = append(p.events, eventType+" "+reason+": "+message)
+func (p *fakePod) Event(eventType, reason, format string, args ...any) {
+	p.events = append(p.events, eventType+" "+reason+": "+fmt.Sprintf(format, args...))
 }
 func (p *fakePod) BuildConfig(attempt uint32, rebuilt bool) (*runtimeapi.PodSandboxConfig, error) {
 	p.built = append(p.built, fmt.Sprint(attempt, " ", rebuilt))
