@@ -50,7 +50,7 @@ func (s *podState) SyncPod(ctx context.Context) error {
 	s.syncs++
 	defer func(t0 time.Time) { s.e.metrics.WorkerDuration(kind, s.e.clock.Since(t0)) }(s.e.clock.Now())
 	// The sandbox config RunPodSandbox got serves the creates of this
-	// sync; a later one builds it again (sandboxState.config).
+	// sync; a later one builds it again (sandbox.Sandbox.Config).
 	defer s.sandbox.DropConfig()
 	return op.Exec(ctx, s.e.rt, s.syncPod())
 }

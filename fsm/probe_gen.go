@@ -14,7 +14,7 @@ const ProbeMachineName = "probe"
 
 // ProbeSpecSHA256 is the SHA-256 of spec/probe.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ProbeSpecSHA256 = "9c884856bb163e36be3293ba9661653bda3d3667a853e74eefc782b535468cb2"
+const ProbeSpecSHA256 = "1639e56c4eace65979b986e869963f35848921a9c406a9d68e5c15a8783b0206"
 
 // ProbeState is a state of the probe machine.
 //

@@ -21,7 +21,7 @@ func TestGeneratedFromCurrentSpec(t *testing.T) {
 		"probe.hcl":     {ProbeSpecSHA256, "fsm/probe_gen.go"},
 		"routes.hcl":    {RoutesSpecSHA256, "fsm/routes_gen.go"},
 		"sandbox.hcl":   {SandboxSpecSHA256, "fsm/sandbox_gen.go"},
-		"system.hcl":    {"cbb673089cd1388da7c3f3f0b81d08474814a26feac69e0ab076d7e0cf6dcb35", "fsm/spec_gen_test.go"},
+		"system.hcl":    {"b047654c49e4df6fcddc74d5ca383b67f814c8ed3a92123d8c8dbd427951a82a", "fsm/spec_gen_test.go"},
 	}
 	files, err := filepath.Glob(filepath.Join("..", "spec", "*.hcl"))
 	if err != nil {

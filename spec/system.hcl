@@ -326,7 +326,7 @@ tie "container" "start_blocked" {
 }
 
 tie "sandbox" "recreate_forbidden" {
-  doc   = "The pod is done (sandboxState.RecreateForbidden: PodDone): every regular container is terminated or removed. Free otherwise: restartPolicy Never after a container ran (ctrState.ran, which no state shows) or an init container that failed for good also forbid it. (Tying those to restart_policy would read the policy at every sandbox create and double the states inside a step, for no invariant that needs it yet.)"
+  doc   = "The pod is done (engine/sandbox RecreateForbidden: PodDone): every regular container is terminated or removed. Free otherwise: restartPolicy Never after a container ran (ctrState.ran, which no state shows) or an init container that failed for good also forbid it. (Tying those to restart_policy would read the policy at every sandbox create and double the states inside a step, for no invariant that needs it yet.)"
   all   = [container.terminated, container.removed]
   among = [role.regular]
   mode  = "if"

@@ -36,7 +36,7 @@ import (
 // CreateContainer also adopts the container an earlier, unanswered attempt
 // of the same create made (cri.ReservedFor); RunSandbox does the same for
 // sandboxes, once the runtime describes the sandbox as ready (the engine's
-// sandbox.go adoptReserved).
+// engine/sandbox adoptReserved).
 type Runtime struct {
 	cri.Runtime
 	// Run returns the engine's run context (nil before the engine runs):

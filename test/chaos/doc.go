@@ -42,7 +42,7 @@
 //     "failed to reserve sandbox name ... is reserved for ID" and the pod
 //     stayed Pending (short run, seed 1795436269582496180). Fixed: such a
 //     create adopts the reserved object (engine/detach for containers,
-//     engine/sandbox.go for sandboxes, see below).
+//     engine/sandbox for sandboxes, see below).
 //
 //   - A StartContainer that failed at the client but ran in the runtime
 //     (a lost reply, a timeout under load with a short
@@ -69,7 +69,7 @@
 //     the reserved name of a sandbox containerd was still creating; every
 //     CreateContainer then failed with "failed to find sandbox id" and the
 //     pod never ran (BenchmarkBurst N=100: 97 of 100 Running). Fixed in
-//     engine/sandbox.go: a reserved sandbox is adopted only once
+//     engine/sandbox: a reserved sandbox is adopted only once
 //     PodSandboxStatus shows it ready; until then the create fails and is
 //     retried after the sync backoff.
 //
