@@ -145,9 +145,9 @@ func (ps *probeState) Jitter(period time.Duration) time.Duration {
 	return 0
 }
 
-// Post hands a raw result to the pod worker as an input.
+// Post hands a raw result to the pod worker as an input. It reads nothing
+// the worker changes: it runs on the probe's goroutine.
 func (ps *probeState) Post(r probes.Report) {
-	r.UID = ps.c.p.pod.UID
 	ps.c.p.w.post(input{Kind: inbox.Probe, P: payload{probe: r}})
 }
 

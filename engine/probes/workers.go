@@ -49,8 +49,9 @@ type Workers struct {
 // Container is what a container's Workers read of it and tell it. Only the
 // pod's worker goroutine calls it, but for Post.
 type Container interface {
-	// Name is the container's name.
+	// Name is the container's name, PodUID its pod's.
 	Name() string
+	PodUID() types.UID
 	// Spec is the container's current spec (nil once the pod dropped it).
 	Spec() *v1.Container
 	// Target is the running instance the probes run against (its pod IP
@@ -67,8 +68,8 @@ type Container interface {
 	// Context is what the workers' contexts derive from: the engine's,
 	// done when it stops.
 	Context() context.Context
-	// Post hands a worker's raw result to the pod's worker, which gives it
-	// the pod's UID. Any goroutine calls it.
+	// Post hands a worker's raw result to the pod's worker. Any goroutine
+	// calls it.
 	Post(r Report)
 	// State is the probe machine's state.
 	State() fsm.ProbeState
@@ -218,7 +219,7 @@ func (p *Workers) RunProbe(context.Context) error {
 func (p *Workers) probe(w *worker, a fsm.ProbeAction) {
 	w.inFlight = true
 	c := p.c
-	r := Report{Container: c.Name(), Kind: w.kind, Worker: w.gen}
+	r := Report{UID: c.PodUID(), Container: c.Name(), Kind: w.kind, Worker: w.gen}
 	ctx := a.Tag(w.ctx)
 	go func() {
 		out, err := w.target.Probe(ctx, w.spec, prober.Timeout(w.spec))

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/speclet/speclet/engine/handlers"
@@ -43,6 +44,7 @@ func (c *fakeContainer) workers() *Workers {
 	return w
 }
 
+func (c *fakeContainer) PodUID() types.UID   { return "u" }
 func (c *fakeContainer) Name() string        { return c.spec.Name }
 func (c *fakeContainer) Spec() *v1.Container { return c.spec }
 func (c *fakeContainer) Target() handlers.Target {
@@ -124,7 +126,7 @@ func TestReadinessThreshold(t *testing.T) {
 		c.now = c.now.Add(w.NextProbe())
 		_ = w.RunProbe(t.Context())
 		r := c.result(t)
-		if r.Success || r.Kind != prober.Readiness || r.Container != "app" || r.Worker == 0 {
+		if r.Success || r.Kind != prober.Readiness || r.UID != "u" || r.Container != "app" || r.Worker == 0 {
 			t.Fatalf("probe %d: %+v, want a failed readiness result of app's worker", i, r)
 		}
 		in, ok := w.Result(r)
