@@ -5,182 +5,58 @@ import (
 	"fmt"
 	"testing"
 
-	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/engine/images"
 	"github.com/speclet/speclet/fsm"
 )
 
-// ctrWant is where a container stands once its action is done.
-type ctrWant struct {
-	raised       []fsm.ContainerEvent
-	id           string
-	ids          []string
-	restartCount int32
-	waiting      string // waitingReason
-	image        string // imageRef
-	exit         string // the current instance's exit: code, reason, message
-	failed       bool   // the action returned an error
-}
-
-func (w ctrWant) String() string {
-	return fmt.Sprintf("raised %v, id %q, ids %q, restarts %d, waiting %q, image %q, exit %q, failed %v",
-		w.raised, w.id, w.ids, w.restartCount, w.waiting, w.image, w.exit, w.failed)
-}
-
-var (
-	ctrConfig = &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
-		Annotations: map[string]string{AnnotationContainerHash: "h1"}}
-	configs = createConfigs{ctrConfig, &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "web"}}}
-	exited  = func(code int32, msg string, mounts bool) *runtimeapi.ContainerStatus {
-		st := &runtimeapi.ContainerStatus{Id: "c-1", State: runtimeapi.ContainerState_CONTAINER_EXITED, ExitCode: code, Reason: "Error", Message: msg}
-		if mounts {
-			st.Mounts = []*runtimeapi.Mount{{ContainerPath: "/dev/termination-log", HostPath: "/x"}}
-		}
-		return st
-	}
-	preStop  = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"true"}}}}
-	postFail = &v1.Lifecycle{PostStart: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"false"}}}}
-)
-
-// TestContainerActionsAsOperations drives the container machine's actions
-// through the operations they return, fed the runtime's replies by hand:
-// create, start, stop, record_exit and remove_container decide without a
-// runtime.
-func TestContainerActionsAsOperations(t *testing.T) {
-	yes := true
+// TestImageActionsAsOperations drives the container machine's image
+// actions through a pod's container (engine/images' Puller with ctrState as
+// its images.Container, and the waiting reason and image reference the
+// embedded containers.Container keeps), fed the runtime's replies by hand.
+// engine/containers drives the other actions.
+func TestImageActionsAsOperations(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		action  string            // the spec name of an action of ctrOps
-		setup   func(c *ctrState) // the container before the action
+		action  string // the spec name of an action of ctrOps
 		replies []reply
-		want    ctrWant
+		raised  []fsm.ContainerEvent
+		waiting string
+		image   string
+		failed  bool
 	}{
-		{name: "create: the first instance", action: "create_container",
-			replies: []reply{{"RequestInputs", "app", nil, nil}, {"ContainerConfig", "app", configs, nil}, {"CreateContainer", " app", "c-1", nil}},
-			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventCreated}, id: "c-1", ids: []string{"c-1"}}},
-		{name: "create: a restart counts", action: "create_container",
-			setup: func(c *ctrState) {
-				withSandboxes(c.p, true, "sb-1")
-				c.id, c.ids, c.restartCount = "c-0", []string{"c-0"}, 2
-			},
-			replies: []reply{{"RequestInputs", "app", nil, nil}, {"ContainerConfig", "app", configs, nil}, {"CreateContainer", "sb-1 app", "c-1", nil}},
-			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventCreated}, id: "c-1", ids: []string{"c-0", "c-1"}, restartCount: 3}},
-		{name: "create: runAsNonRoot without a user reads the image's", action: "create_container",
-			setup: func(c *ctrState) { c.spec.SecurityContext = &v1.SecurityContext{RunAsNonRoot: &yes} },
-			replies: []reply{{"RequestInputs", "app", nil, nil}, {"ImageStatus", "busybox:latest", &runtimeapi.Image{Id: "sha256:1"}, nil},
-				{"ContainerConfig", "app", configs, nil}, {"CreateContainer", " app", "c-1", nil}},
-			want: ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventCreated}, id: "c-1", ids: []string{"c-1"}}},
-		{name: "create: the image's user cannot be read", action: "create_container",
-			setup:   func(c *ctrState) { c.spec.SecurityContext = &v1.SecurityContext{RunAsNonRoot: &yes} },
-			replies: []reply{{"RequestInputs", "app", nil, nil}, {"ImageStatus", "busybox:latest", nil, errors.New("unavailable")}},
-			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventCreateFailed}, waiting: ReasonCreateContainerConfig, failed: true}},
-		{name: "create: services not read yet", action: "create_container",
-			replies: []reply{{"RequestInputs", "app", nil, errors.New("services not synced")}},
-			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventCreateFailed}, waiting: ReasonCreateContainerConfig, failed: true}},
-		{name: "create: the config cannot be built", action: "create_container",
-			replies: []reply{{"RequestInputs", "app", nil, nil}, {"ContainerConfig", "app", nil, errors.New(`configmap "cm" not found`)}},
-			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventCreateFailed}, waiting: ReasonCreateContainerConfig, failed: true}},
-		{name: "create: CreateContainer fails", action: "create_container",
-			replies: []reply{{"RequestInputs", "app", nil, nil}, {"ContainerConfig", "app", configs, nil}, {"CreateContainer", " app", nil, errors.New("no space")}},
-			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventCreateFailed}, waiting: ReasonCreateContainer, failed: true}},
-		{name: "start: started", action: "start_container", setup: withInstance,
-			replies: []reply{{"StartContainer", "c-1", nil, nil}},
-			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventStarted}, id: "c-1", ids: []string{"c-1"}}},
-		{name: "start: StartContainer fails", action: "start_container", setup: withInstance,
-			replies: []reply{{"StartContainer", "c-1", nil, errors.New("exec format error")}},
-			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventStartFailed}, id: "c-1", ids: []string{"c-1"}, waiting: ReasonRunContainer, failed: true}},
-		{name: "start: the postStart hook fails", action: "start_container",
-			setup:   func(c *ctrState) { withInstance(c); c.spec.Lifecycle = postFail },
-			replies: []reply{{"StartContainer", "c-1", nil, nil}, {"PostStartHook", "app", nil, errors.New("exit 1")}},
-			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventPostStartFailed}, id: "c-1", ids: []string{"c-1"}, waiting: ReasonPostStartHookError, failed: true}},
-		{name: "stop: no instance, no call", action: "stop_container",
-			want: ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventStopped}}},
-		{name: "stop: the preStop hook first, then the grace it left", action: "stop_container",
-			setup:   func(c *ctrState) { withInstance(c); c.spec.Lifecycle = preStop },
-			replies: []reply{{"PreStopHook", "app", int64(1), nil}, {"StopContainer", "c-1 1s", nil, nil}},
-			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventStopped}, id: "c-1", ids: []string{"c-1"}}},
-		{name: "stop: the preStop hook runs once per instance", action: "stop_container",
-			setup:   func(c *ctrState) { withInstance(c); c.spec.Lifecycle = preStop; c.preStopDone = "c-1" },
-			replies: []reply{{"StopContainer", "c-1 1s", nil, nil}},
-			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventStopped}, id: "c-1", ids: []string{"c-1"}}},
-		{name: "stop: gone counts as stopped", action: "stop_container", setup: withInstance,
-			replies: []reply{{"StopContainer", "c-1 1s", nil, errNotFound}},
-			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventStopped}, id: "c-1", ids: []string{"c-1"}}},
-		{name: "stop: a failure raises nothing", action: "stop_container", setup: withInstance,
-			replies: []reply{{"StopContainer", "c-1 1s", nil, errors.New("deadline exceeded")}},
-			want:    ctrWant{id: "c-1", ids: []string{"c-1"}, failed: true}},
-		{name: "force_stop: no grace", action: "force_stop_container", setup: withInstance,
-			replies: []reply{{"StopContainer", "c-1 0s", nil, nil}},
-			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventStopped}, id: "c-1", ids: []string{"c-1"}}},
-		{name: "record_exit: the event's status, with the message file", action: "record_exit",
-			setup:   func(c *ctrState) { withInstance(c); c.exitStatus = exited(2, "bad", true) },
-			replies: []reply{{"TerminationMessage", "c-1", "disk full", nil}},
-			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventExitRecorded}, id: "c-1", ids: []string{"c-1"}, exit: "2 Error bad: disk full"}},
-		{name: "record_exit: a status without mounts is read again", action: "record_exit",
-			setup: func(c *ctrState) {
-				withInstance(c)
-				c.exitStatus, c.spec.TerminationMessagePath = exited(2, "", false), "/dev/termination-log"
-			},
-			replies: []reply{{"ContainerStatus", "c-1", exited(2, "", true), nil}, {"TerminationMessage", "c-1", "disk full", nil}},
-			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventExitRecorded}, id: "c-1", ids: []string{"c-1"}, exit: "2 Error disk full"}},
-		{name: "record_exit: read from the runtime", action: "record_exit", setup: withInstance,
-			replies: []reply{{"ContainerStatus", "c-1", exited(1, "", true), nil}, {"TerminationMessage", "c-1", "", nil}},
-			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventExitRecorded}, id: "c-1", ids: []string{"c-1"}, exit: "1 Error "}},
-		{name: "record_exit: gone from the runtime", action: "record_exit", setup: withInstance,
-			replies: []reply{{"ContainerStatus", "c-1", nil, errNotFound}},
-			want: ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventExitRecorded}, id: "c-1", ids: []string{"c-1"},
-				exit: "137 ContainerStatusUnknown The container could not be located when the pod was terminated", failed: true}},
 		{name: "check_image: present, its ID is the reference", action: "check_image",
 			replies: []reply{{"ImageStatus", "busybox:latest", &runtimeapi.Image{Id: "sha256:1"}, nil}},
-			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventImagePresent}, image: "sha256:1"}},
+			raised:  []fsm.ContainerEvent{fsm.ContainerEventImagePresent}, image: "sha256:1"},
 		{name: "check_image: missing", action: "check_image",
 			replies: []reply{{"ImageStatus", "busybox:latest", nil, nil}},
-			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventImageMissing}}},
+			raised:  []fsm.ContainerEvent{fsm.ContainerEventImageMissing}},
 		{name: "check_image: ImageStatus fails", action: "check_image",
 			replies: []reply{{"ImageStatus", "busybox:latest", nil, errors.New("unavailable")}},
-			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventImageCheckFailed}, waiting: ReasonImageInspectError, failed: true}},
+			raised:  []fsm.ContainerEvent{fsm.ContainerEventImageCheckFailed}, waiting: ReasonImageInspectError, failed: true},
 		{name: "pull: without credentials, then the size", action: "pull_image",
 			replies: []reply{{"PullInputs", "busybox:latest", images.PullInputs{}, nil}, {"PullImage", "busybox:latest", "sha256:2", nil},
 				{"ImageStatus", "busybox:latest", nil, errors.New("size unknown")}},
-			want: ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventPullOk}, image: "sha256:2"}},
+			raised: []fsm.ContainerEvent{fsm.ContainerEventPullOk}, image: "sha256:2"},
 		{name: "pull: each credential in turn until one succeeds", action: "pull_image",
 			replies: []reply{{"PullInputs", "busybox:latest", images.PullInputs{Auths: []*runtimeapi.AuthConfig{{Username: "a"}, {Username: "b"}}}, nil},
 				{"PullImage", "busybox:latest a", nil, errors.New("denied")}, {"PullImage", "busybox:latest b", "sha256:2", nil},
 				{"ImageStatus", "busybox:latest", &runtimeapi.Image{Size: 4096}, nil}},
-			want: ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventPullOk}, image: "sha256:2"}},
+			raised: []fsm.ContainerEvent{fsm.ContainerEventPullOk}, image: "sha256:2"},
 		{name: "pull: every credential refused", action: "pull_image",
 			replies: []reply{{"PullInputs", "busybox:latest", images.PullInputs{Auths: []*runtimeapi.AuthConfig{{Username: "a"}, {Username: "b"}}}, nil},
 				{"PullImage", "busybox:latest a", nil, errors.New("denied")}, {"PullImage", "busybox:latest b", nil, errors.New("denied")}},
-			want: ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventPullFailed}, waiting: ReasonErrImagePull, failed: true}},
-		{name: "remove_container: the dead beyond the newest, oldest first", action: "remove_container",
-			setup:   func(c *ctrState) { c.id, c.ids = "c-2", []string{"c-0", "c-1", "c-2"} },
-			replies: []reply{{"RemoveContainer", "c-0", nil, nil}, {"RemoveContainer", "c-1", nil, errNotFound}},
-			want:    ctrWant{id: "c-2", ids: []string{"c-2"}}},
-		{name: "remove_container: a failed removal keeps the instance", action: "remove_container",
-			setup:   func(c *ctrState) { c.id, c.ids = "c-2", []string{"c-0", "c-1", "c-2"} },
-			replies: []reply{{"RemoveContainer", "c-0", nil, errors.New("busy")}, {"RemoveContainer", "c-1", nil, nil}},
-			want:    ctrWant{id: "c-2", ids: []string{"c-0", "c-2"}, failed: true}},
+			raised: []fsm.ContainerEvent{fsm.ContainerEventPullFailed}, waiting: ReasonErrImagePull, failed: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := testPod(t).all()[0]
-			c.spec = c.spec.DeepCopy()
-			if tc.setup != nil {
-				tc.setup(c)
-			}
 			o := runAction(t, ctrOps, tc.action, c, tc.replies)
-			got := ctrWant{raised: c.run.Pending(), id: c.id, ids: c.ids, restartCount: c.restartCount,
-				waiting: c.waitingReason, image: c.imageRef, failed: o.Err() != nil}
-			if t := c.current; t != nil {
-				got.exit = fmt.Sprintf("%d %s %s", t.ExitCode, t.Reason, t.Message)
-			}
-			if got.String() != tc.want.String() {
-				t.Errorf("container: %v\nwant:      %v", got, tc.want)
+			reason, _ := c.Waiting()
+			got := fmt.Sprintf("raised %v, waiting %q, image %q, failed %v", c.run.Pending(), reason, c.ImageRef(), o.Err() != nil)
+			if want := fmt.Sprintf("raised %v, waiting %q, image %q, failed %v", tc.raised, tc.waiting, tc.image, tc.failed); got != want {
+				t.Errorf("container: %s\nwant:      %s", got, want)
 			}
 		})
 	}
 }
-
-// withInstance gives c a created instance c-1.
-func withInstance(c *ctrState) { c.id, c.ids = "c-1", []string{"c-1"} }

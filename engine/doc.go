@@ -50,17 +50,18 @@
 //     (its guards and actions: RunSandbox, CheckSandbox, StopSandbox,
 //     RemovePodCgroup; recreate_forbidden), which reads the pod through
 //     the sandboxState (sandbox.Pod).
-//   - container.go, container_actions.go: the container machine's
-//     (CreateContainer, StartContainer, StopContainer, RecordExit,
-//     RemoveContainer, the count_restart backoff action; start_blocked,
-//     restart_allowed, spec_changed); its image guards and actions
-//     (CheckImage, RefuseNeverPull, PullImage, RefuseImage,
-//     CountPullFailure; pull_always, pull_never) are engine/images'
-//     Puller, which reads the container through image_actions.go
-//     (images.Container); instances.go: when each runtime instance was
-//     created (container GC's minimum age).
-//   - hooks.go: when postStart and preStop run and what their outcome
-//     means; engine/handlers runs them (exec, httpGet, sleep).
+//   - container.go: the container machine, bound to engine/containers'
+//     Container (the runtime's instances of the container, and the
+//     guards, durations and actions CreateContainer, StartContainer with
+//     its postStart hook, StopContainer with its preStop hook,
+//     RecordExit, RemoveContainer, ShowBackoff, CountRestart;
+//     start_blocked, restart_allowed, spec_changed) and to engine/images'
+//     Puller (CheckImage, RefuseNeverPull, PullImage, RefuseImage,
+//     CountPullFailure; pull_always, pull_never); container_owner.go and
+//     image_actions.go are what they read of the container, its pod and
+//     the node (containers.Owner, images.Container); ephemeral.go builds
+//     a container's config (BuildConfig), an ephemeral one's with its
+//     target.
 //   - nodegc.go, node_schedule.go: the node machine (spec/node.hcl), bound
 //     to engine/reclaim's Node (its guards, actions and durations), on its
 //     own goroutine, through the same fire loop: the timers of idle
@@ -166,7 +167,7 @@
 // 5,000 syncs a second) and is no input of any machine (spec/routes.hcl):
 // the resync timer of the synced state does, as kubelet's work queue does.
 //
-// Lifecycle hooks follow kubelet (hooks.go): postStart runs after
+// Lifecycle hooks follow kubelet (engine/containers): postStart runs after
 // StartContainer and a failure stops the container through the stopping
 // state with the grace period (PostStartHookError, then the restart
 // policy); preStop runs once per running instance before

@@ -34,12 +34,12 @@ func ephemeralContainer(ec *v1.EphemeralContainer) *v1.Container {
 	return &c
 }
 
-// createConfig is the CreateContainer config of the next instance (with
+// BuildConfig is the CreateContainer config of the next instance (with
 // the pod's inputs, requestInputs, and the image's user where a
 // runAsNonRoot check needs it); for an ephemeral container it also names
 // the process namespace of its target.
-func (c *ctrState) createConfig(restartCount int32, inputs func(*podspec.ContainerRequest), user podspec.ImageUser) (*runtimeapi.ContainerConfig, error) {
-	cfg, err := containerConfig(c.p.e.podNode(), c.p.pod, c.spec, restartCount, c.imageRef, c.init, user, inputs)
+func (c *ctrState) BuildConfig(restartCount int32, inputs func(*podspec.ContainerRequest), user podspec.ImageUser) (*runtimeapi.ContainerConfig, error) {
+	cfg, err := containerConfig(c.p.e.podNode(), c.p.pod, c.spec, restartCount, c.ImageRef(), c.init, user, inputs)
 	if err != nil || !c.ephemeral {
 		return cfg, err
 	}
@@ -55,10 +55,10 @@ func (c *ctrState) createConfig(restartCount int32, inputs func(*podspec.Contain
 	}
 	if t := ec.TargetContainerName; t != "" {
 		target := c.p.byName(t)
-		if target == nil || target.ephemeral || target.id == "" {
+		if target == nil || target.ephemeral || target.ID() == "" {
 			return nil, fmt.Errorf("pod %s: ephemeral container %q: target container %q not found", c.p.key(), c.name, t)
 		}
-		podspec.TargetNamespace(cfg, target.id)
+		podspec.TargetNamespace(cfg, target.ID())
 	}
 	return cfg, nil
 }

@@ -81,7 +81,7 @@ func recordContainerEvent(_ context.Context, st *ctrStep) {
 	case fsm.ContainerStateStopping:
 		c.event(eventNormal, "Killing", "Stopping container %s", c.name)
 	case fsm.ContainerStateCrashloopBackoff:
-		if c.Crashloop() <= 0 || c.waitingReason == ReasonCreateContainerConfig {
+		if reason, _ := c.Waiting(); c.Crashloop() <= 0 || reason == ReasonCreateContainerConfig {
 			// The first restart is immediate: no back-off. A config
 			// that cannot be built shows its own reason (kubelet backs
 			// off only after an exit).

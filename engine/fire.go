@@ -7,9 +7,10 @@ import "github.com/speclet/speclet/engine/observe"
 
 // owner is the engine object that owns one machine instance and implements
 // its guards and actions (fsm.<Machine>Impl), itself or through the
-// package it embeds: a podState, sandboxState (engine/sandbox), ctrState
-// (engine/images for the image actions) or probeState (engine/probes) of a
-// pod worker, or the nodeReclaim (engine/reclaim).
+// packages it embeds: a podState, sandboxState (engine/sandbox), ctrState
+// (engine/containers, and engine/images for the image actions) or
+// probeState (engine/probes) of a pod worker, or the nodeReclaim
+// (engine/reclaim).
 type owner interface {
 	observe.Owner
 	engine() *Engine

@@ -62,7 +62,7 @@ func newTieWorld(t *testing.T, v verify.Valuation) *tieWorld {
 			t.Fatalf("container state %q", v.Instances[i])
 		}
 		c := &ctrState{p: ps, name: specs[i].Name, init: role != "regular", sidecar: role == "sidecar"}
-		c.Bind(c)
+		c.bind()
 		c.setSpec(&specs[i])
 		c.machine = fsm.NewContainerMachineAt(st, c)
 		// The model has one probe machine per pod: each container's
@@ -177,7 +177,7 @@ func TestGuardsMatchTies(t *testing.T) {
 				params := map[string]string{"restart_policy": set.restart, "pull_policy": set.pull, "admission": set.admission, "image_reference": set.image}
 				for inst := range v.Instances {
 					for _, failed := range []bool{false, true} {
-						w.ctrs[inst].current = &termination{ExitCode: map[bool]int32{false: 0, true: 1}[failed]}
+						w.ctrs[inst].SetExit(&termination{ExitCode: map[bool]int32{false: 0, true: 1}[failed]})
 						for machine, guards := range engineGuards {
 							if machine != fsm.ContainerMachineName && inst > 0 {
 								continue // a once-per-pod guard does not depend on inst
@@ -201,7 +201,7 @@ func TestGuardsMatchTies(t *testing.T) {
 								}
 							}
 						}
-						w.ctrs[inst].current = nil
+						w.ctrs[inst].SetExit(nil)
 					}
 				}
 			}

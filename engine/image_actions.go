@@ -3,36 +3,21 @@ package engine
 import (
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
-	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/images"
-	"github.com/speclet/speclet/fsm"
 )
 
 // The container machine's image guards and actions (pull_always,
 // pull_never, check_image, refuse_never_pull, pull_image, refuse_image,
 // count_pull_failure) are engine/images' Puller, which ctrState embeds;
-// this file is what the Puller reads of the container and tells it
-// (images.Container).
+// this file is what only the Puller reads of the container and tells it
+// (images.Container; the rest is container_owner.go's, and the waiting
+// reason and image reference are the embedded containers.Container's).
 
 // ReasonImageInspectError is kubelet's waiting reason when ImageStatus
 // failed (images.ErrImageInspect).
 const ReasonImageInspectError = images.ReasonImageInspectError
 
 var _ images.Container = (*ctrState)(nil)
-
-func (c *ctrState) Name() string                                { return c.name }
-func (c *ctrState) Spec() *v1.Container                         { return c.spec }
-func (c *ctrState) Pod() *v1.Pod                                { return c.p.pod }
-func (c *ctrState) Key() string                                 { return c.p.key() }
-func (c *ctrState) Runtime() cri.Runtime                        { return c.p.e.rt }
-func (c *ctrState) Waiting() (string, string)                   { return c.waitingReason, c.waitingMessage }
-func (c *ctrState) SetWaiting(reason, msg string)               { c.waitingReason, c.waitingMessage = reason, msg }
-func (c *ctrState) SetImageRef(ref string)                      { c.imageRef = ref }
-func (c *ctrState) Raise(ev fsm.ContainerEvent)                 { c.raise(ev) }
-func (c *ctrState) SandboxConfig() *runtimeapi.PodSandboxConfig { return c.p.sandbox.Config() }
 
 // Secrets is the API server's (Config.VolumeAPI), or nil.
 func (c *ctrState) Secrets() images.Secrets {
@@ -42,10 +27,7 @@ func (c *ctrState) Secrets() images.Secrets {
 	return nil
 }
 
-// Event records an event about the container, PodEvent about its pod.
-func (c *ctrState) Event(eventType, reason, format string, args ...any) {
-	c.event(eventType, reason, format, args...)
-}
+// PodEvent records an event about the container's pod.
 func (c *ctrState) PodEvent(eventType, reason, format string, args ...any) {
 	c.p.event(eventType, reason, format, args...)
 }
@@ -66,12 +48,4 @@ func (c *ctrState) PullBackoff(reset bool) {
 		return
 	}
 	c.p.e.pullBackoff.Next(c.backoffKey())
-}
-
-// failedEvent is kubelet's startContainer warning Failed "Error: REASON"
-// for a start that ended before CreateContainer with the waiting reason
-// set (here ImagePullBackOff, shown by show_backoff; engine/images records
-// its own).
-func (c *ctrState) failedEvent() {
-	c.event(eventWarning, "Failed", "Error: %s", c.waitingReason)
 }

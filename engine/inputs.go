@@ -4,7 +4,6 @@ import (
 	"context"
 
 	v1 "k8s.io/api/core/v1"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/inbox"
@@ -91,21 +90,18 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 		if r.HasSandbox && in.P.pleg.SandboxID == s.sandbox.ID() && s.sandbox.ID() != "" {
 			s.sandbox.fire(ctx, r.Sandbox)
 		}
-		if c := s.byName(in.P.pleg.Name); c != nil && in.P.pleg.Type == pleg.ContainerRemoved && in.P.pleg.ContainerID != c.id {
+		if c := s.byName(in.P.pleg.Name); c != nil && in.P.pleg.Type == pleg.ContainerRemoved && in.P.pleg.ContainerID != c.ID() {
 			// An older instance removed by the node's container GC
 			// (or behind speclet's back): no machine event, the
 			// container forgets it.
-			c.forget(in.P.pleg.ContainerID)
+			c.Forget(in.P.pleg.ContainerID)
 		}
-		if c := s.byName(in.P.pleg.Name); c != nil && r.HasContainer && in.P.pleg.ContainerID == c.id {
+		if c := s.byName(in.P.pleg.Name); c != nil && r.HasContainer && in.P.pleg.ContainerID == c.ID() {
 			if st := in.P.pleg.Status; st != nil {
 				// Only an exit's status is read (record_exit); one of a
 				// running instance is not kept, and it makes an older
 				// exit's stale.
-				c.exitStatus = nil
-				if st.State == runtimeapi.ContainerState_CONTAINER_EXITED {
-					c.exitStatus = st
-				}
+				c.NoteStatus(st)
 			}
 			c.fire(ctx, r.Container)
 		}

@@ -41,12 +41,12 @@ func logContainerStep(ctx context.Context, st *ctrStep) {
 		// The exit is known once record_exit ran; the step then leaves
 		// through the deciding choice to the restart policy's answer.
 		var extra []any
-		if c.current != nil {
-			extra = []any{"exit-code", c.current.ExitCode, "reason", c.current.Reason}
-			if c.current.Reason == "StartError" && c.current.Message != "" {
+		if t := c.Current(); t != nil {
+			extra = []any{"exit-code", t.ExitCode, "reason", t.Reason}
+			if t.Reason == "StartError" && t.Message != "" {
 				// The runtime's word on why the start failed; a
 				// program's own termination message stays in /pods.
-				extra = append(extra, "message", c.current.Message)
+				extra = append(extra, "message", t.Message)
 			}
 		}
 		log.Info("container died", lifecycleAttrs(c, c.p.w, append(extra, "next", st.To.String())...)...)

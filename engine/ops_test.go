@@ -45,12 +45,12 @@ var podOps = map[string]optest.Action[*podState]{
 var ctrOps = map[string]optest.Action[*ctrState]{
 	fsm.ContainerActionCheckImage.String():         {CRI: fsm.ContainerActionCRI[fsm.ContainerActionCheckImage], First: (*ctrState).CheckImageOp},
 	fsm.ContainerActionPullImage.String():          {CRI: fsm.ContainerActionCRI[fsm.ContainerActionPullImage], First: (*ctrState).PullImageOp},
-	fsm.ContainerActionCreateContainer.String():    {CRI: fsm.ContainerActionCRI[fsm.ContainerActionCreateContainer], First: (*ctrState).createContainer},
-	fsm.ContainerActionStartContainer.String():     {CRI: fsm.ContainerActionCRI[fsm.ContainerActionStartContainer], First: (*ctrState).startContainer},
-	fsm.ContainerActionStopContainer.String():      {CRI: fsm.ContainerActionCRI[fsm.ContainerActionStopContainer], First: (*ctrState).stopContainer},
-	fsm.ContainerActionForceStopContainer.String(): {CRI: fsm.ContainerActionCRI[fsm.ContainerActionForceStopContainer], First: func(c *ctrState) op.Op { return c.stop(0) }},
-	fsm.ContainerActionRecordExit.String():         {CRI: fsm.ContainerActionCRI[fsm.ContainerActionRecordExit], First: (*ctrState).recordExit},
-	fsm.ContainerActionRemoveContainer.String():    {CRI: fsm.ContainerActionCRI[fsm.ContainerActionRemoveContainer], First: (*ctrState).removeContainers},
+	fsm.ContainerActionCreateContainer.String():    {CRI: fsm.ContainerActionCRI[fsm.ContainerActionCreateContainer], First: (*ctrState).CreateContainerOp},
+	fsm.ContainerActionStartContainer.String():     {CRI: fsm.ContainerActionCRI[fsm.ContainerActionStartContainer], First: (*ctrState).StartContainerOp},
+	fsm.ContainerActionStopContainer.String():      {CRI: fsm.ContainerActionCRI[fsm.ContainerActionStopContainer], First: (*ctrState).StopContainerOp},
+	fsm.ContainerActionForceStopContainer.String(): {CRI: fsm.ContainerActionCRI[fsm.ContainerActionForceStopContainer], First: (*ctrState).ForceStopContainerOp},
+	fsm.ContainerActionRecordExit.String():         {CRI: fsm.ContainerActionCRI[fsm.ContainerActionRecordExit], First: (*ctrState).RecordExitOp},
+	fsm.ContainerActionRemoveContainer.String():    {CRI: fsm.ContainerActionCRI[fsm.ContainerActionRemoveContainer], First: (*ctrState).RemoveContainerOp},
 }
 
 // TestRuntimeActionsAreOperations: every action of the pod and container

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/engine/podstatus"
 	"github.com/speclet/speclet/fsm"
@@ -27,9 +28,10 @@ func TestViewRemovedBeforeExitRecorded(t *testing.T) {
 		{"ran", "abc", v1.PodFailed},
 		{"never created", "", v1.PodPending},
 	} {
-		c := &ctrState{p: &podState{pod: pod}, name: "app", spec: &pod.Spec.Containers[0], id: tc.id}
+		c := &ctrState{p: &podState{pod: pod}, name: "app", spec: &pod.Spec.Containers[0]}
+		c.bind()
 		if tc.id != "" {
-			c.startedAt = now
+			c.Adopt([]*runtimeapi.Container{{Id: tc.id, State: runtimeapi.ContainerState_CONTAINER_RUNNING, CreatedAt: now.UnixNano()}})
 		}
 		c.machine = fsm.NewContainerMachineAt(fsm.ContainerStateRemoved, c)
 		cv := c.view()
@@ -70,9 +72,12 @@ func TestPhaseBlockMatchesEngine(t *testing.T) {
 	world := func(st fsm.ContainerState, pst fsm.ProbeState, podSt fsm.PodState, exit bool, reason string) *ctrState {
 		ps := &podState{pod: pod}
 		ps.machine = fsm.NewPodMachineAt(podSt, ps)
-		c := &ctrState{p: ps, name: "app", spec: &pod.Spec.Containers[0], id: "abc", startedAt: time.Unix(1000, 0), waitingReason: reason}
+		c := &ctrState{p: ps, name: "app", spec: &pod.Spec.Containers[0]}
+		c.bind()
+		c.Adopt([]*runtimeapi.Container{{Id: "abc", State: runtimeapi.ContainerState_CONTAINER_RUNNING, CreatedAt: time.Unix(1000, 0).UnixNano()}})
+		c.SetWaiting(reason, "")
 		if exit {
-			c.current = &termination{ContainerID: "abc", ExitCode: 0}
+			c.SetExit(&termination{ContainerID: "abc", ExitCode: 0})
 		}
 		c.machine = fsm.NewContainerMachineAt(st, c)
 		c.probe = &probeState{c: c}

@@ -237,10 +237,10 @@ func (s *podState) removePod() op.Op {
 		return s.sandbox.Remove(func() op.Op {
 			return op.Deliver(fsm.ContainerEventRemoved.String(), "containers and sandbox", func(ctx context.Context) {
 				for _, c := range s.all() {
-					for _, id := range c.instances() {
+					for _, id := range c.Instances() {
 						s.e.pleg.Forget(id)
 					}
-					c.ids = nil
+					c.DropInstances()
 					c.fire(ctx, fsm.ContainerEventRemoved)
 				}
 				for _, id := range s.sandbox.IDs() {

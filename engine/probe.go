@@ -121,14 +121,14 @@ func (ps *probeState) containerEntered(ctx context.Context, s fsm.ContainerState
 // What the Workers read of the container and tell it (probes.Container).
 func (ps *probeState) Name() string             { return ps.c.name }
 func (ps *probeState) Spec() *v1.Container      { return ps.c.spec }
-func (ps *probeState) StartedAt() time.Time     { return ps.c.startedAt }
+func (ps *probeState) StartedAt() time.Time     { return ps.c.StartedAt() }
 func (ps *probeState) Context() context.Context { return ps.c.p.e.ctx() }
 func (ps *probeState) State() fsm.ProbeState    { return ps.machine.State() }
 func (ps *probeState) Raise(ev fsm.ProbeEvent)  { ps.run.Raise(ev) }
 
 // Target is the running instance, at the node's IP on the host's network.
 func (ps *probeState) Target() handlers.Target {
-	t := ps.c.hookTarget()
+	t := ps.c.HookTarget()
 	if ps.c.p.pod.Spec.HostNetwork {
 		t.PodIP = ps.c.p.e.cfg.NodeIP
 	}
@@ -170,9 +170,6 @@ func (ps *probeState) Kill(ctx context.Context, k prober.Kind, grace int64) {
 	msg := fmt.Sprintf("Container %s failed %s probe, will be restarted", c.name, k)
 	c.p.e.log.Info("Killing", "pod", c.p.key(), "container", c.name, "message", msg)
 	c.event(eventNormal, "Killing", "%s", msg)
-	c.probeGrace = grace
-	if grace >= 0 {
-		c.probeDeadline = c.p.e.clock.Now().Add(time.Duration(grace) * time.Second)
-	}
+	c.KilledByProbe(grace)
 	c.fire(ctx, fsm.ContainerEventLivenessFailed)
 }

@@ -84,22 +84,12 @@ func (e *Engine) cleanupOrphans() {
 // created instance current, so create_container counts that restart; the
 // created instance is an older dead one for container GC.
 func (c *ctrState) adopt(cs []*runtimeapi.Container, sandboxOK bool) {
-	for i := len(cs) - 1; i >= 0; i-- {
-		c.ids = append(c.ids, cs[i].Id)
-		c.setCreated(cs[i].Id, time.Unix(0, cs[i].CreatedAt))
-	}
-	newest := cs[0]
-	c.id = newest.Id
-	c.restartCount = runtimepods.RestartCountOf(newest.Annotations)
-	c.runHash = newest.Annotations[AnnotationContainerHash]
-	c.imageRef = newest.ImageRef
-	if newest.State == runtimeapi.ContainerState_CONTAINER_CREATED {
-		c.machine = fsm.BindContainerMachine(fsm.ContainerStateWaiting, c)
+	st := c.Adopt(cs)
+	c.machine = fsm.BindContainerMachine(st, c)
+	if st != fsm.ContainerStateRunning {
 		return
 	}
-	c.startedAt = time.Unix(0, newest.CreatedAt)
-	c.machine = fsm.BindContainerMachine(fsm.ContainerStateRunning, c)
-	switch {
+	switch newest := cs[0]; {
 	case newest.State == runtimeapi.ContainerState_CONTAINER_RUNNING && sandboxOK:
 	case newest.State == runtimeapi.ContainerState_CONTAINER_RUNNING:
 		// Its sandbox is gone: the instance must die.

@@ -88,7 +88,7 @@ func (sb *sandboxState) Event(eventType, reason, format string, args ...any) {
 // Ran: a container of the pod has run (ctrState.ran).
 func (sb *sandboxState) Ran() bool {
 	for _, c := range sb.p.all() {
-		if c.ran() {
+		if c.Ran() {
 			return true
 		}
 	}

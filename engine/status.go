@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"github.com/speclet/speclet/engine/containers"
 	"github.com/speclet/speclet/engine/images"
 	"github.com/speclet/speclet/engine/podstatus"
 )
@@ -9,18 +10,20 @@ import (
 // container statuses as waiting reasons).
 const (
 	ReasonErrImagePull      = images.ReasonErrImagePull
-	ReasonImagePullBackOff  = "ImagePullBackOff"
+	ReasonImagePullBackOff  = containers.ReasonImagePullBackOff
 	ReasonErrImageNeverPull = images.ReasonErrImageNeverPull
 	ReasonInvalidImageName  = images.ReasonInvalidImageName
-	ReasonCreateContainer   = "CreateContainerError"
-	ReasonRunContainer      = "RunContainerError"
-	ReasonCrashLoopBackOff  = "CrashLoopBackOff"
+	ReasonCreateContainer   = containers.ReasonCreateContainer
+	ReasonRunContainer      = containers.ReasonRunContainer
+	ReasonCrashLoopBackOff  = containers.ReasonCrashLoopBackOff
 	ReasonContainerCreating = podstatus.ReasonContainerCreating
 
 	// ReasonCreateContainerConfig: the container's config could not be
 	// built (runAsNonRoot with a root user, a missing configMap, secret or
 	// key of its environment); no runtime call was made.
-	ReasonCreateContainerConfig = "CreateContainerConfigError"
+	ReasonCreateContainerConfig = containers.ReasonCreateContainerConfig
+	// ReasonPostStartHookError: the container's postStart hook failed.
+	ReasonPostStartHookError = containers.ReasonPostStartHookError
 	// ReasonEvicted is the reason of a pod the eviction manager evicted.
 	ReasonEvicted = podstatus.ReasonEvicted
 	// ReasonFailedMount: a volume of the pod could not be set up.
@@ -30,7 +33,7 @@ const (
 	ReasonError           = podstatus.ReasonError
 	// ReasonContainerStatusUnknown: the exit of an instance that ran is
 	// unknown (exit code 137).
-	ReasonContainerStatusUnknown = "ContainerStatusUnknown"
+	ReasonContainerStatusUnknown = containers.ReasonContainerStatusUnknown
 )
 
 // The status the engine publishes is engine/podstatus's, computed from

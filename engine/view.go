@@ -46,10 +46,11 @@ func (s *podState) view() *podView {
 
 func (c *ctrState) view() containerView {
 	cv := containerView{
-		Name: c.name, Image: c.spec.Image, ImageID: c.imageRef, Init: c.init, Sidecar: c.sidecar,
-		ContainerID: c.id, StartedAt: c.startedAt, RestartCount: c.restartCount,
-		WaitingReason: c.waitingReason, WaitingMessage: c.waitingMessage,
+		Name: c.name, Image: c.spec.Image, ImageID: c.ImageRef(), Init: c.init, Sidecar: c.sidecar,
+		ContainerID: c.ID(), StartedAt: c.StartedAt(), RestartCount: c.RestartCount(),
 	}
+	cv.WaitingReason, cv.WaitingMessage = c.Waiting()
+	current := c.Current()
 	// kubelet's default waiting reason of a container that has no instance
 	// yet: PodInitializing in a pod with init containers (for every
 	// container, init or regular, before and after initialization),
@@ -60,8 +61,8 @@ func (c *ctrState) view() containerView {
 	}
 	terminated := func() {
 		cv.Phase = phaseTerminated
-		cv.Current, cv.Last = c.current, c.last
-		if c.final() && len(c.ids) < 2 {
+		cv.Current, cv.Last = current, c.Last()
+		if c.final() && c.InstanceCount() < 2 {
 			// kubelet builds lastState from the instance before the
 			// newest in the runtime: once container GC removed it, a
 			// container that runs no more has none.
@@ -69,7 +70,7 @@ func (c *ctrState) view() containerView {
 		}
 		// kubelet's prober manager: an init container (not a sidecar)
 		// that completed with exit code 0 is ready.
-		cv.Ready = c.init && !c.sidecar && c.current.ExitCode == 0
+		cv.Ready = c.init && !c.sidecar && current.ExitCode == 0
 	}
 	switch c.machine.State() {
 	case fsm.ContainerStateRunning, fsm.ContainerStateStopping:
@@ -82,14 +83,14 @@ func (c *ctrState) view() containerView {
 		cv.Ready = !c.ephemeral && podphase.ContainerReady(podstatus.Kind(c.init, c.sidecar),
 			c.machine.State() == fsm.ContainerStateRunning && c.probe.ready(), c.p.terminating())
 		cv.Started = c.probe.started()
-		if c.current != nil && c.current.ContainerID != c.id {
-			cv.Last = c.current
+		if current != nil && current.ContainerID != c.ID() {
+			cv.Last = current
 		}
 	case fsm.ContainerStateExited, fsm.ContainerStateTerminated, fsm.ContainerStateRemoved:
 		switch {
-		case c.current != nil:
+		case current != nil:
 			terminated()
-		case c.machine.State() == fsm.ContainerStateRemoved && c.id != "":
+		case c.machine.State() == fsm.ContainerStateRemoved && c.ID() != "":
 			// Removed while it was being stopped, before any exit was
 			// recorded (spec/container.hcl: stopping --removed-->
 			// removed): kubelet's ContainerStatusUnknown, an unknown exit,
@@ -98,20 +99,20 @@ func (c *ctrState) view() containerView {
 			// so it ran, or may have).
 			// As record_exit would have recorded it.
 			cv.Phase = phaseTerminated
-			cv.Current = c.unknownExit(true)
+			cv.Current = c.UnknownExit(true)
 		case cv.WaitingReason == "":
 			cv.WaitingReason = creating
 		}
 	default:
-		if c.current != nil && cv.WaitingReason == "" {
+		if current != nil && cv.WaitingReason == "" {
 			// Between a death and the next instance (no backoff, no pull
 			// error to report) kubelet shows the dead instance: its status
 			// is built from the newest container in the runtime.
 			terminated()
 			break
 		}
-		cv.Last = c.current
-		if cv.WaitingReason == "" || c.machine.State() == fsm.ContainerStateWaiting && c.current == nil && cv.WaitingReason != ReasonInvalidImageName {
+		cv.Last = current
+		if cv.WaitingReason == "" || c.machine.State() == fsm.ContainerStateWaiting && current == nil && cv.WaitingReason != ReasonInvalidImageName {
 			cv.WaitingReason = creating
 		}
 	}

@@ -281,7 +281,7 @@ parameter "restart_policy" {
 }
 
 flag "container" "exit_failed" {
-  doc    = "The exit record_exit recorded last was a failure: a non-zero exit code, or none known (engine: ctrState.current is nil or its ExitCode is not 0)."
+  doc    = "The exit record_exit recorded last was a failure: a non-zero exit code, or none known (engine/containers: the Container's current exit is nil or its ExitCode is not 0)."
   set_by = container.record_exit
 }
 
@@ -318,7 +318,7 @@ tie "container" "first_probe_kill" {
 }
 
 tie "container" "start_blocked" {
-  doc   = "Start order (ctrState.StartBlocked): a regular container waits while a sidecar does not run (podState.initialized counts a sidecar once it runs). Free otherwise: an init container not completed with exit 0 also blocks it (the exit is no state), an earlier init container blocks an init container, and a container that left the spec is always blocked; an ephemeral container (role init here) is never blocked."
+  doc   = "Start order (engine/containers StartBlocked): a regular container waits while a sidecar does not run (podState.initialized counts a sidecar once it runs). Free otherwise: an init container not completed with exit 0 also blocks it (the exit is no state), an earlier init container blocks an init container, and a container that left the spec is always blocked; an ephemeral container (role init here) is never blocked."
   roles = [role.regular]
   any   = [container.waiting, container.checking_image, container.pulling, container.pull_backoff, container.creating, container.starting, container.stopping, container.exited, container.deciding, container.restarting, container.crashloop_backoff, container.terminated, container.removed]
   among = [role.sidecar]
@@ -326,7 +326,7 @@ tie "container" "start_blocked" {
 }
 
 tie "sandbox" "recreate_forbidden" {
-  doc   = "The pod is done (engine/sandbox RecreateForbidden: PodDone): every regular container is terminated or removed. Free otherwise: restartPolicy Never after a container ran (ctrState.ran, which no state shows) or an init container that failed for good also forbid it. (Tying those to restart_policy would read the policy at every sandbox create and double the states inside a step, for no invariant that needs it yet.)"
+  doc   = "The pod is done (engine/sandbox RecreateForbidden: PodDone): every regular container is terminated or removed. Free otherwise: restartPolicy Never after a container ran (engine/containers Ran, which no state shows) or an init container that failed for good also forbid it. (Tying those to restart_policy would read the policy at every sandbox create and double the states inside a step, for no invariant that needs it yet.)"
   all   = [container.terminated, container.removed]
   among = [role.regular]
   mode  = "if"
