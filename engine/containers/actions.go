@@ -30,7 +30,7 @@ func (c *Container) CreateContainer(ctx context.Context) error {
 	return op.Exec(ctx, c.o.Runtime(), c.CreateContainerOp())
 }
 
-// CreateContainerOp reads the pod's inputs (requestInputs), the image's
+// CreateContainerOp reads the pod's inputs (Owner.RequestInputs), the image's
 // user where a runAsNonRoot check needs it, builds the config of the next
 // instance and creates it.
 func (c *Container) CreateContainerOp() op.Op {
@@ -209,6 +209,24 @@ func (c *Container) stop(grace int64) op.Op {
 	})
 }
 
+// Lifecycle hooks (kubelet kuberuntime_container.go startContainer and
+// killContainer):
+//
+//   - postStart runs right after StartContainer; the container counts as
+//     started only when it returned. When it fails the container is killed
+//     (its preStop runs too, as in kubelet) and start_failed is raised with
+//     the waiting reason PostStartHookError; the restart policy decides.
+//   - preStop runs once per running instance before its StopContainer,
+//     bounded by the grace period; the seconds it took are subtracted from
+//     the grace given to StopContainer, which gets at least
+//     minGraceAfterPreStop seconds. A failing preStop is logged and the stop
+//     goes on.
+//
+// The handlers run in engine/handlers: exec (CRI ExecSync; a non-zero exit
+// code is a failure), httpGet (only no answer is a failure; the host
+// defaults to the pod IP) and sleep (on the engine's clock). tcpSocket is
+// not a valid hook and is ignored.
+
 // minGraceAfterPreStop is kubelet's minimumGracePeriodInSeconds: a container
 // whose preStop ate its grace period still gets this long after SIGTERM.
 const minGraceAfterPreStop = 2
@@ -234,7 +252,7 @@ func (c *Container) HookTarget() handlers.Target {
 }
 
 // runPreStop runs preStop hook h against target, the current instance,
-// bounded by grace seconds (stopContainer decides whether it runs: once
+// bounded by grace seconds (StopContainerOp decides whether it runs: once
 // per started instance with a grace period left). It returns the grace
 // left for StopContainer.
 func (c *Container) runPreStop(ctx context.Context, target handlers.Target, h *v1.LifecycleHandler, grace int64) int64 {

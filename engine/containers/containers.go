@@ -138,18 +138,18 @@ type Container struct {
 	imageRef     string
 	runHash      string // spec hash the current instance was created from
 	restartCount int32
-	startedAt    time.Time
-	current      *podstatus.Termination // the exit of the current instance
-	last         *podstatus.Termination // the exit of the instance before
-	exitStatus   *runtimeapi.ContainerStatus
-	preStopDone  string // the instance whose preStop hook ran
+	// probeKill: a failed probe killed the current instance with its own
+	// grace period, probeGrace seconds until probeDeadline; false: the
+	// pod's grace period applies. (Beside restartCount: one word for both.)
+	probeKill   bool
+	startedAt   time.Time
+	current     *podstatus.Termination // the exit of the current instance
+	last        *podstatus.Termination // the exit of the instance before
+	exitStatus  *runtimeapi.ContainerStatus
+	preStopDone string // the instance whose preStop hook ran
 
 	waitingReason, waitingMessage string
 
-	// probeKill: a failed probe killed the current instance with its own
-	// grace period, probeGrace seconds until probeDeadline; false: the
-	// pod's grace period applies.
-	probeKill     bool
 	probeGrace    int64
 	probeDeadline time.Time
 }
