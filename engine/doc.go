@@ -38,9 +38,11 @@
 //     reads its result and returns the next one or ends the action having
 //     raised its events, and op.Exec runs them on the action's context (its
 //     tag: the CRI audit's scope and engine/detach's uncancellable calls).
-//     The continuations do no I/O: *_ops_test.go drive them with replies
-//     fed by hand (engine/op/optest), each CRI call held to the action's
-//     spec cri list.
+//     The continuations do no I/O: *_ops_test.go here and the ops tests
+//     of engine/sandbox, engine/containers, engine/images and
+//     engine/reclaim drive them with replies fed by hand
+//     (engine/op/optest), each CRI call held to the action's spec cri
+//     list.
 //   - timers.go: the armed timers of a pod's machines (engine/schedule's
 //     Set under the worker's lock; the node machine's are node_schedule.go's).
 //   - pod.go, pod_actions.go: the pod machine's guards, actions and
