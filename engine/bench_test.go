@@ -154,6 +154,7 @@ func BenchmarkFireLoop(b *testing.B) {
 		}
 		w := &podWorker{e: e}
 		s := &podState{w: w, e: e, pod: &v1.Pod{}}
+		s.Bind(s)
 		s.machine = fsm.NewPodMachineAt(fsm.PodStateSynced, benchGuards{})
 		r := fire.NewRun(s, podObservers)
 		m := noActions{s.machine}

@@ -38,7 +38,7 @@ func (c *ctrState) Raise(ev fsm.ContainerEvent)   { c.raise(ev) }
 func (c *ctrState) ProbeKilled() bool             { return c.probe.killed() }
 func (c *ctrState) Terminating() bool             { return c.p.terminating() }
 func (c *ctrState) Initialized() bool             { return c.p.initialized() }
-func (c *ctrState) RemainingGrace() int64         { return c.p.remainingGrace(c.p.e.clock.Now()) }
+func (c *ctrState) RemainingGrace() int64         { return c.p.RemainingGrace(c.p.e.clock.Now()) }
 func (c *ctrState) CrashLoopDelay() time.Duration { return c.p.e.crashBackoff.Current(c.backoffKey()) }
 func (c *ctrState) CountCrash()                   { c.p.e.crashBackoff.Next(c.backoffKey()) }
 func (c *ctrState) PullDelay() time.Duration      { return c.p.e.pullBackoff.Peek(c.backoffKey()) }

@@ -45,9 +45,14 @@
 //     list.
 //   - timers.go: the armed timers of a pod's machines (engine/schedule's
 //     Set under the worker's lock; the node machine's are node_schedule.go's).
-//   - pod.go, pod_actions.go: the pod machine's guards, actions and
-//     durations (SyncPod, KillContainers, StopSandbox, RemovePod,
-//     ReleaseName, ReportStatus) and the grace period that only shortens.
+//   - pod.go: the pod machine and its guards (admission_refused in
+//     admit.go, name_taken, pod_done, all_containers_stopped), bound to
+//     engine/pods' Pod (the actions and durations: SyncPod,
+//     KillContainers, StopSandbox, RemovePod, ReleaseName, ReportStatus,
+//     MountVolumes, UnmountVolumes, ExceedDeadline; the start time and the
+//     grace period that only shortens); pod_owner.go is what the Pod reads
+//     of the pod and how it delivers to the sandbox and container machines
+//     (pods.Owner: the containers' order and parallelism are the engine's).
 //   - sandbox.go: the sandbox machine, bound to engine/sandbox's Sandbox
 //     (its guards and actions: RunSandbox, CheckSandbox, StopSandbox,
 //     RemovePodCgroup; recreate_forbidden), which reads the pod through
@@ -115,7 +120,7 @@
 //     cgroups of pods gone from every source and from the runtime, after
 //     unmounting what is still mounted under them (tmpfs volumes of a pod
 //     removed while the agent was down).
-//   - pod.go MountVolumes / UnmountVolumes, allocatable.go: the pod machine's
+//   - engine/pods MountVolumes / UnmountVolumes, allocatable.go: the pod machine's
 //     mount_volumes (run by sync_pod before the sandbox) and
 //     unmount_volumes (run by remove_pod) over engine/volume; a volume that
 //     never mounted fails the sync with FailedMount (logged with the

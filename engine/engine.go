@@ -253,12 +253,6 @@ func (e *Engine) Run(ctx context.Context, updates <-chan config.PodUpdate) error
 // events, pod syncs) besides the operator's info lines.
 const LevelVerbose = slog.LevelInfo - 2
 
-// jitter returns d plus up to 10% (kubelet's wait.Jitter(d, 0.1) is what it
-// adds to its requeue delays).
-func jitter(d time.Duration) time.Duration {
-	return d + time.Duration(rand.Int64N(int64(d)/10+1))
-}
-
 // waitRuntime blocks while the runtime is marked down. Pod workers call it
 // before each batch of work: their inputs stay queued meanwhile.
 func (e *Engine) waitRuntime(ctx context.Context) error {

@@ -38,6 +38,7 @@ func newTieWorld(t *testing.T, v verify.Valuation) *tieWorld {
 		}
 	}
 	ps := &podState{w: &podWorker{}, pod: pod}
+	ps.Bind(ps)
 	podSt, ok := fsm.ParsePodState(v.Single[fsm.PodMachineName])
 	if !ok {
 		t.Fatalf("pod state %q", v.Single[fsm.PodMachineName])

@@ -8,6 +8,7 @@ import (
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/inbox"
 	"github.com/speclet/speclet/engine/pleg"
+	"github.com/speclet/speclet/engine/pods"
 	"github.com/speclet/speclet/engine/prober"
 	"github.com/speclet/speclet/fsm"
 )
@@ -33,7 +34,7 @@ var plegInputs = [...]fsm.Input{
 }
 
 func newPodWorker(e *Engine, pod *v1.Pod, ad *adoptedPod) *podWorker {
-	return &podWorker{e: e, uid: pod.UID, inbox: inbox.New[payload](podGrace), adopted: ad}
+	return &podWorker{e: e, uid: pod.UID, inbox: inbox.New[payload](pods.Grace), adopted: ad}
 }
 
 // handle turns one input into machine events through fsm.Route and fires
@@ -66,7 +67,7 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 		}
 		switch r.Pod {
 		case fsm.PodEventKill:
-			s.kill(podGrace(in.Pod), forcedKill(in.Pod))
+			s.Kill(pods.Grace(in.Pod), pods.ForcedKill(in.Pod))
 		case fsm.PodEventUpdate:
 			if !s.terminating() {
 				s.setSpec(in.Pod)
@@ -83,7 +84,7 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 		}
 		s.fire(ctx, r.Pod)
 	case inbox.Orphan:
-		s.kill(podGrace(s.pod), false)
+		s.Kill(pods.Grace(s.pod), false)
 		s.fire(ctx, fsm.Route(fsm.InputConfigRemove).Pod)
 	case inbox.PLEG:
 		r := fsm.Route(plegInputs[in.P.pleg.Type])
@@ -141,7 +142,7 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 		if s.evicted == nil {
 			s.evicted = in.P.evict
 		}
-		s.kill(in.P.evict.grace, false)
+		s.Kill(in.P.evict.grace, false)
 		s.w.publishStatus()
 		s.fire(ctx, fsm.Route(fsm.InputEvicted).Pod)
 	}

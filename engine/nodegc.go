@@ -13,6 +13,7 @@ import (
 	"github.com/speclet/speclet/engine/fire"
 	"github.com/speclet/speclet/engine/history"
 	"github.com/speclet/speclet/engine/observe"
+	"github.com/speclet/speclet/engine/pods"
 	"github.com/speclet/speclet/engine/reclaim"
 	"github.com/speclet/speclet/engine/runtimepods"
 	"github.com/speclet/speclet/engine/schedule"
@@ -85,7 +86,7 @@ func newNodeReclaim(e *Engine) *nodeReclaim {
 		NodeEvent: func(eventType, reason, message string) { e.nodeEvent(eventType, reason, "%s", message) },
 		ImageGC:   cfg.ImageGC, ImageGCPeriod: cfg.ImageGCPeriod, FsStat: cfg.FsStat,
 		Eviction: cfg.Eviction, EvictionPeriod: cfg.EvictionPeriod, Signals: cfg.Signals,
-		EvictionMaxPodGrace: cfg.EvictionMaxPodGrace, Pods: enginePods{e}, PodGrace: podGrace,
+		EvictionMaxPodGrace: cfg.EvictionMaxPodGrace, Pods: enginePods{e}, PodGrace: pods.Grace,
 		ContainerGC: policy, ContainerGCPeriod: gcPeriod,
 	})
 	n.machine = fsm.BindNodeMachine(fsm.NodeInitialState, n)

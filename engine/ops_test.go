@@ -34,10 +34,10 @@ func runAction[B any](t *testing.T, ops map[string]optest.Action[B], name string
 // podOps are the pod machine's actions that call the runtime or deliver
 // events to the pod's other machines, by spec name.
 var podOps = map[string]optest.Action[*podState]{
-	fsm.PodActionSyncPod.String():        {CRI: fsm.PodActionCRI[fsm.PodActionSyncPod], First: (*podState).syncPod},
-	fsm.PodActionKillContainers.String(): {CRI: fsm.PodActionCRI[fsm.PodActionKillContainers], First: (*podState).killContainers},
-	fsm.PodActionStopSandbox.String():    {CRI: fsm.PodActionCRI[fsm.PodActionStopSandbox], First: (*podState).stopSandbox},
-	fsm.PodActionRemovePod.String():      {CRI: fsm.PodActionCRI[fsm.PodActionRemovePod], First: (*podState).removePod},
+	fsm.PodActionSyncPod.String():        {CRI: fsm.PodActionCRI[fsm.PodActionSyncPod], First: (*podState).SyncPodOp},
+	fsm.PodActionKillContainers.String(): {CRI: fsm.PodActionCRI[fsm.PodActionKillContainers], First: (*podState).KillContainersOp},
+	fsm.PodActionStopSandbox.String():    {CRI: fsm.PodActionCRI[fsm.PodActionStopSandbox], First: (*podState).StopSandboxOp},
+	fsm.PodActionRemovePod.String():      {CRI: fsm.PodActionCRI[fsm.PodActionRemovePod], First: (*podState).RemovePodOp},
 }
 
 // ctrOps are the container machine's actions that call the runtime, by

@@ -12,32 +12,31 @@ import (
 	"github.com/speclet/speclet/engine/fire"
 	"github.com/speclet/speclet/engine/history"
 	"github.com/speclet/speclet/engine/observe"
+	"github.com/speclet/speclet/engine/pods"
 	"github.com/speclet/speclet/engine/schedule"
 	"github.com/speclet/speclet/fsm"
 )
 
 // podState is the worker goroutine's view of one pod: the pod machine, the
 // sandbox machine, one container machine per container, and what the runtime
-// holds of the pod. It implements fsm.PodGuards, fsm.PodActions and
-// fsm.PodDurations; every CRI call that changes the pod in the runtime is
-// made by one of those actions or by an action of the sandbox or a container
-// machine.
+// holds of the pod. It implements fsm.PodGuards (pod.go, admit.go); the
+// pod machine's actions and durations are engine/pods' Pod, embedded, whose
+// pods.Owner it is (pod_owner.go). Every CRI call that changes the pod in
+// the runtime is made by one of those actions or by an action of the
+// sandbox or a container machine.
 type podState struct {
+	pods.Pod // the start time, grace period, volumes, and the pod machine's actions and durations
+
 	w       *podWorker
 	e       *Engine
 	evicted *evictionOrder // the eviction manager evicted the pod: Failed, Evicted
-	// deadlineExceeded: the pod ran past spec.activeDeadlineSeconds
-	// (exceed_deadline): Failed, DeadlineExceeded.
-	deadlineExceeded bool
-	pod              *v1.Pod
-	machine          *fsm.PodMachine
-	sandbox          *sandboxState
+	pod     *v1.Pod
+	machine *fsm.PodMachine
+	sandbox *sandboxState
 
 	inits      []*ctrState // init containers (sidecars included), spec order
 	containers []*ctrState // regular containers, spec order
 	ephemerals []*ctrState // ephemeral containers, spec order
-
-	startTime time.Time
 
 	// For speclet_pod_start_duration_seconds: when the worker first saw the
 	// pod (zero for a pod adopted from the runtime), the time its images
@@ -45,22 +44,11 @@ type podState struct {
 	firstSeen    time.Time
 	pullTime     time.Duration
 	startCounted bool
-	syncs        int // sync_pod runs so far (the first is operation "create")
-
-	// The effective grace period of a kill (seconds, -1 before any kill),
-	// when it ends, and whether 0 was asked for explicitly.
-	grace         int64
-	graceDeadline time.Time
-	forced        bool
 
 	// lastStatus is the status last published, of the pod object pubFrom
 	// (s.pod then).
 	lastStatus *v1.PodStatus
 	pubFrom    *v1.Pod
-
-	// mounted holds the volumes mount_volumes set up at least once; a
-	// later refresh failing for one of them does not hold the pod back.
-	mounted map[string]bool
 
 	run fire.Run[fsm.PodState, fsm.PodEvent, fsm.PodAction, fsm.PodGuard, *podState] // the pod machine in the fire loop
 	// container events that bring adopted containers in line with the
@@ -76,15 +64,14 @@ type adoptEvent struct {
 	ev fsm.ContainerEvent
 }
 
-var _ fsm.PodGuards = (*podState)(nil)
-var _ fsm.PodActions = (*podState)(nil)
-var _ fsm.PodDurations = (*podState)(nil)
+var _ fsm.PodImpl = (*podState)(nil)
 
 // newPodState builds the state of a new pod, or of a pod adopted from the
 // runtime after a restart (ad != nil): its ready sandbox is reused and its
 // containers' machines start in the state the runtime reports.
 func newPodState(w *podWorker, pod *v1.Pod, ad *adoptedPod) *podState {
-	s := &podState{w: w, e: w.e, pod: pod, grace: -1, firstSeen: w.e.clock.Now()}
+	s := &podState{w: w, e: w.e, pod: pod, firstSeen: w.e.clock.Now()}
+	s.Bind(s)
 	s.machine = fsm.BindPodMachine(fsm.PodInitialState, s)
 	s.run = fire.NewRun(s, podObservers)
 	s.sandbox = newSandboxState(s)
@@ -274,23 +261,4 @@ func (s *podState) AllContainersStopped() bool {
 		}
 	}
 	return true
-}
-
-// --- durations ---
-
-func (s *podState) Resync() time.Duration { return jitter(s.e.cfg.SyncFrequency) }
-
-// ActiveDeadline is what is left of spec.activeDeadlineSeconds since the
-// pod's start time (0 once it ran out); -1, no timer, for a pod without a
-// deadline or not started.
-func (s *podState) ActiveDeadline() time.Duration {
-	ads := s.pod.Spec.ActiveDeadlineSeconds
-	if ads == nil || s.startTime.IsZero() {
-		return -1
-	}
-	return max(0, s.startTime.Add(time.Duration(*ads)*time.Second).Sub(s.e.clock.Now()))
-}
-
-func (s *podState) SyncBackoff() time.Duration {
-	return jitter(fsm.PodDurationDefaults[fsm.PodDurationSyncBackoff])
 }

@@ -108,7 +108,7 @@ func (s *podState) adopt(a *adoptedPod) {
 	s.firstSeen = time.Time{} // it started before the restart: no start to observe
 	sb := s.sandbox.adopt(a)
 	if sb != nil {
-		s.startTime = time.Unix(0, sb.CreatedAt)
+		s.SetStartTime(time.Unix(0, sb.CreatedAt))
 		s.machine = fsm.BindPodMachine(fsm.PodStateSynced, s)
 		s.w.setPodState(fsm.PodStateSynced)
 		s.w.setTimers(podOwner, s.timers(s.e.clock.Now()))

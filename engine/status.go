@@ -3,6 +3,7 @@ package engine
 import (
 	"github.com/speclet/speclet/engine/containers"
 	"github.com/speclet/speclet/engine/images"
+	"github.com/speclet/speclet/engine/pods"
 	"github.com/speclet/speclet/engine/podstatus"
 )
 
@@ -27,7 +28,7 @@ const (
 	// ReasonEvicted is the reason of a pod the eviction manager evicted.
 	ReasonEvicted = podstatus.ReasonEvicted
 	// ReasonFailedMount: a volume of the pod could not be set up.
-	ReasonFailedMount     = "FailedMount"
+	ReasonFailedMount     = pods.ReasonFailedMount
 	ReasonPodInitializing = "PodInitializing"
 	ReasonCompleted       = podstatus.ReasonCompleted
 	ReasonError           = podstatus.ReasonError

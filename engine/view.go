@@ -10,7 +10,7 @@ import (
 func (s *podState) view() *podView {
 	ready := s.sandbox.ready()
 	v := &podView{
-		Pod: s.pod, SandboxReady: ready, PodIP: s.sandbox.PodIP(), HostIP: s.e.cfg.NodeIP, StartTime: s.startTime,
+		Pod: s.pod, SandboxReady: ready, PodIP: s.sandbox.PodIP(), HostIP: s.e.cfg.NodeIP, StartTime: s.StartTime(),
 		Terminating: s.terminating(), RuntimeName: s.e.runtimeName,
 	}
 	if s.pod.Spec.HostNetwork && ready {
@@ -22,7 +22,7 @@ func (s *podState) view() *podView {
 	if s.evicted != nil {
 		v.Evicted = s.evicted.message
 	}
-	v.DeadlineExceeded = s.deadlineExceeded
+	v.DeadlineExceeded = s.DeadlineExceeded()
 	v.Terminated = s.terminated()
 	for _, c := range s.inits {
 		if c.spec != nil {
