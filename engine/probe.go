@@ -151,17 +151,9 @@ func (ps *probeState) Post(r probes.Report) {
 	ps.c.p.w.post(input{Kind: inbox.Probe, P: payload{probe: r}})
 }
 
-// Event logs a probe's Unhealthy (at warn level) or ProbeWarning and
-// records it as a Warning event of the container.
-func (ps *probeState) Event(reason, msg string) {
-	c := ps.c
-	level := slog.LevelInfo
-	if reason == "Unhealthy" {
-		level = slog.LevelWarn
-	}
-	c.p.e.log.Log(context.Background(), level, reason, "pod", c.p.key(), "container", c.name, "message", msg)
-	c.event(eventWarning, reason, "%s", msg)
-}
+// Event records a probe's Unhealthy or ProbeWarning as a Warning event of
+// the container.
+func (ps *probeState) Event(reason, msg string) { ps.c.event(eventWarning, reason, "%s", msg) }
 
 // Kill kills the container through its machine because its probe of kind
 // k failed, with the probe's grace period (-1: the pod's).

@@ -21,11 +21,11 @@ package pods
 import (
 	"context"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
 	"github.com/speclet/speclet/cri"
@@ -141,7 +141,7 @@ func (p *Pod) DeadlineExceeded() bool { return p.deadlineExceeded }
 // --- durations ---
 
 // Resync is the synced pod's next sync: SyncFrequency plus jitter.
-func (p *Pod) Resync() time.Duration { return Jitter(p.o.SyncFrequency()) }
+func (p *Pod) Resync() time.Duration { return wait.Jitter(p.o.SyncFrequency(), requeueJitter) }
 
 // ActiveDeadline is what is left of spec.activeDeadlineSeconds since the
 // pod's start time (0 once it ran out); -1, no timer, for a pod without a
@@ -156,14 +156,12 @@ func (p *Pod) ActiveDeadline() time.Duration {
 
 // SyncBackoff is the wait before a failed sync is retried, with jitter.
 func (p *Pod) SyncBackoff() time.Duration {
-	return Jitter(fsm.PodDurationDefaults[fsm.PodDurationSyncBackoff])
+	return wait.Jitter(fsm.PodDurationDefaults[fsm.PodDurationSyncBackoff], requeueJitter)
 }
 
-// Jitter returns d plus up to 10% (kubelet's wait.Jitter(d, 0.1) is what it
-// adds to its requeue delays).
-func Jitter(d time.Duration) time.Duration {
-	return d + time.Duration(rand.Int64N(int64(d)/10+1))
-}
+// requeueJitter is the share of a requeue delay kubelet adds at random
+// (wait.Jitter(d, 0.1)).
+const requeueJitter = 0.1
 
 // --- the grace period ---
 

@@ -22,6 +22,7 @@ package probes
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -79,8 +80,12 @@ type Container interface {
 	// probe of kind k failed, with the probe's grace period in seconds
 	// (-1: the pod's).
 	Kill(ctx context.Context, k prober.Kind, grace int64)
+	// Logger and LogAttrs are where and with which attributes (the pod,
+	// the container) a probe's outcome is logged.
+	Logger() *slog.Logger
+	LogAttrs() []any
 	// Event records a Warning event about the container, reason Unhealthy
-	// or ProbeWarning, and logs it.
+	// or ProbeWarning.
 	Event(reason, message string)
 }
 
@@ -245,10 +250,14 @@ func (p *Workers) Result(r Report) (fsm.Input, bool) {
 	}
 	w.inFlight = false
 	if !r.Success {
-		p.c.Event("Unhealthy", fmt.Sprintf("%s%s probe failed: %s", strings.ToUpper(r.Kind.String()[:1]), r.Kind.String()[1:], r.Output))
+		msg := fmt.Sprintf("%s%s probe failed: %s", strings.ToUpper(r.Kind.String()[:1]), r.Kind.String()[1:], r.Output)
+		p.c.Logger().Warn("Unhealthy", append(p.c.LogAttrs(), "message", msg)...)
+		p.c.Event("Unhealthy", msg)
 	}
 	if r.Success && r.Output != "" {
-		p.c.Event("ProbeWarning", fmt.Sprintf("%s probe warning: %s", r.Kind, r.Output))
+		msg := fmt.Sprintf("%s probe warning: %s", r.Kind, r.Output)
+		p.c.Logger().Info("ProbeWarning", append(p.c.LogAttrs(), "message", msg)...)
+		p.c.Event("ProbeWarning", msg)
 	}
 	if got := w.run.Add(w.spec, r.Success); got == prober.Unknown || got == p.reported(r.Kind) {
 		return 0, false

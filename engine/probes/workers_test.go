@@ -3,6 +3,8 @@ package probes
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"slices"
 	"testing"
@@ -229,3 +231,6 @@ func TestTriggerReadiness(t *testing.T) {
 		t.Errorf("after the trigger next_probe %v, want one period from now", d)
 	}
 }
+
+func (c *fakeContainer) Logger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func (c *fakeContainer) LogAttrs() []any      { return []any{"container", c.spec.Name} }
