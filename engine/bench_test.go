@@ -152,8 +152,8 @@ func BenchmarkFireLoop(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		w := &podWorker{e: e}
-		s := &podState{w: w, e: e, pod: &v1.Pod{}}
+		w := &podWorker{h: &e.host}
+		s := &podState{w: w, h: &e.host, pod: &v1.Pod{}}
 		s.Bind(s)
 		s.machine = fsm.NewPodMachineAt(fsm.PodStateSynced, benchGuards{})
 		r := fire.NewRun(s, podObservers)

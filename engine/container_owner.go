@@ -32,20 +32,20 @@ func (c *ctrState) Ephemeral() bool               { return c.ephemeral }
 func (c *ctrState) Pod() *v1.Pod                  { return c.p.pod }
 func (c *ctrState) Key() string                   { return c.p.key() }
 func (c *ctrState) State() fsm.ContainerState     { return c.machine.State() }
-func (c *ctrState) Runtime() cri.Runtime          { return c.p.e.rt }
-func (c *ctrState) Clock() clock.Clock            { return c.p.e.clock }
+func (c *ctrState) Runtime() cri.Runtime          { return c.p.h.rt }
+func (c *ctrState) Clock() clock.Clock            { return c.p.h.clock }
 func (c *ctrState) Raise(ev fsm.ContainerEvent)   { c.raise(ev) }
 func (c *ctrState) ProbeKilled() bool             { return c.probe.killed() }
 func (c *ctrState) Terminating() bool             { return c.p.terminating() }
 func (c *ctrState) Initialized() bool             { return c.p.initialized() }
-func (c *ctrState) RemainingGrace() int64         { return c.p.RemainingGrace(c.p.e.clock.Now()) }
-func (c *ctrState) CrashLoopDelay() time.Duration { return c.p.e.crashBackoff.Current(c.backoffKey()) }
-func (c *ctrState) CountCrash()                   { c.p.e.crashBackoff.Next(c.backoffKey()) }
-func (c *ctrState) PullDelay() time.Duration      { return c.p.e.pullBackoff.Peek(c.backoffKey()) }
-func (c *ctrState) CountStart(err error)          { c.p.e.metrics.ContainerStarted(err) }
+func (c *ctrState) RemainingGrace() int64         { return c.p.RemainingGrace(c.p.h.clock.Now()) }
+func (c *ctrState) CrashLoopDelay() time.Duration { return c.p.h.crashBackoff.Current(c.backoffKey()) }
+func (c *ctrState) CountCrash()                   { c.p.h.crashBackoff.Next(c.backoffKey()) }
+func (c *ctrState) PullDelay() time.Duration      { return c.p.h.pullBackoff.Peek(c.backoffKey()) }
+func (c *ctrState) CountStart(err error)          { c.p.h.metrics.ContainerStarted(err) }
 func (c *ctrState) SandboxID() string             { return c.p.sandbox.ID() }
 func (c *ctrState) PodIP() string                 { return c.p.sandbox.PodIP() }
-func (c *ctrState) Removed(id string)             { c.p.e.pleg.Forget(id) }
+func (c *ctrState) Removed(id string)             { c.p.h.pleg.Forget(id) }
 
 func (c *ctrState) SandboxConfig() *runtimeapi.PodSandboxConfig { return c.p.sandbox.Config() }
 
@@ -82,6 +82,6 @@ func (c *ctrState) RequestInputs(ctx context.Context) (func(*podspec.ContainerRe
 
 // GCPolicy is Config.ContainerGC's per-container part.
 func (c *ctrState) GCPolicy() (int, time.Duration) {
-	gc := c.p.e.cfg.ContainerGC
+	gc := c.p.h.cfg.ContainerGC
 	return gc.MaxPerContainer, gc.MinAge
 }

@@ -28,7 +28,7 @@ func TestForgottenHistories(t *testing.T) {
 	forget := func(name string) {
 		t.Helper()
 		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID("uid-" + name)}}
-		w := newPodWorker(e, pod, nil)
+		w := newPodWorker(&e.host, pod, nil)
 		w.hist.SetMachines([]MachineState{{Machine: fsm.PodMachineName, State: "finished", Since: clk.Now()}})
 		w.pubPod, w.pubStatus = pod, &v1.PodStatus{Phase: v1.PodSucceeded}
 		e.mu.Lock()
@@ -92,7 +92,7 @@ func BenchmarkForgetHistory(b *testing.B) {
 	ws := make([]*podWorker, 1024)
 	for i := range ws {
 		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("p%04d", i), UID: types.UID(fmt.Sprintf("uid-%04d", i))}}
-		ws[i] = newPodWorker(e, pod, nil)
+		ws[i] = newPodWorker(&e.host, pod, nil)
 		ws[i].hist.SetMachines([]MachineState{{Machine: fsm.PodMachineName, State: "finished"}})
 	}
 	e.mu.Lock()

@@ -89,7 +89,7 @@ func (e *Engine) worker(uid types.UID, create bool, pod *v1.Pod) *podWorker {
 	}
 	ad := e.adopted[uid]
 	delete(e.adopted, uid)
-	w = newPodWorker(e, pod, ad)
+	w = newPodWorker(&e.host, pod, ad)
 	w.pod = pod
 	if w.runtimeHandler, w.refusal = e.admitLocked(pod, ad != nil); w.refusal != nil {
 		e.log.Warn("pod refused admission", "pod", pod.Namespace+"/"+pod.Name, "uid", uid, "reason", w.refusal.Reason, "message", w.refusal.Message)

@@ -78,8 +78,8 @@ func refNames(rs []spec.MRef) []string {
 func (c *effectChecker) take(e *Engine) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	v := c.violations[e]
-	delete(c.violations, e)
+	v := c.violations[&e.host]
+	delete(c.violations, &e.host)
 	return v
 }
 

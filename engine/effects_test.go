@@ -128,11 +128,11 @@ type effectChecker struct {
 
 	mu         sync.Mutex
 	owners     map[owner]*effectOwner
-	runs       map[string]int // "machine.action" -> runs checked
-	outcomes   map[string]int // "machine.action -> event" (or "nothing") -> runs
-	sent       map[string]int // "machine.action -> machine.event" -> deliveries
-	observed   map[string]int // "machine.event" an observer delivered -> times
-	violations map[*Engine][]string
+	runs       map[string]int     // "machine.action" -> runs checked
+	outcomes   map[string]int     // "machine.action -> event" (or "nothing") -> runs
+	sent       map[string]int     // "machine.action -> machine.event" -> deliveries
+	observed   map[string]int     // "machine.event" an observer delivered -> times
+	violations map[*host][]string // by the engine's host
 }
 
 func newEffectChecker() *effectChecker {
@@ -141,7 +141,7 @@ func newEffectChecker() *effectChecker {
 		panic(diags.Error())
 	}
 	c := &effectChecker{effects: map[string]*spec.Effect{}, externals: map[string]bool{}, owners: map[owner]*effectOwner{},
-		runs: map[string]int{}, outcomes: map[string]int{}, sent: map[string]int{}, observed: map[string]int{}, violations: map[*Engine][]string{}}
+		runs: map[string]int{}, outcomes: map[string]int{}, sent: map[string]int{}, observed: map[string]int{}, violations: map[*host][]string{}}
 	for _, e := range s.System.Effects {
 		c.effects[e.Machine.Name+"."+e.Action.Name] = e
 	}
@@ -153,7 +153,7 @@ func newEffectChecker() *effectChecker {
 
 // violate records a violation of o's engine. c.mu is held.
 func (c *effectChecker) violate(o owner, format string, args ...any) {
-	e := o.engine()
+	e := o.host()
 	msg := fmt.Sprintf(format, args...)
 	if attrs := o.LogAttrs(); len(attrs) > 0 {
 		msg += fmt.Sprintf(" %v", attrs)

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
-	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/detach"
 	"github.com/speclet/speclet/engine/metrics"
@@ -43,21 +42,7 @@ const (
 // Engine runs pods: one worker per pod UID drives the generated pod and
 // container machines and turns their actions into CRI calls.
 type Engine struct {
-	volumes *volume.Manager // sets up and tears down pod volumes
-	cfg     Config
-	rt      cri.Runtime
-	clock   clock.WithTicker
-	log     *slog.Logger
-	metrics *metrics.Metrics
-	sinks   observe.Sinks // the common observers' (engine/observe)
-
-	// allocatable is what a resourceFieldRef limit falls back to
-	// (podAllocatable).
-	allocatable v1.ResourceList
-
-	crashBackoff *backoff
-	pullBackoff  *backoff
-	pleg         *pleg.PLEG
+	host // the settings and services the pod workers read (host.go)
 
 	// mu guards the worker table and static name ownership; it is never held
 	// across a CRI call.
@@ -83,10 +68,7 @@ type Engine struct {
 	runtimeErr atomic.Pointer[error] // last runtime health error, nil when healthy
 	checking   atomic.Bool           // a runtime check runs
 	sweeping   atomic.Bool           // strays are being listed (strays.go)
-	// runtimeName prefixes container IDs in statuses ("containerd://<id>"),
-	// from the runtime's Version; "cri" when it does not say.
-	runtimeName string
-	gate        atomic.Pointer[chan struct{}]
+	gate       atomic.Pointer[chan struct{}]
 	// node owns the node machine (image GC), run by its own goroutine.
 	node *nodeReclaim
 }
@@ -146,21 +128,24 @@ func New(cfg Config) (*Engine, error) {
 		cfg.NodeIP = nodeIP()
 	}
 	e := &Engine{
-		cfg:          cfg,
-		rt:           cfg.Runtime,
-		clock:        cfg.Clock,
-		log:          cfg.Log,
-		crashBackoff: newBackoff(cfg.Clock, cfg.CrashLoopBackOffBase, cfg.CrashLoopBackOffMax, backOffResetAfter),
-		pullBackoff:  newBackoff(cfg.Clock, cfg.ImagePullBackOffBase, ImagePullBackOffMax, backOffResetAfter),
-		pleg:         pleg.New(cfg.Runtime, cfg.Clock, runtimepods.Identify),
-		workers:      map[types.UID]*podWorker{},
-		adopted:      map[types.UID]*adoptedPod{},
-		desired:      map[types.UID]*v1.Pod{},
-		gone:         map[types.UID]goneHistory{},
-		runtimeName:  "cri",
-		allocatable:  podAllocatable(cfg.Allocatable),
-		volumes:      &volume.Manager{Root: cfg.RootDir, API: cfg.VolumeAPI, Node: nodeAllocatable(cfg.Allocatable), Now: cfg.Clock.Now},
+		host: host{
+			cfg:          cfg,
+			rt:           cfg.Runtime,
+			clock:        cfg.Clock,
+			log:          cfg.Log,
+			crashBackoff: newBackoff(cfg.Clock, cfg.CrashLoopBackOffBase, cfg.CrashLoopBackOffMax, backOffResetAfter),
+			pullBackoff:  newBackoff(cfg.Clock, cfg.ImagePullBackOffBase, ImagePullBackOffMax, backOffResetAfter),
+			pleg:         pleg.New(cfg.Runtime, cfg.Clock, runtimepods.Identify),
+			runtimeName:  "cri",
+			allocatable:  podAllocatable(cfg.Allocatable),
+			volumes:      &volume.Manager{Root: cfg.RootDir, API: cfg.VolumeAPI, Node: nodeAllocatable(cfg.Allocatable), Now: cfg.Clock.Now},
+		},
+		workers: map[types.UID]*podWorker{},
+		adopted: map[types.UID]*adoptedPod{},
+		desired: map[types.UID]*v1.Pod{},
+		gone:    map[types.UID]goneHistory{},
 	}
+	e.eng = e
 	m, err := metrics.New(cfg.Registerer, e.machines)
 	if err != nil {
 		return nil, err
@@ -274,8 +259,13 @@ func (e *Engine) ctx() context.Context {
 	return e.runCtx
 }
 
-// probeJitter is the random delay of a first probe, at most period.
-func (e *Engine) probeJitter(period time.Duration) time.Duration {
+// firstProbeDelay is the random delay of a first probe, at most period,
+// while the engine started less than period ago (kubelet's jitter of the
+// probe workers it starts at once); 0 afterwards.
+func (e *Engine) firstProbeDelay(period time.Duration) time.Duration {
+	if e.clock.Now().Sub(e.startedAt) >= period {
+		return 0
+	}
 	if e.cfg.ProbeJitter != nil {
 		return min(e.cfg.ProbeJitter(period), period)
 	}

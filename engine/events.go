@@ -50,14 +50,14 @@ func (e *Engine) nodeEvent(eventType, reason, format string, args ...any) {
 
 // event records an event about the pod.
 func (p *podState) event(eventType, reason, format string, args ...any) {
-	if r := p.e.cfg.Events; r != nil {
+	if r := p.h.cfg.Events; r != nil {
 		r.Event(p.pod, "", eventType, reason, fmt.Sprintf(format, args...))
 	}
 }
 
 // event records an event about the container.
 func (c *ctrState) event(eventType, reason, format string, args ...any) {
-	r := c.p.e.cfg.Events
+	r := c.p.h.cfg.Events
 	if r == nil {
 		return
 	}
@@ -74,7 +74,7 @@ func (c *ctrState) event(eventType, reason, format string, args ...any) {
 // a sync finds the pull backing off, with the status ImagePullBackOff.)
 func recordContainerEvent(_ context.Context, st *ctrStep) {
 	c := st.Owner
-	if c.p.e.cfg.Events == nil || c.spec == nil || st.From == st.To {
+	if c.p.h.cfg.Events == nil || c.spec == nil || st.From == st.To {
 		return
 	}
 	switch st.To {

@@ -10,8 +10,8 @@ import "github.com/speclet/speclet/engine/observe"
 // packages it embeds: a podState, sandboxState (engine/sandbox), ctrState
 // (engine/containers, and engine/images for the image actions) or
 // probeState (engine/probes) of a pod worker, or the nodeReclaim
-// (engine/reclaim).
+// (engine/reclaim). host is the engine's host (host.go) it runs under.
 type owner interface {
 	observe.Owner
-	engine() *Engine
+	host() *host
 }

@@ -21,7 +21,7 @@ var _ images.Container = (*ctrState)(nil)
 
 // Secrets is the API server's (Config.VolumeAPI), or nil.
 func (c *ctrState) Secrets() images.Secrets {
-	if api := c.p.e.cfg.VolumeAPI; api != nil {
+	if api := c.p.h.cfg.VolumeAPI; api != nil {
 		return api
 	}
 	return nil
@@ -35,7 +35,7 @@ func (c *ctrState) PodEvent(eventType, reason, format string, args ...any) {
 // Pulled counts a pull in the metrics and the pod's pull time (the
 // PodStarted metric's).
 func (c *ctrState) Pulled(d time.Duration) {
-	c.p.e.metrics.ImagePulled(d)
+	c.p.h.metrics.ImagePulled(d)
 	c.p.w.mu.Lock()
 	c.p.pullTime += d
 	c.p.w.mu.Unlock()
@@ -44,8 +44,8 @@ func (c *ctrState) Pulled(d time.Duration) {
 // PullBackoff advances the container's image pull backoff, or resets it.
 func (c *ctrState) PullBackoff(reset bool) {
 	if reset {
-		c.p.e.pullBackoff.Reset(c.backoffKey())
+		c.p.h.pullBackoff.Reset(c.backoffKey())
 		return
 	}
-	c.p.e.pullBackoff.Next(c.backoffKey())
+	c.p.h.pullBackoff.Next(c.backoffKey())
 }

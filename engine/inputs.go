@@ -33,8 +33,8 @@ var plegInputs = [...]fsm.Input{
 	pleg.SandboxDied:      fsm.InputSandboxDied,
 }
 
-func newPodWorker(e *Engine, pod *v1.Pod, ad *adoptedPod) *podWorker {
-	return &podWorker{e: e, uid: pod.UID, inbox: inbox.New[payload](pods.Grace), adopted: ad}
+func newPodWorker(h *host, pod *v1.Pod, ad *adoptedPod) *podWorker {
+	return &podWorker{h: h, uid: pod.UID, inbox: inbox.New[payload](pods.Grace), adopted: ad}
 }
 
 // handle turns one input into machine events through fsm.Route and fires

@@ -33,7 +33,7 @@ func lifecycleAttrs(o owner, w *podWorker, extra ...any) []any {
 // its kill.
 func logContainerStep(ctx context.Context, st *ctrStep) {
 	c := st.Owner
-	log := c.p.e.log
+	log := c.p.h.log
 	if !log.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
@@ -71,7 +71,7 @@ func logContainerStep(ctx context.Context, st *ctrStep) {
 // its completion, its end.
 func logPodStep(ctx context.Context, st *podStep) {
 	s := st.Owner
-	log := s.e.log
+	log := s.h.log
 	if st.From == st.To || !log.Enabled(ctx, slog.LevelInfo) {
 		return
 	}

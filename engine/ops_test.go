@@ -75,7 +75,7 @@ func testPod(t *testing.T) *podState {
 		t.Fatal(err)
 	}
 	pod := benchPod(0)
-	return newPodState(newPodWorker(e, pod, nil), pod, nil)
+	return newPodState(newPodWorker(&e.host, pod, nil), pod, nil)
 }
 
 // withSandboxes gives the pod the sandboxes ids (oldest first) as after a

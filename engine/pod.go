@@ -28,7 +28,7 @@ type podState struct {
 	pods.Pod // the start time, grace period, volumes, and the pod machine's actions and durations
 
 	w       *podWorker
-	e       *Engine
+	h       *host
 	evicted *evictionOrder // the eviction manager evicted the pod: Failed, Evicted
 	pod     *v1.Pod
 	machine *fsm.PodMachine
@@ -70,7 +70,7 @@ var _ fsm.PodImpl = (*podState)(nil)
 // runtime after a restart (ad != nil): its ready sandbox is reused and its
 // containers' machines start in the state the runtime reports.
 func newPodState(w *podWorker, pod *v1.Pod, ad *adoptedPod) *podState {
-	s := &podState{w: w, e: w.e, pod: pod, firstSeen: w.e.clock.Now()}
+	s := &podState{w: w, h: w.h, pod: pod, firstSeen: w.h.clock.Now()}
 	s.Bind(s)
 	s.machine = fsm.BindPodMachine(fsm.PodInitialState, s)
 	s.run = fire.NewRun(s, podObservers)
@@ -89,10 +89,10 @@ func (s *podState) fire(ctx context.Context, ev fsm.PodEvent) { fire.Fire(ctx, s
 // running step's actions.
 func (s *podState) raise(ev fsm.PodEvent) { s.run.Raise(ev) }
 
-func (s *podState) engine() *Engine       { return s.e }
-func (s *podState) Sinks() *observe.Sinks { return &s.e.sinks }
-func (s *podState) Now() time.Time        { return s.e.clock.Now() }
-func (s *podState) Logger() *slog.Logger  { return s.e.log }
+func (s *podState) host() *host           { return s.h }
+func (s *podState) Sinks() *observe.Sinks { return &s.h.sinks }
+func (s *podState) Now() time.Time        { return s.h.clock.Now() }
+func (s *podState) Logger() *slog.Logger  { return s.h.log }
 func (s *podState) LogAttrs() []any       { return []any{"pod", s.key()} }
 func (s *podState) Record() *history.Log  { return &s.w.hist }
 func (s *podState) Instance() string      { return "" }
@@ -117,7 +117,7 @@ func podEntered(_ context.Context, st *podStep) {
 		return
 	}
 	s := st.Owner
-	s.w.setTimers(podOwner, s.timers(s.e.clock.Now()))
+	s.w.setTimers(podOwner, s.timers(s.h.clock.Now()))
 	s.w.setPodState(st.To)
 }
 
@@ -225,7 +225,7 @@ func (s *podState) noteRunning() {
 		}
 	}
 	s.startCounted = true
-	s.e.metrics.PodStarted(s.e.clock.Since(s.firstSeen), s.pullTime)
+	s.h.metrics.PodStarted(s.h.clock.Since(s.firstSeen), s.pullTime)
 }
 
 // --- guards ---
@@ -233,7 +233,7 @@ func (s *podState) noteRunning() {
 // NameTaken: a static pod whose full name another UID holds or waits for
 // ahead of this one.
 func (s *podState) NameTaken() bool {
-	return config.IsStatic(s.pod) && s.e.nameTaken(fullName(s.pod), s.pod.UID)
+	return config.IsStatic(s.pod) && s.h.eng.nameTaken(fullName(s.pod), s.pod.UID)
 }
 
 // PodDone: no container will run again. Every regular container machine is

@@ -30,15 +30,15 @@ var _ pods.Owner = (*podState)(nil)
 
 func (s *podState) Spec() *v1.Pod                           { return s.pod }
 func (s *podState) Key() string                             { return s.key() }
-func (s *podState) Clock() clock.Clock                      { return s.e.clock }
-func (s *podState) Runtime() cri.Runtime                    { return s.e.rt }
+func (s *podState) Clock() clock.Clock                      { return s.h.clock }
+func (s *podState) Runtime() cri.Runtime                    { return s.h.rt }
 func (s *podState) Raise(ev fsm.PodEvent)                   { s.raise(ev) }
-func (s *podState) SyncFrequency() time.Duration            { return s.e.cfg.SyncFrequency }
-func (s *podState) Volumes() pods.Volumes                   { return s.e.volumes }
-func (s *podState) RootDir() string                         { return s.e.cfg.RootDir }
+func (s *podState) SyncFrequency() time.Duration            { return s.h.cfg.SyncFrequency }
+func (s *podState) Volumes() pods.Volumes                   { return s.h.volumes }
+func (s *podState) RootDir() string                         { return s.h.cfg.RootDir }
 func (s *podState) AddProbes()                              { s.addProbes() }
 func (s *podState) Publish()                                { s.w.publishStatus() }
-func (s *podState) FreeName()                               { s.e.releaseName(fullName(s.pod), s.pod.UID) }
+func (s *podState) FreeName()                               { s.h.eng.releaseName(fullName(s.pod), s.pod.UID) }
 func (s *podState) SandboxState() fsm.SandboxState          { return s.sandbox.machine.State() }
 func (s *podState) SandboxErr() error                       { return s.sandbox.Err() }
 func (s *podState) DropSandboxConfig()                      { s.sandbox.DropConfig() }
@@ -50,7 +50,7 @@ func (s *podState) Event(eventType, reason, format string, args ...any) {
 }
 
 // WorkerDuration counts what a pod action of kind took.
-func (s *podState) WorkerDuration(kind string, d time.Duration) { s.e.metrics.WorkerDuration(kind, d) }
+func (s *podState) WorkerDuration(kind string, d time.Duration) { s.h.metrics.WorkerDuration(kind, d) }
 
 // FireSandbox delivers ev to the sandbox machine.
 func (s *podState) FireSandbox(ctx context.Context, ev fsm.SandboxEvent) { s.sandbox.fire(ctx, ev) }
@@ -91,13 +91,13 @@ func (s *podState) FireContainers(ctx context.Context, ev fsm.ContainerEvent) {
 func (s *podState) RemovedAll(ctx context.Context) {
 	for _, c := range s.all() {
 		for _, id := range c.Instances() {
-			s.e.pleg.Forget(id)
+			s.h.pleg.Forget(id)
 		}
 		c.DropInstances()
 		c.fire(ctx, fsm.ContainerEventRemoved)
 	}
 	for _, id := range s.sandbox.IDs() {
-		s.e.pleg.ForgetSandbox(id)
+		s.h.pleg.ForgetSandbox(id)
 	}
 	s.sandbox.fire(ctx, fsm.SandboxEventRemoved)
 }

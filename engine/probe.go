@@ -76,10 +76,10 @@ func (ps *probeState) fire(ctx context.Context, ev fsm.ProbeEvent) {
 }
 
 // The machine's observers (observe.Owner) see the container's.
-func (ps *probeState) engine() *Engine       { return ps.c.p.e }
-func (ps *probeState) Sinks() *observe.Sinks { return &ps.c.p.e.sinks }
-func (ps *probeState) Now() time.Time        { return ps.c.p.e.clock.Now() }
-func (ps *probeState) Logger() *slog.Logger  { return ps.c.p.e.log }
+func (ps *probeState) host() *host           { return ps.c.p.h }
+func (ps *probeState) Sinks() *observe.Sinks { return &ps.c.p.h.sinks }
+func (ps *probeState) Now() time.Time        { return ps.c.p.h.clock.Now() }
+func (ps *probeState) Logger() *slog.Logger  { return ps.c.p.h.log }
 func (ps *probeState) LogAttrs() []any       { return ps.c.LogAttrs() }
 func (ps *probeState) Record() *history.Log  { return &ps.c.p.w.hist }
 func (ps *probeState) Instance() string      { return ps.c.name }
@@ -122,7 +122,7 @@ func (ps *probeState) containerEntered(ctx context.Context, s fsm.ContainerState
 func (ps *probeState) Name() string             { return ps.c.name }
 func (ps *probeState) Spec() *v1.Container      { return ps.c.spec }
 func (ps *probeState) StartedAt() time.Time     { return ps.c.StartedAt() }
-func (ps *probeState) Context() context.Context { return ps.c.p.e.ctx() }
+func (ps *probeState) Context() context.Context { return ps.c.p.h.eng.ctx() }
 func (ps *probeState) State() fsm.ProbeState    { return ps.machine.State() }
 func (ps *probeState) Raise(ev fsm.ProbeEvent)  { ps.run.Raise(ev) }
 
@@ -130,7 +130,7 @@ func (ps *probeState) Raise(ev fsm.ProbeEvent)  { ps.run.Raise(ev) }
 func (ps *probeState) Target() handlers.Target {
 	t := ps.c.HookTarget()
 	if ps.c.p.pod.Spec.HostNetwork {
-		t.PodIP = ps.c.p.e.cfg.NodeIP
+		t.PodIP = ps.c.p.h.cfg.NodeIP
 	}
 	return t
 }
@@ -138,11 +138,7 @@ func (ps *probeState) Target() handlers.Target {
 // Jitter is the engine's probe jitter while it started less than one
 // period ago.
 func (ps *probeState) Jitter(period time.Duration) time.Duration {
-	e := ps.c.p.e
-	if e.clock.Now().Sub(e.startedAt) < period {
-		return e.probeJitter(period)
-	}
-	return 0
+	return ps.c.p.h.eng.firstProbeDelay(period)
 }
 
 // Post hands a raw result to the pod worker as an input. It reads nothing
@@ -160,7 +156,7 @@ func (ps *probeState) Event(reason, msg string) { ps.c.event(eventWarning, reaso
 func (ps *probeState) Kill(ctx context.Context, k prober.Kind, grace int64) {
 	c := ps.c
 	msg := fmt.Sprintf("Container %s failed %s probe, will be restarted", c.name, k)
-	c.p.e.log.Info("Killing", "pod", c.p.key(), "container", c.name, "message", msg)
+	c.p.h.log.Info("Killing", "pod", c.p.key(), "container", c.name, "message", msg)
 	c.event(eventNormal, "Killing", "%s", msg)
 	c.KilledByProbe(grace)
 	c.fire(ctx, fsm.ContainerEventLivenessFailed)

@@ -111,7 +111,7 @@ func (s *podState) adopt(a *adoptedPod) {
 		s.SetStartTime(time.Unix(0, sb.CreatedAt))
 		s.machine = fsm.BindPodMachine(fsm.PodStateSynced, s)
 		s.w.setPodState(fsm.PodStateSynced)
-		s.w.setTimers(podOwner, s.timers(s.e.clock.Now()))
+		s.w.setTimers(podOwner, s.timers(s.h.clock.Now()))
 	}
 	ready := s.sandbox.machine.State() == fsm.SandboxStateReady
 	for name, cs := range a.Containers {

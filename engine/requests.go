@@ -22,18 +22,6 @@ import (
 // <root>/logs/<namespace>_<name>_<uid>.
 func podLogDir(root string, pod *v1.Pod) string { return podspec.LogDir(root, pod) }
 
-// node is what engine/podspec reads about this node.
-func (e *Engine) podNode() podspec.Node {
-	return podspec.Node{RootDir: e.cfg.RootDir, MemoryCapacity: e.cfg.MemoryCapacity, Static: config.IsStatic,
-		Name: e.cfg.NodeName, IP: e.cfg.NodeIP, Allocatable: e.allocatable,
-		ClusterDNS: e.cfg.ClusterDNS, ClusterDomain: e.cfg.ClusterDomain, ResolvConf: e.cfg.ResolvConf,
-		Warn: func(pod *v1.Pod, reason, msg string) {
-			if r := e.cfg.Events; r != nil {
-				r.Event(pod, "", eventWarning, reason, msg)
-			}
-		}}
-}
-
 // sandboxConfig builds the RunPodSandbox request for pod (engine/podspec)
 // with speclet's labels and annotations.
 func sandboxConfig(n podspec.Node, pod *v1.Pod, attempt uint32, cgroupParent string) (*runtimeapi.PodSandboxConfig, error) {
@@ -132,7 +120,7 @@ func runtimeAnnotations(pod map[string]string) map[string]string {
 // with what there is.
 func (p *podState) requestInputs(ctx context.Context) (func(*podspec.ContainerRequest), error) {
 	var services []*v1.Service
-	if list := p.e.cfg.Services; list != nil {
+	if list := p.h.cfg.Services; list != nil {
 		var err error
 		services, err = list()
 		if err != nil && !config.IsStatic(p.pod) {
@@ -142,18 +130,18 @@ func (p *podState) requestInputs(ctx context.Context) (func(*podspec.ContainerRe
 	return func(r *podspec.ContainerRequest) {
 		podIP := p.sandbox.PodIP()
 		if p.pod.Spec.HostNetwork {
-			podIP = p.e.cfg.NodeIP
+			podIP = p.h.cfg.NodeIP
 		}
 		if podIP != "" {
 			r.PodIPs = []string{podIP}
 		}
-		if ip := p.e.cfg.NodeIP; ip != "" {
+		if ip := p.h.cfg.NodeIP; ip != "" {
 			r.HostIPs = []string{ip}
 		}
-		if api := p.e.cfg.VolumeAPI; api != nil {
+		if api := p.h.cfg.VolumeAPI; api != nil {
 			r.Objects = apiObjects{ctx: ctx, api: api, ns: p.pod.Namespace}
 		}
-		if p.e.cfg.Services != nil {
+		if p.h.cfg.Services != nil {
 			r.ServiceEnv = podspec.ServiceEnv(services, p.pod.Namespace, p.pod.Spec.EnableServiceLinks)
 		}
 	}, nil

@@ -13,15 +13,15 @@ import (
 // restart is built again for its attempt, as RunSandbox built it.
 func TestSandboxConfigRebuilt(t *testing.T) {
 	s := testPod(t)
-	e, pod := s.e, s.pod
-	want, err := sandboxConfig(e.podNode(), pod, 2, s.cgroupParent())
+	h, pod := s.h, s.pod
+	want, err := sandboxConfig(h.podNode(), pod, 2, s.cgroupParent())
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.sandbox.adopt(&adoptedPod{Sandboxes: []*runtimeapi.PodSandbox{{Id: "sb-2", State: runtimeapi.PodSandboxState_SANDBOX_READY,
 		Metadata: &runtimeapi.PodSandboxMetadata{Attempt: 2}}}})
 	got := s.sandbox.Config()
-	if !proto.Equal(got, want) || got.LogDirectory != podspec.LogDir(e.cfg.RootDir, pod) {
+	if !proto.Equal(got, want) || got.LogDirectory != podspec.LogDir(h.cfg.RootDir, pod) {
 		t.Errorf("rebuilt config %v, want %v", got, want)
 	}
 }

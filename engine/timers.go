@@ -39,7 +39,7 @@ func (w *podWorker) takeDue(now time.Time, keep func(owner string) bool) []sched
 // fireDue fires the timers that ran out, earliest first. A timer whose
 // machine left its state meanwhile was cancelled by setTimers.
 func (w *podWorker) fireDue(ctx context.Context) {
-	for _, t := range w.takeDue(w.e.clock.Now(), nil) {
+	for _, t := range w.takeDue(w.h.clock.Now(), nil) {
 		t.Fire(ctx)
 	}
 }
@@ -57,7 +57,7 @@ const maxDueRounds = 8
 func (w *podWorker) fireDueNow(ctx context.Context) {
 	container := func(owner string) bool { return strings.HasPrefix(owner, containerOwner) }
 	for i := 0; i < maxDueRounds && ctx.Err() == nil; i++ {
-		due := w.takeDue(w.e.clock.Now(), container)
+		due := w.takeDue(w.h.clock.Now(), container)
 		if len(due) == 0 {
 			return
 		}

@@ -10,11 +10,11 @@ import (
 func (s *podState) view() *podView {
 	ready := s.sandbox.ready()
 	v := &podView{
-		Pod: s.pod, SandboxReady: ready, PodIP: s.sandbox.PodIP(), HostIP: s.e.cfg.NodeIP, StartTime: s.StartTime(),
-		Terminating: s.terminating(), RuntimeName: s.e.runtimeName,
+		Pod: s.pod, SandboxReady: ready, PodIP: s.sandbox.PodIP(), HostIP: s.h.cfg.NodeIP, StartTime: s.StartTime(),
+		Terminating: s.terminating(), RuntimeName: s.h.runtimeName,
 	}
 	if s.pod.Spec.HostNetwork && ready {
-		v.PodIP = s.e.cfg.NodeIP // a hostNetwork pod has the node's address
+		v.PodIP = s.h.cfg.NodeIP // a hostNetwork pod has the node's address
 	}
 	if r := s.w.refusal; r != nil {
 		v.Refused = r
@@ -129,7 +129,7 @@ func (w *podWorker) publishStatus() {
 	if s == nil {
 		return
 	}
-	st := podstatus.Compute(s.lastStatus, s.view(), w.e.clock.Now())
+	st := podstatus.Compute(s.lastStatus, s.view(), w.h.clock.Now())
 	var buf [8]MachineState // a pod of up to three containers lists them without allocating
 	ms := buf[:0]
 	ms = append(ms,

@@ -32,7 +32,7 @@ type payload struct {
 // the machines and calls the runtime. podState is a copy of the pod
 // machine's state that the worker publishes for the sync loop.
 type podWorker struct {
-	e     *Engine
+	h     *host
 	uid   types.UID
 	inbox *inbox.Inbox[payload]
 
@@ -96,7 +96,7 @@ func (w *podWorker) publishedLocked() *v1.Pod {
 	if w.pubPod == nil {
 		return nil
 	}
-	return publishedPod(w.pubPod, w.pubStatus, w.e.cfg.NodeName)
+	return publishedPod(w.pubPod, w.pubStatus, w.h.cfg.NodeName)
 }
 
 // publishedPod is pod with status on node: a shallow copy.
@@ -130,8 +130,8 @@ func (w *podWorker) publish(pod *v1.Pod, status *v1.PodStatus, st fsm.PodState) 
 	w.mu.Lock()
 	w.pubPod, w.pubStatus, w.pubState = pod, status, st
 	w.mu.Unlock()
-	if f := w.e.cfg.PublishedPod; f != nil && !w.inbox.Orphan() {
-		f(publishedPod(pod, status, w.e.cfg.NodeName))
+	if f := w.h.cfg.PublishedPod; f != nil && !w.inbox.Orphan() {
+		f(publishedPod(pod, status, w.h.cfg.NodeName))
 	}
 }
 
@@ -147,7 +147,7 @@ func (w *podWorker) run(ctx context.Context) {
 		if w.inbox.Stopped() {
 			return
 		}
-		if err := w.e.waitRuntime(ctx); err != nil {
+		if err := w.h.eng.waitRuntime(ctx); err != nil {
 			return
 		}
 		ins, actx, cancel, ok := w.inbox.Take(ctx)

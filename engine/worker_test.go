@@ -91,7 +91,7 @@ func TestPublishStatusUnchanged(t *testing.T) {
 	calls := 0
 	e.cfg.PublishedPod = func(*v1.Pod) { calls++ }
 	pod := benchPod(0)
-	w := newPodWorker(e, pod, nil)
+	w := newPodWorker(&e.host, pod, nil)
 	w.st = newPodState(w, pod, nil)
 	w.publishStatus()
 	first := w.pubStatus
