@@ -74,10 +74,7 @@ func (e *Engine) activePodsLocked() []*v1.Pod {
 		if w.refusal != nil || w.pod == nil {
 			continue
 		}
-		w.mu.Lock()
-		st := w.podState
-		w.mu.Unlock()
-		if st == fsm.PodStateTerminated || st == fsm.PodStateFinished {
+		if st := w.machineState(); st == fsm.PodStateTerminated || st == fsm.PodStateFinished {
 			continue
 		}
 		out = append(out, w.pod)

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/engine/history"
@@ -106,25 +105,6 @@ func (e *Engine) PodHistory(key string) (PodDebug, bool) {
 	return e.PodHistory(string(best.UID))
 }
 
-// debug is where the worker's machines are now, with the history when
-// asked: one snapshot, so the states agree with the newest transitions
-// (a machine's state is the To of its last transition), also in the middle
-// of a batch. The phase is the last published status's. ok is false before
-// the worker handled its first input.
-func (w *podWorker) debug(withHistory bool) (PodDebug, bool) {
-	w.mu.Lock()
-	d := PodDebug{UID: w.uid}
-	if w.pubPod != nil {
-		d.Namespace, d.Name, d.Phase = w.pubPod.Namespace, w.pubPod.Name, string(w.pubStatus.Phase)
-	}
-	w.mu.Unlock()
-	d.Machines, d.History = w.hist.Snapshot(withHistory)
-	if len(d.Machines) == 0 {
-		return d, false
-	}
-	return d, true
-}
-
 // goneEntry is a UID of Engine.gone in the order of forgetting: the entry
 // is stale once its UID was forgotten again (its seq no longer gone's).
 type goneEntry struct {
@@ -144,13 +124,7 @@ func (e *Engine) forgetLocked(w *podWorker) {
 	d.Gone = true
 	now := e.clock.Now()
 	e.goneN++
-	g := goneHistory{at: now, seq: e.goneN, pod: d}
-	w.mu.Lock()
-	if w.pubPod != nil && podStopped(w.pubState) {
-		g.final = &v1.Pod{TypeMeta: w.pubPod.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: w.pubPod.Name, Namespace: w.pubPod.Namespace, UID: w.pubPod.UID},
-			Status: *w.pubStatus.DeepCopy()}
-	}
-	w.mu.Unlock()
+	g := goneHistory{at: now, seq: e.goneN, pod: d, final: w.finalStatus()}
 	e.gone[w.uid] = g
 	e.goneSeq = append(e.goneSeq, goneEntry{uid: w.uid, seq: g.seq})
 	for len(e.goneSeq) > 0 {

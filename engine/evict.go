@@ -49,9 +49,7 @@ func (p enginePods) Evictable() []*v1.Pod {
 	defer e.mu.RUnlock()
 	var out []*v1.Pod
 	for _, w := range e.workers {
-		w.mu.Lock()
-		st, pub := w.podState, w.publishedLocked()
-		w.mu.Unlock()
+		st, pub := w.published()
 		if w.refusal != nil || pub == nil || w.pod == nil {
 			continue
 		}
@@ -86,8 +84,6 @@ func (p enginePods) Terminating(uid types.UID) bool {
 	if w == nil {
 		return false
 	}
-	w.mu.Lock()
-	st := w.podState
-	w.mu.Unlock()
+	st := w.machineState()
 	return st != fsm.PodStateTerminated && st != fsm.PodStateFinished
 }

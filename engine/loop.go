@@ -12,7 +12,6 @@ import (
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/inbox"
 	"github.com/speclet/speclet/engine/pleg"
-	"github.com/speclet/speclet/fsm"
 )
 
 // runPLEG relists every period and, when the runtime streams container
@@ -181,9 +180,7 @@ func (e *Engine) purgeFinished() {
 	var restart []*v1.Pod
 	purged := map[types.UID][]string{} // UID -> its log directory, when known
 	for uid, w := range e.workers {
-		w.mu.Lock()
-		fin, pub := w.podState == fsm.PodStateFinished, w.pubPod
-		w.mu.Unlock()
+		fin, pub := w.finished()
 		killed := w.inbox.KillPosted()
 		if !fin {
 			continue

@@ -116,18 +116,7 @@ func (e *Engine) PodStopped(uid types.UID) (final *v1.Pod, stopped bool) {
 	if w == nil {
 		return kept, true // purged: its final status if kept (history.go)
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !podStopped(w.podState) {
-		return nil, false
-	}
-	if w.pubPod == nil {
-		return nil, true
-	}
-	if !podStopped(w.pubState) {
-		return nil, false
-	}
-	return w.publishedLocked().DeepCopy(), true
+	return w.stoppedPod()
 }
 
 func podStopped(s fsm.PodState) bool {

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/engine/config"
@@ -115,6 +116,80 @@ func (w *podWorker) publishedPhase() v1.PodPhase {
 		return ""
 	}
 	return w.pubStatus.Phase
+}
+
+// machineState is the pod machine's state as last published.
+func (w *podWorker) machineState() fsm.PodState {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.podState
+}
+
+// published is the pod machine's state with the last published pod (nil
+// before the first publish), read together.
+func (w *podWorker) published() (fsm.PodState, *v1.Pod) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.podState, w.publishedLocked()
+}
+
+// stoppedPod is the final pod for PodStopped: stopped when the pod machine
+// is terminated or finished; final is the last published pod then, if it
+// was published in such a state (nil when stopped before any publish), a
+// deep copy.
+func (w *podWorker) stoppedPod() (final *v1.Pod, stopped bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !podStopped(w.podState) {
+		return nil, false
+	}
+	if w.pubPod == nil {
+		return nil, true
+	}
+	if !podStopped(w.pubState) {
+		return nil, false
+	}
+	return w.publishedLocked().DeepCopy(), true
+}
+
+// finalStatus is the identity and status the worker published after its
+// pod machine stopped, nil if none: what a purged worker leaves for
+// PodStopped (debug.go's goneHistory). The spec is not kept.
+func (w *podWorker) finalStatus() *v1.Pod {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.pubPod == nil || !podStopped(w.pubState) {
+		return nil
+	}
+	return &v1.Pod{TypeMeta: w.pubPod.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: w.pubPod.Name, Namespace: w.pubPod.Namespace, UID: w.pubPod.UID},
+		Status: *w.pubStatus.DeepCopy()}
+}
+
+// finished reports whether the pod machine finished, with the pod object
+// last published (nil before the first publish).
+func (w *podWorker) finished() (bool, *v1.Pod) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.podState == fsm.PodStateFinished, w.pubPod
+}
+
+// debug is where the worker's machines are now, with the history when
+// asked: one snapshot, so the states agree with the newest transitions
+// (a machine's state is the To of its last transition), also in the middle
+// of a batch. The phase is the last published status's. ok is false before
+// the worker handled its first input.
+func (w *podWorker) debug(withHistory bool) (PodDebug, bool) {
+	w.mu.Lock()
+	d := PodDebug{UID: w.uid}
+	if w.pubPod != nil {
+		d.Namespace, d.Name, d.Phase = w.pubPod.Namespace, w.pubPod.Name, string(w.pubStatus.Phase)
+	}
+	w.mu.Unlock()
+	d.Machines, d.History = w.hist.Snapshot(withHistory)
+	if len(d.Machines) == 0 {
+		return d, false
+	}
+	return d, true
 }
 
 // setPodState publishes the pod machine's state after it entered one.
