@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/engine/volume"
 )
 
@@ -42,7 +43,7 @@ func testPodDirectoriesCleanup(t *testing.T) {
 	data, keep := pod("data"), pod("keep")
 	h.send(config.PodUpdate{Op: config.OpAdd, Source: config.SourceFile, Pods: []*v1.Pod{data, keep}})
 	vol := volume.HostPath(root, data, &data.Spec.Volumes[0])
-	logs := podLogDir(root, data)
+	logs := podspec.LogDir(root, data)
 	keepVol := volume.HostPath(root, keep, &keep.Spec.Volumes[0])
 	if !exists(vol) || !exists(keepVol) {
 		t.Fatalf("emptyDirs %s, %s not created", vol, keepVol)

@@ -116,10 +116,10 @@
 //     kill is handled when they return. A create whose name containerd
 //     still reserves for an earlier unanswered attempt of the same create
 //     adopts that object instead of failing on every retry.
-//   - cleanup.go: removing the directories (volumes, logs) and the pod
-//     cgroups of pods gone from every source and from the runtime, after
-//     unmounting what is still mounted under them (tmpfs volumes of a pod
-//     removed while the agent was down).
+//   - cleanup.go, engine/poddirs: removing the directories (volumes, logs)
+//     and the pod cgroups of pods gone from every source and from the
+//     runtime, after unmounting what is still mounted under them (tmpfs
+//     volumes of a pod removed while the agent was down).
 //   - engine/pods MountVolumes / UnmountVolumes, allocatable.go: the pod machine's
 //     mount_volumes (run by sync_pod before the sandbox) and
 //     unmount_volumes (run by remove_pod) over engine/volume; a volume that

@@ -12,6 +12,7 @@ import (
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/inbox"
 	"github.com/speclet/speclet/engine/pleg"
+	"github.com/speclet/speclet/engine/podspec"
 )
 
 // runPLEG relists every period and, when the runtime streams container
@@ -190,7 +191,7 @@ func (e *Engine) purgeFinished() {
 		if pub != nil {
 			name = pub.Namespace + "/" + pub.Name
 			if pub.UID == uid {
-				logDirs = []string{podLogDir(e.cfg.RootDir, pub)}
+				logDirs = []string{podspec.LogDir(e.cfg.RootDir, pub)}
 			}
 		}
 		want := e.desired[uid]
@@ -214,8 +215,9 @@ func (e *Engine) purgeFinished() {
 	// Nothing of a finished pod is left in the runtime: its directories go
 	// before a pod declared again with its UID gets a new worker, so that
 	// it starts with fresh emptyDirs.
+	dirs := e.podDirs()
 	for uid, logDirs := range purged {
-		e.removePodDirs(uid, logDirs)
+		dirs.Remove(uid, logDirs)
 	}
 	for _, pod := range restart {
 		if w := e.worker(pod.UID, true, pod); w != nil {

@@ -18,10 +18,6 @@ import (
 // speclet's identity, bounds what speclet writes to the runtime, and holds
 // the small CRI helpers the actions share.
 
-// podLogDir is the sandbox LogDirectory under --root-dir:
-// <root>/logs/<namespace>_<name>_<uid>.
-func podLogDir(root string, pod *v1.Pod) string { return podspec.LogDir(root, pod) }
-
 // sandboxConfig builds the RunPodSandbox request for pod (engine/podspec)
 // with speclet's labels and annotations.
 func sandboxConfig(n podspec.Node, pod *v1.Pod, attempt uint32, cgroupParent string) (*runtimeapi.PodSandboxConfig, error) {

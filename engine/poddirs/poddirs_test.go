@@ -1,0 +1,89 @@
+package poddirs
+
+import (
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func dirs(t *testing.T, paths ...string) Dirs {
+	t.Helper()
+	root := t.TempDir()
+	for _, p := range paths {
+		if err := os.MkdirAll(filepath.Join(root, p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return Dirs{Root: root, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+// List names every UID with a pod directory or a log directory, with the
+// paths of its log directories in name order; a log directory whose name
+// has no UID part is not a pod's.
+func TestList(t *testing.T) {
+	d := dirs(t, "pods/u1/volumes", "pods/u2", "logs/ns_b_u1", "logs/ns_a_u1", "logs/ns_c_u3", "logs/stray")
+	got := d.List()
+	want := Listing{
+		"u1": {filepath.Join(d.Root, "logs", "ns_a_u1"), filepath.Join(d.Root, "logs", "ns_b_u1")},
+		"u2": {},
+		"u3": {filepath.Join(d.Root, "logs", "ns_c_u3")},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("List() = %v, want %v", got, want)
+	}
+	if got := (Dirs{Root: filepath.Join(d.Root, "none")}).List(); len(got) != 0 {
+		t.Errorf("List of a missing root = %v, want empty", got)
+	}
+}
+
+// Remove takes the pod's directory and the log directories it is given,
+// or, given nil, those <root>/logs holds for the UID; other pods' stay.
+func TestRemove(t *testing.T) {
+	d := dirs(t, "pods/u1/volumes/x", "pods/u2", "logs/ns_a_u1", "logs/ns_b_u1", "logs/ns_c_u2")
+	d.Remove("u1", nil)
+	for _, p := range []string{"pods/u1", "logs/ns_a_u1", "logs/ns_b_u1"} {
+		if exists(filepath.Join(d.Root, p)) {
+			t.Errorf("Remove(u1, nil): %s still there", p)
+		}
+	}
+	for _, p := range []string{"pods/u2", "logs/ns_c_u2"} {
+		if !exists(filepath.Join(d.Root, p)) {
+			t.Errorf("Remove(u1, nil): %s of another pod removed", p)
+		}
+	}
+
+	// Given the log directories, it removes those only.
+	d = dirs(t, "pods/u1", "logs/ns_a_u1", "logs/ns_old_u1")
+	d.Remove(types.UID("u1"), []string{filepath.Join(d.Root, "logs", "ns_a_u1")})
+	if exists(filepath.Join(d.Root, "pods/u1")) || exists(filepath.Join(d.Root, "logs/ns_a_u1")) {
+		t.Error("Remove(u1, [ns_a_u1]): the pod's directories are still there")
+	}
+	if !exists(filepath.Join(d.Root, "logs/ns_old_u1")) {
+		t.Error("Remove(u1, [ns_a_u1]) removed a log directory it was not given")
+	}
+
+	// A UID with nothing on disk is no error.
+	d.Remove("none", []string{})
+}
+
+func TestLogDirUID(t *testing.T) {
+	for name, want := range map[string]types.UID{
+		"default_web_1234-abcd":  "1234-abcd",
+		"ns_name_with_under_uid": "uid",
+		"noseparator":            "",
+	} {
+		if got := logDirUID(name); got != want {
+			t.Errorf("logDirUID(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
