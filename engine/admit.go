@@ -71,13 +71,13 @@ func (e *Engine) admitLocked(pod *v1.Pod, adopted bool) (handler string, r *refu
 func (e *Engine) activePodsLocked() []*v1.Pod {
 	out := make([]*v1.Pod, 0, len(e.workers))
 	for _, w := range e.workers {
-		if w.refusal != nil || w.pod == nil {
+		if w.Refusal() != nil || w.Pod() == nil {
 			continue
 		}
-		if st := w.machineState(); st == fsm.PodStateTerminated || st == fsm.PodStateFinished {
+		if st := w.MachineState(); st == fsm.PodStateTerminated || st == fsm.PodStateFinished {
 			continue
 		}
-		out = append(out, w.pod)
+		out = append(out, w.Pod())
 	}
 	return out
 }
@@ -101,6 +101,3 @@ func (e *Engine) nodeObject(fresh bool) *v1.Node {
 	}
 	return n
 }
-
-// AdmissionRefused: the pod was refused admission when first declared.
-func (s *podState) AdmissionRefused() bool { return s.w.refusal != nil }

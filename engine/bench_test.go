@@ -3,13 +3,10 @@ package engine
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,12 +14,8 @@ import (
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/config"
-	"github.com/speclet/speclet/engine/fire"
 	"github.com/speclet/speclet/engine/pleg"
-	"github.com/speclet/speclet/engine/podspec"
-	"github.com/speclet/speclet/engine/podstatus"
 	"github.com/speclet/speclet/engine/runtimepods"
-	"github.com/speclet/speclet/fsm"
 )
 
 func benchPod(i int) *v1.Pod {
@@ -36,25 +29,6 @@ func benchPod(i int) *v1.Pod {
 	}
 }
 
-// BenchmarkStatus measures computing a pod status from its view (one init
-// container, two regular containers).
-func BenchmarkStatus(b *testing.B) {
-	pod := benchPod(0)
-	now := time.Now()
-	v := &podView{Pod: pod, SandboxReady: true, StartTime: now,
-		Inits: []containerView{{Name: "init", Init: true, Phase: phaseTerminated, Current: &termination{ExitCode: 0}}},
-		Containers: []containerView{
-			{Name: "app", Phase: phaseRunning, Ready: true, StartedAt: now, ContainerID: "abc"},
-			{Name: "side", Phase: phaseWaiting, WaitingReason: ReasonCrashLoopBackOff, Last: &termination{ExitCode: 1}},
-		}}
-	var prev *v1.PodStatus
-	b.ReportAllocs()
-	for b.Loop() {
-		st := podstatus.Compute(prev, v, now)
-		prev = &st
-	}
-}
-
 // BenchmarkRelist measures one PLEG relist against the simulated runtime
 // holding N running pods (ListContainers over gRPC plus the diff).
 func BenchmarkRelist(b *testing.B) {
@@ -63,18 +37,7 @@ func BenchmarkRelist(b *testing.B) {
 			_, rt := startSim(b)
 			ctx := context.Background()
 			for i := 0; i < n; i++ {
-				pod := benchPod(i)
-				cfg, _ := sandboxConfig(podspec.Node{RootDir: b.TempDir()}, pod, 0, "")
-				cfg.LogDirectory = ""
-				sb, err := rt.RunPodSandbox(ctx, cfg, "")
-				if err != nil {
-					b.Fatal(err)
-				}
-				cc, _ := containerConfig(podspec.Node{}, pod, &pod.Spec.Containers[0], 0, "", false, podspec.ImageUser{})
-				id, err := rt.CreateContainer(ctx, sb, cc, cfg)
-				if err != nil {
-					b.Fatal(err)
-				}
+				id := createContainer(b, rt, benchPod(i))
 				if err := rt.StartContainer(ctx, id); err != nil {
 					b.Fatal(err)
 				}
@@ -128,7 +91,7 @@ func BenchmarkEventToStatus(b *testing.B) {
 			b.Fatal(err)
 		}
 		for {
-			p := w.snapshot()
+			p := w.Snapshot()
 			if st := p.Status.ContainerStatuses; len(st) == 1 && st[0].State.Running == nil {
 				break
 			}
@@ -138,63 +101,6 @@ func BenchmarkEventToStatus(b *testing.B) {
 	}
 	b.ReportMetric(float64(total.Microseconds())/float64(b.N)/1000, "ms/event")
 }
-
-// BenchmarkFireLoop measures one transition through the engine's fire loop
-// (engine/fire) on a pod machine cycling synced -sync-> syncing
-// -sync_ok-> synced with no actions run: Fire and the pod machine's
-// observers (the transition counter, the state-duration histogram, the
-// history record, the debug and operator logs, the timers of the state
-// entered). "bare" is Fire alone, "loop" without a registry, "loop+metrics"
-// with one.
-func BenchmarkFireLoop(b *testing.B) {
-	run := func(b *testing.B, reg prometheus.Registerer) {
-		e, err := New(Config{Runtime: nopRuntime{}, RootDir: b.TempDir(), Registerer: reg, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if err != nil {
-			b.Fatal(err)
-		}
-		w := &podWorker{h: &e.host}
-		s := &podState{w: w, h: &e.host, pod: &v1.Pod{}}
-		s.Bind(s)
-		s.machine = fsm.NewPodMachineAt(fsm.PodStateSynced, benchGuards{})
-		r := fire.NewRun(s, podObservers)
-		m := noActions{s.machine}
-		evs := [2]fsm.PodEvent{fsm.PodEventSync, fsm.PodEventSyncOk}
-		ctx := context.Background()
-		b.ReportAllocs()
-		for i := 0; b.Loop(); i++ {
-			fire.Fire(ctx, m, &r, evs[i%2])
-		}
-	}
-	b.Run("bare", func(b *testing.B) {
-		m := fsm.NewPodMachineAt(fsm.PodStateSynced, benchGuards{})
-		evs := [2]fsm.PodEvent{fsm.PodEventSync, fsm.PodEventSyncOk}
-		b.ReportAllocs()
-		for i := 0; b.Loop(); i++ {
-			if _, err := m.Fire(evs[i%2]); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("loop", func(b *testing.B) { run(b, nil) })
-	b.Run("loop+metrics", func(b *testing.B) { run(b, prometheus.NewRegistry()) })
-}
-
-// noActions is a pod machine whose steps have no actions: only the loop's
-// own cost is measured.
-type noActions struct{ *fsm.PodMachine }
-
-func (m noActions) Fire(ev fsm.PodEvent) (fsm.PodStep, error) {
-	st, err := m.PodMachine.Fire(ev)
-	st.Actions = nil
-	return st, err
-}
-
-type benchGuards struct{}
-
-func (benchGuards) AdmissionRefused() bool     { return false }
-func (benchGuards) NameTaken() bool            { return false }
-func (benchGuards) PodDone() bool              { return false }
-func (benchGuards) AllContainersStopped() bool { return false }
 
 // nopRuntime satisfies cri.Runtime for engines that never call it.
 type nopRuntime struct{ cri.Runtime }

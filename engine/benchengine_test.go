@@ -41,7 +41,7 @@ func waitSettled(e *Engine) {
 		quiet++
 		e.mu.RLock()
 		for _, w := range e.workers {
-			if w.inbox.Len() > 0 {
+			if w.Queued() > 0 {
 				quiet = 0
 				break
 			}

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/engine/history"
+	"github.com/speclet/speclet/engine/worker"
 )
 
 // This file answers /debug/pods (engine/history keeps each pod's log): the
@@ -45,7 +46,7 @@ type goneHistory struct {
 // last minutes, with the current state of each of their machines.
 func (e *Engine) Debug() []PodDebug {
 	e.mu.RLock()
-	ws := make([]*podWorker, 0, len(e.workers))
+	ws := make([]*worker.Worker, 0, len(e.workers))
 	for _, w := range e.workers {
 		ws = append(ws, w)
 	}
@@ -56,7 +57,7 @@ func (e *Engine) Debug() []PodDebug {
 	e.mu.RUnlock()
 	out := make([]PodDebug, 0, len(ws)+len(gone))
 	for _, w := range ws {
-		if d, ok := w.debug(false); ok {
+		if d, ok := w.Debug(false); ok {
 			out = append(out, d)
 		}
 	}
@@ -85,7 +86,7 @@ func (e *Engine) PodHistory(key string) (PodDebug, bool) {
 	g, isGone := e.gone[types.UID(key)]
 	e.mu.RUnlock()
 	if w != nil {
-		return w.debug(true)
+		return w.Debug(true)
 	}
 	if isGone {
 		return g.pod, true
@@ -116,17 +117,22 @@ type goneEntry struct {
 // most historyPods of them, the latest forgotten. The caller holds e.mu.
 // It costs the same with 10,000 pods purged at once as with one: the
 // oldest are found at the front of goneSeq, not by a scan of gone.
-func (e *Engine) forgetLocked(w *podWorker) {
-	d, ok := w.debug(true)
-	if !ok {
-		return
+func (e *Engine) forgetLocked(w *worker.Worker) {
+	if d, ok := w.Debug(true); ok {
+		e.keepGoneLocked(d, w.FinalStatus())
 	}
+}
+
+// keepGoneLocked keeps d, the history of a purged pod, and final, the
+// status it published once stopped (nil: none), as goneHistory. The
+// caller holds e.mu.
+func (e *Engine) keepGoneLocked(d PodDebug, final *v1.Pod) {
 	d.Gone = true
 	now := e.clock.Now()
 	e.goneN++
-	g := goneHistory{at: now, seq: e.goneN, pod: d, final: w.finalStatus()}
-	e.gone[w.uid] = g
-	e.goneSeq = append(e.goneSeq, goneEntry{uid: w.uid, seq: g.seq})
+	g := goneHistory{at: now, seq: e.goneN, pod: d, final: final}
+	e.gone[d.UID] = g
+	e.goneSeq = append(e.goneSeq, goneEntry{uid: d.UID, seq: g.seq})
 	for len(e.goneSeq) > 0 {
 		first := e.goneSeq[0]
 		if g, ok := e.gone[first.uid]; ok && g.seq == first.seq {

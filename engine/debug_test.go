@@ -28,11 +28,11 @@ func TestForgottenHistories(t *testing.T) {
 	forget := func(name string) {
 		t.Helper()
 		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID("uid-" + name)}}
-		w := newPodWorker(&e.host, pod, nil)
-		w.hist.SetMachines([]MachineState{{Machine: fsm.PodMachineName, State: "finished", Since: clk.Now()}})
-		w.pubPod, w.pubStatus = pod, &v1.PodStatus{Phase: v1.PodSucceeded}
+		d := PodDebug{UID: pod.UID, Namespace: pod.Namespace, Name: pod.Name, Phase: string(v1.PodSucceeded),
+			Machines: []MachineState{{Machine: fsm.PodMachineName, State: "finished", Since: clk.Now()}}}
+		final := &v1.Pod{ObjectMeta: pod.ObjectMeta, Status: v1.PodStatus{Phase: v1.PodSucceeded}}
 		e.mu.Lock()
-		e.forgetLocked(w)
+		e.keepGoneLocked(d, final)
 		e.mu.Unlock()
 	}
 	gone := func() []string {
@@ -89,19 +89,18 @@ func BenchmarkForgetHistory(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ws := make([]*podWorker, 1024)
-	for i := range ws {
-		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("p%04d", i), UID: types.UID(fmt.Sprintf("uid-%04d", i))}}
-		ws[i] = newPodWorker(&e.host, pod, nil)
-		ws[i].hist.SetMachines([]MachineState{{Machine: fsm.PodMachineName, State: "finished"}})
+	ds := make([]PodDebug, 1024)
+	for i := range ds {
+		ds[i] = PodDebug{UID: types.UID(fmt.Sprintf("uid-%04d", i)), Namespace: "default", Name: fmt.Sprintf("p%04d", i),
+			Machines: []MachineState{{Machine: fsm.PodMachineName, State: "finished"}}}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, w := range ws[:historyPods] {
-		e.forgetLocked(w)
+	for _, d := range ds[:historyPods] {
+		e.keepGoneLocked(d, nil)
 	}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		e.forgetLocked(ws[i%len(ws)])
+		e.keepGoneLocked(ds[i%len(ds)], nil)
 	}
 }

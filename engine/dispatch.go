@@ -14,6 +14,7 @@ import (
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/inbox"
 	"github.com/speclet/speclet/engine/pleg"
+	"github.com/speclet/speclet/engine/worker"
 )
 
 // handleUpdate hands each pod of u to its worker, creating workers for new
@@ -70,12 +71,22 @@ func (e *Engine) handleUpdate(u config.PodUpdate) {
 		if w == nil {
 			continue
 		}
-		w.post(input{Kind: inbox.Config, Op: op, Pod: pod})
+		w.Post(worker.Input{Kind: inbox.Config, Op: op, Pod: pod})
 	}
 }
 
+// declaresPod reports an op after which the source declares the pod: the
+// engine wants it and creates its worker if it has none.
+func declaresPod(op config.Op) bool {
+	switch op {
+	case config.OpAdd, config.OpUpdate, config.OpRestore, config.OpReconcile:
+		return true
+	}
+	return false
+}
+
 // worker returns the worker of uid, creating it when create is set.
-func (e *Engine) worker(uid types.UID, create bool, pod *v1.Pod) *podWorker {
+func (e *Engine) worker(uid types.UID, create bool, pod *v1.Pod) *worker.Worker {
 	e.mu.RLock()
 	w := e.workers[uid]
 	e.mu.RUnlock()
@@ -89,18 +100,18 @@ func (e *Engine) worker(uid types.UID, create bool, pod *v1.Pod) *podWorker {
 	}
 	ad := e.adopted[uid]
 	delete(e.adopted, uid)
-	w = newPodWorker(&e.host, pod, ad)
-	w.pod = pod
-	if w.runtimeHandler, w.refusal = e.admitLocked(pod, ad != nil); w.refusal != nil {
-		e.log.Warn("pod refused admission", "pod", pod.Namespace+"/"+pod.Name, "uid", uid, "reason", w.refusal.Reason, "message", w.refusal.Message)
+	handler, refusal := e.admitLocked(pod, ad != nil)
+	if refusal != nil {
+		e.log.Warn("pod refused admission", "pod", pod.Namespace+"/"+pod.Name, "uid", uid, "reason", refusal.Reason, "message", refusal.Message)
 	}
+	w = worker.New(&e.host, pod, ad, handler, refusal)
 	if config.IsStatic(pod) {
-		e.names.Add(fullName(pod), uid)
+		e.names.Add(worker.FullName(pod), uid)
 	}
 	e.workers[uid] = w
 	e.metrics.SetWorkers(len(e.workers))
 	e.wg.Add(1)
-	go func() { defer e.wg.Done(); w.run(e.runCtx) }()
+	go func() { defer e.wg.Done(); w.Run(e.runCtx) }()
 	return w
 }
 
@@ -109,7 +120,7 @@ func (e *Engine) handlePLEG(ev pleg.Event) {
 		e.log.Log(context.Background(), LevelVerbose, "SyncLoop (PLEG)", "uid", ev.UID, "event", fmt.Sprint(ev.Type), "container", ev.Name, "container-id", ev.ContainerID)
 	}
 	if w := e.worker(ev.UID, false, nil); w != nil {
-		w.post(input{Kind: inbox.PLEG, P: payload{pleg: ev}})
+		w.Post(worker.Input{Kind: inbox.PLEG, P: worker.Payload{PLEG: ev}})
 	}
 }
 
@@ -117,7 +128,7 @@ func (e *Engine) handlePLEG(ev pleg.Event) {
 // It is safe to call from any goroutine.
 func (e *Engine) handleProbe(r ProbeResult) {
 	if w := e.worker(r.UID, false, nil); w != nil {
-		w.post(input{Kind: inbox.Probe, P: payload{probe: r}})
+		w.Post(worker.Input{Kind: inbox.Probe, P: worker.Payload{Probe: r}})
 	}
 }
 
@@ -127,8 +138,8 @@ func (e *Engine) syncDue() {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	for _, w := range e.workers {
-		if w.due(now) {
-			w.post(input{Kind: inbox.Sync})
+		if w.Due(now) {
+			w.Post(worker.Input{Kind: inbox.Sync})
 		}
 	}
 }

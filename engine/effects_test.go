@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/speclet/speclet/engine/fire"
+	"github.com/speclet/speclet/engine/observe"
+	"github.com/speclet/speclet/engine/worker"
 	"github.com/speclet/speclet/fsm"
 	"github.com/speclet/speclet/spec"
 )
@@ -39,49 +41,56 @@ import (
 // effects is the check every engine test feeds.
 var effects = newEffectChecker()
 
-// registerEffects registers the check's observer on every machine kind;
-// TestMain calls it unless benchmarks run (they measure the engine's own
-// observers).
+// registerEffects registers the check's observer on every machine kind:
+// a pod's through worker.AddCheck, the node's here. TestMain calls it
+// unless benchmarks run (they measure the engine's own observers).
 func registerEffects() {
-	podObservers = append(podObservers, effectObserver[fsm.PodState, fsm.PodEvent, fsm.PodAction, fsm.PodGuard](
-		func(s *podState) []fsm.PodEvent { return s.run.Pending() }))
-	sandboxObservers = append(sandboxObservers, effectObserver[fsm.SandboxState, fsm.SandboxEvent, fsm.SandboxAction, fsm.SandboxGuard](
-		func(sb *sandboxState) []fsm.SandboxEvent { return sb.run.Pending() }))
-	ctrObservers = append(ctrObservers, effectObserver[fsm.ContainerState, fsm.ContainerEvent, fsm.ContainerAction, fsm.ContainerGuard](
-		func(c *ctrState) []fsm.ContainerEvent { return c.run.Pending() }))
-	probeObservers = append(probeObservers, effectObserver[fsm.ProbeState, fsm.ProbeEvent, fsm.ProbeAction, fsm.ProbeGuard](
-		func(ps *probeState) []fsm.ProbeEvent { return ps.run.Pending() }))
-	nodeObservers = append(nodeObservers, effectObserver[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard](
-		func(n *nodeReclaim) []fsm.NodeEvent { return n.steps.Pending() }))
+	worker.AddCheck(worker.Check{
+		Scope: func(ctx context.Context, st worker.CheckStep, i int) context.Context {
+			return effectScope(ctx, st.Owner, st.Step, st.Machine, st.Event, st.Actions, st.Queued, st.LastErr, i)
+		},
+		Ran: func(_ context.Context, st worker.CheckStep) { effects.ran(st.Owner, st.Step, st.Queued, st.LastErr) },
+		Refused: func(ctx context.Context, st worker.CheckStep) {
+			effects.refused(ctx, st.Owner, st.Machine, st.Event, st.Queued)
+		},
+	})
+	type nodeStep = fire.Step[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard, *nodeReclaim]
+	view := func(st *nodeStep) (actions, queued []string, lastErr string) {
+		for _, a := range st.Actions {
+			actions = append(actions, a.String())
+		}
+		for _, e := range st.Owner.steps.Pending() {
+			queued = append(queued, e.String())
+		}
+		return actions, queued, lastError(st.Results)
+	}
+	nodeObservers = append(nodeObservers, fire.Observer[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard, *nodeReclaim]{
+		Scope: func(ctx context.Context, st *nodeStep, i int) context.Context {
+			actions, queued, lastErr := view(st)
+			return effectScope(ctx, st.Owner, st, st.Machine, st.Event.String(), actions, queued, lastErr, i)
+		},
+		Ran: func(_ context.Context, st *nodeStep) {
+			_, queued, lastErr := view(st)
+			effects.ran(st.Owner, st, queued, lastErr)
+		},
+		Refused: func(ctx context.Context, st *nodeStep) {
+			_, queued, _ := view(st)
+			effects.refused(ctx, st.Owner, st.Machine, st.Event.String(), queued)
+		},
+	})
 }
 
-// effectObserver follows the steps of one machine kind for effects; queue
-// is the owner's queue of raised events (run.queue).
-func effectObserver[S, E, A, G fsm.Enum, B owner](queue func(B) []E) fire.Observer[S, E, A, G, B] {
-	names := func(b B) []string {
-		q := queue(b)
-		out := make([]string, len(q))
-		for i, e := range q {
-			out[i] = e.String()
-		}
-		return out
+// effectScope is the context the observers of step st of o's machine run
+// under (i < 0), or its action i: the check follows each from there.
+// queued is o's queue of raised events, lastErr the error of the last
+// action that ran.
+func effectScope(ctx context.Context, o owner, st any, machine, event string, actions, queued []string, lastErr string, i int) context.Context {
+	if i < 0 {
+		effects.step(ctx, o, st, machine, event, queued)
+		return context.WithValue(ctx, effectScopeKey{}, hooksScope{machine: machine})
 	}
-	return fire.Observer[S, E, A, G, B]{
-		Scope: func(ctx context.Context, st *fire.Step[S, E, A, G, B], i int) context.Context {
-			if i < 0 {
-				effects.step(ctx, st.Owner, st, st.Machine, st.Event.String(), names(st.Owner))
-				return context.WithValue(ctx, effectScopeKey{}, hooksScope{machine: st.Machine})
-			}
-			run := effects.begin(st.Owner, st, st.Machine, st.Actions[i].String(), names(st.Owner), lastError(st.Results))
-			return context.WithValue(ctx, effectScopeKey{}, run)
-		},
-		Ran: func(_ context.Context, st *fire.Step[S, E, A, G, B]) {
-			effects.ran(st.Owner, st, names(st.Owner), lastError(st.Results))
-		},
-		Refused: func(ctx context.Context, st *fire.Step[S, E, A, G, B]) {
-			effects.refused(ctx, st.Owner, st.Machine, st.Event.String(), names(st.Owner))
-		},
-	}
+	run := effects.begin(o, st, machine, actions[i], queued, lastErr)
+	return context.WithValue(ctx, effectScopeKey{}, run)
 }
 
 // lastError is the error of the last action that ran, "" for none.
@@ -90,6 +99,21 @@ func lastError(rs []ActionResult) string {
 		return ""
 	}
 	return rs[len(rs)-1].Error
+}
+
+// owner is the owner of a machine the check follows: a pod's
+// (worker.Owner) or the node's (*nodeReclaim).
+type owner = observe.Owner
+
+// hostOf is the host of o's engine: the check keeps violations per engine.
+func hostOf(o owner) *worker.Host {
+	switch x := o.(type) {
+	case worker.Owner:
+		return x.Host()
+	case *nodeReclaim:
+		return &x.e.host
+	}
+	panic(fmt.Sprintf("effects: an owner of type %T", o))
 }
 
 // effectScopeKey keys the scope a context runs under: an *actionRun while
@@ -128,11 +152,11 @@ type effectChecker struct {
 
 	mu         sync.Mutex
 	owners     map[owner]*effectOwner
-	runs       map[string]int     // "machine.action" -> runs checked
-	outcomes   map[string]int     // "machine.action -> event" (or "nothing") -> runs
-	sent       map[string]int     // "machine.action -> machine.event" -> deliveries
-	observed   map[string]int     // "machine.event" an observer delivered -> times
-	violations map[*host][]string // by the engine's host
+	runs       map[string]int            // "machine.action" -> runs checked
+	outcomes   map[string]int            // "machine.action -> event" (or "nothing") -> runs
+	sent       map[string]int            // "machine.action -> machine.event" -> deliveries
+	observed   map[string]int            // "machine.event" an observer delivered -> times
+	violations map[*worker.Host][]string // by the engine's host
 }
 
 func newEffectChecker() *effectChecker {
@@ -141,7 +165,7 @@ func newEffectChecker() *effectChecker {
 		panic(diags.Error())
 	}
 	c := &effectChecker{effects: map[string]*spec.Effect{}, externals: map[string]bool{}, owners: map[owner]*effectOwner{},
-		runs: map[string]int{}, outcomes: map[string]int{}, sent: map[string]int{}, observed: map[string]int{}, violations: map[*host][]string{}}
+		runs: map[string]int{}, outcomes: map[string]int{}, sent: map[string]int{}, observed: map[string]int{}, violations: map[*worker.Host][]string{}}
 	for _, e := range s.System.Effects {
 		c.effects[e.Machine.Name+"."+e.Action.Name] = e
 	}
@@ -153,7 +177,7 @@ func newEffectChecker() *effectChecker {
 
 // violate records a violation of o's engine. c.mu is held.
 func (c *effectChecker) violate(o owner, format string, args ...any) {
-	e := o.host()
+	e := hostOf(o)
 	msg := fmt.Sprintf(format, args...)
 	if attrs := o.LogAttrs(); len(attrs) > 0 {
 		msg += fmt.Sprintf(" %v", attrs)
@@ -278,24 +302,16 @@ func (c *effectChecker) forget(o owner, eo *effectOwner) {
 // holds reports whether the once-per-pod machine of each of states is in
 // one of them, for o's pod.
 func (c *effectChecker) holds(o owner, states []spec.MRef) bool {
-	var p *podState
-	switch x := o.(type) {
-	case *podState:
-		p = x
-	case *sandboxState:
-		p = x.p
-	case *ctrState:
-		p = x.p
-	case *probeState:
-		p = x.c.p
-	}
+	p, ok := o.(worker.Owner)
 	for _, s := range states {
 		var cur string
 		switch {
-		case p != nil && s.Machine == fsm.PodMachineName:
-			cur = p.machine.State().String()
-		case p != nil && s.Machine == fsm.SandboxMachineName:
-			cur = p.sandbox.machine.State().String()
+		case ok && s.Machine == fsm.PodMachineName:
+			pod, _ := p.PodMachines()
+			cur = pod.String()
+		case ok && s.Machine == fsm.SandboxMachineName:
+			_, sb := p.PodMachines()
+			cur = sb.String()
 		default:
 			panic(fmt.Sprintf("effects: requires %s: the check reads the pod and sandbox machines only", s))
 		}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/detach"
 	"github.com/speclet/speclet/engine/metrics"
@@ -23,6 +24,7 @@ import (
 	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/engine/runtimepods"
 	"github.com/speclet/speclet/engine/volume"
+	"github.com/speclet/speclet/engine/worker"
 )
 
 // Engine timings that are not machine durations.
@@ -42,14 +44,28 @@ const (
 // Engine runs pods: one worker per pod UID drives the generated pod and
 // container machines and turns their actions into CRI calls.
 type Engine struct {
-	host // the settings and services the pod workers read (host.go)
+	volumes *volume.Manager // sets up and tears down pod volumes
+	cfg     Config
+	rt      cri.Runtime
+	clock   clock.WithTicker
+	log     *slog.Logger
+	metrics *metrics.Metrics
+	sinks   observe.Sinks // the common observers' (engine/observe)
+
+	crashBackoff *worker.Backoff
+	pullBackoff  *worker.Backoff
+	pleg         *pleg.PLEG
+
+	// host is what the pod workers read of the engine (engine/worker);
+	// each holds a pointer to it.
+	host worker.Host
 
 	// mu guards the worker table and static name ownership; it is never held
 	// across a CRI call.
 	mu       sync.RWMutex
-	workers  map[types.UID]*podWorker
+	workers  map[types.UID]*worker.Worker
 	names    names.Queues // static full names: the UID holding each and those waiting for it
-	adopted  map[types.UID]*adoptedPod
+	adopted  map[types.UID]*worker.Adopted
 	strays   map[types.UID]int         // UIDs in the runtime nobody owns -> consecutive housekeeping passes (strays.go)
 	desired  map[types.UID]*v1.Pod     // the pods the sources declare now, newest spec
 	gone     map[types.UID]goneHistory // the debug history of purged pods, for a while
@@ -128,24 +144,19 @@ func New(cfg Config) (*Engine, error) {
 		cfg.NodeIP = nodeIP()
 	}
 	e := &Engine{
-		host: host{
-			cfg:          cfg,
-			rt:           cfg.Runtime,
-			clock:        cfg.Clock,
-			log:          cfg.Log,
-			crashBackoff: newBackoff(cfg.Clock, cfg.CrashLoopBackOffBase, cfg.CrashLoopBackOffMax, backOffResetAfter),
-			pullBackoff:  newBackoff(cfg.Clock, cfg.ImagePullBackOffBase, ImagePullBackOffMax, backOffResetAfter),
-			pleg:         pleg.New(cfg.Runtime, cfg.Clock, runtimepods.Identify),
-			runtimeName:  "cri",
-			allocatable:  podAllocatable(cfg.Allocatable),
-			volumes:      &volume.Manager{Root: cfg.RootDir, API: cfg.VolumeAPI, Node: nodeAllocatable(cfg.Allocatable), Now: cfg.Clock.Now},
-		},
-		workers: map[types.UID]*podWorker{},
-		adopted: map[types.UID]*adoptedPod{},
-		desired: map[types.UID]*v1.Pod{},
-		gone:    map[types.UID]goneHistory{},
+		cfg:          cfg,
+		rt:           cfg.Runtime,
+		clock:        cfg.Clock,
+		log:          cfg.Log,
+		crashBackoff: worker.NewBackoff(cfg.Clock, cfg.CrashLoopBackOffBase, cfg.CrashLoopBackOffMax, backOffResetAfter),
+		pullBackoff:  worker.NewBackoff(cfg.Clock, cfg.ImagePullBackOffBase, ImagePullBackOffMax, backOffResetAfter),
+		pleg:         pleg.New(cfg.Runtime, cfg.Clock, runtimepods.Identify),
+		volumes:      &volume.Manager{Root: cfg.RootDir, API: cfg.VolumeAPI, Node: nodeAllocatable(cfg.Allocatable), Now: cfg.Clock.Now},
+		workers:      map[types.UID]*worker.Worker{},
+		adopted:      map[types.UID]*worker.Adopted{},
+		desired:      map[types.UID]*v1.Pod{},
+		gone:         map[types.UID]goneHistory{},
 	}
-	e.eng = e
 	m, err := metrics.New(cfg.Registerer, e.machines)
 	if err != nil {
 		return nil, err
@@ -156,6 +167,7 @@ func New(cfg Config) (*Engine, error) {
 		e.cfg.Signals = e.defaultSignals
 	}
 	e.rt = detach.Runtime{Runtime: cfg.Runtime, Run: func() context.Context { return e.runCtx }}
+	e.host = e.workerHost()
 	e.node = newNodeReclaim(e)
 	if err := m.RegisterHealth(cfg.Registerer, e.recovered.Load, e.Healthz); err != nil {
 		return nil, err
@@ -183,7 +195,7 @@ func (e *Engine) Run(ctx context.Context, updates <-chan config.PodUpdate) error
 		err := e.recover(ctx)
 		if err == nil {
 			if v, err := e.rt.Version(ctx); err == nil && v.RuntimeName != "" {
-				e.runtimeName = v.RuntimeName
+				e.host.RuntimeName = v.RuntimeName
 			}
 			e.recoverErr.Store(nil)
 			e.recovered.Store(true)
@@ -239,7 +251,8 @@ func (e *Engine) Run(ctx context.Context, updates <-chan config.PodUpdate) error
 const LevelVerbose = slog.LevelInfo - 2
 
 // waitRuntime blocks while the runtime is marked down. Pod workers call it
-// before each batch of work: their inputs stay queued meanwhile.
+// before each batch of work (worker.Engine): their inputs stay queued
+// meanwhile.
 func (e *Engine) waitRuntime(ctx context.Context) error {
 	ch := *e.gate.Load()
 	select {

@@ -9,6 +9,7 @@ import (
 	"github.com/speclet/speclet/engine/eviction"
 	"github.com/speclet/speclet/engine/inbox"
 	"github.com/speclet/speclet/engine/nodestats"
+	"github.com/speclet/speclet/engine/worker"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -49,8 +50,8 @@ func (p enginePods) Evictable() []*v1.Pod {
 	defer e.mu.RUnlock()
 	var out []*v1.Pod
 	for _, w := range e.workers {
-		st, pub := w.published()
-		if w.refusal != nil || pub == nil || w.pod == nil {
+		st, pub := w.Published()
+		if w.Refusal() != nil || pub == nil || w.Pod() == nil {
 			continue
 		}
 		switch st {
@@ -71,7 +72,7 @@ func (p enginePods) Evict(uid types.UID, grace int64, message string) {
 	w := p.e.workers[uid]
 	p.e.mu.RUnlock()
 	if w != nil {
-		w.post(input{Kind: inbox.Evict, P: payload{evict: &evictionOrder{grace: grace, message: message}}})
+		w.Post(worker.Input{Kind: inbox.Evict, P: worker.Payload{Evict: &worker.Eviction{Grace: grace, Message: message}}})
 	}
 }
 
@@ -84,6 +85,6 @@ func (p enginePods) Terminating(uid types.UID) bool {
 	if w == nil {
 		return false
 	}
-	st := w.machineState()
+	st := w.MachineState()
 	return st != fsm.PodStateTerminated && st != fsm.PodStateFinished
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/speclet/speclet/engine/inbox"
 	"github.com/speclet/speclet/engine/pleg"
 	"github.com/speclet/speclet/engine/podspec"
+	"github.com/speclet/speclet/engine/worker"
 )
 
 // runPLEG relists every period and, when the runtime streams container
@@ -181,8 +182,8 @@ func (e *Engine) purgeFinished() {
 	var restart []*v1.Pod
 	purged := map[types.UID][]string{} // UID -> its log directory, when known
 	for uid, w := range e.workers {
-		fin, pub := w.finished()
-		killed := w.inbox.KillPosted()
+		fin, pub := w.Finished()
+		killed := w.KillPosted()
 		if !fin {
 			continue
 		}
@@ -204,7 +205,7 @@ func (e *Engine) purgeFinished() {
 		if want == nil {
 			e.log.Info("pod removed", "pod", name, "uid", uid)
 		}
-		w.inbox.Stop()
+		w.Stop()
 		if want != nil {
 			restart = append(restart, want)
 		}
@@ -221,7 +222,7 @@ func (e *Engine) purgeFinished() {
 	}
 	for _, pod := range restart {
 		if w := e.worker(pod.UID, true, pod); w != nil {
-			w.post(input{Kind: inbox.Config, Op: config.OpAdd, Pod: pod})
+			w.Post(worker.Input{Kind: inbox.Config, Op: config.OpAdd, Pod: pod})
 		}
 	}
 }

@@ -92,7 +92,7 @@ func TestMaxPods250(t *testing.T) {
 		if time.Now().After(deadline) {
 			e.mu.RLock()
 			for _, w := range e.workers {
-				if p := w.snapshot(); p != nil && p.Status.Phase != v1.PodRunning {
+				if p := w.Snapshot(); p != nil && p.Status.Phase != v1.PodRunning {
 					t.Logf("pod %s: %s %s %+v", p.Name[len(p.Name)-3:], p.Status.Phase, p.Status.Message, p.Status.ContainerStatuses[0].State)
 					break
 				}

@@ -4,6 +4,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/engine/inbox"
+	"github.com/speclet/speclet/engine/worker"
 )
 
 // Static pod full names (engine/names): the sync loop queues a UID under its
@@ -27,12 +28,12 @@ func (e *Engine) nameTaken(full string, uid types.UID) bool {
 func (e *Engine) releaseName(full string, uid types.UID) {
 	e.mu.Lock()
 	next, ok := e.names.Release(full, uid, func(u types.UID) bool { return e.workers[u] == nil && e.adopted[u] == nil })
-	var w *podWorker
+	var w *worker.Worker
 	if ok {
 		w = e.workers[next]
 	}
 	e.mu.Unlock()
 	if w != nil {
-		w.post(input{Kind: inbox.NameFree})
+		w.Post(worker.Input{Kind: inbox.NameFree})
 	}
 }

@@ -105,7 +105,6 @@ func (n *nodeReclaim) fire(ctx context.Context, ev fsm.NodeEvent) {
 
 // The node machine has no pod: its steps go to its own history and are
 // logged without a pod.
-func (n *nodeReclaim) host() *host           { return &n.e.host }
 func (n *nodeReclaim) Sinks() *observe.Sinks { return &n.e.sinks }
 func (n *nodeReclaim) Now() time.Time        { return n.e.clock.Now() }
 func (n *nodeReclaim) Logger() *slog.Logger  { return n.e.log }

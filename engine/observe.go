@@ -6,28 +6,12 @@ import (
 	"github.com/speclet/speclet/fsm"
 )
 
-// This file registers the observers of each machine kind, once: every kind
-// has the metrics, the history, the debug log and Config.Steps
-// (engine/observe's Common); the pod,
-// sandbox and container kinds add the operator log (oplog.go), their
-// Kubernetes events (events.go) and what entering a state means to their
-// owner (timers, the published pod state, the waiting reason); the probe
-// and node kinds arm their timers once the step's actions ran
-// (probe_schedule.go, node_schedule.go).
-
-// The observers of each machine kind, in the order they see a step.
-var (
-	podObservers = append(observe.Common[*podState](&fsm.PodKind),
-		fire.Taken(logPodStep), fire.Taken(recordPodEvent), fire.Taken(podEntered))
-	sandboxObservers = append(observe.Common[*sandboxState](&fsm.SandboxKind),
-		fire.Taken(recordSandboxEvent))
-	ctrObservers = append(observe.Common[*ctrState](&fsm.ContainerKind),
-		fire.Taken(logContainerStep), fire.Taken(recordContainerEvent), fire.Taken(containerEntered))
-	probeObservers = append(observe.Common[*probeState](&fsm.ProbeKind),
-		fire.Observer[fsm.ProbeState, fsm.ProbeEvent, fsm.ProbeAction, fsm.ProbeGuard, *probeState]{Ran: probeEntered})
-	nodeObservers = append(observe.Common[*nodeReclaim](&fsm.NodeKind),
-		fire.Taken(nodeEntered), fire.Observer[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard, *nodeReclaim]{Ran: nodeArm})
-)
+// The observers of the node machine, in the order they see a step: the
+// common ones (engine/observe) and its timers, armed once the step's
+// actions ran (node_schedule.go). A pod's machines have theirs in
+// engine/worker.
+var nodeObservers = append(observe.Common[*nodeReclaim](&fsm.NodeKind),
+	fire.Taken(nodeEntered), fire.Observer[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard, *nodeReclaim]{Ran: nodeArm})
 
 // Step is a transition a machine took, as Config.Steps is told of it
 // (engine/observe).

@@ -13,6 +13,7 @@ import (
 
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/pleg"
+	"github.com/speclet/speclet/engine/worker"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -21,7 +22,7 @@ import (
 // source removes it, even while it still terminates.
 func (e *Engine) Pods() []*v1.Pod {
 	e.mu.RLock()
-	ws := make([]*podWorker, 0, len(e.workers))
+	ws := make([]*worker.Worker, 0, len(e.workers))
 	for uid, w := range e.workers {
 		if e.desired[uid] != nil {
 			ws = append(ws, w)
@@ -30,7 +31,7 @@ func (e *Engine) Pods() []*v1.Pod {
 	e.mu.RUnlock()
 	out := make([]*v1.Pod, 0, len(ws))
 	for _, w := range ws {
-		if p := w.snapshot(); p != nil {
+		if p := w.Snapshot(); p != nil {
 			out = append(out, p.DeepCopy())
 		}
 	}
@@ -43,7 +44,7 @@ func (e *Engine) Pods() []*v1.Pod {
 // has published nothing yet.
 func (e *Engine) Pod(uid types.UID) *v1.Pod {
 	if w := e.declaredWorker(uid); w != nil {
-		if p := w.snapshot(); p != nil {
+		if p := w.Snapshot(); p != nil {
 			return p.DeepCopy()
 		}
 	}
@@ -54,11 +55,11 @@ func (e *Engine) Pod(uid types.UID) *v1.Pod {
 // it and its worker published it.
 func (e *Engine) Declared(uid types.UID) bool {
 	w := e.declaredWorker(uid)
-	return w != nil && w.snapshot() != nil
+	return w != nil && w.Snapshot() != nil
 }
 
 // declaredWorker is the worker of uid when a source declares the pod.
-func (e *Engine) declaredWorker(uid types.UID) *podWorker {
+func (e *Engine) declaredWorker(uid types.UID) *worker.Worker {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.desired[uid] == nil {
@@ -116,11 +117,7 @@ func (e *Engine) PodStopped(uid types.UID) (final *v1.Pod, stopped bool) {
 	if w == nil {
 		return kept, true // purged: its final status if kept (history.go)
 	}
-	return w.stoppedPod()
-}
-
-func podStopped(s fsm.PodState) bool {
-	return s == fsm.PodStateTerminated || s == fsm.PodStateFinished
+	return w.StoppedPod()
 }
 
 // Healthz returns nil once the state was rebuilt from the runtime, while
@@ -146,7 +143,7 @@ func (e *Engine) countRunning() int {
 	defer e.mu.RUnlock()
 	n := 0
 	for uid, w := range e.workers {
-		if !w.inbox.Orphan() && e.desired[uid] != nil && w.publishedPhase() == v1.PodRunning {
+		if !w.Orphan() && e.desired[uid] != nil && w.PublishedPhase() == v1.PodRunning {
 			n++
 		}
 	}
@@ -180,13 +177,13 @@ func nodeIP() string {
 // the worker last published, and for the node machine (metrics.Machines).
 func (e *Engine) machines(add func(machine, state string)) {
 	e.mu.RLock()
-	ws := make([]*podWorker, 0, len(e.workers))
+	ws := make([]*worker.Worker, 0, len(e.workers))
 	for _, w := range e.workers {
 		ws = append(ws, w)
 	}
 	e.mu.RUnlock()
 	for _, w := range ws {
-		for _, s := range w.hist.States() {
+		for _, s := range w.States() {
 			add(s.Machine, s.State)
 		}
 	}

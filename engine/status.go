@@ -5,6 +5,7 @@ import (
 	"github.com/speclet/speclet/engine/images"
 	"github.com/speclet/speclet/engine/pods"
 	"github.com/speclet/speclet/engine/podstatus"
+	"github.com/speclet/speclet/engine/worker"
 )
 
 // Image pull and container creation reasons, kubelet's words (they appear in
@@ -29,7 +30,7 @@ const (
 	ReasonEvicted = podstatus.ReasonEvicted
 	// ReasonFailedMount: a volume of the pod could not be set up.
 	ReasonFailedMount     = pods.ReasonFailedMount
-	ReasonPodInitializing = "PodInitializing"
+	ReasonPodInitializing = worker.ReasonPodInitializing
 	ReasonCompleted       = podstatus.ReasonCompleted
 	ReasonError           = podstatus.ReasonError
 	// ReasonContainerStatusUnknown: the exit of an instance that ran is
@@ -37,16 +38,21 @@ const (
 	ReasonContainerStatusUnknown = containers.ReasonContainerStatusUnknown
 )
 
-// The status the engine publishes is engine/podstatus's, computed from
-// the views view.go reads from the machines.
-type (
-	termination   = podstatus.Termination
-	containerView = podstatus.Container
-	podView       = podstatus.View
+// ReasonImageInspectError is kubelet's waiting reason when ImageStatus
+// failed (images.ErrImageInspect).
+const ReasonImageInspectError = images.ReasonImageInspectError
+
+// Reason and message of a pod that ran past its activeDeadlineSeconds
+// (kubelet's active deadline handler).
+const (
+	ReasonDeadlineExceeded  = podstatus.ReasonDeadlineExceeded
+	MessageDeadlineExceeded = podstatus.MessageDeadlineExceeded
 )
 
+// Bounds on what speclet writes to the runtime (engine/worker's requests):
+// every CRI list reply fits the 16 MiB gRPC message limit.
 const (
-	phaseWaiting    = podstatus.Waiting
-	phaseRunning    = podstatus.Running
-	phaseTerminated = podstatus.Terminated
+	MaxRuntimeAnnotationBytes = worker.MaxRuntimeAnnotationBytes
+	MaxSandboxRecordBytes     = worker.MaxSandboxRecordBytes
+	MaxContainerRecordBytes   = worker.MaxContainerRecordBytes
 )

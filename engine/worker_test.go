@@ -2,15 +2,13 @@ package engine
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/pleg"
 	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/engine/runtimepods"
@@ -25,16 +23,7 @@ func testRelistDiff(t *testing.T) {
 	ctx := context.Background()
 	p := pleg.New(h.rt, h.clk, runtimepods.Identify)
 	pod := benchPod(1)
-	sc, _ := sandboxConfig(podspec.Node{RootDir: t.TempDir()}, pod, 0, "")
-	sb, err := h.rt.RunPodSandbox(ctx, sc, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc, _ := containerConfig(podspec.Node{}, pod, &pod.Spec.Containers[0], 0, "", false, podspec.ImageUser{})
-	id, err := h.rt.CreateContainer(ctx, sb, cc, sc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := createContainer(t, h.rt, pod)
 	relist := func() []pleg.Type {
 		t.Helper()
 		evs, err := p.Relist(ctx)
@@ -80,33 +69,29 @@ func testRelistDiff(t *testing.T) {
 	}
 }
 
-// TestPublishStatusUnchanged: a status equal to the one last published for
-// the same pod object is not published again; a new pod object is.
-func TestPublishStatusUnchanged(t *testing.T) {
-	e, err := New(Config{Runtime: nopRuntime{}, NodeName: "node-a", RootDir: t.TempDir(), Clock: clocktesting.NewFakeClock(time.Now()),
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+// createContainer runs a sandbox for pod in rt and creates its first
+// container there, with speclet's labels (engine/runtimepods) and nothing
+// else; it returns the container's ID.
+func createContainer(tb testing.TB, rt cri.Runtime, pod *v1.Pod) string {
+	tb.Helper()
+	ctx := context.Background()
+	sc, err := podspec.Sandbox(podspec.Node{RootDir: tb.TempDir()}, podspec.SandboxRequest{Pod: pod, Labels: runtimepods.PodLabels(pod)})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	calls := 0
-	e.cfg.PublishedPod = func(*v1.Pod) { calls++ }
-	pod := benchPod(0)
-	w := newPodWorker(&e.host, pod, nil)
-	w.st = newPodState(w, pod, nil)
-	w.publishStatus()
-	first := w.pubStatus
-	w.publishStatus()
-	if w.pubStatus != first || calls != 1 {
-		t.Errorf("same status published again: %d calls, same status %v", calls, w.pubStatus == first)
+	sc.LogDirectory = ""
+	sb, err := rt.RunPodSandbox(ctx, sc, "")
+	if err != nil {
+		tb.Fatal(err)
 	}
-	updated := *pod
-	updated.Labels = map[string]string{"a": "b"}
-	w.st.pod = &updated
-	w.publishStatus()
-	if got := w.snapshot(); w.pubStatus == first || calls != 2 || got.Labels["a"] != "b" {
-		t.Errorf("updated pod not published: %d calls, same status %v", calls, w.pubStatus == first)
+	c := &pod.Spec.Containers[0]
+	cc, err := podspec.Container(podspec.Node{}, podspec.ContainerRequest{Pod: pod, Container: c, Labels: runtimepods.ContainerLabels(pod, c.Name)})
+	if err != nil {
+		tb.Fatal(err)
 	}
-	if got := w.snapshot(); got.Spec.NodeName != e.cfg.NodeName || got.Status.Phase != w.pubStatus.Phase || got.UID != pod.UID {
-		t.Errorf("published pod: node %q, phase %q, UID %q; want %q, %q, %q", got.Spec.NodeName, got.Status.Phase, got.UID, e.cfg.NodeName, w.pubStatus.Phase, pod.UID)
+	id, err := rt.CreateContainer(ctx, sb, cc, sc)
+	if err != nil {
+		tb.Fatal(err)
 	}
+	return id
 }

@@ -5,6 +5,10 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/speclet/speclet/engine/config"
 )
 
 // FormatPods prints what a user reads from GET /pods: phase, conditions and
@@ -64,4 +68,18 @@ func formatState(st v1.ContainerState) string {
 		return "waiting(" + st.Waiting.Reason + ")"
 	}
 	return "unknown"
+}
+
+// Pod is pod i of the engine's benchmarks and unit tests ("p%05d", UID
+// "uid-p%05d"): a static pod from a file on the host's network, one
+// busybox container, a grace period of 1 s.
+func Pod(i int) *v1.Pod {
+	g := int64(1)
+	name := fmt.Sprintf("p%05d", i)
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name),
+			Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
+		Spec: v1.PodSpec{HostNetwork: true, TerminationGracePeriodSeconds: &g, RestartPolicy: v1.RestartPolicyAlways,
+			Containers: []v1.Container{{Name: "app", Image: "busybox:latest", ImagePullPolicy: v1.PullIfNotPresent}}},
+	}
 }

@@ -1,4 +1,4 @@
-package engine
+package worker
 
 import (
 	"fmt"
@@ -37,7 +37,7 @@ func newTieWorld(t *testing.T, v verify.Valuation) *tieWorld {
 			pod.Spec.Containers = append(pod.Spec.Containers, c)
 		}
 	}
-	ps := &podState{w: &podWorker{}, pod: pod}
+	ps := &podState{w: &Worker{}, pod: pod}
 	ps.Bind(ps)
 	podSt, ok := fsm.ParsePodState(v.Single[fsm.PodMachineName])
 	if !ok {
@@ -170,7 +170,7 @@ func TestGuardsMatchTies(t *testing.T) {
 				w.pod.pod.Spec.RestartPolicy = set.policy
 				w.pod.w.refusal = nil
 				if set.admission == "refused" {
-					w.pod.w.refusal = &refusal{Reason: "OutOfcpu", Message: "Node didn't have enough resource: cpu"}
+					w.pod.w.refusal = &Refusal{Reason: "OutOfcpu", Message: "Node didn't have enough resource: cpu"}
 				}
 				for _, c := range w.ctrs {
 					set.container(c.spec)

@@ -1,4 +1,4 @@
-package engine
+package worker
 
 import (
 	"testing"
@@ -11,7 +11,7 @@ import (
 // after 10 minutes without a failure.
 func TestBackoff(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
-	b := newBackoff(clk, 10*time.Second, 300*time.Second, 10*time.Minute)
+	b := NewBackoff(clk, 10*time.Second, 300*time.Second, 10*time.Minute)
 	var got []time.Duration
 	for range 7 {
 		got = append(got, b.Next("a"))
@@ -43,7 +43,7 @@ func TestBackoff(t *testing.T) {
 // records a failure, and both forget a key idle for 10 minutes.
 func TestBackoffPeekAndCurrent(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
-	b := newBackoff(clk, 10*time.Second, 300*time.Second, 10*time.Minute)
+	b := NewBackoff(clk, 10*time.Second, 300*time.Second, 10*time.Minute)
 	for _, step := range []struct {
 		next          bool          // record a failure first
 		wait          time.Duration // then let this much time pass

@@ -1,4 +1,4 @@
-package engine
+package worker
 
 import (
 	"fmt"
@@ -39,7 +39,7 @@ func ephemeralContainer(ec *v1.EphemeralContainer) *v1.Container {
 // runAsNonRoot check needs it); for an ephemeral container it also names
 // the process namespace of its target.
 func (c *ctrState) BuildConfig(restartCount int32, inputs func(*podspec.ContainerRequest), user podspec.ImageUser) (*runtimeapi.ContainerConfig, error) {
-	cfg, err := containerConfig(c.p.h.podNode(), c.p.pod, c.spec, restartCount, c.ImageRef(), c.init, user, inputs)
+	cfg, err := containerConfig(c.p.h.Node, c.p.pod, c.spec, restartCount, c.ImageRef(), c.init, user, inputs)
 	if err != nil || !c.ephemeral {
 		return cfg, err
 	}

@@ -1,4 +1,4 @@
-package engine
+package worker
 
 import (
 	"context"
@@ -15,14 +15,14 @@ import (
 
 // setTimers replaces the armed timers of owner's machine by ts: a machine
 // that enters a state cancels the timers of the state it left.
-func (w *podWorker) setTimers(owner string, ts []schedule.Timer) {
+func (w *Worker) setTimers(owner string, ts []schedule.Timer) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.timers.Replace(owner, ts)
 }
 
-// due reports whether one of the worker's timers has run out.
-func (w *podWorker) due(now time.Time) bool {
+// Due reports whether one of the worker's timers has run out.
+func (w *Worker) Due(now time.Time) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.timers.Due(now)
@@ -30,7 +30,7 @@ func (w *podWorker) due(now time.Time) bool {
 
 // takeDue removes and returns the timers that ran out and whose owner
 // passes keep (nil: every owner), earliest first.
-func (w *podWorker) takeDue(now time.Time, keep func(owner string) bool) []schedule.Timer {
+func (w *Worker) takeDue(now time.Time, keep func(owner string) bool) []schedule.Timer {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.timers.Take(now, keep)
@@ -38,8 +38,8 @@ func (w *podWorker) takeDue(now time.Time, keep func(owner string) bool) []sched
 
 // fireDue fires the timers that ran out, earliest first. A timer whose
 // machine left its state meanwhile was cancelled by setTimers.
-func (w *podWorker) fireDue(ctx context.Context) {
-	for _, t := range w.takeDue(w.h.clock.Now(), nil) {
+func (w *Worker) fireDue(ctx context.Context) {
+	for _, t := range w.takeDue(w.h.Clock.Now(), nil) {
 		t.Fire(ctx)
 	}
 }
@@ -54,10 +54,10 @@ const maxDueRounds = 8
 // them for the next sync tick: kubelet starts such a container in the sync
 // that saw it die. Probe, pod and sandbox timers keep waiting for the tick,
 // as their schedules are counted in ticks.
-func (w *podWorker) fireDueNow(ctx context.Context) {
+func (w *Worker) fireDueNow(ctx context.Context) {
 	container := func(owner string) bool { return strings.HasPrefix(owner, containerOwner) }
 	for i := 0; i < maxDueRounds && ctx.Err() == nil; i++ {
-		due := w.takeDue(w.h.clock.Now(), container)
+		due := w.takeDue(w.h.Clock.Now(), container)
 		if len(due) == 0 {
 			return
 		}

@@ -1,4 +1,4 @@
-package engine
+package worker
 
 import (
 	"context"
@@ -32,20 +32,20 @@ func (c *ctrState) Ephemeral() bool               { return c.ephemeral }
 func (c *ctrState) Pod() *v1.Pod                  { return c.p.pod }
 func (c *ctrState) Key() string                   { return c.p.key() }
 func (c *ctrState) State() fsm.ContainerState     { return c.machine.State() }
-func (c *ctrState) Runtime() cri.Runtime          { return c.p.h.rt }
-func (c *ctrState) Clock() clock.Clock            { return c.p.h.clock }
+func (c *ctrState) Runtime() cri.Runtime          { return c.p.h.Runtime }
+func (c *ctrState) Clock() clock.Clock            { return c.p.h.Clock }
 func (c *ctrState) Raise(ev fsm.ContainerEvent)   { c.raise(ev) }
 func (c *ctrState) ProbeKilled() bool             { return c.probe.killed() }
 func (c *ctrState) Terminating() bool             { return c.p.terminating() }
 func (c *ctrState) Initialized() bool             { return c.p.initialized() }
-func (c *ctrState) RemainingGrace() int64         { return c.p.RemainingGrace(c.p.h.clock.Now()) }
-func (c *ctrState) CrashLoopDelay() time.Duration { return c.p.h.crashBackoff.Current(c.backoffKey()) }
-func (c *ctrState) CountCrash()                   { c.p.h.crashBackoff.Next(c.backoffKey()) }
-func (c *ctrState) PullDelay() time.Duration      { return c.p.h.pullBackoff.Peek(c.backoffKey()) }
-func (c *ctrState) CountStart(err error)          { c.p.h.metrics.ContainerStarted(err) }
+func (c *ctrState) RemainingGrace() int64         { return c.p.RemainingGrace(c.p.h.Clock.Now()) }
+func (c *ctrState) CrashLoopDelay() time.Duration { return c.p.h.CrashBackoff.Current(c.backoffKey()) }
+func (c *ctrState) CountCrash()                   { c.p.h.CrashBackoff.Next(c.backoffKey()) }
+func (c *ctrState) PullDelay() time.Duration      { return c.p.h.PullBackoff.Peek(c.backoffKey()) }
+func (c *ctrState) CountStart(err error)          { c.p.h.Metrics.ContainerStarted(err) }
 func (c *ctrState) SandboxID() string             { return c.p.sandbox.ID() }
 func (c *ctrState) PodIP() string                 { return c.p.sandbox.PodIP() }
-func (c *ctrState) Removed(id string)             { c.p.h.pleg.Forget(id) }
+func (c *ctrState) Removed(id string)             { c.p.h.PLEG.Forget(id) }
 
 func (c *ctrState) SandboxConfig() *runtimeapi.PodSandboxConfig { return c.p.sandbox.Config() }
 
@@ -80,8 +80,5 @@ func (c *ctrState) RequestInputs(ctx context.Context) (func(*podspec.ContainerRe
 	return c.p.requestInputs(ctx)
 }
 
-// GCPolicy is Config.ContainerGC's per-container part.
-func (c *ctrState) GCPolicy() (int, time.Duration) {
-	gc := c.p.h.cfg.ContainerGC
-	return gc.MaxPerContainer, gc.MinAge
-}
+// GCPolicy is the container GC's per-container policy (Host).
+func (c *ctrState) GCPolicy() (int, time.Duration) { return c.p.h.GCMaxPerContainer, c.p.h.GCMinAge }

@@ -1,4 +1,4 @@
-package engine
+package worker
 
 import (
 	"time"
@@ -7,7 +7,7 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// backoff is kubelet's flowcontrol.Backoff on the engine's clock: per-key
+// Backoff is kubelet's flowcontrol.Backoff on the engine's clock: per-key
 // delays that start at base, double on every failure and cap at max. A key
 // whose last failure is older than resetAfter starts again at base (kubelet's
 // crash loop back-off: a container that ran 10 minutes without failing
@@ -17,32 +17,32 @@ import (
 // name + spec hash), so pods never share a delay. On top of
 // flowcontrol.Backoff it adds the two reads the container machine's
 // durations need without recording a failure: Current and Peek.
-type backoff struct {
+type Backoff struct {
 	fc        *flowcontrol.Backoff
 	base, max time.Duration
 }
 
-func newBackoff(c clock.Clock, base, maxDelay, resetAfter time.Duration) *backoff {
+func NewBackoff(c clock.Clock, base, maxDelay, resetAfter time.Duration) *Backoff {
 	maxDelay = max(maxDelay, base)
 	fc := flowcontrol.NewBackOff(base, maxDelay) // no jitter, as kubelet's
 	fc.Clock = c
 	fc.HasExpiredFunc = func(eventTime, lastUpdate time.Time, _ time.Duration) bool {
 		return eventTime.Sub(lastUpdate) > resetAfter
 	}
-	return &backoff{fc: fc, base: base, max: maxDelay}
+	return &Backoff{fc: fc, base: base, max: maxDelay}
 }
 
 // Next records a failure for key and returns the delay to wait before the next
 // attempt: base the first time (or after resetAfter without failures), then
 // double the previous delay, at most max.
-func (b *backoff) Next(key string) time.Duration {
+func (b *Backoff) Next(key string) time.Duration {
 	b.fc.Next(key, b.fc.Clock.Now())
 	return b.fc.Get(key)
 }
 
 // Peek returns the delay Next would hand out for key now, without recording
 // a failure.
-func (b *backoff) Peek(key string) time.Duration {
+func (b *Backoff) Peek(key string) time.Duration {
 	if d := b.Current(key); d > 0 {
 		return min(2*d, b.max)
 	}
@@ -51,7 +51,7 @@ func (b *backoff) Peek(key string) time.Duration {
 
 // Current returns the delay Next last handed out for key, or 0 (also once
 // resetAfter passed without a failure).
-func (b *backoff) Current(key string) time.Duration {
+func (b *Backoff) Current(key string) time.Duration {
 	// in back-off since now: the key has an entry that has not expired
 	// (and a delay above the clock's Since(now), 0 or a few nanoseconds)
 	if !b.fc.IsInBackOffSince(key, b.fc.Clock.Now()) {
@@ -61,8 +61,8 @@ func (b *backoff) Current(key string) time.Duration {
 }
 
 // Reset forgets key.
-func (b *backoff) Reset(key string) { b.fc.Reset(key) }
+func (b *Backoff) Reset(key string) { b.fc.Reset(key) }
 
 // GC forgets keys whose last failure is older than resetAfter; the
 // housekeeping tick calls it so the table does not grow with dead pods.
-func (b *backoff) GC() { b.fc.GC() }
+func (b *Backoff) GC() { b.fc.GC() }

@@ -1,4 +1,4 @@
-package engine
+package worker
 
 import (
 	"slices"
@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/speclet/speclet/engine/containers"
 	"github.com/speclet/speclet/engine/podstatus"
 	"github.com/speclet/speclet/fsm"
 	"github.com/speclet/speclet/spec"
@@ -40,8 +41,8 @@ func TestViewRemovedBeforeExitRecorded(t *testing.T) {
 			t.Errorf("%s: phase %s, want %s (view %+v)", tc.name, got, tc.wantPhase, cv)
 		}
 		if tc.id != "" {
-			if cv.Phase != phaseTerminated || cv.Current == nil || cv.Current.ExitCode != 137 || cv.Current.Reason != ReasonContainerStatusUnknown {
-				t.Errorf("%s: view %+v, want terminated with exit 137 %s", tc.name, cv, ReasonContainerStatusUnknown)
+			if cv.Phase != phaseTerminated || cv.Current == nil || cv.Current.ExitCode != 137 || cv.Current.Reason != containers.ReasonContainerStatusUnknown {
+				t.Errorf("%s: view %+v, want terminated with exit 137 %s", tc.name, cv, containers.ReasonContainerStatusUnknown)
 			}
 		}
 	}
@@ -101,7 +102,7 @@ func TestPhaseBlockMatchesEngine(t *testing.T) {
 		// An exit recorded, a waiting reason known: outside running, the
 		// view shows the exit exactly in shows_exit.
 		if !in(ph.Running, name) {
-			if got := world(st, fsm.ProbeStateOff, fsm.PodStateSynced, true, ReasonCrashLoopBackOff).view().Phase == phaseTerminated; got != in(cm.ShowsExit, name) {
+			if got := world(st, fsm.ProbeStateOff, fsm.PodStateSynced, true, containers.ReasonCrashLoopBackOff).view().Phase == phaseTerminated; got != in(cm.ShowsExit, name) {
 				t.Errorf("container %s: the view shows the exit %v, the conditions block's shows_exit says %v", name, got, !got)
 			}
 		}

@@ -1,4 +1,4 @@
-package engine
+package worker
 
 import (
 	"context"
@@ -27,9 +27,9 @@ import (
 type podState struct {
 	pods.Pod // the start time, grace period, volumes, and the pod machine's actions and durations
 
-	w       *podWorker
-	h       *host
-	evicted *evictionOrder // the eviction manager evicted the pod: Failed, Evicted
+	w       *Worker
+	h       *Host
+	evicted *Eviction // the eviction manager evicted the pod: Failed, Evicted
 	pod     *v1.Pod
 	machine *fsm.PodMachine
 	sandbox *sandboxState
@@ -69,8 +69,8 @@ var _ fsm.PodImpl = (*podState)(nil)
 // newPodState builds the state of a new pod, or of a pod adopted from the
 // runtime after a restart (ad != nil): its ready sandbox is reused and its
 // containers' machines start in the state the runtime reports.
-func newPodState(w *podWorker, pod *v1.Pod, ad *adoptedPod) *podState {
-	s := &podState{w: w, h: w.h, pod: pod, firstSeen: w.h.clock.Now()}
+func newPodState(w *Worker, pod *v1.Pod, ad *Adopted) *podState {
+	s := &podState{w: w, h: w.h, pod: pod, firstSeen: w.h.Clock.Now()}
 	s.Bind(s)
 	s.machine = fsm.BindPodMachine(fsm.PodInitialState, s)
 	s.run = fire.NewRun(s, podObservers)
@@ -89,10 +89,9 @@ func (s *podState) fire(ctx context.Context, ev fsm.PodEvent) { fire.Fire(ctx, s
 // running step's actions.
 func (s *podState) raise(ev fsm.PodEvent) { s.run.Raise(ev) }
 
-func (s *podState) host() *host           { return s.h }
-func (s *podState) Sinks() *observe.Sinks { return &s.h.sinks }
-func (s *podState) Now() time.Time        { return s.h.clock.Now() }
-func (s *podState) Logger() *slog.Logger  { return s.h.log }
+func (s *podState) Sinks() *observe.Sinks { return &s.h.Sinks }
+func (s *podState) Now() time.Time        { return s.h.Clock.Now() }
+func (s *podState) Logger() *slog.Logger  { return s.h.Log }
 func (s *podState) LogAttrs() []any       { return []any{"pod", s.key()} }
 func (s *podState) Record() *history.Log  { return &s.w.hist }
 func (s *podState) Instance() string      { return "" }
@@ -117,7 +116,7 @@ func podEntered(_ context.Context, st *podStep) {
 		return
 	}
 	s := st.Owner
-	s.w.setTimers(podOwner, s.timers(s.h.clock.Now()))
+	s.w.setTimers(podOwner, s.timers(s.h.Clock.Now()))
 	s.w.setPodState(st.To)
 }
 
@@ -225,15 +224,18 @@ func (s *podState) noteRunning() {
 		}
 	}
 	s.startCounted = true
-	s.h.metrics.PodStarted(s.h.clock.Since(s.firstSeen), s.pullTime)
+	s.h.Metrics.PodStarted(s.h.Clock.Since(s.firstSeen), s.pullTime)
 }
 
 // --- guards ---
 
+// AdmissionRefused: the pod was refused admission when first declared.
+func (s *podState) AdmissionRefused() bool { return s.w.refusal != nil }
+
 // NameTaken: a static pod whose full name another UID holds or waits for
 // ahead of this one.
 func (s *podState) NameTaken() bool {
-	return config.IsStatic(s.pod) && s.h.eng.nameTaken(fullName(s.pod), s.pod.UID)
+	return config.IsStatic(s.pod) && s.h.Engine.NameTaken(FullName(s.pod), s.pod.UID)
 }
 
 // PodDone: no container will run again. Every regular container machine is

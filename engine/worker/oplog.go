@@ -1,9 +1,10 @@
-package engine
+package worker
 
 import (
 	"context"
 	"log/slog"
 
+	"github.com/speclet/speclet/engine/observe"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -24,7 +25,7 @@ var killReasons = map[fsm.ContainerEvent]string{
 
 // lifecycleAttrs are the attributes of a lifecycle line: the machine's pod
 // (and container), the pod's UID, then extra.
-func lifecycleAttrs(o owner, w *podWorker, extra ...any) []any {
+func lifecycleAttrs(o observe.Owner, w *Worker, extra ...any) []any {
 	return append(append(o.LogAttrs(), "uid", w.uid), extra...)
 }
 
@@ -33,7 +34,7 @@ func lifecycleAttrs(o owner, w *podWorker, extra ...any) []any {
 // its kill.
 func logContainerStep(ctx context.Context, st *ctrStep) {
 	c := st.Owner
-	log := c.p.h.log
+	log := c.p.h.Log
 	if !log.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
@@ -71,7 +72,7 @@ func logContainerStep(ctx context.Context, st *ctrStep) {
 // its completion, its end.
 func logPodStep(ctx context.Context, st *podStep) {
 	s := st.Owner
-	log := s.h.log
+	log := s.h.Log
 	if st.From == st.To || !log.Enabled(ctx, slog.LevelInfo) {
 		return
 	}

@@ -1,4 +1,4 @@
-package engine
+package worker
 
 import (
 	"context"
@@ -33,7 +33,7 @@ func probeEntered(_ context.Context, st *probeStep) {
 		return
 	}
 	ps := st.Owner
-	ts := schedule.Of(ps.machine.Timers(), ps.c.p.h.clock.Now(),
+	ts := schedule.Of(ps.machine.Timers(), ps.c.p.h.Clock.Now(),
 		func(d fsm.ProbeDuration) time.Duration { return fsm.ProbeDurationOf(ps, d) },
 		func(ctx context.Context, ev fsm.ProbeEvent, _ fsm.ProbeDuration) { ps.fire(ctx, ev) })
 	ps.c.p.w.setTimers(probeOwner+ps.c.name, ts)

@@ -1,4 +1,4 @@
-package engine
+package worker
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 func sandboxConfig(n podspec.Node, pod *v1.Pod, attempt uint32, cgroupParent string) (*runtimeapi.PodSandboxConfig, error) {
 	ann := runtimeAnnotations(pod.Annotations)
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
-		ann[AnnotationGracePeriod] = strconv.FormatInt(*g, 10)
+		ann[runtimepods.AnnotationGracePeriod] = strconv.FormatInt(*g, 10)
 	}
 	return podspec.Sandbox(n, podspec.SandboxRequest{Pod: pod, Attempt: attempt, CgroupParent: cgroupParent,
 		Labels: runtimepods.PodLabels(pod), Annotations: ann})
@@ -37,14 +37,14 @@ func sandboxConfig(n podspec.Node, pod *v1.Pod, attempt uint32, cgroupParent str
 // variables).
 func containerConfig(n podspec.Node, pod *v1.Pod, c *v1.Container, restartCount int32, imageRef string, init bool, user podspec.ImageUser, with ...func(*podspec.ContainerRequest)) (*runtimeapi.ContainerConfig, error) {
 	ann := map[string]string{
-		AnnotationContainerHash: runtimepods.ContainerHash(c),
-		AnnotationRestartCount:  strconv.Itoa(int(restartCount)),
+		runtimepods.AnnotationContainerHash: runtimepods.ContainerHash(c),
+		runtimepods.AnnotationRestartCount:  strconv.Itoa(int(restartCount)),
 	}
 	if init {
-		ann[AnnotationInitContainer] = "true"
+		ann[runtimepods.AnnotationInitContainer] = "true"
 	}
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
-		ann[AnnotationGracePeriod] = strconv.FormatInt(*g, 10)
+		ann[runtimepods.AnnotationGracePeriod] = strconv.FormatInt(*g, 10)
 	}
 	r := podspec.ContainerRequest{Pod: pod, Container: c, RestartCount: restartCount,
 		ImageRef: imageRef, Init: init, Labels: runtimepods.ContainerLabels(pod, c.Name), Annotations: ann, ImageUser: user}
@@ -116,7 +116,7 @@ func runtimeAnnotations(pod map[string]string) map[string]string {
 // with what there is.
 func (p *podState) requestInputs(ctx context.Context) (func(*podspec.ContainerRequest), error) {
 	var services []*v1.Service
-	if list := p.h.cfg.Services; list != nil {
+	if list := p.h.Services; list != nil {
 		var err error
 		services, err = list()
 		if err != nil && !config.IsStatic(p.pod) {
@@ -126,18 +126,18 @@ func (p *podState) requestInputs(ctx context.Context) (func(*podspec.ContainerRe
 	return func(r *podspec.ContainerRequest) {
 		podIP := p.sandbox.PodIP()
 		if p.pod.Spec.HostNetwork {
-			podIP = p.h.cfg.NodeIP
+			podIP = p.h.NodeIP
 		}
 		if podIP != "" {
 			r.PodIPs = []string{podIP}
 		}
-		if ip := p.h.cfg.NodeIP; ip != "" {
+		if ip := p.h.NodeIP; ip != "" {
 			r.HostIPs = []string{ip}
 		}
-		if api := p.h.cfg.VolumeAPI; api != nil {
+		if api := p.h.VolumeAPI; api != nil {
 			r.Objects = apiObjects{ctx: ctx, api: api, ns: p.pod.Namespace}
 		}
-		if p.h.cfg.Services != nil {
+		if p.h.Services != nil {
 			r.ServiceEnv = podspec.ServiceEnv(services, p.pod.Namespace, p.pod.Spec.EnableServiceLinks)
 		}
 	}, nil

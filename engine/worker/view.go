@@ -1,6 +1,8 @@
-package engine
+package worker
 
 import (
+	"github.com/speclet/speclet/engine/history"
+	"github.com/speclet/speclet/engine/images"
 	"github.com/speclet/speclet/engine/podstatus"
 	"github.com/speclet/speclet/fsm"
 	"github.com/speclet/speclet/spec/podphase"
@@ -10,17 +12,17 @@ import (
 func (s *podState) view() *podView {
 	ready := s.sandbox.ready()
 	v := &podView{
-		Pod: s.pod, SandboxReady: ready, PodIP: s.sandbox.PodIP(), HostIP: s.h.cfg.NodeIP, StartTime: s.StartTime(),
-		Terminating: s.terminating(), RuntimeName: s.h.runtimeName,
+		Pod: s.pod, SandboxReady: ready, PodIP: s.sandbox.PodIP(), HostIP: s.h.NodeIP, StartTime: s.StartTime(),
+		Terminating: s.terminating(), RuntimeName: s.h.RuntimeName,
 	}
 	if s.pod.Spec.HostNetwork && ready {
-		v.PodIP = s.h.cfg.NodeIP // a hostNetwork pod has the node's address
+		v.PodIP = s.h.NodeIP // a hostNetwork pod has the node's address
 	}
 	if r := s.w.refusal; r != nil {
 		v.Refused = r
 	}
 	if s.evicted != nil {
-		v.Evicted = s.evicted.message
+		v.Evicted = s.evicted.Message
 	}
 	v.DeadlineExceeded = s.DeadlineExceeded()
 	v.Terminated = s.terminated()
@@ -55,7 +57,7 @@ func (c *ctrState) view() containerView {
 	// yet: PodInitializing in a pod with init containers (for every
 	// container, init or regular, before and after initialization),
 	// ContainerCreating otherwise.
-	creating := ReasonContainerCreating
+	creating := podstatus.ReasonContainerCreating
 	if len(c.p.pod.Spec.InitContainers) > 0 {
 		creating = ReasonPodInitializing
 	}
@@ -112,7 +114,7 @@ func (c *ctrState) view() containerView {
 			break
 		}
 		cv.Last = current
-		if cv.WaitingReason == "" || c.machine.State() == fsm.ContainerStateWaiting && current == nil && cv.WaitingReason != ReasonInvalidImageName {
+		if cv.WaitingReason == "" || c.machine.State() == fsm.ContainerStateWaiting && current == nil && cv.WaitingReason != images.ReasonInvalidImageName {
 			cv.WaitingReason = creating
 		}
 	}
@@ -124,22 +126,22 @@ func (c *ctrState) view() containerView {
 // to the last one published for the same pod object is not published again:
 // the published pod stays (and PublishedPod is not called), only the pod
 // machine's state and the machines' history are updated.
-func (w *podWorker) publishStatus() {
+func (w *Worker) publishStatus() {
 	s := w.st
 	if s == nil {
 		return
 	}
-	st := podstatus.Compute(s.lastStatus, s.view(), w.h.clock.Now())
-	var buf [8]MachineState // a pod of up to three containers lists them without allocating
+	st := podstatus.Compute(s.lastStatus, s.view(), w.h.Clock.Now())
+	var buf [8]history.MachineState // a pod of up to three containers lists them without allocating
 	ms := buf[:0]
 	ms = append(ms,
-		MachineState{Machine: fsm.PodMachineName, State: s.machine.State().String(), Since: s.run.Since()},
-		MachineState{Machine: fsm.SandboxMachineName, State: s.sandbox.machine.State().String(), Since: s.sandbox.run.Since()})
+		history.MachineState{Machine: fsm.PodMachineName, State: s.machine.State().String(), Since: s.run.Since()},
+		history.MachineState{Machine: fsm.SandboxMachineName, State: s.sandbox.machine.State().String(), Since: s.sandbox.run.Since()})
 	for _, group := range [...][]*ctrState{s.inits, s.containers, s.ephemerals} {
 		for _, c := range group {
 			ms = append(ms,
-				MachineState{Machine: fsm.ContainerMachineName, Instance: c.name, State: c.machine.State().String(), Since: c.run.Since()},
-				MachineState{Machine: fsm.ProbeMachineName, Instance: c.name, State: c.probe.machine.State().String(), Since: c.probe.run.Since()})
+				history.MachineState{Machine: fsm.ContainerMachineName, Instance: c.name, State: c.machine.State().String(), Since: c.run.Since()},
+				history.MachineState{Machine: fsm.ProbeMachineName, Instance: c.name, State: c.probe.machine.State().String(), Since: c.probe.run.Since()})
 		}
 	}
 	s.noteRunning()

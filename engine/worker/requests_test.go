@@ -1,4 +1,4 @@
-package engine
+package worker
 
 import (
 	"fmt"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/internal/suite"
 	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/engine/runtimepods"
 )
@@ -22,7 +23,7 @@ import (
 // of a hostNetwork pod: speclet's labels and annotations, the log path under
 // the pod's log directory, expanded args, the node's network namespace.
 func TestContainerConfig(t *testing.T) {
-	pod := benchPod(7)
+	pod := suite.Pod(7)
 	c := &pod.Spec.Containers[0]
 	c.Env = []v1.EnvVar{{Name: "GREETING", Value: "hello"}, {Name: "MSG", Value: "$(GREETING) world"}}
 	c.Args = []string{"echo", "$(MSG)"}
@@ -36,10 +37,10 @@ func TestContainerConfig(t *testing.T) {
 	if cfg.LogPath != "app/3.log" {
 		t.Errorf("log path = %q, want app/3.log", cfg.LogPath)
 	}
-	if cfg.Labels[LabelPodUID] != string(pod.UID) || cfg.Labels[LabelContainerName] != "app" || cfg.Labels[LabelPodName] != pod.Name {
+	if cfg.Labels[runtimepods.LabelPodUID] != string(pod.UID) || cfg.Labels[runtimepods.LabelContainerName] != "app" || cfg.Labels[runtimepods.LabelPodName] != pod.Name {
 		t.Errorf("labels = %v, want pod uid, name and container name", cfg.Labels)
 	}
-	if cfg.Annotations[AnnotationRestartCount] != "3" || cfg.Annotations[AnnotationContainerHash] != runtimepods.ContainerHash(c) {
+	if cfg.Annotations[runtimepods.AnnotationRestartCount] != "3" || cfg.Annotations[runtimepods.AnnotationContainerHash] != runtimepods.ContainerHash(c) {
 		t.Errorf("annotations = %v, want restart count 3 and the spec hash", cfg.Annotations)
 	}
 	if cfg.Metadata.Attempt != 3 || cfg.Image.Image != "sha256:abc" {

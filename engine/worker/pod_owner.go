@@ -1,4 +1,4 @@
-package engine
+package worker
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/op"
 	"github.com/speclet/speclet/engine/pods"
-	"github.com/speclet/speclet/engine/podstatus"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -19,26 +18,19 @@ import (
 // machines, and how it reports and delivers (pods.Owner). None of these
 // names is one of the Pod's own methods, which a method here would hide.
 
-// Reason and message of a pod that ran past its activeDeadlineSeconds
-// (kubelet's active deadline handler).
-const (
-	ReasonDeadlineExceeded  = podstatus.ReasonDeadlineExceeded
-	MessageDeadlineExceeded = podstatus.MessageDeadlineExceeded
-)
-
 var _ pods.Owner = (*podState)(nil)
 
 func (s *podState) Spec() *v1.Pod                           { return s.pod }
 func (s *podState) Key() string                             { return s.key() }
-func (s *podState) Clock() clock.Clock                      { return s.h.clock }
-func (s *podState) Runtime() cri.Runtime                    { return s.h.rt }
+func (s *podState) Clock() clock.Clock                      { return s.h.Clock }
+func (s *podState) Runtime() cri.Runtime                    { return s.h.Runtime }
 func (s *podState) Raise(ev fsm.PodEvent)                   { s.raise(ev) }
-func (s *podState) SyncFrequency() time.Duration            { return s.h.cfg.SyncFrequency }
-func (s *podState) Volumes() pods.Volumes                   { return s.h.volumes }
-func (s *podState) RootDir() string                         { return s.h.cfg.RootDir }
+func (s *podState) SyncFrequency() time.Duration            { return s.h.SyncFrequency }
+func (s *podState) Volumes() pods.Volumes                   { return s.h.Volumes }
+func (s *podState) RootDir() string                         { return s.h.RootDir }
 func (s *podState) AddProbes()                              { s.addProbes() }
 func (s *podState) Publish()                                { s.w.publishStatus() }
-func (s *podState) FreeName()                               { s.h.eng.releaseName(fullName(s.pod), s.pod.UID) }
+func (s *podState) FreeName()                               { s.h.Engine.ReleaseName(FullName(s.pod), s.pod.UID) }
 func (s *podState) SandboxState() fsm.SandboxState          { return s.sandbox.machine.State() }
 func (s *podState) SandboxErr() error                       { return s.sandbox.Err() }
 func (s *podState) DropSandboxConfig()                      { s.sandbox.DropConfig() }
@@ -50,7 +42,7 @@ func (s *podState) Event(eventType, reason, format string, args ...any) {
 }
 
 // WorkerDuration counts what a pod action of kind took.
-func (s *podState) WorkerDuration(kind string, d time.Duration) { s.h.metrics.WorkerDuration(kind, d) }
+func (s *podState) WorkerDuration(kind string, d time.Duration) { s.h.Metrics.WorkerDuration(kind, d) }
 
 // FireSandbox delivers ev to the sandbox machine.
 func (s *podState) FireSandbox(ctx context.Context, ev fsm.SandboxEvent) { s.sandbox.fire(ctx, ev) }
@@ -91,13 +83,13 @@ func (s *podState) FireContainers(ctx context.Context, ev fsm.ContainerEvent) {
 func (s *podState) RemovedAll(ctx context.Context) {
 	for _, c := range s.all() {
 		for _, id := range c.Instances() {
-			s.h.pleg.Forget(id)
+			s.h.PLEG.Forget(id)
 		}
 		c.DropInstances()
 		c.fire(ctx, fsm.ContainerEventRemoved)
 	}
 	for _, id := range s.sandbox.IDs() {
-		s.h.pleg.ForgetSandbox(id)
+		s.h.PLEG.ForgetSandbox(id)
 	}
 	s.sandbox.fire(ctx, fsm.SandboxEventRemoved)
 }

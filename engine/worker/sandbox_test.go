@@ -1,4 +1,4 @@
-package engine
+package worker
 
 import (
 	"testing"
@@ -14,14 +14,14 @@ import (
 func TestSandboxConfigRebuilt(t *testing.T) {
 	s := testPod(t)
 	h, pod := s.h, s.pod
-	want, err := sandboxConfig(h.podNode(), pod, 2, s.cgroupParent())
+	want, err := sandboxConfig(h.Node, pod, 2, s.cgroupParent())
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.sandbox.adopt(&adoptedPod{Sandboxes: []*runtimeapi.PodSandbox{{Id: "sb-2", State: runtimeapi.PodSandboxState_SANDBOX_READY,
+	s.sandbox.adopt(&Adopted{Sandboxes: []*runtimeapi.PodSandbox{{Id: "sb-2", State: runtimeapi.PodSandboxState_SANDBOX_READY,
 		Metadata: &runtimeapi.PodSandboxMetadata{Attempt: 2}}}})
 	got := s.sandbox.Config()
-	if !proto.Equal(got, want) || got.LogDirectory != podspec.LogDir(h.cfg.RootDir, pod) {
+	if !proto.Equal(got, want) || got.LogDirectory != podspec.LogDir(h.RootDir, pod) {
 		t.Errorf("rebuilt config %v, want %v", got, want)
 	}
 }

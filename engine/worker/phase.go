@@ -1,6 +1,6 @@
 // The pod phase users see, from the containers' views.
 
-package engine
+package worker
 
 import (
 	"github.com/speclet/speclet/fsm"

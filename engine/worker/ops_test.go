@@ -1,16 +1,13 @@
-package engine
+package worker
 
 import (
 	"errors"
-	"io"
-	"log/slog"
 	"testing"
-	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/engine/internal/suite"
 	"github.com/speclet/speclet/engine/op"
 	"github.com/speclet/speclet/engine/op/optest"
 	"github.com/speclet/speclet/fsm"
@@ -65,23 +62,18 @@ func TestRuntimeActionsAreOperations(t *testing.T) {
 // errNotFound is the runtime's reply about an object it does not know.
 var errNotFound = &cri.Error{Op: "PodSandboxStatus", Class: cri.ClassNotFound, Err: errors.New("not found")}
 
-// testPod is a new pod of an engine whose runtime answers nothing: the
+// testPod is a new pod of a worker whose runtime answers nothing: the
 // test feeds the replies.
 func testPod(t *testing.T) *podState {
 	t.Helper()
-	e, err := New(Config{Runtime: nopRuntime{}, RootDir: t.TempDir(), Clock: clocktesting.NewFakeClock(time.Now()),
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pod := benchPod(0)
-	return newPodState(newPodWorker(&e.host, pod, nil), pod, nil)
+	pod := suite.Pod(0)
+	return newPodState(New(testHost(t), pod, nil, "", nil), pod, nil)
 }
 
 // withSandboxes gives the pod the sandboxes ids (oldest first) as after a
 // restart: the last is current, ready if ready.
 func withSandboxes(s *podState, ready bool, ids ...string) {
-	a := &adoptedPod{}
+	a := &Adopted{}
 	for i := len(ids) - 1; i >= 0; i-- {
 		a.Sandboxes = append(a.Sandboxes, &runtimeapi.PodSandbox{Id: ids[i], State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY})
 	}

@@ -1,4 +1,4 @@
-package engine
+package worker
 
 import (
 	"time"
@@ -13,15 +13,11 @@ import (
 // (images.Container; the rest is container_owner.go's, and the waiting
 // reason and image reference are the embedded containers.Container's).
 
-// ReasonImageInspectError is kubelet's waiting reason when ImageStatus
-// failed (images.ErrImageInspect).
-const ReasonImageInspectError = images.ReasonImageInspectError
-
 var _ images.Container = (*ctrState)(nil)
 
 // Secrets is the API server's (Config.VolumeAPI), or nil.
 func (c *ctrState) Secrets() images.Secrets {
-	if api := c.p.h.cfg.VolumeAPI; api != nil {
+	if api := c.p.h.VolumeAPI; api != nil {
 		return api
 	}
 	return nil
@@ -35,7 +31,7 @@ func (c *ctrState) PodEvent(eventType, reason, format string, args ...any) {
 // Pulled counts a pull in the metrics and the pod's pull time (the
 // PodStarted metric's).
 func (c *ctrState) Pulled(d time.Duration) {
-	c.p.h.metrics.ImagePulled(d)
+	c.p.h.Metrics.ImagePulled(d)
 	c.p.w.mu.Lock()
 	c.p.pullTime += d
 	c.p.w.mu.Unlock()
@@ -44,8 +40,8 @@ func (c *ctrState) Pulled(d time.Duration) {
 // PullBackoff advances the container's image pull backoff, or resets it.
 func (c *ctrState) PullBackoff(reset bool) {
 	if reset {
-		c.p.h.pullBackoff.Reset(c.backoffKey())
+		c.p.h.PullBackoff.Reset(c.backoffKey())
 		return
 	}
-	c.p.h.pullBackoff.Next(c.backoffKey())
+	c.p.h.PullBackoff.Next(c.backoffKey())
 }

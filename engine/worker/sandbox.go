@@ -1,4 +1,4 @@
-package engine
+package worker
 
 import (
 	"context"
@@ -55,7 +55,7 @@ func (sb *sandboxState) ready() bool { return sb.machine.State() == fsm.SandboxS
 // adopt takes over the pod's sandboxes from a previous run (Sandbox.Adopt)
 // and resumes the machine where they stand; it returns the ready sandbox,
 // or nil.
-func (sb *sandboxState) adopt(a *adoptedPod) *runtimeapi.PodSandbox {
+func (sb *sandboxState) adopt(a *Adopted) *runtimeapi.PodSandbox {
 	ready, st := sb.Adopt(a)
 	if st != sb.machine.State() {
 		sb.machine = fsm.BindSandboxMachine(st, sb)
@@ -64,10 +64,9 @@ func (sb *sandboxState) adopt(a *adoptedPod) *runtimeapi.PodSandbox {
 }
 
 // The machine's observers (observe.Owner) see the pod's.
-func (sb *sandboxState) host() *host           { return sb.p.h }
-func (sb *sandboxState) Sinks() *observe.Sinks { return &sb.p.h.sinks }
-func (sb *sandboxState) Now() time.Time        { return sb.p.h.clock.Now() }
-func (sb *sandboxState) Logger() *slog.Logger  { return sb.p.h.log }
+func (sb *sandboxState) Sinks() *observe.Sinks { return &sb.p.h.Sinks }
+func (sb *sandboxState) Now() time.Time        { return sb.p.h.Clock.Now() }
+func (sb *sandboxState) Logger() *slog.Logger  { return sb.p.h.Log }
 func (sb *sandboxState) LogAttrs() []any       { return sb.p.LogAttrs() }
 func (sb *sandboxState) Record() *history.Log  { return &sb.p.w.hist }
 func (sb *sandboxState) Instance() string      { return "" }
@@ -78,9 +77,9 @@ func (sb *sandboxState) Spec() *v1.Pod             { return sb.p.pod }
 func (sb *sandboxState) Key() string               { return sb.p.key() }
 func (sb *sandboxState) Done() bool                { return sb.p.PodDone() }
 func (sb *sandboxState) RuntimeHandler() string    { return sb.p.w.runtimeHandler }
-func (sb *sandboxState) Runtime() cri.Runtime      { return sb.p.h.rt }
+func (sb *sandboxState) Runtime() cri.Runtime      { return sb.p.h.Runtime }
 func (sb *sandboxState) Raise(ev fsm.SandboxEvent) { sb.run.Raise(ev) }
-func (sb *sandboxState) Stopping(id string)        { sb.p.h.pleg.ForgetSandbox(id) }
+func (sb *sandboxState) Stopping(id string)        { sb.p.h.PLEG.ForgetSandbox(id) }
 func (sb *sandboxState) Event(eventType, reason, format string, args ...any) {
 	sb.p.event(eventType, reason, format, args...)
 }
@@ -97,7 +96,7 @@ func (sb *sandboxState) Ran() bool {
 
 // Cgroups is the node's pod cgroups (Config.PodCgroups), or nil.
 func (sb *sandboxState) Cgroups() sandbox.Cgroups {
-	if pc := sb.p.h.cfg.PodCgroups; pc != nil {
+	if pc := sb.p.h.PodCgroups; pc != nil {
 		return pc
 	}
 	return nil
@@ -106,7 +105,7 @@ func (sb *sandboxState) Cgroups() sandbox.Cgroups {
 // BuildConfig builds the sandbox config of attempt for the pod; a rebuilt
 // one records no DNS warning, which was recorded when the sandbox was made.
 func (sb *sandboxState) BuildConfig(attempt uint32, rebuilt bool) (*runtimeapi.PodSandboxConfig, error) {
-	n := sb.p.h.podNode()
+	n := sb.p.h.Node
 	if rebuilt {
 		n.Warn = nil
 	}
@@ -116,8 +115,8 @@ func (sb *sandboxState) BuildConfig(attempt uint32, rebuilt bool) (*runtimeapi.P
 // cgroupParent is the CgroupParent of the pod's sandbox ("" without pod
 // cgroups).
 func (p *podState) cgroupParent() string {
-	if p.h.cfg.PodCgroups == nil {
+	if p.h.PodCgroups == nil {
 		return ""
 	}
-	return p.h.cfg.PodCgroups.Parent(p.pod)
+	return p.h.PodCgroups.Parent(p.pod)
 }

@@ -1,4 +1,4 @@
-package engine
+package worker
 
 import (
 	"errors"
@@ -34,7 +34,7 @@ func TestImageActionsAsOperations(t *testing.T) {
 			raised:  []fsm.ContainerEvent{fsm.ContainerEventImageMissing}},
 		{name: "check_image: ImageStatus fails", action: "check_image",
 			replies: []reply{{"ImageStatus", "busybox:latest", nil, errors.New("unavailable")}},
-			raised:  []fsm.ContainerEvent{fsm.ContainerEventImageCheckFailed}, waiting: ReasonImageInspectError, failed: true},
+			raised:  []fsm.ContainerEvent{fsm.ContainerEventImageCheckFailed}, waiting: images.ReasonImageInspectError, failed: true},
 		{name: "pull: without credentials, then the size", action: "pull_image",
 			replies: []reply{{"PullInputs", "busybox:latest", images.PullInputs{}, nil}, {"PullImage", "busybox:latest", "sha256:2", nil},
 				{"ImageStatus", "busybox:latest", nil, errors.New("size unknown")}},
@@ -47,7 +47,7 @@ func TestImageActionsAsOperations(t *testing.T) {
 		{name: "pull: every credential refused", action: "pull_image",
 			replies: []reply{{"PullInputs", "busybox:latest", images.PullInputs{Auths: []*runtimeapi.AuthConfig{{Username: "a"}, {Username: "b"}}}, nil},
 				{"PullImage", "busybox:latest a", nil, errors.New("denied")}, {"PullImage", "busybox:latest b", nil, errors.New("denied")}},
-			raised: []fsm.ContainerEvent{fsm.ContainerEventPullFailed}, waiting: ReasonErrImagePull, failed: true},
+			raised: []fsm.ContainerEvent{fsm.ContainerEventPullFailed}, waiting: images.ReasonErrImagePull, failed: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := testPod(t).all()[0]

@@ -1,4 +1,4 @@
-package engine
+package worker
 
 import (
 	"context"
@@ -78,10 +78,9 @@ const containerOwner = "container/"
 
 func (c *ctrState) raise(ev fsm.ContainerEvent) { c.run.Raise(ev) }
 
-func (c *ctrState) host() *host           { return c.p.h }
-func (c *ctrState) Sinks() *observe.Sinks { return &c.p.h.sinks }
-func (c *ctrState) Now() time.Time        { return c.p.h.clock.Now() }
-func (c *ctrState) Logger() *slog.Logger  { return c.p.h.log }
+func (c *ctrState) Sinks() *observe.Sinks { return &c.p.h.Sinks }
+func (c *ctrState) Now() time.Time        { return c.p.h.Clock.Now() }
+func (c *ctrState) Logger() *slog.Logger  { return c.p.h.Log }
 func (c *ctrState) LogAttrs() []any       { return []any{"pod", c.p.key(), "container", c.name} }
 func (c *ctrState) Record() *history.Log  { return &c.p.w.hist }
 func (c *ctrState) Instance() string      { return c.name }
@@ -95,7 +94,7 @@ func containerEntered(ctx context.Context, st *ctrStep) {
 		return
 	}
 	c := st.Owner
-	ts := schedule.Of(c.machine.Timers(), c.p.h.clock.Now(),
+	ts := schedule.Of(c.machine.Timers(), c.p.h.Clock.Now(),
 		func(d fsm.ContainerDuration) time.Duration { return fsm.ContainerDurationOf(c, d) },
 		func(ctx context.Context, ev fsm.ContainerEvent, _ fsm.ContainerDuration) {
 			c.fire(ctx, ev)

@@ -1,4 +1,4 @@
-package engine
+package worker
 
 import (
 	"context"
@@ -33,14 +33,19 @@ var plegInputs = [...]fsm.Input{
 	pleg.SandboxDied:      fsm.InputSandboxDied,
 }
 
-func newPodWorker(h *host, pod *v1.Pod, ad *adoptedPod) *podWorker {
-	return &podWorker{h: h, uid: pod.UID, inbox: inbox.New[payload](pods.Grace), adopted: ad}
+// New returns the worker of pod on h, not yet running (Run): ad is what
+// the runtime still holds of the pod from before a restart (nil: nothing),
+// runtimeHandler the CRI runtime handler of its runtimeClassName ("": the
+// default), refusal why admission refused it (nil: admitted).
+func New(h *Host, pod *v1.Pod, ad *Adopted, runtimeHandler string, refusal *Refusal) *Worker {
+	return &Worker{h: h, uid: pod.UID, inbox: inbox.New[Payload](pods.Grace), adopted: ad,
+		pod: pod, runtimeHandler: runtimeHandler, refusal: refusal}
 }
 
 // handle turns one input into machine events through fsm.Route and fires
 // them: the container or sandbox event first (it records what the runtime
 // said), then the pod event.
-func (w *podWorker) handle(ctx context.Context, in input) {
+func (w *Worker) handle(ctx context.Context, in Input) {
 	s := w.st
 	if s == nil {
 		if in.Pod == nil {
@@ -87,18 +92,18 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 		s.Kill(pods.Grace(s.pod), false)
 		s.fire(ctx, fsm.Route(fsm.InputConfigRemove).Pod)
 	case inbox.PLEG:
-		r := fsm.Route(plegInputs[in.P.pleg.Type])
-		if r.HasSandbox && in.P.pleg.SandboxID == s.sandbox.ID() && s.sandbox.ID() != "" {
+		r := fsm.Route(plegInputs[in.P.PLEG.Type])
+		if r.HasSandbox && in.P.PLEG.SandboxID == s.sandbox.ID() && s.sandbox.ID() != "" {
 			s.sandbox.fire(ctx, r.Sandbox)
 		}
-		if c := s.byName(in.P.pleg.Name); c != nil && in.P.pleg.Type == pleg.ContainerRemoved && in.P.pleg.ContainerID != c.ID() {
+		if c := s.byName(in.P.PLEG.Name); c != nil && in.P.PLEG.Type == pleg.ContainerRemoved && in.P.PLEG.ContainerID != c.ID() {
 			// An older instance removed by the node's container GC
 			// (or behind speclet's back): no machine event, the
 			// container forgets it.
-			c.Forget(in.P.pleg.ContainerID)
+			c.Forget(in.P.PLEG.ContainerID)
 		}
-		if c := s.byName(in.P.pleg.Name); c != nil && r.HasContainer && in.P.pleg.ContainerID == c.ID() {
-			if st := in.P.pleg.Status; st != nil {
+		if c := s.byName(in.P.PLEG.Name); c != nil && r.HasContainer && in.P.PLEG.ContainerID == c.ID() {
+			if st := in.P.PLEG.Status; st != nil {
 				// Only an exit's status is read (record_exit); one of a
 				// running instance is not kept, and it makes an older
 				// exit's stale.
@@ -112,16 +117,16 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 	case inbox.Sync:
 		w.fireDue(ctx)
 	case inbox.Probe:
-		c := s.byName(in.P.probe.Container)
+		c := s.byName(in.P.Probe.Container)
 		if c == nil {
 			return
 		}
 		var pin fsm.Input
 		var ok bool
-		if in.P.probe.Worker != 0 {
-			pin, ok = c.probe.Result(in.P.probe) // a raw result of a worker
+		if in.P.Probe.Worker != 0 {
+			pin, ok = c.probe.Result(in.P.Probe) // a raw result of a worker
 		} else {
-			pin, ok = prober.Input(in.P.probe.Kind, in.P.probe.Success)
+			pin, ok = prober.Input(in.P.Probe.Kind, in.P.Probe.Success)
 		}
 		if !ok {
 			return
@@ -140,9 +145,9 @@ func (w *podWorker) handle(ctx context.Context, in input) {
 		s.fire(ctx, fsm.PodEventNameFree)
 	case inbox.Evict:
 		if s.evicted == nil {
-			s.evicted = in.P.evict
+			s.evicted = in.P.Evict
 		}
-		s.Kill(in.P.evict.grace, false)
+		s.Kill(in.P.Evict.Grace, false)
 		s.w.publishStatus()
 		s.fire(ctx, fsm.Route(fsm.InputEvicted).Pod)
 	}
