@@ -11,64 +11,23 @@
 //     workers, backoff GC) and probe results. While the runtime does not
 //     answer, pod workers hold their inputs (nothing is lost) and a prober
 //     retries with exponential backoff.
-//   - worker.go: one worker goroutine per pod UID and its input queue
-//     (engine/inbox). A
-//     container timer already due when the worker has handled its inputs
-//     (a zero delay: the immediate restart, the restart after a probe
-//     kill) fires before the worker publishes (timers.go fireDueNow), not
-//     at the next tick.
-//     Config inputs coalesce (only the newest pending spec counts; a pending
-//     kill is never replaced). A kill cancels the running action (a slow
-//     pull, a stop with a longer grace period) so it is handled next,
-//     except the calls its spec declares uncancellable (engine/detach).
-//   - inputs.go: each input becomes machine events through fsm.Route.
-//   - engine/fire: the one fire loop of every machine (pod, sandbox, container,
-//     probe, node): it fires an fsm.Machine, tells the observers of the
-//     machine's kind, runs the step's actions in order and fires the events
-//     they raised. observe.go registers the observers of each kind once:
-//     metrics, history, the debug log and Config.Steps for all
-//     (engine/observe's Common); the operator log
-//     (oplog.go), Kubernetes events (events.go) and what entering a state
-//     means (timers, the published pod and node states) where they apply.
-//   - engine/op: what an action does outside the machines, as values. The
-//     actions of every machine but the probe's return their first
-//     operation (a CRI call with its request, a host step such as a cgroup,
-//     a directory, a config read from the host or a lifecycle hook, or a
-//     delivery of events to the pod's other machines), each continuation
-//     reads its result and returns the next one or ends the action having
-//     raised its events, and op.Exec runs them on the action's context (its
-//     tag: the CRI audit's scope and engine/detach's uncancellable calls).
-//     The continuations do no I/O: *_ops_test.go here and the ops tests
-//     of engine/sandbox, engine/containers, engine/images and
-//     engine/reclaim drive them with replies fed by hand
-//     (engine/op/optest), each CRI call held to the action's spec cri
-//     list.
-//   - timers.go: the armed timers of a pod's machines (engine/schedule's
-//     Set under the worker's lock; the node machine's are node_schedule.go's).
-//   - pod.go: the pod machine and its guards (admission_refused in
-//     admit.go, name_taken, pod_done, all_containers_stopped), bound to
-//     engine/pods' Pod (the actions and durations: SyncPod,
-//     KillContainers, StopSandbox, RemovePod, ReleaseName, ReportStatus,
-//     MountVolumes, UnmountVolumes, ExceedDeadline; the start time and the
-//     grace period that only shortens); pod_owner.go is what the Pod reads
-//     of the pod and how it delivers to the sandbox and container machines
-//     (pods.Owner: the containers' order and parallelism are the engine's).
-//   - sandbox.go: the sandbox machine, bound to engine/sandbox's Sandbox
-//     (its guards and actions: RunSandbox, CheckSandbox, StopSandbox,
-//     RemovePodCgroup; recreate_forbidden), which reads the pod through
-//     the sandboxState (sandbox.Pod).
-//   - container.go: the container machine, bound to engine/containers'
-//     Container (the runtime's instances of the container, and the
-//     guards, durations and actions CreateContainer, StartContainer with
-//     its postStart hook, StopContainer with its preStop hook,
-//     RecordExit, RemoveContainer, ShowBackoff, CountRestart;
-//     start_blocked, restart_allowed, spec_changed) and to engine/images'
-//     Puller (CheckImage, RefuseNeverPull, PullImage, RefuseImage,
-//     CountPullFailure; pull_always, pull_never); container_owner.go and
-//     image_actions.go are what they read of the container, its pod and
-//     the node (containers.Owner, images.Container); ephemeral.go builds
-//     a container's config (BuildConfig), an ephemeral one's with its
-//     target.
+//   - engine/worker: one worker per pod UID (dispatch.go creates it
+//     after admission and posts its inputs): its goroutine and inbox, the
+//     inputs routed to machine events, the pod, sandbox, container and
+//     probe machines' owners in the fire loop, their timers, the CRI
+//     requests, adoption after a restart, the status it computes and
+//     publishes, the operator log and Kubernetes events of a step. It
+//     reads the node through a worker.Host (host.go builds it) and asks
+//     the engine for static names, the runtime's gate and the run context
+//     through worker.Engine.
+//   - engine/fire: the one fire loop of every machine (pod, sandbox,
+//     container, probe, node); observe.go registers the node machine's
+//     observers (engine/worker registers those of a pod's machines).
+//   - engine/op: what an action does outside the machines, as values:
+//     the continuations do no I/O, and the ops tests of engine/worker,
+//     engine/sandbox, engine/containers, engine/images and engine/reclaim
+//     drive them with replies fed by hand (engine/op/optest), each CRI
+//     call held to the action's spec cri list.
 //   - nodegc.go, node_schedule.go: the node machine (spec/node.hcl), bound
 //     to engine/reclaim's Node (its guards, actions and durations), on its
 //     own goroutine, through the same fire loop: the timers of idle
@@ -79,27 +38,11 @@
 //     MeasureImageFs (ImageFsInfo, statfs of its mountpoint through
 //     Config.FsStat, the images and the containers using them) and
 //     RemoveUnusedImages (RemoveImage of engine/imagegc's plan).
-//   - probe.go, probe_schedule.go: the probe machine of each container,
-//     bound to engine/probes' Workers (its actions start_startup,
-//     start_probes, trigger_readiness, run_probe, kill_container,
-//     stop_probes: one worker per probe kind of the running instance,
-//     probing on that kind's ticks, anchored at the pod's first sync and
-//     kept across instances; probes on their own goroutine, thresholds
-//     counted on the pod worker; the arithmetic is engine/prober's),
-//     which kills the container through the probeState (probes.Container),
-//     and the state timer probe_due
-//     armed for the earliest due worker (duration next_probe, on the pod
-//     worker's clock); engine/handlers runs the exec, httpGet, tcpSocket
-//     and grpc probes.
 //   - names.go: static pod full names (engine/names), one started pod per name, FIFO.
-//   - backoff.go: CrashLoopBackOff and image pull backoff per container.
-//   - requests.go: CRI requests (sandbox and container configs, mounts,
-//     resources, log paths under RootDir, speclet's labels and annotations
-//     from engine/runtimepods).
 //   - loop.go runs engine/pleg (the relist diff of containers and sandboxes,
 //     and the runtime's event stream) and hands its events to the workers.
-//   - view.go: what the status needs, read from the machine states;
-//     engine/podstatus computes the pod status from it.
+//   - probe.go, status.go, labels.go: the engine's API for probe kinds and
+//     results, the status reasons and the labels on CRI objects.
 //   - recover.go: rebuilding from the runtime after a restart (the pods
 //     engine/runtimepods groups from the labels); orphans.
 //   - strays.go: runtime pods that appear while speclet runs and that no
@@ -153,10 +96,8 @@
 //   - oomwatch/ (pure parser, /dev/kmsg source): the kernel's OOM kills and
 //     kubelet's SystemOOM rule; cmd/speclet runs the watcher and records
 //     the event on the node.
-//   - oplog.go: the operator's info lines (container started, killing
-//     container, container died, killing pod, pod finished): observers of
-//     the container and pod machines' steps, keyed on the typed event and
-//     to-state; the SyncLoop ADD/UPDATE/REMOVE lines come from engine.go.
+//   - The SyncLoop ADD/UPDATE/REMOVE lines come from dispatch.go; the
+//     operator's lifecycle lines from engine/worker's oplog.go.
 //
 // Every CRI call that changes the runtime is made inside an implementation
 // of a generated Actions method, run by the machine's Run
@@ -189,8 +130,8 @@
 // from the pod's first sync that mounted its volumes (kubelet's AddPod,
 // before the container starts), plus a random part of the period when that
 // sync came within one period of the engine's start (Config.ProbeJitter);
-// the ticks keep their phase across the container's restarts
-// (probe_schedule.go). A tick probes only when it comes after the running
+// the ticks keep their phase across the container's restarts (engine/worker's
+// probe_schedule.go). A tick probes only when it comes after the running
 // instance's start and at or after start + initialDelaySeconds, so a first
 // probe may come up to one period after that, as in kubelet; a worker skips
 // a tick while its previous probe still runs. Readiness is triggered at once
@@ -250,8 +191,9 @@
 //
 // A third check holds the actions to the `effect` blocks of spec/system.hcl,
 // which `speclet spec verify` trusts (effects_test.go): an observer the tests
-// register on every machine kind follows each action run through the fire
-// loop (engine/fire, Observer.Scope) and checks that it raised to its own
+// register on every machine kind (a pod's through worker.AddCheck) follows
+// each action run through the fire loop (engine/fire, Observer.Scope) and
+// checks that it raised to its own
 // machine exactly one of its reports (or nothing where the effect allows it,
 // and always nothing when its action failed and the effect may report
 // nothing), that what it delivered to other machines is among its sends in
@@ -259,8 +201,9 @@
 // nothing, and that the events machines' observers deliver are declared
 // `external`. A script fails on what its engine did; TestMain fails on what
 // other tests' engines did and prints the runs checked per action (with
-// the whole package, or -v). The observer is internal to this package, so
-// the tests of engine/containerdtest are outside this check.
+// the whole package, or -v). The observer is this package's tests', so the
+// tests of engine/containerdtest and engine/worker's unit tests are outside
+// this check.
 //
 // # Usage
 //

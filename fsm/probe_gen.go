@@ -14,7 +14,7 @@ const ProbeMachineName = "probe"
 
 // ProbeSpecSHA256 is the SHA-256 of spec/probe.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ProbeSpecSHA256 = "1639e56c4eace65979b986e869963f35848921a9c406a9d68e5c15a8783b0206"
+const ProbeSpecSHA256 = "aa526b2a180aeb3893585a4d8b2f3f702fbd30cb6e964b4ff5a66fec1924841c"
 
 // ProbeState is a state of the probe machine.
 //

@@ -39,7 +39,7 @@
 # time per worker.
 #
 # Rules that are not transitions, and where the engine enforces them
-# (engine/probes, engine/probe.go, engine/probe_schedule.go):
+# (engine/probes, engine/worker/probe.go, engine/worker/probe_schedule.go):
 #  - Parameters with kubelet's defaults: initialDelaySeconds 0 (counted from
 #    the container's start), periodSeconds 10, timeoutSeconds 1,
 #    successThreshold 1, failureThreshold 3.

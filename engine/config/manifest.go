@@ -35,7 +35,7 @@ const (
 	MaxImageLength = 512
 	// MaxContainers bounds init plus regular containers of one pod, so
 	// that one pod's containers fit in one CRI list reply
-	// (engine/requests.go).
+	// (engine/worker/requests.go).
 	MaxContainers = 24
 )
 

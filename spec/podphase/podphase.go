@@ -1,7 +1,7 @@
 // Package podphase is the pod phase and conditions users see, as one pure function of what
 // the machines know of a pod: per container its kind and whether it has not
 // run yet, runs, or exited (with a failure or not), plus the restart policy
-// and whether the pod worker terminates. The engine's status (engine/phase.go)
+// and whether the pod worker terminates. The engine's status (engine/worker/phase.go)
 // calls it with facts read from its container views; `speclet spec verify`
 // (package verify) calls it with facts read from the explored model states
 // (spec/system.hcl's phase block says how), so the invariant
