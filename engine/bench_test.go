@@ -2,32 +2,23 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/internal/suite"
 	"github.com/speclet/speclet/engine/pleg"
 	"github.com/speclet/speclet/engine/runtimepods"
 )
 
-func benchPod(i int) *v1.Pod {
-	g := int64(1)
-	name := fmt.Sprintf("p%05d", i)
-	return &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name),
-			Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
-		Spec: v1.PodSpec{HostNetwork: true, TerminationGracePeriodSeconds: &g, RestartPolicy: v1.RestartPolicyAlways,
-			Containers: []v1.Container{{Name: "app", Image: "busybox:latest", ImagePullPolicy: v1.PullIfNotPresent}}},
-	}
-}
+// benchPod is pod i of the benchmarks (suite.Pod).
+func benchPod(i int) *v1.Pod { return suite.Pod(i) }
 
 // BenchmarkRelist measures one PLEG relist against the simulated runtime
 // holding N running pods (ListContainers over gRPC plus the diff).

@@ -3,8 +3,6 @@ package engine
 import (
 	"fmt"
 
-	v1 "k8s.io/api/core/v1"
-
 	"github.com/speclet/speclet/engine/worker"
 )
 
@@ -19,12 +17,6 @@ type EventRecorder = worker.EventRecorder
 type NodeEventRecorder interface {
 	NodeEvent(eventType, reason, message string)
 }
-
-// Event types.
-const (
-	eventNormal  = v1.EventTypeNormal
-	eventWarning = v1.EventTypeWarning
-)
 
 // nodeEvent records an event about the node.
 func (e *Engine) nodeEvent(eventType, reason, format string, args ...any) {

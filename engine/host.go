@@ -44,7 +44,7 @@ func (e *Engine) podNode() podspec.Node {
 		ClusterDNS: e.cfg.ClusterDNS, ClusterDomain: e.cfg.ClusterDomain, ResolvConf: e.cfg.ResolvConf,
 		Warn: func(pod *v1.Pod, reason, msg string) {
 			if r := e.cfg.Events; r != nil {
-				r.Event(pod, "", eventWarning, reason, msg)
+				r.Event(pod, "", v1.EventTypeWarning, reason, msg)
 			}
 		}}
 }

@@ -15,7 +15,7 @@ import (
 
 var _ images.Container = (*ctrState)(nil)
 
-// Secrets is the API server's (Config.VolumeAPI), or nil.
+// Secrets is the API server's (Host.VolumeAPI), or nil.
 func (c *ctrState) Secrets() images.Secrets {
 	if api := c.p.h.VolumeAPI; api != nil {
 		return api

@@ -11,7 +11,7 @@ import (
 // This file derives the operator's log lines (info level, -v 0) from the
 // machine transitions: one line per lifecycle step a person wants to see,
 // from typed observers of the pod and container machines (observe.go). The
-// SyncLoop ADD/UPDATE/REMOVE lines come from the sync loop (engine.go).
+// SyncLoop ADD/UPDATE/REMOVE lines come from the engine's sync loop.
 
 // killReasons names, per container event that leads from running to
 // stopping, why the container is killed.

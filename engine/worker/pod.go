@@ -19,7 +19,7 @@ import (
 
 // podState is the worker goroutine's view of one pod: the pod machine, the
 // sandbox machine, one container machine per container, and what the runtime
-// holds of the pod. It implements fsm.PodGuards (pod.go, admit.go); the
+// holds of the pod. It implements fsm.PodGuards (pod.go); the
 // pod machine's actions and durations are engine/pods' Pod, embedded, whose
 // pods.Owner it is (pod_owner.go). Every CRI call that changes the pod in
 // the runtime is made by one of those actions or by an action of the

@@ -110,8 +110,8 @@ func runtimeAnnotations(pod map[string]string) map[string]string {
 
 // requestInputs are what a container's config reads from the running pod:
 // its addresses (the node's for a hostNetwork pod), the node's, the
-// configMaps and secrets of its namespace (Config.VolumeAPI), and the
-// service variables (Config.Services). Services not yet read are an error
+// configMaps and secrets of its namespace (Host.VolumeAPI), and the
+// service variables (Host.Services). Services not yet read are an error
 // for a pod from the API server, as under kubelet; a static pod goes on
 // with what there is.
 func (p *podState) requestInputs(ctx context.Context) (func(*podspec.ContainerRequest), error) {

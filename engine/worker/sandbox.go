@@ -94,7 +94,7 @@ func (sb *sandboxState) Ran() bool {
 	return false
 }
 
-// Cgroups is the node's pod cgroups (Config.PodCgroups), or nil.
+// Cgroups is the node's pod cgroups (Host.PodCgroups), or nil.
 func (sb *sandboxState) Cgroups() sandbox.Cgroups {
 	if pc := sb.p.h.PodCgroups; pc != nil {
 		return pc

@@ -39,8 +39,8 @@ type Eviction struct {
 // Worker is the one serialized worker of a pod UID. Inputs are queued
 // in its inbox (engine/inbox: config inputs coalesce, a kill cancels the
 // running actions) from any goroutine; the worker goroutine alone touches
-// the machines and calls the runtime. podState is a copy of the pod
-// machine's state that the worker publishes for the sync loop.
+// the machines and calls the runtime. The engine reads what it published
+// (the pod with its status, the pod machine's state) from any goroutine.
 type Worker struct {
 	h     *Host
 	uid   types.UID
@@ -50,7 +50,7 @@ type Worker struct {
 	timers schedule.Set // the machines' armed timers
 	// pubPod and pubStatus are the last published pod: the pod object its
 	// status was computed for (its source's, read-only) and that status.
-	// snapshot builds the v1.Pod from them when asked: a copy of the pod
+	// Snapshot builds the v1.Pod from them when asked: a copy of the pod
 	// kept per worker would be 1,152 bytes besides the status.
 	pubPod    *v1.Pod
 	pubStatus *v1.PodStatus
@@ -63,9 +63,9 @@ type Worker struct {
 	hist history.Log
 
 	adopted *Adopted // what the runtime held of the pod at start, until the first input
-	// pod, refusal and runtimeHandler are set at creation and never change: the pod as
-	// first declared (its requests count against allocatable) and why it
-	// was refused admission (nil: admitted).
+	// pod, refusal and runtimeHandler are set at creation and never
+	// change: the pod as first declared (its requests count against
+	// allocatable) and why it was refused admission (nil: admitted).
 	pod     *v1.Pod
 	refusal *Refusal
 	// runtimeHandler is the CRI runtime handler of the pod's
@@ -181,7 +181,7 @@ func (w *Worker) StoppedPod() (final *v1.Pod, stopped bool) {
 
 // FinalStatus is the identity and status the worker published after its
 // pod machine stopped, nil if none: what a purged worker leaves for
-// PodStopped (debug.go's goneHistory). The spec is not kept.
+// the engine's PodStopped. The spec is not kept.
 func (w *Worker) FinalStatus() *v1.Pod {
 	w.mu.Lock()
 	defer w.mu.Unlock()
