@@ -16,25 +16,18 @@ import (
 // its settings and services, built once by New.
 func (e *Engine) workerHost() worker.Host {
 	cfg := &e.cfg
-	h := worker.Host{
+	return worker.Host{
 		NodeName: cfg.NodeName, NodeIP: cfg.NodeIP, RootDir: cfg.RootDir,
 		Node:              e.podNode(),
 		SyncFrequency:     cfg.SyncFrequency,
 		GCMaxPerContainer: cfg.ContainerGC.MaxPerContainer, GCMinAge: cfg.ContainerGC.MinAge,
+		Events: cfg.Events, PodCgroups: cfg.PodCgroups,
 		PublishedPod: cfg.PublishedPod, Services: cfg.Services, VolumeAPI: cfg.VolumeAPI,
 		Runtime: e.rt, Clock: e.clock, Log: e.log, Metrics: e.metrics, Sinks: e.sinks,
 		Volumes: e.volumes, PLEG: e.pleg, CrashBackoff: e.crashBackoff, PullBackoff: e.pullBackoff,
 		RuntimeName: "cri",
 		Engine:      workerEngine{e},
 	}
-	// Interfaces are copied only when set: a nil one stays nil.
-	if cfg.Events != nil {
-		h.Events = cfg.Events
-	}
-	if cfg.PodCgroups != nil {
-		h.PodCgroups = cfg.PodCgroups
-	}
-	return h
 }
 
 // podNode is the node as the pod-spec translation reads it (engine/podspec).
