@@ -17,8 +17,8 @@ import (
 	"github.com/speclet/speclet/cri/sim"
 )
 
-// The contract of the calls the node's reclaim makes (engine/nodegc.go,
-// evict.go): RemoveImage (image GC), ImageFsInfo (where images live, how
+// The contract of the calls the node's reclaim makes (engine/reclaim,
+// engine/evict.go): RemoveImage (image GC), ImageFsInfo (where images live, how
 // much they use), ListContainerStats (eviction ranking). Appended to
 // contractCases by init so that TestContract runs them on both runtimes.
 func init() {
@@ -106,7 +106,7 @@ func contractRemoveImage(t *testing.T, e *env) {
 
 	// The runtime does not keep an image a container uses: RemoveImage
 	// succeeds and the container runs on. Image GC must never plan such
-	// an image itself (engine/nodegc.go: in use by any container).
+	// an image itself (engine/reclaim: in use by any container).
 	used := e.ownImage(t)
 	usedID, err := e.rt.PullImage(ctx(t), &runtimeapi.ImageSpec{Image: used}, nil, nil)
 	if err != nil {

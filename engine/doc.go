@@ -21,15 +21,15 @@
 //     the engine for static names, the runtime's gate and the run context
 //     through worker.Engine.
 //   - engine/fire: the one fire loop of every machine (pod, sandbox,
-//     container, probe, node); observe.go registers the node machine's
-//     observers (engine/worker registers those of a pod's machines).
+//     container, probe, node); engine/worker registers the observers of a
+//     pod's machines, engine/reclaim the node machine's.
 //   - engine/op: what an action does outside the machines, as values:
 //     the continuations do no I/O, and the ops tests of engine/worker,
 //     engine/sandbox, engine/containers, engine/images and engine/reclaim
 //     drive them with replies fed by hand (engine/op/optest), each CRI
 //     call held to the action's spec cri list.
-//   - nodegc.go, node_schedule.go: the node machine (spec/node.hcl), bound
-//     to engine/reclaim's Node (its guards, actions and durations), on its
+//   - nodegc.go: the node machine (spec/node.hcl), engine/reclaim's
+//     Machine bound to its Node (its guards, actions and durations), on its
 //     own goroutine, through the same fire loop: the timers of idle
 //     (image_gc_due, eviction_due, container_gc_due after next_image_gc,
 //     next_eviction, next_container_gc), armed for the next instant of each

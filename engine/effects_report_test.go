@@ -78,8 +78,9 @@ func refNames(rs []spec.MRef) []string {
 func (c *effectChecker) take(e *Engine) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	v := c.violations[&e.host]
+	v := append(c.violations[&e.host], c.violations[e.node]...)
 	delete(c.violations, &e.host)
+	delete(c.violations, e.node)
 	return v
 }
 

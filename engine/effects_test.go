@@ -6,8 +6,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/speclet/speclet/engine/fire"
 	"github.com/speclet/speclet/engine/observe"
+	"github.com/speclet/speclet/engine/reclaim"
 	"github.com/speclet/speclet/engine/worker"
 	"github.com/speclet/speclet/fsm"
 	"github.com/speclet/speclet/spec"
@@ -42,42 +42,21 @@ import (
 var effects = newEffectChecker()
 
 // registerEffects registers the check's observer on every machine kind:
-// a pod's through worker.AddCheck, the node's here. TestMain calls it
-// unless benchmarks run (they measure the engine's own observers).
+// a pod's (worker.AddCheck) and the node's (reclaim.AddCheck). TestMain
+// calls it unless benchmarks run (they measure the engine's own
+// observers).
 func registerEffects() {
-	worker.AddCheck(worker.Check{
-		Scope: func(ctx context.Context, st worker.CheckStep, i int) context.Context {
+	c := observe.Check{
+		Scope: func(ctx context.Context, st observe.CheckStep, i int) context.Context {
 			return effectScope(ctx, st.Owner, st.Step, st.Machine, st.Event, st.Actions, st.Queued, st.LastErr, i)
 		},
-		Ran: func(_ context.Context, st worker.CheckStep) { effects.ran(st.Owner, st.Step, st.Queued, st.LastErr) },
-		Refused: func(ctx context.Context, st worker.CheckStep) {
+		Ran: func(_ context.Context, st observe.CheckStep) { effects.ran(st.Owner, st.Step, st.Queued, st.LastErr) },
+		Refused: func(ctx context.Context, st observe.CheckStep) {
 			effects.refused(ctx, st.Owner, st.Machine, st.Event, st.Queued)
 		},
-	})
-	type nodeStep = fire.Step[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard, *nodeReclaim]
-	view := func(st *nodeStep) (actions, queued []string, lastErr string) {
-		for _, a := range st.Actions {
-			actions = append(actions, a.String())
-		}
-		for _, e := range st.Owner.steps.Pending() {
-			queued = append(queued, e.String())
-		}
-		return actions, queued, lastError(st.Results)
 	}
-	nodeObservers = append(nodeObservers, fire.Observer[fsm.NodeState, fsm.NodeEvent, fsm.NodeAction, fsm.NodeGuard, *nodeReclaim]{
-		Scope: func(ctx context.Context, st *nodeStep, i int) context.Context {
-			actions, queued, lastErr := view(st)
-			return effectScope(ctx, st.Owner, st, st.Machine, st.Event.String(), actions, queued, lastErr, i)
-		},
-		Ran: func(_ context.Context, st *nodeStep) {
-			_, queued, lastErr := view(st)
-			effects.ran(st.Owner, st, queued, lastErr)
-		},
-		Refused: func(ctx context.Context, st *nodeStep) {
-			_, queued, _ := view(st)
-			effects.refused(ctx, st.Owner, st.Machine, st.Event.String(), queued)
-		},
-	})
+	worker.AddCheck(c)
+	reclaim.AddCheck(c)
 }
 
 // effectScope is the context the observers of step st of o's machine run
@@ -102,16 +81,18 @@ func lastError(rs []ActionResult) string {
 }
 
 // owner is the owner of a machine the check follows: a pod's
-// (worker.Owner) or the node's (*nodeReclaim).
+// (worker.Owner) or the node's (*reclaim.Machine).
 type owner = observe.Owner
 
-// hostOf is the host of o's engine: the check keeps violations per engine.
-func hostOf(o owner) *worker.Host {
+// engineOf is what identifies o's engine to the check, which keeps
+// violations per engine (take): the host of a pod's worker, the node
+// machine itself.
+func engineOf(o owner) any {
 	switch x := o.(type) {
 	case worker.Owner:
 		return x.Host()
-	case *nodeReclaim:
-		return &x.e.host
+	case *reclaim.Machine:
+		return x
 	}
 	panic(fmt.Sprintf("effects: an owner of type %T", o))
 }
@@ -152,11 +133,11 @@ type effectChecker struct {
 
 	mu         sync.Mutex
 	owners     map[owner]*effectOwner
-	runs       map[string]int            // "machine.action" -> runs checked
-	outcomes   map[string]int            // "machine.action -> event" (or "nothing") -> runs
-	sent       map[string]int            // "machine.action -> machine.event" -> deliveries
-	observed   map[string]int            // "machine.event" an observer delivered -> times
-	violations map[*worker.Host][]string // by the engine's host
+	runs       map[string]int   // "machine.action" -> runs checked
+	outcomes   map[string]int   // "machine.action -> event" (or "nothing") -> runs
+	sent       map[string]int   // "machine.action -> machine.event" -> deliveries
+	observed   map[string]int   // "machine.event" an observer delivered -> times
+	violations map[any][]string // by engine (engineOf)
 }
 
 func newEffectChecker() *effectChecker {
@@ -165,7 +146,7 @@ func newEffectChecker() *effectChecker {
 		panic(diags.Error())
 	}
 	c := &effectChecker{effects: map[string]*spec.Effect{}, externals: map[string]bool{}, owners: map[owner]*effectOwner{},
-		runs: map[string]int{}, outcomes: map[string]int{}, sent: map[string]int{}, observed: map[string]int{}, violations: map[*worker.Host][]string{}}
+		runs: map[string]int{}, outcomes: map[string]int{}, sent: map[string]int{}, observed: map[string]int{}, violations: map[any][]string{}}
 	for _, e := range s.System.Effects {
 		c.effects[e.Machine.Name+"."+e.Action.Name] = e
 	}
@@ -177,7 +158,7 @@ func newEffectChecker() *effectChecker {
 
 // violate records a violation of o's engine. c.mu is held.
 func (c *effectChecker) violate(o owner, format string, args ...any) {
-	e := hostOf(o)
+	e := engineOf(o)
 	msg := fmt.Sprintf(format, args...)
 	if attrs := o.LogAttrs(); len(attrs) > 0 {
 		msg += fmt.Sprintf(" %v", attrs)

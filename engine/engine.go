@@ -22,6 +22,7 @@ import (
 	"github.com/speclet/speclet/engine/observe"
 	"github.com/speclet/speclet/engine/pleg"
 	"github.com/speclet/speclet/engine/podspec"
+	"github.com/speclet/speclet/engine/reclaim"
 	"github.com/speclet/speclet/engine/runtimepods"
 	"github.com/speclet/speclet/engine/volume"
 	"github.com/speclet/speclet/engine/worker"
@@ -86,7 +87,7 @@ type Engine struct {
 	sweeping   atomic.Bool           // strays are being listed (strays.go)
 	gate       atomic.Pointer[chan struct{}]
 	// node owns the node machine (image GC), run by its own goroutine.
-	node *nodeReclaim
+	node *reclaim.Machine
 }
 
 // positiveOr sets *v to d unless *v is positive (a zero or negative
@@ -168,7 +169,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.rt = detach.Runtime{Runtime: cfg.Runtime, Run: func() context.Context { return e.runCtx }}
 	e.host = e.workerHost()
-	e.node = newNodeReclaim(e)
+	e.node = newNodeMachine(e)
 	if err := m.RegisterHealth(cfg.Registerer, e.recovered.Load, e.Healthz); err != nil {
 		return nil, err
 	}
@@ -219,7 +220,7 @@ func (e *Engine) Run(ctx context.Context, updates <-chan config.PodUpdate) error
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); e.runPLEG(ctx, plegCh) }()
 	e.wg.Add(1)
-	go func() { defer e.wg.Done(); e.node.run(ctx) }()
+	go func() { defer e.wg.Done(); e.node.Run(ctx) }()
 
 	syncTick := e.clock.NewTicker(syncTickPeriod)
 	defer syncTick.Stop()

@@ -6,7 +6,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +14,7 @@ import (
 	"github.com/speclet/speclet/cri/sim"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/internal/logbuf"
+	"github.com/speclet/speclet/engine/internal/suite"
 	"github.com/speclet/speclet/engine/metrics"
 )
 
@@ -44,7 +44,7 @@ func testMetricsAfterAPodsLife(t *testing.T) {
 	h.step(3*time.Second, time.Second)
 
 	tr := func(machine, from, to, event string) float64 {
-		return scraped(t, h.reg, "speclet_transitions_total", "machine", machine, "from", from, "to", to, "event", event)
+		return suite.Scraped(t, h.reg, "speclet_transitions_total", "machine", machine, "from", from, "to", to, "event", event)
 	}
 	for _, c := range []struct {
 		machine, from, to, event string
@@ -85,7 +85,7 @@ func testMetricsAfterAPodsLife(t *testing.T) {
 	hist := byName["speclet_state_duration_seconds"]
 	var runningObs uint64
 	for _, m := range hist.GetMetric() {
-		if label(m, "machine") == "container" && label(m, "state") == "running" {
+		if suite.Label(m, "machine") == "container" && suite.Label(m, "state") == "running" {
 			runningObs = m.GetHistogram().GetSampleCount()
 		}
 	}
@@ -94,7 +94,7 @@ func testMetricsAfterAPodsLife(t *testing.T) {
 	}
 	gauge := map[string]float64{}
 	for _, m := range byName["speclet_machines"].GetMetric() {
-		gauge[label(m, "machine")+"/"+label(m, "state")] = m.GetGauge().GetValue()
+		gauge[suite.Label(m, "machine")+"/"+suite.Label(m, "state")] = m.GetGauge().GetValue()
 	}
 	if gauge["pod/synced"] != 1 || gauge["container/running"] != 1 || gauge["sandbox/ready"] != 1 || gauge["pod/terminated"] != 0 {
 		t.Errorf("speclet_machines = %v, want the steady pod synced, ready, running and nothing else", nonzero(gauge))
@@ -110,7 +110,7 @@ func testMetricsAfterAPodsLife(t *testing.T) {
 	}
 	value := func(name string, labels ...string) float64 {
 		for _, m := range byName[name].GetMetric() {
-			if len(labels) == 0 || label(m, labels[0]) == labels[1] {
+			if len(labels) == 0 || suite.Label(m, labels[0]) == labels[1] {
 				return m.GetGauge().GetValue() + m.GetCounter().GetValue()
 			}
 		}
@@ -138,41 +138,6 @@ func testMetricsAfterAPodsLife(t *testing.T) {
 	if v := value("speclet_running_containers", "container_state", "running"); v != 1 {
 		t.Errorf("speclet_running_containers{running} = %v, want 1", v)
 	}
-}
-
-// scraped is the value of the counter or gauge series name whose labels
-// have the given name, value pairs, as a scrape of g shows it; 0 when no
-// series matches.
-func scraped(t *testing.T, g prometheus.Gatherer, name string, pairs ...string) float64 {
-	t.Helper()
-	fams, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range f.GetMetric() {
-			for i := 0; i+1 < len(pairs); i += 2 {
-				if label(m, pairs[i]) != pairs[i+1] {
-					continue series
-				}
-			}
-			return m.GetCounter().GetValue() + m.GetGauge().GetValue()
-		}
-	}
-	return 0
-}
-
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
 }
 
 func nonzero(g map[string]float64) string {

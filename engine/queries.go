@@ -187,5 +187,5 @@ func (e *Engine) machines(add func(machine, state string)) {
 			add(s.Machine, s.State)
 		}
 	}
-	add(fsm.NodeMachineName, e.node.stateName())
+	add(fsm.NodeMachineName, e.node.StateName())
 }

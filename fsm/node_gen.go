@@ -14,7 +14,7 @@ const NodeMachineName = "node"
 
 // NodeSpecSHA256 is the SHA-256 of spec/node.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const NodeSpecSHA256 = "cd955c34aca36c0776b49bce9d808363676afc511225c9e39db2fe2239f0a584"
+const NodeSpecSHA256 = "977efa6fc98ea8fe4ca1ab77b1e4cdde57f47cdb21f0e8710180b1cdc824999d"
 
 // NodeState is a state of the node machine.
 //

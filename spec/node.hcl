@@ -16,7 +16,7 @@
 # a period that came round while another pass ran is due at once (0), and
 # passes due at the same instant run one after the other in the order of
 # the timeouts below; several periods missed during one pass give one pass.
-# The node loop (engine/node_schedule.go) waits on the engine's clock for the
+# The node loop (engine/reclaim/machine.go) waits on the engine's clock for the
 # earliest armed timer, fires it and runs the actions on its own
 # goroutine, one step after the other, like a pod worker. No input of
 # routes.hcl reaches this machine; `speclet spec verify` explores it beside

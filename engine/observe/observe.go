@@ -2,8 +2,9 @@
 // common sinks, registered once per kind (engine/fire's observers): the
 // transition metrics, the owner's history, the debug log and the
 // Config.Steps hook. Observers that mean something to one kind only (the
-// operator log, Kubernetes events, timers, published states) are the
-// engine's.
+// operator log, Kubernetes events, timers, published states) are those of
+// the machine's owner (engine/worker, engine/reclaim). A Check (check.go)
+// is the engine tests' observer of every kind, its kind left out.
 package observe
 
 import (

@@ -1,12 +1,13 @@
 // Package reclaim is the node machine's work (spec/node.hcl): kubelet's
 // image garbage collector, its eviction manager and its node-wide container
 // garbage collector, as the guards, actions and durations the generated
-// fsm.NodeMachine calls. The engine owns the machine itself (its fire loop,
+// fsm.NodeMachine calls. A Machine owns the machine itself (its fire loop,
 // history and timers) and binds it to a Node; a Node reports the outcome of
-// each action as the event the spec names, through Config.Report.
+// each action as the event the spec names, through Config.Report (the
+// Machine's queue).
 //
 // Contracts:
-//   - Only the engine's node goroutine calls a Node's methods; a Node keeps
+//   - Only the Machine's goroutine (Run) calls a Node's methods; a Node keeps
 //     no lock.
 //   - Each pass runs on its own schedule (ImageGCPeriod, EvictionPeriod,
 //     ContainerGCPeriod), first due one period after Start; the durations
