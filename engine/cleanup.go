@@ -67,7 +67,7 @@ func (e *Engine) cleanupPodDirs() {
 			}
 		}
 		e.log.Info("removing directories of a pod that is gone", "uid", uid)
-		dirs.Remove(uid, found[uid])
+		dirs.RemoveListed(found, uid)
 	}
 }
 

@@ -24,22 +24,23 @@ type Dirs struct {
 	Log  *slog.Logger
 }
 
-// Listing maps each UID that has a directory to the paths of its log
-// directories, in name order (empty: only <root>/pods/<uid>).
+// Listing maps each UID that has a directory to the names of its log
+// directories under <root>/logs, in name order (none: only
+// <root>/pods/<uid>).
 type Listing map[types.UID][]string
 
 // List lists the UIDs that have a directory under <root>/pods or a log
 // directory under <root>/logs. It reads the names of both directories
 // only: the sweep runs every housekeeping pass over every pod's entry.
 func (d Dirs) List() Listing {
-	out := Listing{}
-	for uid, names := range d.logDirNames() {
-		out[uid] = d.logDirPaths(names)
+	out := Listing(d.logDirNames())
+	if out == nil {
+		out = Listing{}
 	}
 	if names, err := readDirNames(filepath.Join(d.Root, "pods")); err == nil {
 		for _, n := range names {
 			if _, ok := out[types.UID(n)]; !ok {
-				out[types.UID(n)] = []string{}
+				out[types.UID(n)] = nil
 			}
 		}
 	}
@@ -48,14 +49,22 @@ func (d Dirs) List() Listing {
 
 // Remove removes the directories of pod uid: <root>/pods/<uid> and its log
 // directories logDirs (nil: those of <root>/logs named for uid, found by
-// listing it, which costs a read of every pod's entry). It never removes
-// through a mount that stayed under the pod's directory: that directory
-// stays, for the next sweep. A failure is logged, not returned: the sweep
-// tries again.
+// listing it, which costs a read of every pod's entry).
 func (d Dirs) Remove(uid types.UID, logDirs []string) {
 	if logDirs == nil {
 		logDirs = d.logDirPaths(d.logDirNames()[uid])
 	}
+	d.remove(uid, logDirs)
+}
+
+// RemoveListed removes the directories of pod uid that l, a List, found.
+func (d Dirs) RemoveListed(l Listing, uid types.UID) { d.remove(uid, d.logDirPaths(l[uid])) }
+
+// remove removes <root>/pods/<uid> and the log directories logDirs. It
+// never removes through a mount that stayed under the pod's directory:
+// that directory stays, for the next sweep. A failure is logged, not
+// returned: the sweep tries again.
+func (d Dirs) remove(uid types.UID, logDirs []string) {
 	paths := append([]string{filepath.Join(d.Root, "pods", string(uid))}, logDirs...)
 	if err := volume.UnmountAll(paths[0]); err != nil {
 		d.Log.Warn("unmount volumes of a removed pod", "uid", uid, "err", err)
@@ -96,8 +105,7 @@ func (d Dirs) logDirNames() map[types.UID][]string {
 
 func (d Dirs) logsDir() string { return filepath.Join(d.Root, "logs") }
 
-// logDirPaths returns the paths of the log directories names; nil for
-// none.
+// logDirPaths returns the paths of the log directories names.
 func (d Dirs) logDirPaths(names []string) []string {
 	var out []string
 	for _, n := range names {

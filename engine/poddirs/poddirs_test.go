@@ -28,16 +28,12 @@ func exists(path string) bool {
 }
 
 // List names every UID with a pod directory or a log directory, with the
-// paths of its log directories in name order; a log directory whose name
+// names of its log directories in name order; a log directory whose name
 // has no UID part is not a pod's.
 func TestList(t *testing.T) {
 	d := dirs(t, "pods/u1/volumes", "pods/u2", "logs/ns_b_u1", "logs/ns_a_u1", "logs/ns_c_u3", "logs/stray")
 	got := d.List()
-	want := Listing{
-		"u1": {filepath.Join(d.Root, "logs", "ns_a_u1"), filepath.Join(d.Root, "logs", "ns_b_u1")},
-		"u2": {},
-		"u3": {filepath.Join(d.Root, "logs", "ns_c_u3")},
-	}
+	want := Listing{"u1": {"ns_a_u1", "ns_b_u1"}, "u2": nil, "u3": {"ns_c_u3"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("List() = %v, want %v", got, want)
 	}
@@ -74,6 +70,17 @@ func TestRemove(t *testing.T) {
 
 	// A UID with nothing on disk is no error.
 	d.Remove("none", []string{})
+
+	// RemoveListed takes what List found of the UID, and no other pod's.
+	d = dirs(t, "pods/u1", "pods/u2", "logs/ns_a_u1", "logs/ns_c_u2")
+	l := d.List()
+	d.RemoveListed(l, "u1")
+	if exists(filepath.Join(d.Root, "pods/u1")) || exists(filepath.Join(d.Root, "logs/ns_a_u1")) {
+		t.Error("RemoveListed(u1): the pod's directories are still there")
+	}
+	if !exists(filepath.Join(d.Root, "pods/u2")) || !exists(filepath.Join(d.Root, "logs/ns_c_u2")) {
+		t.Error("RemoveListed(u1) removed another pod's directories")
+	}
 }
 
 func TestLogDirUID(t *testing.T) {
