@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -103,6 +105,102 @@ func TestContainerdRecoverCreated(t *testing.T) {
 	}
 	if at := st.State.Running.StartedAt.Time; !at.After(time.Unix(0, created.CreatedAt)) {
 		t.Errorf("running startedAt %v is not after the created instance's creation %v", at, time.Unix(0, created.CreatedAt))
+	}
+
+	removePods(updates, pod)
+	waitFor(t, ctx, "runtime empty", runtimeEmpty(ctx, rt), e2)
+}
+
+// startFails is a runtime whose StartContainer fails before it reaches
+// containerd, as a broken connection does: the container stays CREATED.
+type startFails struct{ cri.Full }
+
+func (startFails) StartContainer(context.Context, string) error {
+	return status.Error(codes.Unavailable, "connection lost before the runtime got the call")
+}
+
+// TestContainerdRecoverFailedStart: the one StartContainer of a
+// restartPolicy Never pod fails before it reaches containerd; the pod fails
+// (ContainerCannotRun) and its sandbox is stopped, while containerd holds
+// the container CREATED. A new engine on the same runtime and root dir (as
+// after a kill -9) cannot tell that the start was tried: as kubelet's
+// computePodActions for a Never pod with container statuses, it runs no new
+// sandbox and no container, and the pod stays Failed, its container
+// terminated with an unknown exit (ContainerStatusUnknown, 137).
+func TestContainerdRecoverFailedStart(t *testing.T) {
+	c, ctx := containerdFor(t, 3*time.Minute)
+	rt := dialContainerd(ctx, t, c)
+	root := filepath.Join(t.TempDir(), "root")
+	art := suite.Runtime(t, c.Endpoint)
+	engineOn := func(r cri.Full) *engine.Engine { return newEngine(t, c, engine.Config{Runtime: r, RootDir: root}) }
+	pod := shPod(c, "failedstart", v1.RestartPolicyNever, 2, "sleep 3600")
+	add := config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
+	byPod := map[string]string{engine.LabelPodUID: string(pod.UID)}
+
+	// failed waits until the pod is Failed with its container terminated,
+	// or runs (which fails the test at once).
+	failed := func(e *engine.Engine, st *v1.ContainerStatus) func() bool {
+		return func() bool {
+			for _, p := range e.Pods() {
+				if p.Name != pod.Name || len(p.Status.ContainerStatuses) != 1 {
+					continue
+				}
+				*st = p.Status.ContainerStatuses[0]
+				if p.Status.Phase == v1.PodRunning {
+					t.Fatalf("the pod runs: %s; pods:\n%s", formatContainer(*st), formatPods(e.Pods()))
+				}
+				return p.Status.Phase == v1.PodFailed && st.State.Terminated != nil
+			}
+			return false
+		}
+	}
+	e1 := engineOn(startFails{art})
+	updates, stop := runEngine(ctx, e1, 4)
+	updates <- add
+	var st v1.ContainerStatus
+	waitFor(t, ctx, "failedstart Failed", failed(e1, &st), e1)
+	if term := st.State.Terminated; term.Reason != "ContainerCannotRun" || term.ExitCode != 128 {
+		t.Errorf("first engine: terminated %+v, want ContainerCannotRun 128", term)
+	}
+	stopped := func() bool {
+		sbs, err := rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: byPod})
+		return err == nil && len(sbs) == 1 && sbs[0].State == runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+	}
+	waitFor(t, ctx, "failedstart's sandbox stopped", stopped, e1)
+	stop()
+	cs, err := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: byPod})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 1 || cs[0].State != runtimeapi.ContainerState_CONTAINER_CREATED {
+		t.Fatalf("after the first engine stopped: containers %v, want one CREATED", cs)
+	}
+
+	e2 := engineOn(art)
+	updates, stop = runEngine(ctx, e2, 4)
+	defer stop()
+	updates <- add
+	waitFor(t, ctx, "failedstart Failed after the restart", failed(e2, &st), e2)
+	term := st.State.Terminated
+	if term.Reason != "ContainerStatusUnknown" || term.ExitCode != 137 || term.Message == "" {
+		t.Errorf("after the restart: terminated %+v, want ContainerStatusUnknown 137 with a message", term)
+	}
+	if st.RestartCount != 0 || st.ContainerID != "containerd://"+cs[0].Id {
+		t.Errorf("after the restart: restartCount %d, containerID %s; want 0 and the created instance %s", st.RestartCount, st.ContainerID, cs[0].Id)
+	}
+	sbs, err := rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: byPod})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sbs) != 1 || sbs[0].State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
+		t.Errorf("after the restart: sandboxes %v, want the one stopped; no new sandbox for a Never pod", sbs)
+	}
+	now, err := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: byPod})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(now) != 1 || now[0].Id != cs[0].Id || now[0].State != runtimeapi.ContainerState_CONTAINER_CREATED {
+		t.Errorf("after the restart: containers %v, want the one CREATED, never started", now)
 	}
 
 	removePods(updates, pod)

@@ -44,6 +44,9 @@ func (c *Container) RecordExitOp() op.Op {
 func (c *Container) exited(st *runtimeapi.ContainerStatus, err error) op.Op {
 	if st == nil || st.State != runtimeapi.ContainerState_CONTAINER_EXITED {
 		t := c.UnknownExit(cri.IsNotFound(err))
+		if st != nil && st.State == runtimeapi.ContainerState_CONTAINER_CREATED && t.Message == "" {
+			t.Message = "The container was created and never started"
+		}
 		t.FinishedAt = c.o.Clock().Now()
 		return c.setExit(t, err)
 	}

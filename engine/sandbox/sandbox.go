@@ -122,9 +122,10 @@ func (s *Sandbox) DropConfig() { s.cfg = nil }
 // A container whose only instance was created and never started has not
 // run. kubelet counts any container status here, so a Never pod whose
 // sandbox died before its container started stays Pending under kubelet
-// with no sandbox for good; speclet gives it its one run in a new sandbox.
-// This is also how a Never pod resumes after speclet was killed with such
-// a container left in a stopped sandbox.
+// with no sandbox for good; speclet gives it its one run in a new sandbox,
+// since it knows that no start was tried. After a restart it does not know:
+// a Never pod adopted with such a container and no ready sandbox has that
+// instance taken as dead (worker's ctrState.adopt), so it ran.
 func (s *Sandbox) RecreateForbidden() bool {
 	if s.pod.Done() {
 		return true

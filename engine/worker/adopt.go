@@ -23,8 +23,21 @@ import (
 // (kubelet's startContainer). The machine resumes in waiting with the
 // created instance current, so create_container counts that restart; the
 // created instance is an older dead one for container GC.
-func (c *ctrState) adopt(cs []*runtimeapi.Container, sandboxOK bool) {
+//
+// Except when the pod has no ready sandbox and restartPolicy Never
+// (noRerun): kubelet's computePodActions runs no new sandbox for such a pod
+// once it has container statuses, and a created instance is one. Whether
+// its StartContainer was sent before speclet died, and the pod completed,
+// is lost with speclet's memory (a start that failed before it reached the
+// runtime leaves the instance created): the machine resumes in running
+// and goes through died, as for an exited instance, and record_exit finds
+// no exit (ContainerStatusUnknown, 137), so a run-once pod is never run
+// twice, and it ends Failed rather than Pending for good.
+func (c *ctrState) adopt(cs []*runtimeapi.Container, sandboxOK, noRerun bool) {
 	st := c.Adopt(cs)
+	if st == fsm.ContainerStateWaiting && noRerun {
+		st = fsm.ContainerStateRunning
+	}
 	c.machine = fsm.BindContainerMachine(st, c)
 	if st != fsm.ContainerStateRunning {
 		return
@@ -54,6 +67,7 @@ func (s *podState) adopt(a *Adopted) {
 		s.w.setTimers(podOwner, s.timers(s.h.Clock.Now()))
 	}
 	ready := s.sandbox.machine.State() == fsm.SandboxStateReady
+	noRerun := !ready && s.pod.Spec.RestartPolicy == v1.RestartPolicyNever
 	for name, cs := range a.Containers {
 		c := s.byName(name)
 		if c == nil {
@@ -63,6 +77,6 @@ func (s *podState) adopt(a *Adopted) {
 			c.setSpec(nil)
 			s.containers = append(s.containers, c)
 		}
-		c.adopt(cs, cs[0].PodSandboxId == s.sandbox.ID() && ready)
+		c.adopt(cs, cs[0].PodSandboxId == s.sandbox.ID() && ready, noRerun)
 	}
 }
