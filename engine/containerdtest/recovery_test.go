@@ -13,10 +13,65 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/internal/suite"
 )
+
+// recovery is what a recovery test needs: a containerd, a client of its
+// own, the engines' (audited) runtime, one root dir the engines share and a
+// restartPolicy Never pod, declared by add.
+type recovery struct {
+	t   *testing.T
+	c   *harness.Containerd
+	ctx context.Context
+	rt  cri.Full
+	art cri.Full
+	pod *v1.Pod
+	add config.PodUpdate
+	dir string
+}
+
+func newRecovery(t *testing.T, name string) *recovery {
+	c, ctx := containerdFor(t, 3*time.Minute)
+	pod := shPod(c, name, v1.RestartPolicyNever, 2, "sleep 3600")
+	return &recovery{
+		t: t, c: c, ctx: ctx,
+		rt:  dialContainerd(ctx, t, c),
+		art: suite.Runtime(t, c.Endpoint),
+		pod: pod,
+		add: config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{pod}, Source: config.SourceFile},
+		dir: filepath.Join(t.TempDir(), "root"),
+	}
+}
+
+// run runs an engine on runtime r (the audited one, or one that wraps it)
+// and declares the pod to it; stop stops it as a kill -9 would.
+func (r *recovery) run(rt cri.Full) (e *engine.Engine, updates chan config.PodUpdate, stop func()) {
+	e = newEngine(r.t, r.c, engine.Config{Runtime: rt, RootDir: r.dir})
+	updates, stop = runEngine(r.ctx, e, 4)
+	updates <- r.add
+	return e, updates, stop
+}
+
+// byPod selects the pod's sandboxes and containers.
+func (r *recovery) byPod() map[string]string {
+	return map[string]string{engine.LabelPodUID: string(r.pod.UID)}
+}
+
+// created is the pod's one container, which must be CREATED, never started.
+func (r *recovery) created(when string) *runtimeapi.Container {
+	r.t.Helper()
+	cs, err := r.rt.ListContainers(r.ctx, &runtimeapi.ContainerFilter{LabelSelector: r.byPod()})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if len(cs) != 1 || cs[0].State != runtimeapi.ContainerState_CONTAINER_CREATED {
+		r.t.Fatalf("%s: containers %v, want one CREATED", when, cs)
+	}
+	return cs[0]
+}
 
 // startNever is a runtime whose StartContainer never reaches containerd: it
 // waits until its context ends, so the container stays CREATED, as when
@@ -41,39 +96,22 @@ func (r *startNever) StartContainer(ctx context.Context, id string) error {
 // and the status has no ContainerStatusUnknown exit 137, no lastState and
 // no start time of the created instance, which never runs.
 func TestContainerdRecoverCreated(t *testing.T) {
-	c, ctx := containerdFor(t, 3*time.Minute)
-	rt := dialContainerd(ctx, t, c)
-	root := filepath.Join(t.TempDir(), "root")
-	// The engines' runtime; startNever's StartContainer never reaches it,
-	// so the audit does not record it.
-	art := suite.Runtime(t, c.Endpoint)
-	engineOn := func(r cri.Full) *engine.Engine { return newEngine(t, c, engine.Config{Runtime: r, RootDir: root}) }
-	pod := shPod(c, "created", v1.RestartPolicyNever, 2, "sleep 3600")
-	add := config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
-
-	sn := &startNever{Full: art, entered: make(chan struct{})}
-	e1 := engineOn(sn)
-	updates, stop := runEngine(ctx, e1, 4)
-	updates <- add
+	r := newRecovery(t, "created")
+	ctx, rt := r.ctx, r.rt
+	// startNever's StartContainer never reaches the audited runtime, so the
+	// audit does not record it.
+	sn := &startNever{Full: r.art, entered: make(chan struct{})}
+	e1, _, stop := r.run(sn)
 	select {
 	case <-sn.entered:
 	case <-ctx.Done():
 		t.Fatalf("no StartContainer; pods:\n%s", formatPods(e1.Pods()))
 	}
 	stop()
-	cs, err := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: map[string]string{engine.LabelPodUID: string(pod.UID)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(cs) != 1 || cs[0].State != runtimeapi.ContainerState_CONTAINER_CREATED {
-		t.Fatalf("after the first engine stopped: containers %v, want one CREATED", cs)
-	}
-	createdID := cs[0].Id
+	createdID := r.created("after the first engine stopped").Id
 
-	e2 := engineOn(art)
-	updates, stop = runEngine(ctx, e2, 4)
+	e2, updates, stop := r.run(r.art)
 	defer stop()
-	updates <- add
 	var st v1.ContainerStatus
 	waitFor(t, ctx, "created's container running or terminated", func() bool {
 		for _, p := range e2.Pods() {
@@ -107,7 +145,7 @@ func TestContainerdRecoverCreated(t *testing.T) {
 		t.Errorf("running startedAt %v is not after the created instance's creation %v", at, time.Unix(0, created.CreatedAt))
 	}
 
-	removePods(updates, pod)
+	removePods(updates, r.pod)
 	waitFor(t, ctx, "runtime empty", runtimeEmpty(ctx, rt), e2)
 }
 
@@ -128,14 +166,8 @@ func (startFails) StartContainer(context.Context, string) error {
 // sandbox and no container, and the pod stays Failed, its container
 // terminated with an unknown exit (ContainerStatusUnknown, 137).
 func TestContainerdRecoverFailedStart(t *testing.T) {
-	c, ctx := containerdFor(t, 3*time.Minute)
-	rt := dialContainerd(ctx, t, c)
-	root := filepath.Join(t.TempDir(), "root")
-	art := suite.Runtime(t, c.Endpoint)
-	engineOn := func(r cri.Full) *engine.Engine { return newEngine(t, c, engine.Config{Runtime: r, RootDir: root}) }
-	pod := shPod(c, "failedstart", v1.RestartPolicyNever, 2, "sleep 3600")
-	add := config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{pod}, Source: config.SourceFile}
-	byPod := map[string]string{engine.LabelPodUID: string(pod.UID)}
+	r := newRecovery(t, "failedstart")
+	ctx, rt, pod, byPod := r.ctx, r.rt, r.pod, r.byPod()
 
 	// failed waits until the pod is Failed with its container terminated,
 	// or runs (which fails the test at once).
@@ -154,9 +186,7 @@ func TestContainerdRecoverFailedStart(t *testing.T) {
 			return false
 		}
 	}
-	e1 := engineOn(startFails{art})
-	updates, stop := runEngine(ctx, e1, 4)
-	updates <- add
+	e1, _, stop := r.run(startFails{r.art})
 	var st v1.ContainerStatus
 	waitFor(t, ctx, "failedstart Failed", failed(e1, &st), e1)
 	if term := st.State.Terminated; term.Reason != "ContainerCannotRun" || term.ExitCode != 128 {
@@ -168,25 +198,17 @@ func TestContainerdRecoverFailedStart(t *testing.T) {
 	}
 	waitFor(t, ctx, "failedstart's sandbox stopped", stopped, e1)
 	stop()
-	cs, err := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: byPod})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(cs) != 1 || cs[0].State != runtimeapi.ContainerState_CONTAINER_CREATED {
-		t.Fatalf("after the first engine stopped: containers %v, want one CREATED", cs)
-	}
+	created := r.created("after the first engine stopped")
 
-	e2 := engineOn(art)
-	updates, stop = runEngine(ctx, e2, 4)
+	e2, updates, stop := r.run(r.art)
 	defer stop()
-	updates <- add
 	waitFor(t, ctx, "failedstart Failed after the restart", failed(e2, &st), e2)
 	term := st.State.Terminated
 	if term.Reason != "ContainerStatusUnknown" || term.ExitCode != 137 || term.Message == "" {
 		t.Errorf("after the restart: terminated %+v, want ContainerStatusUnknown 137 with a message", term)
 	}
-	if st.RestartCount != 0 || st.ContainerID != "containerd://"+cs[0].Id {
-		t.Errorf("after the restart: restartCount %d, containerID %s; want 0 and the created instance %s", st.RestartCount, st.ContainerID, cs[0].Id)
+	if st.RestartCount != 0 || st.ContainerID != "containerd://"+created.Id {
+		t.Errorf("after the restart: restartCount %d, containerID %s; want 0 and the created instance %s", st.RestartCount, st.ContainerID, created.Id)
 	}
 	sbs, err := rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: byPod})
 	if err != nil {
@@ -199,10 +221,10 @@ func TestContainerdRecoverFailedStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(now) != 1 || now[0].Id != cs[0].Id || now[0].State != runtimeapi.ContainerState_CONTAINER_CREATED {
+	if len(now) != 1 || now[0].Id != created.Id || now[0].State != runtimeapi.ContainerState_CONTAINER_CREATED {
 		t.Errorf("after the restart: containers %v, want the one CREATED, never started", now)
 	}
 
-	removePods(updates, pod)
+	removePods(updates, r.pod)
 	waitFor(t, ctx, "runtime empty", runtimeEmpty(ctx, rt), e2)
 }
