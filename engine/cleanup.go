@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"time"
+
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/engine/poddirs"
@@ -19,6 +21,15 @@ import (
 // failed in the sandbox machine's remove_pod_cgroup, or a pod removed while
 // speclet was down.
 
+// podCgroupSweepPeriod is how often housekeeping lists the pod cgroups.
+// A listing reads the QoS directories in every hierarchy (30 on cgroup
+// v1), and at every 2 s pass it was the largest part of an idle node's CPU
+// (docs/performance.md). The sweep only catches what the sandbox
+// machine's remove_pod_cgroup left (a failure) or a pod removed while
+// speclet was down, and lists a cgroup only once it is a minute old
+// (cgroups.Manager.Pods): 20 s more of delay loses nothing.
+const podCgroupSweepPeriod = 20 * time.Second
+
 // cleanupPodDirs removes the directories of UIDs that no worker, no
 // source and no runtime object knows. It runs once the state was rebuilt
 // from the runtime and the sources have spoken, like orphan cleanup.
@@ -34,7 +45,9 @@ func (e *Engine) cleanupPodDirs() {
 	}
 	inRuntime := e.pleg.Known()
 	cgroupUIDs := map[types.UID]bool{}
-	if pc := e.cfg.PodCgroups; pc != nil {
+	if now := e.clock.Now(); e.cfg.PodCgroups != nil && !now.Before(e.cgroupSweep) {
+		e.cgroupSweep = now.Add(podCgroupSweepPeriod)
+		pc := e.cfg.PodCgroups
 		// A pod the runtime still holds keeps its cgroup: not listed.
 		list, err := pc.Pods(func(uid types.UID) bool { return inRuntime[uid] })
 		if err != nil {

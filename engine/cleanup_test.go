@@ -3,6 +3,7 @@ package engine
 import (
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -80,5 +81,89 @@ func testPodDirectoriesCleanup(t *testing.T) {
 	}
 	if exists(filepath.Join(vol, "old")) {
 		t.Fatalf("restored pod sees the data of its previous run in %s", vol)
+	}
+}
+
+// fakeCgroups is the node's pod cgroups (PodCgroups): the UIDs whose cgroup
+// exists, and how many times they were listed.
+type fakeCgroups struct {
+	mu    sync.Mutex
+	uids  map[types.UID]bool
+	lists int
+}
+
+func (f *fakeCgroups) Parent(pod *v1.Pod) string { return "/kubepods/pod" + string(pod.UID) }
+func (f *fakeCgroups) Ensure(pod *v1.Pod) error  { f.add(pod.UID); return nil }
+
+func (f *fakeCgroups) Remove(uid types.UID) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.uids, uid)
+	return nil
+}
+
+func (f *fakeCgroups) Pods(skip func(types.UID) bool) ([]types.UID, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lists++
+	var out []types.UID
+	for uid := range f.uids {
+		if !skip(uid) {
+			out = append(out, uid)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeCgroups) add(uid types.UID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.uids[uid] = true
+}
+
+func (f *fakeCgroups) has(uid types.UID) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.uids[uid]
+}
+
+func (f *fakeCgroups) listed() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lists
+}
+
+// Housekeeping removes the pod cgroups of UIDs that nothing knows (a
+// removal that failed, a pod removed while speclet was down) and keeps a
+// running pod's. It lists them every podCgroupSweepPeriod, not at every
+// 2 s pass: a listing reads the QoS directories of every hierarchy.
+func TestPodCgroupSweep(t *testing.T) { synctest.Test(t, testPodCgroupSweep) }
+
+func testPodCgroupSweep(t *testing.T) {
+	cg := &fakeCgroups{uids: map[types.UID]bool{"ghost": true}}
+	h := newHarness(t)
+	h.start(Config{PodCgroups: cg})
+	if !h.waitFor(time.Second, func() bool { return !cg.has("ghost") }) {
+		t.Fatal("the cgroup of a pod nothing knows was not removed")
+	}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid-web",
+		Annotations: map[string]string{config.AnnotationSource: config.SourceFile}},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "main", Image: "busybox:latest", ImagePullPolicy: v1.PullIfNotPresent}}}}
+	h.send(config.PodUpdate{Op: config.OpAdd, Source: config.SourceFile, Pods: []*v1.Pod{pod}})
+	if !cg.has(pod.UID) {
+		t.Fatal("the running pod has no cgroup")
+	}
+
+	cg.add("ghost-2")
+	if !h.waitFor(time.Second, func() bool { return !cg.has("ghost-2") }) {
+		t.Fatal("the cgroup of a pod nothing knows was not removed")
+	}
+	before := cg.listed()
+	h.step(time.Minute, time.Second)
+	if n := cg.listed() - before; n < 2 || n > 4 {
+		t.Errorf("pod cgroups listed %d times in a minute of housekeeping, want 3 (every %s)", n, podCgroupSweepPeriod)
+	}
+	if !cg.has(pod.UID) {
+		t.Error("the running pod's cgroup was removed")
 	}
 }

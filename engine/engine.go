@@ -74,6 +74,9 @@ type Engine struct {
 	goneN    uint64                    // how many pods were forgotten: the last goneEntry's seq
 	firstUpd time.Time                 // when the first config update arrived (zero: none yet)
 	spoke    map[string]bool           // the sources that delivered their first snapshot
+	// cgroupSweep is when housekeeping lists the pod cgroups next
+	// (cleanup.go); only the loop's goroutine reads and writes it.
+	cgroupSweep time.Time
 
 	// recovered is set once the state was rebuilt from the runtime;
 	// until then recoverErr holds the last failure and Healthz fails.
