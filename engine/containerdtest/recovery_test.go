@@ -46,7 +46,7 @@ func newRecovery(t *testing.T, name string) *recovery {
 	}
 }
 
-// run runs an engine on runtime r (the audited one, or one that wraps it)
+// run runs an engine on runtime rt (the audited one, or one that wraps it)
 // and declares the pod to it; stop stops it as a kill -9 would.
 func (r *recovery) run(rt cri.Full) (e *engine.Engine, updates chan config.PodUpdate, stop func()) {
 	e = newEngine(r.t, r.c, engine.Config{Runtime: rt, RootDir: r.dir})
