@@ -14,7 +14,7 @@ const SandboxMachineName = "sandbox"
 
 // SandboxSpecSHA256 is the SHA-256 of spec/sandbox.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const SandboxSpecSHA256 = "40331d74ee11d6b70e6605d2bfcafa39fac07422302df7f88eba6fa2fa8cec87"
+const SandboxSpecSHA256 = "be5dc51ac380164f37a10ea286d7a7cceed996d40d3c407e64c2e5102a1c7883"
 
 // SandboxState is a state of the sandbox machine.
 //
@@ -172,8 +172,10 @@ const (
 	// SandboxGuardRecreateForbidden: No container would start in a new sandbox
 	// (kubelet's computePodActions): restartPolicy Never and a container of the
 	// pod has run (started, or its failed start recorded; an instance only
-	// created has not), so the pod fails; or the pod is done (pod_done), e.g.
-	// OnFailure after every container exited 0.
+	// created has not, except one adopted after a restart with no ready sandbox,
+	// which counts as dead: whether its start was tried is lost), so the pod
+	// fails; or the pod is done (pod_done), e.g. OnFailure after every container
+	// exited 0.
 	SandboxGuardRecreateForbidden SandboxGuard = iota
 )
 
@@ -193,9 +195,10 @@ func (g SandboxGuard) String() string {
 type SandboxGuards interface {
 	// RecreateForbidden: No container would start in a new sandbox (kubelet's
 	// computePodActions): restartPolicy Never and a container of the pod has run
-	// (started, or its failed start recorded; an instance only created has not),
-	// so the pod fails; or the pod is done (pod_done), e.g. OnFailure after every
-	// container exited 0.
+	// (started, or its failed start recorded; an instance only created has not,
+	// except one adopted after a restart with no ready sandbox, which counts as
+	// dead: whether its start was tried is lost), so the pod fails; or the pod is
+	// done (pod_done), e.g. OnFailure after every container exited 0.
 	RecreateForbidden() bool
 }
 

@@ -45,7 +45,7 @@ machine "sandbox" {
   event "stopped" { doc = "stop_sandbox returned for every sandbox of the pod." }
   event "removed" { doc = "The pod's sandboxes were removed from the runtime (remove_pod)." }
 
-  guard "recreate_forbidden" { doc = "No container would start in a new sandbox (kubelet's computePodActions): restartPolicy Never and a container of the pod has run (started, or its failed start recorded; an instance only created has not), so the pod fails; or the pod is done (pod_done), e.g. OnFailure after every container exited 0." }
+  guard "recreate_forbidden" { doc = "No container would start in a new sandbox (kubelet's computePodActions): restartPolicy Never and a container of the pod has run (started, or its failed start recorded; an instance only created has not, except one adopted after a restart with no ready sandbox, which counts as dead: whether its start was tried is lost), so the pod fails; or the pod is done (pod_done), e.g. OnFailure after every container exited 0." }
 
   action "remove_pod_cgroup" {
     doc = "Remove the pod's cgroup (--cgroups-per-qos): no process of the pod is left."
