@@ -45,9 +45,8 @@ func (e *Engine) cleanupPodDirs() {
 	}
 	inRuntime := e.pleg.Known()
 	cgroupUIDs := map[types.UID]bool{}
-	if now := e.clock.Now(); e.cfg.PodCgroups != nil && !now.Before(e.cgroupSweep) {
+	if pc, now := e.cfg.PodCgroups, e.clock.Now(); pc != nil && !now.Before(e.cgroupSweep) {
 		e.cgroupSweep = now.Add(podCgroupSweepPeriod)
-		pc := e.cfg.PodCgroups
 		// A pod the runtime still holds keeps its cgroup: not listed.
 		list, err := pc.Pods(func(uid types.UID) bool { return inRuntime[uid] })
 		if err != nil {

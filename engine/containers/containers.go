@@ -224,8 +224,10 @@ func (c *Container) KilledByProbe(grace int64) {
 // Adopt takes over the container's instances from a previous run, newest
 // first: the newest becomes the current one. It reports the state the
 // machine resumes in: waiting when the newest was only created (it is
-// created again as a restart), otherwise running.
-func (c *Container) Adopt(cs []*runtimeapi.Container) fsm.ContainerState {
+// created again as a restart), unless createdDead, where such an instance
+// resumes running with no start time, to go through died as a dead one
+// does; otherwise running.
+func (c *Container) Adopt(cs []*runtimeapi.Container, createdDead bool) fsm.ContainerState {
 	for i := len(cs) - 1; i >= 0; i-- {
 		c.ids = append(c.ids, cs[i].Id)
 		c.setCreated(cs[i].Id, time.Unix(0, cs[i].CreatedAt))
@@ -236,6 +238,9 @@ func (c *Container) Adopt(cs []*runtimeapi.Container) fsm.ContainerState {
 	c.runHash = newest.Annotations[runtimepods.AnnotationContainerHash]
 	c.imageRef = newest.ImageRef
 	if newest.State == runtimeapi.ContainerState_CONTAINER_CREATED {
+		if createdDead {
+			return fsm.ContainerStateRunning
+		}
 		return fsm.ContainerStateWaiting
 	}
 	c.startedAt = time.Unix(0, newest.CreatedAt)

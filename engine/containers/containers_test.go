@@ -205,7 +205,7 @@ func TestAdopt(t *testing.T) {
 	}
 	o := newFakeOwner()
 	c := o.container()
-	st := c.Adopt([]*runtimeapi.Container{inst("b", runtimeapi.ContainerState_CONTAINER_RUNNING, "1", 5), inst("a", runtimeapi.ContainerState_CONTAINER_EXITED, "0", 1)})
+	st := c.Adopt([]*runtimeapi.Container{inst("b", runtimeapi.ContainerState_CONTAINER_RUNNING, "1", 5), inst("a", runtimeapi.ContainerState_CONTAINER_EXITED, "0", 1)}, false)
 	if st != fsm.ContainerStateRunning || c.ID() != "b" || c.RestartCount() != 1 || c.ImageRef() != "sha256:b" || c.runHash != "h-b" ||
 		!c.StartedAt().Equal(time.Unix(0, at(5))) || !slices.Equal(c.Instances(), []string{"a", "b"}) {
 		t.Errorf("adopted a running instance: %s, id %q, restarts %d, image %q, hash %q, started %v, instances %q",
@@ -215,7 +215,11 @@ func TestAdopt(t *testing.T) {
 		t.Errorf("instance a created at %v (%v), want its CreatedAt", born, ok)
 	}
 	c = o.container()
-	if st := c.Adopt([]*runtimeapi.Container{inst("c", runtimeapi.ContainerState_CONTAINER_CREATED, "2", 9)}); st != fsm.ContainerStateWaiting || !c.StartedAt().IsZero() || c.Ran() {
+	if st := c.Adopt([]*runtimeapi.Container{inst("c", runtimeapi.ContainerState_CONTAINER_CREATED, "2", 9)}, false); st != fsm.ContainerStateWaiting || !c.StartedAt().IsZero() || c.Ran() {
 		t.Errorf("adopted a created instance: %s, started %v, ran %v; want waiting, not started, not run", st, c.StartedAt(), c.Ran())
+	}
+	c = o.container()
+	if st := c.Adopt([]*runtimeapi.Container{inst("d", runtimeapi.ContainerState_CONTAINER_CREATED, "0", 9)}, true); st != fsm.ContainerStateRunning || !c.StartedAt().IsZero() || c.ID() != "d" {
+		t.Errorf("adopted a created instance taken as dead: %s, started %v, id %q; want running (to die), not started, id d", st, c.StartedAt(), c.ID())
 	}
 }

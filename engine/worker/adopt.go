@@ -34,10 +34,7 @@ import (
 // no exit (ContainerStatusUnknown, 137), so a run-once pod is never run
 // twice, and it ends Failed rather than Pending for good.
 func (c *ctrState) adopt(cs []*runtimeapi.Container, sandboxOK, noRerun bool) {
-	st := c.Adopt(cs)
-	if st == fsm.ContainerStateWaiting && noRerun {
-		st = fsm.ContainerStateRunning
-	}
+	st := c.Adopt(cs, noRerun)
 	c.machine = fsm.BindContainerMachine(st, c)
 	if st != fsm.ContainerStateRunning {
 		return

@@ -32,7 +32,7 @@ func TestViewRemovedBeforeExitRecorded(t *testing.T) {
 		c := &ctrState{p: &podState{pod: pod}, name: "app", spec: &pod.Spec.Containers[0]}
 		c.bind()
 		if tc.id != "" {
-			c.Adopt([]*runtimeapi.Container{{Id: tc.id, State: runtimeapi.ContainerState_CONTAINER_RUNNING, CreatedAt: now.UnixNano()}})
+			c.Adopt([]*runtimeapi.Container{{Id: tc.id, State: runtimeapi.ContainerState_CONTAINER_RUNNING, CreatedAt: now.UnixNano()}}, false)
 		}
 		c.machine = fsm.NewContainerMachineAt(fsm.ContainerStateRemoved, c)
 		cv := c.view()
@@ -75,7 +75,7 @@ func TestPhaseBlockMatchesEngine(t *testing.T) {
 		ps.machine = fsm.NewPodMachineAt(podSt, ps)
 		c := &ctrState{p: ps, name: "app", spec: &pod.Spec.Containers[0]}
 		c.bind()
-		c.Adopt([]*runtimeapi.Container{{Id: "abc", State: runtimeapi.ContainerState_CONTAINER_RUNNING, CreatedAt: time.Unix(1000, 0).UnixNano()}})
+		c.Adopt([]*runtimeapi.Container{{Id: "abc", State: runtimeapi.ContainerState_CONTAINER_RUNNING, CreatedAt: time.Unix(1000, 0).UnixNano()}}, false)
 		c.SetWaiting(reason, "")
 		if exit {
 			c.SetExit(&termination{ContainerID: "abc", ExitCode: 0})
