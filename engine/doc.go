@@ -99,9 +99,10 @@
 //   - The SyncLoop ADD/UPDATE/REMOVE lines come from dispatch.go; the
 //     operator's lifecycle lines from engine/worker's oplog.go.
 //
-// Every CRI call that changes the runtime is made inside an implementation
-// of a generated Actions method, run by the machine's Run
-// (fsm.Run<Machine>Action on what it was bound to); only reads
+// Every CRI call that changes the runtime is an operation (engine/op) of
+// an implementation of a generated Actions method, run by the machine's
+// Run (fsm.Run<Machine>Action with the executor it was bound to); only
+// reads
 // that feed the PLEG, recovery and health (ListContainers, ListPodSandbox,
 // Status, Version) happen outside actions. Actions run synchronously on the
 // pod's worker goroutine and report their outcome as the events the spec

@@ -20,39 +20,47 @@ func TestActionFrom(t *testing.T) {
 	}
 }
 
-// tagRecorder records the action each dispatched method found in its ctx.
+// tagRecorder records the action each dispatched operation found in its
+// ctx. Its operations are functions of the action's context.
 type tagRecorder struct{ got []string }
+
+type recOp = func(context.Context) error
+
+// runRec is the recorder's Exec: it calls the operation.
+func runRec(ctx context.Context, o recOp) error { return o(ctx) }
 
 func (r *tagRecorder) rec(ctx context.Context) error {
 	m, a, _ := ActionFrom(ctx)
 	r.got = append(r.got, m+"/"+a)
 	return nil
 }
-func (r *tagRecorder) SyncPod(ctx context.Context) error {
+func (r *tagRecorder) SyncPod() recOp {
 	// An action that runs another machine's action (sync_pod delivers
 	// create to the sandbox): the inner one is tagged with its own name,
 	// the outer one keeps its tag.
-	if err := RunSandboxAction(ctx, r, SandboxActionRunSandbox); err != nil {
-		return err
+	return func(ctx context.Context) error {
+		if err := RunSandboxAction(ctx, r, runRec, SandboxActionRunSandbox); err != nil {
+			return err
+		}
+		return r.rec(ctx)
 	}
-	return r.rec(ctx)
 }
-func (r *tagRecorder) CheckSandbox(ctx context.Context) error    { return r.rec(ctx) }
-func (r *tagRecorder) KillContainers(ctx context.Context) error  { return r.rec(ctx) }
-func (r *tagRecorder) MountVolumes(ctx context.Context) error    { return r.rec(ctx) }
-func (r *tagRecorder) ReleaseName(ctx context.Context) error     { return r.rec(ctx) }
-func (r *tagRecorder) RemovePod(ctx context.Context) error       { return r.rec(ctx) }
-func (r *tagRecorder) RemovePodCgroup(ctx context.Context) error { return r.rec(ctx) }
-func (r *tagRecorder) ReportStatus(ctx context.Context) error    { return r.rec(ctx) }
-func (r *tagRecorder) ExceedDeadline(ctx context.Context) error  { return r.rec(ctx) }
-func (r *tagRecorder) RunSandbox(ctx context.Context) error      { return r.rec(ctx) }
-func (r *tagRecorder) StopSandbox(ctx context.Context) error     { return r.rec(ctx) }
-func (r *tagRecorder) UnmountVolumes(ctx context.Context) error  { return r.rec(ctx) }
+func (r *tagRecorder) CheckSandbox() recOp    { return r.rec }
+func (r *tagRecorder) KillContainers() recOp  { return r.rec }
+func (r *tagRecorder) MountVolumes() recOp    { return r.rec }
+func (r *tagRecorder) ReleaseName() recOp     { return r.rec }
+func (r *tagRecorder) RemovePod() recOp       { return r.rec }
+func (r *tagRecorder) RemovePodCgroup() recOp { return r.rec }
+func (r *tagRecorder) ReportStatus() recOp    { return r.rec }
+func (r *tagRecorder) ExceedDeadline() recOp  { return r.rec }
+func (r *tagRecorder) RunSandbox() recOp      { return r.rec }
+func (r *tagRecorder) StopSandbox() recOp     { return r.rec }
+func (r *tagRecorder) UnmountVolumes() recOp  { return r.rec }
 
 func TestRunActionTagsContext(t *testing.T) {
 	r := &tagRecorder{}
 	for _, a := range []PodAction{PodActionSyncPod, PodActionStopSandbox} {
-		if err := RunPodAction(context.Background(), r, a); err != nil {
+		if err := RunPodAction(context.Background(), r, runRec, a); err != nil {
 			t.Fatal(err)
 		}
 	}

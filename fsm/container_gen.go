@@ -499,17 +499,19 @@ func (a ContainerAction) Tag(ctx context.Context) context.Context {
 	return ctx
 }
 
-// ContainerActions runs the actions of the container machine. The engine
-// implements it on its per-container object and runs the actions a Step
-// returns, in order, outside the machine.
-type ContainerActions interface {
+// ContainerActions are the actions of the container machine as the engine
+// implements them on its per-container object. Each returns, without I/O,
+// the first of the operations it asks of the world outside the machines (an
+// O: the engine's operation type, engine/op's Op); the Exec the machine is
+// bound with runs them after the step, in order, outside the machine.
+type ContainerActions[O any] interface {
 	// CheckImage: ImageStatus of the container's image; records a present image's
 	// ID as the container's image and its Pulled event "Container image ...
 	// already present on machine". Reports image_present, image_missing, or
 	// image_check_failed (ImageInspectError, its warning events InspectFailed and
 	// Failed "Error: ImageInspectError").
 	// CRI: ImageStatus.
-	CheckImage(ctx context.Context) error
+	CheckImage() O
 	// PullImage: PullImage with the pod's pull credentials (Pulling, then
 	// ImageStatus for the size and Pulled "Successfully pulled ... Image size: N
 	// bytes.", or Failed "Failed to pull image" and Failed "Error:
@@ -518,45 +520,45 @@ type ContainerActions interface {
 	// error ImagePullBackOff shows. Reports pull_ok or pull_failed
 	// (ErrImagePull).
 	// CRI: PullImage, ImageStatus.
-	PullImage(ctx context.Context) error
+	PullImage() O
 	// RefuseNeverPull: Report ErrImageNeverPull with kubelet's message and
 	// warning events (ErrImageNeverPull, Failed "Error: ErrImageNeverPull"): the
 	// image is missing and the pull policy is Never; no runtime call.
-	RefuseNeverPull(ctx context.Context) error
+	RefuseNeverPull() O
 	// RefuseImage: Report InvalidImageName with kubelet's message, and its
 	// warning events InspectFailed and Failed "Error: InvalidImageName" once per
 	// reference; no runtime call.
-	RefuseImage(ctx context.Context) error
+	RefuseImage() O
 	// CountPullFailure: Advance the image pull backoff of the container: a pull
 	// failed (kubelet advances it for failed pulls only).
-	CountPullFailure(ctx context.Context) error
+	CountPullFailure() O
 	// CreateContainer: Create the container in the pod sandbox, after ImageStatus
 	// for the image's user when it must run as non-root and names none; reports
 	// created or create_failed.
 	// CRI: ImageStatus, CreateContainer.
 	// Not cancelled by a kill: CreateContainer.
-	CreateContainer(ctx context.Context) error
+	CreateContainer() O
 	// StartContainer: Start the container, then run the postStart hook; reports
 	// started, start_failed or post_start_failed.
 	// CRI: StartContainer, ExecSync.
 	// Not cancelled by a kill: StartContainer.
-	StartContainer(ctx context.Context) error
+	StartContainer() O
 	// StopContainer: Run the preStop hook (once per instance), then StopContainer
 	// with the remaining grace period (0 once the grace timer expired); reports
 	// stopped.
 	// CRI: ExecSync, StopContainer.
-	StopContainer(ctx context.Context) error
+	StopContainer() O
 	// ForceStopContainer: StopContainer with timeout 0, without the preStop hook
 	// (it ran): the grace period ran out; reports stopped.
 	// CRI: StopContainer.
-	ForceStopContainer(ctx context.Context) error
+	ForceStopContainer() O
 	// RecordExit: Read the exit code, reason and finish time of the dead instance
 	// (ContainerStatus when the runtime event did not carry them); reports
 	// exit_recorded.
 	// CRI: ContainerStatus.
-	RecordExit(ctx context.Context) error
+	RecordExit() O
 	// CountRestart: Advance the CrashLoopBackOff of the container.
-	CountRestart(ctx context.Context) error
+	CountRestart() O
 	// ShowBackoff: The waiting reason becomes the backoff's, as kubelet's next
 	// sync after the failed attempt shows it: ImagePullBackOff after ErrImagePull
 	// (message "Back-off pulling image ...: ErrImagePull: " and the pull's error;
@@ -564,50 +566,59 @@ type ContainerActions interface {
 	// ImagePullBackOff"), CrashLoopBackOff after CreateContainerError or
 	// PostStartHookError; the pod's status is published after it. No runtime
 	// call.
-	ShowBackoff(ctx context.Context) error
+	ShowBackoff() O
 	// RemoveContainer: Container GC of this container: remove the oldest dead
 	// instances beyond --maximum-dead-containers-per-container (default 1) that
 	// are older than --minimum-container-ttl-duration; the newest stays for its
 	// logs and status (lastState) until the pod is removed.
 	// CRI: RemoveContainer.
-	RemoveContainer(ctx context.Context) error
+	RemoveContainer() O
 }
 
-// RunContainerAction runs action a on impl, with ctx tagged with the action
-// (ActionFrom returns it) so that the CRI calls it makes can be audited
-// against the spec's cri lists, and a kill spares those it declares
-// uncancellable (Uncancellable).
-func RunContainerAction(ctx context.Context, impl ContainerActions, a ContainerAction) error {
-	ctx = a.Tag(ctx)
+// ContainerActionOp returns the first operation of action a on impl.
+func ContainerActionOp[O any](impl ContainerActions[O], a ContainerAction) (O, error) {
 	switch a {
 	case ContainerActionCheckImage:
-		return impl.CheckImage(ctx)
+		return impl.CheckImage(), nil
 	case ContainerActionPullImage:
-		return impl.PullImage(ctx)
+		return impl.PullImage(), nil
 	case ContainerActionRefuseNeverPull:
-		return impl.RefuseNeverPull(ctx)
+		return impl.RefuseNeverPull(), nil
 	case ContainerActionRefuseImage:
-		return impl.RefuseImage(ctx)
+		return impl.RefuseImage(), nil
 	case ContainerActionCountPullFailure:
-		return impl.CountPullFailure(ctx)
+		return impl.CountPullFailure(), nil
 	case ContainerActionCreateContainer:
-		return impl.CreateContainer(ctx)
+		return impl.CreateContainer(), nil
 	case ContainerActionStartContainer:
-		return impl.StartContainer(ctx)
+		return impl.StartContainer(), nil
 	case ContainerActionStopContainer:
-		return impl.StopContainer(ctx)
+		return impl.StopContainer(), nil
 	case ContainerActionForceStopContainer:
-		return impl.ForceStopContainer(ctx)
+		return impl.ForceStopContainer(), nil
 	case ContainerActionRecordExit:
-		return impl.RecordExit(ctx)
+		return impl.RecordExit(), nil
 	case ContainerActionCountRestart:
-		return impl.CountRestart(ctx)
+		return impl.CountRestart(), nil
 	case ContainerActionShowBackoff:
-		return impl.ShowBackoff(ctx)
+		return impl.ShowBackoff(), nil
 	case ContainerActionRemoveContainer:
-		return impl.RemoveContainer(ctx)
+		return impl.RemoveContainer(), nil
 	}
-	return fmt.Errorf("container machine: unknown action %d", uint8(a))
+	var none O
+	return none, fmt.Errorf("container machine: unknown action %d", uint8(a))
+}
+
+// RunContainerAction runs action a of impl: exec runs the operations it
+// returns on ctx tagged with the action (ActionFrom returns it) so that
+// the CRI calls it makes can be audited against the spec's cri lists, and a
+// kill spares those it declares uncancellable (Uncancellable).
+func RunContainerAction[O any](ctx context.Context, impl ContainerActions[O], exec Exec[O], a ContainerAction) error {
+	o, err := ContainerActionOp[O](impl, a)
+	if err != nil {
+		return err
+	}
+	return exec(a.Tag(ctx), o)
 }
 
 // ContainerDuration names a duration of the container machine: the length of a
@@ -826,16 +837,16 @@ type ContainerStep = Step[ContainerState, ContainerEvent, ContainerAction, Conta
 
 // ContainerImpl is what the engine implements for the container machine: its
 // guards, which Fire asks, and its actions, which Run runs.
-type ContainerImpl interface {
+type ContainerImpl[O any] interface {
 	ContainerGuards
-	ContainerActions
+	ContainerActions[O]
 }
 
 // ContainerMachine is one container state machine over looplab/fsm. It is not
 // safe for concurrent use: one goroutine (the owner's worker) fires it.
 type ContainerMachine struct {
-	m    machine[ContainerState, ContainerEvent, ContainerAction, ContainerGuard, ContainerGuards]
-	impl ContainerActions // nil unless bound (BindContainerMachine)
+	m   machine[ContainerState, ContainerEvent, ContainerAction, ContainerGuard, ContainerGuards]
+	run func(context.Context, ContainerAction) error // RunContainerAction of the bound Impl; nil unless bound (BindContainerMachine)
 }
 
 var _ Machine[ContainerState, ContainerEvent, ContainerAction, ContainerGuard] = (*ContainerMachine)(nil)
@@ -863,10 +874,11 @@ func NewContainerMachineAt(s ContainerState, g ContainerGuards) *ContainerMachin
 }
 
 // BindContainerMachine returns a machine in state s, as NewContainerMachineAt,
-// whose guards impl answers and whose actions Run runs on impl.
-func BindContainerMachine(s ContainerState, impl ContainerImpl) *ContainerMachine {
+// whose guards impl answers and whose actions Run takes from impl and runs
+// with exec.
+func BindContainerMachine[O any](s ContainerState, impl ContainerImpl[O], exec Exec[O]) *ContainerMachine {
 	m := NewContainerMachineAt(s, impl)
-	m.impl = impl
+	m.run = func(ctx context.Context, a ContainerAction) error { return RunContainerAction[O](ctx, impl, exec, a) }
 	return m
 }
 
@@ -903,10 +915,10 @@ func (m *ContainerMachine) Fire(ev ContainerEvent) (ContainerStep, error) {
 // Run runs action a on the implementation the machine was bound to
 // (RunContainerAction); an unbound machine runs none and returns an error.
 func (m *ContainerMachine) Run(ctx context.Context, a ContainerAction) error {
-	if m.impl == nil {
+	if m.run == nil {
 		return fmt.Errorf("container machine: action %s: no implementation bound (BindContainerMachine)", a)
 	}
-	return RunContainerAction(ctx, m.impl, a)
+	return m.run(ctx, a)
 }
 
 // Branch returns the branch ContainerChoiceTable[i].

@@ -16,9 +16,11 @@
 // Every <Machine>Machine implements Machine[S, E, A, G] (machine.go): Name,
 // State, Fire returning the generic Step (<Machine>Step is an alias of it),
 // Run and Branch. Bind<Machine>Machine binds a machine to the engine's
-// implementation of its guards and actions (<Machine>Impl), so that one loop
-// over the interface runs every machine: Fire, then Run each action of the
-// step. The static side is generic too: <Machine>Transition and
+// implementation of its guards and actions (<Machine>Impl[O]) and to an
+// Exec[O], so that one loop over the interface runs every machine: Fire,
+// then Run each action of the step. An action does no I/O itself: it
+// returns the first of its operations, an O (the engine's is engine/op's
+// Op), and Run hands it to the Exec. The static side is generic too: <Machine>Transition and
 // <Machine>Choice are aliases of Transition and Choice, and <Machine>Kind
 // (a Kind) gives a machine kind's name, states and tables to code that walks
 // every kind alike.
@@ -46,12 +48,12 @@
 //
 // Usage:
 //
-//	m := fsm.BindPodMachine(fsm.PodInitialState, worker) // worker implements fsm.PodImpl
+//	m := fsm.BindPodMachine(fsm.PodInitialState, worker, exec) // worker implements fsm.PodImpl[op.Op]
 //	step, err := m.Fire(fsm.PodEventUpdate)
 //	if errors.Is(err, fsm.ErrNoTransition) { /* ignore or log */ }
 //	if step.Entered() { cancel timers of step.From; arm m.Timers() }
 //	for _, a := range step.Actions {
-//		err := m.Run(ctx, a) // fsm.RunPodAction(ctx, worker, a)
+//		err := m.Run(ctx, a) // fsm.RunPodAction(ctx, worker, exec, a)
 //		...
 //	}
 //
@@ -60,7 +62,7 @@
 // <Machine>ChoiceTable of the choice branches passed, in order (Branch(i)
 // tells one; the engine tests count them for row coverage).
 //
-// Run<Machine>Action tags the context it passes to the action with the
+// Run<Machine>Action tags the context it passes to the Exec with the
 // machine and action names (actionctx.go: WithAction, ActionFrom), so a CRI
 // wrapper can check each call against the action's `cri` list
 // (<Machine>ActionCRI) and those of the actions it runs itself

@@ -52,7 +52,7 @@ type podImpl struct {
 func TestMachineInterface(t *testing.T) {
 	ctx := context.Background()
 	rec := &tagRecorder{}
-	p := BindPodMachine(PodStatePending, podImpl{guards{"name_taken": true}, rec})
+	p := BindPodMachine(PodStatePending, podImpl{guards{"name_taken": true}, rec}, runRec)
 	if p.Name() != PodMachineName {
 		t.Errorf("Name() = %q", p.Name())
 	}
@@ -63,7 +63,7 @@ func TestMachineInterface(t *testing.T) {
 	if want := "pod pending -update [name_taken]-> waiting_to_start"; !strings.HasPrefix(strings.Join(got, "\n"), want) {
 		t.Errorf("pod steps:\n%s\nwant to start with %q", strings.Join(got, "\n"), want)
 	}
-	p2 := BindPodMachine(PodStateSynced, podImpl{guards{}, rec})
+	p2 := BindPodMachine(PodStateSynced, podImpl{guards{}, rec}, runRec)
 	if _, err := drive(ctx, p2, PodEventSync); err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,13 @@ type Machine[S, E, A, G Enum] interface {
 	Branch(i int) Branch[S, G]
 }
 
+// Exec runs the operations of an action, O being the engine's operation
+// type: from first, the one the action returned, on ctx, the action's
+// context (tagged with the action), and returns the action's error. A
+// machine is bound with one (Bind<Prefix>Machine); Run runs its actions
+// through it.
+type Exec[O any] func(ctx context.Context, first O) error
+
 // Step is the outcome of one Fire: the machine Machine moved From -> To on
 // Event through transition row Row (its guard Guard when HasGuard), entering
 // the states of Path in order (empty for an internal transition; a

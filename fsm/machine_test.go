@@ -410,14 +410,14 @@ func TestRoutes(t *testing.T) {
 func TestActionsRunByName(t *testing.T) {
 	rec := &recorder{}
 	for _, a := range []PodAction{PodActionSyncPod, PodActionKillContainers, PodActionRemovePod} {
-		if err := RunPodAction(t.Context(), rec, a); err != nil {
+		if err := RunPodAction(t.Context(), rec, rec.exec, a); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if got := strings.Join(rec.ran, ","); got != "sync_pod,kill_containers,remove_pod" {
 		t.Errorf("ran %s", got)
 	}
-	if err := RunPodAction(t.Context(), rec, PodAction(99)); err == nil {
+	if err := RunPodAction(t.Context(), rec, rec.exec, PodAction(99)); err == nil {
 		t.Error("RunPodAction(unknown) = nil, want an error")
 	}
 	if got := PodActionCRI[PodActionRemovePod]; strings.Join(got, ",") != "RemovePodSandbox" {
@@ -425,20 +425,23 @@ func TestActionsRunByName(t *testing.T) {
 	}
 }
 
-// recorder implements PodActions by recording the names of the actions run.
+// recorder implements PodActions: each action's operation is its name,
+// which its exec records.
 type recorder struct{ ran []string }
 
-func (r *recorder) rec(name string) error                { r.ran = append(r.ran, name); return nil }
-func (r *recorder) SyncPod(context.Context) error        { return r.rec("sync_pod") }
-func (r *recorder) RunSandbox(context.Context) error     { return r.rec("run_sandbox") }
-func (r *recorder) MountVolumes(context.Context) error   { return r.rec("mount_volumes") }
-func (r *recorder) UnmountVolumes(context.Context) error { return r.rec("unmount_volumes") }
-func (r *recorder) KillContainers(context.Context) error { return r.rec("kill_containers") }
-func (r *recorder) StopSandbox(context.Context) error    { return r.rec("stop_sandbox") }
-func (r *recorder) RemovePod(context.Context) error      { return r.rec("remove_pod") }
-func (r *recorder) ReleaseName(context.Context) error    { return r.rec("release_name") }
-func (r *recorder) ReportStatus(context.Context) error   { return r.rec("report_status") }
-func (r *recorder) ExceedDeadline(context.Context) error { return r.rec("exceed_deadline") }
+func (r *recorder) exec(_ context.Context, name string) error {
+	r.ran = append(r.ran, name)
+	return nil
+}
+func (r *recorder) SyncPod() string        { return "sync_pod" }
+func (r *recorder) MountVolumes() string   { return "mount_volumes" }
+func (r *recorder) UnmountVolumes() string { return "unmount_volumes" }
+func (r *recorder) KillContainers() string { return "kill_containers" }
+func (r *recorder) StopSandbox() string    { return "stop_sandbox" }
+func (r *recorder) RemovePod() string      { return "remove_pod" }
+func (r *recorder) ReleaseName() string    { return "release_name" }
+func (r *recorder) ReportStatus() string   { return "report_status" }
+func (r *recorder) ExceedDeadline() string { return "exceed_deadline" }
 
 // TestTransitionPathsCoverEveryTransition replays the path generated for each
 // pod and container transition (any guard assignment at each step) and checks

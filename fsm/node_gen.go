@@ -293,58 +293,69 @@ func (a NodeAction) Tag(ctx context.Context) context.Context {
 	return ctx
 }
 
-// NodeActions runs the actions of the node machine. The engine
-// implements it on its per-node object and runs the actions a Step
-// returns, in order, outside the machine.
-type NodeActions interface {
+// NodeActions are the actions of the node machine as the engine
+// implements them on its per-node object. Each returns, without I/O,
+// the first of the operations it asks of the world outside the machines (an
+// O: the engine's operation type, engine/op's Op); the Exec the machine is
+// bound with runs them after the step, in order, outside the machine.
+type NodeActions[O any] interface {
 	// MeasureImageFs: Read the image filesystem (ImageFsInfo, statfs of its
 	// mountpoint) and record the images present and those in use (ListImages,
 	// ListContainers); reports below_high, above_high or measure_failed.
 	// CRI: ImageFsInfo, ListImages, ListContainers, Status.
-	MeasureImageFs(ctx context.Context) error
+	MeasureImageFs() O
 	// RemoveUnusedImages: Remove the images of the plan, least recently used
 	// first (RemoveImage); reports collected or collect_failed.
 	// CRI: RemoveImage.
-	RemoveUnusedImages(ctx context.Context) error
+	RemoveUnusedImages() O
 	// RemoveDeadContainers: List the containers (ListContainers), plan the dead
 	// instances to remove across pods (per-container limit, then the node-wide
 	// limit, oldest first) and remove them (RemoveContainer); reports
 	// containers_collected or container_gc_failed.
 	// CRI: ListContainers, RemoveContainer.
-	RemoveDeadContainers(ctx context.Context) error
+	RemoveDeadContainers() O
 	// ObserveSignals: Measure the signals (memory, the root dir's and the image
 	// filesystem's space and inodes, PIDs), update the pressure conditions and
 	// decide; reports no_pressure, reclaim, pressure or observe_failed.
 	// CRI: ImageFsInfo.
-	ObserveSignals(ctx context.Context) error
+	ObserveSignals() O
 	// EvictPod: Evict the first pod of kubelet's ranking for the signal (usage
 	// above requests, then priority, then usage; ListContainerStats): its pod
 	// machine gets kill (input evicted) with the eviction grace period, and its
 	// status becomes Failed, reason Evicted, with the signal's message. One pod
 	// per pass; static and mirror pods are never evicted.
 	// CRI: ListContainerStats.
-	EvictPod(ctx context.Context) error
+	EvictPod() O
 }
 
-// RunNodeAction runs action a on impl, with ctx tagged with the action
-// (ActionFrom returns it) so that the CRI calls it makes can be audited
-// against the spec's cri lists, and a kill spares those it declares
-// uncancellable (Uncancellable).
-func RunNodeAction(ctx context.Context, impl NodeActions, a NodeAction) error {
-	ctx = a.Tag(ctx)
+// NodeActionOp returns the first operation of action a on impl.
+func NodeActionOp[O any](impl NodeActions[O], a NodeAction) (O, error) {
 	switch a {
 	case NodeActionMeasureImageFs:
-		return impl.MeasureImageFs(ctx)
+		return impl.MeasureImageFs(), nil
 	case NodeActionRemoveUnusedImages:
-		return impl.RemoveUnusedImages(ctx)
+		return impl.RemoveUnusedImages(), nil
 	case NodeActionRemoveDeadContainers:
-		return impl.RemoveDeadContainers(ctx)
+		return impl.RemoveDeadContainers(), nil
 	case NodeActionObserveSignals:
-		return impl.ObserveSignals(ctx)
+		return impl.ObserveSignals(), nil
 	case NodeActionEvictPod:
-		return impl.EvictPod(ctx)
+		return impl.EvictPod(), nil
 	}
-	return fmt.Errorf("node machine: unknown action %d", uint8(a))
+	var none O
+	return none, fmt.Errorf("node machine: unknown action %d", uint8(a))
+}
+
+// RunNodeAction runs action a of impl: exec runs the operations it
+// returns on ctx tagged with the action (ActionFrom returns it) so that
+// the CRI calls it makes can be audited against the spec's cri lists, and a
+// kill spares those it declares uncancellable (Uncancellable).
+func RunNodeAction[O any](ctx context.Context, impl NodeActions[O], exec Exec[O], a NodeAction) error {
+	o, err := NodeActionOp[O](impl, a)
+	if err != nil {
+		return err
+	}
+	return exec(a.Tag(ctx), o)
 }
 
 // NodeDuration names a duration of the node machine: the length of a
@@ -494,16 +505,16 @@ type NodeStep = Step[NodeState, NodeEvent, NodeAction, NodeGuard]
 
 // NodeImpl is what the engine implements for the node machine: its
 // guards, which Fire asks, and its actions, which Run runs.
-type NodeImpl interface {
+type NodeImpl[O any] interface {
 	NodeGuards
-	NodeActions
+	NodeActions[O]
 }
 
 // NodeMachine is one node state machine over looplab/fsm. It is not
 // safe for concurrent use: one goroutine (the owner's worker) fires it.
 type NodeMachine struct {
-	m    machine[NodeState, NodeEvent, NodeAction, NodeGuard, NodeGuards]
-	impl NodeActions // nil unless bound (BindNodeMachine)
+	m   machine[NodeState, NodeEvent, NodeAction, NodeGuard, NodeGuards]
+	run func(context.Context, NodeAction) error // RunNodeAction of the bound Impl; nil unless bound (BindNodeMachine)
 }
 
 var _ Machine[NodeState, NodeEvent, NodeAction, NodeGuard] = (*NodeMachine)(nil)
@@ -531,10 +542,11 @@ func NewNodeMachineAt(s NodeState, g NodeGuards) *NodeMachine {
 }
 
 // BindNodeMachine returns a machine in state s, as NewNodeMachineAt,
-// whose guards impl answers and whose actions Run runs on impl.
-func BindNodeMachine(s NodeState, impl NodeImpl) *NodeMachine {
+// whose guards impl answers and whose actions Run takes from impl and runs
+// with exec.
+func BindNodeMachine[O any](s NodeState, impl NodeImpl[O], exec Exec[O]) *NodeMachine {
 	m := NewNodeMachineAt(s, impl)
-	m.impl = impl
+	m.run = func(ctx context.Context, a NodeAction) error { return RunNodeAction[O](ctx, impl, exec, a) }
 	return m
 }
 
@@ -571,10 +583,10 @@ func (m *NodeMachine) Fire(ev NodeEvent) (NodeStep, error) {
 // Run runs action a on the implementation the machine was bound to
 // (RunNodeAction); an unbound machine runs none and returns an error.
 func (m *NodeMachine) Run(ctx context.Context, a NodeAction) error {
-	if m.impl == nil {
+	if m.run == nil {
 		return fmt.Errorf("node machine: action %s: no implementation bound (BindNodeMachine)", a)
 	}
-	return RunNodeAction(ctx, m.impl, a)
+	return m.run(ctx, a)
 }
 
 // Branch returns the branch NodeChoiceTable[i].

@@ -378,10 +378,12 @@ func (a PodAction) Tag(ctx context.Context) context.Context {
 	return ctx
 }
 
-// PodActions runs the actions of the pod machine. The engine
-// implements it on its per-pod object and runs the actions a Step
-// returns, in order, outside the machine.
-type PodActions interface {
+// PodActions are the actions of the pod machine as the engine
+// implements them on its per-pod object. Each returns, without I/O,
+// the first of the operations it asks of the world outside the machines (an
+// O: the engine's operation type, engine/op's Op); the Exec the machine is
+// bound with runs them after the step, in order, outside the machine.
+type PodActions[O any] interface {
 	// MountVolumes: Set up every volume of the pod on the node (emptyDir
 	// directory or tmpfs, hostPath type checks, configMap, secret, downwardAPI
 	// and projected files written atomically, service account tokens refreshed at
@@ -389,11 +391,11 @@ type PodActions interface {
 	// (FailedMount, naming the volume and the cause): the pod stays
 	// ContainerCreating and sync_backoff retries it. A refresh that fails for a
 	// volume already mounted is logged and the sync goes on.
-	MountVolumes(ctx context.Context) error
+	MountVolumes() O
 	// UnmountVolumes: Unmount the pod's tmpfs volumes (emptyDir medium Memory,
 	// secret, projected) and forget its tokens; the pod's directories go when its
 	// worker is purged.
-	UnmountVolumes(ctx context.Context) error
+	UnmountVolumes() O
 	// SyncPod: SyncPod: run mount_volumes (a volume that never mounted reports
 	// sync_failed before any runtime call), deliver update to every container (a
 	// running one whose spec changed stops; see container spec_changed), kill the
@@ -404,13 +406,13 @@ type PodActions interface {
 	// whose start failed is its own machine's to retry (start_failed, then its
 	// back-off), not the pod's.
 	// Runs itself: mount_volumes.
-	SyncPod(ctx context.Context) error
+	SyncPod() O
 	// KillContainers: Deliver kill to every container with the effective grace
 	// period: regular containers in parallel, then init containers and sidecars.
 	// Reports termination_done.
-	KillContainers(ctx context.Context) error
+	KillContainers() O
 	// StopSandbox: Deliver stop to the sandbox machine.
-	StopSandbox(ctx context.Context) error
+	StopSandbox() O
 	// RemovePod: Run unmount_volumes (the containers are stopped), then remove
 	// every sandbox of the pod from the runtime, their containers with them
 	// (idempotent), and deliver removed to the container and sandbox machines.
@@ -418,48 +420,57 @@ type PodActions interface {
 	// so the retry finds the sandbox still stopped.
 	// CRI: RemovePodSandbox.
 	// Runs itself: unmount_volumes.
-	RemovePod(ctx context.Context) error
+	RemovePod() O
 	// ReleaseName: Leave the static pod full name's queue; the next UID waiting
 	// for it gets name_free. It fails, freeing nothing, while a sandbox of the
 	// pod may still run (its stop failed).
-	ReleaseName(ctx context.Context) error
+	ReleaseName() O
 	// ExceedDeadline: Record that the pod ran past spec.activeDeadlineSeconds:
 	// from now on it is Failed with reason DeadlineExceeded and kubelet's
 	// message, and a DeadlineExceeded event says so (kubelet's active deadline
 	// handler).
-	ExceedDeadline(ctx context.Context) error
+	ExceedDeadline() O
 	// ReportStatus: Recompute the pod status from the machine states and hand it
 	// to the status writer.
-	ReportStatus(ctx context.Context) error
+	ReportStatus() O
 }
 
-// RunPodAction runs action a on impl, with ctx tagged with the action
-// (ActionFrom returns it) so that the CRI calls it makes can be audited
-// against the spec's cri lists, and a kill spares those it declares
-// uncancellable (Uncancellable).
-func RunPodAction(ctx context.Context, impl PodActions, a PodAction) error {
-	ctx = a.Tag(ctx)
+// PodActionOp returns the first operation of action a on impl.
+func PodActionOp[O any](impl PodActions[O], a PodAction) (O, error) {
 	switch a {
 	case PodActionMountVolumes:
-		return impl.MountVolumes(ctx)
+		return impl.MountVolumes(), nil
 	case PodActionUnmountVolumes:
-		return impl.UnmountVolumes(ctx)
+		return impl.UnmountVolumes(), nil
 	case PodActionSyncPod:
-		return impl.SyncPod(ctx)
+		return impl.SyncPod(), nil
 	case PodActionKillContainers:
-		return impl.KillContainers(ctx)
+		return impl.KillContainers(), nil
 	case PodActionStopSandbox:
-		return impl.StopSandbox(ctx)
+		return impl.StopSandbox(), nil
 	case PodActionRemovePod:
-		return impl.RemovePod(ctx)
+		return impl.RemovePod(), nil
 	case PodActionReleaseName:
-		return impl.ReleaseName(ctx)
+		return impl.ReleaseName(), nil
 	case PodActionExceedDeadline:
-		return impl.ExceedDeadline(ctx)
+		return impl.ExceedDeadline(), nil
 	case PodActionReportStatus:
-		return impl.ReportStatus(ctx)
+		return impl.ReportStatus(), nil
 	}
-	return fmt.Errorf("pod machine: unknown action %d", uint8(a))
+	var none O
+	return none, fmt.Errorf("pod machine: unknown action %d", uint8(a))
+}
+
+// RunPodAction runs action a of impl: exec runs the operations it
+// returns on ctx tagged with the action (ActionFrom returns it) so that
+// the CRI calls it makes can be audited against the spec's cri lists, and a
+// kill spares those it declares uncancellable (Uncancellable).
+func RunPodAction[O any](ctx context.Context, impl PodActions[O], exec Exec[O], a PodAction) error {
+	o, err := PodActionOp[O](impl, a)
+	if err != nil {
+		return err
+	}
+	return exec(a.Tag(ctx), o)
 }
 
 // PodDuration names a duration of the pod machine: the length of a
@@ -638,16 +649,16 @@ type PodStep = Step[PodState, PodEvent, PodAction, PodGuard]
 
 // PodImpl is what the engine implements for the pod machine: its
 // guards, which Fire asks, and its actions, which Run runs.
-type PodImpl interface {
+type PodImpl[O any] interface {
 	PodGuards
-	PodActions
+	PodActions[O]
 }
 
 // PodMachine is one pod state machine over looplab/fsm. It is not
 // safe for concurrent use: one goroutine (the owner's worker) fires it.
 type PodMachine struct {
-	m    machine[PodState, PodEvent, PodAction, PodGuard, PodGuards]
-	impl PodActions // nil unless bound (BindPodMachine)
+	m   machine[PodState, PodEvent, PodAction, PodGuard, PodGuards]
+	run func(context.Context, PodAction) error // RunPodAction of the bound Impl; nil unless bound (BindPodMachine)
 }
 
 var _ Machine[PodState, PodEvent, PodAction, PodGuard] = (*PodMachine)(nil)
@@ -675,10 +686,11 @@ func NewPodMachineAt(s PodState, g PodGuards) *PodMachine {
 }
 
 // BindPodMachine returns a machine in state s, as NewPodMachineAt,
-// whose guards impl answers and whose actions Run runs on impl.
-func BindPodMachine(s PodState, impl PodImpl) *PodMachine {
+// whose guards impl answers and whose actions Run takes from impl and runs
+// with exec.
+func BindPodMachine[O any](s PodState, impl PodImpl[O], exec Exec[O]) *PodMachine {
 	m := NewPodMachineAt(s, impl)
-	m.impl = impl
+	m.run = func(ctx context.Context, a PodAction) error { return RunPodAction[O](ctx, impl, exec, a) }
 	return m
 }
 
@@ -715,10 +727,10 @@ func (m *PodMachine) Fire(ev PodEvent) (PodStep, error) {
 // Run runs action a on the implementation the machine was bound to
 // (RunPodAction); an unbound machine runs none and returns an error.
 func (m *PodMachine) Run(ctx context.Context, a PodAction) error {
-	if m.impl == nil {
+	if m.run == nil {
 		return fmt.Errorf("pod machine: action %s: no implementation bound (BindPodMachine)", a)
 	}
-	return RunPodAction(ctx, m.impl, a)
+	return m.run(ctx, a)
 }
 
 // Branch returns the branch PodChoiceTable[i].

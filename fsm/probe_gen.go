@@ -266,60 +266,71 @@ func (a ProbeAction) Tag(ctx context.Context) context.Context {
 	return ctx
 }
 
-// ProbeActions runs the actions of the probe machine. The engine
-// implements it on its per-probe object and runs the actions a Step
-// returns, in order, outside the machine.
-type ProbeActions interface {
+// ProbeActions are the actions of the probe machine as the engine
+// implements them on its per-probe object. Each returns, without I/O,
+// the first of the operations it asks of the world outside the machines (an
+// O: the engine's operation type, engine/op's Op); the Exec the machine is
+// bound with runs them after the step, in order, outside the machine.
+type ProbeActions[O any] interface {
 	// StartStartup: Start the startup probe's worker; reports startup_ok when the
 	// container has no startup probe.
-	StartStartup(ctx context.Context) error
+	StartStartup() O
 	// StartProbes: Start the liveness and readiness workers; reports ready when
 	// the container has no readiness probe.
-	StartProbes(ctx context.Context) error
+	StartProbes() O
 	// RunProbe: Run every worker whose probe is due and whose previous probe
 	// returned, each on its own goroutine (exec: ExecSync with the probe's
 	// timeout), and move each due worker's next probe one period on, past now;
 	// each raw result comes back as an input that the engine counts against the
 	// thresholds.
 	// CRI: ExecSync.
-	RunProbe(ctx context.Context) error
+	RunProbe() O
 	// TriggerReadiness: kubelet's manual trigger of the readiness worker: its
 	// ticks restart from now, and it probes at once (on its own goroutine, as
 	// run_probe) when the container started initialDelaySeconds ago and its
 	// previous probe returned; a worker still waiting for its first tick's jitter
 	// takes the trigger there.
 	// CRI: ExecSync.
-	TriggerReadiness(ctx context.Context) error
+	TriggerReadiness() O
 	// KillContainer: Stop the workers and deliver liveness_failed to the
 	// container machine, with the probe's grace period (Killing: failed
 	// liveness/startup probe, will be restarted).
-	KillContainer(ctx context.Context) error
+	KillContainer() O
 	// StopProbes: Stop the workers of the instance that left running; their
 	// results are forgotten.
-	StopProbes(ctx context.Context) error
+	StopProbes() O
 }
 
-// RunProbeAction runs action a on impl, with ctx tagged with the action
-// (ActionFrom returns it) so that the CRI calls it makes can be audited
-// against the spec's cri lists, and a kill spares those it declares
-// uncancellable (Uncancellable).
-func RunProbeAction(ctx context.Context, impl ProbeActions, a ProbeAction) error {
-	ctx = a.Tag(ctx)
+// ProbeActionOp returns the first operation of action a on impl.
+func ProbeActionOp[O any](impl ProbeActions[O], a ProbeAction) (O, error) {
 	switch a {
 	case ProbeActionStartStartup:
-		return impl.StartStartup(ctx)
+		return impl.StartStartup(), nil
 	case ProbeActionStartProbes:
-		return impl.StartProbes(ctx)
+		return impl.StartProbes(), nil
 	case ProbeActionRunProbe:
-		return impl.RunProbe(ctx)
+		return impl.RunProbe(), nil
 	case ProbeActionTriggerReadiness:
-		return impl.TriggerReadiness(ctx)
+		return impl.TriggerReadiness(), nil
 	case ProbeActionKillContainer:
-		return impl.KillContainer(ctx)
+		return impl.KillContainer(), nil
 	case ProbeActionStopProbes:
-		return impl.StopProbes(ctx)
+		return impl.StopProbes(), nil
 	}
-	return fmt.Errorf("probe machine: unknown action %d", uint8(a))
+	var none O
+	return none, fmt.Errorf("probe machine: unknown action %d", uint8(a))
+}
+
+// RunProbeAction runs action a of impl: exec runs the operations it
+// returns on ctx tagged with the action (ActionFrom returns it) so that
+// the CRI calls it makes can be audited against the spec's cri lists, and a
+// kill spares those it declares uncancellable (Uncancellable).
+func RunProbeAction[O any](ctx context.Context, impl ProbeActions[O], exec Exec[O], a ProbeAction) error {
+	o, err := ProbeActionOp[O](impl, a)
+	if err != nil {
+		return err
+	}
+	return exec(a.Tag(ctx), o)
 }
 
 // ProbeDuration names a duration of the probe machine: the length of a
@@ -446,16 +457,16 @@ type ProbeStep = Step[ProbeState, ProbeEvent, ProbeAction, ProbeGuard]
 
 // ProbeImpl is what the engine implements for the probe machine: its
 // guards, which Fire asks, and its actions, which Run runs.
-type ProbeImpl interface {
+type ProbeImpl[O any] interface {
 	ProbeGuards
-	ProbeActions
+	ProbeActions[O]
 }
 
 // ProbeMachine is one probe state machine over looplab/fsm. It is not
 // safe for concurrent use: one goroutine (the owner's worker) fires it.
 type ProbeMachine struct {
-	m    machine[ProbeState, ProbeEvent, ProbeAction, ProbeGuard, ProbeGuards]
-	impl ProbeActions // nil unless bound (BindProbeMachine)
+	m   machine[ProbeState, ProbeEvent, ProbeAction, ProbeGuard, ProbeGuards]
+	run func(context.Context, ProbeAction) error // RunProbeAction of the bound Impl; nil unless bound (BindProbeMachine)
 }
 
 var _ Machine[ProbeState, ProbeEvent, ProbeAction, ProbeGuard] = (*ProbeMachine)(nil)
@@ -483,10 +494,11 @@ func NewProbeMachineAt(s ProbeState, g ProbeGuards) *ProbeMachine {
 }
 
 // BindProbeMachine returns a machine in state s, as NewProbeMachineAt,
-// whose guards impl answers and whose actions Run runs on impl.
-func BindProbeMachine(s ProbeState, impl ProbeImpl) *ProbeMachine {
+// whose guards impl answers and whose actions Run takes from impl and runs
+// with exec.
+func BindProbeMachine[O any](s ProbeState, impl ProbeImpl[O], exec Exec[O]) *ProbeMachine {
 	m := NewProbeMachineAt(s, impl)
-	m.impl = impl
+	m.run = func(ctx context.Context, a ProbeAction) error { return RunProbeAction[O](ctx, impl, exec, a) }
 	return m
 }
 
@@ -523,10 +535,10 @@ func (m *ProbeMachine) Fire(ev ProbeEvent) (ProbeStep, error) {
 // Run runs action a on the implementation the machine was bound to
 // (RunProbeAction); an unbound machine runs none and returns an error.
 func (m *ProbeMachine) Run(ctx context.Context, a ProbeAction) error {
-	if m.impl == nil {
+	if m.run == nil {
 		return fmt.Errorf("probe machine: action %s: no implementation bound (BindProbeMachine)", a)
 	}
-	return RunProbeAction(ctx, m.impl, a)
+	return m.run(ctx, a)
 }
 
 // Branch returns the branch ProbeChoiceTable[i].

@@ -282,13 +282,15 @@ func (a SandboxAction) Tag(ctx context.Context) context.Context {
 	return ctx
 }
 
-// SandboxActions runs the actions of the sandbox machine. The engine
-// implements it on its per-sandbox object and runs the actions a Step
-// returns, in order, outside the machine.
-type SandboxActions interface {
+// SandboxActions are the actions of the sandbox machine as the engine
+// implements them on its per-sandbox object. Each returns, without I/O,
+// the first of the operations it asks of the world outside the machines (an
+// O: the engine's operation type, engine/op's Op); the Exec the machine is
+// bound with runs them after the step, in order, outside the machine.
+type SandboxActions[O any] interface {
 	// RemovePodCgroup: Remove the pod's cgroup (--cgroups-per-qos): no process of
 	// the pod is left.
-	RemovePodCgroup(ctx context.Context) error
+	RemovePodCgroup() O
 	// RunSandbox: With --cgroups-per-qos, create or update the pod's cgroup under
 	// its QoS class (create_failed when it cannot); RunPodSandbox with the next
 	// attempt, then PodSandboxStatus for its state and the pod IP (also for
@@ -297,34 +299,43 @@ type SandboxActions interface {
 	// create_failed or status_failed.
 	// CRI: RunPodSandbox, PodSandboxStatus.
 	// Not cancelled by a kill: RunPodSandbox.
-	RunSandbox(ctx context.Context) error
+	RunSandbox() O
 	// CheckSandbox: PodSandboxStatus of the sandbox whose status is unknown.
 	// Reports ready, died or status_failed.
 	// CRI: PodSandboxStatus.
-	CheckSandbox(ctx context.Context) error
+	CheckSandbox() O
 	// StopSandbox: StopPodSandbox for every sandbox of the pod (idempotent).
 	// Reports stopped when all calls succeeded.
 	// CRI: StopPodSandbox.
-	StopSandbox(ctx context.Context) error
+	StopSandbox() O
 }
 
-// RunSandboxAction runs action a on impl, with ctx tagged with the action
-// (ActionFrom returns it) so that the CRI calls it makes can be audited
-// against the spec's cri lists, and a kill spares those it declares
-// uncancellable (Uncancellable).
-func RunSandboxAction(ctx context.Context, impl SandboxActions, a SandboxAction) error {
-	ctx = a.Tag(ctx)
+// SandboxActionOp returns the first operation of action a on impl.
+func SandboxActionOp[O any](impl SandboxActions[O], a SandboxAction) (O, error) {
 	switch a {
 	case SandboxActionRemovePodCgroup:
-		return impl.RemovePodCgroup(ctx)
+		return impl.RemovePodCgroup(), nil
 	case SandboxActionRunSandbox:
-		return impl.RunSandbox(ctx)
+		return impl.RunSandbox(), nil
 	case SandboxActionCheckSandbox:
-		return impl.CheckSandbox(ctx)
+		return impl.CheckSandbox(), nil
 	case SandboxActionStopSandbox:
-		return impl.StopSandbox(ctx)
+		return impl.StopSandbox(), nil
 	}
-	return fmt.Errorf("sandbox machine: unknown action %d", uint8(a))
+	var none O
+	return none, fmt.Errorf("sandbox machine: unknown action %d", uint8(a))
+}
+
+// RunSandboxAction runs action a of impl: exec runs the operations it
+// returns on ctx tagged with the action (ActionFrom returns it) so that
+// the CRI calls it makes can be audited against the spec's cri lists, and a
+// kill spares those it declares uncancellable (Uncancellable).
+func RunSandboxAction[O any](ctx context.Context, impl SandboxActions[O], exec Exec[O], a SandboxAction) error {
+	o, err := SandboxActionOp[O](impl, a)
+	if err != nil {
+		return err
+	}
+	return exec(a.Tag(ctx), o)
 }
 
 // SandboxDuration names a duration of the sandbox machine: the length of a
@@ -440,16 +451,16 @@ type SandboxStep = Step[SandboxState, SandboxEvent, SandboxAction, SandboxGuard]
 
 // SandboxImpl is what the engine implements for the sandbox machine: its
 // guards, which Fire asks, and its actions, which Run runs.
-type SandboxImpl interface {
+type SandboxImpl[O any] interface {
 	SandboxGuards
-	SandboxActions
+	SandboxActions[O]
 }
 
 // SandboxMachine is one sandbox state machine over looplab/fsm. It is not
 // safe for concurrent use: one goroutine (the owner's worker) fires it.
 type SandboxMachine struct {
-	m    machine[SandboxState, SandboxEvent, SandboxAction, SandboxGuard, SandboxGuards]
-	impl SandboxActions // nil unless bound (BindSandboxMachine)
+	m   machine[SandboxState, SandboxEvent, SandboxAction, SandboxGuard, SandboxGuards]
+	run func(context.Context, SandboxAction) error // RunSandboxAction of the bound Impl; nil unless bound (BindSandboxMachine)
 }
 
 var _ Machine[SandboxState, SandboxEvent, SandboxAction, SandboxGuard] = (*SandboxMachine)(nil)
@@ -477,10 +488,11 @@ func NewSandboxMachineAt(s SandboxState, g SandboxGuards) *SandboxMachine {
 }
 
 // BindSandboxMachine returns a machine in state s, as NewSandboxMachineAt,
-// whose guards impl answers and whose actions Run runs on impl.
-func BindSandboxMachine(s SandboxState, impl SandboxImpl) *SandboxMachine {
+// whose guards impl answers and whose actions Run takes from impl and runs
+// with exec.
+func BindSandboxMachine[O any](s SandboxState, impl SandboxImpl[O], exec Exec[O]) *SandboxMachine {
 	m := NewSandboxMachineAt(s, impl)
-	m.impl = impl
+	m.run = func(ctx context.Context, a SandboxAction) error { return RunSandboxAction[O](ctx, impl, exec, a) }
 	return m
 }
 
@@ -517,10 +529,10 @@ func (m *SandboxMachine) Fire(ev SandboxEvent) (SandboxStep, error) {
 // Run runs action a on the implementation the machine was bound to
 // (RunSandboxAction); an unbound machine runs none and returns an error.
 func (m *SandboxMachine) Run(ctx context.Context, a SandboxAction) error {
-	if m.impl == nil {
+	if m.run == nil {
 		return fmt.Errorf("sandbox machine: action %s: no implementation bound (BindSandboxMachine)", a)
 	}
-	return RunSandboxAction(ctx, m.impl, a)
+	return m.run(ctx, a)
 }
 
 // Branch returns the branch SandboxChoiceTable[i].

@@ -140,24 +140,31 @@ type doorImpl struct {
 	ran        []string
 }
 
-func (d *doorImpl) HasKey() bool                  { return d.key }
-func (d *doorImpl) AlarmOn() bool                 { return d.alarm }
-func (d *doorImpl) Ring(ctx context.Context) error {
-	if m, a, ok := ActionFrom(ctx); !ok || m != "door" || a != "ring" {
-		panic("ring runs under " + m + "/" + a + ", want door/ring")
+// doorOp is the door's operation: a function of the action's context.
+type doorOp func(context.Context) error
+
+func (d *doorImpl) HasKey() bool                            { return d.key }
+func (d *doorImpl) AlarmOn() bool                           { return d.alarm }
+func (d *doorImpl) Ring() doorOp {
+	return func(ctx context.Context) error {
+		if m, a, ok := ActionFrom(ctx); !ok || m != "door" || a != "ring" {
+			panic("ring runs under " + m + "/" + a + ", want door/ring")
+		}
+		if !Uncancellable(ctx, "Status") || Uncancellable(ctx, "Version") {
+			panic("ring: Status must be uncancellable, Version not")
+		}
+		d.ran = append(d.ran, "ring")
+		return nil
 	}
-	if !Uncancellable(ctx, "Status") || Uncancellable(ctx, "Version") {
-		panic("ring: Status must be uncancellable, Version not")
-	}
-	d.ran = append(d.ran, "ring")
-	return nil
 }
-func (d *doorImpl) Log(context.Context) error      { d.ran = append(d.ran, "log"); return nil }
-func (d *doorImpl) AutoLock() time.Duration        { return 0 }
+func (d *doorImpl) Log() doorOp {
+	return func(context.Context) error { d.ran = append(d.ran, "log"); return nil }
+}
+func (d *doorImpl) AutoLock() time.Duration { return 0 }
 
 func TestDoor(t *testing.T) {
 	d := &doorImpl{alarm: true}
-	m := NewDoorMachine(d)
+	m := BindDoorMachine(DoorInitialState, d, func(ctx context.Context, o doorOp) error { return o(ctx) })
 	fire := func(ev DoorEvent, want DoorState) DoorStep {
 		t.Helper()
 		st, err := m.Fire(ev)
@@ -168,7 +175,7 @@ func TestDoor(t *testing.T) {
 			t.Fatalf("Fire(%s) -> %s (machine %s), want %s", ev, st.To, m.State(), want)
 		}
 		for _, a := range st.Actions {
-			if err := RunDoorAction(context.Background(), d, a); err != nil {
+			if err := m.Run(context.Background(), a); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -17,23 +17,21 @@ import (
 	"github.com/speclet/speclet/fsm"
 )
 
+// The container machine's actions but the image's (engine/images), as
+// operations.
+
 // CountRestart advances the CrashLoopBackOff. The restarting choice skips
 // it after a probe kill of a container's first instance (FirstProbeKill).
-func (c *Container) CountRestart(context.Context) error {
+func (c *Container) CountRestart() op.Op {
 	c.o.CountCrash()
-	return nil
+	return op.Done(nil)
 }
 
 // CreateContainer creates the next instance in the current sandbox; raises
-// created or create_failed. Its operations are CreateContainerOp's.
-func (c *Container) CreateContainer(ctx context.Context) error {
-	return op.Exec(ctx, c.o.Runtime(), c.CreateContainerOp())
-}
-
-// CreateContainerOp reads the pod's inputs (Owner.RequestInputs), the image's
-// user where a runAsNonRoot check needs it, builds the config of the next
-// instance and creates it.
-func (c *Container) CreateContainerOp() op.Op {
+// created or create_failed. It reads the pod's inputs
+// (Owner.RequestInputs), the image's user where a runAsNonRoot check needs
+// it, builds the config of the next instance and creates it.
+func (c *Container) CreateContainer() op.Op {
 	rc := c.restartCount
 	if c.id != "" {
 		rc++ // an instance existed before: this one is a restart
@@ -124,12 +122,7 @@ func (c *Container) imageUser(then func(podspec.ImageUser, error) op.Op) op.Op {
 
 // StartContainer starts the created instance, then runs its postStart hook;
 // raises started, start_failed or post_start_failed.
-func (c *Container) StartContainer(ctx context.Context) error {
-	return op.Exec(ctx, c.o.Runtime(), c.StartContainerOp())
-}
-
-// StartContainerOp is StartContainer's first operation.
-func (c *Container) StartContainerOp() op.Op {
+func (c *Container) StartContainer() op.Op {
 	return op.StartContainer(c.id, func(err error) op.Op {
 		c.o.CountStart(err)
 		if err != nil {
@@ -165,12 +158,7 @@ func (c *Container) StartContainerOp() op.Op {
 
 // StopContainer runs the preStop hook of the current instance (once), then
 // stops it with the grace period that is left; raises stopped.
-func (c *Container) StopContainer(ctx context.Context) error {
-	return op.Exec(ctx, c.o.Runtime(), c.StopContainerOp())
-}
-
-// StopContainerOp is StopContainer's first operation.
-func (c *Container) StopContainerOp() op.Op {
+func (c *Container) StopContainer() op.Op {
 	grace := c.stopGrace()
 	h := c.preStopHook()
 	if c.id == "" || h == nil || c.preStopDone == c.id || grace <= 0 {
@@ -186,12 +174,7 @@ func (c *Container) StopContainerOp() op.Op {
 // ForceStopContainer stops the current instance with timeout 0: the grace
 // period ran out while stopping (grace_expired). The preStop hook ran with
 // the first stop. Raises stopped.
-func (c *Container) ForceStopContainer(ctx context.Context) error {
-	return op.Exec(ctx, c.o.Runtime(), c.ForceStopContainerOp())
-}
-
-// ForceStopContainerOp is ForceStopContainer's operation.
-func (c *Container) ForceStopContainerOp() op.Op { return c.stop(0) }
+func (c *Container) ForceStopContainer() op.Op { return c.stop(0) }
 
 // stop is StopContainer of the current instance with grace seconds; it
 // raises stopped when the instance is stopped (or gone) or there is none.
@@ -252,7 +235,7 @@ func (c *Container) HookTarget() handlers.Target {
 }
 
 // runPreStop runs preStop hook h against target, the current instance,
-// bounded by grace seconds (StopContainerOp decides whether it runs: once
+// bounded by grace seconds (StopContainer decides whether it runs: once
 // per started instance with a grace period left). It returns the grace
 // left for StopContainer.
 func (c *Container) runPreStop(ctx context.Context, target handlers.Target, h *v1.LifecycleHandler, grace int64) int64 {

@@ -33,6 +33,7 @@ import (
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/images"
+	"github.com/speclet/speclet/engine/op"
 	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/engine/podstatus"
 	"github.com/speclet/speclet/engine/runtimepods"
@@ -296,16 +297,15 @@ func (c *Container) BackoffShown() time.Duration {
 // ShowBackoff (show_backoff): the next sync after the failed attempt shows
 // the backoff, ImagePullBackOff (with its events) or CrashLoopBackOff, as
 // kubelet's does.
-func (c *Container) ShowBackoff(context.Context) error {
-	if !c.showsAttempt() {
-		return nil
-	}
-	if c.o.State() == fsm.ContainerStatePullBackoff {
+func (c *Container) ShowBackoff() op.Op {
+	switch {
+	case !c.showsAttempt():
+	case c.o.State() == fsm.ContainerStatePullBackoff:
 		c.showPullBackoff()
-		return nil
+	default:
+		c.setCrashLoopBackOff()
 	}
-	c.setCrashLoopBackOff()
-	return nil
+	return op.Done(nil)
 }
 
 // showPullBackoff shows ImagePullBackOff as kubelet's sync that finds the

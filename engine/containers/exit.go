@@ -21,12 +21,7 @@ import (
 // restart_allowed: from the runtime event when it carried the status, else
 // from ContainerStatus; an instance the runtime cannot describe exited
 // 137 (ContainerStatusUnknown). Raises exit_recorded.
-func (c *Container) RecordExit(ctx context.Context) error {
-	return op.Exec(ctx, c.o.Runtime(), c.RecordExitOp())
-}
-
-// RecordExitOp is RecordExit's first operation.
-func (c *Container) RecordExitOp() op.Op {
+func (c *Container) RecordExit() op.Op {
 	st := c.exitStatus
 	if (st == nil || st.State != runtimeapi.ContainerState_CONTAINER_EXITED) && c.id != "" {
 		return op.ContainerStatus(c.id, func(st *runtimeapi.ContainerStatus, err error) op.Op {
@@ -155,12 +150,7 @@ func (l *lastBytes) Write(p []byte) (int, error) {
 // beyond the newest ContainerGC.MaxPerContainer, oldest first, except those
 // created less than ContainerGC.MinAge ago. The newest instance always
 // stays, for its status (lastState) and its log until the pod is removed.
-func (c *Container) RemoveContainer(ctx context.Context) error {
-	return op.Exec(ctx, c.o.Runtime(), c.RemoveContainerOp())
-}
-
-// RemoveContainerOp is RemoveContainer's first operation.
-func (c *Container) RemoveContainerOp() op.Op {
+func (c *Container) RemoveContainer() op.Op {
 	keep, minAge := c.o.GCPolicy()
 	excess := len(c.ids) - max(keep, 1)
 	return c.removeFrom(&gcPass{now: c.o.Clock().Now(), excess: excess, minAge: minAge}, 0)

@@ -25,12 +25,12 @@ type reply struct {
 // ctrOps are the actions of a Container that call the runtime, by spec
 // name.
 var ctrOps = map[string]optest.Action[*Container]{
-	fsm.ContainerActionCreateContainer.String():    {CRI: fsm.ContainerActionCRI[fsm.ContainerActionCreateContainer], First: (*Container).CreateContainerOp},
-	fsm.ContainerActionStartContainer.String():     {CRI: fsm.ContainerActionCRI[fsm.ContainerActionStartContainer], First: (*Container).StartContainerOp},
-	fsm.ContainerActionStopContainer.String():      {CRI: fsm.ContainerActionCRI[fsm.ContainerActionStopContainer], First: (*Container).StopContainerOp},
-	fsm.ContainerActionForceStopContainer.String(): {CRI: fsm.ContainerActionCRI[fsm.ContainerActionForceStopContainer], First: (*Container).ForceStopContainerOp},
-	fsm.ContainerActionRecordExit.String():         {CRI: fsm.ContainerActionCRI[fsm.ContainerActionRecordExit], First: (*Container).RecordExitOp},
-	fsm.ContainerActionRemoveContainer.String():    {CRI: fsm.ContainerActionCRI[fsm.ContainerActionRemoveContainer], First: (*Container).RemoveContainerOp},
+	fsm.ContainerActionCreateContainer.String():    {CRI: fsm.ContainerActionCRI[fsm.ContainerActionCreateContainer], First: (*Container).CreateContainer},
+	fsm.ContainerActionStartContainer.String():     {CRI: fsm.ContainerActionCRI[fsm.ContainerActionStartContainer], First: (*Container).StartContainer},
+	fsm.ContainerActionStopContainer.String():      {CRI: fsm.ContainerActionCRI[fsm.ContainerActionStopContainer], First: (*Container).StopContainer},
+	fsm.ContainerActionForceStopContainer.String(): {CRI: fsm.ContainerActionCRI[fsm.ContainerActionForceStopContainer], First: (*Container).ForceStopContainer},
+	fsm.ContainerActionRecordExit.String():         {CRI: fsm.ContainerActionCRI[fsm.ContainerActionRecordExit], First: (*Container).RecordExit},
+	fsm.ContainerActionRemoveContainer.String():    {CRI: fsm.ContainerActionCRI[fsm.ContainerActionRemoveContainer], First: (*Container).RemoveContainer},
 }
 
 // errNotFound is the runtime's reply about an object it does not know.

@@ -23,12 +23,7 @@ import (
 // kubelet's ImageInspectError with its warning events InspectFailed and
 // Failed "Error: ImageInspectError" (kubelet's message quotes the image
 // reference it did not get, ""; this one quotes the image asked for).
-func (p *Puller) CheckImage(ctx context.Context) error {
-	return op.Exec(ctx, p.c.Runtime(), p.CheckImageOp())
-}
-
-// CheckImageOp is CheckImage's operation.
-func (p *Puller) CheckImageOp() op.Op {
+func (p *Puller) CheckImage() op.Op {
 	c, image := p.c, p.c.Spec().Image
 	return op.ImageStatus(&runtimeapi.ImageSpec{Image: image}, func(img *runtimeapi.Image, err error) op.Op {
 		switch {
@@ -53,12 +48,12 @@ func (p *Puller) CheckImageOp() op.Op {
 // RefuseNeverPull reports ErrImageNeverPull with kubelet's message and
 // warning events ErrImageNeverPull and Failed "Error: ErrImageNeverPull":
 // the image is missing and the pull policy is Never.
-func (p *Puller) RefuseNeverPull(context.Context) error {
+func (p *Puller) RefuseNeverPull() op.Op {
 	msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", p.c.Spec().Image)
 	p.c.SetWaiting(ReasonErrImageNeverPull, msg)
 	p.c.Event(v1.EventTypeWarning, ReasonErrImageNeverPull, "%s", msg)
 	p.failedEvent()
-	return nil
+	return op.Done(nil)
 }
 
 // PullImage pulls the container's image with the pod's pull credentials
@@ -68,16 +63,12 @@ func (p *Puller) RefuseNeverPull(context.Context) error {
 // has no queue of pulls (kubelet's serial puller, its default, waits for
 // the pulls before; the second D counts that wait): D is the pull's time,
 // the size's ImageStatus included, twice.
-func (p *Puller) PullImage(ctx context.Context) error {
-	return op.Exec(ctx, p.c.Runtime(), p.PullImageOp())
-}
-
-// PullImageOp is PullImage's first operation: it reads the pull's inputs,
-// then pulls without credentials when the pod has none, else with each in
-// turn until one succeeds (kubelet's order); the error lists every
-// attempt's. The pulled image's size is read after (ImageStatus), best
-// effort: 0 when that fails.
-func (p *Puller) PullImageOp() op.Op {
+//
+// It reads the pull's inputs, then pulls without credentials when the pod
+// has none, else with each in turn until one succeeds (kubelet's order);
+// the error lists every attempt's. The pulled image's size is read after
+// (ImageStatus), best effort: 0 when that fails.
+func (p *Puller) PullImage() op.Op {
 	c := p.c
 	t0, ref := c.Now(), c.Spec().Image
 	c.Event(v1.EventTypeNormal, "Pulling", "Pulling image %q", ref)
@@ -204,22 +195,22 @@ func (p *Puller) credentials(ctx context.Context, image string) []*runtimeapi.Au
 // warning events InspectFailed and Failed "Error: InvalidImageName" when
 // the reason is new (kubelet records both at each sync; the event recorder
 // folds the repeats).
-func (p *Puller) RefuseImage(context.Context) error {
+func (p *Puller) RefuseImage() op.Op {
 	err := podspec.ImageNameError(p.c.Spec().Image)
 	if err == nil {
-		return nil
+		return op.Done(nil)
 	}
 	if reason, msg := p.c.Waiting(); reason == ReasonInvalidImageName && msg == err.Error() {
-		return nil
+		return op.Done(nil)
 	}
 	p.c.SetWaiting(ReasonInvalidImageName, err.Error())
 	p.c.Event(v1.EventTypeWarning, "InspectFailed", "%s", err)
 	p.failedEvent()
-	return nil
+	return op.Done(nil)
 }
 
 // CountPullFailure advances the image pull backoff.
-func (p *Puller) CountPullFailure(context.Context) error {
+func (p *Puller) CountPullFailure() op.Op {
 	p.c.PullBackoff(false)
-	return nil
+	return op.Done(nil)
 }

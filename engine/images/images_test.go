@@ -116,7 +116,7 @@ func drive(t *testing.T, o op.Op, declared []string, steps ...optest.Step) op.Op
 func TestPull(t *testing.T) {
 	declared := fsm.ContainerActionCRI[fsm.ContainerActionPullImage]
 	c := newFake("registry.local/app:1")
-	drive(t, c.puller().PullImageOp(), declared,
+	drive(t, c.puller().PullImage(), declared,
 		optest.Step{Op: "PullInputs", About: "registry.local/app:1", V: PullInputs{}},
 		optest.Step{Op: "PullImage", About: "registry.local/app:1", V: "sha256:2"},
 		optest.Step{Op: "ImageStatus", About: "registry.local/app:1", V: &runtimeapi.Image{Size: 4096}})
@@ -128,7 +128,7 @@ func TestPull(t *testing.T) {
 	}
 
 	c = newFake("registry.local/app:1")
-	o := drive(t, c.puller().PullImageOp(), declared,
+	o := drive(t, c.puller().PullImage(), declared,
 		optest.Step{Op: "PullInputs", About: "registry.local/app:1", V: PullInputs{}},
 		optest.Step{Op: "PullImage", About: "registry.local/app:1", Err: &cri.Error{Op: "PullImage", Class: cri.ClassOther, Err: errors.New("manifest unknown")}})
 	if o.Err() == nil || c.reason != ReasonErrImagePull || !strings.Contains(c.message, "manifest unknown") || c.pulls != 0 {
@@ -184,7 +184,7 @@ func TestPullCredentials(t *testing.T) {
 // already shown records nothing again.
 func TestRefusals(t *testing.T) {
 	c := newFake("busybox:1.36")
-	_ = c.puller().RefuseNeverPull(t.Context())
+	mustDone(t, c.puller().RefuseNeverPull())
 	want := []string{`Warning ErrImageNeverPull: Container image "busybox:1.36" is not present with pull policy of Never`, "Warning Failed: Error: ErrImageNeverPull"}
 	if c.reason != ReasonErrImageNeverPull || !slices.Equal(c.events, want) {
 		t.Errorf("never pull: waiting %s, events %q", c.reason, c.events)
@@ -192,15 +192,24 @@ func TestRefusals(t *testing.T) {
 
 	c = newFake("Busybox:UPPER")
 	p := c.puller()
-	_ = p.RefuseImage(t.Context())
-	_ = p.RefuseImage(t.Context())
+	mustDone(t, p.RefuseImage())
+	mustDone(t, p.RefuseImage())
 	if c.reason != ReasonInvalidImageName || len(c.events) != 2 || !strings.HasPrefix(c.events[0], "Warning InspectFailed: ") {
 		t.Errorf("invalid name: waiting %s %q, events %q; want one InspectFailed and one Failed", c.reason, c.message, c.events)
 	}
 
 	c = newFake("busybox:1.36")
-	_ = c.puller().CountPullFailure(t.Context())
+	mustDone(t, c.puller().CountPullFailure())
 	if !slices.Equal(c.backoff, []string{"next"}) {
 		t.Errorf("count_pull_failure: backoff %q, want it advanced", c.backoff)
+	}
+}
+
+// mustDone fails the test unless o, an action's first operation, ends the
+// action at once and without error: the action asks the runtime nothing.
+func mustDone(t *testing.T, o op.Op) {
+	t.Helper()
+	if !o.Done() || o.Err() != nil {
+		t.Fatalf("action's operation %s, want done at once without error", o)
 	}
 }

@@ -4,7 +4,10 @@
 // continuation that reads its result and returns the next Op, until one
 // ends the action (Done).
 //
-// An action returns its first Op without doing anything, and each
+// Every action of every machine is written so: the generated
+// fsm.<Machine>Actions[op.Op] asks each for its first Op, and the engine
+// binds each machine with an fsm.Exec that hands it to Exec on the node's
+// runtime. An action returns its first Op without doing anything, and each
 // continuation only reads the result, updates its owner's fields and
 // raises the machine's events: the decisions are pure, and a test drives
 // them with Reply, feeding the results a runtime would give, without one.
@@ -166,6 +169,26 @@ func Host[T any](name string, arg any, f func(context.Context) (T, error), then 
 func Do(name string, arg any, f func(context.Context) error, then func(error) Op) Op {
 	return Op{name: name, req: arg, eff: &errStep{host: f, then: then}}
 }
+
+// Then runs o to its end, then f with the error o ended with; f's Op
+// follows. An action that must do something however its operations end
+// (record how long it took, drop what it built for them) ends with it.
+func Then(o Op, f func(error) Op) Op {
+	if o.Done() {
+		return f(o.err)
+	}
+	return Op{name: o.name, cri: o.cri, req: o.req, eff: &then{eff: o.eff, f: f}}
+}
+
+// then is an operation of Then: o's, whose next Op is wrapped again.
+type then struct {
+	eff effect
+	f   func(error) Op
+}
+
+func (t *then) exec(ctx context.Context, rt cri.Runtime) Op { return Then(t.eff.exec(ctx, rt), t.f) }
+
+func (t *then) reply(name string, v any, err error) Op { return Then(t.eff.reply(name, v, err), t.f) }
 
 // RunPodSandbox creates and starts a sandbox from cfg with the runtime
 // handler; then reads the sandbox's ID.

@@ -166,6 +166,40 @@ func TestDeliverReportsACancelledBatch(t *testing.T) {
 	}
 }
 
+// TestThenFollowsTheEnd: Then's function runs once the chain ended, with
+// its error, whether Exec runs it or a test replies; an Op already done
+// goes to it at once.
+func TestThenFollowsTheEnd(t *testing.T) {
+	stop := errors.New("stop refused")
+	var seen []string
+	end := func(err error) Op {
+		seen = append(seen, fmt.Sprintf("then %v", err))
+		if err == nil {
+			return Done(nil)
+		}
+		return Done(fmt.Errorf("wrapped: %w", err))
+	}
+	rt := &runtime{stopErr: stop}
+	if err := Exec(context.Background(), rt, Then(chain(&seen), end)); !errors.Is(err, stop) || !strings.HasPrefix(err.Error(), "wrapped: ") {
+		t.Errorf("Exec = %v, want then's error wrapping %v", err, stop)
+	}
+	if got, want := strings.Join(seen, "; "), "prepare 7 <nil>; run sb-1 <nil>; status \"sb-1\" <nil>; stop stop refused; then stop refused"; got != want {
+		t.Errorf("Exec: saw %q, want %q", got, want)
+	}
+	seen = nil
+	o := Then(chain(&seen), end)
+	if o.Name() != "Prepare" || o.Request() != "arg" {
+		t.Fatalf("first op %s %v, want chain's Prepare", o, o.Request())
+	}
+	o = o.Reply(0, errors.New("no cgroup"))
+	if !o.Done() || o.Err().Error() != "wrapped: no cgroup" {
+		t.Errorf("after a failed host step: %s, want then's end", o)
+	}
+	if got := Then(Done(nil), end); !got.Done() || got.Err() != nil || seen[len(seen)-1] != "then <nil>" {
+		t.Errorf("Then(Done(nil)) = %s (saw %q), want then's end at once", got, seen)
+	}
+}
+
 // BenchmarkExec runs the test's chain (a host step and three calls) against
 // a runtime that answers at once: the executor's own cost per action.
 func BenchmarkExec(b *testing.B) {

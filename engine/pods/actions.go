@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -14,13 +13,15 @@ import (
 	"github.com/speclet/speclet/fsm"
 )
 
+var _ fsm.PodActions[op.Op] = (*Pod)(nil) // spec/pod.hcl's actions, as operations
+
 // ExceedDeadline records that the pod ran past spec.activeDeadlineSeconds,
 // with kubelet's DeadlineExceeded event (type Normal, as kubelet's).
-func (p *Pod) ExceedDeadline(context.Context) error {
+func (p *Pod) ExceedDeadline() op.Op {
 	p.deadlineExceeded = true
 	p.o.Logger().Info("pod ran past its active deadline", "pod", p.o.Key(), "startTime", p.startTime)
 	p.o.Event(v1.EventTypeNormal, podstatus.ReasonDeadlineExceeded, "%s", podstatus.MessageDeadlineExceeded)
-	return nil
+	return op.Done(nil)
 }
 
 // SyncPod is kubelet's SyncPod over the machines: the newest spec goes to
@@ -29,29 +30,34 @@ func (p *Pod) ExceedDeadline(context.Context) error {
 // container is asked to start; its guards decide whether it may now. Regular
 // containers start in parallel, like a direct CRI client: their machines are
 // independent. Raises sync_failed when a volume did not mount, there is no
-// ready sandbox or ctx ended, else sync_ok: a failed container start is the
-// container machine's (start_failed and its back-off).
-func (p *Pod) SyncPod(ctx context.Context) error {
+// ready sandbox or the action's context ended, else sync_ok: a failed
+// container start is the container machine's (start_failed and its
+// back-off). Its end records kubelet's pod worker duration (create for the
+// first sync).
+func (p *Pod) SyncPod() op.Op {
 	kind := "sync"
 	if p.syncs == 0 {
 		kind = "create"
 	}
 	p.syncs++
 	clk := p.o.Clock()
-	defer func(t0 time.Time) { p.o.WorkerDuration(kind, clk.Since(t0)) }(clk.Now())
-	// The sandbox config RunPodSandbox got serves the creates of this
-	// sync; a later one builds it again (sandbox.Sandbox.Config).
-	defer p.o.DropSandboxConfig()
-	return op.Exec(ctx, p.o.Runtime(), p.SyncPodOp())
+	t0 := clk.Now()
+	if p.startTime.IsZero() {
+		p.startTime = t0
+	}
+	return op.Then(p.syncOps(), func(err error) op.Op {
+		// The sandbox config RunPodSandbox got serves the creates of
+		// this sync; a later one builds it again (sandbox.Sandbox.Config).
+		p.o.DropSandboxConfig()
+		p.o.WorkerDuration(kind, clk.Since(t0))
+		return op.Done(err)
+	})
 }
 
-// SyncPodOp is SyncPod's operations: the newest spec to every container and
+// syncOps are SyncPod's operations: the newest spec to every container and
 // a dead sandbox's death to them, the volumes, the sandbox, then the
 // containers' starts.
-func (p *Pod) SyncPodOp() op.Op {
-	if p.startTime.IsZero() {
-		p.startTime = p.o.Clock().Now()
-	}
+func (p *Pod) syncOps() op.Op {
 	return op.Deliver(fsm.ContainerEventUpdate.String(), "containers", p.o.UpdateContainers, func(error) op.Op {
 		if p.o.SandboxState() == fsm.SandboxStateDead {
 			return op.Deliver(fsm.ContainerEventSandboxDied.String(), "containers", func(ctx context.Context) {
@@ -67,7 +73,7 @@ func (p *Pod) SyncPodOp() op.Op {
 // fails.
 func (p *Pod) mountThenSandbox() op.Op {
 	return op.Do(fsm.PodActionMountVolumes.String(), p.o.Spec().UID, func(ctx context.Context) error {
-		return fsm.RunPodAction(ctx, p, fsm.PodActionMountVolumes) // the action's tag
+		return op.Exec(fsm.PodActionMountVolumes.Tag(ctx), p.o.Runtime(), p.MountVolumes())
 	}, func(err error) op.Op {
 		if err != nil {
 			p.o.Raise(fsm.PodEventSyncFailed)
@@ -104,16 +110,12 @@ func (p *Pod) startContainers() op.Op {
 
 // KillContainers delivers kill to every container with the remaining grace
 // period: regular containers in parallel, then init containers and
-// sidecars. Raises termination_done.
-func (p *Pod) KillContainers(ctx context.Context) error {
+// sidecars; a pod killed without a kill asked for (its spec's grace) gets
+// its own grace period. Raises termination_done, and records kubelet's pod
+// worker duration of a kill.
+func (p *Pod) KillContainers() op.Op {
 	clk := p.o.Clock()
-	defer func(t0 time.Time) { p.o.WorkerDuration("kill", clk.Since(t0)) }(clk.Now())
-	return op.Exec(ctx, p.o.Runtime(), p.KillContainersOp())
-}
-
-// KillContainersOp is KillContainers' operation; a pod killed without a
-// kill asked for (its spec's grace) gets its own grace period.
-func (p *Pod) KillContainersOp() op.Op {
+	t0 := clk.Now()
 	if !p.killed {
 		p.Kill(Grace(p.o.Spec()), false)
 	}
@@ -121,18 +123,14 @@ func (p *Pod) KillContainersOp() op.Op {
 		p.o.FireContainers(ctx, fsm.ContainerEventKill)
 	}, func(err error) op.Op {
 		p.o.Raise(fsm.PodEventTerminationDone)
+		p.o.WorkerDuration("kill", clk.Since(t0))
 		return op.Done(err)
 	})
 }
 
-// StopSandbox delivers stop to the sandbox machine.
-func (p *Pod) StopSandbox(ctx context.Context) error {
-	return op.Exec(ctx, p.o.Runtime(), p.StopSandboxOp())
-}
-
-// StopSandboxOp is StopSandbox's operation; its error is the sandbox
-// action's.
-func (p *Pod) StopSandboxOp() op.Op {
+// StopSandbox delivers stop to the sandbox machine; its error is the
+// sandbox action's.
+func (p *Pod) StopSandbox() op.Op {
 	return op.Deliver(fsm.SandboxEventStop.String(), "sandbox", func(ctx context.Context) {
 		p.o.FireSandbox(ctx, fsm.SandboxEventStop)
 	}, func(error) op.Op { return op.Done(p.o.SandboxErr()) })
@@ -146,17 +144,12 @@ func (p *Pod) StopSandboxOp() op.Op {
 // all calls succeeded, after delivering removed to every container and the
 // sandbox. A failure delivers and raises nothing (system.hcl's effect: it
 // fails before any effect), so the retry finds the sandbox still stopped.
-func (p *Pod) RemovePod(ctx context.Context) error {
-	return op.Exec(ctx, p.o.Runtime(), p.RemovePodOp())
-}
-
-// RemovePodOp is RemovePod's first operation.
-func (p *Pod) RemovePodOp() op.Op {
+func (p *Pod) RemovePod() op.Op {
 	if p.o.SandboxState() != fsm.SandboxStateStopped {
 		return op.Done(errors.New("sandbox not stopped yet"))
 	}
 	return op.Do(fsm.PodActionUnmountVolumes.String(), p.o.Spec().UID, func(ctx context.Context) error {
-		return fsm.RunPodAction(ctx, p, fsm.PodActionUnmountVolumes) // the action's tag
+		return op.Exec(fsm.PodActionUnmountVolumes.Tag(ctx), p.o.Runtime(), p.UnmountVolumes())
 	}, func(err error) op.Op {
 		if err != nil {
 			return op.Done(err)
@@ -177,9 +170,16 @@ func (p *Pod) RemovePodOp() op.Op {
 // never mounted before (in this worker, or on disk from the agent's
 // previous run): a running pod whose configMap refresh fails keeps its
 // last files, as under kubelet.
-func (p *Pod) MountVolumes(ctx context.Context) error {
+func (p *Pod) MountVolumes() op.Op {
 	pod := p.o.Spec()
-	err := p.o.Volumes().Setup(ctx, pod)
+	return op.Do("SetupVolumes", pod.UID, func(ctx context.Context) error {
+		return p.o.Volumes().Setup(ctx, pod)
+	}, func(err error) op.Op { return op.Done(p.setUp(pod, err)) })
+}
+
+// setUp records the volumes of pod that Setup mounted (it failed with
+// err) and returns the error of those that block the sync.
+func (p *Pod) setUp(pod *v1.Pod, err error) error {
 	failed := map[string]bool{}
 	var blocking []error
 	for _, me := range mountErrors(err) {
@@ -241,12 +241,15 @@ func mountErrors(err error) []*volume.MountError {
 
 // UnmountVolumes unmounts the pod's tmpfs volumes and forgets its tokens.
 // Its directories are removed when the worker is purged.
-func (p *Pod) UnmountVolumes(context.Context) error {
-	if err := p.o.Volumes().TearDown(p.o.Spec().UID); err != nil {
-		return fmt.Errorf("unmount volumes of %s: %w", p.o.Key(), err)
-	}
-	p.mounted = nil
-	return nil
+func (p *Pod) UnmountVolumes() op.Op {
+	uid := p.o.Spec().UID
+	return op.Do("TearDownVolumes", uid, func(context.Context) error { return p.o.Volumes().TearDown(uid) }, func(err error) op.Op {
+		if err != nil {
+			return op.Done(fmt.Errorf("unmount volumes of %s: %w", p.o.Key(), err))
+		}
+		p.mounted = nil
+		return op.Done(nil)
+	})
 }
 
 // ReleaseName leaves the static pod full name's queue; the next UID waiting
@@ -256,18 +259,18 @@ func (p *Pod) UnmountVolumes(context.Context) error {
 // failed): the successor would run beside it, and kubelet frees it only
 // once the pod's termination, sandbox stop included, succeeded. The
 // terminated state's timer retries the stop, then this.
-func (p *Pod) ReleaseName(context.Context) error {
+func (p *Pod) ReleaseName() op.Op {
 	switch p.o.SandboxState() {
 	case fsm.SandboxStateCreating, fsm.SandboxStateUnknown, fsm.SandboxStateChecking, fsm.SandboxStateReady, fsm.SandboxStateStopping:
-		return errors.New("sandbox not stopped yet: the static pod's name stays taken")
+		return op.Done(errors.New("sandbox not stopped yet: the static pod's name stays taken"))
 	}
 	p.o.FreeName()
-	return nil
+	return op.Done(nil)
 }
 
 // ReportStatus recomputes the pod status from the machine states and
 // publishes it.
-func (p *Pod) ReportStatus(context.Context) error {
+func (p *Pod) ReportStatus() op.Op {
 	p.o.Publish()
-	return nil
+	return op.Done(nil)
 }

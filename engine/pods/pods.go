@@ -122,7 +122,6 @@ type Pod struct {
 	mounted map[string]bool
 }
 
-var _ fsm.PodActions = (*Pod)(nil)
 var _ fsm.PodDurations = (*Pod)(nil)
 
 // Bind gives p its owner.

@@ -151,7 +151,7 @@ func TestActiveDeadline(t *testing.T) {
 	if d := p.ActiveDeadline(); d >= 0 {
 		t.Errorf("not started: %v, want no timer", d)
 	}
-	p.SyncPodOp() // the first sync sets the start time
+	p.SyncPod() // the first sync sets the start time
 	o.clock.Step(45 * time.Second)
 	if d := p.ActiveDeadline(); d != 15*time.Second {
 		t.Errorf("45 s after the start: %v, want 15s", d)
@@ -160,7 +160,7 @@ func TestActiveDeadline(t *testing.T) {
 	if d := p.ActiveDeadline(); d != 0 {
 		t.Errorf("past the deadline: %v, want 0", d)
 	}
-	_ = p.ExceedDeadline(t.Context())
+	_ = op.Exec(t.Context(), nil, p.ExceedDeadline())
 	if !p.DeadlineExceeded() || len(o.events) != 1 {
 		t.Errorf("exceed_deadline: exceeded %v, events %q", p.DeadlineExceeded(), o.events)
 	}
@@ -173,15 +173,15 @@ func TestMountVolumes(t *testing.T) {
 	o.pod.Spec.Volumes = []v1.Volume{{Name: "cfg"}}
 	p := o.pods()
 	o.setup = errors.Join(&volume.MountError{Volume: "cfg", Err: errors.New(`configmap "c" not found`)})
-	if err := p.MountVolumes(t.Context()); err == nil {
+	if err := op.Exec(t.Context(), nil, p.MountVolumes()); err == nil {
 		t.Fatal("a volume that never mounted did not fail the mount")
 	}
 	o.setup = nil
-	if err := p.MountVolumes(t.Context()); err != nil {
+	if err := op.Exec(t.Context(), nil, p.MountVolumes()); err != nil {
 		t.Fatalf("mounted: %v", err)
 	}
 	o.setup = errors.Join(&volume.MountError{Volume: "cfg", Err: errors.New("refresh failed")})
-	if err := p.MountVolumes(t.Context()); err != nil {
+	if err := op.Exec(t.Context(), nil, p.MountVolumes()); err != nil {
 		t.Errorf("a failing refresh of a mounted volume failed the mount: %v", err)
 	}
 	if len(o.events) != 2 {
@@ -196,12 +196,12 @@ func TestReleaseName(t *testing.T) {
 	p := o.pods()
 	for _, st := range []fsm.SandboxState{fsm.SandboxStateReady, fsm.SandboxStateStopping, fsm.SandboxStateUnknown} {
 		o.sandbox = st
-		if err := p.ReleaseName(t.Context()); err == nil || o.freed != 0 {
+		if err := op.Exec(t.Context(), nil, p.ReleaseName()); err == nil || o.freed != 0 {
 			t.Errorf("sandbox %s: the name was freed", st)
 		}
 	}
 	o.sandbox = fsm.SandboxStateStopped
-	if err := p.ReleaseName(t.Context()); err != nil || o.freed != 1 {
+	if err := op.Exec(t.Context(), nil, p.ReleaseName()); err != nil || o.freed != 1 {
 		t.Errorf("sandbox stopped: %v, freed %d", err, o.freed)
 	}
 }
@@ -214,7 +214,7 @@ func TestDeliveries(t *testing.T) {
 	o := newFakeOwner()
 	o.sandbox = fsm.SandboxStateDead
 	p := o.pods()
-	if err := op.Exec(t.Context(), nil, p.SyncPodOp()); err != nil {
+	if err := op.Exec(t.Context(), nil, p.SyncPod()); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"update", "containers sandbox_died", "sandbox create"}
@@ -222,16 +222,16 @@ func TestDeliveries(t *testing.T) {
 		t.Errorf("sync with a dead sandbox: delivered %q, raised %v; want %q and sync_failed", o.delivered, o.raised, want)
 	}
 	o.delivered, o.raised, o.sandbox = nil, nil, fsm.SandboxStateReady
-	_ = op.Exec(t.Context(), nil, p.SyncPodOp())
+	_ = op.Exec(t.Context(), nil, p.SyncPod())
 	if want := []string{"update", "sandbox create", "start"}; !slices.Equal(o.delivered, want) || !slices.Equal(o.raised, []fsm.PodEvent{fsm.PodEventSyncOk}) {
 		t.Errorf("sync with a ready sandbox: delivered %q, raised %v", o.delivered, o.raised)
 	}
 	o.delivered, o.raised = nil, nil
-	if err := op.Exec(t.Context(), nil, p.RemovePodOp()); err == nil || len(o.delivered) != 0 {
+	if err := op.Exec(t.Context(), nil, p.RemovePod()); err == nil || len(o.delivered) != 0 {
 		t.Errorf("remove before the sandbox stopped: %v, delivered %q", err, o.delivered)
 	}
 	o.sandbox = fsm.SandboxStateStopped
-	if err := op.Exec(t.Context(), nil, p.RemovePodOp()); err != nil || !slices.Equal(o.delivered, []string{"removed"}) ||
+	if err := op.Exec(t.Context(), nil, p.RemovePod()); err != nil || !slices.Equal(o.delivered, []string{"removed"}) ||
 		!slices.Equal(o.raised, []fsm.PodEvent{fsm.PodEventCleanupDone}) {
 		t.Errorf("remove: %v, delivered %q, raised %v", err, o.delivered, o.raised)
 	}

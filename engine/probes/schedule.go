@@ -1,11 +1,11 @@
 package probes
 
 import (
-	"context"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/speclet/speclet/engine/op"
 	"github.com/speclet/speclet/engine/prober"
 	"github.com/speclet/speclet/engine/schedule"
 	"github.com/speclet/speclet/fsm"
@@ -83,24 +83,24 @@ func (p *Workers) firstProbe(k prober.Kind, spec *v1.Probe) time.Time {
 // Reset). A worker still waiting for its first tick after the jitter takes
 // the trigger there (kubelet's worker reads its trigger channel only after
 // its first doProbe).
-func (p *Workers) TriggerReadiness(context.Context) error {
+func (p *Workers) TriggerReadiness() op.Op {
 	w := p.workers[prober.Readiness]
 	if w == nil {
-		return nil
+		return op.Done(nil)
 	}
 	now := p.c.Now()
 	if p.ticks[prober.Readiness].After(now) {
-		return nil
+		return op.Done(nil)
 	}
 	p.ticks[prober.Readiness] = now
 	period := prober.Period(w.spec)
 	if end := prober.InitialDelayEnd(w.spec, p.c.StartedAt()); now.Before(end) {
 		w.next = schedule.TickAtOrAfter(now, period, end)
-		return nil
+		return op.Done(nil)
 	}
 	if !w.inFlight {
 		p.probe(w, fsm.ProbeActionTriggerReadiness)
 	}
 	w.next = now.Add(period)
-	return nil
+	return op.Done(nil)
 }

@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/engine/handlers"
+	"github.com/speclet/speclet/engine/op"
 	"github.com/speclet/speclet/engine/prober"
 	"github.com/speclet/speclet/engine/schedule"
 	"github.com/speclet/speclet/fsm"
@@ -116,7 +117,6 @@ type worker struct {
 	run      prober.Run // the run of equal raw results
 }
 
-var _ fsm.ProbeActions = (*Workers)(nil)
 var _ fsm.ProbeDurations = (*Workers)(nil)
 
 // Bind gives p its container.
@@ -126,30 +126,34 @@ func (p *Workers) Bind(c Container) { p.c = c }
 func (p *Workers) spec(k prober.Kind) *v1.Probe { return prober.Of(p.c.Spec(), k) }
 
 // --- actions ---
+//
+// A probe itself runs on its own goroutine, not as an operation.
+
+var _ fsm.ProbeActions[op.Op] = (*Workers)(nil)
 
 // StartStartup starts the startup worker, or raises startup_ok when the
 // container has no startup probe.
-func (p *Workers) StartStartup(context.Context) error {
+func (p *Workers) StartStartup() op.Op {
 	if !p.startWorker(prober.Startup) {
 		p.c.Raise(fsm.ProbeEventStartupOk)
 	}
-	return nil
+	return op.Done(nil)
 }
 
 // StartProbes stops the startup worker and starts the liveness and
 // readiness workers; raises ready when there is no readiness probe.
-func (p *Workers) StartProbes(context.Context) error {
+func (p *Workers) StartProbes() op.Op {
 	p.stopWorker(prober.Startup)
 	p.startWorker(prober.Liveness)
 	if !p.startWorker(prober.Readiness) {
 		p.c.Raise(fsm.ProbeEventReady)
 	}
-	return nil
+	return op.Done(nil)
 }
 
 // KillContainer stops the workers and kills the container with the
 // failed probe's grace period, or the pod's.
-func (p *Workers) KillContainer(ctx context.Context) error {
+func (p *Workers) KillContainer() op.Op {
 	kind := prober.Liveness
 	if p.c.State() == fsm.ProbeStateKilling && p.workers[prober.Startup] != nil {
 		kind = prober.Startup
@@ -159,14 +163,14 @@ func (p *Workers) KillContainer(ctx context.Context) error {
 		grace = *s.TerminationGracePeriodSeconds
 	}
 	p.stopAll()
-	p.c.Kill(ctx, kind, grace)
-	return nil
+	return op.Deliver(fsm.ContainerEventKill.String(), "container", func(ctx context.Context) { p.c.Kill(ctx, kind, grace) },
+		func(error) op.Op { return op.Done(nil) })
 }
 
 // StopProbes stops the workers of the instance that left running.
-func (p *Workers) StopProbes(context.Context) error {
+func (p *Workers) StopProbes() op.Op {
 	p.stopAll()
-	return nil
+	return op.Done(nil)
 }
 
 func (p *Workers) stopAll() {
@@ -205,7 +209,7 @@ func (p *Workers) stopWorker(k prober.Kind) {
 // (a slow probe never blocks the pod), unless its previous probe still
 // runs, and moves each due worker's next probe on by whole periods past now;
 // each raw result comes back through Container.Post.
-func (p *Workers) RunProbe(context.Context) error {
+func (p *Workers) RunProbe() op.Op {
 	now := p.c.Now()
 	for _, w := range p.workers {
 		if w == nil || w.next.After(now) {
@@ -216,7 +220,7 @@ func (p *Workers) RunProbe(context.Context) error {
 		}
 		w.next = schedule.TickAfter(w.next, prober.Period(w.spec), now)
 	}
-	return nil
+	return op.Done(nil)
 }
 
 // probe runs one probe of w on its own goroutine; its call belongs to

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/speclet/speclet/engine/handlers"
+	"github.com/speclet/speclet/engine/op"
 	"github.com/speclet/speclet/engine/prober"
 	"github.com/speclet/speclet/fsm"
 )
@@ -94,8 +95,8 @@ func TestNoProbes(t *testing.T) {
 	c := newFake(&v1.Container{Name: "app"})
 	w := c.workers()
 	w.Add()
-	_ = w.StartStartup(t.Context())
-	_ = w.StartProbes(t.Context())
+	run(t, w, w.StartStartup())
+	run(t, w, w.StartProbes())
 	if want := []fsm.ProbeEvent{fsm.ProbeEventStartupOk, fsm.ProbeEventReady}; !slices.Equal(c.raised, want) {
 		t.Errorf("raised %v, want %v", c.raised, want)
 	}
@@ -113,12 +114,12 @@ func TestReadinessThreshold(t *testing.T) {
 	w := c.workers()
 	w.Add() // the pod's first sync: ticks at t0+3s, t0+13s, ...
 	c.now = t0.Add(5 * time.Second)
-	_ = w.StartProbes(t.Context())
+	run(t, w, w.StartProbes())
 	c.state = fsm.ProbeStateReady
 	if d := w.NextProbe(); d != 8*time.Second {
 		t.Fatalf("next_probe %v, want 8s (the tick at t0+13s)", d)
 	}
-	_ = w.RunProbe(t.Context()) // not due yet
+	run(t, w, w.RunProbe()) // not due yet
 	select {
 	case r := <-c.posted:
 		t.Fatalf("a probe ran before its tick: %+v", r)
@@ -126,7 +127,7 @@ func TestReadinessThreshold(t *testing.T) {
 	}
 	for i, want := range []bool{false, true} {
 		c.now = c.now.Add(w.NextProbe())
-		_ = w.RunProbe(t.Context())
+		run(t, w, w.RunProbe())
 		r := c.result(t)
 		if r.Success || r.Kind != prober.Readiness || r.UID != "u" || r.Container != "app" || r.Worker == 0 {
 			t.Fatalf("probe %d: %+v, want a failed readiness result of app's worker", i, r)
@@ -149,15 +150,15 @@ func TestReadinessThreshold(t *testing.T) {
 func TestStoppedWorkerResult(t *testing.T) {
 	c := newFake(&v1.Container{Name: "app", LivenessProbe: tcpProbe(failing, 1)})
 	w := c.workers()
-	_ = w.StartProbes(t.Context())
+	run(t, w, w.StartProbes())
 	c.now = c.now.Add(w.NextProbe())
-	_ = w.RunProbe(t.Context())
+	run(t, w, w.RunProbe())
 	old := c.result(t)
-	_ = w.StopProbes(t.Context())
+	run(t, w, w.StopProbes())
 	if _, ok := w.Result(old); ok {
 		t.Error("a stopped worker's result was counted")
 	}
-	_ = w.StartProbes(t.Context())
+	run(t, w, w.StartProbes())
 	if _, ok := w.Result(old); ok {
 		t.Error("an earlier worker's result was counted for the new one")
 	}
@@ -176,18 +177,18 @@ func TestKillContainer(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		state fsm.ProbeState
-		start func(*Workers) error
+		start func(*Workers) op.Op
 		want  string
 	}{
-		{"startup failed", fsm.ProbeStateKilling, func(w *Workers) error { return w.StartStartup(t.Context()) }, "startup 5"},
-		{"liveness failed", fsm.ProbeStateKilling, func(w *Workers) error { return w.StartProbes(t.Context()) }, "liveness -1"},
+		{"startup failed", fsm.ProbeStateKilling, func(w *Workers) op.Op { return w.StartStartup() }, "startup 5"},
+		{"liveness failed", fsm.ProbeStateKilling, func(w *Workers) op.Op { return w.StartProbes() }, "liveness -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newFake(&v1.Container{Name: "app", StartupProbe: startup, LivenessProbe: tcpProbe(failing, 1)})
 			w := c.workers()
-			_ = tc.start(w)
+			run(t, w, tc.start(w))
 			c.state = tc.state
-			_ = w.KillContainer(t.Context())
+			run(t, w, w.KillContainer())
 			if want := []string{tc.want}; !slices.Equal(c.killed, want) {
 				t.Errorf("killed %q, want %q", c.killed, want)
 			}
@@ -212,14 +213,14 @@ func TestTriggerReadiness(t *testing.T) {
 	c := newFake(&v1.Container{Name: "app", ReadinessProbe: probe})
 	w := c.workers()
 	w.Add()
-	_ = w.StartProbes(t.Context())
+	run(t, w, w.StartProbes())
 	c.now = t0.Add(5 * time.Second)
-	_ = w.TriggerReadiness(t.Context())
+	run(t, w, w.TriggerReadiness())
 	if d := w.NextProbe(); d != 10*time.Second {
 		t.Errorf("trigger within the initial delay: next_probe %v, want 10s (the delay's end)", d)
 	}
 	c.now = t0.Add(20 * time.Second)
-	_ = w.TriggerReadiness(t.Context())
+	run(t, w, w.TriggerReadiness())
 	r := c.result(t)
 	if !r.Success || r.Kind != prober.Readiness {
 		t.Fatalf("triggered probe %+v, want a readiness success", r)
@@ -234,3 +235,12 @@ func TestTriggerReadiness(t *testing.T) {
 
 func (c *fakeContainer) Logger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 func (c *fakeContainer) LogAttrs() []any      { return []any{"container", c.spec.Name} }
+
+// run runs an action's operations, from first, as the engine does, with no
+// runtime (the probe machine's actions call none); they end without error.
+func run(t *testing.T, _ *Workers, first op.Op) {
+	t.Helper()
+	if err := op.Exec(t.Context(), nil, first); err != nil {
+		t.Fatalf("action failed: %v", err)
+	}
+}

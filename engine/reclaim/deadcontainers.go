@@ -1,7 +1,6 @@
 package reclaim
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -24,11 +23,7 @@ import (
 // (ContainerRemoved of an older instance) and forget the instance. A failed
 // removal does not stop the others; the pass then reports
 // container_gc_failed.
-func (n *Node) RemoveDeadContainers(ctx context.Context) error {
-	return op.Exec(ctx, n.cfg.Runtime, n.removeDeadContainers())
-}
-
-func (n *Node) removeDeadContainers() op.Op {
+func (n *Node) RemoveDeadContainers() op.Op {
 	return op.ListContainers(nil, func(cs []*runtimeapi.Container, err error) op.Op {
 		if err != nil {
 			n.report(fsm.NodeEventContainerGcFailed)

@@ -22,14 +22,9 @@ import (
 // the threshold is still met at the next pass, or for memory and PIDs at
 // once, evict_pod kills the first pod of kubelet's ranking (Config.Pods).
 
-// ObserveSignals measures the signals and decides.
-func (n *Node) ObserveSignals(ctx context.Context) error {
-	return op.Exec(ctx, n.cfg.Runtime, n.observeSignals())
-}
-
-// observeSignals reads the image filesystem's mount point (none when
+// ObserveSignals reads the image filesystem's mount point (none when
 // ImageFsInfo fails), measures the signals there and decides.
-func (n *Node) observeSignals() op.Op {
+func (n *Node) ObserveSignals() op.Op {
 	return op.ImageFsInfo(func(info *runtimeapi.ImageFsInfoResponse, err error) op.Op {
 		mount := ""
 		if err == nil && len(info.GetImageFilesystems()) > 0 {
@@ -110,13 +105,9 @@ func (n *Node) EvictedPodTerminating() bool {
 	return n.lastEvicted != "" && n.cfg.Pods.Terminating(n.lastEvicted)
 }
 
-// EvictPod kills the first pod of the ranking for the decision's signal.
-func (n *Node) EvictPod(ctx context.Context) error {
-	return op.Exec(ctx, n.cfg.Runtime, n.evictPod())
-}
-
-// evictPod reads the pods' usage of the signal's resource and evicts.
-func (n *Node) evictPod() op.Op {
+// EvictPod reads the pods' usage of the signal's resource and kills the
+// first pod of the ranking for the decision's signal.
+func (n *Node) EvictPod() op.Op {
 	return n.podUsage(n.decision.Signal, func(usage map[types.UID]int64, err error) op.Op {
 		if err != nil {
 			return op.Done(fmt.Errorf("evict a pod: %w", err))

@@ -21,11 +21,7 @@ import (
 
 // MeasureImageFs reads the image filesystem and the images, records which
 // are in use, and plans the removals (engine/imagegc).
-func (n *Node) MeasureImageFs(ctx context.Context) error {
-	return op.Exec(ctx, n.cfg.Runtime, n.measureImageFs())
-}
-
-func (n *Node) measureImageFs() op.Op {
+func (n *Node) MeasureImageFs() op.Op {
 	n.plan, n.need = nil, 0
 	reclaim := n.reclaimAll
 	n.reclaimAll, n.periodic = false, !reclaim
@@ -178,11 +174,7 @@ func (n *Node) gcDone(err error) {
 
 // RemoveUnusedImages removes the planned images in order until their sizes
 // add up to what must be freed.
-func (n *Node) RemoveUnusedImages(ctx context.Context) error {
-	return op.Exec(ctx, n.cfg.Runtime, n.removeUnusedImages())
-}
-
-func (n *Node) removeUnusedImages() op.Op {
+func (n *Node) RemoveUnusedImages() op.Op {
 	plan := n.plan
 	n.plan = nil
 	return n.removeImages(plan, 0, nil)

@@ -12,6 +12,7 @@ import (
 	"github.com/speclet/speclet/engine/fire"
 	"github.com/speclet/speclet/engine/history"
 	"github.com/speclet/speclet/engine/observe"
+	"github.com/speclet/speclet/engine/op"
 	timer "github.com/speclet/speclet/engine/schedule"
 	"github.com/speclet/speclet/fsm"
 )
@@ -70,12 +71,14 @@ func NewMachine(cfg Config, clk clock.WithTicker, sinks *observe.Sinks) *Machine
 	m := &Machine{clock: clk, log: cfg.Log, sinks: sinks, hist: history.Log{Max: historyMax}}
 	cfg.Report = m.raise
 	m.Node = New(cfg)
-	m.machine = fsm.BindNodeMachine(fsm.NodeInitialState, m)
+	m.machine = fsm.BindNodeMachine(fsm.NodeInitialState, m, func(ctx context.Context, first op.Op) error {
+		return op.Exec(ctx, cfg.Runtime, first)
+	})
 	m.steps = fire.NewRun(m, observers)
 	return m
 }
 
-var _ fsm.NodeImpl = (*Machine)(nil)
+var _ fsm.NodeImpl[op.Op] = (*Machine)(nil)
 var _ fsm.NodeDurations = (*Machine)(nil)
 
 // StateName is the node machine's current state.

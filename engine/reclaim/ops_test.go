@@ -139,16 +139,17 @@ func TestNodeActionsAsOperations(t *testing.T) {
 // nodeOps are the node machine's actions that call the runtime, by spec
 // name: the CRI methods each declares, and its first operation.
 var nodeOps = map[string]optest.Action[*Node]{
-	fsm.NodeActionMeasureImageFs.String():       {CRI: fsm.NodeActionCRI[fsm.NodeActionMeasureImageFs], First: (*Node).measureImageFs},
-	fsm.NodeActionRemoveUnusedImages.String():   {CRI: fsm.NodeActionCRI[fsm.NodeActionRemoveUnusedImages], First: (*Node).removeUnusedImages},
-	fsm.NodeActionRemoveDeadContainers.String(): {CRI: fsm.NodeActionCRI[fsm.NodeActionRemoveDeadContainers], First: (*Node).removeDeadContainers},
-	fsm.NodeActionObserveSignals.String():       {CRI: fsm.NodeActionCRI[fsm.NodeActionObserveSignals], First: (*Node).observeSignals},
-	fsm.NodeActionEvictPod.String():             {CRI: fsm.NodeActionCRI[fsm.NodeActionEvictPod], First: (*Node).evictPod},
+	fsm.NodeActionMeasureImageFs.String():       {CRI: fsm.NodeActionCRI[fsm.NodeActionMeasureImageFs], First: (*Node).MeasureImageFs},
+	fsm.NodeActionRemoveUnusedImages.String():   {CRI: fsm.NodeActionCRI[fsm.NodeActionRemoveUnusedImages], First: (*Node).RemoveUnusedImages},
+	fsm.NodeActionRemoveDeadContainers.String(): {CRI: fsm.NodeActionCRI[fsm.NodeActionRemoveDeadContainers], First: (*Node).RemoveDeadContainers},
+	fsm.NodeActionObserveSignals.String():       {CRI: fsm.NodeActionCRI[fsm.NodeActionObserveSignals], First: (*Node).ObserveSignals},
+	fsm.NodeActionEvictPod.String():             {CRI: fsm.NodeActionCRI[fsm.NodeActionEvictPod], First: (*Node).EvictPod},
 }
 
-// TestNodeRuntimeActionsAreOperations: every action of the node machine
-// whose spec declares CRI calls is written as operations.
-func TestNodeRuntimeActionsAreOperations(t *testing.T) {
+// TestNodeRuntimeActionsAreDriven: every action of the node machine whose
+// spec declares CRI calls has its operations driven by this package's
+// tests.
+func TestNodeRuntimeActionsAreDriven(t *testing.T) {
 	optest.Complete(t, "node", fsm.NodeActionCRI[:], func(i int) string { return fsm.NodeAction(i).String() }, nodeOps)
 }
 

@@ -30,6 +30,7 @@ import (
 	"github.com/speclet/speclet/engine/containergc"
 	"github.com/speclet/speclet/engine/eviction"
 	"github.com/speclet/speclet/engine/imagegc"
+	"github.com/speclet/speclet/engine/op"
 	"github.com/speclet/speclet/fsm"
 )
 
@@ -121,7 +122,7 @@ type Node struct {
 	sched [len(fsm.NodeDurationDefaults)]schedule
 }
 
-var _ fsm.NodeImpl = (*Node)(nil)
+var _ fsm.NodeImpl[op.Op] = (*Node)(nil)
 var _ fsm.NodeDurations = (*Node)(nil)
 
 // New returns the node machine's implementation over cfg.

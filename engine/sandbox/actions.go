@@ -14,19 +14,11 @@ import (
 	"github.com/speclet/speclet/fsm"
 )
 
-// The sandbox machine's actions. Each is written as the operations it
-// returns (engine/op): the first, <Action>Op, is built without I/O, and so
-// is every continuation; the action runs them with op.Exec on the action's
-// context.
+var _ fsm.SandboxActions[op.Op] = (*Sandbox)(nil) // spec/sandbox.hcl's actions, as operations
 
 // RemovePodCgroup removes the pod's cgroup (Pod.Cgroups). A failure is
 // logged; housekeeping retries.
-func (s *Sandbox) RemovePodCgroup(ctx context.Context) error {
-	return op.Exec(ctx, s.pod.Runtime(), s.RemovePodCgroupOp())
-}
-
-// RemovePodCgroupOp is RemovePodCgroup's operation.
-func (s *Sandbox) RemovePodCgroupOp() op.Op {
+func (s *Sandbox) RemovePodCgroup() op.Op {
 	pc := s.pod.Cgroups()
 	if pc == nil {
 		return op.Done(nil)
@@ -43,15 +35,10 @@ func (s *Sandbox) RemovePodCgroupOp() op.Op {
 // RunSandbox creates or updates the pod's cgroup (Pod.Cgroups), then
 // creates a sandbox with the next attempt in it and reads its IP back;
 // raises ready, create_failed (also when the cgroup could not be made), or
-// status_failed (the ID is kept). Its operations are RunSandboxOp's.
-func (s *Sandbox) RunSandbox(ctx context.Context) error {
-	return op.Exec(ctx, s.pod.Runtime(), s.RunSandboxOp())
-}
-
-// RunSandboxOp is RunSandbox's first operation: the pod's cgroup, the
-// sandbox config, its log directory, RunPodSandbox, then the new
-// sandbox's status (created).
-func (s *Sandbox) RunSandboxOp() op.Op {
+// status_failed (the ID is kept). Its operations: the pod's cgroup, the
+// sandbox config, its log directory, RunPodSandbox, then the new sandbox's
+// status (created).
+func (s *Sandbox) RunSandbox() op.Op {
 	pc := s.pod.Cgroups()
 	if pc == nil {
 		return s.buildConfig()
@@ -147,12 +134,7 @@ func (s *Sandbox) adoptReserved(id string, cfg *runtimeapi.PodSandboxConfig, st 
 
 // CheckSandbox reads the status of the sandbox whose status was unknown;
 // raises ready, died or status_failed.
-func (s *Sandbox) CheckSandbox(ctx context.Context) error {
-	return op.Exec(ctx, s.pod.Runtime(), s.CheckSandboxOp())
-}
-
-// CheckSandboxOp is CheckSandbox's operation.
-func (s *Sandbox) CheckSandboxOp() op.Op { return s.readStatus(false) }
+func (s *Sandbox) CheckSandbox() op.Op { return s.readStatus(false) }
 
 // readStatus reads the current sandbox's state and IP; fresh: right after
 // RunPodSandbox, where a sandbox that is not ready is reported as
@@ -189,12 +171,7 @@ func (s *Sandbox) failed(ev fsm.SandboxEvent, err error) op.Op {
 
 // StopSandbox stops every sandbox of the pod; raises stopped when all calls
 // succeeded.
-func (s *Sandbox) StopSandbox(ctx context.Context) error {
-	return op.Exec(ctx, s.pod.Runtime(), s.StopSandboxOp())
-}
-
-// StopSandboxOp is StopSandbox's first operation.
-func (s *Sandbox) StopSandboxOp() op.Op { return s.stopFrom(0, nil) }
+func (s *Sandbox) StopSandbox() op.Op { return s.stopFrom(0, nil) }
 
 // stopFrom stops the pod's sandboxes from the i-th on, after errs of those
 // before; a sandbox the runtime no longer knows counts as stopped.

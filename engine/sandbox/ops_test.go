@@ -25,15 +25,15 @@ type reply struct {
 // sandboxOps are the sandbox machine's actions that call the runtime, by
 // spec name.
 var sandboxOps = map[string]optest.Action[*Sandbox]{
-	fsm.SandboxActionRunSandbox.String():   {CRI: fsm.SandboxActionCRI[fsm.SandboxActionRunSandbox], First: (*Sandbox).RunSandboxOp},
-	fsm.SandboxActionCheckSandbox.String(): {CRI: fsm.SandboxActionCRI[fsm.SandboxActionCheckSandbox], First: (*Sandbox).CheckSandboxOp},
-	fsm.SandboxActionStopSandbox.String():  {CRI: fsm.SandboxActionCRI[fsm.SandboxActionStopSandbox], First: (*Sandbox).StopSandboxOp},
+	fsm.SandboxActionRunSandbox.String():   {CRI: fsm.SandboxActionCRI[fsm.SandboxActionRunSandbox], First: (*Sandbox).RunSandbox},
+	fsm.SandboxActionCheckSandbox.String(): {CRI: fsm.SandboxActionCRI[fsm.SandboxActionCheckSandbox], First: (*Sandbox).CheckSandbox},
+	fsm.SandboxActionStopSandbox.String():  {CRI: fsm.SandboxActionCRI[fsm.SandboxActionStopSandbox], First: (*Sandbox).StopSandbox},
 }
 
-// TestRuntimeActionsAreOperations: every action of the sandbox machine
-// whose spec declares CRI calls is written as operations, and is driven by
+// TestRuntimeActionsAreDriven: every action of the sandbox machine whose
+// spec declares CRI calls has its operations driven by
 // TestSandboxActionsAsOperations.
-func TestRuntimeActionsAreOperations(t *testing.T) {
+func TestRuntimeActionsAreDriven(t *testing.T) {
 	optest.Complete(t, "sandbox", fsm.SandboxActionCRI[:], func(i int) string { return fsm.SandboxAction(i).String() }, sandboxOps)
 }
 

@@ -87,7 +87,6 @@ type Sandbox struct {
 }
 
 var _ fsm.SandboxGuards = (*Sandbox)(nil)
-var _ fsm.SandboxActions = (*Sandbox)(nil)
 
 // Bind gives s its pod.
 func (s *Sandbox) Bind(p Pod) { s.pod = p }

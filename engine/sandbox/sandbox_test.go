@@ -152,11 +152,11 @@ func (c *fakeCgroups) Remove(uid types.UID) error {
 // and none when it cannot be made; without them neither step is asked for.
 func TestPodCgroup(t *testing.T) {
 	p := newFakePod()
-	o := p.sandbox().RunSandboxOp()
+	o := p.sandbox().RunSandbox()
 	if o.Name() != "SandboxConfig" {
 		t.Errorf("without pod cgroups run_sandbox starts with %s, want SandboxConfig", o)
 	}
-	if o := p.sandbox().RemovePodCgroupOp(); !o.Done() || o.Err() != nil {
+	if o := p.sandbox().RemovePodCgroup(); !o.Done() || o.Err() != nil {
 		t.Errorf("without pod cgroups remove_pod_cgroup asks for %s", o)
 	}
 	cg := &fakeCgroups{}
@@ -167,7 +167,7 @@ func TestPodCgroup(t *testing.T) {
 		t.Errorf("no cgroup: raised %v (err %v), want %v and an error", p.raised, s.Err(), want)
 	}
 	cg.err = errors.New("device busy")
-	if err := op.Exec(t.Context(), nil, s.RemovePodCgroupOp()); err == nil || len(cg.calls) != 1 || cg.calls[0] != "remove u" {
+	if err := op.Exec(t.Context(), nil, s.RemovePodCgroup()); err == nil || len(cg.calls) != 1 || cg.calls[0] != "remove u" {
 		t.Errorf("remove_pod_cgroup: %v, calls %q; want the pod's cgroup removed and its failure returned", err, cg.calls)
 	}
 }

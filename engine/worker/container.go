@@ -13,6 +13,7 @@ import (
 	"github.com/speclet/speclet/engine/history"
 	"github.com/speclet/speclet/engine/images"
 	"github.com/speclet/speclet/engine/observe"
+	"github.com/speclet/speclet/engine/op"
 	"github.com/speclet/speclet/engine/runtimepods"
 	"github.com/speclet/speclet/engine/schedule"
 	"github.com/speclet/speclet/fsm"
@@ -51,14 +52,14 @@ type ctrState struct {
 // (observe.go).
 type ctrStep = fire.Step[fsm.ContainerState, fsm.ContainerEvent, fsm.ContainerAction, fsm.ContainerGuard, *ctrState]
 
-var _ fsm.ContainerImpl = (*ctrState)(nil)
+var _ fsm.ContainerImpl[op.Op] = (*ctrState)(nil)
 
 func newCtrState(p *podState, c *v1.Container, init, sidecar bool) *ctrState {
 	cs := &ctrState{p: p, name: c.Name, init: init, sidecar: sidecar}
 	cs.bind()
 	cs.probe = newProbeState(cs)
 	cs.setSpec(c)
-	cs.machine = fsm.BindContainerMachine(fsm.ContainerInitialState, cs)
+	cs.machine = fsm.BindContainerMachine(fsm.ContainerInitialState, cs, cs.p.h.exec)
 	cs.run = fire.NewRun(cs, ctrObservers)
 	return cs
 }

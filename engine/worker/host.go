@@ -12,6 +12,7 @@ import (
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/metrics"
 	"github.com/speclet/speclet/engine/observe"
+	"github.com/speclet/speclet/engine/op"
 	"github.com/speclet/speclet/engine/pleg"
 	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/engine/sandbox"
@@ -60,6 +61,11 @@ type Host struct {
 
 	Engine Engine
 }
+
+// exec is the executor of the pod's machines' actions (fsm.Exec): it runs
+// an action's operations, from the first the action returned, on the
+// runtime, on the action's context.
+func (h *Host) exec(ctx context.Context, first op.Op) error { return op.Exec(ctx, h.Runtime, first) }
 
 // Engine is what a pod worker asks of the engine that runs it.
 type Engine interface {

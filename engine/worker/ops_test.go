@@ -31,30 +31,29 @@ func runAction[B any](t *testing.T, ops map[string]optest.Action[B], name string
 // podOps are the pod machine's actions that call the runtime or deliver
 // events to the pod's other machines, by spec name.
 var podOps = map[string]optest.Action[*podState]{
-	fsm.PodActionSyncPod.String():        {CRI: fsm.PodActionCRI[fsm.PodActionSyncPod], First: (*podState).SyncPodOp},
-	fsm.PodActionKillContainers.String(): {CRI: fsm.PodActionCRI[fsm.PodActionKillContainers], First: (*podState).KillContainersOp},
-	fsm.PodActionStopSandbox.String():    {CRI: fsm.PodActionCRI[fsm.PodActionStopSandbox], First: (*podState).StopSandboxOp},
-	fsm.PodActionRemovePod.String():      {CRI: fsm.PodActionCRI[fsm.PodActionRemovePod], First: (*podState).RemovePodOp},
+	fsm.PodActionSyncPod.String():        {CRI: fsm.PodActionCRI[fsm.PodActionSyncPod], First: (*podState).SyncPod},
+	fsm.PodActionKillContainers.String(): {CRI: fsm.PodActionCRI[fsm.PodActionKillContainers], First: (*podState).KillContainers},
+	fsm.PodActionStopSandbox.String():    {CRI: fsm.PodActionCRI[fsm.PodActionStopSandbox], First: (*podState).StopSandbox},
+	fsm.PodActionRemovePod.String():      {CRI: fsm.PodActionCRI[fsm.PodActionRemovePod], First: (*podState).RemovePod},
 }
 
 // ctrOps are the container machine's actions that call the runtime, by
 // spec name.
 var ctrOps = map[string]optest.Action[*ctrState]{
-	fsm.ContainerActionCheckImage.String():         {CRI: fsm.ContainerActionCRI[fsm.ContainerActionCheckImage], First: (*ctrState).CheckImageOp},
-	fsm.ContainerActionPullImage.String():          {CRI: fsm.ContainerActionCRI[fsm.ContainerActionPullImage], First: (*ctrState).PullImageOp},
-	fsm.ContainerActionCreateContainer.String():    {CRI: fsm.ContainerActionCRI[fsm.ContainerActionCreateContainer], First: (*ctrState).CreateContainerOp},
-	fsm.ContainerActionStartContainer.String():     {CRI: fsm.ContainerActionCRI[fsm.ContainerActionStartContainer], First: (*ctrState).StartContainerOp},
-	fsm.ContainerActionStopContainer.String():      {CRI: fsm.ContainerActionCRI[fsm.ContainerActionStopContainer], First: (*ctrState).StopContainerOp},
-	fsm.ContainerActionForceStopContainer.String(): {CRI: fsm.ContainerActionCRI[fsm.ContainerActionForceStopContainer], First: (*ctrState).ForceStopContainerOp},
-	fsm.ContainerActionRecordExit.String():         {CRI: fsm.ContainerActionCRI[fsm.ContainerActionRecordExit], First: (*ctrState).RecordExitOp},
-	fsm.ContainerActionRemoveContainer.String():    {CRI: fsm.ContainerActionCRI[fsm.ContainerActionRemoveContainer], First: (*ctrState).RemoveContainerOp},
+	fsm.ContainerActionCheckImage.String():         {CRI: fsm.ContainerActionCRI[fsm.ContainerActionCheckImage], First: (*ctrState).CheckImage},
+	fsm.ContainerActionPullImage.String():          {CRI: fsm.ContainerActionCRI[fsm.ContainerActionPullImage], First: (*ctrState).PullImage},
+	fsm.ContainerActionCreateContainer.String():    {CRI: fsm.ContainerActionCRI[fsm.ContainerActionCreateContainer], First: (*ctrState).CreateContainer},
+	fsm.ContainerActionStartContainer.String():     {CRI: fsm.ContainerActionCRI[fsm.ContainerActionStartContainer], First: (*ctrState).StartContainer},
+	fsm.ContainerActionStopContainer.String():      {CRI: fsm.ContainerActionCRI[fsm.ContainerActionStopContainer], First: (*ctrState).StopContainer},
+	fsm.ContainerActionForceStopContainer.String(): {CRI: fsm.ContainerActionCRI[fsm.ContainerActionForceStopContainer], First: (*ctrState).ForceStopContainer},
+	fsm.ContainerActionRecordExit.String():         {CRI: fsm.ContainerActionCRI[fsm.ContainerActionRecordExit], First: (*ctrState).RecordExit},
+	fsm.ContainerActionRemoveContainer.String():    {CRI: fsm.ContainerActionCRI[fsm.ContainerActionRemoveContainer], First: (*ctrState).RemoveContainer},
 }
 
-// TestRuntimeActionsAreOperations: every action of the pod and container
-// machines whose spec declares CRI calls is written as operations, and is
-// driven by the tests of each machine (the sandbox machine's:
-// engine/sandbox's).
-func TestRuntimeActionsAreOperations(t *testing.T) {
+// TestRuntimeActionsAreDriven: every action of the pod and container
+// machines whose spec declares CRI calls has its operations driven by the
+// tests of each machine (the sandbox machine's: engine/sandbox's).
+func TestRuntimeActionsAreDriven(t *testing.T) {
 	optest.Complete(t, "container", fsm.ContainerActionCRI[:], func(i int) string { return fsm.ContainerAction(i).String() }, ctrOps)
 	optest.Complete(t, "pod", fsm.PodActionCRI[:], func(i int) string { return fsm.PodAction(i).String() }, podOps)
 }

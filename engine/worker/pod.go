@@ -12,6 +12,7 @@ import (
 	"github.com/speclet/speclet/engine/fire"
 	"github.com/speclet/speclet/engine/history"
 	"github.com/speclet/speclet/engine/observe"
+	"github.com/speclet/speclet/engine/op"
 	"github.com/speclet/speclet/engine/pods"
 	"github.com/speclet/speclet/engine/schedule"
 	"github.com/speclet/speclet/fsm"
@@ -64,7 +65,7 @@ type adoptEvent struct {
 	ev fsm.ContainerEvent
 }
 
-var _ fsm.PodImpl = (*podState)(nil)
+var _ fsm.PodImpl[op.Op] = (*podState)(nil)
 
 // newPodState builds the state of a new pod, or of a pod adopted from the
 // runtime after a restart (ad != nil): its ready sandbox is reused and its
@@ -72,7 +73,7 @@ var _ fsm.PodImpl = (*podState)(nil)
 func newPodState(w *Worker, pod *v1.Pod, ad *Adopted) *podState {
 	s := &podState{w: w, h: w.h, pod: pod, firstSeen: w.h.Clock.Now()}
 	s.Bind(s)
-	s.machine = fsm.BindPodMachine(fsm.PodInitialState, s)
+	s.machine = fsm.BindPodMachine(fsm.PodInitialState, s, s.h.exec)
 	s.run = fire.NewRun(s, podObservers)
 	s.sandbox = newSandboxState(s)
 	s.setSpec(pod)

@@ -15,7 +15,7 @@ import (
 // sandboxes' removal, fed by hand.
 func TestPodActionsAsOperations(t *testing.T) {
 	sandboxIn := func(st fsm.SandboxState) func(*podState) {
-		return func(s *podState) { s.sandbox.machine = fsm.BindSandboxMachine(st, s.sandbox) }
+		return func(s *podState) { s.sandbox.machine = fsm.BindSandboxMachine(st, s.sandbox, s.h.exec) }
 	}
 	stopped := func(s *podState) {
 		withSandboxes(s, false, "sb-0", "sb-1")
@@ -57,7 +57,7 @@ func TestPodActionsAsOperations(t *testing.T) {
 		{name: "stop_sandbox: the sandbox's error is the action's", action: "stop_sandbox",
 			setup: func(s *podState) {
 				withSandboxes(s, true, "sb-0")
-				s.sandbox.StopSandboxOp().Reply(nil, errors.New("stop refused")) // what the delivery ran
+				s.sandbox.StopSandbox().Reply(nil, errors.New("stop refused")) // what the delivery ran
 			},
 			replies: []reply{{"Deliver", "stop to sandbox", nil, nil}},
 			failed:  true},

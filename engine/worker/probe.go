@@ -14,6 +14,7 @@ import (
 	"github.com/speclet/speclet/engine/history"
 	"github.com/speclet/speclet/engine/inbox"
 	"github.com/speclet/speclet/engine/observe"
+	"github.com/speclet/speclet/engine/op"
 	"github.com/speclet/speclet/engine/prober"
 	"github.com/speclet/speclet/engine/probes"
 	"github.com/speclet/speclet/fsm"
@@ -40,13 +41,13 @@ type probeState struct {
 	run fire.Run[fsm.ProbeState, fsm.ProbeEvent, fsm.ProbeAction, fsm.ProbeGuard, *probeState] // the probe machine in the fire loop
 }
 
-var _ fsm.ProbeImpl = (*probeState)(nil)
+var _ fsm.ProbeImpl[op.Op] = (*probeState)(nil)
 var _ probes.Container = (*probeState)(nil)
 
 func newProbeState(c *ctrState) *probeState {
 	ps := &probeState{c: c}
 	ps.Bind(ps)
-	ps.machine = fsm.BindProbeMachine(fsm.ProbeInitialState, ps)
+	ps.machine = fsm.BindProbeMachine(fsm.ProbeInitialState, ps, c.p.h.exec)
 	ps.run = fire.NewRun(ps, probeObservers)
 	return ps
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/speclet/speclet/engine/fire"
 	"github.com/speclet/speclet/engine/history"
 	"github.com/speclet/speclet/engine/observe"
+	"github.com/speclet/speclet/engine/op"
 	"github.com/speclet/speclet/engine/sandbox"
 	"github.com/speclet/speclet/fsm"
 )
@@ -32,13 +33,13 @@ type sandboxState struct {
 // (observe.go).
 type sandboxStep = fire.Step[fsm.SandboxState, fsm.SandboxEvent, fsm.SandboxAction, fsm.SandboxGuard, *sandboxState]
 
-var _ fsm.SandboxImpl = (*sandboxState)(nil)
+var _ fsm.SandboxImpl[op.Op] = (*sandboxState)(nil)
 var _ sandbox.Pod = (*sandboxState)(nil)
 
 func newSandboxState(p *podState) *sandboxState {
 	sb := &sandboxState{p: p}
 	sb.Bind(sb)
-	sb.machine = fsm.BindSandboxMachine(fsm.SandboxInitialState, sb)
+	sb.machine = fsm.BindSandboxMachine(fsm.SandboxInitialState, sb, p.h.exec)
 	sb.run = fire.NewRun(sb, sandboxObservers)
 	return sb
 }
@@ -58,7 +59,7 @@ func (sb *sandboxState) ready() bool { return sb.machine.State() == fsm.SandboxS
 func (sb *sandboxState) adopt(a *Adopted) *runtimeapi.PodSandbox {
 	ready, st := sb.Adopt(a)
 	if st != sb.machine.State() {
-		sb.machine = fsm.BindSandboxMachine(st, sb)
+		sb.machine = fsm.BindSandboxMachine(st, sb, sb.p.h.exec)
 	}
 	return ready
 }

@@ -137,14 +137,14 @@ func RunReplies[B any, R Reply](t testing.TB, actions map[string]Action[B], name
 }
 
 // Complete fails the test when an action of machine that declares CRI
-// calls has no operations in actions: declared is the machine's generated
-// <Machine>ActionCRI, indexed by action, and name names action i as its
-// spec does.
+// calls is not among actions, those its tests drive: declared is the
+// machine's generated <Machine>ActionCRI, indexed by action, and name
+// names action i as its spec does.
 func Complete[B any](t testing.TB, machine string, declared [][]string, name func(i int) string, actions map[string]Action[B]) {
 	t.Helper()
 	for i, calls := range declared {
 		if len(calls) > 0 && actions[name(i)].First == nil {
-			t.Errorf("%s action %s calls %v but has no operations among those its tests drive", machine, name(i), calls)
+			t.Errorf("%s action %s calls %v but its tests do not drive it", machine, name(i), calls)
 		}
 	}
 }
