@@ -101,7 +101,7 @@
 //
 // Every CRI call that changes the runtime is an operation (engine/op) of
 // an implementation of a generated Actions method, run by the machine's
-// Run (fsm.Run<Machine>Action with the executor it was bound to); only
+// Run (fsm.Run<Machine>Action with its owner's Exec); only
 // reads
 // that feed the PLEG, recovery and health (ListContainers, ListPodSandbox,
 // Status, Version) happen outside actions. Actions run synchronously on the

@@ -41,9 +41,7 @@ func newNodeMachine(e *Engine) *reclaim.Machine {
 			}
 		},
 		NodeEvent: func(eventType, reason, message string) { e.nodeEvent(eventType, reason, "%s", message) },
-		ImageGC:   cfg.ImageGC, ImageGCPeriod: cfg.ImageGCPeriod, FsStat: cfg.FsStat,
-		Eviction: cfg.Eviction, EvictionPeriod: cfg.EvictionPeriod, Signals: cfg.Signals,
-		EvictionMaxPodGrace: cfg.EvictionMaxPodGrace, Pods: enginePods{e}, PodGrace: pods.Grace,
+		Policy:    cfg.NodePolicy, Pods: enginePods{e}, PodGrace: pods.Grace,
 		ContainerGC: policy, ContainerGCPeriod: gcPeriod,
 	}, e.clock, &e.sinks)
 }

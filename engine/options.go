@@ -3,7 +3,6 @@
 package engine
 
 import (
-	"context"
 	"log/slog"
 	"time"
 
@@ -13,9 +12,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/speclet/speclet/cri"
-	"github.com/speclet/speclet/engine/eviction"
-	"github.com/speclet/speclet/engine/imagegc"
 	"github.com/speclet/speclet/engine/podspec"
+	"github.com/speclet/speclet/engine/reclaim"
 	"github.com/speclet/speclet/engine/volume"
 	"github.com/speclet/speclet/fsm"
 )
@@ -130,31 +128,15 @@ type Config struct {
 	Events EventRecorder
 	// NodeEvents receives the node's events (nil: none are recorded).
 	NodeEvents NodeEventRecorder
-	// ImageGC is kubelet's image GC policy (--image-gc-high-threshold,
-	// --image-gc-low-threshold, --minimum-image-ttl-duration); zero
-	// thresholds get 85 and 80.
-	ImageGC imagegc.Policy
-	// ImageGCPeriod is how often the node machine measures the image
-	// filesystem (kubelet: 5 min, the default).
-	ImageGCPeriod time.Duration
-	// FsStat returns the capacity and the available bytes of the
-	// filesystem mounted at path (the image filesystem ImageFsInfo names);
-	// nil: statfs(2).
-	FsStat func(path string) (capacity, available uint64, err error)
-	// Eviction is the eviction manager's decision core (thresholds, grace
-	// periods, pressure conditions); nil: no eviction, no pressure
-	// admission.
-	Eviction *eviction.Manager
-	// EvictionPeriod is how often the signals are observed (kubelet: 10 s).
-	EvictionPeriod time.Duration
-	// Signals measures the eviction signals, imagefs on imageFs (the
-	// mountpoint ImageFsInfo names, "" when unknown); nil: the host
-	// (engine/nodestats) with nodefs on RootDir.
-	Signals func(ctx context.Context, imageFs string) (eviction.Observations, error)
-	// EvictionMaxPodGrace is --eviction-max-pod-grace-period: the grace
-	// period of a soft eviction (negative: the pod's own).
-	EvictionMaxPodGrace int64
+	// NodePolicy is image GC and eviction (its fields are promoted:
+	// ImageGC, ImageGCPeriod, FsStat, Eviction, EvictionPeriod, Signals,
+	// EvictionMaxPodGrace), as the node machine (engine/reclaim) runs them.
+	NodePolicy
 }
+
+// NodePolicy is what the node's flags say of image GC and eviction
+// (engine/reclaim's Policy, where each field's default is named).
+type NodePolicy = reclaim.Policy
 
 // ContainerGCPolicy is kubelet's container GC policy for the dead
 // instances of a container (--minimum-container-ttl-duration,

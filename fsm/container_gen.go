@@ -502,8 +502,8 @@ func (a ContainerAction) Tag(ctx context.Context) context.Context {
 // ContainerActions are the actions of the container machine as the engine
 // implements them on its per-container object. Each returns, without I/O,
 // the first of the operations it asks of the world outside the machines (an
-// O: the engine's operation type, engine/op's Op); the Exec the machine is
-// bound with runs them after the step, in order, outside the machine.
+// O: the engine's operation type, engine/op's Op); the Impl's Exec runs
+// them after the step, in order, outside the machine.
 type ContainerActions[O any] interface {
 	// CheckImage: ImageStatus of the container's image; records a present image's
 	// ID as the container's image and its Pulled event "Container image ...
@@ -836,17 +836,23 @@ var containerChoicesByState = [14][]uint16{
 type ContainerStep = Step[ContainerState, ContainerEvent, ContainerAction, ContainerGuard]
 
 // ContainerImpl is what the engine implements for the container machine: its
-// guards, which Fire asks, and its actions, which Run runs.
+// guards, which Fire asks, its actions, which Run runs, and the Exec that
+// runs the operations they return.
 type ContainerImpl[O any] interface {
 	ContainerGuards
 	ContainerActions[O]
+	// Exec runs an action's operations, from the first one the action
+	// returned, on ctx (the action's, tagged), and returns the action's
+	// error.
+	Exec(ctx context.Context, first O) error
 }
 
 // ContainerMachine is one container state machine over looplab/fsm. It is not
 // safe for concurrent use: one goroutine (the owner's worker) fires it.
 type ContainerMachine struct {
-	m   machine[ContainerState, ContainerEvent, ContainerAction, ContainerGuard, ContainerGuards]
-	run func(context.Context, ContainerAction) error // RunContainerAction of the bound Impl; nil unless bound (BindContainerMachine)
+	m    machine[ContainerState, ContainerEvent, ContainerAction, ContainerGuard, ContainerGuards]
+	impl any                                               // the ContainerImpl[O] bound (BindContainerMachine)
+	run  func(context.Context, any, ContainerAction) error // runContainerAction[O] for it; nil unless bound
 }
 
 var _ Machine[ContainerState, ContainerEvent, ContainerAction, ContainerGuard] = (*ContainerMachine)(nil)
@@ -875,11 +881,23 @@ func NewContainerMachineAt(s ContainerState, g ContainerGuards) *ContainerMachin
 
 // BindContainerMachine returns a machine in state s, as NewContainerMachineAt,
 // whose guards impl answers and whose actions Run takes from impl and runs
-// with exec.
-func BindContainerMachine[O any](s ContainerState, impl ContainerImpl[O], exec Exec[O]) *ContainerMachine {
+// with impl's Exec.
+func BindContainerMachine[O any](s ContainerState, impl ContainerImpl[O]) *ContainerMachine {
 	m := NewContainerMachineAt(s, impl)
-	m.run = func(ctx context.Context, a ContainerAction) error { return RunContainerAction[O](ctx, impl, exec, a) }
+	m.impl, m.run = impl, runContainerAction[O]
 	return m
+}
+
+// runContainerAction is RunContainerAction on impl, a ContainerImpl[O], with its Exec.
+// A machine keeps its Impl as an any and this function, which allocates
+// nothing, rather than a closure over both.
+func runContainerAction[O any](ctx context.Context, impl any, a ContainerAction) error {
+	i := impl.(ContainerImpl[O])
+	o, err := ContainerActionOp[O](i, a)
+	if err != nil {
+		return err
+	}
+	return i.Exec(a.Tag(ctx), o)
 }
 
 // Name returns the machine's name in the spec, ContainerMachineName.
@@ -918,7 +936,7 @@ func (m *ContainerMachine) Run(ctx context.Context, a ContainerAction) error {
 	if m.run == nil {
 		return fmt.Errorf("container machine: action %s: no implementation bound (BindContainerMachine)", a)
 	}
-	return m.run(ctx, a)
+	return m.run(ctx, m.impl, a)
 }
 
 // Branch returns the branch ContainerChoiceTable[i].

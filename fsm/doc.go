@@ -16,11 +16,11 @@
 // Every <Machine>Machine implements Machine[S, E, A, G] (machine.go): Name,
 // State, Fire returning the generic Step (<Machine>Step is an alias of it),
 // Run and Branch. Bind<Machine>Machine binds a machine to the engine's
-// implementation of its guards and actions (<Machine>Impl[O]) and to an
-// Exec[O], so that one loop over the interface runs every machine: Fire,
-// then Run each action of the step. An action does no I/O itself: it
-// returns the first of its operations, an O (the engine's is engine/op's
-// Op), and Run hands it to the Exec. The static side is generic too: <Machine>Transition and
+// implementation of its guards, its actions and their executor
+// (<Machine>Impl[O]), so that one loop over the interface runs every
+// machine: Fire, then Run each action of the step. An action does no I/O
+// itself: it returns the first of its operations, an O (the engine's is
+// engine/op's Op), and Run hands it to the Impl's Exec. The static side is generic too: <Machine>Transition and
 // <Machine>Choice are aliases of Transition and Choice, and <Machine>Kind
 // (a Kind) gives a machine kind's name, states and tables to code that walks
 // every kind alike.
@@ -48,12 +48,12 @@
 //
 // Usage:
 //
-//	m := fsm.BindPodMachine(fsm.PodInitialState, worker, exec) // worker implements fsm.PodImpl[op.Op]
+//	m := fsm.BindPodMachine(fsm.PodInitialState, worker) // worker implements fsm.PodImpl[op.Op]
 //	step, err := m.Fire(fsm.PodEventUpdate)
 //	if errors.Is(err, fsm.ErrNoTransition) { /* ignore or log */ }
 //	if step.Entered() { cancel timers of step.From; arm m.Timers() }
 //	for _, a := range step.Actions {
-//		err := m.Run(ctx, a) // fsm.RunPodAction(ctx, worker, exec, a)
+//		err := m.Run(ctx, a) // fsm.RunPodAction(ctx, worker, worker.Exec, a)
 //		...
 //	}
 //

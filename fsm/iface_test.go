@@ -39,11 +39,13 @@ func drive[S, E, A, G Enum](ctx context.Context, m Machine[S, E, A, G], evs ...E
 }
 
 // podImpl is a pod machine's implementation for Bind: map guards, tagged
-// actions.
+// actions, and runRec to run them.
 type podImpl struct {
 	guards
 	*tagRecorder
 }
+
+func (podImpl) Exec(ctx context.Context, o recOp) error { return runRec(ctx, o) }
 
 // TestMachineInterface: one generic function runs the pod and the container
 // machine; the steps carry the machine's name, the row's guard and the
@@ -52,7 +54,7 @@ type podImpl struct {
 func TestMachineInterface(t *testing.T) {
 	ctx := context.Background()
 	rec := &tagRecorder{}
-	p := BindPodMachine(PodStatePending, podImpl{guards{"name_taken": true}, rec}, runRec)
+	p := BindPodMachine(PodStatePending, podImpl{guards{"name_taken": true}, rec})
 	if p.Name() != PodMachineName {
 		t.Errorf("Name() = %q", p.Name())
 	}
@@ -63,7 +65,7 @@ func TestMachineInterface(t *testing.T) {
 	if want := "pod pending -update [name_taken]-> waiting_to_start"; !strings.HasPrefix(strings.Join(got, "\n"), want) {
 		t.Errorf("pod steps:\n%s\nwant to start with %q", strings.Join(got, "\n"), want)
 	}
-	p2 := BindPodMachine(PodStateSynced, podImpl{guards{}, rec}, runRec)
+	p2 := BindPodMachine(PodStateSynced, podImpl{guards{}, rec})
 	if _, err := drive(ctx, p2, PodEventSync); err != nil {
 		t.Fatal(err)
 	}

@@ -36,8 +36,7 @@ type Machine[S, E, A, G Enum] interface {
 // Exec runs the operations of an action, O being the engine's operation
 // type: from first, the one the action returned, on ctx, the action's
 // context (tagged with the action), and returns the action's error. A
-// machine is bound with one (Bind<Prefix>Machine); Run runs its actions
-// through it.
+// machine's Impl has one (its Exec method); Run<Prefix>Action takes one.
 type Exec[O any] func(ctx context.Context, first O) error
 
 // Step is the outcome of one Fire: the machine Machine moved From -> To on

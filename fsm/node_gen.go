@@ -296,8 +296,8 @@ func (a NodeAction) Tag(ctx context.Context) context.Context {
 // NodeActions are the actions of the node machine as the engine
 // implements them on its per-node object. Each returns, without I/O,
 // the first of the operations it asks of the world outside the machines (an
-// O: the engine's operation type, engine/op's Op); the Exec the machine is
-// bound with runs them after the step, in order, outside the machine.
+// O: the engine's operation type, engine/op's Op); the Impl's Exec runs
+// them after the step, in order, outside the machine.
 type NodeActions[O any] interface {
 	// MeasureImageFs: Read the image filesystem (ImageFsInfo, statfs of its
 	// mountpoint) and record the images present and those in use (ListImages,
@@ -504,17 +504,23 @@ var nodeChoicesByState = [5][]uint16{}
 type NodeStep = Step[NodeState, NodeEvent, NodeAction, NodeGuard]
 
 // NodeImpl is what the engine implements for the node machine: its
-// guards, which Fire asks, and its actions, which Run runs.
+// guards, which Fire asks, its actions, which Run runs, and the Exec that
+// runs the operations they return.
 type NodeImpl[O any] interface {
 	NodeGuards
 	NodeActions[O]
+	// Exec runs an action's operations, from the first one the action
+	// returned, on ctx (the action's, tagged), and returns the action's
+	// error.
+	Exec(ctx context.Context, first O) error
 }
 
 // NodeMachine is one node state machine over looplab/fsm. It is not
 // safe for concurrent use: one goroutine (the owner's worker) fires it.
 type NodeMachine struct {
-	m   machine[NodeState, NodeEvent, NodeAction, NodeGuard, NodeGuards]
-	run func(context.Context, NodeAction) error // RunNodeAction of the bound Impl; nil unless bound (BindNodeMachine)
+	m    machine[NodeState, NodeEvent, NodeAction, NodeGuard, NodeGuards]
+	impl any                                          // the NodeImpl[O] bound (BindNodeMachine)
+	run  func(context.Context, any, NodeAction) error // runNodeAction[O] for it; nil unless bound
 }
 
 var _ Machine[NodeState, NodeEvent, NodeAction, NodeGuard] = (*NodeMachine)(nil)
@@ -543,11 +549,23 @@ func NewNodeMachineAt(s NodeState, g NodeGuards) *NodeMachine {
 
 // BindNodeMachine returns a machine in state s, as NewNodeMachineAt,
 // whose guards impl answers and whose actions Run takes from impl and runs
-// with exec.
-func BindNodeMachine[O any](s NodeState, impl NodeImpl[O], exec Exec[O]) *NodeMachine {
+// with impl's Exec.
+func BindNodeMachine[O any](s NodeState, impl NodeImpl[O]) *NodeMachine {
 	m := NewNodeMachineAt(s, impl)
-	m.run = func(ctx context.Context, a NodeAction) error { return RunNodeAction[O](ctx, impl, exec, a) }
+	m.impl, m.run = impl, runNodeAction[O]
 	return m
+}
+
+// runNodeAction is RunNodeAction on impl, a NodeImpl[O], with its Exec.
+// A machine keeps its Impl as an any and this function, which allocates
+// nothing, rather than a closure over both.
+func runNodeAction[O any](ctx context.Context, impl any, a NodeAction) error {
+	i := impl.(NodeImpl[O])
+	o, err := NodeActionOp[O](i, a)
+	if err != nil {
+		return err
+	}
+	return i.Exec(a.Tag(ctx), o)
 }
 
 // Name returns the machine's name in the spec, NodeMachineName.
@@ -586,7 +604,7 @@ func (m *NodeMachine) Run(ctx context.Context, a NodeAction) error {
 	if m.run == nil {
 		return fmt.Errorf("node machine: action %s: no implementation bound (BindNodeMachine)", a)
 	}
-	return m.run(ctx, a)
+	return m.run(ctx, m.impl, a)
 }
 
 // Branch returns the branch NodeChoiceTable[i].

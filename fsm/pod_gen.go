@@ -381,8 +381,8 @@ func (a PodAction) Tag(ctx context.Context) context.Context {
 // PodActions are the actions of the pod machine as the engine
 // implements them on its per-pod object. Each returns, without I/O,
 // the first of the operations it asks of the world outside the machines (an
-// O: the engine's operation type, engine/op's Op); the Exec the machine is
-// bound with runs them after the step, in order, outside the machine.
+// O: the engine's operation type, engine/op's Op); the Impl's Exec runs
+// them after the step, in order, outside the machine.
 type PodActions[O any] interface {
 	// MountVolumes: Set up every volume of the pod on the node (emptyDir
 	// directory or tmpfs, hostPath type checks, configMap, secret, downwardAPI
@@ -648,17 +648,23 @@ var podChoicesByState = [10][]uint16{}
 type PodStep = Step[PodState, PodEvent, PodAction, PodGuard]
 
 // PodImpl is what the engine implements for the pod machine: its
-// guards, which Fire asks, and its actions, which Run runs.
+// guards, which Fire asks, its actions, which Run runs, and the Exec that
+// runs the operations they return.
 type PodImpl[O any] interface {
 	PodGuards
 	PodActions[O]
+	// Exec runs an action's operations, from the first one the action
+	// returned, on ctx (the action's, tagged), and returns the action's
+	// error.
+	Exec(ctx context.Context, first O) error
 }
 
 // PodMachine is one pod state machine over looplab/fsm. It is not
 // safe for concurrent use: one goroutine (the owner's worker) fires it.
 type PodMachine struct {
-	m   machine[PodState, PodEvent, PodAction, PodGuard, PodGuards]
-	run func(context.Context, PodAction) error // RunPodAction of the bound Impl; nil unless bound (BindPodMachine)
+	m    machine[PodState, PodEvent, PodAction, PodGuard, PodGuards]
+	impl any                                         // the PodImpl[O] bound (BindPodMachine)
+	run  func(context.Context, any, PodAction) error // runPodAction[O] for it; nil unless bound
 }
 
 var _ Machine[PodState, PodEvent, PodAction, PodGuard] = (*PodMachine)(nil)
@@ -687,11 +693,23 @@ func NewPodMachineAt(s PodState, g PodGuards) *PodMachine {
 
 // BindPodMachine returns a machine in state s, as NewPodMachineAt,
 // whose guards impl answers and whose actions Run takes from impl and runs
-// with exec.
-func BindPodMachine[O any](s PodState, impl PodImpl[O], exec Exec[O]) *PodMachine {
+// with impl's Exec.
+func BindPodMachine[O any](s PodState, impl PodImpl[O]) *PodMachine {
 	m := NewPodMachineAt(s, impl)
-	m.run = func(ctx context.Context, a PodAction) error { return RunPodAction[O](ctx, impl, exec, a) }
+	m.impl, m.run = impl, runPodAction[O]
 	return m
+}
+
+// runPodAction is RunPodAction on impl, a PodImpl[O], with its Exec.
+// A machine keeps its Impl as an any and this function, which allocates
+// nothing, rather than a closure over both.
+func runPodAction[O any](ctx context.Context, impl any, a PodAction) error {
+	i := impl.(PodImpl[O])
+	o, err := PodActionOp[O](i, a)
+	if err != nil {
+		return err
+	}
+	return i.Exec(a.Tag(ctx), o)
 }
 
 // Name returns the machine's name in the spec, PodMachineName.
@@ -730,7 +748,7 @@ func (m *PodMachine) Run(ctx context.Context, a PodAction) error {
 	if m.run == nil {
 		return fmt.Errorf("pod machine: action %s: no implementation bound (BindPodMachine)", a)
 	}
-	return m.run(ctx, a)
+	return m.run(ctx, m.impl, a)
 }
 
 // Branch returns the branch PodChoiceTable[i].

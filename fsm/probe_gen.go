@@ -269,8 +269,8 @@ func (a ProbeAction) Tag(ctx context.Context) context.Context {
 // ProbeActions are the actions of the probe machine as the engine
 // implements them on its per-probe object. Each returns, without I/O,
 // the first of the operations it asks of the world outside the machines (an
-// O: the engine's operation type, engine/op's Op); the Exec the machine is
-// bound with runs them after the step, in order, outside the machine.
+// O: the engine's operation type, engine/op's Op); the Impl's Exec runs
+// them after the step, in order, outside the machine.
 type ProbeActions[O any] interface {
 	// StartStartup: Start the startup probe's worker; reports startup_ok when the
 	// container has no startup probe.
@@ -456,17 +456,23 @@ var probeChoicesByState = [6][]uint16{}
 type ProbeStep = Step[ProbeState, ProbeEvent, ProbeAction, ProbeGuard]
 
 // ProbeImpl is what the engine implements for the probe machine: its
-// guards, which Fire asks, and its actions, which Run runs.
+// guards, which Fire asks, its actions, which Run runs, and the Exec that
+// runs the operations they return.
 type ProbeImpl[O any] interface {
 	ProbeGuards
 	ProbeActions[O]
+	// Exec runs an action's operations, from the first one the action
+	// returned, on ctx (the action's, tagged), and returns the action's
+	// error.
+	Exec(ctx context.Context, first O) error
 }
 
 // ProbeMachine is one probe state machine over looplab/fsm. It is not
 // safe for concurrent use: one goroutine (the owner's worker) fires it.
 type ProbeMachine struct {
-	m   machine[ProbeState, ProbeEvent, ProbeAction, ProbeGuard, ProbeGuards]
-	run func(context.Context, ProbeAction) error // RunProbeAction of the bound Impl; nil unless bound (BindProbeMachine)
+	m    machine[ProbeState, ProbeEvent, ProbeAction, ProbeGuard, ProbeGuards]
+	impl any                                           // the ProbeImpl[O] bound (BindProbeMachine)
+	run  func(context.Context, any, ProbeAction) error // runProbeAction[O] for it; nil unless bound
 }
 
 var _ Machine[ProbeState, ProbeEvent, ProbeAction, ProbeGuard] = (*ProbeMachine)(nil)
@@ -495,11 +501,23 @@ func NewProbeMachineAt(s ProbeState, g ProbeGuards) *ProbeMachine {
 
 // BindProbeMachine returns a machine in state s, as NewProbeMachineAt,
 // whose guards impl answers and whose actions Run takes from impl and runs
-// with exec.
-func BindProbeMachine[O any](s ProbeState, impl ProbeImpl[O], exec Exec[O]) *ProbeMachine {
+// with impl's Exec.
+func BindProbeMachine[O any](s ProbeState, impl ProbeImpl[O]) *ProbeMachine {
 	m := NewProbeMachineAt(s, impl)
-	m.run = func(ctx context.Context, a ProbeAction) error { return RunProbeAction[O](ctx, impl, exec, a) }
+	m.impl, m.run = impl, runProbeAction[O]
 	return m
+}
+
+// runProbeAction is RunProbeAction on impl, a ProbeImpl[O], with its Exec.
+// A machine keeps its Impl as an any and this function, which allocates
+// nothing, rather than a closure over both.
+func runProbeAction[O any](ctx context.Context, impl any, a ProbeAction) error {
+	i := impl.(ProbeImpl[O])
+	o, err := ProbeActionOp[O](i, a)
+	if err != nil {
+		return err
+	}
+	return i.Exec(a.Tag(ctx), o)
 }
 
 // Name returns the machine's name in the spec, ProbeMachineName.
@@ -538,7 +556,7 @@ func (m *ProbeMachine) Run(ctx context.Context, a ProbeAction) error {
 	if m.run == nil {
 		return fmt.Errorf("probe machine: action %s: no implementation bound (BindProbeMachine)", a)
 	}
-	return m.run(ctx, a)
+	return m.run(ctx, m.impl, a)
 }
 
 // Branch returns the branch ProbeChoiceTable[i].

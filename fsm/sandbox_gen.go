@@ -285,8 +285,8 @@ func (a SandboxAction) Tag(ctx context.Context) context.Context {
 // SandboxActions are the actions of the sandbox machine as the engine
 // implements them on its per-sandbox object. Each returns, without I/O,
 // the first of the operations it asks of the world outside the machines (an
-// O: the engine's operation type, engine/op's Op); the Exec the machine is
-// bound with runs them after the step, in order, outside the machine.
+// O: the engine's operation type, engine/op's Op); the Impl's Exec runs
+// them after the step, in order, outside the machine.
 type SandboxActions[O any] interface {
 	// RemovePodCgroup: Remove the pod's cgroup (--cgroups-per-qos): no process of
 	// the pod is left.
@@ -450,17 +450,23 @@ var sandboxChoicesByState = [9][]uint16{}
 type SandboxStep = Step[SandboxState, SandboxEvent, SandboxAction, SandboxGuard]
 
 // SandboxImpl is what the engine implements for the sandbox machine: its
-// guards, which Fire asks, and its actions, which Run runs.
+// guards, which Fire asks, its actions, which Run runs, and the Exec that
+// runs the operations they return.
 type SandboxImpl[O any] interface {
 	SandboxGuards
 	SandboxActions[O]
+	// Exec runs an action's operations, from the first one the action
+	// returned, on ctx (the action's, tagged), and returns the action's
+	// error.
+	Exec(ctx context.Context, first O) error
 }
 
 // SandboxMachine is one sandbox state machine over looplab/fsm. It is not
 // safe for concurrent use: one goroutine (the owner's worker) fires it.
 type SandboxMachine struct {
-	m   machine[SandboxState, SandboxEvent, SandboxAction, SandboxGuard, SandboxGuards]
-	run func(context.Context, SandboxAction) error // RunSandboxAction of the bound Impl; nil unless bound (BindSandboxMachine)
+	m    machine[SandboxState, SandboxEvent, SandboxAction, SandboxGuard, SandboxGuards]
+	impl any                                             // the SandboxImpl[O] bound (BindSandboxMachine)
+	run  func(context.Context, any, SandboxAction) error // runSandboxAction[O] for it; nil unless bound
 }
 
 var _ Machine[SandboxState, SandboxEvent, SandboxAction, SandboxGuard] = (*SandboxMachine)(nil)
@@ -489,11 +495,23 @@ func NewSandboxMachineAt(s SandboxState, g SandboxGuards) *SandboxMachine {
 
 // BindSandboxMachine returns a machine in state s, as NewSandboxMachineAt,
 // whose guards impl answers and whose actions Run takes from impl and runs
-// with exec.
-func BindSandboxMachine[O any](s SandboxState, impl SandboxImpl[O], exec Exec[O]) *SandboxMachine {
+// with impl's Exec.
+func BindSandboxMachine[O any](s SandboxState, impl SandboxImpl[O]) *SandboxMachine {
 	m := NewSandboxMachineAt(s, impl)
-	m.run = func(ctx context.Context, a SandboxAction) error { return RunSandboxAction[O](ctx, impl, exec, a) }
+	m.impl, m.run = impl, runSandboxAction[O]
 	return m
+}
+
+// runSandboxAction is RunSandboxAction on impl, a SandboxImpl[O], with its Exec.
+// A machine keeps its Impl as an any and this function, which allocates
+// nothing, rather than a closure over both.
+func runSandboxAction[O any](ctx context.Context, impl any, a SandboxAction) error {
+	i := impl.(SandboxImpl[O])
+	o, err := SandboxActionOp[O](i, a)
+	if err != nil {
+		return err
+	}
+	return i.Exec(a.Tag(ctx), o)
 }
 
 // Name returns the machine's name in the spec, SandboxMachineName.
@@ -532,7 +550,7 @@ func (m *SandboxMachine) Run(ctx context.Context, a SandboxAction) error {
 	if m.run == nil {
 		return fmt.Errorf("sandbox machine: action %s: no implementation bound (BindSandboxMachine)", a)
 	}
-	return m.run(ctx, a)
+	return m.run(ctx, m.impl, a)
 }
 
 // Branch returns the branch SandboxChoiceTable[i].

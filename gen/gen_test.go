@@ -160,11 +160,12 @@ func (d *doorImpl) Ring() doorOp {
 func (d *doorImpl) Log() doorOp {
 	return func(context.Context) error { d.ran = append(d.ran, "log"); return nil }
 }
-func (d *doorImpl) AutoLock() time.Duration { return 0 }
+func (d *doorImpl) AutoLock() time.Duration                 { return 0 }
+func (d *doorImpl) Exec(ctx context.Context, o doorOp) error { return o(ctx) }
 
 func TestDoor(t *testing.T) {
 	d := &doorImpl{alarm: true}
-	m := BindDoorMachine(DoorInitialState, d, func(ctx context.Context, o doorOp) error { return o(ctx) })
+	m := BindDoorMachine(DoorInitialState, d)
 	fire := func(ev DoorEvent, want DoorState) DoorStep {
 		t.Helper()
 		st, err := m.Fire(ev)

@@ -43,7 +43,7 @@ func TestContainerdEvictionMemory(t *testing.T) {
 		}
 		return eviction.Observations{"memory.available": {Available: max(capacity-used, 0), Capacity: capacity}}, nil
 	}
-	_, e, updates := startEngine(ctx, t, c, engine.Config{Eviction: mgr, EvictionPeriod: time.Second, Signals: signals})
+	_, e, updates := startEngine(ctx, t, c, engine.Config{NodePolicy: engine.NodePolicy{Eviction: mgr, EvictionPeriod: time.Second, Signals: signals}})
 
 	pod := func(name string, res v1.ResourceList, script string) *v1.Pod {
 		p := shPod(c, name, v1.RestartPolicyAlways, 1, script)

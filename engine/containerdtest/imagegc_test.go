@@ -143,7 +143,7 @@ func TestContainerdImageGC(t *testing.T) {
 
 	audit := suite.Runtime(t, c.Endpoint)
 	_, e, updates := startEngine(ctx, t, c, engine.Config{Runtime: audit,
-		ImageGC: imagegc.Policy{High: high, Low: low, MinAge: 15 * time.Second}, ImageGCPeriod: time.Second})
+		NodePolicy: engine.NodePolicy{ImageGC: imagegc.Policy{High: high, Low: low, MinAge: 15 * time.Second}, ImageGCPeriod: time.Second}})
 
 	pod := func(name, image string) *v1.Pod {
 		grace := int64(1)

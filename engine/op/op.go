@@ -5,8 +5,8 @@
 // ends the action (Done).
 //
 // Every action of every machine is written so: the generated
-// fsm.<Machine>Actions[op.Op] asks each for its first Op, and the engine
-// binds each machine with an fsm.Exec that hands it to Exec on the node's
+// fsm.<Machine>Actions[op.Op] asks each for its first Op, and the Exec of
+// each machine's owner (fsm.<Machine>Impl) hands it to Exec on the node's
 // runtime. An action returns its first Op without doing anything, and each
 // continuation only reads the result, updates its owner's fields and
 // raises the machine's events: the decisions are pure, and a test drives
@@ -180,13 +180,21 @@ func Then(o Op, f func(error) Op) Op {
 	return Op{name: o.name, cri: o.cri, req: o.req, eff: &then{eff: o.eff, f: f}}
 }
 
-// then is an operation of Then: o's, whose next Op is wrapped again.
+// then is an operation of Then: o's, whose next Op is wrapped again. Exec
+// runs o's chain to its end at once (one allocation for the whole chain);
+// a test's Reply steps through it.
 type then struct {
 	eff effect
 	f   func(error) Op
 }
 
-func (t *then) exec(ctx context.Context, rt cri.Runtime) Op { return Then(t.eff.exec(ctx, rt), t.f) }
+func (t *then) exec(ctx context.Context, rt cri.Runtime) Op {
+	o := t.eff.exec(ctx, rt)
+	for !o.Done() {
+		o = o.eff.exec(ctx, rt)
+	}
+	return t.f(o.err)
+}
 
 func (t *then) reply(name string, v any, err error) Op { return Then(t.eff.reply(name, v, err), t.f) }
 

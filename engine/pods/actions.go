@@ -72,9 +72,7 @@ func (p *Pod) syncOps() op.Op {
 // sync_pod call) and asks the sandbox to be ready; sync_failed when either
 // fails.
 func (p *Pod) mountThenSandbox() op.Op {
-	return op.Do(fsm.PodActionMountVolumes.String(), p.o.Spec().UID, func(ctx context.Context) error {
-		return op.Exec(fsm.PodActionMountVolumes.Tag(ctx), p.o.Runtime(), p.MountVolumes())
-	}, func(err error) op.Op {
+	return p.mountVolumes(func(err error) op.Op {
 		if err != nil {
 			p.o.Raise(fsm.PodEventSyncFailed)
 			return op.Done(err)
@@ -148,9 +146,7 @@ func (p *Pod) RemovePod() op.Op {
 	if p.o.SandboxState() != fsm.SandboxStateStopped {
 		return op.Done(errors.New("sandbox not stopped yet"))
 	}
-	return op.Do(fsm.PodActionUnmountVolumes.String(), p.o.Spec().UID, func(ctx context.Context) error {
-		return op.Exec(fsm.PodActionUnmountVolumes.Tag(ctx), p.o.Runtime(), p.UnmountVolumes())
-	}, func(err error) op.Op {
+	return p.unmountVolumes(func(err error) op.Op {
 		if err != nil {
 			return op.Done(err)
 		}
@@ -165,16 +161,21 @@ func (p *Pod) RemovePod() op.Op {
 
 // MountVolumes sets up the pod's volumes (engine/volume). Every volume that
 // fails is logged and recorded as a Warning event with kubelet's reason
-// FailedMount and message ("MountVolume.SetUp failed for volume %q : cause"). It returns an error, so that sync_pod reports
-// sync_failed before any runtime call, only when a volume failed that
-// never mounted before (in this worker, or on disk from the agent's
-// previous run): a running pod whose configMap refresh fails keeps its
-// last files, as under kubelet.
-func (p *Pod) MountVolumes() op.Op {
+// FailedMount and message ("MountVolume.SetUp failed for volume %q :
+// cause"). It ends with an error, so that sync_pod reports sync_failed
+// before any runtime call, only when a volume failed that never mounted
+// before (in this worker, or on disk from the agent's previous run): a
+// running pod whose configMap refresh fails keeps its last files, as under
+// kubelet.
+func (p *Pod) MountVolumes() op.Op { return p.mountVolumes(op.Done) }
+
+// mountVolumes is MountVolumes followed by then, which sync_pod runs (the
+// spec's calls): a host step named after the action.
+func (p *Pod) mountVolumes(then func(error) op.Op) op.Op {
 	pod := p.o.Spec()
-	return op.Do("SetupVolumes", pod.UID, func(ctx context.Context) error {
+	return op.Do(fsm.PodActionMountVolumes.String(), pod.UID, func(ctx context.Context) error {
 		return p.o.Volumes().Setup(ctx, pod)
-	}, func(err error) op.Op { return op.Done(p.setUp(pod, err)) })
+	}, func(err error) op.Op { return then(p.setUp(pod, err)) })
 }
 
 // setUp records the volumes of pod that Setup mounted (it failed with
@@ -241,14 +242,18 @@ func mountErrors(err error) []*volume.MountError {
 
 // UnmountVolumes unmounts the pod's tmpfs volumes and forgets its tokens.
 // Its directories are removed when the worker is purged.
-func (p *Pod) UnmountVolumes() op.Op {
+func (p *Pod) UnmountVolumes() op.Op { return p.unmountVolumes(op.Done) }
+
+// unmountVolumes is UnmountVolumes followed by then, which remove_pod runs
+// (the spec's calls): a host step named after the action.
+func (p *Pod) unmountVolumes(then func(error) op.Op) op.Op {
 	uid := p.o.Spec().UID
-	return op.Do("TearDownVolumes", uid, func(context.Context) error { return p.o.Volumes().TearDown(uid) }, func(err error) op.Op {
+	return op.Do(fsm.PodActionUnmountVolumes.String(), uid, func(context.Context) error { return p.o.Volumes().TearDown(uid) }, func(err error) op.Op {
 		if err != nil {
-			return op.Done(fmt.Errorf("unmount volumes of %s: %w", p.o.Key(), err))
+			return then(fmt.Errorf("unmount volumes of %s: %w", p.o.Key(), err))
 		}
 		p.mounted = nil
-		return op.Done(nil)
+		return then(nil)
 	})
 }
 

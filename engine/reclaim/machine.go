@@ -71,14 +71,19 @@ func NewMachine(cfg Config, clk clock.WithTicker, sinks *observe.Sinks) *Machine
 	m := &Machine{clock: clk, log: cfg.Log, sinks: sinks, hist: history.Log{Max: historyMax}}
 	cfg.Report = m.raise
 	m.Node = New(cfg)
-	m.machine = fsm.BindNodeMachine(fsm.NodeInitialState, m, func(ctx context.Context, first op.Op) error {
-		return op.Exec(ctx, cfg.Runtime, first)
-	})
+	m.machine = fsm.BindNodeMachine(fsm.NodeInitialState, m)
 	m.steps = fire.NewRun(m, observers)
 	return m
 }
 
 var _ fsm.NodeImpl[op.Op] = (*Machine)(nil)
+
+// Exec runs the operations of a node machine's action on the runtime, on
+// the action's context (fsm.NodeImpl).
+func (m *Machine) Exec(ctx context.Context, first op.Op) error {
+	return op.Exec(ctx, m.cfg.Runtime, first)
+}
+
 var _ fsm.NodeDurations = (*Machine)(nil)
 
 // StateName is the node machine's current state.

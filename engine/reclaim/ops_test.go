@@ -115,10 +115,10 @@ func TestNodeActionsAsOperations(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var reported []fsm.NodeEvent
 			n := New(Config{Clock: clocktesting.NewFakeClock(t0.Add(time.Hour)), Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-				Identify: func(l map[string]string) (types.UID, string) { return types.UID(l["uid"]), l["name"] },
-				Report:   func(ev fsm.NodeEvent) { reported = append(reported, ev) },
-				ImageGC:  imagegc.Policy{High: 85, Low: 80}, ContainerGC: containergc.Policy{MaxPerContainer: 1, MaxContainers: -1},
-				Eviction: &eviction.Manager{}, Pods: pods{}})
+				Identify:    func(l map[string]string) (types.UID, string) { return types.UID(l["uid"]), l["name"] },
+				Report:      func(ev fsm.NodeEvent) { reported = append(reported, ev) },
+				Policy:      Policy{ImageGC: imagegc.Policy{High: 85, Low: 80}, Eviction: &eviction.Manager{}},
+				ContainerGC: containergc.Policy{MaxPerContainer: 1, MaxContainers: -1}, Pods: pods{}})
 			if tc.setup != nil {
 				tc.setup(n)
 			}

@@ -69,27 +69,47 @@ type Config struct {
 	PodEvent  func(pod *v1.Pod, eventType, reason, message string)
 	NodeEvent func(eventType, reason, message string)
 
-	// Image GC: the policy, how often it runs, and the filesystem's size
-	// and the bytes still available at a mountpoint.
-	ImageGC       imagegc.Policy
-	ImageGCPeriod time.Duration
-	FsStat        func(path string) (capacity, available uint64, err error)
-
-	// Eviction: the decision core (nil: no eviction pass), how often the
-	// signals are measured, how, and --eviction-max-pod-grace-period
-	// (negative: the pod's own grace period); Pods is the engine's pods.
-	Eviction            *eviction.Manager
-	EvictionPeriod      time.Duration
-	Signals             func(ctx context.Context, imageFs string) (eviction.Observations, error)
-	EvictionMaxPodGrace int64
-	Pods                Pods
-	// PodGrace is a pod's own termination grace period in seconds.
+	// Policy is image GC and eviction as the node's flags set them.
+	Policy
+	// Pods is the engine's pods, which eviction ranks and evicts; PodGrace
+	// a pod's own termination grace period in seconds.
+	Pods     Pods
 	PodGrace func(pod *v1.Pod) int64
 
 	// Node-wide container GC: the policy, and how often it runs; 0: no
 	// such pass (no --maximum-dead-containers).
 	ContainerGC       containergc.Policy
 	ContainerGCPeriod time.Duration
+}
+
+// Policy is what the node's flags say of image GC and eviction. The
+// engine's Config embeds it (engine.NodePolicy), and its New fills in the
+// defaults named here.
+type Policy struct {
+	// ImageGC is kubelet's image GC policy (--image-gc-high-threshold,
+	// --image-gc-low-threshold, --minimum-image-ttl-duration); zero
+	// thresholds get 85 and 80.
+	ImageGC imagegc.Policy
+	// ImageGCPeriod is how often the node machine measures the image
+	// filesystem (kubelet: 5 min, the default).
+	ImageGCPeriod time.Duration
+	// FsStat returns the capacity and the available bytes of the
+	// filesystem mounted at path (the image filesystem ImageFsInfo names);
+	// nil: statfs(2).
+	FsStat func(path string) (capacity, available uint64, err error)
+	// Eviction is the eviction manager's decision core (thresholds, grace
+	// periods, pressure conditions); nil: no eviction, no pressure
+	// admission.
+	Eviction *eviction.Manager
+	// EvictionPeriod is how often the signals are observed (kubelet: 10 s).
+	EvictionPeriod time.Duration
+	// Signals measures the eviction signals, imagefs on imageFs (the
+	// mountpoint ImageFsInfo names, "" when unknown); nil: the host
+	// (engine/nodestats) with nodefs on the root directory.
+	Signals func(ctx context.Context, imageFs string) (eviction.Observations, error)
+	// EvictionMaxPodGrace is --eviction-max-pod-grace-period: the grace
+	// period of a soft eviction (negative: the pod's own).
+	EvictionMaxPodGrace int64
 }
 
 // Node is the node machine's implementation (fsm.NodeImpl, fsm.NodeDurations).
@@ -122,7 +142,8 @@ type Node struct {
 	sched [len(fsm.NodeDurationDefaults)]schedule
 }
 
-var _ fsm.NodeImpl[op.Op] = (*Node)(nil)
+var _ fsm.NodeGuards = (*Node)(nil)
+var _ fsm.NodeActions[op.Op] = (*Node)(nil)
 var _ fsm.NodeDurations = (*Node)(nil)
 
 // New returns the node machine's implementation over cfg.

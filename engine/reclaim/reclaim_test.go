@@ -19,7 +19,7 @@ import (
 func TestSchedules(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakeClock(t0)
-	n := New(Config{Clock: clk, ImageGCPeriod: 5 * time.Minute, EvictionPeriod: 10 * time.Second})
+	n := New(Config{Clock: clk, Policy: Policy{ImageGCPeriod: 5 * time.Minute, EvictionPeriod: 10 * time.Second}})
 	n.Start(t0)
 	if d := n.NextImageGc(); d != 5*time.Minute {
 		t.Errorf("next_image_gc %v after start, want 5m", d)
@@ -39,7 +39,7 @@ func TestSchedules(t *testing.T) {
 		t.Errorf("next_image_gc %v after the pass at 11 min, want 4m (the 15 min instant)", d)
 	}
 
-	on := New(Config{Clock: clk, Eviction: &eviction.Manager{}, EvictionPeriod: 10 * time.Second, ContainerGCPeriod: time.Minute})
+	on := New(Config{Clock: clk, Policy: Policy{Eviction: &eviction.Manager{}, EvictionPeriod: 10 * time.Second}, ContainerGCPeriod: time.Minute})
 	on.Start(clk.Now())
 	if d := on.NextEviction(); d != 10*time.Second {
 		t.Errorf("next_eviction %v with an eviction manager, want 10s", d)

@@ -35,7 +35,7 @@ import (
 // twice, and it ends Failed rather than Pending for good.
 func (c *ctrState) adopt(cs []*runtimeapi.Container, sandboxOK, noRerun bool) {
 	st := c.Adopt(cs, noRerun)
-	c.machine = fsm.BindContainerMachine(st, c, c.p.h.exec)
+	c.machine = fsm.BindContainerMachine(st, c)
 	if st != fsm.ContainerStateRunning {
 		return
 	}
@@ -59,7 +59,7 @@ func (s *podState) adopt(a *Adopted) {
 	sb := s.sandbox.adopt(a)
 	if sb != nil {
 		s.SetStartTime(time.Unix(0, sb.CreatedAt))
-		s.machine = fsm.BindPodMachine(fsm.PodStateSynced, s, s.h.exec)
+		s.machine = fsm.BindPodMachine(fsm.PodStateSynced, s)
 		s.w.setPodState(fsm.PodStateSynced)
 		s.w.setTimers(podOwner, s.timers(s.h.Clock.Now()))
 	}

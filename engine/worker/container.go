@@ -59,7 +59,7 @@ func newCtrState(p *podState, c *v1.Container, init, sidecar bool) *ctrState {
 	cs.bind()
 	cs.probe = newProbeState(cs)
 	cs.setSpec(c)
-	cs.machine = fsm.BindContainerMachine(fsm.ContainerInitialState, cs, cs.p.h.exec)
+	cs.machine = fsm.BindContainerMachine(fsm.ContainerInitialState, cs)
 	cs.run = fire.NewRun(cs, ctrObservers)
 	return cs
 }

@@ -62,10 +62,15 @@ type Host struct {
 	Engine Engine
 }
 
-// exec is the executor of the pod's machines' actions (fsm.Exec): it runs
-// an action's operations, from the first the action returned, on the
-// runtime, on the action's context.
+// exec is the executor of the pod's machines' actions, each owner's Exec
+// (fsm.<Machine>Impl): it runs an action's operations, from the first the
+// action returned, on the runtime, on the action's context.
 func (h *Host) exec(ctx context.Context, first op.Op) error { return op.Exec(ctx, h.Runtime, first) }
+
+func (s *podState) Exec(ctx context.Context, first op.Op) error      { return s.h.exec(ctx, first) }
+func (sb *sandboxState) Exec(ctx context.Context, first op.Op) error { return sb.p.h.exec(ctx, first) }
+func (c *ctrState) Exec(ctx context.Context, first op.Op) error      { return c.p.h.exec(ctx, first) }
+func (ps *probeState) Exec(ctx context.Context, first op.Op) error   { return ps.c.p.h.exec(ctx, first) }
 
 // Engine is what a pod worker asks of the engine that runs it.
 type Engine interface {

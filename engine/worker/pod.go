@@ -73,7 +73,7 @@ var _ fsm.PodImpl[op.Op] = (*podState)(nil)
 func newPodState(w *Worker, pod *v1.Pod, ad *Adopted) *podState {
 	s := &podState{w: w, h: w.h, pod: pod, firstSeen: w.h.Clock.Now()}
 	s.Bind(s)
-	s.machine = fsm.BindPodMachine(fsm.PodInitialState, s, s.h.exec)
+	s.machine = fsm.BindPodMachine(fsm.PodInitialState, s)
 	s.run = fire.NewRun(s, podObservers)
 	s.sandbox = newSandboxState(s)
 	s.setSpec(pod)

@@ -15,7 +15,7 @@ import (
 // sandboxes' removal, fed by hand.
 func TestPodActionsAsOperations(t *testing.T) {
 	sandboxIn := func(st fsm.SandboxState) func(*podState) {
-		return func(s *podState) { s.sandbox.machine = fsm.BindSandboxMachine(st, s.sandbox, s.h.exec) }
+		return func(s *podState) { s.sandbox.machine = fsm.BindSandboxMachine(st, s.sandbox) }
 	}
 	stopped := func(s *podState) {
 		withSandboxes(s, false, "sb-0", "sb-1")

@@ -47,7 +47,7 @@ var _ probes.Container = (*probeState)(nil)
 func newProbeState(c *ctrState) *probeState {
 	ps := &probeState{c: c}
 	ps.Bind(ps)
-	ps.machine = fsm.BindProbeMachine(fsm.ProbeInitialState, ps, c.p.h.exec)
+	ps.machine = fsm.BindProbeMachine(fsm.ProbeInitialState, ps)
 	ps.run = fire.NewRun(ps, probeObservers)
 	return ps
 }

@@ -39,7 +39,7 @@ var _ sandbox.Pod = (*sandboxState)(nil)
 func newSandboxState(p *podState) *sandboxState {
 	sb := &sandboxState{p: p}
 	sb.Bind(sb)
-	sb.machine = fsm.BindSandboxMachine(fsm.SandboxInitialState, sb, p.h.exec)
+	sb.machine = fsm.BindSandboxMachine(fsm.SandboxInitialState, sb)
 	sb.run = fire.NewRun(sb, sandboxObservers)
 	return sb
 }
@@ -59,7 +59,7 @@ func (sb *sandboxState) ready() bool { return sb.machine.State() == fsm.SandboxS
 func (sb *sandboxState) adopt(a *Adopted) *runtimeapi.PodSandbox {
 	ready, st := sb.Adopt(a)
 	if st != sb.machine.State() {
-		sb.machine = fsm.BindSandboxMachine(st, sb, sb.p.h.exec)
+		sb.machine = fsm.BindSandboxMachine(st, sb)
 	}
 	return ready
 }
