@@ -95,8 +95,8 @@ func TestNoProbes(t *testing.T) {
 	c := newFake(&v1.Container{Name: "app"})
 	w := c.workers()
 	w.Add()
-	run(t, w, w.StartStartup())
-	run(t, w, w.StartProbes())
+	run(t, w.StartStartup())
+	run(t, w.StartProbes())
 	if want := []fsm.ProbeEvent{fsm.ProbeEventStartupOk, fsm.ProbeEventReady}; !slices.Equal(c.raised, want) {
 		t.Errorf("raised %v, want %v", c.raised, want)
 	}
@@ -114,12 +114,12 @@ func TestReadinessThreshold(t *testing.T) {
 	w := c.workers()
 	w.Add() // the pod's first sync: ticks at t0+3s, t0+13s, ...
 	c.now = t0.Add(5 * time.Second)
-	run(t, w, w.StartProbes())
+	run(t, w.StartProbes())
 	c.state = fsm.ProbeStateReady
 	if d := w.NextProbe(); d != 8*time.Second {
 		t.Fatalf("next_probe %v, want 8s (the tick at t0+13s)", d)
 	}
-	run(t, w, w.RunProbe()) // not due yet
+	run(t, w.RunProbe()) // not due yet
 	select {
 	case r := <-c.posted:
 		t.Fatalf("a probe ran before its tick: %+v", r)
@@ -127,7 +127,7 @@ func TestReadinessThreshold(t *testing.T) {
 	}
 	for i, want := range []bool{false, true} {
 		c.now = c.now.Add(w.NextProbe())
-		run(t, w, w.RunProbe())
+		run(t, w.RunProbe())
 		r := c.result(t)
 		if r.Success || r.Kind != prober.Readiness || r.UID != "u" || r.Container != "app" || r.Worker == 0 {
 			t.Fatalf("probe %d: %+v, want a failed readiness result of app's worker", i, r)
@@ -150,15 +150,15 @@ func TestReadinessThreshold(t *testing.T) {
 func TestStoppedWorkerResult(t *testing.T) {
 	c := newFake(&v1.Container{Name: "app", LivenessProbe: tcpProbe(failing, 1)})
 	w := c.workers()
-	run(t, w, w.StartProbes())
+	run(t, w.StartProbes())
 	c.now = c.now.Add(w.NextProbe())
-	run(t, w, w.RunProbe())
+	run(t, w.RunProbe())
 	old := c.result(t)
-	run(t, w, w.StopProbes())
+	run(t, w.StopProbes())
 	if _, ok := w.Result(old); ok {
 		t.Error("a stopped worker's result was counted")
 	}
-	run(t, w, w.StartProbes())
+	run(t, w.StartProbes())
 	if _, ok := w.Result(old); ok {
 		t.Error("an earlier worker's result was counted for the new one")
 	}
@@ -186,9 +186,9 @@ func TestKillContainer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newFake(&v1.Container{Name: "app", StartupProbe: startup, LivenessProbe: tcpProbe(failing, 1)})
 			w := c.workers()
-			run(t, w, tc.start(w))
+			run(t, tc.start(w))
 			c.state = tc.state
-			run(t, w, w.KillContainer())
+			run(t, w.KillContainer())
 			if want := []string{tc.want}; !slices.Equal(c.killed, want) {
 				t.Errorf("killed %q, want %q", c.killed, want)
 			}
@@ -213,14 +213,14 @@ func TestTriggerReadiness(t *testing.T) {
 	c := newFake(&v1.Container{Name: "app", ReadinessProbe: probe})
 	w := c.workers()
 	w.Add()
-	run(t, w, w.StartProbes())
+	run(t, w.StartProbes())
 	c.now = t0.Add(5 * time.Second)
-	run(t, w, w.TriggerReadiness())
+	run(t, w.TriggerReadiness())
 	if d := w.NextProbe(); d != 10*time.Second {
 		t.Errorf("trigger within the initial delay: next_probe %v, want 10s (the delay's end)", d)
 	}
 	c.now = t0.Add(20 * time.Second)
-	run(t, w, w.TriggerReadiness())
+	run(t, w.TriggerReadiness())
 	r := c.result(t)
 	if !r.Success || r.Kind != prober.Readiness {
 		t.Fatalf("triggered probe %+v, want a readiness success", r)
@@ -238,7 +238,7 @@ func (c *fakeContainer) LogAttrs() []any      { return []any{"container", c.spec
 
 // run runs an action's operations, from first, as the engine does, with no
 // runtime (the probe machine's actions call none); they end without error.
-func run(t *testing.T, _ *Workers, first op.Op) {
+func run(t *testing.T, first op.Op) {
 	t.Helper()
 	if err := op.Exec(t.Context(), nil, first); err != nil {
 		t.Fatalf("action failed: %v", err)

@@ -77,14 +77,13 @@ func NewMachine(cfg Config, clk clock.WithTicker, sinks *observe.Sinks) *Machine
 }
 
 var _ fsm.NodeImpl[op.Op] = (*Machine)(nil)
+var _ fsm.NodeDurations = (*Machine)(nil)
 
 // Exec runs the operations of a node machine's action on the runtime, on
 // the action's context (fsm.NodeImpl).
 func (m *Machine) Exec(ctx context.Context, first op.Op) error {
 	return op.Exec(ctx, m.cfg.Runtime, first)
 }
-
-var _ fsm.NodeDurations = (*Machine)(nil)
 
 // StateName is the node machine's current state.
 func (m *Machine) StateName() string {
