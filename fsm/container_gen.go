@@ -889,15 +889,12 @@ func BindContainerMachine[O any](s ContainerState, impl ContainerImpl[O]) *Conta
 }
 
 // runContainerAction is RunContainerAction on impl, a ContainerImpl[O], with its Exec.
-// A machine keeps its Impl as an any and this function, which allocates
-// nothing, rather than a closure over both.
+// A machine keeps its Impl as an any and this function rather than a
+// closure over both; it allocates only the context tag, as
+// RunContainerAction does (BenchmarkRunAction/bound).
 func runContainerAction[O any](ctx context.Context, impl any, a ContainerAction) error {
 	i := impl.(ContainerImpl[O])
-	o, err := ContainerActionOp[O](i, a)
-	if err != nil {
-		return err
-	}
-	return i.Exec(a.Tag(ctx), o)
+	return RunContainerAction(ctx, i, i.Exec, a)
 }
 
 // Name returns the machine's name in the spec, ContainerMachineName.

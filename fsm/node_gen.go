@@ -557,15 +557,12 @@ func BindNodeMachine[O any](s NodeState, impl NodeImpl[O]) *NodeMachine {
 }
 
 // runNodeAction is RunNodeAction on impl, a NodeImpl[O], with its Exec.
-// A machine keeps its Impl as an any and this function, which allocates
-// nothing, rather than a closure over both.
+// A machine keeps its Impl as an any and this function rather than a
+// closure over both; it allocates only the context tag, as
+// RunNodeAction does (BenchmarkRunAction/bound).
 func runNodeAction[O any](ctx context.Context, impl any, a NodeAction) error {
 	i := impl.(NodeImpl[O])
-	o, err := NodeActionOp[O](i, a)
-	if err != nil {
-		return err
-	}
-	return i.Exec(a.Tag(ctx), o)
+	return RunNodeAction(ctx, i, i.Exec, a)
 }
 
 // Name returns the machine's name in the spec, NodeMachineName.

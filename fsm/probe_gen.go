@@ -509,15 +509,12 @@ func BindProbeMachine[O any](s ProbeState, impl ProbeImpl[O]) *ProbeMachine {
 }
 
 // runProbeAction is RunProbeAction on impl, a ProbeImpl[O], with its Exec.
-// A machine keeps its Impl as an any and this function, which allocates
-// nothing, rather than a closure over both.
+// A machine keeps its Impl as an any and this function rather than a
+// closure over both; it allocates only the context tag, as
+// RunProbeAction does (BenchmarkRunAction/bound).
 func runProbeAction[O any](ctx context.Context, impl any, a ProbeAction) error {
 	i := impl.(ProbeImpl[O])
-	o, err := ProbeActionOp[O](i, a)
-	if err != nil {
-		return err
-	}
-	return i.Exec(a.Tag(ctx), o)
+	return RunProbeAction(ctx, i, i.Exec, a)
 }
 
 // Name returns the machine's name in the spec, ProbeMachineName.
