@@ -132,6 +132,48 @@ func TestCompareStartError(t *testing.T) {
 	}
 }
 
+// TestCompareEndOfCycle: a run that ends on the first sample of a dead
+// instance of a container that backed off before ended a cycle ahead of the
+// other agent (equivalence 4); one that ends on a death it never backed off
+// from, or holds the dead instance longer than a sample, differs.
+func TestCompareEndOfCycle(t *testing.T) {
+	kube, err := readResult(filepath.Join(recordedDir, "onfailure-exit-late.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		up   = "Running ip=host | ContainersReady=True Initialized=True PodReadyToStartContainers=True PodScheduled=True Ready=True | main "
+		down = "Running ip=host | ContainersReady=False(ContainersNotReady) Initialized=True PodReadyToStartContainers=True PodScheduled=True Ready=False(ContainersNotReady) | main "
+	)
+	result := func(states ...Seen) *Result {
+		r := &Result{Scenario: kube.Scenario, Agent: "speclet", States: states}
+		r.Final = states[len(states)-1].State
+		return r
+	}
+	loop := []Seen{
+		{State: kube.States[0].State, Count: 2},
+		{State: up + "running r0 ready started", Count: 8},
+		{State: down + "terminated(Error,3) r0", Count: 1},
+		{State: up + "running r1 last=Error/3 ready started", Count: 8},
+		{State: down + "waiting(CrashLoopBackOff) r1 last=Error/3", Count: 10},
+		{State: up + "running r2+ last=Error/3 ready started", Count: 8},
+	}
+	for _, tc := range []struct {
+		name  string
+		run   *Result
+		match bool
+	}{
+		{"ends on the next death, one sample", result(append(loop[:6:6], Seen{State: down + "terminated(Error,3) r2+ last=Error/3", Count: 1})...), true},
+		{"ends running, like kubelet", result(loop...), true},
+		{"ends on the next death, two samples", result(append(loop[:6:6], Seen{State: down + "terminated(Error,3) r2+ last=Error/3", Count: 2})...), false},
+		{"never backed off", result(loop[0], loop[1], Seen{State: down + "terminated(Error,3) r0", Count: 1}), false},
+	} {
+		if v := Compare(kube, tc.run); v.Match != tc.match {
+			t.Errorf("%s: match = %v, want %v:\n%s", tc.name, v.Match, tc.match, strings.Join(v.Reasons, "\n"))
+		}
+	}
+}
+
 // setup starts what both agents share: the registry and the hook server.
 func setup(t testing.TB) (*harness.Registry, Env) {
 	t.Helper()
