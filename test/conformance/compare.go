@@ -24,8 +24,9 @@ import (
 //     different points of the same cycle: the final states match when each
 //     agent's final state is among the stable states the other showed in
 //     its last FinalWindow seconds; a final state that shows a dead
-//     instance of a container that backed off before (equivalence 5 at the
-//     end of the run) matches any final state the other agent showed there,
+//     instance of a looping container that the same run showed dead or
+//     backing off before (equivalence 5 at the end of the run) matches any
+//     final state the other agent showed there,
 //     and, seen in a single sample, is left out of the sequence
 //     (equivalence 2 at the end of the run).
 //  5. A dead instance that is followed by a restart is shown for as long as
@@ -195,9 +196,9 @@ func Compare(kubelet, speclet *Result) Verdict {
 	if speclet.Error != "" {
 		fail("speclet run failed: %s", speclet.Error)
 	}
-	// Equivalence 4's dead instance is read before canon rewrites it.
-	kDead, sDead := deadInLoop(kubelet), deadInLoop(speclet)
 	loop := loopers(kubelet, speclet)
+	// Equivalence 4's dead instance is read before canon rewrites it.
+	kDead, sDead := deadInLoop(kubelet, loop), deadInLoop(speclet, loop)
 	kubelet, speclet = canonResult(kubelet, loop, loopers(kubelet)), canonResult(speclet, loop, loopers(speclet))
 	if kubelet.Final != speclet.Final && !((inWindow(kubelet.Final, speclet) || kDead) && (inWindow(speclet.Final, kubelet) || sDead)) {
 		fail("final state differs:\n    kubelet: %s\n    speclet: %s", kubelet.Final, speclet.Final)
@@ -266,19 +267,22 @@ func inWindow(state string, r *Result) bool {
 }
 
 // deadInLoop reports whether r ended on a dead instance (a terminated
-// container in a pending or running pod) of a container r showed in
-// CrashLoopBackOff before. r is a result as sampled, before canon (which
-// writes both the dead instance and the backoff as dead(...)).
-func deadInLoop(r *Result) bool {
-	if !strings.HasPrefix(r.Final, "Pending ") && !strings.HasPrefix(r.Final, "Running ") {
+// container in a pending or running pod) of a container in a loop (loop:
+// equivalence 7) that r showed dead or in CrashLoopBackOff before: kubelet
+// may show terminated through a whole backoff and never CrashLoopBackOff.
+// r is a result as sampled, before canon (which writes both the dead
+// instance and the backoff as dead(...)).
+func deadInLoop(r *Result, loop map[string]bool) bool {
+	if !strings.HasPrefix(r.Final, "Pending ") && !strings.HasPrefix(r.Final, "Running ") || len(r.States) == 0 {
 		return false
 	}
+	before := r.States[:len(r.States)-1]
 	for name, f := range containers(r.Final) {
-		if !strings.HasPrefix(f[0], "terminated(") {
+		if !loop[name] || !strings.HasPrefix(f[0], "terminated(") {
 			continue
 		}
-		for _, s := range r.States {
-			if g, ok := containers(s.State)[name]; ok && g[0] == "waiting(CrashLoopBackOff)" {
+		for _, s := range before {
+			if g, ok := containers(s.State)[name]; ok && (g[0] == "waiting(CrashLoopBackOff)" || strings.HasPrefix(g[0], "terminated(")) {
 				return true
 			}
 		}

@@ -133,9 +133,9 @@ func TestCompareStartError(t *testing.T) {
 }
 
 // TestCompareEndOfCycle: a run that ends on the first sample of a dead
-// instance of a container that backed off before ended a cycle ahead of the
-// other agent (equivalence 4); one that ends on a death it never backed off
-// from, or holds the dead instance longer than a sample, differs.
+// instance of a looping container that died before ended a cycle ahead of
+// the other agent (equivalence 4); one that ends on its first death, or
+// holds the dead instance longer than a sample, differs.
 func TestCompareEndOfCycle(t *testing.T) {
 	kube, err := readResult(filepath.Join(recordedDir, "onfailure-exit-late.json"))
 	if err != nil {
@@ -171,6 +171,15 @@ func TestCompareEndOfCycle(t *testing.T) {
 		if v := Compare(kube, tc.run); v.Match != tc.match {
 			t.Errorf("%s: match = %v, want %v:\n%s", tc.name, v.Match, tc.match, strings.Join(v.Reasons, "\n"))
 		}
+	}
+	// kubelet a cycle ahead: it showed terminated through its backoff,
+	// never CrashLoopBackOff, and the container is in a loop because the
+	// other run backed off.
+	ahead := *kube
+	ahead.States = append(kube.States[:len(kube.States):len(kube.States)], Seen{State: down + "terminated(Error,3) r2+ last=Error/3", Count: 1})
+	ahead.Final = ahead.States[len(ahead.States)-1].State
+	if v := Compare(&ahead, result(loop...)); !v.Match {
+		t.Errorf("kubelet ends on the next death, one sample: differs:\n%s", strings.Join(v.Reasons, "\n"))
 	}
 }
 
