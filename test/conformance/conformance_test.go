@@ -181,6 +181,12 @@ func TestCompareEndOfCycle(t *testing.T) {
 	if v := Compare(&ahead, result(loop...)); !v.Match {
 		t.Errorf("kubelet ends on the next death, one sample: differs:\n%s", strings.Join(v.Reasons, "\n"))
 	}
+	// Both in that backoff at the end, kubelet for a sample: the same point
+	// of the cycle.
+	backoff := Seen{State: down + "waiting(CrashLoopBackOff) r2+ last=Error/3", Count: 5}
+	if v := Compare(&ahead, result(append(loop[:6:6], backoff)...)); !v.Match {
+		t.Errorf("both end in the next backoff: differs:\n%s", strings.Join(v.Reasons, "\n"))
+	}
 }
 
 // setup starts what both agents share: the registry and the hook server.
