@@ -28,8 +28,8 @@ import (
 //     instance of a looping container that the same run showed dead or
 //     backing off before (equivalence 5 at the end of the run) matches any
 //     final state the other agent showed there, and, seen in a single
-//     sample, is left out of the sequence (equivalence 2 at the end of the
-//     run).
+//     sample, the sequence without it may match too (equivalence 2 at the
+//     end of the run).
 //  5. A dead instance that is followed by a restart is shown for as long as
 //     the agent takes to act on the death: kubelet until the sync after the
 //     backoff began (observed 1 to 11 s), speclet until its restart decision
