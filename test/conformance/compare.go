@@ -267,10 +267,12 @@ func inWindow(state string, r *Result) bool {
 	return false
 }
 
-// deadInLoop reports whether r ended on a dead instance (a terminated
-// container in a pending or running pod) of a container in a loop (loop:
-// equivalence 7) that r showed dead or in CrashLoopBackOff before: kubelet
-// may show terminated through a whole backoff and never CrashLoopBackOff.
+// deadInLoop reports whether r ended on a dead instance (a container
+// terminated or in CrashLoopBackOff, one state by equivalence 7, in a
+// pending or running pod) of a container in a loop (loop: equivalence 7)
+// that r showed dead or in CrashLoopBackOff before: kubelet may show
+// terminated through a whole backoff and never CrashLoopBackOff, speclet
+// CrashLoopBackOff from the death on.
 // r is a result as sampled, before canon (which writes both the dead
 // instance and the backoff as dead(...)).
 func deadInLoop(r *Result, loop map[string]bool) bool {
@@ -279,7 +281,7 @@ func deadInLoop(r *Result, loop map[string]bool) bool {
 	}
 	before := r.States[:len(r.States)-1]
 	for name, f := range containers(r.Final) {
-		if !loop[name] || !strings.HasPrefix(f[0], "terminated(") {
+		if !loop[name] || !strings.HasPrefix(f[0], "terminated(") && f[0] != "waiting(CrashLoopBackOff)" {
 			continue
 		}
 		for _, s := range before {

@@ -165,6 +165,7 @@ func TestCompareEndOfCycle(t *testing.T) {
 	}{
 		{"ends on the next death, one sample", result(append(loop[:6:6], Seen{State: down + "terminated(Error,3) r2+ last=Error/3", Count: 1})...), true},
 		{"ends running, like kubelet", result(loop...), true},
+		{"ends on the next backoff, one sample", result(append(loop[:6:6], Seen{State: down + "waiting(CrashLoopBackOff) r2+ last=Error/3", Count: 1})...), true},
 		{"ends on the next death, two samples", result(append(loop[:6:6], Seen{State: down + "terminated(Error,3) r2+ last=Error/3", Count: 2})...), false},
 		{"never backed off", result(loop[0], loop[1], Seen{State: down + "terminated(Error,3) r0", Count: 1}), false},
 	} {
