@@ -19,7 +19,8 @@ import (
 // TestContainerdVolumes runs a busybox pod on a real containerd whose
 // container reports what it sees in its volumes into a hostPath directory:
 // an emptyDir with medium Memory is a tmpfs of its sizeLimit in the
-// container's /proc/mounts; hostPath types (DirectoryOrCreate created,
+// container's /proc/mounts, mode 1777 (kubelet's, sticky), a disk emptyDir
+// mode 777; hostPath types (DirectoryOrCreate created,
 // File, CharDevice); downwardAPI files; a subPath of an emptyDir; a
 // readOnly mount refuses writes. After the pod is removed, the tmpfs is
 // unmounted and the pod's directory is gone.
@@ -36,6 +37,7 @@ func TestContainerdVolumes(t *testing.T) {
 	grace := int64(1)
 	script := strings.Join([]string{
 		`grep " /mem " /proc/mounts > /out/mem`,
+		`stat -c %a /mem > /out/mem-mode; stat -c %a /ro > /out/disk-mode`,
 		`echo data > /mem/f && cat /mem/f > /out/mem-write`,
 		`cat /hp-file > /out/hp-file`,
 		`test -c /hp-null && echo char > /out/hp-null`,
@@ -84,6 +86,7 @@ func TestContainerdVolumes(t *testing.T) {
 	for name, want := range map[string]string{
 		"mem-write": "data", "hp-file": "hello from the node", "hp-null": "char",
 		"name": "vols", "labels": `app="vols"`, "memlimit": "32", "ro": "read-only",
+		"mem-mode": "1777", "disk-mode": "777",
 	} {
 		if got := read(name); got != want {
 			t.Errorf("%s = %q, want %q", name, got, want)

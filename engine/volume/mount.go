@@ -29,6 +29,10 @@ func IsMountPoint(dir string) (bool, error) {
 
 // MountTmpfs makes dir (created if needed) a tmpfs limited to size bytes
 // (0: the kernel's default, half of the memory), unless it is one already.
+// The mount's root keeps the mode of a fresh tmpfs, 1777 (sticky,
+// writable by all), as under kubelet, whose medium Memory emptyDir (and
+// the secret and projected volumes it wraps) is a tmpfs mounted without a
+// mode over a 0777 directory; the fsGroup's bits (SetOwnership) add to it.
 func MountTmpfs(dir string, size int64) error {
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return fmt.Errorf("create mount point: %w", err)
@@ -44,10 +48,6 @@ func MountTmpfs(dir string, size int64) error {
 	}
 	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, opts); err != nil {
 		return fmt.Errorf("mount tmpfs on %s: %w", dir, err)
-	}
-	// The mode of a fresh tmpfs root is 1777; kubelet's emptyDir is 0777.
-	if err := os.Chmod(dir, 0o777); err != nil {
-		return fmt.Errorf("chmod tmpfs %s: %w", dir, err)
 	}
 	return nil
 }
