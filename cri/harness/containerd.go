@@ -399,8 +399,9 @@ func (c *Containerd) Stop() error {
 }
 
 // ForTest starts a containerd for a test or benchmark (installing the Debian
-// packages first when missing) and stops it in t.Cleanup, failing the test if
-// anything of it is left. Without root it skips saying why, except with
+// packages first when missing) and stops it in t.Cleanup, failing the test
+// (CheckLeaks) if a process it started since, or anything of the instance's
+// Dir, is left. Without root it skips saying why, except with
 // CI=true, where it fails: in CI a containerd that cannot start is a failure,
 // never a skip.
 func ForTest(t testing.TB) *Containerd {
@@ -419,20 +420,15 @@ func ForTest(t testing.TB) *Containerd {
 	if err := EnsurePackages(ctx, log); err != nil {
 		t.Fatalf("harness: %v", err)
 	}
+	leaks := CheckLeaks(t)
 	c, err := StartContainerd(ctx, Options{Log: log})
 	if err != nil {
 		t.Fatalf("harness: %v", err)
 	}
+	leaks.Gone(c.Dir)
 	t.Cleanup(func() {
-		dir := c.Dir
 		if err := c.Stop(); err != nil {
 			t.Errorf("harness: %v", err)
-		}
-		if left := Leftovers(dir); len(left) > 0 {
-			t.Errorf("harness: processes left after Stop: %s", describe(left))
-		}
-		if m := Mounts(dir); len(m) > 0 {
-			t.Errorf("harness: mounts left after Stop: %s", strings.Join(m, ", "))
 		}
 	})
 	return c

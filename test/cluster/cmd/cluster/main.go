@@ -73,7 +73,7 @@ func run(args []string, stderr io.Writer) (code int) {
 		for i := len(cleanups) - 1; i >= 0; i-- {
 			cleanups[i]()
 		}
-		if left := leftBehind(owned); len(left) > 0 {
+		if left := harness.LeftBehind(owned...); len(left) > 0 {
 			say("stopped; left behind:")
 			for _, l := range left {
 				say("  %s", l)
@@ -190,26 +190,6 @@ Ctrl-C stops everything.
 `, *nodes, *hollow, c.AdminKubeconfig(), kubectl(c), kubectl(c), reg.Addr, kubectl(c), dir)
 	<-ctx.Done()
 	return 0
-}
-
-// leftBehind lists what is left of the directories dirs: processes that
-// name one of them on their command line and their descendants (speclet,
-// etcd and the API server, containerd, shims, the pods' processes), mount
-// points under them, and the directories themselves.
-func leftBehind(dirs []string) []string {
-	var out []string
-	for _, d := range dirs {
-		for _, p := range harness.Leftovers(d) {
-			out = append(out, fmt.Sprintf("process %d: %s", p.PID, p.Cmdline))
-		}
-		for _, m := range harness.Mounts(d) {
-			out = append(out, "mount "+m)
-		}
-		if _, err := os.Lstat(d); err == nil {
-			out = append(out, "directory "+d)
-		}
-	}
-	return out
 }
 
 func kubectl(c *cluster.Cluster) string { return filepath.Join(c.BinDir, "kubectl") }
