@@ -22,7 +22,10 @@
 //     created. A killed test binary's processes die with it (Pdeathsig).
 //   - ForTest skips when etcd-server or the binaries are missing outside CI;
 //     with CI=true it builds the binaries (minutes when cold) and fails on
-//     any error.
+//     any error. At the test's end it fails listing any process, mount or
+//     directory left (harness.CheckLeaks).
+//   - NodeForTest tears its node down as the cluster command does (node,
+//     runtime, Remove) and fails the test if anything of it is left.
 //
 // # Usage
 //
@@ -65,6 +68,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/test/kubebuild"
 )
 
@@ -135,6 +139,10 @@ type Cluster struct {
 	procs    map[string]*proc
 	nodeKCs  map[string]string
 	nsCreate sync.Mutex
+
+	// leaks is ForTest's check; each node's and hollow process's Dir joins
+	// it (nothing mounted or running under it at the test's end).
+	leaks *harness.Leaks
 }
 
 // Binaries returns the directory holding the control-plane binaries of
@@ -679,7 +687,10 @@ func (c *Cluster) Stop() error {
 	return nil
 }
 
-// ForTest starts a cluster stopped in t.Cleanup. Outside CI it skips when
+// ForTest starts a cluster stopped in t.Cleanup, which then fails t,
+// listing what is left, if a process the test started since (the control
+// plane's, and any other), or anything of the cluster's Dir, is left
+// (harness.CheckLeaks). Outside CI it skips when
 // etcd-server is missing or the binaries are not built yet (build them with
 // `go run ./test/cluster/cmd/buildkube`); with CI=true it builds them and
 // fails on any error.
@@ -700,10 +711,19 @@ func ForTest(t testing.TB, o Options) *Cluster {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
+	leaks := harness.CheckLeaks(t)
 	c, err := Start(ctx, o)
 	if err != nil {
 		t.Fatalf("cluster: %v", err)
 	}
+	if o.Dir == "" {
+		leaks.Gone(c.Dir)
+	} else {
+		leaks.Clean(c.Dir)
+	}
+	c.mu.Lock()
+	c.leaks = leaks
+	c.mu.Unlock()
 	t.Cleanup(func() {
 		if err := c.Stop(); err != nil {
 			t.Errorf("cluster: %v", err)
@@ -717,4 +737,15 @@ type testWriter struct{ t testing.TB }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// watch adds dir, where a node or hollow process of c lives, to ForTest's
+// check: a test that leaves a mount or process under it fails listing it.
+func (c *Cluster) watch(dir string) {
+	c.mu.Lock()
+	l := c.leaks
+	c.mu.Unlock()
+	if l != nil && dir != "" {
+		l.Clean(dir)
+	}
 }

@@ -88,17 +88,7 @@ func startEnv(t *testing.T) *env {
 		out  **cluster.Node
 		args []string
 	}{{"node-a", e.ca, &e.a, nil}, {"node-b", e.cb, &e.b, nodeBReserved}} {
-		node, err := c.StartNode(ctx, cluster.NodeOptions{Name: n.name, Bin: bin, Containerd: n.cd, Dir: t.TempDir(), Args: n.args})
-		if err != nil {
-			t.Fatal(err)
-		}
-		*n.out = node
-		t.Cleanup(func() {
-			if t.Failed() {
-				t.Logf("log of %s:\n%s", node.Name, node.LogTail(60))
-			}
-			node.Stop()
-		})
+		*n.out = c.NodeForTest(ctx, t, cluster.NodeOptions{Name: n.name, Bin: bin, Containerd: n.cd, Dir: t.TempDir(), Args: n.args})
 	}
 	return e
 }

@@ -50,22 +50,14 @@ func testEvictionUnderMemoryPressure(t *testing.T, e *env) {
 			t.Errorf("stop containerd: %v", err)
 		}
 	})
-	n, err := e.c.StartNode(ctx, cluster.NodeOptions{Name: node, Bin: e.bin, Containerd: cd, Dir: t.TempDir(), Args: []string{
+	// After the node's teardown (NodeForTest's, registered below).
+	t.Cleanup(func() { e.admin.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{}) })
+	e.c.NodeForTest(ctx, t, cluster.NodeOptions{Name: node, Bin: e.bin, Containerd: cd, Dir: t.TempDir(), Args: []string{
 		"--cgroup-root", cgroupRoot,
 		"--system-reserved", fmt.Sprintf("memory=%d", reserved),
 		"--eviction-hard", "memory.available<100Mi",
 		"--eviction-pressure-transition-period", "15s",
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("log of %s:\n%s", node, n.LogTail(80))
-		}
-		n.Stop()
-		e.admin.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{})
-	})
 	nd := e.waitNode(t, node, 60*time.Second, v1.ConditionTrue)
 	if got, want := nd.Status.Allocatable.Memory().Value(), int64(400<<20); got != want {
 		t.Fatalf("allocatable memory %d, want 400Mi (500Mi for pods less the 100Mi threshold)", got)

@@ -119,6 +119,7 @@ func (c *Cluster) StartHollow(ctx context.Context, o HollowOptions) (*Hollow, er
 	if err != nil {
 		return nil, err
 	}
+	c.watch(o.Dir)
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
 	}

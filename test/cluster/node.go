@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/speclet/speclet/cri/harness"
@@ -92,6 +93,7 @@ func (c *Cluster) StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 		Name: o.Name, Manifests: filepath.Join(o.Dir, "manifests"), bin: o.Bin, Dir: o.Dir,
 		Base: fmt.Sprintf("http://127.0.0.1:%d", port), API: fmt.Sprintf("https://127.0.0.1:%d", apiPort), LogPath: filepath.Join(o.Dir, "speclet.log"),
 	}
+	c.watch(o.Dir)
 	if err := os.MkdirAll(n.Manifests, 0o755); err != nil {
 		return nil, err
 	}
@@ -118,6 +120,42 @@ func (c *Cluster) StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 		"-v", "2",
 	), o.Args...)
 	return n, n.Start(ctx)
+}
+
+// NodeForTest starts speclet as node o.Name of c, as StartNode does (a
+// failure fails t), and tears it down in t.Cleanup in the cluster
+// command's order: the node stops, its runtime o.Containerd (if any) stops
+// and so removes its pods, then Remove unmounts the volumes speclet left
+// mounted and removes o.Dir. It then fails t, listing what is left, if a
+// process the node started, a mount under o.Dir or o.Dir itself is
+// (harness.CheckLeaks). On failure the node's log tail is in t's log.
+func (c *Cluster) NodeForTest(ctx context.Context, t testing.TB, o NodeOptions) *Node {
+	t.Helper()
+	leaks := harness.CheckLeaks(t)
+	leaks.Gone(o.Dir)
+	n, err := c.StartNode(ctx, o)
+	if n != nil {
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("log of %s:\n%s", n.Name, n.LogTail(60))
+			}
+			if err := n.Stop(); err != nil {
+				t.Error(err)
+			}
+			if o.Containerd != nil {
+				if err := o.Containerd.Stop(); err != nil {
+					t.Errorf("node %s: %v", n.Name, err)
+				}
+			}
+			if err := n.Remove(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // Start (re)starts the daemon and waits for /healthz.
