@@ -43,26 +43,42 @@ func leftUnder(dir string) []string {
 // Leaks is a check that a test leaves nothing on the machine (CheckLeaks).
 type Leaks struct {
 	t      testing.TB
-	before map[int]bool // the test process's descendants when the check began
+	before map[int]bool // the test process's descendants when the check began; nil: not checked
 
 	mu    sync.Mutex
 	gone  []string // must not exist at the end, nor anything of them
 	clean []string // may exist at the end, but with nothing mounted or running
 }
 
-// CheckLeaks fails t at its end, listing each thing left, when a process
-// the test process started since the call (a descendant that was not
-// running then) is still running, or when something is left of a directory
-// given to Gone or Clean. It runs in t.Cleanup, registered by this call:
-// after every cleanup registered later, so call it before starting what it
-// checks. What it finds it then kills and unmounts, so that the next test
-// starts on a clean machine. It assumes no test runs in parallel with t.
+// outer is set while a check that looks at the test process's descendants
+// runs (the outermost CheckLeaks of a test).
+var outer struct {
+	sync.Mutex
+	active bool
+}
+
+// CheckLeaks fails t at its end, listing each thing left, when something
+// is left of a directory given to Gone or Clean, or, for the outermost
+// check (none other was active when it began), when a process the test
+// process started since the call (a descendant that was not running then)
+// is still running: a check nested in another one (a node's, within its
+// cluster's) may see processes the test still needs, which the outer one
+// sees stopped. It runs in t.Cleanup, registered by this call: after every
+// cleanup registered later, so call it before starting what it checks.
+// What it finds it then kills and unmounts, so that the next test starts
+// on a clean machine. It assumes no test runs in parallel with t.
 func CheckLeaks(t testing.TB) *Leaks {
 	t.Helper()
-	l := &Leaks{t: t, before: map[int]bool{}}
-	for _, p := range descendants(os.Getpid()) {
-		l.before[p.PID] = true
+	l := &Leaks{t: t}
+	outer.Lock()
+	if !outer.active {
+		outer.active = true
+		l.before = map[int]bool{}
+		for _, p := range descendants(os.Getpid()) {
+			l.before[p.PID] = true
+		}
 	}
+	outer.Unlock()
 	t.Cleanup(l.check)
 	return l
 }
@@ -85,6 +101,13 @@ func (l *Leaks) Clean(dir string) {
 }
 
 func (l *Leaks) check() {
+	if l.before != nil {
+		defer func() {
+			outer.Lock()
+			outer.active = false
+			outer.Unlock()
+		}()
+	}
 	l.mu.Lock()
 	dirs := append(append([]string(nil), l.gone...), l.clean...)
 	gone := l.gone
@@ -101,6 +124,9 @@ func (l *Leaks) check() {
 	}
 	var started []Process
 	for _, p := range descendants(os.Getpid()) {
+		if l.before == nil {
+			break
+		}
 		if l.before[p.PID] {
 			continue
 		}

@@ -35,7 +35,9 @@ func (r *recorder) end() {
 // checked directory, or a directory that must be gone fails with a message
 // naming each; what it found is killed and unmounted afterwards. A test
 // that leaves nothing passes, and a process running before the check began
-// is not the test's.
+// is not the test's. A check nested in another one leaves the processes
+// to the outer one: a process that outlives the inner check but not the
+// outer one is no leak.
 func TestCheckLeaks(t *testing.T) {
 	earlier := exec.Command("sleep", "600")
 	if err := earlier.Start(); err != nil {
@@ -61,6 +63,21 @@ func TestCheckLeaks(t *testing.T) {
 	clean.end()
 	if len(clean.errs) != 0 {
 		t.Errorf("a test that left nothing failed: %q", clean.errs)
+	}
+
+	outerRec, innerRec := &recorder{TB: t}, &recorder{TB: t}
+	CheckLeaks(outerRec)
+	CheckLeaks(innerRec)
+	needed := exec.Command("sleep", "602")
+	if err := needed.Start(); err != nil {
+		t.Fatal(err)
+	}
+	innerRec.end()
+	needed.Process.Kill()
+	needed.Wait()
+	outerRec.end()
+	if len(innerRec.errs)+len(outerRec.errs) != 0 {
+		t.Errorf("a process the outer check saw stopped was a leak: inner %q, outer %q", innerRec.errs, outerRec.errs)
 	}
 
 	leaky := &recorder{TB: t}
