@@ -100,8 +100,13 @@ docs: deps generate
 # pods of examples/pods; Ctrl-C stops it and removes everything. Extra flags
 # for `speclet run`: make run RUN_ARGS="-v 4".
 RUN_BIN := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/speclet/bin
+# SPECLET_LDFLAGS set speclet's own version (git describe, or the short
+# commit) in every build of cmd/speclet here; `speclet version` and the
+# Node's kubeletVersion report v1.34.4+speclet.<it> (cmd/speclet/version.go).
+SPECLET_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+SPECLET_LDFLAGS := -ldflags "-X main.buildVersion=$(SPECLET_VERSION)"
 run: deps
-	@mkdir -p $(RUN_BIN) && $(GO) build -o $(RUN_BIN)/speclet ./cmd/speclet && $(GO) build -o $(RUN_BIN)/speclet-dev ./cmd/speclet-dev
+	@mkdir -p $(RUN_BIN) && $(GO) build $(SPECLET_LDFLAGS) -o $(RUN_BIN)/speclet ./cmd/speclet && $(GO) build -o $(RUN_BIN)/speclet-dev ./cmd/speclet-dev
 	@$(RUN_BIN)/speclet-dev --speclet $(RUN_BIN)/speclet --pod-manifest-path examples/pods -- $(RUN_ARGS)
 
 clean:
@@ -123,7 +128,7 @@ kube-binaries:
 # (one `speclet hollow` process; docs/operations.md).
 HOLLOW ?= 0
 cluster: deps kube-binaries
-	@mkdir -p $(RUN_BIN) && $(GO) build -o $(RUN_BIN)/speclet ./cmd/speclet && $(GO) build -o $(RUN_BIN)/speclet-cluster ./test/cluster/cmd/cluster
+	@mkdir -p $(RUN_BIN) && $(GO) build $(SPECLET_LDFLAGS) -o $(RUN_BIN)/speclet ./cmd/speclet && $(GO) build -o $(RUN_BIN)/speclet-cluster ./test/cluster/cmd/cluster
 	@$(RUN_BIN)/speclet-cluster --speclet $(RUN_BIN)/speclet --version $(KUBE_VERSION) --hollow $(HOLLOW) -- $(RUN_ARGS)
 
 # conformance runs the whole corpus of test/conformance/testdata/scenarios on

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -228,13 +227,6 @@ func (a *apiClient) start(ctx context.Context, o *runOptions, nd *nodeResources,
 	a.status.Store(st)
 	go st.Run(ctx)
 	log.Info("joining the API server", "node", o.nodeName, "node-ip", eng.NodeIP(), "kubeconfig", o.kubeconfig)
-}
-
-func specletVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
 }
 
 func secondsDuration(s int) time.Duration { return time.Duration(s) * time.Second }

@@ -462,6 +462,7 @@ func newLogger(o *runOptions, w io.Writer) *slog.Logger {
 func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 	log := newLogger(o, logw)
 	slog.SetDefault(log)
+	log.Info("speclet starting", "version", specletVersion())
 	if err := os.MkdirAll(o.rootDir, 0o755); err != nil {
 		hint := ""
 		if errors.Is(err, os.ErrPermission) && os.Geteuid() != 0 {
