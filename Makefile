@@ -7,6 +7,10 @@ TEST_TIMEOUT ?= 25m
 # Test artifacts (the web UI's screenshot) are kept here, outside the repository.
 ARTIFACTS ?= $(or $(TMPDIR),/tmp)/speclet-test-artifacts
 FUZZTIME ?= 10s
+# timed runs step $(1) of a recipe, the shell command $(2), and prints
+# "step <name>: <seconds> s" (", failed" when it failed) with its status, so
+# that a CI log says where the time of `make test` went.
+timed = s=$$(date +%s); ( $(2) ); rc=$$?; echo "step $(1): $$(( $$(date +%s) - s )) s$$( [ $$rc = 0 ] || echo ', failed')"; exit $$rc
 
 .PHONY: all deps generate check fmt vet layering fresh verify test unit bench docs run clean chaos soak conformance conformance-record cluster kube-binaries node-conformance node-conformance-binaries
 
@@ -20,9 +24,9 @@ deps:
 	if [ -z "$$missing" ]; then echo "deps: Debian packages present ($(DEB_PKGS))"; \
 	elif [ "$$(id -u)" != 0 ]; then echo "deps: missing Debian packages:$$missing — run as root to install them; tests that need them will skip"; \
 	else echo "deps: installing Debian packages:$$missing (apt-get)"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null && echo "deps: installed$$missing"; \
+	  s=$$(date +%s); apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null && echo "deps: installed$$missing ($$(( $$(date +%s) - s )) s)"; \
 	fi
-	@echo "deps: downloading Go modules (go mod download)"; $(GO) mod download
+	@echo "deps: downloading Go modules (go mod download)"; $(call timed,go mod download,$(GO) mod download)
 
 generate:
 	$(GO) generate ./...
@@ -32,10 +36,10 @@ fmt:
 	if [ -n "$$bad" ]; then echo "gofmt would change:"; echo "$$bad"; exit 1; fi; echo "fmt: ok"
 
 vet:
-	$(GO) vet ./...
+	@$(call timed,vet,$(GO) vet ./...)
 
 layering:
-	$(GO) test ./test -run 'TestLayering|TestPackageTable|TestReadPackageTable|TestEngineFileSize|TestLongFiles' -count=1
+	@$(call timed,layering,$(GO) test ./test -run 'TestLayering|TestPackageTable|TestReadPackageTable|TestEngineFileSize|TestLongFiles' -count=1)
 
 # fresh fails when `go generate ./...` changes or adds a file.
 fresh:
@@ -46,7 +50,7 @@ fresh:
 # verify explores every reachable state of a pod with 1..3 containers and
 # checks the invariants of spec/system.hcl; a violation prints its trace.
 verify:
-	$(GO) run ./cmd/speclet spec verify
+	@$(call timed,spec verify,$(GO) run ./cmd/speclet spec verify)
 
 check: fmt vet layering fresh verify
 
@@ -59,12 +63,12 @@ check: fmt vet layering fresh verify
 # tests, and fails when a row was never taken (engine/doc.go, # Tests).
 unit: kube-binaries node-conformance-binaries
 	@mkdir -p $(ARTIFACTS) && echo "unit: test artifacts (screenshots) go to $(ARTIFACTS)"
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -artifacts -outputdir $(ARTIFACTS) $$($(GO) list ./... | grep -v -e '/speclet/engine$$' -e '/speclet/engine/containerdtest$$' -e '/test/chaos$$')
-	suite=$$(mktemp -d) && trap 'rm -rf "$$suite"' EXIT && \
-	  (cd engine && SPECLET_ENGINE_SUITE=$$suite $(GO) test -count=1 -timeout $(TEST_TIMEOUT)) && \
-	  (cd engine/containerdtest && SPECLET_ENGINE_SUITE=$$suite $(GO) test -count=1 -timeout $(TEST_TIMEOUT))
-	$(GO) test -count=1 -timeout 15m ./test/chaos
-	$(GO) test ./spec -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
+	@$(call timed,packages,$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -artifacts -outputdir $(ARTIFACTS) $$($(GO) list ./... | grep -v -e '/speclet/engine$$' -e '/speclet/engine/containerdtest$$' -e '/test/chaos$$'))
+	@suite=$$(mktemp -d) && trap 'rm -rf "$$suite"' EXIT && \
+	  $(call timed,engine and engine/containerdtest,(cd engine && SPECLET_ENGINE_SUITE=$$suite $(GO) test -count=1 -timeout $(TEST_TIMEOUT)) && \
+	  (cd engine/containerdtest && SPECLET_ENGINE_SUITE=$$suite $(GO) test -count=1 -timeout $(TEST_TIMEOUT)))
+	@$(call timed,chaos,$(GO) test -count=1 -timeout 15m ./test/chaos)
+	@$(call timed,fuzz,$(GO) test ./spec -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME))
 
 test: deps check unit
 
