@@ -58,6 +58,7 @@ type runOptions struct {
 	resolvConf           string
 	rootDir              string
 	address              string
+	readOnlyAddress      string // "": see readOnlyAddr
 	readOnlyPort         int
 	enableProfiling      bool
 	syncFrequency        time.Duration
@@ -187,7 +188,8 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.DurationVar(&o.nodeStatusUpdate, "node-status-update-frequency", 10*time.Second, "how often the Node's status is computed; it is written only when it changed or --node-status-report-frequency passed")
 	fs.DurationVar(&o.nodeStatusReport, "node-status-report-frequency", 5*time.Minute, "how often an unchanged Node status is written anyway; default 5m, or --node-status-update-frequency when only that is set (kubelet's)")
 	fs.StringVar(&o.rootDir, "root-dir", "/var/lib/speclet", "directory for speclet's files")
-	fs.StringVar(&o.address, "address", "127.0.0.1", "IP address the read-only server and the kubelet API listen on")
+	fs.StringVar(&o.address, "address", "127.0.0.1", "IP address the kubelet API (--port) listens on, and the read-only server too without --kubeconfig (see --read-only-address)")
+	fs.StringVar(&o.readOnlyAddress, "read-only-address", "", "IP address the read-only server (--read-only-port: /pods with whole pod specs, /metrics, /debug/pods, no authentication) listens on; default: 127.0.0.1 with --kubeconfig (a node of a cluster does not serve it on --address, the address the API server reaches), --address without")
 	fs.IntVar(&o.port, "port", 10250, "port of the authenticated kubelet API over TLS (logs, exec, attach, port-forward); 0 disables it")
 	fs.StringVar(&o.tlsCertFile, "tls-cert-file", "", "serving certificate of the kubelet API (PEM); default: a self-signed one under --root-dir/pki")
 	fs.StringVar(&o.tlsPrivateKeyFile, "tls-private-key-file", "", "private key of --tls-cert-file")
@@ -248,6 +250,9 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	}
 	if net.ParseIP(o.address) == nil {
 		return nil, fmt.Errorf("--address: %q is not an IP address", o.address)
+	}
+	if o.readOnlyAddress != "" && net.ParseIP(o.readOnlyAddress) == nil {
+		return nil, fmt.Errorf("--read-only-address: %q is not an IP address", o.readOnlyAddress)
 	}
 	if o.kubeAPIQPS <= 0 {
 		return nil, fmt.Errorf("--kube-api-qps: %v: want a positive number", o.kubeAPIQPS)
@@ -457,6 +462,22 @@ func newLogger(o *runOptions, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, ho))
 }
 
+// readOnlyAddr is the address the read-only server listens on and the
+// flag that chose it: --read-only-address when given; else 127.0.0.1 for
+// a node of a cluster (--kubeconfig: its --address is the one the API
+// server and everyone on the network reach, and kubelet's configuration
+// file turns the read-only port off by default), --address for a
+// standalone node.
+func (o *runOptions) readOnlyAddr() (host, flag string) {
+	switch {
+	case o.readOnlyAddress != "":
+		return o.readOnlyAddress, "--read-only-address"
+	case o.kubeconfig != "":
+		return "127.0.0.1", "--read-only-address (default 127.0.0.1 with --kubeconfig)"
+	}
+	return o.address, "--address"
+}
+
 // runDaemon runs the node agent until ctx ends. It returns nil after a
 // clean stop; pods keep running, to be adopted by the next start.
 func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
@@ -546,11 +567,14 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 	}
 
 	var httpSrv *server.Server
-	if o.readOnlyPort != 0 {
-		addr := net.JoinHostPort(o.address, strconv.Itoa(o.readOnlyPort))
+	if o.readOnlyPort == 0 {
+		log.Info("read-only server off (--read-only-port 0)")
+	} else {
+		host, flag := o.readOnlyAddr()
+		addr := net.JoinHostPort(host, strconv.Itoa(o.readOnlyPort))
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
-			return fmt.Errorf("listen on %s (--address, --read-only-port): %w", addr, err)
+			return fmt.Errorf("listen on %s (%s, --read-only-port): %w", addr, flag, err)
 		}
 		httpSrv = server.New(l, readOnlyMux(o, eng, reg), server.DefaultLimits)
 		go func() {
@@ -562,7 +586,9 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 	}
 
 	var apiSrv *server.Server
-	if o.port != 0 {
+	if o.port == 0 {
+		log.Info("kubelet API off (--port 0)")
+	} else {
 		apiSrv, err = startKubeletAPI(ctx, o, eng, rt, reg, log)
 		if err != nil {
 			return err

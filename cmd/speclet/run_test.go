@@ -54,6 +54,27 @@ func TestRunFlagsParse(t *testing.T) {
 	}
 }
 
+// TestReadOnlyAddress: the read-only server of a node joined to a cluster
+// listens on 127.0.0.1, not on its --address; a standalone node's on
+// --address; --read-only-address chooses in both cases.
+func TestReadOnlyAddress(t *testing.T) {
+	for _, tc := range []struct{ args, want string }{
+		{"", "127.0.0.1"},
+		{"--address 0.0.0.0", "0.0.0.0"},
+		{"--address 10.1.2.3 --kubeconfig /k", "127.0.0.1"},
+		{"--address 10.1.2.3 --kubeconfig /k --read-only-address 10.1.2.3", "10.1.2.3"},
+		{"--address 0.0.0.0 --read-only-address ::1", "::1"},
+	} {
+		o, err := parseRunFlags(strings.Fields(tc.args), io.Discard)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		if got, _ := o.readOnlyAddr(); got != tc.want {
+			t.Errorf("%q: the read-only server listens on %s, want %s", tc.args, got, tc.want)
+		}
+	}
+}
+
 // TestRunFlagsContainerGC: --maximum-dead-containers reaches the engine's
 // policy (-1, the default: no node-wide limit), beside the per-container
 // limit and the minimum age.
@@ -149,6 +170,7 @@ func TestRunFlagErrorsNameTheFlag(t *testing.T) {
 		{"--node-name Bad_Name", "--node-name"},
 		{"--address localhost", `--address: "localhost" is not an IP address`},
 		{"--read-only-port 70000", "--read-only-port: 70000"},
+		{"--read-only-address ::1:10255", `--read-only-address: "::1:10255" is not an IP address`},
 		{"--port -1", "--port: -1"},
 		{"--container-log-max-size lots", `--container-log-max-size: "lots"`},
 		{"--container-log-max-size 0", "--container-log-max-size"},

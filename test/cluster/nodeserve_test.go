@@ -2,6 +2,16 @@ package cluster_test
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -11,10 +21,21 @@ import (
 	"github.com/speclet/speclet/test/cluster"
 )
 
+// nodeAddr is the node's address in TestNodeServes: a loopback address
+// other than 127.0.0.1, so that what listens on 127.0.0.1 only is told
+// apart from what listens on the node's address.
+const nodeAddr = "127.0.0.2"
+
 // TestNodeServes: what a node joined to a cluster (speclet --runtime=sim
-// under a real kube-apiserver) shows of itself: the version in its Node
-// status.
+// under a real kube-apiserver, with --address and --node-ip 127.0.0.2)
+// shows of itself: nothing to a caller without credentials on its address,
+// and the version in its Node status.
 func TestNodeServes(t *testing.T) {
+	if l, err := net.Listen("tcp", nodeAddr+":0"); err != nil {
+		t.Skipf("no loopback address %s: %v", nodeAddr, err)
+	} else {
+		l.Close()
+	}
 	c := cluster.ForTest(t, cluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -27,9 +48,71 @@ func TestNodeServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	const name = "node-serves"
-	c.NodeForTest(ctx, t, cluster.NodeOptions{Name: name, Bin: bin, Dir: t.TempDir()})
+	n := c.NodeForTest(ctx, t, cluster.NodeOptions{Name: name, Bin: bin, Dir: t.TempDir(),
+		Args: []string{"--address", nodeAddr, "--node-ip", nodeAddr}})
+	port := func(base string) string {
+		u, err := url.Parse(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u.Port()
+	}
+	roPort, apiPort := port(n.Base), port(n.API)
+	startLog := func() string {
+		b, err := os.ReadFile(n.LogPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
 
-	t.Run("kubeletVersion", func(t *testing.T) {
+	t.Run("ReadOnlyOffTheNodeAddress", func(t *testing.T) {
+		// n.Base (127.0.0.1) answered the harness's /healthz; the node's
+		// own address refuses the connection.
+		conn, err := net.DialTimeout("tcp", net.JoinHostPort(nodeAddr, roPort), 10*time.Second)
+		if err == nil {
+			conn.Close()
+			t.Errorf("the read-only port %s accepts connections on the node address %s, want refused", roPort, nodeAddr)
+		} else if !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("dial %s:%s: %v, want connection refused", nodeAddr, roPort, err)
+		}
+		log := startLog()
+		for _, want := range []string{
+			fmt.Sprintf(`msg="read-only server listening" addr=http://127.0.0.1:%s`, roPort),
+			fmt.Sprintf(`msg="kubelet API listening" addr=https://%s:%s`, nodeAddr, apiPort),
+		} {
+			if !strings.Contains(log, want) {
+				t.Errorf("the start log does not say %s:\n%s", want, n.LogTail(40))
+			}
+		}
+	})
+
+	t.Run("KubeletAPIWithoutCredentials", func(t *testing.T) {
+		client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+		base := "https://" + net.JoinHostPort(nodeAddr, apiPort)
+		for _, r := range []struct{ method, path string }{
+			{"GET", "/"}, {"GET", "/healthz"}, {"GET", "/pods"}, {"GET", "/metrics"}, {"GET", "/metrics/resource"},
+			{"GET", "/metrics/cadvisor"}, {"GET", "/stats/summary"}, {"GET", "/runningpods/"}, {"GET", "/configz"},
+			{"GET", "/debug/pods"}, {"GET", "/debug/pprof/"}, {"GET", "/logs/"}, {"GET", "/spec/graph"},
+			{"GET", "/containerLogs/default/any/main"}, {"POST", "/exec/default/any/main?command=id&stdout=1"},
+			{"POST", "/attach/default/any/main?stdout=1"}, {"POST", "/portForward/default/any"},
+			{"POST", "/run/default/any/main?cmd=id"}, {"HEAD", "/healthz"},
+		} {
+			req, _ := http.NewRequest(r.method, base+r.path, nil)
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Errorf("%s %s: %v", r.method, r.path, err)
+				continue
+			}
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
+				t.Errorf("%s %s without credentials: %d %q, want 401 or 403", r.method, r.path, resp.StatusCode, body)
+			}
+		}
+	})
+
+	t.Run("KubeletVersion", func(t *testing.T) {
 		var got string
 		for deadline := time.Now().Add(90 * time.Second); got == ""; time.Sleep(200 * time.Millisecond) {
 			if nd, err := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err == nil {
