@@ -60,6 +60,8 @@ type runOptions struct {
 	address              string
 	readOnlyAddress      string // "": see readOnlyAddr
 	readOnlyPort         int
+	healthzBindAddress   string
+	healthzPort          int
 	enableProfiling      bool
 	syncFrequency        time.Duration
 	crashLoopBackOffBase time.Duration
@@ -201,6 +203,8 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.DurationVar(&o.authorizedCacheTTL, "authorization-webhook-cache-authorized-ttl", kubeletapi.DefaultAuthorizedCacheTTL, "how long an allowing SubjectAccessReview answer is kept")
 	fs.DurationVar(&o.unauthorizedCacheTTL, "authorization-webhook-cache-unauthorized-ttl", kubeletapi.DefaultUnauthorizedCacheTTL, "how long a refusing SubjectAccessReview answer is kept")
 	fs.IntVar(&o.readOnlyPort, "read-only-port", 10255, "port of the read-only HTTP server (GET /pods, /healthz, /metrics); 0 disables it")
+	fs.StringVar(&o.healthzBindAddress, "healthz-bind-address", "127.0.0.1", "IP address the healthz server listens on (plain HTTP, GET and HEAD /healthz, no authentication)")
+	fs.IntVar(&o.healthzPort, "healthz-port", 10248, "port of the healthz server; 0 disables it. A port that is taken is logged and tried again every 5s (the node runs meanwhile)")
 	fs.BoolVar(&o.enableProfiling, "enable-profiling", false, "serve the Go runtime's profiles (net/http/pprof) under /debug/pprof/ on the read-only server; off by default, as that server has no authentication")
 	fs.DurationVar(&o.syncFrequency, "sync-frequency", engine.DefaultSyncFrequency, "maximum time between resyncs of a running pod")
 	fs.DurationVar(&o.crashLoopBackOffBase, "crashloop-backoff-base", engine.DefaultCrashLoopBackOffBase, "first CrashLoopBackOff delay; it doubles up to 300s")
@@ -357,6 +361,12 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	}
 	if o.readOnlyPort < 0 || o.readOnlyPort > 65535 {
 		return nil, fmt.Errorf("--read-only-port: %d: want 0..65535", o.readOnlyPort)
+	}
+	if net.ParseIP(o.healthzBindAddress) == nil {
+		return nil, fmt.Errorf("--healthz-bind-address: %q is not an IP address", o.healthzBindAddress)
+	}
+	if o.healthzPort < 0 || o.healthzPort > 65535 {
+		return nil, fmt.Errorf("--healthz-port: %d: want 0..65535", o.healthzPort)
 	}
 	if o.manifestURL != "" {
 		u, err := url.Parse(o.manifestURL)
@@ -599,6 +609,15 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 	defer cancel()
 	merger := config.NewMerger(log)
 	var wg sync.WaitGroup
+	if o.healthzPort == 0 {
+		log.Info("healthz server off (--healthz-port 0)")
+	} else {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			serveHealthz(runCtx, o, eng, log)
+		}()
+	}
 	if o.manifestPath != "" {
 		wg.Add(1)
 		go func() {

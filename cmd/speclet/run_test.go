@@ -32,7 +32,7 @@ func TestRunFlagsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.endpoint != "unix:///run/containerd/containerd.sock" || o.runtime != "remote" || o.rootDir != "/var/lib/speclet" ||
-		o.address != "127.0.0.1" || o.readOnlyPort != 10255 || o.syncFrequency != time.Minute ||
+		o.address != "127.0.0.1" || o.readOnlyPort != 10255 || o.healthzBindAddress != "127.0.0.1" || o.healthzPort != 10248 || o.syncFrequency != time.Minute ||
 		o.crashLoopBackOffBase != 10*time.Second || o.requestTimeout != 2*time.Minute || o.httpCheckFrequency != 20*time.Second {
 		t.Errorf("defaults = %+v, want kubelet's", *o)
 	}
@@ -171,6 +171,8 @@ func TestRunFlagErrorsNameTheFlag(t *testing.T) {
 		{"--address localhost", `--address: "localhost" is not an IP address`},
 		{"--read-only-port 70000", "--read-only-port: 70000"},
 		{"--read-only-address ::1:10255", `--read-only-address: "::1:10255" is not an IP address`},
+		{"--healthz-bind-address localhost", `--healthz-bind-address: "localhost" is not an IP address`},
+		{"--healthz-port 65536", "--healthz-port: 65536: want 0..65535"},
 		{"--port -1", "--port: -1"},
 		{"--container-log-max-size lots", `--container-log-max-size: "lots"`},
 		{"--container-log-max-size 0", "--container-log-max-size"},
@@ -279,7 +281,7 @@ func TestRunDaemonOnSim(t *testing.T) {
 	apiPort := harness.FreePort(t)
 	o, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", filepath.Join(dir, "root"), "--pod-manifest-path", manifests,
 		"--manifest-url", "http://" + ul.Addr().String() + "/pods", "--node-name", "n1", "--read-only-port", fmt.Sprint(port),
-		"--port", fmt.Sprint(apiPort), "--anonymous-auth", "--cri-audit-log", auditLog}, io.Discard)
+		"--healthz-port", "0", "--port", fmt.Sprint(apiPort), "--anonymous-auth", "--cri-audit-log", auditLog}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -484,7 +486,7 @@ func TestRunDaemonBadPort(t *testing.T) {
 	}
 	defer l.Close()
 	port := l.Addr().(*net.TCPAddr).Port
-	o, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", t.TempDir(), "--read-only-port", fmt.Sprint(port), "--port", "0"}, io.Discard)
+	o, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", t.TempDir(), "--read-only-port", fmt.Sprint(port), "--healthz-port", "0", "--port", "0"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -507,7 +509,7 @@ func TestRunDaemonKubeletAPI(t *testing.T) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	o, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", root, "--node-name", "n1", "--read-only-port", "0", "--port", fmt.Sprint(port)}, io.Discard)
+	o, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", root, "--node-name", "n1", "--read-only-port", "0", "--healthz-port", "0", "--port", fmt.Sprint(port)}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -574,7 +576,7 @@ func (s *syncBuffer) String() string {
 func TestRunDaemonRuntimeDown(t *testing.T) {
 	dir := t.TempDir()
 	o, err := parseRunFlags([]string{"--container-runtime-endpoint", "unix://" + filepath.Join(dir, "nothing.sock"),
-		"--root-dir", dir, "--read-only-port", "0", "--port", "0", "--runtime-wait", "1s"}, io.Discard)
+		"--root-dir", dir, "--read-only-port", "0", "--healthz-port", "0", "--port", "0", "--runtime-wait", "1s"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -608,7 +610,7 @@ func TestLogLevels(t *testing.T) {
 func TestRunDaemonRootDirLock(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "root")
 	port := harness.FreePort(t)
-	o, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", root, "--node-name", "n1", "--read-only-port", fmt.Sprint(port), "--port", "0"}, io.Discard)
+	o, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", root, "--node-name", "n1", "--read-only-port", fmt.Sprint(port), "--healthz-port", "0", "--port", "0"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -640,7 +642,7 @@ func TestRunDaemonRootDirLock(t *testing.T) {
 		before[s] = fi
 	}
 
-	o2, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", root, "--node-name", "n1", "--read-only-port", fmt.Sprint(harness.FreePort(t)), "--port", "0"}, io.Discard)
+	o2, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", root, "--node-name", "n1", "--read-only-port", fmt.Sprint(harness.FreePort(t)), "--healthz-port", "0", "--port", "0"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func TestWebUIInChromium(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	o, err := parseRunFlags([]string{"--runtime=sim", "--root-dir", filepath.Join(dir, "root"), "--pod-manifest-path", manifests,
-		"--node-name", "n1", "--read-only-port", fmt.Sprint(port), "--port", "0"}, io.Discard)
+		"--node-name", "n1", "--read-only-port", fmt.Sprint(port), "--healthz-port", "0", "--port", "0"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

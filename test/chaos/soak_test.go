@@ -56,7 +56,7 @@ func TestSoak(t *testing.T) {
 	logf, _ := os.Create(filepath.Join(tmp, "speclet.log"))
 	defer logf.Close()
 	cmd := exec.Command(bin, "run", "--runtime=sim", "--root-dir", filepath.Join(tmp, "root"), "--pod-manifest-path", manifests,
-		"--node-name", "soak", "--read-only-port", fmt.Sprint(port), "--port", "0", "--sync-frequency", "10s", "--crashloop-backoff-base", "1s",
+		"--node-name", "soak", "--read-only-port", fmt.Sprint(port), "--port", "0", "--healthz-port", "0", "--sync-frequency", "10s", "--crashloop-backoff-base", "1s",
 		"--max-pods", fmt.Sprint(*soakPods*2))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {

@@ -57,7 +57,9 @@ type Node struct {
 	// Base is the read-only server's URL (http://127.0.0.1:PORT).
 	Base string
 	// API is the kubelet API's URL (https://127.0.0.1:PORT).
-	API     string
+	API string
+	// Healthz is the healthz server's URL (http://127.0.0.1:PORT/healthz).
+	Healthz string
 	LogPath string
 	// Dir is NodeOptions.Dir: the root dir, manifests and log.
 	Dir string
@@ -89,9 +91,15 @@ func (c *Cluster) StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	// So does the healthz server (10248 by default).
+	healthzPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
 	n := &Node{
 		Name: o.Name, Manifests: filepath.Join(o.Dir, "manifests"), bin: o.Bin, Dir: o.Dir,
-		Base: fmt.Sprintf("http://127.0.0.1:%d", port), API: fmt.Sprintf("https://127.0.0.1:%d", apiPort), LogPath: filepath.Join(o.Dir, "speclet.log"),
+		Base: fmt.Sprintf("http://127.0.0.1:%d", port), API: fmt.Sprintf("https://127.0.0.1:%d", apiPort),
+		Healthz: fmt.Sprintf("http://127.0.0.1:%d/healthz", healthzPort), LogPath: filepath.Join(o.Dir, "speclet.log"),
 	}
 	c.watch(o.Dir)
 	if err := os.MkdirAll(n.Manifests, 0o755); err != nil {
@@ -110,6 +118,7 @@ func (c *Cluster) StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 		"--root-dir", filepath.Join(o.Dir, "root"),
 		"--read-only-port", strconv.Itoa(port),
 		"--port", strconv.Itoa(apiPort),
+		"--healthz-port", strconv.Itoa(healthzPort),
 		// kube-apiserver reaches the kubelet API (kubectl logs, exec,
 		// port-forward) with its --kubelet-client-certificate, signed by
 		// the cluster CA (O=system:masters); requests are authorized by

@@ -28,7 +28,8 @@ const nodeAddr = "127.0.0.2"
 
 // TestNodeServes: what a node joined to a cluster (speclet --runtime=sim
 // under a real kube-apiserver, with --address and --node-ip 127.0.0.2)
-// shows of itself: nothing to a caller without credentials on its address,
+// shows of itself: nothing to a caller without credentials on its address
+// (the read-only and healthz servers listen on 127.0.0.1),
 // and the version in its Node status.
 func TestNodeServes(t *testing.T) {
 	if l, err := net.Listen("tcp", nodeAddr+":0"); err != nil {
@@ -57,7 +58,7 @@ func TestNodeServes(t *testing.T) {
 		}
 		return u.Port()
 	}
-	roPort, apiPort := port(n.Base), port(n.API)
+	roPort, apiPort, healthzPort := port(n.Base), port(n.API), port(n.Healthz)
 	startLog := func() string {
 		b, err := os.ReadFile(n.LogPath)
 		if err != nil {
@@ -66,20 +67,33 @@ func TestNodeServes(t *testing.T) {
 		return string(b)
 	}
 
-	t.Run("ReadOnlyOffTheNodeAddress", func(t *testing.T) {
-		// n.Base (127.0.0.1) answered the harness's /healthz; the node's
-		// own address refuses the connection.
-		conn, err := net.DialTimeout("tcp", net.JoinHostPort(nodeAddr, roPort), 10*time.Second)
-		if err == nil {
-			conn.Close()
-			t.Errorf("the read-only port %s accepts connections on the node address %s, want refused", roPort, nodeAddr)
-		} else if !errors.Is(err, syscall.ECONNREFUSED) {
-			t.Errorf("dial %s:%s: %v, want connection refused", nodeAddr, roPort, err)
+	t.Run("ReadOnlyAndHealthzOffTheNodeAddress", func(t *testing.T) {
+		// n.Base (127.0.0.1) answered the harness's /healthz, n.Healthz
+		// answers too; the node's own address refuses both connections.
+		resp, err := http.Get(n.Healthz)
+		if err != nil {
+			t.Errorf("GET %s: %v", n.Healthz, err)
+		} else {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || string(body) != "ok" {
+				t.Errorf("GET %s: %d %q, want 200 ok", n.Healthz, resp.StatusCode, body)
+			}
+		}
+		for _, p := range []struct{ server, port string }{{"read-only", roPort}, {"healthz", healthzPort}} {
+			conn, err := net.DialTimeout("tcp", net.JoinHostPort(nodeAddr, p.port), 10*time.Second)
+			if err == nil {
+				conn.Close()
+				t.Errorf("the %s port %s accepts connections on the node address %s, want refused", p.server, p.port, nodeAddr)
+			} else if !errors.Is(err, syscall.ECONNREFUSED) {
+				t.Errorf("dial %s:%s (%s): %v, want connection refused", nodeAddr, p.port, p.server, err)
+			}
 		}
 		log := startLog()
 		for _, want := range []string{
 			fmt.Sprintf(`msg="read-only server listening" addr=http://127.0.0.1:%s`, roPort),
 			fmt.Sprintf(`msg="kubelet API listening" addr=https://%s:%s`, nodeAddr, apiPort),
+			fmt.Sprintf(`msg="healthz server listening" addr=http://127.0.0.1:%s/healthz`, healthzPort),
 		} {
 			if !strings.Contains(log, want) {
 				t.Errorf("the start log does not say %s:\n%s", want, n.LogTail(40))

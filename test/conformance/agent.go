@@ -108,7 +108,7 @@ func StartAgent(ctx context.Context, kind AgentKind, bin string, reg *harness.Re
 			"--root-dir", filepath.Join(dir, "root"),
 			"--node-name", NodeName,
 			"--file-check-frequency", "1s", // as kubelet's configuration (kubeletArgs)
-			"--read-only-port", fmt.Sprint(port), "--port", "0",
+			"--read-only-port", fmt.Sprint(port), "--port", "0", "--healthz-port", "0",
 			"--runtime-wait", "60s",
 			"-v", "4"}
 	default:

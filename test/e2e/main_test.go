@@ -250,7 +250,7 @@ func (d *daemon) start() error {
 		"--root-dir", d.rootDir,
 		"--node-name", nodeName,
 		"--node-ip", "127.0.0.1", // hostNetwork pods' probes without a host (grpc) stay on loopback
-		"--read-only-port", fmt.Sprint(d.port), "--port", strings.TrimPrefix(d.apiBase, "https://127.0.0.1:"), "--anonymous-auth",
+		"--read-only-port", fmt.Sprint(d.port), "--port", strings.TrimPrefix(d.apiBase, "https://127.0.0.1:"), "--anonymous-auth", "--healthz-port", "0",
 		"--sync-frequency", "10s",
 		"--crashloop-backoff-base", "1s",
 		"--image-pull-backoff-base", "1s",

@@ -46,7 +46,7 @@ func Start(bin, dir string, noFile int, args ...string) (*Daemon, error) {
 	}
 	d.Cmd = exec.Command(prlimit, append([]string{fmt.Sprintf("--nofile=%d:%d", noFile, noFile), bin, "run", "--runtime=sim",
 		"--root-dir", filepath.Join(dir, "root"), "--pod-manifest-path", d.Manifests, "--node-name", "flood",
-		"--address", "127.0.0.1", "--read-only-port", strconv.Itoa(ports[0]), "--port", strconv.Itoa(ports[1])}, args...)...)
+		"--address", "127.0.0.1", "--read-only-port", strconv.Itoa(ports[0]), "--port", strconv.Itoa(ports[1]), "--healthz-port", "0"}, args...)...)
 	d.Cmd.Stdout, d.Cmd.Stderr = logf, logf
 	d.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := d.Cmd.Start(); err != nil {
