@@ -10,7 +10,8 @@ import (
 
 // This file decides when the directories of pods that are gone are
 // removed (engine/poddirs removes them, as kubelet's cleanupOrphanedPodDirs
-// and its log GC do: <root>/pods/<uid>, <root>/logs/<namespace>_<name>_<uid>).
+// and its log GC do: <root>/pods/<uid>, <pod-logs-dir>/<namespace>_<name>_<uid>
+// and the links into it).
 // A pod's directories go when its worker is purged after the pod machine
 // finished (nothing of the pod is left in the runtime), so a pod declared
 // again with the same UID starts with fresh emptyDirs; and housekeeping
@@ -84,4 +85,6 @@ func (e *Engine) cleanupPodDirs() {
 }
 
 // podDirs is the directories of the pods under --root-dir (engine/poddirs).
-func (e *Engine) podDirs() poddirs.Dirs { return poddirs.Dirs{Root: e.cfg.RootDir, Log: e.log} }
+func (e *Engine) podDirs() poddirs.Dirs {
+	return poddirs.Dirs{Root: e.cfg.RootDir, LogsDir: e.cfg.PodLogsDir, LinksDir: e.cfg.ContainerLogLinksDir, Log: e.log}
+}

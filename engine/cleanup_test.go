@@ -44,12 +44,20 @@ func testPodDirectoriesCleanup(t *testing.T) {
 	data, keep := pod("data"), pod("keep")
 	h.send(config.PodUpdate{Op: config.OpAdd, Source: config.SourceFile, Pods: []*v1.Pod{data, keep}})
 	vol := volume.HostPath(root, data, &data.Spec.Volumes[0])
-	logs := podspec.LogDir(root, data)
+	logs := podspec.LogDir(filepath.Join(root, "logs"), data) // Config.PodLogsDir's default
 	keepVol := volume.HostPath(root, keep, &keep.Spec.Volumes[0])
 	if !exists(vol) || !exists(keepVol) {
 		t.Fatalf("emptyDirs %s, %s not created", vol, keepVol)
 	}
 	if err := os.MkdirAll(logs, 0o755); err != nil { // the runtime writes logs here
+		t.Fatal(err)
+	}
+	// the link a start made (Config.ContainerLogLinksDir's default)
+	link := podspec.LogLink(filepath.Join(root, "containers"), data.Namespace, data.Name, "main", "c0ffee00")
+	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(logs, "main", "0.log"), link); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(vol, "old"), []byte("from the first run"), 0o644); err != nil {
@@ -66,6 +74,9 @@ func testPodDirectoriesCleanup(t *testing.T) {
 	h.send(config.PodUpdate{Op: config.OpRemove, Source: config.SourceFile, Pods: []*v1.Pod{data}})
 	if !h.waitFor(time.Second, func() bool { return !exists(filepath.Join(root, "pods", "uid-data")) && !exists(logs) }) {
 		t.Fatalf("removed pod: %s or %s still there", filepath.Join(root, "pods", "uid-data"), logs)
+	}
+	if exists(link) {
+		t.Errorf("removed pod: its log link %s still there", link)
 	}
 	if !h.waitFor(time.Second, func() bool { return !exists(filepath.Join(root, "pods", "ghost")) && !exists(ghostLogs) }) {
 		t.Fatalf("directories of an unknown pod were not swept")

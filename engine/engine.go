@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -108,6 +109,12 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.RootDir == "" {
 		return nil, errors.New("engine: Config.RootDir is required")
+	}
+	if cfg.PodLogsDir == "" {
+		cfg.PodLogsDir = filepath.Join(cfg.RootDir, "logs")
+	}
+	if cfg.ContainerLogLinksDir == "" {
+		cfg.ContainerLogLinksDir = filepath.Join(cfg.RootDir, "containers")
 	}
 	positiveOr(&cfg.SyncFrequency, DefaultSyncFrequency)
 	positiveOr(&cfg.CrashLoopBackOffBase, DefaultCrashLoopBackOffBase)

@@ -32,7 +32,7 @@ func (e *Engine) workerHost() worker.Host {
 
 // podNode is the node as the pod-spec translation reads it (engine/podspec).
 func (e *Engine) podNode() podspec.Node {
-	return podspec.Node{RootDir: e.cfg.RootDir, MemoryCapacity: e.cfg.MemoryCapacity, Static: config.IsStatic,
+	return podspec.Node{RootDir: e.cfg.RootDir, PodLogsDir: e.cfg.PodLogsDir, LogLinksDir: e.cfg.ContainerLogLinksDir, MemoryCapacity: e.cfg.MemoryCapacity, Static: config.IsStatic,
 		Name: e.cfg.NodeName, IP: e.cfg.NodeIP, Allocatable: podAllocatable(e.cfg.Allocatable),
 		ClusterDNS: e.cfg.ClusterDNS, ClusterDomain: e.cfg.ClusterDomain, ResolvConf: e.cfg.ResolvConf,
 		Warn: func(pod *v1.Pod, reason, msg string) {

@@ -188,11 +188,11 @@ func (e *Engine) purgeFinished() {
 			continue
 		}
 		name := string(uid)
-		var logDirs []string // nil: found by listing <root>/logs
+		var logDirs []string // nil: found by listing Config.PodLogsDir
 		if pub != nil {
 			name = pub.Namespace + "/" + pub.Name
 			if pub.UID == uid {
-				logDirs = []string{podspec.LogDir(e.cfg.RootDir, pub)}
+				logDirs = []string{podspec.LogDir(e.cfg.PodLogsDir, pub)}
 			}
 		}
 		want := e.desired[uid]

@@ -30,9 +30,18 @@ var (
 
 // Config configures an Engine. Zero values get kubelet's defaults.
 type Config struct {
-	Runtime              cri.Runtime
-	NodeName             string
-	RootDir              string
+	Runtime  cri.Runtime
+	NodeName string
+	RootDir  string
+	// PodLogsDir holds each pod's log directory, the sandbox's
+	// LogDirectory (kubelet's podLogsDir; speclet run's --pod-logs-dir,
+	// /var/log/pods); "": <RootDir>/logs.
+	PodLogsDir string
+	// ContainerLogLinksDir holds the link kubelet makes in
+	// /var/log/containers to the log file of each container instance that
+	// started, where log shippers look (speclet run's
+	// --container-log-links-dir); "": <RootDir>/containers.
+	ContainerLogLinksDir string
 	SyncFrequency        time.Duration // default 1 min (jittered)
 	CrashLoopBackOffBase time.Duration // default 10 s; max 300 s (CrashLoopBackOffMax)
 	ImagePullBackOffBase time.Duration // default 10 s; max 300 s

@@ -12,6 +12,10 @@
 // CRI methods it may call, and its calls run under that handler's tag
 // (fsm.Handler.Tag) for the CRI audit. Unlike kubelet, rotated files are
 // not compressed.
+//
+// The same pass keeps the links log shippers tail (links.go): it links a
+// running container seen for the first time, and sweeps the links that
+// point at nothing, as kubelet's container GC does.
 package containerlogs
 
 import (
@@ -44,6 +48,15 @@ type Rotator struct {
 	MaxFiles int   // at least 2; kubelet's default 5
 	Log      *slog.Logger
 	Now      func() time.Time
+	// LinkOf is the path of the link to a container's log file where log
+	// shippers look ("": none for it), and LinksDir the directory of the
+	// links; nil or "": no links are kept. A pass links each running
+	// container it sees for the first time (one started before speclet
+	// restarted, whose link was removed meanwhile) and removes the links
+	// in LinksDir that point at nothing, but a running container's
+	// (SweepLinks).
+	LinkOf   func(c *runtimeapi.Container) string
+	LinksDir string
 
 	// paths is each running container's log path, by container ID, as
 	// ContainerStatus gave it: a container's log path never changes, so a
@@ -96,7 +109,17 @@ func (r *Rotator) RotateOnce(ctx context.Context) error {
 		return fmt.Errorf("list containers: %w", err)
 	}
 	paths := make(map[string]string, len(cs))
+	var running map[string]bool // the running containers' links
+	if r.LinkOf != nil {
+		running = make(map[string]bool, len(cs))
+	}
 	for _, c := range cs {
+		link := ""
+		if r.LinkOf != nil {
+			if link = r.LinkOf(c); link != "" {
+				running[link] = true
+			}
+		}
 		path, ok := r.paths[c.Id]
 		if !ok {
 			st, err := r.Runtime.ContainerStatus(ctx, c.Id)
@@ -104,6 +127,11 @@ func (r *Rotator) RotateOnce(ctx context.Context) error {
 				continue // asked again next pass
 			}
 			path = st.LogPath
+			if link != "" && path != "" {
+				if _, err := Link(link, path); err != nil {
+					r.log().Warn("container log link", "container", c.GetMetadata().GetName(), "id", c.Id, "log", path, "err", err)
+				}
+			}
 		}
 		paths[c.Id] = path
 		if path == "" {
@@ -114,6 +142,15 @@ func (r *Rotator) RotateOnce(ctx context.Context) error {
 		}
 	}
 	r.paths = paths
+	if r.LinkOf != nil && r.LinksDir != "" {
+		removed, err := SweepLinks(r.LinksDir, func(l string) bool { return running[l] })
+		for _, l := range removed {
+			r.log().Debug("removed a dead container log link", "link", l)
+		}
+		if err != nil {
+			r.log().Warn("container log links", "dir", r.LinksDir, "err", err)
+		}
+	}
 	return nil
 }
 

@@ -130,3 +130,59 @@ func TestRotateAsksLogPathOnce(t *testing.T) {
 	pass([]string{"c1", "c2", "c3"}, errors.New("no"), 4) // c3's status fails
 	pass([]string{"c1", "c2", "c3"}, nil, 5)              // and is asked again
 }
+
+// TestRotateKeepsLinks: a running container first seen (one that ran
+// before a restart) gets its missing link back; a link that points at
+// nothing goes, except a running container's (its file may be between
+// rename and reopen); rotation keeps the link reading the current file.
+func TestRotateKeepsLinks(t *testing.T) {
+	dir := t.TempDir()
+	links := filepath.Join(dir, "containers")
+	rt := &fakeRuntime{path: filepath.Join(dir, "pods", "ns_p_u", "app", "0.log"), ids: []string{"c1"}}
+	writeFile(t, rt.path, "0123456789abc")
+	linkOf := func(c *runtimeapi.Container) string { return filepath.Join(links, "p_ns_app-"+c.Id+".log") }
+	r := &Rotator{Runtime: rt, MaxSize: 10, MaxFiles: 3, LinkOf: linkOf, LinksDir: links}
+	dead := filepath.Join(links, "p_ns_app-c0dead.log")
+	if err := os.MkdirAll(links, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "pods", "gone", "0.log"), dead); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RotateOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(links, "p_ns_app-c1.log")
+	if got, err := os.Readlink(link); err != nil || got != rt.path {
+		t.Errorf("link of running c1: %q, %v; want it to point at %s", got, err, rt.path)
+	}
+	if _, err := os.Lstat(dead); !os.IsNotExist(err) {
+		t.Errorf("dead link kept: %v", err)
+	}
+	// rotated: the link reads the new, current file
+	if rt.reopened != 1 {
+		t.Fatalf("reopened %d times, want 1", rt.reopened)
+	}
+	writeFile(t, rt.path, "new\n")
+	if b, err := os.ReadFile(link); err != nil || string(b) != "new\n" {
+		t.Errorf("read through the link after rotation: %q, %v", b, err)
+	}
+	// a running container's link to a file that is not there is kept
+	if err := os.Remove(rt.path); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RotateOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(link); err != nil {
+		t.Errorf("running container's link removed: %v", err)
+	}
+	// once it no longer runs, its dangling link goes
+	rt.ids = []string{}
+	if err := r.RotateOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(link); !os.IsNotExist(err) {
+		t.Errorf("dangling link of a stopped container kept: %v", err)
+	}
+}

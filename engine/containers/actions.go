@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/engine/containerlogs"
 	"github.com/speclet/speclet/engine/handlers"
 	"github.com/speclet/speclet/engine/op"
 	"github.com/speclet/speclet/engine/podspec"
@@ -51,8 +53,10 @@ func (c *Container) CreateContainer() op.Op {
 				if err != nil {
 					return c.configFailed(err)
 				}
-				return op.CreateContainer(c.o.SandboxID(), cs.container, cs.sandbox, func(id string, err error) op.Op {
-					return c.madeInstance(rc, cs.container, id, err)
+				return c.makeLogDir(cs, func() op.Op {
+					return op.CreateContainer(c.o.SandboxID(), cs.container, cs.sandbox, func(id string, err error) op.Op {
+						return c.madeInstance(rc, cs, id, err)
+					})
 				})
 			})
 		})
@@ -64,6 +68,35 @@ func (c *Container) CreateContainer() op.Op {
 type createConfigs struct {
 	container *runtimeapi.ContainerConfig
 	sandbox   *runtimeapi.PodSandboxConfig
+}
+
+// logFile is the log file of an instance created from cs: the sandbox's
+// LogDirectory joined with the container's LogPath; "" without either.
+func (cs createConfigs) logFile() string {
+	dir, path := cs.sandbox.GetLogDirectory(), cs.container.GetLogPath()
+	if dir == "" || path == "" {
+		return ""
+	}
+	return filepath.Join(dir, path)
+}
+
+// makeLogDir makes the directory of the log file of the instance cs
+// creates (kubelet's BuildContainerLogsDirectory before CreateContainer),
+// also when the pod's log directory was removed while the pod runs, then
+// goes on with then. A directory that cannot be made is a
+// CreateContainerConfigError naming it.
+func (c *Container) makeLogDir(cs createConfigs, then func() op.Op) op.Op {
+	file := cs.logFile()
+	if file == "" {
+		return then()
+	}
+	dir := filepath.Dir(file)
+	return op.Do("MakeContainerLogDirectory", dir, func(context.Context) error { return podspec.EnsureDir(dir, 0o755) }, func(err error) op.Op {
+		if err != nil {
+			return c.configFailed(fmt.Errorf("create container log directory: %w", err))
+		}
+		return then()
+	})
 }
 
 // configFailed is kubelet's CreateContainerConfigError (a config that
@@ -82,10 +115,11 @@ func (c *Container) configFailed(err error) op.Op {
 }
 
 // madeInstance reads CreateContainer's reply for instance restartCount made
-// from cfg.
-func (c *Container) madeInstance(restartCount int32, cfg *runtimeapi.ContainerConfig, id string, err error) op.Op {
+// from cs.
+func (c *Container) madeInstance(restartCount int32, cs createConfigs, id string, err error) op.Op {
+	cfg := cs.container
 	if err == nil {
-		c.id, c.ids, c.restartCount = id, append(c.ids, id), restartCount
+		c.id, c.ids, c.restartCount, c.logFile = id, append(c.ids, id), restartCount, cs.logFile()
 		c.setCreated(id, c.o.Clock().Now())
 		c.runHash = cfg.Annotations[runtimepods.AnnotationContainerHash]
 		c.exitStatus = nil
@@ -120,8 +154,9 @@ func (c *Container) imageUser(then func(podspec.ImageUser, error) op.Op) op.Op {
 	})
 }
 
-// StartContainer starts the created instance, then runs its postStart hook;
-// raises started, start_failed or post_start_failed.
+// StartContainer starts the created instance, links its log file where log
+// shippers look, then runs its postStart hook; raises started, start_failed
+// or post_start_failed.
 func (c *Container) StartContainer() op.Op {
 	return op.StartContainer(c.id, func(err error) op.Op {
 		c.o.CountStart(err)
@@ -133,26 +168,51 @@ func (c *Container) StartContainer() op.Op {
 		}
 		c.startedAt = c.o.Clock().Now()
 		c.o.Event(v1.EventTypeNormal, "Started", "Started container %s", c.o.Name())
-		h := c.postStartHook()
-		if h == nil {
-			c.o.Raise(fsm.ContainerEventStarted)
-			return op.Done(nil)
+		return c.linkLog(c.postStart)
+	})
+}
+
+// linkLog links the started instance's log file where log shippers look
+// (kubelet's legacy log symlink after StartContainer), then goes on with
+// then. A link that cannot be made is logged: the container runs.
+func (c *Container) linkLog(then func() op.Op) op.Op {
+	link, file := c.o.LogLink(c.id), c.logFile
+	if link == "" || file == "" {
+		return then()
+	}
+	return op.Do("MakeLogLink", link, func(context.Context) error {
+		_, err := containerlogs.Link(link, file)
+		return err
+	}, func(err error) op.Op {
+		if err != nil {
+			c.o.Logger().Warn("Failed to create log link", "pod", c.o.Key(), "container", c.o.Name(), "link", link, "log", file, "err", err)
 		}
-		target := c.HookTarget()
-		return op.Do("PostStartHook", c.o.Name(), func(ctx context.Context) error { return target.Hook(ctx, "PostStart", h, 0) }, func(err error) op.Op {
-			if err != nil {
-				// kubelet: FailedPostStartHook; the machine stops the
-				// container and the restart policy decides
-				// (PostStartHookError).
-				c.o.Logger().Warn("FailedPostStartHook", "pod", c.o.Key(), "container", c.o.Name(), "err", err)
-				c.o.Event(v1.EventTypeWarning, "FailedPostStartHook", "PostStartHook failed: %v", err)
-				c.waitingReason, c.waitingMessage = ReasonPostStartHookError, err.Error()
-				c.o.Raise(fsm.ContainerEventPostStartFailed)
-				return op.Done(fmt.Errorf("start container %q: %w", c.o.Name(), err))
-			}
-			c.o.Raise(fsm.ContainerEventStarted)
-			return op.Done(nil)
-		})
+		return then()
+	})
+}
+
+// postStart runs the started instance's postStart hook, if any; raises
+// started or post_start_failed.
+func (c *Container) postStart() op.Op {
+	h := c.postStartHook()
+	if h == nil {
+		c.o.Raise(fsm.ContainerEventStarted)
+		return op.Done(nil)
+	}
+	target := c.HookTarget()
+	return op.Do("PostStartHook", c.o.Name(), func(ctx context.Context) error { return target.Hook(ctx, "PostStart", h, 0) }, func(err error) op.Op {
+		if err != nil {
+			// kubelet: FailedPostStartHook; the machine stops the
+			// container and the restart policy decides
+			// (PostStartHookError).
+			c.o.Logger().Warn("FailedPostStartHook", "pod", c.o.Key(), "container", c.o.Name(), "err", err)
+			c.o.Event(v1.EventTypeWarning, "FailedPostStartHook", "PostStartHook failed: %v", err)
+			c.waitingReason, c.waitingMessage = ReasonPostStartHookError, err.Error()
+			c.o.Raise(fsm.ContainerEventPostStartFailed)
+			return op.Done(fmt.Errorf("start container %q: %w", c.o.Name(), err))
+		}
+		c.o.Raise(fsm.ContainerEventStarted)
+		return op.Done(nil)
 	})
 }
 

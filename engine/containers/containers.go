@@ -124,6 +124,9 @@ type Owner interface {
 	GCPolicy() (maxPerContainer int, minAge time.Duration)
 	// Removed tells the PLEG that the engine removed instance id itself.
 	Removed(id string)
+	// LogLink is the path of the link to instance id's log file where log
+	// shippers look (podspec.LogLink); "": no links.
+	LogLink(id string) string
 }
 
 // Container is one container's runtime instances and the guards,
@@ -138,6 +141,7 @@ type Container struct {
 	created      []instanceTime // when instances of ids were created (container GC's minimum age), one entry per id at most
 	imageRef     string
 	runHash      string // spec hash the current instance was created from
+	logFile      string // the current instance's log file, when this run created it
 	restartCount int32
 	// probeKill: a failed probe killed the current instance with its own
 	// grace period, probeGrace seconds until probeDeadline; false: the

@@ -38,6 +38,7 @@ type fakeOwner struct {
 	raised                                []fsm.ContainerEvent
 	events                                []string
 	removed                               []string
+	linksDir                              string // podspec.Node.LogLinksDir; "": no links
 }
 
 func newFakeOwner() *fakeOwner {
@@ -83,6 +84,9 @@ func (o *fakeOwner) CountStart(error)              {}
 func (o *fakeOwner) SandboxID() string             { return o.sandboxID }
 func (o *fakeOwner) PodIP() string                 { return "" }
 func (o *fakeOwner) Removed(id string)             { o.removed = append(o.removed, id) }
+func (o *fakeOwner) LogLink(id string) string {
+	return podspec.LogLink(o.linksDir, o.pod.Namespace, o.pod.Name, o.spec.Name, id)
+}
 func (o *fakeOwner) GCPolicy() (int, time.Duration) {
 	return 1, 0
 }

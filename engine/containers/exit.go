@@ -156,6 +156,23 @@ func (c *Container) RemoveContainer() op.Op {
 	return c.removeFrom(&gcPass{now: c.o.Clock().Now(), excess: excess, minAge: minAge}, 0)
 }
 
+// unlinkLog removes the link to removed instance id's log file (kubelet's
+// removeContainerLog), then goes on with then. A failure is logged; the
+// log maintenance removes the link once it points at nothing
+// (containerlogs.SweepLinks).
+func (c *Container) unlinkLog(id string, then func() op.Op) op.Op {
+	link := c.o.LogLink(id)
+	if link == "" {
+		return then()
+	}
+	return op.Do("RemoveLogLink", link, func(context.Context) error { return containerlogs.Unlink(link) }, func(err error) op.Op {
+		if err != nil {
+			c.o.Logger().Warn("Failed to remove log link", "pod", c.o.Key(), "container", c.o.Name(), "link", link, "err", err)
+		}
+		return then()
+	})
+}
+
 // gcPass is where RemoveContainer's pass stands: when it began, how many
 // instances are still to go, those kept and the failures so far.
 type gcPass struct {
@@ -179,12 +196,12 @@ func (c *Container) removeFrom(pass *gcPass, i int) op.Op {
 		return op.RemoveContainer(id, func(err error) op.Op {
 			if err := cri.UnlessGone(err, fmt.Sprintf("remove container %q", c.o.Name())); err != nil {
 				pass.keep, pass.errs = append(pass.keep, id), append(pass.errs, err)
-			} else {
-				pass.excess--
-				c.forgetCreated(id)
-				c.o.Removed(id)
+				return c.removeFrom(pass, i+1)
 			}
-			return c.removeFrom(pass, i+1)
+			pass.excess--
+			c.forgetCreated(id)
+			c.o.Removed(id)
+			return c.unlinkLog(id, func() op.Op { return c.removeFrom(pass, i+1) })
 		})
 	}
 	c.ids = pass.keep

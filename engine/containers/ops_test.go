@@ -57,7 +57,9 @@ var (
 	ctrConfig = &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
 		Annotations: map[string]string{runtimepods.AnnotationContainerHash: "h1"}}
 	configs = createConfigs{ctrConfig, &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "web"}}}
-	exited  = func(code int32, msg string, mounts bool) *runtimeapi.ContainerStatus {
+	logged  = createConfigs{&runtimeapi.ContainerConfig{Metadata: ctrConfig.Metadata, Annotations: ctrConfig.Annotations, LogPath: "app/0.log"},
+		&runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "web"}, LogDirectory: "/var/log/pods/default_web_u"}}
+	exited = func(code int32, msg string, mounts bool) *runtimeapi.ContainerStatus {
 		st := &runtimeapi.ContainerStatus{Id: "c-1", State: runtimeapi.ContainerState_CONTAINER_EXITED, ExitCode: code, Reason: "Error", Message: msg}
 		if mounts {
 			st.Mounts = []*runtimeapi.Mount{{ContainerPath: "/dev/termination-log", HostPath: "/x"}}
@@ -109,6 +111,28 @@ func TestContainerActionsAsOperations(t *testing.T) {
 		{name: "create: CreateContainer fails", action: "create_container",
 			replies: []reply{{"RequestInputs", "app", nil, nil}, {"ContainerConfig", "app", configs, nil}, {"CreateContainer", " app", nil, errors.New("no space")}},
 			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventCreateFailed}, waiting: ReasonCreateContainer, failed: true}},
+		{name: "create: the container's log directory first", action: "create_container",
+			replies: []reply{{"RequestInputs", "app", nil, nil}, {"ContainerConfig", "app", logged, nil},
+				{"MakeContainerLogDirectory", "/var/log/pods/default_web_u/app", nil, nil}, {"CreateContainer", " app", "c-1", nil}},
+			want: ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventCreated}, id: "c-1", ids: []string{"c-1"}}},
+		{name: "create: the log directory cannot be made", action: "create_container",
+			replies: []reply{{"RequestInputs", "app", nil, nil}, {"ContainerConfig", "app", logged, nil},
+				{"MakeContainerLogDirectory", "/var/log/pods/default_web_u/app", nil, errors.New("mkdir /var/log/pods: read-only file system")}},
+			want: ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventCreateFailed}, waiting: ReasonCreateContainerConfig, failed: true}},
+		{name: "start: the log linked after the start", action: "start_container",
+			setup: func(c *Container, o *fakeOwner) {
+				withInstance(c, o)
+				o.linksDir, c.logFile = "/var/log/containers", "/var/log/pods/default_web_u/app/0.log"
+			},
+			replies: []reply{{"StartContainer", "c-1", nil, nil}, {"MakeLogLink", "/var/log/containers/web_default_app-c-1.log", nil, nil}},
+			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventStarted}, id: "c-1", ids: []string{"c-1"}}},
+		{name: "start: a link that cannot be made leaves the container started", action: "start_container",
+			setup: func(c *Container, o *fakeOwner) {
+				withInstance(c, o)
+				o.linksDir, c.logFile = "/var/log/containers", "/var/log/pods/default_web_u/app/0.log"
+			},
+			replies: []reply{{"StartContainer", "c-1", nil, nil}, {"MakeLogLink", "/var/log/containers/web_default_app-c-1.log", nil, errors.New("permission denied")}},
+			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventStarted}, id: "c-1", ids: []string{"c-1"}}},
 		{name: "start: started", action: "start_container", setup: withInstance,
 			replies: []reply{{"StartContainer", "c-1", nil, nil}},
 			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventStarted}, id: "c-1", ids: []string{"c-1"}}},
@@ -164,6 +188,13 @@ func TestContainerActionsAsOperations(t *testing.T) {
 			setup:   func(c *Container, o *fakeOwner) { c.id, c.ids = "c-2", []string{"c-0", "c-1", "c-2"} },
 			replies: []reply{{"RemoveContainer", "c-0", nil, nil}, {"RemoveContainer", "c-1", nil, errNotFound}},
 			want:    ctrWant{id: "c-2", ids: []string{"c-2"}}},
+		{name: "remove_container: each removed instance's log link goes with it", action: "remove_container",
+			setup: func(c *Container, o *fakeOwner) {
+				o.linksDir, c.id, c.ids = "/var/log/containers", "c-2", []string{"c-0", "c-1", "c-2"}
+			},
+			replies: []reply{{"RemoveContainer", "c-0", nil, nil}, {"RemoveLogLink", "/var/log/containers/web_default_app-c-0.log", nil, nil},
+				{"RemoveContainer", "c-1", nil, errors.New("busy")}},
+			want: ctrWant{id: "c-2", ids: []string{"c-1", "c-2"}, failed: true}},
 		{name: "remove_container: a failed removal keeps the instance", action: "remove_container",
 			setup:   func(c *Container, o *fakeOwner) { c.id, c.ids = "c-2", []string{"c-0", "c-1", "c-2"} },
 			replies: []reply{{"RemoveContainer", "c-0", nil, errors.New("busy")}, {"RemoveContainer", "c-1", nil, nil}},

@@ -1,12 +1,15 @@
 // Package poddirs owns the directories a pod has on the node, laid out as
 // kubelet lays them out: <root>/pods/<uid> (the pod's volumes, emptyDirs
-// among them) and <root>/logs/<namespace>_<name>_<uid> (its containers'
-// logs, the sandbox's LogDirectory). It removes them as kubelet's
+// among them) and <pod-logs-dir>/<namespace>_<name>_<uid> (its containers'
+// logs, the sandbox's LogDirectory), with the links to its log files in
+// the links directory (/var/log/containers). It removes them as kubelet's
 // cleanupOrphanedPodDirs and its log GC do; which pods are gone is the
 // caller's to say.
 package poddirs
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -18,19 +21,23 @@ import (
 	"github.com/speclet/speclet/engine/volume"
 )
 
-// Dirs is the directories of the pods under Root (--root-dir).
+// Dirs is the directories of the pods under Root (--root-dir) and
+// LogsDir (--pod-logs-dir; "": <Root>/logs), and the links to their log
+// files in LinksDir ("": none).
 type Dirs struct {
-	Root string
-	Log  *slog.Logger
+	Root     string
+	LogsDir  string
+	LinksDir string
+	Log      *slog.Logger
 }
 
 // Listing maps each UID that has a directory to the names of its log
-// directories under <root>/logs, in name order (none: only
+// directories in the pod logs directory, in name order (none: only
 // <root>/pods/<uid>).
 type Listing map[types.UID][]string
 
 // List lists the UIDs that have a directory under <root>/pods or a log
-// directory under <root>/logs. It reads the names of both directories
+// directory in the pod logs directory. It reads the names of both directories
 // only: the sweep runs every housekeeping pass over every pod's entry.
 func (d Dirs) List() Listing {
 	out := Listing(d.logDirNames())
@@ -48,8 +55,9 @@ func (d Dirs) List() Listing {
 }
 
 // Remove removes the directories of pod uid: <root>/pods/<uid> and its log
-// directories logDirs (nil: those of <root>/logs named for uid, found by
-// listing it, which costs a read of every pod's entry).
+// directories logDirs (nil: those of the pod logs directory named for uid,
+// found by listing it, which costs a read of every pod's entry), and the
+// links into them.
 func (d Dirs) Remove(uid types.UID, logDirs []string) {
 	if logDirs == nil {
 		logDirs = d.logDirPaths(d.logDirNames()[uid])
@@ -60,11 +68,21 @@ func (d Dirs) Remove(uid types.UID, logDirs []string) {
 // RemoveListed removes the directories of pod uid that l, a List, found.
 func (d Dirs) RemoveListed(l Listing, uid types.UID) { d.remove(uid, d.logDirPaths(l[uid])) }
 
-// remove removes <root>/pods/<uid> and the log directories logDirs. It
-// never removes through a mount that stayed under the pod's directory:
-// that directory stays, for the next sweep. A failure is logged, not
-// returned: the sweep tries again.
+// remove removes <root>/pods/<uid>, the log directories logDirs and the
+// links into them. It never removes through a mount that stayed under the
+// pod's directory: that directory stays, for the next sweep. A failure is
+// logged, not returned: the sweep tries again (a link left behind points
+// at nothing, and the log maintenance removes it: containerlogs.SweepLinks).
 func (d Dirs) remove(uid types.UID, logDirs []string) {
+	if d.LinksDir != "" && len(logDirs) > 0 {
+		removed, err := removeLinksInto(d.LinksDir, logDirs)
+		if err != nil {
+			d.Log.Warn("remove log links of a removed pod", "uid", uid, "dir", d.LinksDir, "err", err)
+		}
+		for _, l := range removed {
+			d.Log.Debug("removed log link of a removed pod", "uid", uid, "link", l)
+		}
+	}
 	paths := append([]string{filepath.Join(d.Root, "pods", string(uid))}, logDirs...)
 	if err := volume.UnmountAll(paths[0]); err != nil {
 		d.Log.Warn("unmount volumes of a removed pod", "uid", uid, "err", err)
@@ -82,7 +100,7 @@ func (d Dirs) remove(uid types.UID, logDirs []string) {
 	}
 }
 
-// logDirNames lists <root>/logs by the UID each directory is named for:
+// logDirNames lists the pod logs directory by the UID each directory is named for:
 // the names of each UID's directories, in name order.
 func (d Dirs) logDirNames() map[types.UID][]string {
 	names, err := readDirNames(d.logsDir())
@@ -103,7 +121,12 @@ func (d Dirs) logDirNames() map[types.UID][]string {
 	return out
 }
 
-func (d Dirs) logsDir() string { return filepath.Join(d.Root, "logs") }
+func (d Dirs) logsDir() string {
+	if d.LogsDir == "" {
+		return filepath.Join(d.Root, "logs")
+	}
+	return d.LogsDir
+}
 
 // logDirPaths returns the paths of the log directories names.
 func (d Dirs) logDirPaths(names []string) []string {
@@ -132,4 +155,53 @@ func logDirUID(name string) types.UID {
 		return ""
 	}
 	return types.UID(name[i+1:])
+}
+
+// removeLinksInto removes the symbolic links *.log in dir that point into
+// one of the directories logDirs (a removed pod's log directories), and
+// returns those it removed.
+func removeLinksInto(dir string, logDirs []string) ([]string, error) {
+	if dir == "" || len(logDirs) == 0 {
+		return nil, nil
+	}
+	f, err := os.Open(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("log links: %w", err)
+	}
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("log links: %w", err)
+	}
+	var removed []string
+	var errs []error
+	for _, n := range names {
+		if !strings.HasSuffix(n, ".log") {
+			continue
+		}
+		link := filepath.Join(dir, n)
+		target, err := os.Readlink(link)
+		if err != nil || !within(target, logDirs) {
+			continue
+		}
+		if err := os.Remove(link); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove log link: %w", err))
+			continue
+		}
+		removed = append(removed, link)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// within reports whether path lies under one of dirs.
+func within(path string, dirs []string) bool {
+	for _, d := range dirs {
+		if strings.HasPrefix(path, filepath.Clean(d)+string(filepath.Separator)) {
+			return true
+		}
+	}
+	return false
 }

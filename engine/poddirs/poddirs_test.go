@@ -94,3 +94,39 @@ func TestLogDirUID(t *testing.T) {
 		}
 	}
 }
+
+// With a pod logs directory of its own, List and Remove read it (not
+// <root>/logs), and removing a pod removes the links into its log
+// directories, not another pod's or anything else in the links directory.
+func TestRemoveLogsAndLinks(t *testing.T) {
+	d := dirs(t, "pods/u1", "var/pods/ns_a_u1/app", "var/pods/ns_b_u2/app", "logs/ns_x_u9")
+	d.LogsDir, d.LinksDir = filepath.Join(d.Root, "var/pods"), filepath.Join(d.Root, "var/containers")
+	if got, want := d.List(), (Listing{"u1": {"ns_a_u1"}, "u2": {"ns_b_u2"}}); !reflect.DeepEqual(got, want) {
+		t.Errorf("List() = %v, want %v", got, want)
+	}
+	if err := os.MkdirAll(d.LinksDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := func(name, target string) string {
+		p := filepath.Join(d.LinksDir, name)
+		if err := os.Symlink(target, p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	mine := link("a_ns_app-111111.log", filepath.Join(d.LogsDir, "ns_a_u1/app/0.log"))
+	mine2 := link("a_ns_app-222222.log", filepath.Join(d.LogsDir, "ns_a_u1/app/1.log"))
+	theirs := link("b_ns_app-333333.log", filepath.Join(d.LogsDir, "ns_b_u2/app/0.log"))
+	prefix := link("a_ns_app-444444.log", filepath.Join(d.LogsDir, "ns_a_u1x/app/0.log"))
+	d.Remove("u1", nil)
+	for _, p := range []string{mine, mine2, filepath.Join(d.LogsDir, "ns_a_u1"), filepath.Join(d.Root, "pods/u1")} {
+		if exists(p) {
+			t.Errorf("Remove(u1): %s still there", p)
+		}
+	}
+	for _, p := range []string{theirs, prefix, filepath.Join(d.LogsDir, "ns_b_u2"), filepath.Join(d.Root, "logs/ns_x_u9")} {
+		if !exists(p) {
+			t.Errorf("Remove(u1) removed %s", p)
+		}
+	}
+}

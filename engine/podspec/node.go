@@ -37,12 +37,27 @@ type Node struct {
 	// HostsPath is the node's hosts file, the base of a hostNetwork pod's
 	// /etc/hosts; "": /etc/hosts.
 	HostsPath string
+	// PodLogsDir holds each pod's log directory, the sandbox's
+	// LogDirectory (kubelet's podLogsDir, /var/log/pods); "":
+	// <RootDir>/logs.
+	PodLogsDir string
+	// LogLinksDir holds a link to each running container's log file, where
+	// log shippers look (kubelet's /var/log/containers); "": no links.
+	LogLinksDir string
 }
 
-// LogDir is the sandbox LogDirectory under root:
-// <root>/logs/<namespace>_<name>_<uid>.
-func LogDir(root string, pod *v1.Pod) string {
-	return filepath.Join(root, "logs", pod.Namespace+"_"+pod.Name+"_"+string(pod.UID))
+// LogsDir is the directory of the pods' log directories (PodLogsDir).
+func (n Node) LogsDir() string {
+	if n.PodLogsDir == "" {
+		return filepath.Join(n.RootDir, "logs")
+	}
+	return n.PodLogsDir
+}
+
+// LogDir is the sandbox LogDirectory of pod in podLogsDir:
+// <podLogsDir>/<namespace>_<name>_<uid>.
+func LogDir(podLogsDir string, pod *v1.Pod) string {
+	return filepath.Join(podLogsDir, pod.Namespace+"_"+pod.Name+"_"+string(pod.UID))
 }
 
 func (n Node) static(pod *v1.Pod) bool {

@@ -55,7 +55,7 @@ func Sandbox(n Node, r SandboxRequest) (*runtimeapi.PodSandboxConfig, error) {
 		},
 		Hostname:     hostname,
 		DnsConfig:    dns,
-		LogDirectory: LogDir(n.RootDir, pod),
+		LogDirectory: LogDir(n.LogsDir(), pod),
 		PortMappings: portMappings(pod),
 		Labels:       r.Labels,
 		Annotations:  r.Annotations,

@@ -46,6 +46,9 @@ func (c *ctrState) CountStart(err error)          { c.p.h.Metrics.ContainerStart
 func (c *ctrState) SandboxID() string             { return c.p.sandbox.ID() }
 func (c *ctrState) PodIP() string                 { return c.p.sandbox.PodIP() }
 func (c *ctrState) Removed(id string)             { c.p.h.PLEG.Forget(id) }
+func (c *ctrState) LogLink(id string) string {
+	return podspec.LogLink(c.p.h.Node.LogLinksDir, c.p.pod.Namespace, c.p.pod.Name, c.name, id)
+}
 
 func (c *ctrState) SandboxConfig() *runtimeapi.PodSandboxConfig { return c.p.sandbox.Config() }
 

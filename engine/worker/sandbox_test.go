@@ -21,7 +21,7 @@ func TestSandboxConfigRebuilt(t *testing.T) {
 	s.sandbox.adopt(&Adopted{Sandboxes: []*runtimeapi.PodSandbox{{Id: "sb-2", State: runtimeapi.PodSandboxState_SANDBOX_READY,
 		Metadata: &runtimeapi.PodSandboxMetadata{Attempt: 2}}}})
 	got := s.sandbox.Config()
-	if !proto.Equal(got, want) || got.LogDirectory != podspec.LogDir(h.RootDir, pod) {
+	if !proto.Equal(got, want) || got.LogDirectory != podspec.LogDir(h.Node.LogsDir(), pod) {
 		t.Errorf("rebuilt config %v, want %v", got, want)
 	}
 }
