@@ -599,7 +599,7 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 	if o.port == 0 {
 		log.Info("kubelet API off (--port 0)")
 	} else {
-		apiSrv, err = startKubeletAPI(ctx, o, eng, rt, reg, log)
+		apiSrv, err = startKubeletAPI(ctx, o, eng, rt, endpoint, reg, log)
 		if err != nil {
 			return err
 		}

@@ -2,7 +2,7 @@
 // serves on port 10250 and kube-apiserver calls for `kubectl logs`, `exec`,
 // `attach` and `port-forward`:
 //
-//	GET  /healthz, /metrics, /pods, /runningpods/
+//	GET  /healthz, /metrics, /pods, /runningpods/, /configz (Config.Configz)
 //	GET  /stats/summary, /metrics/resource
 //	GET  /containerLogs/{ns}/{pod}/{container}?follow&tailLines&limitBytes&sinceSeconds&sinceTime&timestamps&previous
 //	GET|POST /exec/{ns}/{pod}[/{uid}]/{container}?command=...&stdin&stdout&stderr&tty

@@ -70,8 +70,12 @@ type Config struct {
 	Anonymous  bool
 	Authorizer Authorizer
 	Gatherer   prometheus.Gatherer // /metrics; nil: no /metrics
-	Log        *slog.Logger
-	Now        func() time.Time
+	// Configz is the node's configuration as kubelet's /configz shows it,
+	// served as {"kubeletconfig": Configz} in JSON (a
+	// kubelet.config.k8s.io/v1beta1 KubeletConfiguration); nil: no /configz.
+	Configz any
+	Log     *slog.Logger
+	Now     func() time.Time
 }
 
 // API is the kubelet API of port 10250.
@@ -208,6 +212,11 @@ func (a *API) routes() {
 		m.Handle("GET /metrics", promhttp.HandlerFor(a.c.Gatherer, promhttp.HandlerOpts{}))
 	}
 	m.HandleFunc("GET /pods", a.pods)
+	if a.c.Configz != nil {
+		m.HandleFunc("GET /configz", func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, map[string]any{"kubeletconfig": a.c.Configz})
+		})
+	}
 	// The routes that call the runtime run under their handler's tag.
 	m.HandleFunc("GET /stats/summary", tagged(fsm.HandlerKubeletApiStatsSummary, a.statsSummary))
 	m.HandleFunc("GET /metrics/resource", tagged(fsm.HandlerKubeletApiMetricsResource, a.metricsResource))

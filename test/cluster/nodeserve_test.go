@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	kubeletconfig "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/speclet/speclet/test/cluster"
 )
@@ -29,7 +33,8 @@ const nodeAddr = "127.0.0.2"
 // TestNodeServes: what a node joined to a cluster (speclet --runtime=sim
 // under a real kube-apiserver, with --address and --node-ip 127.0.0.2)
 // shows of itself: nothing to a caller without credentials on its address
-// (the read-only and healthz servers listen on 127.0.0.1),
+// (the read-only and healthz servers listen on 127.0.0.1), its settings
+// on /configz through the API server as kubelet shows them,
 // and the version in its Node status.
 func TestNodeServes(t *testing.T) {
 	if l, err := net.Listen("tcp", nodeAddr+":0"); err != nil {
@@ -50,7 +55,11 @@ func TestNodeServes(t *testing.T) {
 	}
 	const name = "node-serves"
 	n := c.NodeForTest(ctx, t, cluster.NodeOptions{Name: name, Bin: bin, Dir: t.TempDir(),
-		Args: []string{"--address", nodeAddr, "--node-ip", nodeAddr}})
+		Args: []string{"--address", nodeAddr, "--node-ip", nodeAddr,
+			// settings /configz must show
+			"--max-pods", "37", "--cluster-domain", "cluster.test", "--cluster-dns", "10.96.0.10", "--sync-frequency", "17s",
+			"--image-gc-high-threshold", "90", "--container-log-max-files", "3", "--kube-api-qps", "40",
+			"--eviction-hard", "memory.available<50Mi,nodefs.available<5%", "--allowed-unsafe-sysctls", "kernel.msg*"}})
 	port := func(base string) string {
 		u, err := url.Parse(base)
 		if err != nil {
@@ -144,4 +153,90 @@ func TestNodeServes(t *testing.T) {
 			t.Errorf("status.nodeInfo.kubeletVersion %q: want 1.34.4 (the Kubernetes version speclet follows)", got)
 		}
 	})
+
+	t.Run("Configz", func(t *testing.T) {
+		// Decoded as the e2e_node suite decodes it, {"kubeletconfig":
+		// v1beta1.KubeletConfiguration}. The suite reads it through the API
+		// server's node proxy, which refuses loopback node addresses
+		// ("address not allowed"); so the request goes to the kubelet API
+		// directly with the admin's client certificate, authenticated by
+		// --client-ca-file and authorized by SubjectAccessReview as the
+		// proxied one would be.
+		rc, err := clientcmd.BuildConfigFromFlags("", c.AdminKubeconfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc.TLSClientConfig.CAData, rc.TLSClientConfig.CAFile = nil, ""
+		tc, err := rest.TLSConfigFor(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.InsecureSkipVerify = true // the node's self-signed serving certificate
+		client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
+		resp, err := client.Get("https://" + net.JoinHostPort(nodeAddr, apiPort) + "/configz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("GET /configz as the admin: %d %s %q, want 200 application/json", resp.StatusCode, resp.Header.Get("Content-Type"), raw)
+		}
+		var configz struct {
+			ComponentConfig kubeletconfig.KubeletConfiguration `json:"kubeletconfig"`
+		}
+		if err := json.Unmarshal(raw, &configz); err != nil {
+			t.Fatalf("decode /configz: %v\n%s", err, raw)
+		}
+		kc := configz.ComponentConfig
+		if kc.Kind != "KubeletConfiguration" || kc.APIVersion != "kubelet.config.k8s.io/v1beta1" {
+			t.Errorf("kind %q apiVersion %q, want KubeletConfiguration kubelet.config.k8s.io/v1beta1", kc.Kind, kc.APIVersion)
+		}
+		for _, c := range []struct {
+			field string
+			got   any
+			want  any
+		}{
+			{"staticPodPath", kc.StaticPodPath, n.Manifests},
+			{"address", kc.Address, nodeAddr},
+			{"port", fmt.Sprint(kc.Port), apiPort},
+			{"readOnlyPort", fmt.Sprint(kc.ReadOnlyPort), roPort},
+			{"healthzPort", fmt.Sprint(ptrValue(kc.HealthzPort)), healthzPort},
+			{"healthzBindAddress", kc.HealthzBindAddress, "127.0.0.1"},
+			{"maxPods", kc.MaxPods, int32(37)},
+			{"clusterDomain", kc.ClusterDomain, "cluster.test"},
+			{"clusterDNS", fmt.Sprint(kc.ClusterDNS), "[10.96.0.10]"},
+			{"syncFrequency", kc.SyncFrequency.Duration, 17 * time.Second},
+			{"fileCheckFrequency", kc.FileCheckFrequency.Duration, 20 * time.Second},
+			{"imageGCHighThresholdPercent", ptrValue(kc.ImageGCHighThresholdPercent), int32(90)},
+			{"imageGCLowThresholdPercent", ptrValue(kc.ImageGCLowThresholdPercent), int32(80)},
+			{"containerLogMaxFiles", ptrValue(kc.ContainerLogMaxFiles), int32(3)},
+			{"containerLogMaxSize", kc.ContainerLogMaxSize, "10Mi"},
+			{"kubeAPIQPS", ptrValue(kc.KubeAPIQPS), int32(40)},
+			{"evictionHard", fmt.Sprint(kc.EvictionHard), "map[memory.available:50Mi nodefs.available:5%]"},
+			{"allowedUnsafeSysctls", fmt.Sprint(kc.AllowedUnsafeSysctls), "[kernel.msg*]"},
+			{"authentication.x509.clientCAFile", kc.Authentication.X509.ClientCAFile != "", true},
+			{"authentication.webhook.enabled", ptrValue(kc.Authentication.Webhook.Enabled), true},
+			{"authentication.anonymous.enabled", ptrValue(kc.Authentication.Anonymous.Enabled), false},
+			{"authorization.mode", string(kc.Authorization.Mode), "Webhook"},
+			{"cgroupDriver", kc.CgroupDriver, "cgroupfs"},
+			{"cgroupsPerQOS", ptrValue(kc.CgroupsPerQOS), false}, // --runtime sim makes no cgroups
+		} {
+			if fmt.Sprint(c.got) != fmt.Sprint(c.want) {
+				t.Errorf("/configz %s = %v, want %v", c.field, c.got, c.want)
+			}
+		}
+		if kc.PodCIDR != "" || kc.ProviderID != "" {
+			t.Errorf("/configz shows settings speclet does not have: podCIDR %q providerID %q", kc.PodCIDR, kc.ProviderID)
+		}
+	})
+}
+
+// ptrValue is *p, or the zero value for nil.
+func ptrValue[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }
