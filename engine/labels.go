@@ -1,6 +1,9 @@
 package engine
 
 import (
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/engine/runtimepods"
 )
 
@@ -18,3 +21,17 @@ const (
 	AnnotationInitContainer = runtimepods.AnnotationInitContainer
 	AnnotationConfigSource  = runtimepods.AnnotationConfigSource
 )
+
+// LogLinkOf returns the path in linksDir of the link to container c's log
+// file that start_container makes (podspec.LogLink, named from c's
+// labels); "" for a container that is not speclet's. It is what the log
+// maintenance (containerlogs.Rotator.LinkOf) keeps the links by.
+func LogLinkOf(linksDir string) func(c *runtimeapi.Container) string {
+	return func(c *runtimeapi.Container) string {
+		l := c.GetLabels()
+		if l[LabelPodUID] == "" || l[LabelContainerName] == "" {
+			return ""
+		}
+		return podspec.LogLink(linksDir, l[LabelPodNamespace], l[LabelPodName], l[LabelContainerName], c.GetId())
+	}
+}

@@ -66,6 +66,8 @@ func newEngine(ctx context.Context, o *runOptions, a agent) (*engine.Engine, err
 		Runtime:              a.rt,
 		NodeName:             o.nodeName,
 		RootDir:              o.rootDir,
+		PodLogsDir:           o.podLogsDir,
+		ContainerLogLinksDir: o.containerLogLinksDir,
 		SyncFrequency:        o.syncFrequency,
 		CrashLoopBackOffBase: o.crashLoopBackOffBase,
 		ContainerGC:          o.containerGC(),

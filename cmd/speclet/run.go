@@ -107,6 +107,8 @@ type runOptions struct {
 	containerLogMaxSize  string
 	containerLogMaxFiles int
 	logMaxSizeBytes      int64
+	podLogsDir           string
+	containerLogLinksDir string
 }
 
 // ipList is a flag of IP addresses, repeatable and comma-separated.
@@ -218,6 +220,8 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.StringVar(&o.unsafeSysctls, "allowed-unsafe-sysctls", "", "comma-separated unsafe sysctls or patterns ending in * (kernel.msg*, net.core.somaxconn) pods may set besides the safe ones; a pod setting another is refused with SysctlForbidden")
 	fs.StringVar(&o.containerLogMaxSize, "container-log-max-size", "10Mi", "a running container's log file is rotated when it reaches this size (a quantity: 10Mi, 500Ki)")
 	fs.IntVar(&o.containerLogMaxFiles, "container-log-max-files", 5, "most log files kept per container, the current one included (at least 2)")
+	fs.StringVar(&o.podLogsDir, "pod-logs-dir", "/var/log/pods", "directory of the pods' container logs, <namespace>_<pod>_<uid>/<container>/<restart>.log (kubelet's podLogsDir); with --runtime=sim, default <root-dir>/logs")
+	fs.StringVar(&o.containerLogLinksDir, "container-log-links-dir", "/var/log/containers", "directory of the links <pod>_<namespace>_<container>-<id>.log to running containers' logs, which log shippers tail; with --runtime=sim, default <root-dir>/containers")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	o.node.flags(fs)
 	fs.DurationVar(&o.minContainerTTL, "minimum-container-ttl-duration", 0, "container GC: a dead container instance younger than this is kept")
@@ -358,6 +362,9 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	o.logMaxSizeBytes = q.Value()
 	if o.containerLogMaxFiles < 2 {
 		return nil, fmt.Errorf("--container-log-max-files: %d: want 2 or more", o.containerLogMaxFiles)
+	}
+	if err := o.checkLogDirs(fs); err != nil {
+		return nil, err
 	}
 	if o.readOnlyPort < 0 || o.readOnlyPort > 65535 {
 		return nil, fmt.Errorf("--read-only-port: %d: want 0..65535", o.readOnlyPort)
@@ -641,7 +648,8 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		rot := &containerlogs.Rotator{Runtime: rt, MaxSize: o.logMaxSizeBytes, MaxFiles: o.containerLogMaxFiles, Log: log}
+		rot := &containerlogs.Rotator{Runtime: rt, MaxSize: o.logMaxSizeBytes, MaxFiles: o.containerLogMaxFiles, Log: log,
+			LinkOf: engine.LogLinkOf(o.containerLogLinksDir), LinksDir: o.containerLogLinksDir}
 		rot.Run(runCtx, containerlogs.DefaultPeriod)
 	}()
 	if api != nil {
