@@ -110,6 +110,7 @@ func run(args []string, stderr io.Writer) int {
 		"--container-runtime-endpoint", c.Endpoint,
 		"--pod-manifest-path", manifestDir,
 		"--root-dir", rootDir,
+		"--pod-logs-dir", filepath.Join(rootDir, "logs"), "--container-log-links-dir", filepath.Join(rootDir, "containers"),
 		"--read-only-port", fmt.Sprint(*port),
 	}, fs.Args()...)...)
 	cmd.Stdout, cmd.Stderr = stderr, stderr

@@ -107,7 +107,8 @@ func (c *Cluster) StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 	}
 	runtimeArgs := []string{"--runtime", "sim"}
 	if o.Containerd != nil {
-		runtimeArgs = []string{"--container-runtime-endpoint", o.Containerd.Endpoint}
+		runtimeArgs = []string{"--container-runtime-endpoint", o.Containerd.Endpoint,
+			"--pod-logs-dir", filepath.Join(o.Dir, "root", "logs"), "--container-log-links-dir", filepath.Join(o.Dir, "root", "containers")}
 	}
 	n.args = append([]string{"run"}, runtimeArgs...)
 	n.args = append(append(n.args,

@@ -106,6 +106,7 @@ func StartAgent(ctx context.Context, kind AgentKind, bin string, reg *harness.Re
 			"--container-runtime-endpoint", c.Endpoint,
 			"--pod-manifest-path", a.Manifests,
 			"--root-dir", filepath.Join(dir, "root"),
+			"--pod-logs-dir", filepath.Join(dir, "root", "logs"), "--container-log-links-dir", filepath.Join(dir, "root", "containers"),
 			"--node-name", NodeName,
 			"--file-check-frequency", "1s", // as kubelet's configuration (kubeletArgs)
 			"--read-only-port", fmt.Sprint(port), "--port", "0", "--healthz-port", "0",

@@ -163,7 +163,12 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		case Speclet:
 			// kubelet's back-off (10 s doubling to 300 s) instead of the
 			// harness's 1 s: the suite measures restart delays.
-			args := append([]string{"--crashloop-backoff-base", "10s"}, o.SpecletArgs...)
+			// The node's logs where kubelet's are (the harness's default is
+			// under the node's directory): the suite's ContainerLogPath spec
+			// reads /var/log/containers and /var/log/pods through hostPath
+			// volumes, as it does on the kubelet nodes of the same run.
+			args := append([]string{"--crashloop-backoff-base", "10s",
+				"--pod-logs-dir", "/var/log/pods", "--container-log-links-dir", "/var/log/containers"}, o.SpecletArgs...)
 			n, err := c.StartNode(ctx, cluster.NodeOptions{Name: name, Bin: o.SpecletBin, Containerd: cd, Dir: dir, Args: args})
 			if err != nil {
 				return nil, fmt.Errorf("run %s: node %s: %w", o.Agent, name, err)
