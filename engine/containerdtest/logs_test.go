@@ -13,7 +13,6 @@ import (
 
 	"github.com/speclet/speclet/engine"
 	"github.com/speclet/speclet/engine/containerlogs"
-	"github.com/speclet/speclet/engine/podspec"
 )
 
 // criLine is a line of a log file in the CRI format: the time, the stream,
@@ -66,6 +65,7 @@ while [ ! -e /out/stop$n ]; do sleep 0.1; done; exit 1`), out, nil)
 		ContainerLogLinksDir: links, CrashLoopBackOffBase: time.Second}, p)
 	podDir := filepath.Join(podLogs, "default_logger_logger-uid")
 	idOf := func(cid string) string { _, id, _ := strings.Cut(cid, "://"); return id }
+	linkOf := func(id string) string { return filepath.Join(links, "logger_default_main-"+id+".log") } // kubelet's name
 
 	// instance restarts runs with ID id: its log and its link
 	checkInstance := func(restarts int, id string) {
@@ -78,10 +78,7 @@ while [ ! -e /out/stop$n ]; do sleep 0.1; done; exit 1`), out, nil)
 		if strings.Join(sortedPair(got), "|") != strings.Join(sortedPair(want), "|") {
 			t.Errorf("%s: lines %q, want %q", file, got, want)
 		}
-		link := podspec.LogLink(links, "default", "logger", "main", id)
-		if filepath.Base(link) != "logger_default_main-"+id+".log" {
-			t.Fatalf("link name %s", link)
-		}
+		link := linkOf(id)
 		target, err := os.Readlink(link)
 		if err != nil || target != file {
 			t.Errorf("link %s -> %q (%v), want -> %s", link, target, err, file)
@@ -105,7 +102,7 @@ while [ ! -e /out/stop$n ]; do sleep 0.1; done; exit 1`), out, nil)
 	// After a restart of speclet the log maintenance links a running
 	// container whose link went meanwhile; its rotation leaves the link
 	// reading the current file.
-	link1, file1 := podspec.LogLink(links, "default", "logger", "main", id1), filepath.Join(podDir, "main", "1.log")
+	link1, file1 := linkOf(id1), filepath.Join(podDir, "main", "1.log")
 	if err := os.Remove(link1); err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +136,7 @@ while [ ! -e /out/stop$n ]; do sleep 0.1; done; exit 1`), out, nil)
 	id2 := idOf(mainStatus(e, "logger").ContainerID)
 	checkInstance(2, id2)
 	// Container GC removed instance 0 at instance 1's death, and its link.
-	waitFor(t, ctx, "instance 0's link removed with it", gone(podspec.LogLink(links, "default", "logger", "main", id0)), e)
+	waitFor(t, ctx, "instance 0's link removed with it", gone(linkOf(id0)), e)
 
 	removePods(updates, p)
 	waitFor(t, ctx, "the pod's log directory and links removed", func() bool {
