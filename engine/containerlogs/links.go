@@ -57,6 +57,20 @@ func Unlink(link string) error {
 // away for a moment. It returns the links it removed; a directory that does
 // not exist has none. Nothing but dangling symbolic links is removed.
 func SweepLinks(dir string, keep func(link string) bool) ([]string, error) {
+	return RemoveLinks(dir, func(link, _ string) bool {
+		if keep != nil && keep(link) {
+			return false
+		}
+		_, err := os.Stat(link)
+		return errors.Is(err, os.ErrNotExist) // its file exists (or cannot be told): kept
+	})
+}
+
+// RemoveLinks removes the symbolic links *.log in dir (not the hidden ones
+// Link makes on the way) for which remove, given the link's path and its
+// target, reports true, and returns those it removed; a directory that
+// does not exist has none. Nothing but symbolic links is removed.
+func RemoveLinks(dir string, remove func(link, target string) bool) ([]string, error) {
 	f, err := os.Open(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -76,17 +90,12 @@ func SweepLinks(dir string, keep func(link string) bool) ([]string, error) {
 			continue
 		}
 		link := filepath.Join(dir, n)
-		if keep != nil && keep(link) {
-			continue
-		}
-		if _, err := os.Stat(link); !errors.Is(err, os.ErrNotExist) {
-			continue // its file exists (or cannot be told): kept
-		}
-		if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		target, err := os.Readlink(link) // fails for anything but a symbolic link
+		if err != nil || !remove(link, target) {
 			continue
 		}
 		if err := os.Remove(link); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("remove dead log link: %w", err))
+			errs = append(errs, fmt.Errorf("remove log link: %w", err))
 			continue
 		}
 		removed = append(removed, link)

@@ -8,8 +8,6 @@
 package poddirs
 
 import (
-	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -18,6 +16,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/speclet/speclet/engine/containerlogs"
 	"github.com/speclet/speclet/engine/volume"
 )
 
@@ -75,7 +74,7 @@ func (d Dirs) RemoveListed(l Listing, uid types.UID) { d.remove(uid, d.logDirPat
 // at nothing, and the log maintenance removes it: containerlogs.SweepLinks).
 func (d Dirs) remove(uid types.UID, logDirs []string) {
 	if d.LinksDir != "" && len(logDirs) > 0 {
-		removed, err := removeLinksInto(d.LinksDir, logDirs)
+		removed, err := containerlogs.RemoveLinks(d.LinksDir, func(_, target string) bool { return within(target, logDirs) })
 		if err != nil {
 			d.Log.Warn("remove log links of a removed pod", "uid", uid, "dir", d.LinksDir, "err", err)
 		}
@@ -155,45 +154,6 @@ func logDirUID(name string) types.UID {
 		return ""
 	}
 	return types.UID(name[i+1:])
-}
-
-// removeLinksInto removes the symbolic links *.log in dir that point into
-// one of the directories logDirs (a removed pod's log directories), and
-// returns those it removed.
-func removeLinksInto(dir string, logDirs []string) ([]string, error) {
-	if dir == "" || len(logDirs) == 0 {
-		return nil, nil
-	}
-	f, err := os.Open(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("log links: %w", err)
-	}
-	names, err := f.Readdirnames(-1)
-	f.Close()
-	if err != nil {
-		return nil, fmt.Errorf("log links: %w", err)
-	}
-	var removed []string
-	var errs []error
-	for _, n := range names {
-		if !strings.HasSuffix(n, ".log") {
-			continue
-		}
-		link := filepath.Join(dir, n)
-		target, err := os.Readlink(link)
-		if err != nil || !within(target, logDirs) {
-			continue
-		}
-		if err := os.Remove(link); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("remove log link: %w", err))
-			continue
-		}
-		removed = append(removed, link)
-	}
-	return removed, errors.Join(errs...)
 }
 
 // within reports whether path lies under one of dirs.
