@@ -34,6 +34,9 @@ type ContainerRequest struct {
 	// ServiceEnv are the service variables of the pod's namespace
 	// (kubelet's getServiceEnvVarMap), set where the container sets none.
 	ServiceEnv map[string]string
+	// Devices are what the device plugins allocated to the container;
+	// nil: none.
+	Devices *DeviceRun
 }
 
 // Container builds the CreateContainer config of r.Container. Errors name
@@ -78,7 +81,7 @@ func Container(n Node, r ContainerRequest) (*runtimeapi.ContainerConfig, error) 
 	if image == "" {
 		image = c.Image
 	}
-	return &runtimeapi.ContainerConfig{
+	cfg := &runtimeapi.ContainerConfig{
 		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(r.RestartCount)},
 		Image:       &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: c.Image},
 		Command:     command,
@@ -96,7 +99,9 @@ func Container(n Node, r ContainerRequest) (*runtimeapi.ContainerConfig, error) 
 			Resources:       containerResources(pod, c, n.MemoryCapacity, n.static(pod)),
 			SecurityContext: security,
 		},
-	}, nil
+	}
+	withDevices(cfg, r.Devices)
+	return cfg, nil
 }
 
 // containerNamespaces are the pod's namespaces (kubelet's namespacesForPod

@@ -1,0 +1,327 @@
+// Package devicemanager is kubelet's device-plugin manager
+// (pkg/kubelet/cm/devicemanager, API k8s.io/kubelet deviceplugin v1beta1):
+// the Registration server on `<root-dir>/device-plugins/kubelet.sock`,
+// one endpoint per registered resource (its options, its ListAndWatch
+// stream of devices and their health, GetPreferredAllocation, Allocate,
+// PreStartContainer), the extended resources it gives the Node's capacity
+// and allocatable, the allocation of devices to containers at admission
+// and their CRI devices, mounts, environment, annotations and CDI devices
+// at container creation, and kubelet's checkpoint
+// (`kubelet_internal_checkpoint`) that keeps the allocations of running
+// pods across a restart.
+//
+// A plugin's life: it registers (Register: API version, resource name,
+// endpoint socket in the same directory, dialled and asked its options);
+// its devices come and change health through ListAndWatch; when the stream
+// ends the plugin is gone and all its devices are unhealthy (allocatable
+// 0, capacity kept); after EndpointGracePeriod (kubelet's 5 min) without a
+// new registration the resource is removed (0 in the Node's capacity). A
+// plugin registering again replaces its endpoint. The registration socket
+// is made anew at each start (stale sockets of the directory are removed
+// first), which is how plugins learn to register again.
+package devicemanager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/speclet/speclet/engine/devicemanager/checkpoint"
+)
+
+// Defaults.
+const (
+	// SocketName is the registration socket's name in the directory.
+	SocketName = "kubelet.sock"
+	// EndpointGracePeriod is how long a gone plugin's resource keeps its
+	// capacity (kubelet's endpointStopGracePeriod).
+	EndpointGracePeriod = 5 * time.Minute
+	// MaxRegistrations is how many Register calls are handled at once;
+	// more are refused at once (ResourceExhausted), so a flood of
+	// registrations costs at most that many dials.
+	MaxRegistrations = 4
+	// MaxResources is how many resources may be registered.
+	MaxResources = 64
+)
+
+// Config configures a Manager.
+type Config struct {
+	// Dir is the device-plugins directory (`<root-dir>/device-plugins`).
+	Dir string
+	// Changed is told when a resource's devices or health change; it
+	// must not block. nil: nobody is told.
+	Changed func()
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	Log *slog.Logger
+}
+
+// Manager is the device-plugin manager of one node. Its methods are safe
+// for concurrent use.
+type Manager struct {
+	cfg    Config
+	log    *slog.Logger
+	sem    chan struct{}
+	server *grpc.Server
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	endpoints map[string]*endpoint
+	devices   map[string]map[string]*pluginapi.Device // the last list of each resource's plugin
+	healthy   map[string]map[string]bool
+	unhealthy map[string]map[string]bool
+	removed   map[string]bool // resources past their grace: 0 in the Node's status
+	pods      podDevices
+	pending   map[string]map[string]bool // resource -> devices an Allocate call is out for
+	reuse     map[string]map[string]bool // resource -> devices of the admitted pod's init containers
+	reuseUID  string
+}
+
+// New returns a manager of cfg.Dir; Start serves it.
+func New(cfg Config) *Manager {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &Manager{
+		cfg: cfg, log: cfg.Log.With("component", "devicemanager"),
+		sem:       make(chan struct{}, MaxRegistrations),
+		endpoints: map[string]*endpoint{},
+		devices:   map[string]map[string]*pluginapi.Device{},
+		healthy:   map[string]map[string]bool{},
+		unhealthy: map[string]map[string]bool{},
+		removed:   map[string]bool{},
+		pods:      podDevices{},
+	}
+}
+
+// SocketPath is the registration socket.
+func (m *Manager) SocketPath() string { return filepath.Join(m.cfg.Dir, SocketName) }
+
+// Start makes the directory, removes the sockets left in it, reads the
+// checkpoint (a missing one is a first start; a corrupt one is logged and
+// the allocations start empty, as under kubelet) and serves the
+// Registration service on the socket until Stop.
+func (m *Manager) Start() error {
+	if err := os.MkdirAll(m.cfg.Dir, 0o750); err != nil {
+		return fmt.Errorf("create device plugin directory: %w", err)
+	}
+	if err := m.cleanup(); err != nil {
+		return err
+	}
+	if err := m.readCheckpoint(); err != nil {
+		m.log.Error("device allocations may not be up to date", "err", err)
+	}
+	l, err := net.Listen("unix", m.SocketPath())
+	if err != nil {
+		return fmt.Errorf("listen on device plugin registration socket: %w", err)
+	}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.server = grpc.NewServer()
+	pluginapi.RegisterRegistrationServer(m.server, registration{m: m})
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		if err := m.server.Serve(l); err != nil {
+			m.log.Error("device plugin registration server stopped", "socket", m.SocketPath(), "err", err)
+		}
+	}()
+	m.log.Info("device plugin registration server listening", "socket", m.SocketPath(), "version", pluginapi.Version)
+	return nil
+}
+
+// Stop stops the server and disconnects every plugin; the checkpoint
+// stays for the next start. It may be called more than once.
+func (m *Manager) Stop() {
+	if m.server == nil {
+		return
+	}
+	m.server.Stop()
+	m.cancel()
+	m.mu.Lock()
+	for _, e := range m.endpoints {
+		e.close()
+	}
+	m.mu.Unlock()
+	m.wg.Wait()
+	m.server = nil
+}
+
+// cleanup removes the sockets of the directory but the checkpoint (kubelet's
+// CleanupPluginDirectory): plugins watching it register again.
+func (m *Manager) cleanup() error {
+	entries, err := os.ReadDir(m.cfg.Dir)
+	if err != nil {
+		return fmt.Errorf("read device plugin directory: %w", err)
+	}
+	var errs []error
+	for _, e := range entries {
+		if e.Name() == checkpoint.FileName || e.Type()&os.ModeSocket == 0 {
+			continue
+		}
+		if err := os.Remove(filepath.Join(m.cfg.Dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("clean device plugin directory: %w", err)
+	}
+	return nil
+}
+
+// connected installs e as its resource's endpoint (a plugin registering
+// again replaces its earlier one) and reads its devices until its stream
+// ends; then, if it is still the resource's endpoint, the plugin is gone.
+func (m *Manager) connected(e *endpoint) {
+	m.mu.Lock()
+	if old := m.endpoints[e.resource]; old != nil {
+		old.close()
+	}
+	m.endpoints[e.resource] = e
+	delete(m.removed, e.resource)
+	if m.healthy[e.resource] == nil {
+		m.healthy[e.resource], m.unhealthy[e.resource] = map[string]bool{}, map[string]bool{}
+	}
+	m.mu.Unlock()
+	m.log.Info("device plugin registered", "resource", e.resource, "endpoint", e.socket,
+		"preStartRequired", e.opts.GetPreStartRequired(), "getPreferredAllocationAvailable", e.opts.GetGetPreferredAllocationAvailable())
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		err := e.run(m.ctx, func(devs []*pluginapi.Device) { m.updateDevices(e, devs) })
+		e.close()
+		m.mu.Lock()
+		current := m.endpoints[e.resource] == e
+		if current {
+			e.stop(m.cfg.Now())
+			m.markUnhealthy(e.resource)
+		}
+		m.mu.Unlock()
+		if current {
+			m.log.Warn("device plugin gone: its devices are unhealthy", "resource", e.resource, "err", err)
+			m.writeCheckpoint()
+			m.changed()
+		}
+	}()
+}
+
+// updateDevices takes a ListAndWatch reply of e: the resource's devices
+// and their health (kubelet's genericDeviceUpdateCallback).
+func (m *Manager) updateDevices(e *endpoint, devs []*pluginapi.Device) {
+	m.mu.Lock()
+	if m.endpoints[e.resource] != e {
+		m.mu.Unlock()
+		return
+	}
+	all, healthy, unhealthy := map[string]*pluginapi.Device{}, map[string]bool{}, map[string]bool{}
+	for _, d := range devs {
+		if d == nil || d.ID == "" {
+			continue
+		}
+		all[d.ID] = d
+		if d.Health == pluginapi.Healthy {
+			healthy[d.ID] = true
+		} else {
+			unhealthy[d.ID] = true
+		}
+	}
+	m.devices[e.resource], m.healthy[e.resource], m.unhealthy[e.resource] = all, healthy, unhealthy
+	m.mu.Unlock()
+	m.log.Info("device plugin devices", "resource", e.resource, "total", len(all), "healthy", len(healthy))
+	m.writeCheckpoint()
+	m.changed()
+}
+
+// markUnhealthy makes every device of resource unhealthy; m.mu is held.
+func (m *Manager) markUnhealthy(resource string) {
+	if m.unhealthy[resource] == nil {
+		m.unhealthy[resource] = map[string]bool{}
+	}
+	for id := range m.healthy[resource] {
+		m.unhealthy[resource][id] = true
+	}
+	m.healthy[resource] = map[string]bool{}
+}
+
+func (m *Manager) changed() {
+	if m.cfg.Changed != nil {
+		m.cfg.Changed()
+	}
+}
+
+// Capacity is what the device plugins give the Node's status (kubelet's
+// GetCapacity): per resource, every device in capacity and the healthy
+// ones in allocatable; a resource whose plugin is gone keeps its capacity
+// (allocatable 0) until EndpointGracePeriod has passed, then is removed,
+// and reported 0 in both.
+func (m *Manager) Capacity() (capacity, allocatable v1.ResourceList) {
+	capacity, allocatable = v1.ResourceList{}, v1.ResourceList{}
+	now := m.cfg.Now()
+	expired := false
+	m.mu.Lock()
+	for r := range m.resourcesLocked() {
+		e := m.endpoints[r]
+		if e == nil || (!e.stoppedAt().IsZero() && now.Sub(e.stoppedAt()) > EndpointGracePeriod) {
+			delete(m.endpoints, r)
+			delete(m.healthy, r)
+			delete(m.unhealthy, r)
+			delete(m.devices, r)
+			m.removed[r] = true
+			expired = true
+			continue
+		}
+		h, u := len(m.healthy[r]), len(m.unhealthy[r])
+		capacity[v1.ResourceName(r)] = *resource.NewQuantity(int64(h+u), resource.DecimalSI)
+		allocatable[v1.ResourceName(r)] = *resource.NewQuantity(int64(h), resource.DecimalSI)
+	}
+	for r := range m.removed {
+		capacity[v1.ResourceName(r)] = *resource.NewQuantity(0, resource.DecimalSI)
+		allocatable[v1.ResourceName(r)] = *resource.NewQuantity(0, resource.DecimalSI)
+	}
+	m.mu.Unlock()
+	if expired {
+		m.writeCheckpoint()
+	}
+	return capacity, allocatable
+}
+
+// resourcesLocked are the resources known (registered now, or from the
+// checkpoint and not yet past their grace); m.mu is held.
+func (m *Manager) resourcesLocked() map[string]bool {
+	out := map[string]bool{}
+	for r := range m.healthy {
+		out[r] = true
+	}
+	for r := range m.unhealthy {
+		out[r] = true
+	}
+	return out
+}
+
+// Resources are the resource names of the device plugins known, sorted.
+func (m *Manager) Resources() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for r := range m.resourcesLocked() {
+		out = append(out, r)
+	}
+	sort.Strings(out)
+	return out
+}
