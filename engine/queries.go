@@ -39,6 +39,33 @@ func (e *Engine) Pods() []*v1.Pod {
 	return out
 }
 
+// ActivePods returns copies of the pods Pods lists that are still active,
+// as kubelet's GetActivePods filters its pod manager's (what its
+// pod-resources List answers): without those admission refused and those
+// whose pod machine stopped (terminated, finished). A pod in a terminal
+// phase is active while it is still being stopped.
+func (e *Engine) ActivePods() []*v1.Pod {
+	e.mu.RLock()
+	ws := make([]*worker.Worker, 0, len(e.workers))
+	for uid, w := range e.workers {
+		if e.desired[uid] != nil && w.Refusal() == nil {
+			ws = append(ws, w)
+		}
+	}
+	e.mu.RUnlock()
+	out := make([]*v1.Pod, 0, len(ws))
+	for _, w := range ws {
+		if w.Orphan() {
+			continue
+		}
+		if st, p := w.Published(); p != nil && !worker.Stopped(st) {
+			out = append(out, p.DeepCopy())
+		}
+	}
+	config.SortPods(out)
+	return out
+}
+
 // Pod is the declared pod uid with its current status, as Pods lists it;
 // nil when it is not declared (marked for deletion, gone, an orphan) or
 // has published nothing yet.

@@ -583,6 +583,13 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		return err
 	}
 
+	// no device-plugin manager yet: no devices
+	prSrv, err := startPodResources(o, eng, nil, reg, log)
+	if err != nil {
+		return err
+	}
+	defer prSrv.Stop(5 * time.Second)
+
 	var httpSrv *server.Server
 	if o.readOnlyPort == 0 {
 		log.Info("read-only server off (--read-only-port 0)")

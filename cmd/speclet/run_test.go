@@ -312,6 +312,7 @@ func TestRunDaemonOnSim(t *testing.T) {
 	if body, err := httpGet(base + "/healthz"); err != nil || string(body) != "ok" {
 		t.Errorf("GET /healthz = %q, %v; want ok", body, err)
 	}
+	checkPodResources(t, o.rootDir, "default", "web-n1", "main")
 	// The kubelet API calls the runtime the engine calls (the audit log
 	// below shows its calls).
 	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
@@ -398,6 +399,9 @@ func TestRunDaemonOnSim(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("runDaemon did not return within 30s of cancel")
+	}
+	if _, err := os.Lstat(filepath.Join(o.rootDir, "pod-resources", "kubelet.sock")); !os.IsNotExist(err) {
+		t.Errorf("the pod-resources socket after the stop: %v, want it removed", err)
 	}
 	if !strings.Contains(logs.String(), "the simulated runtime stops with it and its pods are gone") {
 		t.Errorf("log does not say the simulated runtime's pods are gone:\n%s", logs.String())
