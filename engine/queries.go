@@ -42,8 +42,10 @@ func (e *Engine) Pods() []*v1.Pod {
 // ActivePods returns copies of the pods Pods lists that are still active,
 // as kubelet's GetActivePods filters its pod manager's (what its
 // pod-resources List answers): without those admission refused and those
-// whose pod machine stopped (terminated, finished). A pod in a terminal
-// phase is active while it is still being stopped.
+// whose pod worker is done with them (pod machine completed, terminated,
+// finished: kubelet's IsPodKnownTerminated). A pod in a terminal phase is
+// active while its containers are still being stopped (completing,
+// terminating: kubelet's IsPodTerminationRequested).
 func (e *Engine) ActivePods() []*v1.Pod {
 	e.mu.RLock()
 	ws := make([]*worker.Worker, 0, len(e.workers))
@@ -58,7 +60,7 @@ func (e *Engine) ActivePods() []*v1.Pod {
 		if w.Orphan() {
 			continue
 		}
-		if st, p := w.Published(); p != nil && !worker.Stopped(st) {
+		if st, p := w.Published(); p != nil && !worker.Stopped(st) && st != fsm.PodStateCompleted {
 			out = append(out, p.DeepCopy())
 		}
 	}
