@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	logsapi "k8s.io/component-base/logs/api/v1"
 	kubeletconfig "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/ptr"
 
@@ -36,6 +37,7 @@ func (o *runOptions) kubeletConfig(endpoint string) *kubeletconfig.KubeletConfig
 
 		EnableServer:            ptr.To(o.port != 0),
 		StaticPodPath:           o.manifestPath,
+		PodLogsDir:              o.podLogsDir,
 		SyncFrequency:           d(o.syncFrequency),
 		FileCheckFrequency:      d(o.fileCheckFrequency),
 		HTTPCheckFrequency:      d(o.httpCheckFrequency),
@@ -93,6 +95,10 @@ func (o *runOptions) kubeletConfig(endpoint string) *kubeletconfig.KubeletConfig
 
 		AllowedUnsafeSysctls: splitList(o.unsafeSysctls),
 	}
+	// --log-format (text, json: kubelet's format names) and -v; of the
+	// logging configuration nothing else is a setting of speclet's
+	c.Logging.Format = o.logFormat
+	c.Logging.Verbosity = logsapi.VerbosityLevel(o.verbosity)
 	c.Authentication.X509.ClientCAFile = o.clientCAFile
 	// bearer tokens are reviewed (TokenReview) with --kubeconfig only
 	c.Authentication.Webhook.Enabled = ptr.To(o.kubeconfig != "")
@@ -106,7 +112,7 @@ func (o *runOptions) kubeletConfig(endpoint string) *kubeletconfig.KubeletConfig
 
 // unsetFields are the fields of KubeletConfiguration that its JSON
 // encoding always writes (no omitempty) and speclet has no setting for.
-var unsetFields = []string{"logging", "streamingConnectionIdleTimeout", "imageMaximumGCAge", "volumeStatsAggPeriod",
+var unsetFields = []string{"streamingConnectionIdleTimeout", "imageMaximumGCAge", "volumeStatsAggPeriod",
 	"cpuManagerReconcilePeriod", "shutdownGracePeriod", "shutdownGracePeriodCriticalPods", "memorySwap", "crashLoopBackOff"}
 
 // configz is kubeletConfig as /configz serves it: its JSON object without
@@ -122,6 +128,9 @@ func (o *runOptions) configz(endpoint string) (map[string]any, error) {
 	}
 	for _, f := range unsetFields {
 		delete(m, f)
+	}
+	if l, ok := m["logging"].(map[string]any); ok {
+		m["logging"] = map[string]any{"format": l["format"], "verbosity": l["verbosity"]}
 	}
 	return m, nil
 }

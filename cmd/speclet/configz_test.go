@@ -18,7 +18,8 @@ func TestKubeletConfig(t *testing.T) {
 		"--healthz-port 0 --sync-frequency 30s --cluster-dns 10.96.0.10 --cluster-domain cluster.local --resolv-conf= --max-pods 50 "+
 		"--kube-api-qps 2.5 --event-qps 7 --eviction-soft memory.available<1Gi --eviction-soft-grace-period memory.available=1m30s "+
 		"--eviction-minimum-reclaim nodefs.available=500Mi --kube-reserved cpu=200m,memory=500Mi --minimum-image-ttl-duration 5m "+
-		"--container-log-max-size 5Mi --allowed-unsafe-sysctls kernel.msg*,net.core.somaxconn --anonymous-auth"), io.Discard)
+		"--container-log-max-size 5Mi --allowed-unsafe-sysctls kernel.msg*,net.core.somaxconn --anonymous-auth "+
+		"--pod-logs-dir /data/pod-logs --log-format json -v 4"), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,8 +73,14 @@ func TestKubeletConfig(t *testing.T) {
 	check("enforceNodeAllocatable", kc.EnforceNodeAllocatable, []string{"none"})
 	check("containerRuntimeEndpoint", kc.ContainerRuntimeEndpoint, "unix:///run/sim.sock")
 	check("registerNode", kc.RegisterNode, false)
+	check("podLogsDir", kc.PodLogsDir, "/data/pod-logs")
+	check("logging.format", kc.Logging.Format, "json")
+	check("logging.verbosity", kc.Logging.Verbosity, 4)
+	if got, want := jsonString(t, m["logging"]), `{"format":"json","verbosity":4}`; got != want {
+		t.Errorf("logging = %s, want %s (no flushFrequency, vmodule or options: speclet has no such settings)", got, want)
+	}
 	// settings speclet does not have stay out of the answer
-	for _, field := range []string{"podCIDR", "providerID", "cpuManagerPolicy", "memoryManagerPolicy", "topologyManagerPolicy", "logging", "featureGates",
+	for _, field := range []string{"podCIDR", "providerID", "cpuManagerPolicy", "memoryManagerPolicy", "topologyManagerPolicy", "featureGates",
 		"streamingConnectionIdleTimeout", "imageMaximumGCAge", "shutdownGracePeriod", "memorySwap", "crashLoopBackOff"} {
 		if strings.Contains(string(b), `"`+field+`"`) {
 			t.Errorf("/configz shows %s, a setting speclet does not have:\n%s", field, b)
