@@ -313,6 +313,11 @@ func TestRunDaemonOnSim(t *testing.T) {
 		t.Errorf("GET /healthz = %q, %v; want ok", body, err)
 	}
 	checkPodResources(t, o.rootDir, "default", "web-n1", "main")
+	// kubelet's pod-resources counters on the read-only port's /metrics, where e2e_node reads them
+	if body, err := httpGet(base + "/metrics"); err != nil || !strings.Contains(string(body), `kubelet_pod_resources_endpoint_requests_list{server_api_version="v1"} 1`) ||
+		!strings.Contains(string(body), `kubelet_pod_resources_endpoint_requests_get{server_api_version="v1"} 1`) {
+		t.Errorf("GET /metrics lacks the pod-resources counters of one List and one Get (%v)", err)
+	}
 	// The kubelet API calls the runtime the engine calls (the audit log
 	// below shows its calls).
 	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
