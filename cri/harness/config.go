@@ -43,9 +43,9 @@ const criNamespace = "k8s.io"
 // with the terminating NUL) with room for containerd's ".ttrpc" suffix.
 const maxSocketPath = 100
 
-// writeConfig writes containerd's config, the CNI bridge config and the
-// registry hosts file for one instance.
-func writeConfig(l layout, registryAddr, bridge, subnet string) error {
+// writeConfig writes the config of runtime rt running bins, the CNI bridge
+// config and the registry hosts file for one instance.
+func writeConfig(l layout, rt Runtime, bins binaries, registryAddr, bridge, subnet string) error {
 	if n := len(l.socket()); n > maxSocketPath {
 		return fmt.Errorf("write containerd config: socket path %s is %d bytes, more than %d; use a shorter Dir", l.socket(), n, maxSocketPath)
 	}
@@ -54,8 +54,54 @@ func writeConfig(l layout, registryAddr, bridge, subnet string) error {
 			return fmt.Errorf("write containerd config: %w", err)
 		}
 	}
+	cfg := configV2(l, registryAddr)
+	if rt == Containerd2 {
+		cfg = configV3(l, bins, registryAddr)
+	}
+	if err := os.WriteFile(l.config(), []byte(cfg), 0o644); err != nil {
+		return fmt.Errorf("write containerd config: %w", err)
+	}
+
+	hosts := fmt.Sprintf("server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n", "http://"+registryAddr, "http://"+registryAddr)
+	if err := os.WriteFile(filepath.Join(l.certsD(), registryAddr, "hosts.toml"), []byte(hosts), 0o644); err != nil {
+		return fmt.Errorf("write registry hosts: %w", err)
+	}
+
+	cni := map[string]any{
+		"cniVersion": "0.4.0",
+		"name":       "speclet-" + bridge,
+		"plugins": []any{
+			map[string]any{
+				"type":        "bridge",
+				"bridge":      bridge,
+				"isGateway":   true,
+				"ipMasq":      false,
+				"hairpinMode": false,
+				"ipam": map[string]any{
+					"type":    "host-local",
+					"dataDir": l.cniIPAM(),
+					"ranges":  [][]map[string]string{{{"subnet": subnet}}},
+				},
+			},
+		},
+	}
+	b, err := json.MarshalIndent(cni, "", "  ")
+	if err != nil {
+		return fmt.Errorf("write CNI config: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(l.cniConf(), "10-speclet.conflist"), b, 0o644); err != nil {
+		return fmt.Errorf("write CNI config: %w", err)
+	}
+	if err := os.WriteFile(l.bridgeFile(), []byte(bridge), 0o644); err != nil {
+		return fmt.Errorf("write CNI config: %w", err)
+	}
+	return nil
+}
+
+// configV2 is containerd 1.6's config (version 2) for instance l.
+func configV2(l layout, registryAddr string) string {
 	q := func(s string) string { return fmt.Sprintf("%q", s) }
-	cfg := strings.Join([]string{
+	return strings.Join([]string{
 		`version = 2`,
 		`root = ` + q(l.root()),
 		`state = ` + q(l.state()),
@@ -103,42 +149,68 @@ func writeConfig(l layout, registryAddr, bridge, subnet string) error {
 		`    config_path = ` + q(l.certsD()),
 		``,
 	}, "\n")
-	if err := os.WriteFile(l.config(), []byte(cfg), 0o644); err != nil {
-		return fmt.Errorf("write containerd config: %w", err)
-	}
+}
 
-	hosts := fmt.Sprintf("server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n", "http://"+registryAddr, "http://"+registryAddr)
-	if err := os.WriteFile(filepath.Join(l.certsD(), registryAddr, "hosts.toml"), []byte(hosts), 0o644); err != nil {
-		return fmt.Errorf("write registry hosts: %w", err)
-	}
-
-	cni := map[string]any{
-		"cniVersion": "0.4.0",
-		"name":       "speclet-" + bridge,
-		"plugins": []any{
-			map[string]any{
-				"type":        "bridge",
-				"bridge":      bridge,
-				"isGateway":   true,
-				"ipMasq":      false,
-				"hairpinMode": false,
-				"ipam": map[string]any{
-					"type":    "host-local",
-					"dataDir": l.cniIPAM(),
-					"ranges":  [][]map[string]string{{{"subnet": subnet}}},
-				},
-			},
-		},
-	}
-	b, err := json.MarshalIndent(cni, "", "  ")
-	if err != nil {
-		return fmt.Errorf("write CNI config: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(l.cniConf(), "10-speclet.conflist"), b, 0o644); err != nil {
-		return fmt.Errorf("write CNI config: %w", err)
-	}
-	if err := os.WriteFile(l.bridgeFile(), []byte(bridge), 0o644); err != nil {
-		return fmt.Errorf("write CNI config: %w", err)
-	}
-	return nil
+// configV3 is containerd 2.x's config (version 3) for instance l running
+// bins: the same settings as configV2 under the plugins they moved to
+// (io.containerd.cri.v1.images: snapshotter, sandbox image, registry;
+// io.containerd.cri.v1.runtime: runtimes, CNI, OOM score, netns, AppArmor;
+// io.containerd.grpc.v1.cri: the streaming server), the shim and runc of
+// bins by path (Debian's 1.6 shim and runc are on PATH), and NRI off (its
+// socket is machine-wide, /var/run/nri). Settings left out keep 2.x's
+// defaults, as on a node.
+func configV3(l layout, bins binaries, registryAddr string) string {
+	q := func(s string) string { return fmt.Sprintf("%q", s) }
+	return strings.Join([]string{
+		`version = 3`,
+		`root = ` + q(l.root()),
+		`state = ` + q(l.state()),
+		`temp = ` + q(l.temp()),
+		`oom_score = 0`,
+		`required_plugins = ["io.containerd.grpc.v1.cri"]`,
+		`disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.blockfile", "io.containerd.snapshotter.v1.erofs", "io.containerd.differ.v1.erofs"]`,
+		``,
+		`[grpc]`,
+		`  address = ` + q(l.socket()),
+		`  tcp_address = ""`,
+		`[ttrpc]`,
+		`  address = ` + q(l.ttrpc()),
+		`[debug]`,
+		`  address = ""`,
+		`[metrics]`,
+		`  address = ""`,
+		``,
+		`[plugins."io.containerd.internal.v1.opt"]`,
+		`  path = ` + q(l.opt()),
+		`[plugins."io.containerd.cri.v1.images"]`,
+		`  snapshotter = "overlayfs"`,
+		`  [plugins."io.containerd.cri.v1.images".pinned_images]`,
+		`    sandbox = ` + q(registryAddr+"/"+PauseRepo),
+		`  [plugins."io.containerd.cri.v1.images".registry]`,
+		`    config_path = ` + q(l.certsD()),
+		`[plugins."io.containerd.cri.v1.runtime"]`,
+		// As in configV2: the machine forbids lowering oom_score_adj.
+		`  restrict_oom_score_adj = true`,
+		`  netns_mounts_under_state_dir = true`,
+		`  disable_apparmor = true`,
+		`  [plugins."io.containerd.cri.v1.runtime".containerd]`,
+		`    default_runtime_name = "runc"`,
+		`    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]`,
+		`      runtime_type = "io.containerd.runc.v2"`,
+		`      runtime_path = ` + q(bins.shim),
+		`      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]`,
+		`        BinaryName = ` + q(bins.runc),
+		`        Root = ` + q(l.runcRoot()),
+		`        SystemdCgroup = false`,
+		`  [plugins."io.containerd.cri.v1.runtime".cni]`,
+		`    bin_dirs = [` + q(CNIBinDir) + `]`,
+		`    conf_dir = ` + q(l.cniConf()),
+		`    max_conf_num = 1`,
+		`[plugins."io.containerd.grpc.v1.cri"]`,
+		`  disable_tcp_service = true`,
+		`  stream_server_address = "127.0.0.1"`,
+		`  stream_server_port = "0"`,
+		`  enable_tls_streaming = false`,
+		``,
+	}, "\n")
 }

@@ -27,7 +27,7 @@ const (
 	tmpRoot   = "/tmp"
 	dirPrefix = "speclet-"
 
-	// ContainerdBinary is the daemon the harness runs.
+	// ContainerdBinary is the daemon Containerd16 runs (Debian's).
 	ContainerdBinary = "/usr/bin/containerd"
 )
 
@@ -48,12 +48,16 @@ type Options struct {
 	// NoPrePull skips pulling busybox:latest and pause:latest through the CRI
 	// after start, leaving the image store empty.
 	NoPrePull bool
+	// Runtime is the runtime to run; "" means the one $SPECLET_RUNTIME names
+	// (EnvRuntime: Containerd16 when unset). Containerd2's binaries are
+	// built first when they are not cached (BuildRuntime).
+	Runtime Runtime
 }
 
 // Containerd is one containerd daemon of the harness with its own root,
 // state, socket, CNI bridge and registry mirror. Nothing of it lives in
-// /run/containerd except the shim sockets containerd 1.6 always puts in
-// /run/containerd/s (named by a hash of this instance's socket).
+// /run/containerd except the shim sockets containerd 1.6 and 2.x always put
+// in /run/containerd/s (named by a hash of this instance's socket).
 type Containerd struct {
 	// Endpoint is the CRI endpoint, "unix:///tmp/speclet-XXXX/c.sock".
 	Endpoint string
@@ -66,6 +70,10 @@ type Containerd struct {
 	Bridge string
 	// Subnet is the bridge's IPv4 subnet.
 	Subnet string
+	// Runtime is the runtime the instance runs.
+	Runtime Runtime
+
+	bins binaries
 
 	l           layout
 	log         io.Writer
@@ -82,10 +90,24 @@ type Containerd struct {
 // returns once the CRI answers Version and, unless o.NoPrePull, the busybox
 // and pause images are pulled. On error nothing of the instance is left.
 func StartContainerd(ctx context.Context, o Options) (res *Containerd, err error) {
-	c := &Containerd{Dir: o.Dir, Registry: o.Registry, log: o.Log}
+	c := &Containerd{Dir: o.Dir, Registry: o.Registry, log: o.Log, Runtime: o.Runtime}
 	if c.log == nil {
 		c.log = io.Discard
 	}
+	if c.Runtime == "" {
+		r, err := EnvRuntime()
+		if err != nil {
+			return nil, fmt.Errorf("start containerd: %w", err)
+		}
+		c.Runtime = r
+	} else if _, err := ParseRuntime(string(c.Runtime)); err != nil {
+		return nil, fmt.Errorf("start containerd: %w", err)
+	}
+	bins, err := binariesOf(ctx, c.Runtime, c.log)
+	if err != nil {
+		return nil, fmt.Errorf("start containerd: %w", err)
+	}
+	c.bins = bins
 	if c.Dir == "" {
 		ReapStale(c.logf)
 		d, err := os.MkdirTemp(tmpRoot, dirPrefix)
@@ -135,7 +157,7 @@ func StartContainerd(ctx context.Context, o Options) (res *Containerd, err error
 	}
 	c.Bridge = "spl" + hex.EncodeToString(rnd[:])
 	c.Subnet = fmt.Sprintf("10.%d.%d.0/24", 100+int(rnd[0])%150, rnd[1])
-	if err := writeConfig(c.l, c.Registry.Addr, c.Bridge, c.Subnet); err != nil {
+	if err := writeConfig(c.l, c.Runtime, c.bins, c.Registry.Addr, c.Bridge, c.Subnet); err != nil {
 		return c, fmt.Errorf("start containerd: %w", err)
 	}
 	if err := c.start(ctx); err != nil {
@@ -148,7 +170,7 @@ func StartContainerd(ctx context.Context, o Options) (res *Containerd, err error
 			}
 		}
 	}
-	c.logf("harness: containerd ready at %s (dir %s, registry %s)", c.Endpoint, c.Dir, c.Registry.Addr)
+	c.logf("harness: %s ready at %s (dir %s, registry %s)", c.Runtime, c.Endpoint, c.Dir, c.Registry.Addr)
 	return c, nil
 }
 
@@ -189,7 +211,7 @@ func (c *Containerd) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("start containerd: %w", err)
 	}
-	cmd := exec.Command(ContainerdBinary, "--config", c.l.config())
+	cmd := exec.Command(c.bins.containerd, "--config", c.l.config())
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), "TMPDIR="+c.l.temp())
 	// Its own process group keeps terminal signals away; Pdeathsig takes the
@@ -420,8 +442,22 @@ func ForTest(t testing.TB) *Containerd {
 	if err := EnsurePackages(ctx, log); err != nil {
 		t.Fatalf("harness: %v", err)
 	}
+	rt, err := EnvRuntime()
+	if err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	if rt == Containerd2 && !RuntimeBuilt() {
+		// A cold build takes minutes on two cores; `make runtimes` does it
+		// before the tests.
+		bctx, bcancel := context.WithTimeout(context.Background(), 40*time.Minute)
+		_, err := BuildRuntime(bctx, log)
+		bcancel()
+		if err != nil {
+			t.Fatalf("harness: %v", err)
+		}
+	}
 	leaks := CheckLeaks(t)
-	c, err := StartContainerd(ctx, Options{Log: log})
+	c, err := StartContainerd(ctx, Options{Log: log, Runtime: rt})
 	if err != nil {
 		t.Fatalf("harness: %v", err)
 	}

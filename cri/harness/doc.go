@@ -10,8 +10,25 @@
 // IPAM directory; the debug and metrics listeners are off and the streaming
 // server listens on 127.0.0.1:0. The harness never uses or touches the
 // system containerd in /run/containerd; only the shim sockets, which
-// containerd 1.6 always puts in /run/containerd/s, are created there (one per
-// pod, named by a hash of the instance's socket) and removed again by Stop.
+// containerd 1.6 and 2.x always put in /run/containerd/s, are created there
+// (one per pod, named by a hash of the instance's socket) and removed again
+// by Stop.
+//
+// # Runtimes
+//
+// An instance runs one of two runtimes (Options.Runtime; "" means the one
+// $SPECLET_RUNTIME names, Containerd16 when it is unset):
+//   - Containerd16, "containerd-1.6": Debian bookworm's containerd 1.6.20
+//     and runc 1.1.5, config version 2.
+//   - Containerd2, "containerd-2": containerd ContainerdVersion (daemon and
+//     runc shim) and runc RuncVersion built from their Go modules by
+//     BuildRuntime into $HOME/.cache/speclet/containerd/<version>/ and
+//     $HOME/.cache/speclet/runc/<version>/, config version 3 (the CRI
+//     plugins io.containerd.cri.v1.images, io.containerd.cri.v1.runtime and
+//     io.containerd.grpc.v1.cri), the shim and runc named by path, NRI off.
+//
+// Both use Debian's CNI plugins, the same bridge, subnet, registry mirror
+// (config_path with a hosts.toml per registry) and overlayfs snapshotter.
 //
 // Contracts:
 //   - StartContainerd returns once the CRI answers Version and the busybox
@@ -40,9 +57,9 @@
 //
 // # Usage
 //
-// In a test or benchmark (runs as root; installs the Debian packages
-// containerd, runc, containernetworking-plugins, busybox-static and iproute2
-// with apt-get when missing):
+// In a test or benchmark (runs as root; installs the Debian packages of
+// Packages with apt-get when missing, and builds Containerd2's binaries
+// when it is chosen and they are not cached):
 //
 //	func TestSomething(t *testing.T) {
 //		h := harness.ForTest(t) // stopped, with a leftover check, in t.Cleanup

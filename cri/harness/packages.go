@@ -13,9 +13,11 @@ import (
 )
 
 // Packages are the Debian packages the harness needs, and Binaries the files
-// they must provide.
+// they must provide: containerd and runc are Containerd16's; gcc, libc6-dev,
+// pkg-config and libseccomp-dev build Containerd2's runc (cgo, seccomp;
+// BuildRuntime).
 var (
-	Packages = []string{"containerd", "runc", "containernetworking-plugins", "busybox-static", "iproute2"}
+	Packages = []string{"containerd", "runc", "containernetworking-plugins", "busybox-static", "iproute2", "libseccomp-dev", "gcc", "libc6-dev", "pkg-config"}
 	Binaries = []string{"/usr/bin/containerd", "/usr/bin/containerd-shim-runc-v2", "/usr/sbin/runc", CNIBinDir + "/bridge", CNIBinDir + "/host-local", CNIBinDir + "/loopback", BusyboxPath, "/usr/sbin/ip"}
 )
 
