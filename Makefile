@@ -12,7 +12,7 @@ FUZZTIME ?= 10s
 # that a CI log says where the time of `make test` went.
 timed = s=$$(date +%s); ( $(2) ); rc=$$?; echo "step $(1): $$(( $$(date +%s) - s )) s$$( [ $$rc = 0 ] || echo ', failed')"; exit $$rc
 
-.PHONY: all deps generate check fmt vet layering fresh verify test unit bench docs run clean chaos soak conformance conformance-record cluster kube-binaries node-conformance node-conformance-binaries
+.PHONY: all deps generate check fmt vet layering fresh verify test unit bench docs run clean chaos soak conformance conformance-record cluster kube-binaries node-conformance node-conformance-binaries node-e2e
 
 all: check
 
@@ -157,10 +157,10 @@ conformance: deps
 # (make conformance always does).
 conformance-record: conformance
 
-# node-conformance-binaries builds e2e.test, the ginkgo CLI and the test
-# images' programs (agnhost, nonewprivs) of k8s.io/kubernetes, once, into
-# ~/.cache/speclet/e2e/$(KUBE_VERSION)/ (test/nodeconformance). `make test`
-# needs them for the fast subset of node conformance.
+# node-conformance-binaries builds e2e.test, e2e_node.test, the ginkgo CLI
+# and the test images' programs (agnhost, nonewprivs) of k8s.io/kubernetes,
+# once, into ~/.cache/speclet/e2e/$(KUBE_VERSION)/ (test/nodeconformance).
+# `make test` needs them for the fast subsets of node conformance and node e2e.
 node-conformance-binaries:
 	@start=$$(date +%s); dir=$$($(GO) run ./test/nodeconformance/cmd/buildnodeconf -version $(KUBE_VERSION)) && \
 	echo "node-conformance-binaries: $$dir ($$(( $$(date +%s) - start )) s)"
@@ -184,3 +184,25 @@ node-conformance: deps kube-binaries node-conformance-binaries
 	@mkdir -p $(RUN_BIN) && $(GO) build -o $(RUN_BIN)/speclet-nodeconf ./test/nodeconformance/cmd/nodeconf && \
 	$(RUN_BIN)/speclet-nodeconf -agents '$(NODECONF_AGENTS)' -procs $(NODECONF_PROCS) -out '$(NODECONF_OUT)' -version $(KUBE_VERSION) \
 	  $(if $(NODECONF_FOCUS),-focus '$(NODECONF_FOCUS)',-record test/nodeconformance/testdata/kubelet.txt -doc docs/node-conformance.md)
+
+# node-e2e runs the [NodeConformance] specs of Kubernetes' node e2e suite
+# (e2e_node.test of k8s.io/kubernetes $(KUBE_VERSION), test/nodee2e) on one
+# speclet node, then on one kubelet $(KUBELET_VERSION) node (the oracle), each
+# under its own control plane and serving its API on a veth address the run
+# makes; first the specs without [Serial] (NODE_E2E_PROCS at a time), then the
+# [Serial] ones. Prints "node e2e: speclet P of N, kubelet K of N" and the
+# differences, re-records kubelet's verdicts in test/nodee2e/testdata/kubelet.txt
+# and rewrites the results table of docs/node-e2e.md. Not part of `make test`.
+#   NODE_E2E_FOCUS=regexp   only the specs whose name it matches
+#   NODE_E2E_AGENTS=speclet only speclet (or kubelet)
+#   NODE_E2E_PASSES=parallel only the specs without [Serial] (or serial)
+#   NODE_E2E_PROCS=N        parallel Ginkgo processes (default 4)
+#   NODE_E2E_OUT=dir        verdicts, JUnit, Ginkgo reports and every log
+NODE_E2E_AGENTS ?= speclet,kubelet
+NODE_E2E_PASSES ?= parallel,serial
+NODE_E2E_PROCS ?= 4
+NODE_E2E_OUT ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/speclet/nodee2e
+node-e2e: deps kube-binaries node-conformance-binaries
+	@mkdir -p $(RUN_BIN) && $(GO) build -o $(RUN_BIN)/speclet-nodee2e ./test/nodee2e/cmd/nodee2e && \
+	$(RUN_BIN)/speclet-nodee2e -agents '$(NODE_E2E_AGENTS)' -passes '$(NODE_E2E_PASSES)' -procs $(NODE_E2E_PROCS) -out '$(NODE_E2E_OUT)' -version $(KUBE_VERSION) \
+	  $(if $(NODE_E2E_FOCUS),-focus '$(NODE_E2E_FOCUS)',-record test/nodee2e/testdata/kubelet.txt -doc docs/node-e2e.md)

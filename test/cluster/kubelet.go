@@ -29,6 +29,9 @@ type KubeletOptions struct {
 	Config map[string]any
 	// Args are extra kubelet flags.
 	Args []string
+	// NodeIP is the InternalIP the node gets (default 127.0.0.1); the
+	// kubelet API listens where Config's "address" says.
+	NodeIP string
 }
 
 // Kubelet is an upstream kubelet joined to the cluster as node Name with its
@@ -112,7 +115,7 @@ func (c *Cluster) StartKubelet(o KubeletOptions) (*Kubelet, error) {
 	// address") and then reports no address at all, so that the API server
 	// cannot reach it for logs, exec or port-forward. As with an external
 	// cloud provider, kubelet leaves the addresses to someone else:
-	// initNode sets InternalIP 127.0.0.1 and lifts the uninitialized taint.
+	// initNode sets InternalIP (NodeIP) and lifts the uninitialized taint.
 	args := append([]string{"--config", cfgPath, "--kubeconfig", kc, "--hostname-override", o.Name, "--cloud-provider", "external",
 		"--root-dir", filepath.Join(o.Dir, "root"), "--cert-dir", filepath.Join(o.Dir, "pki"), "--v", "1"}, o.Args...)
 	k.cmd = exec.Command(o.Bin, args...)
@@ -123,7 +126,11 @@ func (c *Cluster) StartKubelet(o KubeletOptions) (*Kubelet, error) {
 		return nil, fmt.Errorf("start kubelet %s: %w", o.Name, err)
 	}
 	go func() { k.cmd.Wait(); logf.Close(); close(k.exited) }()
-	go k.initNode(c)
+	nodeIP := o.NodeIP
+	if nodeIP == "" {
+		nodeIP = "127.0.0.1"
+	}
+	go k.initNode(c, nodeIP)
 	return k, nil
 }
 
@@ -133,9 +140,9 @@ const uninitializedTaint = "node.cloudprovider.kubernetes.io/uninitialized"
 
 // initNode does for node k.Name what a cloud provider's node controller
 // would: once the node is registered, it sets its addresses (InternalIP
-// 127.0.0.1, Hostname) and removes the uninitialized taint. It gives up
+// nodeIP, Hostname) and removes the uninitialized taint. It gives up
 // when the kubelet exits; errors land in the kubelet's log.
-func (k *Kubelet) initNode(c *Cluster) {
+func (k *Kubelet) initNode(c *Cluster, nodeIP string) {
 	cs, err := c.AdminClient()
 	if err != nil {
 		k.note("init node: %v", err)
@@ -155,7 +162,7 @@ func (k *Kubelet) initNode(c *Cluster) {
 			continue
 		}
 		if !hasInternalIP(n) {
-			n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}, {Type: corev1.NodeHostName, Address: k.Name}}
+			n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeIP}, {Type: corev1.NodeHostName, Address: k.Name}}
 			if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
 				continue // conflict with the kubelet's own update: again
 			}

@@ -13,12 +13,12 @@ import (
 const DefaultVersion = "v1.34.4"
 
 // e2eBuild is the cache directory of the suite's binaries:
-// $HOME/.cache/speclet/e2e/<version>/{e2e.test,ginkgo,agnhost,nonewprivs}.
+// $HOME/.cache/speclet/e2e/<version>/{e2e.test,e2e_node.test,ginkgo,agnhost,nonewprivs}.
 var e2eBuild = func(version string) kubebuild.Options {
 	return kubebuild.Options{
 		Set:     "e2e",
 		Version: version,
-		Tests:   []string{"k8s.io/kubernetes/test/e2e"},
+		Tests:   []string{"k8s.io/kubernetes/test/e2e_node", "k8s.io/kubernetes/test/e2e"},
 		Programs: []string{
 			"github.com/onsi/ginkgo/v2/ginkgo",
 			"k8s.io/kubernetes/test/images/agnhost",
@@ -32,7 +32,9 @@ var e2eBuild = func(version string) kubebuild.Options {
 
 // Binaries are the paths of the suite's binaries.
 type Binaries struct {
-	E2E     string // e2e.test
+	E2E string // e2e.test
+	// E2ENode is e2e_node.test, the node e2e suite (test/e2e_node).
+	E2ENode string
 	Ginkgo  string // the ginkgo CLI at the version k8s.io/kubernetes pins
 	Agnhost string // test/images/agnhost, static
 	// Nonewprivs is test/images/nonewprivs (prints its effective uid).
@@ -54,6 +56,7 @@ func BuildBinaries(ctx context.Context, version string, log io.Writer) (Binaries
 	}
 	return Binaries{
 		E2E:          filepath.Join(dir, "e2e.test"),
+		E2ENode:      filepath.Join(dir, "e2e_node.test"),
 		Ginkgo:       filepath.Join(dir, "ginkgo"),
 		Agnhost:      filepath.Join(dir, "agnhost"),
 		Nonewprivs:   filepath.Join(dir, "nonewprivs"),
