@@ -48,6 +48,17 @@ func (e *Engine) admitLocked(pod *v1.Pod, adopted bool) (handler string, r *refu
 		}
 	}
 	var active []*v1.Pod
+	if d := e.cfg.Devices; d != nil && wantsDevices(pod) {
+		active = e.activePodsLocked()
+		if err := d.Allocate(e.ctx(), pod, active); err != nil {
+			return "", admission.AllocateFailed(err)
+		}
+		defer func() {
+			if r != nil {
+				d.Forget(string(pod.UID))
+			}
+		}()
+	}
 	in := admission.Input{Node: e.nodeObject(false), Allocatable: e.cfg.Allocatable, RuntimeClasses: e.cfg.RuntimeClasses, Sysctls: e.cfg.Sysctls, MaxPods: e.cfg.MaxPods,
 		Active: func() []*v1.Pod {
 			if active == nil {

@@ -172,6 +172,9 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := m.RegisterProbes(cfg.ProbeRegisterer); err != nil {
+		return nil, err
+	}
 	e.metrics = m
 	e.sinks = observe.Sinks{Metrics: m, Steps: cfg.Steps}
 	if e.cfg.Signals == nil {

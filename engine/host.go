@@ -27,7 +27,17 @@ func (e *Engine) workerHost() worker.Host {
 		Volumes: e.volumes, PLEG: e.pleg, CrashBackoff: e.crashBackoff, PullBackoff: e.pullBackoff,
 		RuntimeName: "cri",
 		Engine:      workerEngine{e},
+		Devices:     e.devicesOf(),
 	}
+}
+
+// devicesOf is what a container's config reads of the device plugins;
+// nil without a device manager.
+func (e *Engine) devicesOf() func(ctx context.Context, pod *v1.Pod, c *v1.Container) (*podspec.DeviceRun, error) {
+	if e.cfg.Devices == nil {
+		return nil
+	}
+	return e.cfg.Devices.RunOptions
 }
 
 // podNode is the node as the pod-spec translation reads it (engine/podspec).

@@ -200,6 +200,9 @@ func (e *Engine) purgeFinished() {
 			continue // a completed pod its source still lists: keep its status
 		}
 		delete(e.workers, uid)
+		if pub != nil {
+			e.metrics.ForgetProbes(pub.Name, pub.Namespace, string(uid))
+		}
 		e.forgetLocked(w)
 		purged[uid] = logDirs
 		if want == nil {

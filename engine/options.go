@@ -47,7 +47,11 @@ type Config struct {
 	ImagePullBackOffBase time.Duration // default 10 s; max 300 s
 	Clock                clock.WithTicker
 	Registerer           prometheus.Registerer // nil = no metrics
-	Log                  *slog.Logger          // nil = slog.Default()
+	// ProbeRegisterer gets kubelet's prober series (prober_probe_total,
+	// prober_probe_duration_seconds), which kubelet serves on
+	// /metrics/probes; nil, or a nil Registerer: none.
+	ProbeRegisterer prometheus.Registerer
+	Log             *slog.Logger // nil = slog.Default()
 	// Steps, when set, is told of every transition any machine takes (a
 	// Step), after the engine's own observers and before the step's
 	// actions run: for tracing, or to count the spec rows taken. It is
@@ -103,6 +107,10 @@ type Config struct {
 	// also what a downward API limits.* of a container without a limit
 	// falls back to (nil: the machine's capacity).
 	Allocatable v1.ResourceList
+	// Devices, when set, is the device-plugin manager: a pod's device
+	// resources are allocated at admission (a pod they do not fit fails
+	// with UnexpectedAdmissionError) and reach its containers' configs.
+	Devices Devices
 	// Node returns the node as the control plane knows it (its labels are
 	// what required node affinity and nodeSelector match at admission):
 	// the last one seen, or when fresh is set one read from the API server

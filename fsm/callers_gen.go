@@ -10,7 +10,7 @@ import (
 // CallersSpecSHA256 is the SHA-256 of spec/callers.hcl this file was generated
 // from; a test in this package fails when the spec changed and nobody
 // regenerated.
-const CallersSpecSHA256 = "851adb57644e90e0ababcd569046287cdd62f0a6c6d81ab8f72164a014adcfdc"
+const CallersSpecSHA256 = "92de8582112dba23ca0e4ed9f10fefb3f1437af5b15ed85e3ac2a41c9f3ced9e"
 
 // Names of the callers of the runtime outside the machines, as the CRI audit
 // records them (in the place of a machine's name).
@@ -52,13 +52,17 @@ const (
 	// HandlerKubeletApiRunningPods: GET /runningpods/: the ready sandboxes and
 	// running containers, grouped by their pod labels.
 	HandlerKubeletApiRunningPods
-	// HandlerKubeletApiStatsSummary: GET /stats/summary: the ready sandboxes,
-	// running containers and their usage (ListPodSandboxStats when the runtime
-	// has it).
+	// HandlerKubeletApiStatsSummary: GET /stats/summary (both ports): the ready
+	// sandboxes, running containers and their usage (ListPodSandboxStats when the
+	// runtime has it), the runtime's image filesystem.
 	HandlerKubeletApiStatsSummary
-	// HandlerKubeletApiMetricsResource: GET /metrics/resource: the summary of
-	// /stats/summary in the Prometheus text format.
+	// HandlerKubeletApiMetricsResource: GET /metrics/resource (both ports): the
+	// summary of /stats/summary in the Prometheus text format.
 	HandlerKubeletApiMetricsResource
+	// HandlerKubeletApiMetricsCadvisor: GET /metrics/cadvisor (both ports): the
+	// ready sandboxes and running containers, whose cgroups it reads, and their
+	// writable layers' usage.
+	HandlerKubeletApiMetricsCadvisor
 	// HandlerLogRotationRotateOnce: Rotator.RotateOnce, every 10 s: the running
 	// containers and their log paths; a log at or above the maximum size is
 	// renamed and ReopenContainerLog has the runtime write a new file at the
@@ -67,7 +71,7 @@ const (
 )
 
 // Handlers lists every handler in spec order.
-var Handlers = []Handler{HandlerKubeletApiContainerLogs, HandlerKubeletApiExec, HandlerKubeletApiAttach, HandlerKubeletApiPortForward, HandlerKubeletApiRun, HandlerKubeletApiRunningPods, HandlerKubeletApiStatsSummary, HandlerKubeletApiMetricsResource, HandlerLogRotationRotateOnce}
+var Handlers = []Handler{HandlerKubeletApiContainerLogs, HandlerKubeletApiExec, HandlerKubeletApiAttach, HandlerKubeletApiPortForward, HandlerKubeletApiRun, HandlerKubeletApiRunningPods, HandlerKubeletApiStatsSummary, HandlerKubeletApiMetricsResource, HandlerKubeletApiMetricsCadvisor, HandlerLogRotationRotateOnce}
 
 var handlerTags = [...]actionTag{
 	HandlerKubeletApiContainerLogs:   {machine: "kubelet_api", action: "container_logs"},
@@ -78,6 +82,7 @@ var handlerTags = [...]actionTag{
 	HandlerKubeletApiRunningPods:     {machine: "kubelet_api", action: "running_pods"},
 	HandlerKubeletApiStatsSummary:    {machine: "kubelet_api", action: "stats_summary"},
 	HandlerKubeletApiMetricsResource: {machine: "kubelet_api", action: "metrics_resource"},
+	HandlerKubeletApiMetricsCadvisor: {machine: "kubelet_api", action: "metrics_cadvisor"},
 	HandlerLogRotationRotateOnce:     {machine: "log_rotation", action: "rotate_once"},
 }
 
@@ -89,8 +94,9 @@ var HandlerCRI = [...][]string{
 	HandlerKubeletApiPortForward:     {"ListPodSandbox", "PortForward"},
 	HandlerKubeletApiRun:             {"ListContainers", "ExecSync"},
 	HandlerKubeletApiRunningPods:     {"ListPodSandbox", "ListContainers"},
-	HandlerKubeletApiStatsSummary:    {"ListPodSandbox", "ListContainers", "ListContainerStats", "ListPodSandboxStats"},
-	HandlerKubeletApiMetricsResource: {"ListPodSandbox", "ListContainers", "ListContainerStats", "ListPodSandboxStats"},
+	HandlerKubeletApiStatsSummary:    {"ListPodSandbox", "ListContainers", "ListContainerStats", "ListPodSandboxStats", "ImageFsInfo"},
+	HandlerKubeletApiMetricsResource: {"ListPodSandbox", "ListContainers", "ListContainerStats", "ListPodSandboxStats", "ImageFsInfo"},
+	HandlerKubeletApiMetricsCadvisor: {"ListPodSandbox", "ListContainers", "ListContainerStats"},
 	HandlerLogRotationRotateOnce:     {"ListContainers", "ContainerStatus", "ReopenContainerLog"},
 }
 

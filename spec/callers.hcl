@@ -53,12 +53,16 @@ caller "kubelet_api" {
     cri = ["ListPodSandbox", "ListContainers"]
   }
   handler "stats_summary" {
-    doc = "GET /stats/summary: the ready sandboxes, running containers and their usage (ListPodSandboxStats when the runtime has it)."
-    cri = ["ListPodSandbox", "ListContainers", "ListContainerStats", "ListPodSandboxStats"]
+    doc = "GET /stats/summary (both ports): the ready sandboxes, running containers and their usage (ListPodSandboxStats when the runtime has it), the runtime's image filesystem."
+    cri = ["ListPodSandbox", "ListContainers", "ListContainerStats", "ListPodSandboxStats", "ImageFsInfo"]
   }
   handler "metrics_resource" {
-    doc = "GET /metrics/resource: the summary of /stats/summary in the Prometheus text format."
-    cri = ["ListPodSandbox", "ListContainers", "ListContainerStats", "ListPodSandboxStats"]
+    doc = "GET /metrics/resource (both ports): the summary of /stats/summary in the Prometheus text format."
+    cri = ["ListPodSandbox", "ListContainers", "ListContainerStats", "ListPodSandboxStats", "ImageFsInfo"]
+  }
+  handler "metrics_cadvisor" {
+    doc = "GET /metrics/cadvisor (both ports): the ready sandboxes and running containers, whose cgroups it reads, and their writable layers' usage."
+    cri = ["ListPodSandbox", "ListContainers", "ListContainerStats"]
   }
 }
 

@@ -25,6 +25,9 @@ type agent struct {
 	nd  *nodeResources
 	// reg receives the engine's metrics; nil: none.
 	reg prometheus.Registerer
+	// probeReg receives the engine's prober series (/metrics/probes);
+	// nil: none.
+	probeReg prometheus.Registerer
 	// signals overrides nd.signals (the host measured at every eviction
 	// pass); nil: nd.signals.
 	signals func(context.Context, string) (eviction.Observations, error)
@@ -62,6 +65,7 @@ func newEngine(ctx context.Context, o *runOptions, a agent) (*engine.Engine, err
 	eng, err := engine.New(engine.Config{
 		PodCgroups:           podCgroups,
 		Allocatable:          a.nd.allocatable,
+		Devices:              a.nd.engineDevices(),
 		MemoryCapacity:       a.nd.capacity.Memory().Value(),
 		Runtime:              a.rt,
 		NodeName:             o.nodeName,
@@ -81,6 +85,7 @@ func newEngine(ctx context.Context, o *runOptions, a agent) (*engine.Engine, err
 		},
 		ImagePullBackOffBase: o.imagePullBackOffBase,
 		Registerer:           a.reg,
+		ProbeRegisterer:      a.probeReg,
 		Log:                  a.log,
 		MaxPods:              o.maxPods,
 		NodeIP:               o.nodeIP,

@@ -208,7 +208,7 @@ func (a *apiClient) start(ctx context.Context, o *runOptions, nd *nodeResources,
 	}
 	n := node.New(node.Config{
 		Client: a.cs, Name: o.nodeName, IP: eng.NodeIP(), Port: port, MaxPods: o.maxPods,
-		Capacity: nd.capacity, Allocatable: o.node.allocatable,
+		Capacity: nd.capacity, Allocatable: o.node.allocatable, Extended: nd.extended(),
 		RootDir: o.rootDir, Version: specletVersion(), Health: eng.Healthz, Pressure: eng.Pressure, Event: a.nodeEvent,
 		LeaseDuration: secondsDuration(o.nodeLeaseDuration),
 		StatusPeriod:  o.nodeStatusUpdate, ReportPeriod: o.nodeStatusReport,

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/speclet/speclet/engine/cgroups"
+	"github.com/speclet/speclet/engine/devicemanager"
 	"github.com/speclet/speclet/engine/eviction"
 	"github.com/speclet/speclet/engine/nodestats"
 	"github.com/speclet/speclet/engine/resources"
@@ -160,6 +161,8 @@ type nodeResources struct {
 	// podsMemory is the kubepods memory cgroup's directory when node
 	// allocatable is enforced on it (allocatableMemory.available), else "".
 	podsMemory string
+	// devices is the device-plugin manager; nil: none.
+	devices *devicemanager.Manager
 }
 
 // signals is engine.Config.Signals: the host (engine/nodestats), with

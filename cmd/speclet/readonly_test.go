@@ -24,7 +24,7 @@ func TestReadOnlyProfiling(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := httptest.NewServer(readOnlyMux(o, nil, prometheus.NewRegistry()))
+		srv := httptest.NewServer(readOnlyMux(o, nil, prometheus.NewRegistry(), nil))
 		for _, path := range []string{"/debug/pprof/", "/debug/pprof/heap?debug=1", "/debug/pprof/cmdline"} {
 			resp, err := http.Get(srv.URL + path)
 			if err != nil {

@@ -529,6 +529,7 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 	// with --cri-audit-log, recorded by the CRI audit (both are gRPC
 	// interceptors on the client's calls).
 	reg := prometheus.NewRegistry()
+	probeReg := prometheus.NewRegistry() // /metrics/probes, as kubelet keeps them off /metrics
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	dialOpts := []cri.Option{cri.WithTimeout(o.requestTimeout), cri.WithMetrics(reg)}
 	if o.criAuditLog != "" {
@@ -578,13 +579,15 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	eng, err := newEngine(ctx, o, agent{rt: rt, api: api, nd: nd, reg: reg, log: log})
+	nd.devices = startDevices(o, log)
+	defer nd.devices.Stop()
+	eng, err := newEngine(ctx, o, agent{rt: rt, api: api, nd: nd, reg: reg, probeReg: probeReg, log: log})
 	if err != nil {
 		return err
 	}
 
-	// no device-plugin manager yet: no devices
-	prSrv, err := startPodResources(o, eng, nil, reg, log)
+	// the device plugins' devices (engine/devicemanager); none without its manager
+	prSrv, err := startPodResources(o, eng, nd.podResourcesDevices(), reg, log)
 	if err != nil {
 		return err
 	}
@@ -600,20 +603,24 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("listen on %s (%s, --read-only-port): %w", addr, flag, err)
 		}
-		httpSrv = server.New(l, readOnlyMux(o, eng, reg), server.DefaultLimits)
+		stats, err := readOnlyStats(o, eng, rt, probeReg, log)
+		if err != nil {
+			return err
+		}
+		httpSrv = server.New(l, readOnlyMux(o, eng, reg, stats), server.DefaultLimits)
 		go func() {
 			if err := httpSrv.Serve(); err != nil {
 				log.Error("read-only server stopped", "addr", addr, "err", err)
 			}
 		}()
-		log.Info("read-only server listening", "addr", "http://"+addr, "paths", "/pods /healthz /metrics /debug/pods /spec/graph", "profiling", o.enableProfiling)
+		log.Info("read-only server listening", "addr", "http://"+addr, "paths", "/pods /healthz /metrics /stats/summary /metrics/cadvisor /metrics/resource /metrics/probes /debug/pods /spec/graph", "profiling", o.enableProfiling)
 	}
 
 	var apiSrv *server.Server
 	if o.port == 0 {
 		log.Info("kubelet API off (--port 0)")
 	} else {
-		apiSrv, err = startKubeletAPI(ctx, o, eng, rt, endpoint, reg, log)
+		apiSrv, err = startKubeletAPI(ctx, o, eng, rt, endpoint, reg, probeReg, log)
 		if err != nil {
 			return err
 		}

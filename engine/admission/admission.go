@@ -137,6 +137,13 @@ func Admit(pod *v1.Pod, in Input) (handler string, r *Refusal) {
 	return RuntimeHandler(pod, in.RuntimeClasses)
 }
 
+// AllocateFailed is kubelet's refusal of a pod whose resources (device
+// plugins' devices) could not be allocated: UnexpectedAdmissionError,
+// "Allocate failed due to <err>, which is unexpected".
+func AllocateFailed(err error) *Refusal {
+	return &Refusal{Reason: ReasonUnexpectedAdmissionError, Message: fmt.Sprintf("Allocate failed due to %v, which is unexpected", err)}
+}
+
 // fitsOS is kubelet's OS admission: a pod labelled kubernetes.io/os with
 // another OS than the node's (kubelet takes the node's OS from the running
 // binary whatever its label says), and a spec.os that is not this OS, are

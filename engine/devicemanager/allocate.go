@@ -19,17 +19,9 @@ import (
 // healthy devices no other container holds (those of the pod's finished
 // init containers may be reused by its app containers), the plugin's
 // preferred ones first when it offers GetPreferredAllocation, then the
-// plugin's Allocate. A failure refuses the pod: kubelet's
-// UnexpectedAdmissionError, "Allocate failed due to <error>, which is
-// unexpected".
-
-// ReasonUnexpectedAdmissionError is the refusal's reason.
-const ReasonUnexpectedAdmissionError = "UnexpectedAdmissionError"
-
-// AdmitMessage is kubelet's refusal message of an allocation error.
-func AdmitMessage(err error) string {
-	return fmt.Sprintf("Allocate failed due to %v, which is unexpected", err)
-}
+// plugin's Allocate. A failure refuses the pod (engine/admission's
+// AllocateFailed: kubelet's UnexpectedAdmissionError, "Allocate failed due
+// to <error>, which is unexpected").
 
 // allocation is one container's devices of one resource and the plugin's
 // answer.
@@ -83,7 +75,7 @@ func (p podDevices) inUse() map[string]map[string]bool {
 // Allocate allocates the device-plugin resources of every container of
 // pod. active are the pods admitted before it and still running: the
 // devices of any other pod are freed first (kubelet's
-// UpdateAllocatedDevices). Its error is the refusal's cause (AdmitMessage).
+// UpdateAllocatedDevices). Its error is the refusal's cause.
 func (m *Manager) Allocate(ctx context.Context, pod *v1.Pod, active []*v1.Pod) error {
 	uid := string(pod.UID)
 	keep := map[string]bool{uid: true}

@@ -147,9 +147,9 @@ func (m *Manager) Start() error {
 }
 
 // Stop stops the server and disconnects every plugin; the checkpoint
-// stays for the next start. It may be called more than once.
+// stays for the next start. It may be called more than once, and on nil.
 func (m *Manager) Stop() {
-	if m.server == nil {
+	if m == nil || m.server == nil {
 		return
 	}
 	m.server.Stop()

@@ -3,7 +3,8 @@
 // `attach` and `port-forward`:
 //
 //	GET  /healthz, /metrics, /pods, /runningpods/, /configz (Config.Configz)
-//	GET  /stats/summary, /metrics/resource
+//	GET  /stats/summary, /metrics/cadvisor, /metrics/resource, /metrics/probes
+//	     (also on the read-only port, without authentication: ReadOnlyHandler)
 //	GET  /containerLogs/{ns}/{pod}/{container}?follow&tailLines&limitBytes&sinceSeconds&sinceTime&timestamps&previous
 //	GET|POST /exec/{ns}/{pod}[/{uid}]/{container}?command=...&stdin&stdout&stderr&tty
 //	GET|POST /attach/{ns}/{pod}[/{uid}]/{container}?stdin&stdout&stderr&tty
@@ -33,8 +34,12 @@
 //     /proc/meminfo, file system of the root dir) and each ready sandbox with
 //     its running containers from the CRI's ListContainerStats (the pod's own
 //     numbers from ListPodSandboxStats when the runtime has them, else the
-//     sum of its containers'); /metrics/resource is the same in the
-//     Prometheus text format metrics-server reads.
+//     sum of its containers'), completed from the cgroups (engine/cgroupstats)
+//     and file systems where the CRI is silent (summary's comment says
+//     what is left out); /metrics/resource is the same in the Prometheus
+//     text format metrics-server reads; /metrics/cadvisor is cAdvisor's
+//     series of the root, pod, sandbox and container cgroups (cadvisor.go);
+//     /metrics/probes is Config.Probes (kubelet's prober series).
 //   - Exec, attach and port-forward ask the runtime for a streaming URL and
 //     proxy the connection there, upgrades included, as kubelet v1.34 does.
 //   - Streams outlive the server's timeouts: container logs (followed or

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -103,6 +104,8 @@ type node struct {
 	// apiCalls records the API's CRI calls, made through a client of its
 	// own (the engine's go to rt).
 	apiCalls *criaudit.Recorder
+	// probes is the engine's prober series (the API's /metrics/probes).
+	probes *prometheus.Registry
 }
 
 // auditedClient dials endpoint through a new recorder's interceptors; the
@@ -142,14 +145,16 @@ func startNodeServing(t testing.TB, authz kubeletapi.Authorizer, tokens kubeleta
 	}
 	t.Cleanup(func() { rt.Close() })
 	root := filepath.Join(t.TempDir(), "root")
+	probes := prometheus.NewRegistry()
 	eng, err := engine.New(engine.Config{Runtime: rt, RootDir: root, NodeName: "node-a",
-		CrashLoopBackOffBase: time.Second, Log: slog.New(slog.DiscardHandler)})
+		CrashLoopBackOffBase: time.Second, Log: slog.New(slog.DiscardHandler),
+		Registerer: prometheus.NewRegistry(), ProbeRegisterer: probes})
 	if err != nil {
 		t.Fatal(err)
 	}
 	apiRT, apiCalls := auditedClient(t, c.Endpoint)
 	n := &node{eng: eng, updates: make(chan config.PodUpdate, 4), ca: newCA(t), image: c.ImageRef("busybox:latest"), rt: rt,
-		apiCalls: apiCalls}
+		apiCalls: apiCalls, probes: probes}
 	done := make(chan error, 1)
 	go func() { done <- eng.Run(ctx, n.updates) }()
 	pool := x509.NewCertPool()
@@ -157,8 +162,8 @@ func startNodeServing(t testing.TB, authz kubeletapi.Authorizer, tokens kubeleta
 	for _, p := range extraCAs {
 		pool.AppendCertsFromPEM(p)
 	}
-	api, err := kubeletapi.New(kubeletapi.Config{Host: eng, Runtime: apiRT, NodeName: "node-a", RootDir: root, ClientCAs: pool,
-		Tokens: tokens, Authorizer: authz,
+	api, err := kubeletapi.New(kubeletapi.Config{Host: eng, Runtime: apiRT, NodeName: "node-a", RootDir: root, PodLogsDir: filepath.Join(root, "logs"), ClientCAs: pool,
+		Tokens: tokens, Authorizer: authz, Probes: probes,
 		Labels: kubeletapi.Labels{PodUID: engine.LabelPodUID, PodName: engine.LabelPodName,
 			PodNamespace: engine.LabelPodNamespace, ContainerName: engine.LabelContainerName}})
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/cri"
+	"github.com/speclet/speclet/engine/cgroupstats"
 	"github.com/speclet/speclet/engine/containerlogs"
 	"github.com/speclet/speclet/fsm"
 )
@@ -42,6 +43,7 @@ type Runtime interface {
 	ContainerStatus(ctx context.Context, containerID string) (*runtimeapi.ContainerStatus, error)
 	ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error)
 	ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (cri.ExecResult, error)
+	ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error)
 	cri.Streaming
 	cri.Stats
 }
@@ -58,8 +60,13 @@ type Config struct {
 	Labels   Labels
 	NodeName string
 	// RootDir is the directory whose file system /stats/summary reports
-	// as the node's; "" leaves it out.
+	// as the node's, and whose pods/<uid>/volumes are the pods' volumes;
+	// "" leaves them out.
 	RootDir string
+	// PodLogsDir holds the pods' log directories
+	// (<ns>_<name>_<uid>/<container>), each container's logs in the
+	// summary; "" leaves them out.
+	PodLogsDir string
 	// ClientCAs verifies client certificates (--client-ca-file); nil: no
 	// certificate is accepted.
 	ClientCAs *x509.CertPool
@@ -70,6 +77,13 @@ type Config struct {
 	Anonymous  bool
 	Authorizer Authorizer
 	Gatherer   prometheus.Gatherer // /metrics; nil: no /metrics
+	// Probes is /metrics/probes (prober_probe_total,
+	// prober_probe_duration_seconds); nil: no /metrics/probes.
+	Probes prometheus.Gatherer
+	// Cgroups is where /metrics/cadvisor and /stats/summary read the
+	// pods' cgroups; nil: the host's under /sys/fs/cgroup (none when it
+	// has no cgroup filesystem: no cgroup series then).
+	Cgroups *cgroupstats.Dirs
 	// Configz is the node's configuration as kubelet's /configz shows it,
 	// served as {"kubeletconfig": Configz} in JSON (a
 	// kubelet.config.k8s.io/v1beta1 KubeletConfiguration); nil: no /configz.
@@ -80,9 +94,13 @@ type Config struct {
 
 // API is the kubelet API of port 10250.
 type API struct {
-	c   Config
-	mux *http.ServeMux
-	cpu nodeCPU
+	c      Config
+	mux    *http.ServeMux
+	cpu    nodeCPU
+	dirs   *cgroupstats.Dirs
+	finder *cgroupstats.Finder
+	rates  cpuRates // the cgroups' previous CPU readings
+	du     duCache  // directories' usage (volumes, logs)
 }
 
 // New returns the API; serve it with TLSConfig through ServeTLS.
@@ -96,7 +114,10 @@ func New(c Config) (*API, error) {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	a := &API{c: c, mux: http.NewServeMux()}
+	a := &API{c: c, mux: http.NewServeMux(), dirs: cadvisorDirs(c.Cgroups)}
+	if a.dirs != nil {
+		a.finder = &cgroupstats.Finder{Dirs: *a.dirs}
+	}
 	a.routes()
 	return a, nil
 }
@@ -218,8 +239,7 @@ func (a *API) routes() {
 		})
 	}
 	// The routes that call the runtime run under their handler's tag.
-	m.HandleFunc("GET /stats/summary", tagged(fsm.HandlerKubeletApiStatsSummary, a.statsSummary))
-	m.HandleFunc("GET /metrics/resource", tagged(fsm.HandlerKubeletApiMetricsResource, a.metricsResource))
+	a.statsRoutes(m)
 	m.HandleFunc("GET /runningpods/", tagged(fsm.HandlerKubeletApiRunningPods, a.runningPods))
 	m.HandleFunc("GET /containerLogs/{ns}/{pod}/{container}", tagged(fsm.HandlerKubeletApiContainerLogs, a.containerLogs))
 	for _, p := range []string{"/exec/{ns}/{pod}/{container}", "/exec/{ns}/{pod}/{uid}/{container}"} {

@@ -12,13 +12,13 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/cgroups"
+	"github.com/speclet/speclet/engine/cgroupstats"
 )
 
 // nodeCPU keeps the previous reading of the node's CPU time, for the rate.
@@ -94,14 +94,42 @@ func memStats(m *runtimeapi.MemoryUsage) *statsapi.MemoryStats {
 		RSSBytes: u64(m.RssBytes), PageFaults: u64(m.PageFaults), MajorPageFaults: u64(m.MajorPageFaults)}
 }
 
-// summary builds /stats/summary: the node from /proc and the root dir's
-// file system, the pods and their containers from the CRI (ListPodSandbox,
-// ListContainers, ListContainerStats, ListPodSandboxStats when the runtime
-// has it; otherwise a pod's CPU and memory are the sums of its containers').
+// summary builds /stats/summary as kubelet's CRI stats provider does:
+//   - the node: CPU from the root cgroup (else /proc/stat), memory from the
+//     root cgroup (usage, working set, RSS, page faults; else
+//     /proc/meminfo), the host's network interfaces, the root dir's file
+//     system, the runtime's image file system (CRI ImageFsInfo; the
+//     container file system is the same, as containerd 1.6 has no
+//     separate one), the process limit and count, and the system
+//     containers speclet can read: "pods" (the kubepods cgroup) and
+//     "kubelet" (speclet's own cgroup, when it has one);
+//   - each ready sandbox's pod: CPU and memory of the pod's cgroup (else
+//     ListPodSandboxStats, else the sum of its containers'), its network
+//     namespace's interfaces, its processes, its volumes' usage (every
+//     volume directory but host paths), its ephemeral storage (the
+//     containers' writable layers and logs plus the volumes);
+//   - each running container: CPU and memory from ListContainerStats, the
+//     fields the CRI leaves out from its cgroup, the writable layer
+//     (rootfs) with the image file system's size, and its log directory.
+//
+// Left out, as speclet cannot measure them: PSI (cgroup v1 has none; on v2
+// it is not read yet), swap, accelerators, user-defined metrics, the
+// "runtime" and "misc" system containers (speclet does not know the
+// runtime's cgroup), volume health and PVC references.
 func (a *API) summary(ctx context.Context) (*statsapi.Summary, error) {
 	now := a.c.Now()
 	s := &statsapi.Summary{Node: statsapi.NodeStats{NodeName: a.c.NodeName, StartTime: metav1.NewTime(bootTime())}}
+	d := a.dirs
+	var root *cgroupstats.Stats
+	if d != nil {
+		if st, err := d.Read("/", false, now); err == nil {
+			root = &st
+		}
+	}
 	if busy, err := readNodeCPU(); err == nil {
+		if root != nil && root.HaveCPU {
+			busy = root.CPUUsageNs
+		}
 		cpu := &statsapi.CPUStats{Time: metav1.NewTime(now), UsageCoreNanoSeconds: &busy}
 		a.cpu.mu.Lock()
 		if !a.cpu.lastSample.IsZero() && busy >= a.cpu.lastTotal && now.After(a.cpu.lastSample) {
@@ -115,35 +143,38 @@ func (a *API) summary(ctx context.Context) (*statsapi.Summary, error) {
 	if m, err := cgroups.Meminfo(""); err == nil && m["MemTotal"] > 0 {
 		total, avail := m["MemTotal"], m["MemAvailable"]
 		ws := total - avail
-		s.Node.Memory = &statsapi.MemoryStats{Time: metav1.NewTime(now), AvailableBytes: &avail, UsageBytes: &ws, WorkingSetBytes: &ws}
+		mem := &statsapi.MemoryStats{Time: metav1.NewTime(now), AvailableBytes: &avail, UsageBytes: &ws, WorkingSetBytes: &ws}
+		if root != nil && root.HaveMemory && root.MemUsage > 0 {
+			// the root cgroup, as cAdvisor's root container
+			mem = cgroupMemory(*root)
+			mem.AvailableBytes = ptr(sat(total, root.MemWorkingSet))
+		}
+		s.Node.Memory = mem
+	}
+	if d != nil {
+		if ifs, err := d.Network(0); err == nil {
+			s.Node.Network = networkStats(ifs, now)
+		}
 	}
 	if a.c.RootDir != "" {
-		var st unix.Statfs_t
-		if err := unix.Statfs(a.c.RootDir, &st); err == nil {
-			capacity, avail := st.Blocks*uint64(st.Bsize), st.Bavail*uint64(st.Bsize)
-			used := capacity - st.Bfree*uint64(st.Bsize)
-			s.Node.Fs = &statsapi.FsStats{Time: metav1.NewTime(now), CapacityBytes: &capacity, AvailableBytes: &avail, UsedBytes: &used,
-				Inodes: &st.Files, InodesFree: &st.Ffree}
-		}
+		s.Node.Fs = statfsStats(a.c.RootDir, now)
+	}
+	imageFs, imageMount := a.imageFsStats(ctx, now)
+	if imageFs != nil {
+		s.Node.Runtime = &statsapi.RuntimeStats{ImageFs: imageFs, ContainerFs: imageFs}
+	}
+	s.Node.Rlimit = rlimitStats(now)
+	if d != nil {
+		s.Node.SystemContainers = a.systemContainers(now)
 	}
 
 	l := a.c.Labels
-	sbs, err := a.c.Runtime.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{
-		State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}})
+	ls, err := a.list(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list sandboxes: %w", err)
-	}
-	cs, err := a.c.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{
-		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}})
-	if err != nil {
-		return nil, fmt.Errorf("list containers: %w", err)
-	}
-	cstats, err := a.c.Runtime.ListContainerStats(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("list container stats: %w", err)
+		return nil, err
 	}
 	byCID := map[string]*runtimeapi.ContainerStats{}
-	for _, st := range cstats {
+	for _, st := range ls.cstats {
 		byCID[st.GetAttributes().GetId()] = st
 	}
 	sbStats := map[string]*runtimeapi.PodSandboxStats{}
@@ -154,8 +185,20 @@ func (a *API) summary(ctx context.Context) (*statsapi.Summary, error) {
 	} else if !cri.IsUnimplemented(err) {
 		a.c.Log.Debug("kubelet API: ListPodSandboxStats", "err", err)
 	}
+	read := func(id string) *cgroupstats.Stats {
+		p, ok := ls.where[id]
+		if !ok || d == nil {
+			return nil
+		}
+		st, err := d.Read(p, true, now)
+		if err != nil {
+			return nil
+		}
+		return &st
+	}
 	pods := map[string]*statsapi.PodStats{}
-	for _, sb := range sbs {
+	podCg := map[string]*cgroupstats.Stats{}
+	for _, sb := range ls.sbs {
 		uid := sb.Labels[l.PodUID]
 		if uid == "" {
 			continue
@@ -165,30 +208,73 @@ func (a *API) summary(ctx context.Context) (*statsapi.Summary, error) {
 		if st := sbStats[sb.Id]; st != nil && st.Linux != nil {
 			p.CPU, p.Memory = cpuStats(st.Linux.Cpu), memStats(st.Linux.Memory)
 		}
+		if pc := podCgroup(ls.where[sb.Id], uid); pc != "" && d != nil {
+			if st, err := d.Read(pc, true, now); err == nil {
+				podCg[sb.Id] = &st
+				p.CPU, p.Memory = a.cgroupCPU(pc, st), cgroupMemory(st)
+				p.ProcessStats = &statsapi.ProcessStats{ProcessCount: ptr(st.Processes)}
+			}
+		}
+		if sst := read(sb.Id); sst != nil && sst.Pid != 0 {
+			if ifs, err := d.Network(sst.Pid); err == nil {
+				p.Network = networkStats(ifs, now)
+			}
+		}
+		p.VolumeStats = a.volumeStats(uid, now)
 		pods[sb.Id] = p
 	}
-	for _, c := range cs {
+	procs := map[string]uint64{}
+	for _, c := range ls.cs {
 		p := pods[c.PodSandboxId]
 		if p == nil {
 			continue
 		}
 		st := byCID[c.Id]
-		cst := statsapi.ContainerStats{Name: c.Labels[l.ContainerName], StartTime: metav1.NewTime(time.Unix(0, c.CreatedAt))}
+		name := c.Labels[l.ContainerName]
+		cst := statsapi.ContainerStats{Name: name, StartTime: metav1.NewTime(time.Unix(0, c.CreatedAt))}
+		cg := read(c.Id)
 		if st != nil {
 			cst.CPU, cst.Memory = cpuStats(st.Cpu), memStats(st.Memory)
 			if wl := st.WritableLayer; wl != nil {
-				cst.Rootfs = &statsapi.FsStats{Time: metav1.NewTime(time.Unix(0, wl.Timestamp)), UsedBytes: u64(wl.UsedBytes), InodesUsed: u64(wl.InodesUsed)}
+				mp := wl.GetFsId().GetMountpoint()
+				if mp == "" {
+					mp = imageMount
+				}
+				rootfs := statfsStats(mp, time.Unix(0, wl.Timestamp))
+				if rootfs == nil {
+					rootfs = &statsapi.FsStats{Time: metav1.NewTime(time.Unix(0, wl.Timestamp))}
+				}
+				rootfs.UsedBytes, rootfs.InodesUsed = u64(wl.UsedBytes), u64(wl.InodesUsed)
+				cst.Rootfs = rootfs
 			}
 		}
+		if cg != nil {
+			if cst.CPU == nil {
+				cst.CPU = a.cgroupCPU(ls.where[c.Id], *cg)
+			} else if cst.CPU.UsageNanoCores == nil {
+				if r := a.cgroupCPU(ls.where[c.Id], *cg); r != nil {
+					cst.CPU.UsageNanoCores = r.UsageNanoCores
+				}
+			}
+			cst.Memory = fillMemory(cst.Memory, cgroupMemory(*cg))
+			procs[c.PodSandboxId] += cg.Processes
+		}
+		cst.Logs = a.logStats(p.PodRef.Namespace, p.PodRef.Name, p.PodRef.UID, name, now)
 		p.Containers = append(p.Containers, cst)
 	}
-	for _, p := range pods {
+	for id, p := range pods {
 		sort.Slice(p.Containers, func(i, j int) bool { return p.Containers[i].Name < p.Containers[j].Name })
 		if p.CPU == nil {
 			p.CPU, p.Memory = sumContainers(p.Containers, now)
 		}
+		if p.ProcessStats == nil && podCg[id] == nil && d != nil {
+			p.ProcessStats = &statsapi.ProcessStats{ProcessCount: ptr(procs[id])}
+		}
+		p.EphemeralStorage = ephemeral(p, now)
 		s.Pods = append(s.Pods, *p)
 	}
+	a.rates.prune(now)
+	a.du.prune(now)
 	sort.Slice(s.Pods, func(i, j int) bool {
 		return s.Pods[i].PodRef.Namespace+"/"+s.Pods[i].PodRef.Name < s.Pods[j].PodRef.Namespace+"/"+s.Pods[j].PodRef.Name
 	})
@@ -196,6 +282,31 @@ func (a *API) summary(ctx context.Context) (*statsapi.Summary, error) {
 		s.Pods = []statsapi.PodStats{}
 	}
 	return s, nil
+}
+
+// systemContainers are "pods" (the kubepods cgroup) and "kubelet"
+// (speclet's own cgroup when it is not the root), where they exist.
+func (a *API) systemContainers(now time.Time) []statsapi.ContainerStats {
+	var out []statsapi.ContainerStats
+	add := func(name, rel string) {
+		st, err := a.dirs.Read(rel, false, now)
+		if err != nil || !st.HaveCPU {
+			return
+		}
+		start := time.Time{}
+		if fi, err := os.Stat(a.dirs.Dir("cpu", rel)); err == nil {
+			start = fi.ModTime()
+		}
+		out = append(out, statsapi.ContainerStats{Name: name, StartTime: metav1.NewTime(start),
+			CPU: a.cgroupCPU("system:"+rel, st), Memory: cgroupMemory(st)})
+	}
+	if own := ownCgroup(a.dirs.V2); own != "" && own != "/" {
+		add(statsapi.SystemContainerKubelet, own)
+	}
+	if _, err := os.Stat(a.dirs.Dir("memory", "/"+cgroups.KubePods)); err == nil {
+		add(statsapi.SystemContainerPods, "/"+cgroups.KubePods)
+	}
+	return out
 }
 
 // sumContainers is a pod's CPU and memory as the sum of its containers'.
@@ -243,69 +354,4 @@ func (a *API) statsSummary(w http.ResponseWriter, r *http.Request) {
 		s.Node = statsapi.NodeStats{NodeName: s.Node.NodeName, StartTime: s.Node.StartTime, CPU: s.Node.CPU, Memory: s.Node.Memory}
 	}
 	writeJSON(w, s)
-}
-
-// metricsResource serves /metrics/resource in the Prometheus text format
-// metrics-server reads: node, pod and container CPU seconds and memory
-// working set, container start times, each sample with its time.
-func (a *API) metricsResource(w http.ResponseWriter, r *http.Request) {
-	s, err := a.summary(r.Context())
-	var b strings.Builder
-	scrapeErr := 0
-	if err != nil {
-		scrapeErr = 1
-		s = &statsapi.Summary{}
-	}
-	ms := func(t metav1.Time) int64 { return t.UnixMilli() }
-	help := func(name, typ, text string) {
-		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, typ)
-	}
-	help("container_cpu_usage_seconds_total", "counter", "[STABLE] Cumulative cpu time consumed by the container in core-seconds")
-	for _, p := range s.Pods {
-		for _, c := range p.Containers {
-			if c.CPU != nil && c.CPU.UsageCoreNanoSeconds != nil {
-				fmt.Fprintf(&b, "container_cpu_usage_seconds_total{container=%q,namespace=%q,pod=%q} %g %d\n", c.Name, p.PodRef.Namespace, p.PodRef.Name,
-					float64(*c.CPU.UsageCoreNanoSeconds)/1e9, ms(c.CPU.Time))
-			}
-		}
-	}
-	help("container_memory_working_set_bytes", "gauge", "[STABLE] Current working set of the container in bytes")
-	for _, p := range s.Pods {
-		for _, c := range p.Containers {
-			if c.Memory != nil && c.Memory.WorkingSetBytes != nil {
-				fmt.Fprintf(&b, "container_memory_working_set_bytes{container=%q,namespace=%q,pod=%q} %d %d\n", c.Name, p.PodRef.Namespace, p.PodRef.Name,
-					*c.Memory.WorkingSetBytes, ms(c.Memory.Time))
-			}
-		}
-	}
-	help("container_start_time_seconds", "gauge", "[STABLE] Start time of the container since unix epoch in seconds")
-	for _, p := range s.Pods {
-		for _, c := range p.Containers {
-			fmt.Fprintf(&b, "container_start_time_seconds{container=%q,namespace=%q,pod=%q} %d\n", c.Name, p.PodRef.Namespace, p.PodRef.Name, c.StartTime.Unix())
-		}
-	}
-	help("node_cpu_usage_seconds_total", "counter", "[STABLE] Cumulative cpu time consumed by the node in core-seconds")
-	if c := s.Node.CPU; c != nil && c.UsageCoreNanoSeconds != nil {
-		fmt.Fprintf(&b, "node_cpu_usage_seconds_total %g %d\n", float64(*c.UsageCoreNanoSeconds)/1e9, ms(c.Time))
-	}
-	help("node_memory_working_set_bytes", "gauge", "[STABLE] Current working set of the node in bytes")
-	if m := s.Node.Memory; m != nil && m.WorkingSetBytes != nil {
-		fmt.Fprintf(&b, "node_memory_working_set_bytes %d %d\n", *m.WorkingSetBytes, ms(m.Time))
-	}
-	help("pod_cpu_usage_seconds_total", "counter", "[STABLE] Cumulative cpu time consumed by the pod in core-seconds")
-	for _, p := range s.Pods {
-		if p.CPU != nil && p.CPU.UsageCoreNanoSeconds != nil {
-			fmt.Fprintf(&b, "pod_cpu_usage_seconds_total{namespace=%q,pod=%q} %g %d\n", p.PodRef.Namespace, p.PodRef.Name, float64(*p.CPU.UsageCoreNanoSeconds)/1e9, ms(p.CPU.Time))
-		}
-	}
-	help("pod_memory_working_set_bytes", "gauge", "[STABLE] Current working set of the pod in bytes")
-	for _, p := range s.Pods {
-		if p.Memory != nil && p.Memory.WorkingSetBytes != nil {
-			fmt.Fprintf(&b, "pod_memory_working_set_bytes{namespace=%q,pod=%q} %d %d\n", p.PodRef.Namespace, p.PodRef.Name, *p.Memory.WorkingSetBytes, ms(p.Memory.Time))
-		}
-	}
-	help("resource_scrape_error", "gauge", "[STABLE] 1 if there was an error while getting container metrics, 0 otherwise")
-	fmt.Fprintf(&b, "resource_scrape_error %d\n", scrapeErr)
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	w.Write([]byte(b.String()))
 }

@@ -36,6 +36,8 @@ type Metrics struct {
 	imagePull      prometheus.Histogram
 	runningPods    *prometheus.Desc
 	runningCtrs    *prometheus.Desc
+
+	probes *probeSeries // RegisterProbes; nil: not kept
 }
 
 // podStartBuckets are kubelet's for pod_start_duration_seconds and

@@ -98,6 +98,10 @@ type Config struct {
 	// --system-reserved and the hard eviction thresholds. nil: allocatable
 	// is the capacity.
 	Allocatable func(capacity v1.ResourceList) v1.ResourceList
+	// Extended, when set, gives the extended resources of the device
+	// plugins (engine/devicemanager's Capacity): every device in capacity,
+	// the healthy ones in allocatable.
+	Extended func() (capacity, allocatable v1.ResourceList)
 	// RootDir is the filesystem whose space is ephemeral-storage.
 	RootDir string
 	// Version is speclet's version (nodeInfo.kubeletVersion).
@@ -289,6 +293,15 @@ func (n *Node) status(ctx context.Context, prev []v1.NodeCondition) v1.NodeStatu
 	allocatable := capacity.DeepCopy()
 	if n.cfg.Allocatable != nil {
 		allocatable = n.cfg.Allocatable(capacity)
+	}
+	if n.cfg.Extended != nil {
+		c, a := n.cfg.Extended()
+		for name, q := range c {
+			capacity[name] = q
+		}
+		for name, q := range a {
+			allocatable[name] = q
+		}
 	}
 	rtName, rtVersion := "unknown", "unknown"
 	if n.cfg.Runtime != nil {

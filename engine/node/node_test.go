@@ -277,3 +277,24 @@ func TestNodeStatusWrittenOnChangeOrReport(t *testing.T) {
 		t.Errorf("lease renew period %s, want 10s (0.25 of 40s)", n.cfg.LeasePeriod)
 	}
 }
+
+// TestStatusExtended: the device plugins' resources are in the Node's
+// capacity and allocatable as Config.Extended gives them, beside the
+// machine's.
+func TestStatusExtended(t *testing.T) {
+	n := New(Config{
+		Name: "n", MaxPods: 10, RootDir: t.TempDir(),
+		Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("8Gi")},
+		Extended: func() (v1.ResourceList, v1.ResourceList) {
+			return v1.ResourceList{"example.com/dev": resource.MustParse("2")}, v1.ResourceList{"example.com/dev": resource.MustParse("0")}
+		},
+	})
+	st := n.status(context.Background(), nil)
+	c, a := st.Capacity["example.com/dev"], st.Allocatable["example.com/dev"]
+	if c.Value() != 2 || a.Value() != 0 {
+		t.Errorf("example.com/dev capacity %s allocatable %s, want 2 and 0", c.String(), a.String())
+	}
+	if st.Capacity.Cpu().Value() != 2 || st.Allocatable.Cpu().Value() != 2 {
+		t.Errorf("cpu capacity %s allocatable %s, want 2 and 2", st.Capacity.Cpu(), st.Allocatable.Cpu())
+	}
+}

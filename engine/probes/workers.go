@@ -88,6 +88,10 @@ type Container interface {
 	// Event records a Warning event about the container, reason Unhealthy
 	// or ProbeWarning.
 	Event(reason, message string)
+	// Probed counts a raw result of a current worker and how long the
+	// probe took (kubelet's prober_probe_total and
+	// prober_probe_duration_seconds).
+	Probed(k prober.Kind, success bool, d time.Duration)
 }
 
 // Report is one probe outcome for a container of a pod: a raw result of
@@ -101,6 +105,8 @@ type Report struct {
 	Success   bool
 	Output    string // what the probe said (Unhealthy, ProbeWarning)
 	Worker    uint64 // the worker that ran it; 0: thresholded already
+	// Duration is how long the probe took (a worker's result).
+	Duration time.Duration
 }
 
 // worker probes one kind of probe of one running instance; the ticks it
@@ -231,11 +237,12 @@ func (p *Workers) probe(w *worker, a fsm.ProbeAction) {
 	r := Report{UID: c.PodUID(), Container: c.Name(), Kind: w.kind, Worker: w.gen}
 	ctx := a.Tag(w.ctx)
 	go func() {
+		start := time.Now()
 		out, err := w.target.Probe(ctx, w.spec, prober.Timeout(w.spec))
 		if w.ctx.Err() != nil {
 			return // stopped meanwhile
 		}
-		r.Success, r.Output = err == nil, out
+		r.Success, r.Output, r.Duration = err == nil, out, time.Since(start)
 		if err != nil {
 			r.Output = err.Error()
 		}
@@ -253,6 +260,7 @@ func (p *Workers) Result(r Report) (fsm.Input, bool) {
 		return 0, false // a result of a stopped worker
 	}
 	w.inFlight = false
+	p.c.Probed(r.Kind, r.Success, r.Duration)
 	if !r.Success {
 		msg := fmt.Sprintf("%s%s probe failed: %s", strings.ToUpper(r.Kind.String()[:1]), r.Kind.String()[1:], r.Output)
 		p.c.Logger().Warn("Unhealthy", append(p.c.LogAttrs(), "message", msg)...)

@@ -32,6 +32,7 @@ type fakeContainer struct {
 	raised  []fsm.ProbeEvent
 	killed  []string // "kind grace"
 	events  []string // "reason: message"
+	probed  []string // "kind success" of each result counted
 }
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -62,6 +63,9 @@ func (c *fakeContainer) State() fsm.ProbeState              { return c.state }
 func (c *fakeContainer) Raise(ev fsm.ProbeEvent)            { c.raised = append(c.raised, ev) }
 func (c *fakeContainer) Kill(_ context.Context, k prober.Kind, grace int64) {
 	c.killed = append(c.killed, fmt.Sprint(k, " ", grace))
+}
+func (c *fakeContainer) Probed(k prober.Kind, success bool, d time.Duration) {
+	c.probed = append(c.probed, fmt.Sprint(k, " ", success))
 }
 func (c *fakeContainer) Event(reason, message string) {
 	c.events = append(c.events, reason+": "+message)
@@ -143,6 +147,9 @@ func TestReadinessThreshold(t *testing.T) {
 	if len(c.events) != 2 || c.events[0][:len("Unhealthy: Readiness probe failed: ")] != "Unhealthy: Readiness probe failed: " {
 		t.Errorf("events %q, want two Unhealthy readiness failures", c.events)
 	}
+	if want := []string{"readiness false", "readiness false"}; fmt.Sprint(c.probed) != fmt.Sprint(want) {
+		t.Errorf("results counted %q, want %q (each raw result, not only the thresholded change)", c.probed, want)
+	}
 }
 
 // TestStoppedWorkerResult: a result of a worker stopped meanwhile counts
@@ -162,8 +169,8 @@ func TestStoppedWorkerResult(t *testing.T) {
 	if _, ok := w.Result(old); ok {
 		t.Error("an earlier worker's result was counted for the new one")
 	}
-	if len(c.events) != 0 {
-		t.Errorf("events %q for results of stopped workers", c.events)
+	if len(c.events) != 0 || len(c.probed) != 0 {
+		t.Errorf("events %q, results counted %q for results of stopped workers", c.events, c.probed)
 	}
 }
 

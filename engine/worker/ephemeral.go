@@ -39,7 +39,12 @@ func ephemeralContainer(ec *v1.EphemeralContainer) *v1.Container {
 // runAsNonRoot check needs it); for an ephemeral container it also names
 // the process namespace of its target.
 func (c *ctrState) BuildConfig(restartCount int32, inputs func(*podspec.ContainerRequest), user podspec.ImageUser) (*runtimeapi.ContainerConfig, error) {
-	cfg, err := containerConfig(c.p.h.Node, c.p.pod, c.spec, restartCount, c.ImageRef(), c.init, user, inputs)
+	devices, err := c.devices()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := containerConfig(c.p.h.Node, c.p.pod, c.spec, restartCount, c.ImageRef(), c.init, user, inputs,
+		func(r *podspec.ContainerRequest) { r.Devices = devices })
 	if err != nil || !c.ephemeral {
 		return cfg, err
 	}
@@ -61,6 +66,20 @@ func (c *ctrState) BuildConfig(restartCount int32, inputs func(*podspec.Containe
 		podspec.TargetNamespace(cfg, target.ID())
 	}
 	return cfg, nil
+}
+
+// devices are what the device plugins give the next instance (kubelet's
+// GetDeviceRunContainerOptions, PreStartContainer included); an ephemeral
+// container has no resources.
+func (c *ctrState) devices() (*podspec.DeviceRun, error) {
+	if c.p.h.Devices == nil || c.ephemeral {
+		return nil, nil
+	}
+	d, err := c.p.h.Devices(c.p.h.Engine.Context(), c.p.pod, c.spec)
+	if err != nil {
+		return nil, fmt.Errorf("pod %s container %q: devices: %w", c.p.key(), c.name, err)
+	}
+	return d, nil
 }
 
 // ephemeralSpec is the pod spec's entry of this ephemeral container.

@@ -43,6 +43,10 @@ type Host struct {
 	PublishedPod func(p *v1.Pod)               // told of every published pod; nil: none
 	Services     func() ([]*v1.Service, error) // nil: no service variables
 	VolumeAPI    volume.API                    // nil: no API server
+	// Devices are what the device plugins give a container at its
+	// creation (nil: no device manager); an error is the container's
+	// CreateContainerConfigError.
+	Devices func(ctx context.Context, pod *v1.Pod, c *v1.Container) (*podspec.DeviceRun, error)
 
 	Runtime cri.Runtime
 	Clock   clock.WithTicker

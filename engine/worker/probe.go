@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -132,6 +133,13 @@ func (ps *probeState) Post(r probes.Report) {
 // Event records a probe's Unhealthy or ProbeWarning as a Warning event of
 // the container.
 func (ps *probeState) Event(reason, msg string) { ps.c.event(eventWarning, reason, "%s", msg) }
+
+// Probed counts a probe's raw result in the engine's prober series.
+func (ps *probeState) Probed(k prober.Kind, success bool, d time.Duration) {
+	pod := ps.c.p.pod
+	kind := k.String() // kubelet's probe_type is "Readiness", "Liveness", "Startup"
+	ps.c.p.h.Sinks.Metrics.Probed(strings.ToUpper(kind[:1])+kind[1:], success, ps.c.name, pod.Name, pod.Namespace, string(pod.UID), d)
+}
 
 // Kill kills the container through its machine because its probe of kind
 // k failed, with the probe's grace period (-1: the pod's).

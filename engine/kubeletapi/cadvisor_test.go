@@ -1,0 +1,147 @@
+package kubeletapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/speclet/speclet/engine/cgroupstats"
+	"github.com/speclet/speclet/engine/kubeletapi"
+)
+
+// fakeStatsRuntime lists one ready sandbox and its running container.
+type fakeStatsRuntime struct {
+	kubeletapi.Runtime
+	fsDir string
+}
+
+var statsLabels = kubeletapi.Labels{PodUID: "uid", PodName: "pod", PodNamespace: "ns", ContainerName: "ctr"}
+
+func (f fakeStatsRuntime) ListPodSandbox(context.Context, *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+	return []*runtimeapi.PodSandbox{{Id: "sb1", CreatedAt: 1e18, Labels: map[string]string{"uid": "u1", "pod": "web", "ns": "shop"}}}, nil
+}
+
+func (f fakeStatsRuntime) ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	return []*runtimeapi.Container{{Id: "c1", PodSandboxId: "sb1", CreatedAt: 1.5e18, Image: &runtimeapi.ImageSpec{Image: "registry.test/busybox:1"},
+		Labels: map[string]string{"uid": "u1", "pod": "web", "ns": "shop", "ctr": "main"}}}, nil
+}
+
+func (f fakeStatsRuntime) ListContainerStats(context.Context, *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error) {
+	return []*runtimeapi.ContainerStats{{Attributes: &runtimeapi.ContainerAttributes{Id: "c1"},
+		WritableLayer: &runtimeapi.FilesystemUsage{Timestamp: 1, FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: f.fsDir}, UsedBytes: &runtimeapi.UInt64Value{Value: 4096}}}}, nil
+}
+
+func (f fakeStatsRuntime) ListPodSandboxStats(context.Context, *runtimeapi.PodSandboxStatsFilter) ([]*runtimeapi.PodSandboxStats, error) {
+	return nil, nil
+}
+
+func (f fakeStatsRuntime) ImageFsInfo(context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
+	return &runtimeapi.ImageFsInfoResponse{ImageFilesystems: []*runtimeapi.FilesystemUsage{{FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: f.fsDir},
+		UsedBytes: &runtimeapi.UInt64Value{Value: 1 << 20}}}}, nil
+}
+
+type noPods struct{}
+
+func (noPods) Pods() []*v1.Pod { return nil }
+func (noPods) Healthz() error  { return nil }
+
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for n, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestCadvisorFormat serves /metrics/cadvisor and /stats/summary of a
+// cgroup v1 tree laid out in a directory: the series have cAdvisor's
+// names, label sets (container, id, image, name, namespace, pod and the
+// series' own), values in cAdvisor's units, and a timestamp; the pod's
+// cgroup is container "" and the sandbox's "POD".
+func TestCadvisorFormat(t *testing.T) {
+	root := t.TempDir()
+	dir := func(ctrl, rel string) string { return filepath.Join(root, ctrl, rel) }
+	mem := func(usage, inactive string) map[string]string {
+		return map[string]string{"memory.usage_in_bytes": usage, "memory.limit_in_bytes": "83886080", "memory.stat": "total_rss 8192\ntotal_cache 4096\ntotal_inactive_file " + inactive + "\ntotal_pgfault 300\n"}
+	}
+	for rel, usage := range map[string]string{"/": "900000000", "/kubepods/besteffort/podu1": "3000000", "/kubepods/besteffort/podu1/sb1": "1000000", "/kubepods/besteffort/podu1/c1": "2000000"} {
+		writeFiles(t, dir("memory", rel), mem(usage, "1000"))
+		writeFiles(t, dir("cpuacct", rel), map[string]string{"cpuacct.usage": "1500000000", "cpuacct.stat": "user 100\nsystem 50\n"})
+		writeFiles(t, dir("cpu", rel), map[string]string{"cpu.shares": "2", "cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "-1", "cgroup.procs": ""})
+	}
+	now := time.Unix(1_700_000_000, 0)
+	api, err := kubeletapi.New(kubeletapi.Config{Host: noPods{}, Runtime: fakeStatsRuntime{fsDir: root}, Labels: statsLabels, NodeName: "n",
+		Authorizer: kubeletapi.AlwaysAllow{}, Now: func() time.Time { return now },
+		Cgroups: &cgroupstats.Dirs{Dir: dir, Proc: filepath.Join(root, "proc")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api.ReadOnlyHandler())
+	defer srv.Close()
+	_, body := get(t, srv.Client(), srv.URL+"/metrics/cadvisor")
+	for _, want := range []string{
+		"# TYPE container_cpu_usage_seconds_total counter\n",
+		`container_cpu_usage_seconds_total{container="main",cpu="total",id="/kubepods/besteffort/podu1/c1",image="registry.test/busybox:1",name="c1",namespace="shop",pod="web"} 1.5 1700000000000` + "\n",
+		`container_cpu_user_seconds_total{container="main",id="/kubepods/besteffort/podu1/c1",image="registry.test/busybox:1",name="c1",namespace="shop",pod="web"} 1 1700000000000` + "\n",
+		`container_memory_working_set_bytes{container="main",id="/kubepods/besteffort/podu1/c1",image="registry.test/busybox:1",name="c1",namespace="shop",pod="web"} 1.999e+06 1700000000000` + "\n",
+		`container_memory_working_set_bytes{container="",id="/kubepods/besteffort/podu1",image="",name="",namespace="shop",pod="web"} 2.999e+06 1700000000000` + "\n",
+		`container_memory_working_set_bytes{container="POD",id="/kubepods/besteffort/podu1/sb1",image="",name="sb1",namespace="shop",pod="web"} 999000 1700000000000` + "\n",
+		`container_memory_working_set_bytes{container="",id="/",image="",name="",namespace="",pod=""} 8.99999e+08 1700000000000` + "\n",
+		`container_spec_memory_limit_bytes{container="main",id="/kubepods/besteffort/podu1/c1",image="registry.test/busybox:1",name="c1",namespace="shop",pod="web"} 8.388608e+07 1700000000000` + "\n",
+		`container_memory_failures_total{container="main",failure_type="pgfault",id="/kubepods/besteffort/podu1/c1",image="registry.test/busybox:1",name="c1",namespace="shop",pod="web",scope="hierarchy"} 300 1700000000000` + "\n",
+		`container_fs_usage_bytes{container="main",device="` + root + `",id="/kubepods/besteffort/podu1/c1",image="registry.test/busybox:1",name="c1",namespace="shop",pod="web"} 4096 1700000000000` + "\n",
+		`container_start_time_seconds{container="main",id="/kubepods/besteffort/podu1/c1",image="registry.test/busybox:1",name="c1",namespace="shop",pod="web"} 1.5e+09 1700000000000` + "\n",
+		"# TYPE machine_cpu_cores gauge\n",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics/cadvisor lacks\n%s", want)
+		}
+	}
+	if strings.Contains(body, `container_spec_cpu_shares{container="",id="/"`) {
+		t.Error("the root cgroup has spec series (cAdvisor has none for it)")
+	}
+	if t.Failed() {
+		t.Logf("body:\n%s", body)
+	}
+
+	_, body = get(t, srv.Client(), srv.URL+"/stats/summary")
+	var s statsapi.Summary
+	if err := json.Unmarshal([]byte(body), &s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Pods) != 1 || len(s.Pods[0].Containers) != 1 {
+		t.Fatalf("summary pods: %s", body)
+	}
+	p, c := s.Pods[0], s.Pods[0].Containers[0]
+	if p.Memory == nil || *p.Memory.WorkingSetBytes != 2999000 || *p.Memory.AvailableBytes != 83886080-2999000 {
+		t.Errorf("pod memory from its cgroup: %+v", p.Memory)
+	}
+	if c.Memory == nil || *c.Memory.WorkingSetBytes != 1999000 || *c.Memory.RSSBytes != 8192 || *c.Memory.PageFaults != 300 {
+		t.Errorf("container memory from its cgroup: %+v", c.Memory)
+	}
+	if c.Rootfs == nil || *c.Rootfs.UsedBytes != 4096 || c.Rootfs.CapacityBytes == nil {
+		t.Errorf("rootfs: %+v", c.Rootfs)
+	}
+	if s.Node.Runtime == nil || s.Node.Runtime.ImageFs == nil || *s.Node.Runtime.ImageFs.UsedBytes != 1<<20 || s.Node.Runtime.ContainerFs == nil {
+		t.Errorf("runtime image fs: %+v", s.Node.Runtime)
+	}
+	if p.EphemeralStorage == nil || *p.EphemeralStorage.UsedBytes != 4096 {
+		t.Errorf("ephemeral storage: %+v", p.EphemeralStorage)
+	}
+	if p.ProcessStats == nil || *p.ProcessStats.ProcessCount != 0 {
+		t.Errorf("process stats: %+v", p.ProcessStats)
+	}
+}
