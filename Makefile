@@ -2,7 +2,8 @@
 SHELL := /bin/bash
 GO    ?= go
 # Debian packages the tests, `make run` and `make docs` need.
-DEB_PKGS := containerd runc etcd-server containernetworking-plugins busybox-static graphviz iproute2 ca-certificates chromium e2fsprogs mount
+# libseccomp-dev, gcc, libc6-dev and pkg-config build runc for RUNTIME=containerd-2.
+DEB_PKGS := containerd runc etcd-server containernetworking-plugins busybox-static graphviz iproute2 ca-certificates chromium e2fsprogs mount libseccomp-dev gcc libc6-dev pkg-config
 TEST_TIMEOUT ?= 25m
 # Test artifacts (the web UI's screenshot) are kept here, outside the repository.
 ARTIFACTS ?= $(or $(TMPDIR),/tmp)/speclet-test-artifacts
@@ -12,7 +13,7 @@ FUZZTIME ?= 10s
 # that a CI log says where the time of `make test` went.
 timed = s=$$(date +%s); ( $(2) ); rc=$$?; echo "step $(1): $$(( $$(date +%s) - s )) s$$( [ $$rc = 0 ] || echo ', failed')"; exit $$rc
 
-.PHONY: all deps generate check fmt vet layering fresh verify test unit bench docs run clean chaos soak conformance conformance-record cluster kube-binaries node-conformance node-conformance-binaries node-e2e
+.PHONY: all deps generate check fmt vet layering fresh verify test unit bench docs run clean chaos soak conformance conformance-record cluster kube-binaries runtimes node-conformance node-conformance-binaries node-e2e
 
 all: check
 
@@ -61,12 +62,18 @@ check: fmt vet layering fresh verify
 # took and called in one new directory (SPECLET_ENGINE_SUITE), and the second
 # prints the row coverage table of the spec and the CRI audit over all engine
 # tests, and fails when a row was never taken (engine/doc.go, # Tests).
-unit: kube-binaries node-conformance-binaries
+#
+# The CRI contract (package cri's TestContract) and engine/containerdtest
+# then run once more on containerd 2.x (SPECLET_RUNTIME=containerd-2,
+# cri/harness), whose binaries `make runtimes` builds.
+unit: kube-binaries node-conformance-binaries runtimes
 	@mkdir -p $(ARTIFACTS) && echo "unit: test artifacts (screenshots) go to $(ARTIFACTS)"
 	@$(call timed,packages,$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -artifacts -outputdir $(ARTIFACTS) $$($(GO) list ./... | grep -v -e '/speclet/engine$$' -e '/speclet/engine/containerdtest$$' -e '/test/chaos$$'))
 	@suite=$$(mktemp -d) && trap 'rm -rf "$$suite"' EXIT && \
 	  $(call timed,engine and engine/containerdtest,(cd engine && SPECLET_ENGINE_SUITE=$$suite $(GO) test -count=1 -timeout $(TEST_TIMEOUT)) && \
 	  (cd engine/containerdtest && SPECLET_ENGINE_SUITE=$$suite $(GO) test -count=1 -timeout $(TEST_TIMEOUT)))
+	@$(call timed,CRI contract and engine/containerdtest on containerd-2,SPECLET_RUNTIME=containerd-2 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^TestContract$$' ./cri && \
+	  SPECLET_RUNTIME=containerd-2 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./engine/containerdtest)
 	@$(call timed,chaos,$(GO) test -count=1 -timeout 15m ./test/chaos)
 	@$(call timed,fuzz,$(GO) test ./spec -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME))
 
@@ -100,18 +107,26 @@ bench: deps kube-binaries
 docs: deps generate
 	@for f in docs/states/*.dot; do dot -Tsvg "$$f" -o "$${f%.dot}.svg" && echo "docs: $${f%.dot}.svg"; done
 
+# RUNTIME chooses the container runtime of `make run` and `make cluster`
+# (cri/harness's SPECLET_RUNTIME): containerd-1.6 (Debian's containerd
+# 1.6.20 and runc 1.1.5) or containerd-2 (containerd v2.4.2 and runc v1.5.3
+# built from their Go modules by `make runtimes`).
+RUNTIME ?= containerd-1.6
+RUNTIME_BUILD := $(if $(filter containerd-2,$(RUNTIME)),runtimes)
+
 # run starts speclet on a private containerd (installed when missing) with the
 # pods of examples/pods; Ctrl-C stops it and removes everything. Extra flags
-# for `speclet run`: make run RUN_ARGS="-v 4".
+# for `speclet run`: make run RUN_ARGS="-v 4"; another runtime: make run
+# RUNTIME=containerd-2.
 RUN_BIN := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/speclet/bin
 # SPECLET_LDFLAGS set speclet's own version (git describe, or the short
 # commit) in every build of cmd/speclet here; `speclet version` and the
 # Node's kubeletVersion report v1.34.4+speclet.<it> (cmd/speclet/version.go).
 SPECLET_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 SPECLET_LDFLAGS := -ldflags "-X main.buildVersion=$(SPECLET_VERSION)"
-run: deps
+run: deps $(RUNTIME_BUILD)
 	@mkdir -p $(RUN_BIN) && $(GO) build $(SPECLET_LDFLAGS) -o $(RUN_BIN)/speclet ./cmd/speclet && $(GO) build -o $(RUN_BIN)/speclet-dev ./cmd/speclet-dev
-	@$(RUN_BIN)/speclet-dev --speclet $(RUN_BIN)/speclet --pod-manifest-path examples/pods -- $(RUN_ARGS)
+	@SPECLET_RUNTIME=$(RUNTIME) $(RUN_BIN)/speclet-dev --speclet $(RUN_BIN)/speclet --pod-manifest-path examples/pods -- $(RUN_ARGS)
 
 clean:
 	$(GO) clean -testcache
@@ -125,15 +140,25 @@ kube-binaries:
 	@start=$$(date +%s); dir=$$($(GO) run ./test/cluster/cmd/buildkube -version $(KUBE_VERSION)) && \
 	echo "kube-binaries: $$dir ($$(( $$(date +%s) - start )) s)"
 
+# runtimes builds the binaries of RUNTIME=containerd-2 (containerd and its
+# runc shim, and runc, at the versions cri/harness pins) from their Go
+# modules, once, into ~/.cache/speclet/containerd/<version>/ and
+# ~/.cache/speclet/runc/<version>/ (docs/operations.md, # Container
+# runtimes). Several minutes cold on two cores; a stat when cached.
+runtimes:
+	@start=$$(date +%s); out=$$($(GO) run ./cri/harness/cmd/buildruntime) && \
+	echo "$$out" | sed 's/^/runtimes: /' && echo "runtimes: $$(( $$(date +%s) - start )) s"
+
 # cluster runs a control plane and two speclet nodes, each on its own
 # containerd, and prints the export line for KUBECONFIG; Ctrl-C stops
 # everything and leaves nothing behind. Extra flags for `speclet run`:
 # make cluster RUN_ARGS="-v 4". HOLLOW=N adds N hollow nodes hollow-0..N-1
-# (one `speclet hollow` process; docs/operations.md).
+# (one `speclet hollow` process; docs/operations.md). RUNTIME=containerd-2
+# runs the nodes on containerd 2.x (see run).
 HOLLOW ?= 0
-cluster: deps kube-binaries
+cluster: deps kube-binaries $(RUNTIME_BUILD)
 	@mkdir -p $(RUN_BIN) && $(GO) build $(SPECLET_LDFLAGS) -o $(RUN_BIN)/speclet ./cmd/speclet && $(GO) build -o $(RUN_BIN)/speclet-cluster ./test/cluster/cmd/cluster
-	@$(RUN_BIN)/speclet-cluster --speclet $(RUN_BIN)/speclet --version $(KUBE_VERSION) --hollow $(HOLLOW) -- $(RUN_ARGS)
+	@SPECLET_RUNTIME=$(RUNTIME) $(RUN_BIN)/speclet-cluster --speclet $(RUN_BIN)/speclet --version $(KUBE_VERSION) --hollow $(HOLLOW) -- $(RUN_ARGS)
 
 # conformance runs the whole corpus of test/conformance/testdata/scenarios on
 # upstream kubelet and on speclet, each on its own containerd, prints
