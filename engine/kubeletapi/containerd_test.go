@@ -224,6 +224,10 @@ func TestContainerd(t *testing.T) {
 		if ticker.CPU == nil || ticker.Memory == nil {
 			t.Errorf("ticker pod has no CPU or memory: %s", body)
 		}
+		code, body = get(t, admin, n.base+"/metrics/cadvisor")
+		if want := `container_cpu_usage_seconds_total{container="main",cpu="total",`; code != 200 || !strings.Contains(body, want) {
+			t.Errorf("/metrics/cadvisor lacks %q: %d", want, code)
+		}
 		code, body = get(t, admin, n.base+"/metrics/resource")
 		for _, want := range []string{`container_cpu_usage_seconds_total{container="main",namespace="default",pod="ticker"} `,
 			`container_memory_working_set_bytes{container="main",namespace="default",pod="ticker"} `,
