@@ -23,15 +23,16 @@ const (
 )
 
 // LogLinkOf returns the path in linksDir of the link to container c's log
-// file that start_container makes (podspec.LogLink, named from c's
-// labels); "" for a container that is not speclet's. It is what the log
-// maintenance (containerlogs.Rotator.LinkOf) keeps the links by.
+// file that start_container makes (podspec.LogLink, named from c's labels,
+// speclet's or kubelet's); "" for a container that is no agent's. It is what
+// the log maintenance (containerlogs.Rotator.LinkOf) keeps the links by.
 func LogLinkOf(linksDir string) func(c *runtimeapi.Container) string {
 	return func(c *runtimeapi.Container) string {
 		l := c.GetLabels()
-		if l[LabelPodUID] == "" || l[LabelContainerName] == "" {
+		uid, name := runtimepods.Identify(l)
+		if uid == "" || name == "" {
 			return ""
 		}
-		return podspec.LogLink(linksDir, l[LabelPodNamespace], l[LabelPodName], l[LabelContainerName], c.GetId())
+		return podspec.LogLink(linksDir, runtimepods.PodNamespaceOf(l), runtimepods.PodNameOf(l), name, c.GetId())
 	}
 }

@@ -64,17 +64,26 @@ func (e *Engine) sweepStrays(ctx context.Context) {
 
 // adoptStray lists the sandboxes and containers of uid and, when nobody
 // claimed the UID meanwhile, records them for cleanupOrphans.
+//
+// The objects are listed by speclet's pod UID label, then by kubelet's
+// (runtimepods.KubeletPodUID) when none has speclet's: a pod kubelet
+// started.
 func (e *Engine) adoptStray(ctx context.Context, uid types.UID) error {
-	sel := map[string]string{LabelPodUID: string(uid)}
-	sbs, err := e.rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: sel})
-	if err != nil {
-		return err
+	var a *runtimepods.Pod
+	for _, key := range []string{LabelPodUID, runtimepods.KubeletPodUID} {
+		sel := map[string]string{key: string(uid)}
+		sbs, err := e.rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: sel})
+		if err != nil {
+			return err
+		}
+		cs, err := e.rt.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: sel})
+		if err != nil {
+			return err
+		}
+		if a = runtimepods.Group(sbs, cs)[uid]; a != nil {
+			break
+		}
 	}
-	cs, err := e.rt.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: sel})
-	if err != nil {
-		return err
-	}
-	a := runtimepods.Group(sbs, cs)[uid]
 	if a == nil {
 		return nil // gone meanwhile
 	}

@@ -2,8 +2,6 @@ package config
 
 import (
 	"bytes"
-	"crypto/md5"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,10 +12,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 	goyaml "sigs.k8s.io/yaml/goyaml.v2"
+
+	"github.com/speclet/speclet/engine/staticuid"
 )
 
 // Limits on what a manifest may hold. Annotations, labels and names follow
@@ -179,9 +178,9 @@ func checkKind(tm metav1.TypeMeta, origin string, kinds ...string) error {
 }
 
 // staticPod validates a decoded manifest and turns it into the pod the
-// engine runs, as kubelet's applyDefaults does for static pods: a UID that
-// hashes the manifest, the node name and the origin (unless the manifest sets
-// one), the name "<name>-<node-name>", namespace "default" when none is
+// engine runs, as kubelet's applyDefaults does for static pods: kubelet's
+// UID (engine/staticuid: the manifest, and for a file the node name and the
+// path; unless the manifest sets one), the name "<name>-<node-name>", namespace "default" when none is
 // given, spec.nodeName, the config annotations, the NoExecute toleration, the
 // API defaults the engine relies on, and phase Pending.
 //
@@ -193,15 +192,12 @@ func staticPod(pod *v1.Pod, source, origin, key, nodeName string) (*v1.Pod, erro
 	}
 	pod = pod.DeepCopy()
 	if pod.UID == "" {
-		canon, err := json.Marshal(pod)
+		// kubelet's UID, so that either agent adopts the other's pod.
+		uid, err := staticuid.Of(pod, uidSource(source), key, nodeName)
 		if err != nil {
-			return nil, &ManifestError{Origin: origin, Msg: "encode for hashing: " + err.Error()}
+			return nil, &ManifestError{Origin: origin, Msg: err.Error()}
 		}
-		h := md5.New()
-		h.Write(canon)
-		fmt.Fprintf(h, "host:%s", nodeName)
-		fmt.Fprintf(h, "%s:%s", source, key)
-		pod.UID = types.UID(hex.EncodeToString(h.Sum(nil)))
+		pod.UID = uid
 	}
 	pod.Name = staticPodName(pod.Name, nodeName)
 	if pod.Namespace == "" {
@@ -217,6 +213,14 @@ func staticPod(pod *v1.Pod, source, origin, key, nodeName string) (*v1.Pod, erro
 	applyDefaults(pod)
 	pod.Status = v1.PodStatus{Phase: v1.PodPending}
 	return pod, nil
+}
+
+// uidSource is the name a pod source has in kubelet's static pod UID.
+func uidSource(source string) string {
+	if source == SourceFile {
+		return staticuid.File
+	}
+	return staticuid.URL
 }
 
 func staticPodName(name, nodeName string) string {

@@ -240,7 +240,7 @@ func (c *Container) Adopt(cs []*runtimeapi.Container, createdDead bool) fsm.Cont
 	newest := cs[0]
 	c.id = newest.Id
 	c.restartCount = runtimepods.RestartCountOf(newest.Annotations)
-	c.runHash = newest.Annotations[runtimepods.AnnotationContainerHash]
+	c.runHash = runtimepods.RunHash(newest.Annotations, c.o.Spec())
 	c.imageRef = newest.ImageRef
 	if newest.State == runtimeapi.ContainerState_CONTAINER_CREATED {
 		if createdDead {

@@ -3,8 +3,13 @@
 // the pods those objects group back into when the engine starts again. The
 // labels are the only state speclet keeps about its pods: after a restart
 // (even kill -9) the engine rebuilds its workers from them, as kubelet does
-// from its io.kubernetes.* labels. Objects without LabelPodUID are not
-// speclet's and are never touched. It is pure: the engine lists the
+// from its io.kubernetes.* labels.
+//
+// speclet writes kubelet's labels and annotations too (KubeletPodUID and the
+// others, with kubelet's meaning), and reads them where its own are missing:
+// a pod kubelet started is grouped back like one of speclet's, and kubelet
+// finds speclet's pods as its own. Objects with neither pod UID label are
+// no agent's and are never touched. It is pure: the engine lists the
 // runtime.
 package runtimepods
 
@@ -19,6 +24,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/dump"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -39,12 +45,32 @@ const (
 	AnnotationKubeConfigHash   = "kubernetes.io/config.hash"
 )
 
-// PodLabels are the labels of a pod's sandbox.
+// kubelet's labels and annotations (k8s.io/kubelet/pkg/types,
+// pkg/kubelet/kuberuntime/labels.go of kubelet v1.34), which speclet writes
+// beside its own and reads where its own are missing.
+const (
+	KubeletPodUID        = "io.kubernetes.pod.uid"
+	KubeletPodName       = "io.kubernetes.pod.name"
+	KubeletPodNamespace  = "io.kubernetes.pod.namespace"
+	KubeletContainerName = "io.kubernetes.container.name"
+
+	// KubeletContainerHash is KubeletHash of the container, in hex.
+	KubeletContainerHash             = "io.kubernetes.container.hash"
+	KubeletRestartCount              = "io.kubernetes.container.restartCount"
+	KubeletTerminationMessagePath    = "io.kubernetes.container.terminationMessagePath"
+	KubeletTerminationMessagePolicy  = "io.kubernetes.container.terminationMessagePolicy"
+	KubeletPodTerminationGracePeriod = "io.kubernetes.pod.terminationGracePeriod"
+)
+
+// PodLabels are the labels of a pod's sandbox: speclet's and kubelet's.
 func PodLabels(pod *v1.Pod) map[string]string {
 	return map[string]string{
-		LabelPodUID:       string(pod.UID),
-		LabelPodName:      pod.Name,
-		LabelPodNamespace: pod.Namespace,
+		LabelPodUID:         string(pod.UID),
+		LabelPodName:        pod.Name,
+		LabelPodNamespace:   pod.Namespace,
+		KubeletPodUID:       string(pod.UID),
+		KubeletPodName:      pod.Name,
+		KubeletPodNamespace: pod.Namespace,
 	}
 }
 
@@ -52,11 +78,68 @@ func PodLabels(pod *v1.Pod) map[string]string {
 func ContainerLabels(pod *v1.Pod, name string) map[string]string {
 	l := PodLabels(pod)
 	l[LabelContainerName] = name
+	l[KubeletContainerName] = name
 	return l
 }
 
+// KubeletAnnotations are the annotations kubelet reads of an instance of c,
+// the restartCount-th: its spec's hash (KubeletHash), the restart count, the
+// termination message's path and policy, and the pod's grace period, as
+// kubelet writes them. (kubelet also writes the preStop hook and the ports
+// as JSON; it reads them only for a container whose pod it no longer has,
+// to kill it, and speclet leaves them out: they are unbounded.)
+func KubeletAnnotations(pod *v1.Pod, c *v1.Container, restartCount int32) map[string]string {
+	a := map[string]string{
+		KubeletContainerHash:            KubeletHash(c),
+		KubeletRestartCount:             strconv.Itoa(int(restartCount)),
+		KubeletTerminationMessagePath:   c.TerminationMessagePath,
+		KubeletTerminationMessagePolicy: string(c.TerminationMessagePolicy),
+	}
+	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		a[KubeletPodTerminationGracePeriod] = strconv.FormatInt(*g, 10)
+	}
+	return a
+}
+
+// KubeletHash is kubelet v1.34's hash of a container
+// (pkg/kubelet/container.HashContainer), in hex as its
+// io.kubernetes.container.hash annotation holds it: FNV-32a over the spew
+// printing (hash.DeepHashObject) of the JSON of the container's name and
+// image, the only fields kubelet compares to decide that a running
+// container's spec changed.
+func KubeletHash(c *v1.Container) string {
+	b, err := json.Marshal(map[string]string{"name": c.Name, "image": c.Image})
+	if err != nil {
+		panic(fmt.Sprintf("marshal container %q: %v", c.Name, err)) // a map of strings always marshals
+	}
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%v", dump.ForHash(b))
+	return strconv.FormatUint(uint64(h.Sum32()), 16)
+}
+
+// RunHash is the speclet hash (ContainerHash) an instance with annotations
+// ann counts as created from, for the container's spec c: speclet's
+// annotation when it has one. An instance kubelet created has only
+// kubelet's hash (name and image): it counts as created from c when that
+// matches KubeletHash(c), and from a spec other than c when not. "" (no
+// hash: the spec is taken as unchanged) for an instance with neither, or
+// with no spec to compare.
+func RunHash(ann map[string]string, c *v1.Container) string {
+	if h, ok := ann[AnnotationContainerHash]; ok || c == nil {
+		return h
+	}
+	h, ok := ann[KubeletContainerHash]
+	if !ok {
+		return ""
+	}
+	if h == KubeletHash(c) {
+		return ContainerHash(c)
+	}
+	return KubeletContainerHash + "=" + h
+}
+
 // ContainerHash identifies a container's spec: a change of it restarts the
-// container (kubelet's io.kubernetes.container.hash).
+// container (kubelet's io.kubernetes.container.hash, over the whole spec).
 func ContainerHash(c *v1.Container) string {
 	b, err := json.Marshal(c)
 	if err != nil {
@@ -67,22 +150,47 @@ func ContainerHash(c *v1.Container) string {
 	return strconv.FormatUint(h.Sum64(), 16)
 }
 
-// PodUIDOf returns the pod UID label of a CRI object, or "" when the object
-// is not speclet's.
+// PodUIDOf returns the pod UID label of a CRI object (speclet's, else
+// kubelet's), or "" when the object is no agent's.
 func PodUIDOf(labels map[string]string) types.UID {
-	return types.UID(labels[LabelPodUID])
+	return types.UID(either(labels, LabelPodUID, KubeletPodUID))
 }
 
-// Identify is how the PLEG knows speclet's objects: the pod UID label and
+// Identify is how the PLEG knows the agents' objects: the pod UID label and
 // the container name label.
 func Identify(labels map[string]string) (types.UID, string) {
-	return PodUIDOf(labels), labels[LabelContainerName]
+	return PodUIDOf(labels), ContainerNameOf(labels)
 }
 
-// RestartCountOf is the restart count an instance was created with; 0 when
-// its annotation is missing or not a number.
+// ContainerNameOf is the container name label of a container (speclet's,
+// else kubelet's).
+func ContainerNameOf(labels map[string]string) string {
+	return either(labels, LabelContainerName, KubeletContainerName)
+}
+
+// PodNameOf and PodNamespaceOf are the pod name and namespace labels
+// (speclet's, else kubelet's).
+func PodNameOf(labels map[string]string) string {
+	return either(labels, LabelPodName, KubeletPodName)
+}
+
+func PodNamespaceOf(labels map[string]string) string {
+	return either(labels, LabelPodNamespace, KubeletPodNamespace)
+}
+
+// either is m[own], or m[kubelet] when m has no own key.
+func either(m map[string]string, own, kubelet string) string {
+	if v, ok := m[own]; ok {
+		return v
+	}
+	return m[kubelet]
+}
+
+// RestartCountOf is the restart count an instance was created with
+// (speclet's annotation, else kubelet's); 0 when it is missing or not a
+// number.
 func RestartCountOf(annotations map[string]string) int32 {
-	n, err := strconv.ParseInt(annotations[AnnotationRestartCount], 10, 32)
+	n, err := strconv.ParseInt(either(annotations, AnnotationRestartCount, KubeletRestartCount), 10, 32)
 	if err != nil {
 		return 0
 	}
@@ -114,8 +222,8 @@ func (a *Pod) ReadySandbox() *runtimeapi.PodSandbox {
 	return nil
 }
 
-// Group groups speclet's sandboxes and containers by pod UID; objects
-// without the pod UID label are left out.
+// Group groups the agents' sandboxes and containers by pod UID (PodUIDOf);
+// objects without a pod UID label are left out.
 func Group(sbs []*runtimeapi.PodSandbox, cs []*runtimeapi.Container) map[types.UID]*Pod {
 	pods := map[types.UID]*Pod{}
 	get := func(labels map[string]string) *Pod {
@@ -125,7 +233,7 @@ func Group(sbs []*runtimeapi.PodSandbox, cs []*runtimeapi.Container) map[types.U
 		}
 		a := pods[uid]
 		if a == nil {
-			a = &Pod{UID: uid, Name: labels[LabelPodName], Namespace: labels[LabelPodNamespace], Grace: -1,
+			a = &Pod{UID: uid, Name: PodNameOf(labels), Namespace: PodNamespaceOf(labels), Grace: -1,
 				Containers: map[string][]*runtimeapi.Container{}}
 			pods[uid] = a
 		}
@@ -138,7 +246,7 @@ func Group(sbs []*runtimeapi.PodSandbox, cs []*runtimeapi.Container) map[types.U
 	}
 	for _, c := range cs {
 		if a := get(c.Labels); a != nil {
-			name := c.Labels[LabelContainerName]
+			name := ContainerNameOf(c.Labels)
 			a.Containers[name] = append(a.Containers[name], c)
 		}
 	}
@@ -148,6 +256,17 @@ func Group(sbs []*runtimeapi.PodSandbox, cs []*runtimeapi.Container) map[types.U
 			if g, err := strconv.ParseInt(s.Annotations[AnnotationGracePeriod], 10, 64); err == nil {
 				a.Grace = g
 				break
+			}
+		}
+		// A pod kubelet started has its grace period on its containers.
+		for _, cs := range a.Containers {
+			for _, c := range cs {
+				if a.Grace >= 0 {
+					break
+				}
+				if g, err := strconv.ParseInt(c.Annotations[KubeletPodTerminationGracePeriod], 10, 64); err == nil {
+					a.Grace = g
+				}
 			}
 		}
 		for _, cs := range a.Containers {

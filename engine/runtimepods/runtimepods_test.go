@@ -12,7 +12,7 @@ func sandbox(id, uid string, created int64, ready bool, grace string) *runtimeap
 	s := &runtimeapi.PodSandbox{Id: id, CreatedAt: created, State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY,
 		Labels: map[string]string{LabelPodUID: uid, LabelPodName: "web", LabelPodNamespace: "default"}}
 	if uid == "" {
-		s.Labels = map[string]string{"io.kubernetes.pod.uid": "someone-else"}
+		s.Labels = map[string]string{"example.com/owner": "someone-else"}
 	}
 	if ready {
 		s.State = runtimeapi.PodSandboxState_SANDBOX_READY
@@ -109,8 +109,19 @@ func TestLabelsRoundTrip(t *testing.T) {
 	if uid, name := Identify(PodLabels(pod)); uid != "u9" || name != "" {
 		t.Errorf("Identify(sandbox labels) = %s, %q; want u9 and no container", uid, name)
 	}
-	if uid, _ := Identify(map[string]string{"io.kubernetes.pod.uid": "x"}); uid != "" {
-		t.Errorf("a foreign object is identified as %s", uid)
+	if uid, _ := Identify(map[string]string{"example.com/owner": "x"}); uid != "" {
+		t.Errorf("an object of no agent is identified as %s", uid)
+	}
+	// kubelet's labels alone (a pod kubelet started) name the pod too.
+	kl := map[string]string{KubeletPodUID: "k1", KubeletPodName: "web-n", KubeletPodNamespace: "kube-system", KubeletContainerName: "app"}
+	if uid, name := Identify(kl); uid != "k1" || name != "app" || PodNameOf(kl) != "web-n" || PodNamespaceOf(kl) != "kube-system" {
+		t.Errorf("kubelet's labels identify %s %s %s/%s; want k1 app kube-system/web-n", uid, name, PodNamespaceOf(kl), PodNameOf(kl))
+	}
+	if l := ContainerLabels(pod, "main"); l[KubeletPodUID] != "u9" || l[KubeletPodName] != "db" || l[KubeletPodNamespace] != "prod" || l[KubeletContainerName] != "main" {
+		t.Errorf("container labels %v lack kubelet's", l)
+	}
+	if got := RestartCountOf(map[string]string{KubeletRestartCount: "3"}); got != 3 {
+		t.Errorf("RestartCountOf(kubelet's annotation 3) = %d", got)
 	}
 	for in, want := range map[string]int32{"4": 4, "": 0, "x": 0, "99999999999": 0} {
 		if got := RestartCountOf(map[string]string{AnnotationRestartCount: in}); got != want {
@@ -129,5 +140,26 @@ func TestContainerHash(t *testing.T) {
 	c.Image = "busybox:1.36"
 	if ContainerHash(c) == h {
 		t.Error("a changed image keeps the hash")
+	}
+}
+
+// TestRunHash: an instance of speclet's is compared by speclet's hash; one
+// kubelet created by kubelet's (name and image), so that an unchanged spec
+// keeps it and a changed image replaces it.
+func TestRunHash(t *testing.T) {
+	c := &v1.Container{Name: "app", Image: "busybox:1.36", Command: []string{"sleep", "1"}}
+	if got := RunHash(map[string]string{AnnotationContainerHash: "abc", KubeletContainerHash: KubeletHash(c)}, c); got != "abc" {
+		t.Errorf("speclet's annotation present: RunHash = %q, want it", got)
+	}
+	if got := RunHash(map[string]string{KubeletContainerHash: KubeletHash(c)}, c); got != ContainerHash(c) {
+		t.Errorf("kubelet's matching hash: RunHash = %q, want the spec's %q", got, ContainerHash(c))
+	}
+	other := c.DeepCopy()
+	other.Image = "busybox:1.37"
+	if got := RunHash(map[string]string{KubeletContainerHash: KubeletHash(other)}, c); got == ContainerHash(c) || got == "" {
+		t.Errorf("kubelet's hash of another image: RunHash = %q, want a hash other than the spec's", got)
+	}
+	if got := RunHash(nil, c); got != "" {
+		t.Errorf("no hash: RunHash = %q, want none", got)
 	}
 }

@@ -36,10 +36,9 @@ func sandboxConfig(n podspec.Node, pod *v1.Pod, attempt uint32, cgroupParent str
 // request's inputs from the running pod (addresses, API objects, service
 // variables).
 func containerConfig(n podspec.Node, pod *v1.Pod, c *v1.Container, restartCount int32, imageRef string, init bool, user podspec.ImageUser, with ...func(*podspec.ContainerRequest)) (*runtimeapi.ContainerConfig, error) {
-	ann := map[string]string{
-		runtimepods.AnnotationContainerHash: runtimepods.ContainerHash(c),
-		runtimepods.AnnotationRestartCount:  strconv.Itoa(int(restartCount)),
-	}
+	ann := runtimepods.KubeletAnnotations(pod, c, restartCount)
+	ann[runtimepods.AnnotationContainerHash] = runtimepods.ContainerHash(c)
+	ann[runtimepods.AnnotationRestartCount] = strconv.Itoa(int(restartCount))
 	if init {
 		ann[runtimepods.AnnotationInitContainer] = "true"
 	}
