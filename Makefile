@@ -108,16 +108,17 @@ docs: deps generate
 	@for f in docs/states/*.dot; do dot -Tsvg "$$f" -o "$${f%.dot}.svg" && echo "docs: $${f%.dot}.svg"; done
 
 # RUNTIME chooses the container runtime of `make run` and `make cluster`
-# (cri/harness's SPECLET_RUNTIME): containerd-1.6 (Debian's containerd
-# 1.6.20 and runc 1.1.5) or containerd-2 (containerd v2.4.2 and runc v1.5.3
-# built from their Go modules by `make runtimes`).
-RUNTIME ?= containerd-1.6
+# (cri/harness's SPECLET_RUNTIME): containerd-2 (containerd v2.4.2 and runc
+# v1.5.3 built from their Go modules by `make runtimes`; the default) or
+# containerd-1.6 (Debian's containerd 1.6.20 and runc 1.1.5). The tests run
+# on containerd-1.6 unless SPECLET_RUNTIME says otherwise.
+RUNTIME ?= containerd-2
 RUNTIME_BUILD := $(if $(filter containerd-2,$(RUNTIME)),runtimes)
 
 # run starts speclet on a private containerd (installed when missing) with the
 # pods of examples/pods; Ctrl-C stops it and removes everything. Extra flags
-# for `speclet run`: make run RUN_ARGS="-v 4"; another runtime: make run
-# RUNTIME=containerd-2.
+# for `speclet run`: make run RUN_ARGS="-v 4"; Debian's containerd 1.6:
+# make run RUNTIME=containerd-1.6.
 RUN_BIN := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/speclet/bin
 # SPECLET_LDFLAGS set speclet's own version (git describe, or the short
 # commit) in every build of cmd/speclet here; `speclet version` and the
@@ -153,8 +154,8 @@ runtimes:
 # containerd, and prints the export line for KUBECONFIG; Ctrl-C stops
 # everything and leaves nothing behind. Extra flags for `speclet run`:
 # make cluster RUN_ARGS="-v 4". HOLLOW=N adds N hollow nodes hollow-0..N-1
-# (one `speclet hollow` process; docs/operations.md). RUNTIME=containerd-2
-# runs the nodes on containerd 2.x (see run).
+# (one `speclet hollow` process; docs/operations.md). The nodes run on
+# RUNTIME (see run).
 HOLLOW ?= 0
 cluster: deps kube-binaries $(RUNTIME_BUILD)
 	@mkdir -p $(RUN_BIN) && $(GO) build $(SPECLET_LDFLAGS) -o $(RUN_BIN)/speclet ./cmd/speclet && $(GO) build -o $(RUN_BIN)/speclet-cluster ./test/cluster/cmd/cluster
