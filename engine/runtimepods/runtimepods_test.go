@@ -1,6 +1,8 @@
 package runtimepods
 
 import (
+	"encoding/json"
+	"os"
 	"slices"
 	"testing"
 
@@ -161,5 +163,33 @@ func TestRunHash(t *testing.T) {
 	}
 	if got := RunHash(nil, c); got != "" {
 		t.Errorf("no hash: RunHash = %q, want none", got)
+	}
+}
+
+// TestKubeletHash: KubeletHash is what kubelet v1.34.4 wrote on its
+// containers (io.kubernetes.container.hash), recorded from a real kubelet
+// by test/conformance's TestSwapKubeletToSpeclet -conformance.record.
+func TestKubeletHash(t *testing.T) {
+	b, err := os.ReadFile("../staticuid/testdata/kubelet-v1.34.4.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pods []struct {
+		Containers []struct{ Name, Image, Hash string } `json:"containers"`
+	}
+	if err := json.Unmarshal(b, &pods); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, p := range pods {
+		for _, c := range p.Containers {
+			n++
+			if got := KubeletHash(&v1.Container{Name: c.Name, Image: c.Image, Command: []string{"ignored"}}); got != c.Hash {
+				t.Errorf("container %s image %s: KubeletHash %s, kubelet's %s", c.Name, c.Image, got, c.Hash)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no recorded containers")
 	}
 }

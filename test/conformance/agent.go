@@ -89,9 +89,17 @@ func StartAgent(ctx context.Context, kind AgentKind, bin string, reg *harness.Re
 		return a, err
 	}
 	a.RT = rt
+	return a, a.start(kind, bin, extra...)
+}
+
+// start runs the agent on a's containerd and manifests, and waits until it
+// serves GET /pods.
+func (a *Agent) start(kind AgentKind, bin string, extra ...string) (err error) {
+	a.Kind, a.Bin, a.LogPath = kind, bin, filepath.Join(a.Dir, string(kind)+".log")
+	c, dir := a.C, a.Dir
 	port, err := freePort()
 	if err != nil {
-		return a, err
+		return err
 	}
 	a.Base = fmt.Sprintf("http://127.0.0.1:%d", port)
 	var args []string
@@ -99,7 +107,7 @@ func StartAgent(ctx context.Context, kind AgentKind, bin string, reg *harness.Re
 	case Kubelet:
 		args, err = a.kubeletArgs(port)
 		if err != nil {
-			return a, err
+			return err
 		}
 	case Speclet:
 		args = []string{"run",
@@ -113,18 +121,18 @@ func StartAgent(ctx context.Context, kind AgentKind, bin string, reg *harness.Re
 			"--runtime-wait", "60s",
 			"-v", "4"}
 	default:
-		return a, fmt.Errorf("unknown agent %q", kind)
+		return fmt.Errorf("unknown agent %q", kind)
 	}
 	args = append(args, extra...)
 	logf, err := os.Create(a.LogPath)
 	if err != nil {
-		return a, err
+		return err
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return a, fmt.Errorf("start %s: %w", kind, err)
+		return fmt.Errorf("start %s: %w", kind, err)
 	}
 	a.cmd, a.exited = cmd, make(chan struct{})
 	go func() { cmd.Wait(); logf.Close(); close(a.exited) }()
@@ -133,14 +141,14 @@ func StartAgent(ctx context.Context, kind AgentKind, bin string, reg *harness.Re
 	for {
 		select {
 		case <-a.exited:
-			return a, fmt.Errorf("%s exited at start: %s; log:\n%s", kind, cmd.ProcessState, a.LogTail(30))
+			return fmt.Errorf("%s exited at start: %s; log:\n%s", kind, cmd.ProcessState, a.LogTail(30))
 		default:
 		}
 		if _, err := a.Pods(); err == nil {
-			return a, nil
+			return nil
 		}
 		if time.Now().After(deadline) {
-			return a, fmt.Errorf("%s: GET /pods not answering within 2m; log:\n%s", kind, a.LogTail(30))
+			return fmt.Errorf("%s: GET /pods not answering within 2m; log:\n%s", kind, a.LogTail(30))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -292,6 +300,12 @@ func (a *Agent) Stop() error {
 		if err := a.C.Stop(); err != nil {
 			errs = append(errs, err.Error())
 		}
+	}
+	if a.keepDir() {
+		if len(errs) > 0 {
+			return fmt.Errorf("stop %s: %s", a.Kind, strings.Join(errs, "; "))
+		}
+		return nil
 	}
 	// kubelet bind-mounts its root dir onto itself (mount propagation);
 	// detach what is left under the agent's dir, deepest first.

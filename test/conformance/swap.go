@@ -1,0 +1,36 @@
+package conformance
+
+import (
+	"fmt"
+	"os"
+)
+
+// Swap kills the agent (SIGKILL: nothing of its own shutdown runs) and
+// starts an agent of kind from bin on the same containerd, static pod
+// directory and root directory, as an operator swapping the node agent
+// does. The returned agent owns the containerd and the directory from then
+// on (its Stop stops them); a only closes its CRI client.
+func (a *Agent) Swap(kind AgentKind, bin string, extra ...string) (*Agent, error) {
+	if a.cmd != nil {
+		if err := a.cmd.Process.Kill(); err != nil {
+			return nil, fmt.Errorf("kill %s: %w", a.Kind, err)
+		}
+		<-a.exited
+	}
+	b := &Agent{Dir: a.Dir, Manifests: a.Manifests, C: a.C, RT: a.RT}
+	a.C, a.RT, a.cmd, a.Dir = nil, nil, nil, ""
+	if err := b.start(kind, bin, extra...); err != nil {
+		return b, err
+	}
+	return b, nil
+}
+
+// keepDir is whether Stop leaves the directory alone: an agent swapped out
+// has handed it over.
+func (a *Agent) keepDir() bool {
+	if a.Dir == "" {
+		return true
+	}
+	_, err := os.Stat(a.Dir)
+	return err != nil
+}
