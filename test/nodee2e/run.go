@@ -69,6 +69,10 @@ type Options struct {
 	Procs int
 	// Focus, when set, keeps only the specs whose full name it matches.
 	Focus string
+	// FocusFile, when set, keeps only the specs of the files it matches
+	// (Ginkgo's --focus-file; test/e2e_node/: the suite's own specs, not
+	// those of test/e2e/common).
+	FocusFile string
 	// Out receives junit.xml, report.json, ginkgo.log and every log.
 	Out string
 	// Timeout bounds the Ginkgo run (default 90 minutes).
@@ -242,6 +246,9 @@ func Run(ctx context.Context, o Options) (res *nc.Result, err error) {
 	}
 	if o.Focus != "" {
 		args = append(args, "--focus", o.Focus)
+	}
+	if o.FocusFile != "" {
+		args = append(args, "--focus-file", o.FocusFile)
 	}
 	reportDir := filepath.Join(work, "report")
 	os.MkdirAll(reportDir, 0o755)

@@ -61,6 +61,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	home, _ := kubebuild.CacheRoot()
 	agents := fs.String("agents", "speclet,kubelet", "agents to run the specs on, in order (speclet, kubelet)")
 	focus := fs.String("focus", "", "regexp: run only the selected specs whose full name it matches")
+	focusFile := fs.String("focus-file", "", "regexp: run only the selected specs of the files it matches (test/e2e_node/: the suite's own specs)")
 	out := fs.String("out", filepath.Join(home, "nodee2e"), "directory for verdicts, JUnit, Ginkgo reports and logs")
 	procs := fs.Int("procs", 4, "parallel Ginkgo processes of the parallel pass")
 	passList := fs.String("passes", "parallel,serial", "passes to run: parallel (the specs without [Serial]) and/or serial")
@@ -98,7 +99,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	complete := *focus == "" && len(selected) == len(passes)
+	complete := *focus == "" && *focusFile == "" && len(selected) == len(passes)
 	if os.Geteuid() != 0 && !*reportOnly {
 		say("needs root: it runs containerd, the node agent and e2e_node.test, which writes static pods and reads the node's files")
 		return 1
@@ -116,7 +117,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 						return 1
 					}
 				}
-				results[a] = append(results[a], withSkips(r.Specs, p, *focus)...)
+				results[a] = append(results[a], withSkips(r.Specs, p, *focus+*focusFile)...)
 			}
 		}
 	} else {
@@ -128,9 +129,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		defer cleanup()
-		o.Focus, o.Timeout = *focus, *timeout
+		o.Focus, o.FocusFile, o.Timeout = *focus, *focusFile, *timeout
 		for _, p := range selected {
 			for _, a := range list {
+				if ctx.Err() != nil {
+					break
+				}
 				ao := o
 				ao.Agent, ao.Out, ao.Serial, ao.Procs = a, p.dir(*out, a), p.serial, *procs
 				say("%s, %s pass: starting the control plane and the node", a, p.name)
@@ -142,13 +146,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 						continue
 					}
 				}
-				specs := withSkips(r.Specs, p, *focus)
+				specs := withSkips(r.Specs, p, *focus+*focusFile)
 				results[a] = append(results[a], specs...)
 				say("%s, %s pass: %d passed, %d failed, %d skipped of %d in %s; JUnit %s", a, p.name, nc.Count(specs, nc.Pass), nc.Count(specs, nc.Fail),
 					nc.Count(specs, nc.Skip), len(specs), r.Elapsed.Round(time.Second), r.JUnit)
-				if ctx.Err() != nil {
-					break
-				}
 			}
 		}
 	}
@@ -225,6 +226,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// withSkips adds the skipped specs of pass p to specs, unless the run was
+// narrowed (focus: the -focus and -focus-file regexps).
 func withSkips(specs []nc.Spec, p pass, focus string) []nc.Spec {
 	if focus != "" {
 		return specs

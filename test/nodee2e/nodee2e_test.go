@@ -1,0 +1,176 @@
+package nodee2e
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/speclet/speclet/cri/harness"
+	"github.com/speclet/speclet/test/cluster"
+	nc "github.com/speclet/speclet/test/nodeconformance"
+)
+
+// fastBudget is how long the fast subset may take, setup included.
+const fastBudget = 5 * time.Minute
+
+// TestFastSubset runs the specs of testdata/fast.txt (each one kubelet
+// passes, as testdata/kubelet.txt records) on a speclet node, as
+// `make node-e2e` does, and fails for every one whose verdict is not the
+// expected one: PASS, or FAIL for the specs testdata/speclet-fails.txt
+// lists (interfaces speclet does not serve yet; a spec there that passes
+// fails the test too, so that the list is kept true). It needs root,
+// etcd-server, the control plane and the suite's binaries; outside CI it
+// skips when they are not built (`make node-conformance-binaries
+// kube-binaries`), with CI=true it builds them.
+func TestFastSubset(t *testing.T) {
+	ci := os.Getenv("CI") == "true"
+	skip := func(format string, a ...any) {
+		t.Helper()
+		if ci {
+			t.Fatalf("CI=true: "+format, a...)
+		}
+		t.Skipf(format, a...)
+	}
+	if os.Geteuid() != 0 {
+		skip("node e2e runs containerd and needs root")
+	}
+	if _, err := os.Stat(cluster.EtcdPath); err != nil {
+		skip("%s missing (Debian package etcd-server; make deps installs it)", cluster.EtcdPath)
+	}
+	if !ci && (!nc.BinariesCached(nc.DefaultVersion) || !cluster.BinariesCached(nc.DefaultVersion)) {
+		skip("e2e_node.test or the control plane is not built: run `make node-conformance-binaries kube-binaries` (minutes when cold) or set CI=true")
+	}
+	fast, err := readNames("testdata/fast.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fails, err := readNames("testdata/speclet-fails.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubelet, err := nc.ReadVerdicts("testdata/kubelet.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]nc.Verdict{}
+	for _, name := range fast {
+		if kubelet[name] != nc.Pass {
+			t.Fatalf("testdata/fast.txt: %q: kubelet's recorded verdict is %q, not PASS (testdata/kubelet.txt); the fast subset holds only specs kubelet passes", name, kubelet[name])
+		}
+		if IsSerial(name) {
+			t.Fatalf("testdata/fast.txt: %q is a [Serial] spec; the fast subset runs specs in parallel", name)
+		}
+		want[name] = nc.Pass
+	}
+	for _, name := range fails {
+		if _, ok := want[name]; !ok {
+			t.Fatalf("testdata/speclet-fails.txt: %q is not in testdata/fast.txt", name)
+		}
+		want[name] = nc.Fail
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	log := testLog{t}
+	bins, err := nc.BuildBinaries(ctx, nc.DefaultVersion, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cluster.Binaries(ctx, nc.DefaultVersion, log); err != nil {
+		t.Fatal(err)
+	}
+	bin, err := cluster.BuildSpeclet(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now() // the budget counts from here: building is not the subset's
+	reg, err := harness.StartRegistry("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	if err := nc.PushImages(ctx, reg, bins); err != nil {
+		t.Fatal(err)
+	}
+	quoted := make([]string, len(fast))
+	for i, n := range fast {
+		quoted[i] = nc.ExactName(n)
+	}
+	out := t.TempDir()
+	r, err := Run(ctx, Options{
+		Agent: Speclet, Bins: bins, Registry: reg, SpecletBin: bin,
+		Procs: 4, Focus: strings.Join(quoted, "|"),
+		Out: out, Timeout: fastBudget, Log: log,
+	})
+	if err != nil {
+		if r == nil {
+			t.Fatal(err)
+		}
+		t.Error(err)
+	}
+	got := map[string]nc.Spec{}
+	for _, s := range r.Specs {
+		got[s.Name] = s
+	}
+	bad := 0
+	for _, name := range fast {
+		s, ok := got[name]
+		switch {
+		case !ok:
+			bad++
+			t.Errorf("%s: did not run (renamed in the suite? update testdata/fast.txt)", name)
+		case s.Verdict != want[name] && want[name] == nc.Fail:
+			bad++
+			t.Errorf("%s: speclet %s, listed in testdata/speclet-fails.txt: take it out of that list", name, s.Verdict)
+		case s.Verdict != want[name]:
+			bad++
+			t.Errorf("%s: speclet %s, kubelet PASS:\n%s\n%s", name, s.Verdict, s.Location, s.Message)
+		}
+	}
+	if bad > 0 {
+		logs, _ := filepath.Glob(filepath.Join(out, "logs", "*", "speclet.log"))
+		for _, l := range logs {
+			b, _ := os.ReadFile(l)
+			lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+			if len(lines) > 60 {
+				lines = lines[len(lines)-60:]
+			}
+			t.Logf("%s (last lines):\n%s", l, strings.Join(lines, "\n"))
+		}
+	}
+	elapsed := time.Since(start)
+	t.Logf("node e2e, fast subset: speclet %d of %d as expected (%d expected to fail) in %s", len(fast)-bad, len(fast), len(fails), elapsed.Round(time.Second))
+	if elapsed > fastBudget {
+		t.Errorf("the fast subset took %s, more than its budget of %s: take slow specs out of testdata/fast.txt", elapsed.Round(time.Second), fastBudget)
+	}
+}
+
+// readNames reads one spec name per line ('#' comments, blank lines allowed).
+func readNames(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var names []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		names = append(names, line)
+	}
+	return names, sc.Err()
+}
+
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
