@@ -111,6 +111,7 @@ func run(args []string, stderr io.Writer) int {
 		"--pod-manifest-path", manifestDir,
 		"--root-dir", rootDir,
 		"--pod-logs-dir", filepath.Join(rootDir, "logs"), "--container-log-links-dir", filepath.Join(rootDir, "containers"),
+		"--device-plugins-dir", filepath.Join(rootDir, "device-plugins"),
 		"--read-only-port", fmt.Sprint(*port),
 	}, fs.Args()...)...)
 	cmd.Stdout, cmd.Stderr = stderr, stderr

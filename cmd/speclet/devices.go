@@ -1,6 +1,8 @@
 package main
 
 import (
+	"flag"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 
@@ -11,17 +13,34 @@ import (
 	"github.com/speclet/speclet/engine/podresources"
 )
 
-// devicePluginsDir is where device plugins register and put their sockets
-// (kubelet's /var/lib/kubelet/device-plugins under its default root dir).
-func devicePluginsDir(rootDir string) string { return filepath.Join(rootDir, "device-plugins") }
+// kubeletDevicePluginsDir is where device plugins look for kubelet's
+// registration socket (kubelet.sock) and put their own: a fixed path in
+// kubelet, whatever its --root-dir, and in every device plugin.
+const kubeletDevicePluginsDir = "/var/lib/kubelet/device-plugins"
 
-// startDevices starts the device-plugin manager on <root-dir>/device-plugins.
+// checkDevicePluginsDir checks --device-plugins-dir: kubelet's fixed
+// directory by default, or, with the simulated runtime, <root-dir>/device-plugins;
+// an absolute path other than /.
+func (o *runOptions) checkDevicePluginsDir(fs *flag.FlagSet) error {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "device-plugins-dir" })
+	if o.runtime == "sim" && !set {
+		o.devicePluginsDir = filepath.Join(o.rootDir, "device-plugins")
+	}
+	if !filepath.IsAbs(o.devicePluginsDir) || filepath.Clean(o.devicePluginsDir) == "/" {
+		return fmt.Errorf("--device-plugins-dir: %q: want an absolute directory other than /", o.devicePluginsDir)
+	}
+	o.devicePluginsDir = filepath.Clean(o.devicePluginsDir)
+	return nil
+}
+
+// startDevices starts the device-plugin manager on --device-plugins-dir.
 // One that cannot start is logged and the node runs without device
 // plugins (nil): no pod is disturbed by it.
 func startDevices(o *runOptions, log *slog.Logger) *devicemanager.Manager {
-	m := devicemanager.New(devicemanager.Config{Dir: devicePluginsDir(o.rootDir), Log: log})
+	m := devicemanager.New(devicemanager.Config{Dir: o.devicePluginsDir, Log: log})
 	if err := m.Start(); err != nil {
-		log.Error("device plugins off: the device-plugin manager cannot start", "dir", devicePluginsDir(o.rootDir), "err", err)
+		log.Error("device plugins off: the device-plugin manager cannot start", "dir", o.devicePluginsDir, "err", err)
 		return nil
 	}
 	return m

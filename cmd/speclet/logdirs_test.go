@@ -35,3 +35,29 @@ func TestRunLogDirs(t *testing.T) {
 		}
 	}
 }
+
+// The device plugins' directory is kubelet's fixed one, where plugins dial,
+// or under --root-dir on the simulated runtime unless given; a relative one
+// is refused naming the flag.
+func TestRunDevicePluginsDir(t *testing.T) {
+	for _, tc := range []struct{ args, want string }{
+		{"--root-dir /r", "/var/lib/kubelet/device-plugins"},
+		{"--root-dir /r --runtime=sim", "/r/device-plugins"},
+		{"--root-dir /r --runtime=sim --device-plugins-dir /d/", "/d"},
+		{"--root-dir /r --device-plugins-dir /tmp/n/device-plugins", "/tmp/n/device-plugins"},
+	} {
+		o, err := parseRunFlags(strings.Fields(tc.args), io.Discard)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		if o.devicePluginsDir != tc.want {
+			t.Errorf("%q: device plugins in %q, want %q", tc.args, o.devicePluginsDir, tc.want)
+		}
+	}
+	for _, arg := range []string{"--device-plugins-dir plugins", "--device-plugins-dir /"} {
+		_, err := parseRunFlags(strings.Fields(arg), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "--device-plugins-dir") {
+			t.Errorf("%q: %v, want an error naming --device-plugins-dir", arg, err)
+		}
+	}
+}

@@ -109,6 +109,7 @@ type runOptions struct {
 	logMaxSizeBytes      int64
 	podLogsDir           string
 	containerLogLinksDir string
+	devicePluginsDir     string
 }
 
 // ipList is a flag of IP addresses, repeatable and comma-separated.
@@ -221,6 +222,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.StringVar(&o.containerLogMaxSize, "container-log-max-size", "10Mi", "a running container's log file is rotated when it reaches this size (a quantity: 10Mi, 500Ki)")
 	fs.IntVar(&o.containerLogMaxFiles, "container-log-max-files", 5, "most log files kept per container, the current one included (at least 2)")
 	fs.StringVar(&o.podLogsDir, "pod-logs-dir", "/var/log/pods", "directory of the pods' container logs, <namespace>_<pod>_<uid>/<container>/<restart>.log (kubelet's podLogsDir); with --runtime=sim, default <root-dir>/logs")
+	fs.StringVar(&o.devicePluginsDir, "device-plugins-dir", kubeletDevicePluginsDir, "directory of the device plugins' registration socket kubelet.sock and their own sockets (kubelet's fixed "+kubeletDevicePluginsDir+", where plugins look); with --runtime=sim, default <root-dir>/device-plugins")
 	fs.StringVar(&o.containerLogLinksDir, "container-log-links-dir", "/var/log/containers", "directory of the links <pod>_<namespace>_<container>-<id>.log to running containers' logs, which log shippers tail; with --runtime=sim, default <root-dir>/containers")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	o.node.flags(fs)
@@ -362,6 +364,9 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	o.logMaxSizeBytes = q.Value()
 	if o.containerLogMaxFiles < 2 {
 		return nil, fmt.Errorf("--container-log-max-files: %d: want 2 or more", o.containerLogMaxFiles)
+	}
+	if err := o.checkDevicePluginsDir(fs); err != nil {
+		return nil, err
 	}
 	if err := o.checkLogDirs(fs); err != nil {
 		return nil, err

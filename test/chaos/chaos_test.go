@@ -1017,7 +1017,7 @@ func (d *daemon) run() error {
 	}
 	fmt.Fprintf(logf, "==== speclet start %s\n", time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(d.bin, "run", "--container-runtime-endpoint", d.endpoint, "--pod-manifest-path", d.manifests,
-		"--root-dir", d.root, "--pod-logs-dir", filepath.Join(d.root, "logs"), "--container-log-links-dir", filepath.Join(d.root, "containers"), "--node-name", nodeName, "--read-only-port", fmt.Sprint(d.port), "--port", "0", "--healthz-port", "0",
+		"--root-dir", d.root, "--pod-logs-dir", filepath.Join(d.root, "logs"), "--container-log-links-dir", filepath.Join(d.root, "containers"), "--device-plugins-dir", filepath.Join(d.root, "device-plugins"), "--node-name", nodeName, "--read-only-port", fmt.Sprint(d.port), "--port", "0", "--healthz-port", "0",
 		"--sync-frequency", "10s", "--crashloop-backoff-base", "1s", "--image-pull-backoff-base", "1s",
 		"--runtime-request-timeout", requestTimeout.String(), "--runtime-wait", "60s", "--cri-audit-log", d.audit, "-v", strconv.Itoa(d.verbosity))
 	cmd.Stdout, cmd.Stderr = logf, logf

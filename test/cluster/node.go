@@ -108,7 +108,8 @@ func (c *Cluster) StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 	runtimeArgs := []string{"--runtime", "sim"}
 	if o.Containerd != nil {
 		runtimeArgs = []string{"--container-runtime-endpoint", o.Containerd.Endpoint,
-			"--pod-logs-dir", filepath.Join(o.Dir, "root", "logs"), "--container-log-links-dir", filepath.Join(o.Dir, "root", "containers")}
+			"--pod-logs-dir", filepath.Join(o.Dir, "root", "logs"), "--container-log-links-dir", filepath.Join(o.Dir, "root", "containers"),
+			"--device-plugins-dir", filepath.Join(o.Dir, "root", "device-plugins")}
 	}
 	n.args = append([]string{"run"}, runtimeArgs...)
 	n.args = append(append(n.args,

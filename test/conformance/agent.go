@@ -115,6 +115,7 @@ func (a *Agent) start(kind AgentKind, bin string, extra ...string) (err error) {
 			"--pod-manifest-path", a.Manifests,
 			"--root-dir", filepath.Join(dir, "root"),
 			"--pod-logs-dir", filepath.Join(dir, "root", "logs"), "--container-log-links-dir", filepath.Join(dir, "root", "containers"),
+			"--device-plugins-dir", filepath.Join(dir, "root", "device-plugins"),
 			"--node-name", NodeName,
 			"--file-check-frequency", "1s", // as kubelet's configuration (kubeletArgs)
 			"--read-only-port", fmt.Sprint(port), "--port", "0", "--healthz-port", "0",

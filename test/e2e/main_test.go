@@ -249,6 +249,7 @@ func (d *daemon) start() error {
 		"--pod-manifest-path", d.manifests,
 		"--root-dir", d.rootDir,
 		"--pod-logs-dir", filepath.Join(d.rootDir, "log", "pods"), "--container-log-links-dir", filepath.Join(d.rootDir, "log", "containers"),
+		"--device-plugins-dir", filepath.Join(d.rootDir, "device-plugins"),
 		"--node-name", nodeName,
 		"--node-ip", "127.0.0.1", // hostNetwork pods' probes without a host (grpc) stay on loopback
 		"--read-only-port", fmt.Sprint(d.port), "--port", strings.TrimPrefix(d.apiBase, "https://127.0.0.1:"), "--anonymous-auth", "--healthz-port", "0",

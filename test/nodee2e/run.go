@@ -180,9 +180,12 @@ func Run(ctx context.Context, o Options) (res *nc.Result, err error) {
 	switch o.Agent {
 	case Speclet:
 		// As on the node conformance nodes: kubelet's back-off and kubelet's
-		// log layout (the suite reads /var/log/pods and /var/log/containers).
+		// log layout (the suite reads /var/log/pods and /var/log/containers);
+		// the device plugins' directory where kubelet's is (the Device Plugin
+		// specs' plugins dial /var/lib/kubelet/device-plugins/kubelet.sock).
 		args := []string{"--crashloop-backoff-base", "10s",
 			"--pod-logs-dir", "/var/log/pods", "--container-log-links-dir", "/var/log/containers",
+			"--device-plugins-dir", "/var/lib/kubelet/device-plugins",
 			"--node-ip", addr.IP, "--address", addr.IP, "--port", strconv.Itoa(APIPort),
 			"--healthz-port", strconv.Itoa(HealthzPort), "--cluster-domain", ClusterDomain}
 		n, err := c.StartNode(ctx, cluster.NodeOptions{Name: name, Bin: o.SpecletBin, Containerd: cd, Dir: dir, Args: args})
