@@ -13,7 +13,7 @@ FUZZTIME ?= 10s
 # that a CI log says where the time of `make test` went.
 timed = s=$$(date +%s); ( $(2) ); rc=$$?; echo "step $(1): $$(( $$(date +%s) - s )) s$$( [ $$rc = 0 ] || echo ', failed')"; exit $$rc
 
-.PHONY: all deps generate check fmt vet layering fresh verify test unit bench docs run clean chaos soak conformance conformance-record cluster kube-binaries runtimes node-conformance node-conformance-binaries node-e2e
+.PHONY: all deps generate check fmt vet layering fresh verify test unit kubelet-binary bench docs run clean chaos soak conformance conformance-record cluster kube-binaries runtimes node-conformance node-conformance-binaries node-e2e
 
 all: check
 
@@ -66,7 +66,7 @@ check: fmt vet layering fresh verify
 # The CRI contract (package cri's TestContract) and engine/containerdtest
 # then run once more on containerd 2.x (SPECLET_RUNTIME=containerd-2,
 # cri/harness), whose binaries `make runtimes` builds.
-unit: kube-binaries node-conformance-binaries runtimes
+unit: kube-binaries node-conformance-binaries runtimes kubelet-binary
 	@mkdir -p $(ARTIFACTS) && echo "unit: test artifacts (screenshots) go to $(ARTIFACTS)"
 	@$(call timed,packages,$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -artifacts -outputdir $(ARTIFACTS) $$($(GO) list ./... | grep -v -e '/speclet/engine$$' -e '/speclet/engine/containerdtest$$' -e '/test/chaos$$'))
 	@suite=$$(mktemp -d) && trap 'rm -rf "$$suite"' EXIT && \
@@ -146,6 +146,15 @@ kube-binaries:
 # modules, once, into ~/.cache/speclet/containerd/<version>/ and
 # ~/.cache/speclet/runc/<version>/ (docs/operations.md, # Container
 # runtimes). Several minutes cold on two cores; a stat when cached.
+# kubelet-binary builds kubelet $(KUBELET_VERSION) from k8s.io/kubernetes,
+# once, into ~/.cache/speclet/kubelet/$(KUBELET_VERSION)/ (a stat when cached):
+# `make test` needs it for test/conformance's agent swaps (kubelet's static
+# pods adopted by speclet and speclet's by kubelet), `make conformance`,
+# node-conformance and node-e2e for the oracle.
+kubelet-binary:
+	@start=$$(date +%s); bin=$$($(GO) run ./test/conformance/cmd/buildkubelet -version $(KUBELET_VERSION)) && \
+	echo "kubelet-binary: $$bin ($$(( $$(date +%s) - start )) s)"
+
 runtimes:
 	@start=$$(date +%s); out=$$($(GO) run ./cri/harness/cmd/buildruntime) && \
 	echo "$$out" | sed 's/^/runtimes: /' && echo "runtimes: $$(( $$(date +%s) - start )) s"
