@@ -141,20 +141,20 @@ kube-binaries:
 	@start=$$(date +%s); dir=$$($(GO) run ./test/cluster/cmd/buildkube -version $(KUBE_VERSION)) && \
 	echo "kube-binaries: $$dir ($$(( $$(date +%s) - start )) s)"
 
+# kubelet-binary builds kubelet $(KUBELET_VERSION) from k8s.io/kubernetes,
+# once, into ~/.cache/speclet/kubelet/$(KUBELET_VERSION)/ (a stat when cached):
+# `make test` needs it for test/conformance's agent swaps (kubelet's static
+# pods adopted by speclet and speclet's by kubelet); make conformance and
+# the node suites build and use the same binary as their oracle.
+kubelet-binary:
+	@start=$$(date +%s); bin=$$($(GO) run ./test/conformance/cmd/buildkubelet -version $(KUBELET_VERSION)) && \
+	echo "kubelet-binary: $$bin ($$(( $$(date +%s) - start )) s)"
+
 # runtimes builds the binaries of RUNTIME=containerd-2 (containerd and its
 # runc shim, and runc, at the versions cri/harness pins) from their Go
 # modules, once, into ~/.cache/speclet/containerd/<version>/ and
 # ~/.cache/speclet/runc/<version>/ (docs/operations.md, # Container
 # runtimes). Several minutes cold on two cores; a stat when cached.
-# kubelet-binary builds kubelet $(KUBELET_VERSION) from k8s.io/kubernetes,
-# once, into ~/.cache/speclet/kubelet/$(KUBELET_VERSION)/ (a stat when cached):
-# `make test` needs it for test/conformance's agent swaps (kubelet's static
-# pods adopted by speclet and speclet's by kubelet), `make conformance`,
-# node-conformance and node-e2e for the oracle.
-kubelet-binary:
-	@start=$$(date +%s); bin=$$($(GO) run ./test/conformance/cmd/buildkubelet -version $(KUBELET_VERSION)) && \
-	echo "kubelet-binary: $$bin ($$(( $$(date +%s) - start )) s)"
-
 runtimes:
 	@start=$$(date +%s); out=$$($(GO) run ./cri/harness/cmd/buildruntime) && \
 	echo "$$out" | sed 's/^/runtimes: /' && echo "runtimes: $$(( $$(date +%s) - start )) s"
