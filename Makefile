@@ -56,6 +56,9 @@ verify:
 check: fmt vet layering fresh verify
 
 # unit runs every test (real containerd included when root) without the checks.
+# test/nodee2e's fast subset runs on its own, after the packages: its node
+# and test/nodeconformance's share kubelet's /var/log/pods, whose pod log
+# directories each agent sweeps as orphans when it does not know the pod.
 # The engine package and its tests on containerd (engine/containerdtest) run
 # on their own, one after the other, in go test's local directory mode so that
 # their TestMain output shows even when they pass: each records what its tests
@@ -68,7 +71,8 @@ check: fmt vet layering fresh verify
 # cri/harness), whose binaries `make runtimes` builds.
 unit: kube-binaries node-conformance-binaries runtimes kubelet-binary
 	@mkdir -p $(ARTIFACTS) && echo "unit: test artifacts (screenshots) go to $(ARTIFACTS)"
-	@$(call timed,packages,$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -artifacts -outputdir $(ARTIFACTS) $$($(GO) list ./... | grep -v -e '/speclet/engine$$' -e '/speclet/engine/containerdtest$$' -e '/test/chaos$$'))
+	@$(call timed,packages,$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -artifacts -outputdir $(ARTIFACTS) $$($(GO) list ./... | grep -v -e '/speclet/engine$$' -e '/speclet/engine/containerdtest$$' -e '/test/chaos$$' -e '/test/nodee2e$$'))
+	@$(call timed,node e2e fast subset,$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/nodee2e)
 	@suite=$$(mktemp -d) && trap 'rm -rf "$$suite"' EXIT && \
 	  $(call timed,engine and engine/containerdtest,(cd engine && SPECLET_ENGINE_SUITE=$$suite $(GO) test -count=1 -timeout $(TEST_TIMEOUT)) && \
 	  (cd engine/containerdtest && SPECLET_ENGINE_SUITE=$$suite $(GO) test -count=1 -timeout $(TEST_TIMEOUT)))

@@ -334,7 +334,7 @@ func TestCallers(t *testing.T) {
 		}
 	}
 	want := map[string][]string{
-		"kubelet_api":  {"container_logs", "exec", "attach", "port_forward", "run", "running_pods", "stats_summary", "metrics_resource"},
+		"kubelet_api":  {"container_logs", "exec", "attach", "port_forward", "run", "running_pods", "stats_summary", "metrics_resource", "metrics_cadvisor"},
 		"log_rotation": {"rotate_once"},
 	}
 	if !reflect.DeepEqual(got, want) {

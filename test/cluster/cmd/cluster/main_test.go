@@ -59,11 +59,15 @@ func TestInterruptLeavesNothing(t *testing.T) {
 	}
 	// TMPDIR holds the command's own directories (the nodes' and the
 	// control plane's); containerd's are /tmp/speclet-* (a short socket
-	// path), named in its output.
-	work := filepath.Join(tmp, "work")
-	if err := os.Mkdir(work, 0o755); err != nil {
+	// path), named in its output. It is short too, as /tmp is for `make
+	// cluster`: a node's sockets under its root dir (pod-resources, device
+	// plugins) must fit a unix socket path's 107 bytes, which a path under
+	// t.TempDir() does not.
+	work, err := os.MkdirTemp("", "scw")
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { os.RemoveAll(work) })
 	cmd := exec.Command(bin, "--speclet", speclet, "--nodes", "2", "--registry-addr", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "TMPDIR="+work)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
