@@ -154,3 +154,22 @@ func UpdateDoc(path, table string) error {
 	s = s[:i+len(docBegin)] + "\n\n" + table + "\n" + s[j:]
 	return os.WriteFile(path, []byte(s), 0o644)
 }
+
+// ReadNames reads one spec name per line ('#' comments, blank lines allowed).
+func ReadNames(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var names []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		names = append(names, line)
+	}
+	return names, sc.Err()
+}

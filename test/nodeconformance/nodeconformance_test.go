@@ -1,7 +1,6 @@
 package nodeconformance
 
 import (
-	"bufio"
 	"context"
 	"os"
 	"path/filepath"
@@ -40,7 +39,7 @@ func TestFastSubset(t *testing.T) {
 	if !ci && (!BinariesCached(DefaultVersion) || !cluster.BinariesCached(DefaultVersion)) {
 		skip("e2e.test or the control plane is not built: run `make node-conformance-binaries kube-binaries` (minutes when cold) or set CI=true")
 	}
-	fast, err := readNames("testdata/fast.txt")
+	fast, err := ReadNames("testdata/fast.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,25 +127,6 @@ func TestFastSubset(t *testing.T) {
 	if elapsed > fastBudget {
 		t.Errorf("the fast subset took %s, more than its budget of %s: take slow specs out of testdata/fast.txt", elapsed.Round(time.Second), fastBudget)
 	}
-}
-
-// readNames reads one spec name per line ('#' comments, blank lines allowed).
-func readNames(path string) ([]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var names []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		names = append(names, line)
-	}
-	return names, sc.Err()
 }
 
 type testLog struct{ t *testing.T }
