@@ -25,8 +25,11 @@ func (e *Engine) runPLEG(ctx context.Context, out chan<- *pleg.Event) {
 		case <-ctx.Done():
 		}
 	}
+	// kick asks for a relist now: the event stream broke, so what it would
+	// have reported meanwhile is only in a list.
+	kick := make(chan struct{}, 1)
 	e.wg.Add(1)
-	go func() { defer e.wg.Done(); e.streamEvents(ctx, send) }()
+	go func() { defer e.wg.Done(); e.streamEvents(ctx, send, kick) }()
 	failing := false
 	var last time.Time
 	for {
@@ -56,15 +59,26 @@ func (e *Engine) runPLEG(ctx context.Context, out chan<- *pleg.Event) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-kick:
 		case <-e.clock.After(e.pleg.Period()):
 		}
 	}
 }
 
+// streamGrace is how long an opened event stream must stay up before the
+// PLEG counts it as streaming: a runtime without the stream (containerd 1.6)
+// answers Unimplemented at once, and one that has it (containerd 2.x) sends
+// nothing, not even headers, until a container changes, so an idle node
+// would otherwise relist every second forever.
+const streamGrace = time.Second
+
 // streamEvents consumes GetContainerEvents while the runtime offers it and
 // re-opens the stream after a break; a runtime without it (containerd 1.6)
-// leaves the relist at its 1 s period.
-func (e *Engine) streamEvents(ctx context.Context, send func(pleg.Event)) {
+// leaves the relist at its 1 s period. A stream counts as up (the relist
+// slows to its evented period) once it has stayed open for streamGrace or
+// delivered an event; when it ends, the relist returns to 1 s and runs at
+// once (kick), as kubelet's evented PLEG falls back to relisting.
+func (e *Engine) streamEvents(ctx context.Context, send func(pleg.Event), kick chan<- struct{}) {
 	delay := time.Second
 	for ctx.Err() == nil {
 		ch := make(chan *runtimeapi.ContainerEventResponse, 256)
@@ -72,27 +86,41 @@ func (e *Engine) streamEvents(ctx context.Context, send func(pleg.Event)) {
 		sctx, cancel := context.WithCancel(ctx)
 		go func() { done <- e.rt.GetContainerEvents(sctx, ch) }()
 		streaming := false
+		up := func() {
+			if !streaming {
+				streaming = true
+				e.pleg.SetEvented(true)
+				e.metrics.EventStream(true)
+			}
+		}
+		grace := e.clock.After(streamGrace)
 	recv:
 		for {
 			select {
+			case <-grace:
+				grace = nil
+				up()
 			case ev := <-ch:
-				if !streaming {
-					streaming = true
-					e.pleg.SetEvented(true)
-				}
+				up()
 				if pe, ok := e.pleg.Observe(ev); ok {
 					send(pe)
 				}
 			case err := <-done:
 				cancel()
 				e.pleg.SetEvented(false)
+				if ctx.Err() != nil {
+					return
+				}
+				e.metrics.EventStream(false)
+				select {
+				case kick <- struct{}{}:
+				default:
+				}
 				if cri.IsUnimplemented(err) {
 					e.log.Info("runtime has no container event stream; relisting every second")
 					return
 				}
-				if ctx.Err() == nil {
-					e.log.Warn("container event stream broke; relisting every second until it is back", "err", err)
-				}
+				e.log.Warn("container event stream broke; relisting every second until it is back", "err", err)
 				break recv
 			case <-ctx.Done():
 				cancel()

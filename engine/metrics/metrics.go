@@ -31,6 +31,9 @@ type Metrics struct {
 	podWorker      *prometheus.HistogramVec
 	relist         prometheus.Histogram
 	relistInterval prometheus.Histogram
+	streamUp       prometheus.Counter
+	streamErr      prometheus.Counter
+	streaming      prometheus.Gauge
 	started        prometheus.Counter
 	startErrors    *prometheus.CounterVec
 	imagePull      prometheus.Histogram
@@ -101,6 +104,18 @@ func New(reg prometheus.Registerer, machines Machines) (*Metrics, error) {
 			Help:    "Interval between the starts of two PLEG relists.",
 			Buckets: prometheus.DefBuckets,
 		}),
+		streamUp: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "speclet_evented_pleg_connection_success_count",
+			Help: "Times the runtime's container event stream (GetContainerEvents) came up (kubelet's evented_pleg_connection_success_count).",
+		}),
+		streamErr: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "speclet_evented_pleg_connection_error_count",
+			Help: "Times the runtime's container event stream ended with an error or was refused (kubelet's evented_pleg_connection_error_count).",
+		}),
+		streaming: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "speclet_pleg_evented",
+			Help: "1 while the runtime's container event stream is up and the PLEG relists only as a safety net, 0 while it relists every second.",
+		}),
 		started: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "speclet_started_containers_total",
 			Help: "Containers started (StartContainer succeeded).",
@@ -124,7 +139,7 @@ func New(reg prometheus.Registerer, machines Machines) (*Metrics, error) {
 		m.transitions.WithLabelValues(l[0], l[1], l[2], l[3])
 	}
 	for _, c := range []prometheus.Collector{m.transitions, m.rejects, m.stateDurs, m.workers, machinesCollector{m, machines},
-		m.podStart, m.podStartSLI, m.podWorker, m.relist, m.relistInterval, m.started, m.startErrors, m.imagePull} {
+		m.podStart, m.podStartSLI, m.podWorker, m.relist, m.relistInterval, m.streamUp, m.streamErr, m.streaming, m.started, m.startErrors, m.imagePull} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
@@ -226,6 +241,21 @@ func (m *Metrics) Relisted(d, interval time.Duration) {
 	if interval > 0 {
 		m.relistInterval.Observe(interval.Seconds())
 	}
+}
+
+// EventStream records the runtime's container event stream coming up (true)
+// or ending with an error (false).
+func (m *Metrics) EventStream(up bool) {
+	if m == nil {
+		return
+	}
+	if up {
+		m.streamUp.Inc()
+		m.streaming.Set(1)
+		return
+	}
+	m.streamErr.Inc()
+	m.streaming.Set(0)
 }
 
 // ContainerStarted counts a container start, or a failed create or start
