@@ -92,16 +92,18 @@ func ParseInput(name string) (Input, bool) {
 // Routed is what an input becomes: at most one event per machine. Has<Machine>
 // says whether the input is delivered to that machine at all.
 type Routed struct {
-	Container    ContainerEvent
-	HasContainer bool
-	Node         NodeEvent
-	HasNode      bool
-	Pod          PodEvent
-	HasPod       bool
-	Probe        ProbeEvent
-	HasProbe     bool
-	Sandbox      SandboxEvent
-	HasSandbox   bool
+	Container       ContainerEvent
+	HasContainer    bool
+	DevicePlugin    DevicePluginEvent
+	HasDevicePlugin bool
+	Node            NodeEvent
+	HasNode         bool
+	Pod             PodEvent
+	HasPod          bool
+	Probe           ProbeEvent
+	HasProbe        bool
+	Sandbox         SandboxEvent
+	HasSandbox      bool
 }
 
 var routeTable = [18]Routed{

@@ -14,14 +14,15 @@ import (
 // disappeared since the code in this package was generated.
 func TestGeneratedFromCurrentSpec(t *testing.T) {
 	want := map[string]struct{ sum, generated string }{
-		"callers.hcl":   {CallersSpecSHA256, "fsm/callers_gen.go"},
-		"container.hcl": {ContainerSpecSHA256, "fsm/container_gen.go"},
-		"node.hcl":      {NodeSpecSHA256, "fsm/node_gen.go"},
-		"pod.hcl":       {PodSpecSHA256, "fsm/pod_gen.go"},
-		"probe.hcl":     {ProbeSpecSHA256, "fsm/probe_gen.go"},
-		"routes.hcl":    {RoutesSpecSHA256, "fsm/routes_gen.go"},
-		"sandbox.hcl":   {SandboxSpecSHA256, "fsm/sandbox_gen.go"},
-		"system.hcl":    {"3ea68423dbed2f1c7b35dbbeddb38239cd7b592461709e61fe79b069ecfa5dac", "fsm/spec_gen_test.go"},
+		"callers.hcl":       {CallersSpecSHA256, "fsm/callers_gen.go"},
+		"container.hcl":     {ContainerSpecSHA256, "fsm/container_gen.go"},
+		"device_plugin.hcl": {DevicePluginSpecSHA256, "fsm/device_plugin_gen.go"},
+		"node.hcl":          {NodeSpecSHA256, "fsm/node_gen.go"},
+		"pod.hcl":           {PodSpecSHA256, "fsm/pod_gen.go"},
+		"probe.hcl":         {ProbeSpecSHA256, "fsm/probe_gen.go"},
+		"routes.hcl":        {RoutesSpecSHA256, "fsm/routes_gen.go"},
+		"sandbox.hcl":       {SandboxSpecSHA256, "fsm/sandbox_gen.go"},
+		"system.hcl":        {"b3e49b07ec44d4f4342eb9b0c2af1106d4bdbf9223e50945fe720ca9d3bda142", "fsm/spec_gen_test.go"},
 	}
 	files, err := filepath.Glob(filepath.Join("..", "spec", "*.hcl"))
 	if err != nil {

@@ -172,6 +172,11 @@ restored "sandbox_not_ready" {
   states = [sandbox.dead, container.waiting, container.stopping, container.crashloop_backoff, container.terminated]
 }
 
+restored "device_checkpoint" {
+  doc    = "engine/devicemanager's start: a resource the checkpoint lists resumes in gone (kubelet's stopped endpoint), its grace counted from the start; the others are absent until their plugin registers."
+  states = [device_plugin.gone]
+}
+
 # --- the phase users see ---
 
 phase {
@@ -470,6 +475,18 @@ external "probe" "container_starting" {
   doc = "The engine fires it when a container machine enters checking_image, pulling, creating, starting or running while the probe machine remembers a kill."
 }
 
+external "device_plugin" "registered" {
+  doc = "engine/devicemanager fires it when a Register request of the resource passed validation and the plugin's endpoint answered."
+}
+
+external "device_plugin" "devices" {
+  doc = "engine/devicemanager fires it for each device list the resource's endpoint's ListAndWatch stream sends."
+}
+
+external "device_plugin" "stream_ended" {
+  doc = "engine/devicemanager fires it when the resource's endpoint's ListAndWatch stream ends."
+}
+
 # --- invariants ---
 
 invariant "no_start_after_termination" {
@@ -608,4 +625,15 @@ invariant "kill_finishes" {
   doc     = "After kill, every fair run of action completions and timers alone reaches finished: no failure that nothing retries, no state left only by a new input."
   after   = pod.kill
   reaches = [pod.finished]
+}
+
+invariant "device_plugin_gone_leaves" {
+  doc    = "A gone endpoint's resource leaves gone through its grace timer alone (to removed, its one exit without a registration): a dead plugin's devices leave the Node's capacity without anything else happening."
+  leaves = [device_plugin.gone]
+}
+
+invariant "device_plugin_devices_need_an_endpoint" {
+  doc         = "A resource gets devices (healthy or unhealthy) only from a connected endpoint: never from absent, gone or removed without a registration first, so a list of an endpoint gone or replaced never revives it."
+  never_enter = [device_plugin.healthy, device_plugin.unhealthy]
+  from        = [device_plugin.absent, device_plugin.gone, device_plugin.removed]
 }

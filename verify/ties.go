@@ -48,6 +48,7 @@ func (a Answer) String() string { return [...]string{"false", "true", "free"}[a]
 // Ties answers the guard ties of a spec. It is not safe for concurrent use.
 type Ties struct {
 	md       *model
+	partOf   []*model     // per machine: the model of its component (apart.go)
 	runs     map[int]*run // per number of instances, for Guard
 	roles    map[string]int
 	machines map[string]*mach
@@ -59,7 +60,13 @@ func NewTies(s *spec.Spec) (*Ties, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Ties{md: md, runs: map[int]*run{}, roles: indexOf(spec.Roles), machines: map[string]*mach{}}
+	t := &Ties{md: md, runs: map[int]*run{}, roles: indexOf(spec.Roles), machines: map[string]*mach{}, partOf: make([]*model, len(md.machines))}
+	for i, ms := range md.components() {
+		p := md.part(ms, i == 0)
+		for _, m := range ms {
+			t.partOf[m] = p
+		}
+	}
 	for _, m := range md.machines {
 		t.machines[m.Name] = m
 	}
@@ -68,9 +75,11 @@ func NewTies(s *spec.Spec) (*Ties, error) {
 
 // Reachable calls visit once for each distinct valuation of a state the
 // model reaches with k instances of the replicated machine, in the states
-// between inputs and inside steps alike (where guards are read).
+// between inputs and inside steps alike (where guards are read): the
+// states of the pod's machines, not of those explored apart (apart.go).
 func (t *Ties) Reachable(k int, visit func(Valuation)) {
-	r := newRun(t.md, k)
+	md := t.main()
+	r := newRun(md, k)
 	r.explore()
 	seen := map[string]bool{}
 	for j := range r.keys.len() {
@@ -82,8 +91,8 @@ func (t *Ties) Reachable(k int, visit func(Valuation)) {
 		seen[proj] = true
 		s := r.decode(key)
 		v := Valuation{Single: map[string]string{}}
-		for _, m := range t.md.singles {
-			v.Single[t.md.machines[m].Name] = t.md.machines[m].states[s.st[r.singleInst[m]]]
+		for _, m := range md.singles {
+			v.Single[md.machines[m].Name] = md.machines[m].states[s.st[r.singleInst[m]]]
 		}
 		for c, inst := range r.repInsts {
 			v.Roles = append(v.Roles, spec.Roles[s.roles[c]])
@@ -111,14 +120,15 @@ func (t *Ties) Guards(machine string) []string {
 // Guard says what the ties of guard of machine give in v for instance inst
 // (an index of v.Instances; ignored for a once-per-pod machine), with the
 // parameters' values (a per-instance one: inst's) and the instance's flags
-// given by name. A parameter or
+// given by name. v gives the states of the machines the guard's machine is
+// explored with (apart.go: the pod's, or its own group's). A parameter or
 // flag the ties read must be given.
 func (t *Ties) Guard(machine, guard string, v Valuation, inst int, params map[string]string, flags map[string]bool) (Answer, error) {
-	md := t.md
 	m := t.machines[machine]
 	if m == nil {
 		return 0, fmt.Errorf("no machine %q", machine)
 	}
+	md := t.partOf[m.idx]
 	mi := m.idx
 	g, ok := m.guard[guard]
 	if !ok {
@@ -127,10 +137,16 @@ func (t *Ties) Guard(machine, guard string, v Valuation, inst int, params map[st
 	if len(m.ties[g]) == 0 {
 		return AnswerFree, nil
 	}
-	r := t.runs[len(v.Instances)]
-	if r == nil {
-		r = newRun(md, len(v.Instances))
-		t.runs[len(v.Instances)] = r
+	k := len(v.Instances)
+	if md.rep < 0 {
+		k = 0
+	}
+	r := t.runs[k]
+	if md != t.main() {
+		r = newRun(md, 0)
+	} else if r == nil {
+		r = newRun(md, k)
+		t.runs[k] = r
 	}
 	s := &sys{roles: make([]uint8, r.k), params: make([]uint8, r.nSlots), st: make([]uint8, r.nInst), flags: make([]uint8, r.nInst)}
 	for _, sm := range md.singles {
@@ -187,4 +203,13 @@ func (t *Ties) Guard(machine, guard string, v Valuation, inst int, params map[st
 		return AnswerTrue, nil
 	}
 	return AnswerFalse, nil
+}
+
+// main is the model of the pod's machines: the component of the
+// replicated machine.
+func (t *Ties) main() *model {
+	if t.md.rep >= 0 {
+		return t.partOf[t.md.rep]
+	}
+	return t.partOf[0]
 }

@@ -8,7 +8,9 @@
 // regular ones, at least one regular (a pod spec needs one). Every role
 // assignment for K is explored in one search, from the initial states and
 // from every state of the restored families (the states the engine rebuilds
-// the machines in after a restart).
+// the machines in after a restart). Machines that nothing couples to the
+// pod's (the node machine, a device plugin's endpoint) are explored apart,
+// each group on its own with its invariants (apart.go).
 //
 // One step of a machine is that of fsm/core.go: the first transition in spec
 // order whose guard holds, internal transitions, choice states passed at
@@ -82,6 +84,10 @@ type Report struct {
 	// Unproduced lists the events (MACHINE.EVENT) that nothing in the
 	// system produces: no input, external, timer, send or report.
 	Unproduced []string
+	// Apart are the runs of the machines explored apart (apart.go), one
+	// per component of machines that nothing couples to the pod's
+	// machines: K is 0 and Machines names them.
+	Apart []Run
 	// Names are the runs of the name model (names.go), K the number of
 	// pods; their states are not in States.
 	Names   []Run
@@ -97,6 +103,9 @@ type Run struct {
 	Resting     int // states between inputs: no step in progress
 	Transitions int
 	Elapsed     time.Duration
+	// Machines are the machines of a run apart (Report.Apart); nil for
+	// the runs of the pod's machines.
+	Machines []string
 }
 
 // InvariantResult says whether an invariant held.
@@ -147,6 +156,9 @@ func Check(s *spec.Spec, opt Options) (*Report, error) {
 	}
 	start := time.Now()
 	rep := &Report{Unproduced: md.unproduced()}
+	parts := md.components()
+	whole := md
+	md = md.part(parts[0], true)
 	ks := []int{0}
 	if md.rep >= 0 {
 		ks = ks[:0]
@@ -170,7 +182,25 @@ func Check(s *spec.Spec, opt Options) (*Report, error) {
 		rep.Runs = append(rep.Runs, Run{K: k, Assignments: n, States: r.keys.len(), Resting: resting, Transitions: len(r.edgeTo), Elapsed: time.Since(t0)})
 		rep.States += r.keys.len()
 	}
-	for _, iv := range md.invs {
+	for _, ms := range parts[1:] {
+		pm := whole.part(ms, false)
+		t0 := time.Now()
+		r := newRun(pm, 0)
+		r.explore()
+		run := Run{States: r.keys.len(), Transitions: len(r.edgeTo)}
+		for j := range r.keys.len() {
+			if len(r.key(j)) == r.restLen() {
+				run.Resting++
+			}
+		}
+		for _, m := range ms {
+			run.Machines = append(run.Machines, whole.machines[m].Name)
+		}
+		run.Elapsed = time.Since(t0)
+		rep.Apart = append(rep.Apart, run)
+		rep.States += run.States
+	}
+	for _, iv := range whole.invs {
 		rep.Invariants = append(rep.Invariants, &InvariantResult{Name: iv.Name, Kind: iv.Kind, Doc: iv.Doc, Checks: iv.checks, Violation: iv.violation, Kept: iv.kept})
 	}
 	var names []*InvariantResult

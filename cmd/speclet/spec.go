@@ -200,6 +200,10 @@ func writeVerifyReport(w io.Writer, rep *verify.Report) {
 		fmt.Fprintf(w, "K=%d: %d role assignment(s), %d states (%d between inputs), %d transitions, %s\n",
 			r.K, r.Assignments, r.States, r.Resting, r.Transitions, r.Elapsed.Round(time.Millisecond))
 	}
+	for _, r := range rep.Apart {
+		fmt.Fprintf(w, "apart (%s): %d states (%d between inputs), %d transitions, %s\n",
+			strings.Join(r.Machines, ", "), r.States, r.Resting, r.Transitions, r.Elapsed.Round(time.Millisecond))
+	}
 	for _, r := range rep.Names {
 		fmt.Fprintf(w, "name model, %d pods of one static full name: %d states, %d transitions, %s\n",
 			r.K, r.States, r.Transitions, r.Elapsed.Round(time.Millisecond))

@@ -92,9 +92,9 @@ func TestSpecGraphErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"graph", "--machine", "kubelet"}, 1, `no machine "kubelet" in the spec (machines: container, node, pod, probe, sandbox)`},
+		{[]string{"graph", "--machine", "kubelet"}, 1, `no machine "kubelet" in the spec (machines: container, device_plugin, node, pod, probe, sandbox)`},
 		{[]string{"graph", "--machine", "pod", "--format", "png"}, 2, `unknown --format "png"`},
-		{[]string{"graph"}, 2, "--machine is required (one of: container, node, pod, probe, sandbox)"},
+		{[]string{"graph"}, 2, "--machine is required (one of: container, device_plugin, node, pod, probe, sandbox)"},
 		{[]string{"graph", "--spec", "../../spec/testdata/invalid", "--machine", "m"}, 1, "the spec has"},
 		{[]string{"draw"}, 2, `unknown subcommand "draw"`},
 		{nil, 2, "usage:"},
