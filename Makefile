@@ -237,6 +237,8 @@ node-conformance: deps kube-binaries node-conformance-binaries
 #   NODE_E2E_PASSES=parallel only the specs without [Serial] (or serial)
 #   NODE_E2E_PROCS=N        parallel Ginkgo processes (default 4)
 #   NODE_E2E_OUT=dir        verdicts, JUnit, Ginkgo reports and every log
+#   NODE_E2E_MERGE=1        with NODE_E2E_FOCUS: merge kubelet's verdicts of the
+#                           specs that ran into test/nodee2e/testdata/kubelet.txt
 NODE_E2E_AGENTS ?= speclet,kubelet
 NODE_E2E_PASSES ?= parallel,serial
 NODE_E2E_PROCS ?= 4
@@ -244,4 +246,4 @@ NODE_E2E_OUT ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/speclet/nodee2e
 node-e2e: deps kube-binaries node-conformance-binaries
 	@mkdir -p $(RUN_BIN) && $(GO) build -o $(RUN_BIN)/speclet-nodee2e ./test/nodee2e/cmd/nodee2e && \
 	$(RUN_BIN)/speclet-nodee2e -agents '$(NODE_E2E_AGENTS)' -passes '$(NODE_E2E_PASSES)' -procs $(NODE_E2E_PROCS) -out '$(NODE_E2E_OUT)' -version $(KUBE_VERSION) \
-	  $(if $(NODE_E2E_FOCUS),-focus '$(NODE_E2E_FOCUS)',-record test/nodee2e/testdata/kubelet.txt -doc docs/node-e2e.md)
+	  $(if $(NODE_E2E_FOCUS),-focus '$(NODE_E2E_FOCUS)' $(if $(NODE_E2E_MERGE),-record test/nodee2e/testdata/kubelet.txt -merge),-record test/nodee2e/testdata/kubelet.txt -doc docs/node-e2e.md)

@@ -38,10 +38,13 @@ const (
 
 // Ports the node agent serves on, kubelet's defaults: the suite reads the
 // kubelet API through the API server's node proxy at the node's address,
-// and some specs probe healthz at 127.0.0.1:10248 directly.
+// some specs probe healthz at 127.0.0.1:10248 directly, and ContainerMetrics
+// reads the read-only port at the node's address (kubelet serves it on
+// its --address).
 const (
-	APIPort     = 10250
-	HealthzPort = 10248
+	APIPort      = 10250
+	ReadOnlyPort = 10255
+	HealthzPort  = 10248
 )
 
 // ClusterDomain is the cluster's DNS domain, given to the suite
@@ -182,11 +185,15 @@ func Run(ctx context.Context, o Options) (res *nc.Result, err error) {
 		// As on the node conformance nodes: kubelet's back-off and kubelet's
 		// log layout (the suite reads /var/log/pods and /var/log/containers);
 		// the device plugins' directory where kubelet's is (the Device Plugin
-		// specs' plugins dial /var/lib/kubelet/device-plugins/kubelet.sock).
+		// specs' plugins dial /var/lib/kubelet/device-plugins/kubelet.sock);
+		// the read-only port on the node's address, as kubelet serves it
+		// (ContainerMetrics reads <node address>:10255/metrics/cadvisor;
+		// with --kubeconfig speclet serves it on 127.0.0.1 unless told).
 		args := []string{"--crashloop-backoff-base", "10s",
 			"--pod-logs-dir", "/var/log/pods", "--container-log-links-dir", "/var/log/containers",
 			"--device-plugins-dir", "/var/lib/kubelet/device-plugins",
 			"--node-ip", addr.IP, "--address", addr.IP, "--port", strconv.Itoa(APIPort),
+			"--read-only-address", addr.IP, "--read-only-port", strconv.Itoa(ReadOnlyPort),
 			"--healthz-port", strconv.Itoa(HealthzPort), "--cluster-domain", ClusterDomain}
 		n, err := c.StartNode(ctx, cluster.NodeOptions{Name: name, Bin: o.SpecletBin, Containerd: cd, Dir: dir, Args: args})
 		if err != nil {
@@ -206,7 +213,7 @@ func Run(ctx context.Context, o Options) (res *nc.Result, err error) {
 		k, err := c.StartKubelet(cluster.KubeletOptions{Name: name, Bin: o.KubeletBin, Containerd: cd, Dir: dir, NodeIP: addr.IP,
 			Args: []string{"--node-ip", addr.IP},
 			Config: map[string]any{
-				"address": addr.IP, "port": APIPort, "healthzPort": HealthzPort,
+				"address": addr.IP, "port": APIPort, "readOnlyPort": ReadOnlyPort, "healthzPort": HealthzPort,
 				"staticPodPath": manifests, "podLogsDir": "/var/log/pods", "clusterDomain": ClusterDomain,
 			}})
 		if err != nil {

@@ -11,7 +11,8 @@
 // report.json, ginkgo.log and logs/ of each pass); and
 // speclet-failures.txt. With -record it writes kubelet's verdicts there
 // (the fast subset of `make test` compares speclet with them), with -doc
-// the results section of that Markdown file; neither for a focused run.
+// the results section of that Markdown file; neither for a focused run,
+// but -record -merge merges a focused run's kubelet verdicts into the file.
 //
 // Usage (as root): go run ./test/nodee2e/cmd/nodee2e [-agents speclet,kubelet] [-focus regexp] [-out dir]
 package main
@@ -67,6 +68,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	passList := fs.String("passes", "parallel,serial", "passes to run: parallel (the specs without [Serial]) and/or serial")
 	version := fs.String("version", nc.DefaultVersion, "k8s.io/kubernetes version of the suite, the control plane and kubelet")
 	record := fs.String("record", "", "file to write kubelet's verdicts to (only when every spec of both passes ran on kubelet)")
+	merge := fs.Bool("merge", false, "with -record: on a focused or one-pass run, merge the verdicts of the specs that ran on kubelet into the file (theirs replaced, every other line kept)")
 	doc := fs.String("doc", "", "Markdown file whose results section gets both agents' verdicts (only when every spec ran on both)")
 	causesPath := fs.String("causes", "test/nodee2e/testdata/causes.txt", "known causes of differences, \"<spec>\\t<cause>\" per line, for -doc")
 	reportOnly := fs.Bool("report-only", false, "run nothing: read the agents' earlier reports in -out and print, record and write -doc from them")
@@ -189,8 +191,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if kok && *record != "" {
-		if !complete || failed {
-			say("-record: not recording kubelet's verdicts of a focused, partial or failed run")
+		if failed {
+			say("-record: not recording kubelet's verdicts of a failed run")
+		} else if !complete && *merge {
+			n, err := mergeVerdicts(*record, k)
+			if err != nil {
+				say("%v", err)
+				return 1
+			}
+			say("merged kubelet's verdicts of %d specs into %s", n, *record)
+		} else if !complete {
+			say("-record: not recording kubelet's verdicts of a focused or partial run (-merge merges them)")
 		} else if err := nc.WriteVerdicts(*record, k); err != nil {
 			say("%v", err)
 			return 1
@@ -233,6 +244,32 @@ func withSkips(specs []nc.Spec, p pass, focus string) []nc.Spec {
 		return specs
 	}
 	return nodee2e.WithSkips(specs, p.selects)
+}
+
+// mergeVerdicts writes the verdicts of specs into the verdicts file path
+// (nodeconformance.WriteVerdicts' format): a spec already there gets its
+// new verdict, every other line is kept. It returns how many specs it
+// wrote.
+func mergeVerdicts(path string, specs []nc.Spec) (int, error) {
+	old, err := nc.ReadVerdicts(path)
+	if err != nil && !os.IsNotExist(err) {
+		return 0, fmt.Errorf("-merge: %w", err)
+	}
+	if old == nil {
+		old = map[string]nc.Verdict{}
+	}
+	for _, s := range specs {
+		old[s.Name] = s.Verdict
+	}
+	all := make([]nc.Spec, 0, len(old))
+	for name, v := range old {
+		all = append(all, nc.Spec{Name: name, Verdict: v})
+	}
+	sortSpecs(all)
+	if err := nc.WriteVerdicts(path, all); err != nil {
+		return 0, fmt.Errorf("-merge: %w", err)
+	}
+	return len(specs), nil
 }
 
 func sortSpecs(specs []nc.Spec) {
