@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -46,7 +47,10 @@ type NodeOptions struct {
 	Args []string
 	// Kubeconfig overrides the node's kubeconfig (default: NodeKubeconfig(Name)).
 	Kubeconfig string
-	Log        io.Writer
+	// ReadOnly is host:port of the read-only server (--read-only-address,
+	// --read-only-port; Base); default 127.0.0.1 and a free port.
+	ReadOnly string
+	Log      io.Writer
 }
 
 // Node is a running `speclet run` joined to the cluster.
@@ -81,9 +85,23 @@ func (c *Cluster) StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 			return nil, err
 		}
 	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
+	roHost, port := "127.0.0.1", 0
+	if o.ReadOnly != "" {
+		h, p, err := net.SplitHostPort(o.ReadOnly)
+		if err != nil {
+			return nil, fmt.Errorf("start node %s: ReadOnly %q: %w", o.Name, o.ReadOnly, err)
+		}
+		if roHost, port = h, 0; p != "" {
+			if port, err = strconv.Atoi(p); err != nil {
+				return nil, fmt.Errorf("start node %s: ReadOnly %q: %w", o.Name, o.ReadOnly, err)
+			}
+		}
+	}
+	if port == 0 {
+		var err error
+		if port, err = freePort(); err != nil {
+			return nil, err
+		}
 	}
 	// The kubelet API (10250 by default) gets a port of its own: several
 	// nodes run on one machine.
@@ -98,7 +116,7 @@ func (c *Cluster) StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 	}
 	n := &Node{
 		Name: o.Name, Manifests: filepath.Join(o.Dir, "manifests"), bin: o.Bin, Dir: o.Dir,
-		Base: fmt.Sprintf("http://127.0.0.1:%d", port), API: fmt.Sprintf("https://127.0.0.1:%d", apiPort),
+		Base: "http://" + net.JoinHostPort(roHost, strconv.Itoa(port)), API: fmt.Sprintf("https://127.0.0.1:%d", apiPort),
 		Healthz: fmt.Sprintf("http://127.0.0.1:%d/healthz", healthzPort), LogPath: filepath.Join(o.Dir, "speclet.log"),
 	}
 	c.watch(o.Dir)
@@ -112,7 +130,7 @@ func (c *Cluster) StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 			"--device-plugins-dir", filepath.Join(o.Dir, "root", "device-plugins")}
 	}
 	n.args = append([]string{"run"}, runtimeArgs...)
-	n.args = append(append(n.args,
+	n.args = append(n.args,
 		"--kubeconfig", kc,
 		"--node-name", o.Name,
 		"--node-ip", "127.0.0.1",
@@ -129,7 +147,12 @@ func (c *Cluster) StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 		"--crashloop-backoff-base", "1s",
 		"--runtime-wait", "60s",
 		"-v", "2",
-	), o.Args...)
+	)
+	if o.ReadOnly != "" {
+		// Without it speclet chooses: 127.0.0.1 with --kubeconfig.
+		n.args = append(n.args, "--read-only-address", roHost)
+	}
+	n.args = append(n.args, o.Args...)
 	return n, n.Start(ctx)
 }
 

@@ -193,9 +193,9 @@ func Run(ctx context.Context, o Options) (res *nc.Result, err error) {
 			"--pod-logs-dir", "/var/log/pods", "--container-log-links-dir", "/var/log/containers",
 			"--device-plugins-dir", "/var/lib/kubelet/device-plugins",
 			"--node-ip", addr.IP, "--address", addr.IP, "--port", strconv.Itoa(APIPort),
-			"--read-only-address", addr.IP, "--read-only-port", strconv.Itoa(ReadOnlyPort),
 			"--healthz-port", strconv.Itoa(HealthzPort), "--cluster-domain", ClusterDomain}
-		n, err := c.StartNode(ctx, cluster.NodeOptions{Name: name, Bin: o.SpecletBin, Containerd: cd, Dir: dir, Args: args})
+		n, err := c.StartNode(ctx, cluster.NodeOptions{Name: name, Bin: o.SpecletBin, Containerd: cd, Dir: dir, Args: args,
+			ReadOnly: net.JoinHostPort(addr.IP, strconv.Itoa(ReadOnlyPort))})
 		if err != nil {
 			return nil, fmt.Errorf("node e2e %s: %w", o.Agent, err)
 		}
