@@ -41,6 +41,13 @@ var Images = []Image{
 	{"gcRegistry", "pause", "3.10.1", "the cri/harness pause image (busybox sh sleeping until SIGTERM)"},
 }
 
+// NodeE2EImages are the images only the node e2e suite's specs pull
+// (test/nodee2e; PushNodeE2EImages), made here as stand-ins: the specs run
+// them and never look inside.
+var NodeE2EImages = []Image{
+	{"promoterE2eRegistry", "nginx", "1.14-4", "a stand-in for nginx (Debian has no static nginx): the busybox image serving /usr/share/nginx/html on port 80 with busybox httpd in the foreground; the mirror pod specs' static pods run it"},
+}
+
 // Registries are the KUBE_TEST_REPO_LIST keys with the path each gets on the
 // local registry. invalidRegistry points at a closed loopback port so that
 // pulling from it fails without leaving the machine.
@@ -125,6 +132,40 @@ func PushImages(ctx context.Context, reg *harness.Registry, bins Binaries) error
 	}
 	built := map[string]v1.Image{"agnhost": agnhost, "busybox": base, "nonroot": nonroot, "nonewprivs": nonewprivs, "pause": pause}
 	for _, im := range Images {
+		img := built[im.Name]
+		if img == nil {
+			return fmt.Errorf("build images: no recipe for %s", im.Name)
+		}
+		if _, err := reg.Push(ctx, registries[im.Registry]+"/"+im.Name+":"+im.Tag, img); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PushNodeE2EImages pushes what PushImages pushes and NodeE2EImages.
+func PushNodeE2EImages(ctx context.Context, reg *harness.Registry, bins Binaries) error {
+	if err := PushImages(ctx, reg, bins); err != nil {
+		return err
+	}
+	base, err := harness.BusyboxImage()
+	if err != nil {
+		return fmt.Errorf("build images: %w", err)
+	}
+	nginx, err := imageWith(base, []file{
+		{name: "usr/share/nginx/", mode: 0o755},
+		{name: "usr/share/nginx/html/", mode: 0o755},
+		{name: "usr/share/nginx/html/index.html", mode: 0o644, body: "<!DOCTYPE html>\n<title>Welcome to nginx!</title>\n"},
+	}, func(c *v1.Config) {
+		c.Entrypoint = nil
+		c.Cmd = []string{"httpd", "-f", "-p", "80", "-h", "/usr/share/nginx/html"}
+		c.ExposedPorts = map[string]struct{}{"80/tcp": {}}
+	})
+	if err != nil {
+		return fmt.Errorf("build image nginx: %w", err)
+	}
+	built := map[string]v1.Image{"nginx": nginx}
+	for _, im := range NodeE2EImages {
 		img := built[im.Name]
 		if img == nil {
 			return fmt.Errorf("build images: no recipe for %s", im.Name)

@@ -92,7 +92,7 @@ func TestFastSubset(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer reg.Close()
-	if err := nc.PushImages(ctx, reg, bins); err != nil {
+	if err := nc.PushNodeE2EImages(ctx, reg, bins); err != nil {
 		t.Fatal(err)
 	}
 	quoted := make([]string, len(fast))

@@ -324,7 +324,7 @@ func prepare(ctx context.Context, agents []string, version string, stderr io.Wri
 		cleanup()
 		return o, nil, err
 	}
-	if err := nc.PushImages(ctx, reg, bins); err != nil {
+	if err := nc.PushNodeE2EImages(ctx, reg, bins); err != nil {
 		reg.Close()
 		cleanup()
 		return o, nil, err
