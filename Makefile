@@ -13,7 +13,7 @@ FUZZTIME ?= 10s
 # that a CI log says where the time of `make test` went.
 timed = s=$$(date +%s); ( $(2) ); rc=$$?; echo "step $(1): $$(( $$(date +%s) - s )) s$$( [ $$rc = 0 ] || echo ', failed')"; exit $$rc
 
-.PHONY: all deps generate check fmt vet layering fresh verify test unit kubelet-binary bench docs run clean chaos soak conformance conformance-record cluster kube-binaries runtimes node-conformance node-conformance-binaries node-e2e
+.PHONY: all deps generate check fmt vet layering fresh verify test unit kubelet-binary bench docs run clean chaos soak conformance conformance-record cluster kube-binaries runtimes node-conformance node-conformance-binaries node-e2e sample-device-plugin
 
 all: check
 
@@ -69,7 +69,7 @@ check: fmt vet layering fresh verify
 # The CRI contract (package cri's TestContract) and engine/containerdtest
 # then run once more on containerd 2.x (SPECLET_RUNTIME=containerd-2,
 # cri/harness), whose binaries `make runtimes` builds.
-unit: kube-binaries node-conformance-binaries runtimes kubelet-binary
+unit: kube-binaries node-conformance-binaries runtimes kubelet-binary sample-device-plugin
 	@mkdir -p $(ARTIFACTS) && echo "unit: test artifacts (screenshots) go to $(ARTIFACTS)"
 	@$(call timed,packages,$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -artifacts -outputdir $(ARTIFACTS) $$($(GO) list ./... | grep -v -e '/speclet/engine$$' -e '/speclet/engine/containerdtest$$' -e '/test/chaos$$' -e '/test/nodee2e$$'))
 	@$(call timed,node e2e fast subset,$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/nodee2e)
@@ -153,6 +153,14 @@ kube-binaries:
 kubelet-binary:
 	@start=$$(date +%s); bin=$$($(GO) run ./test/conformance/cmd/buildkubelet -version $(KUBELET_VERSION)) && \
 	echo "kubelet-binary: $$bin ($$(( $$(date +%s) - start )) s)"
+
+# sample-device-plugin builds Kubernetes' sample device plugin
+# (test/images/sample-device-plugin of k8s.io/kubernetes $(KUBE_VERSION)),
+# once, into ~/.cache/speclet/sample-device-plugin/$(KUBE_VERSION)/ (a stat
+# when cached): `make test` runs it beside a speclet node (test/deviceplugin).
+sample-device-plugin:
+	@start=$$(date +%s); bin=$$($(GO) run ./test/deviceplugin/cmd/buildsampleplugin -version $(KUBE_VERSION)) && \
+	echo "sample-device-plugin: $$bin ($$(( $$(date +%s) - start )) s)"
 
 # runtimes builds the binaries of RUNTIME=containerd-2 (containerd and its
 # runc shim, and runc, at the versions cri/harness pins) from their Go
