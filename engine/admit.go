@@ -60,6 +60,7 @@ func (e *Engine) admitLocked(pod *v1.Pod, adopted bool) (handler string, r *refu
 		}()
 	}
 	in := admission.Input{Node: e.nodeObject(false), Allocatable: e.cfg.Allocatable, RuntimeClasses: e.cfg.RuntimeClasses, Sysctls: e.cfg.Sysctls, MaxPods: e.cfg.MaxPods,
+		Features: e.features.Load(),
 		Active: func() []*v1.Pod {
 			if active == nil {
 				active = e.activePodsLocked()

@@ -90,6 +90,9 @@ type Engine struct {
 	checking   atomic.Bool           // a runtime check runs
 	sweeping   atomic.Bool           // strays are being listed (strays.go)
 	gate       atomic.Pointer[chan struct{}]
+	// features is what the runtime's last Status reply said it supports
+	// (nil before the first; runtimeStatus keeps it).
+	features atomic.Pointer[podspec.RuntimeFeatures]
 	// node owns the node machine (image GC), run by its own goroutine.
 	node *reclaim.Machine
 }
@@ -211,6 +214,8 @@ func (e *Engine) Run(ctx context.Context, updates <-chan config.PodUpdate) error
 			if v, err := e.rt.Version(ctx); err == nil && v.RuntimeName != "" {
 				e.host.RuntimeName = v.RuntimeName
 			}
+			// What the runtime supports, before any pod is admitted.
+			_ = e.runtimeStatus(ctx)
 			e.recoverErr.Store(nil)
 			e.recovered.Store(true)
 			break

@@ -192,15 +192,22 @@ func (e *Engine) checkRuntime(ctx context.Context) {
 }
 
 // runtimeStatus is the runtime's health as kubelet's sync loop sees it:
-// the runtime answers Status and the PLEG relisted within 3 minutes.
+// the runtime answers Status and the PLEG relisted within 3 minutes. The
+// reply's handlers and features are kept (kubelet's updateRuntimeUp).
 func (e *Engine) runtimeStatus(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := e.rt.Status(ctx, false); err != nil {
+	st, err := e.rt.Status(ctx, false)
+	if err != nil {
 		return err
 	}
+	e.features.Store(podspec.RuntimeFeaturesOf(st))
 	return e.pleg.Healthy()
 }
+
+// RuntimeFeatures is what the runtime's last Status reply said it
+// supports; nil before the first (it then supports nothing).
+func (e *Engine) RuntimeFeatures() *podspec.RuntimeFeatures { return e.features.Load() }
 
 // purgeFinished forgets finished workers whose pod no source declares any
 // more (SyncKnownPods). A UID that was killed and declared again gets a new

@@ -30,8 +30,9 @@ const (
 	ReasonRuntimeClassNotFound = "RuntimeClassNotFound"
 	ReasonPodOSNotSupported    = "PodOSNotSupported"
 
-	ReasonPodOSSelectorNodeLabelDoesNotMatch = "PodOSSelectorNodeLabelDoesNotMatch"
-	ReasonUnexpectedAdmissionError           = "UnexpectedAdmissionError"
+	ReasonPodOSSelectorNodeLabelDoesNotMatch   = "PodOSSelectorNodeLabelDoesNotMatch"
+	ReasonUnexpectedAdmissionError             = "UnexpectedAdmissionError"
+	ReasonSupplementalGroupsPolicyNotSupported = "SupplementalGroupsPolicyNotSupported"
 )
 
 // The scheduler plugins' failure texts, which kubelet's refusal message
@@ -71,6 +72,9 @@ type Input struct {
 	Sysctls *podspec.Sysctls
 	// MaxPods is the node's pods capacity (--max-pods); 0: not checked.
 	MaxPods int
+	// Features is what the runtime says it supports (its last Status);
+	// nil: nothing (not read yet).
+	Features *podspec.RuntimeFeatures
 }
 
 // Admit decides whether pod may run on the node beside the active pods,
@@ -96,6 +100,9 @@ func Admit(pod *v1.Pod, in Input) (handler string, r *Refusal) {
 		return active
 	}
 	if r := fitsOS(pod); r != nil {
+		return "", r
+	}
+	if r := fitsSupplementalGroupsPolicy(pod, in.Features); r != nil {
 		return "", r
 	}
 	if fields := podspec.Unsupported(pod); len(fields) > 0 {
@@ -157,6 +164,21 @@ func fitsOS(pod *v1.Pod) *Refusal {
 		return &Refusal{Reason: ReasonPodOSNotSupported, Message: "Failed to admit pod as the OS field doesn't match node OS"}
 	}
 	return nil
+}
+
+// fitsSupplementalGroupsPolicy is kubelet's
+// rejectPodAdmissionBasedOnSupplementalGroupsPolicy (the feature is beta,
+// on by default): a pod with supplementalGroupsPolicy Strict is refused
+// unless the runtime supports the policy. kubelet reads the Node's
+// status.features, which it sets from the runtime's Status; speclet reads
+// the runtime's Status features themselves (also without an API server).
+func fitsSupplementalGroupsPolicy(pod *v1.Pod, f *podspec.RuntimeFeatures) *Refusal {
+	sc := pod.Spec.SecurityContext
+	if sc == nil || sc.SupplementalGroupsPolicy == nil || *sc.SupplementalGroupsPolicy != v1.SupplementalGroupsPolicyStrict || f.SupportsSupplementalGroupsPolicy() {
+		return nil
+	}
+	return &Refusal{Reason: ReasonSupplementalGroupsPolicyNotSupported,
+		Message: fmt.Sprintf("SupplementalGroupsPolicy=%s is not supported in this node", v1.SupplementalGroupsPolicyStrict)}
 }
 
 // RuntimeHandler resolves the pod's runtimeClassName. kubelet resolves it

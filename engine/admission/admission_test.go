@@ -47,6 +47,7 @@ func TestAdmit(t *testing.T) {
 		msgAffinity = "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector"
 		msgName     = "Predicate NodeName failed: node(s) didn't match the requested node name"
 	)
+	strict := &v1.Pod{Spec: v1.PodSpec{SecurityContext: &v1.PodSecurityContext{SupplementalGroupsPolicy: ptr.To(v1.SupplementalGroupsPolicyStrict)}}}
 	sysctls, err := podspec.NewSysctls("6.1.0", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -57,6 +58,7 @@ func TestAdmit(t *testing.T) {
 		active      []*v1.Pod
 		alloc       v1.ResourceList
 		noClasses   bool
+		features    *podspec.RuntimeFeatures
 		reason, msg string
 		handler     string
 	}{
@@ -98,10 +100,19 @@ func TestAdmit(t *testing.T) {
 			reason: "FieldNotSupported", msg: "Pod uses what this node does not support: spec.containers[0].volumeDevices: block volumes are not supported"},
 		{name: "sysctl not allowlisted", pod: &v1.Pod{Spec: v1.PodSpec{SecurityContext: &v1.PodSecurityContext{Sysctls: []v1.Sysctl{{Name: "kernel.msgmax", Value: "1"}}}}},
 			reason: "SysctlForbidden", msg: `forbidden sysctl: "kernel.msgmax" not allowlisted`},
+		{name: "supplementalGroupsPolicy Strict, runtime without it", pod: strict, features: &podspec.RuntimeFeatures{NoFeatures: true},
+			reason: "SupplementalGroupsPolicyNotSupported", msg: "SupplementalGroupsPolicy=Strict is not supported in this node"},
+		{name: "supplementalGroupsPolicy Strict, features not read yet", pod: strict,
+			reason: "SupplementalGroupsPolicyNotSupported", msg: "SupplementalGroupsPolicy=Strict is not supported in this node"},
+		{name: "supplementalGroupsPolicy Strict, runtime with it", pod: strict, features: &podspec.RuntimeFeatures{SupplementalGroupsPolicy: true}},
+		{name: "supplementalGroupsPolicy Merge, runtime without it", pod: &v1.Pod{Spec: v1.PodSpec{SecurityContext: &v1.PodSecurityContext{
+			SupplementalGroupsPolicy: ptr.To(v1.SupplementalGroupsPolicyMerge)}}}},
+		{name: "OS before supplementalGroupsPolicy", pod: &v1.Pod{Spec: v1.PodSpec{OS: &v1.PodOS{Name: v1.Windows}, SecurityContext: strict.Spec.SecurityContext}},
+			reason: "PodOSNotSupported", msg: "Failed to admit pod as the OS field doesn't match node OS"},
 		{name: "safe sysctl", pod: &v1.Pod{Spec: v1.PodSpec{SecurityContext: &v1.PodSecurityContext{Sysctls: []v1.Sysctl{{Name: "kernel.shm_rmid_forced", Value: "1"}}}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			in := Input{Node: node, Allocatable: tc.alloc, Active: func() []*v1.Pod { return tc.active }, RuntimeClasses: classes, Sysctls: sysctls}
+			in := Input{Node: node, Allocatable: tc.alloc, Active: func() []*v1.Pod { return tc.active }, RuntimeClasses: classes, Sysctls: sysctls, Features: tc.features}
 			if tc.noClasses {
 				in.RuntimeClasses = nil
 			}

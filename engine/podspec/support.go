@@ -34,9 +34,6 @@ func Unsupported(pod *v1.Pod) []string {
 	if s.HostUsers != nil && !*s.HostUsers {
 		add("spec.hostUsers", "user namespaces are not supported (hostUsers: false)")
 	}
-	if sc := s.SecurityContext; sc != nil && sc.SupplementalGroupsPolicy != nil && *sc.SupplementalGroupsPolicy == v1.SupplementalGroupsPolicyStrict {
-		add("spec.securityContext.supplementalGroupsPolicy", "Strict needs a runtime that supports supplemental groups policy")
-	}
 	for i := range s.Volumes {
 		v := &s.Volumes[i]
 		if kind := unsupportedVolume(&v.VolumeSource); kind != "" {
@@ -49,11 +46,6 @@ func Unsupported(pod *v1.Pod) []string {
 		}
 		if len(c.Resources.Claims) > 0 {
 			add(field+".resources.claims", "dynamic resource allocation is not supported")
-		}
-		for j, m := range c.VolumeMounts {
-			if m.RecursiveReadOnly != nil && *m.RecursiveReadOnly == v1.RecursiveReadOnlyEnabled {
-				add(fmt.Sprintf("%s.volumeMounts[%d].recursiveReadOnly", field, j), "Enabled needs a runtime with recursive read-only mounts")
-			}
 		}
 		if c.Lifecycle != nil && c.Lifecycle.StopSignal != nil {
 			add(field+".lifecycle.stopSignal", "container stop signals are not supported")

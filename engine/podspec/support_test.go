@@ -43,7 +43,7 @@ func TestUnsupported(t *testing.T) {
 			[]string{"spec.containers[1].volumeDevices: block volumes are not supported"}},
 		{"recursive read-only enabled", ctr(func(c *v1.Container) {
 			c.VolumeMounts = []v1.VolumeMount{{Name: "v"}, {Name: "w", RecursiveReadOnly: ptr.To(v1.RecursiveReadOnlyEnabled)}}
-		}), []string{"spec.containers[1].volumeMounts[1].recursiveReadOnly: Enabled needs a runtime with recursive read-only mounts"}},
+		}), nil}, // decided at creation, from the runtime's features (mounts.go)
 		{"recursive read-only if possible", ctr(func(c *v1.Container) {
 			c.VolumeMounts = []v1.VolumeMount{{Name: "w", RecursiveReadOnly: ptr.To(v1.RecursiveReadOnlyIfPossible)}}
 		}), nil},
@@ -57,7 +57,7 @@ func TestUnsupported(t *testing.T) {
 		}), []string{"spec.containers[1].env[1].valueFrom.fileKeyRef: environment variables from files are not supported"}},
 		{"supplemental groups policy strict", &v1.Pod{Spec: v1.PodSpec{SecurityContext: &v1.PodSecurityContext{
 			SupplementalGroupsPolicy: ptr.To(v1.SupplementalGroupsPolicyStrict)}}},
-			[]string{"spec.securityContext.supplementalGroupsPolicy: Strict needs a runtime that supports supplemental groups policy"}},
+			nil}, // decided by admission, from the runtime's features
 		{"supplemental groups policy merge", &v1.Pod{Spec: v1.PodSpec{SecurityContext: &v1.PodSecurityContext{
 			SupplementalGroupsPolicy: ptr.To(v1.SupplementalGroupsPolicyMerge)}}}, nil},
 		{"hostname override", &v1.Pod{Spec: v1.PodSpec{HostnameOverride: ptr.To("h")}},
