@@ -22,6 +22,15 @@ const (
 	AnnotationConfigSource  = runtimepods.AnnotationConfigSource
 )
 
+// kubelet's labels, which speclet writes beside its own and reads where
+// its own are missing (a pod kubelet started, adopted).
+const (
+	KubeletLabelPodUID        = runtimepods.KubeletPodUID
+	KubeletLabelPodName       = runtimepods.KubeletPodName
+	KubeletLabelPodNamespace  = runtimepods.KubeletPodNamespace
+	KubeletLabelContainerName = runtimepods.KubeletContainerName
+)
+
 // LogLinkOf returns the path in linksDir of the link to container c's log
 // file that start_container makes (podspec.LogLink, named from c's labels,
 // speclet's or kubelet's); "" for a container that is no agent's. It is what

@@ -24,7 +24,6 @@ func (a *API) pods(w http.ResponseWriter, r *http.Request) {
 // from the runtime's ready sandboxes and running containers, with names,
 // namespaces and UIDs from their labels.
 func (a *API) runningPods(w http.ResponseWriter, r *http.Request) {
-	l := a.c.Labels
 	sbs, err := a.c.Runtime.ListPodSandbox(r.Context(), &runtimeapi.PodSandboxFilter{
 		State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}})
 	if err != nil {
@@ -40,19 +39,19 @@ func (a *API) runningPods(w http.ResponseWriter, r *http.Request) {
 	byUID := map[string]*v1.Pod{}
 	var order []string
 	for _, sb := range sbs {
-		uid := sb.Labels[l.PodUID]
+		uid := a.podUID(sb.Labels)
 		if uid == "" || byUID[uid] != nil {
 			continue
 		}
-		byUID[uid] = &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: sb.Labels[l.PodName], Namespace: sb.Labels[l.PodNamespace], UID: types.UID(uid)}}
+		byUID[uid] = &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: a.podName(sb.Labels), Namespace: a.podNamespace(sb.Labels), UID: types.UID(uid)}}
 		order = append(order, uid)
 	}
 	for _, c := range cs {
-		p := byUID[c.Labels[l.PodUID]]
+		p := byUID[a.podUID(c.Labels)]
 		if p == nil {
 			continue
 		}
-		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: c.Labels[l.ContainerName], Image: c.GetImage().GetImage()})
+		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: a.containerName(c.Labels), Image: c.GetImage().GetImage()})
 	}
 	sort.Strings(order)
 	list := v1.PodList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"}, Items: []v1.Pod{}}

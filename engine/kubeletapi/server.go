@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sort"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,9 +54,14 @@ type Labels struct {
 
 // Config configures the API.
 type Config struct {
-	Host     Host
-	Runtime  Runtime
-	Labels   Labels
+	Host    Host
+	Runtime Runtime
+	Labels  Labels
+	// Fallback, when set, are another agent's labels (kubelet's
+	// io.kubernetes.*), read on an object without Labels.PodUID: a
+	// container of a pod that agent started is found by them (logs, exec,
+	// attach, port-forward, /run, stats).
+	Fallback Labels
 	NodeName string
 	// RootDir is the directory whose file system /stats/summary reports
 	// as the node's, and whose pods/<uid>/volumes are the pods' volumes;
@@ -290,18 +294,6 @@ func (a *API) findPod(w http.ResponseWriter, r *http.Request) (*v1.Pod, bool) {
 	return nil, false
 }
 
-// containerIDs returns the runtime's containers of a pod's container, newest
-// first.
-func (a *API) containerIDs(ctx context.Context, pod *v1.Pod, container string) ([]*runtimeapi.Container, error) {
-	cs, err := a.c.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: map[string]string{
-		a.c.Labels.PodUID: string(pod.UID), a.c.Labels.ContainerName: container}})
-	if err != nil {
-		return nil, err
-	}
-	sort.Slice(cs, func(i, j int) bool { return cs[i].CreatedAt > cs[j].CreatedAt })
-	return cs, nil
-}
-
 func hasContainer(pod *v1.Pod, name string) bool {
 	for _, c := range pod.Spec.InitContainers {
 		if c.Name == name {
@@ -338,7 +330,7 @@ func (a *API) containerLogs(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusNotFound, "container %q not found in pod %s/%s", name, pod.Namespace, pod.Name)
 		return
 	}
-	cs, err := a.containerIDs(r.Context(), pod, name)
+	cs, err := a.containerIDs(r.Context(), string(pod.UID), name)
 	if err != nil {
 		httpError(w, http.StatusInternalServerError, "list containers of %s/%s: %v", pod.Namespace, pod.Name, err)
 		return

@@ -52,7 +52,7 @@ func (a *API) runningContainer(w http.ResponseWriter, r *http.Request) (string, 
 		httpError(w, http.StatusNotFound, "container %q not found in pod %s/%s", name, pod.Namespace, pod.Name)
 		return "", false
 	}
-	cs, err := a.containerIDs(r.Context(), pod, name)
+	cs, err := a.containerIDs(r.Context(), string(pod.UID), name)
 	if err != nil {
 		httpError(w, http.StatusInternalServerError, "list containers of %s/%s: %v", pod.Namespace, pod.Name, err)
 		return "", false
@@ -101,9 +101,7 @@ func (a *API) portForward(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	sbs, err := a.c.Runtime.ListPodSandbox(r.Context(), &runtimeapi.PodSandboxFilter{
-		State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
-		LabelSelector: map[string]string{a.c.Labels.PodUID: string(pod.UID)}})
+	sbs, err := a.readySandboxes(r.Context(), string(pod.UID))
 	if err != nil || len(sbs) == 0 {
 		httpError(w, http.StatusBadRequest, "pod %s/%s has no ready sandbox (err: %v)", pod.Namespace, pod.Name, err)
 		return
