@@ -19,15 +19,10 @@
 package userns
 
 import (
-	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -81,19 +76,6 @@ type Manager struct {
 	used   []uint64             // bit i: slot off+i is taken
 	count  int                  // slots taken
 	usedBy map[types.UID]uint32 // pod -> the first host ID of its range
-}
-
-// Mapping is one ID mapping of a record (kubelet's idMapping).
-type Mapping struct {
-	HostID      uint32 `json:"hostId"`
-	ContainerID uint32 `json:"containerId"`
-	Length      uint32 `json:"length"`
-}
-
-// record is a pod's record file (kubelet's userNamespace).
-type record struct {
-	UIDMappings []Mapping `json:"uidMappings"`
-	GIDMappings []Mapping `json:"gidMappings"`
 }
 
 // New reads the node's range (NodeRange), checks it as kubelet's
@@ -156,95 +138,6 @@ func New(cfg Config) (*Manager, error) {
 // Range is the node's range: its first ID and how many IDs it has.
 func (m *Manager) Range() (first, length uint32) { return m.first, uint32(m.n) * m.perPod }
 
-// NodeRange is the node's range of IDs for pods (kubelet's
-// getKubeletMappings): when the user KubeletUser exists in passwd and the
-// subordinate ID files exist, its one entry in subUID, which must equal
-// its one entry in subGID; otherwise every ID from 65536 on. Empty paths
-// are the system's files.
-func NodeRange(passwd, subUID, subGID string) (first, length uint32, err error) {
-	passwd, subUID, subGID = or(passwd, "/etc/passwd"), or(subUID, "/etc/subuid"), or(subGID, "/etc/subgid")
-	uid, ok, err := lookupUser(passwd, KubeletUser)
-	if err != nil {
-		return 0, 0, fmt.Errorf("user namespaces: %w", err)
-	}
-	if !ok {
-		return defaultFirstID, defaultLength, nil
-	}
-	uids, err := subIDs(subUID, KubeletUser, uid)
-	if os.IsNotExist(err) {
-		// kubelet: no getsubids tool, the default range.
-		return defaultFirstID, defaultLength, nil
-	}
-	if err != nil {
-		return 0, 0, fmt.Errorf("user namespaces: subordinate uids of user %q: %w", KubeletUser, err)
-	}
-	gids, err := subIDs(subGID, KubeletUser, uid)
-	if err != nil {
-		return 0, 0, fmt.Errorf("user namespaces: subordinate gids of user %q: %w", KubeletUser, err)
-	}
-	if len(uids) != 1 {
-		return 0, 0, fmt.Errorf("user namespaces: %s has %d entries for user %q, want one", subUID, len(uids), KubeletUser)
-	}
-	if len(gids) != 1 || gids[0] != uids[0] {
-		return 0, 0, fmt.Errorf("user namespaces: mismatched subuids and subgids for user %q (%s, %s)", KubeletUser, subUID, subGID)
-	}
-	return uids[0][0], uids[0][1], nil
-}
-
-func or(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
-}
-
-// lookupUser finds name in the passwd file path; its UID as text.
-func lookupUser(path, name string) (uid string, ok bool, err error) {
-	f, err := os.Open(path)
-	if os.IsNotExist(err) {
-		return "", false, nil
-	}
-	if err != nil {
-		return "", false, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Split(sc.Text(), ":")
-		if len(fields) >= 3 && fields[0] == name {
-			return fields[2], true, nil
-		}
-	}
-	return "", false, sc.Err()
-}
-
-// subIDs are the entries (first, count) of the user name or its uid in the
-// subordinate ID file path ("name:first:count" lines).
-func subIDs(path, name, uid string) ([][2]uint32, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var out [][2]uint32
-	for i, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		f := strings.Split(line, ":")
-		if len(f) != 3 || (f[0] != name && f[0] != uid) {
-			continue
-		}
-		start, err1 := strconv.ParseUint(f[1], 10, 32)
-		count, err2 := strconv.ParseUint(f[2], 10, 32)
-		if err := errors.Join(err1, err2); err != nil {
-			return nil, fmt.Errorf("%s line %d: %w", path, i+1, err)
-		}
-		out = append(out, [2]uint32{uint32(start), uint32(count)})
-	}
-	return out, nil
-}
-
 // HandlerSupports is whether the runtime handler named handler ("" the
 // default) supports user namespaces, as the runtime's last Status said
 // (kubelet's HandlerSupportsUserNamespaces): no when the runtime lists no
@@ -298,18 +191,6 @@ func (m *Manager) Namespace(pod *v1.Pod, handler string, f *podspec.RuntimeFeatu
 		}
 	}
 	return rec.option(), nil
-}
-
-// option is the CRI option of a record.
-func (r *record) option() *runtimeapi.UserNamespace {
-	conv := func(ms []Mapping) []*runtimeapi.IDMapping {
-		out := make([]*runtimeapi.IDMapping, len(ms))
-		for i, x := range ms {
-			out[i] = &runtimeapi.IDMapping{HostId: x.HostID, ContainerId: x.ContainerID, Length: x.Length}
-		}
-		return out
-	}
-	return &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_POD, Uids: conv(r.UIDMappings), Gids: conv(r.GIDMappings)}
 }
 
 // allocate takes a free range for pod, starting the search at a random
@@ -426,67 +307,4 @@ func (m *Manager) set(slot int, on bool) {
 		m.used[slot/64] &^= 1 << (slot % 64)
 		m.count--
 	}
-}
-
-func (m *Manager) recordPath(uid types.UID) string {
-	return filepath.Join(m.cfg.PodsDir, string(uid), RecordFile)
-}
-
-// readRecord reads pod uid's record; nil without one.
-func (m *Manager) readRecord(uid types.UID) (*record, error) {
-	b, err := os.ReadFile(m.recordPath(uid))
-	if os.IsNotExist(err) || err == nil && len(b) == 0 {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var rec record
-	if err := json.Unmarshal(b, &rec); err != nil {
-		return nil, fmt.Errorf("invalid user namespace mappings file: %w", err)
-	}
-	return &rec, nil
-}
-
-// writeRecord writes pod uid's record durably: a temporary file renamed
-// into place, then the directory synced (kubelet's file store and fsync).
-func (m *Manager) writeRecord(uid types.UID, rec *record) error {
-	dir := filepath.Dir(m.recordPath(uid))
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return fmt.Errorf("write user namespace record: %w", err)
-	}
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, "."+RecordFile+"-*")
-	if err != nil {
-		return fmt.Errorf("write user namespace record: %w", err)
-	}
-	_, err = tmp.Write(b)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), m.recordPath(uid))
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("write user namespace record: %w", err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("write user namespace record: %w", err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("write user namespace record: %w", err)
-	}
-	return nil
 }
