@@ -19,6 +19,10 @@ type ContainerRequest struct {
 	ImageRef string
 	// Init marks an init container (sidecars included).
 	Init bool
+	// UserNamespace is the pod's user namespace option (the sandbox's);
+	// nil: none sent. A namespace of the pod's own maps every mount's IDs
+	// with it.
+	UserNamespace *runtimeapi.UserNamespace
 	// Labels and Annotations are the caller's identity of the container.
 	Labels, Annotations map[string]string
 	// ImageUser is the image's user (ImageUserOf), for a container whose
@@ -101,6 +105,7 @@ func Container(n Node, r ContainerRequest) (*runtimeapi.ContainerConfig, error) 
 		},
 	}
 	withDevices(cfg, r.Devices)
+	withUserNamespace(cfg, r.UserNamespace)
 	return cfg, nil
 }
 

@@ -17,6 +17,10 @@ type SandboxRequest struct {
 	CgroupParent string
 	// Labels and Annotations are the caller's identity of the sandbox.
 	Labels, Annotations map[string]string
+	// UserNamespace is the pod's user namespace option (kubelet sends
+	// mode NODE, or mode POD with the pod's ID mappings for hostUsers:
+	// false); nil: none sent.
+	UserNamespace *runtimeapi.UserNamespace
 }
 
 // Sandbox builds the RunPodSandbox config of r.Pod. hostNetwork pods get the
@@ -45,7 +49,9 @@ func Sandbox(n Node, r SandboxRequest) (*runtimeapi.PodSandboxConfig, error) {
 			n.Warn(pod, w.Reason, w.Message)
 		}
 	}
-	security, sysctls, err := sandboxSecurity(pod, sandboxNamespaces(pod))
+	ns := sandboxNamespaces(pod)
+	ns.UsernsOptions = r.UserNamespace
+	security, sysctls, err := sandboxSecurity(pod, ns)
 	if err != nil {
 		return nil, err
 	}
