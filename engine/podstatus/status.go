@@ -90,6 +90,9 @@ type View struct {
 	// DeadlineExceeded: ran past activeDeadlineSeconds: Failed, reason
 	// DeadlineExceeded.
 	DeadlineExceeded bool
+	// Static: the pod comes from a manifest, not the API server (its phase
+	// is not forced terminal when it terminates, as kubelet leaves it).
+	Static bool
 }
 
 // Compute derives a pod's status from its view. A pod that reached
@@ -148,6 +151,9 @@ func Compute(prev *v1.PodStatus, v *View, now time.Time) v1.PodStatus {
 	} else if v.DeadlineExceeded && st.Phase != v1.PodSucceeded {
 		st.Phase, st.Reason, st.Message = v1.PodFailed, ReasonDeadlineExceeded, MessageDeadlineExceeded
 	}
+	if v.Terminated {
+		terminated(&st, pod, v.Static)
+	}
 
 	ts := metav1.NewTime(now)
 	// A condition keeps its lastTransitionTime while its status stays.
@@ -174,6 +180,83 @@ func Compute(prev *v1.PodStatus, v *View, now time.Time) v1.PodStatus {
 		cond(v1.PodScheduled, podphase.Condition{True: true}),
 	}
 	return st
+}
+
+// Kubelet's words for a container that never showed an exit when its pod
+// terminated.
+const (
+	ReasonContainerStatusUnknown = "ContainerStatusUnknown"
+	MessageContainerNotLocated   = "The container could not be located when the pod was terminated"
+	exitCodeContainerNotLocated  = 137
+)
+
+// terminated applies kubelet's status manager's TerminatePod to the status
+// of a pod every container of which stopped for good: once the pod has
+// initialized, a regular container whose status is not terminated shows
+// terminated, ContainerStatusUnknown, exit code 137; so does each init
+// container up to the last one that ever started; and a pod that is not
+// static ends Failed when its phase is Pending or Running (a pod deleted
+// while it waited for its image never ran, yet it ends).
+func terminated(st *v1.PodStatus, pod *v1.Pod, static bool) {
+	unknown := v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
+		Reason: ReasonContainerStatusUnknown, Message: MessageContainerNotLocated, ExitCode: exitCodeContainerNotLocated}}
+	if initialized(st, pod) {
+		for i := range st.ContainerStatuses {
+			if st.ContainerStatuses[i].State.Terminated == nil {
+				st.ContainerStatuses[i].State = *unknown.DeepCopy()
+			}
+		}
+	}
+	inits := st.InitContainerStatuses
+	n := 0
+	for i := len(inits) - 1; i >= 0; i-- {
+		if inits[i].State.Waiting == nil || inits[i].LastTerminationState.Terminated != nil {
+			n = i + 1
+			break
+		}
+	}
+	if n == 0 && len(inits) > 0 {
+		n = 1 // kubelet's initializedContainers always returns the first
+	}
+	for i := 0; i < n; i++ {
+		if inits[i].State.Terminated == nil {
+			inits[i].State = *unknown.DeepCopy()
+		}
+	}
+	if !static && (st.Phase == v1.PodPending || st.Phase == v1.PodRunning) {
+		st.Phase = v1.PodFailed
+	}
+}
+
+// initialized is kubelet's hasPodInitialized over the status: no init
+// containers, or a regular container left waiting or shows an exit, or the
+// last init container completed with 0 (a sidecar: runs and started).
+func initialized(st *v1.PodStatus, pod *v1.Pod) bool {
+	if len(st.InitContainerStatuses) == 0 {
+		return true
+	}
+	for _, cs := range st.ContainerStatuses {
+		if cs.LastTerminationState.Terminated != nil || cs.State.Waiting == nil {
+			return true
+		}
+	}
+	last := st.InitContainerStatuses[len(st.InitContainerStatuses)-1]
+	sidecar := false
+	for _, c := range pod.Spec.InitContainers {
+		if c.Name == last.Name {
+			sidecar = c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+		}
+	}
+	if sidecar {
+		return last.State.Running != nil && last.Started != nil && *last.Started
+	}
+	if t := last.LastTerminationState.Terminated; t != nil && t.ExitCode == 0 {
+		return true
+	}
+	if t := last.State.Terminated; t != nil && t.ExitCode == 0 {
+		return true
+	}
+	return false
 }
 
 // unreadyGates are kubelet's messages for the pod's readiness gates whose

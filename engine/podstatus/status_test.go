@@ -130,3 +130,47 @@ func onePod() *v1.Pod {
 	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "uid-p"},
 		Spec: v1.PodSpec{RestartPolicy: v1.RestartPolicyAlways, Containers: []v1.Container{{Name: "app", Image: "busybox:latest"}}}}
 }
+
+// TestTerminatedPod: kubelet's TerminatePod. A pod whose containers all
+// stopped for good (deleted while its only container waited for its image)
+// ends Failed, its container terminated with ContainerStatusUnknown and 137;
+// a static pod keeps its phase; a container that showed its exit keeps it.
+func TestTerminatedPod(t *testing.T) {
+	now := time.Now()
+	pod := onePod()
+	pending := &View{Pod: pod, Terminating: true, Terminated: true, Containers: []Container{{Name: "app", Phase: Waiting, WaitingReason: "ErrImagePull"}}}
+	st := Compute(nil, pending, now)
+	if st.Phase != v1.PodFailed {
+		t.Errorf("deleted while pending: phase %s, want Failed", st.Phase)
+	}
+	if n := len(st.ContainerStatuses); n != 1 {
+		t.Fatalf("%d container statuses, want 1", n)
+	}
+	if term := st.ContainerStatuses[0].State.Terminated; term == nil || term.Reason != ReasonContainerStatusUnknown || term.ExitCode != 137 || term.Message != MessageContainerNotLocated {
+		t.Errorf("deleted while pending: container state %+v, want terminated %s 137", st.ContainerStatuses[0].State, ReasonContainerStatusUnknown)
+	}
+	if st := Compute(nil, &View{Pod: pod, Terminating: true, Containers: pending.Containers}, now); st.Phase != v1.PodPending || st.ContainerStatuses[0].State.Waiting == nil {
+		t.Errorf("still terminating: phase %s, state %+v, want Pending and waiting", st.Phase, st.ContainerStatuses[0].State)
+	}
+	static := &View{Pod: pod, Static: true, Terminating: true, Terminated: true, Containers: pending.Containers}
+	if st := Compute(nil, static, now); st.Phase != v1.PodPending {
+		t.Errorf("static pod: phase %s, want Pending (kubelet leaves a static pod's phase)", st.Phase)
+	}
+	killed := &View{Pod: pod, Terminating: true, Terminated: true, Containers: []Container{{Name: "app", Phase: Terminated, Current: &Termination{ExitCode: 137, Reason: "Error"}}}}
+	st = Compute(nil, killed, now)
+	if term := st.ContainerStatuses[0].State.Terminated; st.Phase != v1.PodFailed || term == nil || term.Reason != "Error" {
+		t.Errorf("killed: phase %s, state %+v, want Failed and its own exit", st.Phase, st.ContainerStatuses[0].State)
+	}
+
+	// With init containers: not initialized (the init container never ran)
+	// the regular container stays waiting and the first init container ends.
+	withInit := onePod()
+	withInit.Spec.InitContainers = []v1.Container{{Name: "init"}}
+	v := &View{Pod: withInit, Terminating: true, Terminated: true,
+		Inits:      []Container{{Name: "init", Init: true, Phase: Waiting}},
+		Containers: []Container{{Name: "app", Phase: Waiting}}}
+	st = Compute(nil, v, now)
+	if st.Phase != v1.PodFailed || st.ContainerStatuses[0].State.Waiting == nil || st.InitContainerStatuses[0].State.Terminated == nil {
+		t.Errorf("not initialized: phase %s, init %+v, app %+v; want Failed, init terminated, app waiting", st.Phase, st.InitContainerStatuses[0].State, st.ContainerStatuses[0].State)
+	}
+}

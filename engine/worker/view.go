@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/history"
 	"github.com/speclet/speclet/engine/images"
 	"github.com/speclet/speclet/engine/podstatus"
@@ -13,7 +14,7 @@ func (s *podState) view() *podView {
 	ready := s.sandbox.ready()
 	v := &podView{
 		Pod: s.pod, SandboxReady: ready, PodIP: s.sandbox.PodIP(), HostIP: s.h.NodeIP, StartTime: s.StartTime(),
-		Terminating: s.terminating(), RuntimeName: s.h.RuntimeName,
+		Terminating: s.terminating(), RuntimeName: s.h.RuntimeName, Static: config.IsStatic(s.pod),
 	}
 	if s.pod.Spec.HostNetwork && ready {
 		v.PodIP = s.h.NodeIP // a hostNetwork pod has the node's address
