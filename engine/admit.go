@@ -50,7 +50,13 @@ func (e *Engine) admitLocked(pod *v1.Pod, adopted bool) (handler string, r *refu
 	var active []*v1.Pod
 	if d := e.cfg.Devices; d != nil && wantsDevices(pod) {
 		active = e.activePodsLocked()
-		if err := d.Allocate(e.ctx(), pod, active); err != nil {
+		keep := active
+		if !e.sourcesReady() {
+			// The pods admitted so far are not all the node has (a
+			// start): no other pod's devices are freed.
+			keep = nil
+		}
+		if err := d.Allocate(e.ctx(), pod, keep); err != nil {
 			return "", admission.AllocateFailed(err)
 		}
 		defer func() {

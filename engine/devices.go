@@ -17,7 +17,8 @@ import (
 type Devices interface {
 	// Allocate allocates pod's device resources; active are the pods
 	// admitted before it and not terminated (the devices of any other pod
-	// are freed). Its error refuses the pod (admission.AllocateFailed).
+	// are freed), nil before the sources are ready (nothing is freed). Its
+	// error refuses the pod (admission.AllocateFailed).
 	Allocate(ctx context.Context, pod *v1.Pod, active []*v1.Pod) error
 	// Forget frees the devices of a pod refused after its allocation.
 	Forget(uid string)

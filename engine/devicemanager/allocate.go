@@ -75,7 +75,9 @@ func (p podDevices) inUse() map[string]map[string]bool {
 // Allocate allocates the device-plugin resources of every container of
 // pod. active are the pods admitted before it and still running: the
 // devices of any other pod are freed first (kubelet's
-// UpdateAllocatedDevices). Its error is the refusal's cause.
+// UpdateAllocatedDevices); nil frees nothing (the node's pod sources are
+// not all known yet, as after a start: kubelet frees nothing before its
+// sources are ready). Its error is the refusal's cause.
 func (m *Manager) Allocate(ctx context.Context, pod *v1.Pod, active []*v1.Pod) error {
 	uid := string(pod.UID)
 	keep := map[string]bool{uid: true}
@@ -85,7 +87,7 @@ func (m *Manager) Allocate(ctx context.Context, pod *v1.Pod, active []*v1.Pod) e
 	m.mu.Lock()
 	freed := false
 	for u := range m.pods {
-		if !keep[u] {
+		if active != nil && !keep[u] {
 			delete(m.pods, u)
 			freed = true
 		}
@@ -221,15 +223,19 @@ func (m *Manager) byNUMA(r string, devs []string) checkpoint.DevicesPerNUMA {
 func (m *Manager) devicesToAllocate(ctx context.Context, uid, ctr, r string, needed int) ([]string, *endpoint, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if a := m.pods.get(uid, ctr, r); a != nil {
+	a := m.pods.get(uid, ctr, r)
+	if a != nil {
 		if have := len(a.list()); have != needed {
 			return nil, nil, fmt.Errorf("pod %q container %q changed request for resource %q from %d to %d", uid, ctr, r, have, needed)
 		}
+	} else if needed == 0 {
 		return nil, nil, nil
 	}
-	if needed == 0 {
-		return nil, nil, nil
-	}
+	// Devices given before (the checkpoint's, for a pod admitted anew
+	// after a node reboot) are checked as new ones: their plugin must be
+	// registered and they healthy. kubelet skips the checks for a
+	// container that still runs after its restart; speclet adopts such
+	// pods without admitting them.
 	healthy, registered := m.healthy[r]
 	e := m.endpoints[r]
 	if !registered || e == nil {
@@ -237,6 +243,14 @@ func (m *Manager) devicesToAllocate(ctx context.Context, uid, ctr, r string, nee
 	}
 	if len(healthy) == 0 {
 		return nil, nil, fmt.Errorf("no healthy devices present; cannot allocate unhealthy devices %s", r)
+	}
+	if a != nil {
+		for _, id := range a.list() {
+			if !healthy[id] {
+				return nil, nil, fmt.Errorf("previously allocated devices are no longer healthy; cannot allocate unhealthy devices %s", r)
+			}
+		}
+		return nil, nil, nil
 	}
 	used := m.usedLocked(r)
 	var picked []string
