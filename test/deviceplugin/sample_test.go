@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 	"k8s.io/utils/ptr"
 
@@ -47,7 +48,10 @@ const wait = 2 * time.Minute
 //     refused (1 available: the first pod's device is still held), a pod
 //     asking for 1 gets the other device;
 //   - speclet restarted with the plugin running: the plugin registers again
-//     on the new registration socket, both pods keep their devices.
+//     on the new registration socket, both pods keep their devices;
+//   - a node reboot (speclet stopped, the plugin killed, every sandbox
+//     removed, speclet started): both pods, admitted anew with the
+//     checkpoint's devices while the plugin is not registered, are refused.
 func TestSamplePlugin(t *testing.T) {
 	if os.Geteuid() != 0 {
 		if os.Getenv("CI") == "true" {
@@ -171,6 +175,47 @@ func TestSamplePlugin(t *testing.T) {
 	}
 	if exited, err := sample.Exited(); exited {
 		t.Errorf("the sample plugin exited: %v", err)
+	}
+
+	// A node reboot, as the node e2e suite makes one (device_plugin_test.go,
+	// "Does not keep device plugin assignments across node reboots if fails
+	// admission"): speclet stops, the pods' sandboxes are removed through
+	// the CRI, speclet starts before the plugin. The pods, whose devices the
+	// checkpoint holds, are admitted anew and refused: no healthy devices.
+	if err := n.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	sample.Kill()
+	removeSandboxes(t, ctx, cd.Endpoint)
+	if err := n.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	noHealthy := "Allocate failed due to no healthy devices present; cannot allocate unhealthy devices " + dp.Resource + ", which is unexpected"
+	h.waitRefused(a.Name, noHealthy)
+	h.waitRefused(b.Name, noHealthy)
+	h.notListed(a.Name, b.Name)
+}
+
+// removeSandboxes stops and removes every pod sandbox of the runtime.
+func removeSandboxes(t *testing.T, ctx context.Context, endpoint string) {
+	t.Helper()
+	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rt := runtimeapi.NewRuntimeServiceClient(conn)
+	list, err := rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sb := range list.Items {
+		if _, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
+			t.Fatalf("stop sandbox %s: %v", sb.Id, err)
+		}
+		if _, err := rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
+			t.Fatalf("remove sandbox %s: %v", sb.Id, err)
+		}
 	}
 }
 
@@ -428,6 +473,30 @@ func (h *helper) listed(name string, n int) []string {
 		h.t.Fatalf("pod-resources List: pod %s container main has %s devices %v, want %d", name, dp.Resource, devs, n)
 	}
 	return devs
+}
+
+// notListed checks that pod-resources List, which answers the active
+// pods (kubelet v1.34's KubeletPodResourcesListUseActivePods), has none of
+// the pods or no device for them.
+func (h *helper) notListed(names ...string) {
+	h.t.Helper()
+	err := h.podResources(func(ctx context.Context, c podresourcesv1.PodResourcesListerClient) error {
+		list, err := c.List(ctx, &podresourcesv1.ListPodResourcesRequest{})
+		if err != nil {
+			return err
+		}
+		for _, p := range list.PodResources {
+			for _, name := range names {
+				if p.Namespace == "default" && p.Name == name {
+					h.t.Errorf("pod-resources List has refused pod %s: %v", name, p)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		h.t.Errorf("pod-resources List: %v", err)
+	}
 }
 
 // allocatable are the plugin's devices pod-resources
