@@ -598,6 +598,9 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 	}
 	defer prSrv.Stop(5 * time.Second)
 
+	// the two ports' stats pages share their housekeeping passes, as
+	// kubelet's share cAdvisor's cache
+	statsCache := kubeletapi.NewStatsCache(0)
 	var httpSrv *server.Server
 	if o.readOnlyPort == 0 {
 		log.Info("read-only server off (--read-only-port 0)")
@@ -608,7 +611,7 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("listen on %s (%s, --read-only-port): %w", addr, flag, err)
 		}
-		stats, err := readOnlyStats(o, eng, rt, probeReg, log)
+		stats, err := readOnlyStats(o, eng, rt, probeReg, statsCache, log)
 		if err != nil {
 			return err
 		}
@@ -625,7 +628,7 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 	if o.port == 0 {
 		log.Info("kubelet API off (--port 0)")
 	} else {
-		apiSrv, err = startKubeletAPI(ctx, o, eng, rt, endpoint, reg, probeReg, log)
+		apiSrv, err = startKubeletAPI(ctx, o, eng, rt, endpoint, reg, probeReg, statsCache, log)
 		if err != nil {
 			return err
 		}

@@ -68,48 +68,6 @@ func cadvisorDirs(c *cgroupstats.Dirs) *cgroupstats.Dirs {
 	return &cgroupstats.Dirs{Dir: m.Dir, V2: m.V2()}
 }
 
-// listing is what a scrape asks the runtime: the ready sandboxes, the
-// running containers, their stats, and the cgroup of each (by ID).
-type listing struct {
-	sbs    []*runtimeapi.PodSandbox
-	cs     []*runtimeapi.Container
-	cstats []*runtimeapi.ContainerStats
-	where  map[string]string // sandbox or container ID -> cgroup
-}
-
-func (a *API) list(ctx context.Context) (*listing, error) {
-	sbs, err := a.c.Runtime.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{
-		State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}})
-	if err != nil {
-		return nil, fmt.Errorf("list sandboxes: %w", err)
-	}
-	cs, err := a.c.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{
-		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}})
-	if err != nil {
-		return nil, fmt.Errorf("list containers: %w", err)
-	}
-	cstats, err := a.c.Runtime.ListContainerStats(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("list container stats: %w", err)
-	}
-	l := &listing{sbs: sbs, cs: cs, cstats: cstats, where: map[string]string{}}
-	if a.finder != nil {
-		ids := make([]string, 0, len(sbs)+len(cs))
-		keep := map[string]bool{}
-		for _, sb := range sbs {
-			ids = append(ids, sb.Id)
-			keep[sb.Id] = true
-		}
-		for _, c := range cs {
-			ids = append(ids, c.Id)
-			keep[c.Id] = true
-		}
-		l.where = a.finder.Find(ids)
-		a.finder.Prune(keep)
-	}
-	return l, nil
-}
-
 // podCgroup is the pod's cgroup: the sandbox's parent when it is the
 // pod's own (pod<uid> on cgroupfs, ...-pod<uid_>.slice on systemd); ""
 // when the sandbox has none of its own.
@@ -123,27 +81,33 @@ func podCgroup(sbPath, uid string) string {
 	return ""
 }
 
-// cgroupEntries reads the root cgroup, every ready sandbox's pod cgroup,
-// the sandbox's own and its running containers'.
+// cgroupEntries are the series' cgroups of the current pass: the root,
+// every ready sandbox's pod cgroup, the sandbox's own and its running
+// containers'.
 func (a *API) cgroupEntries(ctx context.Context) ([]cgroupEntry, error) {
-	now := a.c.Now()
-	d := a.dirs
-	if d == nil {
+	if a.dirs == nil {
 		return nil, fmt.Errorf("no cgroup filesystem")
 	}
 	var out []cgroupEntry
-	if st, err := d.Read("/", false, now); err == nil {
-		e := cgroupEntry{id: "/", st: st, start: bootTime()}
-		if ifs, err := d.Network(0); err == nil {
-			e.net, e.haveNet = ifs, true
+	err := a.withPass(ctx, func(p *pass) {
+		if !p.built {
+			p.entries, p.built = a.buildEntries(p), true
 		}
+		out = p.entries
+	})
+	return out, err
+}
+
+// buildEntries are the series' cgroups of pass ps.
+func (a *API) buildEntries(ps *pass) []cgroupEntry {
+	var out []cgroupEntry
+	if st := ps.cgroup("/"); st != nil {
+		e := cgroupEntry{id: "/", st: *st, start: bootTime()}
+		e.net, e.haveNet = ps.net["/"]
 		out = append(out, e)
 	}
 	l := a.c.Labels
-	ls, err := a.list(ctx)
-	if err != nil {
-		return nil, err
-	}
+	ls := ps.ls
 	where := ls.where
 	fsOf := map[string]*runtimeapi.FilesystemUsage{}
 	for _, st := range ls.cstats {
@@ -165,29 +129,20 @@ func (a *API) cgroupEntries(ctx context.Context) ([]cgroupEntry, error) {
 			continue
 		}
 		if parent := podCgroup(sbPath, uid); parent != "" {
-			if st, err := d.Read(parent, true, now); err == nil {
-				e := cgroupEntry{id: parent, pod: pod, namespace: ns, st: st, start: time.Unix(0, sb.CreatedAt)}
-				out = append(out, e)
+			if st := ps.cgroup(parent); st != nil {
+				out = append(out, cgroupEntry{id: parent, pod: pod, namespace: ns, st: *st, start: time.Unix(0, sb.CreatedAt)})
 			}
 		}
-		st, err := d.Read(sbPath, true, now)
-		if err != nil {
+		st := ps.cgroup(sbPath)
+		if st == nil {
 			continue
 		}
-		e := cgroupEntry{id: sbPath, name: sb.Id, pod: pod, namespace: ns, container: "POD", st: st, start: time.Unix(0, sb.CreatedAt)}
-		if st.Pid != 0 {
-			if ifs, err := d.Network(st.Pid); err == nil {
-				e.net, e.haveNet = ifs, true
-			}
-		}
+		e := cgroupEntry{id: sbPath, name: sb.Id, pod: pod, namespace: ns, container: "POD", st: *st, start: time.Unix(0, sb.CreatedAt)}
+		e.net, e.haveNet = ps.net[sbPath]
 		out = append(out, e)
 		for _, c := range bySandbox[sb.Id] {
-			p, ok := where[c.Id]
-			if !ok {
-				continue
-			}
-			st, err := d.Read(p, true, now)
-			if err != nil {
+			st := ps.reading(c.Id)
+			if st == nil {
 				continue
 			}
 			name := c.Labels[l.ContainerName]
@@ -195,11 +150,11 @@ func (a *API) cgroupEntries(ctx context.Context) ([]cgroupEntry, error) {
 			if image == "" {
 				image = c.GetImage().GetImage()
 			}
-			out = append(out, cgroupEntry{id: p, name: c.Id, image: image, pod: pod, namespace: ns,
-				container: name, st: st, start: time.Unix(0, c.CreatedAt), fs: fsOf[c.Id]})
+			out = append(out, cgroupEntry{id: where[c.Id], name: c.Id, image: image, pod: pod, namespace: ns,
+				container: name, st: *st, start: time.Unix(0, c.CreatedAt), fs: fsOf[c.Id]})
 		}
 	}
-	return out, nil
+	return out
 }
 
 // specImages is the image of each container of the node's pods, by
@@ -226,7 +181,7 @@ func isPodCgroup(p, uid string) bool {
 	return b == "pod"+uid || strings.Contains(b, "pod"+strings.ReplaceAll(uid, "-", "_"))
 }
 
-// cadvisorCollector collects /metrics/cadvisor at each scrape.
+// cadvisorCollector collects /metrics/cadvisor from the current pass.
 type cadvisorCollector struct {
 	a   *API
 	ctx context.Context
@@ -379,7 +334,8 @@ func machineIDs() []string {
 	return []string{read("/proc/sys/kernel/random/boot_id"), read("/etc/machine-id"), read("/sys/class/dmi/id/product_uuid")}
 }
 
-// metricsCadvisor serves /metrics/cadvisor, collected at each request.
+// metricsCadvisor serves /metrics/cadvisor from the current housekeeping
+// pass (StatsCache).
 func (a *API) metricsCadvisor(w http.ResponseWriter, r *http.Request) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(cadvisorCollector{a: a, ctx: r.Context()})

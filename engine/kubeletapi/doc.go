@@ -40,6 +40,11 @@
 //     text format metrics-server reads; /metrics/cadvisor is cAdvisor's
 //     series of the root, pod, sandbox and container cgroups (cadvisor.go);
 //     /metrics/probes is Config.Probes (kubelet's prober series).
+//   - The three are served from one housekeeping pass (StatsCache): the
+//     runtime's container stats and the cgroup readings of one time, reused
+//     for DefaultStatsMaxAge (cAdvisor's housekeeping interval in kubelet)
+//     while the runtime lists the same ready sandboxes and running
+//     containers, so that repeated scrapes do not each read every cgroup.
 //   - Exec, attach and port-forward ask the runtime for a streaming URL and
 //     proxy the connection there, upgrades included, as kubelet v1.34 does.
 //   - Streams outlive the server's timeouts: container logs (followed or

@@ -92,19 +92,22 @@ type Config struct {
 	// served as {"kubeletconfig": Configz} in JSON (a
 	// kubelet.config.k8s.io/v1beta1 KubeletConfiguration); nil: no /configz.
 	Configz any
-	Log     *slog.Logger
-	Now     func() time.Time
+	// Stats is the cache of housekeeping passes /stats/summary,
+	// /metrics/resource and /metrics/cadvisor are served from; give the
+	// authenticated and the read-only API the same. nil: the API's own,
+	// of DefaultStatsMaxAge.
+	Stats *StatsCache
+	Log   *slog.Logger
+	Now   func() time.Time
 }
 
 // API is the kubelet API of port 10250.
 type API struct {
 	c      Config
 	mux    *http.ServeMux
-	cpu    nodeCPU
 	dirs   *cgroupstats.Dirs
 	finder *cgroupstats.Finder
-	rates  cpuRates // the cgroups' previous CPU readings
-	du     duCache  // directories' usage (volumes, logs)
+	stats  *StatsCache
 }
 
 // New returns the API; serve it with TLSConfig through ServeTLS.
@@ -118,7 +121,10 @@ func New(c Config) (*API, error) {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	a := &API{c: c, mux: http.NewServeMux(), dirs: cadvisorDirs(c.Cgroups)}
+	if c.Stats == nil {
+		c.Stats = NewStatsCache(0)
+	}
+	a := &API{c: c, mux: http.NewServeMux(), dirs: cadvisorDirs(c.Cgroups), stats: c.Stats}
 	if a.dirs != nil {
 		a.finder = &cgroupstats.Finder{Dirs: *a.dirs}
 	}

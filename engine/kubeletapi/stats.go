@@ -94,7 +94,8 @@ func memStats(m *runtimeapi.MemoryUsage) *statsapi.MemoryStats {
 		RSSBytes: u64(m.RssBytes), PageFaults: u64(m.PageFaults), MajorPageFaults: u64(m.MajorPageFaults)}
 }
 
-// summary builds /stats/summary as kubelet's CRI stats provider does:
+// summary is /stats/summary of the current housekeeping pass (StatsCache),
+// built once per pass as kubelet's CRI stats provider builds it:
 //   - the node: CPU from the root cgroup (else /proc/stat), memory from the
 //     root cgroup (usage, working set, RSS, page faults; else
 //     /proc/meminfo), the host's network interfaces, the root dir's file
@@ -117,27 +118,39 @@ func memStats(m *runtimeapi.MemoryUsage) *statsapi.MemoryStats {
 // "runtime" and "misc" system containers (speclet does not know the
 // runtime's cgroup), volume health and PVC references.
 func (a *API) summary(ctx context.Context) (*statsapi.Summary, error) {
-	now := a.c.Now()
+	var s statsapi.Summary
+	err := a.withPass(ctx, func(p *pass) {
+		if p.summary == nil {
+			p.summary = a.buildSummary(ctx, p)
+		}
+		s = *p.summary
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// buildSummary is the summary of pass p; the node's parts the pass does
+// not hold (file systems, limits, the system containers) are read now.
+func (a *API) buildSummary(ctx context.Context, ps *pass) *statsapi.Summary {
+	now := ps.at
 	s := &statsapi.Summary{Node: statsapi.NodeStats{NodeName: a.c.NodeName, StartTime: metav1.NewTime(bootTime())}}
 	d := a.dirs
-	var root *cgroupstats.Stats
-	if d != nil {
-		if st, err := d.Read("/", false, now); err == nil {
-			root = &st
-		}
-	}
+	root := ps.cgroup("/")
 	if busy, err := readNodeCPU(); err == nil {
 		if root != nil && root.HaveCPU {
 			busy = root.CPUUsageNs
 		}
 		cpu := &statsapi.CPUStats{Time: metav1.NewTime(now), UsageCoreNanoSeconds: &busy}
-		a.cpu.mu.Lock()
-		if !a.cpu.lastSample.IsZero() && busy >= a.cpu.lastTotal && now.After(a.cpu.lastSample) {
-			rate := uint64(float64(busy-a.cpu.lastTotal) / now.Sub(a.cpu.lastSample).Seconds())
+		nc := &a.stats.cpu
+		nc.mu.Lock()
+		if !nc.lastSample.IsZero() && busy >= nc.lastTotal && now.After(nc.lastSample) {
+			rate := uint64(float64(busy-nc.lastTotal) / now.Sub(nc.lastSample).Seconds())
 			cpu.UsageNanoCores = &rate
 		}
-		a.cpu.lastTotal, a.cpu.lastSample = busy, now
-		a.cpu.mu.Unlock()
+		nc.lastTotal, nc.lastSample = busy, now
+		nc.mu.Unlock()
 		s.Node.CPU = cpu
 	}
 	if m, err := cgroups.Meminfo(""); err == nil && m["MemTotal"] > 0 {
@@ -151,10 +164,8 @@ func (a *API) summary(ctx context.Context) (*statsapi.Summary, error) {
 		}
 		s.Node.Memory = mem
 	}
-	if d != nil {
-		if ifs, err := d.Network(0); err == nil {
-			s.Node.Network = networkStats(ifs, now)
-		}
+	if ifs, ok := ps.net["/"]; ok {
+		s.Node.Network = networkStats(ifs, now)
 	}
 	if a.c.RootDir != "" {
 		s.Node.Fs = statfsStats(a.c.RootDir, now)
@@ -169,32 +180,20 @@ func (a *API) summary(ctx context.Context) (*statsapi.Summary, error) {
 	}
 
 	l := a.c.Labels
-	ls, err := a.list(ctx)
-	if err != nil {
-		return nil, err
-	}
+	ls := ps.ls
 	byCID := map[string]*runtimeapi.ContainerStats{}
 	for _, st := range ls.cstats {
 		byCID[st.GetAttributes().GetId()] = st
 	}
+	// the sandboxes' own stats: only the summary's (the series have the
+	// pod cgroups')
 	sbStats := map[string]*runtimeapi.PodSandboxStats{}
-	if ps, err := a.c.Runtime.ListPodSandboxStats(ctx, nil); err == nil {
-		for _, st := range ps {
+	if st, err := a.c.Runtime.ListPodSandboxStats(ctx, nil); err == nil {
+		for _, st := range st {
 			sbStats[st.GetAttributes().GetId()] = st
 		}
 	} else if !cri.IsUnimplemented(err) {
 		a.c.Log.Debug("kubelet API: ListPodSandboxStats", "err", err)
-	}
-	read := func(id string) *cgroupstats.Stats {
-		p, ok := ls.where[id]
-		if !ok || d == nil {
-			return nil
-		}
-		st, err := d.Read(p, true, now)
-		if err != nil {
-			return nil
-		}
-		return &st
 	}
 	pods := map[string]*statsapi.PodStats{}
 	podCg := map[string]*cgroupstats.Stats{}
@@ -208,17 +207,15 @@ func (a *API) summary(ctx context.Context) (*statsapi.Summary, error) {
 		if st := sbStats[sb.Id]; st != nil && st.Linux != nil {
 			p.CPU, p.Memory = cpuStats(st.Linux.Cpu), memStats(st.Linux.Memory)
 		}
-		if pc := podCgroup(ls.where[sb.Id], uid); pc != "" && d != nil {
-			if st, err := d.Read(pc, true, now); err == nil {
-				podCg[sb.Id] = &st
-				p.CPU, p.Memory = a.cgroupCPU(pc, st), cgroupMemory(st)
+		if pc := podCgroup(ls.where[sb.Id], uid); pc != "" {
+			if st := ps.cgroup(pc); st != nil {
+				podCg[sb.Id] = st
+				p.CPU, p.Memory = a.cgroupCPU(pc, *st), cgroupMemory(*st)
 				p.ProcessStats = &statsapi.ProcessStats{ProcessCount: ptr(st.Processes)}
 			}
 		}
-		if sst := read(sb.Id); sst != nil && sst.Pid != 0 {
-			if ifs, err := d.Network(sst.Pid); err == nil {
-				p.Network = networkStats(ifs, now)
-			}
+		if ifs, ok := ps.net[ls.where[sb.Id]]; ok {
+			p.Network = networkStats(ifs, now)
 		}
 		p.VolumeStats = a.volumeStats(uid, now)
 		pods[sb.Id] = p
@@ -232,7 +229,7 @@ func (a *API) summary(ctx context.Context) (*statsapi.Summary, error) {
 		st := byCID[c.Id]
 		name := c.Labels[l.ContainerName]
 		cst := statsapi.ContainerStats{Name: name, StartTime: metav1.NewTime(time.Unix(0, c.CreatedAt))}
-		cg := read(c.Id)
+		cg := ps.reading(c.Id)
 		if st != nil {
 			cst.CPU, cst.Memory = cpuStats(st.Cpu), memStats(st.Memory)
 			if wl := st.WritableLayer; wl != nil {
@@ -273,15 +270,15 @@ func (a *API) summary(ctx context.Context) (*statsapi.Summary, error) {
 		p.EphemeralStorage = ephemeral(p, now)
 		s.Pods = append(s.Pods, *p)
 	}
-	a.rates.prune(now)
-	a.du.prune(now)
+	a.stats.rates.prune(now)
+	a.stats.du.prune(now)
 	sort.Slice(s.Pods, func(i, j int) bool {
 		return s.Pods[i].PodRef.Namespace+"/"+s.Pods[i].PodRef.Name < s.Pods[j].PodRef.Namespace+"/"+s.Pods[j].PodRef.Name
 	})
 	if s.Pods == nil {
 		s.Pods = []statsapi.PodStats{}
 	}
-	return s, nil
+	return s
 }
 
 // systemContainers are "pods" (the kubepods cgroup) and "kubelet"
@@ -350,7 +347,7 @@ func (a *API) statsSummary(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusInternalServerError, "stats summary: %v", err)
 		return
 	}
-	if r.URL.Query().Get("only_cpu_and_memory") == "true" {
+	if r.URL.Query().Get("only_cpu_and_memory") == "true" { // s is a copy: the pass's summary stays whole
 		s.Node = statsapi.NodeStats{NodeName: s.Node.NodeName, StartTime: s.Node.StartTime, CPU: s.Node.CPU, Memory: s.Node.Memory}
 	}
 	writeJSON(w, s)

@@ -105,7 +105,7 @@ func (c *duCache) prune(now time.Time) {
 
 // dirStats is a directory's usage on the file system holding it.
 func (a *API) dirStats(dir string, now time.Time) *statsapi.FsStats {
-	u, ok := a.du.du(dir, now)
+	u, ok := a.stats.du.du(dir, now)
 	if !ok {
 		return nil
 	}
@@ -220,15 +220,15 @@ func (a *API) cgroupCPU(key string, st cgroupstats.Stats) *statsapi.CPUStats {
 		return nil
 	}
 	cpu := &statsapi.CPUStats{Time: metav1.NewTime(st.Time), UsageCoreNanoSeconds: ptr(st.CPUUsageNs)}
-	a.rates.mu.Lock()
-	defer a.rates.mu.Unlock()
-	if a.rates.last == nil {
-		a.rates.last = map[string]cpuSample{}
+	a.stats.rates.mu.Lock()
+	defer a.stats.rates.mu.Unlock()
+	if a.stats.rates.last == nil {
+		a.stats.rates.last = map[string]cpuSample{}
 	}
-	if prev, ok := a.rates.last[key]; ok && st.CPUUsageNs >= prev.ns && st.Time.After(prev.at) {
+	if prev, ok := a.stats.rates.last[key]; ok && st.CPUUsageNs >= prev.ns && st.Time.After(prev.at) {
 		cpu.UsageNanoCores = ptr(uint64(float64(st.CPUUsageNs-prev.ns) / st.Time.Sub(prev.at).Seconds()))
 	}
-	a.rates.last[key] = cpuSample{ns: st.CPUUsageNs, at: st.Time}
+	a.stats.rates.last[key] = cpuSample{ns: st.CPUUsageNs, at: st.Time}
 	return cpu
 }
 
