@@ -47,6 +47,9 @@ type Host struct {
 	// creation (nil: no device manager); an error is the container's
 	// CreateContainerConfigError.
 	Devices func(ctx context.Context, pod *v1.Pod, c *v1.Container) (*podspec.DeviceRun, error)
+	// Features is what the runtime last said it supports (its Status);
+	// nil, or a nil result: nothing.
+	Features func() *podspec.RuntimeFeatures
 
 	Runtime cri.Runtime
 	Clock   clock.WithTicker
@@ -64,6 +67,20 @@ type Host struct {
 	RuntimeName string
 
 	Engine Engine
+}
+
+// features is what the runtime last said it supports; nil: nothing.
+func (h *Host) features() *podspec.RuntimeFeatures {
+	if h.Features == nil {
+		return nil
+	}
+	return h.Features()
+}
+
+// runtimeHandler is what the pod's runtime handler supports, as the
+// runtime last reported it.
+func (s *podState) runtimeHandler() podspec.RuntimeHandler {
+	return s.h.features().Handler(s.w.runtimeHandler)
 }
 
 // exec is the executor of the pod's machines' actions, each owner's Exec
