@@ -28,6 +28,7 @@ func (e *Engine) workerHost() worker.Host {
 		RuntimeName: "cri",
 		Engine:      workerEngine{e},
 		Devices:     e.devicesOf(),
+		Features:    e.RuntimeFeatures,
 	}
 }
 

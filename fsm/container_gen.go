@@ -14,7 +14,7 @@ const ContainerMachineName = "container"
 
 // ContainerSpecSHA256 is the SHA-256 of spec/container.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ContainerSpecSHA256 = "d66420547f289156b937beb6177ffc8c847b3a576ec5d7fcd81cd7cdd34573e6"
+const ContainerSpecSHA256 = "c45d5013476e216ce4afabe91a5149019505aa506aef6cffed1f3523dc4ede2c"
 
 // ContainerState is a state of the container machine.
 //
@@ -401,8 +401,10 @@ const (
 	// after ImageStatus for the image's user when it must run as non-root and
 	// names none; reports created or create_failed.
 	ContainerActionCreateContainer
-	// ContainerActionStartContainer: Start the container, then run the postStart
-	// hook; reports started, start_failed or post_start_failed.
+	// ContainerActionStartContainer: Start the container, then (where the runtime
+	// reports users: it supports supplementalGroupsPolicy) ContainerStatus for
+	// the user it runs as, which the status shows, then run the postStart hook;
+	// reports started, start_failed or post_start_failed.
 	ContainerActionStartContainer
 	// ContainerActionStopContainer: Run the preStop hook (once per instance),
 	// then StopContainer with the remaining grace period (0 once the grace timer
@@ -450,7 +452,7 @@ var ContainerActionCRI = [...][]string{
 	ContainerActionRefuseImage:        {},
 	ContainerActionCountPullFailure:   {},
 	ContainerActionCreateContainer:    {"ImageStatus", "CreateContainer"},
-	ContainerActionStartContainer:     {"StartContainer", "ExecSync"},
+	ContainerActionStartContainer:     {"StartContainer", "ContainerStatus", "ExecSync"},
 	ContainerActionStopContainer:      {"ExecSync", "StopContainer"},
 	ContainerActionForceStopContainer: {"StopContainer"},
 	ContainerActionRecordExit:         {"ContainerStatus"},
@@ -538,9 +540,11 @@ type ContainerActions[O any] interface {
 	// CRI: ImageStatus, CreateContainer.
 	// Not cancelled by a kill: CreateContainer.
 	CreateContainer() O
-	// StartContainer: Start the container, then run the postStart hook; reports
-	// started, start_failed or post_start_failed.
-	// CRI: StartContainer, ExecSync.
+	// StartContainer: Start the container, then (where the runtime reports users:
+	// it supports supplementalGroupsPolicy) ContainerStatus for the user it runs
+	// as, which the status shows, then run the postStart hook; reports started,
+	// start_failed or post_start_failed.
+	// CRI: StartContainer, ContainerStatus, ExecSync.
 	// Not cancelled by a kill: StartContainer.
 	StartContainer() O
 	// StopContainer: Run the preStop hook (once per instance), then StopContainer

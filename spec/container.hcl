@@ -113,8 +113,8 @@ machine "container" {
     }
   }
   action "start_container" {
-    doc = "Start the container, then run the postStart hook; reports started, start_failed or post_start_failed."
-    cri = ["StartContainer", "ExecSync"]
+    doc = "Start the container, then (where the runtime reports users: it supports supplementalGroupsPolicy) ContainerStatus for the user it runs as, which the status shows, then run the postStart hook; reports started, start_failed or post_start_failed."
+    cri = ["StartContainer", "ContainerStatus", "ExecSync"]
     uncancellable = {
       StartContainer = "A StartContainer cancelled at the client may still start the task in the runtime (containerd starts it, then drops the cancelled request), leaving a running container the machine believes never started, which later blocks RemovePodSandbox (cannot delete running task). The postStart hook's ExecSync stays cancellable."
     }

@@ -122,7 +122,7 @@ func (c *Container) madeInstance(restartCount int32, cs createConfigs, id string
 		c.id, c.ids, c.restartCount, c.logFile = id, append(c.ids, id), restartCount, cs.logFile()
 		c.setCreated(id, c.o.Clock().Now())
 		c.runHash = cfg.Annotations[runtimepods.AnnotationContainerHash]
-		c.exitStatus = nil
+		c.exitStatus, c.user = nil, nil
 		c.o.Event(v1.EventTypeNormal, "Created", "Created container: %s", c.o.Name())
 		c.o.Raise(fsm.ContainerEventCreated)
 		return op.Done(nil)
@@ -154,9 +154,10 @@ func (c *Container) imageUser(then func(podspec.ImageUser, error) op.Op) op.Op {
 	})
 }
 
-// StartContainer starts the created instance, links its log file where log
-// shippers look, then runs its postStart hook; raises started, start_failed
-// or post_start_failed.
+// StartContainer starts the created instance, reads the user it runs as
+// where the runtime reports it, links its log file where log shippers
+// look, then runs its postStart hook; raises started, start_failed or
+// post_start_failed.
 func (c *Container) StartContainer() op.Op {
 	return op.StartContainer(c.id, func(err error) op.Op {
 		c.o.CountStart(err)
@@ -168,7 +169,29 @@ func (c *Container) StartContainer() op.Op {
 		}
 		c.startedAt = c.o.Clock().Now()
 		c.o.Event(v1.EventTypeNormal, "Started", "Started container %s", c.o.Name())
-		return c.linkLog(c.postStart)
+		return c.readUser(func() op.Op { return c.linkLog(c.postStart) })
+	})
+}
+
+// readUser reads the started instance's user from its ContainerStatus
+// when the runtime reports users (Owner.ReportsUser), for the status
+// (kubelet's status.containerStatuses[].user, from every ContainerStatus
+// it reads), then goes on with then. A failure is logged: the container
+// runs, its status shows no user.
+func (c *Container) readUser(then func() op.Op) op.Op {
+	if !c.o.ReportsUser() {
+		return then()
+	}
+	id := c.id
+	return op.ContainerStatus(id, func(st *runtimeapi.ContainerStatus, err error) op.Op {
+		if err != nil {
+			c.o.Logger().Warn("Failed to read the container's user", "pod", c.o.Key(), "container", c.o.Name(), "err", err)
+			return then()
+		}
+		if c.id == id {
+			c.user = st.GetUser()
+		}
+		return then()
 	})
 }
 

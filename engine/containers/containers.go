@@ -127,6 +127,10 @@ type Owner interface {
 	// LogLink is the path of the link to instance id's log file where log
 	// shippers look (podspec.LogLink); "": no links.
 	LogLink(id string) string
+	// ReportsUser: the runtime reports a container's user in
+	// ContainerStatus (it supports supplementalGroupsPolicy,
+	// podspec.RuntimeFeatures), which the start action then reads.
+	ReportsUser() bool
 }
 
 // Container is one container's runtime instances and the guards,
@@ -151,7 +155,8 @@ type Container struct {
 	current     *podstatus.Termination // the exit of the current instance
 	last        *podstatus.Termination // the exit of the instance before
 	exitStatus  *runtimeapi.ContainerStatus
-	preStopDone string // the instance whose preStop hook ran
+	user        *runtimeapi.ContainerUser // the current instance's, as the runtime reported it after its start; nil: not reported
+	preStopDone string                    // the instance whose preStop hook ran
 
 	waitingReason, waitingMessage string
 
@@ -188,6 +193,10 @@ func (c *Container) SetImageRef(ref string) { c.imageRef = ref }
 // started (zero before).
 func (c *Container) RestartCount() int32  { return c.restartCount }
 func (c *Container) StartedAt() time.Time { return c.startedAt }
+
+// User is the current instance's user as the runtime reported it after
+// its start (status.containerStatuses[].user); nil when it did not.
+func (c *Container) User() *runtimeapi.ContainerUser { return c.user }
 
 // Current is the exit of the current instance (nil while none is known),
 // Last the exit of the instance before.

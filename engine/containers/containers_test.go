@@ -39,6 +39,7 @@ type fakeOwner struct {
 	events                                []string
 	removed                               []string
 	linksDir                              string // podspec.Node.LogLinksDir; "": no links
+	reportsUser                           bool   // the runtime reports users (ReportsUser)
 }
 
 func newFakeOwner() *fakeOwner {
@@ -87,6 +88,7 @@ func (o *fakeOwner) Removed(id string)             { o.removed = append(o.remove
 func (o *fakeOwner) LogLink(id string) string {
 	return podspec.LogLink(o.linksDir, o.pod.Namespace, o.pod.Name, o.spec.Name, id)
 }
+func (o *fakeOwner) ReportsUser() bool { return o.reportsUser }
 func (o *fakeOwner) GCPolicy() (int, time.Duration) {
 	return 1, 0
 }

@@ -45,12 +45,13 @@ type ctrWant struct {
 	waiting      string // waitingReason
 	image        string // imageRef
 	exit         string // the current instance's exit: code, reason, message
+	user         string // the current instance's user as reported
 	failed       bool   // the action returned an error
 }
 
 func (w ctrWant) String() string {
-	return fmt.Sprintf("raised %v, id %q, ids %q, restarts %d, waiting %q, image %q, exit %q, failed %v",
-		w.raised, w.id, w.ids, w.restartCount, w.waiting, w.image, w.exit, w.failed)
+	return fmt.Sprintf("raised %v, id %q, ids %q, restarts %d, waiting %q, image %q, exit %q, user %q, failed %v",
+		w.raised, w.id, w.ids, w.restartCount, w.waiting, w.image, w.exit, w.user, w.failed)
 }
 
 var (
@@ -136,6 +137,15 @@ func TestContainerActionsAsOperations(t *testing.T) {
 		{name: "start: started", action: "start_container", setup: withInstance,
 			replies: []reply{{"StartContainer", "c-1", nil, nil}},
 			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventStarted}, id: "c-1", ids: []string{"c-1"}}},
+		{name: "start: the user read where the runtime reports users", action: "start_container",
+			setup: func(c *Container, o *fakeOwner) { withInstance(c, o); o.reportsUser = true },
+			replies: []reply{{"StartContainer", "c-1", nil, nil}, {"ContainerStatus", "c-1", &runtimeapi.ContainerStatus{Id: "c-1",
+				User: &runtimeapi.ContainerUser{Linux: &runtimeapi.LinuxContainerUser{Uid: 1000, Gid: 3000, SupplementalGroups: []int64{3000, 4000}}}}, nil}},
+			want: ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventStarted}, id: "c-1", ids: []string{"c-1"}, user: "1000 3000 [3000 4000]"}},
+		{name: "start: a user that cannot be read leaves the container started", action: "start_container",
+			setup:   func(c *Container, o *fakeOwner) { withInstance(c, o); o.reportsUser = true },
+			replies: []reply{{"StartContainer", "c-1", nil, nil}, {"ContainerStatus", "c-1", nil, errors.New("unavailable")}},
+			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventStarted}, id: "c-1", ids: []string{"c-1"}}},
 		{name: "start: StartContainer fails", action: "start_container", setup: withInstance,
 			replies: []reply{{"StartContainer", "c-1", nil, errors.New("exec format error")}},
 			want:    ctrWant{raised: []fsm.ContainerEvent{fsm.ContainerEventStartFailed}, id: "c-1", ids: []string{"c-1"}, waiting: ReasonRunContainer, failed: true}},
@@ -211,6 +221,9 @@ func TestContainerActionsAsOperations(t *testing.T) {
 				waiting: c.waitingReason, image: c.imageRef, failed: op.Err() != nil}
 			if t := c.current; t != nil {
 				got.exit = fmt.Sprintf("%d %s %s", t.ExitCode, t.Reason, t.Message)
+			}
+			if u := c.User().GetLinux(); u != nil {
+				got.user = fmt.Sprintf("%d %d %v", u.Uid, u.Gid, u.SupplementalGroups)
 			}
 			if got.String() != tc.want.String() {
 				t.Errorf("container: %v\nwant:      %v", got, tc.want)

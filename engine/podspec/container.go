@@ -41,6 +41,10 @@ type ContainerRequest struct {
 	// Devices are what the device plugins allocated to the container;
 	// nil: none.
 	Devices *DeviceRun
+	// Runtime is what the pod's runtime handler supports, as the runtime
+	// last reported it (RuntimeFeatures.Handler); the zero value supports
+	// nothing.
+	Runtime RuntimeHandler
 }
 
 // Container builds the CreateContainer config of r.Container. Errors name
@@ -59,7 +63,7 @@ func Container(n Node, r ContainerRequest) (*runtimeapi.ContainerConfig, error) 
 	for i, a := range c.Args {
 		args[i] = Expand(a, vars)
 	}
-	mounts, err := containerMounts(n.RootDir, pod, c, vars)
+	mounts, err := containerMounts(n.RootDir, pod, c, vars, r.Runtime.RecursiveReadOnlyMounts)
 	if err != nil {
 		return nil, err
 	}

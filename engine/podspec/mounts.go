@@ -17,9 +17,12 @@ import (
 // container's environment vars expanded (a variable without a value is an
 // error, as under kubelet); configMap, secret, downwardAPI and projected
 // volumes are always read-only, as under kubelet; mountPropagation maps to
-// the runtime's propagation. An unknown volume or kind is an error naming
-// the pod, container and volume.
-func containerMounts(root string, pod *v1.Pod, c *v1.Container, vars map[string]string) ([]*runtimeapi.Mount, error) {
+// the runtime's propagation; recursiveReadOnly resolves against whether
+// the pod's runtime handler supports recursive read-only mounts (rro). An
+// unknown volume or kind is an error naming the pod, container and volume;
+// a recursiveReadOnly that cannot be honoured is a *ConfigError with
+// kubelet's message.
+func containerMounts(root string, pod *v1.Pod, c *v1.Container, vars map[string]string, rro bool) ([]*runtimeapi.Mount, error) {
 	if len(c.VolumeMounts) == 0 {
 		return nil, nil
 	}
@@ -63,11 +66,65 @@ func containerMounts(root string, pod *v1.Pod, c *v1.Container, vars map[string]
 		if err != nil {
 			return nil, fmt.Errorf("pod %s/%s container %q: volumeMounts %q: %w", pod.Namespace, pod.Name, c.Name, m.Name, err)
 		}
-		// recursiveReadOnly: Enabled is refused at admission (Unsupported);
-		// IfPossible is a plain read-only mount on this runtime.
-		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: m.MountPath, HostPath: host, Readonly: m.ReadOnly || volume.ReadOnlyKind(v), Propagation: prop})
+		recursive, err := ResolveRecursiveReadOnly(m, rro)
+		if err != nil {
+			return nil, &ConfigError{Pod: pod.Namespace + "/" + pod.Name, Container: c.Name, Err: fmt.Errorf("failed to resolve recursive read-only mode: %w", err)}
+		}
+		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: m.MountPath, HostPath: host, Readonly: m.ReadOnly || volume.ReadOnlyKind(v),
+			RecursiveReadOnly: recursive, Propagation: prop})
 	}
 	return mounts, nil
+}
+
+// ResolveRecursiveReadOnly is kubelet's resolveRecursiveReadOnly: whether
+// mount m is made read-only recursively when the runtime handler supports
+// that (rro) or not. Unset and Disabled: no; IfPossible: when supported;
+// Enabled: yes, and an error when not supported. Either needs a read-only
+// mount without propagation (the API server checks that too; a static
+// pod's spec is checked here).
+func ResolveRecursiveReadOnly(m v1.VolumeMount, rro bool) (bool, error) {
+	if m.RecursiveReadOnly == nil || *m.RecursiveReadOnly == v1.RecursiveReadOnlyDisabled {
+		return false, nil
+	}
+	if !m.ReadOnly {
+		return false, fmt.Errorf("volume %q requested recursive read-only mode, but it is not read-only", m.Name)
+	}
+	if m.MountPropagation != nil && *m.MountPropagation != v1.MountPropagationNone {
+		return false, fmt.Errorf("volume %q requested recursive read-only mode, but it is not compatible with propagation %q", m.Name, *m.MountPropagation)
+	}
+	switch *m.RecursiveReadOnly {
+	case v1.RecursiveReadOnlyIfPossible:
+		return rro, nil
+	case v1.RecursiveReadOnlyEnabled:
+		if !rro {
+			return false, fmt.Errorf("volume %q requested recursive read-only mode, but it is not supported by the runtime", m.Name)
+		}
+		return true, nil
+	}
+	return false, fmt.Errorf("unknown recursive read-only mode %q", *m.RecursiveReadOnly)
+}
+
+// VolumeMountStatuses is kubelet's status.volumeMounts of container c
+// (convertToAPIContainerStatuses): each volume mount's name, path and
+// readOnly, and for a read-only one its recursiveReadOnly resolved against
+// rro (Enabled or Disabled; Disabled when it cannot be resolved); nil for
+// a container without volume mounts.
+func VolumeMountStatuses(c *v1.Container, rro bool) []v1.VolumeMountStatus {
+	if len(c.VolumeMounts) == 0 {
+		return nil
+	}
+	out := make([]v1.VolumeMountStatus, len(c.VolumeMounts))
+	for i, m := range c.VolumeMounts {
+		out[i] = v1.VolumeMountStatus{Name: m.Name, MountPath: m.MountPath, ReadOnly: m.ReadOnly}
+		if m.ReadOnly {
+			mode := v1.RecursiveReadOnlyDisabled
+			if b, err := ResolveRecursiveReadOnly(m, rro); err == nil && b {
+				mode = v1.RecursiveReadOnlyEnabled
+			}
+			out[i].RecursiveReadOnly = &mode
+		}
+	}
+	return out
 }
 
 // propagation is kubelet's translateMountPropagation: None (or unset) is

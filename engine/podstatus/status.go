@@ -14,6 +14,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/engine/admission"
 	"github.com/speclet/speclet/engine/resources"
@@ -70,6 +71,25 @@ type Container struct {
 	RestartCount   int32
 	Ready          bool
 	Started        bool // the startup probe succeeded, or there is none
+	// VolumeMounts is status.volumeMounts (podspec.VolumeMountStatuses);
+	// User the user the runtime reported (UserOf), nil when it did not.
+	VolumeMounts []v1.VolumeMountStatus
+	User         *v1.ContainerUser
+}
+
+// UserOf is kubelet's status.containerStatuses[].user from a CRI
+// ContainerStatus's user (toKubeContainerUser, convertContainerStatusUser):
+// nil when the runtime reported none, its Linux uid, gid and supplemental
+// groups when it has them.
+func UserOf(u *runtimeapi.ContainerUser) *v1.ContainerUser {
+	if u == nil {
+		return nil
+	}
+	out := &v1.ContainerUser{}
+	if l := u.GetLinux(); l != nil {
+		out.Linux = &v1.LinuxContainerUser{UID: l.GetUid(), GID: l.GetGid(), SupplementalGroups: l.GetSupplementalGroups()}
+	}
+	return out
 }
 
 // View is what status needs to know about one pod.
@@ -289,6 +309,8 @@ func containerStatus(c *Container, runtime string) v1.ContainerStatus {
 		ContainerID:  c.ContainerID,
 		RestartCount: c.RestartCount,
 		Ready:        c.Ready,
+		VolumeMounts: c.VolumeMounts,
+		User:         c.User,
 	}
 	started := c.Phase == Running && c.Started
 	cs.Started = &started

@@ -83,5 +83,9 @@ func (c *ctrState) RequestInputs(ctx context.Context) (func(*podspec.ContainerRe
 	return c.p.requestInputs(ctx)
 }
 
+// ReportsUser: the runtime reports a container's user (it supports
+// supplementalGroupsPolicy).
+func (c *ctrState) ReportsUser() bool { return c.p.h.features().SupportsSupplementalGroupsPolicy() }
+
 // GCPolicy is the container GC's per-container policy (Host).
 func (c *ctrState) GCPolicy() (int, time.Duration) { return c.p.h.GCMaxPerContainer, c.p.h.GCMinAge }

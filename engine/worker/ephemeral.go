@@ -44,7 +44,7 @@ func (c *ctrState) BuildConfig(restartCount int32, inputs func(*podspec.Containe
 		return nil, err
 	}
 	cfg, err := containerConfig(c.p.h.Node, c.p.pod, c.spec, restartCount, c.ImageRef(), c.init, user, inputs,
-		func(r *podspec.ContainerRequest) { r.Devices = devices })
+		func(r *podspec.ContainerRequest) { r.Devices, r.Runtime = devices, c.p.runtimeHandler() })
 	if err != nil || !c.ephemeral {
 		return cfg, err
 	}

@@ -35,7 +35,7 @@ func TestViewRemovedBeforeExitRecorded(t *testing.T) {
 			c.Adopt([]*runtimeapi.Container{{Id: tc.id, State: runtimeapi.ContainerState_CONTAINER_RUNNING, CreatedAt: now.UnixNano()}}, false)
 		}
 		c.machine = fsm.NewContainerMachineAt(fsm.ContainerStateRemoved, c)
-		cv := c.view()
+		cv := c.view(false)
 		v := &podView{Pod: pod, Containers: []containerView{cv}, Terminating: true, Terminated: true}
 		if got := podstatus.PodPhase(pod, v); got != tc.wantPhase {
 			t.Errorf("%s: phase %s, want %s (view %+v)", tc.name, got, tc.wantPhase, cv)
@@ -89,7 +89,7 @@ func TestPhaseBlockMatchesEngine(t *testing.T) {
 	for _, st := range fsm.ContainerStates {
 		name := st.String()
 		// No exit recorded yet: the view runs exactly in running.
-		if got := world(st, fsm.ProbeStateOff, fsm.PodStateSynced, false, "").view().Phase == phaseRunning; got != in(ph.Running, name) {
+		if got := world(st, fsm.ProbeStateOff, fsm.PodStateSynced, false, "").view(false).Phase == phaseRunning; got != in(ph.Running, name) {
 			t.Errorf("container %s: the view runs %v, the phase block's running says %v", name, got, !got)
 		}
 		// Entering a started state, it ran: its view runs there.
@@ -102,17 +102,17 @@ func TestPhaseBlockMatchesEngine(t *testing.T) {
 		// An exit recorded, a waiting reason known: outside running, the
 		// view shows the exit exactly in shows_exit.
 		if !in(ph.Running, name) {
-			if got := world(st, fsm.ProbeStateOff, fsm.PodStateSynced, true, containers.ReasonCrashLoopBackOff).view().Phase == phaseTerminated; got != in(cm.ShowsExit, name) {
+			if got := world(st, fsm.ProbeStateOff, fsm.PodStateSynced, true, containers.ReasonCrashLoopBackOff).view(false).Phase == phaseTerminated; got != in(cm.ShowsExit, name) {
 				t.Errorf("container %s: the view shows the exit %v, the conditions block's shows_exit says %v", name, got, !got)
 			}
 		}
 		// The probe says ready and the pod runs: ready exactly in serving.
-		if got := world(st, fsm.ProbeStateReady, fsm.PodStateSynced, false, "").view().Ready; got != in(cm.Serving, name) {
+		if got := world(st, fsm.ProbeStateReady, fsm.PodStateSynced, false, "").view(false).Ready; got != in(cm.Serving, name) {
 			t.Errorf("container %s with its probe ready: the view's ready %v, the conditions block's serving says %v", name, got, !got)
 		}
 	}
 	for _, pst := range fsm.ProbeStates {
-		if got := world(fsm.ContainerStateRunning, pst, fsm.PodStateSynced, false, "").view().Ready; got != in(cm.ProbeReady, pst.String()) {
+		if got := world(fsm.ContainerStateRunning, pst, fsm.PodStateSynced, false, "").view(false).Ready; got != in(cm.ProbeReady, pst.String()) {
 			t.Errorf("probe %s: a running container's ready %v, the conditions block's probe_ready says %v", pst, got, !got)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/history"
 	"github.com/speclet/speclet/engine/images"
+	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/engine/podstatus"
 	"github.com/speclet/speclet/fsm"
 	"github.com/speclet/speclet/spec/podphase"
@@ -12,6 +13,7 @@ import (
 // view collects what the status needs from the machines.
 func (s *podState) view() *podView {
 	ready := s.sandbox.ready()
+	rro := s.runtimeHandler().RecursiveReadOnlyMounts
 	v := &podView{
 		Pod: s.pod, SandboxReady: ready, PodIP: s.sandbox.PodIP(), HostIP: s.h.NodeIP, StartTime: s.StartTime(),
 		Terminating: s.terminating(), RuntimeName: s.h.RuntimeName, Static: config.IsStatic(s.pod),
@@ -29,28 +31,32 @@ func (s *podState) view() *podView {
 	v.Terminated = s.terminated()
 	for _, c := range s.inits {
 		if c.spec != nil {
-			v.Inits = append(v.Inits, c.view())
+			v.Inits = append(v.Inits, c.view(rro))
 		}
 	}
 	for _, c := range s.containers {
 		if c.spec == nil {
 			continue
 		}
-		cv := c.view()
+		cv := c.view(rro)
 		v.Containers = append(v.Containers, cv)
 	}
 	for _, c := range s.ephemerals {
 		if c.spec != nil {
-			v.Ephemerals = append(v.Ephemerals, c.view())
+			v.Ephemerals = append(v.Ephemerals, c.view(rro))
 		}
 	}
 	return v
 }
 
-func (c *ctrState) view() containerView {
+// view is the container's part of the status; rro: the pod's runtime
+// handler supports recursive read-only mounts (its volumeMounts'
+// recursiveReadOnly).
+func (c *ctrState) view(rro bool) containerView {
 	cv := containerView{
 		Name: c.name, Image: c.spec.Image, ImageID: c.ImageRef(), Init: c.init, Sidecar: c.sidecar,
 		ContainerID: c.ID(), StartedAt: c.StartedAt(), RestartCount: c.RestartCount(),
+		VolumeMounts: podspec.VolumeMountStatuses(c.spec, rro), User: podstatus.UserOf(c.User()),
 	}
 	cv.WaitingReason, cv.WaitingMessage = c.Waiting()
 	current := c.Current()
