@@ -59,10 +59,11 @@ check: fmt vet layering fresh verify
 # test/nodee2e's fast subset runs on its own, after the packages: its node
 # and test/nodeconformance's share kubelet's /var/log/pods, whose pod log
 # directories each agent sweeps as orphans when it does not know the pod.
-# The engine package and its tests on containerd (engine/containerdtest) run
-# on their own, one after the other, in go test's local directory mode so that
-# their TestMain output shows even when they pass: each records what its tests
-# took and called in one new directory (SPECLET_ENGINE_SUITE), and the second
+# The engine package, engine/devicemanager (the device plugin machine's rows)
+# and the engine's tests on containerd (engine/containerdtest) run on their
+# own, one after the other, in go test's local directory mode so that their
+# TestMain output shows even when they pass: each records what its tests
+# took and called in one new directory (SPECLET_ENGINE_SUITE), and the last
 # prints the row coverage table of the spec and the CRI audit over all engine
 # tests, and fails when a row was never taken (engine/doc.go, # Tests).
 #
@@ -71,10 +72,11 @@ check: fmt vet layering fresh verify
 # cri/harness), whose binaries `make runtimes` builds.
 unit: kube-binaries node-conformance-binaries runtimes kubelet-binary sample-device-plugin
 	@mkdir -p $(ARTIFACTS) && echo "unit: test artifacts (screenshots) go to $(ARTIFACTS)"
-	@$(call timed,packages,$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -artifacts -outputdir $(ARTIFACTS) $$($(GO) list ./... | grep -v -e '/speclet/engine$$' -e '/speclet/engine/containerdtest$$' -e '/test/chaos$$' -e '/test/nodee2e$$'))
+	@$(call timed,packages,$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -artifacts -outputdir $(ARTIFACTS) $$($(GO) list ./... | grep -v -e '/speclet/engine$$' -e '/speclet/engine/devicemanager$$' -e '/speclet/engine/containerdtest$$' -e '/test/chaos$$' -e '/test/nodee2e$$'))
 	@$(call timed,node e2e fast subset,$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/nodee2e)
 	@suite=$$(mktemp -d) && trap 'rm -rf "$$suite"' EXIT && \
 	  $(call timed,engine and engine/containerdtest,(cd engine && SPECLET_ENGINE_SUITE=$$suite $(GO) test -count=1 -timeout $(TEST_TIMEOUT)) && \
+	  (cd engine/devicemanager && SPECLET_ENGINE_SUITE=$$suite $(GO) test -count=1 -timeout $(TEST_TIMEOUT)) && \
 	  (cd engine/containerdtest && SPECLET_ENGINE_SUITE=$$suite $(GO) test -count=1 -timeout $(TEST_TIMEOUT)))
 	@$(call timed,CRI contract and engine/containerdtest on containerd-2,SPECLET_RUNTIME=containerd-2 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^TestContract$$' ./cri && \
 	  SPECLET_RUNTIME=containerd-2 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./engine/containerdtest)

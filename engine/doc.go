@@ -168,8 +168,11 @@
 // on the simulated runtime, event-to-status latency and (in
 // engine/containerdtest) a burst on containerd (docs/performance.md).
 //
-// Two checks run over every engine test, of this package and of
-// engine/containerdtest (engine/internal/suite). The CRI audit: each engine
+// Two checks run over every engine test, of this package, of
+// engine/devicemanager (whose tests drive the device plugin machine,
+// spec/device_plugin.hcl, through a real plugin over gRPC; the manager
+// tells its Config.Sinks of each step) and of engine/containerdtest
+// (engine/internal/suite). The CRI audit: each engine
 // test (the scripts, the containerd tests; not the benchmarks) gives the
 // engine its runtime behind an engine/criaudit Recorder, and fails when a
 // mutating CRI call happened outside a spec action or an action called a
@@ -178,17 +181,18 @@
 // engine's observer of every step a machine takes (Step: its machine, row
 // and choice branches), counts them (suite.Took). When a whole package ran
 // (no -run filter), its TestMain records what its tests took and called in
-// the directory $SPECLET_ENGINE_SUITE names, and the package that finds both records there prints the table of
+// the directory $SPECLET_ENGINE_SUITE names, and the package that finds every record there prints the table of
 // every transition row (machine, from, event, [guard], to, times taken in
 // all and per package) and choice branch (`state: [guard] -> to`) and fails
 // when a row or branch was never taken, a call broke the cri lists, or a
 // declared (machine, action, method) was never called by that action in any
-// test. Without the other package's record a package prints its own table
+// test. Without the other packages' records a package prints its own table
 // and fails only on a violation of its own calls. `make test` runs this
-// package, then engine/containerdtest, in local directory mode with one new
-// directory, so the table of the union shows when it passes too; by hand:
+// package, engine/devicemanager, then engine/containerdtest, in local
+// directory mode with one new directory, so the table of the union shows
+// when it passes too; by hand:
 //
-//	d=$(mktemp -d); (cd engine && SPECLET_ENGINE_SUITE=$d go test) && (cd engine/containerdtest && SPECLET_ENGINE_SUITE=$d go test)
+//	d=$(mktemp -d); (cd engine && SPECLET_ENGINE_SUITE=$d go test) && (cd engine/devicemanager && SPECLET_ENGINE_SUITE=$d go test) && (cd engine/containerdtest && SPECLET_ENGINE_SUITE=$d go test)
 //
 // A third check holds the actions to the `effect` blocks of spec/system.hcl,
 // which `speclet spec verify` trusts (effects_test.go): an observer the tests

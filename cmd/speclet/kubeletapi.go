@@ -26,19 +26,20 @@ import (
 // over TLS, with the read-only server's limits (server.DefaultLimits),
 // until the returned server is shut down. rt is the runtime the engine
 // gets (audited, metered), at endpoint. /configz shows o.configz,
-// /metrics/probes probes.
+// /metrics/probes probes; the stats pages are served from stats'
+// housekeeping passes.
 //
 // The serving certificate is --tls-cert-file's, or with
 // --rotate-server-certificates one the cluster issues and renews
 // (engine/servingcert) until ctx ends, or a self-signed one.
-func startKubeletAPI(ctx context.Context, o *runOptions, eng *engine.Engine, rt cri.Full, endpoint string, reg, probes prometheus.Gatherer, log *slog.Logger) (*server.Server, error) {
+func startKubeletAPI(ctx context.Context, o *runOptions, eng *engine.Engine, rt cri.Full, endpoint string, reg, probes prometheus.Gatherer, stats *kubeletapi.StatsCache, log *slog.Logger) (*server.Server, error) {
 	configz, err := o.configz(endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("kubelet API /configz: %w", err)
 	}
 	c := kubeletapi.Config{
 		Host: eng, Runtime: rt, NodeName: o.nodeName, RootDir: o.rootDir, PodLogsDir: o.podLogsDir, Anonymous: o.anonymousAuth,
-		Authorizer: kubeletapi.AlwaysAllow{}, Gatherer: reg, Probes: probes, Configz: configz, Log: log,
+		Authorizer: kubeletapi.AlwaysAllow{}, Gatherer: reg, Probes: probes, Configz: configz, Stats: stats, Log: log,
 		Labels: kubeletapi.Labels{PodUID: engine.LabelPodUID, PodName: engine.LabelPodName,
 			PodNamespace: engine.LabelPodNamespace, ContainerName: engine.LabelContainerName},
 		Fallback: kubeletapi.Labels{PodUID: engine.KubeletLabelPodUID, PodName: engine.KubeletLabelPodName,

@@ -41,10 +41,11 @@ func readOnlyMux(o *runOptions, eng *engine.Engine, reg *prometheus.Registry, st
 
 // readOnlyStats is the kubelet API's stats routes without authentication,
 // as kubelet's read-only port serves them: the same runtime (audited and
-// metered), labels and root dir as the authenticated API's.
-func readOnlyStats(o *runOptions, eng *engine.Engine, rt cri.Full, probes prometheus.Gatherer, log *slog.Logger) (http.Handler, error) {
+// metered), labels and root dir as the authenticated API's, and its
+// housekeeping passes (stats).
+func readOnlyStats(o *runOptions, eng *engine.Engine, rt cri.Full, probes prometheus.Gatherer, stats *kubeletapi.StatsCache, log *slog.Logger) (http.Handler, error) {
 	api, err := kubeletapi.New(kubeletapi.Config{Host: eng, Runtime: rt, NodeName: o.nodeName, RootDir: o.rootDir, PodLogsDir: o.podLogsDir,
-		Authorizer: kubeletapi.AlwaysAllow{}, Probes: probes, Log: log,
+		Authorizer: kubeletapi.AlwaysAllow{}, Probes: probes, Stats: stats, Log: log,
 		Labels: kubeletapi.Labels{PodUID: engine.LabelPodUID, PodName: engine.LabelPodName,
 			PodNamespace: engine.LabelPodNamespace, ContainerName: engine.LabelContainerName},
 		Fallback: kubeletapi.Labels{PodUID: engine.KubeletLabelPodUID, PodName: engine.KubeletLabelPodName,

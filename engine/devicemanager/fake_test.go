@@ -17,6 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/speclet/speclet/engine/internal/suite"
+	"github.com/speclet/speclet/engine/observe"
 )
 
 // fakePlugin is a device plugin on a unix socket of the manager's
@@ -40,6 +43,9 @@ type fakePlugin struct {
 	// optionsGate, when set, is waited on by GetDevicePluginOptions.
 	optionsGate chan struct{}
 	optionsSeen chan struct{}
+	// listGate, when set, is waited on by ListAndWatch before its first
+	// list.
+	listGate chan struct{}
 }
 
 func newFakePlugin(t *testing.T, dir, resource, name string, devs ...*pluginapi.Device) *fakePlugin {
@@ -92,6 +98,16 @@ func (p *fakePlugin) GetDevicePluginOptions(ctx context.Context, _ *pluginapi.Em
 }
 
 func (p *fakePlugin) ListAndWatch(_ *pluginapi.Empty, s pluginapi.DevicePlugin_ListAndWatchServer) error {
+	p.mu.Lock()
+	gate := p.listGate
+	p.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-s.Context().Done():
+			return nil
+		}
+	}
 	p.mu.Lock()
 	first := p.devs
 	p.mu.Unlock()
@@ -166,14 +182,33 @@ func registerWith(m *Manager, req *pluginapi.RegisterRequest) error {
 // startManager starts a manager of a new directory; changes are told on
 // the returned channel.
 func startManager(t *testing.T, dir string) (*Manager, chan struct{}) {
+	return startManagerWith(t, Config{Dir: dir})
+}
+
+// startManagerWith starts a manager of cfg; its machines' steps go to the
+// row coverage of the engine tests (engine/internal/suite) and to
+// cfg.Sinks' Steps, if any.
+func startManagerWith(t *testing.T, cfg Config) (*Manager, chan struct{}) {
 	t.Helper()
 	changed := make(chan struct{}, 1)
-	m := New(Config{Dir: dir, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Changed: func() {
+	cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.Changed = func() {
 		select {
 		case changed <- struct{}{}:
 		default:
 		}
-	}})
+	}
+	var tell func(observe.Step)
+	if cfg.Sinks != nil {
+		tell = cfg.Sinks.Steps
+	}
+	cfg.Sinks = &observe.Sinks{Steps: func(s observe.Step) {
+		suite.Took(s.Machine, s.Row, s.Choices)
+		if tell != nil {
+			tell(s)
+		}
+	}}
+	m := New(cfg)
 	if err := m.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -10,15 +10,21 @@
 // (`kubelet_internal_checkpoint`) that keeps the allocations of running
 // pods across a restart.
 //
-// A plugin's life: it registers (Register: API version, resource name,
-// endpoint socket in the same directory, dialled and asked its options);
-// its devices come and change health through ListAndWatch; when the stream
-// ends the plugin is gone and all its devices are unhealthy (allocatable
-// 0, capacity kept); after EndpointGracePeriod (kubelet's 5 min) without a
-// new registration the resource is removed (0 in the Node's capacity). A
-// plugin registering again replaces its endpoint. The registration socket
-// is made anew at each start (stale sockets of the directory are removed
-// first), which is how plugins learn to register again.
+// A plugin's life is the device plugin machine of spec/device_plugin.hcl,
+// one per resource (plugin.go owns it; fsm.DevicePluginMachine): it
+// registers (Register: API version, resource name, endpoint socket in the
+// same directory, dialled and asked its options; event registered); its
+// devices come and change health through ListAndWatch (devices: healthy
+// or unhealthy); when the stream ends the plugin is gone and all its
+// devices are unhealthy (stream_ended: allocatable 0, capacity kept);
+// after EndpointGracePeriod (kubelet's 5 min) without a new registration
+// the resource is removed (grace_over, found by Capacity: 0 in the Node's
+// capacity). A plugin registering again replaces its endpoint. The
+// registration socket is made anew at each start (stale sockets of the
+// directory are removed first), which is how plugins learn to register
+// again; a resource of the checkpoint starts in gone. The allocation is
+// no row of the machine (spec/device_plugin.hcl says why): it reads the
+// devices the machine's actions recorded.
 package devicemanager
 
 import (
@@ -39,6 +45,8 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/speclet/speclet/engine/devicemanager/checkpoint"
+	"github.com/speclet/speclet/engine/observe"
+	"github.com/speclet/speclet/fsm"
 )
 
 // Defaults.
@@ -60,12 +68,16 @@ const (
 type Config struct {
 	// Dir is the device-plugins directory (`<root-dir>/device-plugins`).
 	Dir string
-	// Changed is told when a resource's devices or health change; it
-	// must not block. nil: nobody is told.
+	// Changed is told when a resource's devices or health change, from
+	// a device plugin machine's action: it must not block nor call the
+	// Manager. nil: nobody is told.
 	Changed func()
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 	Log *slog.Logger
+	// Sinks are where the device plugin machines' steps go besides their
+	// histories (engine/observe: the metrics, Steps); nil: none.
+	Sinks *observe.Sinks
 }
 
 // Manager is the device-plugin manager of one node. Its methods are safe
@@ -78,6 +90,13 @@ type Manager struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	sinks *observe.Sinks
+
+	// fmu serializes the steps of the plugin machines, by resource in
+	// plugins; it is taken before mu, never under it.
+	fmu     sync.Mutex
+	plugins map[string]*plugin
 
 	mu        sync.Mutex
 	endpoints map[string]*endpoint
@@ -99,8 +118,13 @@ func New(cfg Config) *Manager {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
+	sinks := cfg.Sinks
+	if sinks == nil {
+		sinks = &observe.Sinks{}
+	}
 	return &Manager{
-		cfg: cfg, log: cfg.Log.With("component", "devicemanager"),
+		cfg: cfg, log: cfg.Log.With("component", "devicemanager"), sinks: sinks,
+		plugins:   map[string]*plugin{},
 		sem:       make(chan struct{}, MaxRegistrations),
 		endpoints: map[string]*endpoint{},
 		devices:   map[string]map[string]*pluginapi.Device{},
@@ -185,10 +209,24 @@ func (m *Manager) cleanup() error {
 	return nil
 }
 
-// connected installs e as its resource's endpoint (a plugin registering
-// again replaces its earlier one) and reads its devices until its stream
-// ends; then, if it is still the resource's endpoint, the plugin is gone.
+// connected fires registered on the machine of e's resource (made in
+// absent for a new resource): connect_endpoint installs e.
 func (m *Manager) connected(e *endpoint) {
+	m.fmu.Lock()
+	defer m.fmu.Unlock()
+	p := m.plugins[e.resource]
+	if p == nil {
+		p = m.newPlugin(e.resource, fsm.DevicePluginInitialState)
+	}
+	p.next = e
+	p.fire(fsm.DevicePluginEventRegistered)
+}
+
+// install is connect_endpoint: e becomes its resource's endpoint (a plugin
+// registering again replaces its earlier one, which is closed) and its
+// stream is read until it ends; then, if e is still the resource's
+// endpoint, stream_ended is fired.
+func (m *Manager) install(e *endpoint) {
 	m.mu.Lock()
 	if old := m.endpoints[e.resource]; old != nil {
 		old.close()
@@ -206,29 +244,50 @@ func (m *Manager) connected(e *endpoint) {
 		defer m.wg.Done()
 		err := e.run(m.ctx, func(devs []*pluginapi.Device) { m.updateDevices(e, devs) })
 		e.close()
-		m.mu.Lock()
-		current := m.endpoints[e.resource] == e
-		if current {
-			e.stop(m.cfg.Now())
-			m.markUnhealthy(e.resource)
-		}
-		m.mu.Unlock()
-		if current {
-			m.log.Warn("device plugin gone: its devices are unhealthy", "resource", e.resource, "err", err)
-			m.writeCheckpoint()
-			m.changed()
+		m.fmu.Lock()
+		defer m.fmu.Unlock()
+		if p := m.plugins[e.resource]; p != nil && m.current(e) {
+			p.ended = err
+			p.fire(fsm.DevicePluginEventStreamEnded)
 		}
 	}()
 }
 
-// updateDevices takes a ListAndWatch reply of e: the resource's devices
-// and their health (kubelet's genericDeviceUpdateCallback).
-func (m *Manager) updateDevices(e *endpoint, devs []*pluginapi.Device) {
+// current: e is its resource's endpoint (not replaced since).
+func (m *Manager) current(e *endpoint) bool {
 	m.mu.Lock()
-	if m.endpoints[e.resource] != e {
-		m.mu.Unlock()
-		return
+	defer m.mu.Unlock()
+	return m.endpoints[e.resource] == e
+}
+
+// lost is mark_unhealthy: the resource's endpoint stopped now and every
+// device is unhealthy (kubelet's PluginDisconnected).
+func (m *Manager) lost(resource string, err error) {
+	m.mu.Lock()
+	if e := m.endpoints[resource]; e != nil {
+		e.stop(m.cfg.Now())
 	}
+	m.markUnhealthy(resource)
+	m.mu.Unlock()
+	m.log.Warn("device plugin gone: its devices are unhealthy", "resource", resource, "err", err)
+	m.writeCheckpoint()
+	m.changed()
+}
+
+// updateDevices fires devices with a ListAndWatch reply of e, unless e was
+// replaced since.
+func (m *Manager) updateDevices(e *endpoint, devs []*pluginapi.Device) {
+	m.fmu.Lock()
+	defer m.fmu.Unlock()
+	if p := m.plugins[e.resource]; p != nil && m.current(e) {
+		p.list = devs
+		p.fire(fsm.DevicePluginEventDevices)
+	}
+}
+
+// record is record_devices: the resource's devices and their health
+// (kubelet's genericDeviceUpdateCallback).
+func (m *Manager) record(resource string, devs []*pluginapi.Device) {
 	all, healthy, unhealthy := map[string]*pluginapi.Device{}, map[string]bool{}, map[string]bool{}
 	for _, d := range devs {
 		if d == nil || d.ID == "" {
@@ -241,11 +300,26 @@ func (m *Manager) updateDevices(e *endpoint, devs []*pluginapi.Device) {
 			unhealthy[d.ID] = true
 		}
 	}
-	m.devices[e.resource], m.healthy[e.resource], m.unhealthy[e.resource] = all, healthy, unhealthy
+	m.mu.Lock()
+	m.devices[resource], m.healthy[resource], m.unhealthy[resource] = all, healthy, unhealthy
 	m.mu.Unlock()
-	m.log.Info("device plugin devices", "resource", e.resource, "total", len(all), "healthy", len(healthy))
+	m.log.Info("device plugin devices", "resource", resource, "total", len(all), "healthy", len(healthy))
 	m.writeCheckpoint()
 	m.changed()
+}
+
+// remove is remove_resource: the resource's endpoint and devices are
+// forgotten, and it is 0 in the Node's status.
+func (m *Manager) remove(resource string) {
+	m.mu.Lock()
+	delete(m.endpoints, resource)
+	delete(m.healthy, resource)
+	delete(m.unhealthy, resource)
+	delete(m.devices, resource)
+	m.removed[resource] = true
+	m.mu.Unlock()
+	m.log.Info("device plugin resource removed: its grace period passed", "resource", resource, "grace", EndpointGracePeriod)
+	m.writeCheckpoint()
 }
 
 // markUnhealthy makes every device of resource unhealthy; m.mu is held.
@@ -271,21 +345,10 @@ func (m *Manager) changed() {
 // (allocatable 0) until EndpointGracePeriod has passed, then is removed,
 // and reported 0 in both.
 func (m *Manager) Capacity() (capacity, allocatable v1.ResourceList) {
+	m.expire()
 	capacity, allocatable = v1.ResourceList{}, v1.ResourceList{}
-	now := m.cfg.Now()
-	expired := false
 	m.mu.Lock()
 	for r := range m.resourcesLocked() {
-		e := m.endpoints[r]
-		if e == nil || (!e.stoppedAt().IsZero() && now.Sub(e.stoppedAt()) > EndpointGracePeriod) {
-			delete(m.endpoints, r)
-			delete(m.healthy, r)
-			delete(m.unhealthy, r)
-			delete(m.devices, r)
-			m.removed[r] = true
-			expired = true
-			continue
-		}
 		h, u := len(m.healthy[r]), len(m.unhealthy[r])
 		capacity[v1.ResourceName(r)] = *resource.NewQuantity(int64(h+u), resource.DecimalSI)
 		allocatable[v1.ResourceName(r)] = *resource.NewQuantity(int64(h), resource.DecimalSI)
@@ -295,10 +358,19 @@ func (m *Manager) Capacity() (capacity, allocatable v1.ResourceList) {
 		allocatable[v1.ResourceName(r)] = *resource.NewQuantity(0, resource.DecimalSI)
 	}
 	m.mu.Unlock()
-	if expired {
-		m.writeCheckpoint()
-	}
 	return capacity, allocatable
+}
+
+// expire fires the timers of the plugin machines that ran out (gone's
+// grace_over: remove_resource), as kubelet's GetCapacity finds the
+// endpoints whose grace expired when the node status reads it.
+func (m *Manager) expire() {
+	now := m.cfg.Now()
+	m.fmu.Lock()
+	defer m.fmu.Unlock()
+	for _, r := range sortedKeysOf(m.plugins) {
+		m.plugins[r].due(now)
+	}
 }
 
 // resourcesLocked are the resources known (registered now, or from the

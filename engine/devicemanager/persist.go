@@ -9,6 +9,7 @@ import (
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/speclet/speclet/engine/devicemanager/checkpoint"
+	"github.com/speclet/speclet/fsm"
 )
 
 // writeCheckpoint writes the allocations and the healthy devices of each
@@ -41,7 +42,8 @@ func (m *Manager) writeCheckpoint() {
 }
 
 // readCheckpoint restores the allocations of the checkpoint and, for each
-// resource registered then, a stopped endpoint: its capacity stays (0
+// resource registered then, a stopped endpoint and its machine in gone
+// (spec/device_plugin.hcl's restored family): its capacity stays (0
 // devices) until its plugin registers again or its grace ends.
 func (m *Manager) readCheckpoint() error {
 	d, err := checkpoint.Read(m.cfg.Dir)
@@ -52,7 +54,6 @@ func (m *Manager) readCheckpoint() error {
 		return err
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	now := m.cfg.Now()
 	for _, e := range d.Entries() {
 		resp := &pluginapi.ContainerAllocateResponse{}
@@ -62,10 +63,19 @@ func (m *Manager) readCheckpoint() error {
 		}
 		m.pods.put(e.PodUID, e.ContainerName, e.ResourceName, &allocation{ids: e.DeviceIDs, resp: resp})
 	}
+	var restored []string
 	for r := range d.Registered() {
 		m.healthy[r], m.unhealthy[r] = map[string]bool{}, map[string]bool{}
 		m.endpoints[r] = stoppedEndpoint(r, now)
+		restored = append(restored, r)
 	}
+	m.mu.Unlock()
+	sort.Strings(restored)
+	m.fmu.Lock()
+	for _, r := range restored {
+		m.newPlugin(r, fsm.DevicePluginStateGone)
+	}
+	m.fmu.Unlock()
 	m.log.Info("device checkpoint read", "allocations", len(d.Entries()), "resources", len(d.Registered()))
 	return nil
 }

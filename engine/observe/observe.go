@@ -32,7 +32,8 @@ type Owner interface {
 	// node machine's.
 	Record() *history.Log
 	// Instance names the machine among the machines of its kind in its
-	// pod's history: the container's name, "" for the others.
+	// pod's history: the container's name (a device plugin machine's
+	// resource), "" for the others.
 	Instance() string
 	// PodUID is the machine's pod; "" for the node machine.
 	PodUID() types.UID
@@ -49,9 +50,9 @@ type Sinks struct {
 // and Choices index the tables of the machine's kind (fsm.<Machine>Kind's
 // Transitions and Choices), which name its guard and every branch.
 type Step struct {
-	Machine         string    // the machine's kind: pod, sandbox, container, probe or node
-	Pod             types.UID // the machine's pod; "" for the node machine
-	Container       string    // the container of a container or probe machine; "" for the others
+	Machine         string    // the machine's kind: pod, sandbox, container, probe, node or device_plugin
+	Pod             types.UID // the machine's pod; "" for the node and device plugin machines
+	Container       string    // the container of a container or probe machine, the resource of a device plugin machine; "" for the others
 	From, Event, To string    // To is From on an internal row
 	Row             int       // the transition row taken
 	Choices         []int     // the choice branches it went through, in order; the Step's own copy

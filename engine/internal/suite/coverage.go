@@ -23,6 +23,7 @@ func newCoverage() *coverage {
 	coverKind(cv, fsm.SandboxKind)
 	coverKind(cv, fsm.ProbeKind)
 	coverKind(cv, fsm.NodeKind)
+	coverKind(cv, fsm.DevicePluginKind)
 	return cv
 }
 
@@ -95,6 +96,7 @@ func specRows() []row {
 	out = kindRows(out, fsm.SandboxKind)
 	out = kindRows(out, fsm.ProbeKind)
 	out = kindRows(out, fsm.NodeKind)
+	out = kindRows(out, fsm.DevicePluginKind)
 	return kindRows(out, fsm.ContainerKind)
 }
 

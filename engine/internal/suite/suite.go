@@ -1,5 +1,6 @@
 // Package suite holds the two checks every engine test feeds, in the test
-// packages engine and engine/containerdtest (engine/doc.go, # Tests):
+// packages engine, engine/devicemanager and engine/containerdtest
+// (engine/doc.go, # Tests):
 //
 //   - CRI audit: a test dials its runtime through Runtime, a
 //     criaudit.Recorder's interceptors. The test fails when its records
@@ -10,8 +11,9 @@
 //     choice branches of every step a machine took.
 //
 // Both are about the union of the Parts: the engine scripts (package
-// engine) and the tests on a real containerd (engine/containerdtest) take
-// different rows. Each part's TestMain is Main: when its whole package ran,
+// engine), the device plugin manager's tests (engine/devicemanager, the
+// only ones that drive the device plugin machine) and the tests on a real
+// containerd (engine/containerdtest) take different rows. Each part's TestMain is Main: when its whole package ran,
 // it records what its tests took and called in the directory named by
 // $SPECLET_ENGINE_SUITE (make unit sets it), and the part that finds every
 // part recorded there prints the table of the union and fails when a row
@@ -42,7 +44,7 @@ const EnvDir = "SPECLET_ENGINE_SUITE"
 
 // Parts are the test packages (module-relative paths) whose union the
 // checks are about.
-var Parts = []string{"engine", "engine/containerdtest"}
+var Parts = []string{"engine", "engine/devicemanager", "engine/containerdtest"}
 
 // current is what the tests of this process recorded.
 var current = struct {

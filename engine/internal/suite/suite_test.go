@@ -1,6 +1,7 @@
 package suite
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -50,8 +51,11 @@ func TestRowKeys(t *testing.T) {
 // parts returns a record of each of Parts that together take every row
 // and branch but the first and call every declared method once: engine
 // takes the even rows and the first half of the calls, the other part the
-// rest.
-func parts() (engine, other Part) {
+// rest; the parts after those two (rest) take and call nothing.
+func parts() (engine, other Part, rest []Part) {
+	for _, name := range Parts[2:] {
+		rest = append(rest, Part{Name: name, Taken: map[string]int{}})
+	}
 	engine = Part{Name: Parts[0], Taken: map[string]int{}}
 	other = Part{Name: Parts[1], Taken: map[string]int{}}
 	for i, r := range specRows() {
@@ -69,7 +73,7 @@ func parts() (engine, other Part) {
 		}
 		p.Calls = append(p.Calls, Calls{Machine: d.Machine, Action: d.Action, Method: d.Method, N: 1})
 	}
-	return engine, other
+	return engine, other, rest
 }
 
 // TestCheckUnion: the checks pass on the union of the parts recorded in
@@ -86,7 +90,7 @@ func TestCheckUnion(t *testing.T) {
 		want   string
 	}{
 		{name: "union", pass: true, want: "row coverage: all "},
-		{name: "alone", alone: true, pass: true, want: "not checked: the tests of [engine/containerdtest] have not recorded"},
+		{name: "alone", alone: true, pass: true, want: fmt.Sprintf("not checked: the tests of %v have not recorded", Parts[1:])},
 		{name: "row untaken", change: func(e, o *Part) { delete(e.Taken, first) }, want: "FAIL: 1 of "},
 		{name: "violation in the other part", change: func(e, o *Part) {
 			o.Calls = append(o.Calls, Calls{Method: "StartContainer", N: 3})
@@ -98,13 +102,15 @@ func TestCheckUnion(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			engine, other := parts()
+			engine, other, rest := parts()
 			if tc.change != nil {
 				tc.change(&engine, &other)
 			}
 			if !tc.alone {
-				if err := writePart(dir, other); err != nil {
-					t.Fatal(err)
+				for _, p := range append([]Part{other}, rest...) {
+					if err := writePart(dir, p); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 			var out strings.Builder
@@ -120,7 +126,7 @@ func TestCheckUnion(t *testing.T) {
 
 // TestCheckWithoutDir: without a directory a part is checked alone.
 func TestCheckWithoutDir(t *testing.T) {
-	engine, _ := parts()
+	engine, _, _ := parts()
 	var out strings.Builder
 	if !Check(&out, engine, "") || !strings.Contains(out.String(), "not checked: $SPECLET_ENGINE_SUITE is not set") {
 		t.Errorf("Check without a directory:\n%s", out.String())
