@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -34,6 +35,9 @@ type container struct {
 	// zero value, as containerd reads an absent option) joins the
 	// sandbox's PID namespace, whose init is the pause process.
 	pidMode runtimeapi.NamespaceMode
+	// user is what ContainerStatus reports of the process's user (nil:
+	// the runtime reports no users).
+	user *runtimeapi.ContainerUser
 
 	state      runtimeapi.ContainerState
 	createdAt  int64
@@ -64,7 +68,22 @@ func (c *container) status() *runtimeapi.ContainerStatus {
 		Labels:      c.labels,
 		Annotations: c.annotations,
 		LogPath:     c.logPath,
+		User:        c.user,
 	}
+}
+
+// userOf is the user a container created from sc runs as, as containerd
+// 2.x reports it: its uid and gid (0 unless set) and its groups, the gid
+// first (the sim's images name no groups, so Merge and Strict agree).
+func userOf(sc *runtimeapi.LinuxContainerSecurityContext) *runtimeapi.ContainerUser {
+	gid := sc.GetRunAsGroup().GetValue()
+	groups := []int64{gid}
+	for _, g := range sc.GetSupplementalGroups() {
+		if !slices.Contains(groups, g) {
+			groups = append(groups, g)
+		}
+	}
+	return &runtimeapi.ContainerUser{Linux: &runtimeapi.LinuxContainerUser{Uid: sc.GetRunAsUser().GetValue(), Gid: gid, SupplementalGroups: groups}}
 }
 
 // exit moves a running container to EXITED with code now. r.mu is held.
@@ -152,6 +171,9 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	}
 	if cfg.GetLogPath() != "" {
 		c.logPath = filepath.Join(req.GetSandboxConfig().GetLogDirectory(), cfg.GetLogPath())
+	}
+	if r.features.GetSupplementalGroupsPolicy() {
+		c.user = userOf(cfg.GetLinux().GetSecurityContext())
 	}
 	r.containers[c.id] = c
 	r.names[name] = c.id

@@ -26,6 +26,12 @@ type Options struct {
 	// EventBuffer is how many events a GetContainerEvents subscriber may lag
 	// behind before its stream is ended with ResourceExhausted (default 4096).
 	EventBuffer int
+	// Handlers and Features are what Status reports (containerd 2.x's
+	// runtime handlers and features); none by default, as containerd 1.6.
+	// With Features.SupplementalGroupsPolicy, ContainerStatus reports each
+	// container's user (the uid, gid and groups its config asks for).
+	Handlers []*runtimeapi.RuntimeHandler
+	Features *runtimeapi.RuntimeFeatures
 }
 
 // RuntimeName and RuntimeVersion are what Version reports.
@@ -43,6 +49,8 @@ type Runtime struct {
 
 	clock       clock.WithDelayedExecution
 	eventBuffer int
+	handlers    []*runtimeapi.RuntimeHandler
+	features    *runtimeapi.RuntimeFeatures
 
 	mu         sync.Mutex
 	sandboxes  map[string]*sandbox
@@ -114,6 +122,8 @@ func New(o Options) *Runtime {
 	r := &Runtime{
 		clock:       o.Clock,
 		eventBuffer: o.EventBuffer,
+		handlers:    o.Handlers,
+		features:    o.Features,
 		sandboxes:   map[string]*sandbox{},
 		containers:  map[string]*container{},
 		names:       map[string]string{},
@@ -206,12 +216,13 @@ func (r *Runtime) Version(ctx context.Context, _ *runtimeapi.VersionRequest) (*r
 	}, nil
 }
 
-// Status reports the runtime and the network ready.
+// Status reports the runtime and the network ready, and Options'
+// handlers and features.
 func (r *Runtime) Status(ctx context.Context, _ *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
 	return &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
 		{Type: runtimeapi.RuntimeReady, Status: true},
 		{Type: runtimeapi.NetworkReady, Status: true},
-	}}}, nil
+	}}, RuntimeHandlers: r.handlers, Features: r.features}, nil
 }
 
 // Settle waits until every scripted exit whose time has come on the clock
