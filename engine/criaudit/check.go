@@ -92,6 +92,7 @@ var machines = sync.OnceValue(func() []machineDecl {
 		describe(fsm.SandboxMachineName, fsm.SandboxActionCRI[:], fsm.SandboxActionCalls[:]),
 		describe(fsm.ProbeMachineName, fsm.ProbeActionCRI[:], fsm.ProbeActionCalls[:]),
 		describe(fsm.NodeMachineName, fsm.NodeActionCRI[:], fsm.NodeActionCalls[:]),
+		describe(fsm.DevicePluginMachineName, fsm.DevicePluginActionCRI[:], fsm.DevicePluginActionCalls[:]),
 	}
 })
 
