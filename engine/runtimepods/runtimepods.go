@@ -60,7 +60,19 @@ const (
 	KubeletTerminationMessagePath    = "io.kubernetes.container.terminationMessagePath"
 	KubeletTerminationMessagePolicy  = "io.kubernetes.container.terminationMessagePolicy"
 	KubeletPodTerminationGracePeriod = "io.kubernetes.pod.terminationGracePeriod"
+	// KubeletPreStopHandler is the JSON of the container's
+	// lifecycle.preStop (a v1.LifecycleHandler), KubeletContainerPorts the
+	// JSON of its ports (a []v1.ContainerPort): what kubelet runs the hook
+	// with when it kills a container whose pod it does not have.
+	KubeletPreStopHandler = "io.kubernetes.container.preStopHandler"
+	KubeletContainerPorts = "io.kubernetes.container.ports"
 )
+
+// MaxHookAnnotationBytes bounds the two JSON annotations together
+// (KubeletPreStopHandler, then KubeletContainerPorts), so that a container's
+// runtime record stays bounded (engine/worker MaxContainerRecordBytes).
+// kubelet writes them whole; the typical hook and ports fit.
+const MaxHookAnnotationBytes = 448
 
 // PodLabels are the labels of a pod's sandbox: speclet's and kubelet's.
 func PodLabels(pod *v1.Pod) map[string]string {
@@ -84,10 +96,12 @@ func ContainerLabels(pod *v1.Pod, name string) map[string]string {
 
 // KubeletAnnotations are the annotations kubelet reads of an instance of c,
 // the restartCount-th: its spec's hash (KubeletHash), the restart count, the
-// termination message's path and policy, and the pod's grace period, as
-// kubelet writes them. (kubelet also writes the preStop hook and the ports
-// as JSON; it reads them only for a container whose pod it no longer has,
-// to kill it, and speclet leaves them out: they are unbounded.)
+// termination message's path and policy, the pod's grace period, and the
+// preStop hook and ports as JSON, as kubelet writes them
+// (newContainerAnnotations). The hook and ports are written while they fit
+// in MaxHookAnnotationBytes: the hook first; then the ports, or when they
+// do not fit, the one port the hook names (an httpGet's named port), which
+// is all kubelet reads them for.
 func KubeletAnnotations(pod *v1.Pod, c *v1.Container, restartCount int32) map[string]string {
 	a := map[string]string{
 		KubeletContainerHash:            KubeletHash(c),
@@ -98,7 +112,69 @@ func KubeletAnnotations(pod *v1.Pod, c *v1.Container, restartCount int32) map[st
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
 		a[KubeletPodTerminationGracePeriod] = strconv.FormatInt(*g, 10)
 	}
+	left := MaxHookAnnotationBytes
+	var preStop *v1.LifecycleHandler
+	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
+		preStop = c.Lifecycle.PreStop
+		if b := marshal(c.Name, preStop); len(b) <= left {
+			a[KubeletPreStopHandler] = string(b)
+			left -= len(b)
+		} else {
+			preStop = nil
+		}
+	}
+	if len(c.Ports) > 0 {
+		if b := marshal(c.Name, c.Ports); len(b) <= left {
+			a[KubeletContainerPorts] = string(b)
+		} else if p := namedPort(preStop, c.Ports); p != nil {
+			if b := marshal(c.Name, []v1.ContainerPort{*p}); len(b) <= left {
+				a[KubeletContainerPorts] = string(b)
+			}
+		}
+	}
 	return a
+}
+
+// namedPort is the port of ports that hook h's httpGet names, or nil.
+func namedPort(h *v1.LifecycleHandler, ports []v1.ContainerPort) *v1.ContainerPort {
+	if h == nil || h.HTTPGet == nil || h.HTTPGet.Port.StrVal == "" {
+		return nil
+	}
+	for i := range ports {
+		if ports[i].Name == h.HTTPGet.Port.StrVal {
+			return &ports[i]
+		}
+	}
+	return nil
+}
+
+func marshal(name string, v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("marshal container %q: %v", name, err)) // API types always marshal
+	}
+	return b
+}
+
+// HookOf is what kubelet kills a container it has no pod for with
+// (restoreSpecsFromContainerLabels), read from an instance's annotations:
+// its preStop hook (nil when none) and its ports. An annotation that does
+// not decode is left out, as kubelet does.
+func HookOf(annotations map[string]string) (*v1.LifecycleHandler, []v1.ContainerPort) {
+	var h *v1.LifecycleHandler
+	if s, ok := annotations[KubeletPreStopHandler]; ok {
+		h = &v1.LifecycleHandler{}
+		if json.Unmarshal([]byte(s), h) != nil {
+			h = nil
+		}
+	}
+	var ports []v1.ContainerPort
+	if s, ok := annotations[KubeletContainerPorts]; ok {
+		if json.Unmarshal([]byte(s), &ports) != nil {
+			ports = nil
+		}
+	}
+	return h, ports
 }
 
 // KubeletHash is kubelet v1.34's hash of a container
@@ -282,15 +358,36 @@ func Group(sbs []*runtimeapi.PodSandbox, cs []*runtimeapi.Container) map[types.U
 }
 
 // Orphan is the stand-in pod of a runtime pod no source declares: only what
-// the labels say, and the grace period its sandbox recorded.
+// the labels say, the grace period its sandbox recorded, and each
+// container's preStop hook and ports from its newest instance (HookOf), so
+// that stopping it runs the hook as kubelet does for a container it has no
+// pod for. The ports are for the hook's named port only: their host ports
+// are left out, so that an orphan never holds a host port a declared pod
+// asks for at admission (kubelet does not count its orphans there either).
 func Orphan(a *Pod) *v1.Pod {
 	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: a.UID, Name: a.Name, Namespace: a.Namespace}}
 	if a.Grace >= 0 {
 		g := a.Grace
 		p.Spec.TerminationGracePeriodSeconds = &g
 	}
+	names := make([]string, 0, len(a.Containers))
 	for name := range a.Containers {
-		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: name})
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		c := v1.Container{Name: name}
+		if cs := a.Containers[name]; len(cs) > 0 {
+			h, ports := HookOf(cs[0].Annotations)
+			if h != nil {
+				c.Lifecycle = &v1.Lifecycle{PreStop: h}
+			}
+			for _, port := range ports {
+				port.HostPort, port.HostIP = 0, ""
+				c.Ports = append(c.Ports, port)
+			}
+		}
+		p.Spec.Containers = append(p.Spec.Containers, c)
 	}
 	return p
 }

@@ -2,11 +2,14 @@ package runtimepods
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -191,5 +194,74 @@ func TestKubeletHash(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("no recorded containers")
+	}
+}
+
+// TestKubeletHookAnnotations: the preStop hook and ports are written as
+// kubelet v1.34.4 writes them (the JSON of the API types; these strings
+// are what it wrote for such a container) and read back from kubelet's
+// annotations; an orphan's stand-in runs the newest instance's hook, with
+// its ports but no host ports.
+func TestKubeletHookAnnotations(t *testing.T) {
+	const (
+		kubeletPreStop = `{"exec":{"command":["sh","-c","echo bye \u003e /hook/ran"]}}`
+		kubeletPorts   = `[{"name":"web","hostPort":18080,"containerPort":18080,"protocol":"TCP"}]`
+	)
+	c := &v1.Container{Name: "app", Image: "busybox",
+		Lifecycle: &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"sh", "-c", "echo bye > /hook/ran"}}}},
+		Ports:     []v1.ContainerPort{{Name: "web", HostPort: 18080, ContainerPort: 18080, Protocol: v1.ProtocolTCP}}}
+	a := KubeletAnnotations(&v1.Pod{}, c, 0)
+	if a[KubeletPreStopHandler] != kubeletPreStop || a[KubeletContainerPorts] != kubeletPorts {
+		t.Errorf("annotations\n%s\n%s\nwant kubelet's\n%s\n%s", a[KubeletPreStopHandler], a[KubeletContainerPorts], kubeletPreStop, kubeletPorts)
+	}
+	if a := KubeletAnnotations(&v1.Pod{}, &v1.Container{Name: "plain"}, 0); len(a) != 4 {
+		t.Errorf("a container without hook and ports: annotations %v, want neither JSON one (as kubelet)", a)
+	}
+	h, ports := HookOf(map[string]string{KubeletPreStopHandler: kubeletPreStop, KubeletContainerPorts: kubeletPorts})
+	if h == nil || h.Exec == nil || !slices.Equal(h.Exec.Command, c.Lifecycle.PreStop.Exec.Command) || !slices.Equal(ports, c.Ports) {
+		t.Errorf("HookOf(kubelet's) = %+v, %+v; want the container's hook and ports", h, ports)
+	}
+	if h, ports := HookOf(map[string]string{KubeletPreStopHandler: "{", KubeletContainerPorts: "x"}); h != nil || ports != nil {
+		t.Errorf("HookOf(bad JSON) = %+v, %+v; want neither", h, ports)
+	}
+
+	// Too large for MaxHookAnnotationBytes: ports beyond the hook's share
+	// are cut to the port an httpGet hook names; a hook too large is left
+	// out, and so are the ports then.
+	big := c.DeepCopy()
+	big.Lifecycle.PreStop = &v1.LifecycleHandler{HTTPGet: &v1.HTTPGetAction{Path: "/quit", Port: intstr.FromString("admin")}}
+	for i := range 20 {
+		big.Ports = append(big.Ports, v1.ContainerPort{Name: fmt.Sprintf("p%d", i), ContainerPort: int32(9000 + i), Protocol: v1.ProtocolTCP})
+	}
+	big.Ports = append(big.Ports, v1.ContainerPort{Name: "admin", ContainerPort: 8081, Protocol: v1.ProtocolTCP})
+	a = KubeletAnnotations(&v1.Pod{}, big, 0)
+	if want := `[{"name":"admin","containerPort":8081,"protocol":"TCP"}]`; a[KubeletContainerPorts] != want || a[KubeletPreStopHandler] == "" {
+		t.Errorf("ports beyond the share: %q (hook %q), want only the hook's %s", a[KubeletContainerPorts], a[KubeletPreStopHandler], want)
+	}
+	big.Lifecycle.PreStop.HTTPGet.Path = "/" + strings.Repeat("x", MaxHookAnnotationBytes)
+	if a := KubeletAnnotations(&v1.Pod{}, big, 0); a[KubeletPreStopHandler] != "" || a[KubeletContainerPorts] != "" {
+		t.Errorf("a hook beyond the share: %q, %q; want neither", a[KubeletPreStopHandler], a[KubeletContainerPorts])
+	}
+
+	// An orphan kubelet made: its newest instance's hook runs.
+	kl := func(id string, restarts, preStop string) *runtimeapi.Container {
+		return &runtimeapi.Container{Id: id, Labels: map[string]string{KubeletPodUID: "k1", KubeletPodName: "web-n", KubeletPodNamespace: "default", KubeletContainerName: "app"},
+			Annotations: map[string]string{KubeletRestartCount: restarts, KubeletPreStopHandler: preStop, KubeletContainerPorts: kubeletPorts}}
+	}
+	pods := Group(nil, []*runtimeapi.Container{kl("old", "0", `{"exec":{"command":["old"]}}`), kl("new", "1", kubeletPreStop),
+		{Id: "side", Labels: map[string]string{KubeletPodUID: "k1", KubeletContainerName: "side"}}})
+	o := Orphan(pods["k1"])
+	if len(o.Spec.Containers) != 2 || o.Spec.Containers[0].Name != "app" || o.Spec.Containers[1].Name != "side" {
+		t.Fatalf("orphan containers %+v, want app and side", o.Spec.Containers)
+	}
+	app, side := o.Spec.Containers[0], o.Spec.Containers[1]
+	if app.Lifecycle == nil || app.Lifecycle.PreStop == nil || !slices.Equal(app.Lifecycle.PreStop.Exec.Command, c.Lifecycle.PreStop.Exec.Command) {
+		t.Errorf("orphan app's lifecycle %+v, want the newest instance's preStop", app.Lifecycle)
+	}
+	if want := []v1.ContainerPort{{Name: "web", ContainerPort: 18080, Protocol: v1.ProtocolTCP}}; !slices.Equal(app.Ports, want) {
+		t.Errorf("orphan app's ports %+v, want %+v (no host port)", app.Ports, want)
+	}
+	if side.Lifecycle != nil || side.Ports != nil {
+		t.Errorf("orphan side %+v, want no hook and no ports", side)
 	}
 }

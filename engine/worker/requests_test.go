@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/speclet/speclet/cri"
@@ -49,7 +51,7 @@ func TestContainerConfig(t *testing.T) {
 	if ns := cfg.Linux.SecurityContext.NamespaceOptions.Network.String(); ns != "NODE" {
 		t.Errorf("network namespace = %s, want NODE for a hostNetwork pod", ns)
 	}
-	sb, err := sandboxConfig(podspec.Node{RootDir: "/root"}, pod, 0, "")
+	sb, err := sandboxConfig(podspec.Node{RootDir: "/root"}, pod, 0, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +79,25 @@ func TestRuntimeRecordBounds(t *testing.T) {
 		Spec: v1.PodSpec{TerminationGracePeriodSeconds: &grace, Containers: []v1.Container{{
 			Name: long('c', 63), Image: long('i', config.MaxImageLength)}}},
 	}
-	sc, err := sandboxConfig(podspec.Node{RootDir: t.TempDir()}, pod, 99, "")
+	// a preStop hook and ports that nearly fill the JSON annotations' share
+	// (runtimepods.MaxHookAnnotationBytes), then ports that do not fit
+	// beside it (so the hook's named port is written alone)
+	ctr := &pod.Spec.Containers[0]
+	named := v1.ContainerPort{Name: long('n', 15), HostPort: 65535, ContainerPort: 65535, Protocol: v1.ProtocolSCTP, HostIP: "255.255.255.255"}
+	hook := &v1.LifecycleHandler{HTTPGet: &v1.HTTPGetAction{Port: intstr.FromString(named.Name), Scheme: v1.URISchemeHTTPS}}
+	hb, _ := json.Marshal(hook)
+	pb, _ := json.Marshal([]v1.ContainerPort{named})
+	hook.HTTPGet.Path = long('p', runtimepods.MaxHookAnnotationBytes-len(hb)-len(pb)-len(`,"path":""`))
+	ctr.Lifecycle = &v1.Lifecycle{PreStop: hook}
+	for i := range 64 {
+		name := fmt.Sprintf("%s%02d", long('n', 13), i)
+		p := named
+		if i < 63 {
+			p.Name = name
+		}
+		ctr.Ports = append(ctr.Ports, p)
+	}
+	sc, err := sandboxConfig(podspec.Node{RootDir: t.TempDir()}, pod, 99, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,6 +111,14 @@ func TestRuntimeRecordBounds(t *testing.T) {
 	cc, err := containerConfig(podspec.Node{RootDir: t.TempDir()}, pod, &pod.Spec.Containers[0], math.MaxInt32, "sha256:"+long('f', 64), true, podspec.ImageUser{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, key := range []string{runtimepods.KubeletPreStopHandler, runtimepods.KubeletContainerPorts} {
+		if cc.Annotations[key] == "" {
+			t.Errorf("no %s annotation: the bound is checked without it", key)
+		}
+	}
+	if n := len(cc.Annotations[runtimepods.KubeletPreStopHandler]) + len(cc.Annotations[runtimepods.KubeletContainerPorts]); n != runtimepods.MaxHookAnnotationBytes {
+		t.Errorf("hook and ports annotations: %d bytes, want the whole %d", n, runtimepods.MaxHookAnnotationBytes)
 	}
 	c := &runtimeapi.Container{Id: long('b', 64), PodSandboxId: long('a', 64), Metadata: cc.Metadata,
 		Image:    &runtimeapi.ImageSpec{Image: cc.Image.Image, UserSpecifiedImage: pod.Spec.Containers[0].Image},
