@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/observe"
 	"github.com/speclet/speclet/engine/pleg"
 	"github.com/speclet/speclet/engine/worker"
 	"github.com/speclet/speclet/fsm"
@@ -218,3 +219,9 @@ func (e *Engine) machines(add func(machine, state string)) {
 	}
 	add(fsm.NodeMachineName, e.node.StateName())
 }
+
+// Sinks are where the engine's machines' steps go besides their histories
+// (its metrics, Config.Steps): a machine owned outside the engine (each
+// device plugin's, engine/devicemanager) sends its steps there too, so
+// speclet_transitions_total and Config.Steps count them.
+func (e *Engine) Sinks() *observe.Sinks { return &e.sinks }

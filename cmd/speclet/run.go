@@ -590,6 +590,8 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// the device plugin machines' steps in the engine's metrics
+	nd.devices.Observe(eng.Sinks())
 
 	// the device plugins' devices (engine/devicemanager); none without its manager
 	prSrv, err := startPodResources(o, eng, nd.podResourcesDevices(), reg, log)

@@ -214,3 +214,27 @@ func TestRestoredGone(t *testing.T) {
 		t.Errorf("past the grace: capacity %d allocatable %d in %s, want 0 0 in removed", c, a, m2.pluginState(res))
 	}
 }
+
+// TestObserve: after Observe, the machines' steps go to the sinks it gave
+// (the engine's metrics and Config.Steps), no longer to Config.Sinks.
+func TestObserve(t *testing.T) {
+	dir := t.TempDir()
+	before, after := &stepLog{}, &stepLog{}
+	m, changed := startManagerWith(t, Config{Dir: dir, Sinks: &observe.Sinks{Steps: before.tell}})
+	p := newFakePlugin(t, dir, res, "dp.sock", healthy("d1")...)
+	if err := p.register(m); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, changed, "1 device", func() bool { _, a := counts(m, res); return a == 1 })
+	m.Observe(&observe.Sinks{Steps: after.tell})
+	p.stop()
+	waitFor(t, changed, "the plugin gone", func() bool { _, a := counts(m, res); return a == 0 })
+	if got, want := before.String(), "absent -registered-> registered\nregistered -devices-> healthy"; got != want {
+		t.Errorf("steps before Observe:\n%s\nwant:\n%s", got, want)
+	}
+	if got, want := after.String(), "healthy -stream_ended-> gone"; got != want {
+		t.Errorf("steps after Observe:\n%s\nwant:\n%s", got, want)
+	}
+	var none *Manager
+	none.Observe(nil) // a node without a manager
+}

@@ -91,7 +91,7 @@ type Manager struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	sinks *observe.Sinks
+	sinks *observe.Sinks // read and set under fmu
 
 	// fmu serializes the steps of the plugin machines, by resource in
 	// plugins; it is taken before mu, never under it.
@@ -133,6 +133,21 @@ func New(cfg Config) *Manager {
 		removed:   map[string]bool{},
 		pods:      podDevices{},
 	}
+}
+
+// Observe sends the device plugin machines' steps from now on to s (the
+// engine's metrics and Config.Steps: engine.Engine.Sinks) instead of
+// Config.Sinks; nil: nowhere. It may be called on nil.
+func (m *Manager) Observe(s *observe.Sinks) {
+	if m == nil {
+		return
+	}
+	if s == nil {
+		s = &observe.Sinks{}
+	}
+	m.fmu.Lock()
+	defer m.fmu.Unlock()
+	m.sinks = s
 }
 
 // SocketPath is the registration socket.

@@ -300,7 +300,8 @@ func specLabels() (states [][2]string, steps [][4]string) {
 	states, steps = kindLabels(states, steps, fsm.SandboxKind)
 	states, steps = kindLabels(states, steps, fsm.ContainerKind)
 	states, steps = kindLabels(states, steps, fsm.ProbeKind)
-	return kindLabels(states, steps, fsm.NodeKind)
+	states, steps = kindLabels(states, steps, fsm.NodeKind)
+	return kindLabels(states, steps, fsm.DevicePluginKind)
 }
 
 // kindLabels appends the state and transition labels of kind k.
