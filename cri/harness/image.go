@@ -43,7 +43,8 @@ var busyboxLayer struct {
 // BusyboxImage returns an image holding /bin/busybox of busybox-static with a
 // symlink in /bin for every applet it lists (sh, sleep, echo, cat, ls, true,
 // false, kill, ...), the directories a container expects (/tmp, /etc, /proc,
-// /dev, /sys, /root), /etc/passwd and /etc/group for root and nobody, and
+// /dev, /sys, /root), /etc/passwd and /etc/group for root (also in wheel)
+// and nobody, and
 // "sh" as its command. The layer is built once per process.
 func BusyboxImage() (v1.Image, error) {
 	layer, err := rootfsLayer()
@@ -141,7 +142,10 @@ func buildRootfsTar(busybox string) ([]byte, error) {
 	if err := file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n")); err != nil {
 		return nil, fmt.Errorf("write layer: %w", err)
 	}
-	if err := file("etc/group", 0o644, []byte("root:x:0:\nnogroup:x:65534:\n")); err != nil {
+	// root is a member of wheel, as in busybox's own /etc/group: a
+	// container's groups from the image (supplementalGroupsPolicy Merge,
+	// dropped under Strict).
+	if err := file("etc/group", 0o644, []byte("root:x:0:\nwheel:x:10:root\nnogroup:x:65534:\n")); err != nil {
 		return nil, fmt.Errorf("write layer: %w", err)
 	}
 	for _, a := range applets {
