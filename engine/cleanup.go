@@ -81,6 +81,7 @@ func (e *Engine) cleanupPodDirs() {
 		}
 		e.log.Info("removing directories of a pod that is gone", "uid", uid)
 		dirs.RemoveListed(found, uid)
+		e.releaseUserNamespace(uid)
 	}
 }
 

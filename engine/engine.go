@@ -25,6 +25,7 @@ import (
 	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/engine/reclaim"
 	"github.com/speclet/speclet/engine/runtimepods"
+	"github.com/speclet/speclet/engine/userns"
 	"github.com/speclet/speclet/engine/volume"
 	"github.com/speclet/speclet/engine/worker"
 )
@@ -95,6 +96,8 @@ type Engine struct {
 	features atomic.Pointer[podspec.RuntimeFeatures]
 	// node owns the node machine (image GC), run by its own goroutine.
 	node *reclaim.Machine
+	// userns holds the ID ranges of hostUsers: false pods (userns.go).
+	userns *userns.Manager
 }
 
 // positiveOr sets *v to d unless *v is positive (a zero or negative
@@ -184,7 +187,11 @@ func New(cfg Config) (*Engine, error) {
 		e.cfg.Signals = e.defaultSignals
 	}
 	e.rt = detach.Runtime{Runtime: cfg.Runtime, Run: func() context.Context { return e.runCtx }}
+	if err := e.newUserNamespaces(); err != nil {
+		return nil, err
+	}
 	e.host = e.workerHost()
+	e.host.UserNamespace = e.userNamespace
 	e.node = newNodeMachine(e)
 	if err := m.RegisterHealth(cfg.Registerer, e.recovered.Load, e.Healthz); err != nil {
 		return nil, err

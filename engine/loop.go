@@ -257,6 +257,7 @@ func (e *Engine) purgeFinished() {
 	dirs := e.podDirs()
 	for uid, logDirs := range purged {
 		dirs.Remove(uid, logDirs)
+		e.releaseUserNamespace(uid)
 	}
 	for _, pod := range restart {
 		if w := e.worker(pod.UID, true, pod); w != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/engine/reclaim"
+	"github.com/speclet/speclet/engine/userns"
 	"github.com/speclet/speclet/engine/volume"
 	"github.com/speclet/speclet/fsm"
 )
@@ -97,6 +98,12 @@ type Config struct {
 	// node-wide limit ContainerGC.MaxContainers (kubelet's
 	// ContainerGCPeriod: 1 min, the default).
 	ContainerGCPeriod time.Duration
+	// UserNamespaces is where the ID ranges of hostUsers: false pods come
+	// from (engine/userns: the user database and subordinate ID files, the
+	// IDs per pod); the engine sets PodsDir (<RootDir>/pods) and MaxPods.
+	// The zero value: the kubelet user's /etc/subuid and /etc/subgid
+	// entry, or every ID from 65536, 65536 IDs per pod.
+	UserNamespaces userns.Config
 	// PodCgroups, when set, gives every pod a cgroup under its QoS class
 	// (kubelet's --cgroups-per-qos), the CgroupParent of its sandbox;
 	// nil leaves the cgroups to the runtime.

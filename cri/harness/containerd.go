@@ -111,6 +111,12 @@ func StartContainerd(ctx context.Context, o Options) (res *Containerd, err error
 	if c.Dir == "" {
 		ReapStale(c.logf)
 		d, err := os.MkdirTemp(tmpRoot, dirPrefix)
+		if err == nil {
+			// Traversable, as containerd's /run/containerd is: the runc of
+			// a pod in a user namespace reaches its bundle under state/ as
+			// the pod's root, an unprivileged ID on the node.
+			err = os.Chmod(d, 0o711)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("start containerd: %w", err)
 		}

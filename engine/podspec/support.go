@@ -31,9 +31,6 @@ func Unsupported(pod *v1.Pod) []string {
 	if s.HostnameOverride != nil {
 		add("spec.hostnameOverride", "hostname overrides are not supported")
 	}
-	if s.HostUsers != nil && !*s.HostUsers {
-		add("spec.hostUsers", "user namespaces are not supported (hostUsers: false)")
-	}
 	for i := range s.Volumes {
 		v := &s.Volumes[i]
 		if kind := unsupportedVolume(&v.VolumeSource); kind != "" {

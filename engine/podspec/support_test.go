@@ -34,8 +34,7 @@ func TestUnsupported(t *testing.T) {
 		{"ephemeral container with a stop signal", &v1.Pod{Spec: v1.PodSpec{EphemeralContainers: []v1.EphemeralContainer{{}, {
 			EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "debug", Lifecycle: &v1.Lifecycle{StopSignal: ptr.To(v1.SIGUSR1)}}}}}},
 			[]string{"spec.ephemeralContainers[1].lifecycle.stopSignal: container stop signals are not supported"}},
-		{"user namespace", &v1.Pod{Spec: v1.PodSpec{HostUsers: ptr.To(false)}},
-			[]string{"spec.hostUsers: user namespaces are not supported (hostUsers: false)"}},
+		{"user namespace", &v1.Pod{Spec: v1.PodSpec{HostUsers: ptr.To(false)}}, nil},
 		{"host users true", &v1.Pod{Spec: v1.PodSpec{HostUsers: ptr.To(true)}}, nil},
 		{"resource claims", &v1.Pod{Spec: v1.PodSpec{ResourceClaims: []v1.PodResourceClaim{{Name: "gpu"}}}},
 			[]string{"spec.resourceClaims: dynamic resource allocation is not supported"}},

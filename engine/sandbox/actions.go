@@ -61,6 +61,10 @@ func (s *Sandbox) buildConfig() op.Op {
 		return s.pod.BuildConfig(attempt, false)
 	}, func(cfg *runtimeapi.PodSandboxConfig, err error) op.Op {
 		if err != nil {
+			// kubelet's event of a config it cannot generate carries the
+			// error as it is (a user namespace the runtime lacks, a bad
+			// dnsConfig).
+			s.pod.Event(v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
 			return s.failed(fsm.SandboxEventCreateFailed, fmt.Errorf("run sandbox of pod %q: %w", s.pod.Key(), err))
 		}
 		return op.Do("MakeLogDirectory", cfg.LogDirectory, func(context.Context) error {

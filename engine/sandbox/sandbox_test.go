@@ -132,6 +132,23 @@ func TestCreateFailedIsRecorded(t *testing.T) {
 	}
 }
 
+// TestConfigFailedIsRecorded: a sandbox config that cannot be built is a
+// FailedCreatePodSandBox warning event with the error as it is (kubelet's
+// text for a user namespace the runtime lacks), and create_failed.
+func TestConfigFailedIsRecorded(t *testing.T) {
+	p := newFakePod()
+	p.buildErr = errors.New("can't set `spec.hostUsers: false`, runtime does not support user namespaces")
+	s := p.sandbox()
+	runAction(t, "run_sandbox", s, []reply{{"SandboxConfig", "0", nil, p.buildErr}})
+	want := []string{"Warning FailedCreatePodSandBox: Failed to create pod sandbox: can't set `spec.hostUsers: false`, runtime does not support user namespaces"}
+	if !slices.Equal(p.events, want) {
+		t.Errorf("events %q, want %q", p.events, want)
+	}
+	if s.Err() == nil {
+		t.Error("no error kept for the delivering action")
+	}
+}
+
 // fakeCgroups records the pod cgroups made and removed.
 type fakeCgroups struct {
 	calls []string

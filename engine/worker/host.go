@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/speclet/speclet/cri"
@@ -37,6 +38,12 @@ type Host struct {
 	// policy (engine.ContainerGCPolicy).
 	GCMaxPerContainer int
 	GCMinAge          time.Duration
+
+	// UserNamespace is the user namespace option of pod's sandbox and
+	// containers on runtime handler handler (engine/userns); an error is
+	// the sandbox's FailedCreatePodSandBox, a container's
+	// CreateContainerConfigError. nil: none sent.
+	UserNamespace func(pod *v1.Pod, handler string) (*runtimeapi.UserNamespace, error)
 
 	Events       EventRecorder                 // nil: no events
 	PodCgroups   PodCgroups                    // nil: no pod cgroups

@@ -110,7 +110,20 @@ func (sb *sandboxState) BuildConfig(attempt uint32, rebuilt bool) (*runtimeapi.P
 	if rebuilt {
 		n.Warn = nil
 	}
-	return sandboxConfig(n, sb.p.pod, attempt, sb.p.cgroupParent())
+	userns, err := sb.p.userNamespace()
+	if err != nil {
+		return nil, err
+	}
+	return sandboxConfig(n, sb.p.pod, attempt, sb.p.cgroupParent(), userns)
+}
+
+// userNamespace is the user namespace option of the pod's sandbox and
+// containers (Host.UserNamespace); nil without one.
+func (p *podState) userNamespace() (*runtimeapi.UserNamespace, error) {
+	if p.h.UserNamespace == nil {
+		return nil, nil
+	}
+	return p.h.UserNamespace(p.pod, p.w.runtimeHandler)
 }
 
 // cgroupParent is the CgroupParent of the pod's sandbox ("" without pod

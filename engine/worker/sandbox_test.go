@@ -14,7 +14,7 @@ import (
 func TestSandboxConfigRebuilt(t *testing.T) {
 	s := testPod(t)
 	h, pod := s.h, s.pod
-	want, err := sandboxConfig(h.Node, pod, 2, s.cgroupParent())
+	want, err := sandboxConfig(h.Node, pod, 2, s.cgroupParent(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
