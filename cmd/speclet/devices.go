@@ -34,16 +34,25 @@ func (o *runOptions) checkDevicePluginsDir(fs *flag.FlagSet) error {
 	return nil
 }
 
+// maxSocketPath is the longest path a unix socket's address holds
+// (sockaddr_un's sun_path, less its terminating NUL).
+const maxSocketPath = 107
+
 // startDevices starts the device-plugin manager on --device-plugins-dir.
-// One that cannot start is logged and the node runs without device
-// plugins (nil): no pod is disturbed by it.
-func startDevices(o *runOptions, log *slog.Logger) *devicemanager.Manager {
+// As kubelet's, one that cannot make its directory or its registration
+// socket stops the start: kubelet's container manager fails to start
+// with it, and kubelet exits ("Failed to start ContainerManager",
+// os.Exit(1)). The error names the socket's path.
+func startDevices(o *runOptions, log *slog.Logger) (*devicemanager.Manager, error) {
 	m := devicemanager.New(devicemanager.Config{Dir: o.devicePluginsDir, Log: log})
-	if err := m.Start(); err != nil {
-		log.Error("device plugins off: the device-plugin manager cannot start", "dir", o.devicePluginsDir, "err", err)
-		return nil
+	path := m.SocketPath()
+	if len(path) > maxSocketPath {
+		return nil, fmt.Errorf("device-plugin registration socket %s: the path is %d bytes, a unix socket's longest is %d (give a shorter --device-plugins-dir)", path, len(path), maxSocketPath)
 	}
-	return m
+	if err := m.Start(); err != nil {
+		return nil, fmt.Errorf("device-plugin registration socket %s (--device-plugins-dir): %w", path, err)
+	}
+	return m, nil
 }
 
 // engineDevices is engine.Config.Devices: nil without a manager.

@@ -584,7 +584,9 @@ func runDaemon(ctx context.Context, o *runOptions, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	nd.devices = startDevices(o, log)
+	if nd.devices, err = startDevices(o, log); err != nil {
+		return err
+	}
 	defer nd.devices.Stop()
 	eng, err := newEngine(ctx, o, agent{rt: rt, api: api, nd: nd, reg: reg, probeReg: probeReg, log: log})
 	if err != nil {

@@ -66,11 +66,18 @@ type Server struct {
 const maxPath = 107
 
 // Listen makes the socket at path and a Server on it; Serve serves it.
-// As kubelet, it makes the directory (0750) when missing, removes a stale
-// socket left by an earlier run, and binds the socket under a temporary
-// name it then renames to path, so a client never sees a socket that
-// does not answer yet; the socket's mode is what the process's umask
-// gives (kubelet sets none). Errors name the path.
+// As kubelet (cri-client's CreateListener), it makes the directory (0750)
+// when missing, removes a stale socket left by an earlier run, and binds
+// the socket under a temporary name it then renames to path, so a client
+// never sees a socket that does not answer yet; the temporary name is
+// kubelet's (os.CreateTemp's digits, at most 10 bytes: shorter than
+// kubelet.sock), so every path that holds the socket also holds the
+// temporary one. The socket's mode is what the process's umask gives
+// (kubelet sets none). Errors name the path.
+//
+// An error is the node's: as kubelet exits when it cannot make this
+// socket ("Failed to create listener for podResources endpoint",
+// os.Exit(1)), the caller stops the start.
 func Listen(path string, c Config) (*Server, error) {
 	if c.Pods == nil {
 		return nil, errors.New("pod-resources API: no Pods")
@@ -92,7 +99,7 @@ func Listen(path string, c Config) (*Server, error) {
 	if err := syscall.Unlink(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("pod-resources socket: remove the stale %s: %w", path, err)
 	}
-	f, err := os.CreateTemp(dir, ".kubelet.sock.")
+	f, err := os.CreateTemp(dir, "")
 	if err != nil {
 		return nil, fmt.Errorf("pod-resources socket: temporary name in %s: %w", dir, err)
 	}
