@@ -20,13 +20,13 @@ import (
 
 // sandboxConfig builds the RunPodSandbox request for pod (engine/podspec)
 // with speclet's labels and annotations.
-func sandboxConfig(n podspec.Node, pod *v1.Pod, attempt uint32, cgroupParent string) (*runtimeapi.PodSandboxConfig, error) {
+func sandboxConfig(n podspec.Node, pod *v1.Pod, attempt uint32, cgroupParent string, userns *runtimeapi.UserNamespace) (*runtimeapi.PodSandboxConfig, error) {
 	ann := runtimeAnnotations(pod.Annotations)
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
 		ann[runtimepods.AnnotationGracePeriod] = strconv.FormatInt(*g, 10)
 	}
 	return podspec.Sandbox(n, podspec.SandboxRequest{Pod: pod, Attempt: attempt, CgroupParent: cgroupParent,
-		Labels: runtimepods.PodLabels(pod), Annotations: ann})
+		Labels: runtimepods.PodLabels(pod), Annotations: ann, UserNamespace: userns})
 }
 
 // containerConfig builds the CreateContainer request for c, the
@@ -112,10 +112,15 @@ func runtimeAnnotations(pod map[string]string) map[string]string {
 // requestInputs are what a container's config reads from the running pod:
 // its addresses (the node's for a hostNetwork pod), the node's, the
 // configMaps and secrets of its namespace (Host.VolumeAPI), and the
-// service variables (Host.Services). Services not yet read are an error
-// for a pod from the API server, as under kubelet; a static pod goes on
-// with what there is.
+// service variables (Host.Services), and the pod's user namespace
+// (Host.UserNamespace). Services not yet read are an error for a pod from
+// the API server, as under kubelet; a static pod goes on with what there
+// is.
 func (p *podState) requestInputs(ctx context.Context) (func(*podspec.ContainerRequest), error) {
+	userns, err := p.userNamespace()
+	if err != nil {
+		return nil, err
+	}
 	var services []*v1.Service
 	if list := p.h.Services; list != nil {
 		var err error
@@ -125,6 +130,7 @@ func (p *podState) requestInputs(ctx context.Context) (func(*podspec.ContainerRe
 		}
 	}
 	return func(r *podspec.ContainerRequest) {
+		r.UserNamespace = userns
 		podIP := p.sandbox.PodIP()
 		if p.pod.Spec.HostNetwork {
 			podIP = p.h.NodeIP

@@ -51,7 +51,7 @@ func TestContainerConfig(t *testing.T) {
 	if ns := cfg.Linux.SecurityContext.NamespaceOptions.Network.String(); ns != "NODE" {
 		t.Errorf("network namespace = %s, want NODE for a hostNetwork pod", ns)
 	}
-	sb, err := sandboxConfig(podspec.Node{RootDir: "/root"}, pod, 0, "")
+	sb, err := sandboxConfig(podspec.Node{RootDir: "/root"}, pod, 0, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestRuntimeRecordBounds(t *testing.T) {
 		}
 		ctr.Ports = append(ctr.Ports, p)
 	}
-	sc, err := sandboxConfig(podspec.Node{RootDir: t.TempDir()}, pod, 99, "")
+	sc, err := sandboxConfig(podspec.Node{RootDir: t.TempDir()}, pod, 99, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
