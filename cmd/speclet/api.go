@@ -219,7 +219,8 @@ func (a *apiClient) start(ctx context.Context, o *runOptions, nd *nodeResources,
 			}
 			return v.GetRuntimeName(), v.GetRuntimeVersion(), nil
 		},
-		Log: log,
+		RuntimeFeatures: func() (*v1.NodeFeatures, []v1.NodeRuntimeHandler) { return eng.RuntimeFeatures().NodeStatus() },
+		Log:             log,
 	})
 	a.node.Store(n)
 	go n.Run(ctx)

@@ -109,6 +109,11 @@ type Config struct {
 	// Runtime returns the runtime's name and version (nodeInfo's
 	// containerRuntimeVersion is "<name>://<version>").
 	Runtime func(ctx context.Context) (name, version string, err error)
+	// RuntimeFeatures, when set, gives status.features and
+	// status.runtimeHandlers from the runtime's Status (kubelet's
+	// NodeFeatures and RuntimeHandlers setters); nil features leave
+	// status.features as it was.
+	RuntimeFeatures func() (*v1.NodeFeatures, []v1.NodeRuntimeHandler)
 	// Health is nil when the runtime answers and the PLEG is healthy.
 	Health func() error
 	// Pressure, when set, gives MemoryPressure, DiskPressure and
@@ -310,9 +315,16 @@ func (n *Node) status(ctx context.Context, prev []v1.NodeCondition) v1.NodeStatu
 		}
 	}
 	now := metav1.NewTime(n.cfg.Now())
+	var features *v1.NodeFeatures
+	var handlers []v1.NodeRuntimeHandler
+	if n.cfg.RuntimeFeatures != nil {
+		features, handlers = n.cfg.RuntimeFeatures()
+	}
 	return v1.NodeStatus{
-		Capacity:    capacity,
-		Allocatable: allocatable,
+		Features:        features,
+		RuntimeHandlers: handlers,
+		Capacity:        capacity,
+		Allocatable:     allocatable,
 		Addresses: []v1.NodeAddress{
 			{Type: v1.NodeInternalIP, Address: n.cfg.IP},
 			{Type: v1.NodeHostName, Address: n.cfg.Name},

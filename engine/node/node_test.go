@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -297,4 +298,37 @@ func TestStatusExtended(t *testing.T) {
 	if st.Capacity.Cpu().Value() != 2 || st.Allocatable.Cpu().Value() != 2 {
 		t.Errorf("cpu capacity %s allocatable %s, want 2 and 2", st.Capacity.Cpu(), st.Allocatable.Cpu())
 	}
+}
+
+// TestStatusRuntimeFeatures: status.features and status.runtimeHandlers
+// are written from the runtime's (kubelet's NodeFeatures and
+// RuntimeHandlers setters); a runtime that reports no features (nil)
+// leaves status.features as it was.
+func TestStatusRuntimeFeatures(t *testing.T) {
+	cs := fake.NewSimpleClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}})
+	yes, no := true, false
+	features := &v1.NodeFeatures{SupplementalGroupsPolicy: &yes}
+	handlers := []v1.NodeRuntimeHandler{{Name: "", Features: &v1.NodeRuntimeHandlerFeatures{RecursiveReadOnlyMounts: &yes, UserNamespaces: &no}}}
+	n := New(Config{Client: cs, Name: "node-a", IP: "127.0.0.1", MaxPods: 10, RootDir: t.TempDir(),
+		Capacity:        v1.ResourceList{v1.ResourceMemory: resource.MustParse("1Gi")},
+		RuntimeFeatures: func() (*v1.NodeFeatures, []v1.NodeRuntimeHandler) { return features, handlers },
+	})
+	ctx := context.Background()
+	check := func(wantFeatures *v1.NodeFeatures, wantHandlers []v1.NodeRuntimeHandler) {
+		t.Helper()
+		if _, err := n.updateStatus(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got, err := cs.CoreV1().Nodes().Get(ctx, "node-a", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got.Status.Features, wantFeatures) || !reflect.DeepEqual(got.Status.RuntimeHandlers, wantHandlers) {
+			t.Errorf("features %+v handlers %+v, want %+v %+v", got.Status.Features, got.Status.RuntimeHandlers, wantFeatures, wantHandlers)
+		}
+	}
+	check(features, handlers)
+	written := features
+	features, handlers = nil, nil
+	check(written, nil)
 }

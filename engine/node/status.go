@@ -44,6 +44,12 @@ func (n *Node) updateStatus(ctx context.Context) (bool, error) {
 	next.Status.Capacity, next.Status.Allocatable = mine.Capacity, mine.Allocatable
 	next.Status.Addresses, next.Status.DaemonEndpoints = mine.Addresses, mine.DaemonEndpoints
 	next.Status.NodeInfo, next.Status.Conditions = mine.NodeInfo, mine.Conditions
+	if n.cfg.RuntimeFeatures != nil {
+		next.Status.RuntimeHandlers = mine.RuntimeHandlers
+		if mine.Features != nil {
+			next.Status.Features = mine.Features
+		}
+	}
 	now := n.cfg.Now()
 	if !statusChanged(cur.Status, next.Status) && !n.reported.IsZero() && now.Sub(n.reported) < n.cfg.ReportPeriod {
 		n.mu.Lock()
