@@ -16,6 +16,8 @@ import (
 
 	"github.com/speclet/speclet/cri/harness"
 	"github.com/speclet/speclet/engine"
+	"github.com/speclet/speclet/engine/config"
+	"github.com/speclet/speclet/engine/userns"
 	"github.com/speclet/speclet/engine/volume"
 )
 
@@ -162,4 +164,75 @@ func outsideUID(host uint32) (uint32, error) {
 		}
 	}
 	return 0, fmt.Errorf("no process runs sleep 3600 in a user namespace mapping %s", want)
+}
+
+// TestContainerdUserNamespaceRestart (containerd 2.x): on a node whose
+// range holds two pods (the kubelet user's subordinate IDs), a
+// hostUsers: false pod keeps its container and its range across a restart
+// of speclet (the record read back), so a pod declared after the restart
+// gets the other range and a third is refused with an error naming it;
+// once the first pod is removed its range serves the third.
+func TestContainerdUserNamespaceRestart(t *testing.T) {
+	c, ctx := containerdFor(t, 2*time.Minute)
+	if c.Runtime != harness.Containerd2 {
+		t.Skip("containerd 1.6 has no user namespaces (TestContainerdUserNamespace checks the refusal)")
+	}
+	dir := t.TempDir()
+	ids := userns.Config{Passwd: filepath.Join(dir, "passwd"), SubUID: filepath.Join(dir, "subuid"), SubGID: filepath.Join(dir, "subgid")}
+	for path, s := range map[string]string{ids.Passwd: "kubelet:x:999:999::/:/bin/false\n", ids.SubUID: "kubelet:65536:131072\n", ids.SubGID: "kubelet:65536:131072\n"} {
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk := func(name string) *v1.Pod {
+		p := shPod(c, name, v1.RestartPolicyAlways, 1, "exec sleep 3600")
+		p.Spec.HostNetwork, p.Spec.HostUsers = false, ptr.To(false)
+		return p
+	}
+	first, second, third := mk("first"), mk("second"), mk("third")
+	root := filepath.Join(dir, "root")
+	recordOf := func(p *v1.Pod) string { return filepath.Join(root, "pods", string(p.UID), "userns") }
+	cfg := engine.Config{RootDir: root, UserNamespaces: ids}
+	rt := dialContainerd(ctx, t, c)
+
+	e1 := newEngine(t, c, cfg)
+	updates, stop := runEngine(ctx, e1, 4)
+	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{first}, Source: config.SourceFile}
+	waitPhase(t, ctx, e1, "first", v1.PodRunning)
+	host := recordedHostID(t, recordOf(first))
+	id := containerID(e1, "first")
+	stop()
+
+	events := &podEvents{}
+	cfg.Events = events
+	e2 := newEngine(t, c, cfg)
+	updates, stop = runEngine(ctx, e2, 4)
+	t.Cleanup(stop)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("events: %v", events.got)
+		}
+	})
+	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{first, second}, Source: config.SourceFile}
+	waitPhase(t, ctx, e2, "second", v1.PodRunning)
+	if got := containerID(e2, "first"); got != id {
+		t.Errorf("after the restart first's container is %s, want %s kept", got, id)
+	}
+	if got := recordedHostID(t, recordOf(first)); got != host {
+		t.Errorf("after the restart first's range is %d, want %d", got, host)
+	}
+	if got := recordedHostID(t, recordOf(second)); got == host {
+		t.Errorf("second got first's range %d", host)
+	}
+	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{third}, Source: config.SourceFile}
+	const refused = "FailedCreatePodSandBox: Failed to create pod sandbox: create user namespace of pod default/third: could not find an empty slot to allocate a user namespace (all 2 ranges of 65536 IDs from 65536 are in use)"
+	waitFor(t, ctx, "third refused: no range left", func() bool { return events.has("default/third", refused) }, e2)
+
+	updates <- config.PodUpdate{Op: config.OpRemove, Pods: []*v1.Pod{first}, Source: config.SourceFile}
+	waitPhase(t, ctx, e2, "third", v1.PodRunning)
+	if got := recordedHostID(t, recordOf(third)); got != host {
+		t.Errorf("third got range %d, want first's freed %d", got, host)
+	}
+	removePods(updates, second, third)
+	waitFor(t, ctx, "runtime empty", runtimeEmpty(ctx, rt), e2)
 }
