@@ -17,6 +17,22 @@ import (
 	"github.com/speclet/speclet/fsm"
 )
 
+// SetExit makes t the current instance's exit (nil: none is known) without
+// raising exit_recorded, as if record_exit had decided it. It is for a
+// caller that places a container in a state without running its machine
+// there: the engine's tests of the status and of the guards against the
+// model's ties.
+func (c *Container) SetExit(t *podstatus.Termination) { c.current = t }
+
+// NoteStatus keeps the runtime's status of the current instance that came
+// with a PLEG event, for record_exit: only an exited one is kept.
+func (c *Container) NoteStatus(st *runtimeapi.ContainerStatus) {
+	c.exitStatus = nil
+	if st != nil && st.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+		c.exitStatus = st
+	}
+}
+
 // RecordExit records the exit of the current instance for the status and
 // restart_allowed: from the runtime event when it carried the status, else
 // from ContainerStatus; an instance the runtime cannot describe exited
