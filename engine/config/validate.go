@@ -141,7 +141,43 @@ func validatePod(pod *v1.Pod, origin, nodeName string) error {
 			}
 		}
 	}
+	for _, fe := range validateHostUsers(s) {
+		bad(fe.Field, "%s", fe.ErrorBody())
+	}
 	return errors.Join(errs...)
+}
+
+// validateHostUsers is the API server's validateHostUsers, which kubelet
+// also applies to static pods: a pod in a user namespace of its own
+// (hostUsers: false) may not share the node's network, PID or IPC
+// namespace, nor have block volumes (neither takes an ID mapping).
+func validateHostUsers(s *v1.PodSpec) field.ErrorList {
+	if s.HostUsers == nil || *s.HostUsers {
+		return nil
+	}
+	const why = "when `hostUsers` is false"
+	spec := field.NewPath("spec")
+	var errs field.ErrorList
+	if s.HostNetwork {
+		errs = append(errs, field.Forbidden(spec.Child("hostNetwork"), why))
+	}
+	if s.HostPID {
+		errs = append(errs, field.Forbidden(spec.Child("hostPID"), why))
+	}
+	if s.HostIPC {
+		errs = append(errs, field.Forbidden(spec.Child("hostIPC"), why))
+	}
+	for i := range s.InitContainers {
+		if len(s.InitContainers[i].VolumeDevices) > 0 {
+			errs = append(errs, field.Forbidden(spec.Child("initContainers").Index(i).Child("volumeDevices"), why))
+		}
+	}
+	for i := range s.Containers {
+		if len(s.Containers[i].VolumeDevices) > 0 {
+			errs = append(errs, field.Forbidden(spec.Child("containers").Index(i).Child("volumeDevices"), why))
+		}
+	}
+	return errs
 }
 
 // hostPathTypes are the hostPath types the API accepts.
