@@ -1,8 +1,7 @@
 package kubeletapi
 
 import (
-	"context"
-	"fmt"
+	"errors"
 	"net/http"
 	"os"
 	"path"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -79,23 +79,6 @@ func podCgroup(sbPath, uid string) string {
 		return parent
 	}
 	return ""
-}
-
-// cgroupEntries are the series' cgroups of the current pass: the root,
-// every ready sandbox's pod cgroup, the sandbox's own and its running
-// containers'.
-func (a *API) cgroupEntries(ctx context.Context) ([]cgroupEntry, error) {
-	if a.dirs == nil {
-		return nil, fmt.Errorf("no cgroup filesystem")
-	}
-	var out []cgroupEntry
-	err := a.withPass(ctx, func(p *pass) {
-		if !p.built {
-			p.entries, p.built = a.buildEntries(p), true
-		}
-		out = p.entries
-	})
-	return out, err
 }
 
 // buildEntries are the series' cgroups of pass ps.
@@ -181,10 +164,12 @@ func isPodCgroup(p, uid string) bool {
 	return b == "pod"+uid || strings.Contains(b, "pod"+strings.ReplaceAll(uid, "-", "_"))
 }
 
-// cadvisorCollector collects /metrics/cadvisor from the current pass.
+// cadvisorCollector collects /metrics/cadvisor of one pass's cgroups
+// (es; err: why there are none).
 type cadvisorCollector struct {
 	a   *API
-	ctx context.Context
+	es  []cgroupEntry
+	err error
 }
 
 func (c cadvisorCollector) Describe(ch chan<- *prometheus.Desc) {} // unchecked: the series vary by cgroup
@@ -224,7 +209,7 @@ func (c cadvisorCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(prometheus.NewDesc("machine_memory_bytes", "Amount of memory installed on the machine.", []string{"boot_id", "machine_id", "system_uuid"}, nil),
 			gauge, float64(mi.Memory().Value()), machineIDs()...)
 	}
-	es, err := a.cgroupEntries(c.ctx)
+	es, err := c.es, c.err
 	if err != nil {
 		a.c.Log.Warn("kubelet API: /metrics/cadvisor", "err", err)
 		return
@@ -335,9 +320,27 @@ func machineIDs() []string {
 }
 
 // metricsCadvisor serves /metrics/cadvisor from the current housekeeping
-// pass (StatsCache).
+// pass (StatsCache): its series are gathered once per pass, and a request
+// only encodes them.
 func (a *API) metricsCadvisor(w http.ResponseWriter, r *http.Request) {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(cadvisorCollector{a: a, ctx: r.Context()})
-	promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP(w, r)
+	gather := func(es []cgroupEntry, err error) ([]*dto.MetricFamily, error) {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(cadvisorCollector{a: a, es: es, err: err})
+		return reg.Gather()
+	}
+	var fams []*dto.MetricFamily
+	var gerr error
+	if a.dirs == nil {
+		fams, gerr = gather(nil, errors.New("no cgroup filesystem"))
+	} else if err := a.withPass(r.Context(), func(p *pass) {
+		if !p.gathered {
+			p.families, p.gatherErr = gather(a.buildEntries(p), nil)
+			p.gathered = true
+		}
+		fams, gerr = p.families, p.gatherErr
+	}); err != nil {
+		fams, gerr = gather(nil, err)
+	}
+	g := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return fams, gerr })
+	promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP(w, r)
 }

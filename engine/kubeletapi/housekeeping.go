@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
@@ -73,10 +74,12 @@ type pass struct {
 	cg  map[string]cgroupstats.Stats       // by cgroup ("/" the root); absent: not readable
 	net map[string][]cgroupstats.Interface // by cgroup of a sandbox ("/": the host's), its network namespace's
 
-	// the pages' parts, built from the pass at their first request
-	summary *statsapi.Summary
-	entries []cgroupEntry
-	built   bool // entries
+	// the pages, built from the pass at their first request: the summary
+	// and the cAdvisor series (gathered: Gather's answer)
+	summary   *statsapi.Summary
+	families  []*dto.MetricFamily
+	gatherErr error
+	gathered  bool
 }
 
 // objects lists the ready sandboxes and the running containers: each

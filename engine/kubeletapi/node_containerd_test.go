@@ -164,6 +164,9 @@ func startNodeServing(t testing.TB, authz kubeletapi.Authorizer, tokens kubeleta
 	}
 	api, err := kubeletapi.New(kubeletapi.Config{Host: eng, Runtime: apiRT, NodeName: "node-a", RootDir: root, PodLogsDir: filepath.Join(root, "logs"), ClientCAs: pool,
 		Tokens: tokens, Authorizer: authz, Probes: probes,
+		// every stats request makes its own pass, so that the CRI audit
+		// sees each stats route's calls (the reuse is TestStatsCache's)
+		Stats: kubeletapi.NewStatsCache(-1),
 		Labels: kubeletapi.Labels{PodUID: engine.LabelPodUID, PodName: engine.LabelPodName,
 			PodNamespace: engine.LabelPodNamespace, ContainerName: engine.LabelContainerName}})
 	if err != nil {
