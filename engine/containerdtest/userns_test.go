@@ -28,7 +28,7 @@ import (
 // to that range (not the node's 0 0 4294967295), its container runs as
 // uid 0 inside and as the range's first ID outside, and root in the pod
 // owns and writes its emptyDir (an idmapped mount: the file is the node's
-// root's on disk). On containerd 1.6, whose Status lists no handlers, its
+// root's on disk) and owns its configMap's files. On containerd 1.6, whose Status lists no handlers, its
 // sandbox is never made: FailedCreatePodSandBox with kubelet's message,
 // Pending; the pod beside runs either way.
 func TestContainerdUserNamespace(t *testing.T) {
@@ -36,12 +36,14 @@ func TestContainerdUserNamespace(t *testing.T) {
 	pod := shPod(c, "userns", v1.RestartPolicyAlways, 1, "exec sleep 3600")
 	pod.Spec.HostNetwork = false // the API server refuses hostNetwork with hostUsers: false
 	pod.Spec.HostUsers = ptr.To(false)
-	pod.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
-	pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	pod.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+		{Name: "conf", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "conf"}}}}}
+	pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}, {Name: "conf", MountPath: "/conf"}}
+	api := objectAPI{configMaps: map[string]*v1.ConfigMap{"default/conf": {Data: map[string]string{"greeting": "hello"}}}}
 	beside := shPod(c, "beside", v1.RestartPolicyAlways, 1, "exec sleep 3600")
 	root := filepath.Join(t.TempDir(), "root")
 	events := &podEvents{}
-	rt, e, updates := startPods(ctx, t, c, engine.Config{RootDir: root, Events: events}, pod, beside)
+	rt, e, updates := startPods(ctx, t, c, engine.Config{RootDir: root, Events: events, VolumeAPI: api}, pod, beside)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("events: %v", events.got)
@@ -92,6 +94,9 @@ func TestContainerdUserNamespace(t *testing.T) {
 		}
 		if got := exec("stat -c %u:%g /data && touch /data/made && stat -c %u:%g /data/made"); got != "0:0\n0:0" {
 			t.Errorf("emptyDir and a file root in the pod made there owned by %q, want 0:0 both", got)
+		}
+		if got := exec("stat -L -c %u:%g /conf/greeting && cat /conf/greeting"); got != "0:0\nhello" {
+			t.Errorf("configMap file inside: %q, want owned by 0:0 with its data", got)
 		}
 		var st syscall.Stat_t
 		made := filepath.Join(volume.HostPath(root, pod, &pod.Spec.Volumes[0]), "made")
