@@ -62,8 +62,9 @@ const (
 	KubeletPodTerminationGracePeriod = "io.kubernetes.pod.terminationGracePeriod"
 	// KubeletPreStopHandler is the JSON of the container's
 	// lifecycle.preStop (a v1.LifecycleHandler), KubeletContainerPorts the
-	// JSON of its ports (a []v1.ContainerPort): what kubelet runs the hook
-	// with when it kills a container whose pod it does not have.
+	// JSON of its ports (a []v1.ContainerPort): what kubelet v1.34.4 runs
+	// the hook with when its container GC stops a container in an unknown
+	// state (restoreSpecsFromContainerLabels), having no pod for it.
 	KubeletPreStopHandler = "io.kubernetes.container.preStopHandler"
 	KubeletContainerPorts = "io.kubernetes.container.ports"
 )
@@ -154,27 +155,6 @@ func marshal(name string, v any) []byte {
 		panic(fmt.Sprintf("marshal container %q: %v", name, err)) // API types always marshal
 	}
 	return b
-}
-
-// HookOf is what kubelet kills a container it has no pod for with
-// (restoreSpecsFromContainerLabels), read from an instance's annotations:
-// its preStop hook (nil when none) and its ports. An annotation that does
-// not decode is left out, as kubelet does.
-func HookOf(annotations map[string]string) (*v1.LifecycleHandler, []v1.ContainerPort) {
-	var h *v1.LifecycleHandler
-	if s, ok := annotations[KubeletPreStopHandler]; ok {
-		h = &v1.LifecycleHandler{}
-		if json.Unmarshal([]byte(s), h) != nil {
-			h = nil
-		}
-	}
-	var ports []v1.ContainerPort
-	if s, ok := annotations[KubeletContainerPorts]; ok {
-		if json.Unmarshal([]byte(s), &ports) != nil {
-			ports = nil
-		}
-	}
-	return h, ports
 }
 
 // KubeletHash is kubelet v1.34's hash of a container
@@ -358,36 +338,19 @@ func Group(sbs []*runtimeapi.PodSandbox, cs []*runtimeapi.Container) map[types.U
 }
 
 // Orphan is the stand-in pod of a runtime pod no source declares: only what
-// the labels say, the grace period its sandbox recorded, and each
-// container's preStop hook and ports from its newest instance (HookOf), so
-// that stopping it runs the hook as kubelet does for a container it has no
-// pod for. The ports are for the hook's named port only: their host ports
-// are left out, so that an orphan never holds a host port a declared pod
-// asks for at admission (kubelet does not count its orphans there either).
+// the labels say, and the grace period its sandbox recorded. Its containers
+// have no preStop hook, whatever their annotations hold: kubelet v1.34.4
+// stops an orphan from its runtime pod alone too (SyncTerminatingRuntimePod:
+// ToAPIPod, names and images), and reads KubeletPreStopHandler only to stop
+// a container in an unknown state before its container GC removes it.
 func Orphan(a *Pod) *v1.Pod {
 	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: a.UID, Name: a.Name, Namespace: a.Namespace}}
 	if a.Grace >= 0 {
 		g := a.Grace
 		p.Spec.TerminationGracePeriodSeconds = &g
 	}
-	names := make([]string, 0, len(a.Containers))
 	for name := range a.Containers {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		c := v1.Container{Name: name}
-		if cs := a.Containers[name]; len(cs) > 0 {
-			h, ports := HookOf(cs[0].Annotations)
-			if h != nil {
-				c.Lifecycle = &v1.Lifecycle{PreStop: h}
-			}
-			for _, port := range ports {
-				port.HostPort, port.HostIP = 0, ""
-				c.Ports = append(c.Ports, port)
-			}
-		}
-		p.Spec.Containers = append(p.Spec.Containers, c)
+		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: name})
 	}
 	return p
 }

@@ -11,11 +11,8 @@ import (
 // does. The returned agent owns the containerd and the directory from then
 // on (its Stop stops them); a only closes its CRI client.
 func (a *Agent) Swap(kind AgentKind, bin string, extra ...string) (*Agent, error) {
-	if a.cmd != nil {
-		if err := a.cmd.Process.Kill(); err != nil {
-			return nil, fmt.Errorf("kill %s: %w", a.Kind, err)
-		}
-		<-a.exited
+	if err := a.Kill(); err != nil {
+		return nil, err
 	}
 	b := &Agent{Dir: a.Dir, Manifests: a.Manifests, C: a.C, RT: a.RT}
 	a.C, a.RT, a.cmd, a.Dir = nil, nil, nil, ""
@@ -23,6 +20,20 @@ func (a *Agent) Swap(kind AgentKind, bin string, extra ...string) (*Agent, error
 		return b, err
 	}
 	return b, nil
+}
+
+// Kill kills the agent (SIGKILL) and waits for it to exit; its pods keep
+// running. Swap after Kill starts the next agent.
+func (a *Agent) Kill() error {
+	if a.cmd == nil {
+		return nil
+	}
+	if err := a.cmd.Process.Kill(); err != nil {
+		return fmt.Errorf("kill %s: %w", a.Kind, err)
+	}
+	<-a.exited
+	a.cmd = nil
+	return nil
 }
 
 // keepDir is whether Stop leaves the directory alone: an agent swapped out

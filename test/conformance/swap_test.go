@@ -2,7 +2,10 @@ package conformance
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -15,13 +18,16 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/runtimepods"
 	"github.com/speclet/speclet/test/kubebuild"
 )
 
-// swapPods are the static pods of TestSwapKubeletToSpeclet: a plain one, one
-// with resources, ports, env and a probe (fields the UID hashes through
-// their internal types), and one of two containers in its own namespace.
+// swapPods are the static pods of TestSwapKubeletToSpeclet: a plain one
+// (that logs a line), one with resources, ports, env and a probe (fields
+// the UID hashes through their internal types), one of two containers in
+// its own namespace, and goneManifest, whose manifest is removed while no
+// agent runs.
 var swapPods = map[string]string{
 	"plain.yaml": `apiVersion: v1
 kind: Pod
@@ -34,7 +40,7 @@ spec:
   - name: main
     image: $IMAGE
     imagePullPolicy: IfNotPresent
-    command: ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1 & wait $!; done"]
+    command: ["sh", "-c", "echo swap-plain started; trap 'exit 0' TERM; while :; do sleep 1 & wait $!; done"]
 `,
 	"rich.yaml": `apiVersion: v1
 kind: Pod
@@ -74,7 +80,34 @@ spec:
     image: $IMAGE
     command: ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1 & wait $!; done"]
 `,
+	// The orphan: its preStop hook would write $HOOKDIR/ran (a directory
+	// of the test's).
+	goneManifest: `apiVersion: v1
+kind: Pod
+metadata:
+  name: swap-gone
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 2
+  volumes: [{name: hook, hostPath: {path: $HOOKDIR, type: Directory}}]
+  containers:
+  - name: main
+    image: $IMAGE
+    command: ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1 & wait $!; done"]
+    ports: [{containerPort: 18081, name: admin}]
+    volumeMounts: [{name: hook, mountPath: /hook}]
+    lifecycle:
+      preStop:
+        exec: {command: ["sh", "-c", "echo bye > /hook/ran"]}
+`,
 }
+
+// goneManifest is the manifest of swapPods removed between the agents: its
+// pod is an orphan to the new agent, which stops and removes it without
+// running its preStop hook, as kubelet v1.34.4 stops an orphan (from the
+// runtime pod alone: SyncTerminatingRuntimePod, ToAPIPod). The old agent
+// wrote the hook and ports as kubelet's annotations all the same.
+const goneManifest = "gone.yaml"
 
 // kubeletForSwap is the kubelet binary: -conformance.kubelet, else the one
 // buildkubelet cached; the test is skipped without one.
@@ -123,7 +156,10 @@ func runningContainers(t *testing.T, a *Agent, want int) map[string]*runtimeapi.
 // TestSwapKubeletToSpeclet: kubelet v1.34.4 runs static pods and is killed
 // (SIGKILL); speclet, started on the same containerd with the same
 // manifests, adopts every running container: the same container IDs,
-// restartCount 0, the pods' UIDs kubelet's, nothing created again.
+// restartCount 0, the pods' UIDs kubelet's, nothing created again; its
+// kubelet API (10250) serves an adopted container's log and runs a command
+// in it; the pod whose manifest went while no agent ran is stopped as
+// kubelet stops it.
 // With -conformance.record it writes what kubelet gave the pods (UIDs,
 // container hashes) to engine/staticuid/testdata, which the unit tests of
 // the UID and the hash compare with.
@@ -133,7 +169,8 @@ func TestSwapKubeletToSpeclet(t *testing.T) {
 }
 
 // TestSwapSpecletToKubelet: the same the other way round: kubelet adopts
-// what speclet started.
+// what speclet started (whose containers carry kubelet's annotations, the
+// preStop hook's and the ports' JSON among them), and stops the orphan.
 func TestSwapSpecletToKubelet(t *testing.T) {
 	kubelet := kubeletForSwap(t)
 	testSwap(t, Speclet, "", Kubelet, kubelet, false)
@@ -153,6 +190,9 @@ type recordedContainer struct {
 	Name  string `json:"name"`
 	Image string `json:"image"`
 	Hash  string `json:"hash"`
+	// Annotations are kubelet's io.kubernetes.* annotations of the
+	// container.
+	Annotations map[string]string `json:"annotations"`
 }
 
 func testSwap(t *testing.T, from AgentKind, fromBin string, to AgentKind, toBin string, rec bool) {
@@ -165,14 +205,15 @@ func testSwap(t *testing.T, from AgentKind, fromBin string, to AgentKind, toBin 
 		toBin = speclet
 	}
 	fa := startAgent(t, from, fromBin, reg)
+	hookDir := t.TempDir()
 	texts := map[string]string{}
 	for name, m := range swapPods {
-		texts[name] = Expand(m, env.Vars)
+		texts[name] = Expand(strings.ReplaceAll(m, "$HOOKDIR", hookDir), env.Vars)
 		if err := writeAtomic(fa.Manifests, name, texts[name]); err != nil {
 			t.Fatal(err)
 		}
 	}
-	before := runningContainers(t, fa, 4)
+	before := runningContainers(t, fa, 5)
 	uids := map[string]string{}
 	for key, c := range before {
 		pod := strings.Split(key, "/")[0]
@@ -182,7 +223,32 @@ func testSwap(t *testing.T, from AgentKind, fromBin string, to AgentKind, toBin 
 	if rec {
 		recordSwap(t, fa, texts, before)
 	}
-	ta, err := fa.Swap(to, toBin)
+	gone := before["swap-gone-"+NodeName+"/main"]
+	if gone == nil {
+		t.Fatalf("no running swap-gone container: %v", before)
+	}
+	delete(before, "swap-gone-"+NodeName+"/main")
+	for _, k := range []string{runtimepods.KubeletPreStopHandler, runtimepods.KubeletContainerPorts} {
+		if gone.Annotations[k] == "" {
+			t.Errorf("%s's swap-gone container has no %s annotation: %v", from, k, gone.Annotations)
+		}
+	}
+	if err := fa.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(fa.Manifests, goneManifest)); err != nil {
+		t.Fatal(err)
+	}
+	var extra []string
+	apiPort := 0
+	if to == Speclet {
+		var err error
+		if apiPort, err = freePort(); err != nil {
+			t.Fatal(err)
+		}
+		extra = []string{"--port", fmt.Sprint(apiPort), "--anonymous-auth"}
+	}
+	ta, err := fa.Swap(to, toBin, extra...)
 	if ta != nil {
 		t.Cleanup(func() {
 			if err := ta.Stop(); err != nil {
@@ -226,14 +292,36 @@ func testSwap(t *testing.T, from AgentKind, fromBin string, to AgentKind, toBin 
 			}
 		}
 	}
-	// The runtime holds the old agent's containers and no other.
+	// The orphan is stopped, without its preStop hook.
 	ctx := context.Background()
+	deadline = time.Now().Add(2 * time.Minute)
+	for {
+		st, err := ta.RT.ContainerStatus(ctx, gone.Id)
+		if cri.IsNotFound(err) || err == nil && st.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("orphan swap-gone: container %v (err %v) after 2m; want it stopped; %s log:\n%s", st.GetState(), err, to, ta.LogTail(60))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if b, err := os.ReadFile(filepath.Join(hookDir, "ran")); !os.IsNotExist(err) {
+		t.Errorf("orphan swap-gone: its preStop hook ran (%q, err %v); kubelet v1.34.4 stops an orphan without it", b, err)
+	}
+	if to == Speclet {
+		checkAPI(t, apiPort)
+	}
+	// The runtime holds the old agent's containers and no other (but the
+	// orphan's, stopped, until it is removed).
 	all, err := ta.RT.ListContainers(ctx, &runtimeapi.ContainerFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ids, want []string
 	for _, c := range all {
+		if c.Id == gone.Id {
+			continue
+		}
 		ids = append(ids, c.Id+" "+c.State.String())
 	}
 	for _, c := range before {
@@ -243,6 +331,35 @@ func testSwap(t *testing.T, from AgentKind, fromBin string, to AgentKind, toBin 
 	sort.Strings(want)
 	if strings.Join(ids, ",") != strings.Join(want, ",") {
 		t.Errorf("runtime containers after the swap:\n%s\nwant %s's, running:\n%s\n%s log:\n%s", strings.Join(ids, "\n"), from, strings.Join(want, "\n"), to, ta.LogTail(60))
+	}
+}
+
+// checkAPI reads the log of an adopted container (swap-plain's main, which
+// kubelet created: only kubelet's labels find it) through speclet's kubelet
+// API on 127.0.0.1:port, and runs a command in it (/run: the lookup exec
+// and attach share).
+func checkAPI(t *testing.T, port int) {
+	t.Helper()
+	cl := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	base := fmt.Sprintf("https://127.0.0.1:%d", port)
+	pod := "default/swap-plain-" + NodeName + "/main"
+	for _, r := range []struct{ method, path, want string }{
+		{"GET", "/containerLogs/" + pod, "swap-plain started\n"},
+		{"POST", "/run/" + pod + "?cmd=echo+adopted", "adopted\n"},
+	} {
+		req, err := http.NewRequest(r.method, base+r.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := cl.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 || string(b) != r.want {
+			t.Errorf("speclet's kubelet API %s %s: %d %q (err %v), want 200 %q", r.method, r.path, resp.StatusCode, b, err, r.want)
+		}
 	}
 }
 
@@ -274,7 +391,13 @@ func recordSwap(t *testing.T, a *Agent, texts map[string]string, running map[str
 			ctr := runtimepods.ContainerNameOf(c.Labels)
 			for _, spec := range m.Spec.Containers {
 				if spec.Name == ctr {
-					r.Containers = append(r.Containers, recordedContainer{Name: ctr, Image: spec.Image, Hash: c.Annotations[runtimepods.KubeletContainerHash]})
+					ann := map[string]string{}
+					for k, v := range c.Annotations {
+						if strings.HasPrefix(k, "io.kubernetes.") {
+							ann[k] = v
+						}
+					}
+					r.Containers = append(r.Containers, recordedContainer{Name: ctr, Image: spec.Image, Hash: c.Annotations[runtimepods.KubeletContainerHash], Annotations: ann})
 				}
 			}
 		}
