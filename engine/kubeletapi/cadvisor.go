@@ -89,7 +89,6 @@ func (a *API) buildEntries(ps *pass) []cgroupEntry {
 		e.net, e.haveNet = ps.net["/"]
 		out = append(out, e)
 	}
-	l := a.c.Labels
 	ls := ps.ls
 	where := ls.where
 	fsOf := map[string]*runtimeapi.FilesystemUsage{}
@@ -102,11 +101,11 @@ func (a *API) buildEntries(ps *pass) []cgroupEntry {
 	}
 	images := a.specImages()
 	for _, sb := range ls.sbs {
-		uid := sb.Labels[l.PodUID]
+		uid := a.podUID(sb.Labels)
 		if uid == "" {
 			continue
 		}
-		pod, ns := sb.Labels[l.PodName], sb.Labels[l.PodNamespace]
+		pod, ns := a.podName(sb.Labels), a.podNamespace(sb.Labels)
 		sbPath, ok := where[sb.Id]
 		if !ok {
 			continue
@@ -128,7 +127,7 @@ func (a *API) buildEntries(ps *pass) []cgroupEntry {
 			if st == nil {
 				continue
 			}
-			name := c.Labels[l.ContainerName]
+			name := a.containerName(c.Labels)
 			image := images[uid+"/"+name]
 			if image == "" {
 				image = c.GetImage().GetImage()

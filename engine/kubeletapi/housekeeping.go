@@ -177,9 +177,8 @@ func (a *API) readPass(ctx context.Context, now time.Time, sbs []*runtimeapi.Pod
 	if ifs, err := d.Network(0); err == nil {
 		p.net["/"] = ifs
 	}
-	l := a.c.Labels
 	for _, sb := range sbs {
-		uid := sb.Labels[l.PodUID]
+		uid := a.podUID(sb.Labels)
 		sbPath, ok := ls.where[sb.Id]
 		if uid == "" || !ok {
 			continue

@@ -2,6 +2,7 @@ package kubeletapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/kubeletapi"
@@ -200,6 +202,33 @@ func TestKubeletLabels(t *testing.T) {
 		}
 		if code, body := do(method, path); code != http.StatusBadRequest || len(rt.asked) > 0 {
 			t.Errorf("without Fallback, %s: %d %q, asked %v; want 400 and no runtime call", path, code, body, rt.asked)
+		}
+	}
+}
+
+// TestKubeletLabelsStats: /stats/summary lists a pod whose sandbox and
+// container carry only the Fallback labels, under its name, namespace and
+// container name; without Fallback it lists none.
+func TestKubeletLabelsStats(t *testing.T) {
+	for _, fallback := range []kubeletapi.Labels{statsLabels, {}} {
+		api, err := kubeletapi.New(kubeletapi.Config{Host: noPods{}, Runtime: fakeStatsRuntime{fsDir: t.TempDir()}, NodeName: "n",
+			Labels: ownLabels, Fallback: fallback, Authorizer: kubeletapi.AlwaysAllow{}, Log: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(api.ReadOnlyHandler())
+		_, body := get(t, srv.Client(), srv.URL+"/stats/summary")
+		srv.Close()
+		var s statsapi.Summary
+		if err := json.Unmarshal([]byte(body), &s); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case fallback.PodUID != "" && (len(s.Pods) != 1 || s.Pods[0].PodRef != statsapi.PodReference{Name: "web", Namespace: "shop", UID: "u1"} ||
+			len(s.Pods[0].Containers) != 1 || s.Pods[0].Containers[0].Name != "main"):
+			t.Errorf("with Fallback: summary pods %+v, want shop/web (u1) with container main", s.Pods)
+		case fallback.PodUID == "" && len(s.Pods) != 0:
+			t.Errorf("without Fallback: summary pods %+v, want none", s.Pods)
 		}
 	}
 }

@@ -179,7 +179,6 @@ func (a *API) buildSummary(ctx context.Context, ps *pass) *statsapi.Summary {
 		s.Node.SystemContainers = a.systemContainers(now)
 	}
 
-	l := a.c.Labels
 	ls := ps.ls
 	byCID := map[string]*runtimeapi.ContainerStats{}
 	for _, st := range ls.cstats {
@@ -198,11 +197,11 @@ func (a *API) buildSummary(ctx context.Context, ps *pass) *statsapi.Summary {
 	pods := map[string]*statsapi.PodStats{}
 	podCg := map[string]*cgroupstats.Stats{}
 	for _, sb := range ls.sbs {
-		uid := sb.Labels[l.PodUID]
+		uid := a.podUID(sb.Labels)
 		if uid == "" {
 			continue
 		}
-		p := &statsapi.PodStats{PodRef: statsapi.PodReference{Name: sb.Labels[l.PodName], Namespace: sb.Labels[l.PodNamespace], UID: uid},
+		p := &statsapi.PodStats{PodRef: statsapi.PodReference{Name: a.podName(sb.Labels), Namespace: a.podNamespace(sb.Labels), UID: uid},
 			StartTime: metav1.NewTime(time.Unix(0, sb.CreatedAt)), Containers: []statsapi.ContainerStats{}}
 		if st := sbStats[sb.Id]; st != nil && st.Linux != nil {
 			p.CPU, p.Memory = cpuStats(st.Linux.Cpu), memStats(st.Linux.Memory)
@@ -227,7 +226,7 @@ func (a *API) buildSummary(ctx context.Context, ps *pass) *statsapi.Summary {
 			continue
 		}
 		st := byCID[c.Id]
-		name := c.Labels[l.ContainerName]
+		name := a.containerName(c.Labels)
 		cst := statsapi.ContainerStats{Name: name, StartTime: metav1.NewTime(time.Unix(0, c.CreatedAt))}
 		cg := ps.reading(c.Id)
 		if st != nil {
