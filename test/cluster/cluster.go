@@ -81,6 +81,10 @@ var Commands = []string{"kube-apiserver", "kube-controller-manager", "kube-sched
 // EtcdPath is where Debian's etcd-server installs etcd.
 const EtcdPath = "/usr/bin/etcd"
 
+// frontProxyClient is the common name of the aggregator's client
+// certificate (--requestheader-allowed-names).
+const frontProxyClient = "front-proxy-client"
+
 // ServiceCIDR is the API server's service cluster IP range.
 const ServiceCIDR = "10.96.0.0/24"
 
@@ -301,6 +305,25 @@ func (c *Cluster) writeCerts() error {
 		if _, _, err := kp.write(c.Dir, name); err != nil {
 			return err
 		}
+	}
+	// The front proxy's CA and client: kube-apiserver's aggregator proxies
+	// to an aggregated API server (metrics-server) with this client
+	// certificate, which that server trusts through the
+	// extension-apiserver-authentication ConfigMap. A CA of its own, as
+	// kubeadm makes, so that no other certificate passes as the proxy.
+	fp, err := newCA()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(c.path("front-proxy-ca.crt"), fp.certPEM, 0o644); err != nil {
+		return err
+	}
+	fpc, err := fp.issue(pkix.Name{CommonName: frontProxyClient}, false, nil, nil)
+	if err != nil {
+		return err
+	}
+	if _, _, err := fpc.write(c.Dir, "front-proxy-client"); err != nil {
+		return err
 	}
 	c.admin = c.path("admin.kubeconfig")
 	return serviceAccountKey(c.path("sa.key"))
@@ -542,6 +565,18 @@ func (c *Cluster) apiServerArgs() []string {
 		"--kubelet-preferred-address-types", "InternalIP,Hostname",
 		"--allow-privileged=true",
 		"--profiling=false",
+		// The aggregation layer (metrics-server's metrics.k8s.io): the
+		// front proxy's client certificate and the headers it sets; the
+		// aggregator routes to an APIService's endpoints, not to its
+		// Service's cluster IP (no service proxy runs on this machine).
+		"--requestheader-client-ca-file", c.path("front-proxy-ca.crt"),
+		"--requestheader-allowed-names", frontProxyClient,
+		"--requestheader-username-headers", "X-Remote-User",
+		"--requestheader-group-headers", "X-Remote-Group",
+		"--requestheader-extra-headers-prefix", "X-Remote-Extra-",
+		"--proxy-client-cert-file", c.path("front-proxy-client.crt"),
+		"--proxy-client-key-file", c.path("front-proxy-client.key"),
+		"--enable-aggregator-routing=true",
 	}
 	args = append(args, c.hollowArgs()...)
 	if c.opts.VerifyKubelets {
@@ -674,7 +709,7 @@ func (c *Cluster) Stop() error {
 	procs := c.procs
 	c.procs = map[string]*proc{}
 	c.mu.Unlock()
-	for _, name := range []string{"kube-controller-manager", "kube-scheduler", "kube-apiserver", "etcd"} {
+	for _, name := range []string{"metrics-server", "kube-controller-manager", "kube-scheduler", "kube-apiserver", "etcd"} {
 		if p := procs[name]; p != nil {
 			p.stop()
 		}

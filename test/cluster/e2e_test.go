@@ -363,6 +363,8 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("KubectlTopShowsNodesAndPods", func(t *testing.T) { testKubectlTop(t, e) })
+
 	t.Run("TwoNodesRunOnlyTheirPods", func(t *testing.T) {
 		e.create(t, e.pod("on-b", "node-b", v1.RestartPolicyAlways, "sleep 3600"))
 		e.waitPod(t, "on-b", 90*time.Second, "Running on node-b", running)

@@ -27,6 +27,10 @@
 //
 // A cold build of the four control-plane commands takes several minutes on
 // two cores; a warm one (module cache filled, binaries cached) is a stat.
+//
+// BuildModule builds programs of another Go module the same way, as tools
+// of a throwaway module at the module's version (metrics-server:
+// test/cluster.MetricsServerBinary).
 package kubebuild
 
 import (

@@ -2,9 +2,13 @@
 // runs (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl)
 // from the Go module k8s.io/kubernetes and caches them in
 // $HOME/.cache/speclet/kube/<version>/ (test/kubebuild). It prints that
-// directory; when everything is cached it does nothing else.
+// directory; when everything is cached it does nothing else. With
+// -metrics-server it builds metrics-server (cluster.MetricsServerVersion)
+// from its Go module instead, into
+// $HOME/.cache/speclet/metrics-server/<version>/, and prints the binary's
+// path.
 //
-// Usage: go run ./test/cluster/cmd/buildkube [-version v1.34.4] [-print]
+// Usage: go run ./test/cluster/cmd/buildkube [-version v1.34.4] [-metrics-server] [-print]
 package main
 
 import (
@@ -21,7 +25,11 @@ import (
 func main() {
 	version := flag.String("version", cluster.DefaultVersion, "k8s.io/kubernetes version (v1.MINOR.PATCH)")
 	printOnly := flag.Bool("print", false, "print the cached directory and exit (exit 1 if a binary is missing)")
+	metricsServer := flag.Bool("metrics-server", false, "build metrics-server "+cluster.MetricsServerVersion+" (not the control plane) and print its path")
 	flag.Parse()
+	if *metricsServer {
+		os.Exit(buildMetricsServer(*printOnly))
+	}
 	if *printOnly {
 		dir, err := kubebuild.Dir("kube", *version)
 		if err != nil || !cluster.BinariesCached(*version) {
@@ -42,4 +50,23 @@ func main() {
 		fmt.Fprintf(os.Stderr, "buildkube: built %s in %s\n", dir, time.Since(start).Round(time.Second))
 	}
 	fmt.Println(dir)
+}
+
+func buildMetricsServer(printOnly bool) int {
+	cached := cluster.MetricsServerCached()
+	if printOnly && !cached {
+		fmt.Fprintf(os.Stderr, "buildkube: metrics-server %s is not built\n", cluster.MetricsServerVersion)
+		return 1
+	}
+	start := time.Now()
+	bin, err := cluster.MetricsServerBinary(context.Background(), os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "buildkube:", err)
+		return 1
+	}
+	if !cached {
+		fmt.Fprintf(os.Stderr, "buildkube: built %s in %s\n", bin, time.Since(start).Round(time.Second))
+	}
+	fmt.Println(bin)
+	return 0
 }

@@ -8,17 +8,22 @@
 // each on its own containerd (cri/harness) and each joined with its own
 // system:node:<name> credentials and --node-ip 127.0.0.1; with --hollow N
 // also N hollow nodes hollow-0..N-1 in one `speclet hollow` process, each
-// with its own static token for system:node:hollow-<i>. It prints the
+// with its own static token for system:node:hollow-<i>. With
+// --metrics-server (the default) it also runs metrics-server
+// (cluster.MetricsServerVersion, built from its Go module once, cached in
+// $HOME/.cache/speclet/metrics-server/<version>/) on the host end of a veth
+// pair it makes, registered as the v1beta1.metrics.k8s.io APIService, so
+// that `kubectl top nodes` and `kubectl top pods` work. It prints the
 // export line for KUBECONFIG (an admin kubeconfig) and a kubectl example.
 // Ctrl-C (or SIGTERM) stops the nodes, removes every pod and stops
 // containerd, unmounts the pods' volumes, stops the registry and the control
-// plane, then checks that nothing is left: no process, mount or directory of
+// plane (metrics-server first, then the veth pair), then checks that nothing is left: no process, mount or directory of
 // what it started. It says "stopped; nothing is left" only then; otherwise
 // it lists what is left and exits 1.
 //
 // Usage (as root):
 //
-//	go run ./test/cluster/cmd/cluster --speclet bin/speclet [--nodes 2] [--hollow 0] [--registry-addr 127.0.0.1:5000] [-- speclet run flags]
+//	go run ./test/cluster/cmd/cluster --speclet bin/speclet [--nodes 2] [--hollow 0] [--metrics-server=true] [--registry-addr 127.0.0.1:5000] [-- speclet run flags]
 package main
 
 import (
@@ -46,6 +51,7 @@ func run(args []string, stderr io.Writer) (code int) {
 	hollow := fs.Int("hollow", 0, "how many hollow nodes hollow-0..N-1 besides them: one `speclet hollow` process, each node its own engine over a simulated runtime, joined with its own system:node token")
 	registryAddr := fs.String("registry-addr", "127.0.0.1:5000", "loopback address of the image registry every node pulls from")
 	version := fs.String("version", cluster.DefaultVersion, "k8s.io/kubernetes version of the control plane")
+	metricsServer := fs.Bool("metrics-server", true, "run metrics-server "+cluster.MetricsServerVersion+" (kubectl top) on a veth address the command makes")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -177,6 +183,38 @@ func run(args []string, stderr io.Writer) (code int) {
 		cleanups = append(cleanups, func() { h.Stop() })
 		say("hollow nodes %s..%s: speclet hollow log %s", cluster.HollowName(0), cluster.HollowName(*hollow-1), h.LogPath)
 	}
+	top := ""
+	if *metricsServer {
+		if !cluster.MetricsServerCached() {
+			say("building metrics-server %s from its Go module (minutes cold; cached afterwards)", cluster.MetricsServerVersion)
+		}
+		bin, err := cluster.MetricsServerBinary(ctx, stderr)
+		if err != nil {
+			return fail("%v", err)
+		}
+		// kube-apiserver refuses a loopback address for the APIService's
+		// endpoint: metrics-server serves on a veth pair of its own.
+		addr, err := cluster.NewHostAddr("ms")
+		if err != nil {
+			return fail("metrics-server: %v", err)
+		}
+		cleanups = append(cleanups, func() {
+			if err := addr.Remove(); err != nil {
+				say("%v", err)
+			}
+		})
+		ms, err := c.StartMetricsServer(ctx, cluster.MetricsServerOptions{Bin: bin, Addr: addr.IP})
+		if err != nil {
+			return fail("%v", err)
+		}
+		cleanups = append(cleanups, func() {
+			if err := ms.Stop(); err != nil {
+				say("%v", err)
+			}
+		})
+		say("metrics-server %s: %s, log %s", cluster.MetricsServerVersion, ms.URL, ms.LogPath)
+		top = fmt.Sprintf("  %s top nodes; %s top pods -A   # numbers after two scrapes, about 30 s\n", kubectl(c), kubectl(c))
+	}
 	fmt.Printf(`
 A cluster of %d speclet nodes and %d hollow nodes is running. In another shell:
 
@@ -184,10 +222,10 @@ A cluster of %d speclet nodes and %d hollow nodes is running. In another shell:
   %s get nodes -o wide
   %s create deployment web --image=%s/busybox:latest --replicas=3 -- sleep 3600
   %s get pods -o wide
-
+%s
 Static pods: drop a manifest into a node's manifests directory (%s/node-a/manifests).
 Ctrl-C stops everything.
-`, *nodes, *hollow, c.AdminKubeconfig(), kubectl(c), kubectl(c), reg.Addr, kubectl(c), dir)
+`, *nodes, *hollow, c.AdminKubeconfig(), kubectl(c), kubectl(c), reg.Addr, kubectl(c), top, dir)
 	<-ctx.Done()
 	return 0
 }

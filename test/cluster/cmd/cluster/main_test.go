@@ -68,7 +68,13 @@ func TestInterruptLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(work) })
-	cmd := exec.Command(bin, "--speclet", speclet, "--nodes", "2", "--registry-addr", "127.0.0.1:0")
+	args := []string{"--speclet", speclet, "--nodes", "2", "--registry-addr", "127.0.0.1:0"}
+	if !cluster.MetricsServerCached() {
+		// make cluster builds it first (make metrics-server-binary);
+		// test/cluster's TestCluster runs it.
+		args = append(args, "--metrics-server=false")
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "TMPDIR="+work)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	var stderr syncBuffer
