@@ -13,7 +13,7 @@ FUZZTIME ?= 10s
 # that a CI log says where the time of `make test` went.
 timed = s=$$(date +%s); ( $(2) ); rc=$$?; echo "step $(1): $$(( $$(date +%s) - s )) s$$( [ $$rc = 0 ] || echo ', failed')"; exit $$rc
 
-.PHONY: all deps generate check fmt vet layering fresh verify test unit kubelet-binary bench docs run clean chaos soak conformance conformance-record cluster kube-binaries runtimes node-conformance node-conformance-binaries node-e2e sample-device-plugin
+.PHONY: all deps generate check fmt vet layering fresh verify test unit kubelet-binary bench docs run clean chaos soak conformance conformance-record cluster kube-binaries metrics-server-binary runtimes node-conformance node-conformance-binaries node-e2e sample-device-plugin
 
 all: check
 
@@ -70,7 +70,7 @@ check: fmt vet layering fresh verify
 # The CRI contract (package cri's TestContract) and engine/containerdtest
 # then run once more on containerd 2.x (SPECLET_RUNTIME=containerd-2,
 # cri/harness), whose binaries `make runtimes` builds.
-unit: kube-binaries node-conformance-binaries runtimes kubelet-binary sample-device-plugin
+unit: kube-binaries metrics-server-binary node-conformance-binaries runtimes kubelet-binary sample-device-plugin
 	@mkdir -p $(ARTIFACTS) && echo "unit: test artifacts (screenshots) go to $(ARTIFACTS)"
 	@$(call timed,packages,$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -artifacts -outputdir $(ARTIFACTS) $$($(GO) list ./... | grep -v -e '/speclet/engine$$' -e '/speclet/engine/devicemanager$$' -e '/speclet/engine/containerdtest$$' -e '/test/chaos$$' -e '/test/nodee2e$$'))
 	@$(call timed,node e2e fast subset,$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/nodee2e)
@@ -147,6 +147,15 @@ kube-binaries:
 	@start=$$(date +%s); dir=$$($(GO) run ./test/cluster/cmd/buildkube -version $(KUBE_VERSION)) && \
 	echo "kube-binaries: $$dir ($$(( $$(date +%s) - start )) s)"
 
+# metrics-server-binary builds metrics-server v0.8.0 (cluster.MetricsServerVersion)
+# from its Go module sigs.k8s.io/metrics-server, once, into
+# ~/.cache/speclet/metrics-server/<version>/ (13 minutes cold on two busy cores, a stat when cached):
+# `make cluster` runs it (kubectl top) and test/cluster's TestCluster checks
+# kubectl top against it.
+metrics-server-binary:
+	@start=$$(date +%s); bin=$$($(GO) run ./test/cluster/cmd/buildkube -metrics-server) && \
+	echo "metrics-server-binary: $$bin ($$(( $$(date +%s) - start )) s)"
+
 # kubelet-binary builds kubelet $(KUBELET_VERSION) from k8s.io/kubernetes,
 # once, into ~/.cache/speclet/kubelet/$(KUBELET_VERSION)/ (a stat when cached):
 # `make test` needs it for test/conformance's agent swaps (kubelet's static
@@ -178,11 +187,12 @@ runtimes:
 # everything and leaves nothing behind. Extra flags for `speclet run`:
 # make cluster RUN_ARGS="-v 4". HOLLOW=N adds N hollow nodes hollow-0..N-1
 # (one `speclet hollow` process; docs/operations.md). The nodes run on
-# RUNTIME (see run).
+# RUNTIME (see run). metrics-server runs beside them (kubectl top; add
+# CLUSTER_ARGS=--metrics-server=false to go without it).
 HOLLOW ?= 0
-cluster: deps kube-binaries $(RUNTIME_BUILD)
+cluster: deps kube-binaries metrics-server-binary $(RUNTIME_BUILD)
 	@mkdir -p $(RUN_BIN) && $(GO) build $(SPECLET_LDFLAGS) -o $(RUN_BIN)/speclet ./cmd/speclet && $(GO) build -o $(RUN_BIN)/speclet-cluster ./test/cluster/cmd/cluster
-	@SPECLET_RUNTIME=$(RUNTIME) $(RUN_BIN)/speclet-cluster --speclet $(RUN_BIN)/speclet --version $(KUBE_VERSION) --hollow $(HOLLOW) -- $(RUN_ARGS)
+	@SPECLET_RUNTIME=$(RUNTIME) $(RUN_BIN)/speclet-cluster --speclet $(RUN_BIN)/speclet --version $(KUBE_VERSION) --hollow $(HOLLOW) $(CLUSTER_ARGS) -- $(RUN_ARGS)
 
 # conformance runs the whole corpus of test/conformance/testdata/scenarios on
 # upstream kubelet and on speclet, each on its own containerd, prints
