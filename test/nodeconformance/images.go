@@ -35,7 +35,7 @@ type Image struct {
 // that needs one fails to pull it, and is listed in Skips with that reason.
 var Images = []Image{
 	{"promoterE2eRegistry", "agnhost", "2.56", "agnhost of test/images/agnhost (static) as /agnhost and /agnhost-2, porter's /localhost.crt and /localhost.key, a curl that runs busybox wget -q -O - (the specs call `curl <url>`), over the busybox layer; entrypoint /agnhost, command pause; user 1000 and group 50000 as in the upstream image"},
-	{"promoterE2eRegistry", "busybox", "1.37.0-1", "Debian's busybox-static with a link per applet (cri/harness)"},
+	{"promoterE2eRegistry", "busybox", "1.37.0-1", "Debian's busybox-static with a link per applet (cri/harness), and an nmeter that prints the time of day as the suite's specs read it (`nmeter -d0 '%3t'`: Debian's busybox has no nmeter)"},
 	{"promoterE2eRegistry", "nonroot", "1.4", "the busybox image with USER 1234"},
 	{"promoterE2eRegistry", "nonewprivs", "1.3", "test/images/nonewprivs' nnp (static), set-user-ID root, at /usr/local/bin/nnp over the busybox layer; command nnp"},
 	{"gcRegistry", "pause", "3.10.1", "the cri/harness pause image (busybox sh sleeping until SIGTERM)"},
@@ -93,9 +93,14 @@ func PushImages(ctx context.Context, reg *harness.Registry, bins Binaries) error
 	if err := reg.PushDefaults(ctx); err != nil {
 		return err
 	}
-	base, err := harness.BusyboxImage()
+	bb, err := harness.BusyboxImage()
 	if err != nil {
 		return fmt.Errorf("build images: %w", err)
+	}
+	// Every image of the suite's is over busybox with nmeter (nmeterScript).
+	base, err := imageWith(bb, []file{{name: "bin/nmeter", mode: 0o755, body: nmeterScript}}, nil)
+	if err != nil {
+		return fmt.Errorf("build image busybox: %w", err)
 	}
 	pause, err := harness.PauseImage()
 	if err != nil {
@@ -233,6 +238,26 @@ func imageWith(base v1.Image, files []file, configure func(*v1.Config)) (v1.Imag
 		return nil, err
 	}
 	cf = cf.DeepCopy()
-	configure(&cf.Config)
+	if configure != nil {
+		configure(&cf.Config)
+	}
 	return mutate.ConfigFile(img, cf)
 }
+
+// nmeterScript is /bin/nmeter of the suite's images: what busybox's
+// `nmeter -d0 '%3t'` prints first, the time of day as HH:MM:SS.mmm (UTC, the
+// containers' zone), which the container lifecycle specs put between
+// `date -u +%FT` and `Z` to time each container's log lines
+// (container_lifecycle_pod_construction.go). Debian's busybox-static has no
+// nmeter applet and its date no sub-second format; adjtimex reads the clock
+// with its fraction (nanoseconds when the kernel's STA_NANO status bit is set,
+// else microseconds). Other nmeter formats are refused.
+const nmeterScript = `#!/bin/sh
+case "$*" in
+"-d0 %3t") ;;
+*) echo "nmeter: only nmeter -d0 '%3t' is served here, not: $*" >&2; exit 2 ;;
+esac
+eval "$(adjtimex | sed -n 's/^ *status: *\([0-9]*\).*/st=\1/p; s/^ *time.tv_sec: *\([0-9]*\).*/s=\1/p; s/^ *time.tv_usec: *\([0-9]*\).*/u=\1/p')"
+if [ $((st & 8192)) -ne 0 ]; then ms=$((u / 1000000)); else ms=$((u / 1000)); fi
+printf '%s.%03d\n' "$(date -u -d "@$s" +%T)" "$ms"
+`
