@@ -14,7 +14,7 @@ const PodMachineName = "pod"
 
 // PodSpecSHA256 is the SHA-256 of spec/pod.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const PodSpecSHA256 = "00eb8a2296f55b5d14539816b98f710d6fbe85baeb998646bb51c2b1a00e05e3"
+const PodSpecSHA256 = "2ffce41ef81db0b5bbe700a1ed36e412f9fe86df6d7b15485808745ffd97a955"
 
 // PodState is a state of the pod machine.
 //

@@ -27,7 +27,9 @@
 #    pending config input, replaced by every update; a pending kill is never
 #    replaced by a later update.
 #  - Effective grace period = min(current, deletionGracePeriodSeconds, kill
-#    override); it only shortens, with a floor of 1 s for a plain kill and 0
+#    override), the spec's terminationGracePeriodSeconds only when the pod
+#    has no deletionGracePeriodSeconds (a delete may ask for more than the
+#    spec); it only shortens, with a floor of 1 s for a plain kill and 0
 #    only when forced: computed by the engine before it fires `kill`; a
 #    repeated kill in terminating re-runs kill_containers, and a container
 #    that is stopping re-issues its stop only when its grace got shorter.

@@ -197,15 +197,18 @@ func (p *Pod) RemainingGrace(now time.Time) int64 {
 }
 
 // Grace is the grace period a kill of pod asks for:
-// deletionGracePeriodSeconds when set, else terminationGracePeriodSeconds
-// (default 30 s, the container machine's grace_period duration).
+// deletionGracePeriodSeconds when set, longer or shorter than the spec's
+// (kubelet's calculateEffectiveGracePeriod: the API server's value is the
+// truth; a delete may ask for 120 s of a pod whose spec says 30), else
+// terminationGracePeriodSeconds (default 30 s, the container machine's
+// grace_period duration). Kill keeps the shortest one asked for.
 func Grace(pod *v1.Pod) int64 {
+	if d := pod.DeletionGracePeriodSeconds; d != nil {
+		return *d
+	}
 	g := int64(fsm.ContainerDurationDefaults[fsm.ContainerDurationGracePeriod] / time.Second)
 	if pod.Spec.TerminationGracePeriodSeconds != nil {
 		g = *pod.Spec.TerminationGracePeriodSeconds
-	}
-	if d := pod.DeletionGracePeriodSeconds; d != nil && *d < g {
-		g = *d
 	}
 	return g
 }

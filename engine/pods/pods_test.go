@@ -116,10 +116,10 @@ func TestGracePeriod(t *testing.T) {
 }
 
 // TestGrace reads a kill's grace period from the pod: the deletion's when
-// shorter, the spec's, kubelet's 30 s default; 0 asked for explicitly is
-// forced.
+// set, shorter or longer than the spec's, else the spec's, else kubelet's
+// 30 s default; 0 asked for explicitly is forced.
 func TestGrace(t *testing.T) {
-	ten, zero := int64(10), int64(0)
+	ten, zero, long := int64(10), int64(0), int64(120)
 	for _, tc := range []struct {
 		tgps, dgps *int64
 		want       int64
@@ -129,6 +129,8 @@ func TestGrace(t *testing.T) {
 		{&ten, nil, 10, false},
 		{nil, &ten, 10, false},
 		{&ten, &zero, 0, true},
+		{nil, &long, 120, false},
+		{&ten, &long, 120, false},
 	} {
 		pod := &v1.Pod{Spec: v1.PodSpec{TerminationGracePeriodSeconds: tc.tgps}}
 		pod.DeletionGracePeriodSeconds = tc.dgps
