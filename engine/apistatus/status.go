@@ -43,9 +43,13 @@
 //     period 0 and a UID precondition.
 //   - A static pod (file or URL source) gets a mirror pod of the same name:
 //     annotation kubernetes.io/config.mirror = its config hash, an owner
-//     reference to the Node. A mirror pod that is deleted is created again; one
-//     whose hash differs (the manifest changed) is replaced; one whose static
-//     pod is gone is deleted once every source delivered its first snapshot.
+//     reference to the Node. A mirror pod that is deleted is created again (one
+//     deleted gracefully is deleted with grace 0 first: nobody else ends it);
+//     one whose hash differs (the manifest changed) is replaced; one whose
+//     static pod is gone is deleted once every source delivered its first
+//     snapshot. An outdated or orphaned mirror pod stays until the pod it
+//     mirrors (its hash is that pod's UID) has stopped, as kubelet keeps it
+//     through the grace period.
 //     The static pod's status is written to its mirror pod.
 //   - At the start and every Resync (10 s), a sweep marks every declared pod and
 //     every API pod marked for deletion dirty (unchanged ones cost no
@@ -337,8 +341,8 @@ func (m *Manager) sweep(ctx context.Context) []*v1.Pod {
 		live[p.UID] = true // a mirror pod's UID keys sent and acked
 		if p.Annotations[config.AnnotationMirror] != "" {
 			// A mirror pod whose static pod is gone goes too, once the
-			// sources are complete.
-			if ready && p.DeletionTimestamp == nil && !statics[p.Namespace+"/"+p.Name] && ctx.Err() == nil {
+			// sources are complete and that pod stopped.
+			if ready && !statics[p.Namespace+"/"+p.Name] && !m.mirrorsRunning(p) && ctx.Err() == nil {
 				m.deleteMirror(ctx, p, "orphaned mirror pod deleted")
 			}
 			continue

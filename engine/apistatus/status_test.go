@@ -45,17 +45,25 @@ func TestMergeKeepsOthersConditions(t *testing.T) {
 	}
 }
 
-// fakeEngine has no declared pods; the deleted pod's worker has stopped
+// fakeEngine declares pods; every pod that is not declared has stopped
 // with final (or has not, when stopped is false).
 type fakeEngine struct {
+	pods    []*v1.Pod
 	final   *v1.Pod
 	stopped bool
 }
 
-func (f *fakeEngine) Pods() []*v1.Pod         { return nil }
-func (f *fakeEngine) Pod(types.UID) *v1.Pod   { return nil }
-func (f *fakeEngine) Declared(types.UID) bool { return false }
-func (f *fakeEngine) SourcesReady() bool      { return true }
+func (f *fakeEngine) Pods() []*v1.Pod { return f.pods }
+func (f *fakeEngine) Pod(uid types.UID) *v1.Pod {
+	for _, p := range f.pods {
+		if p.UID == uid {
+			return p.DeepCopy()
+		}
+	}
+	return nil
+}
+func (f *fakeEngine) Declared(uid types.UID) bool { return f.Pod(uid) != nil }
+func (f *fakeEngine) SourcesReady() bool          { return true }
 func (f *fakeEngine) PodStopped(types.UID) (*v1.Pod, bool) {
 	return f.final, f.stopped
 }
