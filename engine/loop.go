@@ -239,6 +239,11 @@ func (e *Engine) purgeFinished() {
 			e.metrics.ForgetProbes(pub.Name, pub.Namespace, string(uid))
 		}
 		e.forgetLocked(w)
+		if want != nil {
+			// Declared again with its UID: its logs stay, and its
+			// containers count their restarts on from them.
+			logDirs = []string{}
+		}
 		purged[uid] = logDirs
 		if want == nil {
 			e.log.Info("pod removed", "pod", name, "uid", uid)
@@ -253,7 +258,8 @@ func (e *Engine) purgeFinished() {
 	e.metrics.SetWorkers(n)
 	// Nothing of a finished pod is left in the runtime: its directories go
 	// before a pod declared again with its UID gets a new worker, so that
-	// it starts with fresh emptyDirs.
+	// it starts with fresh emptyDirs (its log directory stays: kubelet
+	// keeps the logs of a pod it still has, and counts restarts from them).
 	dirs := e.podDirs()
 	for uid, logDirs := range purged {
 		dirs.Remove(uid, logDirs)

@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/speclet/speclet/engine"
+	"github.com/speclet/speclet/engine/config"
 	"github.com/speclet/speclet/engine/containerlogs"
 )
 
@@ -155,4 +156,38 @@ func sortedPair(l []string) []string {
 		return []string{l[1], l[0]}
 	}
 	return l
+}
+
+// TestContainerdReaddCountsRestarts: a static pod whose manifest is removed
+// and written back while it terminates (the same UID) runs again once the
+// old one finished, as a restart: its container reports restartCount 1 and
+// writes 1.log beside the old 0.log, as kubelet counts on from the log
+// files (e2e_node MirrorPod "should successfully recreate when file is
+// removed and recreated").
+func TestContainerdReaddCountsRestarts(t *testing.T) {
+	c, ctx := containerdFor(t, 2*time.Minute)
+	tmp := t.TempDir()
+	podLogs := filepath.Join(tmp, "pods")
+	p := shPod(c, "readd", v1.RestartPolicyAlways, 1, `echo run; exec sleep 3600`)
+	_, e, updates := startPods(ctx, t, c, engine.Config{RootDir: filepath.Join(tmp, "root"), PodLogsDir: podLogs}, p)
+	waitFor(t, ctx, "the first instance running", func() bool { return mainStatus(e, "readd").State.Running != nil }, e)
+	removePods(updates, p)
+	updates <- config.PodUpdate{Op: config.OpAdd, Pods: []*v1.Pod{p}, Source: config.SourceFile}
+	waitFor(t, ctx, "the pod running again", func() bool {
+		st := mainStatus(e, "readd")
+		return st.State.Running != nil && st.RestartCount == 1
+	}, e)
+	dir := filepath.Join(podLogs, "default_readd_readd-uid", "main")
+	for _, f := range []string{"0.log", "1.log"} {
+		file := filepath.Join(dir, f)
+		waitFor(t, ctx, file+" written", func() bool { return len(logLines(t, file)) == 1 }, e)
+		if got := logLines(t, file); got[0] != "stdout run" {
+			t.Errorf("%s: %q, want the instance's line", file, got)
+		}
+	}
+	removePods(updates, p)
+	waitFor(t, ctx, "the pod and its log directory removed", func() bool {
+		_, err := os.Lstat(filepath.Dir(dir))
+		return len(e.Pods()) == 0 && os.IsNotExist(err)
+	}, e)
 }

@@ -30,12 +30,14 @@ func (c *Container) CountRestart() op.Op {
 }
 
 // CreateContainer creates the next instance in the current sandbox; raises
-// created or create_failed. It reads the pod's inputs
+// created or create_failed. The first instance of a run counts on from the
+// log files earlier instances left (RestartCountFromLogs). It reads the pod's inputs
 // (Owner.RequestInputs), the image's user where a runAsNonRoot check needs
 // it, builds the config of the next instance and creates it.
 func (c *Container) CreateContainer() op.Op {
 	rc := c.restartCount
-	if c.id != "" {
+	first := c.id == ""
+	if !first {
 		rc++ // an instance existed before: this one is a restart
 	}
 	return op.Host("RequestInputs", c.o.Name(), c.o.RequestInputs, func(inputs func(*podspec.ContainerRequest), err error) op.Op {
@@ -47,8 +49,15 @@ func (c *Container) CreateContainer() op.Op {
 				return c.configFailed(err)
 			}
 			return op.Host("ContainerConfig", c.o.Name(), func(context.Context) (createConfigs, error) {
+				sb := c.o.SandboxConfig()
+				if dir := sb.GetLogDirectory(); first && dir != "" {
+					// No instance of this run: count on from the log
+					// files of earlier ones (a static pod re-added with
+					// its UID), as kubelet does.
+					rc = podspec.RestartCountFromLogs(podspec.ContainerLogDir(dir, c.o.Name()))
+				}
 				cfg, err := c.o.BuildConfig(rc, inputs, user)
-				return createConfigs{cfg, c.o.SandboxConfig()}, err
+				return createConfigs{cfg, sb}, err
 			}, func(cs createConfigs, err error) op.Op {
 				if err != nil {
 					return c.configFailed(err)

@@ -1,6 +1,11 @@
 package podspec
 
-import "path/filepath"
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+)
 
 // The log paths of a pod's containers, as kubelet lays them out:
 //
@@ -34,4 +39,34 @@ func LogLink(linksDir, namespace, name, container, id string) string {
 		base = base[:maxLinkName-len(".log")]
 	}
 	return filepath.Join(linksDir, base+".log")
+}
+
+// logFileName is the name of a container's log file, rotated ones
+// included: <restartCount>.log, <restartCount>.log.<suffix>.
+var logFileName = regexp.MustCompile(`^(\d+)\.log(\..*)?$`)
+
+// RestartCountFromLogs is the restart count of the next instance of a
+// container none of whose instances the runtime still has, read from the
+// log files left in its log directory dir: one more than the highest
+// <n>.log, 0 when dir is empty or missing (kubelet's
+// calcRestartCountByLogDir; so a static pod re-added with its UID, whose
+// containers went with the old pod, counts on from the old instances).
+func RestartCountFromLogs(dir string) int32 {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	var next int32
+	for _, e := range entries {
+		m := logFileName.FindStringSubmatch(e.Name())
+		if e.IsDir() || m == nil {
+			continue
+		}
+		n, err := strconv.ParseInt(m[1], 10, 32)
+		if err != nil || n >= 1<<31-1 {
+			continue
+		}
+		next = max(next, int32(n)+1)
+	}
+	return next
 }

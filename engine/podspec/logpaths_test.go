@@ -1,6 +1,7 @@
 package podspec
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -55,5 +56,41 @@ func TestSandboxLogDirectory(t *testing.T) {
 	}
 	if cfg.LogDirectory != "/logs/pods/ns_p_u" {
 		t.Errorf("LogDirectory = %q, want /logs/pods/ns_p_u", cfg.LogDirectory)
+	}
+}
+
+// TestRestartCountFromLogs: the next instance of a container counts on from
+// the log files of its earlier ones, rotated ones included; other files,
+// directories and a missing directory count nothing.
+func TestRestartCountFromLogs(t *testing.T) {
+	for _, tc := range []struct {
+		files []string
+		want  int32
+	}{
+		{nil, 0},
+		{[]string{"0.log"}, 1},
+		{[]string{"0.log", "1.log", "1.log.20261203-041500.gz"}, 2},
+		{[]string{"4.log.20261203-041500"}, 5},
+		{[]string{"x.log", "0.logs", "notes", "7/"}, 0},
+	} {
+		dir := t.TempDir()
+		for _, f := range tc.files {
+			p := filepath.Join(dir, f)
+			var err error
+			if strings.HasSuffix(f, "/") {
+				err = os.Mkdir(p, 0o755)
+			} else {
+				err = os.WriteFile(p, nil, 0o644)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := RestartCountFromLogs(dir); got != tc.want {
+			t.Errorf("files %q: %d, want %d", tc.files, got, tc.want)
+		}
+	}
+	if got := RestartCountFromLogs(filepath.Join(t.TempDir(), "missing")); got != 0 {
+		t.Errorf("missing directory: %d, want 0", got)
 	}
 }
