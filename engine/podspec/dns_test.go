@@ -128,6 +128,9 @@ func TestSandboxDNSAndHostname(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: "ns", UID: "u"}, Spec: tc.spec}
 			sb, err := Sandbox(n, SandboxRequest{Pod: pod})
+			if tc.err != "" && err != nil && !strings.HasPrefix(err.Error(), "failed to construct FQDN from pod hostname and cluster domain, ") {
+				t.Errorf("err = %q, want kubelet's text from its start (its event and e2e_node match it)", err)
+			}
 			if erred(t, err, tc.err) {
 				return
 			}
