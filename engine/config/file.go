@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -292,8 +293,9 @@ func WatchDir(ctx context.Context, src DirSource, m *Merger, log *slog.Logger) e
 		period = time.Second
 	}
 	poke := make(chan struct{}, 1)
+	removed := &removedSet{}
 	inotify := true
-	if w, err := watchInotify(src.Dir, poke); err != nil {
+	if w, err := watchInotify(src.Dir, poke, removed); err != nil {
 		inotify = false
 		log.Info("manifest directory: no inotify, polling", "dir", src.Dir, "period", period, "err", err)
 	} else {
@@ -307,6 +309,17 @@ func WatchDir(ctx context.Context, src DirSource, m *Merger, log *slog.Logger) e
 	for {
 		if !sc.trustKnown {
 			lastFull = time.Now()
+		}
+		if gone := removed.take(); len(gone) > 0 {
+			// A manifest removed counts as removed even when it is
+			// back by this scan (rm, then the same file written
+			// again): its pod goes first, and the scan declares it
+			// again, as kubelet's file source sees the two events.
+			if pods, changed := sc.forget(gone); changed {
+				if err := m.Set(ctx, SourceFile, pods); err != nil {
+					return err
+				}
+			}
 		}
 		pods, changed, problems := sc.scan()
 		for _, p := range problems {
@@ -327,6 +340,48 @@ func WatchDir(ctx context.Context, src DirSource, m *Merger, log *slog.Logger) e
 			sc.trustKnown = false
 		}
 	}
+}
+
+// removedSet holds the names of manifests inotify reported removed since
+// WatchDir last took them.
+type removedSet struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (r *removedSet) add(names []string) {
+	if len(names) == 0 {
+		return
+	}
+	r.mu.Lock()
+	r.names = append(r.names, names...)
+	r.mu.Unlock()
+}
+
+func (r *removedSet) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.names
+	r.names = nil
+	return out
+}
+
+// forget drops the files of names (in the scanner's directory) that it
+// knows, so that the next scan reads them afresh, and returns the snapshot
+// without them; changed is false when it knew none of them.
+func (s *dirScanner) forget(names []string) (pods []*v1.Pod, changed bool) {
+	for _, n := range names {
+		path := filepath.Join(s.dir, n)
+		if s.files[path] != nil {
+			delete(s.files, path)
+			s.dirty, changed = true, true
+		}
+	}
+	if !changed {
+		return nil, false
+	}
+	var problems []error // reported by the scan that follows
+	return s.snapshot(&problems), true
 }
 
 // fullScanEvery is how often WatchDir stats every file even when inotify

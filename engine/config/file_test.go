@@ -158,6 +158,24 @@ func TestWatchDir(t *testing.T) {
 			if u := next(t, m); u.Op != OpRemove || names(u.Pods) != "a-n1" {
 				t.Fatalf("after removing a.yaml: %s %q, want REMOVE a-n1", u.Op, names(u.Pods))
 			}
+			// Removed and written back at once (rm b.yaml; cat > b.yaml):
+			// as kubelet's file source sees both events, the pod goes
+			// and comes back with its UID, however fast the two were.
+			b := filepath.Join(dir, "b.yaml")
+			data, err := os.ReadFile(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(b); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(b, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			gone, back := next(t, m), next(t, m)
+			if gone.Op != OpRemove || names(gone.Pods) != "b-n1" || back.Op != OpAdd || names(back.Pods) != "b-n1" || gone.Pods[0].UID != back.Pods[0].UID {
+				t.Fatalf("after rm and rewrite of b.yaml: %s %q then %s %q, want REMOVE b-n1 then ADD b-n1 with its UID", gone.Op, names(gone.Pods), back.Op, names(back.Pods))
+			}
 			cancel()
 			if err := <-done; err != context.Canceled {
 				t.Errorf("WatchDir returned %v, want context.Canceled", err)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -13,7 +15,8 @@ import (
 // watchInotify pokes ch (without blocking) whenever a file in dir is written,
 // moved or removed, until the returned closer is closed. Only completed
 // writes (IN_CLOSE_WRITE) count, so a manifest is not read half-written.
-func watchInotify(dir string, ch chan<- struct{}) (io.Closer, error) {
+// The names of files removed or moved away go into removed before the poke.
+func watchInotify(dir string, ch chan<- struct{}, removed *removedSet) (io.Closer, error) {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, fmt.Errorf("inotify init: %w", err)
@@ -30,9 +33,11 @@ func watchInotify(dir string, ch chan<- struct{}) (io.Closer, error) {
 	go func() {
 		buf := make([]byte, 64*1024)
 		for {
-			if _, err := f.Read(buf); err != nil {
+			n, err := f.Read(buf)
+			if err != nil {
 				return
 			}
+			removed.add(removedNames(buf[:n]))
 			select {
 			case ch <- struct{}{}:
 			default:
@@ -40,4 +45,23 @@ func watchInotify(dir string, ch chan<- struct{}) (io.Closer, error) {
 		}
 	}()
 	return f, nil
+}
+
+// removedNames are the names of the files that the inotify events in buf
+// report removed or moved away (IN_DELETE, IN_MOVED_FROM), which kubelet's
+// file source takes for the removal of the manifest.
+func removedNames(buf []byte) []string {
+	var out []string
+	for len(buf) >= unix.SizeofInotifyEvent {
+		ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[0]))
+		end := unix.SizeofInotifyEvent + int(ev.Len)
+		if end > len(buf) {
+			break
+		}
+		if ev.Mask&(unix.IN_DELETE|unix.IN_MOVED_FROM) != 0 && ev.Len > 0 {
+			out = append(out, strings.TrimRight(string(buf[unix.SizeofInotifyEvent:end]), "\x00"))
+		}
+		buf = buf[end:]
+	}
+	return out
 }

@@ -7,6 +7,6 @@ import (
 	"io"
 )
 
-func watchInotify(string, chan<- struct{}) (io.Closer, error) {
+func watchInotify(string, chan<- struct{}, *removedSet) (io.Closer, error) {
 	return nil, errors.New("inotify is linux only")
 }
