@@ -58,7 +58,11 @@ func (s *podState) UpdateContainers(ctx context.Context) {
 // whether it may now. Ephemeral containers first, as kubelet starts them
 // before init containers (a pod that cannot initialize can still be
 // debugged), then init containers in order, then regular containers in
-// parallel.
+// order, each one's start (its pull, create, start and postStart hook)
+// done before the next one's begins: kubelet's SyncPod starts them one
+// after the other, so a postStart hook holds back the containers after it
+// (e2e_node Containers Lifecycle "should not launch second container
+// before PostStart of the first container completed").
 func (s *podState) StartContainers(ctx context.Context) {
 	for _, c := range s.ephemerals {
 		c.fire(ctx, fsm.ContainerEventStart)
@@ -66,7 +70,9 @@ func (s *podState) StartContainers(ctx context.Context) {
 	for _, c := range s.inits {
 		c.fire(ctx, fsm.ContainerEventStart)
 	}
-	parallel(s.containers, func(c *ctrState) { c.fire(ctx, fsm.ContainerEventStart) })
+	for _, c := range s.containers {
+		c.fire(ctx, fsm.ContainerEventStart)
+	}
 }
 
 // FireContainers delivers ev to every container: ephemeral and regular
