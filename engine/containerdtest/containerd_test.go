@@ -122,7 +122,7 @@ func BenchmarkContainerdBurst(b *testing.B) {
 		b.Run("N="+strconv.Itoa(n), func(b *testing.B) {
 			var start, remove time.Duration
 			for i := 0; b.Loop(); i++ {
-				s, r := containerdBurst(b, c, n, i)
+				s, r := containerdBurst(b, c, n, 1, i)
 				start += s
 				remove += r
 			}
@@ -132,7 +132,29 @@ func BenchmarkContainerdBurst(b *testing.B) {
 	}
 }
 
-func containerdBurst(b *testing.B, c *harness.Containerd, n, iter int) (startAll, removeAll time.Duration) {
+// BenchmarkContainerdPodOfFour is the burst of pods of four containers each:
+// kubelet's SyncPod, and speclet's, starts a pod's containers one after the
+// other, so a pod's start is the sum of its containers'.
+func BenchmarkContainerdPodOfFour(b *testing.B) {
+	c := harness.ForTest(b)
+	for _, n := range []int{1, 10} {
+		b.Run("N="+strconv.Itoa(n), func(b *testing.B) {
+			var start, remove time.Duration
+			for i := 0; b.Loop(); i++ {
+				s, r := containerdBurst(b, c, n, 4, i)
+				start += s
+				remove += r
+			}
+			b.ReportMetric(start.Seconds()/float64(b.N), "start-all-s")
+			b.ReportMetric(remove.Seconds()/float64(b.N), "remove-all-s")
+		})
+	}
+}
+
+// containerdBurst starts n pods of ctrs sleeping containers each and
+// returns the time until all are Running and, after their removal, until
+// the runtime is empty.
+func containerdBurst(b *testing.B, c *harness.Containerd, n, ctrs, iter int) (startAll, removeAll time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	reg := prometheus.NewRegistry()
@@ -156,7 +178,12 @@ func containerdBurst(b *testing.B, c *harness.Containerd, n, iter int) (startAll
 	pods := make([]*v1.Pod, n)
 	for i := range pods {
 		pods[i] = shPod(c, fmt.Sprintf("burst-%d-%03d", iter, i), v1.RestartPolicyAlways, 1, "")
-		pods[i].Spec.Containers[0].Command = []string{"sleep", "3600"} // no shell: one process per pod
+		pods[i].Spec.Containers[0].Command = []string{"sleep", "3600"} // no shell: one process per container
+		for k := 1; k < ctrs; k++ {
+			ctr := pods[i].Spec.Containers[0]
+			ctr.Name = fmt.Sprintf("c%d", k)
+			pods[i].Spec.Containers = append(pods[i].Spec.Containers, ctr)
+		}
 	}
 	t0 := time.Now()
 	updates <- config.PodUpdate{Op: config.OpAdd, Pods: pods, Source: config.SourceFile}
