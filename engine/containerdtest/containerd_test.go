@@ -116,32 +116,22 @@ func mainStatus(e *engine.Engine, name string) v1.ContainerStatus {
 // engine on a real containerd and reports the time until all are Running
 // and, after their removal, until the runtime is empty. Compare with the
 // direct-CRI floor (cri BenchmarkFloor, test/e2e BenchmarkBurst).
-func BenchmarkContainerdBurst(b *testing.B) {
-	c := harness.ForTest(b)
-	for _, n := range []int{30, 100} {
-		b.Run("N="+strconv.Itoa(n), func(b *testing.B) {
-			var start, remove time.Duration
-			for i := 0; b.Loop(); i++ {
-				s, r := containerdBurst(b, c, n, 1, i)
-				start += s
-				remove += r
-			}
-			b.ReportMetric(start.Seconds()/float64(b.N), "start-all-s")
-			b.ReportMetric(remove.Seconds()/float64(b.N), "remove-all-s")
-		})
-	}
-}
+func BenchmarkContainerdBurst(b *testing.B) { benchmarkBursts(b, 1, 30, 100) }
 
 // BenchmarkContainerdPodOfFour is the burst of pods of four containers each:
 // kubelet's SyncPod, and speclet's, starts a pod's containers one after the
 // other, so a pod's start is the sum of its containers'.
-func BenchmarkContainerdPodOfFour(b *testing.B) {
+func BenchmarkContainerdPodOfFour(b *testing.B) { benchmarkBursts(b, 4, 1, 10) }
+
+// benchmarkBursts runs containerdBurst for each count of pods of ctrs
+// containers, reporting the mean start-all and remove-all times.
+func benchmarkBursts(b *testing.B, ctrs int, counts ...int) {
 	c := harness.ForTest(b)
-	for _, n := range []int{1, 10} {
+	for _, n := range counts {
 		b.Run("N="+strconv.Itoa(n), func(b *testing.B) {
 			var start, remove time.Duration
 			for i := 0; b.Loop(); i++ {
-				s, r := containerdBurst(b, c, n, 4, i)
+				s, r := containerdBurst(b, c, n, ctrs, i)
 				start += s
 				remove += r
 			}
