@@ -48,6 +48,7 @@ func (r *tagRecorder) SyncPod() recOp {
 func (r *tagRecorder) CheckSandbox() recOp    { return r.rec }
 func (r *tagRecorder) KillContainers() recOp  { return r.rec }
 func (r *tagRecorder) MountVolumes() recOp    { return r.rec }
+func (r *tagRecorder) EnsurePodCgroup() recOp { return r.rec }
 func (r *tagRecorder) ReleaseName() recOp     { return r.rec }
 func (r *tagRecorder) RemovePod() recOp       { return r.rec }
 func (r *tagRecorder) RemovePodCgroup() recOp { return r.rec }

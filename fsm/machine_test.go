@@ -433,15 +433,16 @@ func (r *recorder) exec(_ context.Context, name string) error {
 	r.ran = append(r.ran, name)
 	return nil
 }
-func (r *recorder) SyncPod() string        { return "sync_pod" }
-func (r *recorder) MountVolumes() string   { return "mount_volumes" }
-func (r *recorder) UnmountVolumes() string { return "unmount_volumes" }
-func (r *recorder) KillContainers() string { return "kill_containers" }
-func (r *recorder) StopSandbox() string    { return "stop_sandbox" }
-func (r *recorder) RemovePod() string      { return "remove_pod" }
-func (r *recorder) ReleaseName() string    { return "release_name" }
-func (r *recorder) ReportStatus() string   { return "report_status" }
-func (r *recorder) ExceedDeadline() string { return "exceed_deadline" }
+func (r *recorder) SyncPod() string         { return "sync_pod" }
+func (r *recorder) MountVolumes() string    { return "mount_volumes" }
+func (r *recorder) EnsurePodCgroup() string { return "ensure_pod_cgroup" }
+func (r *recorder) UnmountVolumes() string  { return "unmount_volumes" }
+func (r *recorder) KillContainers() string  { return "kill_containers" }
+func (r *recorder) StopSandbox() string     { return "stop_sandbox" }
+func (r *recorder) RemovePod() string       { return "remove_pod" }
+func (r *recorder) ReleaseName() string     { return "release_name" }
+func (r *recorder) ReportStatus() string    { return "report_status" }
+func (r *recorder) ExceedDeadline() string  { return "exceed_deadline" }
 
 // TestTransitionPathsCoverEveryTransition replays the path generated for each
 // pod and container transition (any guard assignment at each step) and checks

@@ -14,7 +14,7 @@ const PodMachineName = "pod"
 
 // PodSpecSHA256 is the SHA-256 of spec/pod.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const PodSpecSHA256 = "2ffce41ef81db0b5bbe700a1ed36e412f9fe86df6d7b15485808745ffd97a955"
+const PodSpecSHA256 = "143f2834261161e6c6f78060fb0c7926cfb867d1febdff51ad8fab499aa96195"
 
 // PodState is a state of the pod machine.
 //
@@ -283,15 +283,23 @@ const (
 	// Memory, secret, projected) and forget its tokens; the pod's directories go
 	// when its worker is purged.
 	PodActionUnmountVolumes
-	// PodActionSyncPod: SyncPod: run mount_volumes (a volume that never mounted
-	// reports sync_failed before any runtime call), deliver update to every
-	// container (a running one whose spec changed stops; see container
-	// spec_changed), kill the containers of a dead sandbox, deliver create to the
-	// sandbox, then, when it is ready, start to every container (each container's
-	// guards decide whether it may start now). Reports sync_failed when a volume
-	// did not mount, the sandbox is not ready or the sync was cancelled, else
-	// sync_ok: a container whose start failed is its own machine's to retry
-	// (start_failed, then its back-off), not the pod's.
+	// PodActionEnsurePodCgroup: With --cgroups-per-qos and no ready sandbox,
+	// create or update the pod's cgroup under its QoS class
+	// (kubepods[/burstable|/besteffort]/pod<uid>), as kubelet's SyncPod ensures
+	// it before it mounts the volumes: the cgroup exists from the pod's first
+	// sync on, not only once its volumes are mounted. A failure is a Warning
+	// event FailedToCreatePodContainer and the sync's error.
+	PodActionEnsurePodCgroup
+	// PodActionSyncPod: SyncPod: deliver update to every container (a running one
+	// whose spec changed stops; see container spec_changed), kill the containers
+	// of a dead sandbox, run ensure_pod_cgroup, then mount_volumes (a pod cgroup
+	// that cannot be made or a volume that never mounted reports sync_failed
+	// before any runtime call), deliver create to the sandbox, then, when it is
+	// ready, start to every container (each container's guards decide whether it
+	// may start now). Reports sync_failed when a volume did not mount, the
+	// sandbox is not ready or the sync was cancelled, else sync_ok: a container
+	// whose start failed is its own machine's to retry (start_failed, then its
+	// back-off), not the pod's.
 	PodActionSyncPod
 	// PodActionKillContainers: Deliver kill to every container with the effective
 	// grace period: regular containers in parallel, then init containers and
@@ -319,7 +327,7 @@ const (
 	PodActionReportStatus
 )
 
-var podActionNames = [...]string{"mount_volumes", "unmount_volumes", "sync_pod", "kill_containers", "stop_sandbox", "remove_pod", "release_name", "exceed_deadline", "report_status"}
+var podActionNames = [...]string{"mount_volumes", "unmount_volumes", "ensure_pod_cgroup", "sync_pod", "kill_containers", "stop_sandbox", "remove_pod", "release_name", "exceed_deadline", "report_status"}
 
 // String returns the action's name in the spec.
 func (a PodAction) String() string {
@@ -331,21 +339,22 @@ func (a PodAction) String() string {
 
 // PodActionCRI lists, per action, the CRI methods the spec says it calls.
 var PodActionCRI = [...][]string{
-	PodActionMountVolumes:   {},
-	PodActionUnmountVolumes: {},
-	PodActionSyncPod:        {},
-	PodActionKillContainers: {},
-	PodActionStopSandbox:    {},
-	PodActionRemovePod:      {"RemovePodSandbox"},
-	PodActionReleaseName:    {},
-	PodActionExceedDeadline: {},
-	PodActionReportStatus:   {},
+	PodActionMountVolumes:    {},
+	PodActionUnmountVolumes:  {},
+	PodActionEnsurePodCgroup: {},
+	PodActionSyncPod:         {},
+	PodActionKillContainers:  {},
+	PodActionStopSandbox:     {},
+	PodActionRemovePod:       {"RemovePodSandbox"},
+	PodActionReleaseName:     {},
+	PodActionExceedDeadline:  {},
+	PodActionReportStatus:    {},
 }
 
 // PodActionCalls lists, per action, the actions of this machine the spec
 // says it runs itself (its `calls`); their CRI methods are allowed to it too.
-var PodActionCalls = [9][]PodAction{
-	PodActionSyncPod:   {PodActionMountVolumes},
+var PodActionCalls = [10][]PodAction{
+	PodActionSyncPod:   {PodActionEnsurePodCgroup, PodActionMountVolumes},
 	PodActionRemovePod: {PodActionUnmountVolumes},
 }
 
@@ -353,20 +362,21 @@ var PodActionCalls = [9][]PodAction{
 // that the spec says a kill does not cancel (its `uncancellable`), each with
 // the spec's reason. The engine lets these calls run to their end
 // (Uncancellable).
-var PodActionUncancellable = [9]map[string]string{}
+var PodActionUncancellable = [10]map[string]string{}
 
 // podActionTags are the context tags RunPodAction puts on the
 // context of the action it runs (see WithAction and Uncancellable).
 var podActionTags = [...]actionTag{
-	PodActionMountVolumes:   {machine: "pod", action: "mount_volumes"},
-	PodActionUnmountVolumes: {machine: "pod", action: "unmount_volumes"},
-	PodActionSyncPod:        {machine: "pod", action: "sync_pod"},
-	PodActionKillContainers: {machine: "pod", action: "kill_containers"},
-	PodActionStopSandbox:    {machine: "pod", action: "stop_sandbox"},
-	PodActionRemovePod:      {machine: "pod", action: "remove_pod"},
-	PodActionReleaseName:    {machine: "pod", action: "release_name"},
-	PodActionExceedDeadline: {machine: "pod", action: "exceed_deadline"},
-	PodActionReportStatus:   {machine: "pod", action: "report_status"},
+	PodActionMountVolumes:    {machine: "pod", action: "mount_volumes"},
+	PodActionUnmountVolumes:  {machine: "pod", action: "unmount_volumes"},
+	PodActionEnsurePodCgroup: {machine: "pod", action: "ensure_pod_cgroup"},
+	PodActionSyncPod:         {machine: "pod", action: "sync_pod"},
+	PodActionKillContainers:  {machine: "pod", action: "kill_containers"},
+	PodActionStopSandbox:     {machine: "pod", action: "stop_sandbox"},
+	PodActionRemovePod:       {machine: "pod", action: "remove_pod"},
+	PodActionReleaseName:     {machine: "pod", action: "release_name"},
+	PodActionExceedDeadline:  {machine: "pod", action: "exceed_deadline"},
+	PodActionReportStatus:    {machine: "pod", action: "report_status"},
 }
 
 // Tag returns ctx tagged with the action as RunPodAction tags it, for a
@@ -396,16 +406,24 @@ type PodActions[O any] interface {
 	// secret, projected) and forget its tokens; the pod's directories go when its
 	// worker is purged.
 	UnmountVolumes() O
-	// SyncPod: SyncPod: run mount_volumes (a volume that never mounted reports
-	// sync_failed before any runtime call), deliver update to every container (a
-	// running one whose spec changed stops; see container spec_changed), kill the
-	// containers of a dead sandbox, deliver create to the sandbox, then, when it
-	// is ready, start to every container (each container's guards decide whether
-	// it may start now). Reports sync_failed when a volume did not mount, the
-	// sandbox is not ready or the sync was cancelled, else sync_ok: a container
-	// whose start failed is its own machine's to retry (start_failed, then its
-	// back-off), not the pod's.
-	// Runs itself: mount_volumes.
+	// EnsurePodCgroup: With --cgroups-per-qos and no ready sandbox, create or
+	// update the pod's cgroup under its QoS class
+	// (kubepods[/burstable|/besteffort]/pod<uid>), as kubelet's SyncPod ensures
+	// it before it mounts the volumes: the cgroup exists from the pod's first
+	// sync on, not only once its volumes are mounted. A failure is a Warning
+	// event FailedToCreatePodContainer and the sync's error.
+	EnsurePodCgroup() O
+	// SyncPod: SyncPod: deliver update to every container (a running one whose
+	// spec changed stops; see container spec_changed), kill the containers of a
+	// dead sandbox, run ensure_pod_cgroup, then mount_volumes (a pod cgroup that
+	// cannot be made or a volume that never mounted reports sync_failed before
+	// any runtime call), deliver create to the sandbox, then, when it is ready,
+	// start to every container (each container's guards decide whether it may
+	// start now). Reports sync_failed when a volume did not mount, the sandbox is
+	// not ready or the sync was cancelled, else sync_ok: a container whose start
+	// failed is its own machine's to retry (start_failed, then its back-off), not
+	// the pod's.
+	// Runs itself: ensure_pod_cgroup, mount_volumes.
 	SyncPod() O
 	// KillContainers: Deliver kill to every container with the effective grace
 	// period: regular containers in parallel, then init containers and sidecars.
@@ -442,6 +460,8 @@ func PodActionOp[O any](impl PodActions[O], a PodAction) (O, error) {
 		return impl.MountVolumes(), nil
 	case PodActionUnmountVolumes:
 		return impl.UnmountVolumes(), nil
+	case PodActionEnsurePodCgroup:
+		return impl.EnsurePodCgroup(), nil
 	case PodActionSyncPod:
 		return impl.SyncPod(), nil
 	case PodActionKillContainers:

@@ -14,7 +14,7 @@ const SandboxMachineName = "sandbox"
 
 // SandboxSpecSHA256 is the SHA-256 of spec/sandbox.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const SandboxSpecSHA256 = "be5dc51ac380164f37a10ea286d7a7cceed996d40d3c407e64c2e5102a1c7883"
+const SandboxSpecSHA256 = "a75851ce3c92fbbb4c1f54daed51355e58eb3eeb8a0d266b3a97724dc940c7f2"
 
 // SandboxState is a state of the sandbox machine.
 //
@@ -219,12 +219,11 @@ const (
 	// SandboxActionRemovePodCgroup: Remove the pod's cgroup (--cgroups-per-qos):
 	// no process of the pod is left.
 	SandboxActionRemovePodCgroup SandboxAction = iota
-	// SandboxActionRunSandbox: With --cgroups-per-qos, create or update the pod's
-	// cgroup under its QoS class (create_failed when it cannot); RunPodSandbox
-	// with the next attempt, then PodSandboxStatus for its state and the pod IP
-	// (also for hostNetwork pods: the ID may be a sandbox an interrupted attempt
-	// left, since dead; one not ready counts as status_failed). Reports ready,
-	// create_failed or status_failed.
+	// SandboxActionRunSandbox: RunPodSandbox with the next attempt (in the pod
+	// cgroup ensure_pod_cgroup made), then PodSandboxStatus for its state and the
+	// pod IP (also for hostNetwork pods: the ID may be a sandbox an interrupted
+	// attempt left, since dead; one not ready counts as status_failed). Reports
+	// ready, create_failed or status_failed.
 	SandboxActionRunSandbox
 	// SandboxActionCheckSandbox: PodSandboxStatus of the sandbox whose status is
 	// unknown. Reports ready, died or status_failed.
@@ -291,11 +290,10 @@ type SandboxActions[O any] interface {
 	// RemovePodCgroup: Remove the pod's cgroup (--cgroups-per-qos): no process of
 	// the pod is left.
 	RemovePodCgroup() O
-	// RunSandbox: With --cgroups-per-qos, create or update the pod's cgroup under
-	// its QoS class (create_failed when it cannot); RunPodSandbox with the next
-	// attempt, then PodSandboxStatus for its state and the pod IP (also for
-	// hostNetwork pods: the ID may be a sandbox an interrupted attempt left,
-	// since dead; one not ready counts as status_failed). Reports ready,
+	// RunSandbox: RunPodSandbox with the next attempt (in the pod cgroup
+	// ensure_pod_cgroup made), then PodSandboxStatus for its state and the pod IP
+	// (also for hostNetwork pods: the ID may be a sandbox an interrupted attempt
+	// left, since dead; one not ready counts as status_failed). Reports ready,
 	// create_failed or status_failed.
 	// CRI: RunPodSandbox, PodSandboxStatus.
 	// Not cancelled by a kill: RunPodSandbox.

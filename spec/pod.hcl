@@ -95,9 +95,12 @@ machine "pod" {
   action "unmount_volumes" {
     doc = "Unmount the pod's tmpfs volumes (emptyDir medium Memory, secret, projected) and forget its tokens; the pod's directories go when its worker is purged."
   }
+  action "ensure_pod_cgroup" {
+    doc = "With --cgroups-per-qos and no ready sandbox, create or update the pod's cgroup under its QoS class (kubepods[/burstable|/besteffort]/pod<uid>), as kubelet's SyncPod ensures it before it mounts the volumes: the cgroup exists from the pod's first sync on, not only once its volumes are mounted. A failure is a Warning event FailedToCreatePodContainer and the sync's error."
+  }
   action "sync_pod" {
-    calls = [action.mount_volumes]
-    doc   = "SyncPod: run mount_volumes (a volume that never mounted reports sync_failed before any runtime call), deliver update to every container (a running one whose spec changed stops; see container spec_changed), kill the containers of a dead sandbox, deliver create to the sandbox, then, when it is ready, start to every container (each container's guards decide whether it may start now). Reports sync_failed when a volume did not mount, the sandbox is not ready or the sync was cancelled, else sync_ok: a container whose start failed is its own machine's to retry (start_failed, then its back-off), not the pod's."
+    calls = [action.ensure_pod_cgroup, action.mount_volumes]
+    doc   = "SyncPod: deliver update to every container (a running one whose spec changed stops; see container spec_changed), kill the containers of a dead sandbox, run ensure_pod_cgroup, then mount_volumes (a pod cgroup that cannot be made or a volume that never mounted reports sync_failed before any runtime call), deliver create to the sandbox, then, when it is ready, start to every container (each container's guards decide whether it may start now). Reports sync_failed when a volume did not mount, the sandbox is not ready or the sync was cancelled, else sync_ok: a container whose start failed is its own machine's to retry (start_failed, then its back-off), not the pod's."
   }
   action "kill_containers" {
     doc = "Deliver kill to every container with the effective grace period: regular containers in parallel, then init containers and sidecars. Reports termination_done."

@@ -23,10 +23,11 @@
 #    returned, so a failing PodSandboxStatus leads to `unknown` and a
 #    check_sandbox at the next sync, never to a second sandbox; every sandbox
 #    the pod ever had is stopped and removed with the pod.
-#  - With --cgroups-per-qos, run_sandbox first creates or updates the pod's
-#    cgroup (kubepods[/burstable|/besteffort]/pod<uid>), as kubelet's SyncPod
-#    ensures it before it creates the sandbox; RunPodSandbox gets it as
-#    CgroupParent, and is not called when the cgroup could not be made.
+#  - With --cgroups-per-qos, the pod's cgroup
+#    (kubepods[/burstable|/besteffort]/pod<uid>) is made by the pod machine's
+#    ensure_pod_cgroup, before the volumes and the sandbox, as kubelet's
+#    SyncPod; RunPodSandbox gets it as CgroupParent, and is not called when
+#    the cgroup could not be made (the sync fails first).
 #    remove_pod_cgroup removes it once every sandbox of the pod is removed;
 #    housekeeping retries a removal that failed and removes the cgroups of
 #    pods no source declares and the runtime no longer holds.
@@ -51,7 +52,7 @@ machine "sandbox" {
     doc = "Remove the pod's cgroup (--cgroups-per-qos): no process of the pod is left."
   }
   action "run_sandbox" {
-    doc = "With --cgroups-per-qos, create or update the pod's cgroup under its QoS class (create_failed when it cannot); RunPodSandbox with the next attempt, then PodSandboxStatus for its state and the pod IP (also for hostNetwork pods: the ID may be a sandbox an interrupted attempt left, since dead; one not ready counts as status_failed). Reports ready, create_failed or status_failed."
+    doc = "RunPodSandbox with the next attempt (in the pod cgroup ensure_pod_cgroup made), then PodSandboxStatus for its state and the pod IP (also for hostNetwork pods: the ID may be a sandbox an interrupted attempt left, since dead; one not ready counts as status_failed). Reports ready, create_failed or status_failed."
     cri = ["RunPodSandbox", "PodSandboxStatus"]
     uncancellable = {
       RunPodSandbox = "A RunPodSandbox cancelled at the client may still complete in the runtime, leaving a sandbox the machine believes was never made (containerd keeps its name reserved, and the next attempt fails until run_sandbox adopts it). The call is bounded by the client's per-call timeout; the kill is handled as soon as it returns."
@@ -78,7 +79,7 @@ machine "sandbox" {
     transition "ready" { to = state.ready }
     transition "create_failed" {
       to  = state.none
-      doc = "The pod cgroup or RunPodSandbox failed: the sync fails and the pod worker retries after its sync backoff."
+      doc = "The sandbox config, its log directory or RunPodSandbox failed: the sync fails and the pod worker retries after its sync backoff."
     }
     transition "status_failed" { to = state.unknown }
   }

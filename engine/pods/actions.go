@@ -26,11 +26,12 @@ func (p *Pod) ExceedDeadline() op.Op {
 
 // SyncPod is kubelet's SyncPod over the machines: the newest spec goes to
 // every container (a running one whose spec changed stops), a dead sandbox's
-// containers are stopped, the sandbox is asked to be ready, and then every
-// container is asked to start; its guards decide whether it may now. Regular
-// containers start in parallel, like a direct CRI client: their machines are
-// independent. Raises sync_failed when a volume did not mount, there is no
-// ready sandbox or the action's context ended, else sync_ok: a failed
+// containers are stopped, the pod's cgroup is made and its volumes mounted,
+// the sandbox is asked to be ready, and then every container is asked to
+// start (in the pod's order, Owner.StartContainers); its guards decide
+// whether it may now. Raises sync_failed when the pod cgroup could not be
+// made, a volume did not mount, there is no ready sandbox or the action's
+// context ended, else sync_ok: a failed
 // container start is the container machine's (start_failed and its
 // back-off). Its end records kubelet's pod worker duration (create for the
 // first sync).
@@ -55,41 +56,53 @@ func (p *Pod) SyncPod() op.Op {
 }
 
 // syncOps are SyncPod's operations: the newest spec to every container and
-// a dead sandbox's death to them, the volumes, the sandbox, then the
-// containers' starts.
+// a dead sandbox's death to them, the pod cgroup, the volumes, the sandbox,
+// then the containers' starts.
 func (p *Pod) syncOps() op.Op {
 	return op.Deliver(fsm.ContainerEventUpdate.String(), "containers", p.o.UpdateContainers, func(error) op.Op {
 		if p.o.SandboxState() == fsm.SandboxStateDead {
 			return op.Deliver(fsm.ContainerEventSandboxDied.String(), "containers", func(ctx context.Context) {
 				p.o.FireContainers(ctx, fsm.ContainerEventSandboxDied)
-			}, func(error) op.Op { return p.mountThenSandbox() })
+			}, func(error) op.Op { return p.setUpThenSandbox() })
 		}
-		return p.mountThenSandbox()
+		return p.setUpThenSandbox()
 	})
 }
 
-// mountThenSandbox mounts the volumes (mount_volumes, which the spec lets
-// sync_pod call) and asks the sandbox to be ready; sync_failed when either
-// fails.
-func (p *Pod) mountThenSandbox() op.Op {
-	return p.mountVolumes(func(err error) op.Op {
+// setUpThenSandbox makes the pod's cgroup and mounts the volumes
+// (ensure_pod_cgroup and mount_volumes, which the spec lets sync_pod call),
+// then asks the sandbox to be ready; sync_failed when any fails.
+func (p *Pod) setUpThenSandbox() op.Op {
+	return p.ensurePodCgroup(func(err error) op.Op {
 		if err != nil {
 			p.o.Raise(fsm.PodEventSyncFailed)
 			return op.Done(err)
 		}
-		p.o.AddProbes() // kubelet's AddPod: the probes' ticks start here
-		return op.Deliver(fsm.SandboxEventCreate.String(), "sandbox", func(ctx context.Context) {
-			p.o.FireSandbox(ctx, fsm.SandboxEventCreate)
-		}, func(err error) op.Op {
-			if p.o.SandboxState() != fsm.SandboxStateReady {
-				// The spec decides what a done pod does without a sandbox
-				// (syncing: sync_failed guarded by pod_done).
+		return p.mountVolumes(func(err error) op.Op {
+			if err != nil {
 				p.o.Raise(fsm.PodEventSyncFailed)
-				return op.Done(errors.Join(err, p.o.SandboxErr()))
+				return op.Done(err)
 			}
-			p.o.Publish() // Pending with ContainerCreating while images pull
-			return p.startContainers()
+			return p.sandboxThenStart()
 		})
+	})
+}
+
+// sandboxThenStart asks the sandbox to be ready, then the containers to
+// start; sync_failed when there is no ready sandbox.
+func (p *Pod) sandboxThenStart() op.Op {
+	p.o.AddProbes() // kubelet's AddPod: the probes' ticks start here
+	return op.Deliver(fsm.SandboxEventCreate.String(), "sandbox", func(ctx context.Context) {
+		p.o.FireSandbox(ctx, fsm.SandboxEventCreate)
+	}, func(err error) op.Op {
+		if p.o.SandboxState() != fsm.SandboxStateReady {
+			// The spec decides what a done pod does without a sandbox
+			// (syncing: sync_failed guarded by pod_done).
+			p.o.Raise(fsm.PodEventSyncFailed)
+			return op.Done(errors.Join(err, p.o.SandboxErr()))
+		}
+		p.o.Publish() // Pending with ContainerCreating while images pull
+		return p.startContainers()
 	})
 }
 
@@ -157,6 +170,31 @@ func (p *Pod) RemovePod() op.Op {
 			})
 		})
 	})
+}
+
+// EnsurePodCgroup creates or updates the pod's cgroup (Owner.PodCgroup)
+// when it has no ready sandbox: the first sync, and one that replaces a
+// dead sandbox, make it before anything else of the pod exists, as
+// kubelet's SyncPod (pcm.EnsureExists before the volumes). A failure is
+// kubelet's FailedToCreatePodContainer event and the error.
+func (p *Pod) EnsurePodCgroup() op.Op { return p.ensurePodCgroup(op.Done) }
+
+// ensurePodCgroup is EnsurePodCgroup followed by then, which sync_pod runs
+// (the spec's calls); nothing to do goes straight to then.
+func (p *Pod) ensurePodCgroup(then func(error) op.Op) op.Op {
+	pc := p.o.PodCgroup()
+	if pc == nil || p.o.SandboxState() == fsm.SandboxStateReady {
+		return then(nil)
+	}
+	pod := p.o.Spec()
+	return op.Do(fsm.PodActionEnsurePodCgroup.String(), pod.UID, func(context.Context) error { return pc.Ensure(pod) },
+		func(err error) op.Op {
+			if err != nil {
+				p.o.Event(v1.EventTypeWarning, ReasonFailedToCreatePodContainer, "unable to ensure pod container exists: %v", err)
+				return then(fmt.Errorf("create cgroup of pod %q: %w", p.o.Key(), err))
+			}
+			return then(nil)
+		})
 }
 
 // MountVolumes sets up the pod's volumes (engine/volume). Every volume that

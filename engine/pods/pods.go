@@ -61,6 +61,9 @@ type Owner interface {
 	// Volumes sets up and tears down the pod's volumes; RootDir is where
 	// they live (a volume set up by the agent's previous run).
 	Volumes() Volumes
+	// PodCgroup makes the pod's cgroup; nil without pod cgroups
+	// (--cgroups-per-qos=false).
+	PodCgroup() Cgroup
 	RootDir() string
 	// AddProbes starts the ticks of the containers' probes (kubelet's
 	// AddPod); Publish recomputes and publishes the pod's status;
@@ -80,8 +83,8 @@ type Owner interface {
 	// Deliveries to the sandbox machine and to the container machines,
 	// in the pod's order: FireSandbox one event to the sandbox;
 	// UpdateContainers update to each in turn; StartContainers start to
-	// the ephemeral, then the init, then the regular containers (those in
-	// parallel); FireContainers ev to the ephemeral and regular containers
+	// the ephemeral, then the init, then the regular containers, each
+	// one's start done before the next begins; FireContainers ev to the ephemeral and regular containers
 	// in parallel, then to the init containers; RemovedAll removed to every
 	// container (their instances forgotten) and to the sandbox.
 	FireSandbox(ctx context.Context, ev fsm.SandboxEvent)
@@ -90,6 +93,16 @@ type Owner interface {
 	FireContainers(ctx context.Context, ev fsm.ContainerEvent)
 	RemovedAll(ctx context.Context)
 }
+
+// Cgroup creates or updates a pod's cgroup under its QoS class
+// (engine/cgroups).
+type Cgroup interface {
+	Ensure(pod *v1.Pod) error
+}
+
+// ReasonFailedToCreatePodContainer is kubelet's reason of a pod cgroup that
+// could not be made.
+const ReasonFailedToCreatePodContainer = "FailedToCreatePodContainer"
 
 // Volumes sets up and tears down a pod's volumes (engine/volume).
 type Volumes interface {

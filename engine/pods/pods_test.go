@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,7 +29,10 @@ type fakeOwner struct {
 	pod       *v1.Pod
 	clock     *clocktesting.FakeClock
 	sandbox   fsm.SandboxState
-	setup     error // what Volumes().Setup returns
+	setup     error    // what Volumes().Setup returns
+	cgroups   bool     // the node has pod cgroups (PodCgroup)
+	ensure    error    // what PodCgroup().Ensure returns
+	host      []string // the cgroup ensures and volume setups, in order
 	raised    []fsm.PodEvent
 	events    []string
 	delivered []string
@@ -79,8 +83,21 @@ func (o *fakeOwner) RemovedAll(context.Context) { o.delivered = append(o.deliver
 func (o *fakeOwner) Event(eventType, reason, format string, args ...any) {
 	o.events = append(o.events, eventType+" "+reason+": "+fmt.Sprintf(format, args...))
 }
-func (o *fakeOwner) Setup(context.Context, *v1.Pod) error { return o.setup }
-func (o *fakeOwner) TearDown(types.UID) error             { return nil }
+func (o *fakeOwner) Setup(context.Context, *v1.Pod) error {
+	o.host = append(o.host, "mount")
+	return o.setup
+}
+func (o *fakeOwner) PodCgroup() Cgroup {
+	if !o.cgroups {
+		return nil
+	}
+	return o
+}
+func (o *fakeOwner) Ensure(pod *v1.Pod) error {
+	o.host = append(o.host, "cgroup "+string(pod.UID))
+	return o.ensure
+}
+func (o *fakeOwner) TearDown(types.UID) error { return nil }
 
 // TestGracePeriod: before any kill a stop gets the pod's own grace period;
 // a kill only shortens it, never below 1 s unless forced with 0; what is
@@ -236,5 +253,40 @@ func TestDeliveries(t *testing.T) {
 	if err := op.Exec(t.Context(), nil, p.RemovePod()); err != nil || !slices.Equal(o.delivered, []string{"removed"}) ||
 		!slices.Equal(o.raised, []fsm.PodEvent{fsm.PodEventCleanupDone}) {
 		t.Errorf("remove: %v, delivered %q, raised %v", err, o.delivered, o.raised)
+	}
+}
+
+// TestEnsurePodCgroup: a sync without a ready sandbox makes the pod's
+// cgroup first, before its volumes (kubelet's SyncPod), so that it exists
+// while the volumes mount; with a ready sandbox it is left alone. A cgroup
+// that cannot be made fails the sync with kubelet's event before any volume
+// or runtime call.
+func TestEnsurePodCgroup(t *testing.T) {
+	o := newFakeOwner()
+	o.cgroups = true
+	p := o.pods()
+	_ = op.Exec(t.Context(), nil, p.SyncPod())
+	if want := []string{"cgroup u", "mount"}; !slices.Equal(o.host, want) {
+		t.Errorf("first sync: %q, want %q", o.host, want)
+	}
+	o.host, o.sandbox = nil, fsm.SandboxStateReady
+	_ = op.Exec(t.Context(), nil, p.SyncPod())
+	if want := []string{"mount"}; !slices.Equal(o.host, want) {
+		t.Errorf("sync with a ready sandbox: %q, want %q", o.host, want)
+	}
+	o.host, o.delivered, o.raised, o.sandbox = nil, nil, nil, fsm.SandboxStateDead
+	o.ensure = errors.New("mkdir /sys/fs/cgroup/memory/kubepods/podu: permission denied")
+	err := op.Exec(t.Context(), nil, p.SyncPod())
+	if want := []string{"cgroup u"}; !slices.Equal(o.host, want) || !slices.Equal(o.raised, []fsm.PodEvent{fsm.PodEventSyncFailed}) ||
+		slices.Contains(o.delivered, "sandbox create") || err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Errorf("cgroup failure: host %q, delivered %q, raised %v, err %v; want the cgroup only, sync_failed and its error", o.host, o.delivered, o.raised, err)
+	}
+	if want := "Warning FailedToCreatePodContainer: unable to ensure pod container exists: mkdir /sys/fs/cgroup/memory/kubepods/podu: permission denied"; !slices.Contains(o.events, want) {
+		t.Errorf("events %q, want %q", o.events, want)
+	}
+	o.host, o.cgroups, o.sandbox = nil, false, fsm.SandboxStateDead
+	_ = op.Exec(t.Context(), nil, p.SyncPod())
+	if want := []string{"mount"}; !slices.Equal(o.host, want) {
+		t.Errorf("without pod cgroups: %q, want %q", o.host, want)
 	}
 }

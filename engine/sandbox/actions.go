@@ -32,26 +32,12 @@ func (s *Sandbox) RemovePodCgroup() op.Op {
 	})
 }
 
-// RunSandbox creates or updates the pod's cgroup (Pod.Cgroups), then
-// creates a sandbox with the next attempt in it and reads its IP back;
-// raises ready, create_failed (also when the cgroup could not be made), or
-// status_failed (the ID is kept). Its operations: the pod's cgroup, the
-// sandbox config, its log directory, RunPodSandbox, then the new sandbox's
-// status (created).
-func (s *Sandbox) RunSandbox() op.Op {
-	pc := s.pod.Cgroups()
-	if pc == nil {
-		return s.buildConfig()
-	}
-	pod := s.pod.Spec()
-	return op.Do("EnsurePodCgroup", pod.UID, func(context.Context) error { return pc.Ensure(pod) },
-		func(err error) op.Op {
-			if err != nil {
-				return s.failed(fsm.SandboxEventCreateFailed, fmt.Errorf("create cgroup of pod %q: %w", s.pod.Key(), err))
-			}
-			return s.buildConfig()
-		})
-}
+// RunSandbox creates a sandbox with the next attempt in it, in the pod's
+// cgroup (the pod machine's ensure_pod_cgroup made it), and reads its IP
+// back; raises ready, create_failed or status_failed (the ID is kept). Its
+// operations: the sandbox config, its log directory, RunPodSandbox, then
+// the new sandbox's status (created).
+func (s *Sandbox) RunSandbox() op.Op { return s.buildConfig() }
 
 // buildConfig builds the config of the next attempt (it reads the host's
 // resolv.conf), makes its log directory and runs the sandbox.

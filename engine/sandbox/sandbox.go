@@ -61,10 +61,10 @@ type Pod interface {
 	Stopping(id string)
 }
 
-// Cgroups makes and removes a pod's cgroup, the CgroupParent of its
-// sandbox.
+// Cgroups removes a pod's cgroup, the CgroupParent of its sandbox, once
+// every sandbox of the pod is removed (the pod machine's ensure_pod_cgroup
+// made it).
 type Cgroups interface {
-	Ensure(pod *v1.Pod) error
 	Remove(uid types.UID) error
 }
 

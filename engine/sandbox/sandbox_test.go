@@ -149,15 +149,10 @@ func TestConfigFailedIsRecorded(t *testing.T) {
 	}
 }
 
-// fakeCgroups records the pod cgroups made and removed.
+// fakeCgroups records the pod cgroups removed.
 type fakeCgroups struct {
 	calls []string
 	err   error
-}
-
-func (c *fakeCgroups) Ensure(pod *v1.Pod) error {
-	c.calls = append(c.calls, "ensure "+string(pod.UID))
-	return c.err
 }
 
 func (c *fakeCgroups) Remove(uid types.UID) error {
@@ -165,23 +160,20 @@ func (c *fakeCgroups) Remove(uid types.UID) error {
 	return c.err
 }
 
-// TestPodCgroup: with pod cgroups the sandbox is made in the pod's cgroup,
-// and none when it cannot be made; without them neither step is asked for.
+// TestPodCgroup: run_sandbox starts with the sandbox config, with or
+// without pod cgroups (the pod machine made the cgroup before); with them
+// remove_pod_cgroup removes the pod's and returns its failure, without
+// them it asks for nothing.
 func TestPodCgroup(t *testing.T) {
 	p := newFakePod()
-	o := p.sandbox().RunSandbox()
-	if o.Name() != "SandboxConfig" {
-		t.Errorf("without pod cgroups run_sandbox starts with %s, want SandboxConfig", o)
-	}
 	if o := p.sandbox().RemovePodCgroup(); !o.Done() || o.Err() != nil {
 		t.Errorf("without pod cgroups remove_pod_cgroup asks for %s", o)
 	}
 	cg := &fakeCgroups{}
 	p.cgroups = cg
 	s := p.sandbox()
-	runAction(t, "run_sandbox", s, []reply{{"EnsurePodCgroup", "u", nil, errors.New("no memory controller")}})
-	if want := []fsm.SandboxEvent{fsm.SandboxEventCreateFailed}; !slices.Equal(p.raised, want) || s.Err() == nil {
-		t.Errorf("no cgroup: raised %v (err %v), want %v and an error", p.raised, s.Err(), want)
+	if o := s.RunSandbox(); o.Name() != "SandboxConfig" {
+		t.Errorf("run_sandbox starts with %s, want SandboxConfig", o)
 	}
 	cg.err = errors.New("device busy")
 	if err := op.Exec(t.Context(), nil, s.RemovePodCgroup()); err == nil || len(cg.calls) != 1 || cg.calls[0] != "remove u" {

@@ -15,6 +15,7 @@ import (
 	"github.com/speclet/speclet/engine/observe"
 	"github.com/speclet/speclet/engine/op"
 	"github.com/speclet/speclet/engine/pleg"
+	"github.com/speclet/speclet/engine/pods"
 	"github.com/speclet/speclet/engine/podspec"
 	"github.com/speclet/speclet/engine/sandbox"
 	"github.com/speclet/speclet/engine/volume"
@@ -126,9 +127,11 @@ type EventRecorder interface {
 	Event(pod *v1.Pod, fieldPath, eventType, reason, message string)
 }
 
-// PodCgroups is the node's pod cgroups as a worker uses them: the sandbox
-// machine's (sandbox.Cgroups) and the CgroupParent of a pod's sandbox.
+// PodCgroups is the node's pod cgroups as a worker uses them: the pod
+// machine's (pods.Cgroup), the sandbox machine's (sandbox.Cgroups) and the
+// CgroupParent of a pod's sandbox.
 type PodCgroups interface {
+	pods.Cgroup
 	sandbox.Cgroups
 	// Parent is the pod's cgroup, the CgroupParent of its sandbox.
 	Parent(pod *v1.Pod) string
