@@ -14,7 +14,7 @@ const ProbeMachineName = "probe"
 
 // ProbeSpecSHA256 is the SHA-256 of spec/probe.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ProbeSpecSHA256 = "aa526b2a180aeb3893585a4d8b2f3f702fbd30cb6e964b4ff5a66fec1924841c"
+const ProbeSpecSHA256 = "6dd23ff127bb409d629dadb7cac301b0345b9aea76abb7a13f37a49ad61c1c48"
 
 // ProbeState is a state of the probe machine.
 //
@@ -35,8 +35,11 @@ const (
 	// ProbeStateReady: Started and ready: the container counts for
 	// ContainersReady.
 	ProbeStateReady
+	// ProbeStateStopping: The container stops (its preStop hook and StopContainer
+	// run): only the readiness worker runs; started, not ready.
+	ProbeStateStopping
 	// ProbeStateKilling: A liveness or startup failure killed the container; it
-	// leaves running.
+	// stops (only the readiness worker runs) until it no longer runs.
 	ProbeStateKilling
 	// ProbeStateKilled: The killed instance no longer runs (not started, not
 	// ready); the kill is remembered until the next attempt begins: the container
@@ -45,12 +48,12 @@ const (
 )
 
 // ProbeStates lists every state of the probe machine in spec order.
-var ProbeStates = []ProbeState{ProbeStateOff, ProbeStateStartingUp, ProbeStateUnready, ProbeStateReady, ProbeStateKilling, ProbeStateKilled}
+var ProbeStates = []ProbeState{ProbeStateOff, ProbeStateStartingUp, ProbeStateUnready, ProbeStateReady, ProbeStateStopping, ProbeStateKilling, ProbeStateKilled}
 
 // ProbeInitialState is the state a new machine starts in.
 const ProbeInitialState = ProbeStateOff
 
-var probeStateNames = [...]string{"off", "starting_up", "unready", "ready", "killing", "killed"}
+var probeStateNames = [...]string{"off", "starting_up", "unready", "ready", "stopping", "killing", "killed"}
 
 // String returns the state's name in the spec.
 func (s ProbeState) String() string {
@@ -78,6 +81,8 @@ func ParseProbeState(name string) (ProbeState, bool) {
 		return ProbeStateUnready, true
 	case "ready":
 		return ProbeStateReady, true
+	case "stopping":
+		return ProbeStateStopping, true
 	case "killing":
 		return ProbeStateKilling, true
 	case "killed":
@@ -93,8 +98,11 @@ type ProbeEvent uint8
 const (
 	// ProbeEventContainerRunning: The container machine entered running.
 	ProbeEventContainerRunning ProbeEvent = iota
-	// ProbeEventContainerStopped: The container machine left running (died,
-	// killed, stopped).
+	// ProbeEventContainerStopping: The container machine entered stopping:
+	// preStop and StopContainer run, the instance still runs.
+	ProbeEventContainerStopping
+	// ProbeEventContainerStopped: The container machine entered a state other
+	// than running and stopping (died, stopped): the instance no longer runs.
 	ProbeEventContainerStopped
 	// ProbeEventContainerStarting: The container machine entered checking_image,
 	// pulling, creating, starting or running: the next attempt begins.
@@ -117,9 +125,9 @@ const (
 )
 
 // ProbeEvents lists every event of the probe machine in spec order.
-var ProbeEvents = []ProbeEvent{ProbeEventContainerRunning, ProbeEventContainerStopped, ProbeEventContainerStarting, ProbeEventStartupOk, ProbeEventStartupFailed, ProbeEventReady, ProbeEventUnready, ProbeEventLivenessFailed, ProbeEventProbeDue}
+var ProbeEvents = []ProbeEvent{ProbeEventContainerRunning, ProbeEventContainerStopping, ProbeEventContainerStopped, ProbeEventContainerStarting, ProbeEventStartupOk, ProbeEventStartupFailed, ProbeEventReady, ProbeEventUnready, ProbeEventLivenessFailed, ProbeEventProbeDue}
 
-var probeEventNames = [...]string{"container_running", "container_stopped", "container_starting", "startup_ok", "startup_failed", "ready", "unready", "liveness_failed", "probe_due"}
+var probeEventNames = [...]string{"container_running", "container_stopping", "container_stopped", "container_starting", "startup_ok", "startup_failed", "ready", "unready", "liveness_failed", "probe_due"}
 
 // String returns the event's name in the spec.
 func (e ProbeEvent) String() string {
@@ -134,6 +142,8 @@ func ParseProbeEvent(name string) (ProbeEvent, bool) {
 	switch name {
 	case "container_running":
 		return ProbeEventContainerRunning, true
+	case "container_stopping":
+		return ProbeEventContainerStopping, true
 	case "container_stopped":
 		return ProbeEventContainerStopped, true
 	case "container_starting":
@@ -207,16 +217,21 @@ const (
 	// and its previous probe returned; a worker still waiting for its first
 	// tick's jitter takes the trigger there.
 	ProbeActionTriggerReadiness
-	// ProbeActionKillContainer: Stop the workers and deliver liveness_failed to
-	// the container machine, with the probe's grace period (Killing: failed
-	// liveness/startup probe, will be restarted).
+	// ProbeActionKillContainer: Stop the liveness and startup workers (the
+	// readiness worker goes on while the container stops) and deliver
+	// liveness_failed to the container machine, with the probe's grace period
+	// (Killing: failed liveness/startup probe, will be restarted).
 	ProbeActionKillContainer
+	// ProbeActionStopLivenessAndStartup: Stop the liveness and startup workers:
+	// the readiness worker, when it runs, goes on while the container stops
+	// (kubelet's StopLivenessAndStartup when the pod terminates).
+	ProbeActionStopLivenessAndStartup
 	// ProbeActionStopProbes: Stop the workers of the instance that left running;
 	// their results are forgotten.
 	ProbeActionStopProbes
 )
 
-var probeActionNames = [...]string{"start_startup", "start_probes", "run_probe", "trigger_readiness", "kill_container", "stop_probes"}
+var probeActionNames = [...]string{"start_startup", "start_probes", "run_probe", "trigger_readiness", "kill_container", "stop_liveness_and_startup", "stop_probes"}
 
 // String returns the action's name in the spec.
 func (a ProbeAction) String() string {
@@ -228,33 +243,35 @@ func (a ProbeAction) String() string {
 
 // ProbeActionCRI lists, per action, the CRI methods the spec says it calls.
 var ProbeActionCRI = [...][]string{
-	ProbeActionStartStartup:     {},
-	ProbeActionStartProbes:      {},
-	ProbeActionRunProbe:         {"ExecSync"},
-	ProbeActionTriggerReadiness: {"ExecSync"},
-	ProbeActionKillContainer:    {},
-	ProbeActionStopProbes:       {},
+	ProbeActionStartStartup:           {},
+	ProbeActionStartProbes:            {},
+	ProbeActionRunProbe:               {"ExecSync"},
+	ProbeActionTriggerReadiness:       {"ExecSync"},
+	ProbeActionKillContainer:          {},
+	ProbeActionStopLivenessAndStartup: {},
+	ProbeActionStopProbes:             {},
 }
 
 // ProbeActionCalls lists, per action, the actions of this machine the spec
 // says it runs itself (its `calls`); their CRI methods are allowed to it too.
-var ProbeActionCalls = [6][]ProbeAction{}
+var ProbeActionCalls = [7][]ProbeAction{}
 
 // ProbeActionUncancellable lists, per action, the CRI methods of its cri list
 // that the spec says a kill does not cancel (its `uncancellable`), each with
 // the spec's reason. The engine lets these calls run to their end
 // (Uncancellable).
-var ProbeActionUncancellable = [6]map[string]string{}
+var ProbeActionUncancellable = [7]map[string]string{}
 
 // probeActionTags are the context tags RunProbeAction puts on the
 // context of the action it runs (see WithAction and Uncancellable).
 var probeActionTags = [...]actionTag{
-	ProbeActionStartStartup:     {machine: "probe", action: "start_startup"},
-	ProbeActionStartProbes:      {machine: "probe", action: "start_probes"},
-	ProbeActionRunProbe:         {machine: "probe", action: "run_probe"},
-	ProbeActionTriggerReadiness: {machine: "probe", action: "trigger_readiness"},
-	ProbeActionKillContainer:    {machine: "probe", action: "kill_container"},
-	ProbeActionStopProbes:       {machine: "probe", action: "stop_probes"},
+	ProbeActionStartStartup:           {machine: "probe", action: "start_startup"},
+	ProbeActionStartProbes:            {machine: "probe", action: "start_probes"},
+	ProbeActionRunProbe:               {machine: "probe", action: "run_probe"},
+	ProbeActionTriggerReadiness:       {machine: "probe", action: "trigger_readiness"},
+	ProbeActionKillContainer:          {machine: "probe", action: "kill_container"},
+	ProbeActionStopLivenessAndStartup: {machine: "probe", action: "stop_liveness_and_startup"},
+	ProbeActionStopProbes:             {machine: "probe", action: "stop_probes"},
 }
 
 // Tag returns ctx tagged with the action as RunProbeAction tags it, for a
@@ -292,10 +309,15 @@ type ProbeActions[O any] interface {
 	// takes the trigger there.
 	// CRI: ExecSync.
 	TriggerReadiness() O
-	// KillContainer: Stop the workers and deliver liveness_failed to the
+	// KillContainer: Stop the liveness and startup workers (the readiness worker
+	// goes on while the container stops) and deliver liveness_failed to the
 	// container machine, with the probe's grace period (Killing: failed
 	// liveness/startup probe, will be restarted).
 	KillContainer() O
+	// StopLivenessAndStartup: Stop the liveness and startup workers: the
+	// readiness worker, when it runs, goes on while the container stops
+	// (kubelet's StopLivenessAndStartup when the pod terminates).
+	StopLivenessAndStartup() O
 	// StopProbes: Stop the workers of the instance that left running; their
 	// results are forgotten.
 	StopProbes() O
@@ -314,6 +336,8 @@ func ProbeActionOp[O any](impl ProbeActions[O], a ProbeAction) (O, error) {
 		return impl.TriggerReadiness(), nil
 	case ProbeActionKillContainer:
 		return impl.KillContainer(), nil
+	case ProbeActionStopLivenessAndStartup:
+		return impl.StopLivenessAndStartup(), nil
 	case ProbeActionStopProbes:
 		return impl.StopProbes(), nil
 	}
@@ -399,15 +423,21 @@ var ProbeTransitionTable = []ProbeTransition{
 	{From: ProbeStateStartingUp, Event: ProbeEventProbeDue, To: ProbeStateStartingUp, Actions: []ProbeAction{ProbeActionRunProbe}},
 	{From: ProbeStateStartingUp, Event: ProbeEventStartupOk, To: ProbeStateUnready, Actions: []ProbeAction{ProbeActionStartProbes, ProbeActionTriggerReadiness}},
 	{From: ProbeStateStartingUp, Event: ProbeEventStartupFailed, To: ProbeStateKilling, Actions: []ProbeAction{ProbeActionKillContainer}},
+	{From: ProbeStateStartingUp, Event: ProbeEventContainerStopping, To: ProbeStateStopping, Actions: []ProbeAction{ProbeActionStopLivenessAndStartup}},
 	{From: ProbeStateStartingUp, Event: ProbeEventContainerStopped, To: ProbeStateOff, Actions: []ProbeAction{ProbeActionStopProbes}},
 	{From: ProbeStateUnready, Event: ProbeEventProbeDue, To: ProbeStateUnready, Actions: []ProbeAction{ProbeActionRunProbe}},
 	{From: ProbeStateUnready, Event: ProbeEventReady, To: ProbeStateReady},
 	{From: ProbeStateUnready, Event: ProbeEventLivenessFailed, To: ProbeStateKilling, Actions: []ProbeAction{ProbeActionKillContainer}},
+	{From: ProbeStateUnready, Event: ProbeEventContainerStopping, To: ProbeStateStopping, Actions: []ProbeAction{ProbeActionStopLivenessAndStartup}},
 	{From: ProbeStateUnready, Event: ProbeEventContainerStopped, To: ProbeStateOff, Actions: []ProbeAction{ProbeActionStopProbes}},
 	{From: ProbeStateReady, Event: ProbeEventProbeDue, To: ProbeStateReady, Actions: []ProbeAction{ProbeActionRunProbe}},
 	{From: ProbeStateReady, Event: ProbeEventUnready, To: ProbeStateUnready, Actions: []ProbeAction{ProbeActionTriggerReadiness}},
 	{From: ProbeStateReady, Event: ProbeEventLivenessFailed, To: ProbeStateKilling, Actions: []ProbeAction{ProbeActionKillContainer}},
+	{From: ProbeStateReady, Event: ProbeEventContainerStopping, To: ProbeStateStopping, Actions: []ProbeAction{ProbeActionStopLivenessAndStartup}},
 	{From: ProbeStateReady, Event: ProbeEventContainerStopped, To: ProbeStateOff, Actions: []ProbeAction{ProbeActionStopProbes}},
+	{From: ProbeStateStopping, Event: ProbeEventProbeDue, To: ProbeStateStopping, Actions: []ProbeAction{ProbeActionRunProbe}},
+	{From: ProbeStateStopping, Event: ProbeEventContainerStopped, To: ProbeStateOff, Actions: []ProbeAction{ProbeActionStopProbes}},
+	{From: ProbeStateKilling, Event: ProbeEventProbeDue, To: ProbeStateKilling, Actions: []ProbeAction{ProbeActionRunProbe}},
 	{From: ProbeStateKilling, Event: ProbeEventContainerStopped, To: ProbeStateKilled, Actions: []ProbeAction{ProbeActionStopProbes}},
 	{From: ProbeStateKilled, Event: ProbeEventContainerStarting, To: ProbeStateOff},
 }
@@ -425,31 +455,34 @@ var ProbeKind = Kind[ProbeState, ProbeEvent, ProbeAction, ProbeGuard]{
 }
 
 // ProbeStateEntry lists, per state, the actions run on entering it.
-var ProbeStateEntry = [6][]ProbeAction{}
+var ProbeStateEntry = [7][]ProbeAction{}
 
 // ProbeTimer arms Event after Duration while the machine stays in a state.
 type ProbeTimer = Timer[ProbeEvent, ProbeDuration]
 
 // ProbeStateTimers lists, per state, the timers armed while in it: the engine
 // arms them when a Step enters the state and cancels them when one leaves it.
-var ProbeStateTimers = [6][]ProbeTimer{
+var ProbeStateTimers = [7][]ProbeTimer{
 	ProbeStateStartingUp: {{ProbeEventProbeDue, ProbeDurationNextProbe}},
 	ProbeStateUnready:    {{ProbeEventProbeDue, ProbeDurationNextProbe}},
 	ProbeStateReady:      {{ProbeEventProbeDue, ProbeDurationNextProbe}},
+	ProbeStateStopping:   {{ProbeEventProbeDue, ProbeDurationNextProbe}},
+	ProbeStateKilling:    {{ProbeEventProbeDue, ProbeDurationNextProbe}},
 }
 
 // probeByStateEvent indexes ProbeTransitionTable by (From, Event).
-var probeByStateEvent = [6][][]uint16{
-	ProbeStateOff:        {{0}, nil, nil, nil, nil, nil, nil, nil, nil},
-	ProbeStateStartingUp: {nil, {4}, nil, {2}, {3}, nil, nil, nil, {1}},
-	ProbeStateUnready:    {nil, {8}, nil, nil, nil, {6}, nil, {7}, {5}},
-	ProbeStateReady:      {nil, {12}, nil, nil, nil, nil, {10}, {11}, {9}},
-	ProbeStateKilling:    {nil, {13}, nil, nil, nil, nil, nil, nil, nil},
-	ProbeStateKilled:     {nil, nil, {14}, nil, nil, nil, nil, nil, nil},
+var probeByStateEvent = [7][][]uint16{
+	ProbeStateOff:        {{0}, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+	ProbeStateStartingUp: {nil, {4}, {5}, nil, {2}, {3}, nil, nil, nil, {1}},
+	ProbeStateUnready:    {nil, {9}, {10}, nil, nil, nil, {7}, nil, {8}, {6}},
+	ProbeStateReady:      {nil, {14}, {15}, nil, nil, nil, nil, {12}, {13}, {11}},
+	ProbeStateStopping:   {nil, nil, {17}, nil, nil, nil, nil, nil, nil, {16}},
+	ProbeStateKilling:    {nil, nil, {19}, nil, nil, nil, nil, nil, nil, {18}},
+	ProbeStateKilled:     {nil, nil, nil, {20}, nil, nil, nil, nil, nil, nil},
 }
 
 // probeChoicesByState indexes ProbeChoiceTable by State.
-var probeChoicesByState = [6][]uint16{}
+var probeChoicesByState = [7][]uint16{}
 
 // ProbeStep is the outcome of one Fire of the probe machine (Step).
 // Row indexes ProbeTransitionTable and Choices ProbeChoiceTable.
@@ -574,6 +607,7 @@ func ProbeShortestPaths() map[ProbeState][]ProbeEvent {
 		ProbeStateStartingUp: {ProbeEventContainerRunning},
 		ProbeStateUnready:    {ProbeEventContainerRunning, ProbeEventStartupOk},
 		ProbeStateReady:      {ProbeEventContainerRunning, ProbeEventStartupOk, ProbeEventReady},
+		ProbeStateStopping:   {ProbeEventContainerRunning, ProbeEventContainerStopping},
 		ProbeStateKilling:    {ProbeEventContainerRunning, ProbeEventStartupFailed},
 		ProbeStateKilled:     {ProbeEventContainerRunning, ProbeEventStartupFailed, ProbeEventContainerStopped},
 	}

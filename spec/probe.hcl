@@ -2,7 +2,9 @@
 # prober_manager.go), one machine per container.
 #
 # The engine fires container_running when the container machine enters
-# `running` and container_stopped when it leaves it. Results belong to the
+# `running`, container_stopping when it enters `stopping` (preStop and
+# StopContainer run; the instance still runs) and container_stopped when it
+# enters any other state. Results belong to the
 # running instance and start over after a restart. Readiness starts false;
 # the startup probe gates liveness and readiness: their workers start only
 # once startup succeeded, so a liveness or readiness result while
@@ -10,7 +12,8 @@
 # once (start_startup reports startup_ok); one without a readiness probe is
 # ready once started (start_probes reports ready).
 #
-# The period timer: while workers run (starting_up, unready, ready) the
+# The period timer: while workers run (starting_up, unready, ready,
+# stopping, killing) the
 # state's timer probe_due fires after next_probe, the time until the earliest
 # due probe of the running workers. A worker probes on the ticks of its
 # kind's ticker (kubelet's worker, one per container and probe kind, made
@@ -32,7 +35,7 @@
 # fails its threshold. probe_due goes back to the same state, which re-arms
 # the timer after run_probe (the engine arms the probe machine's timers once
 # the step's actions ran, as they start and schedule the workers); entering
-# another running state arms it anew, and off, killing and killed arm none.
+# another running state arms it anew, and off and killed arm none.
 # With no worker running (no readiness and no liveness probe) next_probe is
 # negative and no timer is armed. A worker whose previous probe still runs
 # (timeoutSeconds longer than the period) skips that turn: one probe at a
@@ -72,8 +75,15 @@
 #    (grpc.health.v1 Check answers SERVING).
 #  - kill_container uses the probe's terminationGracePeriodSeconds when set,
 #    else the pod's.
-#  - Status: started = this machine is in `unready`, `ready` or `killing`;
-#    ready = it is in `ready` (and the pod is not terminating).
+#  - While the container stops (stopping, killing) only the readiness
+#    worker runs, as kubelet's: its StopLivenessAndStartup when the pod
+#    terminates, and a liveness kill that leaves the readiness worker on
+#    during the preStop hook. Its results are counted (events, metrics) but
+#    not routed: a stopping container does not serve whatever they say
+#    (spec/system.hcl's conditions: serving is the container machine's
+#    running), so neither state has a row for ready or unready.
+#  - Status: started = this machine is in `unready`, `ready`, `stopping`
+#    or `killing`; ready = it is in `ready` (and the pod is not terminating).
 #  - The engine fires container_starting when the container machine enters
 #    checking_image, pulling, creating, starting or running while this machine is in
 #    `killed`, before container_running.
@@ -82,7 +92,8 @@ machine "probe" {
   initial = state.off
 
   event "container_running" { doc = "The container machine entered running." }
-  event "container_stopped" { doc = "The container machine left running (died, killed, stopped)." }
+  event "container_stopping" { doc = "The container machine entered stopping: preStop and StopContainer run, the instance still runs." }
+  event "container_stopped" { doc = "The container machine entered a state other than running and stopping (died, stopped): the instance no longer runs." }
   event "container_starting" { doc = "The container machine entered checking_image, pulling, creating, starting or running: the next attempt begins." }
   event "startup_ok" { doc = "The startup probe reached its success threshold, or the container has none." }
   event "startup_failed" { doc = "The startup probe reached its failure threshold." }
@@ -106,7 +117,10 @@ machine "probe" {
     cri = ["ExecSync"]
   }
   action "kill_container" {
-    doc = "Stop the workers and deliver liveness_failed to the container machine, with the probe's grace period (Killing: failed liveness/startup probe, will be restarted)."
+    doc = "Stop the liveness and startup workers (the readiness worker goes on while the container stops) and deliver liveness_failed to the container machine, with the probe's grace period (Killing: failed liveness/startup probe, will be restarted)."
+  }
+  action "stop_liveness_and_startup" {
+    doc = "Stop the liveness and startup workers: the readiness worker, when it runs, goes on while the container stops (kubelet's StopLivenessAndStartup when the pod terminates)."
   }
   action "stop_probes" {
     doc = "Stop the workers of the instance that left running; their results are forgotten."
@@ -118,7 +132,7 @@ machine "probe" {
   }
 
   shared "probing" {
-    doc = "Workers run (starting_up, unready, ready): probe when the earliest one is due, and arm the timer again for the next (param.here is the state itself)."
+    doc = "Workers run (starting_up, unready, ready, stopping, killing): probe when the earliest one is due, and arm the timer again for the next (param.here is the state itself)."
     timeout "probe_due" { after = duration.next_probe }
     transition "probe_due" {
       to      = param.here
@@ -127,7 +141,11 @@ machine "probe" {
   }
 
   shared "stop" {
-    doc = "The instance left running: every state but off, killing (which remembers the kill) and killed."
+    doc = "The instance stops or stopped: starting_up, unready and ready."
+    transition "container_stopping" {
+      to      = state.stopping
+      actions = [action.stop_liveness_and_startup]
+    }
     transition "container_stopped" {
       to      = state.off
       actions = [action.stop_probes]
@@ -183,8 +201,18 @@ machine "probe" {
     use "stop" {}
   }
 
+  state "stopping" {
+    doc = "The container stops (its preStop hook and StopContainer run): only the readiness worker runs; started, not ready."
+    use "probing" { here = state.stopping }
+    transition "container_stopped" {
+      to      = state.off
+      actions = [action.stop_probes]
+    }
+  }
+
   state "killing" {
-    doc = "A liveness or startup failure killed the container; it leaves running."
+    doc = "A liveness or startup failure killed the container; it stops (only the readiness worker runs) until it no longer runs."
+    use "probing" { here = state.killing }
     transition "container_stopped" {
       to      = state.killed
       actions = [action.stop_probes]

@@ -467,8 +467,12 @@ external "probe" "container_running" {
   doc = "The engine fires it when a container machine enters running (the model has one probe machine per pod, so it may come at any time)."
 }
 
+external "probe" "container_stopping" {
+  doc = "The engine fires it when a container machine enters stopping while the probe machine is in starting_up, unready or ready."
+}
+
 external "probe" "container_stopped" {
-  doc = "The engine fires it when a container machine leaves running."
+  doc = "The engine fires it when a container machine enters a state other than running and stopping."
 }
 
 external "probe" "container_starting" {

@@ -90,7 +90,7 @@ func TestEmbeddedSystem(t *testing.T) {
 	for _, x := range sys.Externals {
 		externals = append(externals, x.Machine.Name+"."+x.Event.Name)
 	}
-	if want := []string{"pod.name_free", "probe.container_running", "probe.container_stopped", "probe.container_starting",
+	if want := []string{"pod.name_free", "probe.container_running", "probe.container_stopping", "probe.container_stopped", "probe.container_starting",
 		"device_plugin.registered", "device_plugin.devices", "device_plugin.stream_ended"}; !slices.Equal(externals, want) {
 		t.Errorf("externals = %v, want %v", externals, want)
 	}

@@ -157,8 +157,10 @@ func (p *Workers) StartProbes() op.Op {
 	return op.Done(nil)
 }
 
-// KillContainer stops the workers and kills the container with the
-// failed probe's grace period, or the pod's.
+// KillContainer stops the liveness and startup workers and kills the
+// container with the failed probe's grace period, or the pod's; the
+// readiness worker goes on while the container stops (kubelet's does during
+// its preStop hook).
 func (p *Workers) KillContainer() op.Op {
 	kind := prober.Liveness
 	if p.c.State() == fsm.ProbeStateKilling && p.workers[prober.Startup] != nil {
@@ -168,9 +170,22 @@ func (p *Workers) KillContainer() op.Op {
 	if s := p.spec(kind); s != nil && s.TerminationGracePeriodSeconds != nil {
 		grace = *s.TerminationGracePeriodSeconds
 	}
-	p.stopAll()
+	p.stopLivenessAndStartup()
 	return op.Deliver(fsm.ContainerEventKill.String(), "container", func(ctx context.Context) { p.c.Kill(ctx, kind, grace) },
 		func(error) op.Op { return op.Done(nil) })
+}
+
+// StopLivenessAndStartup stops the liveness and startup workers of the
+// instance that stops; its readiness worker goes on until it no longer runs
+// (kubelet's StopLivenessAndStartup when the pod terminates).
+func (p *Workers) StopLivenessAndStartup() op.Op {
+	p.stopLivenessAndStartup()
+	return op.Done(nil)
+}
+
+func (p *Workers) stopLivenessAndStartup() {
+	p.stopWorker(prober.Liveness)
+	p.stopWorker(prober.Startup)
 }
 
 // StopProbes stops the workers of the instance that left running.
@@ -253,7 +268,8 @@ func (p *Workers) probe(w *worker, a fsm.ProbeAction) {
 // Result counts a raw result of a worker against its thresholds and returns
 // the input to route when the thresholded result changed (ok false: none).
 // A failure is an Unhealthy event; a success that said something, a
-// ProbeWarning.
+// ProbeWarning. While the container stops (stopping, killing) nothing is
+// routed: a stopping container does not serve (spec/probe.hcl).
 func (p *Workers) Result(r Report) (fsm.Input, bool) {
 	w := p.workers[r.Kind]
 	if w == nil || w.gen != r.Worker {
@@ -272,6 +288,9 @@ func (p *Workers) Result(r Report) (fsm.Input, bool) {
 		p.c.Event("ProbeWarning", msg)
 	}
 	if got := w.run.Add(w.spec, r.Success); got == prober.Unknown || got == p.reported(r.Kind) {
+		return 0, false
+	}
+	if st := p.c.State(); st == fsm.ProbeStateStopping || st == fsm.ProbeStateKilling {
 		return 0, false
 	}
 	return prober.Input(r.Kind, r.Success)

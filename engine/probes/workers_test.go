@@ -175,8 +175,8 @@ func TestStoppedWorkerResult(t *testing.T) {
 }
 
 // TestKillContainer: a failed probe kills the container with its own
-// grace period (the startup probe's while it runs), or the pod's, and
-// every worker stops.
+// grace period (the startup probe's while it runs), or the pod's; the
+// liveness and startup workers stop, the readiness worker goes on.
 func TestKillContainer(t *testing.T) {
 	grace := int64(5)
 	startup := tcpProbe(failing, 1)
@@ -191,7 +191,7 @@ func TestKillContainer(t *testing.T) {
 		{"liveness failed", fsm.ProbeStateKilling, func(w *Workers) op.Op { return w.StartProbes() }, "liveness -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newFake(&v1.Container{Name: "app", StartupProbe: startup, LivenessProbe: tcpProbe(failing, 1)})
+			c := newFake(&v1.Container{Name: "app", StartupProbe: startup, LivenessProbe: tcpProbe(failing, 1), ReadinessProbe: tcpProbe(failing, 1)})
 			w := c.workers()
 			run(t, tc.start(w))
 			c.state = tc.state
@@ -199,10 +199,44 @@ func TestKillContainer(t *testing.T) {
 			if want := []string{tc.want}; !slices.Equal(c.killed, want) {
 				t.Errorf("killed %q, want %q", c.killed, want)
 			}
-			if d := w.NextProbe(); d >= 0 {
-				t.Errorf("next_probe %v after the kill, want no worker", d)
+			for k, wk := range w.workers {
+				if running, want := wk != nil, tc.name == "liveness failed" && prober.Kind(k) == prober.Readiness; running != want {
+					t.Errorf("%s worker running %v after the kill, want %v", prober.Kind(k), running, want)
+				}
 			}
 		})
+	}
+}
+
+// TestReadinessWhileStopping: once the container stops (its preStop hook
+// runs) only the readiness worker probes, as kubelet's; its results count
+// (the Unhealthy event, the metrics) but route nothing, and StopProbes
+// stops it when the instance no longer runs.
+func TestReadinessWhileStopping(t *testing.T) {
+	c := newFake(&v1.Container{Name: "app", StartupProbe: tcpProbe(failing, 3), LivenessProbe: tcpProbe(failing, 1), ReadinessProbe: tcpProbe(failing, 1)})
+	w := c.workers()
+	w.Add()
+	run(t, w.StartProbes())
+	c.state = fsm.ProbeStateStopping
+	run(t, w.StopLivenessAndStartup())
+	if w.workers[prober.Liveness] != nil || w.workers[prober.Startup] != nil || w.workers[prober.Readiness] == nil {
+		t.Fatalf("after stop_liveness_and_startup: workers %v, want readiness only", w.workers)
+	}
+	c.now = c.now.Add(w.NextProbe())
+	run(t, w.RunProbe())
+	r := c.result(t)
+	if r.Kind != prober.Readiness || r.Success {
+		t.Fatalf("probe while stopping: %+v, want a failed readiness result", r)
+	}
+	if in, ok := w.Result(r); ok {
+		t.Errorf("a result while stopping routed %v", in)
+	}
+	if want := []string{"readiness false"}; !slices.Equal(c.probed, want) || len(c.events) != 1 {
+		t.Errorf("results counted %q, events %q; want %q and its Unhealthy event", c.probed, c.events, want)
+	}
+	run(t, w.StopProbes())
+	if d := w.NextProbe(); d >= 0 {
+		t.Errorf("next_probe %v once stopped, want no worker", d)
 	}
 }
 

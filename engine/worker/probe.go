@@ -72,7 +72,7 @@ func (ps *probeState) PodUID() types.UID     { return ps.c.p.pod.UID }
 // instance.
 func (ps *probeState) started() bool {
 	switch ps.machine.State() {
-	case fsm.ProbeStateUnready, fsm.ProbeStateReady, fsm.ProbeStateKilling:
+	case fsm.ProbeStateUnready, fsm.ProbeStateReady, fsm.ProbeStateStopping, fsm.ProbeStateKilling:
 		return true
 	}
 	return false
@@ -96,6 +96,13 @@ func (ps *probeState) containerEntered(ctx context.Context, s fsm.ContainerState
 	switch st := ps.machine.State(); {
 	case s == fsm.ContainerStateRunning && st == fsm.ProbeStateOff:
 		ps.fire(ctx, fsm.ProbeEventContainerRunning)
+	case s == fsm.ContainerStateStopping:
+		// The instance still runs (its preStop hook, StopContainer):
+		// readiness goes on, the rest stop.
+		switch st {
+		case fsm.ProbeStateStartingUp, fsm.ProbeStateUnready, fsm.ProbeStateReady:
+			ps.fire(ctx, fsm.ProbeEventContainerStopping)
+		}
 	case s != fsm.ContainerStateRunning && st != fsm.ProbeStateOff && st != fsm.ProbeStateKilled:
 		ps.fire(ctx, fsm.ProbeEventContainerStopped)
 	}
