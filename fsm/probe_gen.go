@@ -14,7 +14,7 @@ const ProbeMachineName = "probe"
 
 // ProbeSpecSHA256 is the SHA-256 of spec/probe.hcl this file was generated from;
 // a test in this package fails when the spec changed and nobody regenerated.
-const ProbeSpecSHA256 = "6dd23ff127bb409d629dadb7cac301b0345b9aea76abb7a13f37a49ad61c1c48"
+const ProbeSpecSHA256 = "d33b86706799f7b27074afbf0f98a6dfb55a8b1cbf5ea9b91472900e7742c837"
 
 // ProbeState is a state of the probe machine.
 //
@@ -36,10 +36,10 @@ const (
 	// ContainersReady.
 	ProbeStateReady
 	// ProbeStateStopping: The container stops (its preStop hook and StopContainer
-	// run): only the readiness worker runs; started, not ready.
+	// run): only the readiness worker runs, by itself; started, not ready.
 	ProbeStateStopping
 	// ProbeStateKilling: A liveness or startup failure killed the container; it
-	// stops (only the readiness worker runs) until it no longer runs.
+	// stops (only the readiness worker runs, by itself) until it no longer runs.
 	ProbeStateKilling
 	// ProbeStateKilled: The killed instance no longer runs (not started, not
 	// ready); the kill is remembered until the next attempt begins: the container
@@ -218,13 +218,14 @@ const (
 	// tick's jitter takes the trigger there.
 	ProbeActionTriggerReadiness
 	// ProbeActionKillContainer: Stop the liveness and startup workers (the
-	// readiness worker goes on while the container stops) and deliver
-	// liveness_failed to the container machine, with the probe's grace period
-	// (Killing: failed liveness/startup probe, will be restarted).
+	// readiness worker goes on by itself on its ticks while the container stops)
+	// and deliver liveness_failed to the container machine, with the probe's
+	// grace period (Killing: failed liveness/startup probe, will be restarted).
 	ProbeActionKillContainer
 	// ProbeActionStopLivenessAndStartup: Stop the liveness and startup workers:
-	// the readiness worker, when it runs, goes on while the container stops
-	// (kubelet's StopLivenessAndStartup when the pod terminates).
+	// the readiness worker, when it runs, goes on by itself on its ticks (its own
+	// goroutine) while the container stops, until stop_probes (kubelet's
+	// StopLivenessAndStartup when the pod terminates).
 	ProbeActionStopLivenessAndStartup
 	// ProbeActionStopProbes: Stop the workers of the instance that left running;
 	// their results are forgotten.
@@ -247,8 +248,8 @@ var ProbeActionCRI = [...][]string{
 	ProbeActionStartProbes:            {},
 	ProbeActionRunProbe:               {"ExecSync"},
 	ProbeActionTriggerReadiness:       {"ExecSync"},
-	ProbeActionKillContainer:          {},
-	ProbeActionStopLivenessAndStartup: {},
+	ProbeActionKillContainer:          {"ExecSync"},
+	ProbeActionStopLivenessAndStartup: {"ExecSync"},
 	ProbeActionStopProbes:             {},
 }
 
@@ -310,13 +311,16 @@ type ProbeActions[O any] interface {
 	// CRI: ExecSync.
 	TriggerReadiness() O
 	// KillContainer: Stop the liveness and startup workers (the readiness worker
-	// goes on while the container stops) and deliver liveness_failed to the
-	// container machine, with the probe's grace period (Killing: failed
-	// liveness/startup probe, will be restarted).
+	// goes on by itself on its ticks while the container stops) and deliver
+	// liveness_failed to the container machine, with the probe's grace period
+	// (Killing: failed liveness/startup probe, will be restarted).
+	// CRI: ExecSync.
 	KillContainer() O
 	// StopLivenessAndStartup: Stop the liveness and startup workers: the
-	// readiness worker, when it runs, goes on while the container stops
-	// (kubelet's StopLivenessAndStartup when the pod terminates).
+	// readiness worker, when it runs, goes on by itself on its ticks (its own
+	// goroutine) while the container stops, until stop_probes (kubelet's
+	// StopLivenessAndStartup when the pod terminates).
+	// CRI: ExecSync.
 	StopLivenessAndStartup() O
 	// StopProbes: Stop the workers of the instance that left running; their
 	// results are forgotten.
@@ -435,9 +439,7 @@ var ProbeTransitionTable = []ProbeTransition{
 	{From: ProbeStateReady, Event: ProbeEventLivenessFailed, To: ProbeStateKilling, Actions: []ProbeAction{ProbeActionKillContainer}},
 	{From: ProbeStateReady, Event: ProbeEventContainerStopping, To: ProbeStateStopping, Actions: []ProbeAction{ProbeActionStopLivenessAndStartup}},
 	{From: ProbeStateReady, Event: ProbeEventContainerStopped, To: ProbeStateOff, Actions: []ProbeAction{ProbeActionStopProbes}},
-	{From: ProbeStateStopping, Event: ProbeEventProbeDue, To: ProbeStateStopping, Actions: []ProbeAction{ProbeActionRunProbe}},
 	{From: ProbeStateStopping, Event: ProbeEventContainerStopped, To: ProbeStateOff, Actions: []ProbeAction{ProbeActionStopProbes}},
-	{From: ProbeStateKilling, Event: ProbeEventProbeDue, To: ProbeStateKilling, Actions: []ProbeAction{ProbeActionRunProbe}},
 	{From: ProbeStateKilling, Event: ProbeEventContainerStopped, To: ProbeStateKilled, Actions: []ProbeAction{ProbeActionStopProbes}},
 	{From: ProbeStateKilled, Event: ProbeEventContainerStarting, To: ProbeStateOff},
 }
@@ -466,8 +468,6 @@ var ProbeStateTimers = [7][]ProbeTimer{
 	ProbeStateStartingUp: {{ProbeEventProbeDue, ProbeDurationNextProbe}},
 	ProbeStateUnready:    {{ProbeEventProbeDue, ProbeDurationNextProbe}},
 	ProbeStateReady:      {{ProbeEventProbeDue, ProbeDurationNextProbe}},
-	ProbeStateStopping:   {{ProbeEventProbeDue, ProbeDurationNextProbe}},
-	ProbeStateKilling:    {{ProbeEventProbeDue, ProbeDurationNextProbe}},
 }
 
 // probeByStateEvent indexes ProbeTransitionTable by (From, Event).
@@ -476,9 +476,9 @@ var probeByStateEvent = [7][][]uint16{
 	ProbeStateStartingUp: {nil, {4}, {5}, nil, {2}, {3}, nil, nil, nil, {1}},
 	ProbeStateUnready:    {nil, {9}, {10}, nil, nil, nil, {7}, nil, {8}, {6}},
 	ProbeStateReady:      {nil, {14}, {15}, nil, nil, nil, nil, {12}, {13}, {11}},
-	ProbeStateStopping:   {nil, nil, {17}, nil, nil, nil, nil, nil, nil, {16}},
-	ProbeStateKilling:    {nil, nil, {19}, nil, nil, nil, nil, nil, nil, {18}},
-	ProbeStateKilled:     {nil, nil, nil, {20}, nil, nil, nil, nil, nil, nil},
+	ProbeStateStopping:   {nil, nil, {16}, nil, nil, nil, nil, nil, nil, nil},
+	ProbeStateKilling:    {nil, nil, {17}, nil, nil, nil, nil, nil, nil, nil},
+	ProbeStateKilled:     {nil, nil, nil, {18}, nil, nil, nil, nil, nil, nil},
 }
 
 // probeChoicesByState indexes ProbeChoiceTable by State.

@@ -12,8 +12,7 @@
 # once (start_startup reports startup_ok); one without a readiness probe is
 # ready once started (start_probes reports ready).
 #
-# The period timer: while workers run (starting_up, unready, ready,
-# stopping, killing) the
+# The period timer: while workers run (starting_up, unready, ready) the
 # state's timer probe_due fires after next_probe, the time until the earliest
 # due probe of the running workers. A worker probes on the ticks of its
 # kind's ticker (kubelet's worker, one per container and probe kind, made
@@ -35,7 +34,8 @@
 # fails its threshold. probe_due goes back to the same state, which re-arms
 # the timer after run_probe (the engine arms the probe machine's timers once
 # the step's actions ran, as they start and schedule the workers); entering
-# another running state arms it anew, and off and killed arm none.
+# another running state arms it anew, and off, stopping, killing and killed
+# arm none.
 # With no worker running (no readiness and no liveness probe) next_probe is
 # negative and no timer is armed. A worker whose previous probe still runs
 # (timeoutSeconds longer than the period) skips that turn: one probe at a
@@ -78,10 +78,14 @@
 #  - While the container stops (stopping, killing) only the readiness
 #    worker runs, as kubelet's: its StopLivenessAndStartup when the pod
 #    terminates, and a liveness kill that leaves the readiness worker on
-#    during the preStop hook. Its results are counted (events, metrics) but
-#    not routed: a stopping container does not serve whatever they say
-#    (spec/system.hcl's conditions: serving is the container machine's
-#    running), so neither state has a row for ready or unready.
+#    during the preStop hook. It probes by itself on its ticks, on its own
+#    goroutine, as kubelet's worker does: the pod's worker runs the stop
+#    (preStop, StopContainer) and serves no timer until it returns, so no
+#    probe_due could come. Its results are counted (events, metrics) when
+#    the pod's worker reads them but not routed: a stopping container does
+#    not serve whatever they say (spec/system.hcl's conditions: serving is
+#    the container machine's running), so neither state has a row for ready
+#    or unready.
 #  - Status: started = this machine is in `unready`, `ready`, `stopping`
 #    or `killing`; ready = it is in `ready` (and the pod is not terminating).
 #  - The engine fires container_starting when the container machine enters
@@ -117,10 +121,12 @@ machine "probe" {
     cri = ["ExecSync"]
   }
   action "kill_container" {
-    doc = "Stop the liveness and startup workers (the readiness worker goes on while the container stops) and deliver liveness_failed to the container machine, with the probe's grace period (Killing: failed liveness/startup probe, will be restarted)."
+    doc = "Stop the liveness and startup workers (the readiness worker goes on by itself on its ticks while the container stops) and deliver liveness_failed to the container machine, with the probe's grace period (Killing: failed liveness/startup probe, will be restarted)."
+    cri = ["ExecSync"]
   }
   action "stop_liveness_and_startup" {
-    doc = "Stop the liveness and startup workers: the readiness worker, when it runs, goes on while the container stops (kubelet's StopLivenessAndStartup when the pod terminates)."
+    doc = "Stop the liveness and startup workers: the readiness worker, when it runs, goes on by itself on its ticks (its own goroutine) while the container stops, until stop_probes (kubelet's StopLivenessAndStartup when the pod terminates)."
+    cri = ["ExecSync"]
   }
   action "stop_probes" {
     doc = "Stop the workers of the instance that left running; their results are forgotten."
@@ -132,7 +138,7 @@ machine "probe" {
   }
 
   shared "probing" {
-    doc = "Workers run (starting_up, unready, ready, stopping, killing): probe when the earliest one is due, and arm the timer again for the next (param.here is the state itself)."
+    doc = "Workers run (starting_up, unready, ready): probe when the earliest one is due, and arm the timer again for the next (param.here is the state itself)."
     timeout "probe_due" { after = duration.next_probe }
     transition "probe_due" {
       to      = param.here
@@ -202,8 +208,7 @@ machine "probe" {
   }
 
   state "stopping" {
-    doc = "The container stops (its preStop hook and StopContainer run): only the readiness worker runs; started, not ready."
-    use "probing" { here = state.stopping }
+    doc = "The container stops (its preStop hook and StopContainer run): only the readiness worker runs, by itself; started, not ready."
     transition "container_stopped" {
       to      = state.off
       actions = [action.stop_probes]
@@ -211,8 +216,7 @@ machine "probe" {
   }
 
   state "killing" {
-    doc = "A liveness or startup failure killed the container; it stops (only the readiness worker runs) until it no longer runs."
-    use "probing" { here = state.killing }
+    doc = "A liveness or startup failure killed the container; it stops (only the readiness worker runs, by itself) until it no longer runs."
     transition "container_stopped" {
       to      = state.killed
       actions = [action.stop_probes]

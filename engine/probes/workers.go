@@ -8,13 +8,16 @@
 // of its kind, schedule.go); the machine's timer probe_due (duration
 // next_probe) is armed for the earliest of them. run_probe starts the due
 // probes, each on its own goroutine (a slow probe never blocks the pod),
-// and moves their schedules on; the probe posts its raw result (Report)
-// through Container.Post; Result counts it against the thresholds and
-// says which input to route when the thresholded result changed.
+// and moves their schedules on; while the container stops, the readiness
+// worker probes on its ticks by itself. A probe posts its raw result
+// (Report) through Container.Post; Result counts it against the thresholds
+// and says which input to route when the thresholded result changed.
 //
 // Contracts:
-//   - Everything but the probe call runs on the pod's worker goroutine: a
-//     Workers keeps no lock.
+//   - Everything but the probe calls and the loop of a readiness worker
+//     that runs free while its container stops (freeRun, which reads only
+//     what does not change once the worker started) runs on the pod's
+//     worker goroutine: a Workers keeps no lock.
 //   - A result of a worker stopped meanwhile is never posted, or is
 //     dropped by Result (each worker started has a new generation).
 package probes
@@ -61,8 +64,9 @@ type Container interface {
 	Target() handlers.Target
 	// StartedAt is when the running instance started.
 	StartedAt() time.Time
-	// Now is the engine's clock.
+	// Now is the engine's clock; After its timer (any goroutine calls it).
 	Now() time.Time
+	After(d time.Duration) <-chan time.Time
 	// Jitter is how far after now a kind with period's ticks begin when
 	// the pod is added: up to a period while the engine started less than
 	// one period ago (kubelet's prober worker sleeps that long), else 0.
@@ -159,8 +163,8 @@ func (p *Workers) StartProbes() op.Op {
 
 // KillContainer stops the liveness and startup workers and kills the
 // container with the failed probe's grace period, or the pod's; the
-// readiness worker goes on while the container stops (kubelet's does during
-// its preStop hook).
+// readiness worker goes on by itself while the container stops (kubelet's
+// does during its preStop hook; freeRun).
 func (p *Workers) KillContainer() op.Op {
 	kind := prober.Liveness
 	if p.c.State() == fsm.ProbeStateKilling && p.workers[prober.Startup] != nil {
@@ -170,22 +174,59 @@ func (p *Workers) KillContainer() op.Op {
 	if s := p.spec(kind); s != nil && s.TerminationGracePeriodSeconds != nil {
 		grace = *s.TerminationGracePeriodSeconds
 	}
-	p.stopLivenessAndStartup()
+	p.stopLivenessAndStartup(fsm.ProbeActionKillContainer)
 	return op.Deliver(fsm.ContainerEventKill.String(), "container", func(ctx context.Context) { p.c.Kill(ctx, kind, grace) },
 		func(error) op.Op { return op.Done(nil) })
 }
 
 // StopLivenessAndStartup stops the liveness and startup workers of the
-// instance that stops; its readiness worker goes on until it no longer runs
-// (kubelet's StopLivenessAndStartup when the pod terminates).
+// instance that stops; its readiness worker goes on by itself until it no
+// longer runs (kubelet's StopLivenessAndStartup when the pod terminates;
+// freeRun).
 func (p *Workers) StopLivenessAndStartup() op.Op {
-	p.stopLivenessAndStartup()
+	p.stopLivenessAndStartup(fsm.ProbeActionStopLivenessAndStartup)
 	return op.Done(nil)
 }
 
-func (p *Workers) stopLivenessAndStartup() {
+// stopLivenessAndStartup stops the liveness and startup workers and lets
+// the readiness worker run free; its probes belong to action a.
+func (p *Workers) stopLivenessAndStartup(a fsm.ProbeAction) {
 	p.stopWorker(prober.Liveness)
 	p.stopWorker(prober.Startup)
+	if w := p.workers[prober.Readiness]; w != nil {
+		p.freeRun(w, a)
+	}
+}
+
+// freeRun probes w on its own goroutine at each of its ticks from its next
+// one, one probe at a time, until the worker is stopped (StopProbes): while
+// the container stops, the pod's worker runs the stop (preStop,
+// StopContainer) and serves no probe_due timer until it returns, so w
+// probes by itself, as each kubelet worker does. Its results are posted as
+// run_probe's are; the goroutine reads only what no one changes once the
+// worker started (its kind, spec, target, context and generation).
+func (p *Workers) freeRun(w *worker, a fsm.ProbeAction) {
+	c := p.c
+	next, period := w.next, prober.Period(w.spec)
+	r0 := Report{UID: c.PodUID(), Container: c.Name(), Kind: w.kind, Worker: w.gen}
+	ctx := a.Tag(w.ctx)
+	go func() {
+		for {
+			if d := next.Sub(c.Now()); d > 0 {
+				select {
+				case <-w.ctx.Done():
+					return
+				case <-c.After(d):
+				}
+			}
+			r, ok := w.probeOnce(ctx, r0)
+			if !ok {
+				return // stopped meanwhile
+			}
+			c.Post(r)
+			next = schedule.TickAfter(next, period, c.Now())
+		}
+	}()
 }
 
 // StopProbes stops the workers of the instance that left running.
@@ -252,17 +293,25 @@ func (p *Workers) probe(w *worker, a fsm.ProbeAction) {
 	r := Report{UID: c.PodUID(), Container: c.Name(), Kind: w.kind, Worker: w.gen}
 	ctx := a.Tag(w.ctx)
 	go func() {
-		start := time.Now()
-		out, err := w.target.Probe(ctx, w.spec, prober.Timeout(w.spec))
-		if w.ctx.Err() != nil {
-			return // stopped meanwhile
+		if r, ok := w.probeOnce(ctx, r); ok {
+			c.Post(r)
 		}
-		r.Success, r.Output, r.Duration = err == nil, out, time.Since(start)
-		if err != nil {
-			r.Output = err.Error()
-		}
-		c.Post(r)
 	}()
+}
+
+// probeOnce runs one probe of w with ctx and returns r with its outcome;
+// false when w was stopped meanwhile. Any goroutine calls it.
+func (w *worker) probeOnce(ctx context.Context, r Report) (Report, bool) {
+	start := time.Now()
+	out, err := w.target.Probe(ctx, w.spec, prober.Timeout(w.spec))
+	if w.ctx.Err() != nil {
+		return r, false
+	}
+	r.Success, r.Output, r.Duration = err == nil, out, time.Since(start)
+	if err != nil {
+		r.Output = err.Error()
+	}
+	return r, true
 }
 
 // Result counts a raw result of a worker against its thresholds and returns

@@ -27,6 +27,7 @@ type fakeContainer struct {
 	now     time.Time
 	started time.Time
 	jitter  time.Duration
+	after   chan time.Time // what After returns (nil: never)
 	state   fsm.ProbeState
 	posted  chan Report
 	raised  []fsm.ProbeEvent
@@ -54,13 +55,14 @@ func (c *fakeContainer) Spec() *v1.Container { return c.spec }
 func (c *fakeContainer) Target() handlers.Target {
 	return handlers.Target{Name: c.spec.Name, PodIP: "127.0.0.1", Spec: c.spec}
 }
-func (c *fakeContainer) StartedAt() time.Time               { return c.started }
-func (c *fakeContainer) Now() time.Time                     { return c.now }
-func (c *fakeContainer) Jitter(time.Duration) time.Duration { return c.jitter }
-func (c *fakeContainer) Context() context.Context           { return context.Background() }
-func (c *fakeContainer) Post(r Report)                      { c.posted <- r }
-func (c *fakeContainer) State() fsm.ProbeState              { return c.state }
-func (c *fakeContainer) Raise(ev fsm.ProbeEvent)            { c.raised = append(c.raised, ev) }
+func (c *fakeContainer) StartedAt() time.Time                 { return c.started }
+func (c *fakeContainer) Now() time.Time                       { return c.now }
+func (c *fakeContainer) Jitter(time.Duration) time.Duration   { return c.jitter }
+func (c *fakeContainer) After(time.Duration) <-chan time.Time { return c.after }
+func (c *fakeContainer) Context() context.Context             { return context.Background() }
+func (c *fakeContainer) Post(r Report)                        { c.posted <- r }
+func (c *fakeContainer) State() fsm.ProbeState                { return c.state }
+func (c *fakeContainer) Raise(ev fsm.ProbeEvent)              { c.raised = append(c.raised, ev) }
 func (c *fakeContainer) Kill(_ context.Context, k prober.Kind, grace int64) {
 	c.killed = append(c.killed, fmt.Sprint(k, " ", grace))
 }
@@ -204,16 +206,19 @@ func TestKillContainer(t *testing.T) {
 					t.Errorf("%s worker running %v after the kill, want %v", prober.Kind(k), running, want)
 				}
 			}
+			run(t, w.StopProbes())
 		})
 	}
 }
 
 // TestReadinessWhileStopping: once the container stops (its preStop hook
-// runs) only the readiness worker probes, as kubelet's; its results count
-// (the Unhealthy event, the metrics) but route nothing, and StopProbes
-// stops it when the instance no longer runs.
+// runs) only the readiness worker probes, as kubelet's, and by itself on
+// its ticks: the pod's worker runs the stop and fires no probe_due. Its
+// results count (the Unhealthy event, the metrics) but route nothing, and
+// StopProbes stops it when the instance no longer runs.
 func TestReadinessWhileStopping(t *testing.T) {
 	c := newFake(&v1.Container{Name: "app", StartupProbe: tcpProbe(failing, 3), LivenessProbe: tcpProbe(failing, 1), ReadinessProbe: tcpProbe(failing, 1)})
+	c.after = make(chan time.Time)
 	w := c.workers()
 	w.Add()
 	run(t, w.StartProbes())
@@ -222,17 +227,18 @@ func TestReadinessWhileStopping(t *testing.T) {
 	if w.workers[prober.Liveness] != nil || w.workers[prober.Startup] != nil || w.workers[prober.Readiness] == nil {
 		t.Fatalf("after stop_liveness_and_startup: workers %v, want readiness only", w.workers)
 	}
-	c.now = c.now.Add(w.NextProbe())
-	run(t, w.RunProbe())
-	r := c.result(t)
-	if r.Kind != prober.Readiness || r.Success {
-		t.Fatalf("probe while stopping: %+v, want a failed readiness result", r)
+	for i := range 2 {
+		c.after <- t0 // its next tick came, with no run_probe
+		r := c.result(t)
+		if r.Kind != prober.Readiness || r.Success {
+			t.Fatalf("probe %d while stopping: %+v, want a failed readiness result", i, r)
+		}
+		if in, ok := w.Result(r); ok {
+			t.Errorf("a result while stopping routed %v", in)
+		}
 	}
-	if in, ok := w.Result(r); ok {
-		t.Errorf("a result while stopping routed %v", in)
-	}
-	if want := []string{"readiness false"}; !slices.Equal(c.probed, want) || len(c.events) != 1 {
-		t.Errorf("results counted %q, events %q; want %q and its Unhealthy event", c.probed, c.events, want)
+	if want := []string{"readiness false", "readiness false"}; !slices.Equal(c.probed, want) || len(c.events) != 2 {
+		t.Errorf("results counted %q, events %q; want %q and their Unhealthy events", c.probed, c.events, want)
 	}
 	run(t, w.StopProbes())
 	if d := w.NextProbe(); d >= 0 {
