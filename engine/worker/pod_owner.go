@@ -20,19 +20,13 @@ import (
 
 var _ pods.Owner = (*podState)(nil)
 
-func (s *podState) Spec() *v1.Pod                { return s.pod }
-func (s *podState) Key() string                  { return s.key() }
-func (s *podState) Clock() clock.Clock           { return s.h.Clock }
-func (s *podState) Runtime() cri.Runtime         { return s.h.Runtime }
-func (s *podState) Raise(ev fsm.PodEvent)        { s.raise(ev) }
-func (s *podState) SyncFrequency() time.Duration { return s.h.SyncFrequency }
-func (s *podState) Volumes() pods.Volumes        { return s.h.Volumes }
-func (s *podState) PodCgroup() pods.Cgroup {
-	if pc := s.h.PodCgroups; pc != nil {
-		return pc
-	}
-	return nil
-}
+func (s *podState) Spec() *v1.Pod                           { return s.pod }
+func (s *podState) Key() string                             { return s.key() }
+func (s *podState) Clock() clock.Clock                      { return s.h.Clock }
+func (s *podState) Runtime() cri.Runtime                    { return s.h.Runtime }
+func (s *podState) Raise(ev fsm.PodEvent)                   { s.raise(ev) }
+func (s *podState) SyncFrequency() time.Duration            { return s.h.SyncFrequency }
+func (s *podState) Volumes() pods.Volumes                   { return s.h.Volumes }
 func (s *podState) RootDir() string                         { return s.h.RootDir }
 func (s *podState) AddProbes()                              { s.addProbes() }
 func (s *podState) Publish()                                { s.w.publishStatus() }
@@ -41,6 +35,14 @@ func (s *podState) SandboxState() fsm.SandboxState          { return s.sandbox.m
 func (s *podState) SandboxErr() error                       { return s.sandbox.Err() }
 func (s *podState) DropSandboxConfig()                      { s.sandbox.DropConfig() }
 func (s *podState) RemoveSandboxes(then func() op.Op) op.Op { return s.sandbox.Remove(then) }
+
+// PodCgroup is the node's pod cgroups (Host.PodCgroups), or nil.
+func (s *podState) PodCgroup() pods.Cgroup {
+	if pc := s.h.PodCgroups; pc != nil {
+		return pc
+	}
+	return nil
+}
 
 // Event records an event about the pod.
 func (s *podState) Event(eventType, reason, format string, args ...any) {

@@ -113,11 +113,12 @@ func (ps *probeState) Name() string             { return ps.c.name }
 func (ps *probeState) Spec() *v1.Container      { return ps.c.spec }
 func (ps *probeState) StartedAt() time.Time     { return ps.c.StartedAt() }
 func (ps *probeState) Context() context.Context { return ps.c.p.h.Engine.Context() }
-func (ps *probeState) After(d time.Duration) <-chan time.Time {
-	return ps.c.p.h.Clock.After(d)
-}
-func (ps *probeState) State() fsm.ProbeState   { return ps.machine.State() }
-func (ps *probeState) Raise(ev fsm.ProbeEvent) { ps.run.Raise(ev) }
+func (ps *probeState) State() fsm.ProbeState    { return ps.machine.State() }
+func (ps *probeState) Raise(ev fsm.ProbeEvent)  { ps.run.Raise(ev) }
+
+// After is the engine clock's timer; a free-running readiness worker waits
+// on it from its own goroutine.
+func (ps *probeState) After(d time.Duration) <-chan time.Time { return ps.c.p.h.Clock.After(d) }
 
 // Target is the running instance, at the node's IP on the host's network.
 func (ps *probeState) Target() handlers.Target {
