@@ -75,17 +75,21 @@ func (p *Pod) syncOps() op.Op {
 func (p *Pod) setUpThenSandbox() op.Op {
 	return p.ensurePodCgroup(func(err error) op.Op {
 		if err != nil {
-			p.o.Raise(fsm.PodEventSyncFailed)
-			return op.Done(err)
+			return p.syncFailed(err)
 		}
 		return p.mountVolumes(func(err error) op.Op {
 			if err != nil {
-				p.o.Raise(fsm.PodEventSyncFailed)
-				return op.Done(err)
+				return p.syncFailed(err)
 			}
 			return p.sandboxThenStart()
 		})
 	})
+}
+
+// syncFailed raises sync_failed and ends the sync with err.
+func (p *Pod) syncFailed(err error) op.Op {
+	p.o.Raise(fsm.PodEventSyncFailed)
+	return op.Done(err)
 }
 
 // sandboxThenStart asks the sandbox to be ready, then the containers to
@@ -98,8 +102,7 @@ func (p *Pod) sandboxThenStart() op.Op {
 		if p.o.SandboxState() != fsm.SandboxStateReady {
 			// The spec decides what a done pod does without a sandbox
 			// (syncing: sync_failed guarded by pod_done).
-			p.o.Raise(fsm.PodEventSyncFailed)
-			return op.Done(errors.Join(err, p.o.SandboxErr()))
+			return p.syncFailed(errors.Join(err, p.o.SandboxErr()))
 		}
 		p.o.Publish() // Pending with ContainerCreating while images pull
 		return p.startContainers()
@@ -111,8 +114,7 @@ func (p *Pod) sandboxThenStart() op.Op {
 func (p *Pod) startContainers() op.Op {
 	return op.Deliver(fsm.ContainerEventStart.String(), "containers", p.o.StartContainers, func(err error) op.Op {
 		if err != nil {
-			p.o.Raise(fsm.PodEventSyncFailed)
-			return op.Done(err)
+			return p.syncFailed(err)
 		}
 		p.o.Raise(fsm.PodEventSyncOk)
 		return op.Done(nil)

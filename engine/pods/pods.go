@@ -84,9 +84,10 @@ type Owner interface {
 	// in the pod's order: FireSandbox one event to the sandbox;
 	// UpdateContainers update to each in turn; StartContainers start to
 	// the ephemeral, then the init, then the regular containers, each
-	// one's start done before the next begins; FireContainers ev to the ephemeral and regular containers
-	// in parallel, then to the init containers; RemovedAll removed to every
-	// container (their instances forgotten) and to the sandbox.
+	// one's start done before the next begins; FireContainers ev to the
+	// ephemeral and regular containers in parallel, then to the init
+	// containers; RemovedAll removed to every container (their instances
+	// forgotten) and to the sandbox.
 	FireSandbox(ctx context.Context, ev fsm.SandboxEvent)
 	UpdateContainers(ctx context.Context)
 	StartContainers(ctx context.Context)

@@ -208,8 +208,7 @@ func (p *Workers) stopLivenessAndStartup(a fsm.ProbeAction) {
 func (p *Workers) freeRun(w *worker, a fsm.ProbeAction) {
 	c := p.c
 	next, period := w.next, prober.Period(w.spec)
-	r0 := Report{UID: c.PodUID(), Container: c.Name(), Kind: w.kind, Worker: w.gen}
-	ctx := a.Tag(w.ctx)
+	r0, ctx := p.report(w), a.Tag(w.ctx)
 	go func() {
 		for {
 			if d := next.Sub(c.Now()); d > 0 {
@@ -290,13 +289,17 @@ func (p *Workers) RunProbe() op.Op {
 func (p *Workers) probe(w *worker, a fsm.ProbeAction) {
 	w.inFlight = true
 	c := p.c
-	r := Report{UID: c.PodUID(), Container: c.Name(), Kind: w.kind, Worker: w.gen}
-	ctx := a.Tag(w.ctx)
+	r, ctx := p.report(w), a.Tag(w.ctx)
 	go func() {
 		if r, ok := w.probeOnce(ctx, r); ok {
 			c.Post(r)
 		}
 	}()
+}
+
+// report is a result of w, its outcome still to be filled in.
+func (p *Workers) report(w *worker) Report {
+	return Report{UID: p.c.PodUID(), Container: p.c.Name(), Kind: w.kind, Worker: w.gen}
 }
 
 // probeOnce runs one probe of w with ctx and returns r with its outcome;
