@@ -39,8 +39,9 @@ const (
 // Ports the node agent serves on, kubelet's defaults: the suite reads the
 // kubelet API through the API server's node proxy at the node's address,
 // some specs probe healthz at 127.0.0.1:10248 directly, and ContainerMetrics
-// reads the read-only port at the node's address (kubelet serves it on
-// its --address).
+// reads the read-only port at localhost:10255: both agents serve it on
+// the node's address (kubelet on its --address) and the run forwards
+// loopback's 10255 to it (loopbackForward).
 const (
 	APIPort      = 10250
 	ReadOnlyPort = 10255
@@ -187,8 +188,8 @@ func Run(ctx context.Context, o Options) (res *nc.Result, err error) {
 		// the device plugins' directory where kubelet's is (the Device Plugin
 		// specs' plugins dial /var/lib/kubelet/device-plugins/kubelet.sock);
 		// the read-only port on the node's address, as kubelet serves it
-		// (ContainerMetrics reads <node address>:10255/metrics/cadvisor;
-		// with --kubeconfig speclet serves it on 127.0.0.1 unless told).
+		// (with --kubeconfig speclet serves it on 127.0.0.1 unless told;
+		// ContainerMetrics reads it at localhost:10255, forwarded).
 		args := []string{"--crashloop-backoff-base", "10s",
 			"--pod-logs-dir", "/var/log/pods", "--container-log-links-dir", "/var/log/containers",
 			"--device-plugins-dir", "/var/lib/kubelet/device-plugins",
@@ -226,6 +227,11 @@ func Run(ctx context.Context, o Options) (res *nc.Result, err error) {
 	default:
 		return nil, fmt.Errorf("node e2e: agent %q: want %s or %s", o.Agent, Speclet, Kubelet)
 	}
+	stopForward, err := loopbackForward(ReadOnlyPort, net.JoinHostPort(addr.IP, strconv.Itoa(ReadOnlyPort)))
+	if err != nil {
+		return nil, fmt.Errorf("node e2e %s: the read-only port: %w", o.Agent, err)
+	}
+	cleanups = append(cleanups, stopForward)
 	if err := waitNodeReady(ctx, admin, name, addr.IP, 3*time.Minute); err != nil {
 		return nil, fmt.Errorf("node e2e %s: %w (logs in %s)", o.Agent, err, filepath.Join(o.Out, "logs", name))
 	}
