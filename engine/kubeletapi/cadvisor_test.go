@@ -74,11 +74,17 @@ func writeFiles(t *testing.T, dir string, files map[string]string) {
 func TestCadvisorFormat(t *testing.T) {
 	root := t.TempDir()
 	dir := func(ctrl, rel string) string { return filepath.Join(root, ctrl, rel) }
-	mem := func(usage, inactive string) map[string]string {
-		return map[string]string{"memory.usage_in_bytes": usage, "memory.limit_in_bytes": "83886080", "memory.stat": "total_rss 8192\ntotal_cache 4096\ntotal_inactive_file " + inactive + "\ntotal_pgfault 300\n"}
+	// v1's memory.stat: a leaf's own page faults are its hierarchy's, a
+	// parent without processes (the pod's cgroup) has none of its own.
+	mem := func(usage, inactive string, leaf bool) map[string]string {
+		own := "0"
+		if leaf {
+			own = "300"
+		}
+		return map[string]string{"memory.usage_in_bytes": usage, "memory.limit_in_bytes": "83886080", "memory.stat": "pgfault " + own + "\ntotal_rss 8192\ntotal_cache 4096\ntotal_inactive_file " + inactive + "\ntotal_pgfault 300\n"}
 	}
 	for rel, usage := range map[string]string{"/": "900000000", "/kubepods/besteffort/podu1": "3000000", "/kubepods/besteffort/podu1/sb1": "1000000", "/kubepods/besteffort/podu1/c1": "2000000"} {
-		writeFiles(t, dir("memory", rel), mem(usage, "1000"))
+		writeFiles(t, dir("memory", rel), mem(usage, "1000", rel != "/kubepods/besteffort/podu1"))
 		writeFiles(t, dir("cpuacct", rel), map[string]string{"cpuacct.usage": "1500000000", "cpuacct.stat": "user 100\nsystem 50\n"})
 		writeFiles(t, dir("cpu", rel), map[string]string{"cpu.shares": "2", "cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "-1", "cgroup.procs": ""})
 	}
@@ -126,7 +132,7 @@ func TestCadvisorFormat(t *testing.T) {
 		t.Fatalf("summary pods: %s", body)
 	}
 	p, c := s.Pods[0], s.Pods[0].Containers[0]
-	if p.Memory == nil || *p.Memory.WorkingSetBytes != 2999000 || *p.Memory.AvailableBytes != 83886080-2999000 {
+	if p.Memory == nil || *p.Memory.WorkingSetBytes != 2999000 || *p.Memory.AvailableBytes != 83886080-2999000 || *p.Memory.PageFaults != 0 {
 		t.Errorf("pod memory from its cgroup: %+v", p.Memory)
 	}
 	if c.Memory == nil || *c.Memory.WorkingSetBytes != 1999000 || *c.Memory.RSSBytes != 8192 || *c.Memory.PageFaults != 300 {

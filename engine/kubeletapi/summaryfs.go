@@ -233,13 +233,17 @@ func (a *API) cgroupCPU(key string, st cgroupstats.Stats) *statsapi.CPUStats {
 }
 
 // cgroupMemory is a cgroup reading's memory stats; available is the
-// limit less the working set when the cgroup has a limit.
+// limit less the working set when the cgroup has a limit. The page faults
+// are the cgroup's own (memory.stat pgfault, pgmajfault), as kubelet's
+// cAdvisor reports them (ContainerData): on cgroup v1 a parent without
+// processes (a pod's cgroup, kubepods) has next to none, where the
+// hierarchy's total_pgfault counts its children's; on v2 the two are one.
 func cgroupMemory(st cgroupstats.Stats) *statsapi.MemoryStats {
 	if !st.HaveMemory {
 		return nil
 	}
 	m := &statsapi.MemoryStats{Time: metav1.NewTime(st.Time), UsageBytes: ptr(st.MemUsage), WorkingSetBytes: ptr(st.MemWorkingSet),
-		RSSBytes: ptr(st.MemRSS), PageFaults: ptr(st.HierPgFault), MajorPageFaults: ptr(st.HierPgMajFault)}
+		RSSBytes: ptr(st.MemRSS), PageFaults: ptr(st.PgFault), MajorPageFaults: ptr(st.PgMajFault)}
 	if st.MemLimit > 0 {
 		m.AvailableBytes = ptr(sat(st.MemLimit, st.MemWorkingSet))
 	}
