@@ -18,7 +18,6 @@ import (
 
 	"github.com/speclet/speclet/cri"
 	"github.com/speclet/speclet/engine/cgroups"
-	"github.com/speclet/speclet/engine/cgroupstats"
 )
 
 // nodeCPU keeps the previous reading of the node's CPU time, for the rate.
@@ -106,7 +105,7 @@ func memStats(m *runtimeapi.MemoryUsage) *statsapi.MemoryStats {
 //     "kubelet" (speclet's own cgroup, when it has one);
 //   - each ready sandbox's pod: CPU and memory of the pod's cgroup (else
 //     ListPodSandboxStats, else the sum of its containers'), its network
-//     namespace's interfaces, its processes, its volumes' usage (every
+//     namespace's interfaces, its processes (its containers' summed), its volumes' usage (every
 //     volume directory but host paths), its ephemeral storage (the
 //     containers' writable layers and logs plus the volumes);
 //   - each running container: CPU and memory from ListContainerStats, the
@@ -195,7 +194,6 @@ func (a *API) buildSummary(ctx context.Context, ps *pass) *statsapi.Summary {
 		a.c.Log.Debug("kubelet API: ListPodSandboxStats", "err", err)
 	}
 	pods := map[string]*statsapi.PodStats{}
-	podCg := map[string]*cgroupstats.Stats{}
 	for _, sb := range ls.sbs {
 		uid := a.podUID(sb.Labels)
 		if uid == "" {
@@ -208,9 +206,7 @@ func (a *API) buildSummary(ctx context.Context, ps *pass) *statsapi.Summary {
 		}
 		if pc := podCgroup(ls.where[sb.Id], uid); pc != "" {
 			if st := ps.cgroup(pc); st != nil {
-				podCg[sb.Id] = st
 				p.CPU, p.Memory = a.cgroupCPU(pc, *st), cgroupMemory(*st)
-				p.ProcessStats = &statsapi.ProcessStats{ProcessCount: ptr(st.Processes)}
 			}
 		}
 		if ifs, ok := ps.net[ls.where[sb.Id]]; ok {
@@ -263,7 +259,10 @@ func (a *API) buildSummary(ctx context.Context, ps *pass) *statsapi.Summary {
 		if p.CPU == nil {
 			p.CPU, p.Memory = sumContainers(p.Containers, now)
 		}
-		if p.ProcessStats == nil && podCg[id] == nil && d != nil {
+		// The pod's process count is its containers' summed, as kubelet's
+		// CRI stats provider merges them: the pod's own cgroup holds none
+		// (its processes are in the containers' cgroups under it).
+		if d != nil {
 			p.ProcessStats = &statsapi.ProcessStats{ProcessCount: ptr(procs[id])}
 		}
 		p.EphemeralStorage = ephemeral(p, now)
