@@ -105,9 +105,10 @@ func memStats(m *runtimeapi.MemoryUsage) *statsapi.MemoryStats {
 //     "kubelet" (speclet's own cgroup, when it has one);
 //   - each ready sandbox's pod: CPU and memory of the pod's cgroup (else
 //     ListPodSandboxStats, else the sum of its containers'), its network
-//     namespace's interfaces, its processes (its containers' summed), its volumes' usage (every
-//     volume directory but host paths), its ephemeral storage (the
-//     containers' writable layers and logs plus the volumes);
+//     namespace's interfaces, its processes (its containers' summed),
+//     its volumes' usage (every volume directory but host paths), its
+//     ephemeral storage (the containers' writable layers and logs plus
+//     the volumes);
 //   - each running container: CPU and memory from ListContainerStats, the
 //     fields the CRI leaves out from its cgroup, the writable layer
 //     (rootfs) with the image file system's size, and its log directory.
