@@ -23,22 +23,27 @@ func loopbackForward(port int, target string) (stop func(), err error) {
 		return nil, fmt.Errorf("forward %s to %s: %w (another kubelet?)", addr, target, err)
 	}
 	var (
-		mu    sync.Mutex
-		conns = map[net.Conn]bool{}
-		wg    sync.WaitGroup
+		mu     sync.Mutex
+		conns  = map[net.Conn]bool{} // open on both ends, until stop
+		closed bool
+		wg     sync.WaitGroup
 	)
-	track := func(c net.Conn, add bool) bool {
+	// add records a connection pair; false once stop has run.
+	add := func(cs ...net.Conn) bool {
 		mu.Lock()
 		defer mu.Unlock()
-		if conns == nil {
-			return false
-		}
-		if add {
+		for _, c := range cs {
 			conns[c] = true
-		} else {
-			delete(conns, c)
 		}
-		return true
+		return !closed
+	}
+	drop := func(cs ...net.Conn) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range cs {
+			delete(conns, c)
+			c.Close()
+		}
 	}
 	wg.Add(1)
 	go func() {
@@ -53,9 +58,8 @@ func loopbackForward(port int, target string) (stop func(), err error) {
 				in.Close()
 				continue
 			}
-			if !track(in, true) || !track(out, true) {
-				in.Close()
-				out.Close()
+			if !add(in, out) {
+				drop(in, out)
 				continue
 			}
 			wg.Add(1)
@@ -66,20 +70,17 @@ func loopbackForward(port int, target string) (stop func(), err error) {
 				io.Copy(in, out)
 				in.(*net.TCPConn).CloseWrite()
 				<-done
-				in.Close()
-				out.Close()
-				track(in, false)
-				track(out, false)
+				drop(in, out)
 			}()
 		}
 	}()
 	return func() {
 		l.Close()
 		mu.Lock()
+		closed = true
 		for c := range conns {
 			c.Close()
 		}
-		conns = nil
 		mu.Unlock()
 		wg.Wait()
 	}, nil
