@@ -313,10 +313,18 @@ func (m *Manager) Pods(skip func(types.UID) bool) ([]types.UID, error) {
 
 // Dir is the directory of cgroup rel for controller ctrl ("memory", "cpu",
 // ...): on v2 the unified directory, on v1 the one in the hierarchy that
-// carries ctrl; "" when no hierarchy carries it.
+// carries ctrl; "" when no hierarchy carries it. ctrl "" is the cgroup2
+// directory: on v2 the unified one, on a v1 host the hybrid cgroup2 mount
+// (where the kernel keeps each cgroup's pressure files), "" without one.
 func (m *Manager) Dir(ctrl, rel string) string {
 	if m.v2 {
 		return filepath.Join(m.root, rel)
+	}
+	if ctrl == "" {
+		if m.unified == "" {
+			return ""
+		}
+		return filepath.Join(m.unified, rel)
 	}
 	for _, h := range m.hiers {
 		if h.ctrls[ctrl] {

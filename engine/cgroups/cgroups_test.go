@@ -49,6 +49,9 @@ func TestV1Hierarchies(t *testing.T) {
 	if m.V2() || m.Dir("memory", "/kubepods") != "/sys/fs/cgroup/memory/kubepods" || m.Dir("hugetlb", "/kubepods") != "" {
 		t.Errorf("v2 %v, memory dir %q, hugetlb dir %q", m.V2(), m.Dir("memory", "/kubepods"), m.Dir("hugetlb", "/kubepods"))
 	}
+	if got := m.Dir("", "/kubepods"); got != "/sys/fs/cgroup/unified/kubepods" {
+		t.Errorf("cgroup2 dir of a hybrid host %q, want /sys/fs/cgroup/unified/kubepods", got)
+	}
 	for _, bad := range []string{"node-a", "/node-a/", "/a/../b"} {
 		if _, err := New(Options{Root: "/sys/fs/cgroup", Mountinfo: mi, Parent: bad}); err == nil {
 			t.Errorf("parent %q accepted", bad)

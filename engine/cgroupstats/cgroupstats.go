@@ -2,7 +2,8 @@
 // processes in it, from the cgroup files (v1 and v2) and /proc: CPU time
 // (total, user, system, CFS throttling), memory (usage, working set, RSS,
 // cache, mapped files, swap, the peak, failures and page faults, OOM
-// kills), block I/O per device, the cgroup's spec (CPU shares, period,
+// kills), block I/O per device, pressure stall information (PSI) of CPU,
+// memory and I/O, the cgroup's spec (CPU shares, period,
 // quota; memory limit, reservation, swap limit), its processes, threads,
 // file descriptors and sockets, the first process's open-files limit, and
 // the network interfaces of its network namespace.
@@ -82,6 +83,26 @@ type Stats struct {
 	HaveProcesses                                bool
 	// Pid is a process of the cgroup (its first), 0 when it has none.
 	Pid int
+
+	// CPUPressure, MemPressure and IOPressure are the kernel's pressure
+	// stall information of the cgroup ({cpu,memory,io}.pressure in its
+	// cgroup2 directory: on a v1 host the hybrid mount's), nil where the
+	// kernel keeps none.
+	CPUPressure, MemPressure, IOPressure *Pressure
+}
+
+// Pressure is a cgroup's pressure stall information for one resource: the
+// share of time some (or all, Full) of its tasks were stalled on it.
+type Pressure struct {
+	Some, Full PressureData
+}
+
+// PressureData is one line of a pressure file: the stalled share of the
+// last 10, 60 and 300 seconds, in percent, and the total stalled time in
+// microseconds.
+type PressureData struct {
+	Avg10, Avg60, Avg300 float64
+	Total                uint64
 }
 
 // Device is a block device's I/O of a cgroup.
@@ -121,6 +142,11 @@ func (d Dirs) Read(rel string, processes bool, now time.Time) (Stats, error) {
 	procsDir := d.Dir("cpu", rel)
 	if d.V2 {
 		procsDir = d.Dir("", rel)
+	}
+	if dir := d.Dir("", rel); dir != "" {
+		s.CPUPressure = readPressure(filepath.Join(dir, "cpu.pressure"))
+		s.MemPressure = readPressure(filepath.Join(dir, "memory.pressure"))
+		s.IOPressure = readPressure(filepath.Join(dir, "io.pressure"))
 	}
 	pids := readPids(filepath.Join(procsDir, "cgroup.procs"))
 	if len(pids) > 0 {

@@ -150,3 +150,40 @@ func TestFinder(t *testing.T) {
 		t.Errorf("after Prune and removal: %v", got)
 	}
 }
+
+// TestReadPressure: a cgroup's PSI is read from its cgroup2 directory (on a
+// v1 host the hybrid mount's); a kernel that writes only "some" leaves Full
+// zero, and a resource without a pressure file has none.
+func TestReadPressure(t *testing.T) {
+	root := t.TempDir()
+	d := Dirs{Dir: func(ctrl, rel string) string {
+		if ctrl == "" {
+			return filepath.Join(root, "unified", rel)
+		}
+		return filepath.Join(root, ctrl, rel)
+	}, Proc: filepath.Join(root, "proc")}
+	rel := "/kubepods/besteffort/podu"
+	write(t, d.Dir("memory", rel), map[string]string{"memory.usage_in_bytes": "4096\n"})
+	write(t, d.Dir("", rel), map[string]string{
+		"cpu.pressure": "some avg10=1.50 avg60=0.25 avg300=0.05 total=123456\n",
+		"io.pressure":  "some avg10=10.46 avg60=3.21 avg300=0.79 total=2710375\nfull avg10=10.28 avg60=3.10 avg300=0.75 total=2579116\n",
+	})
+	s, err := d.Read(rel, false, time.Unix(1000, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.CPUPressure == nil || *s.CPUPressure != (Pressure{Some: PressureData{1.5, 0.25, 0.05, 123456}}) {
+		t.Errorf("cpu pressure %+v, want some 1.5/0.25/0.05 total 123456 and full zero", s.CPUPressure)
+	}
+	want := Pressure{Some: PressureData{10.46, 3.21, 0.79, 2710375}, Full: PressureData{10.28, 3.10, 0.75, 2579116}}
+	if s.IOPressure == nil || *s.IOPressure != want {
+		t.Errorf("io pressure %+v, want %+v", s.IOPressure, want)
+	}
+	if s.MemPressure != nil {
+		t.Errorf("memory pressure %+v without a memory.pressure file", s.MemPressure)
+	}
+	write(t, d.Dir("", rel), map[string]string{"memory.pressure": "garbage\n"})
+	if s, _ := d.Read(rel, false, time.Unix(1000, 0)); s.MemPressure != nil {
+		t.Errorf("memory pressure %+v from a file with neither line", s.MemPressure)
+	}
+}

@@ -240,3 +240,50 @@ func openFilesSoft(path string) uint64 {
 	}
 	return 0
 }
+
+// readPressure reads a pressure file: a "some" and a "full" line of
+// "avg10=0.12 avg60=0.05 avg300=0.01 total=1234". nil when the file cannot
+// be read or holds neither line (PSI off: reading fails with EOPNOTSUPP); a
+// kernel that writes only "some" (cpu.pressure before 5.13) leaves Full
+// zero, as cAdvisor does.
+func readPressure(path string) *Pressure {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var p Pressure
+	found := false
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 {
+			continue
+		}
+		var dst *PressureData
+		switch f[0] {
+		case "some":
+			dst = &p.Some
+		case "full":
+			dst = &p.Full
+		default:
+			continue
+		}
+		found = true
+		for _, kv := range f[1:] {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "avg10":
+				dst.Avg10, _ = strconv.ParseFloat(v, 64)
+			case "avg60":
+				dst.Avg60, _ = strconv.ParseFloat(v, 64)
+			case "avg300":
+				dst.Avg300, _ = strconv.ParseFloat(v, 64)
+			case "total":
+				dst.Total, _ = strconv.ParseUint(v, 10, 64)
+			}
+		}
+	}
+	if !found {
+		return nil
+	}
+	return &p
+}

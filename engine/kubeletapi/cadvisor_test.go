@@ -73,7 +73,14 @@ func writeFiles(t *testing.T, dir string, files map[string]string) {
 // cgroup is container "" and the sandbox's "POD".
 func TestCadvisorFormat(t *testing.T) {
 	root := t.TempDir()
-	dir := func(ctrl, rel string) string { return filepath.Join(root, ctrl, rel) }
+	// ctrl "" is the hybrid host's cgroup2 mount, where the kernel keeps
+	// each cgroup's pressure (PSI) files.
+	dir := func(ctrl, rel string) string {
+		if ctrl == "" {
+			return filepath.Join(root, "unified", rel)
+		}
+		return filepath.Join(root, ctrl, rel)
+	}
 	// v1's memory.stat: a leaf's own page faults are its hierarchy's, a
 	// parent without processes (the pod's cgroup) has none of its own.
 	mem := func(usage, inactive string, leaf bool) map[string]string {
@@ -87,6 +94,8 @@ func TestCadvisorFormat(t *testing.T) {
 		writeFiles(t, dir("memory", rel), mem(usage, "1000", rel != "/kubepods/besteffort/podu1"))
 		writeFiles(t, dir("cpuacct", rel), map[string]string{"cpuacct.usage": "1500000000", "cpuacct.stat": "user 100\nsystem 50\n"})
 		writeFiles(t, dir("cpu", rel), map[string]string{"cpu.shares": "2", "cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "-1", "cgroup.procs": ""})
+		psi := "some avg10=2.50 avg60=1.00 avg300=0.50 total=4000\nfull avg10=1.25 avg60=0.50 avg300=0.25 total=2000\n"
+		writeFiles(t, dir("", rel), map[string]string{"cpu.pressure": psi, "memory.pressure": psi, "io.pressure": psi})
 	}
 	now := time.Unix(1_700_000_000, 0)
 	api, err := kubeletapi.New(kubeletapi.Config{Host: noPods{}, Runtime: fakeStatsRuntime{fsDir: root}, Labels: statsLabels, NodeName: "n",
@@ -149,5 +158,34 @@ func TestCadvisorFormat(t *testing.T) {
 	}
 	if p.ProcessStats == nil || *p.ProcessStats.ProcessCount != 0 {
 		t.Errorf("process stats: %+v", p.ProcessStats)
+	}
+	// PSI: node, pod and container, CPU, memory and I/O, each from its
+	// cgroup's pressure files, totals in the kernel's microseconds.
+	want := statsapi.PSIStats{Some: statsapi.PSIData{Total: 4000, Avg10: 2.5, Avg60: 1, Avg300: 0.5},
+		Full: statsapi.PSIData{Total: 2000, Avg10: 1.25, Avg60: 0.5, Avg300: 0.25}}
+	for _, c := range []struct {
+		name string
+		got  func() *statsapi.PSIStats
+	}{
+		{"node cpu", func() *statsapi.PSIStats { return s.Node.CPU.PSI }},
+		{"node memory", func() *statsapi.PSIStats { return s.Node.Memory.PSI }},
+		{"node io", func() *statsapi.PSIStats { return s.Node.IO.PSI }},
+		{"pod cpu", func() *statsapi.PSIStats { return p.CPU.PSI }},
+		{"pod memory", func() *statsapi.PSIStats { return p.Memory.PSI }},
+		{"pod io", func() *statsapi.PSIStats { return p.IO.PSI }},
+		{"container cpu", func() *statsapi.PSIStats { return c.CPU.PSI }},
+		{"container memory", func() *statsapi.PSIStats { return c.Memory.PSI }},
+		{"container io", func() *statsapi.PSIStats { return c.IO.PSI }},
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("%s PSI: missing (%v)", c.name, r)
+				}
+			}()
+			if got := c.got(); got == nil || *got != want {
+				t.Errorf("%s PSI %+v, want %+v", c.name, got, want)
+			}
+		}()
 	}
 }

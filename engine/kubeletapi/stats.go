@@ -151,6 +151,9 @@ func (a *API) buildSummary(ctx context.Context, ps *pass) *statsapi.Summary {
 		}
 		nc.lastTotal, nc.lastSample = busy, now
 		nc.mu.Unlock()
+		if root != nil {
+			cpu.PSI = psiStats(root.CPUPressure)
+		}
 		s.Node.CPU = cpu
 	}
 	if m, err := cgroups.Meminfo(""); err == nil && m["MemTotal"] > 0 {
@@ -163,6 +166,9 @@ func (a *API) buildSummary(ctx context.Context, ps *pass) *statsapi.Summary {
 			mem.AvailableBytes = ptr(sat(total, root.MemWorkingSet))
 		}
 		s.Node.Memory = mem
+	}
+	if root != nil {
+		s.Node.IO = cgroupIO(*root)
 	}
 	if ifs, ok := ps.net["/"]; ok {
 		s.Node.Network = networkStats(ifs, now)
@@ -207,7 +213,7 @@ func (a *API) buildSummary(ctx context.Context, ps *pass) *statsapi.Summary {
 		}
 		if pc := podCgroup(ls.where[sb.Id], uid); pc != "" {
 			if st := ps.cgroup(pc); st != nil {
-				p.CPU, p.Memory = a.cgroupCPU(pc, *st), cgroupMemory(*st)
+				p.CPU, p.Memory, p.IO = a.cgroupCPU(pc, *st), cgroupMemory(*st), cgroupIO(*st)
 			}
 		}
 		if ifs, ok := ps.net[ls.where[sb.Id]]; ok {
@@ -244,12 +250,16 @@ func (a *API) buildSummary(ctx context.Context, ps *pass) *statsapi.Summary {
 		if cg != nil {
 			if cst.CPU == nil {
 				cst.CPU = a.cgroupCPU(ls.where[c.Id], *cg)
-			} else if cst.CPU.UsageNanoCores == nil {
-				if r := a.cgroupCPU(ls.where[c.Id], *cg); r != nil {
+			} else if r := a.cgroupCPU(ls.where[c.Id], *cg); r != nil {
+				if cst.CPU.UsageNanoCores == nil {
 					cst.CPU.UsageNanoCores = r.UsageNanoCores
+				}
+				if cst.CPU.PSI == nil {
+					cst.CPU.PSI = r.PSI
 				}
 			}
 			cst.Memory = fillMemory(cst.Memory, cgroupMemory(*cg))
+			cst.IO = cgroupIO(*cg)
 			procs[c.PodSandboxId] += cg.Processes
 		}
 		cst.Logs = a.logStats(p.PodRef.Namespace, p.PodRef.Name, p.PodRef.UID, name, now)
@@ -294,7 +304,7 @@ func (a *API) systemContainers(now time.Time) []statsapi.ContainerStats {
 			start = fi.ModTime()
 		}
 		out = append(out, statsapi.ContainerStats{Name: name, StartTime: metav1.NewTime(start),
-			CPU: a.cgroupCPU("system:"+rel, st), Memory: cgroupMemory(st)})
+			CPU: a.cgroupCPU("system:"+rel, st), Memory: cgroupMemory(st), IO: cgroupIO(st)})
 	}
 	if own := ownCgroup(a.dirs.V2); own != "" && own != "/" {
 		add(statsapi.SystemContainerKubelet, own)

@@ -219,7 +219,7 @@ func (a *API) cgroupCPU(key string, st cgroupstats.Stats) *statsapi.CPUStats {
 	if !st.HaveCPU {
 		return nil
 	}
-	cpu := &statsapi.CPUStats{Time: metav1.NewTime(st.Time), UsageCoreNanoSeconds: ptr(st.CPUUsageNs)}
+	cpu := &statsapi.CPUStats{Time: metav1.NewTime(st.Time), UsageCoreNanoSeconds: ptr(st.CPUUsageNs), PSI: psiStats(st.CPUPressure)}
 	a.stats.rates.mu.Lock()
 	defer a.stats.rates.mu.Unlock()
 	if a.stats.rates.last == nil {
@@ -243,11 +243,32 @@ func cgroupMemory(st cgroupstats.Stats) *statsapi.MemoryStats {
 		return nil
 	}
 	m := &statsapi.MemoryStats{Time: metav1.NewTime(st.Time), UsageBytes: ptr(st.MemUsage), WorkingSetBytes: ptr(st.MemWorkingSet),
-		RSSBytes: ptr(st.MemRSS), PageFaults: ptr(st.PgFault), MajorPageFaults: ptr(st.PgMajFault)}
+		RSSBytes: ptr(st.MemRSS), PageFaults: ptr(st.PgFault), MajorPageFaults: ptr(st.PgMajFault), PSI: psiStats(st.MemPressure)}
 	if st.MemLimit > 0 {
 		m.AvailableBytes = ptr(sat(st.MemLimit, st.MemWorkingSet))
 	}
 	return m
+}
+
+// cgroupIO is a cgroup reading's I/O stats: its I/O pressure, nil when
+// the kernel keeps none (kubelet's IOStats holds nothing else).
+func cgroupIO(st cgroupstats.Stats) *statsapi.IOStats {
+	if st.IOPressure == nil {
+		return nil
+	}
+	return &statsapi.IOStats{Time: metav1.NewTime(st.Time), PSI: psiStats(st.IOPressure)}
+}
+
+// psiStats is a pressure reading as the Summary API's; the totals stay in
+// the kernel's microseconds, as kubelet passes cAdvisor's through.
+func psiStats(p *cgroupstats.Pressure) *statsapi.PSIStats {
+	if p == nil {
+		return nil
+	}
+	data := func(d cgroupstats.PressureData) statsapi.PSIData {
+		return statsapi.PSIData{Total: d.Total, Avg10: d.Avg10, Avg60: d.Avg60, Avg300: d.Avg300}
+	}
+	return &statsapi.PSIStats{Some: data(p.Some), Full: data(p.Full)}
 }
 
 func sat(a, b uint64) uint64 {
@@ -299,6 +320,9 @@ func fillMemory(m, cg *statsapi.MemoryStats) *statsapi.MemoryStats {
 	}
 	if m.MajorPageFaults == nil {
 		m.MajorPageFaults = cg.MajorPageFaults
+	}
+	if m.PSI == nil {
+		m.PSI = cg.PSI
 	}
 	return m
 }
