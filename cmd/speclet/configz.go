@@ -82,6 +82,8 @@ func (o *runOptions) kubeletConfig(endpoint string) *kubeletconfig.KubeletConfig
 		CgroupDriver:           "cgroupfs", // engine/cgroups' only driver
 		CgroupsPerQOS:          ptr.To(perQOS),
 		CgroupRoot:             o.node.cgroupParent,
+		KubeletCgroups:         o.node.kubeletCgroups,
+		SystemCgroups:          o.node.systemCgroups,
 		KubeReserved:           quantities(o.node.kubeReservedL),
 		SystemReserved:         quantities(o.node.systemReservedL),
 		EnforceNodeAllocatable: enforce,

@@ -38,7 +38,7 @@ func startKubeletAPI(ctx context.Context, o *runOptions, eng *engine.Engine, rt 
 		return nil, fmt.Errorf("kubelet API /configz: %w", err)
 	}
 	c := kubeletapi.Config{
-		Host: eng, Runtime: rt, NodeName: o.nodeName, RootDir: o.rootDir, PodLogsDir: o.podLogsDir, Anonymous: o.anonymousAuth,
+		Host: eng, Runtime: rt, NodeName: o.nodeName, RootDir: o.rootDir, PodLogsDir: o.podLogsDir, SystemCgroups: o.node.systemContainers(), Anonymous: o.anonymousAuth,
 		Authorizer: kubeletapi.AlwaysAllow{}, Gatherer: reg, Probes: probes, Configz: configz, Stats: stats, Log: log,
 		Labels: kubeletapi.Labels{PodUID: engine.LabelPodUID, PodName: engine.LabelPodName,
 			PodNamespace: engine.LabelPodNamespace, ContainerName: engine.LabelContainerName},

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"path"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/speclet/speclet/engine/cgroups"
 	"github.com/speclet/speclet/engine/devicemanager"
@@ -26,6 +28,9 @@ type nodeOptions struct {
 	cgroupsPerQOS   bool
 	cgroupRoot      string // where the cgroup filesystems are mounted
 	cgroupParent    string // --cgroup-root: the cgroup kubepods is made in
+	kubeletCgroups  string // the cgroup speclet moves itself into
+	runtimeCgroups  string // the runtime's cgroup, for its stats
+	systemCgroups   string // the cgroup the root's other processes are moved into
 	kubeReserved    string
 	systemReserved  string
 	enforce         string
@@ -48,6 +53,9 @@ func (n *nodeOptions) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&n.cgroupsPerQOS, "cgroups-per-qos", true, "create the kubepods, kubepods/burstable and kubepods/besteffort cgroups and a cgroup per pod under them (cgroupfs driver, cgroup v1 or v2); ignored with --runtime=sim")
 	fs.StringVar(&n.cgroupRoot, "cgroup-fs-root", "/sys/fs/cgroup", "where the cgroup filesystems are mounted")
 	fs.StringVar(&n.cgroupParent, "cgroup-root", "", "the cgroup the kubepods hierarchy is made in, e.g. /node-a (kubepods is then /node-a/kubepods); default the root")
+	fs.StringVar(&n.kubeletCgroups, "kubelet-cgroups", "", "the cgroup the node agent moves itself into at start, e.g. /kubelet (reported as system container \"kubelet\" in /stats/summary); default: it stays where it was started")
+	fs.StringVar(&n.runtimeCgroups, "runtime-cgroups", "", "the container runtime's cgroup, e.g. /runtime, whose stats /stats/summary reports as system container \"runtime\" (the runtime is not moved)")
+	fs.StringVar(&n.systemCgroups, "system-cgroups", "", "the cgroup every other process of the root cgroup is moved into at start, e.g. /system (system container \"misc\" in /stats/summary); kernel threads stay; needs --cgroups-per-qos")
 	fs.StringVar(&n.kubeReserved, "kube-reserved", "", "resources reserved for the node agent and the runtime, e.g. cpu=200m,memory=500Mi; taken from node allocatable")
 	fs.StringVar(&n.systemReserved, "system-reserved", "", "resources reserved for the system, e.g. cpu=200m,memory=500Mi; taken from node allocatable")
 	fs.StringVar(&n.enforce, "enforce-node-allocatable", "pods", "where node allocatable is enforced: pods (the kubepods cgroup's limits), or none")
@@ -101,10 +109,34 @@ func (n *nodeOptions) check() error {
 	if p := n.cgroupParent; p != "" && (!strings.HasPrefix(p, "/") || path.Clean(p) != p) {
 		return fmt.Errorf("--cgroup-root: %q: want an absolute cgroup path such as /node-a", p)
 	}
+	for _, f := range []struct{ name, val string }{{"kubelet-cgroups", n.kubeletCgroups}, {"runtime-cgroups", n.runtimeCgroups}, {"system-cgroups", n.systemCgroups}} {
+		if p := f.val; p != "" && (!strings.HasPrefix(p, "/") || path.Clean(p) != p) {
+			return fmt.Errorf("--%s: %q: want an absolute cgroup path such as /system", f.name, p)
+		}
+		if f.val != "" && f.name != "runtime-cgroups" && !n.cgroupsPerQOS {
+			return fmt.Errorf("--%s needs --cgroups-per-qos (speclet's cgroup manager)", f.name)
+		}
+	}
+	if n.systemCgroups == "/" {
+		return fmt.Errorf("--system-cgroups: the system cgroup cannot be the root (\"/\")")
+	}
 	if n.enforcePods && !n.cgroupsPerQOS {
 		return fmt.Errorf("--enforce-node-allocatable=pods needs --cgroups-per-qos (set --enforce-node-allocatable=none)")
 	}
 	return nil
+}
+
+// systemContainers are the Summary API's system containers of the flags
+// (kubeletapi.Config.SystemCgroups).
+func (n *nodeOptions) systemContainers() map[string]string {
+	out := map[string]string{}
+	for name, rel := range map[string]string{statsapi.SystemContainerKubelet: n.kubeletCgroups,
+		statsapi.SystemContainerRuntime: n.runtimeCgroups, statsapi.SystemContainerMisc: n.systemCgroups} {
+		if rel != "" {
+			out[name] = rel
+		}
+	}
+	return out
 }
 
 // parseMinReclaim parses --eviction-minimum-reclaim
@@ -200,6 +232,20 @@ func setupNode(n nodeOptions, sim bool, log *slog.Logger) (*nodeResources, error
 	// allocatableMemory.available evicts before the cgroup's OOM killer.
 	if err := m.Setup(resources.Allocatable(capacity, n.kubeReservedL, n.systemReservedL, nil), n.enforcePods); err != nil {
 		return nil, fmt.Errorf("--cgroups-per-qos: %w (or run with --cgroups-per-qos=false --enforce-node-allocatable=none)", err)
+	}
+	// kubelet's order: the root's processes into the system cgroup, this
+	// one among them, then this one into its own
+	if n.systemCgroups != "" {
+		moved, err := m.Adopt(n.systemCgroups)
+		if err != nil {
+			return nil, fmt.Errorf("--system-cgroups: %w", err)
+		}
+		log.Info("system cgroup", "cgroup", n.systemCgroups, "moved", moved)
+	}
+	if n.kubeletCgroups != "" {
+		if err := m.Join(n.kubeletCgroups, os.Getpid()); err != nil {
+			return nil, fmt.Errorf("--kubelet-cgroups: %w", err)
+		}
 	}
 	out.cgroups = m
 	if n.enforcePods {

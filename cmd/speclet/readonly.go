@@ -44,7 +44,7 @@ func readOnlyMux(o *runOptions, eng *engine.Engine, reg *prometheus.Registry, st
 // metered), labels and root dir as the authenticated API's, and its
 // housekeeping passes (stats).
 func readOnlyStats(o *runOptions, eng *engine.Engine, rt cri.Full, probes prometheus.Gatherer, stats *kubeletapi.StatsCache, log *slog.Logger) (http.Handler, error) {
-	api, err := kubeletapi.New(kubeletapi.Config{Host: eng, Runtime: rt, NodeName: o.nodeName, RootDir: o.rootDir, PodLogsDir: o.podLogsDir,
+	api, err := kubeletapi.New(kubeletapi.Config{Host: eng, Runtime: rt, NodeName: o.nodeName, RootDir: o.rootDir, PodLogsDir: o.podLogsDir, SystemCgroups: o.node.systemContainers(),
 		Authorizer: kubeletapi.AlwaysAllow{}, Probes: probes, Stats: stats, Log: log,
 		Labels: kubeletapi.Labels{PodUID: engine.LabelPodUID, PodName: engine.LabelPodName,
 			PodNamespace: engine.LabelPodNamespace, ContainerName: engine.LabelContainerName},

@@ -219,6 +219,10 @@ func TestRunFlagErrorsNameTheFlag(t *testing.T) {
 		{"--enforce-node-allocatable system-reserved", "--enforce-node-allocatable"},
 		{"--cgroups-per-qos=false", "--enforce-node-allocatable=pods needs --cgroups-per-qos"},
 		{"--cgroup-root node-a", "--cgroup-root: \"node-a\": want an absolute cgroup path"},
+		{"--kubelet-cgroups kubelet", "--kubelet-cgroups: \"kubelet\": want an absolute cgroup path"},
+		{"--runtime-cgroups /a/../runtime", "--runtime-cgroups: \"/a/../runtime\": want an absolute cgroup path"},
+		{"--system-cgroups /", "--system-cgroups: the system cgroup cannot be the root"},
+		{"--system-cgroups /system --cgroups-per-qos=false --enforce-node-allocatable=none", "--system-cgroups needs --cgroups-per-qos"},
 		{"--no-such-flag", "no-such-flag"},
 		{"extra", `unexpected argument "extra"`},
 	} {

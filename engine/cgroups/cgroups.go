@@ -57,6 +57,9 @@ type Options struct {
 	// --cgroup-root): "/" (the default) gives /kubepods, "/node-a" gives
 	// /node-a/kubepods. It must be absolute.
 	Parent string
+	// Proc is where the processes are listed (Adopt tells kernel threads
+	// by their missing executable); default /proc.
+	Proc string
 }
 
 // Manager creates and removes the QoS and pod cgroups. It is safe for
@@ -71,6 +74,7 @@ type Manager struct {
 	// every container's cgroup there too, parents included, and removes
 	// only its own: the pod's directory there is ours to remove.
 	unified string
+	proc    string // Options.Proc
 	mu      sync.Mutex
 	burst   map[types.UID]uint64 // cpu.shares of each Burstable pod, summed into kubepods/burstable
 }
@@ -90,12 +94,15 @@ func New(o Options) (*Manager, error) {
 	if o.Mountinfo == "" {
 		o.Mountinfo = "/proc/self/mountinfo"
 	}
+	if o.Proc == "" {
+		o.Proc = "/proc"
+	}
 	parent := strings.TrimRight(o.Parent, "/")
 	if o.Parent != "" && (!strings.HasPrefix(o.Parent, "/") || filepath.Clean(o.Parent) != o.Parent) {
 		return nil, fmt.Errorf("cgroups: parent %q: want a clean absolute cgroup path such as /node-a", o.Parent)
 	}
 	if _, err := os.Stat(filepath.Join(o.Root, "cgroup.controllers")); err == nil {
-		return &Manager{v2: true, root: o.Root, parent: parent, burst: map[types.UID]uint64{}}, nil
+		return &Manager{v2: true, root: o.Root, parent: parent, proc: o.Proc, burst: map[types.UID]uint64{}}, nil
 	}
 	hiers, unified, err := v1Hierarchies(o.Mountinfo, o.Root)
 	if err != nil {
@@ -104,7 +111,7 @@ func New(o Options) (*Manager, error) {
 	if len(hiers) == 0 {
 		return nil, fmt.Errorf("cgroups: no cgroup v1 controller and no cgroup v2 filesystem under %s", o.Root)
 	}
-	return &Manager{hiers: hiers, unified: unified, parent: parent, burst: map[types.UID]uint64{}}, nil
+	return &Manager{hiers: hiers, unified: unified, parent: parent, proc: o.Proc, burst: map[types.UID]uint64{}}, nil
 }
 
 // V2 reports whether the unified hierarchy (cgroup v2) is in use.

@@ -88,6 +88,13 @@ type Config struct {
 	// pods' cgroups; nil: the host's under /sys/fs/cgroup (none when it
 	// has no cgroup filesystem: no cgroup series then).
 	Cgroups *cgroupstats.Dirs
+	// SystemCgroups are the system containers' cgroups by their Summary
+	// API names (statsapi.SystemContainerKubelet, SystemContainerRuntime,
+	// SystemContainerMisc: kubelet's --kubelet-cgroups, --runtime-cgroups,
+	// --system-cgroups). Without a kubelet entry the node agent's own
+	// cgroup is reported when it is not the root; "pods" is always the
+	// kubepods cgroup.
+	SystemCgroups map[string]string
 	// Configz is the node's configuration as kubelet's /configz shows it,
 	// served as {"kubeletconfig": Configz} in JSON (a
 	// kubelet.config.k8s.io/v1beta1 KubeletConfiguration); nil: no /configz.

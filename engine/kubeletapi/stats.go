@@ -290,8 +290,9 @@ func (a *API) buildSummary(ctx context.Context, ps *pass) *statsapi.Summary {
 	return s
 }
 
-// systemContainers are "pods" (the kubepods cgroup) and "kubelet"
-// (speclet's own cgroup when it is not the root), where they exist.
+// systemContainers are "pods" (the kubepods cgroup), "kubelet" (its
+// configured cgroup, else speclet's own when it is not the root) and the
+// "runtime" and "misc" cgroups configured, where they exist.
 func (a *API) systemContainers(now time.Time) []statsapi.ContainerStats {
 	var out []statsapi.ContainerStats
 	add := func(name, rel string) {
@@ -306,8 +307,15 @@ func (a *API) systemContainers(now time.Time) []statsapi.ContainerStats {
 		out = append(out, statsapi.ContainerStats{Name: name, StartTime: metav1.NewTime(start),
 			CPU: a.cgroupCPU("system:"+rel, st), Memory: cgroupMemory(st), IO: cgroupIO(st)})
 	}
-	if own := ownCgroup(a.dirs.V2); own != "" && own != "/" {
+	if rel := a.c.SystemCgroups[statsapi.SystemContainerKubelet]; rel != "" {
+		add(statsapi.SystemContainerKubelet, rel)
+	} else if own := ownCgroup(a.dirs.V2); own != "" && own != "/" {
 		add(statsapi.SystemContainerKubelet, own)
+	}
+	for _, name := range []string{statsapi.SystemContainerRuntime, statsapi.SystemContainerMisc} {
+		if rel := a.c.SystemCgroups[name]; rel != "" {
+			add(name, rel)
+		}
 	}
 	if _, err := os.Stat(a.dirs.Dir("memory", "/"+cgroups.KubePods)); err == nil {
 		add(statsapi.SystemContainerPods, "/"+cgroups.KubePods)

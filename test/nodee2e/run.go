@@ -179,6 +179,15 @@ func Run(ctx context.Context, o Options) (res *nc.Result, err error) {
 			logf("stop containerd: %v", err)
 		}
 	})
+	release, err := placeRuntime(cd.PID())
+	if err != nil {
+		return nil, fmt.Errorf("node e2e %s: %w", o.Agent, err)
+	}
+	cleanups = append(cleanups, func() {
+		if err := release(); err != nil {
+			logf("put the system cgroups back: %v", err)
+		}
+	})
 	dir := filepath.Join(work, name)
 	manifests := filepath.Join(dir, "manifests")
 	switch o.Agent {
@@ -194,7 +203,8 @@ func Run(ctx context.Context, o Options) (res *nc.Result, err error) {
 			"--pod-logs-dir", "/var/log/pods", "--container-log-links-dir", "/var/log/containers",
 			"--device-plugins-dir", "/var/lib/kubelet/device-plugins",
 			"--node-ip", addr.IP, "--address", addr.IP, "--port", strconv.Itoa(APIPort),
-			"--healthz-port", strconv.Itoa(HealthzPort), "--cluster-domain", ClusterDomain}
+			"--healthz-port", strconv.Itoa(HealthzPort), "--cluster-domain", ClusterDomain,
+			"--kubelet-cgroups", KubeletCgroup, "--runtime-cgroups", RuntimeCgroup, "--system-cgroups", SystemCgroup}
 		n, err := c.StartNode(ctx, cluster.NodeOptions{Name: name, Bin: o.SpecletBin, Containerd: cd, Dir: dir, Args: args,
 			ReadOnly: net.JoinHostPort(addr.IP, strconv.Itoa(ReadOnlyPort))})
 		if err != nil {
@@ -212,10 +222,11 @@ func Run(ctx context.Context, o Options) (res *nc.Result, err error) {
 			return nil, err
 		}
 		k, err := c.StartKubelet(cluster.KubeletOptions{Name: name, Bin: o.KubeletBin, Containerd: cd, Dir: dir, NodeIP: addr.IP,
-			Args: []string{"--node-ip", addr.IP},
+			Args: []string{"--node-ip", addr.IP, "--runtime-cgroups", RuntimeCgroup},
 			Config: map[string]any{
 				"address": addr.IP, "port": APIPort, "readOnlyPort": ReadOnlyPort, "healthzPort": HealthzPort,
 				"staticPodPath": manifests, "podLogsDir": "/var/log/pods", "clusterDomain": ClusterDomain,
+				"kubeletCgroups": KubeletCgroup, "systemCgroups": SystemCgroup,
 			}})
 		if err != nil {
 			return nil, fmt.Errorf("node e2e %s: %w", o.Agent, err)

@@ -1,0 +1,161 @@
+// The node's system cgroups (kubelet's --kubelet-cgroups and
+// --system-cgroups): processes moved into a cgroup of their own so that
+// the Summary API can report what the node agent and the rest of the
+// system use.
+
+package cgroups
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// Join makes cgroup rel (an absolute cgroup path such as "/kubelet", not
+// under --cgroup-root) in every hierarchy and, on a hybrid host, in the
+// unified mount, and moves process pid there with all its threads. On v1
+// the memory the process charged before stays charged where it was (the
+// kernels of this project's hosts refuse memory.move_charge_at_immigrate),
+// as with kubelet: join early.
+func (m *Manager) Join(rel string, pid int) error {
+	if err := m.mkdirSystem(rel); err != nil {
+		return err
+	}
+	for _, dir := range m.podDirs(rel) {
+		if err := m.move(dir, pid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Adopt moves every user-space process of the root cgroup into cgroup rel
+// (kubelet's --system-cgroups): in each hierarchy only the processes that
+// are at its root, so that a process some other manager has placed (a
+// container, a service's own cgroup) stays where it is. Kernel threads
+// and the init process (pid 1) stay at the root, as kubelet leaves them. It returns how many processes moved (in one
+// hierarchy or more); processes that exit during the move are not an
+// error.
+func (m *Manager) Adopt(rel string) (int, error) {
+	if rel == "/" || filepath.Clean(rel) != rel || !strings.HasPrefix(rel, "/") {
+		return 0, fmt.Errorf("cgroups: system cgroup %q: want a clean absolute cgroup path other than the root, such as /system", rel)
+	}
+	if err := m.mkdirSystem(rel); err != nil {
+		return 0, err
+	}
+	moved := map[int]bool{}
+	for _, dir := range m.podDirs(rel) {
+		for _, pid := range pidsOf(filepath.Join(m.mount(dir), "cgroup.procs")) {
+			if pid == 1 || m.kernelThread(pid) {
+				continue
+			}
+			err := m.move(dir, pid)
+			if errors.Is(err, errGone) {
+				continue
+			}
+			if err != nil {
+				return len(moved), err
+			}
+			moved[pid] = true
+		}
+	}
+	return len(moved), nil
+}
+
+// Release moves the processes of cgroup rel back to the root of each
+// hierarchy and removes rel: the undoing of Join and Adopt, for a harness
+// that leaves the host as it found it. A process that exits meanwhile is
+// not an error.
+func (m *Manager) Release(rel string) error {
+	if rel == "/" || filepath.Clean(rel) != rel || !strings.HasPrefix(rel, "/") {
+		return fmt.Errorf("cgroups: release %q: want a clean absolute cgroup path other than the root", rel)
+	}
+	for _, dir := range m.podDirs(rel) {
+		for _, pid := range pidsOf(filepath.Join(dir, "cgroup.procs")) {
+			if err := m.move(m.mount(dir), pid); err != nil && !errors.Is(err, errGone) {
+				return err
+			}
+		}
+		if err := removeTree(dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mount is the hierarchy dir is in: the mount point it starts with.
+func (m *Manager) mount(dir string) string {
+	if m.v2 {
+		return m.root
+	}
+	if m.unified != "" && strings.HasPrefix(dir, m.unified+"/") {
+		return m.unified
+	}
+	for _, h := range m.hiers {
+		if strings.HasPrefix(dir, h.dir+"/") {
+			return h.dir
+		}
+	}
+	return filepath.Dir(dir)
+}
+
+// mkdirSystem makes rel in every hierarchy and the hybrid unified mount.
+func (m *Manager) mkdirSystem(rel string) error {
+	if m.v2 {
+		return m.mkdirV2(rel)
+	}
+	for _, h := range m.hiers {
+		if err := mkdirV1(h, rel); err != nil {
+			return err
+		}
+	}
+	if m.unified != "" {
+		if err := mkdirV1(hier{dir: m.unified}, rel); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// errGone: the process exited before it could be moved.
+var errGone = errors.New("process gone")
+
+// move writes pid into dir's cgroup.procs.
+func (m *Manager) move(dir string, pid int) error {
+	err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644)
+	if errors.Is(err, syscall.ESRCH) {
+		return errGone
+	}
+	if err != nil {
+		return fmt.Errorf("move process %d into cgroup %s: %w", pid, dir, err)
+	}
+	return nil
+}
+
+// pidsOf reads a cgroup.procs file; nil when it cannot be read.
+func pidsOf(path string) []int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if n, err := strconv.Atoi(f); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// kernelThread reports whether pid is a kernel thread (no executable), as
+// kubelet's isKernelPid: those cannot leave the root cgroup. A process
+// that has exited counts as one: there is nothing to move.
+func (m *Manager) kernelThread(pid int) bool {
+	_, err := os.Readlink(filepath.Join(m.proc, strconv.Itoa(pid), "exe"))
+	return err != nil && !errors.Is(err, fs.ErrPermission)
+}
