@@ -263,6 +263,18 @@ func (c cadvisorCollector) Collect(ch chan<- prometheus.Metric) {
 			emit(e, "container_spec_memory_reservation_limit_bytes", "Memory reservation limit for the container.", gauge, float64(st.MemReservation))
 			emit(e, "container_spec_memory_swap_limit_bytes", "Memory swap limit for the container.", gauge, float64(st.SwapLimit))
 		}
+		// PSI, as kubelet's cAdvisor exports it (KubeletPSI): "waiting"
+		// is some task stalled, "stalled" all of them
+		for _, p := range []struct {
+			res, what string
+			psi       *cgroupstats.Pressure
+		}{{"cpu", "CPU", st.CPUPressure}, {"memory", "memory", st.MemPressure}, {"io", "IO", st.IOPressure}} {
+			if p.psi == nil {
+				continue
+			}
+			emit(e, "container_pressure_"+p.res+"_stalled_seconds_total", "Total time duration no tasks in the container could make progress due to "+p.what+" congestion.", counter, float64(p.psi.Full.Total)/1e6)
+			emit(e, "container_pressure_"+p.res+"_waiting_seconds_total", "Total time duration tasks in the container have waited due to "+p.what+" congestion.", counter, float64(p.psi.Some.Total)/1e6)
+		}
 		for _, dv := range st.Blkio {
 			dev := dv.Name
 			maj, min := strconv.FormatUint(dv.Major, 10), strconv.FormatUint(dv.Minor, 10)

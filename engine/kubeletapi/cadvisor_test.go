@@ -119,6 +119,8 @@ func TestCadvisorFormat(t *testing.T) {
 		`container_memory_failures_total{container="main",failure_type="pgfault",id="/kubepods/besteffort/podu1/c1",image="registry.test/busybox:1",name="c1",namespace="shop",pod="web",scope="hierarchy"} 300 1700000000000` + "\n",
 		`container_fs_usage_bytes{container="main",device="` + root + `",id="/kubepods/besteffort/podu1/c1",image="registry.test/busybox:1",name="c1",namespace="shop",pod="web"} 4096 1700000000000` + "\n",
 		`container_start_time_seconds{container="main",id="/kubepods/besteffort/podu1/c1",image="registry.test/busybox:1",name="c1",namespace="shop",pod="web"} 1.5e+09 1700000000000` + "\n",
+		`container_pressure_io_stalled_seconds_total{container="main",id="/kubepods/besteffort/podu1/c1",image="registry.test/busybox:1",name="c1",namespace="shop",pod="web"} 0.002 1700000000000` + "\n",
+		`container_pressure_cpu_waiting_seconds_total{container="",id="/",image="",name="",namespace="",pod=""} 0.004 1700000000000` + "\n",
 		"# TYPE machine_cpu_cores gauge\n",
 	} {
 		if !strings.Contains(body, want) {
