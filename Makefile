@@ -120,6 +120,15 @@ docs: deps generate
 # on containerd-1.6 unless SPECLET_RUNTIME says otherwise.
 RUNTIME ?= containerd-2
 RUNTIME_BUILD := $(if $(filter containerd-2,$(RUNTIME)),runtimes)
+# The suites that compare speclet with kubelet (conformance,
+# node-conformance, node-e2e) run both agents on containerd-1.6, the runtime
+# their recorded verdicts were taken on and `make test`'s fast subsets run
+# on, unless RUNTIME is given: make node-e2e RUNTIME=containerd-2. Only a
+# run on containerd-1.6 re-records kubelet's verdicts and the docs' tables;
+# on another runtime the comparison is printed and left in the out dir.
+SUITE_RUNTIME := $(if $(filter file,$(origin RUNTIME)),containerd-1.6,$(RUNTIME))
+SUITE_RUNTIME_BUILD := $(if $(filter containerd-2,$(SUITE_RUNTIME)),runtimes)
+SUITE_RECORD = $(filter containerd-1.6,$(SUITE_RUNTIME))
 
 # run starts speclet on a private containerd (installed when missing) with the
 # pods of examples/pods; Ctrl-C stops it and removes everything. Extra flags
@@ -204,10 +213,10 @@ cluster: deps kube-binaries metrics-server-binary $(RUNTIME_BUILD)
 KUBELET_VERSION ?= v1.34.4
 CONFORMANCE_POOL ?= 6
 CONFORMANCE_OUT ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/speclet/conformance
-conformance: deps
-	@kubelet=$$($(GO) run ./test/conformance/cmd/buildkubelet -version $(KUBELET_VERSION)) && echo "conformance: kubelet $$kubelet" && \
-	$(GO) test ./test/conformance -run '^TestConformance$$' -count=1 -timeout 90m -v \
-	  -conformance.kubelet "$$kubelet" -conformance.record -conformance.pool $(CONFORMANCE_POOL) \
+conformance: deps $(SUITE_RUNTIME_BUILD)
+	@kubelet=$$($(GO) run ./test/conformance/cmd/buildkubelet -version $(KUBELET_VERSION)) && echo "conformance: kubelet $$kubelet, runtime $(SUITE_RUNTIME)" && \
+	SPECLET_RUNTIME=$(SUITE_RUNTIME) $(GO) test ./test/conformance -run '^TestConformance$$' -count=1 -timeout 90m -v \
+	  -conformance.kubelet "$$kubelet" $(if $(SUITE_RECORD),-conformance.record) -conformance.pool $(CONFORMANCE_POOL) \
 	  -conformance.out $(CONFORMANCE_OUT) $(if $(CONFORMANCE_RUN),-conformance.run '$(CONFORMANCE_RUN)') \
 	  | grep -v -E '^(=== RUN|--- PASS|PASS$$|ok )'; \
 	status=$${PIPESTATUS[0]}; echo "conformance: report and every result in $(CONFORMANCE_OUT)"; exit $$status
@@ -239,10 +248,11 @@ node-conformance-binaries:
 NODECONF_AGENTS ?= speclet,kubelet
 NODECONF_PROCS ?= 5
 NODECONF_OUT ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/speclet/nodeconf
-node-conformance: deps kube-binaries node-conformance-binaries
+node-conformance: deps kube-binaries node-conformance-binaries $(SUITE_RUNTIME_BUILD)
 	@mkdir -p $(RUN_BIN) && $(GO) build -o $(RUN_BIN)/speclet-nodeconf ./test/nodeconformance/cmd/nodeconf && \
+	echo "node-conformance: runtime $(SUITE_RUNTIME)" && SPECLET_RUNTIME=$(SUITE_RUNTIME) \
 	$(RUN_BIN)/speclet-nodeconf -agents '$(NODECONF_AGENTS)' -procs $(NODECONF_PROCS) -out '$(NODECONF_OUT)' -version $(KUBE_VERSION) \
-	  $(if $(NODECONF_FOCUS),-focus '$(NODECONF_FOCUS)',-record test/nodeconformance/testdata/kubelet.txt -doc docs/node-conformance.md)
+	  $(if $(NODECONF_FOCUS),-focus '$(NODECONF_FOCUS)',$(if $(SUITE_RECORD),-record test/nodeconformance/testdata/kubelet.txt -doc docs/node-conformance.md))
 
 # node-e2e runs the [NodeConformance] specs of Kubernetes' node e2e suite
 # (e2e_node.test of k8s.io/kubernetes $(KUBE_VERSION), test/nodee2e) on one
@@ -263,7 +273,8 @@ NODE_E2E_AGENTS ?= speclet,kubelet
 NODE_E2E_PASSES ?= parallel,serial
 NODE_E2E_PROCS ?= 4
 NODE_E2E_OUT ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/speclet/nodee2e
-node-e2e: deps kube-binaries node-conformance-binaries
+node-e2e: deps kube-binaries node-conformance-binaries $(SUITE_RUNTIME_BUILD)
 	@mkdir -p $(RUN_BIN) && $(GO) build -o $(RUN_BIN)/speclet-nodee2e ./test/nodee2e/cmd/nodee2e && \
+	echo "node-e2e: runtime $(SUITE_RUNTIME)" && SPECLET_RUNTIME=$(SUITE_RUNTIME) \
 	$(RUN_BIN)/speclet-nodee2e -agents '$(NODE_E2E_AGENTS)' -passes '$(NODE_E2E_PASSES)' -procs $(NODE_E2E_PROCS) -out '$(NODE_E2E_OUT)' -version $(KUBE_VERSION) \
-	  $(if $(NODE_E2E_FOCUS),-focus '$(NODE_E2E_FOCUS)' $(if $(NODE_E2E_MERGE),-record test/nodee2e/testdata/kubelet.txt -merge),-record test/nodee2e/testdata/kubelet.txt -doc docs/node-e2e.md)
+	  $(if $(SUITE_RECORD),$(if $(NODE_E2E_FOCUS),-focus '$(NODE_E2E_FOCUS)' $(if $(NODE_E2E_MERGE),-record test/nodee2e/testdata/kubelet.txt -merge),-record test/nodee2e/testdata/kubelet.txt -doc docs/node-e2e.md),$(if $(NODE_E2E_FOCUS),-focus '$(NODE_E2E_FOCUS)'))
