@@ -55,7 +55,7 @@ func (n *nodeOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&n.cgroupParent, "cgroup-root", "", "the cgroup the kubepods hierarchy is made in, e.g. /node-a (kubepods is then /node-a/kubepods); default the root")
 	fs.StringVar(&n.kubeletCgroups, "kubelet-cgroups", "", "the cgroup the node agent moves itself into at start, e.g. /kubelet (reported as system container \"kubelet\" in /stats/summary); default: it stays where it was started")
 	fs.StringVar(&n.runtimeCgroups, "runtime-cgroups", "", "the container runtime's cgroup, e.g. /runtime, whose stats /stats/summary reports as system container \"runtime\" (the runtime is not moved)")
-	fs.StringVar(&n.systemCgroups, "system-cgroups", "", "the cgroup every other process of the root cgroup is moved into at start, e.g. /system (system container \"misc\" in /stats/summary); kernel threads stay; needs --cgroups-per-qos")
+	fs.StringVar(&n.systemCgroups, "system-cgroups", "", "the cgroup every other process of the root cgroup (of the devices hierarchy on cgroup v1) is moved into at start, in every hierarchy, e.g. /system (system container \"misc\" in /stats/summary); kernel threads and pid 1 stay; needs --cgroups-per-qos")
 	fs.StringVar(&n.kubeReserved, "kube-reserved", "", "resources reserved for the node agent and the runtime, e.g. cpu=200m,memory=500Mi; taken from node allocatable")
 	fs.StringVar(&n.systemReserved, "system-reserved", "", "resources reserved for the system, e.g. cpu=200m,memory=500Mi; taken from node allocatable")
 	fs.StringVar(&n.enforce, "enforce-node-allocatable", "pods", "where node allocatable is enforced: pods (the kubepods cgroup's limits), or none")

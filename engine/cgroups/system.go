@@ -26,6 +26,12 @@ func (m *Manager) Join(rel string, pid int) error {
 	if err := m.mkdirSystem(rel); err != nil {
 		return err
 	}
+	return m.join(rel, pid)
+}
+
+// join moves pid into rel, made, in every hierarchy; errGone when it has
+// exited.
+func (m *Manager) join(rel string, pid int) error {
 	for _, dir := range m.podDirs(rel) {
 		if err := m.move(dir, pid); err != nil {
 			return err
@@ -34,13 +40,15 @@ func (m *Manager) Join(rel string, pid int) error {
 	return nil
 }
 
-// Adopt moves every user-space process of the root cgroup into cgroup rel
-// (kubelet's --system-cgroups): in each hierarchy only the processes that
-// are at its root, so that a process some other manager has placed (a
-// container, a service's own cgroup) stays where it is. Kernel threads
-// and the init process (pid 1) stay at the root, as kubelet leaves them. It returns how many processes moved (in one
-// hierarchy or more); processes that exit during the move are not an
-// error.
+// Adopt moves every user-space process that is in the root cgroup into
+// cgroup rel, in every hierarchy (kubelet's --system-cgroups and its
+// ensureSystemCgroups): a process is in the root when it is at the root of
+// the devices hierarchy on v1 (the one kubelet reads; the first hierarchy
+// when devices is not mounted), of the unified one on v2. Such a process
+// moves in every hierarchy, also where another manager had put it
+// elsewhere, as kubelet moves it. Kernel threads and the init process
+// (pid 1) stay. It returns how many processes moved; one that exits
+// during the move is not an error.
 func (m *Manager) Adopt(rel string) (int, error) {
 	if rel == "/" || filepath.Clean(rel) != rel || !strings.HasPrefix(rel, "/") {
 		return 0, fmt.Errorf("cgroups: system cgroup %q: want a clean absolute cgroup path other than the root, such as /system", rel)
@@ -48,23 +56,96 @@ func (m *Manager) Adopt(rel string) (int, error) {
 	if err := m.mkdirSystem(rel); err != nil {
 		return 0, err
 	}
-	moved := map[int]bool{}
-	for _, dir := range m.podDirs(rel) {
-		for _, pid := range pidsOf(filepath.Join(m.mount(dir), "cgroup.procs")) {
-			if pid == 1 || m.kernelThread(pid) {
-				continue
-			}
-			err := m.move(dir, pid)
-			if errors.Is(err, errGone) {
-				continue
-			}
-			if err != nil {
-				return len(moved), err
-			}
-			moved[pid] = true
+	n := 0
+	for _, pid := range pidsOf(filepath.Join(m.reference(), "cgroup.procs")) {
+		if pid == 1 || m.kernelThread(pid) {
+			continue
+		}
+		err := m.join(rel, pid)
+		if errors.Is(err, errGone) {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// reference is the mount whose root's processes are "in the root cgroup".
+func (m *Manager) reference() string {
+	if m.v2 {
+		return m.root
+	}
+	for _, h := range m.hiers {
+		if h.ctrls["devices"] {
+			return h.dir
 		}
 	}
-	return len(moved), nil
+	return m.hiers[0].dir
+}
+
+// Where is the cgroup of process pid in each hierarchy, by mount point
+// (the hybrid unified mount included), as /proc/<pid>/cgroup gives them;
+// Put moves it back there.
+func (m *Manager) Where(pid int) (map[string]string, error) {
+	b, err := os.ReadFile(filepath.Join(m.proc, strconv.Itoa(pid), "cgroup"))
+	if err != nil {
+		return nil, fmt.Errorf("cgroups of process %d: %w", pid, err)
+	}
+	out := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.SplitN(l, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		if f[1] == "" {
+			if m.v2 {
+				out[m.root] = f[2]
+			} else if m.unified != "" {
+				out[m.unified] = f[2]
+			}
+			continue
+		}
+		for _, h := range m.hiers {
+			if sameControllers(h.ctrls, f[1]) {
+				out[h.dir] = f[2]
+			}
+		}
+	}
+	return out, nil
+}
+
+// Put moves process pid into the cgroups where gives (Where's map). A
+// process that has exited, or a cgroup removed since, is not an error:
+// there is nothing to put back.
+func (m *Manager) Put(pid int, where map[string]string) error {
+	for mount, rel := range where {
+		err := m.move(filepath.Join(mount, rel), pid)
+		if errors.Is(err, errGone) || errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sameControllers: the hierarchy carries exactly the controllers of a
+// /proc/<pid>/cgroup line ("cpu,cpuacct"; named ones such as name=systemd
+// are no hierarchy of ours).
+func sameControllers(ctrls map[string]bool, list string) bool {
+	names := strings.Split(list, ",")
+	n := 0
+	for _, c := range names {
+		if !ctrls[c] {
+			return false
+		}
+		n++
+	}
+	return n == len(ctrls)
 }
 
 // Release moves the processes of cgroup rel back to the root of each

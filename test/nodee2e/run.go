@@ -179,12 +179,12 @@ func Run(ctx context.Context, o Options) (res *nc.Result, err error) {
 			logf("stop containerd: %v", err)
 		}
 	})
-	release, err := placeRuntime(cd.PID())
+	restore, err := placeRuntime(cd.PID())
 	if err != nil {
 		return nil, fmt.Errorf("node e2e %s: %w", o.Agent, err)
 	}
 	cleanups = append(cleanups, func() {
-		if err := release(); err != nil {
+		if err := restore(); err != nil {
 			logf("put the system cgroups back: %v", err)
 		}
 	})
