@@ -118,6 +118,11 @@ type Options struct {
 	// their defaults (50 and 20 per second): scale benchmarks that create
 	// thousands of pods measure the nodes, not those client limits.
 	ControlPlaneQPS int
+	// DisableAdmission are admission plugins the API server runs without
+	// (--disable-admission-plugins), such as the node e2e jobs' API server
+	// has: ServiceAccount (pods get no service account token volume) and
+	// TaintNodesByCondition.
+	DisableAdmission []string
 	// Log receives progress lines (nil: discard).
 	Log io.Writer
 }
@@ -579,6 +584,9 @@ func (c *Cluster) apiServerArgs() []string {
 		"--enable-aggregator-routing=true",
 	}
 	args = append(args, c.hollowArgs()...)
+	if len(c.opts.DisableAdmission) > 0 {
+		args = append(args, "--disable-admission-plugins", strings.Join(c.opts.DisableAdmission, ","))
+	}
 	if c.opts.VerifyKubelets {
 		args = append(args, "--kubelet-certificate-authority", c.caCrt)
 	}

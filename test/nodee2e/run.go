@@ -156,7 +156,12 @@ func Run(ctx context.Context, o Options) (res *nc.Result, err error) {
 	})
 	logf("node address %s on %s (peer %s in netns %s)", addr.IP, addr.Link, addr.Peer, addr.Netns)
 
-	c, err := cluster.Start(ctx, cluster.Options{Version: o.Version, Dir: filepath.Join(work, "cluster"), Scheduler: true, ControllerManager: true, Log: o.Log})
+	// The API server of the node e2e jobs (e2e_node's services/apiserver.go)
+	// runs without the ServiceAccount and TaintNodesByCondition admission
+	// plugins: the suite's pods get no service account token volume (the
+	// Summary API spec lists every volume of its pods).
+	c, err := cluster.Start(ctx, cluster.Options{Version: o.Version, Dir: filepath.Join(work, "cluster"), Scheduler: true, ControllerManager: true,
+		DisableAdmission: []string{"ServiceAccount", "TaintNodesByCondition"}, Log: o.Log})
 	if err != nil {
 		return nil, fmt.Errorf("node e2e %s: %w", o.Agent, err)
 	}
@@ -226,7 +231,7 @@ func Run(ctx context.Context, o Options) (res *nc.Result, err error) {
 			Config: map[string]any{
 				"address": addr.IP, "port": APIPort, "readOnlyPort": ReadOnlyPort, "healthzPort": HealthzPort,
 				"staticPodPath": manifests, "podLogsDir": "/var/log/pods", "clusterDomain": ClusterDomain,
-				"kubeletCgroups": KubeletCgroup, "systemCgroups": SystemCgroup,
+				"kubeletCgroups": KubeletCgroup, "systemCgroups": SystemCgroup, "cgroupRoot": "/", // kubelet wants cgroupRoot with systemCgroups
 			}})
 		if err != nil {
 			return nil, fmt.Errorf("node e2e %s: %w", o.Agent, err)
