@@ -90,7 +90,7 @@ func TestCadvisorFormat(t *testing.T) {
 		}
 		return map[string]string{"memory.usage_in_bytes": usage, "memory.limit_in_bytes": "83886080", "memory.stat": "pgfault " + own + "\ntotal_rss 8192\ntotal_cache 4096\ntotal_inactive_file " + inactive + "\ntotal_pgfault 300\n"}
 	}
-	for rel, usage := range map[string]string{"/": "900000000", "/kubepods/besteffort/podu1": "3000000", "/kubepods/besteffort/podu1/sb1": "1000000", "/kubepods/besteffort/podu1/c1": "2000000"} {
+	for rel, usage := range map[string]string{"/": "900000000", "/kubepods/besteffort/podu1": "3000000", "/kubepods/besteffort/podu1/sb1": "1000000", "/kubepods/besteffort/podu1/c1": "2000000", "/runtime": "5000000"} {
 		writeFiles(t, dir("memory", rel), mem(usage, "1000", rel != "/kubepods/besteffort/podu1"))
 		writeFiles(t, dir("cpuacct", rel), map[string]string{"cpuacct.usage": "1500000000", "cpuacct.stat": "user 100\nsystem 50\n"})
 		writeFiles(t, dir("cpu", rel), map[string]string{"cpu.shares": "2", "cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "-1", "cgroup.procs": ""})
@@ -100,7 +100,9 @@ func TestCadvisorFormat(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	api, err := kubeletapi.New(kubeletapi.Config{Host: noPods{}, Runtime: fakeStatsRuntime{fsDir: root}, Labels: statsLabels, NodeName: "n",
 		Authorizer: kubeletapi.AlwaysAllow{}, Now: func() time.Time { return now },
-		Cgroups: &cgroupstats.Dirs{Dir: dir, Proc: filepath.Join(root, "proc")}})
+		Cgroups: &cgroupstats.Dirs{Dir: dir, Proc: filepath.Join(root, "proc")},
+		// the runtime's cgroup is there, the system cgroup is not
+		SystemCgroups: map[string]string{statsapi.SystemContainerRuntime: "/runtime", statsapi.SystemContainerMisc: "/system"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,6 +162,16 @@ func TestCadvisorFormat(t *testing.T) {
 	}
 	if p.ProcessStats == nil || *p.ProcessStats.ProcessCount != 0 {
 		t.Errorf("process stats: %+v", p.ProcessStats)
+	}
+	var sys []string
+	for _, c := range s.Node.SystemContainers {
+		sys = append(sys, c.Name)
+		if c.Name == statsapi.SystemContainerRuntime && (c.Memory == nil || *c.Memory.WorkingSetBytes != 4999000 || c.IO == nil) {
+			t.Errorf("runtime system container: memory %+v, io %+v", c.Memory, c.IO)
+		}
+	}
+	if strings.Join(sys, ",") != "runtime" {
+		t.Errorf("system containers %v, want [runtime] (kubepods has no files of its own here, /system is not there, and the test process's own cgroup is not under this tree)", sys)
 	}
 	// PSI: node, pod and container, CPU, memory and I/O, each from its
 	// cgroup's pressure files, totals in the kernel's microseconds.
