@@ -341,24 +341,30 @@ func (m *Manager) Dir(ctrl, rel string) string {
 	return ""
 }
 
-// dirs is rel in every hierarchy.
-func (m *Manager) dirs(rel string) []string {
-	if m.v2 {
-		return []string{filepath.Join(m.root, rel)}
-	}
-	out := make([]string, len(m.hiers))
-	for i, h := range m.hiers {
-		out[i] = filepath.Join(h.dir, rel)
+// podDirs is rel in every hierarchy and, on a hybrid host, in the unified
+// mount, where runc leaves the pod's directory behind (see unified): rel
+// under each of mounts.
+func (m *Manager) podDirs(rel string) []string {
+	mnts := m.mounts()
+	out := make([]string, len(mnts))
+	for i, mnt := range mnts {
+		out[i] = filepath.Join(mnt, rel)
 	}
 	return out
 }
 
-// podDirs is rel in every hierarchy and, on a hybrid host, in the unified
-// mount, where runc leaves the pod's directory behind (see unified).
-func (m *Manager) podDirs(rel string) []string {
-	out := m.dirs(rel)
+// mounts are the mount points of every hierarchy and, on a hybrid host,
+// the unified mount.
+func (m *Manager) mounts() []string {
+	if m.v2 {
+		return []string{m.root}
+	}
+	out := make([]string, 0, len(m.hiers)+1)
+	for _, h := range m.hiers {
+		out = append(out, h.dir)
+	}
 	if m.unified != "" {
-		out = append(out, filepath.Join(m.unified, rel))
+		out = append(out, m.unified)
 	}
 	return out
 }

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/speclet/speclet/engine/resources"
 )
 
 // Join makes cgroup rel (an absolute cgroup path such as "/kubelet", not
@@ -50,9 +52,6 @@ func (m *Manager) join(rel string, pid int) error {
 // (pid 1) stay. It returns how many processes moved; one that exits
 // during the move is not an error.
 func (m *Manager) Adopt(rel string) (int, error) {
-	if rel == "/" || filepath.Clean(rel) != rel || !strings.HasPrefix(rel, "/") {
-		return 0, fmt.Errorf("cgroups: system cgroup %q: want a clean absolute cgroup path other than the root, such as /system", rel)
-	}
 	if err := m.mkdirSystem(rel); err != nil {
 		return 0, err
 	}
@@ -138,14 +137,12 @@ func (m *Manager) Put(pid int, where map[string]string) error {
 // are no hierarchy of ours).
 func sameControllers(ctrls map[string]bool, list string) bool {
 	names := strings.Split(list, ",")
-	n := 0
 	for _, c := range names {
 		if !ctrls[c] {
 			return false
 		}
-		n++
 	}
-	return n == len(ctrls)
+	return len(names) == len(ctrls)
 }
 
 // Release moves the processes of cgroup rel back to the root of each
@@ -153,12 +150,13 @@ func sameControllers(ctrls map[string]bool, list string) bool {
 // that leaves the host as it found it. A process that exits meanwhile is
 // not an error.
 func (m *Manager) Release(rel string) error {
-	if rel == "/" || filepath.Clean(rel) != rel || !strings.HasPrefix(rel, "/") {
-		return fmt.Errorf("cgroups: release %q: want a clean absolute cgroup path other than the root", rel)
+	if err := checkSystem(rel); err != nil {
+		return err
 	}
-	for _, dir := range m.podDirs(rel) {
+	for _, mnt := range m.mounts() {
+		dir := filepath.Join(mnt, rel)
 		for _, pid := range pidsOf(filepath.Join(dir, "cgroup.procs")) {
-			if err := m.move(m.mount(dir), pid); err != nil && !errors.Is(err, errGone) {
+			if err := m.move(mnt, pid); err != nil && !errors.Is(err, errGone) {
 				return err
 			}
 		}
@@ -169,36 +167,26 @@ func (m *Manager) Release(rel string) error {
 	return nil
 }
 
-// mount is the hierarchy dir is in: the mount point it starts with.
-func (m *Manager) mount(dir string) string {
-	if m.v2 {
-		return m.root
-	}
-	if m.unified != "" && strings.HasPrefix(dir, m.unified+"/") {
-		return m.unified
-	}
-	for _, h := range m.hiers {
-		if strings.HasPrefix(dir, h.dir+"/") {
-			return h.dir
-		}
-	}
-	return filepath.Dir(dir)
-}
-
-// mkdirSystem makes rel in every hierarchy and the hybrid unified mount.
+// mkdirSystem checks rel and makes it in every hierarchy (create, without
+// limits) and in the hybrid unified mount.
 func (m *Manager) mkdirSystem(rel string) error {
-	if m.v2 {
-		return m.mkdirV2(rel)
+	if err := checkSystem(rel); err != nil {
+		return err
 	}
-	for _, h := range m.hiers {
-		if err := mkdirV1(h, rel); err != nil {
-			return err
-		}
+	if err := m.create(rel, resources.CgroupConfig{}); err != nil {
+		return err
 	}
 	if m.unified != "" {
-		if err := mkdirV1(hier{dir: m.unified}, rel); err != nil {
-			return err
-		}
+		return mkdirV1(hier{dir: m.unified}, rel)
+	}
+	return nil
+}
+
+// checkSystem: a system cgroup is a clean absolute path other than the
+// root.
+func checkSystem(rel string) error {
+	if rel == "/" || filepath.Clean(rel) != rel || !strings.HasPrefix(rel, "/") {
+		return fmt.Errorf("cgroups: system cgroup %q: want a clean absolute cgroup path other than the root, such as /system", rel)
 	}
 	return nil
 }

@@ -139,14 +139,15 @@ func (d Dirs) Read(rel string, processes bool, now time.Time) (Stats, error) {
 	if err != nil {
 		return s, err
 	}
+	cg2 := d.Dir("", rel) // v2's directory, a hybrid v1 host's unified one
 	procsDir := d.Dir("cpu", rel)
 	if d.V2 {
-		procsDir = d.Dir("", rel)
+		procsDir = cg2
 	}
-	if dir := d.Dir("", rel); dir != "" {
-		s.CPUPressure = readPressure(filepath.Join(dir, "cpu.pressure"))
-		s.MemPressure = readPressure(filepath.Join(dir, "memory.pressure"))
-		s.IOPressure = readPressure(filepath.Join(dir, "io.pressure"))
+	if cg2 != "" {
+		s.CPUPressure = readPressure(filepath.Join(cg2, "cpu.pressure"))
+		s.MemPressure = readPressure(filepath.Join(cg2, "memory.pressure"))
+		s.IOPressure = readPressure(filepath.Join(cg2, "io.pressure"))
 	}
 	pids := readPids(filepath.Join(procsDir, "cgroup.procs"))
 	if len(pids) > 0 {

@@ -177,29 +177,20 @@ func TestCadvisorFormat(t *testing.T) {
 	// cgroup's pressure files, totals in the kernel's microseconds.
 	want := statsapi.PSIStats{Some: statsapi.PSIData{Total: 4000, Avg10: 2.5, Avg60: 1, Avg300: 0.5},
 		Full: statsapi.PSIData{Total: 2000, Avg10: 1.25, Avg60: 0.5, Avg300: 0.25}}
+	if s.Node.CPU == nil || s.Node.Memory == nil || s.Node.IO == nil || p.CPU == nil || p.Memory == nil || p.IO == nil || c.CPU == nil || c.Memory == nil || c.IO == nil {
+		t.Fatalf("CPU, memory or I/O stats missing: node %+v %+v %+v, pod %+v %+v %+v, container %+v %+v %+v",
+			s.Node.CPU, s.Node.Memory, s.Node.IO, p.CPU, p.Memory, p.IO, c.CPU, c.Memory, c.IO)
+	}
 	for _, c := range []struct {
 		name string
-		got  func() *statsapi.PSIStats
+		got  *statsapi.PSIStats
 	}{
-		{"node cpu", func() *statsapi.PSIStats { return s.Node.CPU.PSI }},
-		{"node memory", func() *statsapi.PSIStats { return s.Node.Memory.PSI }},
-		{"node io", func() *statsapi.PSIStats { return s.Node.IO.PSI }},
-		{"pod cpu", func() *statsapi.PSIStats { return p.CPU.PSI }},
-		{"pod memory", func() *statsapi.PSIStats { return p.Memory.PSI }},
-		{"pod io", func() *statsapi.PSIStats { return p.IO.PSI }},
-		{"container cpu", func() *statsapi.PSIStats { return c.CPU.PSI }},
-		{"container memory", func() *statsapi.PSIStats { return c.Memory.PSI }},
-		{"container io", func() *statsapi.PSIStats { return c.IO.PSI }},
+		{"node cpu", s.Node.CPU.PSI}, {"node memory", s.Node.Memory.PSI}, {"node io", s.Node.IO.PSI},
+		{"pod cpu", p.CPU.PSI}, {"pod memory", p.Memory.PSI}, {"pod io", p.IO.PSI},
+		{"container cpu", c.CPU.PSI}, {"container memory", c.Memory.PSI}, {"container io", c.IO.PSI},
 	} {
-		func() {
-			defer func() {
-				if r := recover(); r != nil {
-					t.Errorf("%s PSI: missing (%v)", c.name, r)
-				}
-			}()
-			if got := c.got(); got == nil || *got != want {
-				t.Errorf("%s PSI %+v, want %+v", c.name, got, want)
-			}
-		}()
+		if c.got == nil || *c.got != want {
+			t.Errorf("%s PSI %+v, want %+v", c.name, c.got, want)
+		}
 	}
 }
